@@ -1,0 +1,43 @@
+"""mpsx: the MetalPerformanceShaders CNN training model for Python.
+
+Runs on Apple GPUs through MPS, on NVIDIA GPUs through cuDNN and on any CPU
+through oneDNN. The public names are those of API.md.
+"""
+
+from mpsx._errors import (
+    DeviceMismatchError,
+    MPSXError,
+    OutOfMemoryError,
+    ShapeError,
+    StateError,
+    SynchronizationError,
+)
+from mpsx._runtime import (
+    Buffer,
+    CommandBuffer,
+    CommandQueue,
+    DataType,
+    Device,
+    Image,
+    ImageBatch,
+    ImageDescriptor,
+    State,
+    StateBatch,
+    Vector,
+    devices,
+)
+from mpsx._kernels import (
+    CNNGradientKernel,
+    CNNKernel,
+    CNNNeuron,
+    CNNNeuronGradient,
+    ImageEdgeMode,
+    NeuronType,
+    NNGradientState,
+    NNNeuronDescriptor,
+    NNPaddingMethod,
+    Offset,
+    Region,
+)
+
+__version__ = "0.1.0"

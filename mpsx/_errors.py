@@ -1,0 +1,25 @@
+"""The exceptions mpsx raises (API.md, "Errors")."""
+
+
+class MPSXError(Exception):
+    """Base of every mpsx error."""
+
+
+class ShapeError(MPSXError, ValueError):
+    """An image, weight or buffer whose shape or size does not fit."""
+
+
+class SynchronizationError(MPSXError):
+    """Host access to memory a command buffer writes, without synchronize and completion."""
+
+
+class StateError(MPSXError):
+    """A state used with another batch, a command buffer used after commit, and the like."""
+
+
+class DeviceMismatchError(MPSXError):
+    """Objects of different devices mixed in one call."""
+
+
+class OutOfMemoryError(MPSXError, MemoryError):
+    """The device could not provide the memory asked for."""

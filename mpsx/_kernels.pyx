@@ -1,0 +1,429 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+"""Kernel classes: MPSCNNKernel and MPSCNNGradientKernel families."""
+
+import enum
+from collections import namedtuple
+
+import numpy as np
+
+from libc.stdint cimport int64_t, uint32_t
+from libcpp.memory cimport shared_ptr, make_shared
+from libcpp.vector cimport vector
+
+from mpsx.includes.image cimport CImage
+from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel, Encoded
+from mpsx.includes.kernels.neuron cimport (
+    CCNNNeuron, CCNNNeuronGradient, NeuronDescriptor as CNeuronDescriptor, NeuronType as CNeuronType)
+from mpsx.includes.state cimport CState
+from mpsx.includes.types cimport EdgeMode, kRectNoClip
+from mpsx._runtime cimport (
+    CommandBuffer, Device, Image, ImageBatch, ImageDescriptor, State, image_of, wrap_device, wrap_image,
+    wrap_image_batch)
+
+from mpsx._runtime import StateBatch, _batch_of
+
+
+Offset = namedtuple("Offset", "x y z", defaults=(0, 0, 0))
+Offset.__doc__ = "MPSOffset: where clip_rect.origin lands in the source; z is the first source image."
+
+Region = namedtuple("Region", "x y z width height depth")
+Region.__doc__ = "MTLRegion of clip_rect: z is the first destination image, depth the number of images."
+
+
+class ImageEdgeMode(enum.IntEnum):
+    """MPSImageEdgeMode: what reads past the edge of the source return."""
+    ZERO = 0
+    CLAMP = 1
+
+
+class NNPaddingMethod(enum.IntFlag):
+    """MPSNNPaddingMethod bits: size, alignment and where odd padding goes."""
+    ALIGN_CENTERED = 0
+    ALIGN_TOP_LEFT = 1
+    ALIGN_BOTTOM_RIGHT = 2
+    ADD_REMAINDER_TO_TOP_LEFT = 0
+    ADD_REMAINDER_TO_TOP_RIGHT = 1 << 2
+    ADD_REMAINDER_TO_BOTTOM_LEFT = 2 << 2
+    ADD_REMAINDER_TO_BOTTOM_RIGHT = 3 << 2
+    SIZE_VALID_ONLY = 0
+    SIZE_SAME = 1 << 4
+    SIZE_FULL = 2 << 4
+    CUSTOM = 1 << 14
+    EXCLUDE_EDGES = 1 << 15
+
+
+class NeuronType(enum.IntEnum):
+    """MPSCNNNeuronType."""
+    NONE = 0
+    RELU = 1
+    LINEAR = 2
+    SIGMOID = 3
+    HARD_SIGMOID = 4
+    TANH = 5
+    ABSOLUTE = 6
+    SOFTPLUS = 7
+    SOFTSIGN = 8
+    ELU = 9
+    PRELU = 10
+    RELUN = 11
+    POWER = 12
+    EXPONENTIAL = 13
+    LOGARITHM = 14
+    GELU = 15
+
+
+cdef shared_ptr[CState] _given_state(object destination_state, bint* want) except *:
+    cdef shared_ptr[CState] given
+    if destination_state is True:
+        want[0] = True
+    elif destination_state is False or destination_state is None:
+        want[0] = False
+    elif isinstance(destination_state, State):
+        want[0] = True
+        given = (<State>destination_state).c
+    elif isinstance(destination_state, tuple) and destination_state and isinstance(destination_state[0], State):
+        want[0] = True
+        given = (<State>destination_state[0]).c
+    else:
+        raise TypeError(f"destination_state must be True, False or a state, given {type(destination_state).__name__}")
+    return given
+
+
+cdef shared_ptr[CState] _state_of(object states, str name) except *:
+    """The one state of a State or a StateBatch whose items are all that state."""
+    if isinstance(states, State):
+        return (<State>states).c
+    if isinstance(states, (tuple, list)) and states:
+        first = states[0]
+        if not isinstance(first, State):
+            raise TypeError(f"{name} must hold mpsx states, given {type(first).__name__}")
+        for s in states:
+            if s is not first:
+                raise ValueError(f"the items of {name} must be the one state of the batch's forward encode")
+        return (<State>first).c
+    raise TypeError(f"expected a state or a StateBatch for {name}, given {type(states).__name__}")
+
+
+cdef class CNNKernel:
+    """MPSCNNKernel: properties shared by every kernel."""
+    cdef shared_ptr[CKernel] kernel
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__name__} cannot be made directly")
+
+    @property
+    def device(self):
+        return wrap_device(self.kernel.get().device_ptr())
+
+    @property
+    def offset(self):
+        """MPSOffset of clip_rect.origin in the source; set by the padding policy on encode."""
+        o = self.kernel.get().offset
+        return Offset(o.x, o.y, o.z)
+
+    @offset.setter
+    def offset(self, value):
+        o = Offset(*value)
+        self.kernel.get().offset.x = o.x
+        self.kernel.get().offset.y = o.y
+        self.kernel.get().offset.z = o.z
+
+    @property
+    def clip_rect(self):
+        """The destination region written, or None for the whole destination (MPSRectNoClip)."""
+        r = self.kernel.get().clip_rect
+        if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
+                and r.x == 0 and r.y == 0 and r.z == 0:
+            return None
+        return Region(r.x, r.y, r.z, r.width, r.height, r.depth)
+
+    @clip_rect.setter
+    def clip_rect(self, value):
+        if value is None:
+            self.kernel.get().clip_rect = kRectNoClip
+            return
+        r = Region(*value) if len(value) == 6 else None
+        if r is None:
+            raise ValueError("clip_rect is (x, y, z, width, height, depth) or None")
+        self.kernel.get().clip_rect.x = r.x
+        self.kernel.get().clip_rect.y = r.y
+        self.kernel.get().clip_rect.z = r.z
+        self.kernel.get().clip_rect.width = r.width
+        self.kernel.get().clip_rect.height = r.height
+        self.kernel.get().clip_rect.depth = r.depth
+
+    @property
+    def edge_mode(self):
+        return ImageEdgeMode(<int>self.kernel.get().edge_mode)
+
+    @edge_mode.setter
+    def edge_mode(self, value):
+        self.kernel.get().edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+
+    @property
+    def padding(self):
+        """The MPSNNPaddingMethod the encodes that return an image use."""
+        return NNPaddingMethod(self.kernel.get().padding_method)
+
+    @padding.setter
+    def padding(self, value):
+        self.kernel.get().padding_method = <uint32_t>int(value)
+
+    @property
+    def destination_feature_channel_offset(self):
+        return self.kernel.get().destination_feature_channel_offset
+
+    @destination_feature_channel_offset.setter
+    def destination_feature_channel_offset(self, int64_t value):
+        self.kernel.get().destination_feature_channel_offset = value
+
+    @property
+    def source_feature_channel_offset(self):
+        return self.kernel.get().source_feature_channel_offset
+
+    @source_feature_channel_offset.setter
+    def source_feature_channel_offset(self, int64_t value):
+        self.kernel.get().source_feature_channel_offset = value
+
+    @property
+    def label(self):
+        return self.kernel.get().label.decode()
+
+    @label.setter
+    def label(self, value):
+        self.kernel.get().label = str(value).encode()
+
+    def __repr__(self):
+        return f"<mpsx.{type(self).__name__} on {self.device.name}>"
+
+
+cdef class CNNUnaryKernel(CNNKernel):
+    """A forward kernel of one source image."""
+    cdef CUnaryKernel* unary
+    cdef object state_class
+
+    cdef _set(self, shared_ptr[CUnaryKernel] kernel, state_class):
+        self.kernel = <shared_ptr[CKernel]>kernel
+        self.unary = kernel.get()
+        self.state_class = state_class
+
+    cdef object _wrap_state(self, const shared_ptr[CState]& state):
+        cdef State s = self.state_class.__new__(self.state_class)
+        s.c = state
+        return s
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
+               Image destination_image=None, destination_state=False):
+        """Encodes the kernel; returns the destination image, and its state with destination_state=True.
+
+        Without destination_image the padding policy sizes a new image and
+        sets offset, as MPS's encode that returns an image.
+        """
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_state, &want)
+        cdef shared_ptr[CImage] destination
+        if destination_image is not None:
+            destination = destination_image.c
+        cdef Encoded r = self.unary.encode(command_buffer.c.get()[0], source_image.c, destination, given, want)
+        cdef Image out = Image.__new__(Image)
+        out.c = r.image
+        if not want:
+            return out
+        return out, self._wrap_state(r.state)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_images, destination_images=None,
+                     destination_states=False):
+        """Encodes over a batch (an ImageBatch or a list of Images); returns an ImageBatch,
+        and a StateBatch with destination_states=True."""
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
+        cdef shared_ptr[CImage] destination
+        if destination_images is not None:
+            if not isinstance(destination_images, ImageBatch):
+                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
+                                f"{type(destination_images).__name__}")
+            destination = (<ImageBatch>destination_images).c
+        cdef Encoded r = self.unary.encode(command_buffer.c.get()[0], source, destination, given, want)
+        out = wrap_image_batch(r.image)
+        if not want:
+            return out
+        return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
+
+    def result_state(self, source_image, source_states=None, destination_image=None):
+        """MPS -resultStateForSourceImage:sourceStates:destinationImage: a state for encode(..., destination_state=state)."""
+        return self._wrap_state(self.unary.result_state(image_of(source_image).get()[0]))
+
+    def destination_image_descriptor(self, source_images, source_states=None):
+        """The descriptor of the destination the padding policy implies (sets offset)."""
+        if isinstance(source_images, (list, tuple)):
+            source_images = source_images[0]
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self.unary.destination_image_descriptor(image_of(source_images).get()[0])
+        return d
+
+
+cdef class CNNGradientKernel(CNNKernel):
+    """MPSCNNGradientKernel: the backward pass of a forward kernel, driven by its state."""
+    cdef CGradientKernel* gradient
+
+    cdef _set(self, shared_ptr[CGradientKernel] kernel):
+        self.kernel = <shared_ptr[CKernel]>kernel
+        self.gradient = kernel.get()
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
+               Image source_image not None, State gradient_state not None, Image destination_gradient=None):
+        """Gradient with respect to the forward source, from the gradient of the forward result."""
+        cdef shared_ptr[CImage] destination
+        if destination_gradient is not None:
+            destination = destination_gradient.c
+        cdef Image out = Image.__new__(Image)
+        out.c = self.gradient.encode(command_buffer.c.get()[0], source_gradient.c, source_image.c,
+                                     gradient_state.c, destination)
+        return out
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
+                     gradient_states, destination_gradients=None):
+        cdef shared_ptr[CImage] dy = image_of(_batch_of(command_buffer, source_gradients))
+        cdef shared_ptr[CImage] x = image_of(_batch_of(command_buffer, source_images))
+        cdef shared_ptr[CImage] destination
+        if destination_gradients is not None:
+            if not isinstance(destination_gradients, ImageBatch):
+                raise TypeError(f"destination_gradients must be an mpsx.ImageBatch, given "
+                                f"{type(destination_gradients).__name__}")
+            destination = (<ImageBatch>destination_gradients).c
+        return wrap_image_batch(self.gradient.encode(command_buffer.c.get()[0], dy, x,
+                                                     _state_of(gradient_states, "gradient_states"), destination))
+
+    def destination_image_descriptor(self, source_images, source_states):
+        if isinstance(source_images, (list, tuple)):
+            source_images = source_images[0]
+        cdef shared_ptr[CImage] x = image_of(source_images)
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self.gradient.destination_image_descriptor(x.get()[0], x.get()[0],
+                                                         _state_of(source_states, "source_states").get()[0])
+        return d
+
+    @property
+    def kernel_offset_x(self):
+        return self.gradient.kernel_offset_x
+
+    @kernel_offset_x.setter
+    def kernel_offset_x(self, int64_t value):
+        self.gradient.kernel_offset_x = value
+
+    @property
+    def kernel_offset_y(self):
+        return self.gradient.kernel_offset_y
+
+    @kernel_offset_y.setter
+    def kernel_offset_y(self, int64_t value):
+        self.gradient.kernel_offset_y = value
+
+
+cdef class NNGradientState(State):
+    """MPSNNGradientState: the forward geometry a gradient kernel needs."""
+    pass
+
+
+# ---------------------------------------------------------------- neurons
+
+cdef class NNNeuronDescriptor:
+    """MPSNNNeuronDescriptor: NNNeuronDescriptor(type, a=0, b=0, c=0, data=None).
+
+    For NeuronType.PRELU, data holds one slope per feature channel.
+    """
+    cdef CNeuronDescriptor desc
+
+    def __init__(self, neuron_type=NeuronType.NONE, float a=0.0, float b=0.0, float c=0.0, data=None):
+        self.desc.type = <CNeuronType><int>NeuronType(neuron_type)
+        self.desc.a = a
+        self.desc.b = b
+        self.desc.c = c
+        if data is not None:
+            for v in np.asarray(data, dtype=np.float32).reshape(-1):
+                self.desc.a_per_channel.push_back(v)
+        self.desc.validate()
+
+    @property
+    def neuron_type(self):
+        return NeuronType(<int>self.desc.type)
+
+    @property
+    def a(self):
+        return self.desc.a
+
+    @property
+    def b(self):
+        return self.desc.b
+
+    @property
+    def c(self):
+        return self.desc.c
+
+    @property
+    def data(self):
+        if self.desc.a_per_channel.empty():
+            return None
+        return np.array([self.desc.a_per_channel[i] for i in range(self.desc.a_per_channel.size())], dtype=np.float32)
+
+    def __reduce__(self):
+        return (NNNeuronDescriptor, (self.neuron_type, self.a, self.b, self.c, self.data))
+
+    def __eq__(self, other):
+        return isinstance(other, NNNeuronDescriptor) and self.__reduce__() [1][:4] == other.__reduce__()[1][:4] \
+            and np.array_equal(self.data if self.data is not None else [], other.data if other.data is not None else [])
+
+    def __repr__(self):
+        return f"mpsx.NNNeuronDescriptor({self.neuron_type!r}, a={self.a}, b={self.b}, c={self.c})"
+
+
+cdef CNeuronDescriptor neuron_descriptor_of(object descriptor) except *:
+    cdef CNeuronDescriptor none
+    if descriptor is None:
+        return none
+    if not isinstance(descriptor, NNNeuronDescriptor):
+        raise TypeError(f"expected an mpsx.NNNeuronDescriptor, given {type(descriptor).__name__}")
+    return (<NNNeuronDescriptor>descriptor).desc
+
+
+cdef class CNNNeuron(CNNUnaryKernel):
+    """MPSCNNNeuron: f(x) of a NeuronType per value."""
+
+    def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
+        self._set(<shared_ptr[CUnaryKernel]>make_shared[CCNNNeuron](device.c, neuron_descriptor.desc), NNGradientState)
+
+    @property
+    def neuron_descriptor(self):
+        cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
+        d.desc = (<CCNNNeuron*>self.unary).neuron_descriptor()
+        return d
+
+    @property
+    def neuron_type(self):
+        return NeuronType(<int>(<CCNNNeuron*>self.unary).neuron_descriptor().type)
+
+    @property
+    def a(self):
+        return (<CCNNNeuron*>self.unary).neuron_descriptor().a
+
+    @property
+    def b(self):
+        return (<CCNNNeuron*>self.unary).neuron_descriptor().b
+
+    @property
+    def c(self):
+        return (<CCNNNeuron*>self.unary).neuron_descriptor().c
+
+
+cdef class CNNNeuronGradient(CNNGradientKernel):
+    """MPSCNNNeuronGradient: f'(x) times the incoming gradient."""
+
+    def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
+        self._set(<shared_ptr[CGradientKernel]>make_shared[CCNNNeuronGradient](device.c, neuron_descriptor.desc))
+
+    @property
+    def neuron_descriptor(self):
+        cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
+        d.desc = (<CCNNNeuronGradient*>self.gradient).neuron_descriptor()
+        return d

@@ -1,0 +1,833 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+"""Device, CommandQueue, CommandBuffer, Buffer, Vector, images and states."""
+
+import atexit
+import enum
+import weakref
+
+import numpy as np
+
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_IsValid, PyCapsule_GetPointer
+from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
+from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libcpp.memory cimport shared_ptr, make_shared
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+from mpsx.includes.buffer cimport CBuffer, CVector
+from mpsx.includes.command_buffer cimport (
+    CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.errors cimport raise_stored
+from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
+from mpsx.includes.state cimport CState
+from mpsx.includes.types cimport DataType as CDataType, size_of
+
+from mpsx._errors import MPSXError, StateError
+
+
+class DataType(enum.IntEnum):
+    """MPSDataType: the formats of images, weights and vectors."""
+    FLOAT32 = 0
+    FLOAT16 = 1
+    BFLOAT16 = 2
+    UINT8 = 3
+
+
+cdef dict _NUMPY_OF = {
+    0: np.dtype(np.float32),
+    1: np.dtype(np.float16),
+    3: np.dtype(np.uint8),
+}
+
+
+cdef CDataType data_type_of_numpy(object dtype) except *:
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return CDataType.Float32
+    if dtype == np.float16:
+        return CDataType.Float16
+    if dtype == np.uint8:
+        return CDataType.UInt8
+    raise TypeError(f"expected a float32, float16 or uint8 array, given {dtype}")
+
+
+cdef object numpy_of(CDataType t):
+    try:
+        return _NUMPY_OF[<int>t]
+    except KeyError:
+        raise TypeError("bfloat16 data has no numpy type; read it as float32") from None
+
+
+# ---------------------------------------------------------------- devices
+
+cdef dict _devices = {}
+
+
+cdef Device wrap_device(const shared_ptr[CDevice]& device):
+    cdef size_t key = <size_t>device.get()
+    cdef Device d = _devices.get(key)
+    if d is None:
+        d = Device.__new__(Device)
+        d.c = device
+        _devices[key] = d
+    return d
+
+
+def devices():
+    """Every usable device, best first."""
+    cdef const vector[shared_ptr[CDevice]]* all_devices = &CDevice.all()
+    return [wrap_device(all_devices[0][i]) for i in range(all_devices.size())]
+
+
+cdef class Device:
+    """MTLDevice: a backend (cpu, cuda or metal) and its default command queue.
+
+    Device(name=None): "cpu", "cuda", "cuda:1", "metal"; None picks the best
+    device present, or the one the MPSX_DEVICE environment variable names.
+    """
+
+    def __init__(self, name=None):
+        if name is None:
+            name = ""
+        elif not isinstance(name, str):
+            raise TypeError(f"Device name must be a str or None, given {type(name).__name__}")
+        self.c = CDevice.named(name.encode())
+
+    def __reduce__(self):
+        return (Device, (self.name,))
+
+    @property
+    def name(self):
+        return self.c.get().name().decode()
+
+    @property
+    def backend(self):
+        return self.c.get().backend_name().decode()
+
+    @property
+    def command_queue(self):
+        """The device's default command queue."""
+        cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
+        q.c = self.c.get().command_queue()
+        return q
+
+    def new_command_queue(self):
+        cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
+        q.c = self.c.get().new_command_queue()
+        _queues.add(q)
+        return q
+
+    @property
+    def bytes_in_use(self):
+        """Device memory held by live buffers and images."""
+        return self.c.get().bytes_in_use()
+
+    @property
+    def bytes_cached(self):
+        """Device memory kept by the caching allocator for reuse."""
+        return self.c.get().bytes_cached()
+
+    def empty_cache(self):
+        """Returns the memory the caching allocator keeps to the backend."""
+        self.c.get().trim()
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and (<Device>other).c.get() == self.c.get()
+
+    def __hash__(self):
+        return hash(<size_t>self.c.get())
+
+    def __repr__(self):
+        return f"mpsx.Device('{self.name}')"
+
+
+# Queues to drain at exit, before the interpreter goes away under their threads.
+_queues = weakref.WeakSet()
+
+
+def _drain_at_exit():
+    cdef CommandQueue q
+    for d in devices():
+        q = d.command_queue
+        with nogil:
+            q.c.get().wait_until_idle()
+    for q in list(_queues):
+        with nogil:
+            q.c.get().wait_until_idle()
+    finalizing().store(True)
+
+
+atexit.register(_drain_at_exit)
+
+
+# ---------------------------------------------------------------- command buffers
+
+cdef class CommandQueue:
+    """MTLCommandQueue: runs its command buffers in commit order."""
+
+    def __init__(self):
+        raise TypeError("make command queues with Device.new_command_queue() or Device.command_queue")
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    def command_buffer(self):
+        """A new command buffer of this queue."""
+        cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
+        cb.c = self.c.get().command_buffer()
+        return cb
+
+    def wait_until_idle(self):
+        """Blocks until every committed command buffer of the queue has finished."""
+        with nogil:
+            self.c.get().wait_until_idle()
+
+
+cdef void _call_completed_handler(object handler, CCommandBuffer& command_buffer) noexcept with gil:
+    cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
+    cb.c = command_buffer.shared_from_this()
+    try:
+        handler(cb)
+    except BaseException as e:
+        import sys
+        sys.unraisablehook(sys.UnraisableHookArgs(
+            type(e), e, e.__traceback__, "exception in a completed handler", handler))
+
+
+_STATUS = ("not_enqueued", "committed", "completed", "error")
+
+
+cdef class CommandBuffer:
+    """MTLCommandBuffer: commands encoded onto it run after commit().
+
+    Used as a context manager it commits and waits on exit (unless the body
+    raised). It keeps every resource encoded onto it alive until it completes.
+    """
+
+    def __init__(self):
+        raise TypeError("make command buffers with CommandQueue.command_buffer()")
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    def commit(self):
+        self.c.get().commit()
+
+    def wait_until_completed(self):
+        with nogil:
+            self.c.get().wait_until_completed()
+
+    @property
+    def status(self):
+        """"not_enqueued", "committed", "completed" or "error"."""
+        return _STATUS[<int>self.c.get().status()]
+
+    @property
+    def error(self):
+        """The exception raised while the command buffer ran, or None."""
+        if self.c.get().status() != CommandBufferStatus.Error:
+            return None
+        try:
+            raise_stored(self.c.get().error())
+        except BaseException as e:
+            return e
+        return None
+
+    @property
+    def command_count(self):
+        """Number of commands encoded so far."""
+        return self.c.get().command_count()
+
+    def add_completed_handler(self, handler):
+        """Calls handler(command_buffer) once the command buffer completed, on any thread."""
+        if not callable(handler):
+            raise TypeError(f"expected a callable completed handler, given {type(handler).__name__}")
+        self.c.get().add_completed_handler(completed_handler(handler, _call_completed_handler))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+            self.wait_until_completed()
+        return False
+
+    def __repr__(self):
+        return f"<mpsx.CommandBuffer {self.status} on {self.device.name}>"
+
+
+# ---------------------------------------------------------------- buffers
+
+cdef Buffer wrap_buffer(const shared_ptr[CBuffer]& buffer, object dtype, tuple shape):
+    cdef Buffer b = Buffer.__new__(Buffer)
+    b.c = buffer
+    b._dtype = np.dtype(dtype)
+    b._shape = shape
+    return b
+
+
+# DLPack ABI (dlpack.h, v0.8): the structs a capsule named "dltensor" carries.
+cdef extern from *:
+    """
+    #include <cstdint>
+    struct MPSXDLDevice { int32_t device_type; int32_t device_id; };
+    struct MPSXDLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
+    struct MPSXDLTensor {
+      void* data; MPSXDLDevice device; int32_t ndim; MPSXDLDataType dtype;
+      int64_t* shape; int64_t* strides; uint64_t byte_offset;
+    };
+    struct MPSXDLManagedTensor {
+      MPSXDLTensor dl_tensor; void* manager_ctx; void (*deleter)(MPSXDLManagedTensor*);
+    };
+    """
+    ctypedef struct MPSXDLDevice:
+        int32_t device_type
+        int32_t device_id
+    ctypedef struct MPSXDLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct MPSXDLTensor:
+        void* data
+        MPSXDLDevice device
+        int32_t ndim
+        MPSXDLDataType dtype
+        int64_t* shape
+        int64_t* strides
+        uint64_t byte_offset
+    ctypedef struct MPSXDLManagedTensor:
+        MPSXDLTensor dl_tensor
+        void* manager_ctx
+        void (*deleter)(MPSXDLManagedTensor*) noexcept
+
+
+cdef void _dlpack_deleter(MPSXDLManagedTensor* managed) noexcept with gil:
+    if managed == NULL:
+        return
+    Py_DECREF(<object>managed.manager_ctx)
+    free(managed.dl_tensor.shape)
+    free(managed)
+
+
+cdef void _dlpack_capsule_deleter(object capsule) noexcept:
+    if PyCapsule_IsValid(capsule, b"dltensor"):  # never consumed
+        _dlpack_deleter(<MPSXDLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor"))
+
+
+cdef class Buffer:
+    """MTLBuffer: device memory; gradient and weight buffers carry a dtype and shape.
+
+    Host access (to_numpy, numpy.asarray, DLPack) follows MPS rules: memory a
+    command buffer writes is readable only after synchronize(command_buffer)
+    and completion; earlier reads raise SynchronizationError.
+    """
+
+    def __init__(self):
+        raise TypeError("buffers come from states, vectors and kernels")
+
+    @property
+    def length(self):
+        """Length in bytes."""
+        return self.c.get().length()
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def shape(self):
+        return self._shape
+
+    def synchronize(self, CommandBuffer command_buffer not None):
+        """MPS -synchronizeOnCommandBuffer: makes the command buffer's writes readable after completion."""
+        self.c.get().synchronize(command_buffer.c.get()[0])
+
+    cdef bint _host_addressable(self):
+        return self.c.get().device().backend_name() == b"cpu"
+
+    def to_numpy(self, copy=None):
+        """The contents as a numpy array of the buffer's dtype and shape.
+
+        On the cpu device this is a view of the buffer unless copy=True.
+        """
+        self.c.get().check_host_readable(b"the buffer")
+        if self._host_addressable() and not copy:
+            return np.asarray(self)
+        out = np.empty(self._shape, dtype=self._dtype)
+        cdef unsigned char[::1] raw = out.reshape(-1).view(np.uint8)
+        self.c.get().read(&raw[0], 0, raw.shape[0], b"the buffer")
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.to_numpy(copy=copy)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        if not self._host_addressable():
+            raise BufferError("only cpu buffers expose their memory; use to_numpy() for a copy")
+        self.c.get().check_host_readable(b"the buffer")
+        cdef Py_ssize_t itemsize = self._dtype.itemsize
+        cdef int ndim = len(self._shape)
+        cdef int i
+        cdef Py_ssize_t stride = itemsize
+        for i in range(ndim - 1, -1, -1):
+            self._view_shape[i] = self._shape[i]
+            self._view_strides[i] = stride
+            stride *= self._shape[i]
+        view.buf = self.c.get().data()
+        view.obj = self
+        view.len = stride
+        view.readonly = 0
+        view.itemsize = itemsize
+        view.format = _FORMAT[self._dtype.char]
+        view.ndim = ndim
+        view.shape = self._view_shape
+        view.strides = self._view_strides
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+    def __dlpack_device__(self):
+        backend = self.c.get().device().backend_name()
+        if backend == b"cuda":
+            return (2, int(self.device.name.split(":")[1]))
+        if backend == b"cpu":
+            return (1, 0)
+        raise BufferError(f"DLPack export is not available on the {backend.decode()} backend")
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the buffer, for torch.from_dlpack, cupy and jax without a copy."""
+        if self._host_addressable():
+            self.c.get().check_host_readable(b"the buffer")
+        device_type, device_id = self.__dlpack_device__()
+        cdef MPSXDLManagedTensor* managed = <MPSXDLManagedTensor*>malloc(sizeof(MPSXDLManagedTensor))
+        cdef int ndim = len(self._shape)
+        cdef int64_t* shape = <int64_t*>malloc(sizeof(int64_t) * 2 * max(ndim, 1))
+        cdef int i
+        cdef int64_t stride = 1
+        for i in range(ndim - 1, -1, -1):
+            shape[i] = self._shape[i]
+            shape[ndim + i] = stride
+            stride *= self._shape[i]
+        managed.dl_tensor.data = self.c.get().data()
+        managed.dl_tensor.device.device_type = device_type
+        managed.dl_tensor.device.device_id = device_id
+        managed.dl_tensor.ndim = ndim
+        managed.dl_tensor.dtype.code = 2 if self._dtype.kind == "f" else 1
+        managed.dl_tensor.dtype.bits = self._dtype.itemsize * 8
+        managed.dl_tensor.dtype.lanes = 1
+        managed.dl_tensor.shape = shape
+        managed.dl_tensor.strides = shape + ndim
+        managed.dl_tensor.byte_offset = 0
+        Py_INCREF(self)
+        managed.manager_ctx = <void*>self
+        managed.deleter = _dlpack_deleter
+        return PyCapsule_New(managed, b"dltensor", _dlpack_capsule_deleter)
+
+    def __repr__(self):
+        return f"<mpsx.Buffer {self.length} bytes {self._dtype} {self._shape} on {self.device.name}>"
+
+
+cdef dict _FORMAT = {"f": b"f", "e": b"e", "B": b"B"}
+
+
+cdef class Vector:
+    """MPSVector: `length` values of one data type, in a Buffer."""
+
+    def __cinit__(self, Device device=None, length=None, data_type=DataType.FLOAT32):
+        if device is None:
+            return
+        if length is None or length < 0:
+            raise ValueError(f"Vector length must be a non-negative int, given {length!r}")
+        self.c = make_shared[CVector](device.c, <size_t>length, <CDataType><int>DataType(data_type))
+        self.c.get().buffer().get().fill_zero()
+
+    @staticmethod
+    def from_numpy(Device device not None, array):
+        """A vector holding a copy of a 1-D float32 or float16 array."""
+        a = np.ascontiguousarray(array)
+        if a.ndim != 1:
+            raise ValueError(f"expected a 1-D array, given shape {a.shape}")
+        cdef Vector v = Vector(device, a.shape[0], <int>data_type_of_numpy(a.dtype))
+        v.write(a)
+        return v
+
+    cpdef write(self, array):
+        """Copies a 1-D array of the vector's length and type into it."""
+        a = np.ascontiguousarray(array, dtype=numpy_of(self.c.get().data_type()))
+        if a.shape != (self.c.get().length(),):
+            raise ValueError(f"expected an array of shape ({self.c.get().length()},), given {a.shape}")
+        cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
+        if raw.shape[0]:
+            self.c.get().buffer().get().write(&raw[0], 0, raw.shape[0])
+
+    @property
+    def length(self):
+        return self.c.get().length()
+
+    @property
+    def data_type(self):
+        return DataType(<int>self.c.get().data_type())
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().buffer().get().device_ptr())
+
+    @property
+    def buffer(self):
+        return wrap_buffer(self.c.get().buffer(), numpy_of(self.c.get().data_type()),
+                           (self.c.get().length(),))
+
+    def synchronize(self, CommandBuffer command_buffer not None):
+        self.c.get().buffer().get().synchronize(command_buffer.c.get()[0])
+
+    def to_numpy(self):
+        """A copy of the values."""
+        return self.buffer.to_numpy(copy=True)
+
+    def __len__(self):
+        return self.c.get().length()
+
+    def __repr__(self):
+        return f"<mpsx.Vector {self.length} x {self.data_type.name.lower()} on {self.device.name}>"
+
+
+# ---------------------------------------------------------------- images
+
+cdef class ImageDescriptor:
+    """MPSImageDescriptor."""
+
+    def __init__(self, channel_format=DataType.FLOAT32, width=None, height=None, feature_channels=None,
+                 number_of_images=1):
+        if width is None or height is None or feature_channels is None:
+            raise TypeError("ImageDescriptor needs width, height and feature_channels")
+        self.c.channel_format = <CDataType><int>DataType(channel_format)
+        self.c.width = width
+        self.c.height = height
+        self.c.feature_channels = feature_channels
+        self.c.number_of_images = number_of_images
+        self.c.validate()
+
+    @property
+    def channel_format(self):
+        return DataType(<int>self.c.channel_format)
+
+    @property
+    def width(self):
+        return self.c.width
+
+    @property
+    def height(self):
+        return self.c.height
+
+    @property
+    def feature_channels(self):
+        return self.c.feature_channels
+
+    @property
+    def number_of_images(self):
+        return self.c.number_of_images
+
+    @property
+    def shape(self):
+        """(number_of_images, feature_channels, height, width)."""
+        return (self.c.number_of_images, self.c.feature_channels, self.c.height, self.c.width)
+
+    def __eq__(self, other):
+        if not isinstance(other, ImageDescriptor):
+            return NotImplemented
+        return (self.channel_format, self.shape) == (other.channel_format, other.shape)
+
+    def __hash__(self):
+        return hash((self.channel_format, self.shape))
+
+    def __reduce__(self):
+        return (ImageDescriptor, (self.channel_format, self.width, self.height, self.feature_channels,
+                                  self.number_of_images))
+
+    def __repr__(self):
+        return (f"mpsx.ImageDescriptor({self.channel_format!r}, width={self.width}, height={self.height}, "
+                f"feature_channels={self.feature_channels}, number_of_images={self.number_of_images})")
+
+
+cdef ImageDescriptor wrap_descriptor(const CImageDescriptor& d):
+    cdef ImageDescriptor out = ImageDescriptor.__new__(ImageDescriptor)
+    out.c = d
+    return out
+
+
+cdef Image wrap_image(const shared_ptr[CImage]& image):
+    cdef Image out = Image.__new__(Image)
+    out.c = image
+    return out
+
+
+cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image):
+    cdef ImageBatch out = ImageBatch.__new__(ImageBatch)
+    out.c = image
+    return out
+
+
+cdef shared_ptr[CImage] image_of(object images) except *:
+    """The native image of an Image or ImageBatch."""
+    if isinstance(images, Image):
+        return (<Image>images).c
+    if isinstance(images, ImageBatch):
+        return (<ImageBatch>images).c
+    raise TypeError(f"expected an mpsx.Image or mpsx.ImageBatch, given {type(images).__name__}")
+
+
+def _batch_of(CommandBuffer command_buffer, images):
+    """The native batch of an ImageBatch, an Image or a list of Images."""
+    cdef vector[shared_ptr[CImage]] items
+    if isinstance(images, (Image, ImageBatch)):
+        return images
+    if isinstance(images, (list, tuple)):
+        for i, item in enumerate(images):
+            if not isinstance(item, Image):
+                raise TypeError(f"expected a list of mpsx.Image, item {i} is {type(item).__name__}")
+            items.push_back((<Image>item).c)
+        return wrap_image_batch(CImage.gather(command_buffer.c.get()[0], items))
+    raise TypeError(f"expected an mpsx.ImageBatch or a list of mpsx.Image, given {type(images).__name__}")
+
+
+cdef _from_numpy(shared_ptr[CImage]* out, Device device, array, bint batch):
+    a = np.asarray(array)
+    if a.dtype == np.float64:
+        a = a.astype(np.float32)
+    if a.ndim == 3 and not batch:
+        a = a[None]
+    if a.ndim != 4:
+        raise ValueError(f"expected an (N, C, H, W) array{'' if batch else ' or (C, H, W)'}, given shape {a.shape}")
+    a = np.ascontiguousarray(a)
+    cdef CImageDescriptor d
+    d.channel_format = data_type_of_numpy(a.dtype)
+    d.number_of_images, d.feature_channels, d.height, d.width = a.shape
+    d.validate()
+    out[0] = make_shared[CImage](device.c, d)
+    cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
+    out[0].get().write(&raw[0], d.channel_format)
+
+
+cdef _to_numpy(const shared_ptr[CImage]& image):
+    cdef const CImageDescriptor* d = &image.get().descriptor()
+    out = np.empty((d.number_of_images, d.feature_channels, d.height, d.width), dtype=numpy_of(d.channel_format))
+    cdef unsigned char[::1] raw = out.reshape(-1).view(np.uint8)
+    image.get().read(&raw[0], d.channel_format)
+    return out
+
+
+cdef _write(const shared_ptr[CImage]& image, array):
+    cdef const CImageDescriptor* d = &image.get().descriptor()
+    shape = (d.number_of_images, d.feature_channels, d.height, d.width)
+    a = np.asarray(array)
+    if a.shape != shape and a.shape != shape[1:]:
+        raise ValueError(f"expected an array of shape {shape}, given {a.shape}")
+    a = np.ascontiguousarray(a, dtype=numpy_of(d.channel_format))
+    cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
+    image.get().write(&raw[0], d.channel_format)
+
+
+cdef class Image:
+    """MPSImage: number_of_images x feature_channels x height x width values.
+
+    Image(device, descriptor) allocates one; Image.from_numpy(device, array)
+    copies an (N, C, H, W) or (C, H, W) float32, float16 or uint8 array in.
+    """
+
+    def __cinit__(self, Device device=None, ImageDescriptor descriptor=None):
+        if device is None and descriptor is None:
+            return
+        if device is None or descriptor is None:
+            raise TypeError("Image(device, descriptor) needs both")
+        self.c = make_shared[CImage](device.c, descriptor.c)
+
+    @staticmethod
+    def from_numpy(Device device not None, array):
+        cdef Image image = Image.__new__(Image)
+        _from_numpy(&image.c, device, array, False)
+        return image
+
+    def to_numpy(self):
+        """(N, C, H, W) copy; raises SynchronizationError for unsynchronized GPU writes."""
+        return _to_numpy(self.c)
+
+    def __array__(self, dtype=None, copy=None):
+        a = _to_numpy(self.c)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def write(self, array):
+        """Copies an array of the image's shape in (host write)."""
+        _write(self.c, array)
+
+    def synchronize(self, CommandBuffer command_buffer not None):
+        self.c.get().synchronize(command_buffer.c.get()[0])
+
+    @property
+    def descriptor(self):
+        return wrap_descriptor(self.c.get().descriptor())
+
+    @property
+    def width(self):
+        return self.c.get().width()
+
+    @property
+    def height(self):
+        return self.c.get().height()
+
+    @property
+    def feature_channels(self):
+        return self.c.get().feature_channels()
+
+    @property
+    def number_of_images(self):
+        return self.c.get().number_of_images()
+
+    @property
+    def data_type(self):
+        return DataType(<int>self.c.get().data_type())
+
+    @property
+    def shape(self):
+        return (self.c.get().number_of_images(), self.c.get().feature_channels(),
+                self.c.get().height(), self.c.get().width())
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    def __reduce__(self):
+        return (Image.from_numpy, (self.device, self.to_numpy()))
+
+    def __repr__(self):
+        n, c, h, w = self.shape
+        return f"<mpsx.Image {n}x{c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
+
+
+cdef class ImageBatch:
+    """MPSImageBatch: N images in one allocation; len(batch), batch[i] -> Image."""
+
+    def __cinit__(self, Device device=None, ImageDescriptor descriptor=None):
+        if device is None and descriptor is None:
+            return
+        if device is None or descriptor is None:
+            raise TypeError("ImageBatch(device, descriptor) needs both; descriptor.number_of_images is the batch size")
+        self.c = make_shared[CImage](device.c, descriptor.c)
+
+    @staticmethod
+    def from_numpy(Device device not None, array):
+        cdef ImageBatch batch = ImageBatch.__new__(ImageBatch)
+        _from_numpy(&batch.c, device, array, True)
+        return batch
+
+    def to_numpy(self):
+        return _to_numpy(self.c)
+
+    def __array__(self, dtype=None, copy=None):
+        a = _to_numpy(self.c)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def write(self, array):
+        _write(self.c, array)
+
+    def synchronize(self, CommandBuffer command_buffer not None):
+        self.c.get().synchronize(command_buffer.c.get()[0])
+
+    def __len__(self):
+        return self.c.get().number_of_images()
+
+    def __getitem__(self, index):
+        cdef int64_t n = self.c.get().number_of_images()
+        if isinstance(index, slice):
+            start, stop, step = index.indices(n)
+            if step != 1:
+                raise ValueError("image batches slice with step 1 only")
+            return wrap_image_batch(make_shared[CImage](self.c.get()[0], <int64_t>start, <int64_t>(stop - start)))
+        i = int(index)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"image {index} of a batch of {n}")
+        return wrap_image(make_shared[CImage](self.c.get()[0], <int64_t>i, <int64_t>1))
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def descriptor(self):
+        """The descriptor of one image of the batch."""
+        cdef ImageDescriptor d = wrap_descriptor(self.c.get().descriptor())
+        d.c.number_of_images = 1
+        return d
+
+    @property
+    def width(self):
+        return self.c.get().width()
+
+    @property
+    def height(self):
+        return self.c.get().height()
+
+    @property
+    def feature_channels(self):
+        return self.c.get().feature_channels()
+
+    @property
+    def data_type(self):
+        return DataType(<int>self.c.get().data_type())
+
+    @property
+    def shape(self):
+        return (self.c.get().number_of_images(), self.c.get().feature_channels(),
+                self.c.get().height(), self.c.get().width())
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    def __reduce__(self):
+        return (ImageBatch.from_numpy, (self.device, self.to_numpy()))
+
+    def __repr__(self):
+        n, c, h, w = self.shape
+        return f"<mpsx.ImageBatch {n} x {c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
+
+
+# ---------------------------------------------------------------- states
+
+cdef class State:
+    """MPSState: what a forward encode leaves for its gradient, for one batch."""
+
+    def __init__(self):
+        raise TypeError("states come from kernels (result_state or encode(..., destination_state=True))")
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    def synchronize(self, CommandBuffer command_buffer not None):
+        """MPS -synchronizeOnCommandBuffer: for every buffer the state exposes."""
+        self.c.get().synchronize(command_buffer.c.get()[0])
+
+    def __repr__(self):
+        return f"<mpsx.{type(self).__name__} ({self.c.get().class_name().decode()}) on {self.device.name}>"
+
+
+class StateBatch(tuple):
+    """MPSStateBatch: one state per image of a batch. For kernels whose state is
+    reused across the batch every item is the same state."""
+
+    def __new__(cls, state, count):
+        return tuple.__new__(cls, (state,) * count)

@@ -1,0 +1,32 @@
+# cdef extern declarations of native/include/mpsx/buffer.h
+from mpsx.includes.errors cimport raise_py_error
+from libc.stdint cimport uint64_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.types cimport DataType
+
+cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
+    cdef cppclass CBuffer "mpsx::Buffer":
+        CBuffer(shared_ptr[CDevice] device, size_t length) except +raise_py_error
+        size_t length()
+        CDevice& device()
+        const shared_ptr[CDevice]& device_ptr()
+        void* data()
+        uint64_t id()
+        void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
+        void check_host_readable(const char* what) except +raise_py_error
+        bool written_by_pending_command_buffer()
+        void read(void* destination, size_t offset, size_t bytes, const char* what) except +raise_py_error
+        void write(const void* source, size_t offset, size_t bytes) except +raise_py_error
+        void fill_zero() except +raise_py_error
+
+    cdef cppclass CVector "mpsx::Vector":
+        CVector(shared_ptr[CDevice] device, size_t length, DataType data_type) except +raise_py_error
+        CVector(shared_ptr[CBuffer] buffer, size_t length, DataType data_type) except +raise_py_error
+        size_t length()
+        DataType data_type()
+        const shared_ptr[CBuffer]& buffer()
+        CDevice& device()

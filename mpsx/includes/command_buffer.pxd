@@ -1,0 +1,43 @@
+# cdef extern declarations of native/include/mpsx/command_buffer.h
+from mpsx.includes.errors cimport exception_ptr, raise_py_error
+from libc.stdint cimport uint8_t
+from libcpp.memory cimport shared_ptr
+
+from mpsx.includes.device cimport CDevice
+
+
+cdef extern from "<functional>" namespace "std" nogil:
+    cdef cppclass CompletedHandler "std::function<void(mpsx::CommandBuffer&)>":
+        pass
+
+cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
+    cdef enum class CommandBufferStatus "mpsx::CommandBufferStatus"(uint8_t):
+        NotEnqueued "mpsx::CommandBufferStatus::NotEnqueued"
+        Committed "mpsx::CommandBufferStatus::Committed"
+        Completed "mpsx::CommandBufferStatus::Completed"
+        Error "mpsx::CommandBufferStatus::Error"
+
+    cdef cppclass CCommandBuffer "mpsx::CommandBuffer":
+        CDevice& device()
+        const shared_ptr[CDevice]& device_ptr()
+        shared_ptr[CCommandBuffer] shared_from_this()
+        void check_encodable() except +raise_py_error
+        void commit() except +raise_py_error
+        void wait_until_completed() except +raise_py_error
+        CommandBufferStatus status()
+        exception_ptr error()
+        void add_completed_handler(CompletedHandler handler) except +raise_py_error
+        size_t command_count()
+
+    cdef cppclass CCommandQueue "mpsx::CommandQueue":
+        CDevice& device()
+        const shared_ptr[CDevice]& device_ptr()
+        shared_ptr[CCommandBuffer] command_buffer() except +raise_py_error
+        void wait_until_idle()
+
+cdef extern from "_callbacks.h" namespace "mpsx::python":
+    ctypedef void (*CompletedCall)(object handler, CCommandBuffer& command_buffer)
+    CompletedHandler completed_handler(object handler, CompletedCall call)
+    cdef cppclass AtomicBool "std::atomic<bool>":
+        void store(bint)
+    AtomicBool& finalizing()

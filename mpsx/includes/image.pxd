@@ -1,0 +1,37 @@
+# cdef extern declarations of native/include/mpsx/image.h
+from mpsx.includes.errors cimport raise_py_error
+from libc.stdint cimport int64_t, uint64_t
+from libcpp.memory cimport shared_ptr
+from libcpp.vector cimport vector
+
+from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.types cimport DataType
+
+cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
+    cdef cppclass ImageDescriptor "mpsx::ImageDescriptor":
+        DataType channel_format
+        int64_t width, height, feature_channels, number_of_images
+        void validate() except +raise_py_error
+
+    cdef cppclass CImage "mpsx::Image":
+        CImage(shared_ptr[CDevice] device, const ImageDescriptor& descriptor) except +raise_py_error
+        CImage(const CImage& base, int64_t first, int64_t count) except +raise_py_error
+        const ImageDescriptor& descriptor()
+        int64_t width()
+        int64_t height()
+        int64_t feature_channels()
+        int64_t number_of_images()
+        DataType data_type()
+        CDevice& device()
+        const shared_ptr[CDevice]& device_ptr()
+        const shared_ptr[CBuffer]& buffer()
+        size_t byte_offset()
+        uint64_t identity()
+        void read(void* destination, DataType host_type) except +raise_py_error
+        void write(const void* source, DataType host_type) except +raise_py_error
+        void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
+        @staticmethod
+        shared_ptr[CImage] gather(CCommandBuffer& command_buffer,
+                                  const vector[shared_ptr[CImage]]& items) except +raise_py_error

@@ -1,0 +1,45 @@
+# cdef extern declarations of native/include/mpsx/kernel.h
+from mpsx.includes.errors cimport raise_py_error
+from libc.stdint cimport int64_t, uint32_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.image cimport CImage, ImageDescriptor
+from mpsx.includes.state cimport CState
+from mpsx.includes.types cimport EdgeMode, Offset, Region
+
+cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
+    cdef cppclass CKernel "mpsx::Kernel":
+        CDevice& device()
+        const shared_ptr[CDevice]& device_ptr()
+        const char* class_name()
+        Offset offset
+        Region clip_rect
+        EdgeMode edge_mode
+        int64_t destination_feature_channel_offset
+        int64_t source_feature_channel_offset
+        uint32_t padding_method
+        string label
+
+    cdef cppclass Encoded "mpsx::UnaryKernel::Encoded":
+        shared_ptr[CImage] image
+        shared_ptr[CState] state
+
+    cdef cppclass CUnaryKernel "mpsx::UnaryKernel"(CKernel):
+        Encoded encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source,
+                       const shared_ptr[CImage]& destination, const shared_ptr[CState]& state,
+                       bool want_state) except +raise_py_error
+        ImageDescriptor destination_image_descriptor(const CImage& source) except +raise_py_error
+        shared_ptr[CState] result_state(const CImage& source) except +raise_py_error
+
+    cdef cppclass CGradientKernel "mpsx::GradientKernel"(CKernel):
+        int64_t kernel_offset_x
+        int64_t kernel_offset_y
+        shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source_gradient,
+                                  const shared_ptr[CImage]& source_image, const shared_ptr[CState]& gradient_state,
+                                  const shared_ptr[CImage]& destination_gradient) except +raise_py_error
+        ImageDescriptor destination_image_descriptor(const CImage& source_gradient, const CImage& source_image,
+                                                     const CState& gradient_state) except +raise_py_error

@@ -1,0 +1,18 @@
+# cdef extern declarations of native/include/mpsx/state.h
+from mpsx.includes.errors cimport raise_py_error
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+
+cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
+    cdef cppclass CState "mpsx::State":
+        CDevice& device()
+        const shared_ptr[CDevice]& device_ptr()
+        const char* class_name()
+        bool is_bound()
+        void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
+
+    cdef cppclass CGradientState "mpsx::GradientState"(CState):
+        bool encoded

@@ -1,0 +1,85 @@
+#include "mpsx/buffer.h"
+
+#include <atomic>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+namespace {
+std::atomic<uint64_t> next_buffer_id{1};
+}
+
+Buffer::Buffer(std::shared_ptr<Device> device, size_t length)
+    : device_(std::move(device)), length_(length), id_(next_buffer_id.fetch_add(1)) {
+  size_t capacity = 0;
+  data_ = device_->allocate(length_ == 0 ? 1 : length_, &capacity);
+  capacity_ = capacity;
+}
+
+Buffer::~Buffer() { device_->release(data_, capacity_); }
+
+void Buffer::will_write(const CommandBuffer& writer) {
+  writer_ = writer.completion();
+  synchronized_on_.reset();
+}
+
+void Buffer::synchronize(CommandBuffer& command_buffer) {
+  if (&command_buffer.device() != device_.get())
+    fail<DeviceMismatchError>("synchronize: the command buffer is of device ", command_buffer.device().name(),
+                              ", the buffer of device ", device_->name());
+  command_buffer.check_encodable();
+  if (writer_ == command_buffer.completion()) synchronized_on_ = writer_;
+}
+
+bool Buffer::written_by_pending_command_buffer() const { return writer_ && !writer_->done(); }
+
+void Buffer::check_host_readable(const char* what) const {
+  if (!writer_) return;
+  if (synchronized_on_ != writer_)
+    fail<SynchronizationError>(what, " was written by a command buffer without synchronize(command_buffer) ",
+                               "after the write; call synchronize on that command buffer before commit");
+  switch (writer_->status.load(std::memory_order_acquire)) {
+    case CommandBufferStatus::Completed: return;
+    case CommandBufferStatus::Error:
+      fail<SynchronizationError>(what, " was to be written by a command buffer that failed; its contents are undefined");
+    case CommandBufferStatus::NotEnqueued:
+      fail<SynchronizationError>(what, " is written by a command buffer that was not committed; commit it and ",
+                                 "wait_until_completed() before reading");
+    case CommandBufferStatus::Committed:
+      fail<SynchronizationError>(what, " is written by a command buffer that has not completed; call ",
+                                 "wait_until_completed() before reading");
+  }
+}
+
+void Buffer::read(void* destination, size_t offset, size_t bytes, const char* what) const {
+  check_host_readable(what);
+  if (offset + bytes > length_)
+    fail<ArgumentError>("read of ", bytes, " bytes at offset ", offset, " is past the end of a buffer of ", length_,
+                        " bytes");
+  device_->backend().copy_to_host(destination, static_cast<const char*>(data_) + offset, bytes);
+}
+
+void Buffer::write(const void* source, size_t offset, size_t bytes) {
+  if (offset + bytes > length_)
+    fail<ArgumentError>("write of ", bytes, " bytes at offset ", offset, " is past the end of a buffer of ", length_,
+                        " bytes");
+  device_->backend().copy_from_host(static_cast<char*>(data_) + offset, source, bytes);
+}
+
+void Buffer::fill_zero() { device_->backend().fill_zero(data_, length_); }
+
+Vector::Vector(std::shared_ptr<Device> device, size_t length, DataType data_type)
+    : Vector(std::make_shared<Buffer>(std::move(device), length * size_of(data_type)), length, data_type) {}
+
+Vector::Vector(std::shared_ptr<Buffer> buffer, size_t length, DataType data_type)
+    : buffer_(std::move(buffer)), length_(length), data_type_(data_type) {
+  if (length_ * size_of(data_type_) > buffer_->length())
+    fail<ShapeError>("a vector of ", length_, " ", name_of(data_type_), " values needs ", length_ * size_of(data_type_),
+                     " bytes; the buffer has ", buffer_->length());
+}
+
+}  // namespace mpsx

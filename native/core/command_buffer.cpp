@@ -1,0 +1,173 @@
+#include "mpsx/command_buffer.h"
+
+#include <thread>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/device.h"
+
+namespace mpsx {
+namespace detail {
+
+BlockPool::~BlockPool() {
+  for (void* block : free_) ::operator delete(block, std::align_val_t(64));
+}
+
+void* BlockPool::take() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      void* block = free_.back();
+      free_.pop_back();
+      return block;
+    }
+  }
+  return ::operator new(kBlockSize, std::align_val_t(64));
+}
+
+void BlockPool::give(void* block) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(block);
+}
+
+}  // namespace detail
+
+namespace {
+const char* status_name(CommandBufferStatus s) {
+  switch (s) {
+    case CommandBufferStatus::NotEnqueued: return "not_enqueued";
+    case CommandBufferStatus::Committed: return "committed";
+    case CommandBufferStatus::Completed: return "completed";
+    case CommandBufferStatus::Error: return "error";
+  }
+  return "unknown";
+}
+}  // namespace
+
+CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue)
+    : queue_(std::move(queue)), completion_(std::make_shared<Completion>()), completion_const_(completion_) {
+  blocks_.reserve(4);
+}
+
+CommandBuffer::~CommandBuffer() { release_commands(); }
+
+Device& CommandBuffer::device() const { return queue_->device(); }
+const std::shared_ptr<Device>& CommandBuffer::device_ptr() const { return queue_->device_ptr(); }
+
+void CommandBuffer::check_encodable() const {
+  auto s = status();
+  if (s != CommandBufferStatus::NotEnqueued)
+    fail<StateError>("the command buffer is ", status_name(s), "; encode onto a new command buffer");
+}
+
+void* CommandBuffer::allocate(size_t size, size_t align) {
+  auto aligned = [&](char* p) {
+    return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + align - 1) & ~(uintptr_t(align) - 1));
+  };
+  char* at = cursor_ ? aligned(cursor_) : nullptr;
+  if (!at || at + size > limit_) {
+    char* block = static_cast<char*>(queue_->block_pool().take());
+    blocks_.push_back(block);
+    cursor_ = block;
+    limit_ = block + detail::BlockPool::kBlockSize;
+    at = aligned(cursor_);
+  }
+  cursor_ = at + size;
+  return at;
+}
+
+void CommandBuffer::release_commands() {
+  Command* c = head_;
+  head_ = tail_ = nullptr;
+  while (c) {
+    Command* next = c->next;
+    c->~Command();
+    c = next;
+  }
+  for (void* block : blocks_) queue_->block_pool().give(block);
+  blocks_.clear();
+  cursor_ = limit_ = nullptr;
+}
+
+void CommandBuffer::commit() {
+  check_encodable();
+  completion_->status.store(CommandBufferStatus::Committed, std::memory_order_release);
+  queue_->executor().submit(shared_from_this());
+}
+
+void CommandBuffer::wait_until_completed() {
+  if (status() == CommandBufferStatus::NotEnqueued)
+    fail<StateError>("wait_until_completed() on a command buffer that was not committed; call commit() first");
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (handler_thread_ == std::this_thread::get_id()) return;  // a completed handler waiting on its own buffer
+  completed_.wait(lock, [this] { return finished_; });
+}
+
+std::exception_ptr CommandBuffer::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void CommandBuffer::add_completed_handler(std::function<void(CommandBuffer&)> handler) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!finished_) {
+      handlers_.push_back(std::move(handler));
+      return;
+    }
+  }
+  handler(*this);
+}
+
+void CommandBuffer::execute(ExecutionContext& context) {
+  for (Command* c = head_; c; c = c->next) {
+    try {
+      c->execute(context);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      return;
+    }
+  }
+}
+
+void CommandBuffer::finish() {
+  // Commands may hold objects whose release takes other locks (the Python
+  // interpreter's among them), so they go before any lock here is taken.
+  release_commands();
+  std::vector<std::function<void(CommandBuffer&)>> handlers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,
+                              std::memory_order_release);
+    handlers.swap(handlers_);
+    handler_thread_ = std::this_thread::get_id();
+  }
+  for (auto& h : handlers) {
+    try {
+      h(*this);
+    } catch (...) {
+      // A handler cannot fail the command buffer after it completed.
+    }
+  }
+  handlers.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    handler_thread_ = std::thread::id();
+  }
+  completed_.notify_all();
+}
+
+CommandQueue::CommandQueue(std::shared_ptr<Device> device)
+    : device_(std::move(device)), executor_(device_->backend().new_executor()) {}
+
+CommandQueue::~CommandQueue() = default;
+
+std::shared_ptr<CommandBuffer> CommandQueue::command_buffer() {
+  return std::make_shared<CommandBuffer>(shared_from_this());
+}
+
+void CommandQueue::wait_until_idle() { executor_->wait_until_idle(); }
+
+}  // namespace mpsx

@@ -1,0 +1,262 @@
+#include "mpsx/kernel.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+namespace {
+
+// One dimension of the MPS padding policy (MPSNeuralNetworkTypes.h, MPSNNPadding):
+// returns the destination size and sets *offset to the window centre of the
+// first destination pixel.
+int64_t pad_dimension(int64_t source, int64_t stride, int64_t extent, uint32_t method, bool remainder_first,
+                      int64_t* offset) {
+  int64_t style = 0;  // valid -1, same 0, full 1
+  switch (method & padding::kSizeMask & ~padding::kCustom) {
+    case padding::kSizeValidOnly: style = -1; break;
+    case padding::kSizeFull: style = 1; break;
+    default: style = 0; break;
+  }
+  int64_t readable = source + style * (extent - 1);
+  int64_t destination = (readable + stride - 1) / stride;
+  if (destination <= 0) {
+    *offset = 0;
+    return destination;
+  }
+  int64_t read = (destination - 1) * stride + extent;
+  int64_t extra = read - source;
+  int64_t before = 0;
+  switch (method & padding::kAlignMask) {
+    case padding::kAlignTopLeft: before = extra; break;
+    case padding::kAlignBottomRight: before = 0; break;
+    default: before = (extra + (remainder_first ? 1 : 0)) / 2; break;
+  }
+  *offset = extent / 2 - before;
+  return destination;
+}
+
+}  // namespace
+
+Kernel::Kernel(std::shared_ptr<Device> device) : device_(std::move(device)) {
+  if (!device_) fail<TypeMismatchError>("a kernel needs a device, given None");
+}
+
+Kernel::~Kernel() = default;
+
+void Kernel::check_device(const Image& image, const char* role) const {
+  if (&image.device() != device_.get())
+    fail<DeviceMismatchError>(class_name(), ": the ", role, " is on device ", image.device().name(),
+                              ", the kernel on device ", device_->name());
+}
+
+void Kernel::check_device(const State& state, const char* role) const {
+  if (&state.device() != device_.get())
+    fail<DeviceMismatchError>(class_name(), ": the ", role, " is on device ", state.device().name(),
+                              ", the kernel on device ", device_->name());
+}
+
+ImageDescriptor Kernel::apply_padding(const Image& source, const Window& window, int64_t destination_channels) {
+  uint32_t remainder = padding_method & padding::kAddRemainderToMask;
+  bool remainder_left = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToBottomLeft;
+  bool remainder_top = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToTopRight;
+  ImageDescriptor d;
+  d.width = pad_dimension(source.width(), window.stride_x, window.extent_x(), padding_method, remainder_left, &offset.x);
+  d.height = pad_dimension(source.height(), window.stride_y, window.extent_y(), padding_method, remainder_top, &offset.y);
+  if (d.width <= 0 || d.height <= 0)
+    fail<ShapeError>(class_name(), ": a ", source.width(), "x", source.height(), " source image is smaller than the ",
+                     window.extent_x(), "x", window.extent_y(), " window; the padding policy leaves no destination");
+  d.feature_channels = destination_channels;
+  d.number_of_images = source.number_of_images() - offset.z;
+  if (d.number_of_images <= 0)
+    fail<ShapeError>(class_name(), ": offset.z ", offset.z, " is past the ", source.number_of_images(),
+                     " source images");
+  DataType t = source.data_type();
+  d.channel_format = (t == DataType::Float16 || t == DataType::Float32) ? t : DataType::Float32;
+  return d;
+}
+
+Geometry Kernel::resolve(const Image& source, const Image& destination, const Window& window,
+                         int64_t source_channels, int64_t destination_channels) const {
+  if (destination_feature_channel_offset < 0 || destination_feature_channel_offset % 4 != 0)
+    fail<ArgumentError>(class_name(), ": destination_feature_channel_offset must be a non-negative multiple of 4; given ",
+                        destination_feature_channel_offset);
+  if (source_feature_channel_offset < 0 || source_feature_channel_offset % 4 != 0)
+    fail<ArgumentError>(class_name(), ": source_feature_channel_offset must be a non-negative multiple of 4; given ",
+                        source_feature_channel_offset);
+  if (source_feature_channel_offset == 0 ? source.feature_channels() != source_channels
+                                         : source_feature_channel_offset + source_channels > source.feature_channels())
+    fail<ShapeError>(class_name(), ": expected a source image of ", source_feature_channel_offset + source_channels,
+                     " feature channels, given ", source.feature_channels());
+  if (destination_feature_channel_offset + destination_channels > destination.feature_channels())
+    fail<ShapeError>(class_name(), ": expected a destination image of at least ",
+                     destination_feature_channel_offset + destination_channels, " feature channels, given ",
+                     destination.feature_channels());
+
+  Geometry g;
+  g.source_channel = source_feature_channel_offset;
+  g.destination_channel = destination_feature_channel_offset;
+  int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
+  int64_t x1 = std::min(clip_rect.x + clip_rect.width, destination.width());
+  int64_t y1 = std::min(clip_rect.y + clip_rect.height, destination.height());
+  if (x1 <= x0 || y1 <= y0)
+    fail<ShapeError>(class_name(), ": clip_rect (x ", clip_rect.x, ", y ", clip_rect.y, ", width ", clip_rect.width,
+                     ", height ", clip_rect.height, ") does not intersect the ", destination.width(), "x",
+                     destination.height(), " destination");
+  g.x = x0;
+  g.y = y0;
+  g.width = x1 - x0;
+  g.height = y1 - y0;
+  g.source_x = offset.x + (x0 - clip_rect.x) * window.stride_x - window.extent_x() / 2;
+  g.source_y = offset.y + (y0 - clip_rect.y) * window.stride_y - window.extent_y() / 2;
+
+  g.source_image = offset.z;
+  g.destination_image = std::max<int64_t>(clip_rect.z, 0);
+  g.images = std::min({clip_rect.depth, destination.number_of_images() - g.destination_image,
+                       source.number_of_images() - g.source_image});
+  if (g.source_image < 0 || g.images <= 0 || source.number_of_images() - g.source_image != g.images)
+    fail<ShapeError>(class_name(), ": expected ", source.number_of_images() - std::max<int64_t>(g.source_image, 0),
+                     " destination images for ", source.number_of_images(), " source images (offset.z ", offset.z,
+                     ", clip_rect.z ", clip_rect.z, "), given a destination of ", destination.number_of_images());
+  return g;
+}
+
+ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
+  check_source(source);
+  return apply_padding(source, window(), destination_channels(source));
+}
+
+std::shared_ptr<State> UnaryKernel::result_state(const Image& source) {
+  check_device(source, "source image");
+  return std::make_shared<GradientState>(device_ptr());
+}
+
+void UnaryKernel::check_source(const Image& source) const {
+  if (source.data_type() == DataType::BFloat16)
+    fail<TypeMismatchError>(class_name(), ": bfloat16 source images are not supported; use float32 or float16");
+}
+
+void UnaryKernel::check_state(const State& state) const {
+  if (!dynamic_cast<const GradientState*>(&state))
+    fail<TypeMismatchError>(class_name(), ": expected an MPSNNGradientState, given an ", state.class_name());
+}
+
+UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                         const std::shared_ptr<Image>& destination,
+                                         const std::shared_ptr<State>& given_state, bool want_state) {
+  command_buffer.check_encodable();
+  if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
+  if (&command_buffer.device() != &device())
+    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
+                              ", the kernel on device ", device().name());
+  check_device(*source, "source image");
+  check_source(*source);
+  std::shared_ptr<State> state = given_state;
+  if (state) {
+    check_device(*state, "state");
+    check_state(*state);
+    state->check_bindable(*source, class_name());
+  }
+  std::shared_ptr<Image> result = destination;
+  if (result) {
+    check_device(*result, "destination image");
+    if (result->data_type() == DataType::UInt8 || result->data_type() == DataType::BFloat16)
+      fail<TypeMismatchError>(class_name(), ": the destination must be float32 or float16, given ",
+                              name_of(result->data_type()));
+  } else {
+    result = std::make_shared<Image>(device_ptr(), apply_padding(*source, window(), destination_channels(*source)));
+  }
+  Geometry geometry =
+      resolve(*source, *result, window(), source_channels(*source), destination_channels(*source));
+  if (!state && want_state) state = result_state(*source);
+  if (state) state->bind_source(*source);
+  if (auto* gradient_state = dynamic_cast<GradientState*>(state.get())) {
+    gradient_state->source_descriptor = source->descriptor();
+    gradient_state->destination_descriptor = result->descriptor();
+    gradient_state->geometry = geometry;
+    gradient_state->encoded = true;
+  }
+  record(command_buffer, source, result, geometry, state);
+  result->buffer()->will_write(command_buffer);
+  return {result, state};
+}
+
+const GradientState& GradientKernel::gradient_state_of(const State& state) const {
+  auto* g = dynamic_cast<const GradientState*>(&state);
+  if (!g) fail<TypeMismatchError>(class_name(), ": expected an MPSNNGradientState, given an ", state.class_name());
+  return *g;
+}
+
+void GradientKernel::check(const Image& source_gradient, const Image& source_image, const GradientState& state) const {
+  const ImageDescriptor& s = state.source_descriptor;
+  if (source_image.width() != s.width || source_image.height() != s.height ||
+      source_image.feature_channels() != s.feature_channels || source_image.number_of_images() != s.number_of_images)
+    fail<ShapeError>(class_name(), ": expected the forward source image of ", s.number_of_images, "x",
+                     s.feature_channels, "x", s.height, "x", s.width, " (NxCxHxW), given ",
+                     source_image.number_of_images(), "x", source_image.feature_channels(), "x", source_image.height(),
+                     "x", source_image.width());
+  const ImageDescriptor& d = state.destination_descriptor;
+  if (source_gradient.width() != d.width || source_gradient.height() != d.height ||
+      source_gradient.feature_channels() != d.feature_channels ||
+      source_gradient.number_of_images() != d.number_of_images)
+    fail<ShapeError>(class_name(), ": expected a source gradient shaped as the forward result, ", d.number_of_images,
+                     "x", d.feature_channels, "x", d.height, "x", d.width, " (NxCxHxW), given ",
+                     source_gradient.number_of_images(), "x", source_gradient.feature_channels(), "x",
+                     source_gradient.height(), "x", source_gradient.width());
+  if (source_gradient.data_type() != DataType::Float32 && source_gradient.data_type() != DataType::Float16)
+    fail<TypeMismatchError>(class_name(), ": the source gradient must be float32 or float16, given ",
+                            name_of(source_gradient.data_type()));
+}
+
+ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source_gradient, const Image&,
+                                                             const State& state) const {
+  ImageDescriptor d = gradient_state_of(state).source_descriptor;
+  d.channel_format = source_gradient.data_type();
+  return d;
+}
+
+std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
+                                              const std::shared_ptr<Image>& source_gradient,
+                                              const std::shared_ptr<Image>& source_image,
+                                              const std::shared_ptr<State>& state,
+                                              const std::shared_ptr<Image>& destination_gradient) {
+  command_buffer.check_encodable();
+  if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected a source gradient image, given None");
+  if (!source_image) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
+  if (!state) fail<TypeMismatchError>(class_name(), ": expected a gradient state, given None");
+  if (&command_buffer.device() != &device())
+    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
+                              ", the kernel on device ", device().name());
+  check_device(*source_gradient, "source gradient");
+  check_device(*source_image, "source image");
+  check_device(*state, "gradient state");
+  const GradientState& g = gradient_state_of(*state);
+  if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
+  state->check_source(*source_image, class_name());
+  check(*source_gradient, *source_image, g);
+  ImageDescriptor expected = destination_image_descriptor(*source_gradient, *source_image, *state);
+  std::shared_ptr<Image> result = destination_gradient;
+  if (result) {
+    check_device(*result, "destination gradient");
+    if (result->width() != expected.width || result->height() != expected.height ||
+        result->feature_channels() != expected.feature_channels ||
+        result->number_of_images() != expected.number_of_images)
+      fail<ShapeError>(class_name(), ": expected a destination gradient of ", expected.number_of_images, "x",
+                       expected.feature_channels, "x", expected.height, "x", expected.width, " (NxCxHxW), given ",
+                       result->number_of_images(), "x", result->feature_channels(), "x", result->height(), "x",
+                       result->width());
+    if (result->data_type() != DataType::Float32 && result->data_type() != DataType::Float16)
+      fail<TypeMismatchError>(class_name(), ": the destination gradient must be float32 or float16, given ",
+                              name_of(result->data_type()));
+  } else {
+    result = std::make_shared<Image>(device_ptr(), expected);
+  }
+  record(command_buffer, source_gradient, source_image, state, result);
+  result->buffer()->will_write(command_buffer);
+  return result;
+}
+
+}  // namespace mpsx

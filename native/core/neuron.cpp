@@ -1,0 +1,88 @@
+#include "mpsx/kernels/neuron.h"
+
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+
+void NeuronDescriptor::validate() const {
+  if (static_cast<int32_t>(type) < 0 || type >= NeuronType::Count)
+    fail<ArgumentError>("unknown neuron type ", static_cast<int32_t>(type), "; expected 0 to ",
+                        static_cast<int32_t>(NeuronType::Count) - 1);
+  if (type == NeuronType::PReLU && a_per_channel.empty())
+    fail<ArgumentError>("a PReLU neuron needs one slope per feature channel; given none");
+}
+
+namespace {
+// The pointwise footprint a neuron reads: one source pixel per result pixel.
+void check_inside(const char* kernel, const Image& source, const Geometry& g) {
+  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
+      g.source_y + g.height > source.height())
+    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
+                     " region reads outside the ", source.width(), "x", source.height(), " source image");
+}
+}  // namespace
+
+CNNNeuron::CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
+    : UnaryKernel(std::move(device)), descriptor_(std::move(descriptor)) {
+  descriptor_.validate();
+  primitive_ = this->device().backend().make_neuron(descriptor_);
+}
+
+void CNNNeuron::check_source(const Image& source) const {
+  UnaryKernel::check_source(source);
+  if (descriptor_.type == NeuronType::PReLU &&
+      static_cast<int64_t>(descriptor_.a_per_channel.size()) < source_feature_channel_offset + source.feature_channels() - source_feature_channel_offset)
+    fail<ShapeError>(class_name(), ": the PReLU neuron has ", descriptor_.a_per_channel.size(),
+                     " slopes; the source image has ", source.feature_channels(), " feature channels");
+}
+
+void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                       const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
+  check_inside(class_name(), *source, g);
+  int64_t channels = source->feature_channels() - g.source_channel;
+  ImageRegion from = source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                    g.height, g.width);
+  ImageRegion to = destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                       g.height, g.width);
+  command_buffer.record([primitive = primitive_, source, destination, from, to,
+                         first = g.source_channel](ExecutionContext& context) {
+    primitive->forward(context, from, to, first);
+  });
+}
+
+CNNNeuronGradient::CNNNeuronGradient(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
+    : GradientKernel(std::move(device)), descriptor_(std::move(descriptor)) {
+  descriptor_.validate();
+  primitive_ = this->device().backend().make_neuron(descriptor_);
+}
+
+void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+                               const std::shared_ptr<Image>& destination_gradient) {
+  const Geometry& g = static_cast<const GradientState&>(*state).geometry;
+  int64_t channels = source_image->feature_channels() - g.source_channel;
+  bool covers = g.source_x == 0 && g.source_y == 0 && g.width == source_image->width() &&
+                g.height == source_image->height() && g.source_channel == 0;
+  if (!covers) {  // pixels the forward pass did not read get no gradient
+    command_buffer.record([destination_gradient](ExecutionContext& context) {
+      context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+    });
+  }
+  ImageRegion dy = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                           g.height, g.width);
+  ImageRegion x = source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                       g.height, g.width);
+  ImageRegion dx = destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
+                                                channels, g.height, g.width);
+  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, dy, x, dx,
+                         first = g.source_channel](ExecutionContext& context) {
+    primitive->gradient(context, dy, x, dx, first);
+  });
+}
+
+}  // namespace mpsx

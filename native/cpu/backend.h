@@ -1,0 +1,173 @@
+// The cpu backend: oneDNN primitives and plain C++ over NHWC images, run by
+// one worker thread per command queue.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+
+// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
+// load time, so a portable wheel still runs at the machine's width.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MPSX_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MPSX_CPU_CLONES
+#endif
+
+namespace mpsx {
+struct NeuronDescriptor;
+}
+
+namespace mpsx::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  const char* kind() const override { return "cpu"; }
+  std::string device_name() const override { return "cpu"; }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* data, size_t bytes) override;
+  void copy_to_host(void* host, const void* device, size_t bytes) override;
+  void copy_from_host(void* device, const void* host, size_t bytes) override;
+  void fill_zero(void* device, size_t bytes) override;
+  ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
+  std::unique_ptr<Executor> new_executor() override;
+
+  std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
+
+  const dnnl::engine& engine() const { return engine_; }
+
+ private:
+  dnnl::engine engine_;
+};
+
+// What commands get while a cpu queue runs them.
+class CpuContext final : public ExecutionContext {
+ public:
+  explicit CpuContext(const dnnl::engine& engine);
+  void copy(void* destination, const void* source, size_t bytes) override;
+  void fill_zero(void* destination, size_t bytes) override;
+
+  const dnnl::engine& engine() const { return engine_; }
+  dnnl::stream& stream() { return stream_; }
+  // Scratch memory of the queue: slot i stays valid until the next request
+  // for slot i, so a command can hold several at once.
+  void* scratch(size_t slot, size_t bytes);
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  struct Block {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Block> scratch_;
+
+ public:
+  ~CpuContext() override;
+};
+
+inline CpuContext& context_of(ExecutionContext& context) { return static_cast<CpuContext&>(context); }
+
+// A float32 view of an image region: the region itself when it is float32,
+// otherwise a converted copy in scratch that store() writes back.
+class Float32Region {
+ public:
+  Float32Region(CpuContext& context, const ImageRegion& region, size_t slot, bool load);
+  const ImageRegion& region() const { return view_; }
+  float* data() const { return static_cast<float*>(view_.data); }
+  void store() const;
+
+ private:
+  ImageRegion original_;
+  ImageRegion view_;
+};
+
+// True if the region is one dense NHWC block (channels innermost).
+bool is_dense_nhwc(const ImageRegion& region);
+
+namespace detail {
+// Calls body(first, count) over [0, total) in parallel when it is large.
+template <class Body>
+void parallel_chunks(int64_t total, int64_t grain, Body&& body) {
+  int64_t chunks = (total + grain - 1) / grain;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t i = 0; i < chunks; ++i) {
+    int64_t first = i * grain;
+    body(first, std::min(grain, total - first));
+  }
+}
+
+inline int64_t pixel_offset(const ImageRegion& r, int64_t n, int64_t y, int64_t x) {
+  return n * r.stride.n + y * r.stride.h + x * r.stride.w;
+}
+
+// Float32 regions of equal extents with channels innermost: calls
+// run(offsets..., pixels) for runs of pixels whose channels are contiguous.
+template <size_t K, class Run>
+void for_each_run(const ImageRegion* const (&regions)[K], Run&& run) {
+  const ImageRegion& r0 = *regions[0];
+  bool dense = true, rows = true;
+  for (const ImageRegion* r : regions) {
+    dense = dense && is_dense_nhwc(*r);
+    rows = rows && r->stride.c == 1 && r->stride.w == r0.c;
+  }
+  constexpr int64_t kGrain = 16384;
+  if (dense) {
+    int64_t pixels = r0.n * r0.h * r0.w;
+    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(r0.c, 1));
+    parallel_chunks(pixels, grain, [&](int64_t first, int64_t count) {
+      int64_t offsets[K];
+      for (size_t k = 0; k < K; ++k) offsets[k] = first * r0.c;
+      run(offsets, count);
+    });
+    return;
+  }
+  int64_t length = rows ? r0.w : 1;
+  int64_t per_row = r0.w / length;
+  int64_t runs = r0.n * r0.h * per_row;
+  int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(length * r0.c, 1));
+  parallel_chunks(runs, grain, [&](int64_t first, int64_t count) {
+    for (int64_t i = first; i < first + count; ++i) {
+      int64_t x = (i % per_row) * length, row = i / per_row;
+      int64_t y = row % r0.h, n = row / r0.h;
+      int64_t offsets[K];
+      for (size_t k = 0; k < K; ++k) offsets[k] = pixel_offset(*regions[k], n, y, x);
+      run(offsets, length);
+    }
+  });
+}
+}  // namespace detail
+
+// f(in, out, pixels) over float32 regions x -> y.
+template <class F>
+void for_each_channel_run(const ImageRegion& x, const ImageRegion& y, F&& f) {
+  const ImageRegion* const regions[2] = {&x, &y};
+  const float* in = static_cast<const float*>(x.data);
+  float* out = static_cast<float*>(y.data);
+  detail::for_each_run<2>(regions, [&](const int64_t* o, int64_t pixels) { f(in + o[0], out + o[1], pixels); });
+}
+
+// f(a, b, out, pixels) over float32 regions a, b -> out.
+template <class F>
+void for_each_channel_run(const ImageRegion& a, const ImageRegion& b, const ImageRegion& out, F&& f) {
+  const ImageRegion* const regions[3] = {&a, &b, &out};
+  const float* pa = static_cast<const float*>(a.data);
+  const float* pb = static_cast<const float*>(b.data);
+  float* po = static_cast<float*>(out.data);
+  detail::for_each_run<3>(regions, [&](const int64_t* o, int64_t pixels) { f(pa + o[0], pb + o[1], po + o[2], pixels); });
+}
+
+// Neuron math shared by every family with a fused neuron (float32 regions).
+void apply_neuron(const NeuronDescriptor& d, const ImageRegion& x, const ImageRegion& y, int64_t first_channel);
+void apply_neuron_gradient(const NeuronDescriptor& d, const ImageRegion& dy, const ImageRegion& x,
+                           const ImageRegion& dx, int64_t first_channel);
+
+}  // namespace mpsx::cpu

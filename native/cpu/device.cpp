@@ -1,0 +1,87 @@
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+
+namespace mpsx::cpu {
+
+CpuBackend::CpuBackend() : engine_(dnnl::engine::kind::cpu, 0) {}
+
+void* CpuBackend::allocate(size_t bytes) {
+  void* data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!data) fail<OutOfMemoryError>("out of memory: the cpu device could not allocate ", bytes, " bytes");
+  return data;
+}
+
+void CpuBackend::deallocate(void* data, size_t) { std::free(data); }
+
+void CpuBackend::copy_to_host(void* host, const void* device, size_t bytes) { std::memcpy(host, device, bytes); }
+
+void CpuBackend::copy_from_host(void* device, const void* host, size_t bytes) { std::memcpy(device, host, bytes); }
+
+void CpuBackend::fill_zero(void* device, size_t bytes) { std::memset(device, 0, bytes); }
+
+ImageLayout CpuBackend::image_layout(const ImageDescriptor& d) const {
+  // NHWC: oneDNN's channels-last kernels and pointwise loops over contiguous
+  // channels both run well on it.
+  return ImageLayout{d.height * d.width * d.feature_channels, 1, d.width * d.feature_channels, d.feature_channels};
+}
+
+CpuContext::CpuContext(const dnnl::engine& engine) : engine_(engine), stream_(engine_) {}
+
+CpuContext::~CpuContext() {
+  for (auto& b : scratch_) std::free(b.data);
+}
+
+void CpuContext::copy(void* destination, const void* source, size_t bytes) {
+  std::memmove(destination, source, bytes);
+}
+
+void CpuContext::fill_zero(void* destination, size_t bytes) { std::memset(destination, 0, bytes); }
+
+void* CpuContext::scratch(size_t slot, size_t bytes) {
+  if (slot >= scratch_.size()) scratch_.resize(slot + 1);
+  Block& b = scratch_[slot];
+  if (b.bytes < bytes) {
+    std::free(b.data);
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    b.data = std::aligned_alloc(64, rounded);
+    if (!b.data) {
+      b.bytes = 0;
+      fail<OutOfMemoryError>("out of memory: the cpu device could not allocate ", bytes, " bytes of scratch");
+    }
+    b.bytes = rounded;
+  }
+  return b.data;
+}
+
+bool is_dense_nhwc(const ImageRegion& r) {
+  return r.stride.c == 1 && r.stride.w == r.c && r.stride.h == r.w * r.c && r.stride.n == r.h * r.w * r.c;
+}
+
+Float32Region::Float32Region(CpuContext& context, const ImageRegion& region, size_t slot, bool load)
+    : original_(region), view_(region) {
+  if (region.data_type == DataType::Float32) return;
+  view_.data_type = DataType::Float32;
+  view_.stride = ImageLayout{region.h * region.w * region.c, 1, region.w * region.c, region.c};
+  view_.data = context.scratch(slot, static_cast<size_t>(region.element_count()) * sizeof(float));
+  if (load) copy_region(original_, view_);
+}
+
+void Float32Region::store() const {
+  if (original_.data_type != DataType::Float32) copy_region(view_, original_);
+}
+
+namespace {
+std::vector<std::unique_ptr<Backend>> enumerate() {
+  std::vector<std::unique_ptr<Backend>> list;
+  list.push_back(std::make_unique<CpuBackend>());
+  return list;
+}
+// The cpu backend is always present and ranks last.
+const bool registered = (register_backend(0, &enumerate), true);
+}  // namespace
+
+}  // namespace mpsx::cpu

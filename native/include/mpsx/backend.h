@@ -1,0 +1,61 @@
+// The interface every backend (cpu, cuda, metal) implements. Core code
+// validates, sizes and records; a backend allocates, moves bytes, runs
+// command buffers and builds the primitive of each kernel family.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsx/image.h"
+
+namespace mpsx {
+
+class CommandBuffer;
+class ExecutionContext;
+
+// Runs the command buffers of one CommandQueue, in commit order.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Takes a committed command buffer; it runs, then finish() is called on it.
+  virtual void submit(std::shared_ptr<CommandBuffer> command_buffer) = 0;
+  // Blocks until everything submitted has finished.
+  virtual void wait_until_idle() = 0;
+};
+
+// Primitive interfaces of the kernel families (kernels/<family>.h).
+class NeuronPrimitive;
+struct NeuronDescriptor;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu", "cuda" or "metal".
+  virtual const char* kind() const = 0;
+  // Device name: "cpu", "cuda:0", "metal".
+  virtual std::string device_name() const = 0;
+
+  // Memory. allocate throws OutOfMemoryError.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* data, size_t bytes) = 0;
+  virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;
+  virtual void copy_from_host(void* device, const void* host, size_t bytes) = 0;
+  virtual void fill_zero(void* device, size_t bytes) = 0;
+  // Strides for a new image of this descriptor.
+  virtual ImageLayout image_layout(const ImageDescriptor& descriptor) const = 0;
+
+  virtual std::unique_ptr<Executor> new_executor() = 0;
+
+  // Kernel families. Each returns a primitive built once per configuration;
+  // kernels cache it and reuse it for every encode.
+  virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
+};
+
+// A backend library registers a function that lists its devices.
+using BackendEnumerator = std::vector<std::unique_ptr<Backend>> (*)();
+void register_backend(int priority, BackendEnumerator enumerate);
+
+}  // namespace mpsx

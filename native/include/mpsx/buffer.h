@@ -1,0 +1,73 @@
+// MTLBuffer: device memory of fixed length, with MPS host-access rules.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "mpsx/types.h"
+
+namespace mpsx {
+
+class Device;
+class CommandBuffer;
+struct Completion;
+
+class Buffer {
+ public:
+  // Memory from the device's caching allocator; contents undefined.
+  Buffer(std::shared_ptr<Device> device, size_t length);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  size_t length() const { return length_; }
+  Device& device() const { return *device_; }
+  const std::shared_ptr<Device>& device_ptr() const { return device_; }
+  // Device address; a host address on the cpu backend.
+  void* data() const { return data_; }
+  // Unique for the lifetime of the process, so identities never repeat.
+  uint64_t id() const { return id_; }
+
+  // Bookkeeping for host access, as MPS defines it: memory a command buffer
+  // writes may be read on the host only after synchronize(command buffer)
+  // was encoded after the write and the command buffer completed.
+  void will_write(const CommandBuffer& writer);
+  void synchronize(CommandBuffer& command_buffer);
+  // Throws SynchronizationError naming `what` if the host may not read now.
+  void check_host_readable(const char* what) const;
+  bool written_by_pending_command_buffer() const;
+
+  // Blocking host copies; read checks check_host_readable first.
+  void read(void* destination, size_t offset, size_t bytes, const char* what) const;
+  void write(const void* source, size_t offset, size_t bytes);
+  // A host write that is part of the buffer's creation (no access checks).
+  void fill_zero();
+
+ private:
+  std::shared_ptr<Device> device_;
+  void* data_ = nullptr;
+  size_t length_ = 0;
+  size_t capacity_ = 0;
+  uint64_t id_ = 0;
+  std::shared_ptr<const Completion> writer_;
+  std::shared_ptr<const Completion> synchronized_on_;
+};
+
+// MPSVector: a buffer of `length` values of one data type.
+class Vector {
+ public:
+  Vector(std::shared_ptr<Device> device, size_t length, DataType data_type);
+  Vector(std::shared_ptr<Buffer> buffer, size_t length, DataType data_type);
+  size_t length() const { return length_; }
+  DataType data_type() const { return data_type_; }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  Device& device() const { return buffer_->device(); }
+
+ private:
+  std::shared_ptr<Buffer> buffer_;
+  size_t length_;
+  DataType data_type_;
+};
+
+}  // namespace mpsx

@@ -1,0 +1,168 @@
+// MTLCommandQueue / MTLCommandBuffer: commands are recorded at encode time and
+// run by the queue's executor after commit, in commit order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "mpsx/errors.h"
+
+namespace mpsx {
+
+class Device;
+class Executor;
+class CommandQueue;
+
+enum class CommandBufferStatus : uint8_t { NotEnqueued, Committed, Completed, Error };
+
+// The part of a command buffer that resources refer to after it is gone.
+struct Completion {
+  std::atomic<CommandBufferStatus> status{CommandBufferStatus::NotEnqueued};
+  bool done() const {
+    auto s = status.load(std::memory_order_acquire);
+    return s == CommandBufferStatus::Completed || s == CommandBufferStatus::Error;
+  }
+};
+
+// What a backend hands to commands while they run (a cpu scratchpad, a CUDA
+// stream, ...). Each backend derives its own.
+class ExecutionContext {
+ public:
+  virtual ~ExecutionContext() = default;
+  // Memory operations ordered with the other commands of the queue.
+  virtual void copy(void* destination, const void* source, size_t bytes) = 0;
+  virtual void fill_zero(void* destination, size_t bytes) = 0;
+};
+
+// One recorded unit of work.
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual void execute(ExecutionContext& context) = 0;
+  Command* next = nullptr;
+};
+
+namespace detail {
+template <class F>
+class CommandOf final : public Command {
+ public:
+  explicit CommandOf(F&& f) : f_(std::move(f)) {}
+  void execute(ExecutionContext& context) override { f_(context); }
+
+ private:
+  F f_;
+};
+
+// Fixed-size blocks that command buffers of one queue reuse, so recording
+// allocates nothing once the queue has warmed up.
+class BlockPool {
+ public:
+  static constexpr size_t kBlockSize = 32 * 1024;
+  ~BlockPool();
+  void* take();
+  void give(void* block);
+
+ private:
+  std::mutex mutex_;
+  std::vector<void*> free_;
+};
+}  // namespace detail
+
+class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
+ public:
+  explicit CommandBuffer(std::shared_ptr<CommandQueue> queue);
+  ~CommandBuffer();
+  CommandBuffer(const CommandBuffer&) = delete;
+  CommandBuffer& operator=(const CommandBuffer&) = delete;
+
+  CommandQueue& queue() const { return *queue_; }
+  Device& device() const;
+  const std::shared_ptr<Device>& device_ptr() const;
+
+  // Records f(ExecutionContext&) to run after commit. Everything f captures
+  // lives until the command buffer completes.
+  template <class F>
+  void record(F&& f) {
+    check_encodable();
+    using C = detail::CommandOf<std::decay_t<F>>;
+    static_assert(sizeof(C) <= detail::BlockPool::kBlockSize, "command too large");
+    void* at = allocate(sizeof(C), alignof(C));
+    Command* command = new (at) C(std::forward<F>(f));
+    if (tail_) tail_->next = command; else head_ = command;
+    tail_ = command;
+    ++command_count_;
+  }
+
+  // Throws StateError unless commands may still be recorded.
+  void check_encodable() const;
+  void commit();
+  void wait_until_completed();
+  CommandBufferStatus status() const { return completion_->status.load(std::memory_order_acquire); }
+  // The exception raised while running, if status() == Error.
+  std::exception_ptr error() const;
+  // Called on the executor's thread once the command buffer has completed
+  // (or failed); immediately if that already happened.
+  void add_completed_handler(std::function<void(CommandBuffer&)> handler);
+  const std::shared_ptr<const Completion>& completion() const { return completion_const_; }
+  size_t command_count() const { return command_count_; }
+
+  // For executors: runs the recorded commands in order. The first command
+  // that throws stops the rest and puts the command buffer in Error.
+  void execute(ExecutionContext& context);
+  // For executors: releases what the commands held, runs the completed
+  // handlers and wakes waiters.
+  void finish();
+
+ private:
+  void* allocate(size_t size, size_t align);
+  void release_commands();
+
+  std::shared_ptr<CommandQueue> queue_;
+  std::shared_ptr<Completion> completion_;
+  std::shared_ptr<const Completion> completion_const_;
+  Command* head_ = nullptr;
+  Command* tail_ = nullptr;
+  size_t command_count_ = 0;
+  std::vector<void*> blocks_;
+  char* cursor_ = nullptr;
+  char* limit_ = nullptr;
+
+  mutable std::mutex mutex_;
+  std::condition_variable completed_;
+  std::exception_ptr error_;
+  std::vector<std::function<void(CommandBuffer&)>> handlers_;
+  bool finished_ = false;
+  std::thread::id handler_thread_;
+};
+
+class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
+ public:
+  explicit CommandQueue(std::shared_ptr<Device> device);
+  ~CommandQueue();
+
+  Device& device() const { return *device_; }
+  const std::shared_ptr<Device>& device_ptr() const { return device_; }
+  std::shared_ptr<CommandBuffer> command_buffer();
+  // Blocks until every committed command buffer has finished.
+  void wait_until_idle();
+
+  detail::BlockPool& block_pool() { return blocks_; }
+  Executor& executor() { return *executor_; }
+
+ private:
+  std::shared_ptr<Device> device_;
+  detail::BlockPool blocks_;
+  std::unique_ptr<Executor> executor_;
+};
+
+}  // namespace mpsx

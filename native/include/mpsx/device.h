@@ -1,0 +1,56 @@
+// MTLDevice: one backend instance, its caching allocator and default queue.
+#pragma once
+
+#include <cstddef>
+#include <unordered_map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mpsx {
+
+class Backend;
+class CommandQueue;
+
+class Device : public std::enable_shared_from_this<Device> {
+ public:
+  explicit Device(std::unique_ptr<Backend> backend);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  // Every usable device, best first (metal, cuda, then cpu).
+  static const std::vector<std::shared_ptr<Device>>& all();
+  // "cpu", "cuda", "cuda:1", "metal"; empty for the best one (MPSX_DEVICE
+  // overrides). Throws ArgumentError naming the devices present.
+  static std::shared_ptr<Device> named(const std::string& name);
+
+  const std::string& name() const { return name_; }
+  const char* backend_name() const;
+  Backend& backend() const { return *backend_; }
+
+  const std::shared_ptr<CommandQueue>& command_queue();
+  std::shared_ptr<CommandQueue> new_command_queue();
+
+  // Caching allocator: freed blocks are kept by size class and handed out
+  // again, so steady-state training allocates nothing from the backend.
+  void* allocate(size_t bytes, size_t* capacity);
+  void release(void* data, size_t capacity);
+  // Returns every cached block to the backend.
+  void trim();
+  size_t bytes_in_use() const;
+  size_t bytes_cached() const;
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::string name_;
+  std::once_flag queue_once_;
+  std::shared_ptr<CommandQueue> queue_;
+  mutable std::mutex cache_mutex_;
+  std::unordered_map<size_t, std::vector<void*>> cache_;
+  size_t bytes_in_use_ = 0;
+  size_t bytes_cached_ = 0;
+};
+
+}  // namespace mpsx

@@ -1,0 +1,111 @@
+// MPSImage / MPSImageBatch: N images of C feature channels, H x W pixels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mpsx/buffer.h"
+#include "mpsx/types.h"
+
+namespace mpsx {
+
+class CommandBuffer;
+
+// MPSImageDescriptor.
+struct ImageDescriptor {
+  DataType channel_format = DataType::Float32;
+  int64_t width = 1;
+  int64_t height = 1;
+  int64_t feature_channels = 1;
+  int64_t number_of_images = 1;
+
+  bool operator==(const ImageDescriptor& o) const {
+    return channel_format == o.channel_format && width == o.width && height == o.height &&
+           feature_channels == o.feature_channels && number_of_images == o.number_of_images;
+  }
+  bool operator!=(const ImageDescriptor& o) const { return !(*this == o); }
+  int64_t element_count() const {
+    return width * height * feature_channels * number_of_images;
+  }
+  // Throws ArgumentError unless every size is positive.
+  void validate() const;
+};
+
+// Element strides of an image in its storage. Each backend picks the layout
+// it runs fastest; kernels read the strides instead of assuming one.
+struct ImageLayout {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+};
+
+// A block of an image resolved for a primitive: element (n, c, y, x) of the
+// block is at data + n*stride.n + c*stride.c + y*stride.h + x*stride.w.
+struct ImageRegion {
+  void* data = nullptr;
+  DataType data_type = DataType::Float32;
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  ImageLayout stride;
+  int64_t element_count() const { return n * c * h * w; }
+};
+
+// Copies `from` into `to`, both in host memory with equal extents,
+// converting data types; uint8 is unorm8 (value / 255) as in MPS.
+void copy_region(const ImageRegion& from, const ImageRegion& to);
+
+// The dense (N, C, H, W) layout of host arrays.
+ImageLayout nchw_layout(const ImageDescriptor& descriptor);
+
+class Image {
+ public:
+  // New storage on `device`, laid out as the device's backend prefers.
+  Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor);
+  // A view of images [first, first + count) of `base`, sharing its storage.
+  Image(const Image& base, int64_t first, int64_t count);
+
+  const ImageDescriptor& descriptor() const { return descriptor_; }
+  int64_t width() const { return descriptor_.width; }
+  int64_t height() const { return descriptor_.height; }
+  int64_t feature_channels() const { return descriptor_.feature_channels; }
+  int64_t number_of_images() const { return descriptor_.number_of_images; }
+  DataType data_type() const { return descriptor_.channel_format; }
+  Device& device() const { return buffer_->device(); }
+  const std::shared_ptr<Device>& device_ptr() const { return buffer_->device_ptr(); }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  const ImageLayout& layout() const { return layout_; }
+  // Byte offset of image 0, channel 0, pixel (0, 0) within buffer().
+  size_t byte_offset() const { return byte_offset_; }
+  void* data() const { return static_cast<char*>(buffer_->data()) + byte_offset_; }
+  // Bytes from data() to the end of the last image.
+  size_t byte_length() const {
+    return static_cast<size_t>(descriptor_.number_of_images * layout_.n) * size_of(descriptor_.channel_format);
+  }
+  ImageRegion region(int64_t first_image, int64_t first_channel, int64_t y, int64_t x,
+                     int64_t images, int64_t channels, int64_t height, int64_t width) const;
+  ImageRegion whole() const;
+  // Identity of the pixels this image covers, for binding states to batches.
+  uint64_t identity() const;
+
+  // Host access with (N, C, H, W) arrays of `host_type` (float32, float16 or
+  // uint8 matching the image). read checks synchronization first.
+  void read(void* destination, DataType host_type) const;
+  void write(const void* source, DataType host_type);
+  // One batch of the images of `items` (equal sizes and formats): a view when
+  // they are consecutive images of one allocation, otherwise a new image
+  // filled by a copy recorded on `command_buffer` whose identity derives from
+  // the items', so a state binds to the same list given twice.
+  static std::shared_ptr<Image> gather(CommandBuffer& command_buffer,
+                                       const std::vector<std::shared_ptr<Image>>& items);
+
+  // MPS -synchronizeOnCommandBuffer:.
+  void synchronize(CommandBuffer& command_buffer) { buffer_->synchronize(command_buffer); }
+
+ private:
+  std::shared_ptr<Buffer> buffer_;
+  size_t byte_offset_ = 0;
+  ImageDescriptor descriptor_;
+  ImageLayout layout_;
+  uint64_t identity_ = 0;  // set by gather
+};
+
+}  // namespace mpsx

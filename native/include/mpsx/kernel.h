@@ -1,0 +1,138 @@
+// MPSCNNKernel and MPSCNNGradientKernel: the properties every kernel has, the
+// padding policy, and the encode sequence shared by all families.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsx/image.h"
+#include "mpsx/state.h"
+#include "mpsx/types.h"
+
+namespace mpsx {
+
+class CommandBuffer;
+class Device;
+
+// The footprint of a kernel's window in the source image.
+struct Window {
+  int64_t kernel_width = 1, kernel_height = 1;
+  int64_t stride_x = 1, stride_y = 1;
+  int64_t dilation_x = 1, dilation_y = 1;
+  int64_t extent_x() const { return (kernel_width - 1) * dilation_x + 1; }
+  int64_t extent_y() const { return (kernel_height - 1) * dilation_y + 1; }
+};
+
+class Kernel : public std::enable_shared_from_this<Kernel> {
+ public:
+  explicit Kernel(std::shared_ptr<Device> device);
+  virtual ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  Device& device() const { return *device_; }
+  const std::shared_ptr<Device>& device_ptr() const { return device_; }
+  // The MPS class name, for messages.
+  virtual const char* class_name() const = 0;
+
+  // MPSCNNKernel properties.
+  Offset offset;
+  Region clip_rect = kRectNoClip;
+  EdgeMode edge_mode = EdgeMode::Zero;
+  int64_t destination_feature_channel_offset = 0;
+  int64_t source_feature_channel_offset = 0;
+  uint32_t padding_method =
+      padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+  std::string label;
+
+  // Throws DeviceMismatchError unless `image` lives on this kernel's device.
+  void check_device(const Image& image, const char* role) const;
+  void check_device(const State& state, const char* role) const;
+
+ protected:
+  // The MPS padding policy: sets `offset` for `window` over `source` and
+  // returns the size of the destination it implies.
+  ImageDescriptor apply_padding(const Image& source, const Window& window,
+                                int64_t destination_channels);
+  // Resolves offset, clipRect and channel offsets against the images;
+  // throws ShapeError when they do not fit.
+  Geometry resolve(const Image& source, const Image& destination, const Window& window,
+                   int64_t source_channels, int64_t destination_channels) const;
+
+ private:
+  std::shared_ptr<Device> device_;
+};
+
+// A forward kernel of one source image.
+class UnaryKernel : public Kernel {
+ public:
+  using Kernel::Kernel;
+
+  struct Encoded {
+    std::shared_ptr<Image> image;
+    std::shared_ptr<State> state;
+  };
+
+  // -encodeToCommandBuffer:sourceImage:[destinationState:]... Without a
+  // destination the padding policy sizes a new one and sets offset (the
+  // MPS encode that returns an image); with one, offset is used as set.
+  // With a state (or want_state) the result state for the gradient is
+  // returned too.
+  Encoded encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                 const std::shared_ptr<Image>& destination, const std::shared_ptr<State>& state,
+                 bool want_state);
+
+  // -destinationImageDescriptorForSourceImages:sourceStates: (sets offset).
+  ImageDescriptor destination_image_descriptor(const Image& source);
+  // -resultStateForSourceImage:sourceStates:destinationImage:
+  virtual std::shared_ptr<State> result_state(const Image& source);
+
+ protected:
+  virtual Window window() const { return Window{}; }
+  virtual int64_t source_channels(const Image& source) const { return source.feature_channels(); }
+  virtual int64_t destination_channels(const Image& source) const {
+    return source_channels(source);
+  }
+  // Family checks of the source beyond channel counts (data type, size).
+  virtual void check_source(const Image& source) const;
+  virtual void check_state(const State& state) const;
+  virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                      const std::shared_ptr<Image>& destination, const Geometry& geometry,
+                      const std::shared_ptr<State>& state) = 0;
+};
+
+// MPSCNNGradientKernel: the primary source is the gradient of the forward
+// result, the secondary source the forward source image, and the state the
+// forward's result state. The geometry of the forward encode comes from the
+// state, so the gradient matches the forward pass without any setup.
+class GradientKernel : public Kernel {
+ public:
+  using Kernel::Kernel;
+
+  int64_t kernel_offset_x = 0;
+  int64_t kernel_offset_y = 0;
+
+  std::shared_ptr<Image> encode(CommandBuffer& command_buffer,
+                                const std::shared_ptr<Image>& source_gradient,
+                                const std::shared_ptr<Image>& source_image,
+                                const std::shared_ptr<State>& gradient_state,
+                                const std::shared_ptr<Image>& destination_gradient);
+
+  ImageDescriptor destination_image_descriptor(const Image& source_gradient,
+                                               const Image& source_image,
+                                               const State& gradient_state) const;
+
+ protected:
+  // The state this kernel consumes, or throws TypeMismatchError.
+  virtual const GradientState& gradient_state_of(const State& state) const;
+  virtual void check(const Image& source_gradient, const Image& source_image,
+                     const GradientState& state) const;
+  virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                      const std::shared_ptr<Image>& source_image,
+                      const std::shared_ptr<State>& state,
+                      const std::shared_ptr<Image>& destination_gradient) = 0;
+};
+
+}  // namespace mpsx

@@ -1,0 +1,66 @@
+// MPSState / MPSNNGradientState: what a forward encode leaves for its
+// gradient, bound to the one batch it was made for.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mpsx/image.h"
+#include "mpsx/types.h"
+
+namespace mpsx {
+
+class CommandBuffer;
+class Device;
+
+class State {
+ public:
+  explicit State(std::shared_ptr<Device> device);
+  virtual ~State();
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  Device& device() const { return *device_; }
+  const std::shared_ptr<Device>& device_ptr() const { return device_; }
+  // The MPS class name, for messages.
+  virtual const char* class_name() const { return "MPSState"; }
+
+  // A state belongs to one batch of source images: the first forward encode
+  // binds it; any other batch raises StateError.
+  void check_bindable(const Image& source, const char* kernel) const;
+  void bind_source(const Image& source) { source_identity_ = source.identity(); }
+  void check_source(const Image& source, const char* kernel) const;
+  bool is_bound() const { return source_identity_ != 0; }
+
+  // MPS -synchronizeOnCommandBuffer: for every buffer the state exposes.
+  virtual void synchronize(CommandBuffer& command_buffer);
+
+ private:
+  std::shared_ptr<Device> device_;
+  uint64_t source_identity_ = 0;
+};
+
+// Where a forward encode read and wrote, resolved from offset, clipRect,
+// feature channel offsets and the two images.
+struct Geometry {
+  int64_t source_image = 0, destination_image = 0, images = 0;
+  int64_t source_channel = 0, destination_channel = 0;
+  int64_t x = 0, y = 0, width = 0, height = 0;  // destination region written
+  // Source position of the window's top-left corner for destination (x, y);
+  // outside the image where padding is read.
+  int64_t source_x = 0, source_y = 0;
+};
+
+// MPSNNGradientState: the forward geometry and image sizes, for the gradient.
+class GradientState : public State {
+ public:
+  using State::State;
+  const char* class_name() const override { return "MPSNNGradientState"; }
+
+  ImageDescriptor source_descriptor;       // the forward source image
+  ImageDescriptor destination_descriptor;  // the forward result image
+  Geometry geometry;
+  bool encoded = false;  // set once the forward pass was encoded with it
+};
+
+}  // namespace mpsx

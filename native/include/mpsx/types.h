@@ -1,0 +1,78 @@
+// Value types shared by the whole runtime, in MPS vocabulary.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace mpsx {
+
+// MPSDataType, reduced to what images, weights and vectors use.
+enum class DataType : uint8_t { Float32 = 0, Float16 = 1, BFloat16 = 2, UInt8 = 3 };
+
+inline size_t size_of(DataType t) {
+  switch (t) {
+    case DataType::Float32: return 4;
+    case DataType::Float16: return 2;
+    case DataType::BFloat16: return 2;
+    case DataType::UInt8: return 1;
+  }
+  return 0;
+}
+
+inline const char* name_of(DataType t) {
+  switch (t) {
+    case DataType::Float32: return "float32";
+    case DataType::Float16: return "float16";
+    case DataType::BFloat16: return "bfloat16";
+    case DataType::UInt8: return "uint8";
+  }
+  return "unknown";
+}
+
+// MPSOffset: where clipRect.origin lands in source coordinates; z is the first
+// source image of a batch.
+struct Offset {
+  int64_t x = 0, y = 0, z = 0;
+  bool operator==(const Offset& o) const { return x == o.x && y == o.y && z == o.z; }
+};
+
+// MTLRegion as MPS uses it for clipRect: z is the first destination image and
+// depth the number of images.
+struct Region {
+  int64_t x = 0, y = 0, z = 0;
+  int64_t width = 0, height = 0, depth = 0;
+  bool operator==(const Region& o) const {
+    return x == o.x && y == o.y && z == o.z && width == o.width && height == o.height &&
+           depth == o.depth;
+  }
+};
+
+// MPSRectNoClip: the whole destination.
+inline constexpr Region kRectNoClip{0, 0, 0, std::numeric_limits<int64_t>::max() / 4,
+                                    std::numeric_limits<int64_t>::max() / 4,
+                                    std::numeric_limits<int64_t>::max() / 4};
+
+// MPSImageEdgeMode.
+enum class EdgeMode : uint8_t { Zero = 0, Clamp = 1 };
+
+// MPSNNPaddingMethod bits (MPSNeuralNetworkTypes.h).
+namespace padding {
+inline constexpr uint32_t kAlignCentered = 0;
+inline constexpr uint32_t kAlignTopLeft = 1;
+inline constexpr uint32_t kAlignBottomRight = 2;
+inline constexpr uint32_t kAlignMask = 3;
+inline constexpr uint32_t kAddRemainderToTopLeft = 0u << 2;
+inline constexpr uint32_t kAddRemainderToTopRight = 1u << 2;
+inline constexpr uint32_t kAddRemainderToBottomLeft = 2u << 2;
+inline constexpr uint32_t kAddRemainderToBottomRight = 3u << 2;
+inline constexpr uint32_t kAddRemainderToMask = 3u << 2;
+inline constexpr uint32_t kSizeValidOnly = 0;
+inline constexpr uint32_t kSizeSame = 1u << 4;
+inline constexpr uint32_t kSizeFull = 2u << 4;
+inline constexpr uint32_t kSizeMask = 0x7f0;
+inline constexpr uint32_t kCustom = 1u << 14;
+inline constexpr uint32_t kExcludeEdges = 1u << 15;
+}  // namespace padding
+
+}  // namespace mpsx
