@@ -26,18 +26,7 @@ from mpsx._runtime import (
     Vector,
     devices,
 )
-from mpsx._kernels import (
-    CNNGradientKernel,
-    CNNKernel,
-    CNNNeuron,
-    CNNNeuronGradient,
-    ImageEdgeMode,
-    NeuronType,
-    NNGradientState,
-    NNNeuronDescriptor,
-    NNPaddingMethod,
-    Offset,
-    Region,
-)
+from mpsx._kernels import *  # noqa: F401,F403 (each kernel family lists its names in __all__)
+from mpsx._kernels import __all__ as _kernel_names
 
 __version__ = "0.1.0"

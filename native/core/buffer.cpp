@@ -7,6 +7,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/pool.h"
 
 namespace mpsx {
 namespace {
@@ -73,7 +74,7 @@ void Buffer::write(const void* source, size_t offset, size_t bytes) {
 void Buffer::fill_zero() { device_->backend().fill_zero(data_, length_); }
 
 Vector::Vector(std::shared_ptr<Device> device, size_t length, DataType data_type)
-    : Vector(std::make_shared<Buffer>(std::move(device), length * size_of(data_type)), length, data_type) {}
+    : Vector(make_pooled<Buffer>(std::move(device), length * size_of(data_type)), length, data_type) {}
 
 Vector::Vector(std::shared_ptr<Buffer> buffer, size_t length, DataType data_type)
     : buffer_(std::move(buffer)), length_(length), data_type_(data_type) {

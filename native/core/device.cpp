@@ -21,16 +21,28 @@ std::vector<Registration>& registrations() {
   return list;
 }
 
-// Size classes of four steps per power of two above 4 KiB, so a cached block
-// is reused for any request of its class and wastes at most 25%.
-size_t size_class(size_t bytes) {
-  constexpr size_t kMinimum = 256;
-  if (bytes <= kMinimum) return kMinimum;
-  if (bytes <= 4096) return (bytes + kMinimum - 1) / kMinimum * kMinimum;
-  size_t power = 4096;
-  while (power * 2 < bytes) power *= 2;
+// Size classes: multiples of 256 bytes up to 4 KiB, then four steps per power
+// of two, so a cached block serves any request of its class and wastes at
+// most a quarter of itself.
+struct SizeClass {
+  size_t index;
+  size_t bytes;
+};
+
+SizeClass size_class(size_t bytes) {
+  constexpr size_t kStep = 256, kLinear = 4096;
+  if (bytes <= kLinear) {
+    size_t steps = std::max<size_t>(1, (bytes + kStep - 1) / kStep);
+    return {steps - 1, steps * kStep};
+  }
+  size_t power = kLinear, index = kLinear / kStep;
+  while (power * 2 < bytes) {
+    power *= 2;
+    index += 4;
+  }
   size_t step = power / 4;
-  return (bytes + step - 1) / step * step;
+  size_t steps = (bytes + step - 1) / step;  // 5..8
+  return {index + steps - 5, steps * step};
 }
 
 }  // namespace
@@ -88,58 +100,70 @@ std::shared_ptr<CommandQueue> Device::new_command_queue() {
 }
 
 void* Device::allocate(size_t bytes, size_t* capacity) {
-  size_t cls = size_class(bytes);
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(cls);
-    if (it != cache_.end() && !it->second.empty()) {
-      void* data = it->second.back();
-      it->second.pop_back();
-      bytes_cached_ -= cls;
-      bytes_in_use_ += cls;
-      *capacity = cls;
-      return data;
-    }
+  SizeClass cls = size_class(bytes);
+  *capacity = cls.bytes;
+  cache_lock_.lock();
+  if (cls.index < cache_.size() && !cache_[cls.index].blocks.empty()) {
+    void* data = cache_[cls.index].blocks.back();
+    cache_[cls.index].blocks.pop_back();
+    bytes_cached_ -= cls.bytes;
+    bytes_in_use_ += cls.bytes;
+    cache_lock_.unlock();
+    return data;
   }
+  cache_lock_.unlock();
   void* data = nullptr;
   try {
-    data = backend_->allocate(cls);
+    data = backend_->allocate(cls.bytes);
   } catch (const OutOfMemoryError&) {
     trim();
-    data = backend_->allocate(cls);
+    data = backend_->allocate(cls.bytes);
   }
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  bytes_in_use_ += cls;
-  *capacity = cls;
+  cache_lock_.lock();
+  bytes_in_use_ += cls.bytes;
+  if (cache_.size() <= cls.index) cache_.resize(cls.index + 1);
+  CachedClass& cached = cache_[cls.index];
+  cached.bytes = cls.bytes;
+  if (++cached.count > cached.blocks.capacity())  // so release() never allocates
+    cached.blocks.reserve(2 * cached.count);
+  cache_lock_.unlock();
   return data;
 }
 
 void Device::release(void* data, size_t capacity) {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  cache_[capacity].push_back(data);
+  SizeClass cls = size_class(capacity);
+  cache_lock_.lock();
+  cache_[cls.index].blocks.push_back(data);
   bytes_in_use_ -= capacity;
   bytes_cached_ += capacity;
+  cache_lock_.unlock();
 }
 
 void Device::trim() {
-  std::unordered_map<size_t, std::vector<void*>> blocks;
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    blocks.swap(cache_);
-    bytes_cached_ = 0;
+  std::vector<std::pair<void*, size_t>> blocks;
+  cache_lock_.lock();
+  for (auto& cached : cache_) {
+    for (void* data : cached.blocks) blocks.emplace_back(data, cached.bytes);
+    cached.count -= cached.blocks.size();
+    cached.blocks.clear();
   }
-  for (auto& [size, list] : blocks)
-    for (void* data : list) backend_->deallocate(data, size);
+  bytes_cached_ = 0;
+  cache_lock_.unlock();
+  for (auto& [data, bytes] : blocks) backend_->deallocate(data, bytes);
 }
 
 size_t Device::bytes_in_use() const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  return bytes_in_use_;
+  cache_lock_.lock();
+  size_t n = bytes_in_use_;
+  cache_lock_.unlock();
+  return n;
 }
 
 size_t Device::bytes_cached() const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  return bytes_cached_;
+  cache_lock_.lock();
+  size_t n = bytes_cached_;
+  cache_lock_.unlock();
+  return n;
 }
 
 }  // namespace mpsx

@@ -9,6 +9,7 @@
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
 #include "mpsx/half.h"
+#include "mpsx/pool.h"
 
 namespace mpsx {
 namespace {
@@ -77,7 +78,7 @@ Image::Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor) 
   descriptor_.validate();
   layout_ = device->backend().image_layout(descriptor_);
   size_t bytes = static_cast<size_t>(descriptor_.element_count()) * size_of(descriptor_.channel_format);
-  buffer_ = std::make_shared<Buffer>(std::move(device), bytes);
+  buffer_ = make_pooled<Buffer>(std::move(device), bytes);
 }
 
 Image::Image(const Image& base, int64_t first, int64_t count)
@@ -145,11 +146,11 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
   }
   std::shared_ptr<Image> batch;
   if (consecutive) {
-    batch = std::make_shared<Image>(first, 0, first.number_of_images());
+    batch = make_pooled<Image>(first, 0, first.number_of_images());
     batch->descriptor_.number_of_images = d.number_of_images;
   } else {
     command_buffer.check_encodable();
-    batch = std::make_shared<Image>(first.device_ptr(), d);
+    batch = make_pooled<Image>(first.device_ptr(), d);
     std::vector<std::shared_ptr<Image>> sources(items);
     command_buffer.record([batch, sources = std::move(sources)](ExecutionContext& context) {
       char* at = static_cast<char*>(batch->data());

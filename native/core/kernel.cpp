@@ -6,6 +6,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/pool.h"
 
 namespace mpsx {
 namespace {
@@ -167,7 +168,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
       fail<TypeMismatchError>(class_name(), ": the destination must be float32 or float16, given ",
                               name_of(result->data_type()));
   } else {
-    result = std::make_shared<Image>(device_ptr(), apply_padding(*source, window(), destination_channels(*source)));
+    result = make_pooled<Image>(device_ptr(), apply_padding(*source, window(), destination_channels(*source)));
   }
   Geometry geometry =
       resolve(*source, *result, window(), source_channels(*source), destination_channels(*source));
@@ -252,7 +253,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
       fail<TypeMismatchError>(class_name(), ": the destination gradient must be float32 or float16, given ",
                               name_of(result->data_type()));
   } else {
-    result = std::make_shared<Image>(device_ptr(), expected);
+    result = make_pooled<Image>(device_ptr(), expected);
   }
   record(command_buffer, source_gradient, source_image, state, result);
   result->buffer()->will_write(command_buffer);

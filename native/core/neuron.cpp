@@ -44,14 +44,14 @@ void CNNNeuron::check_source(const Image& source) const {
 void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                        const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
   check_inside(class_name(), *source, g);
-  int64_t channels = source->feature_channels() - g.source_channel;
-  ImageRegion from = source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                    g.height, g.width);
-  ImageRegion to = destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                       g.height, g.width);
-  command_buffer.record([primitive = primitive_, source, destination, from, to,
-                         first = g.source_channel](ExecutionContext& context) {
-    primitive->forward(context, from, to, first);
+  command_buffer.record([primitive = primitive_, source, destination, g](ExecutionContext& context) {
+    int64_t channels = source->feature_channels() - g.source_channel;
+    primitive->forward(context,
+                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                      g.height, g.width),
+                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                           g.height, g.width),
+                       g.source_channel);
   });
 }
 
@@ -65,7 +65,6 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
                                const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
                                const std::shared_ptr<Image>& destination_gradient) {
   const Geometry& g = static_cast<const GradientState&>(*state).geometry;
-  int64_t channels = source_image->feature_channels() - g.source_channel;
   bool covers = g.source_x == 0 && g.source_y == 0 && g.width == source_image->width() &&
                 g.height == source_image->height() && g.source_channel == 0;
   if (!covers) {  // pixels the forward pass did not read get no gradient
@@ -73,15 +72,17 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
       context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
     });
   }
-  ImageRegion dy = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width);
-  ImageRegion x = source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                       g.height, g.width);
-  ImageRegion dx = destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
-                                                channels, g.height, g.width);
-  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, dy, x, dx,
-                         first = g.source_channel](ExecutionContext& context) {
-    primitive->gradient(context, dy, x, dx, first);
+  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient,
+                         g](ExecutionContext& context) {
+    int64_t channels = source_image->feature_channels() - g.source_channel;
+    primitive->gradient(context,
+                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                                channels, g.height, g.width),
+                        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
+                                             channels, g.height, g.width),
+                        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x,
+                                                     g.images, channels, g.height, g.width),
+                        g.source_channel);
   });
 }
 

@@ -90,6 +90,11 @@ class Float32Region {
   ImageRegion view_;
 };
 
+// oneDNN descriptor of a float32 region: dims N, C, H, W with its strides.
+dnnl::memory::desc memory_desc(const ImageRegion& region);
+// oneDNN memory over a float32 region's data.
+dnnl::memory memory_of(const dnnl::engine& engine, const ImageRegion& region);
+
 // True if the region is one dense NHWC block (channels innermost).
 bool is_dense_nhwc(const ImageRegion& region);
 
@@ -98,7 +103,11 @@ namespace detail {
 template <class Body>
 void parallel_chunks(int64_t total, int64_t grain, Body&& body) {
   int64_t chunks = (total + grain - 1) / grain;
-#pragma omp parallel for schedule(static) if (chunks > 1)
+  if (chunks <= 1) {  // starting a thread team costs more than small work
+    if (total > 0) body(0, total);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < chunks; ++i) {
     int64_t first = i * grain;
     body(first, std::min(grain, total - first));

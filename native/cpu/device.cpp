@@ -57,6 +57,15 @@ void* CpuContext::scratch(size_t slot, size_t bytes) {
   return b.data;
 }
 
+dnnl::memory::desc memory_desc(const ImageRegion& r) {
+  return dnnl::memory::desc({r.n, r.c, r.h, r.w}, dnnl::memory::data_type::f32,
+                            {r.stride.n, r.stride.c, r.stride.h, r.stride.w});
+}
+
+dnnl::memory memory_of(const dnnl::engine& engine, const ImageRegion& r) {
+  return dnnl::memory(memory_desc(r), engine, r.data);
+}
+
 bool is_dense_nhwc(const ImageRegion& r) {
   return r.stride.c == 1 && r.stride.w == r.c && r.stride.h == r.w * r.c && r.stride.n == r.h * r.w * r.c;
 }

@@ -2,11 +2,12 @@
 #pragma once
 
 #include <cstddef>
-#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "mpsx/pool.h"
 
 namespace mpsx {
 
@@ -47,8 +48,13 @@ class Device : public std::enable_shared_from_this<Device> {
   std::string name_;
   std::once_flag queue_once_;
   std::shared_ptr<CommandQueue> queue_;
-  mutable std::mutex cache_mutex_;
-  std::unordered_map<size_t, std::vector<void*>> cache_;
+  mutable detail::SpinLock cache_lock_;
+  struct CachedClass {
+    size_t bytes = 0;
+    size_t count = 0;  // blocks of this class, live or cached
+    std::vector<void*> blocks;
+  };
+  std::vector<CachedClass> cache_;  // by size class
   size_t bytes_in_use_ = 0;
   size_t bytes_cached_ = 0;
 };

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpsx/image.h"
@@ -23,6 +24,32 @@ struct Window {
   int64_t dilation_x = 1, dilation_y = 1;
   int64_t extent_x() const { return (kernel_width - 1) * dilation_x + 1; }
   int64_t extent_y() const { return (kernel_height - 1) * dilation_y + 1; }
+};
+
+// Backend primitives of one kernel, built once per configuration (shape,
+// geometry) and reused by every later encode with it. Used on the encoding
+// thread only; commands hold their primitive by shared_ptr.
+template <class Key, class Primitive>
+class PrimitiveCache {
+ public:
+  template <class Make>
+  const std::shared_ptr<Primitive>& get(const Key& key, Make&& make) {
+    if (last_ < entries_.size() && entries_[last_].first == key) return entries_[last_].second;
+    for (size_t i = 0; i < entries_.size(); ++i)
+      if (entries_[i].first == key) {
+        last_ = i;
+        return entries_[i].second;
+      }
+    std::shared_ptr<Primitive> made = make();
+    entries_.emplace_back(key, std::move(made));
+    last_ = entries_.size() - 1;
+    return entries_.back().second;
+  }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<std::pair<Key, std::shared_ptr<Primitive>>> entries_;
+  size_t last_ = 0;
 };
 
 class Kernel : public std::enable_shared_from_this<Kernel> {
@@ -91,7 +118,11 @@ class UnaryKernel : public Kernel {
 
  protected:
   virtual Window window() const { return Window{}; }
-  virtual int64_t source_channels(const Image& source) const { return source.feature_channels(); }
+  // Feature channels the kernel reads; pointwise kernels read all of them
+  // from source_feature_channel_offset on.
+  virtual int64_t source_channels(const Image& source) const {
+    return source.feature_channels() - source_feature_channel_offset;
+  }
   virtual int64_t destination_channels(const Image& source) const {
     return source_channels(source);
   }

@@ -1,0 +1,103 @@
+# MPSCNNNeuron and MPSCNNNeuronGradient (included by _kernels.pyx).
+
+__all__ += ["NNNeuronDescriptor", "CNNNeuron", "CNNNeuronGradient"]
+
+cdef class NNNeuronDescriptor:
+    """MPSNNNeuronDescriptor: NNNeuronDescriptor(type, a=0, b=0, c=0, data=None).
+
+    For NeuronType.PRELU, data holds one slope per feature channel.
+    """
+    cdef CNeuronDescriptor desc
+
+    def __init__(self, neuron_type=NeuronType.NONE, float a=0.0, float b=0.0, float c=0.0, data=None):
+        self.desc.type = <CNeuronType><int>NeuronType(neuron_type)
+        self.desc.a = a
+        self.desc.b = b
+        self.desc.c = c
+        if data is not None:
+            for v in np.asarray(data, dtype=np.float32).reshape(-1):
+                self.desc.a_per_channel.push_back(v)
+        self.desc.validate()
+
+    @property
+    def neuron_type(self):
+        return NeuronType(<int>self.desc.type)
+
+    @property
+    def a(self):
+        return self.desc.a
+
+    @property
+    def b(self):
+        return self.desc.b
+
+    @property
+    def c(self):
+        return self.desc.c
+
+    @property
+    def data(self):
+        if self.desc.a_per_channel.empty():
+            return None
+        return np.array([self.desc.a_per_channel[i] for i in range(self.desc.a_per_channel.size())], dtype=np.float32)
+
+    def __reduce__(self):
+        return (NNNeuronDescriptor, (self.neuron_type, self.a, self.b, self.c, self.data))
+
+    def __eq__(self, other):
+        return isinstance(other, NNNeuronDescriptor) and self.__reduce__() [1][:4] == other.__reduce__()[1][:4] \
+            and np.array_equal(self.data if self.data is not None else [], other.data if other.data is not None else [])
+
+    def __repr__(self):
+        return f"mpsx.NNNeuronDescriptor({self.neuron_type!r}, a={self.a}, b={self.b}, c={self.c})"
+
+
+cdef CNeuronDescriptor neuron_descriptor_of(object descriptor) except *:
+    cdef CNeuronDescriptor none
+    if descriptor is None:
+        return none
+    if not isinstance(descriptor, NNNeuronDescriptor):
+        raise TypeError(f"expected an mpsx.NNNeuronDescriptor, given {type(descriptor).__name__}")
+    return (<NNNeuronDescriptor>descriptor).desc
+
+
+cdef class CNNNeuron(CNNUnaryKernel):
+    """MPSCNNNeuron: f(x) of a NeuronType per value."""
+
+    def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
+        self._set(<shared_ptr[CUnaryKernel]>make_shared[CCNNNeuron](device.c, neuron_descriptor.desc), NNGradientState)
+
+    @property
+    def neuron_descriptor(self):
+        cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
+        d.desc = (<CCNNNeuron*>self.unary).neuron_descriptor()
+        return d
+
+    @property
+    def neuron_type(self):
+        return NeuronType(<int>(<CCNNNeuron*>self.unary).neuron_descriptor().type)
+
+    @property
+    def a(self):
+        return (<CCNNNeuron*>self.unary).neuron_descriptor().a
+
+    @property
+    def b(self):
+        return (<CCNNNeuron*>self.unary).neuron_descriptor().b
+
+    @property
+    def c(self):
+        return (<CCNNNeuron*>self.unary).neuron_descriptor().c
+
+
+cdef class CNNNeuronGradient(CNNGradientKernel):
+    """MPSCNNNeuronGradient: f'(x) times the incoming gradient."""
+
+    def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
+        self._set(<shared_ptr[CGradientKernel]>make_shared[CCNNNeuronGradient](device.c, neuron_descriptor.desc))
+
+    @property
+    def neuron_descriptor(self):
+        cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
+        d.desc = (<CCNNNeuronGradient*>self.gradient).neuron_descriptor()
+        return d

@@ -1,0 +1,254 @@
+"""CNNNeuron and CNNNeuronGradient against formulas written here (float64
+numpy and torch autograd) and against finite differences."""
+
+import numpy as np
+import pytest
+import torch
+
+import mpsx
+from helpers import read, tolerance
+
+NT = mpsx.NeuronType
+
+# type: (a, b, c, sampler of valid inputs)
+CASES = {
+    NT.NONE: (0, 0, 0, None),
+    NT.RELU: (0.1, 0, 0, None),
+    NT.LINEAR: (2.0, -0.5, 0, None),
+    NT.SIGMOID: (0, 0, 0, None),
+    NT.HARD_SIGMOID: (0.2, 0.5, 0, None),
+    NT.TANH: (1.5, 0.7, 0, None),
+    NT.ABSOLUTE: (0, 0, 0, None),
+    NT.SOFTPLUS: (1.2, 0.8, 0, None),
+    NT.SOFTSIGN: (0, 0, 0, None),
+    NT.ELU: (0.9, 0, 0, None),
+    NT.PRELU: (0, 0, 0, None),
+    NT.RELUN: (0.1, 1.0, 0, None),
+    NT.POWER: (0.5, 2.0, 3.0, "positive"),
+    NT.EXPONENTIAL: (0.5, 0.1, 2.0, None),
+    NT.LOGARITHM: (0.5, 3.0, 10.0, "positive"),
+    NT.GELU: (0, 0, 0, None),
+}
+
+
+def torch_neuron(t, x, a, b, c, slopes):
+    """f(x) of MPSCNNNeuron.h, in torch ops (float64, differentiable)."""
+    if t == NT.NONE:
+        return x
+    if t == NT.RELU:
+        return torch.where(x >= 0, x, a * x)
+    if t == NT.LINEAR:
+        return a * x + b
+    if t == NT.SIGMOID:
+        return 1 / (1 + torch.exp(-x))
+    if t == NT.HARD_SIGMOID:
+        return torch.clamp(a * x + b, 0, 1)
+    if t == NT.TANH:
+        return a * torch.tanh(b * x)
+    if t == NT.ABSOLUTE:
+        return torch.abs(x)
+    if t == NT.SOFTPLUS:
+        return a * torch.log1p(torch.exp(b * x))
+    if t == NT.SOFTSIGN:
+        return x / (1 + torch.abs(x))
+    if t == NT.ELU:
+        return torch.where(x >= 0, x, a * (torch.exp(x) - 1))
+    if t == NT.PRELU:
+        s = torch.as_tensor(slopes, dtype=x.dtype).reshape(1, -1, 1, 1)
+        return torch.where(x >= 0, x, s * x)
+    if t == NT.RELUN:
+        return torch.clamp(torch.where(x >= 0, x, a * x), max=b)
+    if t == NT.POWER:
+        return (a * x + b) ** c
+    if t == NT.EXPONENTIAL:
+        return c ** (a * x + b)
+    if t == NT.LOGARITHM:
+        return torch.log(a * x + b) / np.log(c)
+    if t == NT.GELU:
+        return 0.5 * x * (1 + torch.erf(x / np.sqrt(2.0)))
+    raise AssertionError(t)
+
+
+def sample(rng, shape, kind, dtype=np.float32):
+    x = rng.standard_normal(shape)
+    if kind == "positive":
+        x = np.abs(x) + 0.1
+    # Keep values away from the kinks of relu-like functions so finite
+    # differences stay on one side.
+    x = np.where(np.abs(x) < 0.05, 0.3, x)
+    return x.astype(dtype)
+
+
+def descriptor(t, channels):
+    a, b, c, _ = CASES[t]
+    data = np.linspace(0.05, 0.3, channels).astype(np.float32) if t == NT.PRELU else None
+    return mpsx.NNNeuronDescriptor(t, a, b, c, data=data), data
+
+
+def reference(t, x, slopes):
+    a, b, c, _ = CASES[t]
+    return torch_neuron(t, torch.from_numpy(x.astype(np.float64)), a, b, c, slopes).numpy()
+
+
+@pytest.mark.parametrize("t", list(NT), ids=lambda t: t.name)
+@pytest.mark.parametrize("shape", [(1, 3, 5, 7), (3, 8, 4, 1)])
+def test_forward_matches_formula(device, rng, t, shape):
+    x = sample(rng, shape, CASES[t][3])
+    d, slopes = descriptor(t, shape[1])
+    neuron = mpsx.CNNNeuron(device, d)
+    y = read(device, lambda cb: neuron.encode(cb, mpsx.Image.from_numpy(device, x)))
+    np.testing.assert_allclose(y, reference(t, x, slopes), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("t", [NT.RELU, NT.SIGMOID, NT.GELU, NT.PRELU, NT.TANH])
+def test_forward_float16(device, rng, t):
+    x = sample(rng, (2, 4, 6, 5), None, np.float16)
+    d, slopes = descriptor(t, 4)
+    neuron = mpsx.CNNNeuron(device, d)
+    image = mpsx.Image.from_numpy(device, x)
+    assert image.data_type == mpsx.DataType.FLOAT16
+    y = read(device, lambda cb: neuron.encode(cb, image))
+    assert y.dtype == np.float16
+    rtol, atol = tolerance(np.float16)
+    np.testing.assert_allclose(y, reference(t, x.astype(np.float32), slopes), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("t", list(NT), ids=lambda t: t.name)
+def test_gradient_matches_autograd(device, rng, t):
+    shape = (2, 3, 4, 5)
+    x = sample(rng, shape, CASES[t][3])
+    dy = rng.standard_normal(shape).astype(np.float32)
+    d, slopes = descriptor(t, shape[1])
+    neuron, gradient = mpsx.CNNNeuron(device, d), mpsx.CNNNeuronGradient(device, d)
+    source = mpsx.Image.from_numpy(device, x)
+
+    def encode(cb):
+        _, state = neuron.encode(cb, source, destination_state=True)
+        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
+
+    dx = read(device, encode)
+    a, b, c, _ = CASES[t]
+    xt = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    torch_neuron(t, xt, a, b, c, slopes).backward(torch.from_numpy(dy.astype(np.float64)))
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("t", [NT.SIGMOID, NT.SOFTPLUS, NT.ELU, NT.GELU, NT.POWER, NT.LOGARITHM, NT.EXPONENTIAL])
+def test_gradient_finite_differences(device, rng, t):
+    shape = (1, 2, 3, 3)
+    x = sample(rng, shape, CASES[t][3]).astype(np.float64)
+    dy = rng.standard_normal(shape)
+    d, _ = descriptor(t, shape[1])
+    neuron, gradient = mpsx.CNNNeuron(device, d), mpsx.CNNNeuronGradient(device, d)
+
+    def loss(values):
+        y = read(device, lambda cb: neuron.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
+        return float(np.sum(y.astype(np.float64) * dy))
+
+    eps = 1e-2
+    numeric = np.zeros_like(x)
+    for i in np.ndindex(*shape):
+        plus, minus = x.copy(), x.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    source = mpsx.Image.from_numpy(device, x.astype(np.float32))
+
+    def encode(cb):
+        _, state = neuron.encode(cb, source, destination_state=True)
+        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy.astype(np.float32)), source, state)
+
+    np.testing.assert_allclose(read(device, encode), numeric, rtol=2e-2, atol=2e-3)
+
+
+def test_batch_of_images_and_states(device, rng):
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    relu = mpsx.NNNeuronDescriptor(NT.RELU)
+    neuron, gradient = mpsx.CNNNeuron(device, relu), mpsx.CNNNeuronGradient(device, relu)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]  # separate allocations
+
+    def encode(cb):
+        y1, states = neuron.encode_batch(cb, batch, destination_states=True)
+        y2 = neuron.encode_batch(cb, items)
+        assert isinstance(y1, mpsx.ImageBatch) and len(y1) == 4
+        assert len(states) == 4 and all(s is states[0] for s in states)
+        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, states)
+        return y1, y2, dx
+
+    y1, y2, dx = read(device, encode)
+    np.testing.assert_array_equal(y1, np.maximum(x, 0))
+    np.testing.assert_array_equal(y2, np.maximum(x, 0))
+    np.testing.assert_array_equal(dx, np.where(x >= 0, dy, 0))
+
+
+def test_clip_rect_offset_and_channel_offset(device, rng):
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    neuron = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(NT.ABSOLUTE))
+    destination = mpsx.Image.from_numpy(device, np.full((1, 8, 5, 5), 7.0, np.float32))
+    neuron.offset = (1, 2)
+    neuron.clip_rect = (1, 0, 0, 3, 2, 1)
+    neuron.destination_feature_channel_offset = 4
+    y = read(device, lambda cb: neuron.encode(cb, mpsx.Image.from_numpy(device, x), destination))
+    expected = np.full((1, 8, 5, 5), 7.0, np.float32)
+    # clipRect.origin (1, 0) reads source (offset.x, offset.y) = (1, 2).
+    expected[0, 4:8, 0:2, 1:4] = np.abs(x[0, :, 2:4, 1:4])
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_source_feature_channel_offset(device, rng):
+    x = rng.standard_normal((2, 8, 3, 3)).astype(np.float32)
+    neuron = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(NT.LINEAR, 2.0, 1.0))
+    neuron.source_feature_channel_offset = 4
+    y = read(device, lambda cb: neuron.encode(cb, mpsx.Image.from_numpy(device, x)))
+    np.testing.assert_allclose(y, 2 * x[:, 4:] + 1, rtol=1e-6)
+
+
+def test_padding_policy_sets_offset_and_size(device, rng):
+    neuron = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(NT.RELU))
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 7, 9)).astype(np.float32))
+    neuron.offset = (5, 5)
+    d = neuron.destination_image_descriptor(image)
+    assert (d.number_of_images, d.feature_channels, d.height, d.width) == (2, 3, 7, 9)
+    assert tuple(neuron.offset) == (0, 0, 0)
+
+
+def test_errors(device, rng):
+    x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    relu = mpsx.NNNeuronDescriptor(NT.RELU)
+    neuron, gradient = mpsx.CNNNeuron(device, relu), mpsx.CNNNeuronGradient(device, relu)
+    image = mpsx.Image.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(TypeError):
+        neuron.encode(cb, None)
+    with pytest.raises(TypeError):
+        neuron.encode(cb, x)
+    with pytest.raises(mpsx.ShapeError, match="at least 3 feature channels, given 2"):
+        neuron.destination_feature_channel_offset = 0
+        neuron.encode(cb, image, mpsx.Image(device, mpsx.ImageDescriptor(width=4, height=4, feature_channels=2)))
+    neuron.destination_feature_channel_offset = 2
+    with pytest.raises(ValueError, match="multiple of 4; given 2"):
+        neuron.encode(cb, image)
+    neuron.destination_feature_channel_offset = 0
+    with pytest.raises(ValueError, match="PReLU"):
+        mpsx.NNNeuronDescriptor(NT.PRELU)
+    with pytest.raises(ValueError):
+        mpsx.NNNeuronDescriptor(99)
+    uint8 = mpsx.Image.from_numpy(device, np.zeros((1, 3, 4, 4), np.uint8))
+    with pytest.raises(TypeError, match="float32 or float16"):
+        neuron.encode(cb, image, uint8)
+    _, state = neuron.encode(cb, image, destination_state=True)
+    other = mpsx.Image.from_numpy(device, x)
+    with pytest.raises(mpsx.StateError, match="another batch"):
+        gradient.encode(cb, other, other, state)
+    with pytest.raises(mpsx.StateError, match="another batch"):
+        neuron.encode(cb, other, destination_state=state)
+    with pytest.raises(mpsx.ShapeError, match="source gradient"):
+        gradient.encode(cb, mpsx.Image.from_numpy(device, x[:, :2]), image, state)
+    assert cb.command_count == 1  # nothing of the failed calls was enqueued
+    cb.commit()
+    with pytest.raises(mpsx.StateError, match="encode onto a new command buffer"):
+        neuron.encode(cb, image)
+    cb.wait_until_completed()
+    assert cb.status == "completed"
