@@ -67,4 +67,29 @@ inline std::function<void(CommandBuffer&)> completed_handler(PyObject* handler, 
   };
 }
 
+// The GIL for the scope; runtime threads take it before calling Python.
+class Gil {
+ public:
+  Gil() : state_(PyGILState_Ensure()) {}
+  ~Gil() { PyGILState_Release(state_); }
+  Gil(const Gil&) = delete;
+  Gil& operator=(const Gil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+// A host step that calls `step()` in Python; a Python exception fails the
+// command buffer with that exception.
+inline std::function<void()> host_step(PyObject* step) {
+  std::shared_ptr<void> held = hold(step);
+  return [held] {
+    if (finalizing().load()) return;
+    Gil gil;
+    PyObject* result = PyObject_CallNoArgs(static_cast<PyObject*>(held.get()));
+    if (!result) throw fetch_foreign_error();
+    Py_DECREF(result);
+  };
+}
+
 }  // namespace mpsx::python

@@ -7,7 +7,8 @@ from collections import namedtuple
 import numpy as np
 
 from libc.stdint cimport int64_t, uint32_t
-from libcpp.memory cimport shared_ptr, make_shared
+from libcpp.memory cimport shared_ptr
+from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
 from mpsx.includes.image cimport CImage
@@ -106,6 +107,16 @@ cdef shared_ptr[CState] _state_of(object states, str name) except *:
                 raise ValueError(f"the items of {name} must be the one state of the batch's forward encode")
         return (<State>first).c
     raise TypeError(f"expected a state or a StateBatch for {name}, given {type(states).__name__}")
+
+
+cdef class NNGradientState(State):
+    """MPSNNGradientState: the forward geometry a gradient kernel needs."""
+    cdef object _kernel  # the forward kernel that made it
+
+    @property
+    def kernel(self):
+        """The forward kernel whose encode produced this state."""
+        return self._kernel
 
 
 cdef class CNNKernel:
@@ -212,8 +223,9 @@ cdef class CNNUnaryKernel(CNNKernel):
         self.state_class = state_class
 
     cdef object _wrap_state(self, const shared_ptr[CState]& state):
-        cdef State s = self.state_class.__new__(self.state_class)
+        cdef NNGradientState s = self.state_class.__new__(self.state_class)
         s.c = state
+        s._kernel = self
         return s
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
@@ -325,11 +337,9 @@ cdef class CNNGradientKernel(CNNKernel):
         self.gradient.kernel_offset_y = value
 
 
-cdef class NNGradientState(State):
-    """MPSNNGradientState: the forward geometry a gradient kernel needs."""
-    pass
 
 
 # ---------------------------------------------------------------- families
 
 include "kernels/neuron.pxi"
+include "kernels/convolution.pxi"

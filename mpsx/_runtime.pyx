@@ -11,7 +11,8 @@ from cpython.pycapsule cimport PyCapsule_New, PyCapsule_IsValid, PyCapsule_GetPo
 from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint64_t
 from libc.stdlib cimport malloc, free
-from libcpp.memory cimport shared_ptr, make_shared
+from libcpp.memory cimport shared_ptr
+from mpsx.includes.errors cimport make_native
 from libcpp.string cimport string
 from libcpp.vector cimport vector
 
@@ -24,7 +25,7 @@ from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport DataType as CDataType, size_of
 
-from mpsx._errors import MPSXError, StateError
+from mpsx._errors import DeviceMismatchError, MPSXError, StateError
 
 
 class DataType(enum.IntEnum):
@@ -442,6 +443,20 @@ cdef class Buffer:
 cdef dict _FORMAT = {"f": b"f", "e": b"e", "B": b"B"}
 
 
+cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype) except *:
+    """A new buffer holding a copy of `array` as `dtype`; an mpsx.Buffer passes through."""
+    if isinstance(array, Buffer):
+        if (<Buffer>array).c.get().device_ptr().get() != device.c.get():
+            raise DeviceMismatchError(f"the buffer is on device {(<Buffer>array).device.name}, expected {device.name}")
+        return (<Buffer>array).c
+    a = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+    cdef shared_ptr[CBuffer] b = make_native[CBuffer](device.c, <size_t>a.nbytes)
+    cdef const unsigned char[::1] raw = a.view(np.uint8)
+    if raw.shape[0]:
+        b.get().write(&raw[0], 0, raw.shape[0])
+    return b
+
+
 cdef class Vector:
     """MPSVector: `length` values of one data type, in a Buffer."""
 
@@ -450,7 +465,7 @@ cdef class Vector:
             return
         if length is None or length < 0:
             raise ValueError(f"Vector length must be a non-negative int, given {length!r}")
-        self.c = make_shared[CVector](device.c, <size_t>length, <CDataType><int>DataType(data_type))
+        self.c = make_native[CVector](device.c, <size_t>length, <CDataType><int>DataType(data_type))
         self.c.get().buffer().get().fill_zero()
 
     @staticmethod
@@ -615,7 +630,7 @@ cdef _from_numpy(shared_ptr[CImage]* out, Device device, array, bint batch):
     d.channel_format = data_type_of_numpy(a.dtype)
     d.number_of_images, d.feature_channels, d.height, d.width = a.shape
     d.validate()
-    out[0] = make_shared[CImage](device.c, d)
+    out[0] = make_native[CImage](device.c, d)
     cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
     out[0].get().write(&raw[0], d.channel_format)
 
@@ -651,7 +666,7 @@ cdef class Image:
             return
         if device is None or descriptor is None:
             raise TypeError("Image(device, descriptor) needs both")
-        self.c = make_shared[CImage](device.c, descriptor.c)
+        self.c = make_native[CImage](device.c, descriptor.c)
 
     @staticmethod
     def from_numpy(Device device not None, array):
@@ -723,7 +738,7 @@ cdef class ImageBatch:
             return
         if device is None or descriptor is None:
             raise TypeError("ImageBatch(device, descriptor) needs both; descriptor.number_of_images is the batch size")
-        self.c = make_shared[CImage](device.c, descriptor.c)
+        self.c = make_native[CImage](device.c, descriptor.c)
 
     @staticmethod
     def from_numpy(Device device not None, array):
@@ -753,13 +768,13 @@ cdef class ImageBatch:
             start, stop, step = index.indices(n)
             if step != 1:
                 raise ValueError("image batches slice with step 1 only")
-            return wrap_image_batch(make_shared[CImage](self.c.get()[0], <int64_t>start, <int64_t>(stop - start)))
+            return wrap_image_batch(make_native[CImage](self.c.get()[0], <int64_t>start, <int64_t>(stop - start)))
         i = int(index)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"image {index} of a batch of {n}")
-        return wrap_image(make_shared[CImage](self.c.get()[0], <int64_t>i, <int64_t>1))
+        return wrap_image(make_native[CImage](self.c.get()[0], <int64_t>i, <int64_t>1))
 
     def __iter__(self):
         for i in range(len(self)):

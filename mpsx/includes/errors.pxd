@@ -21,3 +21,7 @@ cdef extern from "_errors.h" namespace "mpsx::python":
 cdef extern from "_callbacks.h" namespace "mpsx::python":
     shared_ptr[void] hold(object o)
     CForeignError fetch_foreign_error()
+
+cdef extern from "<memory>" namespace "std" nogil:
+    # std::make_shared whose exceptions (from the constructors) get our translation.
+    shared_ptr[T] make_native "std::make_shared"[T](...) except +raise_py_error

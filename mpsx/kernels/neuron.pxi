@@ -65,7 +65,7 @@ cdef class CNNNeuron(CNNUnaryKernel):
     """MPSCNNNeuron: f(x) of a NeuronType per value."""
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
-        self._set(<shared_ptr[CUnaryKernel]>make_shared[CCNNNeuron](device.c, neuron_descriptor.desc), NNGradientState)
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNNeuron](device.c, neuron_descriptor.desc), NNGradientState)
 
     @property
     def neuron_descriptor(self):
@@ -94,7 +94,7 @@ cdef class CNNNeuronGradient(CNNGradientKernel):
     """MPSCNNNeuronGradient: f'(x) times the incoming gradient."""
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
-        self._set(<shared_ptr[CGradientKernel]>make_shared[CCNNNeuronGradient](device.c, neuron_descriptor.desc))
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNNeuronGradient](device.c, neuron_descriptor.desc))
 
     @property
     def neuron_descriptor(self):

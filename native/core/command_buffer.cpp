@@ -119,6 +119,11 @@ void CommandBuffer::add_completed_handler(std::function<void(CommandBuffer&)> ha
   handler(*this);
 }
 
+void CommandBuffer::add_host_step(std::function<void()> step) {
+  check_encodable();
+  host_steps_.push_back(std::move(step));
+}
+
 void CommandBuffer::execute(ExecutionContext& context) {
   for (Command* c = head_; c; c = c->next) {
     try {
@@ -132,14 +137,26 @@ void CommandBuffer::execute(ExecutionContext& context) {
 }
 
 void CommandBuffer::finish() {
-  // Commands may hold objects whose release takes other locks (the Python
-  // interpreter's among them), so they go before any lock here is taken.
+  // Host steps read what the commands wrote, as the host may once they completed.
+  completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,
+                            std::memory_order_release);
+  for (auto& step : host_steps_) {
+    if (error_) break;
+    try {
+      step();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      completion_->status.store(CommandBufferStatus::Error, std::memory_order_release);
+    }
+  }
+  // Commands and steps may hold objects whose release takes other locks (the
+  // Python interpreter's among them), so they go before any lock here is taken.
+  host_steps_.clear();
   release_commands();
   std::vector<std::function<void(CommandBuffer&)>> handlers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,
-                              std::memory_order_release);
     handlers.swap(handlers_);
     handler_thread_ = std::this_thread::get_id();
   }

@@ -81,7 +81,7 @@ ImageDescriptor Kernel::apply_padding(const Image& source, const Window& window,
 }
 
 Geometry Kernel::resolve(const Image& source, const Image& destination, const Window& window,
-                         int64_t source_channels, int64_t destination_channels) const {
+                         int64_t source_channels, int64_t destination_channels, const Offset& offset) const {
   if (destination_feature_channel_offset < 0 || destination_feature_channel_offset % 4 != 0)
     fail<ArgumentError>(class_name(), ": destination_feature_channel_offset must be a non-negative multiple of 4; given ",
                         destination_feature_channel_offset);
@@ -127,7 +127,7 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
 
 ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
   check_source(source);
-  return apply_padding(source, window(), destination_channels(source));
+  return destination_descriptor(source);
 }
 
 std::shared_ptr<State> UnaryKernel::result_state(const Image& source) {
@@ -168,10 +168,10 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
       fail<TypeMismatchError>(class_name(), ": the destination must be float32 or float16, given ",
                               name_of(result->data_type()));
   } else {
-    result = make_pooled<Image>(device_ptr(), apply_padding(*source, window(), destination_channels(*source)));
+    result = make_pooled<Image>(device_ptr(), destination_descriptor(*source));
   }
-  Geometry geometry =
-      resolve(*source, *result, window(), source_channels(*source), destination_channels(*source));
+  Geometry geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
+                              source_offset());
   if (!state && want_state) state = result_state(*source);
   if (state) state->bind_source(*source);
   if (auto* gradient_state = dynamic_cast<GradientState*>(state.get())) {

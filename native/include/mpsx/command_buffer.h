@@ -113,6 +113,10 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // Called on the executor's thread once the command buffer has completed
   // (or failed); immediately if that already happened.
   void add_completed_handler(std::function<void(CommandBuffer&)> handler);
+  // Host work to run once the commands have completed and before the
+  // completed handlers: the data source updates of MPS's CPU training style.
+  // A step that throws fails the command buffer and skips the later steps.
+  void add_host_step(std::function<void()> step);
   const std::shared_ptr<const Completion>& completion() const { return completion_const_; }
   size_t command_count() const { return command_count_; }
 
@@ -141,6 +145,7 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   std::condition_variable completed_;
   std::exception_ptr error_;
   std::vector<std::function<void(CommandBuffer&)>> handlers_;
+  std::vector<std::function<void()>> host_steps_;
   bool finished_ = false;
   std::thread::id handler_thread_;
 };

@@ -86,7 +86,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Resolves offset, clipRect and channel offsets against the images;
   // throws ShapeError when they do not fit.
   Geometry resolve(const Image& source, const Image& destination, const Window& window,
-                   int64_t source_channels, int64_t destination_channels) const;
+                   int64_t source_channels, int64_t destination_channels, const Offset& offset) const;
 
  private:
   std::shared_ptr<Device> device_;
@@ -118,6 +118,12 @@ class UnaryKernel : public Kernel {
 
  protected:
   virtual Window window() const { return Window{}; }
+  // The destination an encode without one makes: the padding policy's.
+  virtual ImageDescriptor destination_descriptor(const Image& source) {
+    return apply_padding(source, window(), destination_channels(source));
+  }
+  // The offset resolve() uses.
+  virtual Offset source_offset() const { return offset; }
   // Feature channels the kernel reads; pointwise kernels read all of them
   // from source_feature_channel_offset on.
   virtual int64_t source_channels(const Image& source) const {

@@ -1,0 +1,594 @@
+# MPSCNNConvolution family (included by _kernels.pyx): descriptor, data source
+# protocol, weights and gradient states, convolution, fully connected and
+# their gradients.
+
+from mpsx.includes.kernels.convolution cimport (
+    AccumulatorPrecision, CCNNConvolution, CCNNConvolutionGradient, CCNNFullyConnected, CCNNFullyConnectedGradient,
+    CConvolutionDataSource, CConvolutionGradientState, CConvolutionWeights, CConvolutionWeightsAndBiasesState,
+    CPythonConvolutionDataSource, ConvolutionDataSourceCalls, ConvolutionDescriptor as CConvolutionDescriptor,
+    ConvolutionGradientOption, HostArray, WeightsQuantization, convolution_data_source_calls, python_object_of)
+from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.errors cimport hold
+from cpython.ref cimport PyObject
+from mpsx.includes.types cimport DataType as CDataType
+from mpsx._runtime cimport Buffer, buffer_from_numpy, wrap_buffer
+
+from libcpp cimport bool as cbool
+from libcpp.memory cimport static_pointer_cast
+from libcpp.string cimport string
+
+from mpsx._errors import DeviceMismatchError
+from mpsx._runtime import DataType
+
+__all__ += ["CNNConvolutionDescriptor", "CNNConvolutionDataSource", "ConvolutionWeights",
+            "CNNConvolutionWeightsAndBiasesState", "CNNConvolutionGradientState", "CNNConvolutionGradientOption",
+            "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected", "CNNFullyConnectedGradient"]
+
+
+class CNNConvolutionGradientOption(enum.IntFlag):
+    """MPSCNNConvolutionGradientOption: which gradients CNNConvolutionGradient computes."""
+    GRADIENT_WITH_DATA = 1
+    GRADIENT_WITH_WEIGHTS_AND_BIAS = 2
+    ALL = 3
+
+
+cdef class CNNConvolutionDescriptor:
+    """MPSCNNConvolutionDescriptor."""
+    cdef CConvolutionDescriptor desc
+
+    def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+                 stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
+                 fused_neuron=None):
+        self.desc.kernel_width = kernel_width
+        self.desc.kernel_height = kernel_height
+        self.desc.input_feature_channels = input_feature_channels
+        self.desc.output_feature_channels = output_feature_channels
+        self.desc.stride_x = stride_in_pixels_x
+        self.desc.stride_y = stride_in_pixels_y
+        self.desc.dilation_x = dilation_rate_x
+        self.desc.dilation_y = dilation_rate_y
+        self.desc.groups = groups
+        self.desc.fused_neuron = neuron_descriptor_of(fused_neuron)
+        self.desc.validate()
+
+    @property
+    def kernel_width(self):
+        return self.desc.kernel_width
+
+    @property
+    def kernel_height(self):
+        return self.desc.kernel_height
+
+    @property
+    def input_feature_channels(self):
+        return self.desc.input_feature_channels
+
+    @property
+    def output_feature_channels(self):
+        return self.desc.output_feature_channels
+
+    @property
+    def stride_in_pixels_x(self):
+        return self.desc.stride_x
+
+    @property
+    def stride_in_pixels_y(self):
+        return self.desc.stride_y
+
+    @property
+    def dilation_rate_x(self):
+        return self.desc.dilation_x
+
+    @property
+    def dilation_rate_y(self):
+        return self.desc.dilation_y
+
+    @property
+    def groups(self):
+        return self.desc.groups
+
+    @property
+    def fused_neuron_descriptor(self):
+        """The neuron applied to the result, or None."""
+        if self.desc.fused_neuron.type == <CNeuronType>0:
+            return None
+        cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
+        d.desc = self.desc.fused_neuron
+        return d
+
+    @property
+    def weights_shape(self):
+        """(output_feature_channels, kernel_height, kernel_width, input_feature_channels / groups): OHWI."""
+        return (self.desc.output_feature_channels, self.desc.kernel_height, self.desc.kernel_width,
+                self.desc.input_feature_channels // self.desc.groups)
+
+    def __reduce__(self):
+        return (CNNConvolutionDescriptor, (self.kernel_width, self.kernel_height, self.input_feature_channels,
+                                           self.output_feature_channels, self.stride_in_pixels_x,
+                                           self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
+                                           self.groups, self.fused_neuron_descriptor))
+
+    def __eq__(self, other):
+        if not isinstance(other, CNNConvolutionDescriptor):
+            return NotImplemented
+        return self.__reduce__()[1][:9] == other.__reduce__()[1][:9] and \
+            self.fused_neuron_descriptor == other.fused_neuron_descriptor
+
+    def __repr__(self):
+        return (f"mpsx.CNNConvolutionDescriptor(kernel {self.kernel_width}x{self.kernel_height}, "
+                f"{self.input_feature_channels} -> {self.output_feature_channels}, "
+                f"stride {self.stride_in_pixels_x}x{self.stride_in_pixels_y}, "
+                f"dilation {self.dilation_rate_x}x{self.dilation_rate_y}, groups {self.groups})")
+
+
+cdef CNNConvolutionDescriptor wrap_convolution_descriptor(const CConvolutionDescriptor& desc):
+    cdef CNNConvolutionDescriptor d = CNNConvolutionDescriptor.__new__(CNNConvolutionDescriptor)
+    d.desc = desc
+    return d
+
+
+class CNNConvolutionDataSource:
+    """MPSCNNConvolutionDataSource: subclass it and implement descriptor() and weights().
+
+    Required: descriptor() -> CNNConvolutionDescriptor; weights() -> array in
+    OHWI order ([out][kernel_height][kernel_width][in / groups]) of the
+    data_type's dtype. Optional: bias_terms() -> float32 [out] or None;
+    load() / purge() around every use; label(); kernel_weights_data_type
+    (FLOAT16 rounds the weights to half precision); for uint8 weights
+    weights_quantization_type ("linear" or "lookup_table") with
+    ranges_for_uint8_kernel() ([out][2] min, max) or
+    lookup_table_for_uint8_kernel() ([256]); update(gradient_state,
+    source_state) -> bool (CPU-side update) and
+    update_on_command_buffer(command_buffer, gradient_state, source_state) ->
+    CNNConvolutionWeightsAndBiasesState or None (GPU-side update); copy(device).
+    """
+    data_type = DataType.FLOAT32
+
+    def descriptor(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement descriptor()")
+
+    def weights(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement weights()")
+
+    def bias_terms(self):
+        return None
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return None
+
+    def copy(self, device):
+        import copy
+        return copy.deepcopy(self)
+
+
+# ---- the calls the runtime makes into Python data sources (_data_sources.h)
+
+cdef dict _NUMPY_TYPES = {0: np.float32, 1: np.float16, 3: np.uint8}
+
+
+cdef cbool _cds_load(object source) except *:
+    return bool(source.load())
+
+
+cdef void _cds_purge(object source) except *:
+    source.purge()
+
+
+cdef CConvolutionDescriptor _cds_descriptor(object source) except *:
+    d = source.descriptor()
+    if not isinstance(d, CNNConvolutionDescriptor):
+        raise TypeError(f"{type(source).__name__}.descriptor() must return an mpsx.CNNConvolutionDescriptor, "
+                        f"returned {type(d).__name__}")
+    return (<CNNConvolutionDescriptor>d).desc
+
+
+cdef CDataType _cds_data_type(object source, const char* attribute) except *:
+    value = getattr(source, attribute.decode(), None)
+    if value is None:
+        if attribute == b"kernel_weights_data_type":
+            return _cds_data_type(source, b"data_type")
+        return CDataType.Float32
+    if callable(value):
+        value = value()
+    return <CDataType><int>DataType(value)
+
+
+cdef HostArray _cds_array(object source, const char* method, CDataType data_type) except *:
+    cdef HostArray out
+    fn = getattr(source, method.decode(), None)
+    if fn is None:
+        return out
+    array = fn()
+    if array is None:
+        return out
+    a = np.asarray(array)
+    dtype = np.dtype(_NUMPY_TYPES[<int>data_type])
+    if (dtype == np.uint8) != (a.dtype == np.uint8):
+        raise TypeError(f"{type(source).__name__}.{method.decode()}() returned {a.dtype} values; "
+                        f"its data_type asks for {dtype}")
+    a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
+    cdef const unsigned char[::1] raw = a.view(np.uint8)
+    if raw.shape[0]:
+        out.data = &raw[0]
+    out.count = a.shape[0]
+    out.type = data_type
+    out.owner = hold(a)
+    return out
+
+
+cdef string _cds_label(object source) except *:
+    value = getattr(source, "label", None)
+    if callable(value):
+        value = value()
+    return b"" if value is None else str(value).encode()
+
+
+cdef dict _QUANTIZATION = {None: 0, "none": 0, "linear": 1, "lookup_table": 2}
+
+
+cdef WeightsQuantization _cds_quantization(object source) except *:
+    value = getattr(source, "weights_quantization_type", None)
+    if callable(value):
+        value = value()
+    try:
+        return <WeightsQuantization><int>_QUANTIZATION[value]
+    except (KeyError, TypeError):
+        raise ValueError(f"weights_quantization_type must be 'none', 'linear' or 'lookup_table', given {value!r}")
+
+
+cdef cbool _cds_has(object source, const char* attribute) except *:
+    return callable(getattr(source, attribute.decode(), None))
+
+
+cdef object wrap_convolution_gradient_state(shared_ptr[CConvolutionGradientState] state):
+    cdef CNNConvolutionGradientState s = CNNConvolutionGradientState.__new__(CNNConvolutionGradientState)
+    s.c = <shared_ptr[CState]>state
+    return s
+
+
+cdef object wrap_weights_and_biases_state(shared_ptr[CConvolutionWeightsAndBiasesState] state):
+    cdef CNNConvolutionWeightsAndBiasesState s = \
+        CNNConvolutionWeightsAndBiasesState.__new__(CNNConvolutionWeightsAndBiasesState)
+    s.c = <shared_ptr[CState]>state
+    return s
+
+
+cdef cbool _cds_update(object source, shared_ptr[CConvolutionGradientState] gradient_state,
+                       shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
+    return bool(source.update(wrap_convolution_gradient_state(gradient_state),
+                              wrap_weights_and_biases_state(source_state)))
+
+
+cdef shared_ptr[CConvolutionWeightsAndBiasesState] _cds_update_on_command_buffer(
+        object source, CCommandBuffer& command_buffer, shared_ptr[CConvolutionGradientState] gradient_state,
+        shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
+    cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
+    cb.c = command_buffer.shared_from_this()
+    result = source.update_on_command_buffer(cb, wrap_convolution_gradient_state(gradient_state),
+                                             wrap_weights_and_biases_state(source_state))
+    cdef shared_ptr[CConvolutionWeightsAndBiasesState] out
+    if result is None:
+        return out
+    if not isinstance(result, CNNConvolutionWeightsAndBiasesState):
+        raise TypeError(f"{type(source).__name__}.update_on_command_buffer() must return an "
+                        f"mpsx.CNNConvolutionWeightsAndBiasesState or None, returned {type(result).__name__}")
+    return (<CNNConvolutionWeightsAndBiasesState>result)._state()
+
+
+cdef ConvolutionDataSourceCalls* _convolution_calls = &convolution_data_source_calls()
+_convolution_calls.load = _cds_load
+_convolution_calls.purge = _cds_purge
+_convolution_calls.descriptor = _cds_descriptor
+_convolution_calls.data_type = _cds_data_type
+_convolution_calls.array = _cds_array
+_convolution_calls.label = _cds_label
+_convolution_calls.weights_quantization_type = _cds_quantization
+_convolution_calls.has = _cds_has
+_convolution_calls.update = _cds_update
+_convolution_calls.update_on_command_buffer = _cds_update_on_command_buffer
+
+
+cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source) except *:
+    if isinstance(source, ConvolutionWeights):
+        return <shared_ptr[CConvolutionDataSource]>(<ConvolutionWeights>source).native
+    if source is None:
+        raise TypeError("expected a convolution data source, given None")
+    missing = [m for m in ("descriptor", "weights") if not callable(getattr(source, m, None))]
+    if missing:
+        raise TypeError(f"a convolution data source needs {' and '.join(m + '()' for m in missing)}; "
+                        f"{type(source).__name__} has not")
+    return <shared_ptr[CConvolutionDataSource]>make_native[CPythonConvolutionDataSource](<PyObject*>source)
+
+
+# ---- native data source and states
+
+cdef class ConvolutionWeights:
+    """A convolution data source held natively: ConvolutionWeights(descriptor, weights, biases=None).
+
+    weights: OHWI array of descriptor.weights_shape; biases: [out] or None.
+    """
+    cdef shared_ptr[CConvolutionWeights] native
+
+    def __init__(self, CNNConvolutionDescriptor descriptor not None, weights, biases=None, label=None):
+        cdef vector[float] w = np.ascontiguousarray(weights, dtype=np.float32).reshape(-1)
+        cdef vector[float] b = np.ascontiguousarray(biases if biases is not None else [], dtype=np.float32).reshape(-1)
+        cdef string name = ("" if label is None else str(label)).encode()
+        self.native = make_native[CConvolutionWeights](descriptor.desc, w, b, name)
+
+    def descriptor(self):
+        return wrap_convolution_descriptor(self.native.get().descriptor())
+
+    @property
+    def data_type(self):
+        return DataType.FLOAT32
+
+    def weights(self):
+        """A copy of the weights, OHWI."""
+        return np.array(self.native.get().weight_values(), dtype=np.float32).reshape(self.descriptor().weights_shape)
+
+    def bias_terms(self):
+        b = self.native.get().bias_values()
+        return np.array(b, dtype=np.float32) if b.size() else None
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return self.native.get().label().decode() or None
+
+    def copy(self, device=None):
+        return ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), self.label())
+
+    def __reduce__(self):
+        return (ConvolutionWeights, (self.descriptor(), self.weights(), self.bias_terms(), self.label()))
+
+
+cdef class CNNConvolutionWeightsAndBiasesState(State):
+    """MPSCNNConvolutionWeightsAndBiasesState(device, weights, biases=None): float32 OHWI
+    weights and [out] biases, as Buffers or arrays (copied)."""
+
+    def __init__(self, Device device not None, weights, biases=None):
+        cdef shared_ptr[CBuffer] w = buffer_from_numpy(device, weights, np.float32)
+        cdef shared_ptr[CBuffer] b
+        if biases is not None:
+            b = buffer_from_numpy(device, biases, np.float32)
+        self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, 0, 0)
+
+    cdef shared_ptr[CConvolutionWeightsAndBiasesState] _state(self):
+        return static_pointer_cast[CConvolutionWeightsAndBiasesState, CState](self.c)
+
+    @property
+    def weights(self):
+        cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.c.get()
+        return wrap_buffer(s.weights(), np.float32, (s.weights().get().length() // 4,))
+
+    @property
+    def biases(self):
+        cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.c.get()
+        if s.biases().get() == NULL:
+            return None
+        return wrap_buffer(s.biases(), np.float32, (s.biases().get().length() // 4,))
+
+    @property
+    def weights_offset(self):
+        return (<CConvolutionWeightsAndBiasesState*>self.c.get()).weights_offset()
+
+    @property
+    def biases_offset(self):
+        return (<CConvolutionWeightsAndBiasesState*>self.c.get()).biases_offset()
+
+
+cdef class CNNConvolutionGradientState(NNGradientState):
+    """MPSCNNConvolutionGradientState: gradients of the loss for the weights and biases,
+    summed over the batch; synchronize(cb) before reading them on the host."""
+
+    cdef CConvolutionGradientState* _gradient_state(self):
+        return <CConvolutionGradientState*>self.c.get()
+
+    @property
+    def gradient_for_weights(self):
+        """float32 OHWI ([out][kernel_height][kernel_width][in / groups])."""
+        cdef const CConvolutionDescriptor* d = &self._gradient_state().convolution().get().descriptor()
+        return wrap_buffer(self._gradient_state().gradient_for_weights(), np.float32,
+                           (d.output_feature_channels, d.kernel_height, d.kernel_width,
+                            d.input_feature_channels // d.groups))
+
+    @property
+    def gradient_for_biases(self):
+        """float32 [out]."""
+        cdef const CConvolutionDescriptor* d = &self._gradient_state().convolution().get().descriptor()
+        return wrap_buffer(self._gradient_state().gradient_for_biases(), np.float32, (d.output_feature_channels,))
+
+    @property
+    def convolution(self):
+        """The CNNConvolution whose encode produced this state."""
+        return self._kernel
+
+
+# ---- kernels
+
+cdef class CNNConvolution(CNNUnaryKernel):
+    """MPSCNNConvolution(device, data_source): data_source is a ConvolutionWeights or any
+    object implementing the CNNConvolutionDataSource protocol."""
+    cdef object _data_source
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.c, convolution_data_source_of(data_source)),
+                  CNNConvolutionGradientState)
+
+    cdef CCNNConvolution* _convolution(self):
+        return <CCNNConvolution*>self.unary
+
+    @property
+    def data_source(self):
+        return self._data_source
+
+    @property
+    def descriptor(self):
+        return wrap_convolution_descriptor(self._convolution().descriptor())
+
+    @property
+    def input_feature_channels(self):
+        return self._convolution().descriptor().input_feature_channels
+
+    @property
+    def output_feature_channels(self):
+        return self._convolution().descriptor().output_feature_channels
+
+    @property
+    def groups(self):
+        return self._convolution().descriptor().groups
+
+    @property
+    def kernel_width(self):
+        return self._convolution().descriptor().kernel_width
+
+    @property
+    def kernel_height(self):
+        return self._convolution().descriptor().kernel_height
+
+    @property
+    def stride_in_pixels_x(self):
+        return self._convolution().descriptor().stride_x
+
+    @property
+    def stride_in_pixels_y(self):
+        return self._convolution().descriptor().stride_y
+
+    @property
+    def dilation_rate_x(self):
+        return self._convolution().descriptor().dilation_x
+
+    @property
+    def dilation_rate_y(self):
+        return self._convolution().descriptor().dilation_y
+
+    @property
+    def fused_neuron_descriptor(self):
+        return self.descriptor.fused_neuron_descriptor
+
+    @property
+    def accumulator_precision(self):
+        """"float" or "half". The cpu backend always accumulates in float."""
+        return "half" if self._convolution().accumulator_precision == AccumulatorPrecision.Half else "float"
+
+    @accumulator_precision.setter
+    def accumulator_precision(self, value):
+        if value not in ("float", "half"):
+            raise ValueError(f"accumulator_precision is 'float' or 'half', given {value!r}")
+        self._convolution().accumulator_precision = \
+            AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
+
+    def reload_weights_and_biases_from_data_source(self):
+        """CPU side: loads the data source's current weights; later encodes use them."""
+        self._convolution().reload_weights_and_biases_from_data_source()
+
+    def reload_weights_and_biases(self, CommandBuffer command_buffer not None,
+                                  CNNConvolutionWeightsAndBiasesState state not None):
+        """GPU side: copies the state's weights in, ordered on the command buffer."""
+        self._convolution().reload_weights_and_biases(
+            command_buffer.c.get()[0], (<CConvolutionWeightsAndBiasesState*>state.c.get())[0])
+
+    def export_weights_and_biases(self, CommandBuffer command_buffer not None, result_state_can_be_temporary=False):
+        """The current weights and biases, copied into a new state on the command buffer."""
+        return wrap_weights_and_biases_state(self._convolution().export_weights_and_biases(command_buffer.c.get()[0]))
+
+    def encode_weights_and_bias_update(self, CommandBuffer command_buffer not None,
+                                       CNNConvolutionGradientState gradient_state not None):
+        """The weight update of MPS's training styles for hand-encoded training.
+
+        A data source with update_on_command_buffer encodes its update now and
+        the convolution reloads the state it returns, on the command buffer. One
+        with update is called once the command buffer completed, with the
+        synchronized gradients, and the convolution then reloads from it; if it
+        raises, the command buffer ends with status "error" and that exception,
+        and the weights stay as they were.
+        """
+        self._convolution().encode_weights_and_bias_update(
+            command_buffer.c.get()[0], static_pointer_cast[CConvolutionGradientState, CState](gradient_state.c))
+
+
+cdef class CNNFullyConnected(CNNConvolution):
+    """MPSCNNFullyConnected(device, data_source): the kernel covers the whole source
+    image; results are 1x1. Weights are OHWI like a convolution's."""
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNFullyConnected](device.c,
+                                                                            convolution_data_source_of(data_source)),
+                  CNNConvolutionGradientState)
+
+
+cdef class CNNConvolutionGradient(CNNGradientKernel):
+    """MPSCNNConvolutionGradient(device, data_source).
+
+    It computes with the weights its forward encode used, which the gradient
+    state carries, so reloading it is never needed; the reload methods exist
+    for code written against MPS and only check their arguments.
+    """
+    cdef object _data_source
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionGradient](
+            device.c, convolution_data_source_of(data_source)))
+
+    cdef CCNNConvolutionGradient* _gradient(self):
+        return <CCNNConvolutionGradient*>self.gradient
+
+    @property
+    def data_source(self):
+        return self._data_source
+
+    @property
+    def descriptor(self):
+        return wrap_convolution_descriptor(self._gradient().descriptor())
+
+    @property
+    def source_gradient_feature_channels(self):
+        return self._gradient().descriptor().output_feature_channels
+
+    @property
+    def source_image_feature_channels(self):
+        return self._gradient().descriptor().input_feature_channels
+
+    @property
+    def groups(self):
+        return self._gradient().descriptor().groups
+
+    @property
+    def gradient_option(self):
+        return CNNConvolutionGradientOption(<int>self._gradient().gradient_option)
+
+    @gradient_option.setter
+    def gradient_option(self, value):
+        self._gradient().gradient_option = <ConvolutionGradientOption><int>CNNConvolutionGradientOption(value)
+
+    def reload_weights_and_biases_from_data_source(self):
+        pass
+
+    def reload_weights_and_biases(self, CommandBuffer command_buffer not None,
+                                  CNNConvolutionWeightsAndBiasesState state not None):
+        if state.device != self.device:
+            raise DeviceMismatchError(f"the state is on device {state.device.name}, the kernel on {self.device.name}")
+        command_buffer.c.get().check_encodable()
+
+
+cdef class CNNFullyConnectedGradient(CNNConvolutionGradient):
+    """MPSCNNFullyConnectedGradient(device, data_source)."""
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNFullyConnectedGradient](
+            device.c, convolution_data_source_of(data_source)))

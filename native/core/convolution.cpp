@@ -1,0 +1,555 @@
+#include "mpsx/kernels/convolution.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+#include "mpsx/half.h"
+#include "mpsx/pool.h"
+
+namespace mpsx {
+
+void ConvolutionDescriptor::validate() const {
+  if (kernel_width <= 0 || kernel_height <= 0 || input_feature_channels <= 0 || output_feature_channels <= 0 ||
+      stride_x <= 0 || stride_y <= 0 || dilation_x <= 0 || dilation_y <= 0 || groups <= 0)
+    fail<ArgumentError>("convolution descriptor sizes must be positive; given kernel ", kernel_width, "x",
+                        kernel_height, ", channels ", input_feature_channels, " -> ", output_feature_channels,
+                        ", stride ", stride_x, "x", stride_y, ", dilation ", dilation_x, "x", dilation_y, ", groups ",
+                        groups);
+  if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
+    fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
+                        output_feature_channels, ") feature channels");
+  fused_neuron.validate();
+  if (fused_neuron.type == NeuronType::PReLU &&
+      static_cast<int64_t>(fused_neuron.a_per_channel.size()) < output_feature_channels)
+    fail<ArgumentError>("the fused PReLU neuron has ", fused_neuron.a_per_channel.size(), " slopes; the convolution has ",
+                        output_feature_channels, " output feature channels");
+}
+
+bool ConvolutionDescriptor::operator==(const ConvolutionDescriptor& o) const {
+  return kernel_width == o.kernel_width && kernel_height == o.kernel_height &&
+         input_feature_channels == o.input_feature_channels &&
+         output_feature_channels == o.output_feature_channels && stride_x == o.stride_x && stride_y == o.stride_y &&
+         dilation_x == o.dilation_x && dilation_y == o.dilation_y && groups == o.groups &&
+         fused_neuron == o.fused_neuron;
+}
+
+bool ConvolutionShape::operator==(const ConvolutionShape& o) const {
+  auto same = [](const ImageLayout& a, const ImageLayout& b) {
+    return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
+  };
+  return images == o.images && input_channels == o.input_channels && output_channels == o.output_channels &&
+         groups == o.groups && source_height == o.source_height && source_width == o.source_width &&
+         pad_top == o.pad_top && pad_left == o.pad_left && pad_bottom == o.pad_bottom && pad_right == o.pad_right &&
+         height == o.height && width == o.width && kernel_height == o.kernel_height &&
+         kernel_width == o.kernel_width && stride_y == o.stride_y && stride_x == o.stride_x &&
+         dilation_y == o.dilation_y && dilation_x == o.dilation_x && same(source_stride, o.source_stride) &&
+         same(destination_stride, o.destination_stride) && source_type == o.source_type &&
+         destination_type == o.destination_type && gradient == o.gradient;
+}
+
+// ---------------------------------------------------------------- data sources
+
+namespace {
+
+float value_of(const HostArray& a, size_t i) {
+  switch (a.type) {
+    case DataType::Float32: return static_cast<const float*>(a.data)[i];
+    case DataType::Float16: return half_to_float(static_cast<const uint16_t*>(a.data)[i]);
+    case DataType::BFloat16: return bfloat16_to_float(static_cast<const uint16_t*>(a.data)[i]);
+    case DataType::UInt8: return static_cast<const uint8_t*>(a.data)[i];
+  }
+  return 0;
+}
+
+// Balances load() with purge() whatever happens in between; a purge that
+// fails cannot be reported from here and changes nothing loaded.
+struct Loaded {
+  ConvolutionDataSource& source;
+  ~Loaded() {
+    try {
+      source.purge();
+    } catch (...) {
+    }
+  }
+};
+
+}  // namespace
+
+ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source, const char* kernel) {
+  if (!source.load()) fail<Error>(kernel, ": the data source's load() returned false");
+  Loaded loaded{source};
+  ConvolutionParameters p;
+  p.descriptor = source.descriptor();
+  p.descriptor.validate();
+  const ConvolutionDescriptor& d = p.descriptor;
+  const size_t count = d.weight_count();
+
+  HostArray w = source.weights();
+  if (w.count != count)
+    fail<ShapeError>(kernel, ": the data source's weights hold ", w.count, " values; a ", d.output_feature_channels,
+                     "x", d.kernel_height, "x", d.kernel_width, "x", d.input_feature_channels / d.groups,
+                     " (OHWI) filter needs ", count);
+  DataType declared = source.data_type();
+  if (w.type != declared)
+    fail<TypeMismatchError>(kernel, ": the data source's data_type is ", name_of(declared), " but its weights are ",
+                            name_of(w.type));
+  p.weights.resize(count);
+  if (w.type == DataType::UInt8) {
+    const size_t per_output = count / static_cast<size_t>(d.output_feature_channels);
+    switch (source.weights_quantization_type()) {
+      case WeightsQuantization::LookupTable: {
+        HostArray table = source.lookup_table_for_uint8_kernel();
+        if (table.count != 256 || table.type != DataType::Float32)
+          fail<ShapeError>(kernel, ": lookup_table_for_uint8_kernel() must give 256 float32 values; given ",
+                           table.count, " ", name_of(table.type));
+        const float* t = static_cast<const float*>(table.data);
+        for (size_t i = 0; i < count; ++i) p.weights[i] = t[static_cast<const uint8_t*>(w.data)[i]];
+        break;
+      }
+      case WeightsQuantization::Linear: {
+        HostArray ranges = source.ranges_for_uint8_kernel();
+        if (ranges.count != 2 * static_cast<size_t>(d.output_feature_channels) || ranges.type != DataType::Float32)
+          fail<ShapeError>(kernel, ": ranges_for_uint8_kernel() must give ", d.output_feature_channels,
+                           " (min, max) float32 pairs; given ", ranges.count, " ", name_of(ranges.type), " values");
+        const float* r = static_cast<const float*>(ranges.data);
+        for (size_t i = 0; i < count; ++i) {
+          size_t o = i / per_output;
+          float unorm = static_cast<const uint8_t*>(w.data)[i] / 255.0f;
+          p.weights[i] = unorm * (r[2 * o + 1] - r[2 * o]) + r[2 * o];
+        }
+        break;
+      }
+      case WeightsQuantization::None:
+        fail<ArgumentError>(kernel, ": uint8 weights need weights_quantization_type \"linear\" or \"lookup_table\"");
+    }
+  } else if (w.type == DataType::Float32 || w.type == DataType::Float16) {
+    for (size_t i = 0; i < count; ++i) p.weights[i] = value_of(w, i);
+  } else {
+    fail<TypeMismatchError>(kernel, ": weights must be float32, float16 or uint8; given ", name_of(w.type));
+  }
+  if (source.kernel_weights_data_type() == DataType::Float16)
+    for (float& v : p.weights) v = half_to_float(float_to_half(v));
+
+  HostArray b = source.bias_terms();
+  p.biases.assign(static_cast<size_t>(d.output_feature_channels), 0.0f);
+  if (b.count) {
+    if (b.count != p.biases.size() || b.type != DataType::Float32)
+      fail<ShapeError>(kernel, ": the data source's bias_terms hold ", b.count, " ", name_of(b.type),
+                       " values; expected ", p.biases.size(), " float32");
+    std::memcpy(p.biases.data(), b.data, p.biases.size() * sizeof(float));
+  }
+  p.label = source.label();
+  return p;
+}
+
+ConvolutionWeights::ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights,
+                                       std::vector<float> biases, std::string label)
+    : descriptor_(std::move(descriptor)), label_(std::move(label)) {
+  descriptor_.validate();
+  set_values(std::move(weights), std::move(biases));
+}
+
+void ConvolutionWeights::set_values(std::vector<float> weights, std::vector<float> biases) {
+  if (weights.size() != descriptor_.weight_count())
+    fail<ShapeError>("ConvolutionWeights: expected ", descriptor_.weight_count(), " weights (",
+                     descriptor_.output_feature_channels, "x", descriptor_.kernel_height, "x",
+                     descriptor_.kernel_width, "x", descriptor_.input_feature_channels / descriptor_.groups,
+                     " OHWI), given ", weights.size());
+  if (!biases.empty() && biases.size() != static_cast<size_t>(descriptor_.output_feature_channels))
+    fail<ShapeError>("ConvolutionWeights: expected ", descriptor_.output_feature_channels, " biases, given ",
+                     biases.size());
+  weights_ = std::move(weights);
+  biases_ = std::move(biases);
+}
+
+HostArray ConvolutionWeights::weights() { return HostArray{weights_.data(), weights_.size(), DataType::Float32, {}}; }
+
+HostArray ConvolutionWeights::bias_terms() { return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}}; }
+
+// ---------------------------------------------------------------- states
+
+ConvolutionWeightsAndBiasesState::ConvolutionWeightsAndBiasesState(std::shared_ptr<Buffer> weights,
+                                                                   std::shared_ptr<Buffer> biases,
+                                                                   size_t weights_offset, size_t biases_offset)
+    : State(weights ? weights->device_ptr() : nullptr),
+      weights_(std::move(weights)),
+      biases_(std::move(biases)),
+      weights_offset_(weights_offset),
+      biases_offset_(biases_offset) {
+  if (!weights_) fail<TypeMismatchError>("MPSCNNConvolutionWeightsAndBiasesState needs a weights buffer, given None");
+  if (biases_ && &biases_->device() != &weights_->device())
+    fail<DeviceMismatchError>("the weights buffer is on device ", weights_->device().name(), ", the biases on ",
+                              biases_->device().name());
+}
+
+ConvolutionWeightsAndBiasesState::ConvolutionWeightsAndBiasesState(std::shared_ptr<Device> device,
+                                                                   const ConvolutionDescriptor& descriptor)
+    : ConvolutionWeightsAndBiasesState(
+          make_pooled<Buffer>(device, descriptor.weight_count() * sizeof(float)),
+          make_pooled<Buffer>(device, static_cast<size_t>(descriptor.output_feature_channels) * sizeof(float))) {}
+
+void ConvolutionWeightsAndBiasesState::synchronize(CommandBuffer& command_buffer) {
+  weights_->synchronize(command_buffer);
+  if (biases_) biases_->synchronize(command_buffer);
+}
+
+void ConvolutionWeightsAndBiasesState::check_fits(const ConvolutionDescriptor& d, const char* kernel) const {
+  size_t weights = d.weight_count() * sizeof(float);
+  if (weights_offset_ + weights > weights_->length())
+    fail<ShapeError>(kernel, ": the weights buffer holds ", weights_->length() - std::min(weights_offset_, weights_->length()),
+                     " bytes past its offset; the filter needs ", weights, " (", d.weight_count(), " float32)");
+  size_t biases = static_cast<size_t>(d.output_feature_channels) * sizeof(float);
+  if (biases_ && biases_offset_ + biases > biases_->length())
+    fail<ShapeError>(kernel, ": the biases buffer holds ", biases_->length() - std::min(biases_offset_, biases_->length()),
+                     " bytes past its offset; the filter needs ", biases, " (", d.output_feature_channels, " float32)");
+}
+
+ConvolutionGradientState::ConvolutionGradientState(std::shared_ptr<const CNNConvolution> convolution)
+    : GradientState(convolution->device_ptr()), convolution_(std::move(convolution)) {
+  const ConvolutionDescriptor& d = convolution_->descriptor();
+  gradient_for_weights_ = make_pooled<Buffer>(device_ptr(), d.weight_count() * sizeof(float));
+  gradient_for_biases_ =
+      make_pooled<Buffer>(device_ptr(), static_cast<size_t>(d.output_feature_channels) * sizeof(float));
+}
+
+void ConvolutionGradientState::synchronize(CommandBuffer& command_buffer) {
+  gradient_for_weights_->synchronize(command_buffer);
+  gradient_for_biases_->synchronize(command_buffer);
+}
+
+// ---------------------------------------------------------------- geometry
+
+namespace {
+
+// The block of the source a forward encode reads and its zero padding; the
+// padding makes oneDNN-style output sizes come out exactly as `g` says.
+struct SourceBlock {
+  int64_t x = 0, y = 0, width = 0, height = 0;
+  int64_t pad_left = 0, pad_right = 0, pad_top = 0, pad_bottom = 0;
+};
+
+SourceBlock source_block(const char* kernel, const ConvolutionDescriptor& d, const Image& source, const Geometry& g) {
+  SourceBlock b;
+  int64_t extent_x = (d.kernel_width - 1) * d.dilation_x + 1, extent_y = (d.kernel_height - 1) * d.dilation_y + 1;
+  int64_t end_x = g.source_x + (g.width - 1) * d.stride_x + extent_x;
+  int64_t end_y = g.source_y + (g.height - 1) * d.stride_y + extent_y;
+  b.x = std::max<int64_t>(g.source_x, 0);
+  b.y = std::max<int64_t>(g.source_y, 0);
+  b.width = std::min(end_x, source.width()) - b.x;
+  b.height = std::min(end_y, source.height()) - b.y;
+  if (b.width <= 0 || b.height <= 0)
+    fail<ShapeError>(kernel, ": with offset (", g.source_x + extent_x / 2, ", ", g.source_y + extent_y / 2,
+                     ") the windows read nothing of the ", source.width(), "x", source.height(), " source image");
+  b.pad_left = b.x - g.source_x;
+  b.pad_top = b.y - g.source_y;
+  b.pad_right = end_x - (b.x + b.width);
+  b.pad_bottom = end_y - (b.y + b.height);
+  return b;
+}
+
+ConvolutionShape shape_of(const ConvolutionDescriptor& d, const SourceBlock& b, const Geometry& g,
+                          const Image& source, const ImageLayout& destination_stride, DataType destination_type,
+                          bool gradient) {
+  ConvolutionShape s;
+  s.images = g.images;
+  s.input_channels = d.input_feature_channels;
+  s.output_channels = d.output_feature_channels;
+  s.groups = d.groups;
+  s.source_height = b.height;
+  s.source_width = b.width;
+  s.pad_top = b.pad_top;
+  s.pad_left = b.pad_left;
+  s.pad_bottom = b.pad_bottom;
+  s.pad_right = b.pad_right;
+  s.height = g.height;
+  s.width = g.width;
+  s.kernel_height = d.kernel_height;
+  s.kernel_width = d.kernel_width;
+  s.stride_y = d.stride_y;
+  s.stride_x = d.stride_x;
+  s.dilation_y = d.dilation_y;
+  s.dilation_x = d.dilation_x;
+  s.source_stride = source.layout();
+  s.destination_stride = destination_stride;
+  s.source_type = source.data_type();
+  s.destination_type = destination_type;
+  s.gradient = gradient;
+  return s;
+}
+
+ImageDescriptor block_descriptor(DataType type, const Geometry& g, int64_t channels) {
+  ImageDescriptor d;
+  d.channel_format = type;
+  d.width = g.width;
+  d.height = g.height;
+  d.feature_channels = channels;
+  d.number_of_images = g.images;
+  return d;
+}
+
+std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
+  auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
+  buffer->write(values.data(), 0, values.size() * sizeof(float));
+  return buffer;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- CNNConvolution
+
+CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source)
+    : UnaryKernel(std::move(device)), data_source_(std::move(data_source)) {
+  if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
+  set_parameters(load_convolution_parameters(*data_source_, class_name()));
+}
+
+void CNNConvolution::set_parameters(const ConvolutionParameters& p) {
+  std::shared_ptr<Buffer> weights = upload(device_ptr(), p.weights), biases = upload(device_ptr(), p.biases);
+  if (!weights_) {  // first load
+    descriptor_ = p.descriptor;
+    label = p.label;
+    if (!descriptor_.fused_neuron.is_identity())
+      neuron_ = std::shared_ptr<const NeuronPrimitive>(device().backend().make_neuron(descriptor_.fused_neuron));
+  } else if (!(p.descriptor == descriptor_)) {
+    // Reloads may run on a command buffer's thread while another thread
+    // encodes, so only the weights may change.
+    fail<ShapeError>(class_name(), ": the data source now describes another convolution; make a new kernel for it");
+  }
+  parameters_lock_.lock();
+  weights_.swap(weights);
+  biases_.swap(biases);
+  parameters_lock_.unlock();
+}
+
+void CNNConvolution::reload_weights_and_biases_from_data_source() {
+  set_parameters(load_convolution_parameters(*data_source_, class_name()));
+}
+
+CNNConvolution::Parameters CNNConvolution::parameters() const {
+  parameters_lock_.lock();
+  Parameters p{weights_, biases_};
+  parameters_lock_.unlock();
+  return p;
+}
+
+void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
+                                               const ConvolutionWeightsAndBiasesState& state) {
+  command_buffer.check_encodable();
+  check_device(state, "weights and biases state");
+  state.check_fits(descriptor_, class_name());
+  Parameters p = parameters();
+  command_buffer.record([weights = p.weights, biases = p.biases, from_weights = state.weights(),
+                         from_biases = state.biases(), weights_offset = state.weights_offset(),
+                         biases_offset = state.biases_offset()](ExecutionContext& context) {
+    context.copy(weights->data(), static_cast<const char*>(from_weights->data()) + weights_offset, weights->length());
+    if (from_biases)
+      context.copy(biases->data(), static_cast<const char*>(from_biases->data()) + biases_offset, biases->length());
+  });
+}
+
+std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::export_weights_and_biases(
+    CommandBuffer& command_buffer) {
+  command_buffer.check_encodable();
+  auto state = make_pooled<ConvolutionWeightsAndBiasesState>(device_ptr(), descriptor_);
+  Parameters p = parameters();
+  command_buffer.record([weights = p.weights, biases = p.biases, state](ExecutionContext& context) {
+    context.copy(state->weights()->data(), weights->data(), weights->length());
+    context.copy(state->biases()->data(), biases->data(), biases->length());
+  });
+  state->weights()->will_write(command_buffer);
+  state->biases()->will_write(command_buffer);
+  return state;
+}
+
+std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::current_weights_and_biases() const {
+  Parameters p = parameters();
+  return make_pooled<ConvolutionWeightsAndBiasesState>(p.weights, p.biases);
+}
+
+void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffer,
+                                                    const std::shared_ptr<ConvolutionGradientState>& gradient_state) {
+  command_buffer.check_encodable();
+  if (!gradient_state) fail<TypeMismatchError>(class_name(), ": expected a gradient state, given None");
+  check_state(*gradient_state);
+  if (!gradient_state->encoded || !gradient_state->weights)
+    fail<StateError>(class_name(), ": the gradient state was not produced by a forward encode");
+  // The weights the forward pass used, which the gradients belong to.
+  auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
+  if (data_source_->supports_update_on_command_buffer()) {
+    auto updated = data_source_->update_on_command_buffer(command_buffer, gradient_state, used);
+    if (updated) reload_weights_and_biases(command_buffer, *updated);
+    return;
+  }
+  if (!data_source_->supports_update())
+    fail<TypeMismatchError>(class_name(), ": the data source implements neither update nor update_on_command_buffer");
+  gradient_state->synchronize(command_buffer);
+  auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
+  command_buffer.add_host_step([self, gradient_state, used] {
+    if (self->data_source_->update(gradient_state, used)) self->reload_weights_and_biases_from_data_source();
+  });
+}
+
+std::shared_ptr<State> CNNConvolution::result_state(const Image& source) {
+  check_device(source, "source image");
+  return make_pooled<ConvolutionGradientState>(
+      std::static_pointer_cast<const CNNConvolution>(shared_from_this()));
+}
+
+Window CNNConvolution::window() const {
+  Window w;
+  w.kernel_width = descriptor_.kernel_width;
+  w.kernel_height = descriptor_.kernel_height;
+  w.stride_x = descriptor_.stride_x;
+  w.stride_y = descriptor_.stride_y;
+  w.dilation_x = descriptor_.dilation_x;
+  w.dilation_y = descriptor_.dilation_y;
+  return w;
+}
+
+void CNNConvolution::check_state(const State& state) const {
+  auto* s = dynamic_cast<const ConvolutionGradientState*>(&state);
+  if (!s) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNConvolutionGradientState, given an ", state.class_name());
+  if (s->convolution().get() != this)
+    fail<StateError>(class_name(), ": the MPSCNNConvolutionGradientState was made by another convolution");
+}
+
+void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                            const std::shared_ptr<Image>& destination, const Geometry& g,
+                            const std::shared_ptr<State>& state) {
+  SourceBlock b = source_block(class_name(), descriptor_, *source, g);
+  auto* gradient_state = static_cast<ConvolutionGradientState*>(state.get());
+  std::shared_ptr<Image> pre;
+  if (gradient_state && neuron_)  // the gradient needs the result before the neuron
+    pre = make_pooled<Image>(device_ptr(), block_descriptor(destination->data_type(), g,
+                                                            descriptor_.output_feature_channels));
+  ConvolutionShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
+                                    destination->data_type(), false);
+  const auto& primitive = primitives_.get(
+      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(device().backend().make_convolution(shape)); });
+  Parameters p = parameters();
+  if (gradient_state) {
+    gradient_state->weights = p.weights;
+    gradient_state->biases = p.biases;
+    gradient_state->pre_activation = pre;
+  }
+  command_buffer.record([primitive, neuron = neuron_, source, destination, pre, weights = std::move(p.weights),
+                         biases = std::move(p.biases), g, b, in = descriptor_.input_feature_channels,
+                         out = descriptor_.output_feature_channels](ExecutionContext& context) {
+    ImageRegion from = source->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
+    ImageRegion to =
+        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, out, g.height, g.width);
+    ImageRegion result = pre ? pre->whole() : to;
+    primitive->forward(context, from, weights->data(), biases->data(), result);
+    if (neuron) neuron->forward(context, result, to, 0);
+  });
+}
+
+// ---------------------------------------------------------------- CNNFullyConnected
+
+CNNFullyConnected::CNNFullyConnected(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source)
+    : CNNConvolution(std::move(device), std::move(data_source)) {
+  if (descriptor_.stride_x != 1 || descriptor_.stride_y != 1 || descriptor_.dilation_x != 1 ||
+      descriptor_.dilation_y != 1 || descriptor_.groups != 1)
+    fail<ArgumentError>(class_name(), ": strides, dilation rates and groups must be 1; given stride ",
+                        descriptor_.stride_x, "x", descriptor_.stride_y, ", dilation ", descriptor_.dilation_x, "x",
+                        descriptor_.dilation_y, ", groups ", descriptor_.groups);
+}
+
+void CNNFullyConnected::check_source(const Image& source) const {
+  CNNConvolution::check_source(source);
+  if (source.width() != descriptor_.kernel_width || source.height() != descriptor_.kernel_height)
+    fail<ShapeError>(class_name(), ": expected a ", descriptor_.kernel_width, "x", descriptor_.kernel_height,
+                     " source image (the kernel size), given ", source.width(), "x", source.height());
+}
+
+ImageDescriptor CNNFullyConnected::destination_descriptor(const Image& source) {
+  ImageDescriptor d;
+  d.channel_format = source.data_type() == DataType::Float16 ? DataType::Float16 : DataType::Float32;
+  d.width = d.height = 1;
+  d.feature_channels = descriptor_.output_feature_channels;
+  d.number_of_images = source.number_of_images() - offset.z;
+  return d;
+}
+
+Offset CNNFullyConnected::source_offset() const {
+  return Offset{descriptor_.kernel_width / 2, descriptor_.kernel_height / 2, offset.z};
+}
+
+// ---------------------------------------------------------------- CNNConvolutionGradient
+
+CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
+                                               std::shared_ptr<ConvolutionDataSource> data_source)
+    : GradientKernel(std::move(device)), data_source_(std::move(data_source)) {
+  if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
+  if (!data_source_->load()) fail<Error>(class_name(), ": the data source's load() returned false");
+  Loaded loaded{*data_source_};
+  descriptor_ = data_source_->descriptor();
+  descriptor_.validate();
+  if (!descriptor_.fused_neuron.is_identity())
+    neuron_ = std::shared_ptr<const NeuronPrimitive>(this->device().backend().make_neuron(descriptor_.fused_neuron));
+}
+
+const GradientState& CNNConvolutionGradient::gradient_state_of(const State& state) const {
+  auto* s = dynamic_cast<const ConvolutionGradientState*>(&state);
+  if (!s) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNConvolutionGradientState, given an ", state.class_name());
+  const ConvolutionDescriptor& forward = s->convolution()->descriptor();
+  if (!(forward == descriptor_))
+    fail<ArgumentError>(class_name(), ": the gradient state comes from a convolution of another descriptor (",
+                        forward.input_feature_channels, " -> ", forward.output_feature_channels, ", kernel ",
+                        forward.kernel_width, "x", forward.kernel_height, "); this gradient is for ",
+                        descriptor_.input_feature_channels, " -> ", descriptor_.output_feature_channels, ", kernel ",
+                        descriptor_.kernel_width, "x", descriptor_.kernel_height);
+  return *s;
+}
+
+void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                    const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+                                    const std::shared_ptr<Image>& destination_gradient) {
+  auto gs = std::static_pointer_cast<ConvolutionGradientState>(state);
+  const Geometry g = gs->geometry;
+  SourceBlock b = source_block(class_name(), descriptor_, *source_image, g);
+  std::shared_ptr<Image> dy;  // the gradient at the convolution's result, before the fused neuron
+  if (gs->pre_activation)
+    dy = make_pooled<Image>(device_ptr(), block_descriptor(source_gradient->data_type(), g,
+                                                           descriptor_.output_feature_channels));
+  ConvolutionShape shape = shape_of(descriptor_, b, g, *source_image,
+                                    dy ? dy->layout() : source_gradient->layout(), source_gradient->data_type(), true);
+  const auto& primitive = primitives_.get(
+      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(device().backend().make_convolution(shape)); });
+  bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
+  bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
+  bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&
+                g.source_channel == 0 && descriptor_.input_feature_channels == source_image->feature_channels();
+  command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
+                         g, b, data, weights, covers, in = descriptor_.input_feature_channels,
+                         out = descriptor_.output_feature_channels](ExecutionContext& context) {
+    ImageRegion incoming = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                                   out, g.height, g.width);
+    ImageRegion result_gradient = incoming;
+    if (dy) {
+      result_gradient = dy->whole();
+      neuron->gradient(context, incoming, gs->pre_activation->whole(), result_gradient, 0);
+    }
+    if (data) {
+      if (!covers) context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+      primitive->backward_data(context, result_gradient, gs->weights->data(),
+                               destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in,
+                                                            b.height, b.width));
+    }
+    if (weights)
+      primitive->backward_weights(
+          context, source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width),
+          result_gradient, gs->gradient_for_weights()->data(), gs->gradient_for_biases()->data());
+  });
+  if (weights) {
+    gs->gradient_for_weights()->will_write(command_buffer);
+    gs->gradient_for_biases()->will_write(command_buffer);
+  }
+}
+
+}  // namespace mpsx

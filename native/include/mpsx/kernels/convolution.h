@@ -1,0 +1,313 @@
+// MPSCNNConvolution and its relatives: the descriptor, the data source
+// protocol, the weights and gradient states, the gradient kernel and the
+// fully connected layer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsx/buffer.h"
+#include "mpsx/kernel.h"
+#include "mpsx/kernels/neuron.h"
+#include "mpsx/pool.h"
+
+namespace mpsx {
+
+class ExecutionContext;
+
+// MPSCNNConvolutionDescriptor.
+struct ConvolutionDescriptor {
+  int64_t kernel_width = 1, kernel_height = 1;
+  int64_t input_feature_channels = 1, output_feature_channels = 1;
+  int64_t stride_x = 1, stride_y = 1;
+  int64_t dilation_x = 1, dilation_y = 1;
+  int64_t groups = 1;
+  NeuronDescriptor fused_neuron;
+
+  // Throws ArgumentError for sizes that are not positive or channel counts
+  // that groups do not divide.
+  void validate() const;
+  // Values of an OHWI weights array: [out][kernel_height][kernel_width][in / groups].
+  size_t weight_count() const {
+    return static_cast<size_t>(output_feature_channels * kernel_height * kernel_width *
+                               (input_feature_channels / groups));
+  }
+  bool operator==(const ConvolutionDescriptor& o) const;
+};
+
+// MPSCNNWeightsQuantizationType.
+enum class WeightsQuantization : uint32_t { None = 0, Linear = 1, LookupTable = 2 };
+
+// Host values a data source hands over; `owner` keeps them alive while read.
+struct HostArray {
+  const void* data = nullptr;
+  size_t count = 0;
+  DataType type = DataType::Float32;
+  std::shared_ptr<void> owner;
+};
+
+class ConvolutionGradientState;
+class ConvolutionWeightsAndBiasesState;
+
+// MPSCNNConvolutionDataSource. Native (ConvolutionWeights) or a Python object
+// (mpsx/_data_sources.h). The update methods are the optional part of the
+// protocol; supports_*() says whether the source implements them.
+class ConvolutionDataSource {
+ public:
+  virtual ~ConvolutionDataSource() = default;
+  virtual bool load() = 0;
+  virtual void purge() = 0;
+  virtual ConvolutionDescriptor descriptor() = 0;
+  virtual DataType data_type() = 0;
+  virtual HostArray weights() = 0;
+  // count 0: no bias.
+  virtual HostArray bias_terms() = 0;
+  virtual std::string label() = 0;
+  // The precision the kernel computes with; float16 rounds the weights.
+  virtual DataType kernel_weights_data_type() { return data_type(); }
+  virtual WeightsQuantization weights_quantization_type() { return WeightsQuantization::None; }
+  // 256 floats.
+  virtual HostArray lookup_table_for_uint8_kernel() { return {}; }
+  // {min, max} per output channel.
+  virtual HostArray ranges_for_uint8_kernel() { return {}; }
+
+  virtual bool supports_update() { return false; }
+  // CPU-side update from synchronized gradients; true if the weights changed.
+  virtual bool update(const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                      const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) {
+    return false;
+  }
+  virtual bool supports_update_on_command_buffer() { return false; }
+  // GPU-side update encoded on the command buffer; the returned state holds
+  // the new weights (null: no update).
+  virtual std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+      const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) {
+    return nullptr;
+  }
+};
+
+// What a convolution loads from its data source: float32 OHWI weights and
+// biases (zeros without bias terms), checked against the descriptor.
+struct ConvolutionParameters {
+  ConvolutionDescriptor descriptor;
+  std::vector<float> weights;
+  std::vector<float> biases;
+  std::string label;
+};
+// Calls load, descriptor, weights, bias_terms and purge; dequantizes uint8
+// and rounds to float16 as the source asks. Throws ShapeError for arrays of
+// the wrong size.
+ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source, const char* kernel);
+
+// A data source held natively: ConvolutionWeights(descriptor, weights, biases).
+class ConvolutionWeights : public ConvolutionDataSource {
+ public:
+  ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights, std::vector<float> biases,
+                     std::string label);
+  bool load() override { return true; }
+  void purge() override {}
+  ConvolutionDescriptor descriptor() override { return descriptor_; }
+  DataType data_type() override { return DataType::Float32; }
+  HostArray weights() override;
+  HostArray bias_terms() override;
+  std::string label() override { return label_; }
+  // Host copies of what the source holds now.
+  const std::vector<float>& weight_values() const { return weights_; }
+  const std::vector<float>& bias_values() const { return biases_; }
+  void set_values(std::vector<float> weights, std::vector<float> biases);
+
+ private:
+  ConvolutionDescriptor descriptor_;
+  std::vector<float> weights_, biases_;
+  std::string label_;
+};
+
+// MPSCNNConvolutionWeightsAndBiasesState: float32 OHWI weights and biases.
+class ConvolutionWeightsAndBiasesState : public State {
+ public:
+  ConvolutionWeightsAndBiasesState(std::shared_ptr<Buffer> weights, std::shared_ptr<Buffer> biases,
+                                   size_t weights_offset = 0, size_t biases_offset = 0);
+  // New zeroed buffers sized for `descriptor`.
+  ConvolutionWeightsAndBiasesState(std::shared_ptr<Device> device, const ConvolutionDescriptor& descriptor);
+  const char* class_name() const override { return "MPSCNNConvolutionWeightsAndBiasesState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  // Throws ShapeError unless the buffers hold `descriptor`'s weights and biases.
+  void check_fits(const ConvolutionDescriptor& descriptor, const char* kernel) const;
+
+  const std::shared_ptr<Buffer>& weights() const { return weights_; }
+  const std::shared_ptr<Buffer>& biases() const { return biases_; }
+  size_t weights_offset() const { return weights_offset_; }
+  size_t biases_offset() const { return biases_offset_; }
+
+ private:
+  std::shared_ptr<Buffer> weights_, biases_;
+  size_t weights_offset_ = 0, biases_offset_ = 0;
+};
+
+class CNNConvolution;
+
+// MPSCNNConvolutionGradientState: the gradients of the weights and biases,
+// batch sums, plus what the forward encode used (its weights, and the result
+// before the fused neuron) so the gradient matches the forward exactly.
+class ConvolutionGradientState : public GradientState {
+ public:
+  ConvolutionGradientState(std::shared_ptr<const CNNConvolution> convolution);
+  const char* class_name() const override { return "MPSCNNConvolutionGradientState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+
+  const std::shared_ptr<const CNNConvolution>& convolution() const { return convolution_; }
+  const std::shared_ptr<Buffer>& gradient_for_weights() const { return gradient_for_weights_; }
+  const std::shared_ptr<Buffer>& gradient_for_biases() const { return gradient_for_biases_; }
+
+  // Set by the forward encode.
+  std::shared_ptr<Buffer> weights, biases;
+  std::shared_ptr<Image> pre_activation;
+
+ private:
+  std::shared_ptr<const CNNConvolution> convolution_;
+  std::shared_ptr<Buffer> gradient_for_weights_, gradient_for_biases_;
+};
+
+// One convolution problem as a backend runs it: the block of the source read
+// (inside the image), its zero padding, the destination block and the filter.
+struct ConvolutionShape {
+  int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
+  int64_t source_height = 0, source_width = 0;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t height = 0, width = 0;
+  int64_t kernel_height = 1, kernel_width = 1;
+  int64_t stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
+  ImageLayout source_stride, destination_stride;
+  DataType source_type = DataType::Float32, destination_type = DataType::Float32;
+  bool gradient = false;  // a primitive for the backward passes
+
+  bool operator==(const ConvolutionShape& o) const;
+};
+
+// What a backend runs for a convolution; weights float32 OHWI, biases [out].
+class ConvolutionPrimitive {
+ public:
+  virtual ~ConvolutionPrimitive() = default;
+  virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
+                       const void* biases, const ImageRegion& destination) const = 0;
+  // source_gradient (the gradient of the forward source block) from the
+  // gradient of the forward result.
+  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
+                             const ImageRegion& source_gradient) const = 0;
+  // Batch sums; either output may be null.
+  virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
+                                const ImageRegion& result_gradient, void* weights_gradient,
+                                void* biases_gradient) const = 0;
+};
+
+// MPSNNConvolutionAccumulatorPrecisionOption.
+enum class AccumulatorPrecision : uint32_t { Half = 0, Float = 1 };
+
+class CNNConvolution : public UnaryKernel {
+ public:
+  CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
+  const char* class_name() const override { return "MPSCNNConvolution"; }
+
+  const ConvolutionDescriptor& descriptor() const { return descriptor_; }
+  const std::shared_ptr<ConvolutionDataSource>& data_source() const { return data_source_; }
+  AccumulatorPrecision accumulator_precision = AccumulatorPrecision::Float;
+
+  // CPU side: loads the data source's current weights. Commands encoded
+  // before keep the weights they were encoded with.
+  void reload_weights_and_biases_from_data_source();
+  // GPU side: copies the state's weights in, ordered on the command buffer.
+  void reload_weights_and_biases(CommandBuffer& command_buffer, const ConvolutionWeightsAndBiasesState& state);
+  // Copies the current weights out into a new state, ordered on the command buffer.
+  std::shared_ptr<ConvolutionWeightsAndBiasesState> export_weights_and_biases(CommandBuffer& command_buffer);
+  // The current weights, as a state sharing the kernel's buffers.
+  std::shared_ptr<ConvolutionWeightsAndBiasesState> current_weights_and_biases() const;
+  // The weight update of MPS's training styles, for hand-encoded training: a
+  // data source with update_on_command_buffer encodes its update now and the
+  // kernel reloads the state it returns, on the command buffer; one with
+  // update is called once the command buffer has completed, with the
+  // synchronized gradients, and the kernel then reloads from it. An update
+  // that throws fails the command buffer and leaves the weights as they were.
+  void encode_weights_and_bias_update(CommandBuffer& command_buffer,
+                                      const std::shared_ptr<ConvolutionGradientState>& gradient_state);
+
+  std::shared_ptr<State> result_state(const Image& source) override;
+
+ protected:
+  Window window() const override;
+  int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
+  int64_t destination_channels(const Image&) const override { return descriptor_.output_feature_channels; }
+  void check_state(const State& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+              const std::shared_ptr<Image>& destination, const Geometry& geometry,
+              const std::shared_ptr<State>& state) override;
+
+  ConvolutionDescriptor descriptor_;
+
+ private:
+  void set_parameters(const ConvolutionParameters& parameters);
+
+  struct Parameters {
+    std::shared_ptr<Buffer> weights, biases;
+  };
+  // Updates from a command buffer's host step may swap the buffers while
+  // another thread encodes.
+  Parameters parameters() const;
+
+  std::shared_ptr<ConvolutionDataSource> data_source_;
+  mutable detail::SpinLock parameters_lock_;
+  std::shared_ptr<Buffer> weights_, biases_;
+  std::shared_ptr<const NeuronPrimitive> neuron_;
+  PrimitiveCache<ConvolutionShape, ConvolutionPrimitive> primitives_;
+};
+
+// MPSCNNFullyConnected: a convolution whose window is the whole source image,
+// producing 1x1 results; offset and padding do not apply.
+class CNNFullyConnected : public CNNConvolution {
+ public:
+  CNNFullyConnected(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
+  const char* class_name() const override { return "MPSCNNFullyConnected"; }
+
+ protected:
+  void check_source(const Image& source) const override;
+  ImageDescriptor destination_descriptor(const Image& source) override;
+  Offset source_offset() const override;
+};
+
+// MPSCNNConvolutionGradientOption.
+enum class ConvolutionGradientOption : uint32_t { Data = 1, WeightsAndBias = 2, All = 3 };
+
+// MPSCNNConvolutionGradient. It computes with the weights the forward encode
+// used, which its gradient state carries, so it needs no weights of its own.
+class CNNConvolutionGradient : public GradientKernel {
+ public:
+  CNNConvolutionGradient(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
+  const char* class_name() const override { return "MPSCNNConvolutionGradient"; }
+
+  const ConvolutionDescriptor& descriptor() const { return descriptor_; }
+  const std::shared_ptr<ConvolutionDataSource>& data_source() const { return data_source_; }
+  ConvolutionGradientOption gradient_option = ConvolutionGradientOption::All;
+
+ protected:
+  const GradientState& gradient_state_of(const State& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+
+ private:
+  std::shared_ptr<ConvolutionDataSource> data_source_;
+  ConvolutionDescriptor descriptor_;
+  std::shared_ptr<const NeuronPrimitive> neuron_;
+  PrimitiveCache<ConvolutionShape, ConvolutionPrimitive> primitives_;
+};
+
+// MPSCNNFullyConnectedGradient.
+class CNNFullyConnectedGradient : public CNNConvolutionGradient {
+ public:
+  using CNNConvolutionGradient::CNNConvolutionGradient;
+  const char* class_name() const override { return "MPSCNNFullyConnectedGradient"; }
+};
+
+}  // namespace mpsx

@@ -1,0 +1,453 @@
+"""CNNConvolution, CNNFullyConnected and their gradients against torch on the
+CPU and finite differences; data sources, weight states and updates."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mpsx
+from helpers import read, run, tolerance
+
+P = mpsx.NNPaddingMethod
+
+
+def mps_padding(size, kernel, stride, dilation, method):
+    """(before, after, destination) of one dimension, from the MPSNNPadding
+    sample code in MPSNeuralNetworkTypes.h."""
+    extent = (kernel - 1) * dilation + 1
+    style = {P.SIZE_VALID_ONLY: -1, P.SIZE_SAME: 0, P.SIZE_FULL: 1}[method & (P.SIZE_SAME | P.SIZE_FULL)]
+    destination = -(-(size + style * (extent - 1)) // stride)
+    extra = (destination - 1) * stride + extent - size
+    before = int((extra + 1) / 2)  # centered, remainder to the top left (the default)
+    return before, extra - before, destination
+
+
+def reference_forward(x, w, b, stride=(1, 1), dilation=(1, 1), groups=1, method=P.SIZE_SAME):
+    """MPS convolution via torch: explicit zero padding, OHWI weights."""
+    n, c, h, width = x.shape
+    kh, kw = w.shape[1:3]
+    top, bottom, _ = mps_padding(h, kh, stride[1], dilation[1], method)
+    left, right, _ = mps_padding(width, kw, stride[0], dilation[0], method)
+    xt = torch.as_tensor(x, dtype=torch.float64)
+    xt = F.pad(xt, (max(left, 0), max(right, 0), max(top, 0), max(bottom, 0)))
+    xt = xt[:, :, max(-top, 0):xt.shape[2] - max(-bottom, 0), max(-left, 0):xt.shape[3] - max(-right, 0)]
+    wt = torch.as_tensor(w, dtype=torch.float64).permute(0, 3, 1, 2)
+    bt = None if b is None else torch.as_tensor(b, dtype=torch.float64)
+    return F.conv2d(xt, wt, bt, stride=(stride[1], stride[0]), dilation=(dilation[1], dilation[0]), groups=groups)
+
+
+def make(device, rng, kw, kh, cin, cout, stride=(1, 1), dilation=(1, 1), groups=1, neuron=None, bias=True):
+    d = mpsx.CNNConvolutionDescriptor(kw, kh, cin, cout, stride[0], stride[1], dilation[0], dilation[1], groups,
+                                      fused_neuron=neuron)
+    w = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    return mpsx.ConvolutionWeights(d, w, b), w, b
+
+
+CASES = [
+    # kw, kh, cin, cout, stride, dilation, groups, image (n, h, w)
+    (3, 3, 3, 8, (1, 1), (1, 1), 1, (2, 9, 11)),
+    (3, 3, 4, 4, (2, 2), (1, 1), 1, (1, 8, 7)),
+    (5, 3, 6, 4, (1, 2), (1, 1), 2, (3, 10, 9)),
+    (3, 3, 8, 8, (1, 1), (2, 2), 8, (2, 9, 9)),
+    (2, 2, 3, 5, (1, 1), (1, 1), 1, (2, 6, 5)),
+    (1, 1, 5, 7, (1, 1), (1, 1), 1, (4, 3, 3)),
+    (4, 1, 2, 3, (3, 1), (1, 3), 1, (1, 7, 13)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[str(c[:7]) for c in CASES])
+@pytest.mark.parametrize("method", [P.SIZE_SAME, P.SIZE_VALID_ONLY, P.SIZE_FULL], ids=["same", "valid", "full"])
+def test_forward_matches_torch(device, rng, case, method):
+    kw, kh, cin, cout, stride, dilation, groups, (n, h, w) = case
+    source, weights, biases = make(device, rng, kw, kh, cin, cout, stride, dilation, groups)
+    conv = mpsx.CNNConvolution(device, source)
+    conv.padding = method
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    expected = reference_forward(x, weights, biases, stride, dilation, groups, method).numpy()
+    assert y.shape == expected.shape
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_forward_float16_and_fused_neuron(device, rng):
+    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU, 0.1)
+    source, weights, biases = make(device, rng, 3, 3, 4, 6, neuron=relu)
+    conv = mpsx.CNNConvolution(device, source)
+    x = rng.standard_normal((2, 4, 7, 6)).astype(np.float16)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    assert y.dtype == np.float16
+    z = reference_forward(x.astype(np.float32), weights, biases).numpy()
+    np.testing.assert_allclose(y, np.where(z >= 0, z, 0.1 * z), *tolerance(np.float16))
+
+
+def test_offset_clip_and_channel_offsets(device, rng):
+    source, weights, biases = make(device, rng, 3, 3, 4, 4)
+    conv = mpsx.CNNConvolution(device, source)
+    x = rng.standard_normal((1, 8, 9, 9)).astype(np.float32)
+    destination = mpsx.Image.from_numpy(device, np.zeros((1, 8, 4, 5), np.float32))
+    conv.source_feature_channel_offset = 4
+    conv.destination_feature_channel_offset = 4
+    conv.offset = (2, 3)
+    conv.clip_rect = (1, 1, 0, 3, 2, 1)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x), destination))
+    full = reference_forward(x[:, 4:], weights, biases, method=P.SIZE_SAME).numpy()  # centre (i, j) at output (i, j)
+    expected = np.zeros((1, 8, 4, 5), np.float32)
+    # clip origin (1, 1) reads with its window centred on source (2, 3).
+    expected[0, 4:, 1:3, 1:4] = full[0, :, 3:5, 2:5]
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[str(c[:7]) for c in CASES])
+def test_gradients_match_torch(device, rng, case):
+    kw, kh, cin, cout, stride, dilation, groups, (n, h, w) = case
+    source, weights, biases = make(device, rng, kw, kh, cin, cout, stride, dilation, groups)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(weights, dtype=torch.float64, requires_grad=True)
+    bt = torch.tensor(biases, dtype=torch.float64, requires_grad=True)
+    yt = reference_forward(xt, wt, bt, stride, dilation, groups)
+    dy = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+    yt.backward(torch.as_tensor(dy, dtype=torch.float64))
+
+    def encode(cb):
+        _, state = conv.encode(cb, image, destination_state=True)
+        dx = gradient.encode(cb, mpsx.Image.from_numpy(device, dy), image, state)
+        return dx, state
+
+    cb = device.command_queue.command_buffer()
+    dx, state = encode(cb)
+    dx.synchronize(cb)
+    state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), bt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    assert state.gradient_for_weights.shape == weights.shape
+    assert state.convolution is conv
+
+
+def test_gradient_finite_differences(device, rng):
+    neuron = mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH, 1.0, 1.0)
+    source, weights, biases = make(device, rng, 3, 2, 2, 3, stride=(2, 1), neuron=neuron)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((1, 2, 4, 5))
+    dy = None
+
+    def loss(values, w=weights):
+        c = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(source.descriptor(), w, biases))
+        y = read(device, lambda cb: c.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
+        return float(np.sum(y.astype(np.float64) * dy))
+
+    image = mpsx.Image.from_numpy(device, x.astype(np.float32))
+    y0 = read(device, lambda cb: conv.encode(cb, image))
+    dy = rng.standard_normal(y0.shape)
+    cb = device.command_queue.command_buffer()
+    _, state = conv.encode(cb, image, destination_state=True)
+    dx = gradient.encode(cb, mpsx.Image.from_numpy(device, dy.astype(np.float32)), image, state)
+    dx.synchronize(cb)
+    state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    eps = 1e-2
+    numeric = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    np.testing.assert_allclose(dx.to_numpy(), numeric, rtol=2e-2, atol=2e-3)
+    numeric_w = np.zeros_like(weights, dtype=np.float64)
+    for i in list(np.ndindex(*weights.shape))[::3]:
+        plus, minus = weights.copy(), weights.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric_w[i] = (loss(x, plus) - loss(x, minus)) / (2 * eps)
+        assert state.gradient_for_weights.to_numpy()[i] == pytest.approx(numeric_w[i], rel=2e-2, abs=2e-3)
+
+
+def test_fully_connected_matches_torch(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(4, 3, 5, 7)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    source = mpsx.ConvolutionWeights(d, w, b)
+    fc, gradient = mpsx.CNNFullyConnected(device, source), mpsx.CNNFullyConnectedGradient(device, source)
+    x = rng.standard_normal((6, 5, 3, 4)).astype(np.float32)
+    image = mpsx.ImageBatch.from_numpy(device, x)
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    yt = xt.permute(0, 2, 3, 1).reshape(6, -1) @ wt.reshape(7, -1).T + torch.as_tensor(b, dtype=torch.float64)
+    dy = rng.standard_normal((6, 7)).astype(np.float32)
+    yt.backward(torch.as_tensor(dy, dtype=torch.float64))
+    cb = device.command_queue.command_buffer()
+    y, states = fc.encode_batch(cb, image, destination_states=True)
+    dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy.reshape(6, 7, 1, 1)), image, states)
+    for item in (y, dx, states[0]):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert y.shape == (6, 7, 1, 1)
+    np.testing.assert_allclose(y.to_numpy().reshape(6, 7), yt.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(states[0].gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    with pytest.raises(mpsx.ShapeError, match="expected a 4x3 source image"):
+        fc.encode(device.command_queue.command_buffer(), mpsx.Image.from_numpy(device, x[:1, :, :2]))
+
+
+class ArraySource(mpsx.CNNConvolutionDataSource):
+    """A Python data source, as users write them."""
+
+    def __init__(self, descriptor, weights, biases=None, data_type=mpsx.DataType.FLOAT32, **extra):
+        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+        self.data_type = data_type
+        self.calls = []
+        for k, v in extra.items():
+            setattr(self, k, v)
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        self.calls.append("weights")
+        return self._weights
+
+    def bias_terms(self):
+        return self._biases
+
+    def load(self):
+        self.calls.append("load")
+        return True
+
+    def purge(self):
+        self.calls.append("purge")
+
+    def label(self):
+        return "array source"
+
+
+def test_python_data_sources(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    src = ArraySource(d, w, b)
+    conv = mpsx.CNNConvolution(device, src)
+    assert src.calls == ["load", "weights", "purge"]
+    assert conv.label == "array source" and conv.data_source is src
+    y = read(device, lambda cb: conv.encode(cb, image))
+    np.testing.assert_allclose(y, reference_forward(x, w, b).numpy(), rtol=1e-4, atol=1e-4)
+
+    half = ArraySource(d, w.astype(np.float16), b, mpsx.DataType.FLOAT16)
+    y16 = read(device, lambda cb: mpsx.CNNConvolution(device, half).encode(cb, image))
+    np.testing.assert_allclose(y16, reference_forward(x, w.astype(np.float16).astype(np.float32), b).numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+    rounded = ArraySource(d, w, b, kernel_weights_data_type=mpsx.DataType.FLOAT16)
+    y_rounded = read(device, lambda cb: mpsx.CNNConvolution(device, rounded).encode(cb, image))
+    np.testing.assert_allclose(y_rounded, y16, rtol=1e-6, atol=1e-6)
+
+    q = rng.integers(0, 256, d.weights_shape).astype(np.uint8)
+    table = np.linspace(-1, 1, 256).astype(np.float32)
+    lut = ArraySource(d, q, None, mpsx.DataType.UINT8, weights_quantization_type="lookup_table",
+                      lookup_table_for_uint8_kernel=lambda: table)
+    y_lut = read(device, lambda cb: mpsx.CNNConvolution(device, lut).encode(cb, image))
+    np.testing.assert_allclose(y_lut, reference_forward(x, table[q], None).numpy(), rtol=1e-4, atol=1e-4)
+
+    ranges = np.array([[-1, 1], [0, 2], [-3, 0.5]], np.float32)
+    linear = ArraySource(d, q, None, mpsx.DataType.UINT8, weights_quantization_type="linear",
+                         ranges_for_uint8_kernel=lambda: ranges)
+    y_linear = read(device, lambda cb: mpsx.CNNConvolution(device, linear).encode(cb, image))
+    dequantized = q / 255.0 * (ranges[:, 1] - ranges[:, 0])[:, None, None, None] + ranges[:, 0][:, None, None, None]
+    np.testing.assert_allclose(y_linear, reference_forward(x, dequantized, None).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_data_source_errors(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    w = np.zeros(d.weights_shape, np.float32)
+    with pytest.raises(mpsx.ShapeError, match="hold 53 values; a 3x3x3x2 \\(OHWI\\) filter needs 54"):
+        mpsx.CNNConvolution(device, ArraySource(d, w.reshape(-1)[:53]))
+    with pytest.raises(mpsx.ShapeError, match="bias_terms hold 2"):
+        mpsx.CNNConvolution(device, ArraySource(d, w, np.zeros(2, np.float32)))
+    with pytest.raises(TypeError, match="needs descriptor\\(\\) and weights\\(\\)"):
+        mpsx.CNNConvolution(device, object())
+    with pytest.raises(TypeError, match="given None"):
+        mpsx.CNNConvolution(device, None)
+
+    class Failing(ArraySource):
+        def weights(self):
+            raise RuntimeError("weights are gone")
+
+    failing = Failing(d, w)
+    with pytest.raises(RuntimeError, match="weights are gone"):
+        mpsx.CNNConvolution(device, failing)
+    assert failing.calls == ["load", "purge"]  # load balanced by purge
+    with pytest.raises(TypeError, match="uint8"):
+        mpsx.CNNConvolution(device, ArraySource(d, w, None, mpsx.DataType.UINT8))
+    with pytest.raises(ValueError, match="weights_quantization_type"):
+        mpsx.CNNConvolution(device, ArraySource(d, w.astype(np.uint8), None, mpsx.DataType.UINT8))
+    with pytest.raises(ValueError, match="groups \\(3\\) must divide"):
+        mpsx.CNNConvolutionDescriptor(3, 3, 4, 6, groups=3)
+    with pytest.raises(ValueError, match="must be positive"):
+        mpsx.CNNConvolutionDescriptor(0, 3, 4, 6)
+    with pytest.raises(mpsx.ShapeError, match="expected 54 weights"):
+        mpsx.ConvolutionWeights(d, np.zeros(10, np.float32))
+
+
+def test_encode_errors(device, rng):
+    source, _, _ = make(device, rng, 3, 3, 3, 4)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    other, _, _ = make(device, rng, 3, 3, 4, 4)
+    other_gradient = mpsx.CNNConvolutionGradient(device, other)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(mpsx.ShapeError, match="expected a source image of 3 feature channels, given 4"):
+        conv.encode(cb, mpsx.Image.from_numpy(device, np.zeros((1, 4, 6, 6), np.float32)))
+    y, state = conv.encode(cb, image, destination_state=True)
+    with pytest.raises(ValueError, match="another descriptor"):
+        other_gradient.encode(cb, y, image, state)
+    with pytest.raises(mpsx.StateError, match="another batch"):
+        gradient.encode(cb, y, mpsx.Image.from_numpy(device, np.zeros((2, 3, 6, 6), np.float32)), state)
+    neuron_state = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode(
+        cb, image, destination_state=True)[1]
+    with pytest.raises(TypeError, match="expected an MPSCNNConvolutionGradientState"):
+        gradient.encode(cb, y, image, neuron_state)
+    with pytest.raises(mpsx.ShapeError, match="source gradient shaped as the forward result"):
+        gradient.encode(cb, image, image, state)
+    count = cb.command_count
+    with pytest.raises(mpsx.SynchronizationError, match="without synchronize"):
+        gradient.encode(cb, y, image, state)
+        state.gradient_for_weights.to_numpy()
+    assert cb.command_count == count + 1
+    state.synchronize(cb)
+    with pytest.raises(mpsx.SynchronizationError, match="not committed"):
+        state.gradient_for_biases.to_numpy()
+    cb.commit()
+    cb.wait_until_completed()
+    assert state.gradient_for_biases.to_numpy().shape == (4,)
+
+
+def sgd_step(w, b, state, lr):
+    return w - lr * state.gradient_for_weights.to_numpy(), b - lr * state.gradient_for_biases.to_numpy()
+
+
+def test_weights_state_export_and_reload(device, rng):
+    source, w, b = make(device, rng, 3, 3, 2, 3)
+    conv = mpsx.CNNConvolution(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    exported = conv.export_weights_and_biases(cb)
+    exported.synchronize(cb)
+    new_w = rng.standard_normal(w.shape).astype(np.float32)
+    state = mpsx.CNNConvolutionWeightsAndBiasesState(device, new_w, np.zeros(3, np.float32))
+    before = conv.encode(cb, image)
+    conv.reload_weights_and_biases(cb, state)
+    after = conv.encode(cb, image)
+    for item in (before, after):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_array_equal(exported.weights.to_numpy(), w.reshape(-1))
+    np.testing.assert_array_equal(exported.biases.to_numpy(), b)
+    x = image.to_numpy()
+    np.testing.assert_allclose(before.to_numpy(), reference_forward(x, w, b).numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(after.to_numpy(), reference_forward(x, new_w, None).numpy(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(mpsx.ShapeError, match="weights buffer holds 8 bytes"):
+        conv.reload_weights_and_biases(device.command_queue.command_buffer(),
+                                       mpsx.CNNConvolutionWeightsAndBiasesState(device, np.zeros(2, np.float32)))
+
+
+class UpdatingSource(ArraySource):
+    def __init__(self, *args, fail=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fail, self.updates = fail, 0
+
+    def update(self, gradient_state, source_state):
+        if self.fail:
+            self._weights = self._weights * 0  # a half-done update the kernel must not see
+            raise ValueError("update failed")
+        self.updates += 1
+        np.testing.assert_array_equal(source_state.weights.to_numpy(), self._weights.reshape(-1))
+        self._weights = self._weights - 0.1 * gradient_state.gradient_for_weights.to_numpy()
+        self._biases = self._biases - 0.1 * gradient_state.gradient_for_biases.to_numpy()
+        return True
+
+
+def test_encode_weights_and_bias_update_cpu_style(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    src = UpdatingSource(d, w, b)
+    conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 2, 5, 5)).astype(np.float32))
+    dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 5, 5)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    _, state = conv.encode(cb, image, destination_state=True)
+    gradient.encode(cb, dy, image, state)
+    conv.encode_weights_and_bias_update(cb, state)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed" and src.updates == 1
+    expected_w, expected_b = sgd_step(w, b, state, 0.1)
+    np.testing.assert_allclose(src._weights, expected_w, rtol=1e-6)
+    y = read(device, lambda c: conv.encode(c, image))
+    np.testing.assert_allclose(y, reference_forward(image.to_numpy(), expected_w, expected_b).numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_update_that_raises_fails_the_command_buffer(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    src = UpdatingSource(d, w, np.zeros(3, np.float32), fail=True)
+    conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    before = read(device, lambda c: conv.encode(c, image))
+    cb = device.command_queue.command_buffer()
+    y, state = conv.encode(cb, image, destination_state=True)
+    gradient.encode(cb, y, image, state)
+    conv.encode_weights_and_bias_update(cb, state)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "error"
+    assert isinstance(cb.error, ValueError) and str(cb.error) == "update failed"
+    after = read(device, lambda c: conv.encode(c, image))
+    np.testing.assert_array_equal(after, before)
+
+
+def test_encode_weights_and_bias_update_gpu_style(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+
+    class GpuSource(ArraySource):
+        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+            # The update a GPU kernel would encode; here numpy on the host
+            # after the commands ran would be too late, so the source
+            # precomputes it from the state's synchronized weights.
+            self.seen = (command_buffer, gradient_state, source_state)
+            return mpsx.CNNConvolutionWeightsAndBiasesState(device, np.full(d.weights_shape, 0.5, np.float32),
+                                                           np.ones(3, np.float32))
+
+    src = GpuSource(d, w, b)
+    conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    y, state = conv.encode(cb, image, destination_state=True)
+    gradient.encode(cb, y, image, state)
+    conv.encode_weights_and_bias_update(cb, state)
+    assert src.seen[0] is not None and src.seen[1] is not None
+    after = conv.encode(cb, image)
+    after.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_allclose(after.to_numpy(), reference_forward(image.to_numpy(), np.full(d.weights_shape, 0.5),
+                                                                   np.ones(3)).numpy(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(TypeError, match="neither update nor update_on_command_buffer"):
+        plain = mpsx.CNNConvolution(device, ArraySource(d, w, b))
+        cb = device.command_queue.command_buffer()
+        _, s = plain.encode(cb, image, destination_state=True)
+        plain.encode_weights_and_bias_update(cb, s)
