@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executor> new_executor() override;
 
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
+  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
 
   const dnnl::engine& engine() const { return engine_; }
 

@@ -52,6 +52,7 @@ class Backend {
   // Kernel families. Each returns a primitive built once per configuration;
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<class LossPrimitive> make_loss(const struct LossDescriptor& descriptor) = 0;
 };
 
 // A backend library registers a function that lists its devices.
