@@ -188,7 +188,28 @@ cdef shared_ptr[CCNNLossLabels] _labels_of(object labels) except *:
 
 cdef class CNNLoss(CNNKernel):
     """MPSCNNLoss: encode writes the loss into labels.loss_image() and returns its
-    gradient with respect to the source, the first gradient of the backward pass."""
+    gradient with respect to the source, the first gradient of the backward pass.
+
+    Losses are MPSCNNLoss.h's, each value weighted by weight times its
+    per-value weight (values of weight 0 add nothing). Where the header is
+    loose:
+    - HUBER: 0.5 (y - t)^2 within delta (the header's "0.5 y^2" is a typo).
+    - HINGE: labels 0 and 1 stand for -1 and +1, max(1 - (2t - 1) y, 0), as
+      the header's gradient and its expected labels say.
+    - SOFTMAX_CROSS_ENTROPY (softmax over the feature channels of each pixel)
+      and COSINE_DISTANCE (1 - sum_c y t per pixel, each value holding
+      w (1/C - y t)) have one loss per pixel; the other types one per value.
+    - Reductions per image, or over the batch with reduce_across_batch (the
+      first loss image holds it, the others 0): SUM; MEAN divides by W*H*C
+      (W*H for the per-pixel types) times N across the batch;
+      SUM_BY_NON_ZERO_WEIGHTS divides by the number of losses of non-zero
+      weight (a pixel counts if any of its values has one), 0 if none.
+    - The gradient is the exact derivative of the loss reported (the sum of
+      the loss image): the reduction's divisor scales it; for softmax cross
+      entropy it is SoftMax(y) * sum_c w t - w t (the header's y - t for equal
+      weights and labels summing to 1); KULLBACK_LEIBLER_DIVERGENCE's is -w t;
+      MEAN_ABSOLUTE_ERROR's sign(y - t), 0 where y == t.
+    """
     cdef CCNNLoss* loss
 
     def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):

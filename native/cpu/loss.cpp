@@ -79,8 +79,8 @@ double softmax_cross_entropy(const Regions& r, const LossDescriptor& d, int64_t 
     float m = y[0];
     for (int64_t c = 1; c < channels; ++c) m = std::max(m, y[c]);
     float s = 0;
-    for (int64_t c = 0; c < channels; ++c) s += std::exp(y[c] - m);
-    const float log_sum = m + std::log(s);
+    for (int64_t c = 0; c < channels; ++c) s += g[c] = std::exp(y[c] - m);  // g holds exp until the end
+    const float log_sum = m + std::log(s), inverse_sum = 1.0f / s;
     float weighted_labels = 0;
     double sum = 0;
     for (int64_t c = 0; c < channels; ++c) {
@@ -92,7 +92,7 @@ double softmax_cross_entropy(const Regions& r, const LossDescriptor& d, int64_t 
     }
     for (int64_t c = 0; c < channels; ++c) {
       float we = w ? weight * w[c] : weight, label = smooth ? t[c] * keep + spread : t[c];
-      g[c] = scale * (std::exp(y[c] - log_sum) * weighted_labels - we * label);
+      g[c] = scale * (g[c] * inverse_sum * weighted_labels - we * label);
     }
     return sum;
   });
@@ -180,14 +180,13 @@ double loss_of_pixels(const Regions& r, const LossDescriptor& d, int64_t n, int6
 }
 
 // Losses with a non-zero weight among pixels [first, first + count) of image n.
-int64_t nonzero_weights(const Regions& r, bool per_pixel, int64_t n, int64_t first, int64_t count) {
+double nonzero_weights(const Regions& r, bool per_pixel, int64_t n, int64_t first, int64_t count) {
   const int64_t channels = r.y.c;
-  return static_cast<int64_t>(
-      over_pixels(r, n, first, count, [&](const float*, const float*, const float* w, float*, float*) {
-        int64_t nonzero = 0;
-        for (int64_t c = 0; c < channels; ++c) nonzero += w[c] != 0;
-        return static_cast<double>(per_pixel ? nonzero > 0 : nonzero);
-      }));
+  return over_pixels(r, n, first, count, [&](const float*, const float*, const float* w, float*, float*) {
+    int64_t nonzero = 0;
+    for (int64_t c = 0; c < channels; ++c) nonzero += w[c] != 0;
+    return static_cast<double>(per_pixel ? nonzero > 0 : nonzero);
+  });
 }
 
 class CpuLoss final : public LossPrimitive {
@@ -240,9 +239,9 @@ class CpuLoss final : public LossPrimitive {
       case ReductionType::SumByNonZeroWeights: {
         if (r.w.data && d_.weight != 0) {
           each_task([&](int64_t image, int64_t from, int64_t count) {
-            return static_cast<double>(nonzero_weights(r, d_.loss_per_pixel(), image, from, count));
+            return nonzero_weights(r, d_.loss_per_pixel(), image, from, count);
           });
-          for (int64_t i = 0; i < images; ++i) scales[i] = image_sum(i);
+          for (int64_t i = 0; i < images; ++i) scales[i] = image_sum(i);  // counts, inverted below
         } else {
           std::fill_n(scales, images, d_.weight != 0 ? losses_per_image : 0.0);
         }
