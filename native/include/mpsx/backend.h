@@ -30,6 +30,8 @@ class NeuronPrimitive;
 struct NeuronDescriptor;
 class ConvolutionPrimitive;
 struct ConvolutionShape;
+class LossPrimitive;
+struct LossDescriptor;
 
 class Backend {
  public:
@@ -55,6 +57,7 @@ class Backend {
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
   virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
+  virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
 };
 
 // A backend library registers a function that lists its devices.

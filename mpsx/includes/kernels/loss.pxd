@@ -1,0 +1,45 @@
+# cdef extern declarations of native/include/mpsx/kernels/loss.h
+from mpsx.includes.errors cimport raise_py_error
+from libc.stdint cimport int32_t, uint32_t, uint64_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.image cimport CImage, ImageDescriptor
+from mpsx.includes.kernel cimport CKernel
+from mpsx.includes.state cimport CState
+
+cdef extern from "mpsx/kernels/loss.h" namespace "mpsx" nogil:
+    cdef enum class LossType "mpsx::LossType"(uint32_t):
+        pass
+
+    cdef enum class ReductionType "mpsx::ReductionType"(int32_t):
+        pass
+
+    cdef cppclass LossDescriptor "mpsx::LossDescriptor":
+        LossType loss_type
+        ReductionType reduction_type
+        bool reduce_across_batch
+        float weight
+        float label_smoothing
+        uint64_t number_of_classes
+        float epsilon
+        float delta
+        bool operator==(const LossDescriptor&)
+        void validate() except +raise_py_error
+
+    cdef cppclass CCNNLossLabels "mpsx::CNNLossLabels"(CState):
+        CCNNLossLabels(shared_ptr[CDevice] device, shared_ptr[CImage] labels,
+                       shared_ptr[CImage] weights) except +raise_py_error
+        const shared_ptr[CImage]& labels_image()
+        const shared_ptr[CImage]& weights_image()
+        const shared_ptr[CImage]& loss_image()
+
+    cdef cppclass CCNNLoss "mpsx::CNNLoss"(CKernel):
+        CCNNLoss(shared_ptr[CDevice] device, LossDescriptor descriptor) except +raise_py_error
+        const LossDescriptor& loss_descriptor()
+        shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source,
+                                  const shared_ptr[CCNNLossLabels]& labels,
+                                  const shared_ptr[CImage]& destination) except +raise_py_error
+        ImageDescriptor destination_image_descriptor(const CImage& source) except +raise_py_error

@@ -1,0 +1,287 @@
+# MPSCNNLoss, MPSCNNLossDescriptor and MPSCNNLossLabels (included by _kernels.pyx).
+
+import operator
+
+from mpsx.includes.kernels.loss cimport (
+    CCNNLoss, CCNNLossLabels, LossDescriptor as CLossDescriptor, LossType as CLossType,
+    ReductionType as CReductionType)
+
+__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "CNNLossLabels", "CNNLoss"]
+
+
+class CNNLossType(enum.IntEnum):
+    """MPSCNNLossType."""
+    MEAN_ABSOLUTE_ERROR = 0
+    MEAN_SQUARED_ERROR = 1
+    SOFTMAX_CROSS_ENTROPY = 2
+    SIGMOID_CROSS_ENTROPY = 3
+    CATEGORICAL_CROSS_ENTROPY = 4
+    HINGE = 5
+    HUBER = 6
+    COSINE_DISTANCE = 7
+    LOG = 8
+    KULLBACK_LEIBLER_DIVERGENCE = 9
+
+
+class CNNReductionType(enum.IntEnum):
+    """MPSCNNReductionType."""
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    SUM_BY_NON_ZERO_WEIGHTS = 3
+
+
+cdef class CNNLossDescriptor:
+    """MPSCNNLossDescriptor: CNNLossDescriptor(loss_type, reduction_type), the other
+    properties (MPS's defaults) settable as keywords or afterwards."""
+    cdef CLossDescriptor desc
+
+    def __init__(self, loss_type, reduction_type, *, weight=1.0, label_smoothing=0.0, number_of_classes=1,
+                 epsilon=1e-7, delta=1.0, reduce_across_batch=False):
+        self.loss_type = loss_type
+        self.reduction_type = reduction_type
+        self.weight = weight
+        self.label_smoothing = label_smoothing
+        self.number_of_classes = number_of_classes
+        self.epsilon = epsilon
+        self.delta = delta
+        self.reduce_across_batch = reduce_across_batch
+
+    @property
+    def loss_type(self):
+        return CNNLossType(<uint32_t>self.desc.loss_type)
+
+    @loss_type.setter
+    def loss_type(self, value):
+        self.desc.loss_type = <CLossType><uint32_t>CNNLossType(value)
+
+    @property
+    def reduction_type(self):
+        return CNNReductionType(<int>self.desc.reduction_type)
+
+    @reduction_type.setter
+    def reduction_type(self, value):
+        self.desc.reduction_type = <CReductionType><int>CNNReductionType(value)
+
+    @property
+    def reduce_across_batch(self):
+        return self.desc.reduce_across_batch
+
+    @reduce_across_batch.setter
+    def reduce_across_batch(self, bint value):
+        self.desc.reduce_across_batch = value
+
+    @property
+    def weight(self):
+        return self.desc.weight
+
+    @weight.setter
+    def weight(self, float value):
+        self.desc.weight = value
+
+    @property
+    def label_smoothing(self):
+        return self.desc.label_smoothing
+
+    @label_smoothing.setter
+    def label_smoothing(self, float value):
+        self.desc.label_smoothing = value
+
+    @property
+    def number_of_classes(self):
+        return self.desc.number_of_classes
+
+    @number_of_classes.setter
+    def number_of_classes(self, value):
+        n = operator.index(value)
+        if n < 0:  # the native field is unsigned, as NSUInteger
+            raise ValueError(f"number_of_classes must be at least 1; given {n}")
+        cdef CLossDescriptor d = self.desc
+        d.number_of_classes = n
+        d.validate()
+        self.desc = d
+
+    @property
+    def epsilon(self):
+        return self.desc.epsilon
+
+    @epsilon.setter
+    def epsilon(self, float value):
+        self.desc.epsilon = value
+
+    @property
+    def delta(self):
+        return self.desc.delta
+
+    @delta.setter
+    def delta(self, float value):
+        self.desc.delta = value
+
+    def __reduce__(self):
+        return (_loss_descriptor, (int(self.loss_type), int(self.reduction_type), self.weight, self.label_smoothing,
+                                   self.number_of_classes, self.epsilon, self.delta, self.reduce_across_batch))
+
+    def __eq__(self, other):
+        return isinstance(other, CNNLossDescriptor) and self.desc == (<CNNLossDescriptor>other).desc
+
+    def __repr__(self):
+        return (f"mpsx.CNNLossDescriptor({self.loss_type!r}, {self.reduction_type!r}, weight={self.weight}, "
+                f"label_smoothing={self.label_smoothing}, number_of_classes={self.number_of_classes}, "
+                f"epsilon={self.epsilon}, delta={self.delta}, reduce_across_batch={self.reduce_across_batch})")
+
+
+def _loss_descriptor(loss_type, reduction_type, weight, label_smoothing, number_of_classes, epsilon, delta,
+                     reduce_across_batch):
+    return CNNLossDescriptor(loss_type, reduction_type, weight=weight, label_smoothing=label_smoothing,
+                             number_of_classes=number_of_classes, epsilon=epsilon, delta=delta,
+                             reduce_across_batch=reduce_across_batch)
+
+
+cdef shared_ptr[CImage] _loss_data(Device device, object data) except *:
+    """An image given as is (retained, as MPS's labelsImage:), or a copy of an array as float32."""
+    cdef shared_ptr[CImage] none
+    if data is None:
+        return none
+    if isinstance(data, (Image, ImageBatch)):
+        return image_of(data)
+    return image_of(Image.from_numpy(device, np.asarray(data, dtype=np.float32)))
+
+
+cdef class CNNLossLabels(State):
+    """MPSCNNLossLabels: CNNLossLabels(device, labels, weights=None).
+
+    labels: an (N, C, H, W) or (C, H, W) array (copied as float32) or an
+    mpsx.Image / ImageBatch (retained), shaped like the source the loss is
+    encoded with (one-hot for the cross entropies). weights: per-value
+    weights of the same shape, or None (the descriptor's weight alone).
+    """
+    cdef shared_ptr[CCNNLossLabels] labels
+
+    def __init__(self, Device device not None, labels, weights=None):
+        self.labels = make_native[CCNNLossLabels](device.c, _loss_data(device, labels), _loss_data(device, weights))
+        self.c = <shared_ptr[CState]>self.labels
+
+    def loss_image(self):
+        """The loss: one value per image (1x1x1) or, for reduction NONE, per value of the
+        source. Read it after synchronize(command_buffer) and completion."""
+        return wrap_image(self.labels.get().loss_image())
+
+    def labels_image(self):
+        return wrap_image(self.labels.get().labels_image())
+
+    def weights_image(self):
+        if self.labels.get().weights_image().get() == NULL:
+            return None
+        return wrap_image(self.labels.get().weights_image())
+
+
+cdef shared_ptr[CCNNLossLabels] _labels_of(object labels) except *:
+    cdef shared_ptr[CCNNLossLabels] none
+    if labels is None:
+        return none  # the native encode names what is missing
+    if isinstance(labels, CNNLossLabels):
+        return (<CNNLossLabels>labels).labels
+    raise TypeError(f"labels must be one mpsx.CNNLossLabels holding the labels of every source image, "
+                    f"given {type(labels).__name__}")
+
+
+cdef class CNNLoss(CNNKernel):
+    """MPSCNNLoss: encode writes the loss into labels.loss_image() and returns its
+    gradient with respect to the source, the first gradient of the backward pass.
+
+    Losses are MPSCNNLoss.h's, each value weighted by weight times its
+    per-value weight (values of weight 0 add nothing). Where the header is
+    loose:
+    - HUBER: 0.5 (y - t)^2 within delta (the header's "0.5 y^2" is a typo).
+    - HINGE: labels 0 and 1 stand for -1 and +1, max(1 - (2t - 1) y, 0), as
+      the header's gradient and its expected labels say.
+    - SOFTMAX_CROSS_ENTROPY (softmax over the feature channels of each pixel)
+      and COSINE_DISTANCE (1 - sum_c y t per pixel, each value holding
+      w (1/C - y t)) have one loss per pixel; the other types one per value.
+    - Reductions per image, or over the batch with reduce_across_batch (the
+      first loss image holds it, the others 0): SUM; MEAN divides by W*H*C
+      (W*H for the per-pixel types) times N across the batch;
+      SUM_BY_NON_ZERO_WEIGHTS divides by the number of losses of non-zero
+      weight (a pixel counts if any of its values has one), 0 if none.
+    - The gradient is the exact derivative of the loss reported (the sum of
+      the loss image): the reduction's divisor scales it; for softmax cross
+      entropy it is SoftMax(y) * sum_c w t - w t (the header's y - t for equal
+      weights and labels summing to 1); KULLBACK_LEIBLER_DIVERGENCE's is -w t;
+      MEAN_ABSOLUTE_ERROR's sign(y - t), 0 where y == t.
+    """
+    cdef CCNNLoss* loss
+
+    def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
+        cdef shared_ptr[CCNNLoss] kernel = make_native[CCNNLoss](device.c, loss_descriptor.desc)
+        self.kernel = <shared_ptr[CKernel]>kernel
+        self.loss = kernel.get()
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels,
+               Image destination_image=None):
+        """Encodes the loss of source_image against labels; returns the gradient image."""
+        cdef shared_ptr[CImage] destination
+        if destination_image is not None:
+            destination = destination_image.c
+        return wrap_image(self.loss.encode(command_buffer.c.get()[0], source_image.c, _labels_of(labels),
+                                           destination))
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, destination_images=None):
+        """The same over a batch (an ImageBatch or a list of Images) whose labels one
+        CNNLossLabels holds; returns the gradient ImageBatch."""
+        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
+        cdef shared_ptr[CImage] destination
+        if destination_images is not None:
+            if not isinstance(destination_images, ImageBatch):
+                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
+                                f"{type(destination_images).__name__}")
+            destination = (<ImageBatch>destination_images).c
+        return wrap_image_batch(self.loss.encode(command_buffer.c.get()[0], source, _labels_of(labels), destination))
+
+    def destination_image_descriptor(self, source_images, source_states=None):
+        """The descriptor of the gradient image (sets offset)."""
+        if isinstance(source_images, (list, tuple)):
+            source_images = source_images[0]
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self.loss.destination_image_descriptor(image_of(source_images).get()[0])
+        return d
+
+    @property
+    def loss_descriptor(self):
+        cdef CNNLossDescriptor d = CNNLossDescriptor.__new__(CNNLossDescriptor)
+        d.desc = self.loss.loss_descriptor()
+        return d
+
+    @property
+    def loss_type(self):
+        return CNNLossType(<uint32_t>self.loss.loss_descriptor().loss_type)
+
+    @property
+    def reduction_type(self):
+        return CNNReductionType(<int>self.loss.loss_descriptor().reduction_type)
+
+    @property
+    def reduce_across_batch(self):
+        return self.loss.loss_descriptor().reduce_across_batch
+
+    @property
+    def weight(self):
+        return self.loss.loss_descriptor().weight
+
+    @property
+    def label_smoothing(self):
+        return self.loss.loss_descriptor().label_smoothing
+
+    @property
+    def number_of_classes(self):
+        return self.loss.loss_descriptor().number_of_classes
+
+    @property
+    def epsilon(self):
+        return self.loss.loss_descriptor().epsilon
+
+    @property
+    def delta(self):
+        return self.loss.loss_descriptor().delta
+
+    def __reduce__(self):
+        return (CNNLoss, (self.device, self.loss_descriptor))
