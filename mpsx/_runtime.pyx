@@ -3,7 +3,6 @@
 
 import atexit
 import enum
-import weakref
 
 import numpy as np
 
@@ -117,7 +116,6 @@ cdef class Device:
     def new_command_queue(self):
         cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
         q.c = self.c.get().new_command_queue()
-        _queues.add(q)
         return q
 
     @property
@@ -144,19 +142,11 @@ cdef class Device:
         return f"mpsx.Device('{self.name}')"
 
 
-# Queues to drain at exit, before the interpreter goes away under their threads.
-_queues = weakref.WeakSet()
-
-
 def _drain_at_exit():
-    cdef CommandQueue q
-    for d in devices():
-        q = d.command_queue
-        with nogil:
-            q.c.get().wait_until_idle()
-    for q in list(_queues):
-        with nogil:
-            q.c.get().wait_until_idle()
+    # Queue threads may still call into Python (handlers, data sources): let
+    # them finish before the interpreter goes away under them.
+    with nogil:
+        CCommandQueue.wait_until_all_idle()
     finalizing().store(True)
 
 
@@ -188,14 +178,11 @@ cdef class CommandQueue:
 
 
 cdef void _call_completed_handler(object handler, CCommandBuffer& command_buffer) noexcept with gil:
+    # A handler cannot fail a completed command buffer: what it raises is
+    # reported through sys.unraisablehook.
     cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
     cb.c = command_buffer.shared_from_this()
-    try:
-        handler(cb)
-    except BaseException as e:
-        import sys
-        sys.unraisablehook(sys.UnraisableHookArgs(
-            type(e), e, e.__traceback__, "exception in a completed handler", handler))
+    handler(cb)
 
 
 _STATUS = ("not_enqueued", "committed", "completed", "error")

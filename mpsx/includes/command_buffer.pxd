@@ -37,6 +37,8 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device_ptr()
         shared_ptr[CCommandBuffer] command_buffer() except +raise_py_error
         void wait_until_idle()
+        @staticmethod
+        void wait_until_all_idle()
 
 cdef extern from "_callbacks.h" namespace "mpsx::python":
     ctypedef void (*CompletedCall)(object handler, CCommandBuffer& command_buffer)

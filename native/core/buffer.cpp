@@ -33,26 +33,30 @@ void Buffer::synchronize(CommandBuffer& command_buffer) {
     fail<DeviceMismatchError>("synchronize: the command buffer is of device ", command_buffer.device().name(),
                               ", the buffer of device ", device_->name());
   command_buffer.check_encodable();
-  if (writer_ == command_buffer.completion()) synchronized_on_ = writer_;
+  // The writing command buffer or a later one: either makes the write
+  // visible to the host once it has completed, as in Metal.
+  if (writer_) synchronized_on_ = command_buffer.completion();
 }
 
 bool Buffer::written_by_pending_command_buffer() const { return writer_ && !writer_->done(); }
 
 void Buffer::check_host_readable(const char* what) const {
   if (!writer_) return;
-  if (synchronized_on_ != writer_)
+  if (!synchronized_on_)
     fail<SynchronizationError>(what, " was written by a command buffer without synchronize(command_buffer) ",
                                "after the write; call synchronize on that command buffer before commit");
-  switch (writer_->status.load(std::memory_order_acquire)) {
-    case CommandBufferStatus::Completed: return;
-    case CommandBufferStatus::Error:
-      fail<SynchronizationError>(what, " was to be written by a command buffer that failed; its contents are undefined");
-    case CommandBufferStatus::NotEnqueued:
-      fail<SynchronizationError>(what, " is written by a command buffer that was not committed; commit it and ",
-                                 "wait_until_completed() before reading");
-    case CommandBufferStatus::Committed:
-      fail<SynchronizationError>(what, " is written by a command buffer that has not completed; call ",
-                                 "wait_until_completed() before reading");
+  for (const Completion* c : {writer_.get(), synchronized_on_.get()}) {
+    switch (c->status.load(std::memory_order_acquire)) {
+      case CommandBufferStatus::Completed: break;
+      case CommandBufferStatus::Error:
+        fail<SynchronizationError>(what, " was to be written by a command buffer that failed; its contents are undefined");
+      case CommandBufferStatus::NotEnqueued:
+        fail<SynchronizationError>(what, " is written by a command buffer that was not committed; commit it and ",
+                                   "wait_until_completed() before reading");
+      case CommandBufferStatus::Committed:
+        fail<SynchronizationError>(what, " is written by a command buffer that has not completed; call ",
+                                   "wait_until_completed() before reading");
+    }
   }
 }
 

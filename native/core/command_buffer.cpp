@@ -1,5 +1,6 @@
 #include "mpsx/command_buffer.h"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -176,10 +177,40 @@ void CommandBuffer::finish() {
   completed_.notify_all();
 }
 
-CommandQueue::CommandQueue(std::shared_ptr<Device> device)
-    : device_(std::move(device)), executor_(device_->backend().new_executor()) {}
+namespace {
+struct QueueRegistry {
+  std::mutex mutex;
+  std::vector<CommandQueue*> queues;
+};
+QueueRegistry& queue_registry() {
+  static QueueRegistry* registry = new QueueRegistry;  // outlives every queue
+  return *registry;
+}
+}  // namespace
 
-CommandQueue::~CommandQueue() = default;
+CommandQueue::CommandQueue(std::shared_ptr<Device> device)
+    : device_(std::move(device)), executor_(device_->backend().new_executor()) {
+  std::lock_guard<std::mutex> lock(queue_registry().mutex);
+  queue_registry().queues.push_back(this);
+}
+
+CommandQueue::~CommandQueue() {
+  std::lock_guard<std::mutex> lock(queue_registry().mutex);
+  auto& queues = queue_registry().queues;
+  queues.erase(std::find(queues.begin(), queues.end(), this));
+}
+
+void CommandQueue::wait_until_all_idle() {
+  std::vector<std::shared_ptr<CommandQueue>> alive;
+  {
+    std::lock_guard<std::mutex> lock(queue_registry().mutex);
+    for (CommandQueue* q : queue_registry().queues) {
+      auto held = q->weak_from_this().lock();
+      if (held) alive.push_back(std::move(held));
+    }
+  }
+  for (auto& q : alive) q->wait_until_idle();
+}
 
 std::shared_ptr<CommandBuffer> CommandQueue::command_buffer() {
   return std::make_shared<CommandBuffer>(shared_from_this());

@@ -31,7 +31,8 @@ class Buffer {
 
   // Bookkeeping for host access, as MPS defines it: memory a command buffer
   // writes may be read on the host only after synchronize(command buffer)
-  // was encoded after the write and the command buffer completed.
+  // was encoded after the write (on that command buffer or a later one) and
+  // both completed.
   void will_write(const CommandBuffer& writer);
   void synchronize(CommandBuffer& command_buffer);
   // Throws SynchronizationError naming `what` if the host may not read now.

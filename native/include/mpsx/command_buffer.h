@@ -160,6 +160,8 @@ class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
   std::shared_ptr<CommandBuffer> command_buffer();
   // Blocks until every committed command buffer has finished.
   void wait_until_idle();
+  // wait_until_idle() on every queue alive, for an orderly process exit.
+  static void wait_until_all_idle();
 
   detail::BlockPool& block_pool() { return blocks_; }
   Executor& executor() { return *executor_; }

@@ -1,0 +1,313 @@
+"""Devices, command queues and buffers, buffers, vectors, images and the
+synchronization rules of host access."""
+
+import gc
+import pickle
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import mpsx
+from helpers import read, run
+
+
+def test_devices_and_names(device):
+    assert device in mpsx.devices()
+    assert mpsx.Device(device.name) == device
+    assert mpsx.Device(device.backend) == mpsx.devices()[[d.backend for d in mpsx.devices()].index(device.backend)]
+    assert mpsx.Device() == mpsx.devices()[0]
+    assert device.command_queue.device == device
+    assert pickle.loads(pickle.dumps(device)) == device
+    with pytest.raises(ValueError, match="no device named 'tpu:3'; devices present: "):
+        mpsx.Device("tpu:3")
+    with pytest.raises(TypeError, match="must be a str"):
+        mpsx.Device(3)
+
+
+def test_device_environment_override(monkeypatch):
+    monkeypatch.setenv("MPSX_DEVICE", "cpu")
+    assert mpsx.Device().name == "cpu"
+    monkeypatch.setenv("MPSX_DEVICE", "nothing")
+    with pytest.raises(ValueError, match="no device named 'nothing'"):
+        mpsx.Device()
+
+
+def relu(device):
+    return mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+
+
+def test_command_buffer_lifecycle(device, rng):
+    q = device.new_command_queue()
+    assert q.device == device
+    cb = q.command_buffer()
+    assert cb.status == "not_enqueued" and cb.error is None and cb.command_count == 0
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
+    relu(device).encode(cb, image)
+    assert cb.command_count == 1
+    with pytest.raises(mpsx.StateError, match="not committed; call commit"):
+        cb.wait_until_completed()
+    cb.commit()
+    assert cb.status in ("committed", "completed")
+    with pytest.raises(mpsx.StateError, match="encode onto a new command buffer"):
+        cb.commit()
+    with pytest.raises(mpsx.StateError, match="encode onto a new command buffer"):
+        relu(device).encode(cb, image)
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+    q.wait_until_idle()
+
+
+def test_context_manager_commits_and_waits(device, rng):
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    with device.command_queue.command_buffer() as cb:
+        y = relu(device).encode(cb, image)
+        y.synchronize(cb)
+    assert cb.status == "completed"
+    np.testing.assert_array_equal(y.to_numpy(), np.maximum(x, 0))
+    with pytest.raises(KeyError):
+        with device.command_queue.command_buffer() as cb:
+            relu(device).encode(cb, image)
+            raise KeyError("body failed")
+    assert cb.status == "not_enqueued"  # not committed when the body raised
+
+
+def test_completed_handlers_run_on_completion_and_may_call_python(device, rng):
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    seen = []
+
+    def handler(command_buffer):
+        # Calls back into Python and into mpsx on the runtime's thread.
+        seen.append((command_buffer.status, threading.get_ident(), command_buffer.device.name))
+        command_buffer.wait_until_completed()  # its own buffer: returns at once
+
+    cb.add_completed_handler(handler)
+    cb.add_completed_handler(lambda c: seen.append("second"))
+    relu(device).encode(cb, image)
+    cb.commit()
+    cb.wait_until_completed()
+    assert seen[0][0] == "completed" and seen[0][2] == device.name
+    assert seen[1] == "second"
+    late = []
+    cb.add_completed_handler(late.append)  # after completion: runs at once
+    assert len(late) == 1
+    with pytest.raises(TypeError, match="callable"):
+        cb.add_completed_handler(42)
+
+
+def test_handler_that_raises_does_not_fail_the_buffer(device, rng):
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    cb.add_completed_handler(lambda c: 1 / 0)
+    relu(device).encode(cb, image)
+    cb.commit()
+    cb.wait_until_completed()
+    device.command_queue.wait_until_idle()
+    assert cb.status == "completed"
+
+
+def test_commit_order_and_encoding_while_running(device, rng):
+    x = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    linear = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 1.0))
+    q = device.new_command_queue()
+    order, buffers, current = [], [], image
+    for i in range(20):
+        cb = q.command_buffer()
+        current = linear.encode(cb, current)
+        cb.add_completed_handler(lambda c, i=i: order.append(i))
+        cb.commit()  # encoding the next step while this one runs
+        buffers.append(cb)
+    cb = q.command_buffer()
+    current.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert order == list(range(20))
+    np.testing.assert_allclose(current.to_numpy(), x + 20, rtol=1e-5)
+
+
+def test_command_buffer_keeps_resources_alive(device, rng):
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    cb = device.command_queue.command_buffer()
+    kernel = relu(device)
+    y = kernel.encode(cb, mpsx.Image.from_numpy(device, x))
+    y.synchronize(cb)
+    del kernel  # the source image and the kernel are held only by the command buffer now
+    gc.collect()
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_array_equal(y.to_numpy(), np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8])
+def test_image_round_trip(device, rng, dtype):
+    x = (rng.standard_normal((3, 5, 4, 7)) * 50).astype(dtype)
+    image = mpsx.Image.from_numpy(device, x)
+    assert image.shape == (3, 5, 4, 7)
+    assert (image.number_of_images, image.feature_channels, image.height, image.width) == (3, 5, 4, 7)
+    assert image.data_type == {np.float32: mpsx.DataType.FLOAT32, np.float16: mpsx.DataType.FLOAT16,
+                               np.uint8: mpsx.DataType.UINT8}[dtype]
+    np.testing.assert_array_equal(image.to_numpy(), x)
+    np.testing.assert_array_equal(np.asarray(image), x)
+    y = x[::-1].copy()
+    image.write(y)
+    np.testing.assert_array_equal(image.to_numpy(), y)
+    single = mpsx.Image.from_numpy(device, x[0])  # (C, H, W)
+    assert single.shape == (1, 5, 4, 7)
+    assert pickle.loads(pickle.dumps(image)).to_numpy().tolist() == y.tolist()
+
+
+def test_uint8_images_read_as_unorm(device):
+    x = np.array([0, 51, 255, 128], np.uint8).reshape(1, 1, 2, 2)
+    linear = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 0.0))
+    y = read(device, lambda cb: linear.encode(cb, mpsx.Image.from_numpy(device, x)))
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, x / 255.0, rtol=1e-6)
+
+
+def test_image_descriptor_and_allocation(device):
+    d = mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, width=5, height=3, feature_channels=6, number_of_images=2)
+    assert d.shape == (2, 6, 3, 5) and d.channel_format == mpsx.DataType.FLOAT16
+    assert pickle.loads(pickle.dumps(d)) == d
+    image = mpsx.Image(device, d)
+    assert image.shape == (2, 6, 3, 5) and image.descriptor == d
+    with pytest.raises(TypeError, match="width, height and feature_channels"):
+        mpsx.ImageDescriptor(width=3)
+    with pytest.raises(ValueError, match="must be positive; given width 0"):
+        mpsx.ImageDescriptor(width=0, height=3, feature_channels=1)
+
+
+def test_image_input_errors(device):
+    with pytest.raises(ValueError, match=r"expected an \(N, C, H, W\) array or \(C, H, W\), given shape \(3, 3\)"):
+        mpsx.Image.from_numpy(device, np.zeros((3, 3), np.float32))
+    with pytest.raises(TypeError, match="float32, float16 or uint8 array, given int64"):
+        mpsx.Image.from_numpy(device, np.zeros((1, 1, 2, 2), np.int64))
+    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 2, 2), np.float32))
+    with pytest.raises(ValueError, match=r"expected an array of shape \(1, 2, 2, 2\), given \(2, 2\)"):
+        image.write(np.zeros((2, 2)))
+    with pytest.raises(TypeError):
+        mpsx.Image.from_numpy(None, np.zeros((1, 1, 1, 1), np.float32))
+
+
+def test_image_batch(device, rng):
+    x = rng.standard_normal((5, 3, 4, 4)).astype(np.float32)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    assert len(batch) == 5 and batch.descriptor.number_of_images == 1
+    np.testing.assert_array_equal(batch[2].to_numpy(), x[2:3])
+    np.testing.assert_array_equal(batch[-1].to_numpy(), x[4:5])
+    np.testing.assert_array_equal(batch[1:3].to_numpy(), x[1:3])
+    assert [i.shape for i in batch] == [(1, 3, 4, 4)] * 5
+    batch[3].write(np.zeros((3, 4, 4), np.float32))  # a view writes into the batch
+    np.testing.assert_array_equal(batch.to_numpy()[3], 0)
+    np.testing.assert_array_equal(batch.to_numpy()[2], x[2])
+    with pytest.raises(IndexError):
+        batch[5]
+    empty = mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=2, height=2, feature_channels=1, number_of_images=4))
+    assert len(empty) == 4
+
+
+def test_batch_encode_of_views_and_mixed_lists(device, rng):
+    x = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    kernel = relu(device)
+    views = read(device, lambda cb: kernel.encode_batch(cb, list(batch)))
+    np.testing.assert_array_equal(views, np.maximum(x, 0))
+    mixed = [batch[0], mpsx.Image.from_numpy(device, x[1]), batch[2]]
+    np.testing.assert_array_equal(read(device, lambda cb: kernel.encode_batch(cb, mixed)), np.maximum(x[:3], 0))
+    with pytest.raises(mpsx.ShapeError, match="the images of a batch must match"):
+        kernel.encode_batch(device.command_queue.command_buffer(),
+                            [batch[0], mpsx.Image.from_numpy(device, np.zeros((1, 3, 3), np.float32))])
+    with pytest.raises(ValueError, match="at least one image"):
+        kernel.encode_batch(device.command_queue.command_buffer(), [])
+    with pytest.raises(TypeError, match="item 1 is int"):
+        kernel.encode_batch(device.command_queue.command_buffer(), [batch[0], 3])
+
+
+def test_reading_requires_synchronize_and_completion(device, rng):
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
+    kernel = relu(device)
+    cb = device.command_queue.command_buffer()
+    unsynchronized = kernel.encode(cb, image)
+    synchronized = kernel.encode(cb, image)
+    synchronized.synchronize(cb)
+    with pytest.raises(mpsx.SynchronizationError, match="not committed"):
+        synchronized.to_numpy()
+    cb.commit()
+    cb.wait_until_completed()
+    synchronized.to_numpy()
+    with pytest.raises(mpsx.SynchronizationError, match="without synchronize\\(command_buffer\\)"):
+        unsynchronized.to_numpy()
+    with pytest.raises(mpsx.StateError):
+        unsynchronized.synchronize(cb)  # after commit is too late
+    image.to_numpy()  # host-written images are always readable
+
+
+def test_reading_before_completion_raises(device, rng):
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
+    q = device.new_command_queue()
+    gate = threading.Event()
+    blocker = q.command_buffer()
+    blocker.add_completed_handler(lambda c: gate.wait(10))  # holds the queue's thread
+    blocker.commit()
+    cb = q.command_buffer()
+    y = relu(device).encode(cb, image)
+    y.synchronize(cb)
+    cb.commit()
+    time.sleep(0.01)
+    try:
+        assert cb.status == "committed"
+        with pytest.raises(mpsx.SynchronizationError, match="has not completed"):
+            y.to_numpy()
+    finally:
+        gate.set()
+    cb.wait_until_completed()
+    y.to_numpy()
+
+
+def test_vectors_buffers_and_dlpack(device, rng):
+    values = rng.standard_normal(17).astype(np.float32)
+    v = mpsx.Vector.from_numpy(device, values)
+    assert len(v) == 17 and v.length == 17 and v.data_type == mpsx.DataType.FLOAT32
+    np.testing.assert_array_equal(v.to_numpy(), values)
+    assert v.buffer.length == 68 and v.buffer.shape == (17,) and v.buffer.dtype == np.float32
+    zeros = mpsx.Vector(device, 5, mpsx.DataType.FLOAT16)
+    np.testing.assert_array_equal(zeros.to_numpy(), np.zeros(5, np.float16))
+    if device.backend in ("cpu", "cuda"):
+        t = torch.from_dlpack(v.buffer)
+        assert t.shape == (17,)
+        np.testing.assert_array_equal(t.cpu().numpy(), values)
+    with pytest.raises(ValueError, match=r"expected a 1-D array, given shape \(2, 2\)"):
+        mpsx.Vector.from_numpy(device, np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match="non-negative"):
+        mpsx.Vector(device, -1)
+
+
+def test_cpu_buffer_is_a_numpy_view(device, rng):
+    if device.backend != "cpu":
+        pytest.skip("host-addressable buffers are the cpu backend's")
+    v = mpsx.Vector.from_numpy(device, np.arange(4, dtype=np.float32))
+    view = v.buffer.to_numpy()
+    view[1] = 10
+    np.testing.assert_array_equal(v.to_numpy(), [0, 10, 2, 3])
+    buffer = v.buffer
+    del v
+    gc.collect()
+    assert np.asarray(buffer)[1] == 10  # the view keeps the memory alive
+
+
+def test_memory_is_reused(device, rng):
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 4, 16, 16)).astype(np.float32))
+    kernel = relu(device)
+    for _ in range(3):
+        run(device, lambda cb: [kernel.encode(cb, image) for _ in range(10)])
+    in_use = device.bytes_in_use
+    for _ in range(5):
+        run(device, lambda cb: [kernel.encode(cb, image) for _ in range(10)])
+    assert device.bytes_in_use == in_use  # the caching allocator hands the same blocks back
+    assert device.bytes_cached > 0
+    device.empty_cache()
+    assert device.bytes_cached == 0
