@@ -333,3 +333,4 @@ cdef class NNGradientState(State):
 # ---------------------------------------------------------------- families
 
 include "kernels/neuron.pxi"
+include "kernels/pooling.pxi"

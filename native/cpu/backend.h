@@ -23,6 +23,7 @@
 
 namespace mpsx {
 struct NeuronDescriptor;
+struct PoolingDescriptor;
 }
 
 namespace mpsx::cpu {
@@ -41,6 +42,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executor> new_executor() override;
 
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
+  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
 
   const dnnl::engine& engine() const { return engine_; }
 

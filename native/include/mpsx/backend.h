@@ -28,6 +28,8 @@ class Executor {
 // Primitive interfaces of the kernel families (kernels/<family>.h).
 class NeuronPrimitive;
 struct NeuronDescriptor;
+class PoolingPrimitive;
+struct PoolingDescriptor;
 
 class Backend {
  public:
@@ -52,6 +54,7 @@ class Backend {
   // Kernel families. Each returns a primitive built once per configuration;
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) = 0;
 };
 
 // A backend library registers a function that lists its devices.
