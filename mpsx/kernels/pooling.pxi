@@ -1,6 +1,7 @@
 # MPSCNNPooling, its subclasses and their gradients (included by _kernels.pyx).
 
-from mpsx.includes.kernels.pooling cimport CCNNPooling, CCNNPoolingGradient, PoolingKind, kAllSourceSize
+from mpsx.includes.kernels.pooling cimport (
+    CCNNPooling, CCNNPoolingGradient, PoolingKind, kAllSourceSize, make_cnn_pooling, make_cnn_pooling_gradient)
 
 __all__ += ["CNNPooling", "CNNPoolingMax", "CNNPoolingAverage", "CNNPoolingL2Norm", "CNNDilatedPoolingMax",
             "CNNPoolingGradient", "CNNPoolingMaxGradient", "CNNPoolingAverageGradient", "CNNPoolingL2NormGradient",
@@ -16,7 +17,7 @@ cdef class CNNPooling(CNNUnaryKernel):
     cdef _make(self, Device device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, stride_x,
                stride_y, int64_t dilation_x=1, int64_t dilation_y=1):
         # initWithDevice:kernelWidth:kernelHeight: strides by the kernel size
-        cdef shared_ptr[CCNNPooling] k = make_shared[CCNNPooling](
+        cdef shared_ptr[CCNNPooling] k = make_cnn_pooling(
             device.c, kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
             <int64_t>(kernel_height if stride_y is None else stride_y), dilation_x, dilation_y)
         self.pooling = k.get()
@@ -109,7 +110,7 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
 
     cdef _make(self, Device device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, stride_x,
                stride_y, int64_t dilation_x=1, int64_t dilation_y=1):
-        cdef shared_ptr[CCNNPoolingGradient] k = make_shared[CCNNPoolingGradient](
+        cdef shared_ptr[CCNNPoolingGradient] k = make_cnn_pooling_gradient(
             device.c, kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
             <int64_t>(kernel_height if stride_y is None else stride_y), dilation_x, dilation_y)
         self.pooling = k.get()

@@ -27,8 +27,11 @@ struct Axis {
   // Taps of destination i at positions in [lo, hi).
   TapRange within(int64_t i, int64_t lo, int64_t hi) const {
     int64_t p = first + i * stride;
-    int64_t begin = lo > p ? (lo - p + dilation - 1) / dilation : 0;
-    int64_t end = hi > p ? (hi - p + dilation - 1) / dilation : 0;
+    auto steps = [&](int64_t distance) {  // taps before `distance`, rounded up
+      if (distance <= 0) return int64_t{0};
+      return dilation == 1 ? distance : (distance + dilation - 1) / dilation;
+    };
+    int64_t begin = steps(lo - p), end = steps(hi - p);
     begin = std::min(begin, taps);
     return {begin, std::max(begin, std::min(end, taps))};
   }
@@ -111,14 +114,24 @@ MPSX_CPU_CLONES void pool_rows(const PoolingDescriptor& d, const ImageRegion& x,
 }
 
 // dx += d out / d in * dy for the destination rows given; no two of them
-// share a source pixel, so rows may run in parallel.
-template <PoolingKind K>
+// share a source pixel, so rows may run in parallel. With Disjoint, no two
+// windows share one, and each writes its pixels instead of adding to them.
+template <PoolingKind K, bool Disjoint>
 MPSX_CPU_CLONES void unpool_rows(const PoolingDescriptor& d, const ImageRegion& dy, const ImageRegion& x,
                                  const ImageRegion& dx, int64_t phase, int64_t phases, int64_t rows_per_image,
                                  int64_t first, int64_t rows) {
   constexpr int64_t kBlock = 64;
   const Axis ax = axis_x(d), ay = axis_y(d);
   const bool zero_edges = d.edge_mode == EdgeMode::Zero;
+  // Calls f(out, in) for each in-image tap: channels c0.. of dx and x there.
+  auto for_each_tap = [&](int64_t n, int64_t oy, int64_t ox, const TapRange& ry, const TapRange& rx, int64_t c0,
+                          auto&& f) {
+    for (int64_t jy = ry.begin; jy < ry.end; ++jy)
+      for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
+        const int64_t sy = ay.position(oy, jy), sx = ax.position(ox, jx);
+        f(at_mutable(dx, n, sy, sx) + c0, K == PoolingKind::Average ? nullptr : at(x, n, sy, sx) + c0, jy, jx);
+      }
+  };
   for (int64_t item = first; item < first + rows; ++item) {
     const int64_t n = item / rows_per_image, oy = phase + (item % rows_per_image) * phases;
     const TapRange ry = ay.inside(oy);
@@ -126,21 +139,12 @@ MPSX_CPU_CLONES void unpool_rows(const PoolingDescriptor& d, const ImageRegion& 
       const TapRange rx = ax.inside(ox);
       int64_t count = ry.size() * rx.size();
       if constexpr (K == PoolingKind::Average) count = ax.counted(ox) * ay.counted(oy);
-      if (ry.size() == 0 || rx.size() == 0 || count == 0) continue;
+      if (ry.size() == 0 || rx.size() == 0) continue;
       const bool partial = ry.size() < ay.taps || rx.size() < ax.taps;
       const float* g = at(dy, n, oy, ox);
       for (int64_t c0 = 0; c0 < dy.c; c0 += kBlock) {
         const int64_t block = std::min(kBlock, dy.c - c0);
-        if constexpr (K == PoolingKind::Average) {
-          float scaled[kBlock];
-          const float scale = 1.0f / static_cast<float>(count);
-          for (int64_t c = 0; c < block; ++c) scaled[c] = g[c0 + c] * scale;
-          for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-            for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-              float* out = at_mutable(dx, n, ay.position(oy, jy), ax.position(ox, jx)) + c0;
-              for (int64_t c = 0; c < block; ++c) out[c] += scaled[c];
-            }
-        } else if constexpr (K == PoolingKind::Max) {
+        if constexpr (K == PoolingKind::Max) {
           // The first maximum in scan order gets the gradient; when a zero
           // read off the image is larger than every pixel, none does.
           float best[kBlock];
@@ -148,38 +152,42 @@ MPSX_CPU_CLONES void unpool_rows(const PoolingDescriptor& d, const ImageRegion& 
           std::fill(best, best + block, -std::numeric_limits<float>::infinity());
           std::fill(best_y, best_y + block, static_cast<int32_t>(ry.begin));
           std::fill(best_x, best_x + block, static_cast<int32_t>(rx.begin));
-          for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-            for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-              const float* in = at(x, n, ay.position(oy, jy), ax.position(ox, jx)) + c0;
-              for (int64_t c = 0; c < block; ++c)
-                if (in[c] > best[c]) {
-                  best[c] = in[c];
-                  best_y[c] = static_cast<int32_t>(jy);
-                  best_x[c] = static_cast<int32_t>(jx);
-                }
+          for_each_tap(n, oy, ox, ry, rx, c0, [&](float*, const float* in, int64_t jy, int64_t jx) {
+            for (int64_t c = 0; c < block; ++c) {  // branch-free, so it vectorizes
+              const bool larger = in[c] > best[c];
+              best[c] = larger ? in[c] : best[c];
+              best_y[c] = larger ? static_cast<int32_t>(jy) : best_y[c];
+              best_x[c] = larger ? static_cast<int32_t>(jx) : best_x[c];
             }
-          const bool zero_read = zero_edges && partial;
-          for (int64_t c = 0; c < block; ++c) {
-            if (zero_read && best[c] < 0.0f) continue;
-            at_mutable(dx, n, ay.position(oy, best_y[c]), ax.position(ox, best_x[c]))[c0 + c] += g[c0 + c];
+          });
+          if (zero_edges && partial)
+            for (int64_t c = 0; c < block; ++c) best_y[c] = best[c] < 0.0f ? -1 : best_y[c];
+          if constexpr (Disjoint) {
+            for_each_tap(n, oy, ox, ry, rx, c0, [&](float* out, const float*, int64_t jy, int64_t jx) {
+              for (int64_t c = 0; c < block; ++c) out[c] = best_y[c] == jy && best_x[c] == jx ? g[c0 + c] : 0.0f;
+            });
+          } else {
+            for (int64_t c = 0; c < block; ++c)
+              if (best_y[c] >= 0) at_mutable(dx, n, ay.position(oy, best_y[c]), ax.position(ox, best_x[c]))[c0 + c] += g[c0 + c];
           }
         } else {
-          float scaled[kBlock];  // dy / out
-          std::fill(scaled, scaled + block, 0.0f);
-          for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-            for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-              const float* in = at(x, n, ay.position(oy, jy), ax.position(ox, jx)) + c0;
+          float scaled[kBlock];  // average: dy / count; L2 norm: dy / out
+          if constexpr (K == PoolingKind::Average) {
+            const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+            for (int64_t c = 0; c < block; ++c) scaled[c] = g[c0 + c] * scale;
+          } else {
+            std::fill(scaled, scaled + block, 0.0f);
+            for_each_tap(n, oy, ox, ry, rx, c0, [&](float*, const float* in, int64_t, int64_t) {
               for (int64_t c = 0; c < block; ++c) scaled[c] += in[c] * in[c];
+            });
+            for (int64_t c = 0; c < block; ++c) scaled[c] = scaled[c] > 0.0f ? g[c0 + c] / std::sqrt(scaled[c]) : 0.0f;
+          }
+          for_each_tap(n, oy, ox, ry, rx, c0, [&](float* out, const float* in, int64_t, int64_t) {
+            for (int64_t c = 0; c < block; ++c) {
+              const float v = K == PoolingKind::Average ? scaled[c] : in[c] * scaled[c];
+              out[c] = Disjoint ? v : out[c] + v;
             }
-          for (int64_t c = 0; c < block; ++c)
-            scaled[c] = scaled[c] > 0.0f ? g[c0 + c] / std::sqrt(scaled[c]) : 0.0f;
-          for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-            for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-              const int64_t sy = ay.position(oy, jy), sx = ax.position(ox, jx);
-              const float* in = at(x, n, sy, sx) + c0;
-              float* out = at_mutable(dx, n, sy, sx) + c0;
-              for (int64_t c = 0; c < block; ++c) out[c] += in[c] * scaled[c];
-            }
+          });
         }
       }
     }
@@ -215,6 +223,11 @@ class CpuPooling final : public PoolingPrimitive {
   CpuPooling(const CpuBackend& backend, const PoolingDescriptor& d) : d_(d) {
     dnnl::algorithm algorithm;
     Span sx = span_of(axis_x(d), d.width), sy = span_of(axis_y(d), d.height);
+    disjoint_ = d.window.stride_x >= d.window.extent_x() && d.window.stride_y >= d.window.extent_y();
+    // Windows side by side over the whole source write every pixel of the gradient.
+    tiles_ = d.window.stride_x == d.window.kernel_width && d.window.stride_y == d.window.kernel_height &&
+             d.window.dilation_x == 1 && d.window.dilation_y == 1 && sx.begin == 0 && sy.begin == 0 &&
+             sx.end == d.source.width && sy.end == d.source.height;
     if (onednn_algorithm(sx, sy, &algorithm)) build(backend, sx, sy, algorithm);
   }
 
@@ -245,7 +258,7 @@ class CpuPooling final : public PoolingPrimitive {
     CpuContext& cpu = context_of(context);
     Float32Region dy(cpu, source_gradient, 0, true);
     Float32Region dx(cpu, destination_gradient, 1, false);
-    if (!onednn_ || !covers_source_) zero_region(dx.region());
+    if (onednn_ ? !covers_source_ : !tiles_) zero_region(dx.region());
     if (onednn_) {
       dnnl::memory diff_dst(destination_desc_, cpu.engine(), dy.data());
       dnnl::memory diff_src(source_desc_, cpu.engine(), dx.data() + source_offset_);
@@ -264,8 +277,13 @@ class CpuPooling final : public PoolingPrimitive {
           int64_t rows_per_image = (g.h - phase + phases - 1) / phases;
           detail::parallel_chunks(g.n * rows_per_image, std::max<int64_t>(1, kGrain / work),
                                   [&](int64_t first, int64_t rows) {
-                                    unpool_rows<decltype(kind)::value>(d_, g, x.region(), dx.region(), phase, phases,
-                                                                       rows_per_image, first, rows);
+                                    constexpr PoolingKind K = decltype(kind)::value;
+                                    if (disjoint_)
+                                      unpool_rows<K, true>(d_, g, x.region(), dx.region(), phase, phases,
+                                                           rows_per_image, first, rows);
+                                    else
+                                      unpool_rows<K, false>(d_, g, x.region(), dx.region(), phase, phases,
+                                                            rows_per_image, first, rows);
                                   });
         }
       });
@@ -339,6 +357,7 @@ class CpuPooling final : public PoolingPrimitive {
   PoolingDescriptor d_;
   bool onednn_ = false;
   bool covers_source_ = false;
+  bool disjoint_ = false, tiles_ = false;
   int64_t source_offset_ = 0;  // elements from the region's origin to the part oneDNN reads
   dnnl::memory::desc source_desc_, destination_desc_;
   dnnl::pooling_forward forward_;
