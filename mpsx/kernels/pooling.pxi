@@ -11,7 +11,8 @@ __all__ += ["CNNPooling", "CNNPoolingMax", "CNNPoolingAverage", "CNNPoolingL2Nor
 cdef class CNNPooling(CNNUnaryKernel):
     """MPSCNNPooling: a window of kernel_width x kernel_height source pixels per
     destination pixel, moved by the strides; edge_mode decides what reads off
-    the source return (ZERO: 0; CLAMP: the window shrinks to the source)."""
+    the source return (ZERO: 0; CLAMP: the window shrinks to the source, and
+    one wholly off it gives 0)."""
     cdef CCNNPooling* pooling
 
     cdef _make(self, Device device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, stride_x,

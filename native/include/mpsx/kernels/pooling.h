@@ -103,8 +103,9 @@ class CNNPooling : public UnaryKernel, public PoolingParameters {
   PrimitiveCache<PoolingDescriptor, PoolingPrimitive> primitives_;
 };
 
-// MPSCNNPoolingGradient and its subclasses (by kind). The windows are those
-// of the forward encode that made the gradient state.
+// MPSCNNPoolingGradient and its subclasses (by kind). Where the windows lie
+// comes from the gradient state (the forward encode's geometry); their size,
+// strides and edge handling from this kernel, set as on the forward kernel.
 class CNNPoolingGradient : public GradientKernel, public PoolingParameters {
  public:
   CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
