@@ -23,6 +23,7 @@
 
 namespace mpsx {
 struct NeuronDescriptor;
+struct PoolingDescriptor;
 }
 
 namespace mpsx::cpu {
@@ -43,6 +44,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
   std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
   std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
+  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
 
   const dnnl::engine& engine() const { return engine_; }
 

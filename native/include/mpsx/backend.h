@@ -32,6 +32,8 @@ class ConvolutionPrimitive;
 struct ConvolutionShape;
 class LossPrimitive;
 struct LossDescriptor;
+class PoolingPrimitive;
+struct PoolingDescriptor;
 
 class Backend {
  public:
@@ -58,6 +60,7 @@ class Backend {
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
   virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
   virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) = 0;
 };
 
 // A backend library registers a function that lists its devices.

@@ -1,0 +1,156 @@
+#include "mpsx/kernels/pooling.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+namespace {
+
+const char* pooling_name(PoolingKind kind, bool gradient) {
+  switch (kind) {
+    case PoolingKind::Max: return gradient ? "MPSCNNPoolingMaxGradient" : "MPSCNNPoolingMax";
+    case PoolingKind::Average: return gradient ? "MPSCNNPoolingAverageGradient" : "MPSCNNPoolingAverage";
+    case PoolingKind::L2Norm: return gradient ? "MPSCNNPoolingL2NormGradient" : "MPSCNNPoolingL2Norm";
+    case PoolingKind::DilatedMax: return gradient ? "MPSCNNDilatedPoolingMaxGradient" : "MPSCNNDilatedPoolingMax";
+  }
+  fail<ArgumentError>("unknown pooling kind ", static_cast<int32_t>(kind), "; expected 0 to 3");
+}
+
+void check_at_least_one(const char* kernel, const char* name, int64_t value) {
+  if (value < 1) fail<ArgumentError>(kernel, ": ", name, " must be at least 1, given ", value);
+}
+
+}  // namespace
+
+bool PoolingDescriptor::operator==(const PoolingDescriptor& o) const {
+  auto fields = [](const PoolingDescriptor& d) {
+    const Window& w = d.window;
+    return std::tie(d.kind, d.gradient, d.edge_mode, w.kernel_width, w.kernel_height, w.stride_x, w.stride_y,
+                    w.dilation_x, w.dilation_y, d.count_pad_x, d.count_pad_y, d.source, d.destination, d.images,
+                    d.channels, d.width, d.height, d.source_x, d.source_y);
+  };
+  return fields(*this) == fields(o);
+}
+
+PoolingParameters::PoolingParameters(PoolingKind kind, bool gradient, int64_t kernel_width, int64_t kernel_height,
+                                     int64_t stride_x, int64_t stride_y, int64_t dilation_x, int64_t dilation_y)
+    : class_name_(pooling_name(kind, gradient)), kind_(kind), gradient_(gradient) {
+  check_at_least_one(class_name_, "kernel_width", kernel_width);
+  check_at_least_one(class_name_, "kernel_height", kernel_height);
+  check_at_least_one(class_name_, "stride_in_pixels_x", stride_x);
+  check_at_least_one(class_name_, "stride_in_pixels_y", stride_y);
+  check_at_least_one(class_name_, "dilation_rate_x", dilation_x);
+  check_at_least_one(class_name_, "dilation_rate_y", dilation_y);
+  window_ = Window{kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y};
+}
+
+void PoolingParameters::set_zero_pad_size_x(int64_t value) {
+  if (value < 0) fail<ArgumentError>(class_name_, ": zero_pad_size_x must be non-negative, given ", value);
+  zero_pad_size_x_ = value;
+}
+
+void PoolingParameters::set_zero_pad_size_y(int64_t value) {
+  if (value < 0) fail<ArgumentError>(class_name_, ": zero_pad_size_y must be non-negative, given ", value);
+  zero_pad_size_y_ = value;
+}
+
+PoolingDescriptor PoolingParameters::describe(const Kernel& kernel, const Geometry& g, int64_t channels,
+                                              const ImageDescriptor& source,
+                                              const ImageDescriptor& destination) const {
+  PoolingDescriptor d;
+  d.kind = kind_;
+  d.gradient = gradient_;
+  d.edge_mode = kernel.edge_mode;
+  d.window = window_;
+  if (kind_ == PoolingKind::Average && kernel.edge_mode == EdgeMode::Clamp) {
+    d.count_pad_x = zero_pad_size_x_;
+    d.count_pad_y = zero_pad_size_y_;
+  } else if (kind_ == PoolingKind::Average && (kernel.padding_method & padding::kExcludeEdges)) {
+    // Caffe's padding: what the window of destination pixel 0 reads before
+    // the image, on both sides; taps beyond it do not count.
+    d.count_pad_x = std::max<int64_t>(0, g.x * window_.stride_x - g.source_x);
+    d.count_pad_y = std::max<int64_t>(0, g.y * window_.stride_y - g.source_y);
+  }
+  d.source = source;
+  d.destination = destination;
+  d.images = g.images;
+  d.channels = channels;
+  d.width = g.width;
+  d.height = g.height;
+  d.source_x = g.source_x;
+  d.source_y = g.source_y;
+  return d;
+}
+
+CNNPooling::CNNPooling(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
+                       int64_t stride_x, int64_t stride_y, int64_t dilation_x, int64_t dilation_y)
+    : UnaryKernel(std::move(device)),
+      PoolingParameters(kind, false, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {}
+
+void CNNPooling::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                        const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
+  int64_t channels = source_channels(*source);
+  PoolingDescriptor d = describe(*this, g, channels, source->descriptor(), destination->descriptor());
+  std::shared_ptr<PoolingPrimitive> primitive =
+      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(device().backend().make_pooling(d)); });
+  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+    primitive->forward(context,
+                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
+                                      source->width()),
+                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                           g.height, g.width));
+  });
+}
+
+CNNPoolingGradient::CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width,
+                                       int64_t kernel_height, int64_t stride_x, int64_t stride_y, int64_t dilation_x,
+                                       int64_t dilation_y)
+    : GradientKernel(std::move(device)),
+      PoolingParameters(kind, true, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {}
+
+void CNNPoolingGradient::set_source_size(int64_t width, int64_t height, int64_t depth) {
+  check_at_least_one(class_name(), "source_size.width", width);
+  check_at_least_one(class_name(), "source_size.height", height);
+  check_at_least_one(class_name(), "source_size.depth", depth);
+  source_size_[0] = width;
+  source_size_[1] = height;
+  source_size_[2] = depth;
+}
+
+void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+                                const std::shared_ptr<Image>& destination_gradient) {
+  Geometry g = static_cast<const GradientState&>(*state).geometry;
+  g.width = std::min(g.width, source_size_[0]);
+  g.height = std::min(g.height, source_size_[1]);
+  g.images = std::min(g.images, source_size_[2]);
+  int64_t channels = source_image->feature_channels() - g.source_channel;
+  PoolingDescriptor d =
+      describe(*this, g, channels, destination_gradient->descriptor(), source_gradient->descriptor());
+  std::shared_ptr<PoolingPrimitive> primitive =
+      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(device().backend().make_pooling(d)); });
+  if (g.source_channel != 0 || g.source_image != 0 || g.images != source_image->number_of_images()) {
+    // images and channels the forward pass did not read get no gradient
+    command_buffer.record([destination_gradient](ExecutionContext& context) {
+      context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+    });
+  }
+  command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
+                         channels](ExecutionContext& context) {
+    int64_t height = source_image->height(), width = source_image->width();
+    primitive->gradient(context,
+                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                                channels, g.height, g.width),
+                        source_image->region(g.source_image, g.source_channel, 0, 0, g.images, channels, height, width),
+                        destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
+                                                     height, width));
+  });
+}
+
+}  // namespace mpsx
