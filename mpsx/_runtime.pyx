@@ -2,6 +2,8 @@
 """Device, CommandQueue, CommandBuffer, Buffer, Vector, images and states."""
 
 import atexit
+
+cimport cython
 import enum
 
 import numpy as np
@@ -447,9 +449,7 @@ cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object d
 cdef class Vector:
     """MPSVector: `length` values of one data type, in a Buffer."""
 
-    def __cinit__(self, Device device=None, length=None, data_type=DataType.FLOAT32):
-        if device is None:
-            return
+    def __init__(self, Device device not None, length, data_type=DataType.FLOAT32):
         if length is None or length < 0:
             raise ValueError(f"Vector length must be a non-negative int, given {length!r}")
         self.c = make_native[CVector](device.c, <size_t>length, <CDataType><int>DataType(data_type))
@@ -641,6 +641,7 @@ cdef _write(const shared_ptr[CImage]& image, array):
     image.get().write(&raw[0], d.channel_format)
 
 
+@cython.freelist(256)
 cdef class Image:
     """MPSImage: number_of_images x feature_channels x height x width values.
 
@@ -648,11 +649,7 @@ cdef class Image:
     copies an (N, C, H, W) or (C, H, W) float32, float16 or uint8 array in.
     """
 
-    def __cinit__(self, Device device=None, ImageDescriptor descriptor=None):
-        if device is None and descriptor is None:
-            return
-        if device is None or descriptor is None:
-            raise TypeError("Image(device, descriptor) needs both")
+    def __init__(self, Device device not None, ImageDescriptor descriptor not None):
         self.c = make_native[CImage](device.c, descriptor.c)
 
     @staticmethod
@@ -717,14 +714,12 @@ cdef class Image:
         return f"<mpsx.Image {n}x{c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
 
 
+@cython.freelist(64)
 cdef class ImageBatch:
     """MPSImageBatch: N images in one allocation; len(batch), batch[i] -> Image."""
 
-    def __cinit__(self, Device device=None, ImageDescriptor descriptor=None):
-        if device is None and descriptor is None:
-            return
-        if device is None or descriptor is None:
-            raise TypeError("ImageBatch(device, descriptor) needs both; descriptor.number_of_images is the batch size")
+    def __init__(self, Device device not None, ImageDescriptor descriptor not None):
+        """descriptor.number_of_images is the batch size."""
         self.c = make_native[CImage](device.c, descriptor.c)
 
     @staticmethod

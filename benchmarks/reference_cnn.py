@@ -1,0 +1,221 @@
+"""The reference CNN of DESIGN.md, hand-encoded MPS style, and the same model
+in PyTorch. Every performance figure and the example use it.
+
+Input N x 3 x 32 x 32; four 3x3 convolutions (3->32, 32->32, 32->64, 64->64,
+"same" padding, bias), each followed by batch normalization with training
+statistics and ReLU; 2x2 max pooling after the second and the fourth; a fully
+connected layer 64*8*8 -> 10; softmax cross-entropy, mean over the batch; SGD
+with momentum 0.9 on every weight, bias, gamma and beta.
+"""
+
+import time
+
+import numpy as np
+
+import mpsx
+
+CHANNELS = [(3, 32), (32, 32), (32, 64), (64, 64)]
+CLASSES = 10
+EPSILON = 1e-5
+
+
+def initial_parameters(seed=0):
+    """PyTorch's default initialization, drawn with numpy: convolution and
+    fully connected weights (OHWI) and biases uniform in +-1/sqrt(fan_in),
+    gamma 1, beta 0."""
+    rng = np.random.default_rng(seed)
+    p = {}
+    for i, (cin, cout) in enumerate(CHANNELS):
+        bound = 1 / np.sqrt(cin * 9)
+        p[f"conv{i}.weight"] = rng.uniform(-bound, bound, (cout, 3, 3, cin)).astype(np.float32)
+        p[f"conv{i}.bias"] = rng.uniform(-bound, bound, cout).astype(np.float32)
+        p[f"bn{i}.gamma"] = np.ones(cout, np.float32)
+        p[f"bn{i}.beta"] = np.zeros(cout, np.float32)
+    bound = 1 / np.sqrt(64 * 8 * 8)
+    p["fc.weight"] = rng.uniform(-bound, bound, (CLASSES, 8, 8, 64)).astype(np.float32)
+    p["fc.bias"] = rng.uniform(-bound, bound, CLASSES).astype(np.float32)
+    return p
+
+
+def random_batch(batch_size, seed=1):
+    """Random images and one-hot labels (N, 10, 1, 1), as numpy arrays."""
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((batch_size, 3, 32, 32)).astype(np.float32)
+    labels = np.zeros((batch_size, CLASSES, 1, 1), np.float32)
+    labels[np.arange(batch_size), rng.integers(0, CLASSES, batch_size)] = 1
+    return images, labels
+
+
+class ReferenceCNN:
+    """The reference CNN trained by hand-encoded kernels: one command buffer
+    per step holds the forward pass, the loss, the backward pass and the SGD
+    updates, which reload the kernels' weights on the command buffer."""
+
+    def __init__(self, device, batch_size, learning_rate=0.05, momentum=0.9, seed=0):
+        self.device = device
+        self.batch_size = batch_size
+        self.initial_parameters = p = initial_parameters(seed)
+        self.learning_rate, self.momentum = learning_rate, momentum
+        relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+        self.sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
+                                                             momentum_scale=momentum)
+        self.layers = []
+        cb = device.command_queue.command_buffer()
+        for i, (cin, cout) in enumerate(CHANNELS):
+            source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, cin, cout), p[f"conv{i}.weight"],
+                                             p[f"conv{i}.bias"])
+            bn_source = mpsx.BatchNormalizationWeights(p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32),
+                                                       np.ones(cout, np.float32), EPSILON)
+            conv = mpsx.CNNConvolution(device, source)
+            bn = mpsx.CNNBatchNormalization(device, bn_source, fused_neuron_descriptor=relu)
+            self.layers.append(dict(
+                conv=conv, conv_gradient=mpsx.CNNConvolutionGradient(device, source), bn=bn,
+                statistics=mpsx.CNNBatchNormalizationStatistics(device),
+                statistics_gradient=mpsx.CNNBatchNormalizationStatisticsGradient(device, relu),
+                bn_gradient=mpsx.CNNBatchNormalizationGradient(device, relu),
+                weights=conv.export_weights_and_biases(cb),
+                gamma_and_beta=mpsx.CNNNormalizationGammaAndBetaState(device, p[f"bn{i}.gamma"], p[f"bn{i}.beta"]),
+                momenta=[mpsx.Vector(device, n) for n in (cout * 9 * cin, cout, cout, cout)]))
+        fc_source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES), p["fc.weight"],
+                                            p["fc.bias"])
+        self.layers[0]["conv_gradient"].gradient_option = \
+            mpsx.CNNConvolutionGradientOption.GRADIENT_WITH_WEIGHTS_AND_BIAS
+        self.fc = mpsx.CNNFullyConnected(device, fc_source)
+        self.fc_gradient = mpsx.CNNFullyConnectedGradient(device, fc_source)
+        self.fc_weights = self.fc.export_weights_and_biases(cb)
+        self.fc_momenta = [mpsx.Vector(device, CLASSES * 64 * 64), mpsx.Vector(device, CLASSES)]
+        cb.commit()
+        cb.wait_until_completed()
+        self.pool = mpsx.CNNPoolingMax(device, 2, 2)
+        self.pool_gradient = mpsx.CNNPoolingMaxGradient(device, 2, 2)
+        descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+        descriptor.reduce_across_batch = True
+        self.loss = mpsx.CNNLoss(device, descriptor)
+        # Two input slots: the host writes one while the last step still reads the other.
+        self.inputs = [mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=32, height=32, feature_channels=3,
+                                                                   number_of_images=batch_size)) for _ in range(2)]
+        self.slot = 0
+        self.pending = [None, None]
+        self.last = None
+
+    def encode_step(self, cb, images, labels):
+        """Encodes one training step onto cb."""
+        records, x = [], images
+        for i, layer in enumerate(self.layers):
+            conv_input = x
+            y, conv_states = layer["conv"].encode_batch(cb, x, destination_states=True)
+            bn_state = layer["bn"].result_state(y)
+            layer["statistics"].encode_batch(cb, y, bn_state)
+            x = layer["bn"].encode_batch(cb, y, batch_normalization_state=bn_state)  # with the fused ReLU
+            pooling = None
+            if i % 2 == 1:
+                pooling = (x,)
+                x, pool_states = self.pool.encode_batch(cb, x, destination_states=True)
+                pooling += (pool_states,)
+            records.append((conv_input, conv_states, y, bn_state, pooling))
+        logits, fc_states = self.fc.encode_batch(cb, x, destination_states=True)
+        gradient = self.loss.encode_batch(cb, logits, labels)
+        gradient = self.fc_gradient.encode_batch(cb, gradient, x, fc_states)
+        self._update_convolution(cb, self.fc, fc_states, self.fc_weights, self.fc_momenta)
+        for layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(self.layers, records))):
+            if pooling:
+                gradient = self.pool_gradient.encode_batch(cb, gradient, pooling[0], pooling[1])
+            layer["statistics_gradient"].encode_batch(cb, gradient, y, bn_state)
+            gradient = layer["bn_gradient"].encode_batch(cb, gradient, y, bn_state)
+            # The first convolution's source needs no gradient (weights and bias only).
+            gradient = layer["conv_gradient"].encode_batch(cb, gradient, conv_input, conv_states)
+            self._update_convolution(cb, layer["conv"], conv_states, layer["weights"], layer["momenta"][:2])
+            self.sgd.encode(cb, batch_normalization_state=bn_state, input_momentum_vectors=layer["momenta"][2:],
+                            result_state=layer["gamma_and_beta"])
+            layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
+            layer["bn"].encode_mean_and_variance_update(cb, bn_state)
+
+    def _update_convolution(self, cb, conv, states, weights, momenta):
+        self.sgd.encode(cb, convolution_gradient_state=states[0], convolution_source_state=weights,
+                        input_momentum_vectors=momenta, result_state=weights)
+        conv.reload_weights_and_biases(cb, weights)
+
+    def train_step(self, images, labels):
+        """One step on numpy images (N, 3, 32, 32) and one-hot labels (N, 10, 1, 1).
+        Returns without waiting; loss() waits and reads the step's loss."""
+        slot = self.inputs[self.slot]
+        if self.pending[self.slot] is not None:
+            self.pending[self.slot].wait_until_completed()
+        slot.write(images)
+        cb = self.device.command_queue.command_buffer()
+        loss_labels = mpsx.CNNLossLabels(self.device, labels)
+        self.encode_step(cb, slot, loss_labels)
+        loss_labels.synchronize(cb)
+        cb.commit()
+        self.pending[self.slot] = cb
+        self.slot ^= 1
+        self.last = (cb, loss_labels)
+
+    def wait(self):
+        if self.last:
+            self.last[0].wait_until_completed()
+
+    def loss(self):
+        """The loss of the last step."""
+        cb, labels = self.last
+        cb.wait_until_completed()
+        if cb.status != "completed":
+            raise cb.error
+        return float(labels.loss_image().to_numpy()[0, 0, 0, 0])
+
+
+class TorchReferenceCNN:
+    """The same model and update in PyTorch eager."""
+
+    def __init__(self, parameters, device="cpu", learning_rate=0.05, momentum=0.9):
+        import torch
+        self.torch = torch
+        t = lambda a: torch.tensor(a, device=device)
+        modules = []
+        for i, (cin, cout) in enumerate(CHANNELS):
+            conv = torch.nn.Conv2d(cin, cout, 3, padding=1)
+            conv.weight.data = t(parameters[f"conv{i}.weight"]).permute(0, 3, 1, 2).contiguous()
+            conv.bias.data = t(parameters[f"conv{i}.bias"])
+            bn = torch.nn.BatchNorm2d(cout, eps=EPSILON)
+            modules += [conv, bn, torch.nn.ReLU()]
+            if i % 2 == 1:
+                modules.append(torch.nn.MaxPool2d(2))
+        fc = torch.nn.Linear(64 * 8 * 8, CLASSES)
+        # mpsx flattens channels last (HWC); torch's Flatten is CHW.
+        fc.weight.data = t(parameters["fc.weight"]).permute(0, 3, 1, 2).reshape(CLASSES, -1).contiguous()
+        fc.bias.data = t(parameters["fc.bias"])
+        modules += [torch.nn.Flatten(), fc]
+        self.model = torch.nn.Sequential(*modules).to(device)
+        self.device = device
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=learning_rate, momentum=momentum)
+        self.criterion = torch.nn.CrossEntropyLoss()
+
+    def train_step(self, images, labels):
+        x = self.torch.as_tensor(images, device=self.device)
+        target = self.torch.as_tensor(labels.reshape(len(labels), -1).argmax(1), device=self.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.criterion(self.model(x), target)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+    def time_steps(self, images, labels, steps):
+        """Median seconds per training step, inputs already on the device."""
+        x = self.torch.as_tensor(images, device=self.device)
+        target = self.torch.as_tensor(labels.reshape(len(labels), -1).argmax(1), device=self.device)
+        synchronize = self.torch.cuda.synchronize if str(self.device).startswith("cuda") else (lambda: None)
+
+        def step():
+            self.optimizer.zero_grad(set_to_none=True)
+            self.criterion(self.model(x), target).backward()
+            self.optimizer.step()
+
+        step()
+        synchronize()
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            step()
+            synchronize()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))

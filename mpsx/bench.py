@@ -1,0 +1,168 @@
+"""python -m mpsx.bench: encode overhead and training-step time, as ratios
+against PyTorch eager measured in the same run on the same machine.
+
+  python -m mpsx.bench [--device NAME] [--quick] [--skip-steps]
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import mpsx
+
+
+def median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        times.append(fn())
+    return statistics.median(times)
+
+
+def encode_overhead(device, repeats, per_batch):
+    """Seconds per encode of relu, convolution and convolution gradient on
+    1x4x4x4 images: many encodes, then one commit outside the timing."""
+    rng = np.random.default_rng(0)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 4, 4)).astype(np.float32))
+    relu = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    descriptor = mpsx.CNNConvolutionDescriptor(3, 3, 4, 4)
+    weights = mpsx.ConvolutionWeights(descriptor, rng.standard_normal(descriptor.weights_shape).astype(np.float32),
+                                      np.zeros(4, np.float32))
+    conv = mpsx.CNNConvolution(device, weights)
+    conv_gradient = mpsx.CNNConvolutionGradient(device, weights)
+    queue = device.command_queue
+
+    cb = queue.command_buffer()
+    result, state = conv.encode(cb, image, destination_state=True)
+    cb.commit()
+    cb.wait_until_completed()
+
+    def timed(encode_one):
+        def run():
+            cb = queue.command_buffer()
+            start = time.perf_counter()
+            for _ in range(per_batch):
+                encode_one(cb)
+            elapsed = time.perf_counter() - start
+            cb.commit()
+            cb.wait_until_completed()
+            return elapsed / per_batch
+        run()  # primitives built, pools warm
+        return median_time(run, repeats)
+
+    return {
+        "relu": timed(lambda cb: relu.encode(cb, image)),
+        "convolution": timed(lambda cb: conv.encode(cb, image)),
+        "convolution gradient": timed(lambda cb: conv_gradient.encode(cb, result, image, state)),
+    }
+
+
+def torch_device(device):
+    import torch
+    if device.backend == "cuda":
+        return torch.device("cuda:" + device.name.split(":")[1]), torch.cuda.synchronize
+    return torch.device("cpu"), lambda: None
+
+
+def torch_overhead(device, repeats, per_batch):
+    """Seconds per PyTorch eager call of the same three operations."""
+    import torch
+    import torch.nn.functional as F
+    where, synchronize = torch_device(device)
+    x = torch.randn(1, 4, 4, 4, device=where)
+    w = torch.randn(4, 4, 3, 3, device=where)
+    b = torch.zeros(4, device=where)
+    y = F.conv2d(x, w, b, padding=1)
+    dy = torch.randn_like(y)
+
+    def timed(op):
+        def run():
+            synchronize()
+            start = time.perf_counter()
+            for _ in range(per_batch):
+                op()
+            synchronize()
+            return (time.perf_counter() - start) / per_batch
+        run()
+        return median_time(run, repeats)
+
+    def conv_backward():
+        torch.ops.aten.convolution_backward(dy, x, w, [4], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                            [True, True, True])
+
+    with torch.no_grad():
+        return {
+            "relu": timed(lambda: F.relu(x)),
+            "convolution": timed(lambda: F.conv2d(x, w, b, padding=1)),
+            "convolution gradient": timed(conv_backward),
+        }
+
+
+def training_steps(device, batch_size, steps, with_torch):
+    """Milliseconds per training step of the reference CNN (benchmarks/), and
+    of the same model in PyTorch eager."""
+    from mpsx.benchmarks import reference_cnn
+    result = {}
+    model = reference_cnn.ReferenceCNN(device, batch_size)
+    images, labels = reference_cnn.random_batch(batch_size)
+    model.train_step(images, labels)  # primitives built, pools warm
+    model.wait()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        model.train_step(images, labels)
+        model.wait()
+        times.append(time.perf_counter() - start)
+    result["mpsx"] = statistics.median(times)
+    if with_torch:
+        torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, torch_device(device)[0])
+        result["torch"] = torch_model.time_steps(images, labels, steps)
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m mpsx.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, metal (default: the best present)")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--skip-steps", action="store_true", help="only measure encode overhead")
+    args = parser.parse_args(argv)
+
+    device = mpsx.Device(args.device)
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch = None
+        torch_version = None
+    print(f"mpsx {mpsx.__version__} on {device.name} ({device.backend})"
+          + (f"; PyTorch {torch_version}" if torch_version else "; PyTorch not installed"))
+    if torch is not None and device.backend == "cpu":
+        print(f"threads: torch {torch.get_num_threads()}")
+
+    repeats, per_batch = (7, 300) if args.quick else (21, 1000)
+    ours = encode_overhead(device, repeats, per_batch)
+    theirs = torch_overhead(device, repeats, per_batch // 10) if torch else {}
+    print("\nencode overhead per call, 1x4x4x4 (median; mpsx: encode only, PyTorch: eager call)")
+    print(f"  {'kernel':22} {'mpsx us':>9} {'torch us':>9} {'torch/mpsx':>11}")
+    for name, seconds in ours.items():
+        line = f"  {name:22} {seconds * 1e6:9.3f}"
+        if name in theirs:
+            line += f" {theirs[name] * 1e6:9.2f} {theirs[name] / seconds:10.1f}x"
+        print(line)
+
+    if args.skip_steps:
+        return
+    steps = 3 if args.quick else 7
+    print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms")
+    print(f"  {'batch':>5} {'mpsx ms':>9} {'torch ms':>9} {'torch/mpsx':>11}")
+    for batch_size in (32, 256):
+        r = training_steps(device, batch_size, steps, torch is not None)
+        line = f"  {batch_size:5d} {r['mpsx'] * 1e3:9.2f}"
+        if "torch" in r:
+            line += f" {r['torch'] * 1e3:9.2f} {r['torch'] / r['mpsx']:10.2f}x"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
