@@ -3,6 +3,7 @@ synchronization rules of host access."""
 
 import gc
 import pickle
+import sys
 import threading
 import time
 
@@ -99,7 +100,9 @@ def test_completed_handlers_run_on_completion_and_may_call_python(device, rng):
         cb.add_completed_handler(42)
 
 
-def test_handler_that_raises_does_not_fail_the_buffer(device, rng):
+def test_handler_that_raises_does_not_fail_the_buffer(device, rng, monkeypatch):
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: reported.append(args.exc_type))
     image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
     cb = device.command_queue.command_buffer()
     cb.add_completed_handler(lambda c: 1 / 0)
@@ -108,6 +111,7 @@ def test_handler_that_raises_does_not_fail_the_buffer(device, rng):
     cb.wait_until_completed()
     device.command_queue.wait_until_idle()
     assert cb.status == "completed"
+    assert reported == [ZeroDivisionError]
 
 
 def test_commit_order_and_encoding_while_running(device, rng):
