@@ -328,6 +328,36 @@ def test_convolution_states_match_formulas(device, rng, kind, o, in_place):
         assert optimizer.time_step == o.get("time_step", 0) + 3
 
 
+def test_convolution_state_adam_matches_torch(device):
+    # One encode updates weights and biases with one time step: torch.optim.Adam
+    # over the convolution's two parameters, stepped once per training step.
+    cb = device.command_queue.command_buffer()
+    d, conv, gradient, x, dy, w, b = shared_problem(device, cb)
+    adam = mpsx.NNOptimizerAdam(device, learning_rate=0.01)
+    parameters = [torch.nn.Parameter(torch.from_numpy(a.reshape(-1).copy())) for a in (w, b)]
+    reference = torch.optim.Adam(parameters, lr=0.01)
+    lists = {"input_momentum_vectors": [mpsx.Vector(device, w.size), mpsx.Vector(device, 4)],
+             "input_velocity_vectors": [mpsx.Vector(device, w.size), mpsx.Vector(device, 4)]}
+    weights = conv.export_weights_and_biases(cb)
+    for _ in range(3):
+        _, state = conv.encode(cb, x, destination_state=True)
+        gradient.encode(cb, dy, x, state)
+        adam.encode(cb, convolution_gradient_state=state, convolution_source_state=weights, result_state=weights,
+                    **lists)
+        conv.reload_weights_and_biases(cb, weights)
+        state.synchronize(cb)
+        weights.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        for p, g in zip(parameters, (state.gradient_for_weights, state.gradient_for_biases)):
+            p.grad = torch.from_numpy(g.to_numpy().reshape(-1).copy())
+        reference.step()
+        np.testing.assert_allclose(weights.weights.to_numpy(), parameters[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(weights.biases.to_numpy(), parameters[1].detach().numpy(), rtol=1e-5, atol=1e-6)
+        cb = device.command_queue.command_buffer()
+    assert adam.time_step == 3
+
+
 # ---------------------------------------------------------------- ConvolutionWeights(optimizer=...)
 
 def test_training_with_convolution_weights_matches_reference(device, rng):
@@ -507,6 +537,10 @@ def test_adam_time_step(device, rng):
     assert adam.time_step == 1
     cb.commit()
     cb.wait_until_completed()
+    for written in (v, m, s):  # every vector the update writes is marked written by the command buffer
+        with pytest.raises(mpsx.SynchronizationError, match="without synchronize"):
+            written.to_numpy()
+    g.to_numpy()
 
 
 # ---------------------------------------------------------------- bad input
