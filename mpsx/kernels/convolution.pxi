@@ -310,17 +310,33 @@ cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source
 # ---- native data source and states
 
 cdef class ConvolutionWeights:
-    """A convolution data source held natively: ConvolutionWeights(descriptor, weights, biases=None).
+    """A convolution data source held natively: ConvolutionWeights(descriptor, weights, biases=None,
+    optimizer=None, label=None).
 
     weights: OHWI array of descriptor.weights_shape; biases: [out] or None.
+    With an optimizer (an NNOptimizer) it trains itself on the optimizer's
+    device, all natively: conv.encode_weights_and_bias_update(cb, gradient_state)
+    encodes the optimizer from the weights the forward pass used into weights
+    the data source keeps on the device, with the optimizer's vectors
+    (momentum, velocity, sum of squares) it keeps there too, zero at first;
+    the convolution then reloads them, on the command buffer. Without bias
+    terms only the weights train. weights() and bias_terms() return the
+    latest values once the command buffer of the last update has completed;
+    before that they raise SynchronizationError (no synchronize call is
+    needed: the data source synchronizes its own weights). Give each
+    ConvolutionWeights its own NNOptimizerAdam: every update advances the
+    optimizer's time step.
     """
     cdef shared_ptr[CConvolutionWeights] native
+    cdef object _optimizer
 
-    def __init__(self, CNNConvolutionDescriptor descriptor not None, weights, biases=None, label=None):
+    def __init__(self, CNNConvolutionDescriptor descriptor not None, weights, biases=None, optimizer=None,
+                 label=None):
         cdef vector[float] w = np.ascontiguousarray(weights, dtype=np.float32).reshape(-1)
         cdef vector[float] b = np.ascontiguousarray(biases if biases is not None else [], dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.native = make_native[CConvolutionWeights](descriptor.desc, w, b, name)
+        self.native = make_native[CConvolutionWeights](descriptor.desc, w, b, name, optimizer_of(optimizer))
+        self._optimizer = optimizer
 
     def descriptor(self):
         return wrap_convolution_descriptor(self.native.get().descriptor())
@@ -346,11 +362,19 @@ cdef class ConvolutionWeights:
     def label(self):
         return self.native.get().label().decode() or None
 
+    @property
+    def optimizer(self):
+        """The NNOptimizer that trains the weights, or None."""
+        return self._optimizer
+
     def copy(self, device=None):
-        return ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), self.label())
+        """The current values, with a copy of the optimizer on device (its vectors start from zero)."""
+        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
+        return ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), optimizer, self.label())
 
     def __reduce__(self):
-        return (ConvolutionWeights, (self.descriptor(), self.weights(), self.bias_terms(), self.label()))
+        return (ConvolutionWeights, (self.descriptor(), self.weights(), self.bias_terms(), self._optimizer,
+                                     self.label()))
 
 
 cdef class CNNConvolutionWeightsAndBiasesState(State):

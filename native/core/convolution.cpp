@@ -148,8 +148,9 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
 }
 
 ConvolutionWeights::ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights,
-                                       std::vector<float> biases, std::string label)
-    : descriptor_(std::move(descriptor)), label_(std::move(label)) {
+                                       std::vector<float> biases, std::string label,
+                                       std::shared_ptr<NNOptimizer> optimizer)
+    : descriptor_(std::move(descriptor)), label_(std::move(label)), optimizer_(std::move(optimizer)) {
   descriptor_.validate();
   set_values(std::move(weights), std::move(biases));
 }
@@ -165,11 +166,60 @@ void ConvolutionWeights::set_values(std::vector<float> weights, std::vector<floa
                      biases.size());
   weights_ = std::move(weights);
   biases_ = std::move(biases);
+  trained_is_newer_ = false;
 }
 
-HostArray ConvolutionWeights::weights() { return HostArray{weights_.data(), weights_.size(), DataType::Float32, {}}; }
+void ConvolutionWeights::read_trained() {
+  if (!trained_is_newer_) return;
+  const char* what = "the weights of a ConvolutionWeights trained on the device";
+  trained_->weights()->read(weights_.data(), 0, weights_.size() * sizeof(float), what);
+  if (trained_->biases()) trained_->biases()->read(biases_.data(), 0, biases_.size() * sizeof(float), what);
+  trained_is_newer_ = false;
+}
 
-HostArray ConvolutionWeights::bias_terms() { return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}}; }
+const std::vector<float>& ConvolutionWeights::weight_values() {
+  read_trained();
+  return weights_;
+}
+
+const std::vector<float>& ConvolutionWeights::bias_values() {
+  read_trained();
+  return biases_;
+}
+
+HostArray ConvolutionWeights::weights() {
+  read_trained();
+  return HostArray{weights_.data(), weights_.size(), DataType::Float32, {}};
+}
+
+HostArray ConvolutionWeights::bias_terms() {
+  read_trained();
+  return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}};
+}
+
+std::shared_ptr<ConvolutionWeightsAndBiasesState> ConvolutionWeights::update_on_command_buffer(
+    CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+    const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) {
+  if (!trained_) {
+    // Every update writes all of it: without bias terms it has no biases
+    // and the optimizer's lists have the weights' vectors alone.
+    const std::shared_ptr<Device>& device = optimizer_->device_ptr();
+    std::vector<size_t> counts{weights_.size()};
+    std::shared_ptr<Buffer> biases;
+    if (!biases_.empty()) {
+      biases = std::make_shared<Buffer>(device, biases_.size() * sizeof(float));
+      counts.push_back(biases_.size());
+    }
+    trained_ = std::make_shared<ConvolutionWeightsAndBiasesState>(
+        std::make_shared<Buffer>(device, weights_.size() * sizeof(float)), std::move(biases));
+    optimizer_vectors_ = optimizer_->new_vector_lists(counts);
+  }
+  optimizer_->encode(command_buffer, gradient_state, source_state, optimizer_vectors_, trained_);
+  // So that host reads need no more than the command buffer's completion.
+  trained_->synchronize(command_buffer);
+  trained_is_newer_ = true;
+  return trained_;
+}
 
 // ---------------------------------------------------------------- states
 

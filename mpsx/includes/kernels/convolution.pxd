@@ -13,6 +13,7 @@ from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
+from mpsx.includes.kernels.optimizer cimport CNNOptimizer
 from mpsx.includes.state cimport CGradientState, CState
 from mpsx.includes.types cimport DataType
 
@@ -41,11 +42,11 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
 
     cdef cppclass CConvolutionWeights "mpsx::ConvolutionWeights"(CConvolutionDataSource):
         CConvolutionWeights(ConvolutionDescriptor descriptor, vector[float] weights, vector[float] biases,
-                            string label) except +raise_py_error
+                            string label, shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
         ConvolutionDescriptor descriptor()
         string label()
-        const vector[float]& weight_values()
-        const vector[float]& bias_values()
+        const vector[float]& weight_values() except +raise_py_error
+        const vector[float]& bias_values() except +raise_py_error
         void set_values(vector[float] weights, vector[float] biases) except +raise_py_error
 
     cdef cppclass CConvolutionWeightsAndBiasesState "mpsx::ConvolutionWeightsAndBiasesState"(CState):

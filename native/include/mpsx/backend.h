@@ -34,6 +34,8 @@ class LossPrimitive;
 struct LossDescriptor;
 class PoolingPrimitive;
 struct PoolingDescriptor;
+class OptimizerPrimitive;
+struct OptimizerConfiguration;
 
 class Backend {
  public:
@@ -58,6 +60,7 @@ class Backend {
   // Kernel families. Each returns a primitive built once per configuration;
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) = 0;
   virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
   virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
   virtual std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) = 0;

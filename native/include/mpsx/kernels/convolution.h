@@ -11,6 +11,7 @@
 #include "mpsx/buffer.h"
 #include "mpsx/kernel.h"
 #include "mpsx/kernels/neuron.h"
+#include "mpsx/kernels/optimizer.h"
 #include "mpsx/pool.h"
 
 namespace mpsx {
@@ -102,11 +103,18 @@ struct ConvolutionParameters {
 // the wrong size.
 ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source, const char* kernel);
 
-// A data source held natively: ConvolutionWeights(descriptor, weights, biases).
+// A data source held natively: ConvolutionWeights(descriptor, weights,
+// biases, optimizer). With an optimizer it trains itself on the device:
+// update_on_command_buffer encodes the optimizer from the weights the forward
+// pass used into weights it holds on the optimizer's device, with the
+// optimizer's vectors (momentum, ...) it keeps there, and returns them for the
+// kernel to reload. Its weights then are the device's: host reads of them
+// (weights(), weight_values(), ...) need the command buffer of the last update
+// to have completed, and raise SynchronizationError before.
 class ConvolutionWeights : public ConvolutionDataSource {
  public:
   ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights, std::vector<float> biases,
-                     std::string label);
+                     std::string label, std::shared_ptr<NNOptimizer> optimizer = nullptr);
   bool load() override { return true; }
   void purge() override {}
   ConvolutionDescriptor descriptor() override { return descriptor_; }
@@ -115,14 +123,27 @@ class ConvolutionWeights : public ConvolutionDataSource {
   HostArray bias_terms() override;
   std::string label() override { return label_; }
   // Host copies of what the source holds now.
-  const std::vector<float>& weight_values() const { return weights_; }
-  const std::vector<float>& bias_values() const { return biases_; }
+  const std::vector<float>& weight_values();
+  const std::vector<float>& bias_values();
   void set_values(std::vector<float> weights, std::vector<float> biases);
 
+  const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
+  bool supports_update_on_command_buffer() override { return optimizer_ != nullptr; }
+  std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+      const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override;
+
  private:
+  // Copies the trained weights to the host copies if an update wrote them since.
+  void read_trained();
+
   ConvolutionDescriptor descriptor_;
   std::vector<float> weights_, biases_;
   std::string label_;
+  std::shared_ptr<NNOptimizer> optimizer_;
+  std::shared_ptr<ConvolutionWeightsAndBiasesState> trained_;  // what the updates write
+  OptimizerVectorLists optimizer_vectors_;
+  bool trained_is_newer_ = false;
 };
 
 // MPSCNNConvolutionWeightsAndBiasesState: float32 OHWI weights and biases.

@@ -1,0 +1,468 @@
+# MPSNNOptimizer family (included by _kernels.pyx): the descriptor, stochastic
+# gradient descent, Adam and RMSProp, encoding updates of plain vectors and of
+# convolution states.
+
+from libc.float cimport FLT_MAX
+from libc.stdint cimport uint64_t
+
+from mpsx.includes.buffer cimport CVector
+from mpsx.includes.kernels.optimizer cimport (
+    CNNOptimizer, CNNOptimizerAdam, CNNOptimizerRMSProp, CNNOptimizerStochasticGradientDescent,
+    OptimizerDescriptor as COptimizerDescriptor, OptimizerVectorLists, OptimizerVectors,
+    RegularizationType as CRegularizationType)
+from mpsx._runtime cimport Vector
+
+__all__ += ["NNRegularizationType", "NNOptimizerDescriptor", "NNOptimizer", "NNOptimizerStochasticGradientDescent",
+            "NNOptimizerAdam", "NNOptimizerRMSProp"]
+
+
+class NNRegularizationType(enum.IntEnum):
+    """MPSNNRegularizationType: the regularization loss whose gradient joins the value's gradient."""
+    NONE = 0
+    L1 = 1  # adds regularization_scale * sign(value)
+    L2 = 2  # adds regularization_scale * value
+
+
+cdef class NNOptimizerDescriptor:
+    """MPSNNOptimizerDescriptor: the settings every optimizer shares.
+
+    NNOptimizerDescriptor(learning_rate=0.001, gradient_rescale=1.0, apply_gradient_clipping=False,
+    gradient_clip_max=FLT_MAX, gradient_clip_min=-FLT_MAX, regularization_type=NNRegularizationType.NONE,
+    regularization_scale=0.0). Before an update uses a gradient g it is
+    clipped to [gradient_clip_min, gradient_clip_max] when
+    apply_gradient_clipping (clipping comes before rescaling, as MPS says),
+    multiplied by gradient_rescale, then given the gradient of the
+    regularization loss at the value: regularization_scale * sign(value) for
+    L1, regularization_scale * value for L2 (torch's weight_decay).
+    """
+    cdef COptimizerDescriptor desc
+
+    def __init__(self, learning_rate=0.001, gradient_rescale=1.0, apply_gradient_clipping=False,
+                 gradient_clip_max=FLT_MAX, gradient_clip_min=-FLT_MAX,
+                 regularization_type=NNRegularizationType.NONE, regularization_scale=0.0):
+        self.desc.learning_rate = learning_rate
+        self.desc.gradient_rescale = gradient_rescale
+        self.desc.apply_gradient_clipping = apply_gradient_clipping
+        self.desc.gradient_clip_max = gradient_clip_max
+        self.desc.gradient_clip_min = gradient_clip_min
+        self.regularization_type = regularization_type
+        self.desc.regularization_scale = regularization_scale
+        self.desc.validate()
+
+    @property
+    def learning_rate(self):
+        return self.desc.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, float value):
+        self.desc.learning_rate = value
+
+    @property
+    def gradient_rescale(self):
+        return self.desc.gradient_rescale
+
+    @gradient_rescale.setter
+    def gradient_rescale(self, float value):
+        self.desc.gradient_rescale = value
+
+    @property
+    def apply_gradient_clipping(self):
+        return self.desc.apply_gradient_clipping
+
+    @apply_gradient_clipping.setter
+    def apply_gradient_clipping(self, bint value):
+        self.desc.apply_gradient_clipping = value
+
+    @property
+    def gradient_clip_max(self):
+        return self.desc.gradient_clip_max
+
+    @gradient_clip_max.setter
+    def gradient_clip_max(self, float value):
+        self.desc.gradient_clip_max = value
+
+    @property
+    def gradient_clip_min(self):
+        return self.desc.gradient_clip_min
+
+    @gradient_clip_min.setter
+    def gradient_clip_min(self, float value):
+        self.desc.gradient_clip_min = value
+
+    @property
+    def regularization_type(self):
+        return NNRegularizationType(<uint32_t>self.desc.regularization_type)
+
+    @regularization_type.setter
+    def regularization_type(self, value):
+        self.desc.regularization_type = <CRegularizationType><uint32_t>NNRegularizationType(value)
+
+    @property
+    def regularization_scale(self):
+        return self.desc.regularization_scale
+
+    @regularization_scale.setter
+    def regularization_scale(self, float value):
+        self.desc.regularization_scale = value
+
+    def __reduce__(self):
+        return (NNOptimizerDescriptor, (self.learning_rate, self.gradient_rescale, self.apply_gradient_clipping,
+                                        self.gradient_clip_max, self.gradient_clip_min, self.regularization_type,
+                                        self.regularization_scale))
+
+    def __eq__(self, other):
+        return isinstance(other, NNOptimizerDescriptor) and self.desc == (<NNOptimizerDescriptor>other).desc
+
+    def __repr__(self):
+        return (f"mpsx.NNOptimizerDescriptor(learning_rate={self.learning_rate}, "
+                f"gradient_rescale={self.gradient_rescale}, apply_gradient_clipping={self.apply_gradient_clipping}, "
+                f"gradient_clip_max={self.gradient_clip_max}, gradient_clip_min={self.gradient_clip_min}, "
+                f"regularization_type={self.regularization_type!r}, "
+                f"regularization_scale={self.regularization_scale})")
+
+
+cdef COptimizerDescriptor _optimizer_descriptor(object descriptor, object learning_rate) except *:
+    """The descriptor's settings (MPS's defaults without one); learning_rate, if given, replaces its rate."""
+    cdef COptimizerDescriptor d
+    if descriptor is not None:
+        if not isinstance(descriptor, NNOptimizerDescriptor):
+            raise TypeError(f"optimizer_descriptor must be an mpsx.NNOptimizerDescriptor, given "
+                            f"{type(descriptor).__name__}")
+        d = (<NNOptimizerDescriptor>descriptor).desc
+    if learning_rate is not None:
+        d.learning_rate = learning_rate
+    return d
+
+
+cdef shared_ptr[CVector] _vector_of(object vector, str name) except *:
+    cdef shared_ptr[CVector] none
+    if vector is None:
+        return none
+    if isinstance(vector, Vector):
+        return (<Vector>vector).c
+    raise TypeError(f"{name} must be an mpsx.Vector, given {type(vector).__name__}")
+
+
+cdef vector[shared_ptr[CVector]] _vector_list(object vectors, str name) except *:
+    cdef vector[shared_ptr[CVector]] out
+    if vectors is None:
+        return out
+    if not isinstance(vectors, (list, tuple)):
+        raise TypeError(f"{name} must be a list of mpsx.Vector ([weights, biases] or [weights]), given "
+                        f"{type(vectors).__name__}")
+    for i, item in enumerate(vectors):
+        if not isinstance(item, Vector):
+            raise TypeError(f"{name}[{i}] must be an mpsx.Vector, given {type(item).__name__}")
+        out.push_back((<Vector>item).c)
+    return out
+
+
+cdef shared_ptr[CState] _state_argument(object state, str name) except *:
+    cdef shared_ptr[CState] none
+    if state is None:
+        return none
+    if isinstance(state, State):
+        return (<State>state).c
+    raise TypeError(f"{name} must be an mpsx state, given {type(state).__name__}")
+
+
+cdef bint _state_form(bint vectors_given, bint states_given) except -1:
+    """True for the state form of encode, False for the vector form."""
+    if vectors_given and states_given:
+        raise TypeError("encode takes either vectors (input_gradient_vector, input_values_vector, ..., "
+                        "result_values_vector) or states (convolution_gradient_state, convolution_source_state, "
+                        "..., result_state), not both")
+    return states_given
+
+
+cdef shared_ptr[CNNOptimizer] optimizer_of(object optimizer) except *:
+    """The native optimizer of an NNOptimizer, or null for None."""
+    cdef shared_ptr[CNNOptimizer] none
+    if optimizer is None:
+        return none
+    if isinstance(optimizer, NNOptimizer):
+        return (<NNOptimizer>optimizer).c
+    raise TypeError(f"optimizer must be an mpsx.NNOptimizer (NNOptimizerStochasticGradientDescent, NNOptimizerAdam "
+                    f"or NNOptimizerRMSProp), given {type(optimizer).__name__}")
+
+
+cdef class NNOptimizer:
+    """MPSNNOptimizer: what every optimizer has. Use NNOptimizerStochasticGradientDescent,
+    NNOptimizerAdam or NNOptimizerRMSProp.
+
+    encode(...) records the update on the command buffer; it reads and
+    writes device memory only. Its written vectors and states follow the
+    buffer rules: synchronize(command_buffer) and completion before a host
+    read. The result may be the values themselves (in place). The state form
+    takes lists of vectors, [weights, biases] or [weights] alone (the biases
+    then stay as they are); without lists (SGD without momentum) the biases
+    are updated when result_state has a biases buffer.
+    """
+    cdef shared_ptr[CNNOptimizer] c
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use NNOptimizerStochasticGradientDescent, NNOptimizerAdam or NNOptimizerRMSProp")
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    @property
+    def learning_rate(self):
+        return self.c.get().descriptor().learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, float value):
+        self.c.get().set_learning_rate(value)
+
+    def set_learning_rate(self, float learning_rate):
+        """MPS -setLearningRate:; later encodes use it."""
+        self.c.get().set_learning_rate(learning_rate)
+
+    @property
+    def gradient_rescale(self):
+        return self.c.get().descriptor().gradient_rescale
+
+    @property
+    def apply_gradient_clipping(self):
+        return self.c.get().descriptor().apply_gradient_clipping
+
+    @apply_gradient_clipping.setter
+    def apply_gradient_clipping(self, bint value):
+        self.c.get().set_apply_gradient_clipping(value)
+
+    @property
+    def gradient_clip_max(self):
+        return self.c.get().descriptor().gradient_clip_max
+
+    @property
+    def gradient_clip_min(self):
+        return self.c.get().descriptor().gradient_clip_min
+
+    @property
+    def regularization_type(self):
+        return NNRegularizationType(<uint32_t>self.c.get().descriptor().regularization_type)
+
+    @property
+    def regularization_scale(self):
+        return self.c.get().descriptor().regularization_scale
+
+    @property
+    def optimizer_descriptor(self):
+        """A copy of the settings, as an NNOptimizerDescriptor."""
+        cdef NNOptimizerDescriptor d = NNOptimizerDescriptor.__new__(NNOptimizerDescriptor)
+        d.desc = self.c.get().descriptor()
+        return d
+
+    @property
+    def label(self):
+        return self.c.get().label.decode()
+
+    @label.setter
+    def label(self, value):
+        self.c.get().label = str(value).encode()
+
+    def copy(self, device=None):
+        """A new optimizer with these settings (Adam's time step included) on device (default: this one's)."""
+        make, arguments = self.__reduce__()
+        return make(self.device if device is None else device, *arguments[1:])
+
+    cdef _encode_vectors(self, CommandBuffer command_buffer, gradient, values, const OptimizerVectors& vectors,
+                         result):
+        self.c.get().encode(command_buffer.c.get()[0], _vector_of(gradient, "input_gradient_vector"),
+                            _vector_of(values, "input_values_vector"), vectors,
+                            _vector_of(result, "result_values_vector"))
+
+    cdef _encode_states(self, CommandBuffer command_buffer, gradient_state, source_state,
+                        const OptimizerVectorLists& lists, result_state):
+        self.c.get().encode(command_buffer.c.get()[0],
+                            _state_argument(gradient_state, "convolution_gradient_state"),
+                            _state_argument(source_state, "convolution_source_state"), lists,
+                            _state_argument(result_state, "result_state"))
+
+    def __repr__(self):
+        return f"<mpsx.{type(self).__name__} learning_rate={self.learning_rate} on {self.device.name}>"
+
+
+cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
+    """MPSNNOptimizerStochasticGradientDescent(device, learning_rate=None, momentum_scale=0.0,
+    use_nesterov_momentum=False, optimizer_descriptor=None).
+
+    learning_rate, if given, replaces the descriptor's. With g the prepared
+    gradient (see NNOptimizerDescriptor):
+      no momentum vector:  value -= learning_rate * g
+      momentum:            m = momentum_scale * m + learning_rate * g;  value -= m
+      Nesterov:            m = momentum_scale * m + g;  value -= learning_rate * (g + momentum_scale * m)
+    Unlike torch.optim.SGD, whose buffer is momentum * buf + g with the step
+    learning_rate * buf, MPS's momentum holds the learning rate: the two agree
+    while the rate stays fixed and differ after it changes. Nesterov agrees
+    with torch's nesterov=True.
+    """
+
+    def __init__(self, Device device not None, learning_rate=None, float momentum_scale=0.0,
+                 bint use_nesterov_momentum=False, optimizer_descriptor=None):
+        self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerStochasticGradientDescent](
+            device.c, momentum_scale, use_nesterov_momentum, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+
+    cdef CNNOptimizerStochasticGradientDescent* _sgd(self):
+        return <CNNOptimizerStochasticGradientDescent*>self.c.get()
+
+    @property
+    def momentum_scale(self):
+        return self._sgd().momentum_scale()
+
+    @property
+    def use_nesterov_momentum(self):
+        return self._sgd().use_nesterov_momentum()
+
+    def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
+               input_momentum_vector=None, result_values_vector=None, *, convolution_gradient_state=None,
+               convolution_source_state=None, input_momentum_vectors=None, result_state=None):
+        """Encodes one update: of result_values_vector from input_values_vector and
+        input_gradient_vector, or of result_state from convolution_source_state and
+        convolution_gradient_state (input_momentum_vectors: [weights, biases] or [weights]).
+        The momentum vectors are optional (updated and overwritten)."""
+        cdef OptimizerVectors vectors
+        cdef OptimizerVectorLists lists
+        if _state_form(input_gradient_vector is not None or input_values_vector is not None or
+                       input_momentum_vector is not None or result_values_vector is not None,
+                       convolution_gradient_state is not None or convolution_source_state is not None or
+                       input_momentum_vectors is not None or result_state is not None):
+            lists.momentum = _vector_list(input_momentum_vectors, "input_momentum_vectors")
+            self._encode_states(command_buffer, convolution_gradient_state, convolution_source_state, lists,
+                                result_state)
+        else:
+            vectors.momentum = _vector_of(input_momentum_vector, "input_momentum_vector")
+            self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
+                                 result_values_vector)
+
+    def __reduce__(self):
+        return (NNOptimizerStochasticGradientDescent,
+                (self.device, None, self.momentum_scale, self.use_nesterov_momentum, self.optimizer_descriptor))
+
+
+cdef class NNOptimizerAdam(NNOptimizer):
+    """MPSNNOptimizerAdam(device, learning_rate=None, beta1=0.9, beta2=0.999, epsilon=1e-8,
+    time_step=0, optimizer_descriptor=None).
+
+    Every encode is one update and advances time_step first, as MPS's:
+      t = t + 1;  lr[t] = learning_rate * sqrt(1 - beta2^t) / (1 - beta1^t)
+      m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
+      value -= lr[t] * m / (sqrt(v) + epsilon)
+    with maximum_velocity_vector(s) (AMSGrad): maxv = max(maxv, v) replaces v
+    in the last line. The weights and biases of one state encode share one
+    step. So a training step matches torch.optim.Adam (and amsgrad=True) when
+    each parameter set (a convolution's state, a vector) has its own
+    optimizer; one optimizer shared by several layers advances once per layer.
+    MPS adds epsilon to sqrt(v) before the bias correction (the paper's
+    epsilon-hat), torch after it: torch's step is MPS's with epsilon replaced
+    by epsilon * sqrt(1 - beta2^t).
+    """
+
+    def __init__(self, Device device not None, learning_rate=None, double beta1=0.9, double beta2=0.999,
+                 float epsilon=1e-8, uint64_t time_step=0, optimizer_descriptor=None):
+        self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerAdam](
+            device.c, beta1, beta2, epsilon, time_step, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+
+    cdef CNNOptimizerAdam* _adam(self):
+        return <CNNOptimizerAdam*>self.c.get()
+
+    @property
+    def beta1(self):
+        return self._adam().beta1()
+
+    @property
+    def beta2(self):
+        return self._adam().beta2()
+
+    @property
+    def epsilon(self):
+        return self._adam().epsilon()
+
+    @property
+    def time_step(self):
+        """The number of updates encoded so far; the next encode uses time_step + 1."""
+        return self._adam().time_step
+
+    @time_step.setter
+    def time_step(self, uint64_t value):
+        self._adam().time_step = value
+
+    def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
+               input_momentum_vector=None, input_velocity_vector=None, result_values_vector=None, *,
+               maximum_velocity_vector=None, convolution_gradient_state=None, convolution_source_state=None,
+               input_momentum_vectors=None, input_velocity_vectors=None, maximum_velocity_vectors=None,
+               result_state=None):
+        """Encodes one update: of result_values_vector from input_values_vector and
+        input_gradient_vector, or of result_state from convolution_source_state and
+        convolution_gradient_state (vector lists: [weights, biases] or [weights]).
+        Momentum and velocity are required, maximum velocity (AMSGrad) optional;
+        all are updated and overwritten."""
+        cdef OptimizerVectors vectors
+        cdef OptimizerVectorLists lists
+        if _state_form(input_gradient_vector is not None or input_values_vector is not None or
+                       input_momentum_vector is not None or input_velocity_vector is not None or
+                       maximum_velocity_vector is not None or result_values_vector is not None,
+                       convolution_gradient_state is not None or convolution_source_state is not None or
+                       input_momentum_vectors is not None or input_velocity_vectors is not None or
+                       maximum_velocity_vectors is not None or result_state is not None):
+            lists.momentum = _vector_list(input_momentum_vectors, "input_momentum_vectors")
+            lists.velocity = _vector_list(input_velocity_vectors, "input_velocity_vectors")
+            lists.maximum_velocity = _vector_list(maximum_velocity_vectors, "maximum_velocity_vectors")
+            self._encode_states(command_buffer, convolution_gradient_state, convolution_source_state, lists,
+                                result_state)
+        else:
+            vectors.momentum = _vector_of(input_momentum_vector, "input_momentum_vector")
+            vectors.velocity = _vector_of(input_velocity_vector, "input_velocity_vector")
+            vectors.maximum_velocity = _vector_of(maximum_velocity_vector, "maximum_velocity_vector")
+            self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
+                                 result_values_vector)
+
+    def __reduce__(self):
+        return (NNOptimizerAdam, (self.device, None, self.beta1, self.beta2, self.epsilon, self.time_step,
+                                  self.optimizer_descriptor))
+
+
+cdef class NNOptimizerRMSProp(NNOptimizer):
+    """MPSNNOptimizerRMSProp(device, learning_rate=None, decay=0.9, epsilon=1e-8, optimizer_descriptor=None).
+
+      s = decay * s + (1 - decay) * g^2;  value -= learning_rate * g / (sqrt(s) + epsilon)
+    which is torch.optim.RMSprop with alpha=decay (not centered, no momentum).
+    """
+
+    def __init__(self, Device device not None, learning_rate=None, double decay=0.9, float epsilon=1e-8,
+                 optimizer_descriptor=None):
+        self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerRMSProp](
+            device.c, decay, epsilon, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+
+    @property
+    def decay(self):
+        return (<CNNOptimizerRMSProp*>self.c.get()).decay()
+
+    @property
+    def epsilon(self):
+        return (<CNNOptimizerRMSProp*>self.c.get()).epsilon()
+
+    def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
+               input_sum_of_squares_vector=None, result_values_vector=None, *, convolution_gradient_state=None,
+               convolution_source_state=None, input_sum_of_squares_vectors=None, result_state=None):
+        """Encodes one update: of result_values_vector from input_values_vector and
+        input_gradient_vector, or of result_state from convolution_source_state and
+        convolution_gradient_state (input_sum_of_squares_vectors: [weights, biases] or
+        [weights]). The sum of squares is required (updated and overwritten)."""
+        cdef OptimizerVectors vectors
+        cdef OptimizerVectorLists lists
+        if _state_form(input_gradient_vector is not None or input_values_vector is not None or
+                       input_sum_of_squares_vector is not None or result_values_vector is not None,
+                       convolution_gradient_state is not None or convolution_source_state is not None or
+                       input_sum_of_squares_vectors is not None or result_state is not None):
+            lists.sum_of_squares = _vector_list(input_sum_of_squares_vectors, "input_sum_of_squares_vectors")
+            self._encode_states(command_buffer, convolution_gradient_state, convolution_source_state, lists,
+                                result_state)
+        else:
+            vectors.sum_of_squares = _vector_of(input_sum_of_squares_vector, "input_sum_of_squares_vector")
+            self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
+                                 result_values_vector)
+
+    def __reduce__(self):
+        return (NNOptimizerRMSProp, (self.device, None, self.decay, self.epsilon, self.optimizer_descriptor))

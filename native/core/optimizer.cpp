@@ -1,0 +1,376 @@
+#include "mpsx/kernels/optimizer.h"
+
+#include <array>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+#include "mpsx/kernels/convolution.h"
+
+namespace mpsx {
+
+void OptimizerDescriptor::validate() const {
+  if (regularization_type >= RegularizationType::Count)
+    fail<ArgumentError>("unknown regularization type ", static_cast<uint32_t>(regularization_type), "; expected 0 to ",
+                        static_cast<uint32_t>(RegularizationType::Count) - 1);
+  if (gradient_clip_min > gradient_clip_max)
+    fail<ArgumentError>("gradient_clip_min (", gradient_clip_min, ") is above gradient_clip_max (", gradient_clip_max,
+                        ")");
+}
+
+// A kind of vector an optimizer keeps, as the single and list arguments name it.
+struct NNOptimizer::Role {
+  std::shared_ptr<Vector> OptimizerVectors::*vector;
+  std::vector<std::shared_ptr<Vector>> OptimizerVectorLists::*list;
+  Span Parameter::*span;
+  VectorUse VectorUses::*use;
+  const char* name;  // the list argument adds "s"
+};
+
+const NNOptimizer::Role NNOptimizer::kRoles[4] = {
+    {&OptimizerVectors::momentum, &OptimizerVectorLists::momentum, &Parameter::momentum, &VectorUses::momentum,
+     "input_momentum_vector"},
+    {&OptimizerVectors::velocity, &OptimizerVectorLists::velocity, &Parameter::velocity, &VectorUses::velocity,
+     "input_velocity_vector"},
+    {&OptimizerVectors::maximum_velocity, &OptimizerVectorLists::maximum_velocity, &Parameter::maximum_velocity,
+     &VectorUses::maximum_velocity, "maximum_velocity_vector"},
+    {&OptimizerVectors::sum_of_squares, &OptimizerVectorLists::sum_of_squares, &Parameter::sum_of_squares,
+     &VectorUses::sum_of_squares, "input_sum_of_squares_vector"},
+};
+
+namespace {
+
+std::string item_name(const char* name, int index) {
+  return index < 0 ? std::string(name) : detail::concat(name, "s[", index, "]");
+}
+
+template <class S>
+S& state_of(const char* optimizer, const std::shared_ptr<State>& state, const char* name, const char* expected,
+            const Device& device) {
+  if (!state) fail<TypeMismatchError>(optimizer, ": expected an ", expected, " as ", name, ", given None");
+  auto* s = dynamic_cast<S*>(state.get());
+  if (!s)
+    fail<TypeMismatchError>(optimizer, ": expected an ", expected, " as ", name, ", given an ", state->class_name());
+  if (&s->device() != &device)
+    fail<DeviceMismatchError>(optimizer, ": ", name, " is on device ", s->device().name(), ", the optimizer on device ",
+                              device.name());
+  return *s;
+}
+
+}  // namespace
+
+NNOptimizer::NNOptimizer(std::shared_ptr<Device> device, const OptimizerDescriptor& descriptor)
+    : device_(std::move(device)), descriptor_(descriptor) {
+  if (!device_) fail<TypeMismatchError>("an optimizer needs a device, given None");
+  descriptor_.validate();
+}
+
+NNOptimizer::~NNOptimizer() = default;
+
+NNOptimizer::VectorUses NNOptimizer::kept_vectors() const {
+  VectorUses uses = vector_uses();
+  for (const Role& role : kRoles)
+    if (uses.*role.use == VectorUse::Optional) uses.*role.use = VectorUse::Unused;
+  return uses;
+}
+
+OptimizerScalars NNOptimizer::next_scalars() {
+  OptimizerScalars s;
+  s.learning_rate = descriptor_.learning_rate;
+  s.gradient_rescale = descriptor_.gradient_rescale;
+  s.gradient_clip_min = descriptor_.gradient_clip_min;
+  s.gradient_clip_max = descriptor_.gradient_clip_max;
+  s.regularization_scale = descriptor_.regularization_scale;
+  return s;
+}
+
+void NNOptimizer::check_command_buffer(const CommandBuffer& command_buffer) const {
+  command_buffer.check_encodable();
+  if (&command_buffer.device() != device_.get())
+    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
+                              ", the optimizer on device ", device_->name());
+}
+
+NNOptimizer::Span NNOptimizer::span_of(const std::shared_ptr<Vector>& vector, const char* name, int index,
+                                       size_t count, DataType type, const char* against) const {
+  if (!vector) fail<TypeMismatchError>(class_name(), ": expected ", item_name(name, index), ", given None");
+  if (&vector->device() != device_.get())
+    fail<DeviceMismatchError>(class_name(), ": ", item_name(name, index), " is on device ", vector->device().name(),
+                              ", the optimizer on device ", device_->name());
+  if (vector->data_type() != type)
+    fail<TypeMismatchError>(class_name(), ": ", item_name(name, index), " is ", name_of(vector->data_type()),
+                            "; expected ", name_of(type), ", as ", against);
+  if (vector->length() != count)
+    fail<ShapeError>(class_name(), ": ", item_name(name, index), " has ", vector->length(), " values; expected ", count,
+                     ", as ", against);
+  return Span{vector->buffer(), 0};
+}
+
+size_t NNOptimizer::assign_lists(const OptimizerVectorLists& lists, Parameter* parameters, const char* const* what,
+                                 size_t without_lists) const {
+  const VectorUses uses = vector_uses();
+  size_t count = 0;
+  const char* first = nullptr;
+  for (const Role& role : kRoles) {
+    const auto& list = lists.*role.list;
+    if (list.empty()) {
+      if (uses.*role.use == VectorUse::Required)
+        fail<TypeMismatchError>(class_name(), ": expected ", role.name, "s, given None");
+      continue;
+    }
+    if (uses.*role.use == VectorUse::Unused) fail<ArgumentError>(class_name(), " does not use ", role.name, "s");
+    if (list.size() > kMaxParameters)
+      fail<ArgumentError>(class_name(), ": ", role.name, "s has ", list.size(), " vectors; expected 1 (for ", what[0],
+                          ") or 2 (for ", what[0], " and ", what[1], ")");
+    if (!first) {
+      first = role.name;
+      count = list.size();
+    } else if (list.size() != count) {
+      fail<ArgumentError>(class_name(), ": ", role.name, "s has ", list.size(), " vector(s), ", first, "s ", count,
+                          "; give each as many");
+    }
+    for (size_t i = 0; i < list.size(); ++i)
+      parameters[i].*role.span =
+          span_of(list[i], role.name, static_cast<int>(i), parameters[i].count, parameters[i].type, what[i]);
+  }
+  return first ? count : without_lists;
+}
+
+void NNOptimizer::check_overlaps(const Parameter& p, const char* const* operands, bool lists) const {
+  const Span* spans[] = {&p.gradient, &p.values, &p.result, &p.momentum, &p.velocity, &p.maximum_velocity,
+                         &p.sum_of_squares};
+  const size_t bytes = p.count * size_of(p.type);
+  auto name = [&](size_t i) {
+    return i < 3 ? std::string(operands[i]) : detail::concat(kRoles[i - 3].name, lists ? "s" : "");
+  };
+  for (size_t i = 0; i < 7; ++i)
+    for (size_t j = i + 1; j < 7; ++j) {
+      const Span &a = *spans[i], &b = *spans[j];
+      if (!a.buffer || a.buffer != b.buffer || a.offset >= b.offset + bytes || b.offset >= a.offset + bytes) continue;
+      // Updates are elementwise: the result may lie exactly over what is
+      // read (in place); the optimizer's own vectors need memory of their own.
+      if (j < 3 && (j != 2 || a.offset == b.offset)) continue;
+      fail<ArgumentError>(class_name(), ": ", name(i), " and ", name(j),
+                          " share memory; only the result may be the values themselves (in place)");
+    }
+}
+
+void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* parameters, size_t count) {
+  OptimizerConfiguration c = configuration();
+  c.regularization_type = descriptor_.regularization_type;
+  c.gradient_clipping = descriptor_.apply_gradient_clipping;
+  c.momentum = parameters[0].momentum.buffer != nullptr;
+  c.maximum_velocity = parameters[0].maximum_velocity.buffer != nullptr;
+  c.data_type = parameters[0].type;
+  const auto& primitive = primitives_.get(
+      c, [&] { return std::shared_ptr<OptimizerPrimitive>(device_->backend().make_optimizer(c)); });
+  const OptimizerScalars scalars = next_scalars();
+  std::array<Parameter, kMaxParameters> updated;
+  for (size_t i = 0; i < count; ++i) updated[i] = parameters[i];
+  command_buffer.record([primitive, scalars, updated = std::move(updated), count](ExecutionContext& context) {
+    auto at = [](const Span& s) -> void* {
+      return s.buffer ? static_cast<char*>(s.buffer->data()) + s.offset : nullptr;
+    };
+    for (size_t i = 0; i < count; ++i) {
+      const Parameter& p = updated[i];
+      OptimizerArrays a;
+      a.gradient = at(p.gradient);
+      a.values = at(p.values);
+      a.result = at(p.result);
+      a.momentum = at(p.momentum);
+      a.velocity = at(p.velocity);
+      a.maximum_velocity = at(p.maximum_velocity);
+      a.sum_of_squares = at(p.sum_of_squares);
+      a.count = p.count;
+      primitive->update(context, scalars, a);
+    }
+  });
+  for (size_t i = 0; i < count; ++i) {
+    const Parameter& p = parameters[i];
+    for (const Span* written : {&p.result, &p.momentum, &p.velocity, &p.maximum_velocity, &p.sum_of_squares})
+      if (written->buffer) written->buffer->will_write(command_buffer);
+  }
+}
+
+void NNOptimizer::encode(CommandBuffer& command_buffer, const std::shared_ptr<Vector>& gradient,
+                         const std::shared_ptr<Vector>& values, const OptimizerVectors& vectors,
+                         const std::shared_ptr<Vector>& result) {
+  check_command_buffer(command_buffer);
+  if (!gradient) fail<TypeMismatchError>(class_name(), ": expected input_gradient_vector, given None");
+  if (!values) fail<TypeMismatchError>(class_name(), ": expected input_values_vector, given None");
+  Parameter p;
+  p.count = values->length();
+  p.type = values->data_type();
+  if (p.type != DataType::Float32 && p.type != DataType::Float16)
+    fail<TypeMismatchError>(class_name(), ": input_values_vector is ", name_of(p.type),
+                            "; optimizers update float32 or float16 values");
+  const char* against = "input_values_vector";
+  p.values = span_of(values, against, -1, p.count, p.type, against);
+  p.gradient = span_of(gradient, "input_gradient_vector", -1, p.count, p.type, against);
+  p.result = span_of(result, "result_values_vector", -1, p.count, p.type, against);
+  const VectorUses uses = vector_uses();
+  for (const Role& role : kRoles) {
+    const std::shared_ptr<Vector>& v = vectors.*role.vector;
+    if (!v) {
+      if (uses.*role.use == VectorUse::Required)
+        fail<TypeMismatchError>(class_name(), ": expected ", role.name, ", given None");
+      continue;
+    }
+    if (uses.*role.use == VectorUse::Unused) fail<ArgumentError>(class_name(), " does not use ", role.name);
+    p.*role.span = span_of(v, role.name, -1, p.count, p.type, against);
+  }
+  static const char* const operands[] = {"input_gradient_vector", "input_values_vector", "result_values_vector"};
+  check_overlaps(p, operands, false);
+  record(command_buffer, &p, 1);
+}
+
+void NNOptimizer::encode(CommandBuffer& command_buffer, const std::shared_ptr<State>& convolution_gradient_state,
+                         const std::shared_ptr<State>& convolution_source_state, const OptimizerVectorLists& vectors,
+                         const std::shared_ptr<State>& result_state) {
+  check_command_buffer(command_buffer);
+  const char* weights_state = "MPSCNNConvolutionWeightsAndBiasesState";
+  auto& gradient = state_of<ConvolutionGradientState>(class_name(), convolution_gradient_state,
+                                                      "convolution_gradient_state", "MPSCNNConvolutionGradientState",
+                                                      *device_);
+  auto& source = state_of<ConvolutionWeightsAndBiasesState>(class_name(), convolution_source_state,
+                                                            "convolution_source_state", weights_state, *device_);
+  auto& result = state_of<ConvolutionWeightsAndBiasesState>(class_name(), result_state, "result_state",
+                                                            weights_state, *device_);
+  if (!gradient.encoded)
+    fail<StateError>(class_name(), ": the convolution_gradient_state was not produced by a forward encode");
+  const ConvolutionDescriptor& d = gradient.convolution()->descriptor();
+  source.check_fits(d, class_name());
+  result.check_fits(d, class_name());
+
+  Parameter p[kMaxParameters];
+  p[0].gradient = {gradient.gradient_for_weights(), 0};
+  p[0].values = {source.weights(), source.weights_offset()};
+  p[0].result = {result.weights(), result.weights_offset()};
+  p[0].count = d.weight_count();
+  p[1].gradient = {gradient.gradient_for_biases(), 0};
+  p[1].values = {source.biases(), source.biases_offset()};
+  p[1].result = {result.biases(), result.biases_offset()};
+  p[1].count = static_cast<size_t>(d.output_feature_channels);
+  static const char* const what[] = {"the weights", "the biases"};
+  size_t count = assign_lists(vectors, p, what, result.biases() ? 2 : 1);
+  if (count == 2 && !(source.biases() && result.biases()))
+    fail<ShapeError>(class_name(), ": ", source.biases() ? "result_state" : "convolution_source_state",
+                     " has no biases buffer, but the biases are to be updated (lists of two vectors, or a "
+                     "result_state with biases)");
+  static const char* const operands[] = {"convolution_gradient_state", "convolution_source_state", "result_state"};
+  for (size_t i = 0; i < count; ++i) check_overlaps(p[i], operands, true);
+  record(command_buffer, p, count);
+}
+
+OptimizerVectorLists NNOptimizer::new_vector_lists(const std::vector<size_t>& counts) const {
+  OptimizerVectorLists lists;
+  const VectorUses kept = kept_vectors();
+  for (const Role& role : kRoles) {
+    if (kept.*role.use == VectorUse::Unused) continue;
+    for (size_t count : counts) {
+      auto vector = std::make_shared<Vector>(device_, count, DataType::Float32);
+      vector->buffer()->fill_zero();
+      (lists.*role.list).push_back(std::move(vector));
+    }
+  }
+  return lists;
+}
+
+// ---------------------------------------------------------------- SGD
+
+NNOptimizerStochasticGradientDescent::NNOptimizerStochasticGradientDescent(std::shared_ptr<Device> device,
+                                                                           float momentum_scale,
+                                                                           bool use_nesterov_momentum,
+                                                                           const OptimizerDescriptor& descriptor)
+    : NNOptimizer(std::move(device), descriptor),
+      momentum_scale_(momentum_scale),
+      use_nesterov_momentum_(use_nesterov_momentum) {}
+
+NNOptimizer::VectorUses NNOptimizerStochasticGradientDescent::vector_uses() const {
+  return {VectorUse::Optional, VectorUse::Unused, VectorUse::Unused, VectorUse::Unused};
+}
+
+NNOptimizer::VectorUses NNOptimizerStochasticGradientDescent::kept_vectors() const {
+  // Without a momentum scale the momentum update is the plain one.
+  return {momentum_scale_ != 0 ? VectorUse::Required : VectorUse::Unused, VectorUse::Unused, VectorUse::Unused,
+          VectorUse::Unused};
+}
+
+OptimizerConfiguration NNOptimizerStochasticGradientDescent::configuration() const {
+  OptimizerConfiguration c;
+  c.kind = OptimizerKind::StochasticGradientDescent;
+  c.nesterov = use_nesterov_momentum_;
+  return c;
+}
+
+OptimizerScalars NNOptimizerStochasticGradientDescent::next_scalars() {
+  OptimizerScalars s = NNOptimizer::next_scalars();
+  s.momentum_scale = momentum_scale_;
+  return s;
+}
+
+// ---------------------------------------------------------------- Adam
+
+NNOptimizerAdam::NNOptimizerAdam(std::shared_ptr<Device> device, double beta1, double beta2, float epsilon,
+                                 uint64_t time_step, const OptimizerDescriptor& descriptor)
+    : NNOptimizer(std::move(device), descriptor), time_step(time_step), beta1_(beta1), beta2_(beta2),
+      epsilon_(epsilon) {
+  // 1 - beta^t divides the learning rate.
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    fail<ArgumentError>(class_name(), ": beta1 and beta2 must lie in [0, 1); given ", beta1, " and ", beta2);
+}
+
+NNOptimizer::VectorUses NNOptimizerAdam::vector_uses() const {
+  return {VectorUse::Required, VectorUse::Required, VectorUse::Optional, VectorUse::Unused};
+}
+
+OptimizerConfiguration NNOptimizerAdam::configuration() const {
+  OptimizerConfiguration c;
+  c.kind = OptimizerKind::Adam;
+  return c;
+}
+
+OptimizerScalars NNOptimizerAdam::next_scalars() {
+  OptimizerScalars s = NNOptimizer::next_scalars();
+  const double t = static_cast<double>(++time_step);
+  s.learning_rate = static_cast<float>(descriptor().learning_rate * std::sqrt(1.0 - std::pow(beta2_, t)) /
+                                       (1.0 - std::pow(beta1_, t)));
+  s.beta1 = static_cast<float>(beta1_);
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1_);
+  s.beta2 = static_cast<float>(beta2_);
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2_);
+  s.epsilon = epsilon_;
+  return s;
+}
+
+// ---------------------------------------------------------------- RMSProp
+
+NNOptimizerRMSProp::NNOptimizerRMSProp(std::shared_ptr<Device> device, double decay, float epsilon,
+                                       const OptimizerDescriptor& descriptor)
+    : NNOptimizer(std::move(device), descriptor), decay_(decay), epsilon_(epsilon) {
+  if (!(decay >= 0 && decay <= 1)) fail<ArgumentError>(class_name(), ": decay must lie in [0, 1]; given ", decay);
+}
+
+NNOptimizer::VectorUses NNOptimizerRMSProp::vector_uses() const {
+  return {VectorUse::Unused, VectorUse::Unused, VectorUse::Unused, VectorUse::Required};
+}
+
+OptimizerConfiguration NNOptimizerRMSProp::configuration() const {
+  OptimizerConfiguration c;
+  c.kind = OptimizerKind::RMSProp;
+  return c;
+}
+
+OptimizerScalars NNOptimizerRMSProp::next_scalars() {
+  OptimizerScalars s = NNOptimizer::next_scalars();
+  s.decay = static_cast<float>(decay_);
+  s.one_minus_decay = static_cast<float>(1.0 - decay_);
+  s.epsilon = epsilon_;
+  return s;
+}
+
+}  // namespace mpsx

@@ -1,0 +1,277 @@
+// MPSNNOptimizer and its kinds (stochastic gradient descent, Adam, RMSProp),
+// MPSNNOptimizerDescriptor and MPSNNRegularizationType: updates of trainable
+// values encoded on a command buffer, from plain vectors or from the states
+// of the convolution family.
+#pragma once
+
+#include <cfloat>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsx/buffer.h"
+#include "mpsx/kernel.h"
+#include "mpsx/state.h"
+
+namespace mpsx {
+
+class CommandBuffer;
+class Device;
+class ExecutionContext;
+
+// MPSNNRegularizationType, same values.
+enum class RegularizationType : uint32_t { None = 0, L1 = 1, L2 = 2, Count };
+
+// MPSNNOptimizerDescriptor, with MPS's defaults. Clipping is off until
+// apply_gradient_clipping; its bounds default to the whole float range.
+struct OptimizerDescriptor {
+  float learning_rate = 0.001f;
+  float gradient_rescale = 1.0f;
+  bool apply_gradient_clipping = false;
+  float gradient_clip_max = FLT_MAX;
+  float gradient_clip_min = -FLT_MAX;
+  float regularization_scale = 0.0f;
+  RegularizationType regularization_type = RegularizationType::None;
+
+  // Throws ArgumentError for an unknown regularization type or clip bounds
+  // with gradient_clip_min > gradient_clip_max.
+  void validate() const;
+  bool operator==(const OptimizerDescriptor& o) const {
+    return learning_rate == o.learning_rate && gradient_rescale == o.gradient_rescale &&
+           apply_gradient_clipping == o.apply_gradient_clipping && gradient_clip_max == o.gradient_clip_max &&
+           gradient_clip_min == o.gradient_clip_min && regularization_scale == o.regularization_scale &&
+           regularization_type == o.regularization_type;
+  }
+};
+
+// The vectors an optimizer keeps for one array of values, updated and
+// overwritten by every encode: SGD's momentum (optional), Adam's momentum,
+// velocity and, for its AMSGrad variant, maximum velocity, RMSProp's sum of
+// squares. Null where not given.
+struct OptimizerVectors {
+  std::shared_ptr<Vector> momentum, velocity, maximum_velocity, sum_of_squares;
+};
+
+// The same for the arrays of a state, MPS's NSArray arguments: item 0 is for
+// the weights (gamma), item 1 for the biases (beta); lists of one item update
+// the weights alone. Empty where not given.
+struct OptimizerVectorLists {
+  std::vector<std::shared_ptr<Vector>> momentum, velocity, maximum_velocity, sum_of_squares;
+};
+
+enum class OptimizerKind : uint32_t { StochasticGradientDescent, Adam, RMSProp };
+
+// What a backend builds one primitive for: the update's form, fixed per
+// optimizer or per the vectors an encode passes.
+struct OptimizerConfiguration {
+  OptimizerKind kind = OptimizerKind::StochasticGradientDescent;
+  RegularizationType regularization_type = RegularizationType::None;
+  bool gradient_clipping = false;
+  bool momentum = false;          // SGD with a momentum vector
+  bool nesterov = false;          // SGD's Nesterov form
+  bool maximum_velocity = false;  // Adam's AMSGrad form
+  DataType data_type = DataType::Float32;
+
+  bool operator==(const OptimizerConfiguration& o) const {
+    return kind == o.kind && regularization_type == o.regularization_type &&
+           gradient_clipping == o.gradient_clipping && momentum == o.momentum && nesterov == o.nesterov &&
+           maximum_velocity == o.maximum_velocity && data_type == o.data_type;
+  }
+};
+
+// The scalars of one encode, resolved on the encoding thread.
+struct OptimizerScalars {
+  float learning_rate = 0;  // Adam: lr[t], with the bias corrections of its time step
+  float gradient_rescale = 1, gradient_clip_min = -FLT_MAX, gradient_clip_max = FLT_MAX;
+  float regularization_scale = 0;
+  float momentum_scale = 0;  // SGD
+  // Adam's betas and RMSProp's decay with their complements, which are
+  // rounded to float from the double values (1 - float(0.999) is off by 1e-5).
+  float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
+  float decay = 0, one_minus_decay = 0;
+  float epsilon = 0;  // Adam, RMSProp
+};
+
+// Device addresses of one array's update, `count` values of the
+// configuration's data type each. result may be values (in place); the
+// vectors an update does not use are null.
+struct OptimizerArrays {
+  const void* gradient = nullptr;
+  const void* values = nullptr;
+  void* result = nullptr;
+  void* momentum = nullptr;
+  void* velocity = nullptr;
+  void* maximum_velocity = nullptr;
+  void* sum_of_squares = nullptr;
+  size_t count = 0;
+};
+
+// What a backend runs for an optimizer: the update formulas of
+// MPSNNOptimizers.h, after the gradient is clipped (when enabled), rescaled
+// and given its regularization term.
+class OptimizerPrimitive {
+ public:
+  virtual ~OptimizerPrimitive() = default;
+  virtual void update(ExecutionContext& context, const OptimizerScalars& scalars,
+                      const OptimizerArrays& arrays) const = 0;
+};
+
+// MPSNNOptimizer: the part every kind shares. Not a CNN kernel: it has no
+// images, offsets or padding.
+class NNOptimizer {
+ public:
+  NNOptimizer(std::shared_ptr<Device> device, const OptimizerDescriptor& descriptor);
+  virtual ~NNOptimizer();
+  NNOptimizer(const NNOptimizer&) = delete;
+  NNOptimizer& operator=(const NNOptimizer&) = delete;
+
+  Device& device() const { return *device_; }
+  const std::shared_ptr<Device>& device_ptr() const { return device_; }
+  // The MPS class name, for messages.
+  virtual const char* class_name() const = 0;
+
+  // The descriptor's values. The learning rate and clipping switch may change
+  // between encodes; an encode uses the values set when it is encoded.
+  const OptimizerDescriptor& descriptor() const { return descriptor_; }
+  void set_learning_rate(float learning_rate) { descriptor_.learning_rate = learning_rate; }
+  void set_apply_gradient_clipping(bool apply) { descriptor_.apply_gradient_clipping = apply; }
+  std::string label;
+
+  // -encodeToCommandBuffer:inputGradientVector:inputValuesVector:...:resultValuesVector:
+  // result may be values (in place). Vectors are float32 or float16, all of
+  // one type and length.
+  void encode(CommandBuffer& command_buffer, const std::shared_ptr<Vector>& gradient,
+              const std::shared_ptr<Vector>& values, const OptimizerVectors& vectors,
+              const std::shared_ptr<Vector>& result);
+  // -encodeToCommandBuffer:convolutionGradientState:convolutionSourceState:...:resultState:
+  // Updates the source state's weights (and biases) from the gradient
+  // state's into the result state, which may be the source state. The
+  // biases are updated when the lists have two items, or, with no list,
+  // when the result state has a biases buffer.
+  void encode(CommandBuffer& command_buffer, const std::shared_ptr<State>& convolution_gradient_state,
+              const std::shared_ptr<State>& convolution_source_state, const OptimizerVectorLists& vectors,
+              const std::shared_ptr<State>& result_state);
+
+  // Zeroed float32 vectors of the kinds this optimizer keeps, one per array
+  // of counts[i] values: what a data source that trains itself holds.
+  OptimizerVectorLists new_vector_lists(const std::vector<size_t>& counts) const;
+
+ protected:
+  enum class VectorUse : uint8_t { Unused, Optional, Required };
+  // How this kind uses the vectors of OptimizerVectors, in that order.
+  struct VectorUses {
+    VectorUse momentum, velocity, maximum_velocity, sum_of_squares;
+  };
+  virtual VectorUses vector_uses() const = 0;
+  // The vectors new_vector_lists() makes; the required ones by default.
+  virtual VectorUses kept_vectors() const;
+  virtual OptimizerConfiguration configuration() const = 0;
+  // The scalars of the next encode; the base fills in the descriptor's part.
+  // Called once per encode, after every check passed.
+  virtual OptimizerScalars next_scalars();
+
+ private:
+  struct Span {
+    std::shared_ptr<Buffer> buffer;
+    size_t offset = 0;  // bytes
+  };
+  // One array of values an encode updates.
+  struct Parameter {
+    Span gradient, values, result, momentum, velocity, maximum_velocity, sum_of_squares;
+    size_t count = 0;
+    DataType type = DataType::Float32;
+  };
+  static constexpr size_t kMaxParameters = 2;
+  struct Role;
+  static const Role kRoles[4];
+
+  void check_command_buffer(const CommandBuffer& command_buffer) const;
+  // Checks a vector against the array it belongs to (`against` names it).
+  Span span_of(const std::shared_ptr<Vector>& vector, const char* name, int index, size_t count, DataType type,
+               const char* against) const;
+  // Fills in the vectors of parameters[0, n) from the lists; returns n: the
+  // lists' item count, or without_lists when no list is given.
+  size_t assign_lists(const OptimizerVectorLists& lists, Parameter* parameters, const char* const* what,
+                      size_t without_lists) const;
+  // Throws unless the writes of `p` leave what it reads intact; `operands`
+  // name its gradient, values and result.
+  void check_overlaps(const Parameter& p, const char* const* operands, bool lists) const;
+  void record(CommandBuffer& command_buffer, const Parameter* parameters, size_t count);
+
+  std::shared_ptr<Device> device_;
+  OptimizerDescriptor descriptor_;
+  PrimitiveCache<OptimizerConfiguration, OptimizerPrimitive> primitives_;
+};
+
+// MPSNNOptimizerStochasticGradientDescent:
+//   without a momentum vector: variable -= learningRate * g
+//   momentum:  m = momentumScale * m + learningRate * g;  variable -= m
+//   Nesterov:  m = momentumScale * m + g;  variable -= learningRate * (g + momentumScale * m)
+class NNOptimizerStochasticGradientDescent final : public NNOptimizer {
+ public:
+  NNOptimizerStochasticGradientDescent(std::shared_ptr<Device> device, float momentum_scale,
+                                       bool use_nesterov_momentum, const OptimizerDescriptor& descriptor);
+  const char* class_name() const override { return "MPSNNOptimizerStochasticGradientDescent"; }
+  float momentum_scale() const { return momentum_scale_; }
+  bool use_nesterov_momentum() const { return use_nesterov_momentum_; }
+
+ protected:
+  VectorUses vector_uses() const override;
+  VectorUses kept_vectors() const override;
+  OptimizerConfiguration configuration() const override;
+  OptimizerScalars next_scalars() override;
+
+ private:
+  float momentum_scale_;
+  bool use_nesterov_momentum_;
+};
+
+// MPSNNOptimizerAdam. Every encode is one update: t = t + 1, then
+//   lr[t] = learningRate * sqrt(1 - beta2^t) / (1 - beta1^t)
+//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
+//   [maxVel = max(maxVel, v), used for v below: the AMSGrad form]
+//   variable -= lr[t] * m / (sqrt(v) + epsilon)
+class NNOptimizerAdam final : public NNOptimizer {
+ public:
+  NNOptimizerAdam(std::shared_ptr<Device> device, double beta1, double beta2, float epsilon, uint64_t time_step,
+                  const OptimizerDescriptor& descriptor);
+  const char* class_name() const override { return "MPSNNOptimizerAdam"; }
+  double beta1() const { return beta1_; }
+  double beta2() const { return beta2_; }
+  float epsilon() const { return epsilon_; }
+  // The number of updates encoded so far (readwrite, as MPS's timeStep).
+  uint64_t time_step = 0;
+
+ protected:
+  VectorUses vector_uses() const override;
+  OptimizerConfiguration configuration() const override;
+  OptimizerScalars next_scalars() override;
+
+ private:
+  double beta1_, beta2_;
+  float epsilon_;
+};
+
+// MPSNNOptimizerRMSProp:
+//   s = decay * s + (1 - decay) * g^2;  variable -= learningRate * g / (sqrt(s) + epsilon)
+class NNOptimizerRMSProp final : public NNOptimizer {
+ public:
+  NNOptimizerRMSProp(std::shared_ptr<Device> device, double decay, float epsilon,
+                     const OptimizerDescriptor& descriptor);
+  const char* class_name() const override { return "MPSNNOptimizerRMSProp"; }
+  double decay() const { return decay_; }
+  float epsilon() const { return epsilon_; }
+
+ protected:
+  VectorUses vector_uses() const override;
+  OptimizerConfiguration configuration() const override;
+  OptimizerScalars next_scalars() override;
+
+ private:
+  double decay_;
+  float epsilon_;
+};
+
+}  // namespace mpsx
