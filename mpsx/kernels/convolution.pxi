@@ -441,15 +441,10 @@ cdef class CNNConvolutionGradientState(NNGradientState):
 
 # ---- kernels
 
-cdef class CNNConvolution(CNNUnaryKernel):
-    """MPSCNNConvolution(device, data_source): data_source is a ConvolutionWeights or any
-    object implementing the CNNConvolutionDataSource protocol."""
+cdef class _ConvolutionKernel(CNNUnaryKernel):
+    """What CNNConvolution and CNNConvolutionTranspose share: descriptor, data source,
+    weights and their updates."""
     cdef object _data_source
-
-    def __init__(self, Device device not None, data_source):
-        self._data_source = data_source
-        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.c, convolution_data_source_of(data_source)),
-                  CNNConvolutionGradientState)
 
     cdef CCNNConvolution* _convolution(self):
         return <CCNNConvolution*>self.unary
@@ -543,6 +538,16 @@ cdef class CNNConvolution(CNNUnaryKernel):
             command_buffer.c.get()[0], static_pointer_cast[CConvolutionGradientState, CState](gradient_state.c))
 
 
+cdef class CNNConvolution(_ConvolutionKernel):
+    """MPSCNNConvolution(device, data_source): data_source is a ConvolutionWeights or any
+    object implementing the CNNConvolutionDataSource protocol."""
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.c, convolution_data_source_of(data_source)),
+                  CNNConvolutionGradientState)
+
+
 cdef class CNNFullyConnected(CNNConvolution):
     """MPSCNNFullyConnected(device, data_source): the kernel covers the whole source
     image; results are 1x1. Weights are OHWI like a convolution's."""
@@ -554,19 +559,14 @@ cdef class CNNFullyConnected(CNNConvolution):
                   CNNConvolutionGradientState)
 
 
-cdef class CNNConvolutionGradient(CNNGradientKernel):
-    """MPSCNNConvolutionGradient(device, data_source).
+cdef class _ConvolutionGradientKernel(CNNGradientKernel):
+    """What CNNConvolutionGradient and CNNConvolutionTransposeGradient share.
 
-    It computes with the weights its forward encode used, which the gradient
-    state carries, so reloading it is never needed; the reload methods exist
-    for code written against MPS and only check their arguments.
+    They compute with the weights their forward encode used, which the
+    gradient state carries, so reloading them is never needed; the reload
+    methods exist for code written against MPS and only check their arguments.
     """
     cdef object _data_source
-
-    def __init__(self, Device device not None, data_source):
-        self._data_source = data_source
-        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionGradient](
-            device.c, convolution_data_source_of(data_source)))
 
     cdef CCNNConvolutionGradient* _gradient(self):
         return <CCNNConvolutionGradient*>self.gradient
@@ -607,6 +607,15 @@ cdef class CNNConvolutionGradient(CNNGradientKernel):
         if state.device != self.device:
             raise DeviceMismatchError(f"the state is on device {state.device.name}, the kernel on {self.device.name}")
         command_buffer.c.get().check_encodable()
+
+
+cdef class CNNConvolutionGradient(_ConvolutionGradientKernel):
+    """MPSCNNConvolutionGradient(device, data_source)."""
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionGradient](
+            device.c, convolution_data_source_of(data_source)))
 
 
 cdef class CNNFullyConnectedGradient(CNNConvolutionGradient):

@@ -332,6 +332,14 @@ ConvolutionShape shape_of(const ConvolutionDescriptor& d, const SourceBlock& b, 
   return s;
 }
 
+std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
+  auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
+  buffer->write(values.data(), 0, values.size() * sizeof(float));
+  return buffer;
+}
+
+}  // namespace
+
 ImageDescriptor block_descriptor(DataType type, const Geometry& g, int64_t channels) {
   ImageDescriptor d;
   d.channel_format = type;
@@ -342,20 +350,16 @@ ImageDescriptor block_descriptor(DataType type, const Geometry& g, int64_t chann
   return d;
 }
 
-std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
-  auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
-  buffer->write(values.data(), 0, values.size() * sizeof(float));
-  return buffer;
-}
-
-}  // namespace
-
 // ---------------------------------------------------------------- CNNConvolution
 
 CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source)
+    : CNNConvolution(std::move(device), std::move(data_source), "MPSCNNConvolution") {}
+
+CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source,
+                               const char* kernel)
     : UnaryKernel(std::move(device)), data_source_(std::move(data_source)) {
-  if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
-  set_parameters(load_convolution_parameters(*data_source_, class_name()));
+  if (!data_source_) fail<TypeMismatchError>(kernel, ": expected a data source, given None");
+  set_parameters(load_convolution_parameters(*data_source_, kernel));
 }
 
 void CNNConvolution::set_parameters(const ConvolutionParameters& p) {

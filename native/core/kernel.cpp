@@ -61,14 +61,19 @@ void Kernel::check_device(const State& state, const char* role) const {
 }
 
 ImageDescriptor Kernel::apply_padding(const Image& source, const Window& window, int64_t destination_channels) {
+  return apply_padding(source, source.width(), source.height(), window, destination_channels);
+}
+
+ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_t height, const Window& window,
+                                      int64_t destination_channels) {
   uint32_t remainder = padding_method & padding::kAddRemainderToMask;
   bool remainder_left = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToBottomLeft;
   bool remainder_top = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToTopRight;
   ImageDescriptor d;
-  d.width = pad_dimension(source.width(), window.stride_x, window.extent_x(), padding_method, remainder_left, &offset.x);
-  d.height = pad_dimension(source.height(), window.stride_y, window.extent_y(), padding_method, remainder_top, &offset.y);
+  d.width = pad_dimension(width, window.stride_x, window.extent_x(), padding_method, remainder_left, &offset.x);
+  d.height = pad_dimension(height, window.stride_y, window.extent_y(), padding_method, remainder_top, &offset.y);
   if (d.width <= 0 || d.height <= 0)
-    fail<ShapeError>(class_name(), ": a ", source.width(), "x", source.height(), " source image is smaller than the ",
+    fail<ShapeError>(class_name(), ": a ", width, "x", height, " source image is smaller than the ",
                      window.extent_x(), "x", window.extent_y(), " window; the padding policy leaves no destination");
   d.feature_channels = destination_channels;
   d.number_of_images = source.number_of_images() - offset.z;

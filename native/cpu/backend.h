@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
 
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
   std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
+  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(const ConvolutionTransposeShape& shape) override;
   std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
   std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
   std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;

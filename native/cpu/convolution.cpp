@@ -1,6 +1,6 @@
 #include "mpsx/kernels/convolution.h"
 
-#include "backend.h"
+#include "convolution.h"
 
 namespace mpsx::cpu {
 namespace {
@@ -8,38 +8,10 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-// The strides oneDNN sees for a region: its own when float32, the dense
-// block Float32Region converts float16 into otherwise.
-memory::desc region_desc(int64_t n, int64_t c, int64_t h, int64_t w, DataType type, const ImageLayout& stride) {
-  if (type == DataType::Float32)
-    return memory::desc({n, c, h, w}, memory::data_type::f32, {stride.n, stride.c, stride.h, stride.w});
-  return memory::desc({n, c, h, w}, memory::data_type::f32, tag::nhwc);
-}
-
-// OHWI weights as oneDNN dims: [O][I][H][W] laid out ohwi, or grouped
-// [G][O/G][I/G][H][W] laid out gohwi.
-memory::desc weights_desc(const ConvolutionShape& s, tag layout_or_any) {
-  if (s.groups == 1)
-    return memory::desc({s.output_channels, s.input_channels, s.kernel_height, s.kernel_width},
-                        memory::data_type::f32, layout_or_any == tag::any ? tag::any : tag::ohwi);
-  return memory::desc({s.groups, s.output_channels / s.groups, s.input_channels / s.groups, s.kernel_height,
-                       s.kernel_width},
-                      memory::data_type::f32, layout_or_any == tag::any ? tag::any : tag::gohwi);
-}
-
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-// Scratch slots: 0-2 hold float32 copies of float16 regions, 3-4 weights in
-// oneDNN's layout, 5 the primitive's own scratchpad.
-constexpr size_t kWeightsSlot = 3, kDiffWeightsSlot = 4, kScratchpadSlot = 5;
-
-class CpuConvolution final : public ConvolutionPrimitive {
+class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
  public:
-  CpuConvolution(const dnnl::engine& engine, const ConvolutionShape& s) : engine_(engine) {
+  CpuConvolution(const dnnl::engine& engine, const ConvolutionShape& s)
+      : OhwiWeightsPrimitive(engine, weights_desc(s, tag::ohwi)) {
     memory::desc src = region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type,
                                    s.source_stride);
     memory::desc dst =
@@ -47,11 +19,8 @@ class CpuConvolution final : public ConvolutionPrimitive {
     memory::desc bias({s.output_channels}, memory::data_type::f32, tag::x);
     memory::dims strides{s.stride_y, s.stride_x}, dilates{s.dilation_y - 1, s.dilation_x - 1};
     memory::dims pad_l{s.pad_top, s.pad_left}, pad_r{s.pad_bottom, s.pad_right};
-    user_weights_ = weights_desc(s, tag::ohwi);
     auto attr = user_scratchpad();
     auto algorithm = dnnl::algorithm::convolution_direct;
-    // Weights go to oneDNN as "any": with plain OHWI it would fall back to its
-    // reference kernels, so they are reordered per execution instead.
     forward_pd_ = dnnl::convolution_forward::primitive_desc(
         engine, dnnl::prop_kind::forward_training, algorithm, src, weights_desc(s, tag::any), bias, dst, strides,
         dilates, pad_l, pad_r, attr);
@@ -122,28 +91,6 @@ class CpuConvolution final : public ConvolutionPrimitive {
   }
 
  private:
-  dnnl::reorder reorder_if_needed(const memory::desc& from, const memory::desc& to) const {
-    if (from == to) return {};
-    return dnnl::reorder(dnnl::reorder::primitive_desc(engine_, from, engine_, to));
-  }
-
-  memory weights_in(CpuContext& cpu, const void* weights, const dnnl::reorder& reorder,
-                    const memory::desc& layout) const {
-    memory user(user_weights_, engine_, const_cast<void*>(weights));
-    if (!reorder) return user;
-    memory converted(layout, engine_, cpu.scratch(kWeightsSlot, layout.get_size()));
-    reorder.execute(cpu.stream(), user, converted);
-    return converted;
-  }
-
-  template <class PrimitiveDesc>
-  memory scratchpad(CpuContext& cpu, const PrimitiveDesc& pd) const {
-    memory::desc d = pd.scratchpad_desc();
-    return memory(d, engine_, cpu.scratch(kScratchpadSlot, d.get_size()));
-  }
-
-  dnnl::engine engine_;
-  memory::desc user_weights_;
   dnnl::convolution_forward::primitive_desc forward_pd_;
   dnnl::convolution_forward forward_;
   dnnl::reorder weights_to_forward_;

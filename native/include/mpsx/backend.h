@@ -28,6 +28,8 @@ class Executor {
 // Primitive interfaces of the kernel families (kernels/<family>.h).
 class NeuronPrimitive;
 struct NeuronDescriptor;
+class ConvolutionTransposePrimitive;
+struct ConvolutionTransposeShape;
 class ConvolutionPrimitive;
 struct ConvolutionShape;
 class LossPrimitive;
@@ -61,6 +63,8 @@ class Backend {
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
   virtual std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) = 0;
+  virtual std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
+      const ConvolutionTransposeShape& shape) = 0;
   virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
   virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
   virtual std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) = 0;

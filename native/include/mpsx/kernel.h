@@ -83,6 +83,10 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // returns the size of the destination it implies.
   ImageDescriptor apply_padding(const Image& source, const Window& window,
                                 int64_t destination_channels);
+  // The same over a source of width x height pixels standing for `source`
+  // (reverse filters pad their expanded source).
+  ImageDescriptor apply_padding(const Image& source, int64_t width, int64_t height, const Window& window,
+                                int64_t destination_channels);
   // Resolves offset, clipRect and channel offsets against the images;
   // throws ShapeError when they do not fit.
   Geometry resolve(const Image& source, const Image& destination, const Window& window,

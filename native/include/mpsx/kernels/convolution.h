@@ -224,6 +224,9 @@ class ConvolutionPrimitive {
                                 void* biases_gradient) const = 0;
 };
 
+// The descriptor of the block `geometry` writes, for intermediate results.
+ImageDescriptor block_descriptor(DataType type, const Geometry& geometry, int64_t channels);
+
 // MPSNNConvolutionAccumulatorPrecisionOption.
 enum class AccumulatorPrecision : uint32_t { Half = 0, Float = 1 };
 
@@ -265,10 +268,10 @@ class CNNConvolution : public UnaryKernel {
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
 
-  ConvolutionDescriptor descriptor_;
-
- private:
-  void set_parameters(const ConvolutionParameters& parameters);
+  // For kernels that share the weights and updates of a convolution;
+  // `kernel` names them in the data source's errors.
+  CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source,
+                 const char* kernel);
 
   struct Parameters {
     std::shared_ptr<Buffer> weights, biases;
@@ -277,10 +280,15 @@ class CNNConvolution : public UnaryKernel {
   // another thread encodes.
   Parameters parameters() const;
 
+  ConvolutionDescriptor descriptor_;
+  std::shared_ptr<const NeuronPrimitive> neuron_;
+
+ private:
+  void set_parameters(const ConvolutionParameters& parameters);
+
   std::shared_ptr<ConvolutionDataSource> data_source_;
   mutable detail::SpinLock parameters_lock_;
   std::shared_ptr<Buffer> weights_, biases_;
-  std::shared_ptr<const NeuronPrimitive> neuron_;
   PrimitiveCache<ConvolutionShape, ConvolutionPrimitive> primitives_;
 };
 
@@ -317,10 +325,11 @@ class CNNConvolutionGradient : public GradientKernel {
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;
 
+  std::shared_ptr<const NeuronPrimitive> neuron_;
+
  private:
   std::shared_ptr<ConvolutionDataSource> data_source_;
   ConvolutionDescriptor descriptor_;
-  std::shared_ptr<const NeuronPrimitive> neuron_;
   PrimitiveCache<ConvolutionShape, ConvolutionPrimitive> primitives_;
 };
 

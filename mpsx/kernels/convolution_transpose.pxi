@@ -1,0 +1,160 @@
+# MPSCNNConvolutionTranspose family (included by _kernels.pyx): the transpose,
+# its gradient state and its gradient, on the convolution family's descriptor,
+# data sources and weight states.
+
+from mpsx.includes.kernels.convolution_transpose cimport (
+    CCNNConvolutionTranspose, CCNNConvolutionTransposeGradient, CConvolutionTransposeGradientState)
+
+__all__ += ["CNNConvolutionTranspose", "CNNConvolutionTransposeGradient", "CNNConvolutionTransposeGradientState"]
+
+
+cdef object _convolution_state(object states):
+    """The CNNConvolutionGradientState given as MPS gives it: a state, a StateBatch,
+    sourceStates ([state] or [StateBatch]) or None."""
+    while isinstance(states, (list, tuple)) and states:
+        states = states[0]  # the items of a convolution's StateBatch are one state
+    if isinstance(states, (list, tuple)):
+        return None
+    if states is not None and not isinstance(states, State):
+        raise TypeError(f"expected an mpsx.CNNConvolutionGradientState, given {type(states).__name__}")
+    return states
+
+
+cdef shared_ptr[CState] _state_pointer(object state):
+    cdef shared_ptr[CState] none
+    return none if state is None else (<State>state).c
+
+
+cdef class CNNConvolutionTransposeGradientState(CNNConvolutionGradientState):
+    """MPSCNNConvolutionTransposeGradientState: gradients of the loss for the transpose's
+    weights (OHWI, as its data source gives them) and biases, summed over the batch;
+    synchronize(cb) before reading them on the host."""
+    cdef object _convolution_gradient_state
+
+    @property
+    def convolution_transpose(self):
+        """The CNNConvolutionTranspose whose encode produced this state."""
+        return self._kernel
+
+    @property
+    def convolution(self):
+        """The CNNConvolution whose gradient state the transpose was given, or None."""
+        s = self._convolution_gradient_state
+        return None if s is None else s.convolution
+
+
+cdef class CNNConvolutionTranspose(_ConvolutionKernel):
+    """MPSCNNConvolutionTranspose(device, data_source): the source expanded with
+    stride - 1 zeros between its pixels, then convolved at stride 1 with the
+    data source's OHWI weights as given (no 180-degree rotation, unlike
+    torch's conv_transpose2d). The window of the destination pixel at the clip
+    origin is centred on the expanded-image position offset * stride +
+    kernel_offset. Without a destination the padding policy of reverse filters
+    sizes it ((source - 1) * stride + 1 + style * (extent - 1), style -1, 0, 1
+    for valid, same, full) and sets offset and kernel_offset_x/y (the latter
+    in [0, stride)) to centre the windows. A CNNConvolutionGradientState of the
+    convolution this transpose undoes mirrors that convolution's windows
+    instead, and sizes the destination as the convolution's source.
+    """
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolutionTranspose](
+            device.c, convolution_data_source_of(data_source)), CNNConvolutionTransposeGradientState)
+
+    cdef CCNNConvolutionTranspose* _transpose(self):
+        return <CCNNConvolutionTranspose*>self.unary
+
+    cdef object _state_with(self, const shared_ptr[CState]& state, object convolution_state, object given):
+        if convolution_state is None and isinstance(given, CNNConvolutionTransposeGradientState):
+            convolution_state = (<CNNConvolutionTransposeGradientState>given)._convolution_gradient_state
+        cdef CNNConvolutionTransposeGradientState s = self._wrap_state(state)
+        s._convolution_gradient_state = convolution_state
+        return s
+
+    @property
+    def kernel_offset_x(self):
+        return self._transpose().kernel_offset_x
+
+    @kernel_offset_x.setter
+    def kernel_offset_x(self, int64_t value):
+        self._transpose().kernel_offset_x = value
+
+    @property
+    def kernel_offset_y(self):
+        return self._transpose().kernel_offset_y
+
+    @kernel_offset_y.setter
+    def kernel_offset_y(self, int64_t value):
+        self._transpose().kernel_offset_y = value
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
+               convolution_gradient_state=None, Image destination_image=None, destination_state=False):
+        """Encodes the transpose; returns the destination image, and its
+        CNNConvolutionTransposeGradientState with destination_state=True.
+
+        convolution_gradient_state: the CNNConvolutionGradientState of the
+        convolution this transpose undoes (an auto-encoder's), or None.
+        """
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_state, &want)
+        coupled = _convolution_state(convolution_gradient_state)
+        cdef shared_ptr[CImage] destination
+        if destination_image is not None:
+            destination = destination_image.c
+        cdef Encoded r = self._transpose().encode(command_buffer.c.get()[0], source_image.c, _state_pointer(coupled),
+                                                  destination, given, want)
+        out = wrap_image(r.image)
+        if not want:
+            return out
+        return out, self._state_with(r.state, coupled, destination_state)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_images, convolution_gradient_states=None,
+                     destination_images=None, destination_states=False):
+        """Encodes over a batch; returns an ImageBatch, and a StateBatch with destination_states=True."""
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        coupled = _convolution_state(convolution_gradient_states)
+        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
+        cdef shared_ptr[CImage] destination
+        if destination_images is not None:
+            if not isinstance(destination_images, ImageBatch):
+                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
+                                f"{type(destination_images).__name__}")
+            destination = (<ImageBatch>destination_images).c
+        cdef Encoded r = self._transpose().encode(command_buffer.c.get()[0], source, _state_pointer(coupled),
+                                                  destination, given, want)
+        out = wrap_image_batch(r.image)
+        if not want:
+            return out
+        states = destination_states[0] if isinstance(destination_states, tuple) else destination_states
+        return out, StateBatch(self._state_with(r.state, coupled, states), r.image.get().number_of_images())
+
+    def result_state(self, source_image, source_states=None, destination_image=None):
+        """MPS -resultStateForSourceImage:sourceStates:destinationImage:; source_states may hold
+        the CNNConvolutionGradientState of the convolution this transpose undoes."""
+        coupled = _convolution_state(source_states)
+        cdef shared_ptr[CConvolutionTransposeGradientState] state = self._transpose().result_state(
+            image_of(source_image).get()[0], _state_pointer(coupled))
+        return self._state_with(<shared_ptr[CState]>state, coupled, None)
+
+    def destination_image_descriptor(self, source_images, source_states=None):
+        """The descriptor of the destination the padding policy, or the convolution
+        gradient state in source_states, implies (sets offset and kernel offsets)."""
+        if isinstance(source_images, (list, tuple)):
+            source_images = source_images[0]
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self._transpose().destination_image_descriptor(image_of(source_images).get()[0],
+                                                             _state_pointer(_convolution_state(source_states)))
+        return d
+
+
+cdef class CNNConvolutionTransposeGradient(_ConvolutionGradientKernel):
+    """MPSCNNConvolutionTransposeGradient(device, data_source): gradients of the
+    transpose's source, and of its weights and biases into the
+    CNNConvolutionTransposeGradientState, as gradient_option selects."""
+
+    def __init__(self, Device device not None, data_source):
+        self._data_source = data_source
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionTransposeGradient](
+            device.c, convolution_data_source_of(data_source)))

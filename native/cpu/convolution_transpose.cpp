@@ -1,0 +1,186 @@
+#include "mpsx/kernels/convolution_transpose.h"
+
+#include <algorithm>
+
+#include "convolution.h"
+
+namespace mpsx::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+// OHWI weights rotated by 180 degrees in space; rotating twice restores them.
+void rotate(const float* from, float* to, const ConvolutionTransposeShape& s) {
+  const int64_t kh = s.kernel_height, kw = s.kernel_width, per_tap = s.input_channels / s.groups;
+  for (int64_t o = 0; o < s.output_channels; ++o)
+    for (int64_t y = 0; y < kh; ++y)
+      for (int64_t x = 0; x < kw; ++x)
+        std::copy_n(from + ((o * kh + y) * kw + x) * per_tap, per_tap,
+                    to + ((o * kh + kh - 1 - y) * kw + kw - 1 - x) * per_tap);
+}
+
+// Every pixel of a float32 region set to the biases.
+void fill_biases(const ImageRegion& r, const float* biases) {
+  float* data = static_cast<float*>(r.data);
+  for (int64_t n = 0; n < r.n; ++n)
+    for (int64_t y = 0; y < r.h; ++y)
+      for (int64_t x = 0; x < r.w; ++x) {
+        float* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
+        for (int64_t c = 0; c < r.c; ++c) pixel[c * r.stride.c] = biases[c];
+      }
+}
+
+// Per-channel sums of a float32 region over images and pixels.
+MPSX_CPU_CLONES void sum_channels(const ImageRegion& r, float* sums) {
+  const float* data = static_cast<const float*>(r.data);
+  std::fill_n(sums, r.c, 0.0f);
+  for (int64_t n = 0; n < r.n; ++n)
+    for (int64_t y = 0; y < r.h; ++y)
+      for (int64_t x = 0; x < r.w; ++x) {
+        const float* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
+        for (int64_t c = 0; c < r.c; ++c) sums[c] += pixel[c * r.stride.c];
+      }
+}
+
+// MPS convolves the expanded source with the weights as given; a oneDNN
+// deconvolution spreads each source pixel over the filter, which is the same
+// with the filter rotated by 180 degrees. The part of the destination no
+// source pixel reaches gets the biases.
+class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, OhwiWeightsPrimitive {
+ public:
+  CpuConvolutionTranspose(const dnnl::engine& engine, const ConvolutionTransposeShape& s)
+      : OhwiWeightsPrimitive(engine, weights_desc(s, tag::ohwi)), s_(s) {
+    reaches_all_ = s.reads_source() && s.reached_y == 0 && s.reached_x == 0 && s.reached_height == s.height &&
+                   s.reached_width == s.width;
+    if (!s.reads_source()) return;
+    memory::desc src = region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type,
+                                   s.source_stride);
+    memory::desc dst = reached_desc();
+    memory::desc bias({s.output_channels}, memory::data_type::f32, tag::x);
+    memory::dims strides{s.stride_y, s.stride_x}, dilates{s.dilation_y - 1, s.dilation_x - 1};
+    memory::dims pad_l{s.pad_top, s.pad_left}, pad_r{s.pad_bottom, s.pad_right};
+    auto attr = user_scratchpad();
+    auto algorithm = dnnl::algorithm::deconvolution_direct;
+    forward_pd_ = dnnl::deconvolution_forward::primitive_desc(engine, dnnl::prop_kind::forward_training, algorithm,
+                                                              src, weights_desc(s, tag::any), bias, dst, strides,
+                                                              dilates, pad_l, pad_r, attr);
+    forward_ = dnnl::deconvolution_forward(forward_pd_);
+    weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
+    if (!s.gradient) return;
+    // The gradient of the source has the gradient's precision, hence maybe another layout.
+    memory::desc diff_src = region_desc(s.images, s.input_channels, s.source_height, s.source_width,
+                                        s.destination_type, s.source_stride);
+    auto hint_data = dnnl::deconvolution_forward::primitive_desc(
+        engine, dnnl::prop_kind::forward_training, algorithm, diff_src, weights_desc(s, tag::any), bias, dst,
+        strides, dilates, pad_l, pad_r, attr);
+    data_pd_ = dnnl::deconvolution_backward_data::primitive_desc(
+        engine, algorithm, diff_src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, hint_data, attr);
+    data_ = dnnl::deconvolution_backward_data(data_pd_);
+    weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
+    // Bias gradients sum over the whole destination, reached or not: computed apart.
+    weights_pd_ = dnnl::deconvolution_backward_weights::primitive_desc(
+        engine, algorithm, src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, forward_pd_, attr);
+    weights_ = dnnl::deconvolution_backward_weights(weights_pd_);
+    weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
+  }
+
+  void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
+               const ImageRegion& destination) const override {
+    CpuContext& cpu = context_of(context);
+    Float32Region y(cpu, destination, 1, false);
+    if (!reaches_all_) fill_biases(y.region(), static_cast<const float*>(biases));
+    if (s_.reads_source()) {
+      Float32Region x(cpu, source, 0, true);
+      memory w = weights_in(cpu, rotated(cpu, weights), weights_to_forward_, forward_pd_.weights_desc());
+      forward_.execute(cpu.stream(),
+                       {{DNNL_ARG_SRC, memory(forward_pd_.src_desc(), engine_, x.data())},
+                        {DNNL_ARG_WEIGHTS, w},
+                        {DNNL_ARG_BIAS, memory(forward_pd_.bias_desc(), engine_, const_cast<void*>(biases))},
+                        {DNNL_ARG_DST, memory(forward_pd_.dst_desc(), engine_, reached(y))},
+                        {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, forward_pd_)}});
+    }
+    y.store();
+  }
+
+  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
+                     const ImageRegion& source_gradient) const override {
+    CpuContext& cpu = context_of(context);
+    Float32Region dy(cpu, result_gradient, 0, true);
+    Float32Region dx(cpu, source_gradient, 1, false);
+    memory w = weights_in(cpu, rotated(cpu, weights), weights_to_data_, data_pd_.weights_desc());
+    data_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, memory(data_pd_.diff_dst_desc(), engine_, reached(dy))},
+                                 {DNNL_ARG_WEIGHTS, w},
+                                 {DNNL_ARG_DIFF_SRC, memory(data_pd_.diff_src_desc(), engine_, dx.data())},
+                                 {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, data_pd_)}});
+    dx.store();
+  }
+
+  void backward_weights(ExecutionContext& context, const ImageRegion& source, const ImageRegion& result_gradient,
+                        void* weights_gradient, void* biases_gradient) const override {
+    CpuContext& cpu = context_of(context);
+    Float32Region dy(cpu, result_gradient, 1, true);
+    if (biases_gradient) sum_channels(dy.region(), static_cast<float*>(biases_gradient));
+    if (!weights_gradient) return;
+    float* gradient = static_cast<float*>(weights_gradient);
+    const size_t count = user_weights_.get_size() / sizeof(float);
+    if (!s_.reads_source()) {
+      std::fill_n(gradient, count, 0.0f);
+      return;
+    }
+    Float32Region x(cpu, source, 0, true);
+    float* rotated_gradient = static_cast<float*>(cpu.scratch(kHostWeightsSlot, count * sizeof(float)));
+    memory user(user_weights_, engine_, rotated_gradient);
+    memory diff_weights = weights_from_gradient_
+                              ? memory(weights_pd_.diff_weights_desc(), engine_,
+                                       cpu.scratch(kDiffWeightsSlot, weights_pd_.diff_weights_desc().get_size()))
+                              : user;
+    weights_.execute(cpu.stream(), {{DNNL_ARG_SRC, memory(weights_pd_.src_desc(), engine_, x.data())},
+                                    {DNNL_ARG_DIFF_DST, memory(weights_pd_.diff_dst_desc(), engine_, reached(dy))},
+                                    {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
+                                    {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, weights_pd_)}});
+    if (weights_from_gradient_) weights_from_gradient_.execute(cpu.stream(), diff_weights, user);
+    rotate(rotated_gradient, gradient, s_);
+  }
+
+ private:
+  // The reached block inside the float32 view of the whole destination.
+  memory::desc reached_desc() const {
+    ImageLayout v = float32_view_stride(s_.destination_type, s_.destination_stride, s_.output_channels, s_.height,
+                                        s_.width);
+    return memory::desc({s_.images, s_.output_channels, s_.reached_height, s_.reached_width},
+                        memory::data_type::f32, {v.n, v.c, v.h, v.w});
+  }
+
+  float* reached(const Float32Region& whole) const {
+    const ImageLayout& v = whole.region().stride;
+    return whole.data() + s_.reached_y * v.h + s_.reached_x * v.w;
+  }
+
+  const float* rotated(CpuContext& cpu, const void* weights) const {
+    float* to = static_cast<float*>(cpu.scratch(kHostWeightsSlot, user_weights_.get_size()));
+    rotate(static_cast<const float*>(weights), to, s_);
+    return to;
+  }
+
+  ConvolutionTransposeShape s_;
+  bool reaches_all_ = false;
+  dnnl::deconvolution_forward::primitive_desc forward_pd_;
+  dnnl::deconvolution_forward forward_;
+  dnnl::reorder weights_to_forward_;
+  dnnl::deconvolution_backward_data::primitive_desc data_pd_;
+  dnnl::deconvolution_backward_data data_;
+  dnnl::reorder weights_to_data_;
+  dnnl::deconvolution_backward_weights::primitive_desc weights_pd_;
+  dnnl::deconvolution_backward_weights weights_;
+  dnnl::reorder weights_from_gradient_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvolutionTransposePrimitive> CpuBackend::make_convolution_transpose(
+    const ConvolutionTransposeShape& shape) {
+  return std::make_unique<CpuConvolutionTranspose>(engine_, shape);
+}
+
+}  // namespace mpsx::cpu

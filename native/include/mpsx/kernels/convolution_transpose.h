@@ -1,0 +1,135 @@
+// MPSCNNConvolutionTranspose, its gradient state and its gradient.
+//
+// The source is expanded by putting stride - 1 zeros between its pixels
+// ((size - 1) * stride + 1 pixels), then convolved at stride 1 with the data
+// source's OHWI weights as they are (no 180-degree rotation). Positions are
+// those of the expanded image: the window of the destination pixel at the
+// clip origin is centred on offset * stride + kernel_offset. The transpose
+// shares the weights, the data source protocol and the weight updates of
+// CNNConvolution.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mpsx/kernels/convolution.h"
+
+namespace mpsx {
+
+class CNNConvolutionTranspose;
+
+// MPSCNNConvolutionTransposeGradientState: the gradients of the transpose's
+// weights and biases (batch sums, OHWI), what its forward encode used, and the
+// MPSCNNConvolutionGradientState of the convolution it undoes, if any.
+class ConvolutionTransposeGradientState : public ConvolutionGradientState {
+ public:
+  explicit ConvolutionTransposeGradientState(std::shared_ptr<const CNNConvolutionTranspose> transpose);
+  const char* class_name() const override { return "MPSCNNConvolutionTransposeGradientState"; }
+
+  std::shared_ptr<const CNNConvolutionTranspose> convolution_transpose() const;
+
+  // Given to result_state or to the encode.
+  std::shared_ptr<ConvolutionGradientState> convolution_gradient_state;
+};
+
+// One transposed convolution as a backend runs it: the block of the source
+// read (empty when no source pixel reaches the destination), the destination
+// region written, the part of it the source reaches (the rest gets the bias
+// only) and the padding relating that part to the source block as in a
+// deconvolution whose filter is the weights rotated by 180 degrees.
+struct ConvolutionTransposeShape {
+  int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
+  int64_t source_height = 0, source_width = 0;
+  int64_t height = 0, width = 0;
+  int64_t reached_y = 0, reached_x = 0, reached_height = 0, reached_width = 0;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t kernel_height = 1, kernel_width = 1;
+  int64_t stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
+  ImageLayout source_stride, destination_stride;
+  DataType source_type = DataType::Float32, destination_type = DataType::Float32;
+  bool gradient = false;  // a primitive for the backward passes
+
+  bool reads_source() const { return source_height > 0 && source_width > 0; }
+  bool operator==(const ConvolutionTransposeShape& o) const;
+};
+
+// What a backend runs for a transposed convolution; weights float32 OHWI,
+// biases [out]. `destination` and `result_gradient` are the whole region
+// written, `source` and `source_gradient` the source block.
+class ConvolutionTransposePrimitive {
+ public:
+  virtual ~ConvolutionTransposePrimitive() = default;
+  virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
+                       const void* biases, const ImageRegion& destination) const = 0;
+  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
+                             const ImageRegion& source_gradient) const = 0;
+  // Batch sums; either output may be null.
+  virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
+                                const ImageRegion& result_gradient, void* weights_gradient,
+                                void* biases_gradient) const = 0;
+};
+
+// MPSCNNConvolutionTranspose. A CNNConvolution for its weights, data source
+// and updates; its window, padding policy, states and execution are its own.
+class CNNConvolutionTranspose : public CNNConvolution {
+ public:
+  CNNConvolutionTranspose(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
+  const char* class_name() const override { return "MPSCNNConvolutionTranspose"; }
+
+  int64_t kernel_offset_x = 0, kernel_offset_y = 0;
+
+  // -encodeToCommandBuffer:sourceImage:convolutionGradientState:[destinationImage:|destinationState:...].
+  // A convolution gradient state (given here or to result_state) of the
+  // convolution this transpose undoes sets offset and kernel offsets to
+  // mirror its windows and, without a destination, sizes the destination as
+  // that convolution's source.
+  Encoded encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                 const std::shared_ptr<State>& convolution_gradient_state, const std::shared_ptr<Image>& destination,
+                 const std::shared_ptr<State>& state, bool want_state);
+  ImageDescriptor destination_image_descriptor(const Image& source,
+                                               const std::shared_ptr<State>& convolution_gradient_state);
+  std::shared_ptr<State> result_state(const Image& source) override;
+  // -resultStateForSourceImage:sourceStates:destinationImage: with the
+  // convolution gradient state among the source states.
+  std::shared_ptr<ConvolutionTransposeGradientState> result_state(
+      const Image& source, const std::shared_ptr<State>& convolution_gradient_state);
+
+ protected:
+  Window window() const override;
+  Offset source_offset() const override;
+  ImageDescriptor destination_descriptor(const Image& source) override;
+  void check_state(const State& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+              const std::shared_ptr<Image>& destination, const Geometry& geometry,
+              const std::shared_ptr<State>& state) override;
+
+ private:
+  // The convolution gradient state checked, or null for none.
+  std::shared_ptr<ConvolutionGradientState> coupling(const std::shared_ptr<State>& convolution_gradient_state,
+                                                     const Image& source) const;
+  // Sets offset and kernel offsets to undo the convolution of `state`.
+  void undo(const ConvolutionGradientState& state);
+
+  // The coupled convolution's state during an encode or descriptor query.
+  const ConvolutionGradientState* coupled_ = nullptr;
+  PrimitiveCache<ConvolutionTransposeShape, ConvolutionTransposePrimitive> transpose_primitives_;
+};
+
+// MPSCNNConvolutionTransposeGradient: the gradient of the transpose's source,
+// weights and biases, computed with the weights its forward encode used.
+class CNNConvolutionTransposeGradient : public CNNConvolutionGradient {
+ public:
+  CNNConvolutionTransposeGradient(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
+  const char* class_name() const override { return "MPSCNNConvolutionTransposeGradient"; }
+
+ protected:
+  const GradientState& gradient_state_of(const State& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+
+ private:
+  PrimitiveCache<ConvolutionTransposeShape, ConvolutionTransposePrimitive> transpose_primitives_;
+};
+
+}  // namespace mpsx
