@@ -21,11 +21,6 @@
 #define MPSX_CPU_CLONES
 #endif
 
-namespace mpsx {
-struct NeuronDescriptor;
-struct PoolingDescriptor;
-}
-
 namespace mpsx::cpu {
 
 class CpuBackend final : public Backend {
@@ -42,11 +37,12 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executor> new_executor() override;
 
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
-  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
-  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(const ConvolutionTransposeShape& shape) override;
   std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
-  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
+  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
+      const ConvolutionTransposeShape& shape) override;
   std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
+  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
+  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
 
   const dnnl::engine& engine() const { return engine_; }
 

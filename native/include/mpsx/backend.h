@@ -28,14 +28,14 @@ class Executor {
 // Primitive interfaces of the kernel families (kernels/<family>.h).
 class NeuronPrimitive;
 struct NeuronDescriptor;
-class ConvolutionTransposePrimitive;
-struct ConvolutionTransposeShape;
 class ConvolutionPrimitive;
 struct ConvolutionShape;
-class LossPrimitive;
-struct LossDescriptor;
+class ConvolutionTransposePrimitive;
+struct ConvolutionTransposeShape;
 class PoolingPrimitive;
 struct PoolingDescriptor;
+class LossPrimitive;
+struct LossDescriptor;
 class OptimizerPrimitive;
 struct OptimizerConfiguration;
 
@@ -62,12 +62,12 @@ class Backend {
   // Kernel families. Each returns a primitive built once per configuration;
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
-  virtual std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) = 0;
+  virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
   virtual std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
       const ConvolutionTransposeShape& shape) = 0;
-  virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
-  virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
   virtual std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) = 0;
 };
 
 // A backend library registers a function that lists its devices.
