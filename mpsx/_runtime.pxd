@@ -38,12 +38,16 @@ cdef class ImageDescriptor:
     cdef CImageDescriptor c
 
 
-cdef class Image:
+cdef class Images:
     cdef shared_ptr[CImage] c
 
 
-cdef class ImageBatch:
-    cdef shared_ptr[CImage] c
+cdef class Image(Images):
+    pass
+
+
+cdef class ImageBatch(Images):
+    pass
 
 
 cdef class State:

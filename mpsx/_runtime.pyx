@@ -583,17 +583,15 @@ cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image):
 
 cdef shared_ptr[CImage] image_of(object images) except *:
     """The native image of an Image or ImageBatch."""
-    if isinstance(images, Image):
-        return (<Image>images).c
-    if isinstance(images, ImageBatch):
-        return (<ImageBatch>images).c
+    if isinstance(images, Images):
+        return (<Images>images).c
     raise TypeError(f"expected an mpsx.Image or mpsx.ImageBatch, given {type(images).__name__}")
 
 
 def _batch_of(CommandBuffer command_buffer, images):
     """The native batch of an ImageBatch, an Image or a list of Images."""
     cdef vector[shared_ptr[CImage]] items
-    if isinstance(images, (Image, ImageBatch)):
+    if isinstance(images, Images):
         return images
     if isinstance(images, (list, tuple)):
         for i, item in enumerate(images):
@@ -641,8 +639,65 @@ cdef _write(const shared_ptr[CImage]& image, array):
     image.get().write(&raw[0], d.channel_format)
 
 
+cdef class Images:
+    """What Image and ImageBatch share: N images of one size and format in
+    one allocation, read and written on the host as (N, C, H, W) arrays."""
+
+    def __init__(self, *args):
+        raise TypeError("make an mpsx.Image or an mpsx.ImageBatch")
+
+    def to_numpy(self):
+        """(N, C, H, W) copy; raises SynchronizationError for unsynchronized GPU writes."""
+        return _to_numpy(self.c)
+
+    def __array__(self, dtype=None, copy=None):
+        a = _to_numpy(self.c)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def write(self, array):
+        """Copies an array of the images' shape in (host write)."""
+        _write(self.c, array)
+
+    def synchronize(self, CommandBuffer command_buffer not None):
+        """MPS -synchronizeOnCommandBuffer: the host may read after completion."""
+        self.c.get().synchronize(command_buffer.c.get()[0])
+
+    @property
+    def width(self):
+        return self.c.get().width()
+
+    @property
+    def height(self):
+        return self.c.get().height()
+
+    @property
+    def feature_channels(self):
+        return self.c.get().feature_channels()
+
+    @property
+    def data_type(self):
+        return DataType(<int>self.c.get().data_type())
+
+    @property
+    def shape(self):
+        """(number_of_images, feature_channels, height, width)."""
+        return (self.c.get().number_of_images(), self.c.get().feature_channels(),
+                self.c.get().height(), self.c.get().width())
+
+    @property
+    def device(self):
+        return wrap_device(self.c.get().device_ptr())
+
+    def __reduce__(self):
+        return (type(self).from_numpy, (self.device, self.to_numpy()))
+
+    def __repr__(self):
+        n, c, h, w = self.shape
+        return f"<mpsx.{type(self).__name__} {n}x{c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
+
+
 @cython.freelist(256)
-cdef class Image:
+cdef class Image(Images):
     """MPSImage: number_of_images x feature_channels x height x width values.
 
     Image(device, descriptor) allocates one; Image.from_numpy(device, array)
@@ -658,64 +713,17 @@ cdef class Image:
         _from_numpy(&image.c, device, array, False)
         return image
 
-    def to_numpy(self):
-        """(N, C, H, W) copy; raises SynchronizationError for unsynchronized GPU writes."""
-        return _to_numpy(self.c)
-
-    def __array__(self, dtype=None, copy=None):
-        a = _to_numpy(self.c)
-        return a if dtype is None else a.astype(dtype, copy=False)
-
-    def write(self, array):
-        """Copies an array of the image's shape in (host write)."""
-        _write(self.c, array)
-
-    def synchronize(self, CommandBuffer command_buffer not None):
-        self.c.get().synchronize(command_buffer.c.get()[0])
-
     @property
     def descriptor(self):
         return wrap_descriptor(self.c.get().descriptor())
 
     @property
-    def width(self):
-        return self.c.get().width()
-
-    @property
-    def height(self):
-        return self.c.get().height()
-
-    @property
-    def feature_channels(self):
-        return self.c.get().feature_channels()
-
-    @property
     def number_of_images(self):
         return self.c.get().number_of_images()
 
-    @property
-    def data_type(self):
-        return DataType(<int>self.c.get().data_type())
-
-    @property
-    def shape(self):
-        return (self.c.get().number_of_images(), self.c.get().feature_channels(),
-                self.c.get().height(), self.c.get().width())
-
-    @property
-    def device(self):
-        return wrap_device(self.c.get().device_ptr())
-
-    def __reduce__(self):
-        return (Image.from_numpy, (self.device, self.to_numpy()))
-
-    def __repr__(self):
-        n, c, h, w = self.shape
-        return f"<mpsx.Image {n}x{c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
-
 
 @cython.freelist(64)
-cdef class ImageBatch:
+cdef class ImageBatch(Images):
     """MPSImageBatch: N images in one allocation; len(batch), batch[i] -> Image."""
 
     def __init__(self, Device device not None, ImageDescriptor descriptor not None):
@@ -727,19 +735,6 @@ cdef class ImageBatch:
         cdef ImageBatch batch = ImageBatch.__new__(ImageBatch)
         _from_numpy(&batch.c, device, array, True)
         return batch
-
-    def to_numpy(self):
-        return _to_numpy(self.c)
-
-    def __array__(self, dtype=None, copy=None):
-        a = _to_numpy(self.c)
-        return a if dtype is None else a.astype(dtype, copy=False)
-
-    def write(self, array):
-        _write(self.c, array)
-
-    def synchronize(self, CommandBuffer command_buffer not None):
-        self.c.get().synchronize(command_buffer.c.get()[0])
 
     def __len__(self):
         return self.c.get().number_of_images()
@@ -768,38 +763,6 @@ cdef class ImageBatch:
         cdef ImageDescriptor d = wrap_descriptor(self.c.get().descriptor())
         d.c.number_of_images = 1
         return d
-
-    @property
-    def width(self):
-        return self.c.get().width()
-
-    @property
-    def height(self):
-        return self.c.get().height()
-
-    @property
-    def feature_channels(self):
-        return self.c.get().feature_channels()
-
-    @property
-    def data_type(self):
-        return DataType(<int>self.c.get().data_type())
-
-    @property
-    def shape(self):
-        return (self.c.get().number_of_images(), self.c.get().feature_channels(),
-                self.c.get().height(), self.c.get().width())
-
-    @property
-    def device(self):
-        return wrap_device(self.c.get().device_ptr())
-
-    def __reduce__(self):
-        return (ImageBatch.from_numpy, (self.device, self.to_numpy()))
-
-    def __repr__(self):
-        n, c, h, w = self.shape
-        return f"<mpsx.ImageBatch {n} x {c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
 
 
 # ---------------------------------------------------------------- states

@@ -315,3 +315,16 @@ def test_memory_is_reused(device, rng):
     assert device.bytes_cached > 0
     device.empty_cache()
     assert device.bytes_cached == 0
+
+
+def test_objects_of_another_device_are_refused(rng):
+    if len(mpsx.devices()) < 2:
+        pytest.skip("needs two devices (e.g. cpu and cuda)")
+    first, second = mpsx.devices()[:2]
+    image = mpsx.Image.from_numpy(second, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
+    cb = first.command_queue.command_buffer()
+    with pytest.raises(mpsx.DeviceMismatchError, match=f"the source image is on device {second.name}"):
+        relu(first).encode(cb, image)
+    with pytest.raises(mpsx.DeviceMismatchError, match="the command buffer is on device"):
+        relu(second).encode(cb, image)
+    assert cb.command_count == 0
