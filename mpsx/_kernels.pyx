@@ -344,3 +344,4 @@ cdef class CNNGradientKernel(CNNKernel):
 include "kernels/neuron.pxi"
 include "kernels/convolution.pxi"
 include "kernels/loss.pxi"
+include "kernels/batch_normalization.pxi"

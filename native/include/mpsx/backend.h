@@ -32,6 +32,8 @@ class ConvolutionPrimitive;
 struct ConvolutionShape;
 class LossPrimitive;
 struct LossDescriptor;
+class BatchNormalizationPrimitive;
+struct BatchNormalizationDescriptor;
 
 class Backend {
  public:
@@ -56,6 +58,8 @@ class Backend {
   // Kernel families. Each returns a primitive built once per configuration;
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
+      const BatchNormalizationDescriptor& descriptor) = 0;
   virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
   virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
 };
