@@ -55,20 +55,25 @@ void add_moments(const float* __restrict x, int64_t pixels, int64_t channels, co
   }
 }
 
-// s += dz, q += dz * (x - mean) per channel, folded as add_moments.
+// s += dz, q += dz * (x - mean) per channel, folded as add_moments. With
+// `relu`, dz is the leaky ReLU's gradient at z = x * a + b applied to `g`;
+// otherwise g is dz.
 MPSX_CPU_CLONES
-void add_products(const float* __restrict dz, const float* __restrict x, int64_t pixels, int64_t channels,
-                  const float* __restrict mean, float* __restrict s, float* __restrict q, double* __restrict sum,
+void add_products(const float* __restrict g, const float* __restrict x, int64_t pixels, int64_t channels,
+                  const float* __restrict mean, const float* __restrict a, const float* __restrict b, bool relu,
+                  float slope, float* __restrict s, float* __restrict q, double* __restrict sum,
                   double* __restrict products) {
   for (int64_t first = 0; first < pixels; first += kBlock) {
     const int64_t end = std::min(pixels, first + kBlock);
     for (int64_t c = 0; c < channels; ++c) s[c] = q[c] = 0.0f;
     for (int64_t p = first; p < end; ++p) {
-      const float* g = dz + p * channels;
+      const float* gp = g + p * channels;
       const float* v = x + p * channels;
       for (int64_t c = 0; c < channels; ++c) {
-        s[c] += g[c];
-        q[c] += g[c] * (v[c] - mean[c]);
+        float dz = gp[c];
+        if (relu) dz = v[c] * a[c] + b[c] >= 0.0f ? dz : slope * dz;
+        s[c] += dz;
+        q[c] += dz * (v[c] - mean[c]);
       }
     }
     for (int64_t c = 0; c < channels; ++c) {
@@ -78,23 +83,29 @@ void add_products(const float* __restrict dz, const float* __restrict x, int64_t
   }
 }
 
-// y = x * a + b per channel. x and y may be the same values.
+// y = x * a + b per channel, through the leaky ReLU of `slope` with `relu`.
+// x and y may be the same values.
 MPSX_CPU_CLONES
 void scale_shift(const float* x, float* y, int64_t pixels, int64_t channels, const float* __restrict a,
-                 const float* __restrict b) {
+                 const float* __restrict b, bool relu = false, float slope = 0.0f) {
   for (int64_t p = 0; p < pixels; ++p)
-    for (int64_t c = 0; c < channels; ++c) y[p * channels + c] = x[p * channels + c] * a[c] + b[c];
+    for (int64_t c = 0; c < channels; ++c) {
+      const float z = x[p * channels + c] * a[c] + b[c];
+      y[p * channels + c] = relu && z < 0.0f ? slope * z : z;
+    }
 }
 
-// dx = dz * a + x * b + d per channel.
+// dx = dz * A + x * B + D per channel; dz as in add_products.
 MPSX_CPU_CLONES
-void affine_gradient(const float* __restrict dz, const float* __restrict x, float* __restrict dx, int64_t pixels,
-                     int64_t channels, const float* __restrict a, const float* __restrict b,
-                     const float* __restrict d) {
+void affine_gradient(const float* __restrict g, const float* __restrict x, float* __restrict dx, int64_t pixels,
+                     int64_t channels, const float* __restrict a, const float* __restrict b, bool relu, float slope,
+                     const float* __restrict A, const float* __restrict B, const float* __restrict D) {
   for (int64_t p = 0; p < pixels; ++p)
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t i = p * channels + c;
-      dx[i] = dz[i] * a[c] + x[i] * b[c] + d[c];
+      float dz = g[i];
+      if (relu) dz = x[i] * a[c] + b[c] >= 0.0f ? dz : slope * dz;
+      dx[i] = dz * A[c] + x[i] * B[c] + D[c];
     }
 }
 
@@ -134,7 +145,9 @@ class ChannelSums {
 class CpuBatchNormalization final : public BatchNormalizationPrimitive {
  public:
   explicit CpuBatchNormalization(const BatchNormalizationDescriptor& d)
-      : neuron_(d.fused_neuron), fused_(!d.fused_neuron.is_identity()) {}
+      : neuron_(d.fused_neuron),
+        relu_(d.fused_neuron.type == NeuronType::ReLU),
+        other_(!d.fused_neuron.is_identity() && !relu_) {}
 
   void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
                   float* variance) const override {
@@ -172,7 +185,7 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     pre_activation(gamma, beta, mean, variance, epsilon, channels, a, b);
     const int64_t chunk = chunk_pixels(channels);
     for_each_channel_run(x.region(), y.region(), [&](const float* in, float* out, int64_t pixels) {
-      if (!fused_) return scale_shift(in, out, pixels, channels, a, b);
+      if (!other_) return scale_shift(in, out, pixels, channels, a, b, relu_, neuron_.a);
       for (int64_t p = 0; p < pixels; p += chunk) {
         const int64_t n = std::min(chunk, pixels - p);
         float* z = out + p * channels;
@@ -198,20 +211,20 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     pre_activation(gamma, beta, mean, variance, epsilon, channels, a, b);
     ChannelSums sums(cpu, channels);
     const int64_t chunk = chunk_pixels(channels);
-    float* neuron_values = fused_ ? neuron_scratch(cpu, channels) : nullptr;
+    float* neuron_values = other_ ? neuron_scratch(cpu, channels) : nullptr;
     const ImageRegion* const regions[2] = {&dy.region(), &x.region()};
     detail::for_each_run<2>(regions, [&](const int64_t* o, int64_t pixels) {
       const float* g = dy.data() + o[0];
       const float* in = x.data() + o[1];
-      if (!fused_)
-        return add_products(g, in, pixels, channels, centre, sums.block_first(), sums.block_second(), sums.first(),
-                            sums.second());
+      if (!other_)
+        return add_products(g, in, pixels, channels, centre, a, b, relu_, neuron_.a, sums.block_first(),
+                            sums.block_second(), sums.first(), sums.second());
       float* dz = mine(neuron_values, channels);
       for (int64_t p = 0; p < pixels; p += chunk) {
         const int64_t n = std::min(chunk, pixels - p);
         neuron_gradient(g + p * channels, in + p * channels, dz, n, channels, a, b);
-        add_products(dz, in + p * channels, n, channels, centre, sums.block_first(), sums.block_second(),
-                     sums.first(), sums.second());
+        add_products(dz, in + p * channels, n, channels, centre, a, b, false, 0.0f, sums.block_first(),
+                     sums.block_second(), sums.first(), sums.second());
       }
     });
     for (int64_t c = 0; c < channels; ++c) {
@@ -253,16 +266,17 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     Float32Region dy(cpu, source_gradient, 0, true);
     pre_activation(gamma, beta, mean, variance, epsilon, channels, a, b);
     const int64_t chunk = chunk_pixels(channels);
-    float* neuron_values = fused_ ? neuron_scratch(cpu, channels) : nullptr;
+    float* neuron_values = other_ ? neuron_scratch(cpu, channels) : nullptr;
     for_each_channel_run(dy.region(), x.region(), dx.region(),
                          [&](const float* g, const float* in, float* out, int64_t pixels) {
-                           if (!fused_) return affine_gradient(g, in, out, pixels, channels, A, B, D);
+                           if (!other_)
+                             return affine_gradient(g, in, out, pixels, channels, a, b, relu_, neuron_.a, A, B, D);
                            float* dz = mine(neuron_values, channels);
                            for (int64_t p = 0; p < pixels; p += chunk) {
                              const int64_t n = std::min(chunk, pixels - p);
                              const int64_t at = p * channels;
                              neuron_gradient(g + at, in + at, dz, n, channels, a, b);
-                             affine_gradient(dz, in + at, out + at, n, channels, A, B, D);
+                             affine_gradient(dz, in + at, out + at, n, channels, a, b, false, 0.0f, A, B, D);
                            }
                          });
     dx.store();
@@ -315,7 +329,9 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
   }
 
   NeuronDescriptor neuron_;
-  bool fused_;
+  // ReLU, the common case, runs inside the loops; other neurons over chunks
+  // through apply_neuron.
+  bool relu_, other_;
 };
 
 }  // namespace
