@@ -114,6 +114,28 @@ def test_list_of_images_and_state_batch(device, rng):
     np.testing.assert_allclose(dx, rdx, rtol=1e-4, atol=1e-4)
 
 
+def test_single_image_encodes(device, rng):
+    source = weights(rng, 3)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source, mpsx.NNNeuronDescriptor(N.RELU))
+    x = rng.standard_normal((1, 3, 4, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    image, dy_image = mpsx.Image.from_numpy(device, x), mpsx.Image.from_numpy(device, dy)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(image)
+    statistics.encode_batch(cb, image, state)
+    y = bn.encode(cb, image, state)
+    statistics_gradient.encode_batch(cb, dy_image, image, state)
+    dx = gradient.encode(cb, dy_image, image, state)
+    for item in (y, dx, state):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    ry, rdx, rgamma, _ = reference(x, source.gamma(), source.beta(), dy, 1e-5, torch.relu)
+    np.testing.assert_allclose(y.to_numpy(), ry, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx.to_numpy(), rdx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-4, atol=1e-4)
+
+
 def test_statistics_are_exact_far_from_zero(device, rng):
     # Large means against small spreads: sums about a shift keep the variance.
     x = (rng.standard_normal((8, 5, 16, 16)) * 0.01 + 1000).astype(np.float32)

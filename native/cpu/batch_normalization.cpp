@@ -114,11 +114,11 @@ void affine_gradient(const float* __restrict g, const float* __restrict x, float
 class ChannelSums {
  public:
   ChannelSums(CpuContext& cpu, int64_t channels)
-      : channels_(channels), stride_(round_up(channels * (2 * sizeof(double) + 2 * sizeof(float)), 64)) {
-    const int threads = omp_get_max_threads();
-    data_ = static_cast<char*>(cpu.scratch(kSumsSlot, static_cast<size_t>(threads * stride_)));
-    threads_ = threads;
-    std::fill_n(data_, threads * stride_, 0);
+      : channels_(channels),
+        stride_(round_up(channels * (2 * sizeof(double) + 2 * sizeof(float)), 64)),  // no false sharing
+        threads_(omp_get_max_threads()),
+        data_(static_cast<char*>(cpu.scratch(kSumsSlot, static_cast<size_t>(threads_ * stride_)))) {
+    std::fill_n(data_, threads_ * stride_, 0);
   }
   // The calling thread's sums: first, second (double) and their block sums (float).
   double* first() const { return reinterpret_cast<double*>(mine()); }
@@ -138,8 +138,8 @@ class ChannelSums {
  private:
   char* mine() const { return data_ + omp_get_thread_num() * stride_; }
   int64_t channels_, stride_;
-  int threads_ = 1;
-  char* data_ = nullptr;
+  int threads_;
+  char* data_;
 };
 
 class CpuBatchNormalization final : public BatchNormalizationPrimitive {
