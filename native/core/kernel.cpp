@@ -219,10 +219,9 @@ ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source
   return d;
 }
 
-const GradientState& GradientKernel::check_arguments(CommandBuffer& command_buffer,
-                                                     const std::shared_ptr<Image>& source_gradient,
-                                                     const std::shared_ptr<Image>& source_image,
-                                                     const std::shared_ptr<State>& state) const {
+void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                     const std::shared_ptr<Image>& source_image,
+                                     const std::shared_ptr<State>& state) const {
   command_buffer.check_encodable();
   if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected a source gradient image, given None");
   if (!source_image) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
@@ -237,7 +236,6 @@ const GradientState& GradientKernel::check_arguments(CommandBuffer& command_buff
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
   state->check_source(*source_image, class_name());
   check(*source_gradient, *source_image, g);
-  return g;
 }
 
 std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
