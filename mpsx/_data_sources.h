@@ -9,6 +9,7 @@
 #include <string>
 
 #include "_callbacks.h"
+#include "mpsx/kernels/batch_normalization.h"
 #include "mpsx/kernels/convolution.h"
 
 namespace mpsx::python {
@@ -100,5 +101,99 @@ inline PyObject* python_object_of(const std::shared_ptr<ConvolutionDataSource>& 
   auto* python = dynamic_cast<PythonConvolutionDataSource*>(source.get());
   return python ? python->object() : nullptr;
 }
+
+}  // namespace mpsx::python
+
+// ---------------------------------------------------------------- batch normalization
+
+namespace mpsx::python {
+
+// Runs f() with the GIL held; a Python error it leaves set is thrown as a
+// ForeignError.
+template <class F>
+auto call_python(F&& f) {
+  Gil gil;
+  auto result = f();
+  if (PyErr_Occurred()) throw fetch_foreign_error();
+  return result;
+}
+
+// MPSCNNBatchNormalizationDataSource calls, filled in when mpsx._kernels is imported.
+struct BatchNormalizationDataSourceCalls {
+  bool (*load)(PyObject* source) = nullptr;
+  void (*purge)(PyObject* source) = nullptr;
+  int64_t (*number_of_feature_channels)(PyObject* source) = nullptr;
+  HostArray (*array)(PyObject* source, const char* method) = nullptr;
+  float (*epsilon)(PyObject* source) = nullptr;
+  std::string (*label)(PyObject* source) = nullptr;
+  bool (*has)(PyObject* source, const char* attribute) = nullptr;
+  // update_gamma_and_beta or update_mean_and_variance.
+  bool (*update)(PyObject* source, const char* method, std::shared_ptr<BatchNormalizationState> state) = nullptr;
+  std::shared_ptr<NormalizationGammaAndBetaState> (*update_gamma_and_beta_on_command_buffer)(
+      PyObject* source, CommandBuffer& command_buffer, std::shared_ptr<BatchNormalizationState> state) = nullptr;
+  std::shared_ptr<NormalizationMeanAndVarianceState> (*update_mean_and_variance_on_command_buffer)(
+      PyObject* source, CommandBuffer& command_buffer, std::shared_ptr<BatchNormalizationState> state) = nullptr;
+};
+
+inline BatchNormalizationDataSourceCalls& batch_normalization_data_source_calls() {
+  static BatchNormalizationDataSourceCalls calls;
+  return calls;
+}
+
+class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSource {
+  static BatchNormalizationDataSourceCalls& calls() { return batch_normalization_data_source_calls(); }
+
+ public:
+  explicit PythonBatchNormalizationDataSource(PyObject* source) : source_(hold(source)) {}
+  PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
+
+  bool load() override { return call_python([&] { return calls().load(object()); }); }
+  void purge() override {
+    call_python([&] {
+      calls().purge(object());
+      return true;
+    });
+  }
+  int64_t number_of_feature_channels() override {
+    return call_python([&] { return calls().number_of_feature_channels(object()); });
+  }
+  HostArray gamma() override { return array("gamma"); }
+  HostArray beta() override { return array("beta"); }
+  HostArray mean() override { return array("mean"); }
+  HostArray variance() override { return array("variance"); }
+  float epsilon() override { return call_python([&] { return calls().epsilon(object()); }); }
+  std::string label() override { return call_python([&] { return calls().label(object()); }); }
+
+  bool supports_update_gamma_and_beta() override { return has("update_gamma_and_beta"); }
+  bool update_gamma_and_beta(const std::shared_ptr<BatchNormalizationState>& state) override {
+    return call_python([&] { return calls().update(object(), "update_gamma_and_beta", state); });
+  }
+  bool supports_update_mean_and_variance() override { return has("update_mean_and_variance"); }
+  bool update_mean_and_variance(const std::shared_ptr<BatchNormalizationState>& state) override {
+    return call_python([&] { return calls().update(object(), "update_mean_and_variance", state); });
+  }
+  bool supports_update_gamma_and_beta_on_command_buffer() override {
+    return has("update_gamma_and_beta_on_command_buffer");
+  }
+  std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override {
+    return call_python(
+        [&] { return calls().update_gamma_and_beta_on_command_buffer(object(), command_buffer, state); });
+  }
+  bool supports_update_mean_and_variance_on_command_buffer() override {
+    return has("update_mean_and_variance_on_command_buffer");
+  }
+  std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override {
+    return call_python(
+        [&] { return calls().update_mean_and_variance_on_command_buffer(object(), command_buffer, state); });
+  }
+
+ private:
+  HostArray array(const char* method) { return call_python([&] { return calls().array(object(), method); }); }
+  bool has(const char* attribute) { return call_python([&] { return calls().has(object(), attribute); }); }
+
+  std::shared_ptr<void> source_;
+};
 
 }  // namespace mpsx::python

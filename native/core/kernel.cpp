@@ -224,11 +224,9 @@ ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source
   return d;
 }
 
-std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
-                                              const std::shared_ptr<Image>& source_gradient,
-                                              const std::shared_ptr<Image>& source_image,
-                                              const std::shared_ptr<State>& state,
-                                              const std::shared_ptr<Image>& destination_gradient) {
+void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                     const std::shared_ptr<Image>& source_image,
+                                     const std::shared_ptr<State>& state) const {
   command_buffer.check_encodable();
   if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected a source gradient image, given None");
   if (!source_image) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
@@ -243,6 +241,14 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
   state->check_source(*source_image, class_name());
   check(*source_gradient, *source_image, g);
+}
+
+std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
+                                              const std::shared_ptr<Image>& source_gradient,
+                                              const std::shared_ptr<Image>& source_image,
+                                              const std::shared_ptr<State>& state,
+                                              const std::shared_ptr<Image>& destination_gradient) {
+  check_arguments(command_buffer, source_gradient, source_image, state);
   ImageDescriptor expected = destination_image_descriptor(*source_gradient, *source_image, *state);
   std::shared_ptr<Image> result = destination_gradient;
   if (result) {

@@ -37,6 +37,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Executor> new_executor() override;
 
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
+  std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
+      const BatchNormalizationDescriptor& descriptor) override;
   std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
   std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
       const ConvolutionTransposeShape& shape) override;

@@ -38,6 +38,8 @@ class LossPrimitive;
 struct LossDescriptor;
 class OptimizerPrimitive;
 struct OptimizerConfiguration;
+class BatchNormalizationPrimitive;
+struct BatchNormalizationDescriptor;
 
 class Backend {
  public:
@@ -62,6 +64,8 @@ class Backend {
   // Kernel families. Each returns a primitive built once per configuration;
   // kernels cache it and reuse it for every encode.
   virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
+  virtual std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
+      const BatchNormalizationDescriptor& descriptor) = 0;
   virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
   virtual std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
       const ConvolutionTransposeShape& shape) = 0;

@@ -168,6 +168,9 @@ class GradientKernel : public Kernel {
  protected:
   // The state this kernel consumes, or throws TypeMismatchError.
   virtual const GradientState& gradient_state_of(const State& state) const;
+  // encode's checks of its arguments, for gradient kernels that write no image.
+  void check_arguments(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                       const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& gradient_state) const;
   virtual void check(const Image& source_gradient, const Image& source_image,
                      const GradientState& state) const;
   virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,

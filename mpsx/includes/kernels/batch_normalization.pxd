@@ -1,0 +1,118 @@
+# cdef extern declarations of native/include/mpsx/kernels/batch_normalization.h
+from mpsx.includes.errors cimport raise_py_error
+from cpython.ref cimport PyObject
+from libc.stdint cimport int64_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel
+from mpsx.includes.image cimport CImage
+from mpsx.includes.kernels.convolution cimport HostArray
+from mpsx.includes.kernels.neuron cimport NeuronDescriptor
+from mpsx.includes.state cimport CGradientState, CState
+
+cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
+    cdef cppclass CNormalizationGammaAndBetaState "mpsx::NormalizationGammaAndBetaState"(CState):
+        CNormalizationGammaAndBetaState(shared_ptr[CBuffer] gamma, shared_ptr[CBuffer] beta) except +raise_py_error
+        CNormalizationGammaAndBetaState(shared_ptr[CDevice] device, int64_t channels) except +raise_py_error
+        const shared_ptr[CBuffer]& gamma()
+        const shared_ptr[CBuffer]& beta()
+
+    cdef cppclass CNormalizationMeanAndVarianceState "mpsx::NormalizationMeanAndVarianceState"(CState):
+        CNormalizationMeanAndVarianceState(shared_ptr[CBuffer] mean, shared_ptr[CBuffer] variance) except +raise_py_error
+        CNormalizationMeanAndVarianceState(shared_ptr[CDevice] device, int64_t channels) except +raise_py_error
+        const shared_ptr[CBuffer]& mean()
+        const shared_ptr[CBuffer]& variance()
+
+    cdef cppclass CBatchNormalizationDataSource "mpsx::BatchNormalizationDataSource":
+        pass
+
+    cdef cppclass CBatchNormalizationWeights "mpsx::BatchNormalizationWeights"(CBatchNormalizationDataSource):
+        CBatchNormalizationWeights(vector[float] gamma, vector[float] beta, vector[float] mean,
+                                   vector[float] variance, float epsilon, float momentum,
+                                   string label) except +raise_py_error
+        int64_t number_of_feature_channels()
+        HostArray gamma()
+        HostArray beta()
+        HostArray mean()
+        HostArray variance()
+        float epsilon()
+        float momentum()
+        string label()
+        shared_ptr[CNormalizationMeanAndVarianceState] update_mean_and_variance_on_command_buffer(
+            CCommandBuffer& command_buffer, const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error
+
+    cdef cppclass CBatchNormalizationState "mpsx::BatchNormalizationState"(CGradientState):
+        const shared_ptr[const CCNNBatchNormalization]& batch_normalization()
+        int64_t channels()
+        const shared_ptr[CBuffer]& gamma()
+        const shared_ptr[CBuffer]& beta()
+        const shared_ptr[CBuffer]& mean()
+        const shared_ptr[CBuffer]& variance()
+        const shared_ptr[CBuffer]& gradient_for_gamma()
+        const shared_ptr[CBuffer]& gradient_for_beta()
+        void reset() except +raise_py_error
+
+    cdef cppclass CCNNBatchNormalization "mpsx::CNNBatchNormalization"(CUnaryKernel):
+        CCNNBatchNormalization(shared_ptr[CDevice] device, shared_ptr[CBatchNormalizationDataSource] data_source,
+                               NeuronDescriptor fused_neuron) except +raise_py_error
+        int64_t number_of_feature_channels()
+        float epsilon
+        const NeuronDescriptor& fused_neuron()
+        void reload_gamma_and_beta_from_data_source() except +raise_py_error
+        void reload_mean_and_variance_from_data_source() except +raise_py_error
+        void reload_gamma_and_beta(CCommandBuffer& command_buffer,
+                                   const CNormalizationGammaAndBetaState& state) except +raise_py_error
+        void reload_mean_and_variance(CCommandBuffer& command_buffer,
+                                      const CNormalizationMeanAndVarianceState& state) except +raise_py_error
+        void encode_gamma_and_beta_update(CCommandBuffer& command_buffer,
+                                          const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error
+        void encode_mean_and_variance_update(CCommandBuffer& command_buffer,
+                                             const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error
+
+    cdef cppclass CCNNBatchNormalizationStatistics "mpsx::CNNBatchNormalizationStatistics"(CKernel):
+        CCNNBatchNormalizationStatistics(shared_ptr[CDevice] device) except +raise_py_error
+        void encode_batch(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source,
+                          const shared_ptr[CState]& state) except +raise_py_error
+
+    cdef cppclass CBatchNormalizationGradientKernel "mpsx::BatchNormalizationGradientKernel"(CGradientKernel):
+        const NeuronDescriptor& fused_neuron()
+
+    cdef cppclass CCNNBatchNormalizationStatisticsGradient "mpsx::CNNBatchNormalizationStatisticsGradient"(
+            CBatchNormalizationGradientKernel):
+        CCNNBatchNormalizationStatisticsGradient(shared_ptr[CDevice] device,
+                                                 NeuronDescriptor fused_neuron) except +raise_py_error
+        void encode_batch(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source_gradient,
+                          const shared_ptr[CImage]& source_image,
+                          const shared_ptr[CState]& state) except +raise_py_error
+
+    cdef cppclass CCNNBatchNormalizationGradient "mpsx::CNNBatchNormalizationGradient"(
+            CBatchNormalizationGradientKernel):
+        CCNNBatchNormalizationGradient(shared_ptr[CDevice] device, NeuronDescriptor fused_neuron) except +raise_py_error
+
+cdef extern from "_data_sources.h" namespace "mpsx::python":
+    cdef cppclass BatchNormalizationDataSourceCalls:
+        bool (*load)(object) except *
+        void (*purge)(object) except *
+        int64_t (*number_of_feature_channels)(object) except *
+        HostArray (*array)(object, const char*) except *
+        float (*epsilon)(object) except *
+        string (*label)(object) except *
+        bool (*has)(object, const char*) except *
+        bool (*update)(object, const char*, shared_ptr[CBatchNormalizationState]) except *
+        shared_ptr[CNormalizationGammaAndBetaState] (*update_gamma_and_beta_on_command_buffer)(
+            object, CCommandBuffer&, shared_ptr[CBatchNormalizationState]) except *
+        shared_ptr[CNormalizationMeanAndVarianceState] (*update_mean_and_variance_on_command_buffer)(
+            object, CCommandBuffer&, shared_ptr[CBatchNormalizationState]) except *
+
+    BatchNormalizationDataSourceCalls& batch_normalization_data_source_calls()
+
+    cdef cppclass CPythonBatchNormalizationDataSource "mpsx::python::PythonBatchNormalizationDataSource"(
+            CBatchNormalizationDataSource):
+        CPythonBatchNormalizationDataSource(PyObject* source)
+

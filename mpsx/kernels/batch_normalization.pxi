@@ -1,0 +1,549 @@
+# MPSCNNBatchNormalization family (included by _kernels.pyx): the data source
+# protocol, BatchNormalizationWeights, the normalization states, batch
+# normalization, its statistics and their gradients.
+
+import weakref
+
+from mpsx.includes.kernels.batch_normalization cimport (
+    BatchNormalizationDataSourceCalls, CBatchNormalizationDataSource, CBatchNormalizationGradientKernel,
+    CBatchNormalizationState, CBatchNormalizationWeights, CCNNBatchNormalization, CCNNBatchNormalizationGradient,
+    CCNNBatchNormalizationStatistics, CCNNBatchNormalizationStatisticsGradient, CNormalizationGammaAndBetaState,
+    CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls)
+
+__all__ += ["CNNBatchNormalizationDataSource", "BatchNormalizationWeights", "CNNNormalizationGammaAndBetaState",
+            "CNNNormalizationMeanAndVarianceState", "CNNBatchNormalizationState", "CNNBatchNormalization",
+            "CNNBatchNormalizationStatistics", "CNNBatchNormalizationStatisticsGradient",
+            "CNNBatchNormalizationGradient"]
+
+# FLT_MIN: MPS's epsilon for data sources that have none.
+cdef float _FLT_MIN = np.finfo(np.float32).tiny
+
+
+class CNNBatchNormalizationDataSource:
+    """MPSCNNBatchNormalizationDataSource: subclass it and implement
+    number_of_feature_channels() and gamma().
+
+    gamma(), beta(), mean(), variance() return float32 arrays of
+    number_of_feature_channels values, or None for the identity (gamma and
+    variance ones, beta and mean zeros). epsilon (an attribute or a method)
+    defaults to FLT_MIN as in MPS. load() / purge() bracket every read;
+    label(). Optional, as in MPS: update_gamma_and_beta(state) and
+    update_mean_and_variance(state) -> bool (CPU-side updates from the
+    synchronized CNNBatchNormalizationState);
+    update_gamma_and_beta_on_command_buffer(command_buffer, state) ->
+    CNNNormalizationGammaAndBetaState or None and
+    update_mean_and_variance_on_command_buffer(command_buffer, state) ->
+    CNNNormalizationMeanAndVarianceState or None (GPU-side updates);
+    copy(device).
+    """
+    epsilon = float(np.finfo(np.float32).tiny)
+
+    def number_of_feature_channels(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels()")
+
+    def gamma(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement gamma()")
+
+    def beta(self):
+        return None
+
+    def mean(self):
+        return None
+
+    def variance(self):
+        return None
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return None
+
+    def copy(self, device):
+        import copy
+        return copy.deepcopy(self)
+
+
+# ---- the calls the runtime makes into Python data sources (_data_sources.h)
+
+cdef object _value_of(object source, str attribute):
+    value = getattr(source, attribute, None)
+    return value() if callable(value) else value
+
+
+cdef int64_t _bds_number_of_feature_channels(object source) except *:
+    return int(_value_of(source, "number_of_feature_channels"))
+
+
+cdef HostArray _bds_array(object source, const char* method) except *:
+    cdef HostArray out
+    array = getattr(source, method.decode())()
+    if array is None:
+        return out
+    a = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+    cdef const unsigned char[::1] raw = a.view(np.uint8)
+    if raw.shape[0]:
+        out.data = &raw[0]
+    out.count = a.shape[0]
+    out.type = CDataType.Float32
+    out.owner = hold(a)
+    return out
+
+
+cdef float _bds_epsilon(object source) except *:
+    value = _value_of(source, "epsilon")
+    return _FLT_MIN if value is None else float(value)
+
+
+# Kernels by address, so states handed to data sources know their kernel.
+_batch_normalizations = weakref.WeakValueDictionary()
+
+
+cdef object wrap_batch_normalization_state(const shared_ptr[CBatchNormalizationState]& state):
+    cdef CNNBatchNormalizationState s = CNNBatchNormalizationState.__new__(CNNBatchNormalizationState)
+    s.c = <shared_ptr[CState]>state
+    s._kernel = _batch_normalizations.get(<size_t>state.get().batch_normalization().get())
+    return s
+
+
+cdef cbool _bds_update(object source, const char* method, shared_ptr[CBatchNormalizationState] state) except *:
+    return bool(getattr(source, method.decode())(wrap_batch_normalization_state(state)))
+
+
+cdef CommandBuffer _wrap_command_buffer(CCommandBuffer& command_buffer):
+    cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
+    cb.c = command_buffer.shared_from_this()
+    return cb
+
+
+cdef object _checked_update(object source, str method, object result, type expected):
+    if result is not None and not isinstance(result, expected):
+        raise TypeError(f"{type(source).__name__}.{method}() must return an mpsx.{expected.__name__} or None, "
+                        f"returned {type(result).__name__}")
+    return result
+
+
+cdef shared_ptr[CNormalizationGammaAndBetaState] _bds_update_gamma_and_beta_on_command_buffer(
+        object source, CCommandBuffer& command_buffer, shared_ptr[CBatchNormalizationState] state) except *:
+    cdef shared_ptr[CNormalizationGammaAndBetaState] out
+    result = _checked_update(source, "update_gamma_and_beta_on_command_buffer",
+                             source.update_gamma_and_beta_on_command_buffer(
+                                 _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
+                             CNNNormalizationGammaAndBetaState)
+    if result is not None:
+        out = static_pointer_cast[CNormalizationGammaAndBetaState, CState]((<State>result).c)
+    return out
+
+
+cdef shared_ptr[CNormalizationMeanAndVarianceState] _bds_update_mean_and_variance_on_command_buffer(
+        object source, CCommandBuffer& command_buffer, shared_ptr[CBatchNormalizationState] state) except *:
+    cdef shared_ptr[CNormalizationMeanAndVarianceState] out
+    result = _checked_update(source, "update_mean_and_variance_on_command_buffer",
+                             source.update_mean_and_variance_on_command_buffer(
+                                 _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
+                             CNNNormalizationMeanAndVarianceState)
+    if result is not None:
+        out = static_pointer_cast[CNormalizationMeanAndVarianceState, CState]((<State>result).c)
+    return out
+
+
+# load, purge, label and has are the convolution data source's: the same protocol calls.
+cdef BatchNormalizationDataSourceCalls* _batch_normalization_calls = &batch_normalization_data_source_calls()
+_batch_normalization_calls.load = _cds_load
+_batch_normalization_calls.purge = _cds_purge
+_batch_normalization_calls.number_of_feature_channels = _bds_number_of_feature_channels
+_batch_normalization_calls.array = _bds_array
+_batch_normalization_calls.epsilon = _bds_epsilon
+_batch_normalization_calls.label = _cds_label
+_batch_normalization_calls.has = _cds_has
+_batch_normalization_calls.update = _bds_update
+_batch_normalization_calls.update_gamma_and_beta_on_command_buffer = _bds_update_gamma_and_beta_on_command_buffer
+_batch_normalization_calls.update_mean_and_variance_on_command_buffer = \
+    _bds_update_mean_and_variance_on_command_buffer
+
+
+cdef shared_ptr[CBatchNormalizationDataSource] batch_normalization_data_source_of(object source) except *:
+    if isinstance(source, BatchNormalizationWeights):
+        return <shared_ptr[CBatchNormalizationDataSource]>(<BatchNormalizationWeights>source).native
+    if source is None:
+        raise TypeError("expected a batch normalization data source, given None")
+    missing = [m for m in ("number_of_feature_channels", "gamma", "beta", "mean", "variance")
+               if not hasattr(source, m)]
+    if missing:
+        raise TypeError(f"a batch normalization data source needs {', '.join(m + '()' for m in missing)}; "
+                        f"{type(source).__name__} has not")
+    return <shared_ptr[CBatchNormalizationDataSource]>make_native[CPythonBatchNormalizationDataSource](
+        <PyObject*>source)
+
+
+# ---- native data source and states
+
+cdef object _array_of(HostArray a):
+    return np.array(<const float[:a.count]><const float*>a.data, dtype=np.float32)
+
+
+cdef class BatchNormalizationWeights:
+    """A batch normalization data source held natively:
+    BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=1e-5, momentum=0.1).
+
+    Arrays of one value per feature channel. Its
+    update_mean_and_variance_on_command_buffer (what
+    CNNBatchNormalization.encode_mean_and_variance_update calls) folds the
+    state's batch statistics into the kernel's running statistics on the
+    device, as PyTorch does: running = (1 - momentum) * running + momentum *
+    batch, the running variance taking the unbiased batch variance (n / (n - 1)
+    times the biased variance the statistics hold, n the values per channel).
+    mean() and variance() follow once the command buffer has completed.
+    """
+    cdef shared_ptr[CBatchNormalizationWeights] native
+
+    def __init__(self, gamma, beta, mean, variance, float epsilon=1e-5, float momentum=0.1, label=None):
+        cdef vector[float] g = np.ascontiguousarray(gamma, dtype=np.float32).reshape(-1)
+        cdef vector[float] b = np.ascontiguousarray(beta, dtype=np.float32).reshape(-1)
+        cdef vector[float] m = np.ascontiguousarray(mean, dtype=np.float32).reshape(-1)
+        cdef vector[float] v = np.ascontiguousarray(variance, dtype=np.float32).reshape(-1)
+        cdef string name = ("" if label is None else str(label)).encode()
+        self.native = make_native[CBatchNormalizationWeights](g, b, m, v, epsilon, momentum, name)
+
+    def number_of_feature_channels(self):
+        return self.native.get().number_of_feature_channels()
+
+    def gamma(self):
+        return _array_of(self.native.get().gamma())
+
+    def beta(self):
+        return _array_of(self.native.get().beta())
+
+    def mean(self):
+        """The running mean."""
+        return _array_of(self.native.get().mean())
+
+    def variance(self):
+        """The running variance."""
+        return _array_of(self.native.get().variance())
+
+    @property
+    def epsilon(self):
+        return self.native.get().epsilon()
+
+    @property
+    def momentum(self):
+        return self.native.get().momentum()
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return self.native.get().label().decode() or None
+
+    def update_mean_and_variance_on_command_buffer(self, CommandBuffer command_buffer not None,
+                                                   CNNBatchNormalizationState batch_normalization_state not None):
+        """The running statistics with this batch's folded in, in a new state, encoded on the command buffer."""
+        return wrap_mean_and_variance_state(self.native.get().update_mean_and_variance_on_command_buffer(
+            command_buffer.c.get()[0], batch_normalization_state._batch_state()))
+
+    def copy(self, device=None):
+        return BatchNormalizationWeights(*self.__reduce__()[1])
+
+    def __reduce__(self):
+        return (BatchNormalizationWeights, (self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
+                                            self.momentum, self.label()))
+
+
+cdef class CNNNormalizationGammaAndBetaState(State):
+    """MPSCNNNormalizationGammaAndBetaState(device, gamma, beta): float32 values per
+    channel, as Buffers or arrays (copied)."""
+
+    def __init__(self, Device device not None, gamma, beta):
+        self.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
+            buffer_from_numpy(device, gamma, np.float32), buffer_from_numpy(device, beta, np.float32))
+
+    @staticmethod
+    def temporary_state(CommandBuffer command_buffer not None, int64_t number_of_feature_channels):
+        """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
+        cdef CNNNormalizationGammaAndBetaState s = \
+            CNNNormalizationGammaAndBetaState.__new__(CNNNormalizationGammaAndBetaState)
+        s.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
+            command_buffer.c.get().device_ptr(), number_of_feature_channels)
+        return s
+
+    @property
+    def gamma(self):
+        cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.c.get()).gamma()
+        return wrap_buffer(b, np.float32, (b.get().length() // 4,))
+
+    @property
+    def beta(self):
+        cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.c.get()).beta()
+        return wrap_buffer(b, np.float32, (b.get().length() // 4,))
+
+
+cdef object wrap_mean_and_variance_state(const shared_ptr[CNormalizationMeanAndVarianceState]& state):
+    cdef CNNNormalizationMeanAndVarianceState s = \
+        CNNNormalizationMeanAndVarianceState.__new__(CNNNormalizationMeanAndVarianceState)
+    s.c = <shared_ptr[CState]>state
+    return s
+
+
+cdef class CNNNormalizationMeanAndVarianceState(State):
+    """MPSCNNNormalizationMeanAndVarianceState(device, mean, variance): float32 values
+    per channel, as Buffers or arrays (copied)."""
+
+    def __init__(self, Device device not None, mean, variance):
+        self.c = <shared_ptr[CState]>make_native[CNormalizationMeanAndVarianceState](
+            buffer_from_numpy(device, mean, np.float32), buffer_from_numpy(device, variance, np.float32))
+
+    @staticmethod
+    def temporary_state(CommandBuffer command_buffer not None, int64_t number_of_feature_channels):
+        """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
+        return wrap_mean_and_variance_state(make_native[CNormalizationMeanAndVarianceState](
+            command_buffer.c.get().device_ptr(), number_of_feature_channels))
+
+    @property
+    def mean(self):
+        cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.c.get()).mean()
+        return wrap_buffer(b, np.float32, (b.get().length() // 4,))
+
+    @property
+    def variance(self):
+        cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.c.get()).variance()
+        return wrap_buffer(b, np.float32, (b.get().length() // 4,))
+
+
+cdef class CNNBatchNormalizationState(NNGradientState):
+    """MPSCNNBatchNormalizationState: one batch's statistics and the gradients of
+    gamma and beta (float32 Buffers of one value per channel, batch sums), and
+    the gamma and beta its forward encode used. synchronize(cb) before reading
+    them on the host. It belongs to the batch its first encode (statistics or
+    forward) used."""
+
+    cdef shared_ptr[CBatchNormalizationState] _batch_state(self):
+        return static_pointer_cast[CBatchNormalizationState, CState](self.c)
+
+    cdef Buffer _buffer(self, const shared_ptr[CBuffer]& buffer):
+        return wrap_buffer(buffer, np.float32, ((<CBatchNormalizationState*>self.c.get()).channels(),))
+
+    @property
+    def gamma(self):
+        return self._buffer((<CBatchNormalizationState*>self.c.get()).gamma())
+
+    @property
+    def beta(self):
+        return self._buffer((<CBatchNormalizationState*>self.c.get()).beta())
+
+    @property
+    def mean(self):
+        """The batch mean, from CNNBatchNormalizationStatistics."""
+        return self._buffer((<CBatchNormalizationState*>self.c.get()).mean())
+
+    @property
+    def variance(self):
+        """The batch variance (biased: over N x H x W), from CNNBatchNormalizationStatistics."""
+        return self._buffer((<CBatchNormalizationState*>self.c.get()).variance())
+
+    @property
+    def gradient_for_gamma(self):
+        return self._buffer((<CBatchNormalizationState*>self.c.get()).gradient_for_gamma())
+
+    @property
+    def gradient_for_beta(self):
+        return self._buffer((<CBatchNormalizationState*>self.c.get()).gradient_for_beta())
+
+    @property
+    def batch_normalization(self):
+        """The CNNBatchNormalization that made this state."""
+        return self._kernel
+
+    def reset(self):
+        """MPS -reset: zeroes the statistics and gradients; encode the statistics again before using it."""
+        (<CBatchNormalizationState*>self.c.get()).reset()
+
+
+# ---- kernels
+
+cdef class CNNBatchNormalization(CNNUnaryKernel):
+    """MPSCNNBatchNormalization(device, data_source, fused_neuron_descriptor=None).
+
+    data_source is a BatchNormalizationWeights or any object implementing the
+    CNNBatchNormalizationDataSource protocol. Encoded with a
+    CNNBatchNormalizationState it normalizes with the state's batch
+    statistics (training), without one with its running mean and variance
+    (inference).
+    """
+    cdef object _data_source
+    cdef object __weakref__
+
+    def __init__(self, Device device not None, data_source, fused_neuron_descriptor=None):
+        self._data_source = data_source
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNBatchNormalization](
+            device.c, batch_normalization_data_source_of(data_source), neuron_descriptor_of(fused_neuron_descriptor)),
+            CNNBatchNormalizationState)
+        _batch_normalizations[<size_t>self.unary] = self
+
+    cdef CCNNBatchNormalization* _batch_normalization(self):
+        return <CCNNBatchNormalization*>self.unary
+
+    @property
+    def data_source(self):
+        return self._data_source
+
+    @property
+    def number_of_feature_channels(self):
+        return self._batch_normalization().number_of_feature_channels()
+
+    @property
+    def epsilon(self):
+        return self._batch_normalization().epsilon
+
+    @epsilon.setter
+    def epsilon(self, float value):
+        self._batch_normalization().epsilon = value
+
+    @property
+    def fused_neuron_descriptor(self):
+        return _wrap_neuron_descriptor(self._batch_normalization().fused_neuron())
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
+               State batch_normalization_state=None, Image destination_image=None):
+        """Normalizes with the state's batch statistics, or without a state with the running ones."""
+        cdef shared_ptr[CImage] destination
+        if destination_image is not None:
+            destination = destination_image.c
+        cdef shared_ptr[CState] state
+        if batch_normalization_state is not None:
+            state = batch_normalization_state.c
+        return wrap_image(self.unary.encode(command_buffer.c.get()[0], source_image.c, destination, state,
+                                            False).image)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state=None,
+                     destination_images=None):
+        """encode over a batch (an ImageBatch or a list of Images); the state is the batch's one state."""
+        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
+        cdef shared_ptr[CImage] destination
+        if destination_images is not None:
+            if not isinstance(destination_images, ImageBatch):
+                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
+                                f"{type(destination_images).__name__}")
+            destination = (<ImageBatch>destination_images).c
+        cdef shared_ptr[CState] state
+        if batch_normalization_state is not None:
+            state = _state_of(batch_normalization_state, "batch_normalization_state")
+        return wrap_image_batch(self.unary.encode(command_buffer.c.get()[0], source, destination, state,
+                                                  False).image)
+
+    def reload_gamma_and_beta_from_data_source(self):
+        """CPU side: loads the data source's current gamma and beta; later encodes use them."""
+        self._batch_normalization().reload_gamma_and_beta_from_data_source()
+
+    def reload_mean_and_variance_from_data_source(self):
+        """CPU side: loads the data source's current mean and variance; later encodes use them."""
+        self._batch_normalization().reload_mean_and_variance_from_data_source()
+
+    def reload_gamma_and_beta(self, CommandBuffer command_buffer not None,
+                              CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):
+        """GPU side: copies the state's gamma and beta in, ordered on the command buffer."""
+        self._batch_normalization().reload_gamma_and_beta(
+            command_buffer.c.get()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.c.get())[0])
+
+    def reload_mean_and_variance(self, CommandBuffer command_buffer not None,
+                                 CNNNormalizationMeanAndVarianceState mean_and_variance_state not None):
+        """GPU side: copies the state's mean and variance in, ordered on the command buffer."""
+        self._batch_normalization().reload_mean_and_variance(
+            command_buffer.c.get()[0], (<CNormalizationMeanAndVarianceState*>mean_and_variance_state.c.get())[0])
+
+    def encode_gamma_and_beta_update(self, CommandBuffer command_buffer not None,
+                                     CNNBatchNormalizationState batch_normalization_state not None):
+        """The gamma and beta update of MPS's training styles for hand-encoded training.
+
+        A data source with update_gamma_and_beta_on_command_buffer encodes its
+        update now and the kernel reloads the state it returns, on the command
+        buffer. One with update_gamma_and_beta is called once the command
+        buffer completed, with the synchronized state, and the kernel then
+        reloads from it; if it raises, the command buffer ends with status
+        "error" and that exception, and gamma and beta stay as they were.
+        """
+        self._batch_normalization().encode_gamma_and_beta_update(command_buffer.c.get()[0],
+                                                                 batch_normalization_state._batch_state())
+
+    def encode_mean_and_variance_update(self, CommandBuffer command_buffer not None,
+                                        CNNBatchNormalizationState batch_normalization_state not None):
+        """The running mean and variance update, as encode_gamma_and_beta_update with
+        update_mean_and_variance[_on_command_buffer]."""
+        self._batch_normalization().encode_mean_and_variance_update(command_buffer.c.get()[0],
+                                                                    batch_normalization_state._batch_state())
+
+
+cdef object _wrap_neuron_descriptor(const CNeuronDescriptor& desc):
+    if desc.type == <CNeuronType>0:
+        return None
+    cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
+    d.desc = desc
+    return d
+
+
+cdef class CNNBatchNormalizationStatistics(CNNKernel):
+    """MPSCNNBatchNormalizationStatistics(device): the batch mean and biased variance of
+    each channel over every pixel of every source image, into the state."""
+
+    def __init__(self, Device device not None):
+        self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.c)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state):
+        (<CCNNBatchNormalizationStatistics*>self.kernel.get()).encode_batch(
+            command_buffer.c.get()[0], image_of(_batch_of(command_buffer, source_images)),
+            _state_of(batch_normalization_state, "batch_normalization_state"))
+
+
+cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
+    """MPSCNNBatchNormalizationStatisticsGradient(device, fused_neuron_descriptor=None):
+    the state's gradient_for_gamma and gradient_for_beta, summed over the batch."""
+
+    def __init__(self, Device device not None, fused_neuron_descriptor=None):
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationStatisticsGradient](
+            device.c, neuron_descriptor_of(fused_neuron_descriptor)))
+
+    @property
+    def fused_neuron_descriptor(self):
+        return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient).fused_neuron())
+
+    def encode(self, *args, **kwargs):
+        raise TypeError("MPSCNNBatchNormalizationStatisticsGradient has no single-image encode; "
+                        "use encode_batch (an Image is a batch of its images)")
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
+                     batch_normalization_state):
+        (<CCNNBatchNormalizationStatisticsGradient*>self.gradient).encode_batch(
+            command_buffer.c.get()[0], image_of(_batch_of(command_buffer, source_gradients)),
+            image_of(_batch_of(command_buffer, source_images)),
+            _state_of(batch_normalization_state, "batch_normalization_state"))
+
+
+cdef class CNNBatchNormalizationGradient(CNNGradientKernel):
+    """MPSCNNBatchNormalizationGradient(device, fused_neuron_descriptor=None): the gradient
+    for the source through the batch statistics; encode the statistics gradient
+    with the state first."""
+
+    def __init__(self, Device device not None, fused_neuron_descriptor=None):
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationGradient](
+            device.c, neuron_descriptor_of(fused_neuron_descriptor)))
+
+    @property
+    def fused_neuron_descriptor(self):
+        return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient).fused_neuron())
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
+               Image source_image not None, State batch_normalization_state not None,
+               Image destination_gradient=None):
+        return CNNGradientKernel.encode(self, command_buffer, source_gradient, source_image,
+                                        batch_normalization_state, destination_gradient)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
+                     batch_normalization_state, destination_gradients=None):
+        return CNNGradientKernel.encode_batch(self, command_buffer, source_gradients, source_images,
+                                              batch_normalization_state, destination_gradients)

@@ -1,0 +1,568 @@
+#include "mpsx/kernels/batch_normalization.h"
+
+#include <cmath>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+namespace {
+
+constexpr const char* kStateName = "MPSCNNBatchNormalizationState";
+
+std::shared_ptr<Buffer> zeroed(const std::shared_ptr<Device>& device, int64_t channels) {
+  auto buffer = make_pooled<Buffer>(device, static_cast<size_t>(channels) * sizeof(float));
+  buffer->fill_zero();
+  return buffer;
+}
+
+std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
+  auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
+  buffer->write(values.data(), 0, values.size() * sizeof(float));
+  return buffer;
+}
+
+float* values_of(const std::shared_ptr<Buffer>& buffer) { return static_cast<float*>(buffer->data()); }
+
+void check_buffer_pair(const std::shared_ptr<Buffer>& first, const std::shared_ptr<Buffer>& second,
+                       const char* state, const char* first_name, const char* second_name) {
+  if (!first || !second)
+    fail<TypeMismatchError>(state, " needs ", first_name, " and ", second_name, " buffers, given None");
+  if (&first->device() != &second->device())
+    fail<DeviceMismatchError>(state, ": the ", first_name, " buffer is on device ", first->device().name(), ", the ",
+                              second_name, " buffer on device ", second->device().name());
+  if (first->length() != second->length())
+    fail<ShapeError>(state, ": the ", first_name, " buffer holds ", first->length() / sizeof(float), " float32 values, the ",
+                     second_name, " buffer ", second->length() / sizeof(float));
+}
+
+void check_buffer_fits(const Buffer& buffer, int64_t channels, const char* kernel, const char* name) {
+  if (buffer.length() < static_cast<size_t>(channels) * sizeof(float))
+    fail<ShapeError>(kernel, ": the ", name, " buffer holds ", buffer.length() / sizeof(float),
+                     " float32 values; the kernel has ", channels, " feature channels");
+}
+
+// Balances load() with purge() whatever happens in between; a purge that
+// fails cannot be reported from here and changes nothing loaded.
+struct Loaded {
+  BatchNormalizationDataSource& source;
+  ~Loaded() {
+    try {
+      source.purge();
+    } catch (...) {
+    }
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- gamma/beta and mean/variance states
+
+NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma,
+                                                               std::shared_ptr<Buffer> beta)
+    : State(gamma ? gamma->device_ptr() : nullptr), gamma_(std::move(gamma)), beta_(std::move(beta)) {
+  check_buffer_pair(gamma_, beta_, "MPSCNNNormalizationGammaAndBetaState", "gamma", "beta");
+}
+
+NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels)
+    : NormalizationGammaAndBetaState(zeroed(device, channels), zeroed(device, channels)) {}
+
+void NormalizationGammaAndBetaState::synchronize(CommandBuffer& command_buffer) {
+  gamma_->synchronize(command_buffer);
+  beta_->synchronize(command_buffer);
+}
+
+void NormalizationGammaAndBetaState::check_fits(int64_t channels, const char* kernel) const {
+  check_buffer_fits(*gamma_, channels, kernel, "gamma");
+  check_buffer_fits(*beta_, channels, kernel, "beta");
+}
+
+NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean,
+                                                                     std::shared_ptr<Buffer> variance)
+    : State(mean ? mean->device_ptr() : nullptr), mean_(std::move(mean)), variance_(std::move(variance)) {
+  check_buffer_pair(mean_, variance_, "MPSCNNNormalizationMeanAndVarianceState", "mean", "variance");
+}
+
+NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Device> device,
+                                                                     int64_t channels)
+    : NormalizationMeanAndVarianceState(zeroed(device, channels), zeroed(device, channels)) {}
+
+void NormalizationMeanAndVarianceState::synchronize(CommandBuffer& command_buffer) {
+  mean_->synchronize(command_buffer);
+  variance_->synchronize(command_buffer);
+}
+
+void NormalizationMeanAndVarianceState::check_fits(int64_t channels, const char* kernel) const {
+  check_buffer_fits(*mean_, channels, kernel, "mean");
+  check_buffer_fits(*variance_, channels, kernel, "variance");
+}
+
+// ---------------------------------------------------------------- data sources
+
+BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizationDataSource& source,
+                                                                 const char* kernel, bool gamma_and_beta,
+                                                                 bool mean_and_variance) {
+  if (!source.load()) fail<Error>(kernel, ": the data source's load() returned false");
+  Loaded loaded{source};
+  BatchNormalizationParameters p;
+  p.channels = source.number_of_feature_channels();
+  if (p.channels <= 0)
+    fail<ArgumentError>(kernel, ": the data source's number_of_feature_channels must be positive, given ", p.channels);
+  auto take = [&](const char* name, const HostArray& a, float otherwise, std::vector<float>& out) {
+    if (!a.data && !a.owner) {  // None
+      out.assign(static_cast<size_t>(p.channels), otherwise);
+      return;
+    }
+    if (a.count != static_cast<size_t>(p.channels))
+      fail<ShapeError>(kernel, ": the data source's ", name, " holds ", a.count, " values; expected ", p.channels,
+                       " (number_of_feature_channels)");
+    const float* values = static_cast<const float*>(a.data);
+    out.assign(values, values + a.count);
+  };
+  if (gamma_and_beta) {
+    take("gamma", source.gamma(), 1.0f, p.gamma);
+    take("beta", source.beta(), 0.0f, p.beta);
+  }
+  if (mean_and_variance) {
+    take("mean", source.mean(), 0.0f, p.mean);
+    take("variance", source.variance(), 1.0f, p.variance);
+  }
+  p.epsilon = source.epsilon();
+  if (!(p.epsilon >= 0.0f))
+    fail<ArgumentError>(kernel, ": the data source's epsilon must be non-negative, given ", p.epsilon);
+  p.label = source.label();
+  return p;
+}
+
+BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, std::vector<float> beta,
+                                                     std::vector<float> mean, std::vector<float> variance,
+                                                     float epsilon, float momentum, std::string label)
+    : gamma_(std::move(gamma)),
+      beta_(std::move(beta)),
+      mean_(std::move(mean)),
+      variance_(std::move(variance)),
+      epsilon_(epsilon),
+      momentum_(momentum),
+      label_(std::move(label)) {
+  if (gamma_.empty()) fail<ShapeError>("BatchNormalizationWeights: expected one gamma per feature channel, given none");
+  const std::pair<const char*, const std::vector<float>*> others[] = {
+      {"beta", &beta_}, {"mean", &mean_}, {"variance", &variance_}};
+  for (const auto& [name, values] : others)
+    if (values->size() != gamma_.size())
+      fail<ShapeError>("BatchNormalizationWeights: expected ", gamma_.size(), " ", name, " values (as gamma), given ",
+                       values->size());
+  if (!(epsilon_ >= 0.0f))
+    fail<ArgumentError>("BatchNormalizationWeights: epsilon must be non-negative, given ", epsilon_);
+  if (!(momentum_ >= 0.0f && momentum_ <= 1.0f))
+    fail<ArgumentError>("BatchNormalizationWeights: momentum must be in [0, 1], given ", momentum_);
+}
+
+HostArray BatchNormalizationWeights::copy_of(const std::vector<float>& values) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto copy = std::make_shared<std::vector<float>>(values);
+  return HostArray{copy->data(), copy->size(), DataType::Float32, copy};
+}
+
+std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::update_mean_and_variance_on_command_buffer(
+    CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) {
+  command_buffer.check_encodable();
+  if (!state) fail<TypeMismatchError>("BatchNormalizationWeights: expected a batch normalization state, given None");
+  if (!state->statistics_encoded)
+    fail<StateError>("BatchNormalizationWeights: the ", kStateName,
+                     " has no batch statistics; encode MPSCNNBatchNormalizationStatistics with it first");
+  const int64_t channels = state->channels();
+  if (channels != number_of_feature_channels())
+    fail<ShapeError>("BatchNormalizationWeights: the state has ", channels, " feature channels, the weights ",
+                     number_of_feature_channels());
+  const CNNBatchNormalization& kernel = *state->batch_normalization();
+  auto running = kernel.current_mean_and_variance();
+  auto result = make_pooled<NormalizationMeanAndVarianceState>(state->device_ptr(), channels);
+  const int64_t n = state->statistics_count;
+  const float bessel = n > 1 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(n - 1)) : 1.0f;
+  command_buffer.record([primitive = kernel.primitive(), running, state, result, channels, momentum = momentum_,
+                         bessel](ExecutionContext& context) {
+    primitive->update_running_statistics(context, channels, values_of(running->mean()), values_of(running->variance()),
+                                         values_of(state->mean()), values_of(state->variance()), momentum, bessel,
+                                         values_of(result->mean()), values_of(result->variance()));
+  });
+  result->mean()->will_write(command_buffer);
+  result->variance()->will_write(command_buffer);
+  // The host copies follow the device values once the host may read them.
+  result->synchronize(command_buffer);
+  auto self = shared_from_this();
+  command_buffer.add_host_step([self, result] {
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    const size_t bytes = self->mean_.size() * sizeof(float);
+    result->mean()->read(self->mean_.data(), 0, bytes, "the running mean");
+    result->variance()->read(self->variance_.data(), 0, bytes, "the running variance");
+  });
+  return result;
+}
+
+// ---------------------------------------------------------------- the batch normalization state
+
+BatchNormalizationState::BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel)
+    : GradientState(kernel->device_ptr()), kernel_(std::move(kernel)), channels_(kernel_->number_of_feature_channels()) {
+  for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
+    *buffer = zeroed(device_ptr(), channels_);
+}
+
+void BatchNormalizationState::synchronize(CommandBuffer& command_buffer) {
+  for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
+    (*buffer)->synchronize(command_buffer);
+}
+
+void BatchNormalizationState::reset() {
+  for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
+    if ((*buffer)->written_by_pending_command_buffer())
+      fail<StateError>(kStateName, ": reset while a command buffer that writes the state is pending; "
+                       "wait until it has completed");
+  for (auto* buffer : {&mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_}) (*buffer)->fill_zero();
+  statistics_encoded = gradients_encoded = encoded = false;
+  statistics_count = 0;
+}
+
+// ---------------------------------------------------------------- CNNBatchNormalization
+
+CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
+                                             std::shared_ptr<BatchNormalizationDataSource> data_source,
+                                             NeuronDescriptor fused_neuron)
+    : UnaryKernel(std::move(device)), data_source_(std::move(data_source)), fused_neuron_(std::move(fused_neuron)) {
+  if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
+  fused_neuron_.validate();
+  BatchNormalizationParameters p = load_batch_normalization_parameters(*data_source_, class_name(), true, true);
+  channels_ = p.channels;
+  epsilon = p.epsilon;
+  label = p.label;
+  if (fused_neuron_.type == NeuronType::PReLU && static_cast<int64_t>(fused_neuron_.a_per_channel.size()) < channels_)
+    fail<ArgumentError>(class_name(), ": the fused PReLU neuron has ", fused_neuron_.a_per_channel.size(),
+                        " slopes; the kernel has ", channels_, " feature channels");
+  primitive_ = this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{fused_neuron_});
+  parameters_ = {upload(device_ptr(), p.gamma), upload(device_ptr(), p.beta), upload(device_ptr(), p.mean),
+                 upload(device_ptr(), p.variance)};
+}
+
+CNNBatchNormalization::Parameters CNNBatchNormalization::parameters() const {
+  parameters_lock_.lock();
+  Parameters p = parameters_;
+  parameters_lock_.unlock();
+  return p;
+}
+
+void CNNBatchNormalization::load(bool gamma_and_beta, bool mean_and_variance) {
+  BatchNormalizationParameters p =
+      load_batch_normalization_parameters(*data_source_, class_name(), gamma_and_beta, mean_and_variance);
+  if (p.channels != channels_)
+    fail<ShapeError>(class_name(), ": the data source now has ", p.channels,
+                     " feature channels; the kernel was made for ", channels_);
+  std::shared_ptr<Buffer> gamma, beta, mean, variance;
+  if (gamma_and_beta) {
+    gamma = upload(device_ptr(), p.gamma);
+    beta = upload(device_ptr(), p.beta);
+  }
+  if (mean_and_variance) {
+    mean = upload(device_ptr(), p.mean);
+    variance = upload(device_ptr(), p.variance);
+  }
+  parameters_lock_.lock();
+  if (gamma_and_beta) {
+    parameters_.gamma.swap(gamma);
+    parameters_.beta.swap(beta);
+  }
+  if (mean_and_variance) {
+    parameters_.mean.swap(mean);
+    parameters_.variance.swap(variance);
+  }
+  parameters_lock_.unlock();
+}
+
+void CNNBatchNormalization::reload_gamma_and_beta_from_data_source() { load(true, false); }
+
+void CNNBatchNormalization::reload_mean_and_variance_from_data_source() { load(false, true); }
+
+void CNNBatchNormalization::reload_gamma_and_beta(CommandBuffer& command_buffer,
+                                                  const NormalizationGammaAndBetaState& state) {
+  command_buffer.check_encodable();
+  check_device(state, "gamma and beta state");
+  state.check_fits(channels_, class_name());
+  Parameters p = parameters();
+  command_buffer.record([gamma = p.gamma, beta = p.beta, from_gamma = state.gamma(), from_beta = state.beta(),
+                         bytes = static_cast<size_t>(channels_) * sizeof(float)](ExecutionContext& context) {
+    context.copy(gamma->data(), from_gamma->data(), bytes);
+    context.copy(beta->data(), from_beta->data(), bytes);
+  });
+}
+
+void CNNBatchNormalization::reload_mean_and_variance(CommandBuffer& command_buffer,
+                                                     const NormalizationMeanAndVarianceState& state) {
+  command_buffer.check_encodable();
+  check_device(state, "mean and variance state");
+  state.check_fits(channels_, class_name());
+  Parameters p = parameters();
+  command_buffer.record([mean = p.mean, variance = p.variance, from_mean = state.mean(),
+                         from_variance = state.variance(), bytes = static_cast<size_t>(channels_) * sizeof(float)](ExecutionContext& context) {
+    context.copy(mean->data(), from_mean->data(), bytes);
+    context.copy(variance->data(), from_variance->data(), bytes);
+  });
+}
+
+std::shared_ptr<NormalizationMeanAndVarianceState> CNNBatchNormalization::current_mean_and_variance() const {
+  Parameters p = parameters();
+  return make_pooled<NormalizationMeanAndVarianceState>(p.mean, p.variance);
+}
+
+void CNNBatchNormalization::check_update_state(const std::shared_ptr<BatchNormalizationState>& state,
+                                               bool gradients) const {
+  if (!state) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given None");
+  check_device(*state, "state");
+  if (state->batch_normalization().get() != this)
+    fail<StateError>(class_name(), ": the ", kStateName, " was made by another batch normalization");
+  if (!state->statistics_encoded)
+    fail<StateError>(class_name(), ": the ", kStateName,
+                     " has no batch statistics; encode MPSCNNBatchNormalizationStatistics with it first");
+  if (gradients && !state->gradients_encoded)
+    fail<StateError>(class_name(), ": the ", kStateName,
+                     " has no gradients for gamma and beta; encode MPSCNNBatchNormalizationStatisticsGradient with "
+                     "it first");
+}
+
+void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_buffer,
+                                                         const std::shared_ptr<BatchNormalizationState>& state) {
+  command_buffer.check_encodable();
+  check_update_state(state, true);
+  if (data_source_->supports_update_gamma_and_beta_on_command_buffer()) {
+    auto updated = data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, state);
+    if (updated) reload_gamma_and_beta(command_buffer, *updated);
+    return;
+  }
+  if (!data_source_->supports_update_gamma_and_beta())
+    fail<TypeMismatchError>(class_name(), ": the data source implements neither update_gamma_and_beta nor "
+                            "update_gamma_and_beta_on_command_buffer");
+  state->synchronize(command_buffer);
+  auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
+  command_buffer.add_host_step([self, state] {
+    if (self->data_source_->update_gamma_and_beta(state)) self->reload_gamma_and_beta_from_data_source();
+  });
+}
+
+void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& command_buffer,
+                                                            const std::shared_ptr<BatchNormalizationState>& state) {
+  command_buffer.check_encodable();
+  check_update_state(state, false);
+  if (data_source_->supports_update_mean_and_variance_on_command_buffer()) {
+    auto updated = data_source_->update_mean_and_variance_on_command_buffer(command_buffer, state);
+    if (updated) reload_mean_and_variance(command_buffer, *updated);
+    return;
+  }
+  if (!data_source_->supports_update_mean_and_variance())
+    fail<TypeMismatchError>(class_name(), ": the data source implements neither update_mean_and_variance nor "
+                            "update_mean_and_variance_on_command_buffer");
+  state->synchronize(command_buffer);
+  auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
+  command_buffer.add_host_step([self, state] {
+    if (self->data_source_->update_mean_and_variance(state)) self->reload_mean_and_variance_from_data_source();
+  });
+}
+
+std::shared_ptr<State> CNNBatchNormalization::result_state(const Image& source) {
+  check_device(source, "source image");
+  return make_pooled<BatchNormalizationState>(
+      std::static_pointer_cast<const CNNBatchNormalization>(shared_from_this()));
+}
+
+void CNNBatchNormalization::check_state(const State& state) const {
+  auto* s = dynamic_cast<const BatchNormalizationState*>(&state);
+  if (!s) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given an ", state.class_name());
+  if (s->batch_normalization().get() != this)
+    fail<StateError>(class_name(), ": the ", kStateName, " was made by another batch normalization");
+  if (!s->statistics_encoded)
+    fail<StateError>(class_name(), ": the ", kStateName,
+                     " has no batch statistics; encode MPSCNNBatchNormalizationStatistics with it first");
+  if (s->statistics_channel != source_feature_channel_offset)
+    fail<ShapeError>(class_name(), ": the state's statistics start at feature channel ", s->statistics_channel,
+                     ", this encode at source_feature_channel_offset ", source_feature_channel_offset);
+}
+
+void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                   const std::shared_ptr<Image>& destination, const Geometry& g,
+                                   const std::shared_ptr<State>& state) {
+  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source->width() ||
+      g.source_y + g.height > source->height())
+    fail<ShapeError>(class_name(), ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
+                     " region reads outside the ", source->width(), "x", source->height(), " source image");
+  Parameters p = parameters();
+  auto regions = [source, destination, g, channels = channels_] {
+    return std::make_pair(
+        source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height, g.width),
+        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels, g.height,
+                            g.width));
+  };
+  auto bn = std::static_pointer_cast<BatchNormalizationState>(state);
+  if (!bn) {  // inference: the running statistics
+    command_buffer.record([primitive = primitive_, regions, p, epsilon = epsilon](ExecutionContext& context) {
+      auto [from, to] = regions();
+      primitive->normalize(context, from, to, values_of(p.gamma), values_of(p.beta), values_of(p.mean),
+                           values_of(p.variance), epsilon);
+    });
+    return;
+  }
+  bn->epsilon = epsilon;
+  command_buffer.record(
+      [primitive = primitive_, regions, gamma = p.gamma, beta = p.beta, bn, epsilon = epsilon](ExecutionContext& context) {
+        // The state keeps the gamma and beta its gradients belong to.
+        context.copy(bn->gamma()->data(), gamma->data(), gamma->length());
+        context.copy(bn->beta()->data(), beta->data(), beta->length());
+        auto [from, to] = regions();
+        primitive->normalize(context, from, to, values_of(bn->gamma()), values_of(bn->beta()), values_of(bn->mean()),
+                             values_of(bn->variance()), epsilon);
+      });
+  bn->gamma()->will_write(command_buffer);
+  bn->beta()->will_write(command_buffer);
+}
+
+// ---------------------------------------------------------------- CNNBatchNormalizationStatistics
+
+CNNBatchNormalizationStatistics::CNNBatchNormalizationStatistics(std::shared_ptr<Device> device)
+    : Kernel(std::move(device)),
+      primitive_(this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{})) {}
+
+void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                                   const std::shared_ptr<State>& state) {
+  command_buffer.check_encodable();
+  if (!source) fail<TypeMismatchError>(class_name(), ": expected source images, given None");
+  if (!state) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given None");
+  if (&command_buffer.device() != &device())
+    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
+                              ", the kernel on device ", device().name());
+  check_device(*source, "source images");
+  check_device(*state, "state");
+  auto bn = std::dynamic_pointer_cast<BatchNormalizationState>(state);
+  if (!bn) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given an ", state->class_name());
+  if (source->data_type() == DataType::BFloat16)
+    fail<TypeMismatchError>(class_name(), ": bfloat16 source images are not supported; use float32 or float16");
+  const int64_t first = source_feature_channel_offset, channels = bn->channels();
+  if (first < 0 || first % 4 != 0)
+    fail<ArgumentError>(class_name(), ": source_feature_channel_offset must be a non-negative multiple of 4; given ",
+                        first);
+  if (first == 0 ? source->feature_channels() != channels : first + channels > source->feature_channels())
+    fail<ShapeError>(class_name(), ": expected source images of ", first + channels, " feature channels (the state's ",
+                     channels, " from feature channel ", first, "), given ", source->feature_channels());
+  state->check_bindable(*source, class_name());
+  state->bind_source(*source);
+  bn->statistics_encoded = true;
+  bn->statistics_count = source->number_of_images() * source->height() * source->width();
+  bn->statistics_channel = first;
+  command_buffer.record([primitive = primitive_, source, bn, first, channels](ExecutionContext& context) {
+    primitive->statistics(context,
+                          source->region(0, first, 0, 0, source->number_of_images(), channels, source->height(),
+                                         source->width()),
+                          values_of(bn->mean()), values_of(bn->variance()));
+  });
+  bn->mean()->will_write(command_buffer);
+  bn->variance()->will_write(command_buffer);
+}
+
+// ---------------------------------------------------------------- gradients
+
+BatchNormalizationGradientKernel::BatchNormalizationGradientKernel(std::shared_ptr<Device> device,
+                                                                   NeuronDescriptor fused_neuron)
+    : GradientKernel(std::move(device)), fused_neuron_(std::move(fused_neuron)) {
+  fused_neuron_.validate();
+  primitive_ = this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{fused_neuron_});
+}
+
+const GradientState& BatchNormalizationGradientKernel::gradient_state_of(const State& state) const {
+  auto* s = dynamic_cast<const BatchNormalizationState*>(&state);
+  if (!s) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given an ", state.class_name());
+  const NeuronDescriptor& forward = s->batch_normalization()->fused_neuron();
+  if (!(forward == fused_neuron_))
+    fail<ArgumentError>(class_name(), ": the state's batch normalization fuses neuron type ",
+                        static_cast<int>(forward.type), " (a ", forward.a, ", b ", forward.b, ", c ", forward.c,
+                        "); this gradient was made for type ", static_cast<int>(fused_neuron_.type), " (a ",
+                        fused_neuron_.a, ", b ", fused_neuron_.b, ", c ", fused_neuron_.c, ")");
+  return *s;
+}
+
+void CNNBatchNormalizationStatisticsGradient::encode_batch(CommandBuffer& command_buffer,
+                                                           const std::shared_ptr<Image>& source_gradient,
+                                                           const std::shared_ptr<Image>& source_image,
+                                                           const std::shared_ptr<State>& state) {
+  check_arguments(command_buffer, source_gradient, source_image, state);
+  record(command_buffer, source_gradient, source_image, state, nullptr);
+}
+
+void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buffer,
+                                                     const std::shared_ptr<Image>& source_gradient,
+                                                     const std::shared_ptr<Image>& source_image,
+                                                     const std::shared_ptr<State>& state,
+                                                     const std::shared_ptr<Image>&) {
+  auto bn = std::static_pointer_cast<BatchNormalizationState>(state);
+  const Geometry g = bn->geometry;
+  const int64_t channels = bn->channels();
+  command_buffer.record([primitive = primitive_, source_gradient, source_image, bn, g, channels,
+                         epsilon = bn->epsilon](ExecutionContext& context) {
+    primitive->statistics_gradient(
+        context,
+        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels, g.height,
+                                g.width),
+        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height,
+                             g.width),
+        values_of(bn->gamma()), values_of(bn->beta()), values_of(bn->mean()), values_of(bn->variance()), epsilon,
+        values_of(bn->gradient_for_gamma()), values_of(bn->gradient_for_beta()));
+  });
+  bn->gradients_encoded = true;
+  bn->gradient_for_gamma()->will_write(command_buffer);
+  bn->gradient_for_beta()->will_write(command_buffer);
+}
+
+void CNNBatchNormalizationGradient::check(const Image& source_gradient, const Image& source_image,
+                                          const GradientState& state) const {
+  GradientKernel::check(source_gradient, source_image, state);
+  if (!static_cast<const BatchNormalizationState&>(state).gradients_encoded)
+    fail<StateError>(class_name(), ": the ", kStateName,
+                     " has no gradients for gamma and beta; encode MPSCNNBatchNormalizationStatisticsGradient with it "
+                     "first");
+}
+
+void CNNBatchNormalizationGradient::record(CommandBuffer& command_buffer,
+                                           const std::shared_ptr<Image>& source_gradient,
+                                           const std::shared_ptr<Image>& source_image,
+                                           const std::shared_ptr<State>& state,
+                                           const std::shared_ptr<Image>& destination_gradient) {
+  auto bn = std::static_pointer_cast<BatchNormalizationState>(state);
+  const Geometry g = bn->geometry;
+  const int64_t channels = bn->channels();
+  const bool covers = g.source_x == 0 && g.source_y == 0 && g.width == source_image->width() &&
+                      g.height == source_image->height() && g.source_image == 0 &&
+                      g.images == source_image->number_of_images();
+  const bool all_channels = g.source_channel == 0 && channels == source_image->feature_channels();
+  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, bn, g, channels,
+                         covers, all_channels, epsilon = bn->epsilon,
+                         count = bn->statistics_count](ExecutionContext& context) {
+    auto gradient = [&](const ImageRegion& dy, const ImageRegion& x, const ImageRegion& dx) {
+      primitive->gradient(context, dy, x, dx, values_of(bn->gamma()), values_of(bn->beta()), values_of(bn->mean()),
+                          values_of(bn->variance()), epsilon, values_of(bn->gradient_for_gamma()),
+                          values_of(bn->gradient_for_beta()), count);
+    };
+    if (!all_channels)  // channels outside the normalization get no gradient
+      context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+    if (!covers) {
+      // Pixels the statistics covered but the forward pass did not write
+      // still moved the mean and variance.
+      const int64_t n = source_image->number_of_images(), h = source_image->height(), w = source_image->width();
+      gradient(ImageRegion{}, source_image->region(0, g.source_channel, 0, 0, n, channels, h, w),
+               destination_gradient->region(0, g.source_channel, 0, 0, n, channels, h, w));
+    }
+    gradient(source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                     g.height, g.width),
+             source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                  g.height, g.width),
+             destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                          g.height, g.width));
+  });
+}
+
+}  // namespace mpsx

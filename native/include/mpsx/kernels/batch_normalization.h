@@ -1,0 +1,345 @@
+// MPSCNNBatchNormalization and its relatives: the data source protocol, the
+// native BatchNormalizationWeights, the gamma/beta and mean/variance states,
+// the batch normalization state, statistics, and the gradient kernels.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "mpsx/buffer.h"
+#include "mpsx/kernel.h"
+#include "mpsx/kernels/convolution.h"  // HostArray
+#include "mpsx/kernels/neuron.h"
+#include "mpsx/pool.h"
+
+namespace mpsx {
+
+class BatchNormalizationState;
+class CNNBatchNormalization;
+class ExecutionContext;
+
+// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
+class NormalizationGammaAndBetaState : public State {
+ public:
+  NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma, std::shared_ptr<Buffer> beta);
+  // New zeroed buffers for `channels` channels.
+  NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels);
+  const char* class_name() const override { return "MPSCNNNormalizationGammaAndBetaState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  // Throws ShapeError unless both buffers hold `channels` float32.
+  void check_fits(int64_t channels, const char* kernel) const;
+
+  const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
+  const std::shared_ptr<Buffer>& beta() const { return beta_; }
+
+ private:
+  std::shared_ptr<Buffer> gamma_, beta_;
+};
+
+// MPSCNNNormalizationMeanAndVarianceState: float32 mean and variance, one per channel.
+class NormalizationMeanAndVarianceState : public State {
+ public:
+  NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean, std::shared_ptr<Buffer> variance);
+  NormalizationMeanAndVarianceState(std::shared_ptr<Device> device, int64_t channels);
+  const char* class_name() const override { return "MPSCNNNormalizationMeanAndVarianceState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  void check_fits(int64_t channels, const char* kernel) const;
+
+  const std::shared_ptr<Buffer>& mean() const { return mean_; }
+  const std::shared_ptr<Buffer>& variance() const { return variance_; }
+
+ private:
+  std::shared_ptr<Buffer> mean_, variance_;
+};
+
+// MPSCNNBatchNormalizationDataSource. Native (BatchNormalizationWeights) or a
+// Python object (mpsx/_data_sources.h). An array with no data and no owner is
+// one the source did not give (None): gamma then defaults to ones, beta and
+// mean to zeros, variance to ones. The update methods are the optional part
+// of the protocol; supports_*() says whether the source implements them.
+class BatchNormalizationDataSource {
+ public:
+  virtual ~BatchNormalizationDataSource() = default;
+  virtual bool load() = 0;
+  virtual void purge() = 0;
+  virtual int64_t number_of_feature_channels() = 0;
+  virtual HostArray gamma() = 0;
+  virtual HostArray beta() = 0;
+  virtual HostArray mean() = 0;
+  virtual HostArray variance() = 0;
+  // MPS's default when the source has none.
+  virtual float epsilon() { return FLT_MIN; }
+  virtual std::string label() = 0;
+
+  // CPU-side updates from the synchronized state; true if the values changed.
+  virtual bool supports_update_gamma_and_beta() { return false; }
+  virtual bool update_gamma_and_beta(const std::shared_ptr<BatchNormalizationState>& state) { return false; }
+  virtual bool supports_update_mean_and_variance() { return false; }
+  virtual bool update_mean_and_variance(const std::shared_ptr<BatchNormalizationState>& state) { return false; }
+  // GPU-side updates encoded on the command buffer; the returned state holds
+  // the new values (null: no update).
+  virtual bool supports_update_gamma_and_beta_on_command_buffer() { return false; }
+  virtual std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) {
+    return nullptr;
+  }
+  virtual bool supports_update_mean_and_variance_on_command_buffer() { return false; }
+  virtual std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) {
+    return nullptr;
+  }
+};
+
+// What a batch normalization loads from its data source, checked against
+// number_of_feature_channels; the parts not asked for stay empty.
+struct BatchNormalizationParameters {
+  int64_t channels = 0;
+  std::vector<float> gamma, beta, mean, variance;
+  float epsilon = FLT_MIN;
+  std::string label;
+};
+// Calls load, the getters asked for and purge. Throws ShapeError for arrays
+// of the wrong size.
+BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizationDataSource& source,
+                                                                 const char* kernel, bool gamma_and_beta,
+                                                                 bool mean_and_variance);
+
+// A data source held natively: BatchNormalizationWeights(gamma, beta, mean,
+// variance, epsilon, momentum). Its GPU-side mean and variance update folds
+// the state's batch statistics into the running statistics of the state's
+// kernel as PyTorch does: running = (1 - momentum) * running + momentum *
+// batch, the running variance taking the unbiased batch variance (n / (n - 1)
+// times the biased one, n the values per channel; n = 1 takes it as is). Its
+// own host copies follow once the command buffer has completed.
+class BatchNormalizationWeights : public BatchNormalizationDataSource,
+                                  public std::enable_shared_from_this<BatchNormalizationWeights> {
+ public:
+  BatchNormalizationWeights(std::vector<float> gamma, std::vector<float> beta, std::vector<float> mean,
+                            std::vector<float> variance, float epsilon, float momentum, std::string label);
+  bool load() override { return true; }
+  void purge() override {}
+  int64_t number_of_feature_channels() override { return static_cast<int64_t>(gamma_.size()); }
+  HostArray gamma() override { return copy_of(gamma_); }
+  HostArray beta() override { return copy_of(beta_); }
+  HostArray mean() override { return copy_of(mean_); }
+  HostArray variance() override { return copy_of(variance_); }
+  float epsilon() override { return epsilon_; }
+  float momentum() const { return momentum_; }
+  std::string label() override { return label_; }
+  bool supports_update_mean_and_variance_on_command_buffer() override { return true; }
+  std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
+
+ private:
+  // A copy: host steps may change the values while the caller reads it.
+  HostArray copy_of(const std::vector<float>& values);
+
+  // Host steps of command buffers update the running statistics.
+  std::mutex mutex_;
+  std::vector<float> gamma_, beta_, mean_, variance_;
+  float epsilon_, momentum_;
+  std::string label_;
+};
+
+// MPSCNNBatchNormalizationState: the statistics of one batch and the
+// gradients of gamma and beta, plus the gamma and beta its forward encode
+// used. The flags record, in encode order, which passes were encoded with it.
+class BatchNormalizationState : public GradientState {
+ public:
+  explicit BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel);
+  const char* class_name() const override { return "MPSCNNBatchNormalizationState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  // MPS -reset: zeroes the statistics and gradients and forgets that they
+  // were encoded. Throws StateError while a pending command buffer writes them.
+  void reset();
+
+  const std::shared_ptr<const CNNBatchNormalization>& batch_normalization() const { return kernel_; }
+  int64_t channels() const { return channels_; }
+  const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
+  const std::shared_ptr<Buffer>& beta() const { return beta_; }
+  const std::shared_ptr<Buffer>& mean() const { return mean_; }
+  const std::shared_ptr<Buffer>& variance() const { return variance_; }
+  const std::shared_ptr<Buffer>& gradient_for_gamma() const { return gradient_for_gamma_; }
+  const std::shared_ptr<Buffer>& gradient_for_beta() const { return gradient_for_beta_; }
+
+  // Set by the statistics encode: the values per channel they cover and
+  // the first feature channel they read.
+  bool statistics_encoded = false;
+  int64_t statistics_count = 0;
+  int64_t statistics_channel = 0;
+  // Set by the forward encode.
+  float epsilon = FLT_MIN;
+  // Set by the statistics gradient encode.
+  bool gradients_encoded = false;
+
+ private:
+  std::shared_ptr<const CNNBatchNormalization> kernel_;
+  int64_t channels_;
+  std::shared_ptr<Buffer> gamma_, beta_, mean_, variance_, gradient_for_gamma_, gradient_for_beta_;
+};
+
+// Configuration of a batch normalization primitive.
+struct BatchNormalizationDescriptor {
+  NeuronDescriptor fused_neuron;
+};
+
+// What a backend runs for batch normalization, over regions of one batch's
+// channels (float32 or float16) and float32 per-channel device arrays. z is
+// the normalized value before the fused neuron: (x - mean) * gamma /
+// sqrt(variance + epsilon) + beta; dz the gradient at z (the fused neuron's
+// gradient applied to the incoming one).
+class BatchNormalizationPrimitive {
+ public:
+  virtual ~BatchNormalizationPrimitive() = default;
+  // Per-channel mean and biased variance over every pixel of `source`.
+  virtual void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
+                          float* variance) const = 0;
+  // destination = neuron(z).
+  virtual void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+                         const float* gamma, const float* beta, const float* mean, const float* variance,
+                         float epsilon) const = 0;
+  // gradient_for_gamma = sum of dz * (x - mean) / sqrt(variance + epsilon),
+  // gradient_for_beta = sum of dz.
+  virtual void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient,
+                                   const ImageRegion& source, const float* gamma, const float* beta,
+                                   const float* mean, const float* variance, float epsilon,
+                                   float* gradient_for_gamma, float* gradient_for_beta) const = 0;
+  // The gradient for the source through the batch statistics of `count`
+  // values per channel, from the sums statistics_gradient made. Without a
+  // source gradient (data null) dz is zero: pixels the statistics covered
+  // but the forward pass did not normalize.
+  virtual void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
+                        const ImageRegion& destination_gradient, const float* gamma, const float* beta,
+                        const float* mean, const float* variance, float epsilon, const float* gradient_for_gamma,
+                        const float* gradient_for_beta, int64_t count) const = 0;
+  // result = (1 - momentum) * running + momentum * batch, the variance's
+  // batch term scaled by `bessel`.
+  virtual void update_running_statistics(ExecutionContext& context, int64_t channels, const float* mean,
+                                         const float* variance, const float* batch_mean,
+                                         const float* batch_variance, float momentum, float bessel,
+                                         float* result_mean, float* result_variance) const = 0;
+};
+
+class CNNBatchNormalization : public UnaryKernel {
+ public:
+  CNNBatchNormalization(std::shared_ptr<Device> device, std::shared_ptr<BatchNormalizationDataSource> data_source,
+                        NeuronDescriptor fused_neuron);
+  const char* class_name() const override { return "MPSCNNBatchNormalization"; }
+
+  int64_t number_of_feature_channels() const { return channels_; }
+  float epsilon;
+  const NeuronDescriptor& fused_neuron() const { return fused_neuron_; }
+  const std::shared_ptr<BatchNormalizationDataSource>& data_source() const { return data_source_; }
+  const std::shared_ptr<const BatchNormalizationPrimitive>& primitive() const { return primitive_; }
+
+  // CPU side: load the data source's current values; commands encoded
+  // before keep the values they were encoded with.
+  void reload_gamma_and_beta_from_data_source();
+  void reload_mean_and_variance_from_data_source();
+  // GPU side: copy the state's values in, ordered on the command buffer.
+  void reload_gamma_and_beta(CommandBuffer& command_buffer, const NormalizationGammaAndBetaState& state);
+  void reload_mean_and_variance(CommandBuffer& command_buffer, const NormalizationMeanAndVarianceState& state);
+  // The current running mean and variance, as a state sharing the kernel's buffers.
+  std::shared_ptr<NormalizationMeanAndVarianceState> current_mean_and_variance() const;
+  // The updates of MPS's training styles, for hand-encoded training, as
+  // CNNConvolution::encode_weights_and_bias_update: a data source with the
+  // *_on_command_buffer update encodes it now and the kernel reloads the
+  // state it returns, on the command buffer; otherwise the CPU-side update
+  // runs once the command buffer has completed, with the synchronized state,
+  // and the kernel then reloads from the data source. An update that throws
+  // fails the command buffer and leaves the values as they were.
+  void encode_gamma_and_beta_update(CommandBuffer& command_buffer,
+                                    const std::shared_ptr<BatchNormalizationState>& state);
+  void encode_mean_and_variance_update(CommandBuffer& command_buffer,
+                                       const std::shared_ptr<BatchNormalizationState>& state);
+
+  std::shared_ptr<State> result_state(const Image& source) override;
+
+ protected:
+  int64_t source_channels(const Image&) const override { return channels_; }
+  void check_state(const State& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+              const std::shared_ptr<Image>& destination, const Geometry& geometry,
+              const std::shared_ptr<State>& state) override;
+
+ private:
+  struct Parameters {
+    std::shared_ptr<Buffer> gamma, beta, mean, variance;
+  };
+  // Reloads may swap the buffers on a command buffer's thread while another
+  // thread encodes.
+  Parameters parameters() const;
+  void load(bool gamma_and_beta, bool mean_and_variance);
+  // Throws unless `state` is one of this kernel's, through its statistics
+  // (and its statistics gradient when `gradients`).
+  void check_update_state(const std::shared_ptr<BatchNormalizationState>& state, bool gradients) const;
+
+  std::shared_ptr<BatchNormalizationDataSource> data_source_;
+  int64_t channels_ = 0;
+  NeuronDescriptor fused_neuron_;
+  std::shared_ptr<const BatchNormalizationPrimitive> primitive_;
+  mutable detail::SpinLock parameters_lock_;
+  Parameters parameters_;
+};
+
+// MPSCNNBatchNormalizationStatistics: the batch mean and (biased) variance
+// of each channel over every pixel of every source image, into the state.
+class CNNBatchNormalizationStatistics : public Kernel {
+ public:
+  explicit CNNBatchNormalizationStatistics(std::shared_ptr<Device> device);
+  const char* class_name() const override { return "MPSCNNBatchNormalizationStatistics"; }
+  void encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                    const std::shared_ptr<State>& state);
+
+ private:
+  std::shared_ptr<const BatchNormalizationPrimitive> primitive_;
+};
+
+// The gradient kernels share the state's checks and their neuron.
+class BatchNormalizationGradientKernel : public GradientKernel {
+ public:
+  BatchNormalizationGradientKernel(std::shared_ptr<Device> device, NeuronDescriptor fused_neuron);
+  const NeuronDescriptor& fused_neuron() const { return fused_neuron_; }
+
+ protected:
+  const GradientState& gradient_state_of(const State& state) const override;
+
+  NeuronDescriptor fused_neuron_;
+  std::shared_ptr<const BatchNormalizationPrimitive> primitive_;
+};
+
+// MPSCNNBatchNormalizationStatisticsGradient: gradient_for_gamma and
+// gradient_for_beta of the state, batch sums. It writes no image: MPS has
+// only its encode_batch, which records with no destination gradient.
+class CNNBatchNormalizationStatisticsGradient : public BatchNormalizationGradientKernel {
+ public:
+  using BatchNormalizationGradientKernel::BatchNormalizationGradientKernel;
+  const char* class_name() const override { return "MPSCNNBatchNormalizationStatisticsGradient"; }
+  void encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                    const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state);
+
+ protected:
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+};
+
+// MPSCNNBatchNormalizationGradient: the gradient for the source, through the
+// batch statistics, from the sums the statistics gradient left in the state.
+class CNNBatchNormalizationGradient : public BatchNormalizationGradientKernel {
+ public:
+  using BatchNormalizationGradientKernel::BatchNormalizationGradientKernel;
+  const char* class_name() const override { return "MPSCNNBatchNormalizationGradient"; }
+
+ protected:
+  void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+};
+
+}  // namespace mpsx

@@ -1,0 +1,691 @@
+"""CNNBatchNormalization, its statistics and gradients against torch's
+batch_norm and autograd on the CPU and finite differences; data sources,
+running statistics, updates, reloads and bad input."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mpsx
+from helpers import read, run, tolerance
+
+N = mpsx.NeuronType
+
+
+def reference(x, gamma, beta, dy, eps, activation=None, region=None):
+    """y, dx, dgamma, dbeta of torch's training batch norm (float64), the
+    activation applied after it, the loss sum(y * dy) over `region` (the
+    (y0, y1, x0, x1) pixels the forward wrote; all when None)."""
+    xt = torch.tensor(np.asarray(x, np.float64), requires_grad=True)
+    gt = torch.tensor(np.asarray(gamma, np.float64), requires_grad=True)
+    bt = torch.tensor(np.asarray(beta, np.float64), requires_grad=True)
+    y = F.batch_norm(xt, None, None, gt, bt, training=True, eps=eps)
+    if activation is not None:
+        y = activation(y)
+    if region is not None:
+        y0, y1, x0, x1 = region
+        y = y[:, :, y0:y1, x0:x1]
+    y.backward(torch.as_tensor(np.asarray(dy, np.float64)))
+    return y.detach().numpy(), xt.grad.numpy(), gt.grad.numpy(), bt.grad.numpy()
+
+
+def kernels(device, data_source, neuron=None):
+    return (mpsx.CNNBatchNormalization(device, data_source, neuron), mpsx.CNNBatchNormalizationStatistics(device),
+            mpsx.CNNBatchNormalizationStatisticsGradient(device, neuron),
+            mpsx.CNNBatchNormalizationGradient(device, neuron))
+
+
+def train(device, data_source, x, dy, neuron=None, as_list=False):
+    """The MPS training sequence on one command buffer: result_state,
+    statistics, forward with the state, statistics gradient, gradient.
+    Returns (y, dx, state) after completion."""
+    bn, statistics, statistics_gradient, gradient = kernels(device, data_source, neuron)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    gradients = mpsx.ImageBatch.from_numpy(device, dy)
+    if as_list:
+        batch, gradients = list(batch), list(gradients)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch[0] if as_list else batch)
+    statistics.encode_batch(cb, batch, batch_normalization_state=state)
+    y = bn.encode_batch(cb, batch, batch_normalization_state=state)
+    statistics_gradient.encode_batch(cb, source_gradients=gradients, source_images=batch,
+                                     batch_normalization_state=state)
+    dx = gradient.encode_batch(cb, source_gradients=gradients, source_images=batch,
+                               batch_normalization_state=state)
+    for item in (y, dx, state):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return y.to_numpy(), dx.to_numpy(), state
+
+
+def weights(rng, channels, epsilon=1e-5, momentum=0.1):
+    gamma = (rng.random(channels) + 0.5).astype(np.float32)
+    beta = rng.standard_normal(channels).astype(np.float32)
+    mean = rng.standard_normal(channels).astype(np.float32)
+    variance = (rng.random(channels) + 0.5).astype(np.float32)
+    return mpsx.BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=epsilon, momentum=momentum)
+
+
+SHAPES = [  # n, c, h, w, dtype
+    (2, 3, 5, 7, np.float32),
+    (4, 8, 3, 3, np.float32),
+    (3, 5, 1, 1, np.float32),
+    (1, 6, 4, 5, np.float32),
+    (2, 37, 6, 5, np.float32),
+    (5, 16, 8, 8, np.float16),
+    (3, 7, 9, 11, np.float16),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{s[:4]}-{np.dtype(s[4]).name}" for s in SHAPES])
+def test_training_sequence_matches_torch(device, rng, shape):
+    n, c, h, w, dtype = shape
+    source = weights(rng, c)
+    x = (rng.standard_normal((n, c, h, w)) * 2 + 3).astype(dtype)
+    dy = rng.standard_normal((n, c, h, w)).astype(dtype)
+    y, dx, state = train(device, source, x, dy)
+    ry, rdx, rgamma, rbeta = reference(x, source.gamma(), source.beta(), dy, 1e-5)
+    rtol, atol = tolerance(dtype)
+    assert y.dtype == dtype and dx.dtype == dtype
+    np.testing.assert_allclose(y, ry, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx, rdx, rtol=rtol, atol=max(atol, 1e-4))
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(state.gradient_for_beta.to_numpy(), rbeta, rtol=1e-3, atol=1e-3)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(state.mean.to_numpy(), xd.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(state.variance.to_numpy(), xd.var(axis=(0, 2, 3)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(state.gamma.to_numpy(), source.gamma())
+    np.testing.assert_array_equal(state.beta.to_numpy(), source.beta())
+    assert state.gamma.shape == (c,) and state.gradient_for_beta.dtype == np.float32
+
+
+def test_list_of_images_and_state_batch(device, rng):
+    source = weights(rng, 4)
+    x = rng.standard_normal((3, 4, 5, 6)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    y, dx, _ = train(device, source, x, dy, as_list=True)
+    ry, rdx, _, _ = reference(x, source.gamma(), source.beta(), dy, 1e-5)
+    np.testing.assert_allclose(y, ry, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, rdx, rtol=1e-4, atol=1e-4)
+
+
+def test_single_image_encodes(device, rng):
+    source = weights(rng, 3)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source, mpsx.NNNeuronDescriptor(N.RELU))
+    x = rng.standard_normal((1, 3, 4, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    image, dy_image = mpsx.Image.from_numpy(device, x), mpsx.Image.from_numpy(device, dy)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(image)
+    statistics.encode_batch(cb, image, state)
+    y = bn.encode(cb, image, state)
+    statistics_gradient.encode_batch(cb, dy_image, image, state)
+    dx = gradient.encode(cb, dy_image, image, state)
+    for item in (y, dx, state):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    ry, rdx, rgamma, _ = reference(x, source.gamma(), source.beta(), dy, 1e-5, torch.relu)
+    np.testing.assert_allclose(y.to_numpy(), ry, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx.to_numpy(), rdx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-4, atol=1e-4)
+
+
+def test_statistics_are_exact_far_from_zero(device, rng):
+    # Large means against small spreads: sums about a shift keep the variance.
+    x = (rng.standard_normal((8, 5, 16, 16)) * 0.01 + 1000).astype(np.float32)
+    bn = mpsx.CNNBatchNormalization(device, weights(rng, 5))
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    state = bn.result_state(batch)
+    run(device, lambda cb: (mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state),
+                            state.synchronize(cb)))
+    np.testing.assert_allclose(state.variance.to_numpy(), x.astype(np.float64).var(axis=(0, 2, 3)), rtol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_inference_uses_running_statistics(device, rng, dtype):
+    source = weights(rng, 6, epsilon=1e-3)
+    bn = mpsx.CNNBatchNormalization(device, source)
+    assert bn.number_of_feature_channels == 6 and bn.epsilon == pytest.approx(1e-3)
+    x = rng.standard_normal((3, 6, 5, 4)).astype(dtype)
+    expected = F.batch_norm(torch.tensor(x.astype(np.float64)), torch.tensor(source.mean(), dtype=torch.float64),
+                            torch.tensor(source.variance(), dtype=torch.float64),
+                            torch.tensor(source.gamma(), dtype=torch.float64),
+                            torch.tensor(source.beta(), dtype=torch.float64), training=False, eps=1e-3).numpy()
+    y = read(device, lambda cb: bn.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+    np.testing.assert_allclose(y, expected, *tolerance(dtype))
+    single = read(device, lambda cb: bn.encode(cb, mpsx.Image.from_numpy(device, x[1])))
+    np.testing.assert_allclose(single, expected[1:2], *tolerance(dtype))
+    bn.epsilon = 0.5
+    y = read(device, lambda cb: bn.encode(cb, mpsx.Image.from_numpy(device, x[1])))
+    scale = source.gamma() / np.sqrt(source.variance() + 0.5)
+    np.testing.assert_allclose(y, (x[1:2] - source.mean()[:, None, None]) * scale[:, None, None] +
+                               source.beta()[:, None, None], *tolerance(dtype))
+
+
+def test_clip_rect_and_channel_offsets(device, rng):
+    # The forward normalizes a block of channels 4-7 into a clipped region;
+    # the statistics cover every pixel, so the gradient reaches every pixel.
+    source = weights(rng, 4)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source)
+    x = rng.standard_normal((2, 8, 5, 6)).astype(np.float32)
+    image = mpsx.ImageBatch.from_numpy(device, x)
+    destination = mpsx.ImageBatch.from_numpy(device, np.zeros((2, 4, 5, 6), np.float32))
+    dy = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    for k in (bn, statistics):
+        k.source_feature_channel_offset = 4
+    bn.offset = (1, 2, 0)
+    bn.clip_rect = (1, 2, 0, 3, 2, 2)  # x 1-3, y 2-3
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(image)
+    statistics.encode_batch(cb, image, state)
+    y = bn.encode_batch(cb, image, state, destination_images=destination)
+    statistics_gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), image, state)
+    dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), image, state)
+    for item in (y, dx, state):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    ry, rdx, rgamma, rbeta = reference(x[:, 4:], source.gamma(), source.beta(), dy[:, :, 2:4, 1:4], 1e-5,
+                                       region=(2, 4, 1, 4))
+    expected = np.zeros((2, 4, 5, 6), np.float32)
+    expected[:, :, 2:4, 1:4] = ry
+    np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert dx.shape == (2, 8, 5, 6)
+    np.testing.assert_array_equal(dx.to_numpy()[:, :4], 0)
+    np.testing.assert_allclose(dx.to_numpy()[:, 4:], rdx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_beta.to_numpy(), rbeta, rtol=1e-4, atol=1e-4)
+
+
+NEURONS = [
+    (mpsx.NNNeuronDescriptor(N.RELU, 0.1), lambda z: torch.where(z >= 0, z, 0.1 * z)),
+    (mpsx.NNNeuronDescriptor(N.RELU), torch.relu),
+    (mpsx.NNNeuronDescriptor(N.TANH, 1.5, 0.5), lambda z: 1.5 * torch.tanh(0.5 * z)),
+    (mpsx.NNNeuronDescriptor(N.SIGMOID), torch.sigmoid),
+    (mpsx.NNNeuronDescriptor(N.PRELU, data=[0.1, 0.2, 0.3, 0.4, 0.5]),
+     lambda z: torch.where(z >= 0, z, z * torch.tensor([0.1, 0.2, 0.3, 0.4, 0.5], dtype=z.dtype)[:, None, None])),
+]
+
+
+@pytest.mark.parametrize("neuron", NEURONS, ids=["leaky-relu", "relu", "tanh", "sigmoid", "prelu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_fused_neuron_forward_and_gradients(device, rng, neuron, dtype):
+    descriptor, activation = neuron
+    source = weights(rng, 5)
+    x = rng.standard_normal((3, 5, 6, 7)).astype(dtype)
+    dy = rng.standard_normal(x.shape).astype(dtype)
+    y, dx, state = train(device, source, x, dy, descriptor)
+    ry, rdx, rgamma, rbeta = reference(x, source.gamma(), source.beta(), dy, 1e-5, activation)
+    rtol, atol = tolerance(dtype)
+    np.testing.assert_allclose(y, ry, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx, rdx, rtol=rtol, atol=max(atol, 1e-4))
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-3, atol=2e-3)
+    np.testing.assert_allclose(state.gradient_for_beta.to_numpy(), rbeta, rtol=1e-3, atol=2e-3)
+    assert mpsx.CNNBatchNormalizationGradient(device, descriptor).fused_neuron_descriptor == descriptor
+
+
+def test_gradients_by_finite_differences(device, rng):
+    neuron = mpsx.NNNeuronDescriptor(N.TANH, 1.0, 1.0)
+    c = 3
+    gamma = (rng.random(c) + 0.5).astype(np.float32)
+    beta = rng.standard_normal(c).astype(np.float32)
+    x = rng.standard_normal((2, c, 3, 2))
+    dy = rng.standard_normal(x.shape)
+
+    def loss(values, g=gamma, b=beta):
+        source = mpsx.BatchNormalizationWeights(g, b, np.zeros(c), np.ones(c))
+        y, _, _ = train(device, source, values.astype(np.float32), dy.astype(np.float32), neuron)
+        return float(np.sum(y.astype(np.float64) * dy))
+
+    source = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(c), np.ones(c))
+    _, dx, state = train(device, source, x.astype(np.float32), dy.astype(np.float32), neuron)
+    eps = 1e-2
+    numeric = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
+    for k in range(c):
+        step = np.zeros(c, np.float32)
+        step[k] = eps
+        d_gamma = (loss(x, gamma + step) - loss(x, gamma - step)) / (2 * eps)
+        d_beta = (loss(x, gamma, beta + step) - loss(x, gamma, beta - step)) / (2 * eps)
+        assert state.gradient_for_gamma.to_numpy()[k] == pytest.approx(d_gamma, rel=2e-2, abs=2e-3)
+        assert state.gradient_for_beta.to_numpy()[k] == pytest.approx(d_beta, rel=2e-2, abs=2e-3)
+
+
+@pytest.mark.parametrize("momentum", [0.1, 0.3])
+def test_running_statistics_follow_torch(device, rng, momentum):
+    c = 6
+    source = weights(rng, c, epsilon=1e-3, momentum=momentum)
+    bn = mpsx.CNNBatchNormalization(device, source)
+    statistics = mpsx.CNNBatchNormalizationStatistics(device)
+    running_mean = torch.tensor(source.mean(), dtype=torch.float64)
+    running_variance = torch.tensor(source.variance(), dtype=torch.float64)
+    for step in range(3):
+        x = (rng.standard_normal((4, c, 5, 3)) * (step + 1) + step).astype(np.float32)
+        batch = mpsx.ImageBatch.from_numpy(device, x)
+        cb = device.command_queue.command_buffer()
+        state = bn.result_state(batch)
+        statistics.encode_batch(cb, batch, state)
+        bn.encode_batch(cb, batch, batch_normalization_state=state)
+        bn.encode_mean_and_variance_update(cb, state)
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        F.batch_norm(torch.tensor(x, dtype=torch.float64), running_mean, running_variance, training=True,
+                     momentum=momentum, eps=1e-3)
+    np.testing.assert_allclose(source.mean(), running_mean.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(source.variance(), running_variance.numpy(), rtol=1e-5, atol=1e-5)
+    # The kernel normalizes with them at inference, as the reloaded source would.
+    x = rng.standard_normal((2, c, 3, 3)).astype(np.float32)
+    expected = F.batch_norm(torch.tensor(x, dtype=torch.float64), running_mean, running_variance,
+                            torch.tensor(source.gamma(), dtype=torch.float64),
+                            torch.tensor(source.beta(), dtype=torch.float64), training=False, eps=1e-3).numpy()
+    y = read(device, lambda cb: bn.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    restored = pickle.loads(pickle.dumps(source))
+    np.testing.assert_array_equal(restored.variance(), source.variance())
+    assert restored.momentum == pytest.approx(momentum) and restored.epsilon == pytest.approx(1e-3)
+
+
+def test_update_on_command_buffer_of_batch_normalization_weights(device, rng):
+    source = weights(rng, 3, momentum=0.5)
+    mean0, variance0 = source.mean(), source.variance()
+    bn = mpsx.CNNBatchNormalization(device, source)
+    x = rng.standard_normal((1, 3, 1, 2)).astype(np.float32)  # n = 2 values per channel
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
+    updated = source.update_mean_and_variance_on_command_buffer(cb, state)
+    cb.commit()
+    cb.wait_until_completed()
+    assert isinstance(updated, mpsx.CNNNormalizationMeanAndVarianceState)
+    np.testing.assert_allclose(updated.mean.to_numpy(), 0.5 * mean0 + 0.5 * x.mean(axis=(0, 2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(updated.variance.to_numpy(), 0.5 * variance0 + 0.5 * x.var(axis=(0, 2, 3), ddof=1),
+                               rtol=1e-5)
+    np.testing.assert_allclose(source.mean(), updated.mean.to_numpy())
+
+
+class ArraySource(mpsx.CNNBatchNormalizationDataSource):
+    """A Python data source, as users write them."""
+
+    def __init__(self, gamma, beta=None, mean=None, variance=None, **extra):
+        self._gamma, self._beta, self._mean, self._variance = gamma, beta, mean, variance
+        self.calls = []
+        for k, v in extra.items():
+            setattr(self, k, v)
+
+    def number_of_feature_channels(self):
+        return len(self._gamma)
+
+    def gamma(self):
+        self.calls.append("gamma")
+        return self._gamma
+
+    def beta(self):
+        return self._beta
+
+    def mean(self):
+        self.calls.append("mean")
+        return self._mean
+
+    def variance(self):
+        return self._variance
+
+    def load(self):
+        self.calls.append("load")
+        return True
+
+    def purge(self):
+        self.calls.append("purge")
+
+    def label(self):
+        return "array source"
+
+
+def inference(x, gamma, beta, mean, variance, eps):
+    shape = (1, -1, 1, 1)
+    return ((x - mean.reshape(shape)) / np.sqrt(variance.reshape(shape) + eps) * gamma.reshape(shape) +
+            beta.reshape(shape))
+
+
+def test_python_data_source(device, rng):
+    gamma = (rng.random(4) + 0.5).astype(np.float32)
+    src = ArraySource(gamma)
+    bn = mpsx.CNNBatchNormalization(device, src)
+    assert src.calls == ["load", "gamma", "mean", "purge"]
+    assert bn.label == "array source" and bn.data_source is src
+    assert bn.epsilon == np.finfo(np.float32).tiny  # MPS's default: FLT_MIN
+    x = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    y = read(device, lambda cb: bn.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+    np.testing.assert_allclose(y, x * gamma[None, :, None, None], rtol=1e-6)  # beta, mean 0; variance 1
+
+    class WithEpsilon(ArraySource):
+        def epsilon(self):
+            return 0.25
+
+    bn = mpsx.CNNBatchNormalization(device, WithEpsilon(gamma, np.ones(4), np.ones(4), np.full(4, 0.75)))
+    assert bn.epsilon == 0.25
+    y = read(device, lambda cb: bn.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+    np.testing.assert_allclose(y, inference(x, gamma, np.ones(4), np.ones(4), np.full(4, 0.75), 0.25), rtol=1e-5,
+                               atol=1e-6)
+
+
+class UpdatingSource(ArraySource):
+    """CPU-style updates: SGD on gamma and beta, the batch statistics as the new running ones."""
+
+    def __init__(self, *args, fail=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fail, self.updates = fail, []
+
+    def update_gamma_and_beta(self, state):
+        if self.fail:
+            self._gamma = self._gamma * 0  # a half-done update the kernel must not see
+            raise ValueError("update failed")
+        self.updates.append(("gamma and beta", state.batch_normalization))
+        self._gamma = self._gamma - 0.1 * state.gradient_for_gamma.to_numpy()
+        self._beta = self._beta - 0.1 * state.gradient_for_beta.to_numpy()
+        return True
+
+    def update_mean_and_variance(self, state):
+        self.updates.append(("mean and variance", state.batch_normalization))
+        self._mean, self._variance = state.mean.to_numpy().copy(), state.variance.to_numpy().copy()
+        return True
+
+
+def training_step_with_updates(device, bn, x, dy):
+    statistics, statistics_gradient, gradient = kernels(device, bn.data_source)[1:]
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    statistics.encode_batch(cb, batch, state)
+    bn.encode_batch(cb, batch, state)
+    statistics_gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, state)
+    bn.encode_gamma_and_beta_update(cb, state)
+    bn.encode_mean_and_variance_update(cb, state)
+    cb.commit()
+    cb.wait_until_completed()
+    return cb, state
+
+
+def test_cpu_style_updates(device, rng):
+    c = 4
+    gamma, beta = (rng.random(c) + 0.5).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    src = UpdatingSource(gamma, beta, np.zeros(c, np.float32), np.ones(c, np.float32))
+    bn = mpsx.CNNBatchNormalization(device, src)
+    x = rng.standard_normal((3, c, 4, 4)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    cb, state = training_step_with_updates(device, bn, x, dy)
+    assert cb.status == "completed", cb.error
+    assert src.updates == [("gamma and beta", bn), ("mean and variance", bn)]
+    _, _, rgamma, rbeta = reference(x, gamma, beta, dy, bn.epsilon)
+    np.testing.assert_allclose(src._gamma, gamma - 0.1 * rgamma, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(src._beta, beta - 0.1 * rbeta, rtol=1e-4, atol=1e-5)
+    # The kernel reloaded both from the data source.
+    y = read(device, lambda c_: bn.encode_batch(c_, mpsx.ImageBatch.from_numpy(device, x)))
+    np.testing.assert_allclose(y, inference(x, src._gamma, src._beta, x.mean(axis=(0, 2, 3)),
+                                            x.var(axis=(0, 2, 3)), bn.epsilon), rtol=1e-4, atol=1e-4)
+
+
+def test_update_that_raises_fails_the_command_buffer(device, rng):
+    c = 4
+    src = UpdatingSource((rng.random(c) + 0.5).astype(np.float32), fail=True)
+    bn = mpsx.CNNBatchNormalization(device, src)
+    x = rng.standard_normal((2, c, 3, 3)).astype(np.float32)
+    before = read(device, lambda cb: bn.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+    cb, _ = training_step_with_updates(device, bn, x, x)
+    assert cb.status == "error"
+    assert isinstance(cb.error, ValueError) and str(cb.error) == "update failed"
+    assert src.updates == []  # the later update did not run
+    after = read(device, lambda cb: bn.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+    np.testing.assert_array_equal(after, before)
+
+
+def test_gpu_style_updates(device, rng):
+    c = 3
+    gamma = (rng.random(c) + 0.5).astype(np.float32)
+
+    class GpuSource(ArraySource):
+        def update_gamma_and_beta_on_command_buffer(self, command_buffer, state):
+            self.seen = (command_buffer, state.batch_normalization)
+            return mpsx.CNNNormalizationGammaAndBetaState(device, np.full(c, 2.0), np.full(c, 0.5))
+
+        def update_mean_and_variance_on_command_buffer(self, command_buffer, state):
+            # The state's own buffers: the reload copies them on the command buffer.
+            return mpsx.CNNNormalizationMeanAndVarianceState(device, state.mean, state.variance)
+
+    src = GpuSource(gamma)
+    bn = mpsx.CNNBatchNormalization(device, src)
+    x = rng.standard_normal((2, c, 4, 3)).astype(np.float32)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    statistics, statistics_gradient = kernels(device, src)[1:3]
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    statistics.encode_batch(cb, batch, state)
+    bn.encode_batch(cb, batch, state)
+    statistics_gradient.encode_batch(cb, batch, batch, state)
+    bn.encode_gamma_and_beta_update(cb, state)
+    bn.encode_mean_and_variance_update(cb, state)
+    assert src.seen[0] is not None and src.seen[1] is bn
+    after = bn.encode_batch(cb, batch)
+    after.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    np.testing.assert_allclose(after.to_numpy(), inference(x, np.full(c, 2.0), np.full(c, 0.5), x.mean(axis=(0, 2, 3)),
+                                                           x.var(axis=(0, 2, 3)), bn.epsilon), rtol=1e-4, atol=1e-4)
+
+    class Raising(ArraySource):
+        def update_gamma_and_beta_on_command_buffer(self, command_buffer, state):
+            raise RuntimeError("no device update")
+
+    class Wrong(ArraySource):
+        def update_mean_and_variance_on_command_buffer(self, command_buffer, state):
+            return np.zeros(c)
+
+    for source, method, error, message in [
+            (Raising(gamma), "encode_gamma_and_beta_update", RuntimeError, "no device update"),
+            (Wrong(gamma), "encode_mean_and_variance_update", TypeError,
+             "must return an mpsx.CNNNormalizationMeanAndVarianceState or None, returned ndarray"),
+            (ArraySource(gamma), "encode_gamma_and_beta_update", TypeError,
+             "neither update_gamma_and_beta nor update_gamma_and_beta_on_command_buffer")]:
+        kernel = mpsx.CNNBatchNormalization(device, source)
+        cb = device.command_queue.command_buffer()
+        s = kernel.result_state(batch)
+        statistics.encode_batch(cb, batch, s)
+        kernel.encode_batch(cb, batch, s)
+        statistics_gradient.encode_batch(cb, batch, batch, s)
+        with pytest.raises(error, match=message):
+            getattr(kernel, method)(cb, s)
+
+
+def test_reloads(device, rng):
+    c = 4
+    values = [(rng.random(c) + 0.5).astype(np.float32) for _ in range(8)]
+    src = ArraySource(*values[:4])
+    bn = mpsx.CNNBatchNormalization(device, src)
+    x = rng.standard_normal((2, c, 3, 3)).astype(np.float32)
+    image = mpsx.ImageBatch.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    before = bn.encode_batch(cb, image)
+    bn.reload_gamma_and_beta(cb, mpsx.CNNNormalizationGammaAndBetaState(device, values[4], values[5]))
+    middle = bn.encode_batch(cb, image)
+    bn.reload_mean_and_variance(cb, mpsx.CNNNormalizationMeanAndVarianceState(device, values[6], values[7]))
+    after = bn.encode_batch(cb, image)
+    for item in (before, middle, after):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    eps = bn.epsilon
+    np.testing.assert_allclose(before.to_numpy(), inference(x, *values[:4], eps), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(middle.to_numpy(), inference(x, *values[4:6], *values[2:4], eps), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(after.to_numpy(), inference(x, *values[4:8], eps), rtol=1e-5, atol=1e-5)
+
+    src._gamma, src._mean = values[7], values[5]
+    bn.reload_gamma_and_beta_from_data_source()
+    y = read(device, lambda cb: bn.encode_batch(cb, image))
+    np.testing.assert_allclose(y, inference(x, values[7], values[1], values[6], values[7], eps), rtol=1e-5, atol=1e-5)
+    bn.reload_mean_and_variance_from_data_source()
+    y = read(device, lambda cb: bn.encode_batch(cb, image))
+    np.testing.assert_allclose(y, inference(x, values[7], values[1], values[5], values[3], eps), rtol=1e-5, atol=1e-5)
+
+    consistent = src._gamma, src._beta, src._mean, src._variance
+    src._gamma, src._beta, src._mean, src._variance = (v[:3] for v in consistent)
+    with pytest.raises(mpsx.ShapeError, match="the data source now has 3 feature channels; the kernel was made for 4"):
+        bn.reload_gamma_and_beta_from_data_source()
+    src._gamma, src._beta, src._mean, src._variance = consistent
+    src._variance = values[0][:2]
+    with pytest.raises(mpsx.ShapeError, match="the data source's variance holds 2 values; expected 4"):
+        bn.reload_mean_and_variance_from_data_source()
+    np.testing.assert_array_equal(read(device, lambda cb: bn.encode_batch(cb, image)), y)  # unchanged
+    with pytest.raises(mpsx.ShapeError, match="the gamma buffer holds 3 float32 values; the kernel has 4"):
+        bn.reload_gamma_and_beta(device.command_queue.command_buffer(),
+                                 mpsx.CNNNormalizationGammaAndBetaState(device, np.ones(3), np.ones(3)))
+    with pytest.raises(mpsx.ShapeError, match="the mean buffer holds 2 float32 values"):
+        bn.reload_mean_and_variance(device.command_queue.command_buffer(),
+                                    mpsx.CNNNormalizationMeanAndVarianceState(device, np.ones(2), np.ones(2)))
+
+
+def test_normalization_states(device, rng):
+    s = mpsx.CNNNormalizationGammaAndBetaState(device, np.arange(3), np.ones(3))
+    np.testing.assert_array_equal(s.gamma.to_numpy(), [0, 1, 2])
+    assert s.beta.dtype == np.float32 and s.beta.shape == (3,)
+    shared = mpsx.CNNNormalizationMeanAndVarianceState(device, s.gamma, s.beta)  # Buffers pass through
+    assert shared.mean.to_numpy().ctypes.data == s.gamma.to_numpy().ctypes.data
+    temporary = mpsx.CNNNormalizationMeanAndVarianceState.temporary_state(device.command_queue.command_buffer(), 5)
+    np.testing.assert_array_equal(temporary.variance.to_numpy(), np.zeros(5))
+    assert mpsx.CNNNormalizationGammaAndBetaState.temporary_state(device.command_queue.command_buffer(), 2) \
+        .gamma.shape == (2,)
+    with pytest.raises(mpsx.ShapeError, match="the gamma buffer holds 3 float32 values, the beta buffer 4"):
+        mpsx.CNNNormalizationGammaAndBetaState(device, np.ones(3), np.ones(4))
+    with pytest.raises(mpsx.ShapeError, match="the mean buffer holds 1 float32 values, the variance buffer 2"):
+        mpsx.CNNNormalizationMeanAndVarianceState(device, np.ones(1), np.ones(2))
+
+
+def test_state_reset(device, rng):
+    bn = mpsx.CNNBatchNormalization(device, weights(rng, 3))
+    x = rng.standard_normal((2, 3, 2, 2)).astype(np.float32)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
+    with pytest.raises(mpsx.StateError, match="reset while a command buffer that writes the state is pending"):
+        state.reset()
+    state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_allclose(state.mean.to_numpy(), x.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
+    state.reset()
+    np.testing.assert_array_equal(state.mean.to_numpy(), 0)
+    with pytest.raises(mpsx.StateError, match="has no batch statistics"):
+        bn.encode_batch(device.command_queue.command_buffer(), batch, state)
+
+
+def test_data_source_errors(device, rng):
+    with pytest.raises(TypeError, match="expected a batch normalization data source, given None"):
+        mpsx.CNNBatchNormalization(device, None)
+    with pytest.raises(TypeError, match=r"needs number_of_feature_channels\(\), gamma\(\), beta\(\), mean\(\), "
+                                        r"variance\(\); object has not"):
+        mpsx.CNNBatchNormalization(device, object())
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNBatchNormalization: the data source's mean holds 3 values; "
+                                              r"expected 4 \(number_of_feature_channels\)"):
+        mpsx.CNNBatchNormalization(device, ArraySource(np.ones(4), None, np.zeros(3)))
+    with pytest.raises(mpsx.ShapeError, match="the data source's beta holds 0 values; expected 4"):
+        mpsx.CNNBatchNormalization(device, ArraySource(np.ones(4), np.zeros(0)))
+    with pytest.raises(ValueError, match="number_of_feature_channels must be positive, given 0"):
+        mpsx.CNNBatchNormalization(device, ArraySource([]))
+
+    class Failing(ArraySource):
+        def variance(self):
+            raise RuntimeError("variance is gone")
+
+    failing = Failing(np.ones(4))
+    with pytest.raises(RuntimeError, match="variance is gone"):
+        mpsx.CNNBatchNormalization(device, failing)
+    assert failing.calls[0] == "load" and failing.calls[-1] == "purge"  # load balanced by purge
+    with pytest.raises(mpsx.ShapeError, match=r"BatchNormalizationWeights: expected 2 beta values \(as gamma\), given 1"):
+        mpsx.BatchNormalizationWeights([1, 1], [0], [0, 0], [1, 1])
+    with pytest.raises(mpsx.ShapeError, match="expected 2 variance values"):
+        mpsx.BatchNormalizationWeights([1, 1], [0, 0], [0, 0], [1, 1, 1])
+    with pytest.raises(ValueError, match=r"momentum must be in \[0, 1\], given 1.5"):
+        mpsx.BatchNormalizationWeights([1], [0], [0], [1], momentum=1.5)
+    with pytest.raises(ValueError, match="epsilon must be non-negative"):
+        mpsx.BatchNormalizationWeights([1], [0], [0], [1], epsilon=-1)
+    with pytest.raises(ValueError, match="the fused PReLU neuron has 2 slopes; the kernel has 4 feature channels"):
+        mpsx.CNNBatchNormalization(device, ArraySource(np.ones(4)), mpsx.NNNeuronDescriptor(N.PRELU, data=[1, 2]))
+
+
+def test_encode_errors(device, rng):
+    source = weights(rng, 4)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source)
+    other_bn = mpsx.CNNBatchNormalization(device, source)
+    batch = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, 4, 3, 3)).astype(np.float32))
+    other = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, 4, 3, 3)).astype(np.float32))
+    five = mpsx.ImageBatch.from_numpy(device, np.zeros((2, 5, 3, 3), np.float32))
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    with pytest.raises(mpsx.ShapeError, match="MPSCNNBatchNormalization: expected a source image of 4 feature "
+                                              "channels, given 5"):
+        bn.encode_batch(cb, five)
+    with pytest.raises(mpsx.ShapeError, match="MPSCNNBatchNormalizationStatistics: expected source images of 4 "
+                                              "feature channels"):
+        statistics.encode_batch(cb, five, state)
+    with pytest.raises(mpsx.StateError, match="has no batch statistics; encode MPSCNNBatchNormalizationStatistics"):
+        bn.encode_batch(cb, batch, state)
+    neuron_state = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(N.RELU)).encode_batch(
+        cb, batch, destination_states=True)[1]
+    for encode in (lambda: statistics.encode_batch(cb, batch, neuron_state),
+                   lambda: bn.encode_batch(cb, batch, neuron_state),
+                   lambda: gradient.encode_batch(cb, batch, batch, neuron_state),
+                   lambda: statistics_gradient.encode_batch(cb, batch, batch, neuron_state)):
+        with pytest.raises(TypeError, match="expected an MPSCNNBatchNormalizationState, given an MPSNNGradientState"):
+            encode()
+    with pytest.raises(TypeError, match="batch_normalization_state"):
+        statistics.encode_batch(cb, batch, None)
+    statistics.encode_batch(cb, batch, state)
+    with pytest.raises(mpsx.StateError, match="belongs to another batch"):
+        statistics.encode_batch(cb, other, state)
+    with pytest.raises(mpsx.StateError, match="belongs to another batch"):
+        bn.encode_batch(cb, other, state)
+    with pytest.raises(mpsx.StateError, match="was made by another batch normalization"):
+        other_bn.encode_batch(cb, batch, state)
+    with pytest.raises(mpsx.StateError, match="was not produced by a forward encode"):
+        statistics_gradient.encode_batch(cb, batch, batch, state)
+    y = bn.encode_batch(cb, batch, state)
+    with pytest.raises(mpsx.StateError, match="made for another batch"):
+        statistics_gradient.encode_batch(cb, y, other, state)
+    with pytest.raises(mpsx.StateError, match="no gradients for gamma and beta; encode "
+                                              "MPSCNNBatchNormalizationStatisticsGradient with it first"):
+        gradient.encode_batch(cb, y, batch, state)
+    with pytest.raises(mpsx.StateError, match="no gradients for gamma and beta"):
+        bn.encode_gamma_and_beta_update(cb, state)
+    with pytest.raises(ValueError, match="the state's batch normalization fuses neuron type 0"):
+        mpsx.CNNBatchNormalizationGradient(device, mpsx.NNNeuronDescriptor(N.RELU)).encode_batch(cb, y, batch, state)
+    with pytest.raises(mpsx.ShapeError, match="source gradient shaped as the forward result"):
+        statistics_gradient.encode_batch(cb, five, batch, state)
+    with pytest.raises(TypeError, match="no single-image encode"):
+        statistics_gradient.encode(cb, y[0], batch[0], state)
+    statistics_gradient.encode_batch(cb, y, batch, state)
+    with pytest.raises(mpsx.SynchronizationError):
+        state.gradient_for_gamma.to_numpy()
+    with pytest.raises(TypeError, match="neither update_gamma_and_beta nor"):
+        bn.encode_gamma_and_beta_update(cb, state)
+    with pytest.raises(TypeError, match="CNNBatchNormalizationState"):
+        bn.encode_mean_and_variance_update(cb, neuron_state)
+    with pytest.raises(mpsx.StateError, match="was made by another batch normalization"):
+        other_bn.encode_mean_and_variance_update(cb, state)
+    with pytest.raises(mpsx.StateError, match="has no batch statistics"):
+        source.update_mean_and_variance_on_command_buffer(cb, other_bn.result_state(batch))
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
