@@ -51,7 +51,7 @@ class ReferenceCNN:
     per step holds the forward pass, the loss, the backward pass and the SGD
     updates, which reload the kernels' weights on the command buffer."""
 
-    def __init__(self, device, batch_size, learning_rate=0.05, momentum=0.9, seed=0):
+    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0):
         self.device = device
         self.batch_size = batch_size
         self.initial_parameters = p = initial_parameters(seed)
@@ -90,7 +90,7 @@ class ReferenceCNN:
         self.pool_gradient = mpsx.CNNPoolingMaxGradient(device, 2, 2)
         descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
         descriptor.reduce_across_batch = True
-        self.loss = mpsx.CNNLoss(device, descriptor)
+        self.cross_entropy = mpsx.CNNLoss(device, descriptor)
         # Two input slots: the host writes one while the last step still reads the other.
         self.inputs = [mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=32, height=32, feature_channels=3,
                                                                    number_of_images=batch_size)) for _ in range(2)]
@@ -114,7 +114,7 @@ class ReferenceCNN:
                 pooling += (pool_states,)
             records.append((conv_input, conv_states, y, bn_state, pooling))
         logits, fc_states = self.fc.encode_batch(cb, x, destination_states=True)
-        gradient = self.loss.encode_batch(cb, logits, labels)
+        gradient = self.cross_entropy.encode_batch(cb, logits, labels)
         gradient = self.fc_gradient.encode_batch(cb, gradient, x, fc_states)
         self._update_convolution(cb, self.fc, fc_states, self.fc_weights, self.fc_momenta)
         for layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(self.layers, records))):
@@ -167,7 +167,7 @@ class ReferenceCNN:
 class TorchReferenceCNN:
     """The same model and update in PyTorch eager."""
 
-    def __init__(self, parameters, device="cpu", learning_rate=0.05, momentum=0.9):
+    def __init__(self, parameters, device="cpu", learning_rate=0.001, momentum=0.9):
         import torch
         self.torch = torch
         t = lambda a: torch.tensor(a, device=device)

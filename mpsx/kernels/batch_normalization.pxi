@@ -187,7 +187,7 @@ cdef object _array_of(HostArray a):
 
 cdef class BatchNormalizationWeights:
     """A batch normalization data source held natively:
-    BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=1e-5, momentum=0.1).
+    BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=1e-5, momentum=0.1, optimizer=None).
 
     Arrays of one value per feature channel. Its
     update_mean_and_variance_on_command_buffer (what
@@ -197,16 +197,26 @@ cdef class BatchNormalizationWeights:
     batch, the running variance taking the unbiased batch variance (n / (n - 1)
     times the biased variance the statistics hold, n the values per channel).
     mean() and variance() follow once the command buffer has completed.
+    With an optimizer (an NNOptimizer) gamma and beta train on the device:
+    bn.encode_gamma_and_beta_update(cb, state) encodes the optimizer from the
+    state's gradients, with vectors (momentum, ...) this data source keeps on
+    the device, and the kernel reloads the result on the command buffer;
+    gamma() and beta() follow once the command buffer has completed. Give each
+    data source its own NNOptimizerAdam: every update advances its time step.
     """
     cdef shared_ptr[CBatchNormalizationWeights] native
+    cdef object _optimizer
 
-    def __init__(self, gamma, beta, mean, variance, float epsilon=1e-5, float momentum=0.1, label=None):
+    def __init__(self, gamma, beta, mean, variance, float epsilon=1e-5, float momentum=0.1, optimizer=None,
+                 label=None):
         cdef vector[float] g = np.ascontiguousarray(gamma, dtype=np.float32).reshape(-1)
         cdef vector[float] b = np.ascontiguousarray(beta, dtype=np.float32).reshape(-1)
         cdef vector[float] m = np.ascontiguousarray(mean, dtype=np.float32).reshape(-1)
         cdef vector[float] v = np.ascontiguousarray(variance, dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.native = make_native[CBatchNormalizationWeights](g, b, m, v, epsilon, momentum, name)
+        self.native = make_native[CBatchNormalizationWeights](g, b, m, v, epsilon, momentum, name,
+                                                              optimizer_of(optimizer))
+        self._optimizer = optimizer
 
     def number_of_feature_channels(self):
         return self.native.get().number_of_feature_channels()
@@ -248,12 +258,35 @@ cdef class BatchNormalizationWeights:
         return wrap_mean_and_variance_state(self.native.get().update_mean_and_variance_on_command_buffer(
             command_buffer.c.get()[0], batch_normalization_state._batch_state()))
 
+    @property
+    def optimizer(self):
+        """The NNOptimizer that trains gamma and beta, or None."""
+        return self._optimizer
+
+    def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None,
+                                                CNNBatchNormalizationState batch_normalization_state not None):
+        """With an optimizer: gamma and beta after one update from the state's gradients, encoded on the command buffer."""
+        if self._optimizer is None:
+            raise TypeError("this BatchNormalizationWeights has no optimizer to update gamma and beta with")
+        return wrap_gamma_and_beta_state(self.native.get().update_gamma_and_beta_on_command_buffer(
+            command_buffer.c.get()[0], batch_normalization_state._batch_state()))
+
     def copy(self, device=None):
-        return BatchNormalizationWeights(*self.__reduce__()[1])
+        """The current values, with a copy of the optimizer on device (its vectors start from zero)."""
+        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
+        return BatchNormalizationWeights(self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
+                                         self.momentum, optimizer, self.label())
 
     def __reduce__(self):
         return (BatchNormalizationWeights, (self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
-                                            self.momentum, self.label()))
+                                            self.momentum, self._optimizer, self.label()))
+
+
+cdef object wrap_gamma_and_beta_state(const shared_ptr[CNormalizationGammaAndBetaState]& state):
+    cdef CNNNormalizationGammaAndBetaState s = \
+        CNNNormalizationGammaAndBetaState.__new__(CNNNormalizationGammaAndBetaState)
+    s.c = <shared_ptr[CState]>state
+    return s
 
 
 cdef class CNNNormalizationGammaAndBetaState(State):

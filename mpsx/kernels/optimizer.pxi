@@ -171,7 +171,7 @@ cdef bint _state_form(bint vectors_given, bint states_given) except -1:
     if vectors_given and states_given:
         raise TypeError("encode takes either vectors (input_gradient_vector, input_values_vector, ..., "
                         "result_values_vector) or states (convolution_gradient_state, convolution_source_state, "
-                        "..., result_state), not both")
+                        "batch_normalization_state, ..., result_state), not both")
     return states_given
 
 
@@ -273,12 +273,32 @@ cdef class NNOptimizer:
                             _vector_of(values, "input_values_vector"), vectors,
                             _vector_of(result, "result_values_vector"))
 
-    cdef _encode_states(self, CommandBuffer command_buffer, gradient_state, source_state,
-                        const OptimizerVectorLists& lists, result_state):
-        self.c.get().encode(command_buffer.c.get()[0],
-                            _state_argument(gradient_state, "convolution_gradient_state"),
-                            _state_argument(source_state, "convolution_source_state"), lists,
-                            _state_argument(result_state, "result_state"))
+    cdef _encode_states(self, CommandBuffer command_buffer, dict states, const OptimizerVectorLists& lists,
+                        result_state):
+        """The state forms: a convolution's gradient and source states, or a batch
+        normalization's state (or its gradient and source states)."""
+        convolution = states["convolution_gradient_state"] is not None or \
+            states["convolution_source_state"] is not None
+        normalization = [k for k, v in states.items() if k.startswith("batch") and v is not None]
+        if convolution and normalization:
+            raise TypeError(f"encode updates a convolution's state or a batch normalization's, not both; given "
+                            f"convolution states and {', '.join(normalization)}")
+        if not normalization:
+            self.c.get().encode(command_buffer.c.get()[0],
+                                _state_argument(states["convolution_gradient_state"], "convolution_gradient_state"),
+                                _state_argument(states["convolution_source_state"], "convolution_source_state"),
+                                lists, _state_argument(result_state, "result_state"))
+            return
+        single = states["batch_normalization_state"]
+        if single is not None and len(normalization) > 1:
+            raise TypeError("give batch_normalization_state alone, or batch_normalization_gradient_state with "
+                            "batch_normalization_source_state")
+        gradient = single if single is not None else states["batch_normalization_gradient_state"]
+        source = single if single is not None else states["batch_normalization_source_state"]
+        self.c.get().encode_batch_normalization(
+            command_buffer.c.get()[0], _state_argument(gradient, "batch_normalization_gradient_state"),
+            _state_argument(source, "batch_normalization_source_state"), lists,
+            _state_argument(result_state, "result_state"))
 
     def __repr__(self):
         return f"<mpsx.{type(self).__name__} learning_rate={self.learning_rate} on {self.device.name}>"
@@ -317,7 +337,8 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
 
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_momentum_vector=None, result_values_vector=None, *, convolution_gradient_state=None,
-               convolution_source_state=None, input_momentum_vectors=None, result_state=None):
+               convolution_source_state=None, batch_normalization_state=None, batch_normalization_gradient_state=None,
+               batch_normalization_source_state=None, input_momentum_vectors=None, result_state=None):
         """Encodes one update: of result_values_vector from input_values_vector and
         input_gradient_vector, or of result_state from convolution_source_state and
         convolution_gradient_state (input_momentum_vectors: [weights, biases] or [weights]).
@@ -327,10 +348,15 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
         if _state_form(input_gradient_vector is not None or input_values_vector is not None or
                        input_momentum_vector is not None or result_values_vector is not None,
                        convolution_gradient_state is not None or convolution_source_state is not None or
+                       batch_normalization_state is not None or batch_normalization_gradient_state is not None or
+                       batch_normalization_source_state is not None or
                        input_momentum_vectors is not None or result_state is not None):
             lists.momentum = _vector_list(input_momentum_vectors, "input_momentum_vectors")
-            self._encode_states(command_buffer, convolution_gradient_state, convolution_source_state, lists,
-                                result_state)
+            self._encode_states(command_buffer, dict(
+                convolution_gradient_state=convolution_gradient_state, convolution_source_state=convolution_source_state,
+                batch_normalization_state=batch_normalization_state,
+                batch_normalization_gradient_state=batch_normalization_gradient_state,
+                batch_normalization_source_state=batch_normalization_source_state), lists, result_state)
         else:
             vectors.momentum = _vector_of(input_momentum_vector, "input_momentum_vector")
             self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
@@ -391,8 +417,9 @@ cdef class NNOptimizerAdam(NNOptimizer):
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_momentum_vector=None, input_velocity_vector=None, result_values_vector=None, *,
                maximum_velocity_vector=None, convolution_gradient_state=None, convolution_source_state=None,
-               input_momentum_vectors=None, input_velocity_vectors=None, maximum_velocity_vectors=None,
-               result_state=None):
+               batch_normalization_state=None, batch_normalization_gradient_state=None,
+               batch_normalization_source_state=None, input_momentum_vectors=None, input_velocity_vectors=None,
+               maximum_velocity_vectors=None, result_state=None):
         """Encodes one update: of result_values_vector from input_values_vector and
         input_gradient_vector, or of result_state from convolution_source_state and
         convolution_gradient_state (vector lists: [weights, biases] or [weights]).
@@ -404,13 +431,18 @@ cdef class NNOptimizerAdam(NNOptimizer):
                        input_momentum_vector is not None or input_velocity_vector is not None or
                        maximum_velocity_vector is not None or result_values_vector is not None,
                        convolution_gradient_state is not None or convolution_source_state is not None or
+                       batch_normalization_state is not None or batch_normalization_gradient_state is not None or
+                       batch_normalization_source_state is not None or
                        input_momentum_vectors is not None or input_velocity_vectors is not None or
                        maximum_velocity_vectors is not None or result_state is not None):
             lists.momentum = _vector_list(input_momentum_vectors, "input_momentum_vectors")
             lists.velocity = _vector_list(input_velocity_vectors, "input_velocity_vectors")
             lists.maximum_velocity = _vector_list(maximum_velocity_vectors, "maximum_velocity_vectors")
-            self._encode_states(command_buffer, convolution_gradient_state, convolution_source_state, lists,
-                                result_state)
+            self._encode_states(command_buffer, dict(
+                convolution_gradient_state=convolution_gradient_state, convolution_source_state=convolution_source_state,
+                batch_normalization_state=batch_normalization_state,
+                batch_normalization_gradient_state=batch_normalization_gradient_state,
+                batch_normalization_source_state=batch_normalization_source_state), lists, result_state)
         else:
             vectors.momentum = _vector_of(input_momentum_vector, "input_momentum_vector")
             vectors.velocity = _vector_of(input_velocity_vector, "input_velocity_vector")
@@ -445,7 +477,8 @@ cdef class NNOptimizerRMSProp(NNOptimizer):
 
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_sum_of_squares_vector=None, result_values_vector=None, *, convolution_gradient_state=None,
-               convolution_source_state=None, input_sum_of_squares_vectors=None, result_state=None):
+               convolution_source_state=None, batch_normalization_state=None, batch_normalization_gradient_state=None,
+               batch_normalization_source_state=None, input_sum_of_squares_vectors=None, result_state=None):
         """Encodes one update: of result_values_vector from input_values_vector and
         input_gradient_vector, or of result_state from convolution_source_state and
         convolution_gradient_state (input_sum_of_squares_vectors: [weights, biases] or
@@ -455,10 +488,15 @@ cdef class NNOptimizerRMSProp(NNOptimizer):
         if _state_form(input_gradient_vector is not None or input_values_vector is not None or
                        input_sum_of_squares_vector is not None or result_values_vector is not None,
                        convolution_gradient_state is not None or convolution_source_state is not None or
+                       batch_normalization_state is not None or batch_normalization_gradient_state is not None or
+                       batch_normalization_source_state is not None or
                        input_sum_of_squares_vectors is not None or result_state is not None):
             lists.sum_of_squares = _vector_list(input_sum_of_squares_vectors, "input_sum_of_squares_vectors")
-            self._encode_states(command_buffer, convolution_gradient_state, convolution_source_state, lists,
-                                result_state)
+            self._encode_states(command_buffer, dict(
+                convolution_gradient_state=convolution_gradient_state, convolution_source_state=convolution_source_state,
+                batch_normalization_state=batch_normalization_state,
+                batch_normalization_gradient_state=batch_normalization_gradient_state,
+                batch_normalization_source_state=batch_normalization_source_state), lists, result_state)
         else:
             vectors.sum_of_squares = _vector_of(input_sum_of_squares_vector, "input_sum_of_squares_vector")
             self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,

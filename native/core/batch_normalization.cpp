@@ -139,14 +139,16 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
 
 BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, std::vector<float> beta,
                                                      std::vector<float> mean, std::vector<float> variance,
-                                                     float epsilon, float momentum, std::string label)
+                                                     float epsilon, float momentum, std::string label,
+                                                     std::shared_ptr<NNOptimizer> optimizer)
     : gamma_(std::move(gamma)),
       beta_(std::move(beta)),
       mean_(std::move(mean)),
       variance_(std::move(variance)),
       epsilon_(epsilon),
       momentum_(momentum),
-      label_(std::move(label)) {
+      label_(std::move(label)),
+      optimizer_(std::move(optimizer)) {
   if (gamma_.empty()) fail<ShapeError>("BatchNormalizationWeights: expected one gamma per feature channel, given none");
   const std::pair<const char*, const std::vector<float>*> others[] = {
       {"beta", &beta_}, {"mean", &mean_}, {"variance", &variance_}};
@@ -200,6 +202,30 @@ std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::up
     result->variance()->read(self->variance_.data(), 0, bytes, "the running variance");
   });
   return result;
+}
+
+std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::update_gamma_and_beta_on_command_buffer(
+    CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) {
+  command_buffer.check_encodable();
+  if (!state) fail<TypeMismatchError>("BatchNormalizationWeights: expected a batch normalization state, given None");
+  if (state->channels() != number_of_feature_channels())
+    fail<ShapeError>("BatchNormalizationWeights: the state has ", state->channels(), " feature channels, the weights ",
+                     number_of_feature_channels());
+  if (!trained_) {
+    trained_ = std::make_shared<NormalizationGammaAndBetaState>(optimizer_->device_ptr(), state->channels());
+    optimizer_vectors_ = optimizer_->new_vector_lists({gamma_.size(), beta_.size()});
+  }
+  optimizer_->encode_batch_normalization(command_buffer, state, state, optimizer_vectors_, trained_);
+  // The host copies follow the device values once the host may read them.
+  trained_->synchronize(command_buffer);
+  auto self = shared_from_this();
+  command_buffer.add_host_step([self, trained = trained_] {
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    const size_t bytes = self->gamma_.size() * sizeof(float);
+    trained->gamma()->read(self->gamma_.data(), 0, bytes, "the trained gamma");
+    trained->beta()->read(self->beta_.data(), 0, bytes, "the trained beta");
+  });
+  return trained_;
 }
 
 // ---------------------------------------------------------------- the batch normalization state

@@ -9,6 +9,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/kernels/batch_normalization.h"
 #include "mpsx/kernels/convolution.h"
 
 namespace mpsx {
@@ -262,6 +263,44 @@ void NNOptimizer::encode(CommandBuffer& command_buffer, const std::shared_ptr<St
                      " has no biases buffer, but the biases are to be updated (lists of two vectors, or a "
                      "result_state with biases)");
   static const char* const operands[] = {"convolution_gradient_state", "convolution_source_state", "result_state"};
+  for (size_t i = 0; i < count; ++i) check_overlaps(p[i], operands, true);
+  record(command_buffer, p, count);
+}
+
+void NNOptimizer::encode_batch_normalization(CommandBuffer& command_buffer,
+                                             const std::shared_ptr<State>& gradient_state,
+                                             const std::shared_ptr<State>& source_state,
+                                             const OptimizerVectorLists& vectors,
+                                             const std::shared_ptr<State>& result_state) {
+  check_command_buffer(command_buffer);
+  const char* state_name = "MPSCNNBatchNormalizationState";
+  auto& gradient = state_of<BatchNormalizationState>(class_name(), gradient_state, "batch_normalization_gradient_state",
+                                                     state_name, *device_);
+  auto& source = state_of<BatchNormalizationState>(class_name(), source_state, "batch_normalization_source_state",
+                                                   state_name, *device_);
+  auto& result = state_of<NormalizationGammaAndBetaState>(class_name(), result_state, "result_state",
+                                                          "MPSCNNNormalizationGammaAndBetaState", *device_);
+  if (!gradient.gradients_encoded)
+    fail<StateError>(class_name(), ": the batch normalization gradient state has no gradients; encode ",
+                     "MPSCNNBatchNormalizationStatisticsGradient with it first");
+  const int64_t channels = gradient.channels();
+  if (source.channels() != channels)
+    fail<ShapeError>(class_name(), ": the source state has ", source.channels(), " feature channels, the gradient state ",
+                     channels);
+  result.check_fits(channels, class_name());
+
+  Parameter p[kMaxParameters];
+  p[0].gradient = {gradient.gradient_for_gamma(), 0};
+  p[0].values = {source.gamma(), 0};
+  p[0].result = {result.gamma(), 0};
+  p[1].gradient = {gradient.gradient_for_beta(), 0};
+  p[1].values = {source.beta(), 0};
+  p[1].result = {result.beta(), 0};
+  p[0].count = p[1].count = static_cast<size_t>(channels);
+  static const char* const what[] = {"gamma", "beta"};
+  size_t count = assign_lists(vectors, p, what, 2);
+  static const char* const operands[] = {"batch_normalization_gradient_state", "batch_normalization_source_state",
+                                         "result_state"};
   for (size_t i = 0; i < count; ++i) check_overlaps(p[i], operands, true);
   record(command_buffer, p, count);
 }

@@ -1,5 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/batch_normalization.h
 from mpsx.includes.errors cimport raise_py_error
+from mpsx.includes.kernels.optimizer cimport CNNOptimizer
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 from libcpp cimport bool
@@ -35,7 +36,7 @@ cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
     cdef cppclass CBatchNormalizationWeights "mpsx::BatchNormalizationWeights"(CBatchNormalizationDataSource):
         CBatchNormalizationWeights(vector[float] gamma, vector[float] beta, vector[float] mean,
                                    vector[float] variance, float epsilon, float momentum,
-                                   string label) except +raise_py_error
+                                   string label, shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
         int64_t number_of_feature_channels()
         HostArray gamma()
         HostArray beta()
@@ -45,6 +46,8 @@ cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
         float momentum()
         string label()
         shared_ptr[CNormalizationMeanAndVarianceState] update_mean_and_variance_on_command_buffer(
+            CCommandBuffer& command_buffer, const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error
+        shared_ptr[CNormalizationGammaAndBetaState] update_gamma_and_beta_on_command_buffer(
             CCommandBuffer& command_buffer, const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error
 
     cdef cppclass CBatchNormalizationState "mpsx::BatchNormalizationState"(CGradientState):

@@ -46,6 +46,9 @@ cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:
         void encode(CCommandBuffer& command_buffer, const shared_ptr[CState]& convolution_gradient_state,
                     const shared_ptr[CState]& convolution_source_state, const OptimizerVectorLists& vectors,
                     const shared_ptr[CState]& result_state) except +raise_py_error
+        void encode_batch_normalization(CCommandBuffer& command_buffer, const shared_ptr[CState]& gradient_state,
+                                        const shared_ptr[CState]& source_state, const OptimizerVectorLists& vectors,
+                                        const shared_ptr[CState]& result_state) except +raise_py_error
 
     cdef cppclass CNNOptimizerStochasticGradientDescent "mpsx::NNOptimizerStochasticGradientDescent"(CNNOptimizer):
         CNNOptimizerStochasticGradientDescent(shared_ptr[CDevice] device, float momentum_scale,

@@ -14,6 +14,7 @@
 #include "mpsx/kernel.h"
 #include "mpsx/kernels/convolution.h"  // HostArray
 #include "mpsx/kernels/neuron.h"
+#include "mpsx/kernels/optimizer.h"
 #include "mpsx/pool.h"
 
 namespace mpsx {
@@ -109,17 +110,21 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
                                                                  bool mean_and_variance);
 
 // A data source held natively: BatchNormalizationWeights(gamma, beta, mean,
-// variance, epsilon, momentum). Its GPU-side mean and variance update folds
-// the state's batch statistics into the running statistics of the state's
-// kernel as PyTorch does: running = (1 - momentum) * running + momentum *
-// batch, the running variance taking the unbiased batch variance (n / (n - 1)
-// times the biased one, n the values per channel; n = 1 takes it as is). Its
-// own host copies follow once the command buffer has completed.
+// variance, epsilon, momentum, optimizer). Its GPU-side mean and variance
+// update folds the state's batch statistics into the running statistics of
+// the state's kernel as PyTorch does: running = (1 - momentum) * running +
+// momentum * batch, the running variance taking the unbiased batch variance
+// (n / (n - 1) times the biased one, n the values per channel; n = 1 takes it
+// as is). With an optimizer it also trains gamma and beta on the device: its
+// GPU-side gamma and beta update encodes the optimizer from the state's
+// gradients, with vectors (momentum, ...) it keeps on the device. Its own host
+// copies of both follow once the command buffer has completed.
 class BatchNormalizationWeights : public BatchNormalizationDataSource,
                                   public std::enable_shared_from_this<BatchNormalizationWeights> {
  public:
   BatchNormalizationWeights(std::vector<float> gamma, std::vector<float> beta, std::vector<float> mean,
-                            std::vector<float> variance, float epsilon, float momentum, std::string label);
+                            std::vector<float> variance, float epsilon, float momentum, std::string label,
+                            std::shared_ptr<NNOptimizer> optimizer = nullptr);
   bool load() override { return true; }
   void purge() override {}
   int64_t number_of_feature_channels() override { return static_cast<int64_t>(gamma_.size()); }
@@ -133,6 +138,10 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   bool supports_update_mean_and_variance_on_command_buffer() override { return true; }
   std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
+  const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
+  bool supports_update_gamma_and_beta_on_command_buffer() override { return optimizer_ != nullptr; }
+  std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
+      CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
 
  private:
   // A copy: host steps may change the values while the caller reads it.
@@ -143,6 +152,9 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   std::vector<float> gamma_, beta_, mean_, variance_;
   float epsilon_, momentum_;
   std::string label_;
+  std::shared_ptr<NNOptimizer> optimizer_;
+  std::shared_ptr<NormalizationGammaAndBetaState> trained_;  // what the gamma and beta updates write
+  OptimizerVectorLists optimizer_vectors_;
 };
 
 // MPSCNNBatchNormalizationState: the statistics of one batch and the

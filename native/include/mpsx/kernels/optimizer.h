@@ -153,6 +153,13 @@ class NNOptimizer {
   void encode(CommandBuffer& command_buffer, const std::shared_ptr<State>& convolution_gradient_state,
               const std::shared_ptr<State>& convolution_source_state, const OptimizerVectorLists& vectors,
               const std::shared_ptr<State>& result_state);
+  // -encodeToCommandBuffer:batchNormalizationGradientState:batchNormalizationSourceState:...:resultState:
+  // (and batchNormalizationState:, which passes one state as both): updates
+  // the gamma (and beta) the source state's forward used, from the gradient
+  // state's gradients, into a gamma-and-beta result state.
+  void encode_batch_normalization(CommandBuffer& command_buffer, const std::shared_ptr<State>& gradient_state,
+                                  const std::shared_ptr<State>& source_state, const OptimizerVectorLists& vectors,
+                                  const std::shared_ptr<State>& result_state);
 
   // Zeroed float32 vectors of the kinds this optimizer keeps, one per array
   // of counts[i] values: what a data source that trains itself holds.
