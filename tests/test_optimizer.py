@@ -685,3 +685,99 @@ def test_other_device_raises(device):
     elsewhere = mpsx.CNNConvolutionWeightsAndBiasesState(other, w, b)
     with pytest.raises(mpsx.DeviceMismatchError, match="convolution_source_state is on device"):
         sgd.encode(cb, convolution_gradient_state=state, convolution_source_state=elsewhere, result_state=elsewhere)
+
+
+# ---------------------------------------------------------------- batch normalization states
+
+def batch_normalization_problem(device, rng):
+    """A batch normalization trained by statistics and gradients of one batch."""
+    channels = 5
+    x = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((3, channels, 4, 4)).astype(np.float32))
+    dy = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((3, channels, 4, 4)).astype(np.float32))
+    gamma = (1 + rng.standard_normal(channels) * 0.1).astype(np.float32)
+    beta = (rng.standard_normal(channels) * 0.1).astype(np.float32)
+    source = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(channels, np.float32),
+                                            np.ones(channels, np.float32))
+    bn = mpsx.CNNBatchNormalization(device, source)
+    kernels = (mpsx.CNNBatchNormalizationStatistics(device), mpsx.CNNBatchNormalizationStatisticsGradient(device))
+
+    def encode_gradients(cb):
+        state = bn.result_state(x)
+        kernels[0].encode_batch(cb, x, state)
+        bn.encode_batch(cb, x, batch_normalization_state=state)
+        kernels[1].encode_batch(cb, dy, x, state)
+        return state
+
+    return bn, gamma, beta, encode_gradients
+
+
+@pytest.mark.parametrize("kind, o", [CASES[1], CASES[2], CASES[6], CASES[9]],
+                         ids=["sgd-momentum", "sgd-nesterov", "adam", "rmsprop"])
+def test_batch_normalization_states_match_formulas(device, rng, kind, o):
+    bn, gamma, beta, encode_gradients = batch_normalization_problem(device, rng)
+    optimizer = make_optimizer(device, kind, o)
+    names = vector_names(kind, o)
+    lists = {name: [mpsx.Vector(device, 5), mpsx.Vector(device, 5)] for name in names}
+    states = [{name: np.zeros(5) for name in names} for _ in range(2)]
+    result = mpsx.CNNNormalizationGammaAndBetaState(device, gamma, beta)
+    values = [gamma.astype(np.float64), beta.astype(np.float64)]
+    for t in range(1, 4):
+        cb = device.command_queue.command_buffer()
+        state = encode_gradients(cb)
+        used = state.gamma  # what the forward normalized with
+        optimizer.encode(cb, batch_normalization_state=state, result_state=result,
+                         **{LISTED[name]: vs for name, vs in lists.items()})
+        bn.reload_gamma_and_beta(cb, result)
+        for item in (state, result):
+            item.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        np.testing.assert_allclose(used.to_numpy(), values[0], rtol=1e-5, atol=1e-6)
+        gradients = [state.gradient_for_gamma.to_numpy(), state.gradient_for_beta.to_numpy()]
+        values = [reference_step(kind, o, v, g.astype(np.float64), s, t) for v, g, s in zip(values, gradients, states)]
+        np.testing.assert_allclose(result.gamma.to_numpy(), values[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(result.beta.to_numpy(), values[1], rtol=1e-5, atol=1e-6)
+
+
+def test_batch_normalization_gradient_and_source_states(device, rng):
+    bn, gamma, beta, encode_gradients = batch_normalization_problem(device, rng)
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
+    cb = device.command_queue.command_buffer()
+    gradient_state = encode_gradients(cb)
+    source_state = encode_gradients(cb)
+    result = mpsx.CNNNormalizationGammaAndBetaState(device, np.zeros(5, np.float32), np.zeros(5, np.float32))
+    sgd.encode(cb, batch_normalization_gradient_state=gradient_state, batch_normalization_source_state=source_state,
+               input_momentum_vectors=[mpsx.Vector(device, 5)], result_state=result)  # gamma alone
+    for item in (gradient_state, result):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_allclose(result.gamma.to_numpy(), gamma - 0.5 * gradient_state.gradient_for_gamma.to_numpy(),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(result.beta.to_numpy(), 0)  # a list of one vector leaves beta
+
+
+def test_batch_normalization_state_errors(device, rng):
+    bn, gamma, beta, encode_gradients = batch_normalization_problem(device, rng)
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(mpsx.ImageBatch.from_numpy(device, np.zeros((3, 5, 4, 4), np.float32)))
+    result = mpsx.CNNNormalizationGammaAndBetaState(device, gamma, beta)
+    with pytest.raises(mpsx.StateError, match="has no gradients"):
+        sgd.encode(cb, batch_normalization_state=state, result_state=result)
+    state = encode_gradients(cb)
+    count = cb.command_count
+    with pytest.raises(TypeError, match="batch_normalization_state alone"):
+        sgd.encode(cb, batch_normalization_state=state, batch_normalization_source_state=state, result_state=result)
+    with pytest.raises(TypeError, match="not both"):
+        sgd.encode(cb, convolution_gradient_state=state, batch_normalization_state=state, result_state=result)
+    with pytest.raises(TypeError, match="expected an MPSCNNNormalizationGammaAndBetaState as result_state"):
+        sgd.encode(cb, batch_normalization_state=state,
+                   result_state=mpsx.CNNNormalizationMeanAndVarianceState(device, gamma, beta))
+    with pytest.raises(mpsx.ShapeError, match="5"):
+        sgd.encode(cb, batch_normalization_state=state,
+                   result_state=mpsx.CNNNormalizationGammaAndBetaState(device, gamma[:3], beta[:3]))
+    with pytest.raises(mpsx.ShapeError):
+        sgd.encode(cb, batch_normalization_state=state, input_momentum_vectors=[mpsx.Vector(device, 4)],
+                   result_state=result)
+    assert cb.command_count == count
