@@ -4,14 +4,6 @@ Runs on Apple GPUs through MPS, on NVIDIA GPUs through cuDNN and on any CPU
 through oneDNN. The public names are those of API.md.
 """
 
-import os
-
-# The cpu backend's OpenMP threads (oneDNN's and ours) sleep between parallel
-# regions instead of spinning: spinning threads starve the encoding thread and
-# the queue's worker, which makes small steps many times slower. Read when
-# the OpenMP runtime loads, so it is set before the extension modules.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 from mpsx._errors import (
     DeviceMismatchError,
     MPSXError,
