@@ -6,8 +6,9 @@ from mpsx.includes.kernels.convolution cimport (
     AccumulatorPrecision, CCNNConvolution, CCNNConvolutionGradient, CCNNFullyConnected, CCNNFullyConnectedGradient,
     CConvolutionDataSource, CConvolutionGradientState, CConvolutionWeights, CConvolutionWeightsAndBiasesState,
     CPythonConvolutionDataSource, ConvolutionDataSourceCalls, ConvolutionDescriptor as CConvolutionDescriptor,
-    ConvolutionGradientOption, HostArray, WeightsQuantization, convolution_data_source_calls, python_object_of)
+    ConvolutionGradientOption, WeightsQuantization, convolution_data_source_calls, python_object_of)
 from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.errors cimport hold
 from cpython.ref cimport PyObject

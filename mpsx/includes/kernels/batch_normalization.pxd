@@ -13,7 +13,7 @@ from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
 from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel
 from mpsx.includes.image cimport CImage
-from mpsx.includes.kernels.convolution cimport HostArray
+from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 from mpsx.includes.state cimport CGradientState, CState
 

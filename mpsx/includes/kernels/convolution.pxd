@@ -8,6 +8,7 @@ from libcpp.string cimport string
 from libcpp.vector cimport vector
 
 from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage
@@ -29,12 +30,6 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         None_ "mpsx::WeightsQuantization::None"
         Linear "mpsx::WeightsQuantization::Linear"
         LookupTable "mpsx::WeightsQuantization::LookupTable"
-
-    cdef cppclass HostArray "mpsx::HostArray":
-        const void* data
-        size_t count
-        DataType type
-        shared_ptr[void] owner
 
     cdef cppclass CConvolutionDataSource "mpsx::ConvolutionDataSource":
         bool supports_update() except +raise_py_error

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "mpsx/buffer.h"
+#include "mpsx/data_source.h"
 #include "mpsx/kernel.h"
-#include "mpsx/kernels/convolution.h"  // HostArray
 #include "mpsx/kernels/neuron.h"
 #include "mpsx/kernels/optimizer.h"
 #include "mpsx/pool.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mpsx/buffer.h"
+#include "mpsx/data_source.h"
 #include "mpsx/kernel.h"
 #include "mpsx/kernels/neuron.h"
 #include "mpsx/kernels/optimizer.h"
@@ -40,14 +41,6 @@ struct ConvolutionDescriptor {
 
 // MPSCNNWeightsQuantizationType.
 enum class WeightsQuantization : uint32_t { None = 0, Linear = 1, LookupTable = 2 };
-
-// Host values a data source hands over; `owner` keeps them alive while read.
-struct HostArray {
-  const void* data = nullptr;
-  size_t count = 0;
-  DataType type = DataType::Float32;
-  std::shared_ptr<void> owner;
-};
 
 class ConvolutionGradientState;
 class ConvolutionWeightsAndBiasesState;

@@ -1,0 +1,11 @@
+# cdef extern declarations of native/include/mpsx/data_source.h
+from libcpp.memory cimport shared_ptr
+
+from mpsx.includes.types cimport DataType
+
+cdef extern from "mpsx/data_source.h" namespace "mpsx" nogil:
+    cdef cppclass HostArray "mpsx::HostArray":
+        const void* data
+        size_t count
+        DataType type
+        shared_ptr[void] owner
