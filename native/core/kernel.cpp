@@ -130,6 +130,26 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
   return g;
 }
 
+bool UnaryKernel::PaddingPlan::repeats(const Kernel& k, const Image& source) const {
+  return valid && source.descriptor() == source_descriptor && k.offset.z == offset.z && k.clip_rect == clip_rect &&
+         k.padding_method == padding_method &&
+         k.destination_feature_channel_offset == destination_feature_channel_offset &&
+         k.source_feature_channel_offset == source_feature_channel_offset;
+}
+
+void UnaryKernel::PaddingPlan::remember(const Kernel& k, const Image& source, const ImageDescriptor& destination_,
+                                        const Geometry& geometry_) {
+  source_descriptor = source.descriptor();
+  clip_rect = k.clip_rect;
+  padding_method = k.padding_method;
+  destination_feature_channel_offset = k.destination_feature_channel_offset;
+  source_feature_channel_offset = k.source_feature_channel_offset;
+  offset = k.offset;
+  destination = destination_;
+  geometry = geometry_;
+  valid = true;
+}
+
 ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
   check_source(source);
   return destination_descriptor(source);
@@ -167,16 +187,25 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     state->check_bindable(*source, class_name());
   }
   std::shared_ptr<Image> result = destination;
+  Geometry geometry;
   if (result) {
     check_device(*result, "destination image");
     if (result->data_type() == DataType::UInt8 || result->data_type() == DataType::BFloat16)
       fail<TypeMismatchError>(class_name(), ": the destination must be float32 or float16, given ",
                               name_of(result->data_type()));
+    geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
+                       source_offset());
+  } else if (plan_.repeats(*this, *source)) {
+    offset = plan_.offset;
+    result = make_pooled<Image>(device_ptr(), plan_.destination);
+    geometry = plan_.geometry;
   } else {
-    result = make_pooled<Image>(device_ptr(), destination_descriptor(*source));
+    ImageDescriptor d = destination_descriptor(*source);
+    result = make_pooled<Image>(device_ptr(), d);
+    geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
+                       source_offset());
+    if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
   }
-  Geometry geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
-                              source_offset());
   if (!state && want_state) state = result_state(*source);
   if (state) state->bind_source(*source);
   if (auto* gradient_state = dynamic_cast<GradientState*>(state.get())) {

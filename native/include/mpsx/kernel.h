@@ -142,6 +142,28 @@ class UnaryKernel : public Kernel {
   virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                       const std::shared_ptr<Image>& destination, const Geometry& geometry,
                       const std::shared_ptr<State>& state) = 0;
+  // Whether the padding policy's result depends on nothing but the source's
+  // descriptor and the properties PaddingPlan compares.
+  virtual bool reuses_padding() const { return true; }
+
+ private:
+  // The padding policy's last result: an encode without a destination
+  // repeats it while the source's descriptor and the properties it reads stay
+  // the same, as in a training loop.
+  struct PaddingPlan {
+    bool repeats(const Kernel& kernel, const Image& source) const;
+    void remember(const Kernel& kernel, const Image& source, const ImageDescriptor& destination,
+                  const Geometry& geometry);
+    bool valid = false;
+    ImageDescriptor source_descriptor;
+    Region clip_rect;
+    uint32_t padding_method = 0;
+    int64_t destination_feature_channel_offset = 0, source_feature_channel_offset = 0;
+    Offset offset;  // after the policy set it; z as it was
+    ImageDescriptor destination;
+    Geometry geometry;
+  };
+  PaddingPlan plan_;
 };
 
 // MPSCNNGradientKernel: the primary source is the gradient of the forward

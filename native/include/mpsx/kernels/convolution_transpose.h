@@ -98,6 +98,8 @@ class CNNConvolutionTranspose : public CNNConvolution {
   Window window() const override;
   Offset source_offset() const override;
   ImageDescriptor destination_descriptor(const Image& source) override;
+  // Its padding also depends on the coupled convolution and the kernel offsets.
+  bool reuses_padding() const override { return false; }
   void check_state(const State& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
