@@ -20,7 +20,7 @@ from libcpp.vector cimport vector
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
-from mpsx.includes.device cimport CDevice
+from mpsx.includes.device cimport CDevice, backend_load_errors
 from mpsx.includes.errors cimport raise_stored
 from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.state cimport CState
@@ -75,6 +75,12 @@ cdef Device wrap_device(const shared_ptr[CDevice]& device):
         d.c = device
         _devices[key] = d
     return d
+
+
+def _backend_load_errors():
+    """Why backend libraries built beside the runtime (the cuda one) did not load."""
+    CDevice.all()
+    return [e.decode() for e in backend_load_errors()]
 
 
 def devices():

@@ -19,3 +19,6 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
         void trim()
         size_t bytes_in_use()
         size_t bytes_cached()
+
+cdef extern from "mpsx/backend.h" namespace "mpsx" nogil:
+    const vector[string]& backend_load_errors()

@@ -137,6 +137,11 @@ void CommandBuffer::execute(ExecutionContext& context) {
   }
 }
 
+void CommandBuffer::fail(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_) error_ = std::move(error);
+}
+
 void CommandBuffer::finish() {
   // Host steps read what the commands wrote, as the host may once they completed.
   completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,

@@ -1,7 +1,11 @@
 #include "mpsx/device.h"
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "mpsx/backend.h"
@@ -45,7 +49,32 @@ SizeClass size_class(size_t bytes) {
   return {index + steps - 5, steps * step};
 }
 
+// Backends built as libraries of their own (libmpsx_cuda.so beside this
+// library) register themselves when loaded. One that cannot load (no CUDA
+// libraries on this machine) is skipped: the cpu backend always remains.
+std::vector<std::string>& load_errors() {
+  static std::vector<std::string> errors;
+  return errors;
+}
+
+void load_backend_libraries() {
+  Dl_info self{};
+  if (!dladdr(reinterpret_cast<void*>(&register_backend), &self) || !self.dli_fname) return;
+  std::string directory(self.dli_fname);
+  directory = directory.substr(0, directory.find_last_of('/') + 1);
+  for (const char* name : {"libmpsx_cuda.so"}) {
+    std::string path = directory + name;
+    if (access(path.c_str(), F_OK) != 0) continue;  // not built
+    if (!dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      const char* error = dlerror();
+      load_errors().push_back(error ? error : path + ": could not be loaded");
+    }
+  }
+}
+
 }  // namespace
+
+const std::vector<std::string>& backend_load_errors() { return load_errors(); }
 
 void register_backend(int priority, BackendEnumerator enumerate) {
   registrations().push_back({priority, enumerate});
@@ -60,6 +89,7 @@ const char* Device::backend_name() const { return backend_->kind(); }
 
 const std::vector<std::shared_ptr<Device>>& Device::all() {
   static const std::vector<std::shared_ptr<Device>> devices = [] {
+    load_backend_libraries();
     auto list = registrations();
     std::stable_sort(list.begin(), list.end(),
                      [](const Registration& a, const Registration& b) { return a.priority > b.priority; });

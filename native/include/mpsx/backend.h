@@ -77,5 +77,7 @@ class Backend {
 // A backend library registers a function that lists its devices.
 using BackendEnumerator = std::vector<std::unique_ptr<Backend>> (*)();
 void register_backend(int priority, BackendEnumerator enumerate);
+// Why backend libraries present beside the runtime could not be loaded.
+const std::vector<std::string>& backend_load_errors();
 
 }  // namespace mpsx

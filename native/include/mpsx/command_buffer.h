@@ -123,6 +123,9 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // For executors: runs the recorded commands in order. The first command
   // that throws stops the rest and puts the command buffer in Error.
   void execute(ExecutionContext& context);
+  // For executors: a failure found after execute (an asynchronous device
+  // error) puts the command buffer in Error, unless one is recorded already.
+  void fail(std::exception_ptr error);
   // For executors: releases what the commands held, runs the completed
   // handlers and wakes waiters.
   void finish();

@@ -1,0 +1,116 @@
+// The cuda backend: cuDNN and cuBLAS for what they do well, CUDA kernels
+// (shaders/cuda) for the rest, over NHWC images. A command queue is a CUDA
+// stream: commit launches the command buffer's work on it, and a thread per
+// queue finishes command buffers as their events complete.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+
+namespace mpsx::cuda {
+
+// Throw an mpsx error naming the call and the library's message:
+// OutOfMemoryError for out of memory, Error otherwise.
+void check(cudaError_t status, const char* call);
+void check(cudnnStatus_t status, const char* call);
+void check(cublasStatus_t status, const char* call);
+#define MPSX_CUDA_CHECK(call) ::mpsx::cuda::check((call), #call)
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int ordinal);
+  const char* kind() const override { return "cuda"; }
+  std::string device_name() const override { return "cuda:" + std::to_string(ordinal_); }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* data, size_t bytes) override;
+  void copy_to_host(void* host, const void* device, size_t bytes) override;
+  void copy_from_host(void* device, const void* host, size_t bytes) override;
+  void fill_zero(void* device, size_t bytes) override;
+  ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
+  std::unique_ptr<Executor> new_executor() override;
+
+  std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
+  std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
+  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
+      const ConvolutionTransposeShape& shape) override;
+  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
+  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
+  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
+  std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
+      const BatchNormalizationDescriptor& descriptor) override;
+
+  int ordinal() const { return ordinal_; }
+
+ private:
+  int ordinal_;
+};
+
+// Makes `ordinal` the calling thread's current device for the scope.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int ordinal);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// What commands get while a cuda queue launches them: the queue's stream,
+// its library handles and scratch memory.
+class CudaContext final : public ExecutionContext {
+ public:
+  explicit CudaContext(int ordinal);
+  ~CudaContext() override;
+  void copy(void* destination, const void* source, size_t bytes) override;
+  void fill_zero(void* destination, size_t bytes) override;
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn();
+  cublasHandle_t cublas();
+  // Device scratch memory of the queue: slot i stays valid until the next
+  // request for slot i. Work on the stream is ordered, so reuse is safe.
+  void* scratch(size_t slot, size_t bytes);
+
+ private:
+  int ordinal_;
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  struct Block {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Block> scratch_;
+};
+
+inline CudaContext& context_of(ExecutionContext& context) { return static_cast<CudaContext&>(context); }
+
+// A float32 view of an image region on the device: the region itself when it
+// is float32, otherwise a converted copy in scratch that store() writes back.
+class Float32Region {
+ public:
+  Float32Region(CudaContext& context, const ImageRegion& region, size_t slot, bool load);
+  const ImageRegion& region() const { return view_; }
+  float* data() const { return static_cast<float*>(view_.data); }
+  void store() const;
+
+ private:
+  CudaContext& context_;
+  ImageRegion original_;
+  ImageRegion view_;
+};
+
+}  // namespace mpsx::cuda

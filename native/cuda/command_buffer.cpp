@@ -1,0 +1,130 @@
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+
+namespace mpsx::cuda {
+namespace {
+
+// What the completion thread shares with its executor; the thread keeps its
+// own reference, as the cpu executor's worker does.
+struct CompletionState {
+  explicit CompletionState(int ordinal) : ordinal(ordinal) {}
+  int ordinal;
+  std::mutex mutex;
+  std::condition_variable wake, idle;
+  std::deque<std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t>> pending;
+  std::vector<cudaEvent_t> free_events;
+  bool stopping = false;
+  bool busy = false;
+};
+
+// Waits for each command buffer's event in commit order, then finishes it:
+// releases what it held, runs host steps and completed handlers.
+void complete(std::shared_ptr<CompletionState> state) {
+  for (;;) {
+    std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t> next;
+    {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->wake.wait(lock, [&] { return state->stopping || !state->pending.empty(); });
+      if (state->pending.empty()) return;
+      next = std::move(state->pending.front());
+      state->pending.pop_front();
+      state->busy = true;
+    }
+    {
+      DeviceScope scope(state->ordinal);
+      cudaError_t status = cudaEventSynchronize(next.second);
+      if (status != cudaSuccess) {
+        try {
+          check(status, "a command buffer's kernels");
+        } catch (...) {
+          next.first->fail(std::current_exception());
+        }
+      }
+    }
+    next.first->finish();
+    next.first.reset();
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->free_events.push_back(next.second);
+      state->busy = false;
+    }
+    state->idle.notify_all();
+  }
+}
+
+// Commit launches the command buffer's work on the queue's stream at once and
+// records an event after it; the completion thread finishes it later.
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(int ordinal)
+      : context_(ordinal), state_(std::make_shared<CompletionState>(ordinal)), thread_(complete, state_) {}
+
+  ~CudaExecutor() override {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->stopping = true;
+    }
+    state_->wake.notify_all();
+    if (thread_.get_id() == std::this_thread::get_id())
+      thread_.detach();
+    else
+      thread_.join();
+    DeviceScope scope(state_->ordinal);
+    for (cudaEvent_t e : state_->free_events) cudaEventDestroy(e);
+  }
+
+  void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
+    DeviceScope scope(context_.ordinal());
+    command_buffer->execute(context_);
+    cudaEvent_t event = take_event();
+    cudaError_t status = cudaEventRecord(event, context_.stream());
+    if (status != cudaSuccess) {
+      try {
+        check(status, "cudaEventRecord");
+      } catch (...) {
+        command_buffer->fail(std::current_exception());
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->pending.emplace_back(std::move(command_buffer), event);
+    }
+    state_->wake.notify_one();
+  }
+
+  void wait_until_idle() override {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    state_->idle.wait(lock, [this] { return state_->pending.empty() && !state_->busy; });
+  }
+
+ private:
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (!state_->free_events.empty()) {
+        cudaEvent_t e = state_->free_events.back();
+        state_->free_events.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e;
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+
+  CudaContext context_;
+  std::shared_ptr<CompletionState> state_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> CudaBackend::new_executor() { return std::make_unique<CudaExecutor>(ordinal_); }
+
+}  // namespace mpsx::cuda

@@ -1,0 +1,171 @@
+#include <string>
+
+#include "backend.h"
+#include "image.cuh"
+#include "mpsx/errors.h"
+
+namespace mpsx::cuda {
+
+void check(cudaError_t status, const char* call) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();  // clear the sticky-free error state for the next call
+  if (status == cudaErrorMemoryAllocation)
+    fail<OutOfMemoryError>("out of memory on the cuda device: ", call, ": ", cudaGetErrorString(status));
+  fail<Error>("CUDA error in ", call, ": ", cudaGetErrorString(status));
+}
+
+void check(cudnnStatus_t status, const char* call) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  if (status == CUDNN_STATUS_ALLOC_FAILED)
+    fail<OutOfMemoryError>("out of memory on the cuda device: ", call, ": ", cudnnGetErrorString(status));
+  char message[256] = {};
+  cudnnGetLastErrorString(message, sizeof(message));
+  fail<Error>("cuDNN error in ", call, ": ", cudnnGetErrorString(status), message[0] ? " (" : "", message,
+              message[0] ? ")" : "");
+}
+
+void check(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  if (status == CUBLAS_STATUS_ALLOC_FAILED)
+    fail<OutOfMemoryError>("out of memory on the cuda device: ", call, ": ", cublasGetStatusString(status));
+  fail<Error>("cuBLAS error in ", call, ": ", cublasGetStatusString(status));
+}
+
+DeviceScope::DeviceScope(int ordinal) {
+  MPSX_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != ordinal) MPSX_CUDA_CHECK(cudaSetDevice(ordinal));
+}
+
+DeviceScope::~DeviceScope() { cudaSetDevice(previous_); }
+
+CudaBackend::CudaBackend(int ordinal) : ordinal_(ordinal) {}
+
+void* CudaBackend::allocate(size_t bytes) {
+  DeviceScope scope(ordinal_);
+  void* data = nullptr;
+  cudaError_t status = cudaMalloc(&data, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    fail<OutOfMemoryError>("out of memory: ", device_name(), " could not allocate ", bytes, " bytes");
+  }
+  check(status, "cudaMalloc");
+  return data;
+}
+
+void CudaBackend::deallocate(void* data, size_t) {
+  DeviceScope scope(ordinal_);
+  cudaFree(data);
+}
+
+void CudaBackend::copy_to_host(void* host, const void* device, size_t bytes) {
+  DeviceScope scope(ordinal_);
+  MPSX_CUDA_CHECK(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
+}
+
+void CudaBackend::copy_from_host(void* device, const void* host, size_t bytes) {
+  DeviceScope scope(ordinal_);
+  MPSX_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+}
+
+void CudaBackend::fill_zero(void* device, size_t bytes) {
+  DeviceScope scope(ordinal_);
+  MPSX_CUDA_CHECK(cudaMemset(device, 0, bytes));
+}
+
+ImageLayout CudaBackend::image_layout(const ImageDescriptor& d) const {
+  // NHWC: what cuDNN's fast convolutions and tensor cores work in.
+  return ImageLayout{d.height * d.width * d.feature_channels, 1, d.width * d.feature_channels, d.feature_channels};
+}
+
+CudaContext::CudaContext(int ordinal) : ordinal_(ordinal) {
+  DeviceScope scope(ordinal_);
+  // Non-blocking: host copies on the default stream neither wait for nor
+  // hold up the queue's work, as on the other backends.
+  MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+CudaContext::~CudaContext() {
+  DeviceScope scope(ordinal_);
+  cudaStreamSynchronize(stream_);
+  for (auto& b : scratch_) cudaFree(b.data);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  cudaStreamDestroy(stream_);
+}
+
+void CudaContext::copy(void* destination, const void* source, size_t bytes) {
+  MPSX_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaContext::fill_zero(void* destination, size_t bytes) {
+  MPSX_CUDA_CHECK(cudaMemsetAsync(destination, 0, bytes, stream_));
+}
+
+cudnnHandle_t CudaContext::cudnn() {
+  if (!cudnn_) {
+    MPSX_CUDA_CHECK(cudnnCreate(&cudnn_));
+    MPSX_CUDA_CHECK(cudnnSetStream(cudnn_, stream_));
+  }
+  return cudnn_;
+}
+
+cublasHandle_t CudaContext::cublas() {
+  if (!cublas_) {
+    MPSX_CUDA_CHECK(cublasCreate(&cublas_));
+    MPSX_CUDA_CHECK(cublasSetStream(cublas_, stream_));
+  }
+  return cublas_;
+}
+
+void* CudaContext::scratch(size_t slot, size_t bytes) {
+  if (slot >= scratch_.size()) scratch_.resize(slot + 1);
+  Block& b = scratch_[slot];
+  if (b.bytes < bytes) {
+    // The old block may still be read by launched work: free it after that.
+    if (b.data) {
+      MPSX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaFree(b.data);
+      b.data = nullptr;
+      b.bytes = 0;
+    }
+    size_t rounded = (bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20);
+    cudaError_t status = cudaMalloc(&b.data, rounded);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      fail<OutOfMemoryError>("out of memory: cuda:", ordinal_, " could not allocate ", bytes, " bytes of scratch");
+    }
+    check(status, "cudaMalloc");
+    b.bytes = rounded;
+  }
+  return b.data;
+}
+
+Float32Region::Float32Region(CudaContext& context, const ImageRegion& region, size_t slot, bool load)
+    : context_(context), original_(region), view_(region) {
+  if (region.data_type == DataType::Float32) return;
+  view_.data_type = DataType::Float32;
+  view_.stride = ImageLayout{region.h * region.w * region.c, 1, region.w * region.c, region.c};
+  view_.data = context.scratch(slot, static_cast<size_t>(region.element_count()) * sizeof(float));
+  if (load) copy_region(original_, view_, context.stream());
+}
+
+void Float32Region::store() const {
+  if (original_.data_type != DataType::Float32) copy_region(view_, original_, context_.stream());
+}
+
+namespace {
+std::vector<std::unique_ptr<Backend>> enumerate() {
+  std::vector<std::unique_ptr<Backend>> list;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {  // no driver or no GPU
+    cudaGetLastError();
+    return list;
+  }
+  for (int i = 0; i < count; ++i) list.push_back(std::make_unique<CudaBackend>(i));
+  return list;
+}
+// GPUs rank above the cpu.
+const bool registered = (register_backend(10, &enumerate), true);
+}  // namespace
+
+}  // namespace mpsx::cuda
