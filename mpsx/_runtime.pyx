@@ -80,7 +80,8 @@ cdef Device wrap_device(const shared_ptr[CDevice]& device):
 def _backend_load_errors():
     """Why backend libraries built beside the runtime (the cuda one) did not load."""
     CDevice.all()
-    return [e.decode() for e in backend_load_errors()]
+    cdef const vector[string]* errors = &backend_load_errors()
+    return [errors[0][i].decode() for i in range(errors.size())]
 
 
 def devices():

@@ -137,7 +137,7 @@ void CommandBuffer::execute(ExecutionContext& context) {
   }
 }
 
-void CommandBuffer::fail(std::exception_ptr error) {
+void CommandBuffer::set_error(std::exception_ptr error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_) error_ = std::move(error);
 }

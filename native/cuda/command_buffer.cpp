@@ -43,7 +43,7 @@ void complete(std::shared_ptr<CompletionState> state) {
         try {
           check(status, "a command buffer's kernels");
         } catch (...) {
-          next.first->fail(std::current_exception());
+          next.first->set_error(std::current_exception());
         }
       }
     }
@@ -88,7 +88,7 @@ class CudaExecutor final : public Executor {
       try {
         check(status, "cudaEventRecord");
       } catch (...) {
-        command_buffer->fail(std::current_exception());
+        command_buffer->set_error(std::current_exception());
       }
     }
     {

@@ -125,7 +125,7 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   void execute(ExecutionContext& context);
   // For executors: a failure found after execute (an asynchronous device
   // error) puts the command buffer in Error, unless one is recorded already.
-  void fail(std::exception_ptr error);
+  void set_error(std::exception_ptr error);
   // For executors: releases what the commands held, runs the completed
   // handlers and wakes waiters.
   void finish();
