@@ -151,6 +151,29 @@ class ReferenceCNN:
         self.slot ^= 1
         self.last = (cb, loss_labels)
 
+    def record_step(self):
+        """Encodes one training step onto a replayable command buffer, over an
+        input image batch and labels that replay_step() writes in place."""
+        labels = mpsx.ImageBatch(self.device, mpsx.ImageDescriptor(width=1, height=1, feature_channels=CLASSES,
+                                                                   number_of_images=self.batch_size))
+        loss_labels = mpsx.CNNLossLabels(self.device, labels)
+        cb = self.device.command_queue.command_buffer(replayable=True)
+        self.encode_step(cb, self.inputs[0], loss_labels)
+        loss_labels.synchronize(cb)
+        self.recorded = (cb, loss_labels, labels)
+
+    def replay_step(self, images, labels):
+        """One step of the recorded command buffer on new numpy images and
+        labels. Returns without waiting; loss() waits and reads the loss."""
+        cb, loss_labels, labels_batch = self.recorded
+        first = cb.status == "not_enqueued"
+        if not first:
+            cb.wait_until_completed()  # the last replay still reads the inputs
+        self.inputs[0].write(images)
+        labels_batch.write(labels)
+        cb.commit() if first else cb.replay()
+        self.last = (cb, loss_labels)
+
     def wait(self):
         if self.last:
             self.last[0].wait_until_completed()
@@ -199,23 +222,55 @@ class TorchReferenceCNN:
         self.optimizer.step()
         return loss
 
-    def time_steps(self, images, labels, steps):
-        """Median seconds per training step, inputs already on the device."""
-        x = self.torch.as_tensor(images, device=self.device)
-        target = self.torch.as_tensor(labels.reshape(len(labels), -1).argmax(1), device=self.device)
-        synchronize = self.torch.cuda.synchronize if str(self.device).startswith("cuda") else (lambda: None)
+    def _synchronize(self):
+        if str(self.device).startswith("cuda"):
+            self.torch.cuda.synchronize()
 
-        def step():
-            self.optimizer.zero_grad(set_to_none=True)
-            self.criterion(self.model(x), target).backward()
-            self.optimizer.step()
-
+    def _time(self, step, steps):
         step()
-        synchronize()
+        self._synchronize()
         times = []
         for _ in range(steps):
             start = time.perf_counter()
             step()
-            synchronize()
+            self._synchronize()
             times.append(time.perf_counter() - start)
         return float(np.median(times))
+
+    def time_steps(self, images, labels, steps):
+        """Median seconds per eager training step on a batch copied from host memory."""
+        return self._time(lambda: self.train_step(images, labels), steps)
+
+    def time_graph_replay(self, images, labels, steps):
+        """Median seconds per step of the training step captured once as a
+        CUDA graph (PyTorch's whole-network capture recipe) and replayed on a
+        batch copied from host memory into its static inputs."""
+        torch = self.torch
+        static_x = torch.as_tensor(images, device=self.device).clone()
+        static_target = torch.as_tensor(labels.reshape(len(labels), -1).argmax(1), device=self.device).clone()
+        host_x = torch.from_numpy(images)
+        host_target = torch.from_numpy(labels.reshape(len(labels), -1).argmax(1))
+
+        def eager():
+            self.optimizer.zero_grad(set_to_none=True)
+            self.criterion(self.model(static_x), static_target).backward()
+            self.optimizer.step()
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                eager()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            self.criterion(self.model(static_x), static_target).backward()
+            self.optimizer.step()
+
+        def replay():
+            static_x.copy_(host_x)
+            static_target.copy_(host_target)
+            graph.replay()
+
+        return self._time(replay, steps)

@@ -174,10 +174,15 @@ cdef class CommandQueue:
     def device(self):
         return wrap_device(self.c.get().device_ptr())
 
-    def command_buffer(self):
-        """A new command buffer of this queue."""
+    def command_buffer(self, bint replayable=False):
+        """A new command buffer of this queue.
+
+        replayable=True keeps what is encoded onto it after it completes, so
+        that replay() runs the same commands again (on cuda, as one CUDA graph
+        launch).
+        """
         cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
-        cb.c = self.c.get().command_buffer()
+        cb.c = self.c.get().command_buffer(replayable)
         return cb
 
     def wait_until_idle(self):
@@ -213,6 +218,20 @@ cdef class CommandBuffer:
 
     def commit(self):
         self.c.get().commit()
+
+    def replay(self):
+        """Runs the encoded commands once more, after the last run completed.
+
+        The commands read and write the same images, states and buffers with
+        the arguments they were encoded with: write new inputs into the source
+        images in place between replays. Completed handlers and data source
+        updates run again after each replay.
+        """
+        self.c.get().replay()
+
+    @property
+    def replayable(self):
+        return self.c.get().replayable()
 
     def wait_until_completed(self):
         with nogil:
@@ -404,9 +423,12 @@ cdef class Buffer:
         raise BufferError(f"DLPack export is not available on the {backend.decode()} backend")
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule of the buffer, for torch.from_dlpack, cupy and jax without a copy."""
-        if self._host_addressable():
-            self.c.get().check_host_readable(b"the buffer")
+        """A DLPack capsule of the buffer, for torch.from_dlpack, cupy and jax without a copy.
+
+        As for host reads, what a command buffer wrote must be synchronized and
+        completed: the consumer's stream then needs no ordering with ours.
+        """
+        self.c.get().check_host_readable(b"the buffer")
         device_type, device_id = self.__dlpack_device__()
         cdef MPSXDLManagedTensor* managed = <MPSXDLManagedTensor*>malloc(sizeof(MPSXDLManagedTensor))
         cdef int ndim = len(self._shape)

@@ -44,12 +44,14 @@ def encode_overhead(device, repeats, per_batch):
             start = time.perf_counter()
             for _ in range(per_batch):
                 encode_one(cb)
-            elapsed = time.perf_counter() - start
-            cb.commit()
+            encoded = time.perf_counter()
+            cb.commit()  # cuda launches here, on this thread
+            committed = time.perf_counter()
             cb.wait_until_completed()
-            return elapsed / per_batch
+            return (encoded - start) / per_batch, (committed - start) / per_batch
         run()  # primitives built, pools warm
-        return median_time(run, repeats)
+        runs = [run() for _ in range(repeats)]
+        return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
     return {
         "relu": timed(lambda cb: relu.encode(cb, image)),
@@ -99,25 +101,37 @@ def torch_overhead(device, repeats, per_batch):
         }
 
 
-def training_steps(device, batch_size, steps, with_torch):
-    """Milliseconds per training step of the reference CNN (benchmarks/), and
-    of the same model in PyTorch eager."""
-    from mpsx.benchmarks import reference_cnn
-    result = {}
-    model = reference_cnn.ReferenceCNN(device, batch_size)
-    images, labels = reference_cnn.random_batch(batch_size)
-    model.train_step(images, labels)  # primitives built, pools warm
-    model.wait()
+def time_steps(step, wait, steps):
+    for _ in range(2):  # primitives built, pools warm, a replayed step captured
+        step()
+        wait()
     times = []
     for _ in range(steps):
         start = time.perf_counter()
-        model.train_step(images, labels)
-        model.wait()
+        step()
+        wait()
         times.append(time.perf_counter() - start)
-    result["mpsx"] = statistics.median(times)
+    return statistics.median(times)
+
+
+def training_steps(device, batch_size, steps, with_torch):
+    """Seconds per training step of the reference CNN (benchmarks/): encoded
+    each step and replayed from one recording, and the same model in PyTorch
+    eager and, on cuda, replayed as a CUDA graph. Every step copies its batch
+    from host memory."""
+    from mpsx.benchmarks import reference_cnn
+    result = {}
+    images, labels = reference_cnn.random_batch(batch_size)
+    model = reference_cnn.ReferenceCNN(device, batch_size)
+    result["mpsx"] = time_steps(lambda: model.train_step(images, labels), model.wait, steps)
+    model = reference_cnn.ReferenceCNN(device, batch_size)
+    model.record_step()
+    result["mpsx replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
     if with_torch:
         torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, torch_device(device)[0])
         result["torch"] = torch_model.time_steps(images, labels, steps)
+        if device.backend == "cuda":
+            result["torch graph"] = torch_model.time_graph_replay(images, labels, steps)
     return result
 
 
@@ -143,26 +157,35 @@ def main(argv=None):
     repeats, per_batch = (7, 300) if args.quick else (21, 1000)
     ours = encode_overhead(device, repeats, per_batch)
     theirs = torch_overhead(device, repeats, per_batch // 10) if torch else {}
-    print("\nencode overhead per call, 1x4x4x4 (median; mpsx: encode only, PyTorch: eager call)")
-    print(f"  {'kernel':22} {'mpsx us':>9} {'torch us':>9} {'torch/mpsx':>11}")
-    for name, seconds in ours.items():
-        line = f"  {name:22} {seconds * 1e6:9.3f}"
+    print("\nencode overhead per call, 1x4x4x4 (median; mpsx: encode, and encode plus commit, which launches on"
+          " cuda; PyTorch: eager call)")
+    print(f"  {'kernel':22} {'encode us':>10} {'+commit us':>11} {'torch us':>9} {'torch/mpsx':>11}")
+    for name, (encode, launch) in ours.items():
+        line = f"  {name:22} {encode * 1e6:10.3f} {launch * 1e6:11.3f}"
         if name in theirs:
-            line += f" {theirs[name] * 1e6:9.2f} {theirs[name] / seconds:10.1f}x"
+            line += f" {theirs[name] * 1e6:9.2f} {theirs[name] / launch:10.1f}x"
         print(line)
 
     if args.skip_steps:
         return
-    steps = 3 if args.quick else 7
+    steps = 3 if args.quick else 7 if device.backend == "cpu" else 50
     print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms")
-    print(f"  {'batch':>5} {'mpsx ms':>9} {'torch ms':>9} {'torch/mpsx':>11}")
+    print("  mpsx: encoded each step / one recorded command buffer replayed; torch: eager / CUDA graph replay")
+    graphs = device.backend == "cuda" and torch is not None
+    header = f"  {'batch':>5} {'mpsx':>8} {'replay':>8}"
+    if torch is not None:
+        header += f" {'torch':>8} {'torch/mpsx':>11}"
+    if graphs:
+        header += f" {'graph':>8} {'graph/replay':>13}"
+    print(header)
     for batch_size in (32, 256):
         r = training_steps(device, batch_size, steps, torch is not None)
-        line = f"  {batch_size:5d} {r['mpsx'] * 1e3:9.2f}"
+        line = f"  {batch_size:5d} {r['mpsx'] * 1e3:8.3f} {r['mpsx replay'] * 1e3:8.3f}"
         if "torch" in r:
-            line += f" {r['torch'] * 1e3:9.2f} {r['torch'] / r['mpsx']:10.2f}x"
+            line += f" {r['torch'] * 1e3:8.3f} {r['torch'] / r['mpsx']:10.2f}x"
+        if "torch graph" in r:
+            line += f" {r['torch graph'] * 1e3:8.3f} {r['torch graph'] / r['mpsx replay']:12.2f}x"
         print(line)
-
 
 if __name__ == "__main__":
     main()

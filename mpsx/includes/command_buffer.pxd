@@ -25,6 +25,8 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         shared_ptr[CCommandBuffer] shared_from_this()
         void check_encodable() except +raise_py_error
         void commit() except +raise_py_error
+        void replay() except +raise_py_error
+        bint replayable()
         void wait_until_completed() except +raise_py_error
         CommandBufferStatus status()
         exception_ptr error()
@@ -35,7 +37,7 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
     cdef cppclass CCommandQueue "mpsx::CommandQueue":
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
-        shared_ptr[CCommandBuffer] command_buffer() except +raise_py_error
+        shared_ptr[CCommandBuffer] command_buffer(bint replayable) except +raise_py_error
         void wait_until_idle()
         @staticmethod
         void wait_until_all_idle()

@@ -369,7 +369,7 @@ void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_
                             "update_gamma_and_beta_on_command_buffer");
   state->synchronize(command_buffer);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
-  command_buffer.add_host_step([self, state] {
+  command_buffer.add_host_reload(class_name(), [self, state] {
     if (self->data_source_->update_gamma_and_beta(state)) self->reload_gamma_and_beta_from_data_source();
   });
 }
@@ -388,7 +388,7 @@ void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& comma
                             "update_mean_and_variance_on_command_buffer");
   state->synchronize(command_buffer);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
-  command_buffer.add_host_step([self, state] {
+  command_buffer.add_host_reload(class_name(), [self, state] {
     if (self->data_source_->update_mean_and_variance(state)) self->reload_mean_and_variance_from_data_source();
   });
 }

@@ -45,12 +45,15 @@ const char* status_name(CommandBufferStatus s) {
 }
 }  // namespace
 
-CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue)
-    : queue_(std::move(queue)), completion_(std::make_shared<Completion>()), completion_const_(completion_) {
+CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable)
+    : queue_(std::move(queue)), replayable_(replayable), completion_(std::make_shared<Completion>()), completion_const_(completion_) {
   blocks_.reserve(4);
 }
 
-CommandBuffer::~CommandBuffer() { release_commands(); }
+CommandBuffer::~CommandBuffer() {
+  recording_.reset();  // a CUDA graph refers to what the commands hold
+  release_commands();
+}
 
 Device& CommandBuffer::device() const { return queue_->device(); }
 const std::shared_ptr<Device>& CommandBuffer::device_ptr() const { return queue_->device_ptr(); }
@@ -92,6 +95,29 @@ void CommandBuffer::release_commands() {
 
 void CommandBuffer::commit() {
   check_encodable();
+  submit();
+}
+
+void CommandBuffer::replay() {
+  if (!replayable_)
+    fail<StateError>("replay() on a command buffer made without replayable=True; make it with "
+                     "CommandQueue.command_buffer(replayable=True)");
+  auto s = status();
+  if (s == CommandBufferStatus::NotEnqueued)
+    fail<StateError>("replay() on a command buffer that was not committed; call commit() first");
+  if (s == CommandBufferStatus::Error)
+    fail<StateError>("replay() on a command buffer that failed; it can not run again");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (s == CommandBufferStatus::Committed || !finished_)
+      fail<StateError>("replay() on a command buffer that is still running; call wait_until_completed() first");
+    finished_ = false;
+  }
+  submit();
+}
+
+void CommandBuffer::submit() {
+  ++run_count_;
   completion_->status.store(CommandBufferStatus::Committed, std::memory_order_release);
   queue_->executor().submit(shared_from_this());
 }
@@ -120,21 +146,36 @@ void CommandBuffer::add_completed_handler(std::function<void(CommandBuffer&)> ha
   handler(*this);
 }
 
+void CommandBuffer::add_host_reload(const std::string& kernel, std::function<void()> step) {
+  check_encodable();
+  if (replayable_)
+    fail<StateError>(kernel, ": a data source update on the host (MPS's CPU update style) can not be encoded onto a "
+                     "replayable command buffer; update on the command buffer instead (an optimizer with "
+                     "reload_weights_and_biases, or the data source's update_on_command_buffer)");
+  add_host_step(std::move(step));
+}
+
 void CommandBuffer::add_host_step(std::function<void()> step) {
   check_encodable();
   host_steps_.push_back(std::move(step));
 }
 
-void CommandBuffer::execute(ExecutionContext& context) {
+bool CommandBuffer::execute(ExecutionContext& context) {
   for (Command* c = head_; c; c = c->next) {
     try {
       c->execute(context);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
       error_ = std::current_exception();
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+void CommandBuffer::clear_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  error_ = nullptr;
 }
 
 void CommandBuffer::set_error(std::exception_ptr error) {
@@ -158,12 +199,17 @@ void CommandBuffer::finish() {
   }
   // Commands and steps may hold objects whose release takes other locks (the
   // Python interpreter's among them), so they go before any lock here is taken.
-  host_steps_.clear();
-  release_commands();
+  if (!replayable_) {
+    host_steps_.clear();
+    release_commands();
+  }
   std::vector<std::function<void(CommandBuffer&)>> handlers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    handlers.swap(handlers_);
+    if (replayable_)
+      handlers = handlers_;
+    else
+      handlers.swap(handlers_);
     handler_thread_ = std::this_thread::get_id();
   }
   for (auto& h : handlers) {
@@ -217,8 +263,8 @@ void CommandQueue::wait_until_all_idle() {
   for (auto& q : alive) q->wait_until_idle();
 }
 
-std::shared_ptr<CommandBuffer> CommandQueue::command_buffer() {
-  return std::make_shared<CommandBuffer>(shared_from_this());
+std::shared_ptr<CommandBuffer> CommandQueue::command_buffer(bool replayable) {
+  return std::make_shared<CommandBuffer>(shared_from_this(), replayable);
 }
 
 void CommandQueue::wait_until_idle() { executor_->wait_until_idle(); }

@@ -443,7 +443,7 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
     fail<TypeMismatchError>(class_name(), ": the data source implements neither update nor update_on_command_buffer");
   gradient_state->synchronize(command_buffer);
   auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
-  command_buffer.add_host_step([self, gradient_state, used] {
+  command_buffer.add_host_reload(class_name(), [self, gradient_state, used] {
     if (self->data_source_->update(gradient_state, used)) self->reload_weights_and_biases_from_data_source();
   });
 }

@@ -83,6 +83,9 @@ class CudaContext final : public ExecutionContext {
   // Device scratch memory of the queue: slot i stays valid until the next
   // request for slot i. Work on the stream is ordered, so reuse is safe.
   void* scratch(size_t slot, size_t bytes);
+  // Changes whenever a scratch block moves: CUDA graphs captured before
+  // refer to freed memory then.
+  uint64_t scratch_generation() const { return scratch_generation_; }
 
  private:
   int ordinal_;
@@ -94,6 +97,7 @@ class CudaContext final : public ExecutionContext {
     size_t bytes = 0;
   };
   std::vector<Block> scratch_;
+  uint64_t scratch_generation_ = 0;
 };
 
 inline CudaContext& context_of(ExecutionContext& context) { return static_cast<CudaContext&>(context); }

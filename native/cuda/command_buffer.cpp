@@ -58,6 +58,30 @@ void complete(std::shared_ptr<CompletionState> state) {
   }
 }
 
+// The CUDA graph of a replayable command buffer: captured on its first
+// replay, when its first run has sized the queue's scratch memory, and
+// launched on every later one, so a replay costs one launch.
+struct CapturedGraph final : CommandBuffer::Recording {
+  explicit CapturedGraph(int ordinal) : ordinal(ordinal) {}
+  ~CapturedGraph() override { reset(); }
+  void reset() {
+    if (!graph) return;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(ordinal);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaSetDevice(previous);
+    graph = nullptr;
+    exec = nullptr;
+  }
+  int ordinal;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  uint64_t scratch_generation = 0;
+  bool capturable = true;
+};
+
 // Commit launches the command buffer's work on the queue's stream at once and
 // records an event after it; the completion thread finishes it later.
 class CudaExecutor final : public Executor {
@@ -81,7 +105,7 @@ class CudaExecutor final : public Executor {
 
   void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
     DeviceScope scope(context_.ordinal());
-    command_buffer->execute(context_);
+    run(*command_buffer);
     cudaEvent_t event = take_event();
     cudaError_t status = cudaEventRecord(event, context_.stream());
     if (status != cudaSuccess) {
@@ -104,6 +128,56 @@ class CudaExecutor final : public Executor {
   }
 
  private:
+  void run(CommandBuffer& command_buffer) {
+    if (command_buffer.run_count() < 2) {
+      command_buffer.execute(context_);
+      return;
+    }
+    auto& recording = command_buffer.recording();
+    if (!recording) recording = std::make_unique<CapturedGraph>(context_.ordinal());
+    auto& captured = static_cast<CapturedGraph&>(*recording);
+    if (captured.capturable && (!captured.graph || captured.scratch_generation != context_.scratch_generation()))
+      capture(command_buffer, captured);
+    if (!captured.graph) {
+      command_buffer.execute(context_);
+      return;
+    }
+    cudaError_t status = cudaGraphLaunch(captured.exec, context_.stream());
+    if (status != cudaSuccess) {
+      try {
+        check(status, "cudaGraphLaunch");
+      } catch (...) {
+        command_buffer.set_error(std::current_exception());
+      }
+    }
+  }
+
+  void capture(CommandBuffer& command_buffer, CapturedGraph& captured) {
+    captured.reset();
+    cudaStream_t stream = context_.stream();
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      captured.capturable = false;
+      return;
+    }
+    bool recorded = command_buffer.execute(context_);
+    cudaGraph_t graph = nullptr;
+    cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (recorded && ended == cudaSuccess && graph &&
+        cudaGraphInstantiate(&captured.exec, graph, 0) == cudaSuccess) {
+      captured.graph = graph;
+      captured.scratch_generation = context_.scratch_generation();
+      return;
+    }
+    // A command that can not be captured (a copy from pageable host memory,
+    // a scratch block that had to grow): nothing ran, so the commands run as
+    // they are, now and on every later replay.
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    command_buffer.clear_error();
+    captured.capturable = false;
+  }
+
   cudaEvent_t take_event() {
     {
       std::lock_guard<std::mutex> lock(state_->mutex);

@@ -127,6 +127,7 @@ void* CudaContext::scratch(size_t slot, size_t bytes) {
       cudaFree(b.data);
       b.data = nullptr;
       b.bytes = 0;
+      ++scratch_generation_;
     }
     size_t rounded = (bytes + (1 << 20) - 1) / (1 << 20) * (1 << 20);
     cudaError_t status = cudaMalloc(&b.data, rounded);

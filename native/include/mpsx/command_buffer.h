@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -80,7 +81,15 @@ class BlockPool {
 
 class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
  public:
-  explicit CommandBuffer(std::shared_ptr<CommandQueue> queue);
+  // What an executor keeps with a replayable command buffer between runs
+  // (cuda: the CUDA graph captured from its commands).
+  struct Recording {
+    virtual ~Recording() = default;
+  };
+
+  // A replayable command buffer keeps its commands, host steps and completed
+  // handlers after it completes, and runs them all again on each replay().
+  CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable);
   ~CommandBuffer();
   CommandBuffer(const CommandBuffer&) = delete;
   CommandBuffer& operator=(const CommandBuffer&) = delete;
@@ -106,6 +115,13 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // Throws StateError unless commands may still be recorded.
   void check_encodable() const;
   void commit();
+  // Runs the commands once more, on the same resources with the arguments
+  // they were encoded with. Only a replayable command buffer that completed
+  // without error can be replayed.
+  void replay();
+  bool replayable() const { return replayable_; }
+  // 1 for the first run after commit(), 2 for the first replay, ...
+  uint64_t run_count() const { return run_count_; }
   void wait_until_completed();
   CommandBufferStatus status() const { return completion_->status.load(std::memory_order_acquire); }
   // The exception raised while running, if status() == Error.
@@ -117,12 +133,21 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // completed handlers: the data source updates of MPS's CPU training style.
   // A step that throws fails the command buffer and skips the later steps.
   void add_host_step(std::function<void()> step);
+  // A host step that reloads `kernel`'s weights from its data source. The
+  // reload gives the kernel new buffers, which the commands of a replay would
+  // not read: refused on a replayable command buffer.
+  void add_host_reload(const std::string& kernel, std::function<void()> step);
   const std::shared_ptr<const Completion>& completion() const { return completion_const_; }
   size_t command_count() const { return command_count_; }
 
   // For executors: runs the recorded commands in order. The first command
-  // that throws stops the rest and puts the command buffer in Error.
-  void execute(ExecutionContext& context);
+  // that throws stops the rest and puts the command buffer in Error; returns
+  // false then.
+  bool execute(ExecutionContext& context);
+  // For executors that tried a run they then discard (a failed CUDA graph
+  // capture): forgets the error that run recorded.
+  void clear_error();
+  std::unique_ptr<Recording>& recording() { return recording_; }
   // For executors: a failure found after execute (an asynchronous device
   // error) puts the command buffer in Error, unless one is recorded already.
   void set_error(std::exception_ptr error);
@@ -134,7 +159,12 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   void* allocate(size_t size, size_t align);
   void release_commands();
 
+  void submit();
+
   std::shared_ptr<CommandQueue> queue_;
+  const bool replayable_;
+  uint64_t run_count_ = 0;
+  std::unique_ptr<Recording> recording_;
   std::shared_ptr<Completion> completion_;
   std::shared_ptr<const Completion> completion_const_;
   Command* head_ = nullptr;
@@ -160,7 +190,7 @@ class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
 
   Device& device() const { return *device_; }
   const std::shared_ptr<Device>& device_ptr() const { return device_; }
-  std::shared_ptr<CommandBuffer> command_buffer();
+  std::shared_ptr<CommandBuffer> command_buffer(bool replayable = false);
   // Blocks until every committed command buffer has finished.
   void wait_until_idle();
   // wait_until_idle() on every queue alive, for an orderly process exit.
