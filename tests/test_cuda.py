@@ -1,0 +1,225 @@
+"""The cuda backend against the cpu backend and against PyTorch on the same
+GPU: every kernel family run on both devices from the same inputs, the
+reference CNN trained on both and in PyTorch, DLPack export to PyTorch
+without a copy, and CUDA failures surfacing as mpsx errors."""
+
+import numpy as np
+import pytest
+import torch
+
+import mpsx
+from helpers import read
+import test_convolution
+import test_convolution_transpose
+import test_loss
+import test_neuron
+import test_pooling
+from mpsx.benchmarks.reference_cnn import ReferenceCNN, TorchReferenceCNN, random_batch
+
+GPUS = [d for d in mpsx.devices() if d.backend == "cuda"]
+CPU = mpsx.Device("cpu")
+pytestmark = pytest.mark.skipif(not GPUS, reason="no cuda device: mpsx found " +
+                                ", ".join(d.name for d in mpsx.devices()))
+
+
+@pytest.fixture(params=GPUS, ids=[d.name for d in GPUS])
+def gpu(request):
+    return request.param
+
+
+def on_both(gpu, case, rtol=1e-4, atol=1e-5):
+    """Runs case(device, rng) on the GPU and on the cpu from the same random
+    inputs and compares every array it returns."""
+    ours = case(gpu, np.random.default_rng(7))
+    theirs = case(CPU, np.random.default_rng(7))
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("shape", [
+    # kw, kh, cin, cout, stride, dilation, groups, (n, h, w), padding
+    (3, 3, 3, 8, (1, 1), (1, 1), 1, (2, 9, 11), mpsx.NNPaddingMethod.SIZE_SAME),
+    (5, 3, 4, 6, (2, 1), (1, 2), 2, (3, 12, 10), mpsx.NNPaddingMethod.SIZE_VALID_ONLY),
+    (2, 2, 6, 4, (2, 2), (1, 1), 1, (1, 7, 8), mpsx.NNPaddingMethod.SIZE_SAME),  # asymmetric padding
+    (4, 4, 16, 10, (1, 1), (1, 1), 1, (5, 4, 4), mpsx.NNPaddingMethod.SIZE_VALID_ONLY),  # fully connected shape
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_convolution_forward_and_gradient(gpu, shape, dtype):
+    kw, kh, cin, cout, stride, dilation, groups, (n, h, w), padding = shape
+
+    def case(device, rng):
+        source, _, _ = test_convolution.make(device, rng, kw, kh, cin, cout, stride, dilation, groups,
+                                             neuron=mpsx.NNNeuronDescriptor(mpsx.NeuronType.SIGMOID))
+        conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+        conv.padding = gradient.padding = padding
+        image = mpsx.Image.from_numpy(device, rng.standard_normal((n, cin, h, w)).astype(dtype))
+        y = read(device, lambda cb: conv.encode(cb, image))
+        dy = mpsx.Image.from_numpy(device, rng.standard_normal(y.shape).astype(dtype))
+
+        def encode(cb):
+            _, state = conv.encode(cb, image, destination_state=True)
+            return gradient.encode(cb, dy, image, state), state
+
+        dx, state = test_convolution_transpose.synchronized(device, encode)
+        return y, dx.to_numpy(), state.gradient_for_weights.to_numpy(), state.gradient_for_biases.to_numpy()
+
+    tolerance = 1e-4 if dtype == np.float32 else 1e-2
+    on_both(gpu, case, tolerance, tolerance)
+
+
+@pytest.mark.parametrize("stride, groups", [((1, 1), 1), ((2, 2), 2), ((3, 2), 1)])
+def test_convolution_transpose_forward_and_gradient(gpu, stride, groups):
+    def case(device, rng):
+        source, _, _ = test_convolution_transpose.make(rng, 3, 3, 4, 6, stride, (1, 1), groups)
+        transpose = mpsx.CNNConvolutionTranspose(device, source)
+        gradient = mpsx.CNNConvolutionTransposeGradient(device, source)
+        image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 4, 5, 7)).astype(np.float32))
+        y = read(device, lambda cb: transpose.encode(cb, image))
+        dy = mpsx.Image.from_numpy(device, rng.standard_normal(y.shape).astype(np.float32))
+
+        def encode(cb):
+            _, state = transpose.encode(cb, image, destination_state=True)
+            return gradient.encode(cb, dy, image, state), state
+
+        dx, state = test_convolution_transpose.synchronized(device, encode)
+        return y, dx.to_numpy(), state.gradient_for_weights.to_numpy(), state.gradient_for_biases.to_numpy()
+
+    on_both(gpu, case)
+
+
+@pytest.mark.parametrize("kind", list(test_pooling.KINDS))
+@pytest.mark.parametrize("edge", [mpsx.ImageEdgeMode.ZERO, mpsx.ImageEdgeMode.CLAMP])
+def test_pooling_forward_and_gradient(gpu, kind, edge):
+    def case(device, rng):
+        pooling = test_pooling.make(test_pooling.KINDS, device, kind, (3, 2), (2, 2), (2, 1), edge, "same")
+        gradient = test_pooling.make(test_pooling.GRADIENTS, device, kind, (3, 2), (2, 2), (2, 1), edge, "same")
+        image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 5, 9, 11)).astype(np.float32))
+
+        def encode(cb):
+            y, state = pooling.encode(cb, image, destination_state=True)
+            dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 5, y.height, y.width)).astype(np.float32))
+            return y, gradient.encode(cb, dy, image, state)
+
+        return read(device, encode)
+
+    on_both(gpu, case)
+
+
+@pytest.mark.parametrize("neuron", list(test_neuron.CASES))
+def test_neuron_forward_and_gradient(gpu, neuron):
+    def case(device, rng):
+        d, _ = test_neuron.descriptor(neuron, 6)
+        forward, gradient = mpsx.CNNNeuron(device, d), mpsx.CNNNeuronGradient(device, d)
+        image = mpsx.Image.from_numpy(device, test_neuron.sample(rng, (2, 6, 5, 3), neuron))
+        dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 6, 5, 3)).astype(np.float32))
+
+        def encode(cb):
+            y, state = forward.encode(cb, image, destination_state=True)
+            return y, gradient.encode(cb, dy, image, state)
+
+        return read(device, encode)
+
+    on_both(gpu, case)
+
+
+@pytest.mark.parametrize("loss_type", list(mpsx.CNNLossType))
+@pytest.mark.parametrize("reduction", [mpsx.CNNReductionType.NONE, mpsx.CNNReductionType.MEAN,
+                                       mpsx.CNNReductionType.SUM_BY_NON_ZERO_WEIGHTS])
+def test_loss_and_gradient(gpu, loss_type, reduction):
+    def case(device, rng):
+        x, labels = test_loss.sample(rng, loss_type, (3, 5, 3, 2))
+        weights = test_loss.sample_weights(rng, x.shape)
+        d = test_loss.descriptor(loss_type, reduction, True, weight=0.75, label_smoothing=0.1)
+        return test_loss.encode_loss(device, d, x, labels, weights)
+
+    on_both(gpu, case)
+
+
+def test_batch_normalization_training_sequence(gpu):
+    """The reference CNN trained for three steps on the GPU and on the cpu:
+    every convolution's weights, gamma, beta and running statistics agree."""
+    images, labels = random_batch(16)
+
+    def case(device, rng):
+        model = ReferenceCNN(device, 16)
+        for _ in range(3):
+            model.train_step(images, labels)
+            model.loss()
+        out = []
+        for layer in model.layers:
+            cb = device.command_queue.command_buffer()
+            state = layer["conv"].export_weights_and_biases(cb)
+            state.synchronize(cb)
+            layer["gamma_and_beta"].synchronize(cb)
+            cb.commit()
+            cb.wait_until_completed()
+            out += [state.weights.to_numpy(), state.biases.to_numpy(), layer["gamma_and_beta"].gamma.to_numpy(),
+                    layer["gamma_and_beta"].beta.to_numpy()]
+        return out
+
+    on_both(gpu, case, rtol=1e-3, atol=1e-5)
+
+
+def test_reference_cnn_matches_cpu_and_pytorch_on_the_gpu(gpu):
+    images, labels = random_batch(32)
+    ours = ReferenceCNN(gpu, 32)
+    cpu = ReferenceCNN(CPU, 32)
+    torch.backends.cudnn.allow_tf32 = False  # float32 arithmetic, as mpsx's default accumulator precision
+    torch.backends.cuda.matmul.allow_tf32 = False
+    reference = TorchReferenceCNN(ours.initial_parameters, "cuda:" + gpu.name.split(":")[1])
+    losses, cpu_losses, expected = [], [], []
+    for _ in range(5):
+        ours.train_step(images, labels)
+        cpu.train_step(images, labels)
+        losses.append(ours.loss())
+        cpu_losses.append(cpu.loss())
+        expected.append(reference.train_step(images, labels).item())
+    np.testing.assert_allclose(losses, expected, rtol=1e-4)
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-4)
+    assert losses[-1] < losses[0]
+
+
+def test_replayed_step_is_one_graph_launch_with_the_same_result(gpu):
+    images, labels = random_batch(8)
+    eager, replayed = ReferenceCNN(gpu, 8), ReferenceCNN(gpu, 8)
+    replayed.record_step()
+    for _ in range(3):
+        eager.train_step(images, labels)
+        replayed.replay_step(images, labels)
+        np.testing.assert_allclose(replayed.loss(), eager.loss(), rtol=1e-5)
+
+
+def test_dlpack_shares_gradients_with_pytorch_without_a_copy(gpu, rng):
+    source, w, _ = test_convolution.make(gpu, rng, 3, 3, 2, 4)
+    conv, gradient = mpsx.CNNConvolution(gpu, source), mpsx.CNNConvolutionGradient(gpu, source)
+    image = mpsx.Image.from_numpy(gpu, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    cb = gpu.command_queue.command_buffer()
+    y, state = conv.encode(cb, image, destination_state=True)
+    gradient.encode(cb, y, image, state)
+    with pytest.raises(mpsx.SynchronizationError):
+        torch.from_dlpack(state.gradient_for_weights)
+    state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    buffer = state.gradient_for_weights
+    assert buffer.__dlpack_device__() == (2, int(gpu.name.split(":")[1]))
+    t = torch.from_dlpack(buffer)
+    assert t.is_cuda and t.shape == w.shape and t.dtype == torch.float32
+    np.testing.assert_array_equal(t.cpu().numpy(), buffer.to_numpy())
+    t.mul_(2)  # the same memory: mpsx reads what PyTorch wrote
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(buffer.to_numpy(), t.cpu().numpy())
+    assert torch.from_dlpack(buffer).data_ptr() == t.data_ptr()
+
+
+def test_out_of_memory_is_reported_as_such(gpu):
+    free, total = torch.cuda.mem_get_info(int(gpu.name.split(":")[1]))
+    channels = 4 * (total // (4 * 4 * 1024 * 1024)) + 4  # more float32 values than the GPU holds
+    descriptor = mpsx.ImageDescriptor(width=1024, height=1024, feature_channels=int(channels))
+    with pytest.raises(mpsx.OutOfMemoryError, match="out of memory"):
+        mpsx.Image(gpu, descriptor)
+    # and the device goes on working
+    relu = mpsx.CNNNeuron(gpu, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 2, 2, 2)
+    y = read(gpu, lambda cb: relu.encode(cb, mpsx.Image.from_numpy(gpu, x)))
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
