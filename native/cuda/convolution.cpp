@@ -94,7 +94,7 @@ class StagedRegion {
  public:
   StagedRegion(CudaContext& context, const ImageRegion& region, const CudnnConvolution::Staging& staging, size_t slot,
                bool load)
-      : context_(context), region_(region), copy_(staging.copy) {
+      : context_(context), region_(region), interior_(region), copy_(staging.copy) {
     if (!copy_) {
       data_ = static_cast<float*>(region.data);
       return;
@@ -115,7 +115,10 @@ class StagedRegion {
     copy_region(region, interior_, context.stream());
   }
 
+  // What cuDNN reads or writes, padding included.
   float* data() const { return data_; }
+  // The float32 values of the region within it.
+  const ImageRegion& view() const { return interior_; }
   // Writes a copy back into the region.
   void store() const {
     if (copy_) copy_region(interior_, region_, context_.stream());
@@ -133,10 +136,6 @@ class StagedRegion {
 CudnnConvolution::CudnnConvolution(int ordinal, const CudnnConvolutionShape& shape, const CudnnPasses& passes)
     : shape_(shape) {
   const CudnnConvolutionShape& s = shape_;
-  MPSX_CUDA_CHECK(
-      cudnnSetTensor4dDescriptor(x_biases_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(s.x_channels), 1, 1));
-  MPSX_CUDA_CHECK(
-      cudnnSetTensor4dDescriptor(y_biases_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(s.y_channels), 1, 1));
   DeviceScope scope(ordinal);
   QueryHandles& queries = query_handles();
   std::lock_guard<std::mutex> lock(queries.mutex);
@@ -275,7 +274,7 @@ void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const
                                           filter_in(context, filter), convolution_,
                                           static_cast<cudnnConvolutionFwdAlgo_t>(p.algorithm), workspace(context, p),
                                           p.workspace, &zero, p.y_tensor, out.data()));
-  if (biases) MPSX_CUDA_CHECK(cudnnAddTensor(context.cudnn(), &one, y_biases_, biases, &one, p.y_tensor, out.data()));
+  if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
 
@@ -289,7 +288,7 @@ void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy
       context.cudnn(), &one, filter_, filter_in(context, filter), p.y_tensor, in.data(), convolution_,
       static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algorithm), workspace(context, p), p.workspace, &zero, p.x_tensor,
       out.data()));
-  if (biases) MPSX_CUDA_CHECK(cudnnAddTensor(context.cudnn(), &one, x_biases_, biases, &one, p.x_tensor, out.data()));
+  if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
 

@@ -120,7 +120,6 @@ class CudnnConvolution {
   CudnnConvolutionShape shape_;
   CudnnFilter filter_;
   CudnnConvolutionDescriptor convolution_;
-  CudnnTensor x_biases_, y_biases_;  // [1][channels][1][1]
   Passes passes_;
 };
 

@@ -113,8 +113,8 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
   // The reached block of the whole destination region (or its gradient).
   ImageRegion reached(const ImageRegion& whole) const {
     ImageRegion r = whole;
-    r.data = static_cast<char*>(whole.data) +
-             (s_.reached_y * whole.stride.h + s_.reached_x * whole.stride.w) * static_cast<int64_t>(size_of(whole.data_type));
+    const int64_t offset = s_.reached_y * whole.stride.h + s_.reached_x * whole.stride.w;
+    r.data = static_cast<char*>(whole.data) + offset * static_cast<int64_t>(size_of(whole.data_type));
     r.h = s_.reached_height;
     r.w = s_.reached_width;
     return r;

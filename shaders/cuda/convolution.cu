@@ -7,12 +7,20 @@
 namespace mpsx::cuda {
 namespace {
 
-__global__ void fill_biases_kernel(ImageRegion r, const float* biases, int64_t count) {
+template <bool kAdd>
+__global__ void biases_kernel(ImageRegion r, const float* biases, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t c;
     int64_t o = offset_of_index(r, i, &c);
-    store(r.data, o, r.data_type, biases[c]);
+    store(r.data, o, r.data_type, kAdd ? load(r.data, o, r.data_type) + biases[c] : biases[c]);
   }
+}
+
+template <bool kAdd>
+void launch_biases(const ImageRegion& region, const float* biases, cudaStream_t stream) {
+  int64_t count = region.element_count();
+  if (count == 0) return;
+  biases_kernel<kAdd><<<blocks_for(count), 256, 0, stream>>>(region, biases, count);
 }
 
 // Channel sums in two passes: blocks of 32 channels (coalesced along NHWC's
@@ -56,9 +64,11 @@ __global__ void total_sums_kernel(const float* partials, int64_t chunks, int64_t
 }  // namespace
 
 void fill_biases(const ImageRegion& region, const float* biases, cudaStream_t stream) {
-  int64_t count = region.element_count();
-  if (count == 0) return;
-  fill_biases_kernel<<<blocks_for(count), 256, 0, stream>>>(region, biases, count);
+  launch_biases<false>(region, biases, stream);
+}
+
+void add_biases(const ImageRegion& region, const float* biases, cudaStream_t stream) {
+  launch_biases<true>(region, biases, stream);
 }
 
 size_t channel_sums_scratch_bytes(const ImageRegion& region) {

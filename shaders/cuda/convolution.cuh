@@ -1,5 +1,5 @@
 // Device work the convolution families share beside cuDNN and cuBLAS: biases
-// written over a region and per-channel sums for bias gradients.
+// written or added over a region and per-channel sums for bias gradients.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +12,8 @@ namespace mpsx::cuda {
 
 // Every pixel of `region` (any data type) set to the biases, one per channel.
 void fill_biases(const ImageRegion& region, const float* biases, cudaStream_t stream);
+// The biases added to every pixel of `region`.
+void add_biases(const ImageRegion& region, const float* biases, cudaStream_t stream);
 
 // The float32 scratch bytes channel_sums needs for `region`.
 size_t channel_sums_scratch_bytes(const ImageRegion& region);
