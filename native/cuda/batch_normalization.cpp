@@ -1,0 +1,91 @@
+#include "mpsx/kernels/batch_normalization.h"
+
+#include "backend.h"
+#include "batch_normalization.cuh"
+
+namespace mpsx::cuda {
+namespace {
+
+// The scratch slot of the per-chunk partial sums.
+constexpr size_t kSumsSlot = 3;
+
+class CudaBatchNormalization final : public BatchNormalizationPrimitive {
+ public:
+  CudaBatchNormalization(int ordinal, const BatchNormalizationDescriptor& d) : ordinal_(ordinal) {
+    const NeuronDescriptor& n = d.fused_neuron;
+    neuron_.type = n.type;
+    neuron_.a = n.a;
+    neuron_.b = n.b;
+    neuron_.c = n.c;
+    if (!n.a_per_channel.empty()) {
+      DeviceScope scope(ordinal_);
+      const size_t bytes = n.a_per_channel.size() * sizeof(float);
+      MPSX_CUDA_CHECK(cudaMalloc(&slopes_, bytes));
+      MPSX_CUDA_CHECK(cudaMemcpy(slopes_, n.a_per_channel.data(), bytes, cudaMemcpyHostToDevice));
+      neuron_.slopes = static_cast<const float*>(slopes_);
+    }
+  }
+
+  ~CudaBatchNormalization() override {
+    if (slopes_) {
+      DeviceScope scope(ordinal_);
+      cudaFree(slopes_);
+    }
+  }
+
+  void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
+                  float* variance) const override {
+    CudaContext& cuda = context_of(context);
+    batch_normalization_statistics(source, mean, variance, sums(cuda, source), cuda.stream());
+  }
+
+  void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+                 const float* gamma, const float* beta, const float* mean, const float* variance,
+                 float epsilon) const override {
+    batch_normalization_normalize(neuron_, source, destination, {gamma, beta, mean, variance, epsilon},
+                                  context_of(context).stream());
+  }
+
+  void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
+                           const float* gamma, const float* beta, const float* mean, const float* variance,
+                           float epsilon, float* gradient_for_gamma, float* gradient_for_beta) const override {
+    CudaContext& cuda = context_of(context);
+    batch_normalization_statistics_gradient(neuron_, source_gradient, source, {gamma, beta, mean, variance, epsilon},
+                                            gradient_for_gamma, gradient_for_beta, sums(cuda, source), cuda.stream());
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
+                const ImageRegion& destination_gradient, const float* gamma, const float* beta, const float* mean,
+                const float* variance, float epsilon, const float* gradient_for_gamma, const float* gradient_for_beta,
+                int64_t count) const override {
+    batch_normalization_gradient(neuron_, source_gradient, source, destination_gradient,
+                                 {gamma, beta, mean, variance, epsilon}, gradient_for_gamma, gradient_for_beta, count,
+                                 context_of(context).stream());
+  }
+
+  void update_running_statistics(ExecutionContext& context, int64_t channels, const float* mean,
+                                 const float* variance, const float* batch_mean, const float* batch_variance,
+                                 float momentum, float bessel, float* result_mean,
+                                 float* result_variance) const override {
+    batch_normalization_update_running_statistics(channels, mean, variance, batch_mean, batch_variance, momentum,
+                                                  bessel, result_mean, result_variance, context_of(context).stream());
+  }
+
+ private:
+  static void* sums(CudaContext& cuda, const ImageRegion& source) {
+    return cuda.scratch(kSumsSlot, batch_normalization_sums_bytes(source));
+  }
+
+  int ordinal_;
+  NeuronParameters neuron_;
+  void* slopes_ = nullptr;  // PReLU's slopes on the device
+};
+
+}  // namespace
+
+std::unique_ptr<BatchNormalizationPrimitive> CudaBackend::make_batch_normalization(
+    const BatchNormalizationDescriptor& descriptor) {
+  return std::make_unique<CudaBatchNormalization>(ordinal_, descriptor);
+}
+
+}  // namespace mpsx::cuda
