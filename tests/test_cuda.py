@@ -223,3 +223,19 @@ def test_out_of_memory_is_reported_as_such(gpu):
     x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 2, 2, 2)
     y = read(gpu, lambda cb: relu.encode(cb, mpsx.Image.from_numpy(gpu, x)))
     np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_half_accumulator_precision(gpu):
+    """"half" lets the GPU use TF32 tensor cores (about 1e-3 relative); "float"
+    stays exact float32 like the cpu."""
+    def case(precision):
+        def run(device, rng):
+            source, _, _ = test_convolution.make(device, rng, 3, 3, 64, 64)
+            conv = mpsx.CNNConvolution(device, source)
+            conv.accumulator_precision = precision
+            image = mpsx.Image.from_numpy(device, rng.standard_normal((4, 64, 8, 8)).astype(np.float32))
+            return (read(device, lambda cb: conv.encode(cb, image)),)
+        return run
+
+    on_both(gpu, case("float"))
+    on_both(gpu, case("half"), rtol=2e-2, atol=2e-2)

@@ -49,7 +49,8 @@ bool ConvolutionShape::operator==(const ConvolutionShape& o) const {
          kernel_width == o.kernel_width && stride_y == o.stride_y && stride_x == o.stride_x &&
          dilation_y == o.dilation_y && dilation_x == o.dilation_x && same(source_stride, o.source_stride) &&
          same(destination_stride, o.destination_stride) && source_type == o.source_type &&
-         destination_type == o.destination_type && gradient == o.gradient;
+         destination_type == o.destination_type && gradient == o.gradient &&
+         accumulator_precision == o.accumulator_precision;
 }
 
 // ---------------------------------------------------------------- data sources
@@ -483,6 +484,7 @@ void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr
                                                             descriptor_.output_feature_channels));
   ConvolutionShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
                                     destination->data_type(), false);
+  shape.accumulator_precision = accumulator_precision;
   const auto& primitive = primitives_.get(
       shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(device().backend().make_convolution(shape)); });
   Parameters p = parameters();

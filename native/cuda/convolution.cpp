@@ -16,10 +16,12 @@ namespace {
 
 // Algorithms that need more workspace are passed over.
 constexpr size_t kWorkspaceLimit = size_t(256) << 20;
-// Exact float32 products and sums, as the cpu backend computes them. TF32
-// tensor cores would be CUDNN_DEFAULT_MATH and CUBLAS_COMPUTE_32F_FAST_TF32.
-constexpr cudnnMathType_t kMathType = CUDNN_FMA_MATH;
-constexpr cublasComputeType_t kGemmCompute = CUBLAS_COMPUTE_32F;
+// Exact float32 products and sums, as the cpu backend computes them, unless
+// the kernel's accumulator precision is half: then TF32 tensor cores.
+cudnnMathType_t math_type(bool tensor_float32) { return tensor_float32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+cublasComputeType_t gemm_compute(bool tensor_float32) {
+  return tensor_float32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
 
 int to_int(int64_t value) {
   if (value < 0 || value > INT_MAX)
@@ -172,7 +174,7 @@ std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_
                                                   to_int(s.stride_x), to_int(s.dilation_y), to_int(s.dilation_x),
                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   MPSX_CUDA_CHECK(cudnnSetConvolutionGroupCount(convolution_, to_int(s.groups)));
-  MPSX_CUDA_CHECK(cudnnSetConvolutionMathType(convolution_, kMathType));
+  MPSX_CUDA_CHECK(cudnnSetConvolutionMathType(convolution_, math_type(s.tensor_float32)));
 
   if (requested.forward) {
     std::unique_ptr<Pass> p = prepare(*requested.forward, pad_y, pad_x, layout);
@@ -340,11 +342,11 @@ bool is_matrix_product(const ConvolutionShape& s) {
 }
 
 // C = op(A) op(B) + beta C over column-major float32 matrices.
-void gemm(CudaContext& context, cublasOperation_t a_op, cublasOperation_t b_op, int64_t m, int64_t n, int64_t k,
+void gemm(CudaContext& context, bool tensor_float32, cublasOperation_t a_op, cublasOperation_t b_op, int64_t m, int64_t n, int64_t k,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const float one = 1.0f;
   MPSX_CUDA_CHECK(cublasGemmEx_64(context.cublas(), a_op, b_op, m, n, k, &one, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb,
-                                  &beta, c, CUDA_R_32F, ldc, kGemmCompute, CUBLAS_GEMM_DEFAULT));
+                                  &beta, c, CUDA_R_32F, ldc, gemm_compute(tensor_float32), CUBLAS_GEMM_DEFAULT));
 }
 
 CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s) {
@@ -367,6 +369,7 @@ CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s) {
   c.stride_x = s.stride_x;
   c.dilation_y = s.dilation_y;
   c.dilation_x = s.dilation_x;
+  c.tensor_float32 = s.accumulator_precision == AccumulatorPrecision::Half;
   return c;
 }
 
@@ -406,7 +409,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     Float32Region x(cuda, source, kFirstStagedSlot, true);
     Float32Region y(cuda, destination, kSecondStagedSlot, false);
     if (b) fill_biases(y.region(), b, cuda.stream());
-    gemm(cuda, CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), w, k(), x.data(),
+    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), w, k(), x.data(),
          leading_dimension(x.region()), b ? 1.0f : 0.0f, y.data(), leading_dimension(y.region()));
     y.store();
   }
@@ -421,7 +424,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     }
     Float32Region dy(cuda, result_gradient, kFirstStagedSlot, true);
     Float32Region dx(cuda, source_gradient, kSecondStagedSlot, false);
-    gemm(cuda, CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, w, k(), dy.data(),
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, w, k(), dy.data(),
          leading_dimension(dy.region()), 0.0f, dx.data(), leading_dimension(dx.region()));
     dx.store();
   }
@@ -438,13 +441,14 @@ class CudaConvolution final : public ConvolutionPrimitive {
     }
     Float32Region x(cuda, source, kFirstStagedSlot, true);
     Float32Region dy(cuda, result_gradient, kSecondStagedSlot, true);
-    gemm(cuda, CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images, x.data(), leading_dimension(x.region()),
-         dy.data(), leading_dimension(dy.region()), 0.0f, dw, k());
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images, x.data(),
+         leading_dimension(x.region()), dy.data(), leading_dimension(dy.region()), 0.0f, dw, k());
   }
 
  private:
   // The values of one source image the window reads.
   int64_t k() const { return s_.source_height * s_.source_width * s_.input_channels; }
+  bool tensor_float32() const { return s_.accumulator_precision == AccumulatorPrecision::Half; }
 
   ConvolutionShape s_;
   std::unique_ptr<CudnnConvolution> cudnn_;

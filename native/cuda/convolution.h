@@ -47,6 +47,7 @@ struct CudnnConvolutionShape {
   int64_t y_channels = 0, y_height = 0, y_width = 0;
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   int64_t kernel_height = 1, kernel_width = 1, stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
+  bool tensor_float32 = false;  // products on TF32 tensor cores
 };
 
 // The regions a pass will be given: their data type and their images'

@@ -187,6 +187,9 @@ class ConvolutionGradientState : public GradientState {
 
 // One convolution problem as a backend runs it: the block of the source read
 // (inside the image), its zero padding, the destination block and the filter.
+// MPSNNConvolutionAccumulatorPrecisionOption.
+enum class AccumulatorPrecision : uint32_t { Half = 0, Float = 1 };
+
 struct ConvolutionShape {
   int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
   int64_t source_height = 0, source_width = 0;
@@ -197,6 +200,8 @@ struct ConvolutionShape {
   ImageLayout source_stride, destination_stride;
   DataType source_type = DataType::Float32, destination_type = DataType::Float32;
   bool gradient = false;  // a primitive for the backward passes
+  // Half lets a backend use reduced-precision products (cuda: TF32 tensor cores).
+  AccumulatorPrecision accumulator_precision = AccumulatorPrecision::Float;
 
   bool operator==(const ConvolutionShape& o) const;
 };
@@ -220,8 +225,6 @@ class ConvolutionPrimitive {
 // The descriptor of the block `geometry` writes, for intermediate results.
 ImageDescriptor block_descriptor(DataType type, const Geometry& geometry, int64_t channels);
 
-// MPSNNConvolutionAccumulatorPrecisionOption.
-enum class AccumulatorPrecision : uint32_t { Half = 0, Float = 1 };
 
 class CNNConvolution : public UnaryKernel {
  public:
