@@ -1,0 +1,28 @@
+#include "mpsx/kernels/optimizer.h"
+
+#include "backend.h"
+#include "optimizer.cuh"
+
+namespace mpsx::cuda {
+namespace {
+
+class CudaOptimizer final : public OptimizerPrimitive {
+ public:
+  explicit CudaOptimizer(const OptimizerConfiguration& c) : update_(optimizer_update(c)) {}
+
+  void update(ExecutionContext& context, const OptimizerScalars& scalars,
+              const OptimizerArrays& arrays) const override {
+    update_(scalars, arrays, context_of(context).stream());
+  }
+
+ private:
+  OptimizerUpdate update_;
+};
+
+}  // namespace
+
+std::unique_ptr<OptimizerPrimitive> CudaBackend::make_optimizer(const OptimizerConfiguration& configuration) {
+  return std::make_unique<CudaOptimizer>(configuration);
+}
+
+}  // namespace mpsx::cuda

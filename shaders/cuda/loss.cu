@@ -1,0 +1,393 @@
+#include "loss.cuh"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "elements.cuh"
+
+namespace mpsx::cuda {
+namespace {
+
+// Work is split into tasks of `chunk` pixels of one image, each done by a
+// group of `lanes` threads of one warp (a power of two) whose sum goes to
+// scratch; a single block then folds the sums of each image in a fixed
+// order, so results never depend on scheduling. Sources of up to
+// kFusedValues values run in one block and one launch: the reference CNN's
+// N x 10 x 1 x 1 loss costs a single kernel.
+constexpr int kThreads = 256;
+constexpr int kFusedThreads = 512;
+constexpr int64_t kFusedValues = 8192;
+// Units (values, or pixels for softmax) per lane in a task of a large source.
+constexpr int64_t kUnitsPerLane = 8;
+
+// Everything the kernels read: the descriptor's values resolved, the
+// regions, the split into tasks and the scratch arrays.
+struct Loss {
+  LossType type;
+  float weight, keep, spread, delta, epsilon, share;
+  bool smooth;
+  bool loss_per_pixel;  // the reduction counts pixels, not values
+  bool per_value_loss;  // ReductionType::None
+  bool across;          // reduce_across_batch, when reducing
+  bool count_weights;   // SUM_BY_NON_ZERO_WEIGHTS with a weights image
+  double scale;         // every image's reduction scale, unless count_weights
+  ImageRegion y, t, w, g, loss;
+  int lanes;
+  int64_t chunk, chunks, tasks;
+  double* sums;    // [tasks]
+  double* counts;  // [tasks], non-zero weights
+  double* scales;  // [images], from the counts
+};
+
+// std::max's choice, so that NaNs propagate as on the cpu.
+__device__ __forceinline__ float maximum(float a, float b) { return a < b ? b : a; }
+
+__device__ __forceinline__ float sigmoid(float x) {
+  if (x >= 0) return 1.0f / (1.0f + expf(-x));
+  float e = expf(x);
+  return e / (1.0f + e);
+}
+
+// The loss of one value and its derivative, for the types with one loss
+// per value (native/cpu/loss.cpp has the reasoning behind each).
+__device__ float value_loss(const Loss& k, float y, float t, float* dy) {
+  switch (k.type) {
+    case LossType::MeanAbsoluteError: {
+      float diff = y - t;
+      *dy = static_cast<float>((diff > 0) - (diff < 0));
+      return fabsf(diff);
+    }
+    case LossType::MeanSquaredError: {
+      float diff = y - t;
+      *dy = 2 * diff;
+      return diff * diff;
+    }
+    case LossType::SigmoidCrossEntropy: {
+      float label = k.smooth ? t * k.keep + k.spread : t;
+      *dy = sigmoid(y) - label;
+      return maximum(y, 0.0f) - y * label + log1pf(expf(-fabsf(y)));
+    }
+    case LossType::CategoricalCrossEntropy:
+      if (t == 0) return 0;  // 0 log 0 = 0
+      *dy = -t / y;
+      return -t * logf(y);
+    case LossType::Hinge: {
+      float sign = 2 * t - 1, margin = 1 - sign * y;
+      *dy = margin > 0 ? -sign : 0.0f;
+      return maximum(margin, 0.0f);
+    }
+    case LossType::Huber: {
+      float diff = y - t, size = fabsf(diff), delta = k.delta;
+      if (size <= delta) {
+        *dy = diff;
+        return 0.5f * diff * diff;
+      }
+      *dy = diff > 0 ? delta : -delta;
+      return 0.5f * delta * delta + delta * (size - delta);
+    }
+    case LossType::CosineDistance: *dy = -t; return k.share - y * t;
+    case LossType::Log: {
+      float eps = k.epsilon;
+      *dy = -t / (y + eps) + (1 - t) / (1 - y + eps);
+      return -t * logf(y + eps) - (1 - t) * logf(1 - y + eps);
+    }
+    case LossType::KullbackLeiblerDivergence: *dy = -t; return (t == 0 ? 0.0f : t * logf(t)) - t * y;
+    default: return 0;
+  }
+}
+
+__device__ __forceinline__ float weight_at(const Loss& k, int64_t offset) {
+  return k.w.data ? k.weight * load(k.w.data, offset, k.w.data_type) : k.weight;
+}
+
+// Pixel p of an image as (row, column).
+__device__ __forceinline__ void pixel_at(const Loss& k, int64_t p, int64_t* row, int64_t* column) {
+  *row = p / k.y.w;
+  *column = p % k.y.w;
+}
+
+// One loss per value over pixels [p0, p1) of image n, values spread over the
+// lanes channels innermost. Values of weight zero are masked out: they add
+// nothing, even where the loss is not finite.
+__device__ double values_loss(const Loss& k, int64_t n, int64_t p0, int64_t p1, int lane, float scale) {
+  const int64_t channels = k.y.c, count = (p1 - p0) * channels;
+  double sum = 0;
+  for (int64_t u = lane; u < count; u += k.lanes) {
+    int64_t row, column, c = u % channels;
+    pixel_at(k, p0 + u / channels, &row, &column);
+    float we = weight_at(k, offset_of(k.w, n, c, row, column)), e = 0, dy = 0;
+    if (we != 0)
+      e = value_loss(k, load(k.y.data, offset_of(k.y, n, c, row, column), k.y.data_type),
+                     load(k.t.data, offset_of(k.t, n, c, row, column), k.t.data_type), &dy);
+    store(k.g.data, offset_of(k.g, n, c, row, column), k.g.data_type, scale * we * dy);
+    float weighted = we * e;
+    if (k.per_value_loss) store(k.loss.data, offset_of(k.loss, n, c, row, column), k.loss.data_type, weighted);
+    sum += weighted;
+  }
+  return sum;
+}
+
+// -sum_c w_c t_c LogSoftMax(y)_c at each pixel of [p0, p1), one pixel per
+// lane, in the cpu's order of operations; the derivative for y_k is
+// SoftMax(y)_k * sum_c w_c t_c - w_k t_k.
+__device__ double softmax_cross_entropy(const Loss& k, int64_t n, int64_t p0, int64_t p1, int lane, float scale) {
+  const int64_t channels = k.y.c;
+  double sum = 0;
+  for (int64_t p = p0 + lane; p < p1; p += k.lanes) {
+    int64_t row, column;
+    pixel_at(k, p, &row, &column);
+    const int64_t y0 = offset_of(k.y, n, 0, row, column), t0 = offset_of(k.t, n, 0, row, column);
+    const int64_t w0 = offset_of(k.w, n, 0, row, column), g0 = offset_of(k.g, n, 0, row, column);
+    const int64_t l0 = offset_of(k.loss, n, 0, row, column);
+    auto y = [&](int64_t c) { return load(k.y.data, y0 + c * k.y.stride.c, k.y.data_type); };
+    auto label = [&](int64_t c) {
+      float t = load(k.t.data, t0 + c * k.t.stride.c, k.t.data_type);
+      return k.smooth ? t * k.keep + k.spread : t;
+    };
+    float m = y(0);
+    for (int64_t c = 1; c < channels; ++c) m = maximum(m, y(c));
+    float s = 0;
+    for (int64_t c = 0; c < channels; ++c) s += expf(y(c) - m);
+    const float log_sum = m + logf(s), inverse_sum = 1.0f / s;
+    float weighted_labels = 0;
+    for (int64_t c = 0; c < channels; ++c) {
+      float we = weight_at(k, w0 + c * k.w.stride.c), tc = label(c);
+      float e = -we * tc * (y(c) - log_sum);
+      weighted_labels += we * tc;
+      if (k.per_value_loss) store(k.loss.data, l0 + c * k.loss.stride.c, k.loss.data_type, e);
+      sum += e;
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      float we = weight_at(k, w0 + c * k.w.stride.c), tc = label(c);
+      float gradient = scale * (expf(y(c) - m) * inverse_sum * weighted_labels - we * tc);
+      store(k.g.data, g0 + c * k.g.stride.c, k.g.data_type, gradient);
+    }
+  }
+  return sum;
+}
+
+// Losses of non-zero weight among pixels [p0, p1) of image n: pixels with
+// any where a pixel has one loss, values otherwise.
+__device__ double nonzero_weights(const Loss& k, int64_t n, int64_t p0, int64_t p1, int lane) {
+  const int64_t channels = k.y.c;
+  double sum = 0;
+  if (k.loss_per_pixel) {
+    for (int64_t p = p0 + lane; p < p1; p += k.lanes) {
+      int64_t row, column;
+      pixel_at(k, p, &row, &column);
+      const int64_t w0 = offset_of(k.w, n, 0, row, column);
+      bool any = false;
+      for (int64_t c = 0; c < channels && !any; ++c) any = load(k.w.data, w0 + c * k.w.stride.c, k.w.data_type) != 0;
+      sum += any;
+    }
+    return sum;
+  }
+  for (int64_t u = lane; u < (p1 - p0) * channels; u += k.lanes) {
+    int64_t row, column, c = u % channels;
+    pixel_at(k, p0 + u / channels, &row, &column);
+    sum += load(k.w.data, offset_of(k.w, n, c, row, column), k.w.data_type) != 0;
+  }
+  return sum;
+}
+
+__device__ __forceinline__ double scale_of(const Loss& k, int64_t image) {
+  return k.count_weights ? k.scales[image] : k.scale;
+}
+
+enum class Phase { Count, Loss };
+
+// Every task of the phase, group by group over the grid; with `out`, the
+// group's sum of each task is written there. The loop's trip count is the
+// same for every thread, so the lanes of a warp meet at each shuffle.
+__device__ void over_tasks(const Loss& k, Phase phase, double* out) {
+  const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t group = thread / k.lanes, groups = int64_t(gridDim.x) * blockDim.x / k.lanes;
+  const int lane = static_cast<int>(threadIdx.x % k.lanes);
+  for (int64_t base = 0; base < k.tasks; base += groups) {
+    const int64_t task = base + group;
+    double sum = 0;
+    if (task < k.tasks) {
+      const int64_t n = task / k.chunks, p0 = (task % k.chunks) * k.chunk;
+      const int64_t p1 = min(p0 + k.chunk, k.y.h * k.y.w);
+      if (phase == Phase::Count) {
+        sum = nonzero_weights(k, n, p0, p1, lane);
+      } else {
+        const float scale = static_cast<float>(scale_of(k, n));
+        sum = k.type == LossType::SoftMaxCrossEntropy ? softmax_cross_entropy(k, n, p0, p1, lane, scale)
+                                                      : values_loss(k, n, p0, p1, lane, scale);
+      }
+    }
+    if (!out) continue;
+    for (int offset = k.lanes / 2; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset, k.lanes);
+    if (task < k.tasks && lane == 0) out[task] = sum;
+  }
+}
+
+// The sum of v over the block, in a fixed order, returned to every thread.
+__device__ double block_sum(double v) {
+  __shared__ double partial[33];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  __syncthreads();  // an earlier call's readers are done
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < blockDim.x / 32 ? partial[lane] : 0.0;
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0) partial[32] = v;
+  }
+  __syncthreads();
+  return partial[32];
+}
+
+// Per image: the sum of its counts of non-zero weights, then the scale of
+// SUM_BY_NON_ZERO_WEIGHTS (none: 0 loss and gradient). One block.
+__device__ void scales_from_counts(const Loss& k) {
+  const int64_t images = k.y.n;
+  double partial = 0;
+  for (int64_t i = threadIdx.x; i < images; i += blockDim.x) {
+    double count = 0;
+    for (int64_t j = 0; j < k.chunks; ++j) count += k.counts[i * k.chunks + j];
+    k.scales[i] = count;
+    partial += count;
+  }
+  const double total = block_sum(partial);
+  for (int64_t i = threadIdx.x; i < images; i += blockDim.x) {
+    double divisor = k.across ? total : k.scales[i];
+    k.scales[i] = divisor > 0 ? 1.0 / divisor : 0.0;
+  }
+}
+
+// The loss of each image, its tasks' sums in order, scaled; across the batch
+// the first image holds the loss, the others zero. One block.
+__device__ void fold(const Loss& k) {
+  const int64_t images = k.y.n;
+  double partial = 0;
+  for (int64_t i = threadIdx.x; i < images; i += blockDim.x) {
+    double sum = 0;
+    for (int64_t j = 0; j < k.chunks; ++j) sum += k.sums[i * k.chunks + j];
+    partial += sum;
+    float value = k.across ? 0.0f : static_cast<float>(sum * scale_of(k, i));
+    store(k.loss.data, offset_of(k.loss, i, 0, 0, 0), k.loss.data_type, value);
+  }
+  if (!k.across) return;
+  const double total = block_sum(partial);
+  if (threadIdx.x == 0) store(k.loss.data, 0, k.loss.data_type, static_cast<float>(total * scale_of(k, 0)));
+}
+
+__global__ void __launch_bounds__(kFusedThreads) fused_kernel(const __grid_constant__ Loss k) {
+  if (k.count_weights) {
+    over_tasks(k, Phase::Count, k.counts);
+    __syncthreads();
+    scales_from_counts(k);
+    __syncthreads();
+  }
+  over_tasks(k, Phase::Loss, k.per_value_loss ? nullptr : k.sums);
+  if (k.per_value_loss) return;
+  __syncthreads();
+  fold(k);
+}
+
+__global__ void count_kernel(const __grid_constant__ Loss k) { over_tasks(k, Phase::Count, k.counts); }
+__global__ void scale_kernel(const __grid_constant__ Loss k) { scales_from_counts(k); }
+__global__ void loss_kernel(const __grid_constant__ Loss k) {
+  over_tasks(k, Phase::Loss, k.per_value_loss ? nullptr : k.sums);
+}
+__global__ void fold_kernel(const __grid_constant__ Loss k) { fold(k); }
+
+// The split of a source into tasks.
+struct Split {
+  bool fused;
+  int lanes;
+  int64_t chunk, chunks, tasks;
+};
+
+Split split_of(const LossDescriptor& d, const ImageRegion& y) {
+  const int64_t pixels = y.h * y.w, values = y.element_count();
+  // What a lane takes one at a time: a pixel for softmax, a value otherwise.
+  const int64_t units_per_pixel = d.loss_type == LossType::SoftMaxCrossEntropy ? 1 : y.c;
+  Split s;
+  s.fused = values <= kFusedValues;
+  // One block spreads every unit over its threads; large sources give each
+  // lane kUnitsPerLane units of a task of a warp's size.
+  const int64_t per_lane =
+      s.fused ? std::max<int64_t>(1, (y.n * pixels * units_per_pixel + kFusedThreads - 1) / kFusedThreads)
+              : kUnitsPerLane;
+  s.chunk = std::clamp<int64_t>(32 * per_lane / units_per_pixel, 1, pixels);
+  s.chunks = (pixels + s.chunk - 1) / s.chunk;
+  s.tasks = y.n * s.chunks;
+  const int64_t lanes = (s.chunk * units_per_pixel + per_lane - 1) / per_lane;
+  s.lanes = 1;
+  while (s.lanes < 32 && s.lanes < lanes) s.lanes *= 2;
+  return s;
+}
+
+}  // namespace
+
+size_t loss_scratch_bytes(const LossDescriptor& d, const ImageRegion& y) {
+  if (d.reduction_type == ReductionType::None) return 0;
+  return static_cast<size_t>(2 * split_of(d, y).tasks + y.n) * sizeof(double);
+}
+
+void loss_and_gradient(const LossDescriptor& d, const ImageRegion& y, const ImageRegion& t, const ImageRegion& w,
+                       const ImageRegion& g, const ImageRegion& loss, void* scratch, cudaStream_t stream) {
+  const Split s = split_of(d, y);
+  Loss k{};
+  k.type = d.loss_type;
+  k.weight = d.weight;
+  k.smooth = d.label_smoothing > 0;
+  k.keep = 1.0f - d.label_smoothing;
+  k.spread = d.loss_type == LossType::SoftMaxCrossEntropy
+                 ? d.label_smoothing / static_cast<float>(d.number_of_classes)
+                 : 0.5f * d.label_smoothing;
+  k.delta = d.delta;
+  k.epsilon = d.epsilon;
+  k.share = 1.0f / static_cast<float>(y.c);
+  k.loss_per_pixel = d.loss_per_pixel();
+  k.per_value_loss = d.reduction_type == ReductionType::None;
+  k.across = d.reduce_across_batch && !k.per_value_loss;
+  k.count_weights = d.reduction_type == ReductionType::SumByNonZeroWeights && w.data && d.weight != 0;
+  k.y = y;
+  k.t = t;
+  k.w = w;
+  k.g = g;
+  k.loss = loss;
+  k.lanes = s.lanes;
+  k.chunk = s.chunk;
+  k.chunks = s.chunks;
+  k.tasks = s.tasks;
+  if (!k.per_value_loss) {
+    k.sums = static_cast<double*>(scratch);
+    k.counts = k.sums + s.tasks;
+    k.scales = k.counts + s.tasks;
+  }
+
+  // The reduction's divisor, applied to the loss and, so that the gradient
+  // is the exact derivative of the loss reported, to the gradient too: MEAN
+  // divides by the losses per image (W*H*C; W*H where a pixel has one loss)
+  // times N across the batch; SUM_BY_NON_ZERO_WEIGHTS by the losses of
+  // non-zero weight, counted on the device when there are weights.
+  const double images = static_cast<double>(y.n);
+  const double losses_per_image = static_cast<double>(y.h * y.w) * (k.loss_per_pixel ? 1 : y.c);
+  k.scale = 1;
+  if (d.reduction_type == ReductionType::Mean) {
+    k.scale = 1.0 / (losses_per_image * (k.across ? images : 1));
+  } else if (d.reduction_type == ReductionType::SumByNonZeroWeights && !k.count_weights) {
+    const double divisor = d.weight != 0 ? losses_per_image * (k.across ? images : 1) : 0;
+    k.scale = divisor > 0 ? 1.0 / divisor : 0.0;
+  }
+
+  if (s.fused) {
+    fused_kernel<<<1, kFusedThreads, 0, stream>>>(k);
+    return;
+  }
+  const unsigned blocks = blocks_for(s.tasks * s.lanes, kThreads);
+  if (k.count_weights) {
+    count_kernel<<<blocks, kThreads, 0, stream>>>(k);
+    scale_kernel<<<1, kThreads, 0, stream>>>(k);
+  }
+  loss_kernel<<<blocks, kThreads, 0, stream>>>(k);
+  if (!k.per_value_loss) fold_kernel<<<1, kThreads, 0, stream>>>(k);
+}
+
+}  // namespace mpsx::cuda

@@ -1,0 +1,17 @@
+// The updates of MPSNNOptimizers.h on the device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "mpsx/kernels/optimizer.h"
+
+namespace mpsx::cuda {
+
+// Launches one update of `arrays` on the stream.
+using OptimizerUpdate = void (*)(const OptimizerScalars& scalars, const OptimizerArrays& arrays, cudaStream_t stream);
+
+// The update for a configuration: one elementwise kernel compiled for its
+// data type, regularization, clipping and formula.
+OptimizerUpdate optimizer_update(const OptimizerConfiguration& configuration);
+
+}  // namespace mpsx::cuda
