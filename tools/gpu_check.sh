@@ -13,18 +13,22 @@ out=${OUT:-$root/build/gpu}
 build=$root/build/cuda
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-python3 -m venv --system-site-packages /tmp/mpsx-gpu-venv && . /tmp/mpsx-gpu-venv/bin/activate || exit 1
-if ls .whl/*.whl >/dev/null 2>&1; then pip install -q --no-index --no-deps .whl/*.whl || exit 1; fi
+dnnl=()
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --ignore-installed --prefix /tmp/mpsx-dnnl .whl/*.whl || exit 1
+  dnnl=(-Ddnnl_DIR=/tmp/mpsx-dnnl/lib/cmake/dnnl)
+fi
 if [ ! -f "$build/build.ninja" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python)" \
-    -DMPSX_CUDA=ON -DMPSX_CUDA_ARCHITECTURES="${MPSX_CUDA_ARCHITECTURES:-90}" > "$out/configure.log" 2>&1 \
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python3)" \
+    -DMPSX_CUDA=ON -DMPSX_CUDA_ARCHITECTURES="${MPSX_CUDA_ARCHITECTURES:-90}" "${dnnl[@]}" > "$out/configure.log" 2>&1 \
     || { cat "$out/configure.log"; exit 1; }
 fi
+grep "mpsx:" "$out/configure.log"
 start=$(date +%s)
 tools/dev_build.sh "$build" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 export PYTHONPATH=$build/stage PYTHONUNBUFFERED=1
-python -c "import mpsx; print('devices:', mpsx.devices(), 'load errors:', mpsx._runtime._backend_load_errors())"
+python3 -c "import mpsx; print('devices:', mpsx.devices(), 'load errors:', mpsx._runtime._backend_load_errors())"
 start=$(date +%s)
 pytest -q -rs -p no:cacheprovider "${@:-tests/}" > "$out/tests.log" 2>&1
 status=$?
@@ -32,6 +36,6 @@ echo "tests in $(( $(date +%s) - start )) s"
 grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -40
 tail -3 "$out/tests.log"
 if [ $bench = 1 ]; then
-  python -m mpsx.bench --device cuda 2>&1 | tee "$out/bench.txt"
+  python3 -m mpsx.bench --device cuda 2>&1 | tee "$out/bench.txt"
 fi
 exit $status
