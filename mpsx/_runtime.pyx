@@ -668,6 +668,8 @@ cdef _write(const shared_ptr[CImage]& image, array):
     image.get().write(&raw[0], d.channel_format)
 
 
+# Images are made per encode: a freelist spares their allocation.
+@cython.freelist(256)
 cdef class Images:
     """What Image and ImageBatch share: N images of one size and format in
     one allocation, read and written on the host as (N, C, H, W) arrays."""
@@ -725,7 +727,6 @@ cdef class Images:
         return f"<mpsx.{type(self).__name__} {n}x{c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
 
 
-@cython.freelist(256)
 cdef class Image(Images):
     """MPSImage: number_of_images x feature_channels x height x width values.
 
@@ -751,7 +752,6 @@ cdef class Image(Images):
         return self.c.get().number_of_images()
 
 
-@cython.freelist(64)
 cdef class ImageBatch(Images):
     """MPSImageBatch: N images in one allocation; len(batch), batch[i] -> Image."""
 
