@@ -15,8 +15,10 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 dnnl=()
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --ignore-installed --prefix /tmp/mpsx-dnnl .whl/*.whl || exit 1
-  dnnl=(-Ddnnl_DIR=/tmp/mpsx-dnnl/lib/cmake/dnnl)
+  deps=/tmp/mpsx-deps
+  python3 -m pip install -q --no-index --no-deps --no-compile --ignore-installed --prefix $deps .whl/*.whl || exit 1
+  dnnl=(-Ddnnl_DIR=$deps/lib/cmake/dnnl)
+  export PYTHONPATH=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib', vars={'base': '$deps'}))")
 fi
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$(command -v python3)" \
@@ -27,7 +29,7 @@ grep "mpsx:" "$out/configure.log"
 start=$(date +%s)
 tools/dev_build.sh "$build" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
-export PYTHONPATH=$build/stage PYTHONUNBUFFERED=1
+export PYTHONPATH=$build/stage${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 python3 -c "import mpsx; print('devices:', mpsx.devices(), 'load errors:', mpsx._runtime._backend_load_errors())"
 start=$(date +%s)
 pytest -q -rs -p no:cacheprovider "${@:-tests/}" > "$out/tests.log" 2>&1
