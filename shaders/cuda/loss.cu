@@ -15,10 +15,9 @@ namespace {
 // kFusedValues values run in one block and one launch: the reference CNN's
 // N x 10 x 1 x 1 loss costs a single kernel.
 constexpr int kThreads = 256;
-constexpr int kFusedThreads = 512;
+constexpr int kFusedThreads = 1024;
 constexpr int64_t kFusedValues = 8192;
-// Units (values, or pixels for softmax) per lane in a task of a large source.
-constexpr int64_t kUnitsPerLane = 8;
+constexpr int64_t kValuesPerLane = 8;
 
 // Everything the kernels read: the descriptor's values resolved, the
 // regions, the split into tasks and the scratch arrays.
@@ -106,13 +105,31 @@ __device__ __forceinline__ void pixel_at(const Loss& k, int64_t p, int64_t* row,
   *column = p % k.y.w;
 }
 
+// The lanes of a group, with the mask of their shuffles: groups of one warp
+// may take different trip counts.
+struct Group {
+  int lane, lanes;
+  unsigned mask;
+};
+
+__device__ __forceinline__ float group_max(float v, const Group& g) {
+  for (int offset = g.lanes / 2; offset > 0; offset /= 2) v = maximum(v, __shfl_xor_sync(g.mask, v, offset, g.lanes));
+  return v;
+}
+
+template <class T>
+__device__ __forceinline__ T group_sum(T v, const Group& g) {
+  for (int offset = g.lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(g.mask, v, offset, g.lanes);
+  return v;
+}
+
 // One loss per value over pixels [p0, p1) of image n, values spread over the
 // lanes channels innermost. Values of weight zero are masked out: they add
 // nothing, even where the loss is not finite.
-__device__ double values_loss(const Loss& k, int64_t n, int64_t p0, int64_t p1, int lane, float scale) {
+__device__ double values_loss(const Loss& k, int64_t n, int64_t p0, int64_t p1, const Group& g, float scale) {
   const int64_t channels = k.y.c, count = (p1 - p0) * channels;
   double sum = 0;
-  for (int64_t u = lane; u < count; u += k.lanes) {
+  for (int64_t u = g.lane; u < count; u += g.lanes) {
     int64_t row, column, c = u % channels;
     pixel_at(k, p0 + u / channels, &row, &column);
     float we = weight_at(k, offset_of(k.w, n, c, row, column)), e = 0, dy = 0;
@@ -127,13 +144,14 @@ __device__ double values_loss(const Loss& k, int64_t n, int64_t p0, int64_t p1, 
   return sum;
 }
 
-// -sum_c w_c t_c LogSoftMax(y)_c at each pixel of [p0, p1), one pixel per
-// lane, in the cpu's order of operations; the derivative for y_k is
+// -sum_c w_c t_c LogSoftMax(y)_c at each pixel of [p0, p1), the pixel's
+// channels spread over the lanes; the derivative for y_k is
 // SoftMax(y)_k * sum_c w_c t_c - w_k t_k.
-__device__ double softmax_cross_entropy(const Loss& k, int64_t n, int64_t p0, int64_t p1, int lane, float scale) {
+__device__ double softmax_cross_entropy(const Loss& k, int64_t n, int64_t p0, int64_t p1, const Group& g,
+                                        float scale) {
   const int64_t channels = k.y.c;
   double sum = 0;
-  for (int64_t p = p0 + lane; p < p1; p += k.lanes) {
+  for (int64_t p = p0; p < p1; ++p) {
     int64_t row, column;
     pixel_at(k, p, &row, &column);
     const int64_t y0 = offset_of(k.y, n, 0, row, column), t0 = offset_of(k.t, n, 0, row, column);
@@ -144,20 +162,23 @@ __device__ double softmax_cross_entropy(const Loss& k, int64_t n, int64_t p0, in
       float t = load(k.t.data, t0 + c * k.t.stride.c, k.t.data_type);
       return k.smooth ? t * k.keep + k.spread : t;
     };
-    float m = y(0);
-    for (int64_t c = 1; c < channels; ++c) m = maximum(m, y(c));
+    float m = -INFINITY;
+    for (int64_t c = g.lane; c < channels; c += g.lanes) m = maximum(m, y(c));
+    m = group_max(m, g);
     float s = 0;
-    for (int64_t c = 0; c < channels; ++c) s += expf(y(c) - m);
+    for (int64_t c = g.lane; c < channels; c += g.lanes) s += expf(y(c) - m);
+    s = group_sum(s, g);
     const float log_sum = m + logf(s), inverse_sum = 1.0f / s;
     float weighted_labels = 0;
-    for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t c = g.lane; c < channels; c += g.lanes) {
       float we = weight_at(k, w0 + c * k.w.stride.c), tc = label(c);
       float e = -we * tc * (y(c) - log_sum);
       weighted_labels += we * tc;
       if (k.per_value_loss) store(k.loss.data, l0 + c * k.loss.stride.c, k.loss.data_type, e);
       sum += e;
     }
-    for (int64_t c = 0; c < channels; ++c) {
+    weighted_labels = group_sum(weighted_labels, g);
+    for (int64_t c = g.lane; c < channels; c += g.lanes) {
       float we = weight_at(k, w0 + c * k.w.stride.c), tc = label(c);
       float gradient = scale * (expf(y(c) - m) * inverse_sum * weighted_labels - we * tc);
       store(k.g.data, g0 + c * k.g.stride.c, k.g.data_type, gradient);
@@ -168,21 +189,22 @@ __device__ double softmax_cross_entropy(const Loss& k, int64_t n, int64_t p0, in
 
 // Losses of non-zero weight among pixels [p0, p1) of image n: pixels with
 // any where a pixel has one loss, values otherwise.
-__device__ double nonzero_weights(const Loss& k, int64_t n, int64_t p0, int64_t p1, int lane) {
+__device__ double nonzero_weights(const Loss& k, int64_t n, int64_t p0, int64_t p1, const Group& g) {
   const int64_t channels = k.y.c;
   double sum = 0;
   if (k.loss_per_pixel) {
-    for (int64_t p = p0 + lane; p < p1; p += k.lanes) {
+    for (int64_t p = p0; p < p1; ++p) {
       int64_t row, column;
       pixel_at(k, p, &row, &column);
       const int64_t w0 = offset_of(k.w, n, 0, row, column);
-      bool any = false;
-      for (int64_t c = 0; c < channels && !any; ++c) any = load(k.w.data, w0 + c * k.w.stride.c, k.w.data_type) != 0;
-      sum += any;
+      int any = 0;
+      for (int64_t c = g.lane; c < channels && !any; c += g.lanes)
+        any = load(k.w.data, w0 + c * k.w.stride.c, k.w.data_type) != 0;
+      if (group_sum(any, g) > 0 && g.lane == 0) sum += 1;
     }
     return sum;
   }
-  for (int64_t u = lane; u < (p1 - p0) * channels; u += k.lanes) {
+  for (int64_t u = g.lane; u < (p1 - p0) * channels; u += g.lanes) {
     int64_t row, column, c = u % channels;
     pixel_at(k, p0 + u / channels, &row, &column);
     sum += load(k.w.data, offset_of(k.w, n, c, row, column), k.w.data_type) != 0;
@@ -197,29 +219,27 @@ __device__ __forceinline__ double scale_of(const Loss& k, int64_t image) {
 enum class Phase { Count, Loss };
 
 // Every task of the phase, group by group over the grid; with `out`, the
-// group's sum of each task is written there. The loop's trip count is the
-// same for every thread, so the lanes of a warp meet at each shuffle.
+// group's sum of each task is written there.
 __device__ void over_tasks(const Loss& k, Phase phase, double* out) {
   const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int64_t group = thread / k.lanes, groups = int64_t(gridDim.x) * blockDim.x / k.lanes;
-  const int lane = static_cast<int>(threadIdx.x % k.lanes);
-  for (int64_t base = 0; base < k.tasks; base += groups) {
-    const int64_t task = base + group;
-    double sum = 0;
-    if (task < k.tasks) {
-      const int64_t n = task / k.chunks, p0 = (task % k.chunks) * k.chunk;
-      const int64_t p1 = min(p0 + k.chunk, k.y.h * k.y.w);
-      if (phase == Phase::Count) {
-        sum = nonzero_weights(k, n, p0, p1, lane);
-      } else {
-        const float scale = static_cast<float>(scale_of(k, n));
-        sum = k.type == LossType::SoftMaxCrossEntropy ? softmax_cross_entropy(k, n, p0, p1, lane, scale)
-                                                      : values_loss(k, n, p0, p1, lane, scale);
-      }
+  const int64_t groups = int64_t(gridDim.x) * blockDim.x / k.lanes;
+  const unsigned first_lane = threadIdx.x % 32 / k.lanes * k.lanes;
+  const Group g{static_cast<int>(threadIdx.x % k.lanes), k.lanes,
+                k.lanes == 32 ? 0xffffffffu : ((1u << k.lanes) - 1) << first_lane};
+  for (int64_t task = thread / k.lanes; task < k.tasks; task += groups) {
+    const int64_t n = task / k.chunks, p0 = (task % k.chunks) * k.chunk;
+    const int64_t p1 = min(p0 + k.chunk, k.y.h * k.y.w);
+    double sum;
+    if (phase == Phase::Count) {
+      sum = nonzero_weights(k, n, p0, p1, g);
+    } else {
+      const float scale = static_cast<float>(scale_of(k, n));
+      sum = k.type == LossType::SoftMaxCrossEntropy ? softmax_cross_entropy(k, n, p0, p1, g, scale)
+                                                    : values_loss(k, n, p0, p1, g, scale);
     }
     if (!out) continue;
-    for (int offset = k.lanes / 2; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset, k.lanes);
-    if (task < k.tasks && lane == 0) out[task] = sum;
+    sum = group_sum(sum, g);
+    if (g.lane == 0) out[task] = sum;
   }
 }
 
@@ -303,22 +323,35 @@ struct Split {
 };
 
 Split split_of(const LossDescriptor& d, const ImageRegion& y) {
-  const int64_t pixels = y.h * y.w, values = y.element_count();
-  // What a lane takes one at a time: a pixel for softmax, a value otherwise.
-  const int64_t units_per_pixel = d.loss_type == LossType::SoftMaxCrossEntropy ? 1 : y.c;
+  const int64_t pixels = y.h * y.w, channels = y.c;
   Split s;
-  s.fused = values <= kFusedValues;
-  // One block spreads every unit over its threads; large sources give each
-  // lane kUnitsPerLane units of a task of a warp's size.
+  s.fused = y.element_count() <= kFusedValues;
+  // One block spreads the values over its threads; large sources give each
+  // lane about kValuesPerLane values of a task.
   const int64_t per_lane =
-      s.fused ? std::max<int64_t>(1, (y.n * pixels * units_per_pixel + kFusedThreads - 1) / kFusedThreads)
-              : kUnitsPerLane;
-  s.chunk = std::clamp<int64_t>(32 * per_lane / units_per_pixel, 1, pixels);
+      s.fused ? std::max<int64_t>(1, (y.element_count() + kFusedThreads - 1) / kFusedThreads) : kValuesPerLane;
+  auto power_of_two = [](int64_t lanes) {
+    int p = 1;
+    while (p < 32 && p < lanes) p *= 2;
+    return p;
+  };
+  if (d.loss_type == LossType::SoftMaxCrossEntropy) {
+    // A pixel's channels spread over the lanes, pixel after pixel; one block
+    // takes fewer lanes a pixel rather than several rounds.
+    s.lanes = power_of_two(channels);
+    if (s.fused) {
+      const int64_t all_pixels = y.n * pixels;
+      while (s.lanes > 1 && all_pixels * s.lanes > kFusedThreads) s.lanes /= 2;
+      s.chunk = std::clamp<int64_t>((all_pixels * s.lanes + kFusedThreads - 1) / kFusedThreads, 1, pixels);
+    } else {
+      s.chunk = std::clamp<int64_t>(per_lane * s.lanes / channels, 1, pixels);
+    }
+  } else {
+    s.chunk = std::clamp<int64_t>(32 * per_lane / channels, 1, pixels);
+    s.lanes = power_of_two((s.chunk * channels + per_lane - 1) / per_lane);
+  }
   s.chunks = (pixels + s.chunk - 1) / s.chunk;
   s.tasks = y.n * s.chunks;
-  const int64_t lanes = (s.chunk * units_per_pixel + per_lane - 1) / per_lane;
-  s.lanes = 1;
-  while (s.lanes < 32 && s.lanes < lanes) s.lanes *= 2;
   return s;
 }
 
