@@ -30,13 +30,17 @@ start=$(date +%s)
 tools/dev_build.sh "$build" > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 export PYTHONPATH=$build/stage${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-python3 -c "import mpsx; print('devices:', mpsx.devices(), 'load errors:', mpsx._runtime._backend_load_errors())"
+(cd /tmp && python3 -c "import mpsx; print('devices:', mpsx.devices(), 'load errors:', mpsx._runtime._backend_load_errors())")
+# One pytest per file, so that a crash shows which file and the rest still run.
 start=$(date +%s)
-pytest -q -rs -p no:cacheprovider "${@:-tests/}" > "$out/tests.log" 2>&1
-status=$?
+status=0
+for f in ${@:-tests/test_*.py}; do
+  name=$(basename "$f" .py)
+  timeout 900 pytest -q -rs -p no:cacheprovider "$f" > "$out/$name.log" 2>&1 || status=1
+  echo "$name: $(tail -1 "$out/$name.log")"
+  grep -E "^(FAILED|ERROR)|Fatal Python error" "$out/$name.log" | head -20
+done
 echo "tests in $(( $(date +%s) - start )) s"
-grep -E "^(FAILED|ERROR)" "$out/tests.log" | head -40
-tail -3 "$out/tests.log"
 if [ $bench = 1 ]; then
   python3 -m mpsx.bench --device cuda 2>&1 | tee "$out/bench.txt"
 fi
