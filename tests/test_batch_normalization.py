@@ -561,7 +561,7 @@ def test_normalization_states(device, rng):
     np.testing.assert_array_equal(s.gamma.to_numpy(), [0, 1, 2])
     assert s.beta.dtype == np.float32 and s.beta.shape == (3,)
     shared = mpsx.CNNNormalizationMeanAndVarianceState(device, s.gamma, s.beta)  # Buffers pass through
-    assert shared.mean.to_numpy().ctypes.data == s.gamma.to_numpy().ctypes.data
+    assert torch.from_dlpack(shared.mean).data_ptr() == torch.from_dlpack(s.gamma).data_ptr()
     temporary = mpsx.CNNNormalizationMeanAndVarianceState.temporary_state(device.command_queue.command_buffer(), 5)
     np.testing.assert_array_equal(temporary.variance.to_numpy(), np.zeros(5))
     assert mpsx.CNNNormalizationGammaAndBetaState.temporary_state(device.command_queue.command_buffer(), 2) \
