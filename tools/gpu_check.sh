@@ -13,9 +13,9 @@ out=${OUT:-$root/build/gpu}
 build=$root/build/cuda
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-# The system compilers, unless CXX says otherwise: a wrapper first in PATH
-# (seen on GPU images) mixed two libstdc++ builds, and number formatting crashed.
-if [ -z "${CXX:-}" ] && [ -x /usr/bin/g++ ]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++; fi
+# The system compilers: a wrapper that GPU images put in CXX and PATH mixed
+# two libstdc++ builds, and number formatting crashed.
+if [ -x /usr/bin/g++ ]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++; fi
 dnnl=()
 if ls .whl/*.whl >/dev/null 2>&1; then
   deps=/tmp/mpsx-deps
@@ -45,6 +45,6 @@ for f in ${@:-tests/test_*.py}; do
 done
 echo "tests in $(( $(date +%s) - start )) s"
 if [ $bench = 1 ]; then
-  python3 -m mpsx.bench --device cuda 2>&1 | tee "$out/bench.txt"
+  (cd /tmp && python3 -m mpsx.bench --device cuda) 2>&1 | tee "$out/bench.txt"
 fi
 exit $status
