@@ -40,4 +40,5 @@ def test_steps_overlap_with_encoding(device):
     for cb, loss_labels in buffers:
         cb.wait_until_completed()
         losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
-    np.testing.assert_allclose(losses, sequential, rtol=1e-6)
+    # cuDNN's fastest weight gradients vary in their last bits from run to run.
+    np.testing.assert_allclose(losses, sequential, rtol=1e-6 if device.backend == "cpu" else 1e-5)

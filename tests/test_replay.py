@@ -46,7 +46,7 @@ def test_replayed_training_matches_encoded_steps(device):
     for images, labels in batches:
         replayed.replay_step(images, labels)
         losses.append(replayed.loss())
-    np.testing.assert_allclose(losses, expected, rtol=1e-6)
+    np.testing.assert_allclose(losses, expected, rtol=1e-6 if device.backend == "cpu" else 1e-5)
     assert len(set(losses)) == 4
 
 
