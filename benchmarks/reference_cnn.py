@@ -51,7 +51,7 @@ class ReferenceCNN:
     per step holds the forward pass, the loss, the backward pass and the SGD
     updates, which reload the kernels' weights on the command buffer."""
 
-    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0):
+    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float"):
         self.device = device
         self.batch_size = batch_size
         self.initial_parameters = p = initial_parameters(seed)
@@ -67,6 +67,7 @@ class ReferenceCNN:
             bn_source = mpsx.BatchNormalizationWeights(p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32),
                                                        np.ones(cout, np.float32), EPSILON)
             conv = mpsx.CNNConvolution(device, source)
+            conv.accumulator_precision = accumulator_precision
             bn = mpsx.CNNBatchNormalization(device, bn_source, fused_neuron_descriptor=relu)
             self.layers.append(dict(
                 conv=conv, conv_gradient=mpsx.CNNConvolutionGradient(device, source), bn=bn,
@@ -81,6 +82,7 @@ class ReferenceCNN:
         self.layers[0]["conv_gradient"].gradient_option = \
             mpsx.CNNConvolutionGradientOption.GRADIENT_WITH_WEIGHTS_AND_BIAS
         self.fc = mpsx.CNNFullyConnected(device, fc_source)
+        self.fc.accumulator_precision = accumulator_precision
         self.fc_gradient = mpsx.CNNFullyConnectedGradient(device, fc_source)
         self.fc_weights = self.fc.export_weights_and_biases(cb)
         self.fc_momenta = [mpsx.Vector(device, CLASSES * 64 * 64), mpsx.Vector(device, CLASSES)]

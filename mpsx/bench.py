@@ -114,24 +114,33 @@ def time_steps(step, wait, steps):
     return statistics.median(times)
 
 
-def training_steps(device, batch_size, steps, with_torch):
+def training_steps(device, batch_size, steps, with_torch, tensor_float32):
     """Seconds per training step of the reference CNN (benchmarks/): encoded
     each step and replayed from one recording, and the same model in PyTorch
     eager and, on cuda, replayed as a CUDA graph. Every step copies its batch
-    from host memory."""
+    from host memory. With tensor_float32, forward convolutions and the fully
+    connected layer may use TF32 tensor cores on both sides (mpsx's
+    accumulator_precision "half", PyTorch's allow_tf32)."""
     from mpsx.benchmarks import reference_cnn
     result = {}
+    precision = "half" if tensor_float32 else "float"
     images, labels = reference_cnn.random_batch(batch_size)
-    model = reference_cnn.ReferenceCNN(device, batch_size)
+    model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
     result["mpsx"] = time_steps(lambda: model.train_step(images, labels), model.wait, steps)
-    model = reference_cnn.ReferenceCNN(device, batch_size)
+    model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
     model.record_step()
     result["mpsx replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
     if with_torch:
-        torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, torch_device(device)[0])
-        result["torch"] = torch_model.time_steps(images, labels, steps)
-        if device.backend == "cuda":
-            result["torch graph"] = torch_model.time_graph_replay(images, labels, steps)
+        import torch
+        saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tensor_float32
+        try:
+            torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, torch_device(device)[0])
+            result["torch"] = torch_model.time_steps(images, labels, steps)
+            if device.backend == "cuda":
+                result["torch graph"] = torch_model.time_graph_replay(images, labels, steps)
+        finally:
+            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     return result
 
 
@@ -172,20 +181,23 @@ def main(argv=None):
     print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms")
     print("  mpsx: encoded each step / one recorded command buffer replayed; torch: eager / CUDA graph replay")
     graphs = device.backend == "cuda" and torch is not None
-    header = f"  {'batch':>5} {'mpsx':>8} {'replay':>8}"
+    header = f"  {'math':>7} {'batch':>5} {'mpsx':>8} {'replay':>8}"
     if torch is not None:
         header += f" {'torch':>8} {'torch/mpsx':>11}"
     if graphs:
         header += f" {'graph':>8} {'graph/replay':>13}"
     print(header)
-    for batch_size in (32, 256):
-        r = training_steps(device, batch_size, steps, torch is not None)
-        line = f"  {batch_size:5d} {r['mpsx'] * 1e3:8.3f} {r['mpsx replay'] * 1e3:8.3f}"
-        if "torch" in r:
-            line += f" {r['torch'] * 1e3:8.3f} {r['torch'] / r['mpsx']:10.2f}x"
-        if "torch graph" in r:
-            line += f" {r['torch graph'] * 1e3:8.3f} {r['torch graph'] / r['mpsx replay']:12.2f}x"
-        print(line)
+    # TF32 only where there are tensor cores for it (PyTorch's default for cuDNN there).
+    for tensor_float32 in (False, True) if device.backend == "cuda" else (False,):
+        for batch_size in (32, 256):
+            r = training_steps(device, batch_size, steps, torch is not None, tensor_float32)
+            line = f"  {'tf32' if tensor_float32 else 'float32':>7} {batch_size:5d} {r['mpsx'] * 1e3:8.3f}" \
+                   f" {r['mpsx replay'] * 1e3:8.3f}"
+            if "torch" in r:
+                line += f" {r['torch'] * 1e3:8.3f} {r['torch'] / r['mpsx']:10.2f}x"
+            if "torch graph" in r:
+                line += f" {r['torch graph'] * 1e3:8.3f} {r['torch graph'] / r['mpsx replay']:12.2f}x"
+            print(line)
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,10 @@
 #include "mpsx/kernels/convolution.h"
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
+#include <iterator>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
@@ -14,29 +16,20 @@
 namespace mpsx::cuda {
 namespace {
 
-// Algorithms that need more workspace are passed over.
-constexpr size_t kWorkspaceLimit = size_t(256) << 20;
-// Exact float32 products and sums, as the cpu backend computes them, unless
-// the kernel's accumulator precision is half: then TF32 tensor cores.
-cudnnMathType_t math_type(bool tensor_float32) { return tensor_float32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+// Engines that need more workspace are passed over.
+constexpr int64_t kWorkspaceLimit = int64_t(256) << 20;
+// The unique ids of a pass's operands in its variant packs.
+constexpr int64_t kX = 1, kFilter = 2, kY = 3;
+
+// cuBLAS products in exact float32 unless the kernel's accumulator
+// precision is half: then on TF32 tensor cores.
 cublasComputeType_t gemm_compute(bool tensor_float32) {
   return tensor_float32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-}
-
-int to_int(int64_t value) {
-  if (value < 0 || value > INT_MAX)
-    fail<ShapeError>("a convolution extent or stride of ", value, " exceeds what cuDNN takes (32-bit sizes)");
-  return static_cast<int>(value);
 }
 
 // Dense NHWC or NCHW strides (for a filter, n being k: KRSC or KCRS).
 ImageLayout dense_layout(int64_t c, int64_t h, int64_t w, bool nchw) {
   return nchw ? ImageLayout{c * h * w, h * w, w, 1} : ImageLayout{h * w * c, 1, w * c, c};
-}
-
-void describe(cudnnTensorDescriptor_t tensor, int64_t n, int64_t c, int64_t h, int64_t w, const ImageLayout& s) {
-  MPSX_CUDA_CHECK(cudnnSetTensor4dDescriptorEx(tensor, CUDNN_DATA_FLOAT, to_int(n), to_int(c), to_int(h), to_int(w),
-                                               to_int(s.n), to_int(s.c), to_int(s.h), to_int(s.w)));
 }
 
 // The filter [k][r][s][c] as an image region (n = k), KRSC or KCRS.
@@ -71,25 +64,27 @@ QueryHandles& query_handles() {
   return *handles;
 }
 
-// The first of the heuristics' algorithms, best first, that cuDNN can run for
-// the pass's tensors within the workspace limit. The fastest weight
-// gradients sum in an order that varies from run to run (about 1e-6
-// relative); deterministic ones cost several times more on the reference CNN.
-template <class Perf, int Count, class Heuristics, class WorkspaceSize>
-bool choose(Heuristics heuristics, WorkspaceSize workspace_size, int* algorithm, size_t* workspace) {
-  Perf perf[Count];
-  int returned = 0;
-  if (heuristics(Count, &returned, perf) != CUDNN_STATUS_SUCCESS) return false;
-  for (int i = 0; i < returned; ++i) {
-    size_t bytes = 0;
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || workspace_size(perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
-        bytes > kWorkspaceLimit)
-      continue;
-    *algorithm = static_cast<int>(perf[i].algo);
-    *workspace = bytes;
-    return true;
+// Whether the engine computes as the convolution asks: never on inputs
+// converted to a narrower type; in exact float32 products and sums unless
+// TF32 tensor cores are allowed.
+bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_float32) {
+  CudnnBackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = engine;
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < count; ++i) {
+    if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) return false;
+    if (!tensor_float32 && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
+                            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
+      return false;
   }
-  return false;
+  return true;
 }
 
 // A region as a pass's staging shows it to cuDNN: the region itself, or its
@@ -137,8 +132,80 @@ class StagedRegion {
 
 }  // namespace
 
+CudnnBackendDescriptor::CudnnBackendDescriptor(cudnnBackendDescriptorType_t type) {
+  MPSX_CUDA_CHECK(cudnnBackendCreateDescriptor(type, &descriptor_));
+}
+
+CudnnBackendDescriptor::~CudnnBackendDescriptor() {
+  if (descriptor_) cudnnBackendDestroyDescriptor(descriptor_);
+}
+
+CudnnBackendDescriptor& CudnnBackendDescriptor::operator=(CudnnBackendDescriptor&& other) noexcept {
+  if (this != &other) {
+    if (descriptor_) cudnnBackendDestroyDescriptor(descriptor_);
+    descriptor_ = other.descriptor_;
+    other.descriptor_ = nullptr;
+  }
+  return *this;
+}
+
+void CudnnBackendDescriptor::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+                                 const void* values) {
+  MPSX_CUDA_CHECK(cudnnBackendSetAttribute(descriptor_, name, type, count, values));
+}
+
+void CudnnBackendDescriptor::set(cudnnBackendAttributeName_t name, const CudnnBackendDescriptor& value) {
+  cudnnBackendDescriptor_t raw = value;
+  set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+}
+
+void CudnnBackendDescriptor::set(cudnnBackendAttributeName_t name, std::initializer_list<int64_t> values) {
+  set(name, CUDNN_TYPE_INT64, static_cast<int64_t>(values.size()), values.begin());
+}
+
+bool CudnnBackendDescriptor::try_finalize() { return cudnnBackendFinalize(descriptor_) == CUDNN_STATUS_SUCCESS; }
+
+void CudnnBackendDescriptor::finalize() { MPSX_CUDA_CHECK(cudnnBackendFinalize(descriptor_)); }
+
+// An execution plan and the variant packs of the operand addresses it last
+// ran on: training loops reuse a few addresses, so steady-state execution
+// builds no descriptor.
+struct CudnnConvolution::Plan {
+  std::vector<CudnnBackendDescriptor> parts;  // what the plan was built from
+  CudnnBackendDescriptor plan;
+  int64_t workspace = 0;
+
+  struct VariantPack {
+    void* pointers[4] = {};  // x, filter, y, workspace
+    CudnnBackendDescriptor descriptor;
+  };
+  std::mutex mutex;
+  VariantPack packs[8];
+  size_t next = 0;
+
+  void execute(cudnnHandle_t handle, void* x, const void* filter, void* y, void* workspace_data) {
+    void* const pointers[4] = {x, const_cast<void*>(filter), y, workspace_data};
+    std::lock_guard<std::mutex> lock(mutex);
+    VariantPack* pack = nullptr;
+    for (VariantPack& p : packs)
+      if (p.descriptor && std::equal(pointers, pointers + 4, p.pointers)) pack = &p;
+    if (!pack) {
+      pack = &packs[next++ % std::size(packs)];
+      CudnnBackendDescriptor descriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+      const int64_t ids[3] = {kX, kFilter, kY};
+      descriptor.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids);
+      descriptor.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+      descriptor.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &pointers[3]);
+      descriptor.finalize();
+      pack->descriptor = std::move(descriptor);
+      std::copy(pointers, pointers + 4, pack->pointers);
+    }
+    MPSX_CUDA_CHECK(cudnnBackendExecute(handle, plan, pack->descriptor));
+  }
+};
+
 CudnnConvolution::CudnnConvolution(int ordinal, const CudnnConvolutionShape& shape, const CudnnPasses& passes)
-    : shape_(shape) {
+    : ordinal_(ordinal), shape_(shape) {
   const CudnnConvolutionShape& s = shape_;
   DeviceScope scope(ordinal);
   QueryHandles& queries = query_handles();
@@ -150,87 +217,50 @@ CudnnConvolution::CudnnConvolution(int ordinal, const CudnnConvolutionShape& sha
       return;
     }
   }
-  fail<Error>("cuDNN has no algorithm within ", kWorkspaceLimit >> 20, " MiB of workspace for the convolution of ",
+  fail<Error>("cuDNN has no engine within ", kWorkspaceLimit >> 20, " MiB of workspace for the convolution of ",
               s.images, "x", s.x_channels, "x", s.x_height, "x", s.x_width, " (NxCxHxW, padding ", s.pad_top, ", ",
               s.pad_left, ", ", s.pad_bottom, ", ", s.pad_right, ") into ", s.y_channels, "x", s.y_height, "x",
               s.y_width, " with a ", s.kernel_width, "x", s.kernel_height, " kernel, stride ", s.stride_x, "x",
               s.stride_y, ", dilation ", s.dilation_x, "x", s.dilation_y, ", groups ", s.groups);
 }
 
+CudnnConvolution::~CudnnConvolution() = default;
+
 std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_t handle,
-                                                                    const CudnnPasses& requested, Layout layout) {
+                                                                    const CudnnPasses& requested,
+                                                                    Layout layout) const {
   const CudnnConvolutionShape& s = shape_;
   Passes passes;
   passes.nchw = layout == Layout::DenseNchw;
-  // KRSC is OHWI.
-  MPSX_CUDA_CHECK(cudnnSetFilter4dDescriptor(filter_, CUDNN_DATA_FLOAT,
-                                             passes.nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC,
-                                             to_int(s.y_channels), to_int(s.x_channels / s.groups),
-                                             to_int(s.kernel_height), to_int(s.kernel_width)));
   // cuDNN pads both sides alike: as given, it gets the padding common to
   // both, and copies of x hold the rest.
   const bool as_given = layout == Layout::AsGiven;
   const int64_t pad_y = as_given ? std::min(s.pad_top, s.pad_bottom) : 0;
   const int64_t pad_x = as_given ? std::min(s.pad_left, s.pad_right) : 0;
-  MPSX_CUDA_CHECK(cudnnSetConvolution2dDescriptor(convolution_, to_int(pad_y), to_int(pad_x), to_int(s.stride_y),
-                                                  to_int(s.stride_x), to_int(s.dilation_y), to_int(s.dilation_x),
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  MPSX_CUDA_CHECK(cudnnSetConvolutionGroupCount(convolution_, to_int(s.groups)));
-  MPSX_CUDA_CHECK(cudnnSetConvolutionMathType(convolution_, math_type(s.tensor_float32)));
-
-  if (requested.forward) {
-    std::unique_ptr<Pass> p = prepare(*requested.forward, pad_y, pad_x, layout);
-    bool found = choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-        [&](int count, int* returned, cudnnConvolutionFwdAlgoPerf_t* perf) {
-          return cudnnGetConvolutionForwardAlgorithm_v7(handle, p->x_tensor, filter_, convolution_, p->y_tensor,
-                                                        count, returned, perf);
-        },
-        [&](cudnnConvolutionFwdAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(handle, p->x_tensor, filter_, convolution_, p->y_tensor,
-                                                         algorithm, bytes);
-        },
-        &p->algorithm, &p->workspace);
-    if (!found) return std::nullopt;
-    passes.forward = std::move(p);
-  }
-  if (requested.backward_data) {
-    std::unique_ptr<Pass> p = prepare(*requested.backward_data, pad_y, pad_x, layout);
-    bool found = choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-        [&](int count, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, filter_, p->y_tensor, convolution_,
-                                                             p->x_tensor, count, returned, perf);
-        },
-        [&](cudnnConvolutionBwdDataAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, filter_, p->y_tensor, convolution_,
-                                                              p->x_tensor, algorithm, bytes);
-        },
-        &p->algorithm, &p->workspace);
-    if (!found) return std::nullopt;
-    passes.backward_data = std::move(p);
-  }
-  if (requested.backward_filter) {
-    std::unique_ptr<Pass> p = prepare(*requested.backward_filter, pad_y, pad_x, layout);
-    bool found = choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-        [&](int count, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, p->x_tensor, p->y_tensor, convolution_,
-                                                               filter_, count, returned, perf);
-        },
-        [&](cudnnConvolutionBwdFilterAlgo_t algorithm, size_t* bytes) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p->x_tensor, p->y_tensor, convolution_,
-                                                                filter_, algorithm, bytes);
-        },
-        &p->algorithm, &p->workspace);
-    if (!found) return std::nullopt;
-    passes.backward_filter = std::move(p);
+  const std::pair<const std::optional<CudnnOperands>*, Direction> wanted[] = {
+      {&requested.forward, Direction::Forward},
+      {&requested.backward_data, Direction::BackwardData},
+      {&requested.backward_filter, Direction::BackwardFilter}};
+  for (const auto& [operands, direction] : wanted) {
+    if (!*operands) continue;
+    std::unique_ptr<Pass> p = prepare(direction, **operands, pad_y, pad_x, layout);
+    p->aligned = plan(handle, *p, 16);
+    if (!p->aligned) return std::nullopt;
+    (direction == Direction::Forward        ? passes.forward
+     : direction == Direction::BackwardData ? passes.backward_data
+                                            : passes.backward_filter) = std::move(p);
   }
   return passes;
 }
 
-std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(const CudnnOperands& operands, int64_t pad_y,
-                                                                  int64_t pad_x, Layout layout) const {
+std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(Direction direction, const CudnnOperands& operands,
+                                                                  int64_t pad_y, int64_t pad_x, Layout layout) const {
   const CudnnConvolutionShape& s = shape_;
   const bool dense = layout != Layout::AsGiven, nchw = layout == Layout::DenseNchw;
   auto p = std::make_unique<Pass>();
+  p->direction = direction;
+  p->pad_y = pad_y;
+  p->pad_x = pad_x;
   p->x.top = s.pad_top - pad_y;
   p->x.left = s.pad_left - pad_x;
   p->x.bottom = s.pad_bottom - pad_y;
@@ -239,26 +269,146 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(const CudnnOpe
   p->x.copy = dense || padded || operands.x.type != DataType::Float32;
   p->y.copy = dense || operands.y.type != DataType::Float32;
   p->x.nchw = p->y.nchw = nchw;
-
   const int64_t h = s.x_height + p->x.top + p->x.bottom, w = s.x_width + p->x.left + p->x.right;
-  describe(p->x_tensor, s.images, s.x_channels, h, w,
-           p->x.copy ? dense_layout(s.x_channels, h, w, nchw) : operands.x.stride);
-  describe(p->y_tensor, s.images, s.y_channels, s.y_height, s.y_width,
-           p->y.copy ? dense_layout(s.y_channels, s.y_height, s.y_width, nchw) : operands.y.stride);
+  p->x_stride = p->x.copy ? dense_layout(s.x_channels, h, w, nchw) : operands.x.stride;
+  p->y_stride = p->y.copy ? dense_layout(s.y_channels, s.y_height, s.y_width, nchw) : operands.y.stride;
 
   // The shapes the families compute must be the ones cuDNN derives.
-  int n = 0, c = 0, y_height = 0, y_width = 0;
-  MPSX_CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(convolution_, p->x_tensor, filter_, &n, &c, &y_height,
-                                                        &y_width));
-  if (n != s.images || c != s.y_channels || y_height != s.y_height || y_width != s.y_width)
-    fail<Error>("cuDNN derives a ", n, "x", c, "x", y_height, "x", y_width, " result from a ", s.images, "x",
-                s.x_channels, "x", h, "x", w, " (NxCxHxW) padded source; the convolution expects ", s.images, "x",
-                s.y_channels, "x", s.y_height, "x", s.y_width);
+  auto extent = [](int64_t size, int64_t pad, int64_t kernel, int64_t stride, int64_t dilation) {
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+  };
+  const int64_t y_height = extent(h, pad_y, s.kernel_height, s.stride_y, s.dilation_y);
+  const int64_t y_width = extent(w, pad_x, s.kernel_width, s.stride_x, s.dilation_x);
+  if (y_height != s.y_height || y_width != s.y_width)
+    fail<Error>("cuDNN derives a ", y_height, "x", y_width, " result from a ", h, "x", w,
+                " padded source; the convolution expects ", s.y_height, "x", s.y_width);
   return p;
 }
 
-void* CudnnConvolution::workspace(CudaContext& context, const Pass& pass) const {
-  return pass.workspace ? context.scratch(kWorkspaceSlot, pass.workspace) : nullptr;
+std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t handle, const Pass& pass,
+                                                               int64_t alignment) const {
+  const CudnnConvolutionShape& s = shape_;
+  auto tensor = [&](int64_t id, int64_t n, int64_t c, int64_t h, int64_t w, const ImageLayout& stride) {
+    CudnnBackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const cudnnDataType_t type = CUDNN_DATA_FLOAT;
+    t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, {n, c, h, w});
+    t.set(CUDNN_ATTR_TENSOR_STRIDES, {stride.n, stride.c, stride.h, stride.w});
+    t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, {id});
+    t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, {alignment});
+    return t;
+  };
+  const ImageRegion filter = filter_region(nullptr, s, pass.x.nchw);
+  std::vector<CudnnBackendDescriptor> parts;
+  parts.push_back(tensor(kX, s.images, s.x_channels, s.x_height + pass.x.top + pass.x.bottom,
+                         s.x_width + pass.x.left + pass.x.right, pass.x_stride));
+  parts.push_back(tensor(kFilter, filter.n, filter.c, filter.h, filter.w, filter.stride));
+  parts.push_back(tensor(kY, s.images, s.y_channels, s.y_height, s.y_width, pass.y_stride));
+  for (CudnnBackendDescriptor& t : parts)
+    if (!t.try_finalize()) return nullptr;
+
+  CudnnBackendDescriptor convolution(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  convolution.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, {2});
+  convolution.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  convolution.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+  convolution.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, {s.dilation_y, s.dilation_x});
+  convolution.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, {s.stride_y, s.stride_x});
+  convolution.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, {pass.pad_y, pass.pad_x});
+  convolution.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, {pass.pad_y, pass.pad_x});
+  if (!convolution.try_finalize()) return nullptr;
+
+  // The operation's attributes: alpha, beta, convolution, filter, x side, y side.
+  struct Names {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t alpha, beta, convolution, filter, x, y;
+  };
+  static const Names names[] = {
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY}};
+  const Names& n = names[static_cast<int>(pass.direction)];
+  CudnnBackendDescriptor operation(n.type);
+  const float one = 1.0f, zero = 0.0f;
+  operation.set(n.alpha, CUDNN_TYPE_FLOAT, 1, &one);
+  operation.set(n.beta, CUDNN_TYPE_FLOAT, 1, &zero);
+  operation.set(n.convolution, convolution);
+  operation.set(n.x, parts[0]);
+  operation.set(n.filter, parts[1]);
+  operation.set(n.y, parts[2]);
+  if (!operation.try_finalize()) return nullptr;
+  CudnnBackendDescriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, operation);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (!graph.try_finalize()) return nullptr;
+
+  for (cudnnBackendHeurMode_t heuristic : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    CudnnBackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+    heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heuristic);
+    int64_t count = 0;
+    if (!heuristics.try_finalize() ||
+        cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS)
+      continue;
+    std::vector<CudnnBackendDescriptor> configs;
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < count; ++i) {
+      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(configs.back());
+    }
+    if (cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                 &count, raw.data()) != CUDNN_STATUS_SUCCESS)
+      continue;
+    for (int64_t i = 0; i < count; ++i) {
+      if (!computes_as_asked(configs[i], s.tensor_float32)) continue;
+      CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+      plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
+      int64_t workspace = 0, returned = 0;
+      if (!plan.try_finalize() ||
+          cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &returned,
+                                   &workspace) != CUDNN_STATUS_SUCCESS ||
+          workspace > kWorkspaceLimit)
+        continue;
+      auto result = std::make_unique<Plan>();
+      result->plan = std::move(plan);
+      result->workspace = workspace;
+      parts.push_back(std::move(convolution));
+      parts.push_back(std::move(operation));
+      parts.push_back(std::move(graph));
+      result->parts = std::move(parts);
+      return result;
+    }
+  }
+  return nullptr;
+}
+
+void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const {
+  Plan* plan = pass.aligned.get();
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(filter) | reinterpret_cast<uintptr_t>(y)) & 15) {
+    std::lock_guard<std::mutex> lock(pass.mutex);
+    if (!pass.unaligned) {
+      QueryHandles& queries = query_handles();
+      std::lock_guard<std::mutex> query_lock(queries.mutex);
+      pass.unaligned = this->plan(queries.of(ordinal_), pass, 4);
+      if (!pass.unaligned)
+        fail<Error>("cuDNN has no engine for this convolution on operands at addresses not aligned to 16 bytes");
+    }
+    plan = pass.unaligned.get();
+  }
+  void* workspace = plan->workspace ? context.scratch(kWorkspaceSlot, static_cast<size_t>(plan->workspace)) : nullptr;
+  plan->execute(context.cudnn(), x, filter, y, workspace);
 }
 
 const float* CudnnConvolution::filter_in(CudaContext& context, const float* filter) const {
@@ -273,11 +423,7 @@ void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const
   const Pass& p = *passes_.forward;
   StagedRegion in(context, x, p.x, kFirstStagedSlot, true);
   StagedRegion out(context, y, p.y, kSecondStagedSlot, false);
-  const float one = 1.0f, zero = 0.0f;
-  MPSX_CUDA_CHECK(cudnnConvolutionForward(context.cudnn(), &one, p.x_tensor, in.data(), filter_,
-                                          filter_in(context, filter), convolution_,
-                                          static_cast<cudnnConvolutionFwdAlgo_t>(p.algorithm), workspace(context, p),
-                                          p.workspace, &zero, p.y_tensor, out.data()));
+  execute(context, p, in.data(), filter_in(context, filter), out.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
@@ -287,11 +433,7 @@ void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy
   const Pass& p = *passes_.backward_data;
   StagedRegion in(context, dy, p.y, kFirstStagedSlot, true);
   StagedRegion out(context, dx, p.x, kSecondStagedSlot, false);
-  const float one = 1.0f, zero = 0.0f;
-  MPSX_CUDA_CHECK(cudnnConvolutionBackwardData(
-      context.cudnn(), &one, filter_, filter_in(context, filter), p.y_tensor, in.data(), convolution_,
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algorithm), workspace(context, p), p.workspace, &zero, p.x_tensor,
-      out.data()));
+  execute(context, p, out.data(), filter_in(context, filter), in.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
@@ -304,11 +446,7 @@ void CudnnConvolution::backward_filter(CudaContext& context, const ImageRegion& 
   ImageRegion krsc = filter_region(filter_gradient, shape_, false);
   ImageRegion out = passes_.nchw ? filter_region(context.scratch(kPlanarFilterSlot, filter_bytes(shape_)), shape_, true)
                                  : krsc;
-  const float one = 1.0f, zero = 0.0f;
-  MPSX_CUDA_CHECK(cudnnConvolutionBackwardFilter(
-      context.cudnn(), &one, p.x_tensor, in.data(), p.y_tensor, gradient.data(), convolution_,
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algorithm), workspace(context, p), p.workspace, &zero, filter_,
-      out.data));
+  execute(context, p, in.data(), out.data, gradient.data());
   if (passes_.nchw) copy_region(out, krsc, context.stream());
 }
 

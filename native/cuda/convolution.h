@@ -5,32 +5,40 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "backend.h"
 
 namespace mpsx::cuda {
 
-// A cuDNN descriptor owned for the life of the object. Descriptors are host
-// objects: neither creating nor destroying them needs a current device.
-template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-class CudnnDescriptor {
+// A descriptor of cuDNN's backend (graph) API, owned for the life of the
+// object. Descriptors are host objects: neither creating nor destroying them
+// needs a current device.
+class CudnnBackendDescriptor {
  public:
-  CudnnDescriptor() { MPSX_CUDA_CHECK(Create(&descriptor_)); }
-  ~CudnnDescriptor() { Destroy(descriptor_); }
-  CudnnDescriptor(const CudnnDescriptor&) = delete;
-  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
-  operator T() const { return descriptor_; }
+  CudnnBackendDescriptor() = default;
+  explicit CudnnBackendDescriptor(cudnnBackendDescriptorType_t type);
+  ~CudnnBackendDescriptor();
+  CudnnBackendDescriptor(CudnnBackendDescriptor&& other) noexcept : descriptor_(other.descriptor_) {
+    other.descriptor_ = nullptr;
+  }
+  CudnnBackendDescriptor& operator=(CudnnBackendDescriptor&& other) noexcept;
+  operator cudnnBackendDescriptor_t() const { return descriptor_; }
+
+  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values);
+  void set(cudnnBackendAttributeName_t name, const CudnnBackendDescriptor& value);
+  void set(cudnnBackendAttributeName_t name, std::initializer_list<int64_t> values);
+  // False where cuDNN does not support what the descriptor describes.
+  bool try_finalize();
+  void finalize();
 
  private:
-  T descriptor_ = nullptr;
+  cudnnBackendDescriptor_t descriptor_ = nullptr;
 };
-
-using CudnnTensor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
-using CudnnFilter = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using CudnnConvolutionDescriptor = CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
-                                                   cudnnDestroyConvolutionDescriptor>;
 
 // Scratch slots of the convolution families: 0-1 regions staged for cuDNN or
 // cuBLAS, 2 cuDNN's workspace, 3 partial sums of bias gradients, 4 the
@@ -68,13 +76,17 @@ struct CudnnPasses {
   std::optional<CudnnOperands> forward, backward_data, backward_filter;
 };
 
-// A convolution with its algorithms chosen once, by cuDNN's heuristics, in
-// exact float32 arithmetic. Regions that cuDNN cannot take as they are
-// (another data type, padding cuDNN cannot express, strides or layouts no
-// algorithm takes) are staged through dense float32 copies in scratch.
+// A convolution run through cuDNN's backend API: for each pass an operation
+// graph of one convolution, and the execution plan of the first engine that
+// cuDNN's heuristics rank best and that computes in exact float32 (unless
+// TF32 is allowed) within the workspace limit, built once. Regions that
+// cuDNN cannot take as they are (another data type, padding cuDNN cannot
+// express, strides or layouts no engine takes) are staged through dense
+// float32 copies in scratch.
 class CudnnConvolution {
  public:
   CudnnConvolution(int ordinal, const CudnnConvolutionShape& shape, const CudnnPasses& passes);
+  ~CudnnConvolution();
 
   // y = x * filter, plus biases per y channel unless null.
   void forward(CudaContext& context, const ImageRegion& x, const float* filter, const float* biases,
@@ -95,32 +107,41 @@ class CudnnConvolution {
   };
 
  private:
-  // What cuDNN is given, tried in this order until it has an algorithm for
+  // What cuDNN is given, tried in this order until it has an engine for
   // every pass: the regions as they are (NHWC, in place where possible, the
   // padding common to both sides given to cuDNN), then dense copies holding
   // all the padding in NHWC, then in NCHW with a KCRS filter.
   enum class Layout { AsGiven, DenseNhwc, DenseNchw };
+  enum class Direction { Forward, BackwardData, BackwardFilter };
+  struct Plan;
   struct Pass {
+    Direction direction = Direction::Forward;
     Staging x, y;
-    CudnnTensor x_tensor, y_tensor;
-    int algorithm = 0;
-    size_t workspace = 0;
+    ImageLayout x_stride, y_stride;  // as cuDNN sees them
+    int64_t pad_y = 0, pad_x = 0;    // given to cuDNN
+    // Plans for operands aligned to 16 bytes (built with the pass) and to
+    // 4 (views at odd channel offsets; built when first needed).
+    mutable std::mutex mutex;
+    mutable std::unique_ptr<Plan> aligned, unaligned;
   };
   struct Passes {
     std::unique_ptr<Pass> forward, backward_data, backward_filter;
     bool nchw = false;
   };
 
-  // Empty when cuDNN has no algorithm for some pass.
-  std::optional<Passes> configure(cudnnHandle_t handle, const CudnnPasses& passes, Layout layout);
-  std::unique_ptr<Pass> prepare(const CudnnOperands& operands, int64_t pad_y, int64_t pad_x, Layout layout) const;
-  void* workspace(CudaContext& context, const Pass& pass) const;
+  // Empty when cuDNN has no engine for some pass.
+  std::optional<Passes> configure(cudnnHandle_t handle, const CudnnPasses& passes, Layout layout) const;
+  std::unique_ptr<Pass> prepare(Direction direction, const CudnnOperands& operands, int64_t pad_y, int64_t pad_x,
+                                Layout layout) const;
+  // Null when no engine runs the pass on operands of that alignment.
+  std::unique_ptr<Plan> plan(cudnnHandle_t handle, const Pass& pass, int64_t alignment) const;
+  // Runs a pass on cuDNN's x, filter and y operands.
+  void execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const;
   // The filter as the configuration gives it to cuDNN.
   const float* filter_in(CudaContext& context, const float* filter) const;
 
+  int ordinal_;
   CudnnConvolutionShape shape_;
-  CudnnFilter filter_;
-  CudnnConvolutionDescriptor convolution_;
   Passes passes_;
 };
 
