@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer.cuh"
 #include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
 
@@ -77,9 +78,16 @@ class CudaContext final : public ExecutionContext {
   void fill_zero(void* destination, size_t bytes) override;
 
   int ordinal() const { return ordinal_; }
-  cudaStream_t stream() const { return stream_; }
+  // The stream, every copy asked for so far launched on it.
+  cudaStream_t stream() {
+    flush_copies();
+    return stream_;
+  }
   cudnnHandle_t cudnn();
   cublasHandle_t cublas();
+  // Small copies wait until other work is launched, so that those in a row
+  // go in one launch.
+  void flush_copies();
   // Device scratch memory of the queue: slot i stays valid until the next
   // request for slot i. Work on the stream is ordered, so reuse is safe.
   void* scratch(size_t slot, size_t bytes);
@@ -98,6 +106,7 @@ class CudaContext final : public ExecutionContext {
   };
   std::vector<Block> scratch_;
   uint64_t scratch_generation_ = 0;
+  BufferCopies copies_;
 };
 
 inline CudaContext& context_of(ExecutionContext& context) { return static_cast<CudaContext&>(context); }

@@ -161,6 +161,7 @@ class CudaExecutor final : public Executor {
       return;
     }
     bool recorded = command_buffer.execute(context_);
+    context_.flush_copies();
     cudaGraph_t graph = nullptr;
     cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     if (recorded && ended == cudaSuccess && graph &&

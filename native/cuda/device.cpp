@@ -94,14 +94,31 @@ CudaContext::~CudaContext() {
 }
 
 void CudaContext::copy(void* destination, const void* source, size_t bytes) {
-  MPSX_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream_));
+  if (bytes >= (size_t(1) << 20)) {  // bandwidth, not launches, is what counts
+    MPSX_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream()));
+    return;
+  }
+  if (copies_.count == BufferCopies::kMax) flush_copies();
+  copies_.destination[copies_.count] = destination;
+  copies_.source[copies_.count] = source;
+  copies_.bytes[copies_.count] = bytes;
+  ++copies_.count;
+}
+
+void CudaContext::flush_copies() {
+  if (copies_.count == 0) return;
+  const BufferCopies copies = copies_;
+  copies_.count = 0;
+  copy_buffers(copies, stream_);
+  MPSX_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 void CudaContext::fill_zero(void* destination, size_t bytes) {
-  MPSX_CUDA_CHECK(cudaMemsetAsync(destination, 0, bytes, stream_));
+  MPSX_CUDA_CHECK(cudaMemsetAsync(destination, 0, bytes, stream()));
 }
 
 cudnnHandle_t CudaContext::cudnn() {
+  flush_copies();
   if (!cudnn_) {
     MPSX_CUDA_CHECK(cudnnCreate(&cudnn_));
     MPSX_CUDA_CHECK(cudnnSetStream(cudnn_, stream_));
@@ -110,6 +127,7 @@ cudnnHandle_t CudaContext::cudnn() {
 }
 
 cublasHandle_t CudaContext::cublas() {
+  flush_copies();
   if (!cublas_) {
     MPSX_CUDA_CHECK(cublasCreate(&cublas_));
     MPSX_CUDA_CHECK(cublasSetStream(cublas_, stream_));
