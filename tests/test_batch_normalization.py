@@ -418,6 +418,74 @@ def training_step_with_updates(device, bn, x, dy):
     return cb, state
 
 
+def test_batch_normalization_weights_host_values_follow_completed_updates(device, rng):
+    c = 3
+    gamma, beta = (rng.random(c) + 0.5).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+    mean, variance = rng.standard_normal(c).astype(np.float32), (rng.random(c) + 0.5).astype(np.float32)
+    source = mpsx.BatchNormalizationWeights(gamma, beta, mean, variance, momentum=0.5,
+                                            optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5))
+    bn, statistics, statistics_gradient, _ = kernels(device, source)
+
+    class FailingSource(ArraySource):
+        def update_mean_and_variance(self, state):
+            raise ValueError("update failed")
+
+    failing = mpsx.CNNBatchNormalization(device, FailingSource(np.ones(c, np.float32)))
+
+    def step(x, dy, fail=False):
+        batch = mpsx.ImageBatch.from_numpy(device, x)
+        cb = device.command_queue.command_buffer()
+        state = bn.result_state(batch)
+        statistics.encode_batch(cb, batch, state)
+        bn.encode_batch(cb, batch, state)
+        statistics_gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, state)
+        bn.encode_gamma_and_beta_update(cb, state)
+        bn.encode_mean_and_variance_update(cb, state)
+        if fail:  # a later host step fails the command buffer
+            other = failing.result_state(batch)
+            statistics.encode_batch(cb, batch, other)
+            failing.encode_mean_and_variance_update(cb, other)
+        return cb
+
+    def expected(x, dy, gamma, beta, mean, variance):
+        _, _, rgamma, rbeta = reference(x, gamma, beta, dy, source.epsilon)
+        return (gamma - 0.5 * rgamma, beta - 0.5 * rbeta, 0.5 * mean + 0.5 * x.mean(axis=(0, 2, 3)),
+                0.5 * variance + 0.5 * x.var(axis=(0, 2, 3), ddof=1))
+
+    def values():
+        return source.gamma(), source.beta(), source.mean(), source.variance()
+
+    def check(actual, wanted):
+        for a, w in zip(actual, wanted):
+            np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+
+    x, dy = rng.standard_normal((2, c, 3, 3)).astype(np.float32), rng.standard_normal((2, c, 3, 3)).astype(np.float32)
+    cb = step(x, dy)
+    check(values(), (gamma, beta, mean, variance))  # not committed: the values before
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    after_one = expected(x, dy, gamma, beta, mean, variance)
+    check(values(), after_one)
+    cb = step(x * 2, dy, fail=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "error"
+    check(values(), after_one)  # a failed update leaves them
+    check([pickle.loads(pickle.dumps(source)).mean()], after_one[2:3])
+
+    # Steps without host reads hold no more device memory than one step does.
+    def steps(count):
+        for _ in range(count):
+            cb = step(x, dy)
+            cb.commit()
+        cb.wait_until_completed()
+        return device.bytes_in_use
+
+    in_use = steps(2)
+    assert steps(10) == in_use
+
+
 def test_cpu_style_updates(device, rng):
     c = 4
     gamma, beta = (rng.random(c) + 0.5).astype(np.float32), rng.standard_normal(c).astype(np.float32)

@@ -165,6 +165,19 @@ def test_image_round_trip(device, rng, dtype):
     assert pickle.loads(pickle.dumps(image)).to_numpy().tolist() == y.tolist()
 
 
+@pytest.mark.parametrize("shape", [(2, 37, 33, 35), (3, 70, 1, 1), (4, 1, 1, 1), (2, 3, 1, 40), (5, 1, 6, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.uint8])
+def test_image_round_trip_of_layout_shapes(device, rng, shape, dtype):
+    # Tiles over 32, single runs (1x1 pixels, one channel) and unit extents.
+    x = (rng.random(shape) * 200).astype(dtype)
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    np.testing.assert_array_equal(batch.to_numpy(), x)
+    y = (rng.random(shape[1:]) * 200).astype(dtype)
+    batch[-1].write(y)
+    np.testing.assert_array_equal(batch[-1].to_numpy()[0], y)
+    np.testing.assert_array_equal(batch[:-1].to_numpy(), x[:-1])
+
+
 def test_uint8_images_read_as_unorm(device):
     x = np.array([0, 51, 255, 128], np.uint8).reshape(1, 1, 2, 2)
     linear = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 0.0))

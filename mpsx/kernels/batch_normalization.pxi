@@ -181,7 +181,19 @@ cdef shared_ptr[CBatchNormalizationDataSource] batch_normalization_data_source_o
 
 # ---- native data source and states
 
-cdef object _array_of(HostArray a):
+cdef object _values_of(CBatchNormalizationWeights* weights, int which):
+    # The read may wait for a replay that rewrites the values, whose completed
+    # handlers may need the GIL.
+    cdef HostArray a
+    with nogil:
+        if which == 0:
+            a = weights.gamma()
+        elif which == 1:
+            a = weights.beta()
+        elif which == 2:
+            a = weights.mean()
+        else:
+            a = weights.variance()
     return np.array(<const float[:a.count]><const float*>a.data, dtype=np.float32)
 
 
@@ -196,7 +208,8 @@ cdef class BatchNormalizationWeights:
     device, as PyTorch does: running = (1 - momentum) * running + momentum *
     batch, the running variance taking the unbiased batch variance (n / (n - 1)
     times the biased variance the statistics hold, n the values per channel).
-    mean() and variance() follow once the command buffer has completed.
+    mean() and variance() follow once the command buffer has completed
+    (read from the device when asked for; a failed command buffer leaves them).
     With an optimizer (an NNOptimizer) gamma and beta train on the device:
     bn.encode_gamma_and_beta_update(cb, state) encodes the optimizer from the
     state's gradients, with vectors (momentum, ...) this data source keeps on
@@ -222,18 +235,18 @@ cdef class BatchNormalizationWeights:
         return self.native.get().number_of_feature_channels()
 
     def gamma(self):
-        return _array_of(self.native.get().gamma())
+        return _values_of(self.native.get(), 0)
 
     def beta(self):
-        return _array_of(self.native.get().beta())
+        return _values_of(self.native.get(), 1)
 
     def mean(self):
         """The running mean."""
-        return _array_of(self.native.get().mean())
+        return _values_of(self.native.get(), 2)
 
     def variance(self):
         """The running variance."""
-        return _array_of(self.native.get().variance())
+        return _values_of(self.native.get(), 3)
 
     @property
     def epsilon(self):

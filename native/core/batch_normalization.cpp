@@ -13,8 +13,13 @@ namespace {
 
 constexpr const char* kStateName = "MPSCNNBatchNormalizationState";
 
+// Contents undefined: for buffers a command writes whole before anything reads them.
+std::shared_ptr<Buffer> per_channel(const std::shared_ptr<Device>& device, int64_t channels) {
+  return make_pooled<Buffer>(device, static_cast<size_t>(channels) * sizeof(float));
+}
+
 std::shared_ptr<Buffer> zeroed(const std::shared_ptr<Device>& device, int64_t channels) {
-  auto buffer = make_pooled<Buffer>(device, static_cast<size_t>(channels) * sizeof(float));
+  auto buffer = per_channel(device, channels);
   buffer->fill_zero();
   return buffer;
 }
@@ -141,31 +146,63 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
                                                      std::vector<float> mean, std::vector<float> variance,
                                                      float epsilon, float momentum, std::string label,
                                                      std::shared_ptr<NNOptimizer> optimizer)
-    : gamma_(std::move(gamma)),
-      beta_(std::move(beta)),
-      mean_(std::move(mean)),
-      variance_(std::move(variance)),
-      epsilon_(epsilon),
-      momentum_(momentum),
-      label_(std::move(label)),
-      optimizer_(std::move(optimizer)) {
-  if (gamma_.empty()) fail<ShapeError>("BatchNormalizationWeights: expected one gamma per feature channel, given none");
+    : epsilon_(epsilon), momentum_(momentum), label_(std::move(label)), optimizer_(std::move(optimizer)) {
+  trained_.host[0] = std::move(gamma);
+  trained_.host[1] = std::move(beta);
+  statistics_.host[0] = std::move(mean);
+  statistics_.host[1] = std::move(variance);
+  const size_t channels = trained_.host[0].size();
+  if (channels == 0) fail<ShapeError>("BatchNormalizationWeights: expected one gamma per feature channel, given none");
   const std::pair<const char*, const std::vector<float>*> others[] = {
-      {"beta", &beta_}, {"mean", &mean_}, {"variance", &variance_}};
+      {"beta", &trained_.host[1]}, {"mean", &statistics_.host[0]}, {"variance", &statistics_.host[1]}};
   for (const auto& [name, values] : others)
-    if (values->size() != gamma_.size())
-      fail<ShapeError>("BatchNormalizationWeights: expected ", gamma_.size(), " ", name, " values (as gamma), given ",
+    if (values->size() != channels)
+      fail<ShapeError>("BatchNormalizationWeights: expected ", channels, " ", name, " values (as gamma), given ",
                        values->size());
   if (!(epsilon_ >= 0.0f))
     fail<ArgumentError>("BatchNormalizationWeights: epsilon must be non-negative, given ", epsilon_);
   if (!(momentum_ >= 0.0f && momentum_ <= 1.0f))
     fail<ArgumentError>("BatchNormalizationWeights: momentum must be in [0, 1], given ", momentum_);
+  if (optimizer_) optimizer_vectors_ = optimizer_->new_vector_lists({channels, channels});
 }
 
-HostArray BatchNormalizationWeights::copy_of(const std::vector<float>& values) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto copy = std::make_shared<std::vector<float>>(values);
+HostArray BatchNormalizationWeights::copy_of(Values& values, int which) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (values.device[0]) {
+    auto status = values.completion->status.load(std::memory_order_acquire);
+    if (status == CommandBufferStatus::Committed) {  // a replay rewrites them; it will complete
+      if (auto command_buffer = values.command_buffer.lock()) {
+        lock.unlock();
+        command_buffer->wait_until_completed();
+        lock.lock();
+        continue;
+      }
+    }
+    if (status == CommandBufferStatus::Completed) {
+      const size_t bytes = values.host[0].size() * sizeof(float);
+      for (int i = 0; i < 2; ++i)
+        values.device[i]->read(values.host[i].data(), 0, bytes, "the values of a BatchNormalizationWeights");
+    }
+    // Otherwise a replay failed and left them undefined: the host keeps what it read before.
+    values.device[0].reset();
+    values.device[1].reset();
+  }
+  auto copy = std::make_shared<std::vector<float>>(values.host[which]);
   return HostArray{copy->data(), copy->size(), DataType::Float32, copy};
+}
+
+void BatchNormalizationWeights::complete_on(CommandBuffer& command_buffer, Values BatchNormalizationWeights::*values,
+                                            std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second) {
+  command_buffer.add_completed_handler([self = shared_from_this(), values, first = std::move(first),
+                                        second = std::move(second)](CommandBuffer& done) {
+    if (done.status() != CommandBufferStatus::Completed) return;  // a failed update changes nothing
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    Values& v = (*self).*values;
+    v.device[0] = first;
+    v.device[1] = second;
+    v.completion = done.completion();
+    v.command_buffer = done.shared_from_this();
+  });
 }
 
 std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::update_mean_and_variance_on_command_buffer(
@@ -181,7 +218,8 @@ std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::up
                      number_of_feature_channels());
   const CNNBatchNormalization& kernel = *state->batch_normalization();
   auto running = kernel.current_mean_and_variance();
-  auto result = make_pooled<NormalizationMeanAndVarianceState>(state->device_ptr(), channels);
+  auto result = make_pooled<NormalizationMeanAndVarianceState>(per_channel(state->device_ptr(), channels),
+                                                               per_channel(state->device_ptr(), channels));
   const int64_t n = state->statistics_count;
   const float bessel = n > 1 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(n - 1)) : 1.0f;
   command_buffer.record([primitive = kernel.primitive(), running, state, result, channels, momentum = momentum_,
@@ -192,15 +230,8 @@ std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::up
   });
   result->mean()->will_write(command_buffer);
   result->variance()->will_write(command_buffer);
-  // The host copies follow the device values once the host may read them.
-  result->synchronize(command_buffer);
-  auto self = shared_from_this();
-  command_buffer.add_host_step([self, result] {
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    const size_t bytes = self->mean_.size() * sizeof(float);
-    result->mean()->read(self->mean_.data(), 0, bytes, "the running mean");
-    result->variance()->read(self->variance_.data(), 0, bytes, "the running variance");
-  });
+  result->synchronize(command_buffer);  // the host reads them once the command buffer has completed
+  complete_on(command_buffer, &BatchNormalizationWeights::statistics_, result->mean(), result->variance());
   return result;
 }
 
@@ -211,21 +242,13 @@ std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::updat
   if (state->channels() != number_of_feature_channels())
     fail<ShapeError>("BatchNormalizationWeights: the state has ", state->channels(), " feature channels, the weights ",
                      number_of_feature_channels());
-  if (!trained_) {
-    trained_ = std::make_shared<NormalizationGammaAndBetaState>(optimizer_->device_ptr(), state->channels());
-    optimizer_vectors_ = optimizer_->new_vector_lists({gamma_.size(), beta_.size()});
-  }
-  optimizer_->encode_batch_normalization(command_buffer, state, state, optimizer_vectors_, trained_);
-  // The host copies follow the device values once the host may read them.
-  trained_->synchronize(command_buffer);
-  auto self = shared_from_this();
-  command_buffer.add_host_step([self, trained = trained_] {
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    const size_t bytes = self->gamma_.size() * sizeof(float);
-    trained->gamma()->read(self->gamma_.data(), 0, bytes, "the trained gamma");
-    trained->beta()->read(self->beta_.data(), 0, bytes, "the trained beta");
-  });
-  return trained_;
+  // New buffers each update, so the last completed values outlive later updates in flight.
+  auto trained = make_pooled<NormalizationGammaAndBetaState>(per_channel(optimizer_->device_ptr(), state->channels()),
+                                                             per_channel(optimizer_->device_ptr(), state->channels()));
+  optimizer_->encode_batch_normalization(command_buffer, state, state, optimizer_vectors_, trained);
+  trained->synchronize(command_buffer);  // the host reads them once the command buffer has completed
+  complete_on(command_buffer, &BatchNormalizationWeights::trained_, trained->gamma(), trained->beta());
+  return trained;
 }
 
 // ---------------------------------------------------------------- the batch normalization state

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "mpsx/backend.h"
@@ -42,6 +43,110 @@ int64_t span(const ImageRegion& r) {
   return (r.n - 1) * r.stride.n + (r.c - 1) * r.stride.c + (r.h - 1) * r.stride.h + (r.w - 1) * r.stride.w + 1;
 }
 
+// True when the region's elements are every element of its span, so a write
+// of the span leaves nothing of other views to preserve.
+bool fills_span(const ImageRegion& r) { return r.element_count() == span(r); }
+
+// A copy's extents with the strides of both sides, outermost first by the
+// destination's strides, unit extents dropped and dims contiguous in both
+// sides merged: dense copies of equal layouts become one run.
+struct CopyDims {
+  int count = 0;
+  int64_t extent[4], from[4], to[4];
+
+  CopyDims(const ImageRegion& f, const ImageRegion& t) {
+    const int64_t e[4] = {f.n, f.c, f.h, f.w};
+    const int64_t fs[4] = {f.stride.n, f.stride.c, f.stride.h, f.stride.w};
+    const int64_t ts[4] = {t.stride.n, t.stride.c, t.stride.h, t.stride.w};
+    int order[4] = {0, 1, 2, 3};
+    std::stable_sort(order, order + 4, [&](int a, int b) { return ts[a] > ts[b]; });
+    for (int d : order) {
+      if (e[d] == 1) continue;
+      if (count > 0 && from[count - 1] == e[d] * fs[d] && to[count - 1] == e[d] * ts[d]) {
+        extent[count - 1] *= e[d];
+        from[count - 1] = fs[d];
+        to[count - 1] = ts[d];
+        continue;
+      }
+      extent[count] = e[d];
+      from[count] = fs[d];
+      to[count] = ts[d];
+      ++count;
+    }
+  }
+  // Every element in one run of consecutive elements on both sides.
+  bool one_run() const { return count == 0 || (count == 1 && from[0] == 1 && to[0] == 1); }
+};
+
+// Calls move(from_index, to_index) for every element: the destination's
+// innermost dim against the source's, in tiles, so a layout transposition
+// reads and writes whole cache lines; the remaining dims are walked outside.
+template <class Move>
+void for_each_element(const CopyDims& d, Move&& move) {
+  constexpr int64_t kTile = 32;
+  if (d.count == 0) return move(0, 0);
+  const int i = d.count - 1;  // the destination's innermost dim
+  int j = i;                  // the source's innermost dim
+  for (int k = 0; k < d.count; ++k)
+    if (d.from[k] < d.from[j]) j = k;
+  int outer[4], outer_count = 0;
+  for (int k = 0; k < d.count; ++k)
+    if (k != i && k != j) outer[outer_count++] = k;
+  int64_t position[4] = {0, 0, 0, 0}, f = 0, t = 0;
+  for (;;) {
+    if (i == j) {
+      for (int64_t a = 0; a < d.extent[i]; ++a) move(f + a * d.from[i], t + a * d.to[i]);
+    } else {
+      // Within a tile the longer dim runs innermost: few channels make short loops.
+      const int p = d.extent[i] >= d.extent[j] ? i : j, q = p == i ? j : i;
+      for (int64_t b0 = 0; b0 < d.extent[q]; b0 += kTile)
+        for (int64_t a0 = 0; a0 < d.extent[p]; a0 += kTile) {
+          const int64_t b1 = std::min(b0 + kTile, d.extent[q]), a1 = std::min(a0 + kTile, d.extent[p]);
+          for (int64_t b = b0; b < b1; ++b)
+            for (int64_t a = a0; a < a1; ++a)
+              move(f + a * d.from[p] + b * d.from[q], t + a * d.to[p] + b * d.to[q]);
+        }
+    }
+    int k = outer_count - 1;
+    for (; k >= 0; --k) {
+      const int o = outer[k];
+      f += d.from[o];
+      t += d.to[o];
+      if (++position[o] < d.extent[o]) break;
+      f -= position[o] * d.from[o];
+      t -= position[o] * d.to[o];
+      position[o] = 0;
+    }
+    if (k < 0) return;
+  }
+}
+
+template <class T>
+void copy_same_type(const CopyDims& d, const void* from, void* to) {
+  const T* f = static_cast<const T*>(from);
+  T* t = static_cast<T*>(to);
+  if (d.count > 0 && d.from[d.count - 1] == 1 && d.to[d.count - 1] == 1) {  // runs
+    CopyDims rows = d;
+    --rows.count;
+    const int64_t run = d.extent[d.count - 1];
+    for_each_element(rows, [&](int64_t a, int64_t b) { std::copy_n(f + a, run, t + b); });
+    return;
+  }
+  for_each_element(d, [&](int64_t a, int64_t b) { t[b] = f[a]; });
+}
+
+// Host staging reused by a thread's reads and writes: training writes its
+// input batch every step.
+char* staging(size_t bytes) {
+  thread_local std::unique_ptr<char[]> memory;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    memory.reset(new char[bytes]);
+    capacity = bytes;
+  }
+  return memory.get();
+}
+
 }  // namespace
 
 void ImageDescriptor::validate() const {
@@ -57,21 +162,18 @@ ImageLayout nchw_layout(const ImageDescriptor& d) {
 void copy_region(const ImageRegion& from, const ImageRegion& to) {
   if (from.n != to.n || from.c != to.c || from.h != to.h || from.w != to.w)
     fail<ShapeError>("copy between regions of different extents");
-  const bool same_type = from.data_type == to.data_type;
-  const size_t element = size_of(to.data_type);
-  for (int64_t n = 0; n < from.n; ++n)
-    for (int64_t c = 0; c < from.c; ++c)
-      for (int64_t y = 0; y < from.h; ++y) {
-        int64_t f = n * from.stride.n + c * from.stride.c + y * from.stride.h;
-        int64_t t = n * to.stride.n + c * to.stride.c + y * to.stride.h;
-        if (same_type && from.stride.w == 1 && to.stride.w == 1) {
-          std::copy_n(static_cast<const char*>(from.data) + f * element, from.w * element,
-                      static_cast<char*>(to.data) + t * element);
-          continue;
-        }
-        for (int64_t x = 0; x < from.w; ++x)
-          store(to.data, t + x * to.stride.w, to.data_type, load(from.data, f + x * from.stride.w, from.data_type));
-      }
+  if (from.element_count() == 0) return;
+  const CopyDims dims(from, to);
+  if (from.data_type == to.data_type) {
+    switch (size_of(to.data_type)) {
+      case 1: return copy_same_type<uint8_t>(dims, from.data, to.data);
+      case 2: return copy_same_type<uint16_t>(dims, from.data, to.data);
+      case 4: return copy_same_type<uint32_t>(dims, from.data, to.data);
+    }
+  }
+  for_each_element(dims, [&](int64_t f, int64_t t) {
+    store(to.data, t, to.data_type, load(from.data, f, from.data_type));
+  });
 }
 
 Image::Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor) : descriptor_(descriptor) {
@@ -167,33 +269,31 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
 
 void Image::read(void* destination, DataType host_type) const {
   ImageRegion from = whole();
-  size_t bytes = static_cast<size_t>(span(from)) * size_of(data_type());
-  std::vector<char> staging(bytes);
-  buffer_->read(staging.data(), byte_offset_, bytes, "the image");
-  from.data = staging.data();
   ImageRegion to = from;
   to.data = destination;
   to.data_type = host_type;
   to.stride = nchw_layout(descriptor_);
+  const size_t bytes = static_cast<size_t>(span(from)) * size_of(data_type());
+  if (host_type == data_type() && CopyDims(from, to).one_run())
+    return buffer_->read(destination, byte_offset_, bytes, "the image");
+  from.data = staging(bytes);
+  buffer_->read(from.data, byte_offset_, bytes, "the image");
   copy_region(from, to);
 }
 
 void Image::write(const void* source, DataType host_type) {
   ImageRegion to = whole();
-  size_t bytes = static_cast<size_t>(span(to)) * size_of(data_type());
-  std::vector<char> staging(bytes);
-  bool dense = to.stride.w == 1 && to.stride.h == width() && to.stride.c == height() * width() &&
-               to.stride.n == feature_channels() * height() * width();
-  if (!dense) {  // keep what lies between this image's elements (other views)
-    buffer_->device().backend().copy_to_host(staging.data(), data(), bytes);
-  }
   ImageRegion from = to;
   from.data = const_cast<void*>(source);
   from.data_type = host_type;
   from.stride = nchw_layout(descriptor_);
-  to.data = staging.data();
+  const size_t bytes = static_cast<size_t>(span(to)) * size_of(data_type());
+  if (host_type == data_type() && CopyDims(from, to).one_run()) return buffer_->write(source, byte_offset_, bytes);
+  to.data = staging(bytes);
+  if (!fills_span(to))  // keep what lies between this image's elements (other views)
+    buffer_->device().backend().copy_to_host(to.data, data(), bytes);
   copy_region(from, to);
-  buffer_->write(staging.data(), byte_offset_, bytes);
+  buffer_->write(to.data, byte_offset_, bytes);
 }
 
 }  // namespace mpsx

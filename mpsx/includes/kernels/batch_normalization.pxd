@@ -38,10 +38,10 @@ cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
                                    vector[float] variance, float epsilon, float momentum,
                                    string label, shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
         int64_t number_of_feature_channels()
-        HostArray gamma()
-        HostArray beta()
-        HostArray mean()
-        HostArray variance()
+        HostArray gamma() except +raise_py_error
+        HostArray beta() except +raise_py_error
+        HostArray mean() except +raise_py_error
+        HostArray variance() except +raise_py_error
         float epsilon()
         float momentum()
         string label()

@@ -117,8 +117,10 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
 // (n / (n - 1) times the biased one, n the values per channel; n = 1 takes it
 // as is). With an optimizer it also trains gamma and beta on the device: its
 // GPU-side gamma and beta update encodes the optimizer from the state's
-// gradients, with vectors (momentum, ...) it keeps on the device. Its own host
-// copies of both follow once the command buffer has completed.
+// gradients, with vectors (momentum, ...) it keeps on the device. Its host
+// values are those of the last update whose command buffer completed without
+// error, read from the device when the host asks for them; while a replay
+// rewrites them, a host read waits for it.
 class BatchNormalizationWeights : public BatchNormalizationDataSource,
                                   public std::enable_shared_from_this<BatchNormalizationWeights> {
  public:
@@ -127,11 +129,11 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
                             std::shared_ptr<NNOptimizer> optimizer = nullptr);
   bool load() override { return true; }
   void purge() override {}
-  int64_t number_of_feature_channels() override { return static_cast<int64_t>(gamma_.size()); }
-  HostArray gamma() override { return copy_of(gamma_); }
-  HostArray beta() override { return copy_of(beta_); }
-  HostArray mean() override { return copy_of(mean_); }
-  HostArray variance() override { return copy_of(variance_); }
+  int64_t number_of_feature_channels() override { return static_cast<int64_t>(trained_.host[0].size()); }
+  HostArray gamma() override { return copy_of(trained_, 0); }
+  HostArray beta() override { return copy_of(trained_, 1); }
+  HostArray mean() override { return copy_of(statistics_, 0); }
+  HostArray variance() override { return copy_of(statistics_, 1); }
   float epsilon() override { return epsilon_; }
   float momentum() const { return momentum_; }
   std::string label() override { return label_; }
@@ -144,16 +146,30 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
 
  private:
-  // A copy: host steps may change the values while the caller reads it.
-  HostArray copy_of(const std::vector<float>& values);
+  // Gamma and beta, or mean and variance: the host arrays and the device
+  // buffers of the last completed update not yet read into them (null when
+  // none). Only that one update is held; each update writes new buffers, so
+  // later updates in flight never touch it (a replay of its own command
+  // buffer does).
+  struct Values {
+    std::vector<float> host[2];
+    std::shared_ptr<Buffer> device[2];
+    std::shared_ptr<const Completion> completion;
+    std::weak_ptr<CommandBuffer> command_buffer;
+  };
+  // A copy of values.host[which] after reading the completed update in: the
+  // caller may keep it while later updates change the values.
+  HostArray copy_of(Values& values, int which);
+  // Makes `first` and `second` the newest values of `values` once
+  // `command_buffer` completes without error.
+  void complete_on(CommandBuffer& command_buffer, Values BatchNormalizationWeights::*values,
+                   std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second);
 
-  // Host steps of command buffers update the running statistics.
   std::mutex mutex_;
-  std::vector<float> gamma_, beta_, mean_, variance_;
+  Values trained_, statistics_;  // gamma and beta; mean and variance
   float epsilon_, momentum_;
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;
-  std::shared_ptr<NormalizationGammaAndBetaState> trained_;  // what the gamma and beta updates write
   OptimizerVectorLists optimizer_vectors_;
 };
 
