@@ -65,11 +65,17 @@ void CudaBackend::copy_to_host(void* host, const void* device, size_t bytes) {
 void CudaBackend::copy_from_host(void* device, const void* host, size_t bytes) {
   DeviceScope scope(ordinal_);
   MPSX_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+  // cudaMemcpy from pageable memory and cudaMemset may return before the
+  // device memory holds the values, and the queues' non-blocking streams are
+  // not ordered after the legacy stream: wait here, as the other backends'
+  // host writes are done on return.
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 void CudaBackend::fill_zero(void* device, size_t bytes) {
   DeviceScope scope(ordinal_);
   MPSX_CUDA_CHECK(cudaMemset(device, 0, bytes));
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 ImageLayout CudaBackend::image_layout(const ImageDescriptor& d) const {
