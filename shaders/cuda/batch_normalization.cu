@@ -17,6 +17,7 @@ __device__ __forceinline__ void pre_activation(const ChannelParameters& p, int64
 // about it, E[x^2] - E[x]^2 stays well conditioned for large means.
 template <class Index>
 struct Moments {
+  static constexpr int kLoads = 1;
   Strided<Index> x;
   struct Channel {
     Index offset;
@@ -26,8 +27,11 @@ struct Moments {
     const Index offset = c * x.c;
     return {offset, x.load(offset)};
   }
-  __device__ void add(const Channel& k, Index image, Index row, Index column, float (&sums)[2]) const {
-    const float d = x.load(x.at(image, row, column) + k.offset) - k.shift;
+  __device__ void load(const Channel& k, Index image, Index row, Index column, float (&values)[1]) const {
+    values[0] = x.load(x.at(image, row, column) + k.offset);
+  }
+  __device__ void add(const Channel& k, const float (&values)[1], float (&sums)[2]) const {
+    const float d = values[0] - k.shift;
     sums[0] += d;
     sums[1] += d * d;
   }
@@ -48,6 +52,7 @@ struct Statistics {
 // Sums of dz and dz * (x - mean).
 template <class Index>
 struct Products {
+  static constexpr int kLoads = 2;
   NeuronParameters neuron;
   Strided<Index> dy, x;
   ChannelParameters p;
@@ -60,9 +65,12 @@ struct Products {
     pre_activation(p, c, &k.a, &k.b);
     return k;
   }
-  __device__ void add(const Channel& k, Index image, Index row, Index column, float (&sums)[2]) const {
-    const float v = x.load(x.at(image, row, column) + k.x);
-    const float dz = dy.load(dy.at(image, row, column) + k.dy) * derivative(neuron, v * k.a + k.b, k.c);
+  __device__ void load(const Channel& k, Index image, Index row, Index column, float (&values)[2]) const {
+    values[0] = dy.load(dy.at(image, row, column) + k.dy);
+    values[1] = x.load(x.at(image, row, column) + k.x);
+  }
+  __device__ void add(const Channel& k, const float (&values)[2], float (&sums)[2]) const {
+    const float v = values[1], dz = values[0] * derivative(neuron, v * k.a + k.b, k.c);
     sums[0] += dz;
     sums[1] += dz * (v - k.mean);
   }
@@ -86,10 +94,11 @@ __global__ void normalize_kernel(ChannelChunks<Index> chunks, NeuronParameters n
   float a, b;
   pre_activation(p, c, &a, &b);
   const Index from = c * x.c, to = c * y.c;
-  chunks.for_each_pixel([&](Index image, Index row, Index column) {
-    const float z = x.load(x.at(image, row, column) + from) * a + b;
-    y.store(y.at(image, row, column) + to, forward_value(neuron, z, c));
-  });
+  float v[kPixelBatch];
+  chunks.map_pixels([&](int j, Index image, Index row, Index column) { v[j] = x.load(x.at(image, row, column) + from); },
+                    [&](int j, Index image, Index row, Index column) {
+                      y.store(y.at(image, row, column) + to, forward_value(neuron, v[j] * a + b, c));
+                    });
 }
 
 // dx = gamma / sigma * (dz - (sum dz + xhat * sum dz xhat) / count) = dz * A + x * B + D.
@@ -107,15 +116,20 @@ __global__ void gradient_kernel(ChannelChunks<Index> chunks, NeuronParameters ne
   float a, b;
   pre_activation(p, c, &a, &b);
   const Index from = c * x.c, gradient = c * dy.c, to = c * dx.c;
-  chunks.for_each_pixel([&](Index image, Index row, Index column) {
-    const float v = x.load(x.at(image, row, column) + from);
-    float value = v * B + D;
-    if (dy.data) {
-      const float dz = dy.load(dy.at(image, row, column) + gradient) * derivative(neuron, v * a + b, c);
-      value = dz * A + v * B + D;
-    }
-    dx.store(dx.at(image, row, column) + to, value);
-  });
+  float v[kPixelBatch], g[kPixelBatch];
+  chunks.map_pixels(
+      [&](int j, Index image, Index row, Index column) {
+        v[j] = x.load(x.at(image, row, column) + from);
+        if (dy.data) g[j] = dy.load(dy.at(image, row, column) + gradient);
+      },
+      [&](int j, Index image, Index row, Index column) {
+        float value = v[j] * B + D;
+        if (dy.data) {
+          const float dz = g[j] * derivative(neuron, v[j] * a + b, c);
+          value = dz * A + v[j] * B + D;
+        }
+        dx.store(dx.at(image, row, column) + to, value);
+      });
 }
 
 __global__ void running_statistics_kernel(int64_t channels, const float* mean, const float* variance,

@@ -19,6 +19,10 @@ constexpr int64_t kChannelBlocksPerMultiprocessor = 4;
 // few enough for float's precision about a shift.
 constexpr int kFloatRun = 16;
 
+// Pixels whose values a thread loads together (map_pixels): loads in flight
+// together hide memory latency.
+constexpr int kPixelBatch = 4;
+
 // Blocks of kChannelThreads threads: threadIdx.x picks a channel of a tile of
 // adjacent channels (coalesced: channels are innermost), threadIdx.y a row of
 // a chunk of pixels; grid x runs over the chunks, grid y over channel tiles.
@@ -56,15 +60,32 @@ struct ChannelChunks {
   __device__ __forceinline__ Index channel() const {
     return static_cast<Index>(blockIdx.y) * blockDim.x + threadIdx.x;
   }
-  // f(image, row, column) for the pixels of the thread's row of its block's chunk.
-  template <class F>
-  __device__ __forceinline__ void for_each_pixel(F&& f) const {
+  // The thread's first pixel (of its row of its block's chunk), the end of
+  // the chunk, and the step between the thread's pixels.
+  __device__ __forceinline__ Index first() const { return static_cast<Index>(blockIdx.x) * chunk_pixels + threadIdx.y; }
+  __device__ __forceinline__ Index end() const {
     const Index begin = static_cast<Index>(blockIdx.x) * chunk_pixels;
-    const Index end = pixels - begin < chunk_pixels ? pixels : begin + chunk_pixels;
-    for (Index p = begin + threadIdx.y; p < end; p += blockDim.y) {
-      Index image, row, column;
-      extents.pixel(p, &image, &row, &column);
-      f(image, row, column);
+    return pixels - begin < chunk_pixels ? pixels : begin + chunk_pixels;
+  }
+  __device__ __forceinline__ Index step() const { return blockDim.y; }
+
+  // load(j, image, row, column) for a batch of kPixelBatch of the thread's
+  // pixels, then store(j, image, row, column) for them, batch after batch:
+  // the batch's loads are in flight together, and in-place work stays right.
+  template <class Load, class Store>
+  __device__ __forceinline__ void map_pixels(Load&& load, Store&& store) const {
+    const Index last = end();
+    for (Index p = first(); p < last; p += kPixelBatch * step()) {
+      Index image[kPixelBatch], row[kPixelBatch], column[kPixelBatch];
+#pragma unroll
+      for (int j = 0; j < kPixelBatch; ++j)
+        if (p + j * step() < last) {
+          extents.pixel(p + j * step(), &image[j], &row[j], &column[j]);
+          load(j, image[j], row[j], column[j]);
+        }
+#pragma unroll
+      for (int j = 0; j < kPixelBatch; ++j)
+        if (p + j * step() < last) store(j, image[j], row[j], column[j]);
     }
   }
 };
@@ -90,17 +111,20 @@ __global__ void partials_kernel(ChannelChunks<Index> chunks, Summands s, double*
   double total[K] = {};
   if (c < chunks.channels) {
     const auto channel = s.channel(c);
+    float values[kPixelBatch][Summands::kLoads];
     float run[K] = {};
     int length = 0;
-    chunks.for_each_pixel([&](Index image, Index row, Index column) {
-      s.add(channel, image, row, column, run);
-      if (++length < kFloatRun) return;
-      for (int k = 0; k < K; ++k) {
-        total[k] += run[k];
-        run[k] = 0.0f;
-      }
-      length = 0;
-    });
+    chunks.map_pixels(
+        [&](int j, Index image, Index row, Index column) { s.load(channel, image, row, column, values[j]); },
+        [&](int j, Index, Index, Index) {
+          s.add(channel, values[j], run);
+          if (++length < kFloatRun) return;
+          for (int k = 0; k < K; ++k) {
+            total[k] += run[k];
+            run[k] = 0.0f;
+          }
+          length = 0;
+        });
     for (int k = 0; k < K; ++k) total[k] += run[k];
   }
   __shared__ double folded[K][kChannelThreads];
@@ -145,10 +169,12 @@ inline size_t channel_partials_bytes(const ChannelTiling& t, int sums, int64_t c
 }
 
 // For every channel c of the tiled extents, K sums over the pixels, handed to
-// finish(int64_t c, double (&totals)[K]) on the device. Summands has
-// `Channel channel(Index c)` (the thread's per-channel constants) and
-// `add(const Channel&, Index image, Index row, Index column, float (&sums)[K])`.
-// partials: scratch of channel_partials_bytes(t, K, channels) bytes.
+// finish(int64_t c, const double (&totals)[K]) on the device. Summands has
+// `Channel channel(Index c)`, the thread's per-channel constants; kLoads, the
+// values a pixel reads, read by `load(const Channel&, Index image, Index row,
+// Index column, float (&values)[kLoads])`; and `add(const Channel&, const
+// float (&values)[kLoads], float (&sums)[K])`. partials: scratch of
+// channel_partials_bytes(t, K, channels) bytes.
 template <int K, class Index, class Summands, class Finish>
 void sum_channels(const ChannelTiling& t, const ChannelChunks<Index>& chunks, const Summands& s, const Finish& finish,
                   double* partials, cudaStream_t stream) {

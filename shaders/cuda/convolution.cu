@@ -29,11 +29,13 @@ void launch_biases(const ImageRegion& region, const float* biases, cudaStream_t 
 // The values of a region, summed per channel.
 template <class Index>
 struct Values {
+  static constexpr int kLoads = 1;
   Strided<Index> r;
   __device__ Index channel(Index c) const { return c * r.c; }
-  __device__ void add(Index offset, Index image, Index row, Index column, float (&sums)[1]) const {
-    sums[0] += r.load(r.at(image, row, column) + offset);
+  __device__ void load(Index offset, Index image, Index row, Index column, float (&values)[1]) const {
+    values[0] = r.load(r.at(image, row, column) + offset);
   }
+  __device__ void add(Index, const float (&values)[1], float (&sums)[1]) const { sums[0] += values[0]; }
 };
 
 struct Totals {
