@@ -56,7 +56,7 @@ struct ChannelChunks {
         chunk_pixels(static_cast<Index>(t.chunk_pixels)),
         channels(static_cast<Index>(r.c)) {}
 
-  // The calling thread's channel; channels() or more for none.
+  // The calling thread's channel; `channels` or more for none.
   __device__ __forceinline__ Index channel() const {
     return static_cast<Index>(blockIdx.y) * blockDim.x + threadIdx.x;
   }
