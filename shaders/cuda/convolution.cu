@@ -1,65 +1,47 @@
 #include "convolution.cuh"
 
-#include <algorithm>
-
-#include "elements.cuh"
+#include "channels.cuh"
 
 namespace mpsx::cuda {
 namespace {
 
-template <bool kAdd>
-__global__ void biases_kernel(ImageRegion r, const float* biases, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t c;
-    int64_t o = offset_of_index(r, i, &c);
-    store(r.data, o, r.data_type, kAdd ? load(r.data, o, r.data_type) + biases[c] : biases[c]);
+template <bool kAdd, class Index>
+__global__ void biases_kernel(Extents<Index> e, Strided<Index> r, const float* biases, Index count) {
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    Index image, row, column;
+    const Index c = e.element(i, &image, &row, &column);
+    const Index o = r.at(image, c, row, column);
+    r.store(o, kAdd ? r.load(o) + biases[c] : biases[c]);
   }
 }
 
 template <bool kAdd>
 void launch_biases(const ImageRegion& region, const float* biases, cudaStream_t stream) {
-  int64_t count = region.element_count();
+  const int64_t count = region.element_count();
   if (count == 0) return;
-  biases_kernel<kAdd><<<blocks_for(count), 256, 0, stream>>>(region, biases, count);
+  with_index(narrow_indices(count, {region}), [&](auto index) {
+    using Index = decltype(index);
+    biases_kernel<kAdd, Index><<<blocks_for(count), 256, 0, stream>>>(Extents<Index>(region), Strided<Index>(region),
+                                                                       biases, static_cast<Index>(count));
+  });
 }
 
-// Channel sums in two passes: blocks of 32 channels (coalesced along NHWC's
-// innermost channels) by 8 pixel rows each sum a fixed share of the pixels
-// into partials[chunk][channel]; then each channel adds its chunks in order.
-constexpr int kSumChannels = 32, kSumRows = 8;
-constexpr int64_t kPixelsPerChunk = 256, kMaxChunks = 1024;
-
-int64_t chunks_for(const ImageRegion& r) {
-  int64_t pixels = r.n * r.h * r.w;
-  return std::min(kMaxChunks, std::max<int64_t>(1, (pixels + kPixelsPerChunk - 1) / kPixelsPerChunk));
-}
-
-__global__ void partial_sums_kernel(ImageRegion r, float* partials) {
-  __shared__ float rows[kSumRows][kSumChannels + 1];
-  const int64_t c = blockIdx.x * int64_t(kSumChannels) + threadIdx.x;
-  const int64_t pixels = r.n * r.h * r.w;
-  float sum = 0.0f;
-  if (c < r.c)
-    for (int64_t p = blockIdx.y * int64_t(kSumRows) + threadIdx.y; p < pixels; p += int64_t(gridDim.y) * kSumRows) {
-      int64_t x = p % r.w, rest = p / r.w;
-      sum += load(r.data, offset_of(r, rest / r.h, c, rest % r.h, x), r.data_type);
-    }
-  rows[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < r.c) {
-    float total = 0.0f;
-    for (int i = 0; i < kSumRows; ++i) total += rows[i][threadIdx.x];
-    partials[blockIdx.y * r.c + c] = total;
+// The values of a region, summed per channel.
+template <class Index>
+struct Values {
+  static constexpr int kLoads = 1;
+  Strided<Index> r;
+  __device__ Index channel(Index c) const { return c * r.c; }
+  __device__ void load(Index offset, Index image, Index row, Index column, float (&values)[1]) const {
+    values[0] = r.load(r.at(image, row, column) + offset);
   }
-}
+  __device__ void add(Index, const float (&values)[1], float (&sums)[1]) const { sums[0] += values[0]; }
+};
 
-__global__ void total_sums_kernel(const float* partials, int64_t chunks, int64_t channels, float* sums) {
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
-    float total = 0.0f;
-    for (int64_t j = 0; j < chunks; ++j) total += partials[j * channels + c];
-    sums[c] = total;
-  }
-}
+struct Totals {
+  float* sums;
+  __device__ void operator()(int64_t c, const double (&totals)[1]) const { sums[c] = static_cast<float>(totals[0]); }
+};
 
 }  // namespace
 
@@ -72,15 +54,19 @@ void add_biases(const ImageRegion& region, const float* biases, cudaStream_t str
 }
 
 size_t channel_sums_scratch_bytes(const ImageRegion& region) {
-  return static_cast<size_t>(chunks_for(region) * region.c) * sizeof(float);
+  return channel_partials_bytes(channel_tiling(region), 1, region.c);
 }
 
 void channel_sums(const ImageRegion& region, float* sums, float* partials, cudaStream_t stream) {
   if (region.c == 0) return;
-  int64_t chunks = chunks_for(region);
-  dim3 grid(static_cast<unsigned>((region.c + kSumChannels - 1) / kSumChannels), static_cast<unsigned>(chunks));
-  partial_sums_kernel<<<grid, dim3(kSumChannels, kSumRows), 0, stream>>>(region, partials);
-  total_sums_kernel<<<blocks_for(region.c), 256, 0, stream>>>(partials, chunks, region.c, sums);
+  const ChannelTiling t = channel_tiling(region);
+  with_index(narrow_indices(t, {region}), [&](auto index) {
+    using Index = decltype(index);
+    // The partial sums are doubles: `partials` is scratch memory of
+    // channel_sums_scratch_bytes, aligned as cudaMalloc aligns.
+    sum_channels<1>(t, ChannelChunks<Index>(t, region), Values<Index>{Strided<Index>(region)}, Totals{sums},
+                    reinterpret_cast<double*>(partials), stream);
+  });
 }
 
 }  // namespace mpsx::cuda

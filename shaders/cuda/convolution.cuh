@@ -15,11 +15,11 @@ void fill_biases(const ImageRegion& region, const float* biases, cudaStream_t st
 // The biases added to every pixel of `region`.
 void add_biases(const ImageRegion& region, const float* biases, cudaStream_t stream);
 
-// The float32 scratch bytes channel_sums needs for `region`.
+// The scratch bytes channel_sums needs for `region`.
 size_t channel_sums_scratch_bytes(const ImageRegion& region);
 // sums[c] = the sum of channel c over the region's images and pixels, in an
-// order fixed by the region's extents (deterministic). `partials` is scratch
-// of channel_sums_scratch_bytes(region).
+// order fixed by the region's extents and the device (deterministic).
+// `partials` is scratch of channel_sums_scratch_bytes(region) bytes.
 void channel_sums(const ImageRegion& region, float* sums, float* partials, cudaStream_t stream);
 
 }  // namespace mpsx::cuda

@@ -5,7 +5,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <initializer_list>
 
 #include "mpsx/image.h"
 
@@ -45,23 +47,131 @@ __device__ __forceinline__ int64_t offset_of(const ImageRegion& r, int64_t n, in
   return n * r.stride.n + c * r.stride.c + y * r.stride.h + x * r.stride.w;
 }
 
-// The element offset of the i-th value of a region, counted channels
-// innermost (NHWC order), and its channel.
-__device__ __forceinline__ int64_t offset_of_index(const ImageRegion& r, int64_t i, int64_t* channel) {
-  int64_t c = i % r.c;
-  int64_t rest = i / r.c;
-  int64_t x = rest % r.w;
-  rest /= r.w;
-  int64_t y = rest % r.h;
-  int64_t n = rest / r.h;
-  *channel = c;
-  return offset_of(r, n, c, y, x);
+// Index arithmetic in kernels: 32-bit where every index and offset is below
+// 2^31 (the usual case), 64-bit otherwise. Integer division is a long
+// instruction sequence on GPUs, and 64-bit division many times longer than
+// 32-bit, so kernels template on the index type and the host picks it.
+constexpr int64_t kNarrowLimit = int64_t{1} << 31;
+
+// n / divisor for a divisor fixed at launch. 32-bit: a multiply-high, an add
+// and a shift (Granlund and Montgomery, as in PyTorch's IntDivider), exact for
+// n < 2^31; 64-bit: plain division.
+template <class Index>
+struct Divider {
+  Index divisor = 1;
+  Divider() = default;
+  explicit Divider(int64_t d) : divisor(d > 0 ? d : 1) {}
+  __device__ __forceinline__ Index divide(Index n) const { return n / divisor; }
+};
+
+template <>
+struct Divider<uint32_t> {
+  uint32_t divisor = 1, multiplier = 1, shift = 0;
+  Divider() = default;
+  explicit Divider(int64_t d) : divisor(static_cast<uint32_t>(d > 0 ? d : 1)) {
+    while (shift < 32 && (uint64_t{1} << shift) < divisor) ++shift;
+    multiplier = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << shift) - divisor) / divisor + 1);
+  }
+  __device__ __forceinline__ uint32_t divide(uint32_t n) const { return (__umulhi(n, multiplier) + n) >> shift; }
+};
+
+// A region's data, data type and strides, in Index arithmetic.
+template <class Index>
+struct Strided {
+  void* data = nullptr;
+  DataType type = DataType::Float32;
+  Index n = 0, c = 0, h = 0, w = 0;  // strides
+  Strided() = default;
+  explicit Strided(const ImageRegion& r)
+      : data(r.data),
+        type(r.data_type),
+        n(static_cast<Index>(r.stride.n)),
+        c(static_cast<Index>(r.stride.c)),
+        h(static_cast<Index>(r.stride.h)),
+        w(static_cast<Index>(r.stride.w)) {}
+  // The offset of channel 0 of a pixel.
+  __device__ __forceinline__ Index at(Index image, Index row, Index column) const {
+    return image * n + row * h + column * w;
+  }
+  __device__ __forceinline__ Index at(Index image, Index channel, Index row, Index column) const {
+    return at(image, row, column) + channel * c;
+  }
+  __device__ __forceinline__ float load(Index offset) const { return mpsx::cuda::load(data, offset, type); }
+  __device__ __forceinline__ void store(Index offset, float value) const { mpsx::cuda::store(data, offset, type, value); }
+};
+
+// A region's extents, splitting pixel and element indices into coordinates.
+template <class Index>
+struct Extents {
+  Divider<Index> c, w, h;  // channels, columns, rows
+  Extents() = default;
+  explicit Extents(const ImageRegion& r) : c(r.c), w(r.w), h(r.h) {}
+  // Pixel p counted in (image, row, column) order.
+  __device__ __forceinline__ void pixel(Index p, Index* image, Index* row, Index* column) const {
+    const Index rows = w.divide(p);
+    *column = p - rows * w.divisor;
+    *image = h.divide(rows);
+    *row = rows - *image * h.divisor;
+  }
+  // Element i counted channels innermost (NHWC order); returns its channel.
+  __device__ __forceinline__ Index element(Index i, Index* image, Index* row, Index* column) const {
+    const Index p = c.divide(i);
+    pixel(p, image, row, column);
+    return i - p * c.divisor;
+  }
+};
+
+// The first index of the calling thread in a grid-stride loop, and the step.
+template <class Index>
+__device__ __forceinline__ Index grid_first() {
+  return static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+template <class Index>
+__device__ __forceinline__ Index grid_step() {
+  return static_cast<Index>(gridDim.x) * blockDim.x;
+}
+
+// Whether 32-bit indices hold `count` and every offset of the regions
+// (regions without data aside).
+inline bool narrow_indices(int64_t count, std::initializer_list<ImageRegion> regions) {
+  if (count >= kNarrowLimit) return false;
+  for (const ImageRegion& r : regions) {
+    if (!r.data || r.element_count() == 0) continue;
+    const ImageLayout& s = r.stride;
+    if (s.n < 0 || s.c < 0 || s.h < 0 || s.w < 0) return false;
+    if ((r.n - 1) * s.n + (r.c - 1) * s.c + (r.h - 1) * s.h + (r.w - 1) * s.w >= kNarrowLimit) return false;
+  }
+  return true;
+}
+
+// Calls f(uint32_t{}) when `narrow`, f(int64_t{}) otherwise.
+template <class F>
+void with_index(bool narrow, F&& f) {
+  if (narrow)
+    f(uint32_t{});
+  else
+    f(int64_t{});
 }
 
 // A grid large enough for `count` elements at `threads` per block, capped.
 inline unsigned blocks_for(int64_t count, unsigned threads = 256) {
   int64_t blocks = (count + threads - 1) / threads;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+// The current device's multiprocessors, queried once per device.
+inline int multiprocessors() {
+  constexpr int kCached = 64;
+  static std::atomic<int> cached[kCached];
+  int device = 0, count = 0;
+  cudaGetDevice(&device);
+  if (device >= 0 && device < kCached && (count = cached[device].load(std::memory_order_relaxed)) > 0) return count;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1) {
+    cudaGetLastError();
+    return 1;
+  }
+  if (device >= 0 && device < kCached) cached[device].store(count, std::memory_order_relaxed);
+  return count;
 }
 
 }  // namespace mpsx::cuda

@@ -5,21 +5,25 @@
 namespace mpsx::cuda {
 namespace {
 
-__global__ void copy_kernel(ImageRegion from, ImageRegion to, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t c;
-    int64_t f = offset_of_index(from, i, &c);
-    int64_t t = offset_of_index(to, i, &c);
-    store(to.data, t, to.data_type, load(from.data, f, from.data_type));
+template <class Index>
+__global__ void copy_kernel(Extents<Index> e, Strided<Index> from, Strided<Index> to, Index count) {
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    Index image, row, column;
+    const Index c = e.element(i, &image, &row, &column);
+    to.store(to.at(image, c, row, column), from.load(from.at(image, c, row, column)));
   }
 }
 
 }  // namespace
 
 void copy_region(const ImageRegion& from, const ImageRegion& to, cudaStream_t stream) {
-  int64_t count = from.element_count();
+  const int64_t count = from.element_count();
   if (count == 0) return;
-  copy_kernel<<<blocks_for(count), 256, 0, stream>>>(from, to, count);
+  with_index(narrow_indices(count, {from, to}), [&](auto index) {
+    using Index = decltype(index);
+    copy_kernel<Index><<<blocks_for(count), 256, 0, stream>>>(Extents<Index>(from), Strided<Index>(from),
+                                                              Strided<Index>(to), static_cast<Index>(count));
+  });
 }
 
 }  // namespace mpsx::cuda

@@ -31,6 +31,10 @@ struct Loss {
   bool count_weights;   // SUM_BY_NON_ZERO_WEIGHTS with a weights image
   double scale;         // every image's reduction scale, unless count_weights
   ImageRegion y, t, w, g, loss;
+  // Division by the channels, the width and the chunks: by multiply and
+  // shift where an image's values and the tasks count below 2^31.
+  bool narrow;
+  Divider<uint32_t> by_channels, by_width, by_chunks;
   int lanes;
   int64_t chunk, chunks, tasks;
   double* sums;    // [tasks]
@@ -99,10 +103,22 @@ __device__ __forceinline__ float weight_at(const Loss& k, int64_t offset) {
   return k.w.data ? k.weight * load(k.w.data, offset, k.w.data_type) : k.weight;
 }
 
+// n / divisor, through `narrow` where the Loss is narrow.
+__device__ __forceinline__ int64_t quotient(const Loss& k, const Divider<uint32_t>& narrow, int64_t divisor, int64_t n) {
+  return k.narrow ? narrow.divide(static_cast<uint32_t>(n)) : n / divisor;
+}
+
 // Pixel p of an image as (row, column).
 __device__ __forceinline__ void pixel_at(const Loss& k, int64_t p, int64_t* row, int64_t* column) {
-  *row = p / k.y.w;
-  *column = p % k.y.w;
+  *row = quotient(k, k.by_width, k.y.w, p);
+  *column = p - *row * k.y.w;
+}
+
+// Value u of the pixels from p0 (channels innermost) as (row, column, channel).
+__device__ __forceinline__ int64_t value_at(const Loss& k, int64_t p0, int64_t u, int64_t* row, int64_t* column) {
+  const int64_t pixel = quotient(k, k.by_channels, k.y.c, u);
+  pixel_at(k, p0 + pixel, row, column);
+  return u - pixel * k.y.c;
 }
 
 // The lanes of a group, with the mask of their shuffles: groups of one warp
@@ -130,8 +146,8 @@ __device__ double values_loss(const Loss& k, int64_t n, int64_t p0, int64_t p1, 
   const int64_t channels = k.y.c, count = (p1 - p0) * channels;
   double sum = 0;
   for (int64_t u = g.lane; u < count; u += g.lanes) {
-    int64_t row, column, c = u % channels;
-    pixel_at(k, p0 + u / channels, &row, &column);
+    int64_t row, column;
+    const int64_t c = value_at(k, p0, u, &row, &column);
     float we = weight_at(k, offset_of(k.w, n, c, row, column)), e = 0, dy = 0;
     if (we != 0)
       e = value_loss(k, load(k.y.data, offset_of(k.y, n, c, row, column), k.y.data_type),
@@ -205,8 +221,8 @@ __device__ double nonzero_weights(const Loss& k, int64_t n, int64_t p0, int64_t 
     return sum;
   }
   for (int64_t u = g.lane; u < (p1 - p0) * channels; u += g.lanes) {
-    int64_t row, column, c = u % channels;
-    pixel_at(k, p0 + u / channels, &row, &column);
+    int64_t row, column;
+    const int64_t c = value_at(k, p0, u, &row, &column);
     sum += load(k.w.data, offset_of(k.w, n, c, row, column), k.w.data_type) != 0;
   }
   return sum;
@@ -227,7 +243,7 @@ __device__ void over_tasks(const Loss& k, Phase phase, double* out) {
   const Group g{static_cast<int>(threadIdx.x % k.lanes), k.lanes,
                 k.lanes == 32 ? 0xffffffffu : ((1u << k.lanes) - 1) << first_lane};
   for (int64_t task = thread / k.lanes; task < k.tasks; task += groups) {
-    const int64_t n = task / k.chunks, p0 = (task % k.chunks) * k.chunk;
+    const int64_t n = quotient(k, k.by_chunks, k.chunks, task), p0 = (task - n * k.chunks) * k.chunk;
     const int64_t p1 = min(p0 + k.chunk, k.y.h * k.y.w);
     double sum;
     if (phase == Phase::Count) {
@@ -389,6 +405,12 @@ void loss_and_gradient(const LossDescriptor& d, const ImageRegion& y, const Imag
   k.chunk = s.chunk;
   k.chunks = s.chunks;
   k.tasks = s.tasks;
+  k.narrow = y.element_count() / std::max<int64_t>(y.n, 1) < kNarrowLimit && s.tasks < kNarrowLimit;
+  if (k.narrow) {
+    k.by_channels = Divider<uint32_t>(y.c);
+    k.by_width = Divider<uint32_t>(y.w);
+    k.by_chunks = Divider<uint32_t>(s.chunks);
+  }
   if (!k.per_value_loss) {
     k.sums = static_cast<double*>(scratch);
     k.counts = k.sums + s.tasks;

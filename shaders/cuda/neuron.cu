@@ -6,25 +6,25 @@
 namespace mpsx::cuda {
 namespace {
 
-__global__ void forward_kernel(NeuronParameters p, ImageRegion x, ImageRegion y, int64_t first_channel,
-                               int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t c;
-    int64_t from = offset_of_index(x, i, &c);
-    int64_t to = offset_of_index(y, i, &c);
-    store(y.data, to, y.data_type, forward_value(p, load(x.data, from, x.data_type), first_channel + c));
+template <class Index>
+__global__ void forward_kernel(NeuronParameters p, Extents<Index> e, Strided<Index> x, Strided<Index> y,
+                               int64_t first_channel, Index count) {
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    Index image, row, column;
+    const Index c = e.element(i, &image, &row, &column);
+    y.store(y.at(image, c, row, column), forward_value(p, x.load(x.at(image, c, row, column)), first_channel + c));
   }
 }
 
-__global__ void gradient_kernel(NeuronParameters p, ImageRegion dy, ImageRegion x, ImageRegion dx,
-                                int64_t first_channel, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t c;
-    int64_t g = offset_of_index(dy, i, &c);
-    int64_t v = offset_of_index(x, i, &c);
-    int64_t d = offset_of_index(dx, i, &c);
-    float value = derivative(p, load(x.data, v, x.data_type), first_channel + c) * load(dy.data, g, dy.data_type);
-    store(dx.data, d, dx.data_type, value);
+template <class Index>
+__global__ void gradient_kernel(NeuronParameters p, Extents<Index> e, Strided<Index> dy, Strided<Index> x,
+                                Strided<Index> dx, int64_t first_channel, Index count) {
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    Index image, row, column;
+    const Index c = e.element(i, &image, &row, &column);
+    const float value =
+        derivative(p, x.load(x.at(image, c, row, column)), first_channel + c) * dy.load(dy.at(image, c, row, column));
+    dx.store(dx.at(image, c, row, column), value);
   }
 }
 
@@ -32,16 +32,26 @@ __global__ void gradient_kernel(NeuronParameters p, ImageRegion dy, ImageRegion 
 
 void neuron_forward(const NeuronParameters& p, const ImageRegion& x, const ImageRegion& y, int64_t first_channel,
                     cudaStream_t stream) {
-  int64_t count = x.element_count();
+  const int64_t count = x.element_count();
   if (count == 0) return;
-  forward_kernel<<<blocks_for(count), 256, 0, stream>>>(p, x, y, first_channel, count);
+  with_index(narrow_indices(count, {x, y}), [&](auto index) {
+    using Index = decltype(index);
+    forward_kernel<Index><<<blocks_for(count), 256, 0, stream>>>(p, Extents<Index>(x), Strided<Index>(x),
+                                                                 Strided<Index>(y), first_channel,
+                                                                 static_cast<Index>(count));
+  });
 }
 
 void neuron_gradient(const NeuronParameters& p, const ImageRegion& dy, const ImageRegion& x, const ImageRegion& dx,
                      int64_t first_channel, cudaStream_t stream) {
-  int64_t count = x.element_count();
+  const int64_t count = x.element_count();
   if (count == 0) return;
-  gradient_kernel<<<blocks_for(count), 256, 0, stream>>>(p, dy, x, dx, first_channel, count);
+  with_index(narrow_indices(count, {dy, x, dx}), [&](auto index) {
+    using Index = decltype(index);
+    gradient_kernel<Index><<<blocks_for(count), 256, 0, stream>>>(p, Extents<Index>(x), Strided<Index>(dy),
+                                                                  Strided<Index>(x), Strided<Index>(dx), first_channel,
+                                                                  static_cast<Index>(count));
+  });
 }
 
 }  // namespace mpsx::cuda

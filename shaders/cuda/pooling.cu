@@ -1,5 +1,6 @@
 #include "pooling.cuh"
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -8,100 +9,152 @@
 namespace mpsx::cuda {
 namespace {
 
+// Coordinates along an axis may be negative (padding): signed, of the index's width.
+template <class Index>
+using Signed = std::make_signed_t<Index>;
+
 // Taps j in [begin, end) of one window dimension.
+template <class S>
 struct TapRange {
-  int64_t begin = 0, end = 0;
-  __device__ int64_t size() const { return end - begin; }
+  S begin = 0, end = 0;
+  __device__ S size() const { return end - begin; }
 };
 
-// a / b rounded down, for b > 0.
-__device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
-
 // One dimension of the pooling windows over the source, as the cpu backend
-// defines it.
+// defines it. Divisions by the stride and the dilation take non-negative
+// numerators, through Divider.
+template <class Index>
 struct Axis {
-  int64_t size;       // source pixels
-  int64_t first;      // position of tap 0 of destination 0
-  int64_t stride, dilation, taps;
-  int64_t count_pad;  // PoolingDescriptor::count_pad_*
+  using S = Signed<Index>;
+  S size;   // source pixels
+  S first;  // position of tap 0 of destination 0
+  S taps;
+  S count_pad;  // PoolingDescriptor::count_pad_*
+  Divider<Index> stride, dilation;
 
+  __device__ S step() const { return static_cast<S>(stride.divisor); }
+  __device__ S spacing() const { return static_cast<S>(dilation.divisor); }
   // Taps of destination i at positions in [lo, hi).
-  __device__ TapRange within(int64_t i, int64_t lo, int64_t hi) const {
-    const int64_t p = first + i * stride;
-    auto steps = [&](int64_t distance) {  // taps before `distance`, rounded up
-      if (distance <= 0) return int64_t{0};
-      return dilation == 1 ? distance : (distance + dilation - 1) / dilation;
+  __device__ TapRange<S> within(S i, S lo, S hi) const {
+    const S p = first + i * step();
+    auto steps = [&](S distance) -> S {  // taps before `distance`, rounded up
+      if (distance <= 0) return 0;
+      return static_cast<S>(dilation.divide(static_cast<Index>(distance) + dilation.divisor - 1));
     };
-    int64_t begin = steps(lo - p), end = steps(hi - p);
-    begin = min(begin, taps);
-    return {begin, max(begin, min(end, taps))};
+    const S begin = min(steps(lo - p), taps);
+    return {begin, max(begin, min(steps(hi - p), taps))};
   }
-  __device__ TapRange inside(int64_t i) const { return within(i, 0, size); }
+  __device__ TapRange<S> inside(S i) const { return within(i, 0, size); }
   // Taps average pooling divides by.
-  __device__ int64_t counted(int64_t i) const {
+  __device__ S counted(S i) const {
     return count_pad == PoolingDescriptor::kAllTaps ? taps : within(i, -count_pad, size + count_pad).size();
   }
-  __device__ int64_t position(int64_t i, int64_t j) const { return first + i * stride + j * dilation; }
+  __device__ S position(S i, S j) const { return first + i * step() + j * spacing(); }
 
   // Destinations [*begin, *end) of the `destinations` whose windows span
-  // source position s; tap() says which of them read it.
-  __device__ void spanning(int64_t s, int64_t destinations, int64_t* begin, int64_t* end) const {
-    *begin = max(int64_t{0}, -floor_div(first + (taps - 1) * dilation - s, stride));
-    *end = min(destinations, floor_div(s - first, stride) + 1);
+  // source position s (an empty range may come out with *end < *begin);
+  // tap() says which of them read it.
+  __device__ void spanning(S s, S destinations, S* begin, S* end) const {
+    const S past_first = s - first, past_last = past_first - (taps - 1) * spacing();
+    *begin = past_last > 0 ? static_cast<S>(stride.divide(static_cast<Index>(past_last) + stride.divisor - 1)) : 0;
+    *end = past_first >= 0 ? min(destinations, static_cast<S>(stride.divide(static_cast<Index>(past_first))) + 1) : 0;
   }
-  // Whether destination i's window reads position s (within its span), and through which tap.
-  __device__ bool tap(int64_t i, int64_t s, int64_t* j) const {
-    const int64_t distance = s - first - i * stride;
-    if (distance % dilation != 0) return false;
-    *j = distance / dilation;
+  // Whether destination i's window, among those spanning position s, reads
+  // it, and through which tap.
+  __device__ bool tap(S i, S s, S* j) const {
+    const Index distance = static_cast<Index>(s - first - i * step());
+    const Index q = dilation.divide(distance);
+    if (distance != q * dilation.divisor) return false;
+    *j = static_cast<S>(q);
     return true;
   }
 };
 
+template <class Index>
+Axis<Index> axis_of(int64_t size, int64_t first, int64_t stride, int64_t dilation, int64_t taps, int64_t count_pad) {
+  using S = Signed<Index>;
+  return {static_cast<S>(size), static_cast<S>(first), static_cast<S>(taps), static_cast<S>(count_pad),
+          Divider<Index>(stride), Divider<Index>(dilation)};
+}
+
+// Whether an axis's arithmetic, over `destinations` windows, fits 32 bits
+// with room to spare (below 2^30).
+bool narrow_axis(int64_t size, int64_t first, int64_t stride, int64_t dilation, int64_t taps, int64_t count_pad,
+                 int64_t destinations) {
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  const int64_t parts[] = {size, first < 0 ? -first : first, stride, dilation, taps, count_pad < 0 ? -count_pad : count_pad,
+                           destinations};
+  int64_t bound = 0;
+  for (int64_t part : parts) {
+    if (part >= kLimit) return false;
+    bound += part;
+  }
+  return bound < kLimit && (destinations + 1) * stride < kLimit && taps * dilation < kLimit;
+}
+
 // A pass's windows and edge handling.
+template <class Index>
 struct Pass {
-  Axis x, y;
+  Axis<Index> x, y;
   bool zero_edges;  // MPSImageEdgeModeZero: max taps off the image read 0
 };
 
-Pass pass_of(const PoolingDescriptor& d) {
+template <class Index>
+Pass<Index> pass_of(const PoolingDescriptor& d) {
   const Window& w = d.window;
-  return {{d.source.width, d.source_x, w.stride_x, w.dilation_x, w.kernel_width, d.count_pad_x},
-          {d.source.height, d.source_y, w.stride_y, w.dilation_y, w.kernel_height, d.count_pad_y},
+  return {axis_of<Index>(d.source.width, d.source_x, w.stride_x, w.dilation_x, w.kernel_width, d.count_pad_x),
+          axis_of<Index>(d.source.height, d.source_y, w.stride_y, w.dilation_y, w.kernel_height, d.count_pad_y),
           d.edge_mode == EdgeMode::Zero};
 }
 
-// The image, row, column and channel of the i-th value of a region, counted
-// channels innermost (NHWC order).
+// Whether 32-bit arithmetic holds the regions' indices and the windows' axes
+// over `destinations` (the pooled region).
+bool narrow_pass(const PoolingDescriptor& d, const ImageRegion& destinations, int64_t count,
+                 std::initializer_list<ImageRegion> regions) {
+  const Window& w = d.window;
+  return narrow_indices(count, regions) && w.kernel_width * w.kernel_height < (int64_t{1} << 30) &&
+         narrow_axis(d.source.width, d.source_x, w.stride_x, w.dilation_x, w.kernel_width, d.count_pad_x,
+                     destinations.w) &&
+         narrow_axis(d.source.height, d.source_y, w.stride_y, w.dilation_y, w.kernel_height, d.count_pad_y,
+                     destinations.h);
+}
+
+// Element i of a region (NHWC order) as image, channel and signed row and column.
+template <class Index>
 struct Element {
-  int64_t n, y, x, c;
+  Index n, c;
+  Signed<Index> y, x;
 };
-__device__ __forceinline__ Element element_of(const ImageRegion& r, int64_t i) {
-  Element e;
-  e.c = i % r.c;
-  int64_t rest = i / r.c;
-  e.x = rest % r.w;
-  rest /= r.w;
-  e.y = rest % r.h;
-  e.n = rest / r.h;
-  return e;
+template <class Index>
+__device__ __forceinline__ Element<Index> element_of(const Extents<Index>& e, Index i) {
+  Index n, y, x;
+  const Index c = e.element(i, &n, &y, &x);
+  return {n, c, static_cast<Signed<Index>>(y), static_cast<Signed<Index>>(x)};
+}
+
+// The offset of (n, c) at a signed (row, column) within the region.
+template <class Index>
+__device__ __forceinline__ Index offset_at(const Strided<Index>& r, Index n, Index c, Signed<Index> y,
+                                           Signed<Index> x) {
+  return r.at(n, c, static_cast<Index>(y), static_cast<Index>(x));
 }
 
 // One destination value per thread: channels innermost, so neighbouring
 // threads read neighbouring source values.
-template <PoolingKind K>
-__global__ void pool_kernel(Pass p, ImageRegion x, ImageRegion y, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const Element e = element_of(y, i);
-    const TapRange ry = p.y.inside(e.y), rx = p.x.inside(e.x);
-    int64_t taps = ry.size() * rx.size();
-    if constexpr (K == PoolingKind::Average) taps = p.x.counted(e.x) * p.y.counted(e.y);
+template <PoolingKind K, class Index>
+__global__ void pool_kernel(Pass<Index> p, Extents<Index> e, Strided<Index> x, Strided<Index> y, Index count) {
+  using S = Signed<Index>;
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    const Element<Index> o = element_of(e, i);
+    const TapRange<S> ry = p.y.inside(o.y), rx = p.x.inside(o.x);
+    S taps = ry.size() * rx.size();
+    if constexpr (K == PoolingKind::Average) taps = p.x.counted(o.x) * p.y.counted(o.y);
     float out = 0.0f;  // nothing of the image in the window
     if (ry.size() > 0 && rx.size() > 0 && taps != 0) {
       out = K == PoolingKind::Max ? -INFINITY : 0.0f;
-      for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-        for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-          const float v = load(x.data, offset_of(x, e.n, e.c, p.y.position(e.y, jy), p.x.position(e.x, jx)), x.data_type);
+      for (S jy = ry.begin; jy < ry.end; ++jy)
+        for (S jx = rx.begin; jx < rx.end; ++jx) {
+          const float v = x.load(offset_at(x, o.n, o.c, p.y.position(o.y, jy), p.x.position(o.x, jx)));
           if constexpr (K == PoolingKind::Max) out = fmaxf(out, v);
           else if constexpr (K == PoolingKind::Average) out += v;
           else out += v * v;
@@ -114,50 +167,56 @@ __global__ void pool_kernel(Pass p, ImageRegion x, ImageRegion y, int64_t count)
         out = sqrtf(out);
       }
     }
-    store(y.data, offset_of(y, e.n, e.c, e.y, e.x), y.data_type, out);
+    y.store(offset_at(y, o.n, o.c, o.y, o.x), out);
   }
 }
 
-// Per source gradient value (dense, NHWC order): for max pooling the tap
-// that gets the gradient (jy * taps_x + jx, or -1 for none): the first
-// maximum in scan order, none when a zero read off the image is larger than
-// every pixel; for L2 norm pooling dy / out.
-template <PoolingKind K>
-__global__ void window_kernel(Pass p, ImageRegion dy, ImageRegion x, void* windows, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const Element e = element_of(dy, i);
-    const TapRange ry = p.y.inside(e.y), rx = p.x.inside(e.x);
-    const bool empty = ry.size() == 0 || rx.size() == 0;
-    if constexpr (K == PoolingKind::Max) {
-      int32_t chosen = -1;
-      if (!empty) {
-        float best = -INFINITY;
-        int64_t best_y = ry.begin, best_x = rx.begin;
-        for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-          for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-            const float v =
-                load(x.data, offset_of(x, e.n, e.c, p.y.position(e.y, jy), p.x.position(e.x, jx)), x.data_type);
-            if (v > best) {
-              best = v;
-              best_y = jy;
-              best_x = jx;
-            }
-          }
-        const bool partial = ry.size() < p.y.taps || rx.size() < p.x.taps;
-        if (!(p.zero_edges && partial && best < 0.0f)) chosen = static_cast<int32_t>(best_y * p.x.taps + best_x);
+// Max pooling: the tap of destination (n, c, oy, ox)'s window that gets its
+// gradient (jy * taps_x + jx): the first maximum in scan order; -1 for none,
+// an empty window or a zero read off the image larger than every pixel.
+template <class Index>
+__device__ int32_t chosen_tap(const Pass<Index>& p, const Strided<Index>& x, Index n, Index c, Signed<Index> oy,
+                              Signed<Index> ox) {
+  using S = Signed<Index>;
+  const TapRange<S> ry = p.y.inside(oy), rx = p.x.inside(ox);
+  if (ry.size() == 0 || rx.size() == 0) return -1;
+  float best = -INFINITY;
+  S best_y = ry.begin, best_x = rx.begin;
+  for (S jy = ry.begin; jy < ry.end; ++jy)
+    for (S jx = rx.begin; jx < rx.end; ++jx) {
+      const float v = x.load(offset_at(x, n, c, p.y.position(oy, jy), p.x.position(ox, jx)));
+      if (v > best) {
+        best = v;
+        best_y = jy;
+        best_x = jx;
       }
-      static_cast<int32_t*>(windows)[i] = chosen;
+    }
+  const bool partial = ry.size() < p.y.taps || rx.size() < p.x.taps;
+  if (p.zero_edges && partial && best < 0.0f) return -1;
+  return static_cast<int32_t>(best_y * p.x.taps + best_x);
+}
+
+// Per source gradient value (dense, NHWC order, over dy's extents e): for max
+// pooling chosen_tap, for L2 norm pooling dy / out.
+template <PoolingKind K, class Index>
+__global__ void window_kernel(Pass<Index> p, Extents<Index> e, Strided<Index> dy, Strided<Index> x, void* windows,
+                              Index count) {
+  using S = Signed<Index>;
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    const Element<Index> o = element_of(e, i);
+    if constexpr (K == PoolingKind::Max) {
+      static_cast<int32_t*>(windows)[i] = chosen_tap(p, x, o.n, o.c, o.y, o.x);
     } else {
+      const TapRange<S> ry = p.y.inside(o.y), rx = p.x.inside(o.x);
       float scaled = 0.0f;
-      if (!empty) {
+      if (ry.size() > 0 && rx.size() > 0) {
         float sum = 0.0f;
-        for (int64_t jy = ry.begin; jy < ry.end; ++jy)
-          for (int64_t jx = rx.begin; jx < rx.end; ++jx) {
-            const float v =
-                load(x.data, offset_of(x, e.n, e.c, p.y.position(e.y, jy), p.x.position(e.x, jx)), x.data_type);
+        for (S jy = ry.begin; jy < ry.end; ++jy)
+          for (S jx = rx.begin; jx < rx.end; ++jx) {
+            const float v = x.load(offset_at(x, o.n, o.c, p.y.position(o.y, jy), p.x.position(o.x, jx)));
             sum += v * v;
           }
-        if (sum > 0.0f) scaled = load(dy.data, offset_of(dy, e.n, e.c, e.y, e.x), dy.data_type) / sqrtf(sum);
+        if (sum > 0.0f) scaled = dy.load(offset_at(dy, o.n, o.c, o.y, o.x)) / sqrtf(sum);
       }
       static_cast<float*>(windows)[i] = scaled;
     }
@@ -166,37 +225,42 @@ __global__ void window_kernel(Pass p, ImageRegion dy, ImageRegion x, void* windo
 
 // One destination gradient value per thread, gathering from the windows
 // that read it in a fixed order: deterministic, and every value written.
-template <PoolingKind K>
-__global__ void unpool_kernel(Pass p, ImageRegion dy, ImageRegion x, ImageRegion dx, const void* windows,
-                              int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const Element e = element_of(dx, i);
+// `windows` indexes window_kernel's values by dy's coordinates; with
+// kChoose, max pooling's windows do not overlap and each thread finds the
+// chosen tap of its one window itself.
+template <PoolingKind K, bool kChoose, class Index>
+__global__ void unpool_kernel(Pass<Index> p, Extents<Index> e, Strided<Index> dy, Strided<Index> x, Strided<Index> dx,
+                              Strided<Index> windows, Signed<Index> dy_h, Signed<Index> dy_w, Index count) {
+  using S = Signed<Index>;
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    const Element<Index> o = element_of(e, i);
     float in = 0.0f;
-    if constexpr (K == PoolingKind::L2Norm) in = load(x.data, offset_of(x, e.n, e.c, e.y, e.x), x.data_type);
-    int64_t y_begin, y_end, x_begin, x_end;
-    p.y.spanning(e.y, dy.h, &y_begin, &y_end);
-    p.x.spanning(e.x, dy.w, &x_begin, &x_end);
+    if constexpr (K == PoolingKind::L2Norm) in = x.load(offset_at(x, o.n, o.c, o.y, o.x));
+    S y_begin, y_end, x_begin, x_end;
+    p.y.spanning(o.y, dy_h, &y_begin, &y_end);
+    p.x.spanning(o.x, dy_w, &x_begin, &x_end);
     float sum = 0.0f;
-    for (int64_t oy = y_begin; oy < y_end; ++oy) {
-      int64_t jy;
-      if (!p.y.tap(oy, e.y, &jy)) continue;
-      for (int64_t ox = x_begin; ox < x_end; ++ox) {
-        int64_t jx;
-        if (!p.x.tap(ox, e.x, &jx)) continue;
-        const int64_t w = ((e.n * dy.h + oy) * dy.w + ox) * dy.c + e.c;
+    for (S oy = y_begin; oy < y_end; ++oy) {
+      S jy;
+      if (!p.y.tap(oy, o.y, &jy)) continue;
+      for (S ox = x_begin; ox < x_end; ++ox) {
+        S jx;
+        if (!p.x.tap(ox, o.x, &jx)) continue;
+        const Index w = offset_at(windows, o.n, o.c, oy, ox);
         if constexpr (K == PoolingKind::Max) {
-          if (static_cast<const int32_t*>(windows)[w] == jy * p.x.taps + jx)
-            sum += load(dy.data, offset_of(dy, e.n, e.c, oy, ox), dy.data_type);
+          const int32_t chosen =
+              kChoose ? chosen_tap(p, x, o.n, o.c, oy, ox) : static_cast<const int32_t*>(windows.data)[w];
+          if (chosen == jy * p.x.taps + jx) sum += dy.load(offset_at(dy, o.n, o.c, oy, ox));
         } else if constexpr (K == PoolingKind::Average) {
-          const int64_t taps = p.x.counted(ox) * p.y.counted(oy);
+          const S taps = p.x.counted(ox) * p.y.counted(oy);
           const float scale = taps > 0 ? 1.0f / static_cast<float>(taps) : 0.0f;
-          sum += load(dy.data, offset_of(dy, e.n, e.c, oy, ox), dy.data_type) * scale;
+          sum += dy.load(offset_at(dy, o.n, o.c, oy, ox)) * scale;
         } else {
-          sum += in * static_cast<const float*>(windows)[w];
+          sum += in * static_cast<const float*>(windows.data)[w];
         }
       }
     }
-    store(dx.data, offset_of(dx, e.n, e.c, e.y, e.x), dx.data_type, sum);
+    dx.store(offset_at(dx, o.n, o.c, o.y, o.x), sum);
   }
 }
 
@@ -211,31 +275,68 @@ void dispatch(PoolingKind kind, F&& f) {
   }
 }
 
+// Whether every source pixel lies in at most one max pooling window: the
+// gradient then finds each window's chosen tap where it is used, in one pass.
+bool choose_in_place(const PoolingDescriptor& d) {
+  const bool max = d.kind == PoolingKind::Max || d.kind == PoolingKind::DilatedMax;
+  return max && d.window.stride_x >= d.window.extent_x() && d.window.stride_y >= d.window.extent_y();
+}
+
+// The dense NHWC layout of per-window values over dy's extents.
+ImageRegion windows_of(const ImageRegion& dy, void* scratch) {
+  ImageRegion r = dy;
+  r.data = scratch;
+  r.stride = ImageLayout{dy.h * dy.w * dy.c, 1, dy.w * dy.c, dy.c};
+  return r;
+}
+
 }  // namespace
 
 void pooling_forward(const PoolingDescriptor& d, const ImageRegion& x, const ImageRegion& y, cudaStream_t stream) {
   const int64_t count = y.element_count();
   if (count == 0) return;
-  dispatch(d.kind, [&](auto kind) {
-    pool_kernel<decltype(kind)::value><<<blocks_for(count), 256, 0, stream>>>(pass_of(d), x, y, count);
+  with_index(narrow_pass(d, y, count, {x, y}), [&](auto index) {
+    using Index = decltype(index);
+    dispatch(d.kind, [&](auto kind) {
+      pool_kernel<decltype(kind)::value, Index><<<blocks_for(count), 256, 0, stream>>>(
+          pass_of<Index>(d), Extents<Index>(y), Strided<Index>(x), Strided<Index>(y), static_cast<Index>(count));
+    });
   });
 }
 
 size_t pooling_gradient_scratch_bytes(const PoolingDescriptor& d, const ImageRegion& dy) {
   // Average pooling's windows need nothing but their tap counts.
-  return d.kind == PoolingKind::Average ? 0 : static_cast<size_t>(dy.element_count()) * sizeof(int32_t);
+  if (d.kind == PoolingKind::Average || choose_in_place(d)) return 0;
+  return static_cast<size_t>(dy.element_count()) * sizeof(int32_t);
 }
 
 void pooling_gradient(const PoolingDescriptor& d, const ImageRegion& dy, const ImageRegion& x, const ImageRegion& dx,
                       void* scratch, cudaStream_t stream) {
   const int64_t windows = dy.element_count(), count = dx.element_count();
   if (count == 0) return;
-  const Pass p = pass_of(d);
-  dispatch(d.kind, [&](auto kind) {
-    constexpr PoolingKind K = decltype(kind)::value;
-    if constexpr (K != PoolingKind::Average)
-      if (windows > 0) window_kernel<K><<<blocks_for(windows), 256, 0, stream>>>(p, dy, x, scratch, windows);
-    unpool_kernel<K><<<blocks_for(count), 256, 0, stream>>>(p, dy, x, dx, scratch, count);
+  const ImageRegion values = windows_of(dy, scratch);
+  const bool choose = choose_in_place(d);
+  with_index(narrow_pass(d, dy, std::max(windows, count), {dy, x, dx, values}), [&](auto index) {
+    using Index = decltype(index);
+    const Pass<Index> p = pass_of<Index>(d);
+    const Extents<Index> e(dx);
+    const Strided<Index> gradient(dy), source(x), result(dx), per_window(values);
+    const auto h = static_cast<Signed<Index>>(dy.h), w = static_cast<Signed<Index>>(dy.w);
+    dispatch(d.kind, [&](auto kind) {
+      constexpr PoolingKind K = decltype(kind)::value;
+      if constexpr (K == PoolingKind::Max)
+        if (choose) {
+          unpool_kernel<K, true, Index><<<blocks_for(count), 256, 0, stream>>>(
+              p, e, gradient, source, result, per_window, h, w, static_cast<Index>(count));
+          return;
+        }
+      if constexpr (K != PoolingKind::Average)
+        if (windows > 0)
+          window_kernel<K, Index><<<blocks_for(windows), 256, 0, stream>>>(p, Extents<Index>(dy), gradient, source,
+                                                                            scratch, static_cast<Index>(windows));
+      unpool_kernel<K, false, Index><<<blocks_for(count), 256, 0, stream>>>(p, e, gradient, source, result, per_window,
+                                                                            h, w, static_cast<Index>(count));
+    });
   });
 }
 

@@ -1,0 +1,186 @@
+// Work over a region's pixels with one channel per thread, and sums per
+// channel (batch normalization's moments and products, bias gradients) that
+// are deterministic: blocks write partial sums of fixed chunks of pixels, and
+// a second kernel folds them in a fixed order, in double.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "elements.cuh"
+
+namespace mpsx::cuda {
+
+constexpr unsigned kChannelThreads = 256;
+// Blocks the grids aim at per multiprocessor: enough to hide memory latency.
+constexpr int64_t kChannelBlocksPerMultiprocessor = 4;
+// Pixels a thread sums in float before adding them into its double sums:
+// few enough for float's precision about a shift.
+constexpr int kFloatRun = 16;
+
+// Pixels whose values a thread loads together (map_pixels): loads in flight
+// together hide memory latency.
+constexpr int kPixelBatch = 4;
+
+// Blocks of kChannelThreads threads: threadIdx.x picks a channel of a tile of
+// adjacent channels (coalesced: channels are innermost), threadIdx.y a row of
+// a chunk of pixels; grid x runs over the chunks, grid y over channel tiles.
+struct ChannelTiling {
+  dim3 grid, block;
+  int64_t pixels = 0, chunk_pixels = 0, chunks = 0;
+};
+
+inline ChannelTiling channel_tiling(const ImageRegion& r) {
+  unsigned width = 1;
+  while (width < 32 && width < r.c) width *= 2;
+  const int64_t rows = kChannelThreads / width, tiles = (r.c + width - 1) / width;
+  const int64_t wanted = std::max<int64_t>(1, (kChannelBlocksPerMultiprocessor * multiprocessors() + tiles - 1) / tiles);
+  ChannelTiling t;
+  t.pixels = r.n * r.h * r.w;
+  t.chunk_pixels = std::max<int64_t>(1, ((t.pixels + wanted - 1) / wanted + rows - 1) / rows) * rows;
+  t.chunks = std::max<int64_t>(1, (t.pixels + t.chunk_pixels - 1) / t.chunk_pixels);
+  t.block = dim3(width, static_cast<unsigned>(rows));
+  t.grid = dim3(static_cast<unsigned>(t.chunks), static_cast<unsigned>(tiles));
+  return t;
+}
+
+// A tiling as kernels see it, over regions of the extents it was made for.
+template <class Index>
+struct ChannelChunks {
+  Extents<Index> extents;
+  Index pixels = 0, chunk_pixels = 0, channels = 0;
+  ChannelChunks(const ChannelTiling& t, const ImageRegion& r)
+      : extents(r),
+        pixels(static_cast<Index>(t.pixels)),
+        chunk_pixels(static_cast<Index>(t.chunk_pixels)),
+        channels(static_cast<Index>(r.c)) {}
+
+  // The calling thread's channel; `channels` or more for none.
+  __device__ __forceinline__ Index channel() const {
+    return static_cast<Index>(blockIdx.y) * blockDim.x + threadIdx.x;
+  }
+  // The thread's first pixel (of its row of its block's chunk), the end of
+  // the chunk, and the step between the thread's pixels.
+  __device__ __forceinline__ Index first() const { return static_cast<Index>(blockIdx.x) * chunk_pixels + threadIdx.y; }
+  __device__ __forceinline__ Index end() const {
+    const Index begin = static_cast<Index>(blockIdx.x) * chunk_pixels;
+    return pixels - begin < chunk_pixels ? pixels : begin + chunk_pixels;
+  }
+  __device__ __forceinline__ Index step() const { return blockDim.y; }
+
+  // load(j, image, row, column) for a batch of kPixelBatch of the thread's
+  // pixels, then store(j, image, row, column) for them, batch after batch:
+  // the batch's loads are in flight together, and in-place work stays right.
+  template <class Load, class Store>
+  __device__ __forceinline__ void map_pixels(Load&& load, Store&& store) const {
+    const Index last = end();
+    for (Index p = first(); p < last; p += kPixelBatch * step()) {
+      Index image[kPixelBatch], row[kPixelBatch], column[kPixelBatch];
+#pragma unroll
+      for (int j = 0; j < kPixelBatch; ++j)
+        if (p + j * step() < last) {
+          extents.pixel(p + j * step(), &image[j], &row[j], &column[j]);
+          load(j, image[j], row[j], column[j]);
+        }
+#pragma unroll
+      for (int j = 0; j < kPixelBatch; ++j)
+        if (p + j * step() < last) store(j, image[j], row[j], column[j]);
+    }
+  }
+};
+
+// Whether 32-bit indices hold the tiling's pixels and the regions' offsets.
+inline bool narrow_indices(const ChannelTiling& t, std::initializer_list<ImageRegion> regions) {
+  return narrow_indices(t.pixels + t.chunk_pixels, regions);
+}
+
+namespace channels_detail {
+
+// v summed over the 32 lanes of a warp, into lane 0, in a fixed order.
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// Summands s (K per pixel, see sum_channels) over the thread's pixels,
+// folded over the block's rows into partials[chunk][k][channel].
+template <int K, class Index, class Summands>
+__global__ void partials_kernel(ChannelChunks<Index> chunks, Summands s, double* partials) {
+  const Index c = chunks.channel();
+  double total[K] = {};
+  if (c < chunks.channels) {
+    const auto channel = s.channel(c);
+    float values[kPixelBatch][Summands::kLoads];
+    float run[K] = {};
+    int length = 0;
+    chunks.map_pixels(
+        [&](int j, Index image, Index row, Index column) { s.load(channel, image, row, column, values[j]); },
+        [&](int j, Index, Index, Index) {
+          s.add(channel, values[j], run);
+          if (++length < kFloatRun) return;
+          for (int k = 0; k < K; ++k) {
+            total[k] += run[k];
+            run[k] = 0.0f;
+          }
+          length = 0;
+        });
+    for (int k = 0; k < K; ++k) total[k] += run[k];
+  }
+  __shared__ double folded[K][kChannelThreads];
+  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int k = 0; k < K; ++k) folded[k][t] = total[k];
+  __syncthreads();
+  for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+    if (threadIdx.y < half)
+      for (int k = 0; k < K; ++k) folded[k][t] += folded[k][t + half * blockDim.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && c < chunks.channels)
+    for (int k = 0; k < K; ++k)
+      partials[(int64_t(blockIdx.x) * K + k) * int64_t(chunks.channels) + c] = folded[k][threadIdx.x];
+}
+
+// One block of kChannelThreads threads per channel: the channel's partial
+// sums over the chunks, in a fixed order, handed to finish(channel, totals).
+template <int K, class Finish>
+__global__ void totals_kernel(const double* partials, int64_t chunks, int64_t channels, Finish finish) {
+  const int64_t c = blockIdx.x;
+  double sums[K] = {};
+  for (int64_t j = threadIdx.x; j < chunks; j += blockDim.x)
+    for (int k = 0; k < K; ++k) sums[k] += partials[(j * K + k) * channels + c];
+  __shared__ double warps[K][kChannelThreads / 32];
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int k = 0; k < K; ++k) {
+    sums[k] = warp_sum(sums[k]);
+    if (lane == 0) warps[k][warp] = sums[k];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  for (int k = 0; k < K; ++k) sums[k] = warp_sum(lane < kChannelThreads / 32 ? warps[k][lane] : 0.0);
+  if (lane == 0) finish(c, sums);
+}
+
+}  // namespace channels_detail
+
+// Bytes of the partial sums of `sums` per channel that sum_channels needs.
+inline size_t channel_partials_bytes(const ChannelTiling& t, int sums, int64_t channels) {
+  return static_cast<size_t>(t.chunks * sums * channels) * sizeof(double);
+}
+
+// For every channel c of the tiled extents, K sums over the pixels, handed to
+// finish(int64_t c, const double (&totals)[K]) on the device. Summands has
+// `Channel channel(Index c)`, the thread's per-channel constants; kLoads, the
+// values a pixel reads, read by `load(const Channel&, Index image, Index row,
+// Index column, float (&values)[kLoads])`; and `add(const Channel&, const
+// float (&values)[kLoads], float (&sums)[K])`. partials: scratch of
+// channel_partials_bytes(t, K, channels) bytes.
+template <int K, class Index, class Summands, class Finish>
+void sum_channels(const ChannelTiling& t, const ChannelChunks<Index>& chunks, const Summands& s, const Finish& finish,
+                  double* partials, cudaStream_t stream) {
+  channels_detail::partials_kernel<K><<<t.grid, t.block, 0, stream>>>(chunks, s, partials);
+  channels_detail::totals_kernel<K><<<static_cast<unsigned>(chunks.channels), kChannelThreads, 0, stream>>>(
+      partials, t.chunks, static_cast<int64_t>(chunks.channels), finish);
+}
+
+}  // namespace mpsx::cuda
