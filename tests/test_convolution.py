@@ -361,6 +361,27 @@ def test_weights_state_export_and_reload(device, rng):
                                        mpsx.CNNConvolutionWeightsAndBiasesState(device, np.zeros(2, np.float32)))
 
 
+def test_reload_then_export_in_one_command_buffer(device, rng):
+    # Copies with no kernel between them still happen in order: the export
+    # reads what the reload wrote, and a second reload overwrites the first.
+    source, w, b = make(device, rng, 3, 3, 2, 3)
+    conv = mpsx.CNNConvolution(device, source)
+    states = [mpsx.CNNConvolutionWeightsAndBiasesState(device, rng.standard_normal(w.shape).astype(np.float32),
+                                                       rng.standard_normal(3).astype(np.float32)) for _ in range(2)]
+    cb = device.command_queue.command_buffer()
+    conv.reload_weights_and_biases(cb, states[0])
+    first = conv.export_weights_and_biases(cb)
+    conv.reload_weights_and_biases(cb, states[1])
+    second = conv.export_weights_and_biases(cb)
+    for state in (first, second):
+        state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    for exported, state in zip((first, second), states):
+        np.testing.assert_array_equal(exported.weights.to_numpy(), state.weights.to_numpy())
+        np.testing.assert_array_equal(exported.biases.to_numpy(), state.biases.to_numpy())
+
+
 class UpdatingSource(ArraySource):
     def __init__(self, *args, fail=False, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <string>
 
 #include "backend.h"
@@ -104,7 +105,18 @@ void CudaContext::copy(void* destination, const void* source, size_t bytes) {
     MPSX_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream()));
     return;
   }
-  if (copies_.count == BufferCopies::kMax) flush_copies();
+  // Copies launched together run in any order: one that reads or writes
+  // what a pending one writes, or writes what it reads, waits for it.
+  auto overlaps = [bytes](const void* a, const void* b, size_t b_bytes) {
+    auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x < y + b_bytes && y < x + bytes;
+  };
+  bool depends = copies_.count == BufferCopies::kMax;
+  for (int k = 0; k < copies_.count && !depends; ++k)
+    depends = overlaps(source, copies_.destination[k], copies_.bytes[k]) ||
+              overlaps(destination, copies_.destination[k], copies_.bytes[k]) ||
+              overlaps(destination, copies_.source[k], copies_.bytes[k]);
+  if (depends) flush_copies();
   copies_.destination[copies_.count] = destination;
   copies_.source[copies_.count] = source;
   copies_.bytes[copies_.count] = bytes;
