@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <utility>
 
 #include "mpsx/backend.h"
@@ -38,16 +39,34 @@ bool ConvolutionDescriptor::operator==(const ConvolutionDescriptor& o) const {
          fused_neuron == o.fused_neuron;
 }
 
+ConvolutionWindow ConvolutionDescriptor::window() const {
+  ConvolutionWindow w;
+  w.groups = groups;
+  w.kernel_height = kernel_height;
+  w.kernel_width = kernel_width;
+  w.stride_y = stride_y;
+  w.stride_x = stride_x;
+  w.dilation_y = dilation_y;
+  w.dilation_x = dilation_x;
+  return w;
+}
+
+bool ConvolutionWindow::operator==(const ConvolutionWindow& o) const {
+  auto fields = [](const ConvolutionWindow& w) {
+    return std::tie(w.groups, w.pad_top, w.pad_left, w.pad_bottom, w.pad_right, w.kernel_height, w.kernel_width,
+                    w.stride_y, w.stride_x, w.dilation_y, w.dilation_x);
+  };
+  return fields(*this) == fields(o);
+}
+
 bool ConvolutionShape::operator==(const ConvolutionShape& o) const {
   auto same = [](const ImageLayout& a, const ImageLayout& b) {
     return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
   };
-  return images == o.images && input_channels == o.input_channels && output_channels == o.output_channels &&
-         groups == o.groups && source_height == o.source_height && source_width == o.source_width &&
-         pad_top == o.pad_top && pad_left == o.pad_left && pad_bottom == o.pad_bottom && pad_right == o.pad_right &&
-         height == o.height && width == o.width && kernel_height == o.kernel_height &&
-         kernel_width == o.kernel_width && stride_y == o.stride_y && stride_x == o.stride_x &&
-         dilation_y == o.dilation_y && dilation_x == o.dilation_x && same(source_stride, o.source_stride) &&
+  return ConvolutionWindow::operator==(o) && images == o.images && input_channels == o.input_channels &&
+         output_channels == o.output_channels && source_height == o.source_height &&
+         source_width == o.source_width && height == o.height && width == o.width &&
+         same(source_stride, o.source_stride) &&
          same(destination_stride, o.destination_stride) && source_type == o.source_type &&
          destination_type == o.destination_type && gradient == o.gradient &&
          accumulator_precision == o.accumulator_precision;
@@ -307,10 +326,10 @@ ConvolutionShape shape_of(const ConvolutionDescriptor& d, const SourceBlock& b, 
                           const Image& source, const ImageLayout& destination_stride, DataType destination_type,
                           bool gradient) {
   ConvolutionShape s;
+  static_cast<ConvolutionWindow&>(s) = d.window();
   s.images = g.images;
   s.input_channels = d.input_feature_channels;
   s.output_channels = d.output_feature_channels;
-  s.groups = d.groups;
   s.source_height = b.height;
   s.source_width = b.width;
   s.pad_top = b.pad_top;
@@ -319,12 +338,6 @@ ConvolutionShape shape_of(const ConvolutionDescriptor& d, const SourceBlock& b, 
   s.pad_right = b.pad_right;
   s.height = g.height;
   s.width = g.width;
-  s.kernel_height = d.kernel_height;
-  s.kernel_width = d.kernel_width;
-  s.stride_y = d.stride_y;
-  s.stride_x = d.stride_x;
-  s.dilation_y = d.dilation_y;
-  s.dilation_x = d.dilation_x;
   s.source_stride = source.layout();
   s.destination_stride = destination_stride;
   s.source_type = source.data_type();

@@ -14,14 +14,13 @@ namespace mpsx {
 
 bool ConvolutionTransposeShape::operator==(const ConvolutionTransposeShape& o) const {
   auto fields = [](const ConvolutionTransposeShape& s) {
-    return std::tie(s.images, s.input_channels, s.output_channels, s.groups, s.source_height, s.source_width, s.height,
-                    s.width, s.reached_y, s.reached_x, s.reached_height, s.reached_width, s.pad_top, s.pad_left,
-                    s.pad_bottom, s.pad_right, s.kernel_height, s.kernel_width, s.stride_y, s.stride_x, s.dilation_y,
-                    s.dilation_x, s.source_stride.n, s.source_stride.c, s.source_stride.h, s.source_stride.w,
-                    s.destination_stride.n, s.destination_stride.c, s.destination_stride.h,
-                    s.destination_stride.w, s.source_type, s.destination_type, s.gradient);
+    return std::tie(s.images, s.input_channels, s.output_channels, s.source_height, s.source_width, s.height,
+                    s.width, s.reached_y, s.reached_x, s.reached_height, s.reached_width, s.source_stride.n,
+                    s.source_stride.c, s.source_stride.h, s.source_stride.w, s.destination_stride.n,
+                    s.destination_stride.c, s.destination_stride.h, s.destination_stride.w, s.source_type,
+                    s.destination_type, s.gradient);
   };
-  return fields(*this) == fields(o);
+  return ConvolutionWindow::operator==(o) && fields(*this) == fields(o);
 }
 
 ConvolutionTransposeGradientState::ConvolutionTransposeGradientState(
@@ -89,10 +88,10 @@ ConvolutionTransposeShape shape_of(const ConvolutionDescriptor& d, const Blocks&
                                    const Image& source, const ImageLayout& destination_stride,
                                    DataType destination_type, bool gradient) {
   ConvolutionTransposeShape s;
+  static_cast<ConvolutionWindow&>(s) = d.window();
   s.images = g.images;
   s.input_channels = d.input_feature_channels;
   s.output_channels = d.output_feature_channels;
-  s.groups = d.groups;
   s.source_height = b.y.source_count;
   s.source_width = b.x.source_count;
   s.height = g.height;
@@ -105,12 +104,6 @@ ConvolutionTransposeShape shape_of(const ConvolutionDescriptor& d, const Blocks&
   s.pad_left = b.x.pad_before;
   s.pad_bottom = b.y.pad_after;
   s.pad_right = b.x.pad_after;
-  s.kernel_height = d.kernel_height;
-  s.kernel_width = d.kernel_width;
-  s.stride_y = d.stride_y;
-  s.stride_x = d.stride_x;
-  s.dilation_y = d.dilation_y;
-  s.dilation_x = d.dilation_x;
   s.source_stride = source.layout();
   s.destination_stride = destination_stride;
   s.source_type = source.data_type();

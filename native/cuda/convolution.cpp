@@ -491,24 +491,14 @@ void gemm(CudaContext& context, bool tensor_float32, cublasOperation_t a_op, cub
 
 CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s) {
   CudnnConvolutionShape c;
+  static_cast<ConvolutionWindow&>(c) = s;
   c.images = s.images;
-  c.groups = s.groups;
   c.x_channels = s.input_channels;
   c.x_height = s.source_height;
   c.x_width = s.source_width;
   c.y_channels = s.output_channels;
   c.y_height = s.height;
   c.y_width = s.width;
-  c.pad_top = s.pad_top;
-  c.pad_left = s.pad_left;
-  c.pad_bottom = s.pad_bottom;
-  c.pad_right = s.pad_right;
-  c.kernel_height = s.kernel_height;
-  c.kernel_width = s.kernel_width;
-  c.stride_y = s.stride_y;
-  c.stride_x = s.stride_x;
-  c.dilation_y = s.dilation_y;
-  c.dilation_x = s.dilation_x;
   c.tensor_float32 = s.accumulator_precision == AccumulatorPrecision::Half;
   return c;
 }

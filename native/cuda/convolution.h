@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "mpsx/kernels/convolution.h"
 
 namespace mpsx::cuda {
 
@@ -49,12 +50,10 @@ constexpr size_t kFirstStagedSlot = 0, kSecondStagedSlot = 1, kWorkspaceSlot = 2
 // A convolution as cuDNN runs it, x -> y: cross-correlation with the KRSC
 // filter [y_channels][kernel_height][kernel_width][x_channels / groups]. The
 // padding of x may be asymmetric.
-struct CudnnConvolutionShape {
-  int64_t images = 0, groups = 1;
+struct CudnnConvolutionShape : ConvolutionWindow {
+  int64_t images = 0;
   int64_t x_channels = 0, x_height = 0, x_width = 0;
   int64_t y_channels = 0, y_height = 0, y_width = 0;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  int64_t kernel_height = 1, kernel_width = 1, stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
   bool tensor_float32 = false;  // products on TF32 tensor cores
 };
 

@@ -17,24 +17,14 @@ namespace {
 // in and out exchanged because cuDNN's filter leads with the channels of y.
 CudnnConvolutionShape cudnn_shape(const ConvolutionTransposeShape& s) {
   CudnnConvolutionShape c;
+  static_cast<ConvolutionWindow&>(c) = s;
   c.images = s.images;
-  c.groups = s.groups;
   c.x_channels = s.output_channels;
   c.x_height = s.reached_height;
   c.x_width = s.reached_width;
   c.y_channels = s.input_channels;
   c.y_height = s.source_height;
   c.y_width = s.source_width;
-  c.pad_top = s.pad_top;
-  c.pad_left = s.pad_left;
-  c.pad_bottom = s.pad_bottom;
-  c.pad_right = s.pad_right;
-  c.kernel_height = s.kernel_height;
-  c.kernel_width = s.kernel_width;
-  c.stride_y = s.stride_y;
-  c.stride_x = s.stride_x;
-  c.dilation_y = s.dilation_y;
-  c.dilation_x = s.dilation_x;
   return c;
 }
 

@@ -20,6 +20,17 @@ namespace mpsx {
 class ExecutionContext;
 
 // MPSCNNConvolutionDescriptor.
+// The filter window of a convolution problem and the zero padding around its
+// source block: what every shape of the convolution families shares.
+struct ConvolutionWindow {
+  int64_t groups = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t kernel_height = 1, kernel_width = 1;
+  int64_t stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
+
+  bool operator==(const ConvolutionWindow& o) const;
+};
+
 struct ConvolutionDescriptor {
   int64_t kernel_width = 1, kernel_height = 1;
   int64_t input_feature_channels = 1, output_feature_channels = 1;
@@ -37,6 +48,8 @@ struct ConvolutionDescriptor {
                                (input_feature_channels / groups));
   }
   bool operator==(const ConvolutionDescriptor& o) const;
+  // The descriptor's window, unpadded.
+  ConvolutionWindow window() const;
 };
 
 // MPSCNNWeightsQuantizationType.
@@ -185,18 +198,15 @@ class ConvolutionGradientState : public GradientState {
   std::shared_ptr<Buffer> gradient_for_weights_, gradient_for_biases_;
 };
 
-// One convolution problem as a backend runs it: the block of the source read
-// (inside the image), its zero padding, the destination block and the filter.
 // MPSNNConvolutionAccumulatorPrecisionOption.
 enum class AccumulatorPrecision : uint32_t { Half = 0, Float = 1 };
 
-struct ConvolutionShape {
-  int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
+// One convolution problem as a backend runs it: the block of the source read
+// (inside the image), its zero padding, the destination block and the filter.
+struct ConvolutionShape : ConvolutionWindow {
+  int64_t images = 0, input_channels = 0, output_channels = 0;
   int64_t source_height = 0, source_width = 0;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   int64_t height = 0, width = 0;
-  int64_t kernel_height = 1, kernel_width = 1;
-  int64_t stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
   ImageLayout source_stride, destination_stride;
   DataType source_type = DataType::Float32, destination_type = DataType::Float32;
   bool gradient = false;  // a primitive for the backward passes

@@ -37,14 +37,11 @@ class ConvolutionTransposeGradientState : public ConvolutionGradientState {
 // region written, the part of it the source reaches (the rest gets the bias
 // only) and the padding relating that part to the source block as in a
 // deconvolution whose filter is the weights rotated by 180 degrees.
-struct ConvolutionTransposeShape {
-  int64_t images = 0, input_channels = 0, output_channels = 0, groups = 1;
+struct ConvolutionTransposeShape : ConvolutionWindow {
+  int64_t images = 0, input_channels = 0, output_channels = 0;
   int64_t source_height = 0, source_width = 0;
   int64_t height = 0, width = 0;
   int64_t reached_y = 0, reached_x = 0, reached_height = 0, reached_width = 0;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  int64_t kernel_height = 1, kernel_width = 1;
-  int64_t stride_y = 1, stride_x = 1, dilation_y = 1, dilation_x = 1;
   ImageLayout source_stride, destination_stride;
   DataType source_type = DataType::Float32, destination_type = DataType::Float32;
   bool gradient = false;  // a primitive for the backward passes
