@@ -780,4 +780,10 @@ def test_batch_normalization_state_errors(device, rng):
     with pytest.raises(mpsx.ShapeError):
         sgd.encode(cb, batch_normalization_state=state, input_momentum_vectors=[mpsx.Vector(device, 4)],
                    result_state=result)
+    # gamma and beta are updated together: one momentum for both would race.
+    momentum = mpsx.Vector(device, 5)
+    with pytest.raises(ValueError, match="input_momentum_vectors for gamma and input_momentum_vectors for beta share "
+                                         "memory; the arrays one encode updates need memory of their own"):
+        sgd.encode(cb, batch_normalization_state=state, input_momentum_vectors=[momentum, momentum],
+                   result_state=result)
     assert cb.command_count == count

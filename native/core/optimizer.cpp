@@ -141,22 +141,38 @@ size_t NNOptimizer::assign_lists(const OptimizerVectorLists& lists, Parameter* p
   return first ? count : without_lists;
 }
 
-void NNOptimizer::check_overlaps(const Parameter& p, const char* const* operands, bool lists) const {
-  const Span* spans[] = {&p.gradient, &p.values, &p.result, &p.momentum, &p.velocity, &p.maximum_velocity,
-                         &p.sum_of_squares};
-  const size_t bytes = p.count * size_of(p.type);
+void NNOptimizer::check_overlaps(const Parameter* parameters, size_t count, const char* const* operands,
+                                 const char* const* what) const {
   auto name = [&](size_t i) {
-    return i < 3 ? std::string(operands[i]) : detail::concat(kRoles[i - 3].name, lists ? "s" : "");
+    return i < 3 ? std::string(operands[i]) : detail::concat(kRoles[i - 3].name, what ? "s" : "");
   };
-  for (size_t i = 0; i < 7; ++i)
-    for (size_t j = i + 1; j < 7; ++j) {
-      const Span &a = *spans[i], &b = *spans[j];
-      if (!a.buffer || a.buffer != b.buffer || a.offset >= b.offset + bytes || b.offset >= a.offset + bytes) continue;
-      // Updates are elementwise: the result may lie exactly over what is
-      // read (in place); the optimizer's own vectors need memory of their own.
-      if (j < 3 && (j != 2 || a.offset == b.offset)) continue;
-      fail<ArgumentError>(class_name(), ": ", name(i), " and ", name(j),
-                          " share memory; only the result may be the values themselves (in place)");
+  // Gradient and values are read; the rest is written.
+  constexpr size_t kRead = 2;
+  for (size_t pi = 0; pi < count; ++pi)
+    for (size_t pj = pi; pj < count; ++pj) {
+      const Parameter &p = parameters[pi], &q = parameters[pj];
+      const Span* ps[] = {&p.gradient, &p.values, &p.result, &p.momentum, &p.velocity, &p.maximum_velocity,
+                          &p.sum_of_squares};
+      const Span* qs[] = {&q.gradient, &q.values, &q.result, &q.momentum, &q.velocity, &q.maximum_velocity,
+                          &q.sum_of_squares};
+      const size_t p_bytes = p.count * size_of(p.type), q_bytes = q.count * size_of(q.type);
+      for (size_t i = 0; i < 7; ++i)
+        for (size_t j = pi == pj ? i + 1 : 0; j < 7; ++j) {
+          const Span &a = *ps[i], &b = *qs[j];
+          if (!a.buffer || a.buffer != b.buffer || a.offset >= b.offset + q_bytes || b.offset >= a.offset + p_bytes)
+            continue;
+          if (pi != pj) {
+            // One launch updates them all, in no order.
+            if (i < kRead && j < kRead) continue;
+            fail<ArgumentError>(class_name(), ": ", name(i), " for ", what[pi], " and ", name(j), " for ", what[pj],
+                                " share memory; the arrays one encode updates need memory of their own");
+          }
+          // Updates are elementwise: the result may lie exactly over what is
+          // read (in place); the optimizer's own vectors need memory of their own.
+          if (j <= kRead && (j != kRead || a.offset == b.offset)) continue;
+          fail<ArgumentError>(class_name(), ": ", name(i), " and ", name(j),
+                              " share memory; only the result may be the values themselves (in place)");
+        }
     }
 }
 
@@ -176,9 +192,11 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
     auto at = [](const Span& s) -> void* {
       return s.buffer ? static_cast<char*>(s.buffer->data()) + s.offset : nullptr;
     };
+    OptimizerArrayList list;
+    list.count = count;
     for (size_t i = 0; i < count; ++i) {
       const Parameter& p = updated[i];
-      OptimizerArrays a;
+      OptimizerArrays& a = list.arrays[i];
       a.gradient = at(p.gradient);
       a.values = at(p.values);
       a.result = at(p.result);
@@ -187,8 +205,8 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
       a.maximum_velocity = at(p.maximum_velocity);
       a.sum_of_squares = at(p.sum_of_squares);
       a.count = p.count;
-      primitive->update(context, scalars, a);
     }
+    primitive->update(context, scalars, list);
   });
   for (size_t i = 0; i < count; ++i) {
     const Parameter& p = parameters[i];
@@ -225,7 +243,7 @@ void NNOptimizer::encode(CommandBuffer& command_buffer, const std::shared_ptr<Ve
     p.*role.span = span_of(v, role.name, -1, p.count, p.type, against);
   }
   static const char* const operands[] = {"input_gradient_vector", "input_values_vector", "result_values_vector"};
-  check_overlaps(p, operands, false);
+  check_overlaps(&p, 1, operands, nullptr);
   record(command_buffer, &p, 1);
 }
 
@@ -263,7 +281,7 @@ void NNOptimizer::encode(CommandBuffer& command_buffer, const std::shared_ptr<St
                      " has no biases buffer, but the biases are to be updated (lists of two vectors, or a "
                      "result_state with biases)");
   static const char* const operands[] = {"convolution_gradient_state", "convolution_source_state", "result_state"};
-  for (size_t i = 0; i < count; ++i) check_overlaps(p[i], operands, true);
+  check_overlaps(p, count, operands, what);
   record(command_buffer, p, count);
 }
 
@@ -301,7 +319,7 @@ void NNOptimizer::encode_batch_normalization(CommandBuffer& command_buffer,
   size_t count = assign_lists(vectors, p, what, 2);
   static const char* const operands[] = {"batch_normalization_gradient_state", "batch_normalization_source_state",
                                          "result_state"};
-  for (size_t i = 0; i < count; ++i) check_overlaps(p[i], operands, true);
+  check_overlaps(p, count, operands, what);
   record(command_buffer, p, count);
 }
 

@@ -141,7 +141,12 @@ class CpuOptimizer final : public OptimizerPrimitive {
  public:
   explicit CpuOptimizer(const OptimizerConfiguration& c) : loop_(loop_of(c)), type_(c.data_type) {}
 
-  void update(ExecutionContext&, const OptimizerScalars& scalars, const OptimizerArrays& a) const override {
+  void update(ExecutionContext&, const OptimizerScalars& scalars, const OptimizerArrayList& list) const override {
+    for (size_t i = 0; i < list.count; ++i) update(scalars, list.arrays[i]);
+  }
+
+ private:
+  void update(const OptimizerScalars& scalars, const OptimizerArrays& a) const {
     // Fewer values than this do not pay for starting a thread team.
     constexpr int64_t kGrain = 1 << 15;
     const int64_t n = static_cast<int64_t>(a.count);
@@ -158,7 +163,6 @@ class CpuOptimizer final : public OptimizerPrimitive {
     detail::parallel_chunks(n, kGrain, [&](int64_t first, int64_t count) { update_half(scalars, a, first, count); });
   }
 
- private:
   // float16 arrays go through float32 tiles on the stack.
   void update_half(const OptimizerScalars& scalars, const OptimizerArrays& a, int64_t first, int64_t count) const {
     constexpr int64_t kTile = 256;

@@ -18,6 +18,8 @@ namespace {
 
 // Engines that need more workspace are passed over.
 constexpr int64_t kWorkspaceLimit = int64_t(256) << 20;
+// Engines timed per pass, of those the heuristics rank best.
+constexpr size_t kTunedEngines = 8;
 // The unique ids of a pass's operands in its variant packs.
 constexpr int64_t kX = 1, kFilter = 2, kY = 3;
 
@@ -44,9 +46,10 @@ size_t filter_bytes(const CudnnConvolutionShape& s) {
 }
 
 // Primitives are built on encoding threads, away from any queue and its
-// handle: algorithm queries use one cuDNN handle per device, under a lock.
-// The handles live as long as the process (destroying them at exit could
-// come after the CUDA runtime has gone).
+// handle: algorithm queries and engine timings use one cuDNN handle per
+// device, on a stream of its own, under a lock. The handles live as long as
+// the process (destroying them at exit could come after the CUDA runtime has
+// gone).
 struct QueryHandles {
   std::mutex mutex;
   std::vector<cudnnHandle_t> handles;
@@ -54,9 +57,26 @@ struct QueryHandles {
   // With `mutex` held and the device current.
   cudnnHandle_t of(int ordinal) {
     if (static_cast<size_t>(ordinal) >= handles.size()) handles.resize(ordinal + 1, nullptr);
-    if (!handles[ordinal]) MPSX_CUDA_CHECK(cudnnCreate(&handles[ordinal]));
+    if (!handles[ordinal]) {
+      cudaStream_t stream = nullptr;
+      MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      MPSX_CUDA_CHECK(cudnnCreate(&handles[ordinal]));
+      MPSX_CUDA_CHECK(cudnnSetStream(handles[ordinal], stream));
+    }
     return handles[ordinal];
   }
+};
+
+class CudaEvent {
+ public:
+  CudaEvent() { MPSX_CUDA_CHECK(cudaEventCreate(&event_)); }
+  ~CudaEvent() { cudaEventDestroy(event_); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  operator cudaEvent_t() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
 };
 
 QueryHandles& query_handles() {
@@ -191,16 +211,25 @@ struct CudnnConvolution::Plan {
       if (p.descriptor && std::equal(pointers, pointers + 4, p.pointers)) pack = &p;
     if (!pack) {
       pack = &packs[next++ % std::size(packs)];
-      CudnnBackendDescriptor descriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-      const int64_t ids[3] = {kX, kFilter, kY};
-      descriptor.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids);
-      descriptor.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
-      descriptor.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &pointers[3]);
-      descriptor.finalize();
-      pack->descriptor = std::move(descriptor);
+      pack->descriptor = variant_pack(pointers);
       std::copy(pointers, pointers + 4, pack->pointers);
     }
     MPSX_CUDA_CHECK(cudnnBackendExecute(handle, plan, pack->descriptor));
+  }
+
+  // False where the engine fails on these operands.
+  bool try_execute(cudnnHandle_t handle, void* const (&pointers)[4]) {
+    return cudnnBackendExecute(handle, plan, variant_pack(pointers)) == CUDNN_STATUS_SUCCESS;
+  }
+
+  static CudnnBackendDescriptor variant_pack(void* const (&pointers)[4]) {
+    CudnnBackendDescriptor descriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    const int64_t ids[3] = {kX, kFilter, kY};
+    descriptor.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, ids);
+    descriptor.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+    descriptor.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &pointers[3]);
+    descriptor.finalize();
+    return descriptor;
   }
 };
 
@@ -288,7 +317,10 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(Direction dire
 std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t handle, const Pass& pass,
                                                                int64_t alignment) const {
   const CudnnConvolutionShape& s = shape_;
+  size_t bytes[3] = {};  // x, filter, y
   auto tensor = [&](int64_t id, int64_t n, int64_t c, int64_t h, int64_t w, const ImageLayout& stride) {
+    bytes[id - kX] = static_cast<size_t>((n - 1) * stride.n + (c - 1) * stride.c + (h - 1) * stride.h +
+                                         (w - 1) * stride.w + 1) * sizeof(float);
     CudnnBackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const cudnnDataType_t type = CUDNN_DATA_FLOAT;
     t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
@@ -352,6 +384,8 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (!graph.try_finalize()) return nullptr;
 
+  // Engines in the heuristics' order, best first; fallbacks after.
+  std::vector<std::unique_ptr<Plan>> candidates;
   for (cudnnBackendHeurMode_t heuristic : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     CudnnBackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
@@ -370,7 +404,7 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
     if (cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                  &count, raw.data()) != CUDNN_STATUS_SUCCESS)
       continue;
-    for (int64_t i = 0; i < count; ++i) {
+    for (int64_t i = 0; i < count && candidates.size() < kTunedEngines; ++i) {
       if (!computes_as_asked(configs[i], s.tensor_float32)) continue;
       CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
@@ -381,17 +415,70 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
                                    &workspace) != CUDNN_STATUS_SUCCESS ||
           workspace > kWorkspaceLimit)
         continue;
-      auto result = std::make_unique<Plan>();
-      result->plan = std::move(plan);
-      result->workspace = workspace;
-      parts.push_back(std::move(convolution));
-      parts.push_back(std::move(operation));
-      parts.push_back(std::move(graph));
-      result->parts = std::move(parts);
-      return result;
+      auto candidate = std::make_unique<Plan>();
+      candidate->plan = std::move(plan);
+      candidate->workspace = workspace;
+      candidates.push_back(std::move(candidate));
     }
   }
-  return nullptr;
+  if (candidates.empty()) return nullptr;
+  // Plans for unaligned operands are built while a queue runs: they take the
+  // heuristics' first choice instead of timing on the device.
+  std::unique_ptr<Plan> result =
+      alignment == 16 ? fastest(handle, std::move(candidates), bytes) : std::move(candidates.front());
+  parts.push_back(std::move(convolution));
+  parts.push_back(std::move(operation));
+  parts.push_back(std::move(graph));
+  result->parts = std::move(parts);
+  return result;
+}
+
+std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::fastest(cudnnHandle_t handle,
+                                                                  std::vector<std::unique_ptr<Plan>> candidates,
+                                                                  const size_t (&operand_bytes)[3]) const {
+  if (candidates.size() == 1) return std::move(candidates.front());
+  // Operands of the plans' sizes, zeroed, on the query handle's stream.
+  cudaStream_t stream = nullptr;
+  MPSX_CUDA_CHECK(cudnnGetStream(handle, &stream));
+  int64_t workspace = 0;
+  for (const auto& c : candidates) workspace = std::max(workspace, c->workspace);
+  void* pointers[4] = {};
+  const size_t bytes[4] = {operand_bytes[0], operand_bytes[1], operand_bytes[2], static_cast<size_t>(workspace)};
+  struct Operands {
+    void** pointers;
+    cudaStream_t stream;
+    ~Operands() {
+      for (int i = 0; i < 4; ++i)
+        if (pointers[i]) cudaFreeAsync(pointers[i], stream);
+      cudaStreamSynchronize(stream);
+    }
+  } operands{pointers, stream};
+  for (int i = 0; i < 4; ++i) {
+    if (!bytes[i]) continue;
+    MPSX_CUDA_CHECK(cudaMallocAsync(&pointers[i], bytes[i], stream));
+    MPSX_CUDA_CHECK(cudaMemsetAsync(pointers[i], 0, bytes[i], stream));
+  }
+  CudaEvent start, stop;
+  size_t best = 0;
+  float best_ms = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Plan& plan = *candidates[i];
+    // One run to warm up, then the mean of a few.
+    constexpr int kRuns = 3;
+    bool ran = plan.try_execute(handle, pointers);
+    MPSX_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int run = 0; ran && run < kRuns; ++run)
+      ran = plan.try_execute(handle, pointers);
+    MPSX_CUDA_CHECK(cudaEventRecord(stop, stream));
+    MPSX_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    MPSX_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (ran && (!best_ms || ms < best_ms)) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  return std::move(candidates[best]);
 }
 
 void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const {

@@ -76,9 +76,10 @@ struct CudnnPasses {
 };
 
 // A convolution run through cuDNN's backend API: for each pass an operation
-// graph of one convolution, and the execution plan of the first engine that
-// cuDNN's heuristics rank best and that computes in exact float32 (unless
-// TF32 is allowed) within the workspace limit, built once. Regions that
+// graph of one convolution, and the execution plan of the engine that ran
+// fastest when timed on the device, of those cuDNN's heuristics rank best
+// that compute in exact float32 (unless TF32 is allowed) within the
+// workspace limit, built once. Regions that
 // cuDNN cannot take as they are (another data type, padding cuDNN cannot
 // express, strides or layouts no engine takes) are staged through dense
 // float32 copies in scratch.
@@ -134,6 +135,10 @@ class CudnnConvolution {
                                 Layout layout) const;
   // Null when no engine runs the pass on operands of that alignment.
   std::unique_ptr<Plan> plan(cudnnHandle_t handle, const Pass& pass, int64_t alignment) const;
+  // The candidate that runs fastest on zeroed operands of these sizes (x,
+  // filter, y), timed on the handle's stream.
+  std::unique_ptr<Plan> fastest(cudnnHandle_t handle, std::vector<std::unique_ptr<Plan>> candidates,
+                                const size_t (&operand_bytes)[3]) const;
   // Runs a pass on cuDNN's x, filter and y operands.
   void execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const;
   // The filter as the configuration gives it to cuDNN.

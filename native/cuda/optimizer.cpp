@@ -11,8 +11,8 @@ class CudaOptimizer final : public OptimizerPrimitive {
   explicit CudaOptimizer(const OptimizerConfiguration& c) : update_(optimizer_update(c)) {}
 
   void update(ExecutionContext& context, const OptimizerScalars& scalars,
-              const OptimizerArrays& arrays) const override {
-    update_(scalars, arrays, context_of(context).stream());
+              const OptimizerArrayList& list) const override {
+    update_(scalars, list, context_of(context).stream());
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "optimizer.cuh"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "elements.cuh"
@@ -29,7 +30,7 @@ __device__ __forceinline__ float prepared(float g, float value, const OptimizerS
 // Every array is of type D; float16 values are computed in float32 and
 // rounded once when stored, as the cpu does. result may be values.
 template <DataType D, RegularizationType R, bool Clip, Formula F>
-__global__ void update_kernel(const __grid_constant__ OptimizerScalars s, const __grid_constant__ OptimizerArrays a) {
+__device__ __forceinline__ void update(const OptimizerScalars& s, const OptimizerArrays& a) {
   const int64_t count = static_cast<int64_t>(a.count);
   const float lr = s.learning_rate;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
@@ -65,10 +66,17 @@ __global__ void update_kernel(const __grid_constant__ OptimizerScalars s, const 
 }
 
 template <DataType D, RegularizationType R, bool Clip, Formula F>
-void launch(const OptimizerScalars& scalars, const OptimizerArrays& arrays, cudaStream_t stream) {
-  const int64_t count = static_cast<int64_t>(arrays.count);
-  if (count == 0) return;
-  update_kernel<D, R, Clip, F><<<blocks_for(count), 256, 0, stream>>>(scalars, arrays);
+__global__ void update_kernel(const __grid_constant__ OptimizerScalars s,
+                              const __grid_constant__ OptimizerArrayList list) {
+  for (size_t i = 0; i < list.count; ++i) update<D, R, Clip, F>(s, list.arrays[i]);
+}
+
+template <DataType D, RegularizationType R, bool Clip, Formula F>
+void launch(const OptimizerScalars& scalars, const OptimizerArrayList& list, cudaStream_t stream) {
+  size_t largest = 0;
+  for (size_t i = 0; i < list.count; ++i) largest = std::max(largest, list.arrays[i].count);
+  if (largest == 0) return;
+  update_kernel<D, R, Clip, F><<<blocks_for(static_cast<int64_t>(largest)), 256, 0, stream>>>(scalars, list);
 }
 
 template <DataType D, RegularizationType R, bool Clip>

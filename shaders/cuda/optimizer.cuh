@@ -7,8 +7,8 @@
 
 namespace mpsx::cuda {
 
-// Launches one update of `arrays` on the stream.
-using OptimizerUpdate = void (*)(const OptimizerScalars& scalars, const OptimizerArrays& arrays, cudaStream_t stream);
+// Launches the update of every array of the list, in one kernel, on the stream.
+using OptimizerUpdate = void (*)(const OptimizerScalars& scalars, const OptimizerArrayList& list, cudaStream_t stream);
 
 // The update for a configuration: one elementwise kernel compiled for its
 // data type, regularization, clipping and formula.

@@ -108,6 +108,14 @@ struct OptimizerArrays {
   size_t count = 0;
 };
 
+// The arrays one encode updates with the same scalars: a convolution's
+// weights and biases, or gamma and beta.
+constexpr size_t kMaxUpdatedArrays = 2;
+struct OptimizerArrayList {
+  OptimizerArrays arrays[kMaxUpdatedArrays];
+  size_t count = 0;
+};
+
 // What a backend runs for an optimizer: the update formulas of
 // MPSNNOptimizers.h, after the gradient is clipped (when enabled), rescaled
 // and given its regularization term.
@@ -115,7 +123,7 @@ class OptimizerPrimitive {
  public:
   virtual ~OptimizerPrimitive() = default;
   virtual void update(ExecutionContext& context, const OptimizerScalars& scalars,
-                      const OptimizerArrays& arrays) const = 0;
+                      const OptimizerArrayList& list) const = 0;
 };
 
 // MPSNNOptimizer: the part every kind shares. Not a CNN kernel: it has no
@@ -190,7 +198,7 @@ class NNOptimizer {
     size_t count = 0;
     DataType type = DataType::Float32;
   };
-  static constexpr size_t kMaxParameters = 2;
+  static constexpr size_t kMaxParameters = kMaxUpdatedArrays;
   struct Role;
   static const Role kRoles[4];
 
@@ -202,9 +210,12 @@ class NNOptimizer {
   // lists' item count, or without_lists when no list is given.
   size_t assign_lists(const OptimizerVectorLists& lists, Parameter* parameters, const char* const* what,
                       size_t without_lists) const;
-  // Throws unless the writes of `p` leave what it reads intact; `operands`
-  // name its gradient, values and result.
-  void check_overlaps(const Parameter& p, const char* const* operands, bool lists) const;
+  // Throws unless the writes of each parameter leave what it reads intact
+  // and touch nothing of the others; `operands` name the gradient, values
+  // and result, `what` each parameter when its vectors come in lists (null
+  // for a single vector).
+  void check_overlaps(const Parameter* parameters, size_t count, const char* const* operands,
+                      const char* const* what) const;
   void record(CommandBuffer& command_buffer, const Parameter* parameters, size_t count);
 
   std::shared_ptr<Device> device_;
