@@ -264,6 +264,29 @@ __global__ void unpool_kernel(Pass<Index> p, Extents<Index> e, Strided<Index> dy
   }
 }
 
+// Max pooling whose windows tile dx: one thread per window (dy's element i,
+// NHWC order over dy's extents e) writes its dy value at the chosen tap and
+// zero at the window's other taps within dx.
+template <class Index>
+__global__ void unpool_windows_kernel(Pass<Index> p, Extents<Index> e, Strided<Index> dy, Strided<Index> x,
+                                      Strided<Index> dx, Signed<Index> dx_h, Signed<Index> dx_w, Index count) {
+  using S = Signed<Index>;
+  for (Index i = grid_first<Index>(); i < count; i += grid_step<Index>()) {
+    const Element<Index> o = element_of(e, i);
+    const int32_t chosen = chosen_tap(p, x, o.n, o.c, o.y, o.x);
+    const float g = chosen >= 0 ? dy.load(offset_at(dy, o.n, o.c, o.y, o.x)) : 0.0f;
+    for (S jy = 0; jy < p.y.taps; ++jy) {
+      const S sy = p.y.position(o.y, jy);
+      if (sy >= dx_h) break;
+      for (S jx = 0; jx < p.x.taps; ++jx) {
+        const S sx = p.x.position(o.x, jx);
+        if (sx >= dx_w) break;
+        dx.store(offset_at(dx, o.n, o.c, sy, sx), chosen == jy * p.x.taps + jx ? g : 0.0f);
+      }
+    }
+  }
+}
+
 // Calls f with the kernel template's kind: dilated max pools as max.
 template <class F>
 void dispatch(PoolingKind kind, F&& f) {
@@ -280,6 +303,16 @@ void dispatch(PoolingKind kind, F&& f) {
 bool choose_in_place(const PoolingDescriptor& d) {
   const bool max = d.kind == PoolingKind::Max || d.kind == PoolingKind::DilatedMax;
   return max && d.window.stride_x >= d.window.extent_x() && d.window.stride_y >= d.window.extent_y();
+}
+
+// Whether, beside that, the windows of the dy region cover every pixel of
+// dx without gaps (undilated windows, each starting where the last ended,
+// the first at dx's origin): one pass over the windows then writes all of dx.
+bool windows_tile(const PoolingDescriptor& d, const ImageRegion& dy, const ImageRegion& dx) {
+  const Window& w = d.window;
+  return choose_in_place(d) && d.source_x == 0 && d.source_y == 0 && w.dilation_x == 1 && w.dilation_y == 1 &&
+         w.stride_x == w.kernel_width && w.stride_y == w.kernel_height && dy.w * w.stride_x >= dx.w &&
+         dy.h * w.stride_y >= dx.h;
 }
 
 // The dense NHWC layout of per-window values over dy's extents.
@@ -324,6 +357,13 @@ void pooling_gradient(const PoolingDescriptor& d, const ImageRegion& dy, const I
     const auto h = static_cast<Signed<Index>>(dy.h), w = static_cast<Signed<Index>>(dy.w);
     dispatch(d.kind, [&](auto kind) {
       constexpr PoolingKind K = decltype(kind)::value;
+      if constexpr (K == PoolingKind::Max)
+        if (windows_tile(d, dy, dx)) {
+          unpool_windows_kernel<Index><<<blocks_for(windows), 256, 0, stream>>>(
+              p, Extents<Index>(dy), gradient, source, result, static_cast<Signed<Index>>(dx.h),
+              static_cast<Signed<Index>>(dx.w), static_cast<Index>(windows));
+          return;
+        }
       if constexpr (K == PoolingKind::Max)
         if (choose) {
           unpool_kernel<K, true, Index><<<blocks_for(count), 256, 0, stream>>>(
