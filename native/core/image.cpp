@@ -37,16 +37,6 @@ inline void store(void* base, int64_t index, DataType type, float value) {
   }
 }
 
-// Offset in elements one past the last element a region touches.
-int64_t span(const ImageRegion& r) {
-  if (r.element_count() == 0) return 0;
-  return (r.n - 1) * r.stride.n + (r.c - 1) * r.stride.c + (r.h - 1) * r.stride.h + (r.w - 1) * r.stride.w + 1;
-}
-
-// True when the region's elements are every element of its span, so a write
-// of the span leaves nothing of other views to preserve.
-bool fills_span(const ImageRegion& r) { return r.element_count() == span(r); }
-
 // A copy's extents with the strides of both sides, outermost first by the
 // destination's strides, unit extents dropped and dims contiguous in both
 // sides merged: dense copies of equal layouts become one run.
@@ -133,18 +123,6 @@ void copy_same_type(const CopyDims& d, const void* from, void* to) {
     return;
   }
   for_each_element(d, [&](int64_t a, int64_t b) { t[b] = f[a]; });
-}
-
-// Host staging reused by a thread's reads and writes: training writes its
-// input batch every step.
-char* staging(size_t bytes) {
-  thread_local std::unique_ptr<char[]> memory;
-  thread_local size_t capacity = 0;
-  if (bytes > capacity) {
-    memory.reset(new char[bytes]);
-    capacity = bytes;
-  }
-  return memory.get();
 }
 
 }  // namespace
@@ -273,12 +251,11 @@ void Image::read(void* destination, DataType host_type) const {
   to.data = destination;
   to.data_type = host_type;
   to.stride = nchw_layout(descriptor_);
-  const size_t bytes = static_cast<size_t>(span(from)) * size_of(data_type());
   if (host_type == data_type() && CopyDims(from, to).one_run())
-    return buffer_->read(destination, byte_offset_, bytes, "the image");
-  from.data = staging(bytes);
-  buffer_->read(from.data, byte_offset_, bytes, "the image");
-  copy_region(from, to);
+    return buffer_->read(destination, byte_offset_, static_cast<size_t>(from.span()) * size_of(data_type()),
+                         "the image");
+  buffer_->check_host_readable("the image");
+  buffer_->device().backend().read_region(from, to);
 }
 
 void Image::write(const void* source, DataType host_type) {
@@ -287,13 +264,9 @@ void Image::write(const void* source, DataType host_type) {
   from.data = const_cast<void*>(source);
   from.data_type = host_type;
   from.stride = nchw_layout(descriptor_);
-  const size_t bytes = static_cast<size_t>(span(to)) * size_of(data_type());
-  if (host_type == data_type() && CopyDims(from, to).one_run()) return buffer_->write(source, byte_offset_, bytes);
-  to.data = staging(bytes);
-  if (!fills_span(to))  // keep what lies between this image's elements (other views)
-    buffer_->device().backend().copy_to_host(to.data, data(), bytes);
-  copy_region(from, to);
-  buffer_->write(to.data, byte_offset_, bytes);
+  if (host_type == data_type() && CopyDims(from, to).one_run())
+    return buffer_->write(source, byte_offset_, static_cast<size_t>(to.span()) * size_of(data_type()));
+  buffer_->device().backend().write_region(from, to);
 }
 
 }  // namespace mpsx

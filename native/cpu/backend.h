@@ -33,6 +33,8 @@ class CpuBackend final : public Backend {
   void copy_to_host(void* host, const void* device, size_t bytes) override;
   void copy_from_host(void* device, const void* host, size_t bytes) override;
   void fill_zero(void* device, size_t bytes) override;
+  void read_region(const ImageRegion& device, const ImageRegion& host) override { copy_region(device, host); }
+  void write_region(const ImageRegion& host, const ImageRegion& device) override { copy_region(host, device); }
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
   std::unique_ptr<Executor> new_executor() override;
 

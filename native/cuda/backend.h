@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host, const void* device, size_t bytes) override;
   void copy_from_host(void* device, const void* host, size_t bytes) override;
   void fill_zero(void* device, size_t bytes) override;
+  void read_region(const ImageRegion& device, const ImageRegion& host) override;
+  void write_region(const ImageRegion& host, const ImageRegion& device) override;
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
   std::unique_ptr<Executor> new_executor() override;
 
@@ -53,7 +56,18 @@ class CudaBackend final : public Backend {
   int ordinal() const { return ordinal_; }
 
  private:
+  // Device memory laid out as `host`, on the transfer stream, with the
+  // transfer mutex held.
+  ImageRegion staged(const ImageRegion& host);
+
   int ordinal_;
+  // Host reads and writes of image regions convert on the device: through a
+  // staging block, on a stream of their own. They live as long as the
+  // process, as the query handles do.
+  std::mutex transfer_mutex_;
+  cudaStream_t transfer_stream_ = nullptr;
+  void* transfer_staging_ = nullptr;
+  size_t transfer_bytes_ = 0;
 };
 
 // Makes `ordinal` the calling thread's current device for the scope.

@@ -79,6 +79,41 @@ void CudaBackend::fill_zero(void* device, size_t bytes) {
   MPSX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
+ImageRegion CudaBackend::staged(const ImageRegion& host) {
+  if (!transfer_stream_) MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking));
+  const size_t bytes = static_cast<size_t>(host.span()) * size_of(host.data_type);
+  if (bytes > transfer_bytes_) {
+    if (transfer_staging_) MPSX_CUDA_CHECK(cudaFree(transfer_staging_));
+    transfer_staging_ = nullptr;
+    transfer_bytes_ = 0;
+    transfer_staging_ = allocate(bytes);
+    transfer_bytes_ = bytes;
+  }
+  ImageRegion region = host;
+  region.data = transfer_staging_;
+  return region;
+}
+
+void CudaBackend::read_region(const ImageRegion& device, const ImageRegion& host) {
+  DeviceScope scope(ordinal_);
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  const ImageRegion staging = staged(host);
+  copy_region(device, staging, transfer_stream_);
+  MPSX_CUDA_CHECK(cudaMemcpyAsync(host.data, staging.data, static_cast<size_t>(host.span()) * size_of(host.data_type),
+                                  cudaMemcpyDeviceToHost, transfer_stream_));
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+}
+
+void CudaBackend::write_region(const ImageRegion& host, const ImageRegion& device) {
+  DeviceScope scope(ordinal_);
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  const ImageRegion staging = staged(host);
+  MPSX_CUDA_CHECK(cudaMemcpyAsync(staging.data, host.data, static_cast<size_t>(host.span()) * size_of(host.data_type),
+                                  cudaMemcpyHostToDevice, transfer_stream_));
+  copy_region(staging, device, transfer_stream_);
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+}
+
 ImageLayout CudaBackend::image_layout(const ImageDescriptor& d) const {
   // NHWC: what cuDNN's fast convolutions and tensor cores work in.
   return ImageLayout{d.height * d.width * d.feature_channels, 1, d.width * d.feature_channels, d.feature_channels};

@@ -56,6 +56,11 @@ class Backend {
   virtual void copy_to_host(void* host, const void* device, size_t bytes) = 0;
   virtual void copy_from_host(void* device, const void* host, size_t bytes) = 0;
   virtual void fill_zero(void* device, size_t bytes) = 0;
+  // Copies between an image region in this device's memory and one in host
+  // memory, of equal extents, converting data types and layouts; only the
+  // regions' elements are written. Done on return.
+  virtual void read_region(const ImageRegion& device, const ImageRegion& host) = 0;
+  virtual void write_region(const ImageRegion& host, const ImageRegion& device) = 0;
   // Strides for a new image of this descriptor.
   virtual ImageLayout image_layout(const ImageDescriptor& descriptor) const = 0;
 

@@ -47,6 +47,11 @@ struct ImageRegion {
   int64_t n = 0, c = 0, h = 0, w = 0;
   ImageLayout stride;
   int64_t element_count() const { return n * c * h * w; }
+  // Elements from `data` to one past the last element of the region.
+  int64_t span() const {
+    if (element_count() == 0) return 0;
+    return (n - 1) * stride.n + (c - 1) * stride.c + (h - 1) * stride.h + (w - 1) * stride.w + 1;
+  }
 };
 
 // Copies `from` into `to`, both in host memory with equal extents,
