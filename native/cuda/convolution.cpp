@@ -217,9 +217,9 @@ struct CudnnConvolution::Plan {
     MPSX_CUDA_CHECK(cudnnBackendExecute(handle, plan, pack->descriptor));
   }
 
-  // False where the engine fails on these operands.
-  bool try_execute(cudnnHandle_t handle, void* const (&pointers)[4]) {
-    return cudnnBackendExecute(handle, plan, variant_pack(pointers)) == CUDNN_STATUS_SUCCESS;
+  // False where the engine fails on the pack's operands.
+  bool try_execute(cudnnHandle_t handle, const CudnnBackendDescriptor& pack) {
+    return cudnnBackendExecute(handle, plan, pack) == CUDNN_STATUS_SUCCESS;
   }
 
   static CudnnBackendDescriptor variant_pack(void* const (&pointers)[4]) {
@@ -319,8 +319,8 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
   const CudnnConvolutionShape& s = shape_;
   size_t bytes[3] = {};  // x, filter, y
   auto tensor = [&](int64_t id, int64_t n, int64_t c, int64_t h, int64_t w, const ImageLayout& stride) {
-    bytes[id - kX] = static_cast<size_t>((n - 1) * stride.n + (c - 1) * stride.c + (h - 1) * stride.h +
-                                         (w - 1) * stride.w + 1) * sizeof(float);
+    bytes[id - kX] = static_cast<size_t>(ImageRegion{nullptr, DataType::Float32, n, c, h, w, stride}.span()) *
+                     sizeof(float);
     CudnnBackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     const cudnnDataType_t type = CUDNN_DATA_FLOAT;
     t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
@@ -458,22 +458,22 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::fastest(cudnnHandle_t 
     MPSX_CUDA_CHECK(cudaMallocAsync(&pointers[i], bytes[i], stream));
     MPSX_CUDA_CHECK(cudaMemsetAsync(pointers[i], 0, bytes[i], stream));
   }
+  const CudnnBackendDescriptor pack = Plan::variant_pack(pointers);
   CudaEvent start, stop;
   size_t best = 0;
-  float best_ms = 0;
+  float best_ms = -1;
   for (size_t i = 0; i < candidates.size(); ++i) {
     Plan& plan = *candidates[i];
-    // One run to warm up, then the mean of a few.
+    // One run to warm up, then a few timed together.
     constexpr int kRuns = 3;
-    bool ran = plan.try_execute(handle, pointers);
+    bool ran = plan.try_execute(handle, pack);
     MPSX_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int run = 0; ran && run < kRuns; ++run)
-      ran = plan.try_execute(handle, pointers);
+    for (int run = 0; ran && run < kRuns; ++run) ran = plan.try_execute(handle, pack);
     MPSX_CUDA_CHECK(cudaEventRecord(stop, stream));
     MPSX_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
     MPSX_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (ran && (!best_ms || ms < best_ms)) {
+    if (ran && (best_ms < 0 || ms < best_ms)) {
       best = i;
       best_ms = ms;
     }
