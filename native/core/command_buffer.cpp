@@ -125,8 +125,13 @@ void CommandBuffer::submit() {
 void CommandBuffer::wait_until_completed() {
   if (status() == CommandBufferStatus::NotEnqueued)
     fail<StateError>("wait_until_completed() on a command buffer that was not committed; call commit() first");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (handler_thread_ == std::this_thread::get_id()) return;  // a completed handler waiting on its own buffer
+    if (finished_) return;
+  }
+  queue_->executor().wait_for_device(*this);
   std::unique_lock<std::mutex> lock(mutex_);
-  if (handler_thread_ == std::this_thread::get_id()) return;  // a completed handler waiting on its own buffer
   completed_.wait(lock, [this] { return finished_; });
 }
 

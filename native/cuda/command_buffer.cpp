@@ -18,6 +18,9 @@ struct CompletionState {
   std::mutex mutex;
   std::condition_variable wake, idle;
   std::deque<std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t>> pending;
+  // The command buffer the thread waits for, and its event.
+  const CommandBuffer* waiting_for = nullptr;
+  cudaEvent_t waiting_event = nullptr;
   std::vector<cudaEvent_t> free_events;
   bool stopping = false;
   bool busy = false;
@@ -35,6 +38,8 @@ void complete(std::shared_ptr<CompletionState> state) {
       next = std::move(state->pending.front());
       state->pending.pop_front();
       state->busy = true;
+      state->waiting_for = next.first.get();
+      state->waiting_event = next.second;
     }
     {
       DeviceScope scope(state->ordinal);
@@ -53,6 +58,7 @@ void complete(std::shared_ptr<CompletionState> state) {
       std::lock_guard<std::mutex> lock(state->mutex);
       state->free_events.push_back(next.second);
       state->busy = false;
+      state->waiting_for = nullptr;
     }
     state->idle.notify_all();
   }
@@ -120,6 +126,23 @@ class CudaExecutor final : public Executor {
       state_->pending.emplace_back(std::move(command_buffer), event);
     }
     state_->wake.notify_one();
+  }
+
+  // Waits on the command buffer's event on the calling thread: the device
+  // wakes it directly, instead of through the completion thread. An event
+  // reused by a later commit meanwhile only makes the wait longer; errors
+  // are the completion thread's to report.
+  void wait_for_device(const CommandBuffer& command_buffer) override {
+    cudaEvent_t event = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      if (state_->waiting_for == &command_buffer) event = state_->waiting_event;
+      for (const auto& [pending, e] : state_->pending)
+        if (pending.get() == &command_buffer) event = e;
+    }
+    if (!event) return;
+    DeviceScope scope(state_->ordinal);
+    cudaEventSynchronize(event);
   }
 
   void wait_until_idle() override {

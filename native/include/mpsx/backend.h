@@ -23,6 +23,9 @@ class Executor {
   virtual void submit(std::shared_ptr<CommandBuffer> command_buffer) = 0;
   // Blocks until everything submitted has finished.
   virtual void wait_until_idle() = 0;
+  // Blocks until the device has run a submitted command buffer, where the
+  // waiting thread can tell sooner than finish() would wake it.
+  virtual void wait_for_device(const CommandBuffer&) {}
 };
 
 // Primitive interfaces of the kernel families (kernels/<family>.h).
