@@ -403,16 +403,23 @@ class UpdatingSource(ArraySource):
         return True
 
 
-def training_step_with_updates(device, bn, x, dy):
-    statistics, statistics_gradient, gradient = kernels(device, bn.data_source)[1:]
+def encode_step_with_updates(device, cb, bn, statistics, statistics_gradient, x, dy):
+    """Statistics, normalization, gradients and both data source updates of
+    one batch, encoded onto cb. Returns the batch and its state."""
     batch = mpsx.ImageBatch.from_numpy(device, x)
-    cb = device.command_queue.command_buffer()
     state = bn.result_state(batch)
     statistics.encode_batch(cb, batch, state)
     bn.encode_batch(cb, batch, state)
     statistics_gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, state)
     bn.encode_gamma_and_beta_update(cb, state)
     bn.encode_mean_and_variance_update(cb, state)
+    return batch, state
+
+
+def training_step_with_updates(device, bn, x, dy):
+    statistics, statistics_gradient = kernels(device, bn.data_source)[1:3]
+    cb = device.command_queue.command_buffer()
+    _, state = encode_step_with_updates(device, cb, bn, statistics, statistics_gradient, x, dy)
     cb.commit()
     cb.wait_until_completed()
     return cb, state
@@ -433,14 +440,8 @@ def test_batch_normalization_weights_host_values_follow_completed_updates(device
     failing = mpsx.CNNBatchNormalization(device, FailingSource(np.ones(c, np.float32)))
 
     def step(x, dy, fail=False):
-        batch = mpsx.ImageBatch.from_numpy(device, x)
         cb = device.command_queue.command_buffer()
-        state = bn.result_state(batch)
-        statistics.encode_batch(cb, batch, state)
-        bn.encode_batch(cb, batch, state)
-        statistics_gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, state)
-        bn.encode_gamma_and_beta_update(cb, state)
-        bn.encode_mean_and_variance_update(cb, state)
+        batch, _ = encode_step_with_updates(device, cb, bn, statistics, statistics_gradient, x, dy)
         if fail:  # a later host step fails the command buffer
             other = failing.result_state(batch)
             statistics.encode_batch(cb, batch, other)

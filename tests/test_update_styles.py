@@ -189,16 +189,10 @@ def test_style_1_host_update_then_reload_from_data_source(device):
     check(trajectory, losses, *torch_trajectory(p, x, labels))
 
 
-def test_style_2_data_source_update(device):
-    """The data sources' update methods, called by the runtime once each
-    command buffer has completed (MPS's CPU training style)."""
-    p = start()
-    x, labels = batch()
-    conv_d, fc_d = descriptors()
-    conv_src = ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
-    fc_src = ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
-    bn_src = NormalizationSource(p["gamma"], p["beta"])
-    model = Model(device, conv_src, bn_src, fc_src)
+def train_with_update_encodes(device, model, x, labels, parameters):
+    """STEPS steps whose updates the kernels encode themselves
+    (encode_weights_and_bias_update, encode_gamma_and_beta_update); returns
+    parameters() after each step, and the losses."""
     images = mpsx.ImageBatch.from_numpy(device, x)
     trajectory, losses = [], []
     for _ in range(STEPS):
@@ -213,8 +207,22 @@ def test_style_2_data_source_update(device):
         cb.wait_until_completed()
         assert cb.status == "completed", cb.error
         losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
-        trajectory.append(dict(conv_w=conv_src.w, conv_b=conv_src.b, gamma=bn_src.g, beta=bn_src.b, fc_w=fc_src.w,
-                               fc_b=fc_src.b))
+        trajectory.append(parameters())
+    return trajectory, losses
+
+
+def test_style_2_data_source_update(device):
+    """The data sources' update methods, called by the runtime once each
+    command buffer has completed (MPS's CPU training style)."""
+    p = start()
+    x, labels = batch()
+    conv_d, fc_d = descriptors()
+    conv_src = ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
+    fc_src = ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
+    bn_src = NormalizationSource(p["gamma"], p["beta"])
+    model = Model(device, conv_src, bn_src, fc_src)
+    trajectory, losses = train_with_update_encodes(device, model, x, labels, lambda: dict(
+        conv_w=conv_src.w, conv_b=conv_src.b, gamma=bn_src.g, beta=bn_src.b, fc_w=fc_src.w, fc_b=fc_src.b))
     check(trajectory, losses, *torch_trajectory(p, x, labels))
 
 
@@ -274,19 +282,7 @@ def test_native_data_sources_with_optimizers(device):
     bn_src = mpsx.BatchNormalizationWeights(p["gamma"], p["beta"], np.zeros(C, np.float32), np.ones(C, np.float32),
                                             EPSILON, optimizer=sgd())
     model = Model(device, conv_src, bn_src, fc_src)
-    images = mpsx.ImageBatch.from_numpy(device, x)
-    trajectory, losses = [], []
-    for _ in range(STEPS):
-        cb = device.command_queue.command_buffer()
-        loss_labels = mpsx.CNNLossLabels(device, labels)
-        conv_state, bn_state, fc_state = model.encode(cb, images, loss_labels)
-        model.conv.encode_weights_and_bias_update(cb, conv_state)
-        model.fc.encode_weights_and_bias_update(cb, fc_state)
-        model.bn.encode_gamma_and_beta_update(cb, bn_state)
-        loss_labels.synchronize(cb)
-        cb.commit()
-        cb.wait_until_completed()
-        losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
-        trajectory.append(dict(conv_w=conv_src.weights(), conv_b=conv_src.bias_terms(), gamma=bn_src.gamma(),
-                               beta=bn_src.beta(), fc_w=fc_src.weights(), fc_b=fc_src.bias_terms()))
+    trajectory, losses = train_with_update_encodes(device, model, x, labels, lambda: dict(
+        conv_w=conv_src.weights(), conv_b=conv_src.bias_terms(), gamma=bn_src.gamma(), beta=bn_src.beta(),
+        fc_w=fc_src.weights(), fc_b=fc_src.bias_terms()))
     check(trajectory, losses, *torch_trajectory(p, x, labels))

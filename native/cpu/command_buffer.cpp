@@ -50,17 +50,7 @@ class CpuExecutor final : public Executor {
   explicit CpuExecutor(const dnnl::engine& engine)
       : state_(std::make_shared<WorkerState>(engine)), worker_(run, state_) {}
 
-  ~CpuExecutor() override {
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->stopping = true;
-    }
-    state_->wake.notify_all();
-    if (worker_.get_id() == std::this_thread::get_id())
-      worker_.detach();
-    else
-      worker_.join();
-  }
+  ~CpuExecutor() override { stop_executor_thread(state_->mutex, state_->stopping, state_->wake, worker_); }
 
   void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
     {

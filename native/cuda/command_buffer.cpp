@@ -96,15 +96,7 @@ class CudaExecutor final : public Executor {
       : context_(ordinal), state_(std::make_shared<CompletionState>(ordinal)), thread_(complete, state_) {}
 
   ~CudaExecutor() override {
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->stopping = true;
-    }
-    state_->wake.notify_all();
-    if (thread_.get_id() == std::this_thread::get_id())
-      thread_.detach();
-    else
-      thread_.join();
+    stop_executor_thread(state_->mutex, state_->stopping, state_->wake, thread_);
     DeviceScope scope(state_->ordinal);
     for (cudaEvent_t e : state_->free_events) cudaEventDestroy(e);
   }

@@ -3,9 +3,12 @@
 // command buffers and builds the primitive of each kernel family.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mpsx/image.h"
@@ -27,6 +30,11 @@ class Executor {
   // waiting thread can tell sooner than finish() would wake it.
   virtual void wait_for_device(const CommandBuffer&) {}
 };
+
+// Stops an executor's thread: sets `stopping` under `mutex`, wakes the thread
+// and joins it, or detaches it when the executor dies on that thread (its
+// last reference dropped by a completed handler).
+void stop_executor_thread(std::mutex& mutex, bool& stopping, std::condition_variable& wake, std::thread& thread);
 
 // Primitive interfaces of the kernel families (kernels/<family>.h).
 class NeuronPrimitive;
