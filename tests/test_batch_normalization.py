@@ -578,6 +578,35 @@ def test_gpu_style_updates(device, rng):
             getattr(kernel, method)(cb, s)
 
 
+def test_state_keeps_gamma_and_beta_of_its_forward_pass(device, rng):
+    # A reload between the forward pass and the gradients changes the kernel,
+    # not the state the gradients read.
+    c = 5
+    source = weights(rng, c)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source)
+    x = rng.standard_normal((3, c, 4, 4)).astype(np.float32)
+    dy = rng.standard_normal((3, c, 4, 4)).astype(np.float32)
+    batch, gradients = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    statistics.encode_batch(cb, batch, state)
+    bn.encode_batch(cb, batch, state)
+    bn.reload_gamma_and_beta(cb, mpsx.CNNNormalizationGammaAndBetaState(device, np.full(c, 3.0), np.full(c, -1.0)))
+    statistics_gradient.encode_batch(cb, gradients, batch, state)
+    dx = gradient.encode_batch(cb, gradients, batch, state)
+    for item in (dx, state):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    _, rdx, rgamma, rbeta = reference(x, source.gamma(), source.beta(), dy, 1e-5)
+    np.testing.assert_array_equal(state.gamma.to_numpy(), source.gamma())
+    np.testing.assert_array_equal(state.beta.to_numpy(), source.beta())
+    np.testing.assert_allclose(dx.to_numpy(), rdx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(state.gradient_for_beta.to_numpy(), rbeta, rtol=1e-3, atol=1e-3)
+
+
 def test_reloads(device, rng):
     c = 4
     values = [(rng.random(c) + 0.5).astype(np.float32) for _ in range(8)]

@@ -454,7 +454,7 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
     command_buffer.record([primitive = primitive_, regions, p, epsilon = epsilon](ExecutionContext& context) {
       auto [from, to] = regions();
       primitive->normalize(context, from, to, values_of(p.gamma), values_of(p.beta), values_of(p.mean),
-                           values_of(p.variance), epsilon);
+                           values_of(p.variance), epsilon, nullptr, nullptr);
     });
     return;
   }
@@ -462,11 +462,9 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
   command_buffer.record(
       [primitive = primitive_, regions, gamma = p.gamma, beta = p.beta, bn, epsilon = epsilon](ExecutionContext& context) {
         // The state keeps the gamma and beta its gradients belong to.
-        context.copy(bn->gamma()->data(), gamma->data(), gamma->length());
-        context.copy(bn->beta()->data(), beta->data(), beta->length());
         auto [from, to] = regions();
-        primitive->normalize(context, from, to, values_of(bn->gamma()), values_of(bn->beta()), values_of(bn->mean()),
-                             values_of(bn->variance()), epsilon);
+        primitive->normalize(context, from, to, values_of(gamma), values_of(beta), values_of(bn->mean()),
+                             values_of(bn->variance()), epsilon, values_of(bn->gamma()), values_of(bn->beta()));
       });
   bn->gamma()->will_write(command_buffer);
   bn->beta()->will_write(command_buffer);

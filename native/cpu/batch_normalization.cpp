@@ -174,12 +174,16 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
   }
 
   void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-                 const float* gamma, const float* beta, const float* mean, const float* variance,
-                 float epsilon) const override {
+                 const float* gamma, const float* beta, const float* mean, const float* variance, float epsilon,
+                 float* kept_gamma, float* kept_beta) const override {
     CpuContext& cpu = context_of(context);
     Float32Region x(cpu, source, 0, true);
     Float32Region y(cpu, destination, 1, false);
     const int64_t channels = source.c;
+    if (kept_gamma) {
+      std::copy(gamma, gamma + channels, kept_gamma);
+      std::copy(beta, beta + channels, kept_beta);
+    }
     float* a = coefficients(cpu, channels, 2);
     float* b = a + channels;
     pre_activation(gamma, beta, mean, variance, epsilon, channels, a, b);

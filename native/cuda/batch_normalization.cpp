@@ -40,10 +40,10 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
   }
 
   void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-                 const float* gamma, const float* beta, const float* mean, const float* variance,
-                 float epsilon) const override {
-    batch_normalization_normalize(neuron_, source, destination, {gamma, beta, mean, variance, epsilon},
-                                  context_of(context).stream());
+                 const float* gamma, const float* beta, const float* mean, const float* variance, float epsilon,
+                 float* kept_gamma, float* kept_beta) const override {
+    batch_normalization_normalize(neuron_, source, destination, {gamma, beta, mean, variance, epsilon}, kept_gamma,
+                                  kept_beta, context_of(context).stream());
   }
 
   void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,

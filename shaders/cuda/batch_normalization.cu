@@ -88,9 +88,13 @@ struct GammaAndBetaGradients {
 
 template <class Index>
 __global__ void normalize_kernel(ChannelChunks<Index> chunks, NeuronParameters neuron, Strided<Index> x,
-                                 Strided<Index> y, ChannelParameters p) {
+                                 Strided<Index> y, ChannelParameters p, float* kept_gamma, float* kept_beta) {
   const Index c = chunks.channel();
   if (c >= chunks.channels) return;
+  if (kept_gamma && blockIdx.x == 0 && threadIdx.y == 0) {
+    kept_gamma[c] = p.gamma[c];
+    kept_beta[c] = p.beta[c];
+  }
   float a, b;
   pre_activation(p, c, &a, &b);
   const Index from = c * x.c, to = c * y.c;
@@ -161,13 +165,14 @@ void batch_normalization_statistics(const ImageRegion& x, float* mean, float* va
 }
 
 void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRegion& x, const ImageRegion& y,
-                                   const ChannelParameters& p, cudaStream_t stream) {
+                                   const ChannelParameters& p, float* kept_gamma, float* kept_beta,
+                                   cudaStream_t stream) {
   if (x.element_count() == 0) return;
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {x, y}), [&](auto index) {
     using Index = decltype(index);
     normalize_kernel<Index><<<t.grid, t.block, 0, stream>>>(ChannelChunks<Index>(t, x), neuron, Strided<Index>(x),
-                                                            Strided<Index>(y), p);
+                                                            Strided<Index>(y), p, kept_gamma, kept_beta);
   });
 }
 

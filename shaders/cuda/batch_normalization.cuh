@@ -30,9 +30,11 @@ size_t batch_normalization_sums_bytes(const ImageRegion& x);
 void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, void* sums,
                                     cudaStream_t stream);
 
-// y = neuron((x - mean) * gamma / sqrt(variance + epsilon) + beta).
+// y = neuron((x - mean) * gamma / sqrt(variance + epsilon) + beta); gamma and
+// beta also copied to kept_gamma and kept_beta where those are not null.
 void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRegion& x, const ImageRegion& y,
-                                   const ChannelParameters& p, cudaStream_t stream);
+                                   const ChannelParameters& p, float* kept_gamma, float* kept_beta,
+                                   cudaStream_t stream);
 
 // gradient_for_beta = sum of dz, gradient_for_gamma = sum of dz * (x - mean)
 // / sqrt(variance + epsilon); dz = neuron'(z) * dy, z the normalized x.

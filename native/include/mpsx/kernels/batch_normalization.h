@@ -226,10 +226,12 @@ class BatchNormalizationPrimitive {
   // Per-channel mean and biased variance over every pixel of `source`.
   virtual void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
                           float* variance) const = 0;
-  // destination = neuron(z).
+  // destination = neuron(z). Where kept_gamma is not null, gamma and beta
+  // are also copied to kept_gamma and kept_beta: the values a training state
+  // keeps for its gradients, written without a launch of their own.
   virtual void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
                          const float* gamma, const float* beta, const float* mean, const float* variance,
-                         float epsilon) const = 0;
+                         float epsilon, float* kept_gamma, float* kept_beta) const = 0;
   // gradient_for_gamma = sum of dz * (x - mean) / sqrt(variance + epsilon),
   // gradient_for_beta = sum of dz.
   virtual void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient,
