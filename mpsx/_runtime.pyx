@@ -428,7 +428,7 @@ cdef class Buffer:
         As for host reads, what a command buffer wrote must be synchronized and
         completed: the consumer's stream then needs no ordering with ours.
         """
-        self.c.get().check_host_readable(b"the buffer")
+        self.c.get().check_exportable(b"the buffer")
         device_type, device_id = self.__dlpack_device__()
         cdef MPSXDLManagedTensor* managed = <MPSXDLManagedTensor*>malloc(sizeof(MPSXDLManagedTensor))
         cdef int ndim = len(self._shape)

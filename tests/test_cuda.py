@@ -212,6 +212,28 @@ def test_dlpack_shares_gradients_with_pytorch_without_a_copy(gpu, rng):
     assert torch.from_dlpack(buffer).data_ptr() == t.data_ptr()
 
 
+def test_host_writes_are_done_before_queues_and_other_libraries_read(gpu, rng):
+    # Fills and image writes return before the device has done them.
+    n = 1 << 24  # 64 MiB: a fill the device takes a while over
+    for _ in range(3):
+        ones = mpsx.Vector.from_numpy(gpu, np.ones(n, np.float32))
+        del ones  # its memory goes back to the pool, likely for the vector below
+        zeros = mpsx.Vector(gpu, n)
+        assert torch.from_dlpack(zeros.buffer).count_nonzero().item() == 0
+    relu = mpsx.CNNNeuron(gpu, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    x = rng.standard_normal((16, 32, 64, 64)).astype(np.float32)
+    image = mpsx.ImageBatch.from_numpy(gpu, x)
+    for sign in (-1, 1, -1):
+        image.write(x * sign)
+        cb = gpu.command_queue.command_buffer()
+        y = relu.encode_batch(cb, image)
+        y.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        np.testing.assert_array_equal(y.to_numpy(), np.maximum(x * sign, 0))
+        np.testing.assert_array_equal(image.to_numpy(), x * sign)
+
+
 def test_out_of_memory_is_reported_as_such(gpu):
     free, total = torch.cuda.mem_get_info(int(gpu.name.split(":")[1]))
     channels = 4 * (total // (4 * 4 * 1024 * 1024)) + 4  # more float32 values than the GPU holds

@@ -328,6 +328,33 @@ def test_convolution_states_match_formulas(device, rng, kind, o, in_place):
         assert optimizer.time_step == o.get("time_step", 0) + 3
 
 
+def test_reload_reads_its_state_before_a_later_update_of_it(device, rng):
+    # reload, then an update of the state reloaded from: the kernel keeps the
+    # values of the reload, whatever order the device runs small copies in.
+    d, conv, gradient, x, dy, w, b = convolution_problem(device, rng)
+    w2 = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    b2 = rng.standard_normal(4).astype(np.float32)
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
+    weights = mpsx.CNNConvolutionWeightsAndBiasesState(device, w2, b2)
+    cb = device.command_queue.command_buffer()
+    _, state = conv.encode(cb, x, destination_state=True)
+    gradient.encode(cb, dy, x, state)
+    conv.reload_weights_and_biases(cb, weights)
+    sgd.encode(cb, convolution_gradient_state=state, convolution_source_state=weights, result_state=weights)
+    y = conv.encode(cb, x)
+    for item in (y, state, weights):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    xt = torch.from_numpy(x.to_numpy().astype(np.float64))
+    expected = F.conv2d(xt, torch.from_numpy(w2.astype(np.float64)).permute(0, 3, 1, 2),
+                        torch.from_numpy(b2.astype(np.float64)), padding=1).numpy()
+    np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-4, atol=1e-4)
+    gw = state.gradient_for_weights.to_numpy().reshape(-1)
+    np.testing.assert_allclose(weights.weights.to_numpy(), w2.reshape(-1) - 0.5 * gw, rtol=1e-5, atol=1e-6)
+
+
 def test_convolution_state_adam_matches_torch(device):
     # One encode updates weights and biases with one time step: torch.optim.Adam
     # over the convolution's two parameters, stepped once per training step.

@@ -68,6 +68,11 @@ void Buffer::read(void* destination, size_t offset, size_t bytes, const char* wh
   device_->backend().copy_to_host(destination, static_cast<const char*>(data_) + offset, bytes);
 }
 
+void Buffer::check_exportable(const char* what) const {
+  check_host_readable(what);
+  device_->backend().wait_for_host_writes();
+}
+
 void Buffer::write(const void* source, size_t offset, size_t bytes) {
   if (offset + bytes > length_)
     fail<ArgumentError>("write of ", bytes, " bytes at offset ", offset, " is past the end of a buffer of ", length_,

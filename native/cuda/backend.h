@@ -40,8 +40,12 @@ class CudaBackend final : public Backend {
   void fill_zero(void* device, size_t bytes) override;
   void read_region(const ImageRegion& device, const ImageRegion& host) override;
   void write_region(const ImageRegion& host, const ImageRegion& device) override;
+  void wait_for_host_writes() override;
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
   std::unique_ptr<Executor> new_executor() override;
+  // Makes `stream`'s later work wait for the host writes enqueued since
+  // `seen` was last passed here.
+  void order_after_host_writes(cudaStream_t stream, uint64_t& seen);
 
   std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
   std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
@@ -56,18 +60,27 @@ class CudaBackend final : public Backend {
   int ordinal() const { return ordinal_; }
 
  private:
-  // Device memory laid out as `host`, on the transfer stream, with the
-  // transfer mutex held.
+  // With the transfer mutex held: the transfer stream, made on first use;
+  // device memory laid out as `host` on it.
+  cudaStream_t transfer_stream();
   ImageRegion staged(const ImageRegion& host);
+  // A host write enqueued on the transfer stream, not waited for.
+  void enqueued_host_write() { ++host_writes_; }
+  // After a wait for the transfer stream.
+  void transfers_done() { host_writes_done_ = host_writes_; }
 
   int ordinal_;
-  // Host reads and writes of image regions convert on the device: through a
-  // staging block, on a stream of their own. They live as long as the
+  // Host copies go on a stream of their own. Image regions convert on the
+  // device through a staging block. Fills and writes from pageable memory
+  // return without waiting: the host memory was copied by then, and queues
+  // wait for host_writes_event_ on the device. They live as long as the
   // process, as the query handles do.
   std::mutex transfer_mutex_;
   cudaStream_t transfer_stream_ = nullptr;
   void* transfer_staging_ = nullptr;
   size_t transfer_bytes_ = 0;
+  cudaEvent_t host_writes_event_ = nullptr;
+  uint64_t host_writes_ = 0, host_writes_recorded_ = 0, host_writes_done_ = 0;
 };
 
 // Makes `ordinal` the calling thread's current device for the scope.
@@ -80,6 +93,12 @@ class DeviceScope {
 
  private:
   int previous_ = 0;
+};
+
+// Device memory a launch reads or writes.
+struct DeviceSpan {
+  const void* data = nullptr;
+  size_t bytes = 0;
 };
 
 // What commands get while a cuda queue launches them: the queue's stream,
@@ -97,6 +116,10 @@ class CudaContext final : public ExecutionContext {
     flush_copies();
     return stream_;
   }
+  // The stream for a launch that reads and writes nothing but `spans`: the
+  // copies asked for so far that touch none of them stay pending, so that
+  // the copies on either side of the launch still go in one launch.
+  cudaStream_t stream_touching(const DeviceSpan* spans, size_t count);
   cudnnHandle_t cudnn();
   cublasHandle_t cublas();
   // Small copies wait until other work is launched, so that those in a row

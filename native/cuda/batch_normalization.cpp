@@ -1,5 +1,7 @@
 #include "mpsx/kernels/batch_normalization.h"
 
+#include <iterator>
+
 #include "backend.h"
 #include "batch_normalization.cuh"
 
@@ -67,8 +69,12 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
                                  const float* variance, const float* batch_mean, const float* batch_variance,
                                  float momentum, float bessel, float* result_mean,
                                  float* result_variance) const override {
+    const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
+    const DeviceSpan spans[] = {{mean, bytes},        {variance, bytes},    {batch_mean, bytes},
+                                {batch_variance, bytes}, {result_mean, bytes}, {result_variance, bytes}};
+    cudaStream_t stream = context_of(context).stream_touching(spans, std::size(spans));
     batch_normalization_update_running_statistics(channels, mean, variance, batch_mean, batch_variance, momentum,
-                                                  bessel, result_mean, result_variance, context_of(context).stream());
+                                                  bessel, result_mean, result_variance, stream);
   }
 
  private:

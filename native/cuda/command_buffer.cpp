@@ -92,8 +92,11 @@ struct CapturedGraph final : CommandBuffer::Recording {
 // records an event after it; the completion thread finishes it later.
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(int ordinal)
-      : context_(ordinal), state_(std::make_shared<CompletionState>(ordinal)), thread_(complete, state_) {}
+  explicit CudaExecutor(CudaBackend& backend)
+      : backend_(backend),
+        context_(backend.ordinal()),
+        state_(std::make_shared<CompletionState>(backend.ordinal())),
+        thread_(complete, state_) {}
 
   ~CudaExecutor() override {
     stop_executor_thread(state_->mutex, state_->stopping, state_->wake, thread_);
@@ -103,6 +106,11 @@ class CudaExecutor final : public Executor {
 
   void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
     DeviceScope scope(context_.ordinal());
+    try {
+      backend_.order_after_host_writes(context_.stream(), host_writes_seen_);
+    } catch (...) {
+      command_buffer->set_error(std::current_exception());
+    }
     run(*command_buffer);
     cudaEvent_t event = take_event();
     cudaError_t status = cudaEventRecord(event, context_.stream());
@@ -208,6 +216,8 @@ class CudaExecutor final : public Executor {
     return e;
   }
 
+  CudaBackend& backend_;
+  uint64_t host_writes_seen_ = 0;
   CudaContext context_;
   std::shared_ptr<CompletionState> state_;
   std::thread thread_;
@@ -215,6 +225,6 @@ class CudaExecutor final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> CudaBackend::new_executor() { return std::make_unique<CudaExecutor>(ordinal_); }
+std::unique_ptr<Executor> CudaBackend::new_executor() { return std::make_unique<CudaExecutor>(*this); }
 
 }  // namespace mpsx::cuda

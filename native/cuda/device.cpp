@@ -60,27 +60,37 @@ void CudaBackend::deallocate(void* data, size_t) {
 
 void CudaBackend::copy_to_host(void* host, const void* device, size_t bytes) {
   DeviceScope scope(ordinal_);
-  MPSX_CUDA_CHECK(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  MPSX_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, transfer_stream()));
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  transfers_done();
 }
 
 void CudaBackend::copy_from_host(void* device, const void* host, size_t bytes) {
   DeviceScope scope(ordinal_);
-  MPSX_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
-  // cudaMemcpy from pageable memory and cudaMemset may return before the
-  // device memory holds the values, and the queues' non-blocking streams are
-  // not ordered after the legacy stream: wait here, as the other backends'
-  // host writes are done on return.
-  MPSX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  MPSX_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, transfer_stream()));
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  transfers_done();
 }
 
 void CudaBackend::fill_zero(void* device, size_t bytes) {
   DeviceScope scope(ordinal_);
-  MPSX_CUDA_CHECK(cudaMemset(device, 0, bytes));
-  MPSX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  MPSX_CUDA_CHECK(cudaMemsetAsync(device, 0, bytes, transfer_stream()));
+  enqueued_host_write();
+}
+
+cudaStream_t CudaBackend::transfer_stream() {
+  if (!transfer_stream_) {
+    MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&host_writes_event_, cudaEventDisableTiming));
+  }
+  return transfer_stream_;
 }
 
 ImageRegion CudaBackend::staged(const ImageRegion& host) {
-  if (!transfer_stream_) MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking));
+  transfer_stream();
   const size_t bytes = static_cast<size_t>(host.span()) * size_of(host.data_type);
   if (bytes > transfer_bytes_) {
     if (transfer_staging_) MPSX_CUDA_CHECK(cudaFree(transfer_staging_));
@@ -102,6 +112,7 @@ void CudaBackend::read_region(const ImageRegion& device, const ImageRegion& host
   MPSX_CUDA_CHECK(cudaMemcpyAsync(host.data, staging.data, static_cast<size_t>(host.span()) * size_of(host.data_type),
                                   cudaMemcpyDeviceToHost, transfer_stream_));
   MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  transfers_done();
 }
 
 void CudaBackend::write_region(const ImageRegion& host, const ImageRegion& device) {
@@ -111,7 +122,35 @@ void CudaBackend::write_region(const ImageRegion& host, const ImageRegion& devic
   MPSX_CUDA_CHECK(cudaMemcpyAsync(staging.data, host.data, static_cast<size_t>(host.span()) * size_of(host.data_type),
                                   cudaMemcpyHostToDevice, transfer_stream_));
   copy_region(staging, device, transfer_stream_);
+  // From page-locked memory the copy is still under way: the caller may
+  // change that memory on return.
+  cudaPointerAttributes attributes{};
+  MPSX_CUDA_CHECK(cudaPointerGetAttributes(&attributes, host.data));
+  if (attributes.type == cudaMemoryTypeUnregistered) {
+    enqueued_host_write();
+    return;
+  }
   MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  transfers_done();
+}
+
+void CudaBackend::wait_for_host_writes() {
+  DeviceScope scope(ordinal_);
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  if (host_writes_done_ == host_writes_) return;
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  transfers_done();
+}
+
+void CudaBackend::order_after_host_writes(cudaStream_t stream, uint64_t& seen) {
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  if (seen == host_writes_) return;
+  if (host_writes_recorded_ != host_writes_) {
+    MPSX_CUDA_CHECK(cudaEventRecord(host_writes_event_, transfer_stream_));
+    host_writes_recorded_ = host_writes_;
+  }
+  MPSX_CUDA_CHECK(cudaStreamWaitEvent(stream, host_writes_event_, 0));
+  seen = host_writes_;
 }
 
 ImageLayout CudaBackend::image_layout(const ImageDescriptor& d) const {
@@ -135,6 +174,15 @@ CudaContext::~CudaContext() {
   cudaStreamDestroy(stream_);
 }
 
+namespace {
+
+bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
 void CudaContext::copy(void* destination, const void* source, size_t bytes) {
   if (bytes >= (size_t(1) << 20)) {  // bandwidth, not launches, is what counts
     MPSX_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, stream()));
@@ -142,20 +190,26 @@ void CudaContext::copy(void* destination, const void* source, size_t bytes) {
   }
   // Copies launched together run in any order: one that reads or writes
   // what a pending one writes, or writes what it reads, waits for it.
-  auto overlaps = [bytes](const void* a, const void* b, size_t b_bytes) {
-    auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-    return x < y + b_bytes && y < x + bytes;
-  };
   bool depends = copies_.count == BufferCopies::kMax;
   for (int k = 0; k < copies_.count && !depends; ++k)
-    depends = overlaps(source, copies_.destination[k], copies_.bytes[k]) ||
-              overlaps(destination, copies_.destination[k], copies_.bytes[k]) ||
-              overlaps(destination, copies_.source[k], copies_.bytes[k]);
+    depends = overlap(source, bytes, copies_.destination[k], copies_.bytes[k]) ||
+              overlap(destination, bytes, copies_.destination[k], copies_.bytes[k]) ||
+              overlap(destination, bytes, copies_.source[k], copies_.bytes[k]);
   if (depends) flush_copies();
   copies_.destination[copies_.count] = destination;
   copies_.source[copies_.count] = source;
   copies_.bytes[copies_.count] = bytes;
   ++copies_.count;
+}
+
+cudaStream_t CudaContext::stream_touching(const DeviceSpan* spans, size_t count) {
+  // Conservative: the launch may write any span, so a copy that reads one waits too.
+  for (int k = 0; k < copies_.count; ++k)
+    for (const DeviceSpan* s = spans; s != spans + count; ++s)
+      if (s->data && (overlap(s->data, s->bytes, copies_.destination[k], copies_.bytes[k]) ||
+                      overlap(s->data, s->bytes, copies_.source[k], copies_.bytes[k])))
+        return stream();
+  return stream_;
 }
 
 void CudaContext::flush_copies() {

@@ -8,15 +8,34 @@ namespace {
 
 class CudaOptimizer final : public OptimizerPrimitive {
  public:
-  explicit CudaOptimizer(const OptimizerConfiguration& c) : update_(optimizer_update(c)) {}
+  explicit CudaOptimizer(const OptimizerConfiguration& c)
+      : update_(optimizer_update(c)), value_bytes_(size_of(c.data_type)) {}
 
   void update(ExecutionContext& context, const OptimizerScalars& scalars,
               const OptimizerArrayList& list) const override {
-    update_(scalars, list, context_of(context).stream());
+    update_(scalars, list, stream_for(context_of(context), list));
   }
 
  private:
+  // Copies pending from before (a reload of other weights) go out with the
+  // ones after, unless the update touches them.
+  cudaStream_t stream_for(CudaContext& cuda, const OptimizerArrayList& list) const {
+    DeviceSpan spans[7 * kMaxUpdatedArrays];
+    size_t count = 0;
+    for (size_t i = 0; i < list.count; ++i) {
+      const OptimizerArrays& a = list.arrays[i];
+      const size_t bytes = a.count * value_bytes_;
+      for (const void* data : {a.gradient, a.values, static_cast<const void*>(a.result),
+                               static_cast<const void*>(a.momentum), static_cast<const void*>(a.velocity),
+                               static_cast<const void*>(a.maximum_velocity),
+                               static_cast<const void*>(a.sum_of_squares)})
+        spans[count++] = {data, bytes};
+    }
+    return cuda.stream_touching(spans, count);
+  }
+
   OptimizerUpdate update_;
+  size_t value_bytes_;
 };
 
 }  // namespace

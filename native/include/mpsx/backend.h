@@ -69,9 +69,14 @@ class Backend {
   virtual void fill_zero(void* device, size_t bytes) = 0;
   // Copies between an image region in this device's memory and one in host
   // memory, of equal extents, converting data types and layouts; only the
-  // regions' elements are written. Done on return.
+  // regions' elements are written. The host memory may be reused on return.
   virtual void read_region(const ImageRegion& device, const ImageRegion& host) = 0;
   virtual void write_region(const ImageRegion& host, const ImageRegion& device) = 0;
+  // fill_zero and write_region may return before the device memory holds
+  // what they wrote (cuda): command buffers committed later, and host reads,
+  // are ordered after them. This waits until it does, for memory handed to
+  // another library.
+  virtual void wait_for_host_writes() {}
   // Strides for a new image of this descriptor.
   virtual ImageLayout image_layout(const ImageDescriptor& descriptor) const = 0;
 

@@ -37,6 +37,9 @@ class Buffer {
   void synchronize(CommandBuffer& command_buffer);
   // Throws SynchronizationError naming `what` if the host may not read now.
   void check_host_readable(const char* what) const;
+  // check_host_readable, then waits for host writes still under way: before
+  // the memory is handed to another library (DLPack).
+  void check_exportable(const char* what) const;
   bool written_by_pending_command_buffer() const;
 
   // Blocking host copies; read checks check_host_readable first.
