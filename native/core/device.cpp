@@ -49,9 +49,10 @@ SizeClass size_class(size_t bytes) {
   return {index + steps - 5, steps * step};
 }
 
-// Backends built as libraries of their own (libmpsx_cuda.so beside this
-// library) register themselves when loaded. One that cannot load (no CUDA
-// libraries on this machine) is skipped: the cpu backend always remains.
+// Backends built as libraries of their own (libmpsx_cuda.so, or
+// libmpsx_metal.dylib on macOS, beside this library) register themselves
+// when loaded. One that cannot load (no CUDA libraries on this machine) is
+// skipped: the cpu backend always remains.
 std::vector<std::string>& load_errors() {
   static std::vector<std::string> errors;
   return errors;
@@ -62,7 +63,7 @@ void load_backend_libraries() {
   if (!dladdr(reinterpret_cast<void*>(&register_backend), &self) || !self.dli_fname) return;
   std::string directory(self.dli_fname);
   directory = directory.substr(0, directory.find_last_of('/') + 1);
-  for (const char* name : {"libmpsx_cuda.so"}) {
+  for (const char* name : {"libmpsx_cuda.so", "libmpsx_metal.dylib"}) {
     std::string path = directory + name;
     if (access(path.c_str(), F_OK) != 0) continue;  // not built
     if (!dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
