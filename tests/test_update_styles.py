@@ -154,16 +154,21 @@ def check(trajectory, losses, expected_trajectory, expected_losses):
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
+def python_sourced_model(device, p):
+    """The model over Python data sources holding the parameters p."""
+    conv_d, fc_d = descriptors()
+    conv_src = ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
+    fc_src = ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
+    bn_src = NormalizationSource(p["gamma"], p["beta"])
+    return conv_src, bn_src, fc_src, Model(device, conv_src, bn_src, fc_src)
+
+
 def test_style_1_host_update_then_reload_from_data_source(device):
     """Read the synchronized gradients after completion, update the data
     sources on the host, then reload the kernels from them."""
     p = start()
     x, labels = batch()
-    conv_d, fc_d = descriptors()
-    conv_src = ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
-    fc_src = ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
-    bn_src = NormalizationSource(p["gamma"], p["beta"])
-    model = Model(device, conv_src, bn_src, fc_src)
+    conv_src, bn_src, fc_src, model = python_sourced_model(device, p)
     images = mpsx.ImageBatch.from_numpy(device, x)
     trajectory, losses = [], []
     for _ in range(STEPS):
@@ -216,11 +221,7 @@ def test_style_2_data_source_update(device):
     command buffer has completed (MPS's CPU training style)."""
     p = start()
     x, labels = batch()
-    conv_d, fc_d = descriptors()
-    conv_src = ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
-    fc_src = ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
-    bn_src = NormalizationSource(p["gamma"], p["beta"])
-    model = Model(device, conv_src, bn_src, fc_src)
+    conv_src, bn_src, fc_src, model = python_sourced_model(device, p)
     trajectory, losses = train_with_update_encodes(device, model, x, labels, lambda: dict(
         conv_w=conv_src.w, conv_b=conv_src.b, gamma=bn_src.g, beta=bn_src.b, fc_w=fc_src.w, fc_b=fc_src.b))
     check(trajectory, losses, *torch_trajectory(p, x, labels))

@@ -194,16 +194,6 @@ MPSX_CPU_CLONES void unpool_rows(const PoolingDescriptor& d, const ImageRegion& 
   }
 }
 
-template <class F>
-void dispatch(PoolingKind kind, F&& f) {
-  switch (kind) {
-    case PoolingKind::Max:
-    case PoolingKind::DilatedMax: f(std::integral_constant<PoolingKind, PoolingKind::Max>{}); return;
-    case PoolingKind::Average: f(std::integral_constant<PoolingKind, PoolingKind::Average>{}); return;
-    case PoolingKind::L2Norm: f(std::integral_constant<PoolingKind, PoolingKind::L2Norm>{}); return;
-  }
-}
-
 // The source pixels a pass reads along one axis, and the padding the
 // windows read beyond them on each side.
 struct Span {
@@ -244,7 +234,7 @@ class CpuPooling final : public PoolingPrimitive {
       const ImageRegion& in = x.region();
       const ImageRegion& out = y.region();
       int64_t work = std::max<int64_t>(1, out.w * out.c * d_.window.kernel_width * d_.window.kernel_height);
-      dispatch(d_.kind, [&](auto kind) {
+      with_pooling_kind(d_.kind, [&](auto kind) {
         detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, kGrain / work), [&](int64_t first, int64_t rows) {
           pool_rows<decltype(kind)::value>(d_, in, out, first, rows);
         });
@@ -272,7 +262,7 @@ class CpuPooling final : public PoolingPrimitive {
       // Rows `phases` apart read disjoint source rows, so each phase runs its rows in parallel.
       int64_t phases = (d_.window.extent_y() + d_.window.stride_y - 1) / d_.window.stride_y;
       int64_t work = std::max<int64_t>(1, g.w * g.c * d_.window.kernel_width * d_.window.kernel_height);
-      dispatch(d_.kind, [&](auto kind) {
+      with_pooling_kind(d_.kind, [&](auto kind) {
         for (int64_t phase = 0; phase < std::min(phases, g.h); ++phase) {
           int64_t rows_per_image = (g.h - phase + phases - 1) / phases;
           detail::parallel_chunks(g.n * rows_per_image, std::max<int64_t>(1, kGrain / work),

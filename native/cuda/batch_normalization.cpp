@@ -13,27 +13,7 @@ constexpr size_t kSumsSlot = 3;
 
 class CudaBatchNormalization final : public BatchNormalizationPrimitive {
  public:
-  CudaBatchNormalization(int ordinal, const BatchNormalizationDescriptor& d) : ordinal_(ordinal) {
-    const NeuronDescriptor& n = d.fused_neuron;
-    neuron_.type = n.type;
-    neuron_.a = n.a;
-    neuron_.b = n.b;
-    neuron_.c = n.c;
-    if (!n.a_per_channel.empty()) {
-      DeviceScope scope(ordinal_);
-      const size_t bytes = n.a_per_channel.size() * sizeof(float);
-      MPSX_CUDA_CHECK(cudaMalloc(&slopes_, bytes));
-      MPSX_CUDA_CHECK(cudaMemcpy(slopes_, n.a_per_channel.data(), bytes, cudaMemcpyHostToDevice));
-      neuron_.slopes = static_cast<const float*>(slopes_);
-    }
-  }
-
-  ~CudaBatchNormalization() override {
-    if (slopes_) {
-      DeviceScope scope(ordinal_);
-      cudaFree(slopes_);
-    }
-  }
+  CudaBatchNormalization(int ordinal, const BatchNormalizationDescriptor& d) : neuron_(ordinal, d.fused_neuron) {}
 
   void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
                   float* variance) const override {
@@ -44,7 +24,7 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
   void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
                  const float* gamma, const float* beta, const float* mean, const float* variance, float epsilon,
                  float* kept_gamma, float* kept_beta) const override {
-    batch_normalization_normalize(neuron_, source, destination, {gamma, beta, mean, variance, epsilon}, kept_gamma,
+    batch_normalization_normalize(neuron_.parameters(), source, destination, {gamma, beta, mean, variance, epsilon}, kept_gamma,
                                   kept_beta, context_of(context).stream());
   }
 
@@ -52,7 +32,7 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
                            const float* gamma, const float* beta, const float* mean, const float* variance,
                            float epsilon, float* gradient_for_gamma, float* gradient_for_beta) const override {
     CudaContext& cuda = context_of(context);
-    batch_normalization_statistics_gradient(neuron_, source_gradient, source, {gamma, beta, mean, variance, epsilon},
+    batch_normalization_statistics_gradient(neuron_.parameters(), source_gradient, source, {gamma, beta, mean, variance, epsilon},
                                             gradient_for_gamma, gradient_for_beta, sums(cuda, source), cuda.stream());
   }
 
@@ -60,7 +40,7 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
                 const ImageRegion& destination_gradient, const float* gamma, const float* beta, const float* mean,
                 const float* variance, float epsilon, const float* gradient_for_gamma, const float* gradient_for_beta,
                 int64_t count) const override {
-    batch_normalization_gradient(neuron_, source_gradient, source, destination_gradient,
+    batch_normalization_gradient(neuron_.parameters(), source_gradient, source, destination_gradient,
                                  {gamma, beta, mean, variance, epsilon}, gradient_for_gamma, gradient_for_beta, count,
                                  context_of(context).stream());
   }
@@ -82,9 +62,7 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
     return cuda.scratch(kSumsSlot, batch_normalization_sums_bytes(source));
   }
 
-  int ordinal_;
-  NeuronParameters neuron_;
-  void* slopes_ = nullptr;  // PReLU's slopes on the device
+  DeviceNeuron neuron_;
 };
 
 }  // namespace

@@ -25,11 +25,9 @@ class CudaOptimizer final : public OptimizerPrimitive {
     for (size_t i = 0; i < list.count; ++i) {
       const OptimizerArrays& a = list.arrays[i];
       const size_t bytes = a.count * value_bytes_;
-      for (const void* data : {a.gradient, a.values, static_cast<const void*>(a.result),
-                               static_cast<const void*>(a.momentum), static_cast<const void*>(a.velocity),
-                               static_cast<const void*>(a.maximum_velocity),
-                               static_cast<const void*>(a.sum_of_squares)})
-        spans[count++] = {data, bytes};
+      const void* const arrays[] = {a.gradient, a.values,   a.result,        a.momentum,
+                                    a.velocity, a.maximum_velocity, a.sum_of_squares};
+      for (const void* data : arrays) spans[count++] = {data, bytes};
     }
     return cuda.stream_touching(spans, count);
   }

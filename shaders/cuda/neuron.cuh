@@ -18,6 +18,22 @@ struct NeuronParameters {
   const float* slopes = nullptr;
 };
 
+// A neuron descriptor's parameters for kernels, PReLU's slopes uploaded once
+// to the device of `ordinal` and freed with it (native/cuda/neuron.cpp).
+class DeviceNeuron {
+ public:
+  DeviceNeuron(int ordinal, const NeuronDescriptor& descriptor);
+  ~DeviceNeuron();
+  DeviceNeuron(const DeviceNeuron&) = delete;
+  DeviceNeuron& operator=(const DeviceNeuron&) = delete;
+  const NeuronParameters& parameters() const { return parameters_; }
+
+ private:
+  int ordinal_;
+  NeuronParameters parameters_;
+  void* slopes_ = nullptr;
+};
+
 // y = f(x) over regions of equal extents; channel 0 of the regions is feature
 // channel `first_channel` (for per-channel slopes). In place when x is y.
 void neuron_forward(const NeuronParameters& p, const ImageRegion& x, const ImageRegion& y, int64_t first_channel,

@@ -287,17 +287,6 @@ __global__ void unpool_windows_kernel(Pass<Index> p, Extents<Index> e, Strided<I
   }
 }
 
-// Calls f with the kernel template's kind: dilated max pools as max.
-template <class F>
-void dispatch(PoolingKind kind, F&& f) {
-  switch (kind) {
-    case PoolingKind::Max:
-    case PoolingKind::DilatedMax: f(std::integral_constant<PoolingKind, PoolingKind::Max>{}); return;
-    case PoolingKind::Average: f(std::integral_constant<PoolingKind, PoolingKind::Average>{}); return;
-    case PoolingKind::L2Norm: f(std::integral_constant<PoolingKind, PoolingKind::L2Norm>{}); return;
-  }
-}
-
 // Whether every source pixel lies in at most one max pooling window: the
 // gradient then finds each window's chosen tap where it is used, in one pass.
 bool choose_in_place(const PoolingDescriptor& d) {
@@ -330,7 +319,7 @@ void pooling_forward(const PoolingDescriptor& d, const ImageRegion& x, const Ima
   if (count == 0) return;
   with_index(narrow_pass(d, y, count, {x, y}), [&](auto index) {
     using Index = decltype(index);
-    dispatch(d.kind, [&](auto kind) {
+    with_pooling_kind(d.kind, [&](auto kind) {
       pool_kernel<decltype(kind)::value, Index><<<blocks_for(count), 256, 0, stream>>>(
           pass_of<Index>(d), Extents<Index>(y), Strided<Index>(x), Strided<Index>(y), static_cast<Index>(count));
     });
@@ -355,7 +344,7 @@ void pooling_gradient(const PoolingDescriptor& d, const ImageRegion& dy, const I
     const Extents<Index> e(dx);
     const Strided<Index> gradient(dy), source(x), result(dx), per_window(values);
     const auto h = static_cast<Signed<Index>>(dy.h), w = static_cast<Signed<Index>>(dy.w);
-    dispatch(d.kind, [&](auto kind) {
+    with_pooling_kind(d.kind, [&](auto kind) {
       constexpr PoolingKind K = decltype(kind)::value;
       if constexpr (K == PoolingKind::Max)
         if (windows_tile(d, dy, dx)) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "mpsx/kernel.h"
 
@@ -14,6 +15,18 @@ class ExecutionContext;
 enum class PoolingKind : int32_t { Max = 0, Average, L2Norm, DilatedMax };
 
 inline bool is_max(PoolingKind kind) { return kind == PoolingKind::Max || kind == PoolingKind::DilatedMax; }
+
+// Calls f with `kind` as a std::integral_constant, for kernel templates;
+// dilated max pools as max.
+template <class F>
+void with_pooling_kind(PoolingKind kind, F&& f) {
+  switch (kind) {
+    case PoolingKind::Max:
+    case PoolingKind::DilatedMax: f(std::integral_constant<PoolingKind, PoolingKind::Max>{}); return;
+    case PoolingKind::Average: f(std::integral_constant<PoolingKind, PoolingKind::Average>{}); return;
+    case PoolingKind::L2Norm: f(std::integral_constant<PoolingKind, PoolingKind::L2Norm>{}); return;
+  }
+}
 
 // One pooling pass over fixed images and geometry: the key a kernel caches
 // its primitive under, and everything the backend builds it from.
