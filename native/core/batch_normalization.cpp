@@ -595,7 +595,7 @@ void CNNBatchNormalizationGradient::record(CommandBuffer& command_buffer,
                           values_of(bn->gradient_for_beta()), count);
     };
     if (!all_channels)  // channels outside the normalization get no gradient
-      context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+      context.fill_zero_image(*destination_gradient);
     if (!covers) {
       // Pixels the statistics covered but the forward pass did not write
       // still moved the mean and variance.

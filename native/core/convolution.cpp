@@ -605,7 +605,7 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
       neuron->gradient(context, incoming, gs->pre_activation->whole(), result_gradient, 0);
     }
     if (data) {
-      if (!covers) context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+      if (!covers) context.fill_zero_image(*destination_gradient);
       primitive->backward_data(context, result_gradient, gs->weights->data(),
                                destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in,
                                                             b.height, b.width));

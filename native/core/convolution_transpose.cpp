@@ -346,7 +346,7 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
       neuron->gradient(context, incoming, gs->pre_activation->whole(), result_gradient, 0);
     }
     if (data) {
-      if (!covers) context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+      if (!covers) context.fill_zero_image(*destination_gradient);
       if (b.reads_source())
         primitive->backward_data(context, result_gradient, gs->weights->data(),
                                  source_block(*destination_gradient, g, b, in));

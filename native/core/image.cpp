@@ -156,31 +156,48 @@ void copy_region(const ImageRegion& from, const ImageRegion& to) {
 
 Image::Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor) : descriptor_(descriptor) {
   descriptor_.validate();
+  storage_ = device->backend().new_image_storage(descriptor_);
+  if (storage_) {
+    layout_ = nchw_layout(descriptor_);
+    buffer_ = make_pooled<Buffer>(std::move(device), 0);
+    return;
+  }
   layout_ = device->backend().image_layout(descriptor_);
   size_t bytes = static_cast<size_t>(descriptor_.element_count()) * size_of(descriptor_.channel_format);
   buffer_ = make_pooled<Buffer>(std::move(device), bytes);
 }
 
 Image::Image(const Image& base, int64_t first, int64_t count)
-    : buffer_(base.buffer_), descriptor_(base.descriptor_), layout_(base.layout_) {
+    : buffer_(base.buffer_), storage_(base.storage_), descriptor_(base.descriptor_), layout_(base.layout_) {
   if (first < 0 || count <= 0 || first + count > base.number_of_images())
     fail<ArgumentError>("images [", first, ", ", first + count, ") are outside a batch of ",
                         base.number_of_images());
   descriptor_.number_of_images = count;
-  byte_offset_ = base.byte_offset_ + static_cast<size_t>(first * layout_.n) * size_of(descriptor_.channel_format);
+  if (storage_)
+    first_image_ = base.first_image_ + first;
+  else
+    byte_offset_ = base.byte_offset_ + static_cast<size_t>(first * layout_.n) * size_of(descriptor_.channel_format);
 }
 
 ImageRegion Image::region(int64_t first_image, int64_t first_channel, int64_t y, int64_t x, int64_t images,
                           int64_t channels, int64_t height, int64_t width) const {
   ImageRegion r;
-  int64_t offset = first_image * layout_.n + first_channel * layout_.c + y * layout_.h + x * layout_.w;
-  r.data = static_cast<char*>(data()) + offset * static_cast<int64_t>(size_of(descriptor_.channel_format));
   r.data_type = descriptor_.channel_format;
   r.n = images;
   r.c = channels;
   r.h = height;
   r.w = width;
   r.stride = layout_;
+  if (storage_) {
+    r.storage = storage_.get();
+    r.image = first_image_ + first_image;
+    r.channel = first_channel;
+    r.y = y;
+    r.x = x;
+    return r;
+  }
+  int64_t offset = first_image * layout_.n + first_channel * layout_.c + y * layout_.h + x * layout_.w;
+  r.data = static_cast<char*>(data()) + offset * static_cast<int64_t>(size_of(descriptor_.channel_format));
   return r;
 }
 
@@ -192,7 +209,7 @@ uint64_t Image::identity() const {
   if (identity_) return identity_;
   // Storage, position and extent: two views of the same pixels match.
   uint64_t h = buffer_->id() * 0x9E3779B97F4A7C15ull;
-  for (uint64_t v : {static_cast<uint64_t>(byte_offset_), static_cast<uint64_t>(descriptor_.number_of_images),
+  for (uint64_t v : {static_cast<uint64_t>(byte_offset_), static_cast<uint64_t>(first_image_), static_cast<uint64_t>(descriptor_.number_of_images),
                      static_cast<uint64_t>(descriptor_.feature_channels), static_cast<uint64_t>(descriptor_.height),
                      static_cast<uint64_t>(descriptor_.width)})
     h = (h ^ v) * 0x100000001B3ull;
@@ -219,6 +236,7 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
                        " ", name_of(d.channel_format), ", image ", i, " is ", item.feature_channels(), "x",
                        item.height(), "x", item.width(), " ", name_of(item.data_type()));
     consecutive = consecutive && item.buffer_ == first.buffer_ &&
+                  item.first_image_ == first.first_image_ + d.number_of_images &&
                   item.byte_offset_ == first.byte_offset_ + first.layout_.n * size_of(d.channel_format) *
                                                                 static_cast<size_t>(d.number_of_images);
     d.number_of_images += item.number_of_images();
@@ -233,10 +251,10 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
     batch = make_pooled<Image>(first.device_ptr(), d);
     std::vector<std::shared_ptr<Image>> sources(items);
     command_buffer.record([batch, sources = std::move(sources)](ExecutionContext& context) {
-      char* at = static_cast<char*>(batch->data());
+      int64_t at = 0;
       for (const auto& item : sources) {
-        context.copy(at, item->data(), item->byte_length());
-        at += item->byte_length();
+        context.copy_images(*item, *batch, at);
+        at += item->number_of_images();
       }
     });
     batch->buffer_->will_write(command_buffer);
@@ -251,7 +269,7 @@ void Image::read(void* destination, DataType host_type) const {
   to.data = destination;
   to.data_type = host_type;
   to.stride = nchw_layout(descriptor_);
-  if (host_type == data_type() && CopyDims(from, to).one_run())
+  if (!storage_ && host_type == data_type() && CopyDims(from, to).one_run())
     return buffer_->read(destination, byte_offset_, static_cast<size_t>(from.span()) * size_of(data_type()),
                          "the image");
   buffer_->check_host_readable("the image");
@@ -264,9 +282,26 @@ void Image::write(const void* source, DataType host_type) {
   from.data = const_cast<void*>(source);
   from.data_type = host_type;
   from.stride = nchw_layout(descriptor_);
-  if (host_type == data_type() && CopyDims(from, to).one_run())
+  if (!storage_ && host_type == data_type() && CopyDims(from, to).one_run())
     return buffer_->write(source, byte_offset_, static_cast<size_t>(to.span()) * size_of(data_type()));
   buffer_->device().backend().write_region(from, to);
+}
+
+void Image::fill_zero() {
+  if (!storage_) return buffer_->device().backend().fill_zero(data(), byte_length());
+  std::vector<float> zeros(static_cast<size_t>(descriptor_.element_count()));
+  write(zeros.data(), DataType::Float32);
+}
+
+void ExecutionContext::copy_images(const Image& from, const Image& to, int64_t first) {
+  if (from.storage() || to.storage())
+    fail<Error>("copy_images: this backend keeps no images in an ImageStorage");
+  copy(to.region(first, 0, 0, 0, 1, 1, 1, 1).data, from.data(), from.byte_length());
+}
+
+void ExecutionContext::fill_zero_image(const Image& image) {
+  if (image.storage()) fail<Error>("fill_zero_image: this backend keeps no images in an ImageStorage");
+  fill_zero(image.data(), image.byte_length());
 }
 
 }  // namespace mpsx

@@ -57,7 +57,7 @@ CNNLossLabels::CNNLossLabels(std::shared_ptr<Device> device, std::shared_ptr<Ima
   ImageDescriptor scalar;
   scalar.number_of_images = labels_->number_of_images();
   loss_ = std::make_shared<Image>(device_ptr(), scalar);
-  loss_->buffer()->fill_zero();
+  loss_->fill_zero();
 }
 
 const std::shared_ptr<Image>& CNNLossLabels::loss_image_for(const ImageDescriptor& descriptor) {

@@ -69,7 +69,7 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
                 g.height == source_image->height() && g.source_channel == 0;
   if (!covers) {  // pixels the forward pass did not read get no gradient
     command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+      context.fill_zero_image(*destination_gradient);
     });
   }
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient,

@@ -138,7 +138,7 @@ void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared
   if (g.source_channel != 0 || g.source_image != 0 || g.images != source_image->number_of_images()) {
     // images and channels the forward pass did not read get no gradient
     command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero(destination_gradient->data(), destination_gradient->byte_length());
+      context.fill_zero_image(*destination_gradient);
     });
   }
   command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,

@@ -1,10 +1,12 @@
 // The metal backend: MetalPerformanceShaders over MTLBuffers of shared
-// storage. A command queue is an MTLCommandQueue: commit encodes the command
-// buffer's commands onto an MTLCommandBuffer, and its completed handler
-// finishes the mpsx command buffer.
+// storage and MPSImages. A command queue is an MTLCommandQueue: commit encodes
+// the command buffer's commands onto an MTLCommandBuffer, and its completed
+// handler finishes the mpsx command buffer. Each kernel family's primitive
+// (<family>.mm) holds the MPS kernel objects and encodes them.
 #pragma once
 
 #import <Metal/Metal.h>
+#import <MetalPerformanceShaders/MetalPerformanceShaders.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +17,7 @@
 
 #include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
+#include "mpsx/image.h"
 
 namespace mpsx::metal {
 
@@ -24,10 +27,23 @@ struct BufferAddress {
   NSUInteger offset = 0;
 };
 
-// Memory and queues of one MTLDevice. The kernel families (make_*) and image
-// storage come with issue 4; until then the class stays abstract and no
-// metal device is registered.
-class MetalBackend : public Backend {
+// An mpsx Image on metal: an MPSImageBatch, one MPSImage per image.
+class MetalImageStorage final : public ImageStorage {
+ public:
+  explicit MetalImageStorage(MPSImageBatch* images) : images(images) {}
+  MPSImageBatch* const images;
+};
+
+// The MPSImages of images [region.image, region.image + region.n) of a
+// region of a metal image: the batch itself, with no new array, when the
+// region covers all of it.
+MPSImageBatch* images_of(const ImageRegion& region);
+// Image `index` of the region.
+MPSImage* image_of(const ImageRegion& region, int64_t index = 0);
+MPSImageFeatureChannelFormat feature_channel_format(DataType type);
+
+// Memory, images and queues of one MTLDevice.
+class MetalBackend final : public Backend {
  public:
   explicit MetalBackend(id<MTLDevice> device);
   const char* kind() const override { return "metal"; }
@@ -39,31 +55,53 @@ class MetalBackend : public Backend {
   void copy_to_host(void* host, const void* device, size_t bytes) override;
   void copy_from_host(void* device, const void* host, size_t bytes) override;
   void fill_zero(void* device, size_t bytes) override;
+  // -[MPSImage readBytes:...] / writeBytes: per image.
+  void read_region(const ImageRegion& device, const ImageRegion& host) override;
+  void write_region(const ImageRegion& host, const ImageRegion& device) override;
+  ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
+  // An MPSImageBatch of shared-storage MPSImages.
+  std::shared_ptr<ImageStorage> new_image_storage(const ImageDescriptor& descriptor) override;
   std::unique_ptr<Executor> new_executor() override;
+
+  std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
+  std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
+  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
+      const ConvolutionTransposeShape& shape) override;
+  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
+  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
+  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
+  std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
+      const BatchNormalizationDescriptor& descriptor) override;
 
   id<MTLDevice> device() const { return device_; }
   // Throws Error for an address no buffer of this device holds.
   BufferAddress address_of(const void* data) const;
+  // A zeroed buffer of at least `bytes`, for clearing textures with blits.
+  id<MTLBuffer> zeros(NSUInteger bytes);
 
  private:
   id<MTLDevice> device_;
   mutable std::mutex buffers_mutex_;
   std::map<uintptr_t, id<MTLBuffer>> buffers_;  // by contents address
+  std::mutex zeros_mutex_;
+  id<MTLBuffer> zeros_;
 };
 
 // What commands get while a metal queue encodes them: the MTLCommandBuffer.
 class MetalContext final : public ExecutionContext {
  public:
-  MetalContext(const MetalBackend& backend, id<MTLCommandBuffer> command_buffer)
+  MetalContext(MetalBackend& backend, id<MTLCommandBuffer> command_buffer)
       : backend_(backend), command_buffer_(command_buffer) {}
   void copy(void* destination, const void* source, size_t bytes) override;
   void fill_zero(void* destination, size_t bytes) override;
+  void copy_images(const Image& from, const Image& to, int64_t first) override;
+  void fill_zero_image(const Image& image) override;
 
-  const MetalBackend& backend() const { return backend_; }
+  MetalBackend& backend() const { return backend_; }
   id<MTLCommandBuffer> command_buffer() const { return command_buffer_; }
 
  private:
-  const MetalBackend& backend_;
+  MetalBackend& backend_;
   id<MTLCommandBuffer> command_buffer_;
 };
 

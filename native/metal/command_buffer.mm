@@ -14,7 +14,7 @@ namespace {
 // commit order for one queue; that is where the mpsx command buffer finishes.
 class MetalExecutor final : public Executor {
  public:
-  explicit MetalExecutor(const MetalBackend& backend)
+  explicit MetalExecutor(MetalBackend& backend)
       : backend_(backend), queue_([backend.device() newCommandQueue]), pending_(std::make_shared<Pending>()) {
     if (!queue_) fail<Error>("metal: the device could not make an MTLCommandQueue");
   }
@@ -58,7 +58,7 @@ class MetalExecutor final : public Executor {
     size_t count = 0;
   };
 
-  const MetalBackend& backend_;
+  MetalBackend& backend_;
   id<MTLCommandQueue> queue_;
   std::shared_ptr<Pending> pending_;
 };

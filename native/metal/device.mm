@@ -1,12 +1,132 @@
 #include "backend.h"
 
 #include <cstring>
+#include <vector>
 
 #include "mpsx/errors.h"
 
 namespace mpsx::metal {
 
+MPSImageBatch* images_of(const ImageRegion& region) {
+  MPSImageBatch* batch = static_cast<const MetalImageStorage*>(region.storage)->images;
+  if (region.image == 0 && static_cast<NSUInteger>(region.n) == batch.count) return batch;
+  return [batch subarrayWithRange:NSMakeRange(static_cast<NSUInteger>(region.image), static_cast<NSUInteger>(region.n))];
+}
+
+MPSImage* image_of(const ImageRegion& region, int64_t index) {
+  return static_cast<const MetalImageStorage*>(region.storage)->images[static_cast<NSUInteger>(region.image + index)];
+}
+
+MPSImageFeatureChannelFormat feature_channel_format(DataType type) {
+  switch (type) {
+    case DataType::Float32: return MPSImageFeatureChannelFormatFloat32;
+    case DataType::Float16: return MPSImageFeatureChannelFormatFloat16;
+    case DataType::UInt8: return MPSImageFeatureChannelFormatUnorm8;
+    case DataType::BFloat16: break;
+  }
+  fail<ArgumentError>("metal images hold float32, float16 or uint8 channels; given ", name_of(type));
+}
+
 MetalBackend::MetalBackend(id<MTLDevice> device) : device_(device) {}
+
+ImageLayout MetalBackend::image_layout(const ImageDescriptor& descriptor) const { return nchw_layout(descriptor); }
+
+std::shared_ptr<ImageStorage> MetalBackend::new_image_storage(const ImageDescriptor& d) {
+  MPSImageDescriptor* descriptor =
+      [MPSImageDescriptor imageDescriptorWithChannelFormat:feature_channel_format(d.channel_format)
+                                                     width:static_cast<NSUInteger>(d.width)
+                                                    height:static_cast<NSUInteger>(d.height)
+                                           featureChannels:static_cast<NSUInteger>(d.feature_channels)
+                                            numberOfImages:1
+                                                     usage:MTLTextureUsageShaderRead | MTLTextureUsageShaderWrite];
+  // Shared: the host reads and writes the texture where the GPU does.
+  descriptor.storageMode = MTLStorageModeShared;
+  NSMutableArray<MPSImage*>* images = [NSMutableArray arrayWithCapacity:static_cast<NSUInteger>(d.number_of_images)];
+  for (int64_t i = 0; i < d.number_of_images; ++i) {
+    MPSImage* image = [[MPSImage alloc] initWithDevice:device_ imageDescriptor:descriptor];
+    if (!image.texture)
+      fail<OutOfMemoryError>("out of memory: ", device_name(), " could not allocate image ", i, " of ",
+                             d.number_of_images, " (", d.feature_channels, "x", d.height, "x", d.width, ")");
+    [images addObject:image];
+  }
+  return std::make_shared<MetalImageStorage>(images);
+}
+
+namespace {
+
+// The pixels of image `index` of a metal region, all feature channels, as
+// MPSDataLayoutFeatureChannelsxHeightxWidth in the image's own format: the
+// form -[MPSImage readBytes:] and writeBytes: move.
+struct ImagePlanes {
+  ImagePlanes(const ImageRegion& device, int64_t index) : image(image_of(device, index)) {
+    const int64_t channels = static_cast<int64_t>(image.featureChannels);
+    bytes.resize(static_cast<size_t>(channels * device.h * device.w) * size_of(device.data_type));
+    region = MTLRegionMake3D(static_cast<NSUInteger>(device.x), static_cast<NSUInteger>(device.y), 0,
+                             static_cast<NSUInteger>(device.w), static_cast<NSUInteger>(device.h), 1);
+    bytes_per_row = static_cast<NSUInteger>(device.w) * size_of(device.data_type);
+    all = MPSImageReadWriteParams{0, static_cast<NSUInteger>(channels)};
+    planes.data_type = device.data_type;
+    planes.n = 1;
+    planes.c = device.c;
+    planes.h = device.h;
+    planes.w = device.w;
+    planes.stride = ImageLayout{channels * device.h * device.w, device.h * device.w, device.w, 1};
+    planes.data = bytes.data() + static_cast<size_t>(device.channel * planes.stride.c) * size_of(device.data_type);
+  }
+  void read() {
+    [image readBytes:bytes.data() dataLayout:MPSDataLayoutFeatureChannelsxHeightxWidth bytesPerRow:bytes_per_row
+                region:region featureChannelInfo:all imageIndex:0];
+  }
+  void write() {
+    [image writeBytes:bytes.data() dataLayout:MPSDataLayoutFeatureChannelsxHeightxWidth bytesPerRow:bytes_per_row
+               region:region featureChannelInfo:all imageIndex:0];
+  }
+
+  MPSImage* image;
+  std::vector<char> bytes;
+  MTLRegion region;
+  NSUInteger bytes_per_row;
+  MPSImageReadWriteParams all;
+  ImageRegion planes;  // the region's channels within `bytes`
+};
+
+// Image n of a host region.
+ImageRegion host_image(const ImageRegion& host, int64_t n) {
+  ImageRegion one = host;
+  one.n = 1;
+  one.data = static_cast<char*>(host.data) + static_cast<size_t>(n * host.stride.n) * size_of(host.data_type);
+  return one;
+}
+
+}  // namespace
+
+void MetalBackend::read_region(const ImageRegion& device, const ImageRegion& host) {
+  for (int64_t n = 0; n < device.n; ++n) {
+    ImagePlanes image(device, n);
+    image.read();
+    copy_region(image.planes, host_image(host, n));
+  }
+}
+
+void MetalBackend::write_region(const ImageRegion& host, const ImageRegion& device) {
+  for (int64_t n = 0; n < device.n; ++n) {
+    ImagePlanes image(device, n);
+    // Feature channels are written four to a texture slice, all at once:
+    // keep those outside the region.
+    if (device.c != static_cast<int64_t>(image.image.featureChannels)) image.read();
+    copy_region(host_image(host, n), image.planes);
+    image.write();
+  }
+}
+
+id<MTLBuffer> MetalBackend::zeros(NSUInteger bytes) {
+  std::lock_guard<std::mutex> lock(zeros_mutex_);
+  if (!zeros_ || zeros_.length < bytes) {
+    zeros_ = [device_ newBufferWithLength:bytes options:MTLResourceStorageModeShared];  // zeroed by Metal
+    if (!zeros_) fail<OutOfMemoryError>("out of memory: ", device_name(), " could not allocate ", bytes, " bytes");
+  }
+  return zeros_;
+}
 
 void* MetalBackend::allocate(size_t bytes) {
   id<MTLBuffer> buffer = [device_ newBufferWithLength:bytes options:MTLResourceStorageModeShared];
@@ -52,5 +172,47 @@ void MetalContext::fill_zero(void* destination, size_t bytes) {
   [blit fillBuffer:to.buffer range:NSMakeRange(to.offset, bytes) value:0];
   [blit endEncoding];
 }
+
+}  // namespace mpsx::metal
+
+namespace mpsx::metal {
+
+void MetalContext::copy_images(const Image& from, const Image& to, int64_t first) {
+  const ImageRegion source = from.whole(), destination = to.region(first, 0, 0, 0, from.number_of_images(), 0, 0, 0);
+  id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
+  for (int64_t i = 0; i < source.n; ++i)
+    [blit copyFromTexture:image_of(source, i).texture toTexture:image_of(destination, i).texture];
+  [blit endEncoding];
+}
+
+void MetalContext::fill_zero_image(const Image& image) {
+  const ImageRegion region = image.whole();
+  MPSImage* first = image_of(region);
+  const NSUInteger bytes_per_row = first.pixelSize * first.width, bytes_per_image = bytes_per_row * first.height;
+  id<MTLBuffer> zeros = backend_.zeros(bytes_per_image);
+  id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
+  for (int64_t i = 0; i < region.n; ++i) {
+    id<MTLTexture> texture = image_of(region, i).texture;
+    for (NSUInteger slice = 0; slice < texture.arrayLength; ++slice)
+      [blit copyFromBuffer:zeros sourceOffset:0 sourceBytesPerRow:bytes_per_row sourceBytesPerImage:bytes_per_image
+                sourceSize:MTLSizeMake(first.width, first.height, 1) toTexture:texture destinationSlice:slice
+          destinationLevel:0 destinationOrigin:MTLOriginMake(0, 0, 0)];
+  }
+  [blit endEncoding];
+}
+
+namespace {
+std::vector<std::unique_ptr<Backend>> enumerate() {
+  std::vector<std::unique_ptr<Backend>> list;
+  // MPS runs on Apple GPUs with unified memory: the host-access rules of
+  // shared storage above assume it.
+  id<MTLDevice> device = MTLCreateSystemDefaultDevice();
+  if (device && device.hasUnifiedMemory && MPSSupportsMTLDevice(device))
+    list.push_back(std::make_unique<MetalBackend>(device));
+  return list;
+}
+// Ranks above cuda and the cpu.
+const bool registered = (register_backend(20, &enumerate), true);
+}  // namespace
 
 }  // namespace mpsx::metal

@@ -79,6 +79,10 @@ class Backend {
   virtual void wait_for_host_writes() {}
   // Strides for a new image of this descriptor.
   virtual ImageLayout image_layout(const ImageDescriptor& descriptor) const = 0;
+  // Storage for a new image where the backend keeps images as objects of its
+  // own (metal: MPSImages); null where they live in Buffers (cpu, cuda).
+  // Throws ArgumentError for a descriptor the backend cannot hold.
+  virtual std::shared_ptr<ImageStorage> new_image_storage(const ImageDescriptor&) { return nullptr; }
 
   virtual std::unique_ptr<Executor> new_executor() = 0;
 

@@ -23,6 +23,7 @@ namespace mpsx {
 class Device;
 class Executor;
 class CommandQueue;
+class Image;
 
 enum class CommandBufferStatus : uint8_t { NotEnqueued, Committed, Completed, Error };
 
@@ -43,6 +44,10 @@ class ExecutionContext {
   // Memory operations ordered with the other commands of the queue.
   virtual void copy(void* destination, const void* source, size_t bytes) = 0;
   virtual void fill_zero(void* destination, size_t bytes) = 0;
+  // The same on whole images, in a Buffer or in a backend's ImageStorage:
+  // `from` (all its images) into images [first, first + from's count) of `to`.
+  virtual void copy_images(const Image& from, const Image& to, int64_t first);
+  virtual void fill_zero_image(const Image& image);
 };
 
 // One recorded unit of work.

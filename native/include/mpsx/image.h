@@ -39,13 +39,25 @@ struct ImageLayout {
   int64_t n = 0, c = 0, h = 0, w = 0;
 };
 
-// A block of an image resolved for a primitive: element (n, c, y, x) of the
-// block is at data + n*stride.n + c*stride.c + y*stride.h + x*stride.w.
+// Pixels a backend keeps in objects of its own rather than in a Buffer
+// (metal: the MPSImages of an MPSImageBatch, textures of 4 channels a slice).
+class ImageStorage {
+ public:
+  virtual ~ImageStorage() = default;
+};
+
+// A block of an image resolved for a primitive. In a Buffer (cpu, cuda, host
+// arrays), element (n, c, y, x) of the block is at
+// data + n*stride.n + c*stride.c + y*stride.h + x*stride.w. In an
+// ImageStorage (metal; data is null) it is image `image + n`, feature
+// channel `channel + c`, pixel (x + x', y + y') of `storage`.
 struct ImageRegion {
   void* data = nullptr;
   DataType data_type = DataType::Float32;
   int64_t n = 0, c = 0, h = 0, w = 0;
   ImageLayout stride;
+  const ImageStorage* storage = nullptr;
+  int64_t image = 0, channel = 0, y = 0, x = 0;
   int64_t element_count() const { return n * c * h * w; }
   // Elements from `data` to one past the last element of the region.
   int64_t span() const {
@@ -63,7 +75,8 @@ ImageLayout nchw_layout(const ImageDescriptor& descriptor);
 
 class Image {
  public:
-  // New storage on `device`, laid out as the device's backend prefers.
+  // New storage on `device`: the backend's ImageStorage where it has one,
+  // else a Buffer laid out as the backend prefers.
   Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor);
   // A view of images [first, first + count) of `base`, sharing its storage.
   Image(const Image& base, int64_t first, int64_t count);
@@ -76,7 +89,11 @@ class Image {
   DataType data_type() const { return descriptor_.channel_format; }
   Device& device() const { return buffer_->device(); }
   const std::shared_ptr<Device>& device_ptr() const { return buffer_->device_ptr(); }
+  // The memory of the pixels, or, for images in an ImageStorage, a Buffer of
+  // no pixels that keeps the host-access bookkeeping.
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  // Null unless the backend keeps the pixels itself (metal).
+  const std::shared_ptr<ImageStorage>& storage() const { return storage_; }
   const ImageLayout& layout() const { return layout_; }
   // Byte offset of image 0, channel 0, pixel (0, 0) within buffer().
   size_t byte_offset() const { return byte_offset_; }
@@ -95,6 +112,8 @@ class Image {
   // uint8 matching the image). read checks synchronization first.
   void read(void* destination, DataType host_type) const;
   void write(const void* source, DataType host_type);
+  // A host write of zeros that is part of the image's creation.
+  void fill_zero();
   // One batch of the images of `items` (equal sizes and formats): a view when
   // they are consecutive images of one allocation, otherwise a new image
   // filled by a copy recorded on `command_buffer` whose identity derives from
@@ -107,6 +126,8 @@ class Image {
 
  private:
   std::shared_ptr<Buffer> buffer_;
+  std::shared_ptr<ImageStorage> storage_;
+  int64_t first_image_ = 0;  // of storage_, for views
   size_t byte_offset_ = 0;
   ImageDescriptor descriptor_;
   ImageLayout layout_;
