@@ -368,12 +368,13 @@ cdef class Buffer:
         self.c.get().synchronize(command_buffer.c.get()[0])
 
     cdef bint _host_addressable(self):
-        return self.c.get().device().backend_name() == b"cpu"
+        return self.c.get().device().host_addressable()
 
     def to_numpy(self, copy=None):
         """The contents as a numpy array of the buffer's dtype and shape.
 
-        On the cpu device this is a view of the buffer unless copy=True.
+        Where the host addresses device memory (cpu; metal's shared storage on
+        unified memory) this is a view of the buffer unless copy=True.
         """
         self.c.get().check_host_readable(b"the buffer")
         if self._host_addressable() and not copy:
@@ -389,7 +390,7 @@ cdef class Buffer:
 
     def __getbuffer__(self, Py_buffer* view, int flags):
         if not self._host_addressable():
-            raise BufferError("only cpu buffers expose their memory; use to_numpy() for a copy")
+            raise BufferError(f"{self.device.name} buffers are not in host memory; use to_numpy() for a copy")
         self.c.get().check_host_readable(b"the buffer")
         cdef Py_ssize_t itemsize = self._dtype.itemsize
         cdef int ndim = len(self._shape)
@@ -418,7 +419,7 @@ cdef class Buffer:
         backend = self.c.get().device().backend_name()
         if backend == b"cuda":
             return (2, int(self.device.name.split(":")[1]))
-        if backend == b"cpu":
+        if self._host_addressable():  # cpu, and metal's unified memory
             return (1, 0)
         raise BufferError(f"DLPack export is not available on the {backend.decode()} backend")
 

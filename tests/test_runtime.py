@@ -293,7 +293,7 @@ def test_vectors_buffers_and_dlpack(device, rng):
     assert v.buffer.length == 68 and v.buffer.shape == (17,) and v.buffer.dtype == np.float32
     zeros = mpsx.Vector(device, 5, mpsx.DataType.FLOAT16)
     np.testing.assert_array_equal(zeros.to_numpy(), np.zeros(5, np.float16))
-    if device.backend in ("cpu", "cuda"):
+    if device.backend in ("cpu", "cuda", "metal"):
         t = torch.from_dlpack(v.buffer)
         assert t.shape == (17,)
         np.testing.assert_array_equal(t.cpu().numpy(), values)
@@ -303,10 +303,16 @@ def test_vectors_buffers_and_dlpack(device, rng):
         mpsx.Vector(device, -1)
 
 
-def test_cpu_buffer_is_a_numpy_view(device, rng):
-    if device.backend != "cpu":
-        pytest.skip("host-addressable buffers are the cpu backend's")
+def test_host_addressable_buffer_is_a_numpy_view(device, rng):
     v = mpsx.Vector.from_numpy(device, np.arange(4, dtype=np.float32))
+    # The host addresses cpu memory and metal's shared storage on unified memory.
+    if device.backend not in ("cpu", "metal"):
+        with pytest.raises(BufferError, match=f"{device.name} buffers are not in host memory; use to_numpy"):
+            memoryview(v.buffer)
+        copy = v.buffer.to_numpy()
+        copy[1] = 10
+        np.testing.assert_array_equal(v.to_numpy(), [0, 1, 2, 3])
+        return
     view = v.buffer.to_numpy()
     view[1] = 10
     np.testing.assert_array_equal(v.to_numpy(), [0, 10, 2, 3])

@@ -14,6 +14,7 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
         shared_ptr[CDevice] named(const string& name) except +raise_py_error
         const string& name()
         const char* backend_name()
+        bint host_addressable()
         const shared_ptr[CCommandQueue]& command_queue() except +raise_py_error
         shared_ptr[CCommandQueue] new_command_queue() except +raise_py_error
         void trim()

@@ -88,6 +88,8 @@ Device::~Device() { trim(); }
 
 const char* Device::backend_name() const { return backend_->kind(); }
 
+bool Device::host_addressable() const { return backend_->host_addressable(); }
+
 const std::vector<std::shared_ptr<Device>>& Device::all() {
   static const std::vector<std::shared_ptr<Device>> devices = [] {
     load_backend_libraries();

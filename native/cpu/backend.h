@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend();
   const char* kind() const override { return "cpu"; }
+  bool host_addressable() const override { return true; }
   std::string device_name() const override { return "cpu"; }
   void* allocate(size_t bytes) override;
   void deallocate(void* data, size_t bytes) override;

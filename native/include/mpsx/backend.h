@@ -61,6 +61,11 @@ class Backend {
   // Device name: "cpu", "cuda:0", "metal".
   virtual std::string device_name() const = 0;
 
+  // Whether the host can read and write the memory allocate() hands out at
+  // its address (cpu; metal's shared storage on unified memory), so buffers
+  // can be exported to numpy without a copy.
+  virtual bool host_addressable() const { return false; }
+
   // Memory. allocate throws OutOfMemoryError.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* data, size_t bytes) = 0;

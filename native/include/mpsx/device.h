@@ -30,6 +30,7 @@ class Device : public std::enable_shared_from_this<Device> {
   const std::string& name() const { return name_; }
   const char* backend_name() const;
   Backend& backend() const { return *backend_; }
+  bool host_addressable() const;
 
   const std::shared_ptr<CommandQueue>& command_queue();
   std::shared_ptr<CommandQueue> new_command_queue();
