@@ -1,0 +1,129 @@
+#include "mpsx/kernels/loss.h"
+
+#include <mutex>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+
+namespace mpsx::metal {
+namespace {
+
+MPSCNNLossType loss_type_of(LossType type) {
+  switch (type) {
+    case LossType::MeanAbsoluteError: return MPSCNNLossTypeMeanAbsoluteError;
+    case LossType::MeanSquaredError: return MPSCNNLossTypeMeanSquaredError;
+    case LossType::SoftMaxCrossEntropy: return MPSCNNLossTypeSoftMaxCrossEntropy;
+    case LossType::SigmoidCrossEntropy: return MPSCNNLossTypeSigmoidCrossEntropy;
+    case LossType::CategoricalCrossEntropy: return MPSCNNLossTypeCategoricalCrossEntropy;
+    case LossType::Hinge: return MPSCNNLossTypeHinge;
+    case LossType::Huber: return MPSCNNLossTypeHuber;
+    case LossType::CosineDistance: return MPSCNNLossTypeCosineDistance;
+    case LossType::Log: return MPSCNNLossTypeLog;
+    case LossType::KullbackLeiblerDivergence: return MPSCNNLossTypeKullbackLeiblerDivergence;
+    case LossType::Count: break;
+  }
+  fail<ArgumentError>("metal: no MPSCNNLossType for loss type ", static_cast<uint32_t>(type));
+}
+
+MPSCNNReductionType reduction_type_of(ReductionType type) {
+  switch (type) {
+    case ReductionType::None: return MPSCNNReductionTypeNone;
+    case ReductionType::Sum: return MPSCNNReductionTypeSum;
+    case ReductionType::Mean: return MPSCNNReductionTypeMean;
+    case ReductionType::SumByNonZeroWeights: return MPSCNNReductionTypeSumByNonZeroWeights;
+    case ReductionType::Count: break;
+  }
+  fail<ArgumentError>("metal: no MPSCNNReductionType for reduction type ", static_cast<int32_t>(type));
+}
+
+// MPSCNNLoss over a batch. MPS computes the loss into an image of each
+// image's MPSCNNLossLabels, made per encode over the region's labels and
+// weights images; blits copy it into the loss region.
+class MetalLoss final : public LossPrimitive {
+ public:
+  MetalLoss(id<MTLDevice> device, const LossDescriptor& d)
+      : device_(device), per_value_(d.reduction_type == ReductionType::None) {
+    if (d.loss_type == LossType::CosineDistance && d.reduction_type != ReductionType::Sum)
+      fail<ArgumentError>("metal: MPSCNNLoss computes cosine distance with MPSCNNReductionTypeSum only "
+                          "(MPSCNNLoss.h); given reduction type ",
+                          static_cast<int32_t>(d.reduction_type));
+    MPSCNNLossDescriptor* descriptor =
+        [MPSCNNLossDescriptor cnnLossDescriptorWithType:loss_type_of(d.loss_type)
+                                          reductionType:reduction_type_of(d.reduction_type)];
+    descriptor.reduceAcrossBatch = d.reduce_across_batch;
+    descriptor.weight = d.weight;
+    descriptor.labelSmoothing = d.label_smoothing;
+    descriptor.numberOfClasses = static_cast<NSUInteger>(d.number_of_classes);
+    descriptor.epsilon = d.epsilon;
+    descriptor.delta = d.delta;
+    loss_ = [[MPSCNNLoss alloc] initWithDevice:device lossDescriptor:descriptor];
+  }
+
+  void loss_and_gradient(ExecutionContext& context, const ImageRegion& source, const ImageRegion& labels,
+                         const ImageRegion& weights, const ImageRegion& gradient,
+                         const ImageRegion& loss) const override {
+    MetalContext& metal = context_of(context);
+    const NSUInteger images = static_cast<NSUInteger>(source.n);
+    // {1, 1, 1} holds a reduced loss; the source's size one loss per value.
+    const MTLSize loss_size = per_value_ ? MTLSizeMake(static_cast<NSUInteger>(source.w),
+                                                       static_cast<NSUInteger>(source.h),
+                                                       static_cast<NSUInteger>(source.c))
+                                         : MTLSizeMake(1, 1, 1);
+    NSMutableArray<MPSCNNLossLabels*>* batch = [NSMutableArray arrayWithCapacity:images];
+    for (NSUInteger i = 0; i < images; ++i)
+      [batch addObject:[[MPSCNNLossLabels alloc] initWithDevice:device_
+                                                  lossImageSize:loss_size
+                                                    labelsImage:image_of(labels, i)
+                                                   weightsImage:weights.storage ? image_of(weights, i) : nil]];
+    {
+      // An MPSKernel's properties belong to one encoding thread at a time.
+      std::lock_guard<std::mutex> lock(mutex_);
+      loss_.offset = MPSOffset{static_cast<NSInteger>(source.x), static_cast<NSInteger>(source.y), 0};
+      loss_.clipRect = MTLRegionMake3D(static_cast<NSUInteger>(gradient.x), static_cast<NSUInteger>(gradient.y), 0,
+                                       static_cast<NSUInteger>(gradient.w), static_cast<NSUInteger>(gradient.h), 1);
+      loss_.sourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
+      loss_.destinationFeatureChannelOffset = static_cast<NSUInteger>(gradient.channel);
+      [loss_ encodeBatchToCommandBuffer:metal.command_buffer()
+                           sourceImages:images_of(source)
+                                 labels:batch
+                      destinationImages:images_of(gradient)];
+    }
+
+    // A blit copies texels as they are: check every pair before encoding one.
+    for (NSUInteger i = 0; i < images; ++i) {
+      const MTLPixelFormat from = batch[i].lossImage.texture.pixelFormat, to = image_of(loss, i).texture.pixelFormat;
+      if (from != to)
+        fail<Error>("metal: MPSCNNLossLabels' loss image has MTLPixelFormat ", static_cast<NSUInteger>(from),
+                    ", the loss image MTLPixelFormat ", static_cast<NSUInteger>(to), "; a blit cannot convert them");
+    }
+    id<MTLBlitCommandEncoder> blit = [metal.command_buffer() blitCommandEncoder];
+    for (NSUInteger i = 0; i < images; ++i) {
+      id<MTLTexture> from = batch[i].lossImage.texture, to = image_of(loss, i).texture;
+      for (NSUInteger slice = 0; slice < to.arrayLength; ++slice)
+        [blit copyFromTexture:from
+                  sourceSlice:slice
+                  sourceLevel:0
+                 sourceOrigin:MTLOriginMake(0, 0, 0)
+                   sourceSize:MTLSizeMake(to.width, to.height, 1)
+                    toTexture:to
+             destinationSlice:slice
+             destinationLevel:0
+            destinationOrigin:MTLOriginMake(0, 0, 0)];
+    }
+    [blit endEncoding];
+  }
+
+ private:
+  id<MTLDevice> device_;
+  bool per_value_;
+  MPSCNNLoss* loss_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+std::unique_ptr<LossPrimitive> MetalBackend::make_loss(const LossDescriptor& descriptor) {
+  return std::make_unique<MetalLoss>(device_, descriptor);
+}
+
+}  // namespace mpsx::metal
