@@ -393,7 +393,11 @@ OptimizerConfiguration NNOptimizerAdam::configuration() const {
 
 OptimizerScalars NNOptimizerAdam::next_scalars() {
   OptimizerScalars s = NNOptimizer::next_scalars();
-  const double t = static_cast<double>(++time_step);
+  s.time_step = ++time_step;
+  s.base_learning_rate = descriptor().learning_rate;
+  s.beta1_as_given = beta1_;
+  s.beta2_as_given = beta2_;
+  const double t = static_cast<double>(time_step);
   s.learning_rate = static_cast<float>(descriptor().learning_rate * std::sqrt(1.0 - std::pow(beta2_, t)) /
                                        (1.0 - std::pow(beta1_, t)));
   s.beta1 = static_cast<float>(beta1_);
@@ -426,6 +430,7 @@ OptimizerScalars NNOptimizerRMSProp::next_scalars() {
   OptimizerScalars s = NNOptimizer::next_scalars();
   s.decay = static_cast<float>(decay_);
   s.one_minus_decay = static_cast<float>(1.0 - decay_);
+  s.decay_as_given = decay_;
   s.epsilon = epsilon_;
   return s;
 }

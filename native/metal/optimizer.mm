@@ -1,7 +1,5 @@
 #include "mpsx/kernels/optimizer.h"
 
-#include <cmath>
-#include <cstring>
 #include <mutex>
 
 #include "backend.h"
@@ -43,14 +41,10 @@ class MetalOptimizer final : public OptimizerPrimitive {
     // one encoding thread at a time.
     std::lock_guard<std::mutex> lock(mutex_);
     prepare(scalars);
-    // Core hands over Adam's lr[t], its bias corrections applied; MPS applies
-    // them again, for timeStep + 1. Each encode below starts from timeStep 0,
-    // where MPS multiplies by sqrt(1 - beta2) / (1 - beta1): divide it out.
-    [optimizer_ setLearningRate:configuration_.kind == OptimizerKind::Adam
-                                    ? static_cast<float>(static_cast<double>(scalars.learning_rate) *
-                                                         scalars.one_minus_beta1 /
-                                                         std::sqrt(static_cast<double>(scalars.one_minus_beta2)))
-                                    : scalars.learning_rate];
+    // MPS applies Adam's bias corrections itself, from timeStep: it gets the
+    // descriptor's learning rate, not core's corrected one.
+    [optimizer_ setLearningRate:configuration_.kind == OptimizerKind::Adam ? scalars.base_learning_rate
+                                                                           : scalars.learning_rate];
     for (size_t i = 0; i < list.count; ++i) {
       const OptimizerArrays& a = list.arrays[i];
       if (a.count == 0) continue;  // nothing to update
@@ -70,7 +64,7 @@ class MetalOptimizer final : public OptimizerPrimitive {
           break;
         case OptimizerKind::Adam: {
           auto* adam = (MPSNNOptimizerAdam*)optimizer_;
-          adam.timeStep = 0;  // the encode advances it
+          adam.timeStep = scalars.time_step - 1;  // the encode advances it to this update's
           [adam encodeToCommandBuffer:metal.command_buffer()
                   inputGradientVector:vector(a.gradient)
                     inputValuesVector:vector(a.values)
@@ -95,10 +89,15 @@ class MetalOptimizer final : public OptimizerPrimitive {
   // MPS fixes every scalar but the learning rate when it makes an optimizer,
   // while core hands them to each update: make it on the first update, and
   // anew should they change.
+  static bool same_fixed_values(const OptimizerScalars& a, const OptimizerScalars& b) {
+    return a.gradient_rescale == b.gradient_rescale && a.gradient_clip_min == b.gradient_clip_min &&
+           a.gradient_clip_max == b.gradient_clip_max && a.regularization_scale == b.regularization_scale &&
+           a.momentum_scale == b.momentum_scale && a.epsilon == b.epsilon && a.beta1_as_given == b.beta1_as_given &&
+           a.beta2_as_given == b.beta2_as_given && a.decay_as_given == b.decay_as_given;
+  }
+
   void prepare(const OptimizerScalars& s) const {
-    OptimizerScalars fixed = s;
-    fixed.learning_rate = 0;
-    if (!optimizer_ || std::memcmp(&fixed, &made_for_, sizeof fixed) != 0) {
+    if (!optimizer_ || !same_fixed_values(s, made_for_)) {
       MPSNNOptimizerDescriptor* descriptor = [MPSNNOptimizerDescriptor
           optimizerDescriptorWithLearningRate:s.learning_rate
                               gradientRescale:s.gradient_rescale
@@ -107,8 +106,6 @@ class MetalOptimizer final : public OptimizerPrimitive {
                               gradientClipMin:s.gradient_clip_min
                            regularizationType:regularization_type_of(configuration_.regularization_type)
                           regularizationScale:s.regularization_scale];
-      // Betas and decay from core's complements, so that 1 - beta of MPS's
-      // double properties is exactly the complement core computes with.
       switch (configuration_.kind) {
         case OptimizerKind::StochasticGradientDescent:
           optimizer_ = [[MPSNNOptimizerStochasticGradientDescent alloc] initWithDevice:device_
@@ -118,20 +115,20 @@ class MetalOptimizer final : public OptimizerPrimitive {
           break;
         case OptimizerKind::Adam:
           optimizer_ = [[MPSNNOptimizerAdam alloc] initWithDevice:device_
-                                                            beta1:1.0 - static_cast<double>(s.one_minus_beta1)
-                                                            beta2:1.0 - static_cast<double>(s.one_minus_beta2)
+                                                            beta1:s.beta1_as_given
+                                                            beta2:s.beta2_as_given
                                                           epsilon:s.epsilon
                                                          timeStep:0
                                               optimizerDescriptor:descriptor];
           break;
         case OptimizerKind::RMSProp:
           optimizer_ = [[MPSNNOptimizerRMSProp alloc] initWithDevice:device_
-                                                               decay:1.0 - static_cast<double>(s.one_minus_decay)
+                                                               decay:s.decay_as_given
                                                              epsilon:s.epsilon
                                                  optimizerDescriptor:descriptor];
           break;
       }
-      made_for_ = fixed;
+      made_for_ = s;
     }
   }
 
@@ -140,7 +137,7 @@ class MetalOptimizer final : public OptimizerPrimitive {
   MPSDataType data_type_;
   mutable std::mutex mutex_;
   mutable MPSNNOptimizer* optimizer_ = nil;
-  mutable OptimizerScalars made_for_;  // what optimizer_ was made with, less the learning rate
+  mutable OptimizerScalars made_for_;  // what optimizer_ was made with
 };
 
 }  // namespace

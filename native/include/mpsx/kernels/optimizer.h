@@ -92,6 +92,13 @@ struct OptimizerScalars {
   float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
   float decay = 0, one_minus_decay = 0;
   float epsilon = 0;  // Adam, RMSProp
+  // The values as the optimizer was given them, for backends whose optimizer
+  // applies Adam's bias corrections itself (MPS, from its timeStep): the
+  // descriptor's learning rate, this update's time step (1 for the first),
+  // the betas and the decay.
+  float base_learning_rate = 0;
+  uint64_t time_step = 0;
+  double beta1_as_given = 0, beta2_as_given = 0, decay_as_given = 0;
 };
 
 // Device addresses of one array's update, `count` values of the
