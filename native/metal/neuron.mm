@@ -1,0 +1,143 @@
+#include "mpsx/kernels/neuron.h"
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+
+namespace mpsx::metal {
+namespace {
+
+static_assert(static_cast<int32_t>(NeuronType::GeLU) == static_cast<int32_t>(MPSCNNNeuronTypeGeLU) &&
+                  static_cast<int32_t>(NeuronType::Count) == static_cast<int32_t>(MPSCNNNeuronTypeCount),
+              "NeuronType is MPSCNNNeuronType");
+
+MPSOffset origin_of(const ImageRegion& region) { return MPSOffset{region.x, region.y, 0}; }
+
+// Batch encodes address each single-image MPSImage at z 0.
+MTLRegion clip_of(const ImageRegion& region) {
+  return MTLRegionMake3D(static_cast<NSUInteger>(region.x), static_cast<NSUInteger>(region.y), 0,
+                         static_cast<NSUInteger>(region.w), static_cast<NSUInteger>(region.h), 1);
+}
+
+// The feature channel max counts take whole texture slices of four.
+NSUInteger slice_channels(const ImageRegion& region) { return static_cast<NSUInteger>((region.c + 3) / 4 * 4); }
+
+// MPSCNNKernel: "destinationImage may not alias sourceImage".
+void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
+  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
+      destination.image < source.image + source.n)
+    fail<ArgumentError>(kernel,
+                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
+}
+
+// The forward kernel and its gradient, built from one neuron descriptor.
+struct NeuronKernels {
+  MPSCNNNeuron* neuron;
+  MPSCNNNeuronGradient* gradient;
+};
+
+class MetalNeuron final : public NeuronPrimitive {
+ public:
+  MetalNeuron(id<MTLDevice> device, const NeuronDescriptor& descriptor) : device_(device), descriptor_(descriptor) {
+    kernels_.emplace(0, make_kernels(0));
+  }
+
+  void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+               int64_t first_channel) const override {
+    check_distinct("MPSCNNNeuron", source, destination);
+    MPSCNNNeuron* neuron = kernels(source, first_channel).neuron;
+    set_forward(neuron, source, destination);
+    [neuron encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                          sourceImages:images_of(source)
+                     destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
+                const ImageRegion& destination_gradient, int64_t first_channel) const override {
+    check_distinct("MPSCNNNeuronGradient", source_gradient, destination_gradient);
+    check_distinct("MPSCNNNeuronGradient", source, destination_gradient);
+    const NeuronKernels& kernels = this->kernels(source, first_channel);
+    MPSImageBatch* source_images = images_of(source);
+    MPSImageBatch* source_gradients = images_of(source_gradient);
+    // The gradient encode takes the forward pass's states: made by the
+    // forward kernel, set as for that pass.
+    set_forward(kernels.neuron, source, source_gradient);
+    MPSStateBatch* states = [kernels.neuron resultStateBatchForSourceImage:source_images
+                                                              sourceStates:nil
+                                                          destinationImage:source_gradients];
+    MPSCNNNeuronGradient* gradient = kernels.gradient;
+    gradient.primaryOffset = origin_of(source_gradient);
+    gradient.secondaryOffset = origin_of(source);
+    gradient.clipRect = clip_of(destination_gradient);
+    gradient.primarySourceFeatureChannelOffset = static_cast<NSUInteger>(source_gradient.channel);
+    gradient.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
+    gradient.secondarySourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
+    gradient.secondarySourceFeatureChannelMaxCount = slice_channels(source);
+    gradient.destinationFeatureChannelOffset = static_cast<NSUInteger>(destination_gradient.channel);
+    [gradient encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                         sourceGradients:source_gradients
+                            sourceImages:source_images
+                          gradientStates:states
+                    destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  static void set_forward(MPSCNNNeuron* neuron, const ImageRegion& source, const ImageRegion& destination) {
+    neuron.offset = origin_of(source);
+    neuron.clipRect = clip_of(destination);
+    neuron.sourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
+    neuron.sourceFeatureChannelMaxCount = slice_channels(source);
+    neuron.destinationFeatureChannelOffset = static_cast<NSUInteger>(destination.channel);
+  }
+
+  // MPS applies PReLU slope i to channel i of what the kernel reads, counted
+  // from sourceFeatureChannelOffset; mpsx indexes the slopes by the image's
+  // feature channel. So regions from channel f get kernels of their own
+  // whose slope array starts at slope f; other neurons have no per-channel
+  // parameter and share one pair.
+  const NeuronKernels& kernels(const ImageRegion& source, int64_t first_channel) const {
+    const bool prelu = descriptor_.type == NeuronType::PReLU;
+    const size_t slopes = descriptor_.a_per_channel.size();
+    if (prelu && static_cast<size_t>(first_channel + source.c) > slopes)
+      fail<ShapeError>("MPSCNNNeuron: the PReLU neuron has ", slopes, " slopes; feature channels ", first_channel,
+                       " to ", first_channel + source.c - 1, " need one each");
+    const int64_t key = prelu ? first_channel : 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = kernels_.find(key);
+    if (it == kernels_.end()) it = kernels_.emplace(key, make_kernels(key)).first;
+    return it->second;
+  }
+
+  NeuronKernels make_kernels(int64_t first_channel) const {
+    MPSNNNeuronDescriptor* descriptor;
+    if (descriptor_.type == NeuronType::PReLU) {
+      const std::vector<float>& slopes = descriptor_.a_per_channel;
+      NSData* data = [NSData dataWithBytes:slopes.data() + first_channel
+                                    length:(slopes.size() - static_cast<size_t>(first_channel)) * sizeof(float)];
+      descriptor = [MPSNNNeuronDescriptor cnnNeuronPReLUDescriptorWithData:data noCopy:false];
+    } else {
+      descriptor = [MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:static_cast<MPSCNNNeuronType>(descriptor_.type)
+                                                                    a:descriptor_.a
+                                                                    b:descriptor_.b
+                                                                    c:descriptor_.c];
+    }
+    return {[[MPSCNNNeuron alloc] initWithDevice:device_ neuronDescriptor:descriptor],
+            [[MPSCNNNeuronGradient alloc] initWithDevice:device_ neuronDescriptor:descriptor]};
+  }
+
+  id<MTLDevice> device_;
+  NeuronDescriptor descriptor_;
+  mutable std::mutex mutex_;
+  mutable std::map<int64_t, NeuronKernels> kernels_;  // by first channel
+};
+
+}  // namespace
+
+std::unique_ptr<NeuronPrimitive> MetalBackend::make_neuron(const NeuronDescriptor& descriptor) {
+  return std::make_unique<MetalNeuron>(device(), descriptor);
+}
+
+}  // namespace mpsx::metal

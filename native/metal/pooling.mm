@@ -1,0 +1,236 @@
+#include "mpsx/kernels/pooling.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+
+namespace mpsx::metal {
+namespace {
+
+NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
+
+// Batch encodes address each single-image MPSImage at z 0.
+MTLRegion clip_of(const ImageRegion& region, int64_t skip_x = 0, int64_t skip_y = 0) {
+  return MTLRegionMake3D(ns(region.x + skip_x), ns(region.y + skip_y), 0, ns(region.w - skip_x),
+                         ns(region.h - skip_y), 1);
+}
+
+// The feature channel max counts take whole texture slices of four.
+NSUInteger slice_channels(const ImageRegion& region) { return ns((region.c + 3) / 4 * 4); }
+
+// An MPS pooling offset is the centre of the window of the clipRect's first
+// pixel: floor(extent / 2) right of and below its top-left tap
+// (MPSCNNPooling.h, "Pooling window notes"; MPSCNNPoolingMaxGradient.h on
+// dilated windows of even size).
+MPSOffset window_centre(const PoolingDescriptor& d) {
+  return MPSOffset{d.source_x + d.window.extent_x() / 2, d.source_y + d.window.extent_y() / 2, 0};
+}
+
+// What the windows read off the image. Average pooling counting the taps
+// within count_pad pixels of the image is MPSImageEdgeModeClamp with
+// zeroPadSize; L2 norm pooling leaves such taps out, which the zeros of
+// MPSImageEdgeModeZero do too (a clamped edge pixel would count again).
+MPSImageEdgeMode edge_mode(const PoolingDescriptor& d) {
+  switch (d.kind) {
+    case PoolingKind::Average:
+      return d.count_pad_x == PoolingDescriptor::kAllTaps ? MPSImageEdgeModeZero : MPSImageEdgeModeClamp;
+    case PoolingKind::L2Norm: return MPSImageEdgeModeZero;
+    case PoolingKind::Max:
+    case PoolingKind::DilatedMax: break;
+  }
+  return d.edge_mode == EdgeMode::Clamp ? MPSImageEdgeModeClamp : MPSImageEdgeModeZero;
+}
+
+NSUInteger zero_pad_size(int64_t count_pad) { return ns(count_pad == PoolingDescriptor::kAllTaps ? 0 : count_pad); }
+
+// Max pooling with a dilation pools as MPSCNNDilatedPoolingMax; MPS dilates no other kind.
+bool dilated(const PoolingDescriptor& d) {
+  return d.kind == PoolingKind::DilatedMax || d.window.dilation_x != 1 || d.window.dilation_y != 1;
+}
+
+MPSCNNPooling* make_pooling(id<MTLDevice> device, const PoolingDescriptor& d) {
+  const Window& w = d.window;
+  MPSCNNPooling* pooling = nil;
+  switch (d.kind) {
+    case PoolingKind::Max:
+    case PoolingKind::DilatedMax:
+      if (dilated(d))
+        pooling = [[MPSCNNDilatedPoolingMax alloc] initWithDevice:device
+                                                      kernelWidth:ns(w.kernel_width)
+                                                     kernelHeight:ns(w.kernel_height)
+                                                    dilationRateX:ns(w.dilation_x)
+                                                    dilationRateY:ns(w.dilation_y)
+                                                  strideInPixelsX:ns(w.stride_x)
+                                                  strideInPixelsY:ns(w.stride_y)];
+      else
+        pooling = [[MPSCNNPoolingMax alloc] initWithDevice:device
+                                               kernelWidth:ns(w.kernel_width)
+                                              kernelHeight:ns(w.kernel_height)
+                                           strideInPixelsX:ns(w.stride_x)
+                                           strideInPixelsY:ns(w.stride_y)];
+      break;
+    case PoolingKind::Average: {
+      MPSCNNPoolingAverage* average = [[MPSCNNPoolingAverage alloc] initWithDevice:device
+                                                                       kernelWidth:ns(w.kernel_width)
+                                                                      kernelHeight:ns(w.kernel_height)
+                                                                   strideInPixelsX:ns(w.stride_x)
+                                                                   strideInPixelsY:ns(w.stride_y)];
+      average.zeroPadSizeX = zero_pad_size(d.count_pad_x);
+      average.zeroPadSizeY = zero_pad_size(d.count_pad_y);
+      pooling = average;
+      break;
+    }
+    case PoolingKind::L2Norm:
+      pooling = [[MPSCNNPoolingL2Norm alloc] initWithDevice:device
+                                                kernelWidth:ns(w.kernel_width)
+                                               kernelHeight:ns(w.kernel_height)
+                                            strideInPixelsX:ns(w.stride_x)
+                                            strideInPixelsY:ns(w.stride_y)];
+      break;
+  }
+  pooling.edgeMode = edge_mode(d);
+  return pooling;
+}
+
+MPSCNNPoolingGradient* make_pooling_gradient(id<MTLDevice> device, const PoolingDescriptor& d) {
+  const Window& w = d.window;
+  MPSCNNPoolingGradient* gradient = nil;
+  switch (d.kind) {
+    case PoolingKind::Max:
+    case PoolingKind::DilatedMax:
+      if (dilated(d))
+        gradient = [[MPSCNNDilatedPoolingMaxGradient alloc] initWithDevice:device
+                                                               kernelWidth:ns(w.kernel_width)
+                                                              kernelHeight:ns(w.kernel_height)
+                                                             dilationRateX:ns(w.dilation_x)
+                                                             dilationRateY:ns(w.dilation_y)
+                                                           strideInPixelsX:ns(w.stride_x)
+                                                           strideInPixelsY:ns(w.stride_y)];
+      else
+        gradient = [[MPSCNNPoolingMaxGradient alloc] initWithDevice:device
+                                                        kernelWidth:ns(w.kernel_width)
+                                                       kernelHeight:ns(w.kernel_height)
+                                                    strideInPixelsX:ns(w.stride_x)
+                                                    strideInPixelsY:ns(w.stride_y)];
+      break;
+    case PoolingKind::Average: {
+      MPSCNNPoolingAverageGradient* average = [[MPSCNNPoolingAverageGradient alloc] initWithDevice:device
+                                                                                       kernelWidth:ns(w.kernel_width)
+                                                                                      kernelHeight:ns(w.kernel_height)
+                                                                                   strideInPixelsX:ns(w.stride_x)
+                                                                                   strideInPixelsY:ns(w.stride_y)];
+      average.zeroPadSizeX = zero_pad_size(d.count_pad_x);
+      average.zeroPadSizeY = zero_pad_size(d.count_pad_y);
+      gradient = average;
+      break;
+    }
+    case PoolingKind::L2Norm:
+      gradient = [[MPSCNNPoolingL2NormGradient alloc] initWithDevice:device
+                                                         kernelWidth:ns(w.kernel_width)
+                                                        kernelHeight:ns(w.kernel_height)
+                                                     strideInPixelsX:ns(w.stride_x)
+                                                     strideInPixelsY:ns(w.stride_y)];
+      break;
+  }
+  // The forward pass's edge mode belongs to the secondary (forward source)
+  // image, as -[MPSCNNGradientKernel readGradientState:] would set it.
+  gradient.secondaryEdgeMode = edge_mode(d);
+  return gradient;
+}
+
+// Zeroes every texture slice of a region that spans its images' pixels.
+void clear(MetalContext& context, const ImageRegion& region) {
+  MPSImage* first = image_of(region);
+  const NSUInteger bytes_per_row = first.pixelSize * first.width, bytes_per_image = bytes_per_row * first.height;
+  id<MTLBuffer> zeros = context.backend().zeros(bytes_per_image);
+  id<MTLBlitCommandEncoder> blit = [context.command_buffer() blitCommandEncoder];
+  for (int64_t i = 0; i < region.n; ++i)
+    for (int64_t slice = region.channel / 4; slice < (region.channel + region.c + 3) / 4; ++slice)
+      [blit copyFromBuffer:zeros
+               sourceOffset:0
+          sourceBytesPerRow:bytes_per_row
+        sourceBytesPerImage:bytes_per_image
+                 sourceSize:MTLSizeMake(first.width, first.height, 1)
+                  toTexture:image_of(region, i).texture
+           destinationSlice:ns(slice)
+           destinationLevel:0
+          destinationOrigin:MTLOriginMake(0, 0, 0)];
+  [blit endEncoding];
+}
+
+class MetalPooling final : public PoolingPrimitive {
+ public:
+  MetalPooling(id<MTLDevice> device, const PoolingDescriptor& d)
+      : d_(d),
+        pooling_(make_pooling(device, d)),  // the gradient pass makes its states with it
+        gradient_(d.gradient ? make_pooling_gradient(device, d) : nil) {}
+
+  void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
+    set_forward(source, destination);
+    [pooling_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                            sourceImages:images_of(source)
+                       destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source_image,
+                const ImageRegion& destination_gradient) const override {
+    MetalContext& metal = context_of(context);
+    // MPSCNNPoolingGradient writes from the first source pixel the first
+    // window reads (clamped to the image) at the clipRect origin on, and
+    // zeroes what no window reads there; the pixels before it are ours.
+    const int64_t skip_x = std::clamp<int64_t>(d_.source_x, 0, destination_gradient.w);
+    const int64_t skip_y = std::clamp<int64_t>(d_.source_y, 0, destination_gradient.h);
+    if (skip_x > 0 || skip_y > 0) clear(metal, destination_gradient);
+    if (skip_x == destination_gradient.w || skip_y == destination_gradient.h) return;  // every window right or below
+
+    MPSImageBatch* source_images = images_of(source_image);
+    MPSImageBatch* source_gradients = images_of(source_gradient);
+    // The gradient encode takes the forward pass's states: made by the
+    // forward kernel, set as for that pass.
+    set_forward(source_image, source_gradient);
+    MPSStateBatch* states = [pooling_ resultStateBatchForSourceImage:source_images
+                                                        sourceStates:nil
+                                                    destinationImage:source_gradients];
+    gradient_.primaryOffset = MPSOffset{source_gradient.x, source_gradient.y, 0};
+    gradient_.sourceSize = MTLSizeMake(ns(source_gradient.w), ns(source_gradient.h), 1);
+    gradient_.secondaryOffset = window_centre(d_);
+    gradient_.clipRect = clip_of(destination_gradient, skip_x, skip_y);
+    gradient_.primarySourceFeatureChannelOffset = ns(source_gradient.channel);
+    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = ns(source_image.channel);
+    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source_image);
+    gradient_.destinationFeatureChannelOffset = ns(destination_gradient.channel);
+    [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
+                          sourceGradients:source_gradients
+                             sourceImages:source_images
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
+    pooling_.offset = window_centre(d_);
+    pooling_.clipRect = clip_of(destination);
+    pooling_.sourceFeatureChannelOffset = ns(source.channel);
+    pooling_.sourceFeatureChannelMaxCount = slice_channels(source);
+    pooling_.destinationFeatureChannelOffset = ns(destination.channel);
+  }
+
+  PoolingDescriptor d_;
+  MPSCNNPooling* pooling_;
+  MPSCNNPoolingGradient* gradient_;
+};
+
+}  // namespace
+
+std::unique_ptr<PoolingPrimitive> MetalBackend::make_pooling(const PoolingDescriptor& descriptor) {
+  if (!is_max(descriptor.kind) && (descriptor.window.dilation_x != 1 || descriptor.window.dilation_y != 1))
+    fail<ArgumentError>(descriptor.kind == PoolingKind::Average ? "MPSCNNPoolingAverage" : "MPSCNNPoolingL2Norm",
+                        ": MPS dilates max pooling only (MPSCNNDilatedPoolingMax); given dilation ",
+                        descriptor.window.dilation_x, "x", descriptor.window.dilation_y);
+  return std::make_unique<MetalPooling>(device(), descriptor);
+}
+
+}  // namespace mpsx::metal
