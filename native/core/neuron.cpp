@@ -25,6 +25,12 @@ void check_inside(const char* kernel, const Image& source, const Geometry& g) {
     fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
                      " region reads outside the ", source.width(), "x", source.height(), " source image");
 }
+// PReLU slopes are per feature channel of the source image.
+void check_slopes(const char* kernel, const NeuronDescriptor& d, const Image& source) {
+  if (d.type == NeuronType::PReLU && static_cast<int64_t>(d.a_per_channel.size()) < source.feature_channels())
+    fail<ShapeError>(kernel, ": the PReLU neuron has ", d.a_per_channel.size(), " slopes; the source image has ",
+                     source.feature_channels(), " feature channels");
+}
 }  // namespace
 
 CNNNeuron::CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
@@ -35,10 +41,7 @@ CNNNeuron::CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor
 
 void CNNNeuron::check_source(const Image& source) const {
   UnaryKernel::check_source(source);
-  if (descriptor_.type == NeuronType::PReLU &&
-      static_cast<int64_t>(descriptor_.a_per_channel.size()) < source_feature_channel_offset + source.feature_channels() - source_feature_channel_offset)
-    fail<ShapeError>(class_name(), ": the PReLU neuron has ", descriptor_.a_per_channel.size(),
-                     " slopes; the source image has ", source.feature_channels(), " feature channels");
+  check_slopes(class_name(), descriptor_, source);
 }
 
 void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
@@ -59,6 +62,12 @@ CNNNeuronGradient::CNNNeuronGradient(std::shared_ptr<Device> device, NeuronDescr
     : GradientKernel(std::move(device)), descriptor_(std::move(descriptor)) {
   descriptor_.validate();
   primitive_ = this->device().backend().make_neuron(descriptor_);
+}
+
+void CNNNeuronGradient::check(const Image& source_gradient, const Image& source_image,
+                              const GradientState& state) const {
+  GradientKernel::check(source_gradient, source_image, state);
+  check_slopes(class_name(), descriptor_, source_image);
 }
 
 void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,

@@ -85,6 +85,7 @@ class CNNNeuronGradient : public GradientKernel {
   const NeuronDescriptor& neuron_descriptor() const { return descriptor_; }
 
  protected:
+  void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;
