@@ -18,6 +18,7 @@
 #include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/image.h"
+#include "mpsx/kernels/neuron.h"
 
 namespace mpsx::metal {
 
@@ -41,6 +42,9 @@ MPSImageBatch* images_of(const ImageRegion& region);
 // Image `index` of the region.
 MPSImage* image_of(const ImageRegion& region, int64_t index = 0);
 MPSImageFeatureChannelFormat feature_channel_format(DataType type);
+// The MPSNNNeuronDescriptor of a neuron (neuron.mm); a PReLU one with the
+// slopes from `first_slope` on.
+MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope = 0);
 
 // Memory, images and queues of one MTLDevice.
 class MetalBackend final : public Backend {

@@ -174,20 +174,6 @@ class NeutralDataSource final : public BatchNormalizationDataSource {
   int64_t channels_;
 };
 
-MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron) {
-  if (neuron.is_identity()) return nil;
-  if (neuron.type == NeuronType::PReLU)
-    return [MPSNNNeuronDescriptor
-        cnnNeuronPReLUDescriptorWithData:[NSData dataWithBytes:neuron.a_per_channel.data()
-                                                        length:neuron.a_per_channel.size() * sizeof(float)]
-                                  noCopy:false];
-  // NeuronType has MPSCNNNeuronType's values.
-  return [MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:static_cast<MPSCNNNeuronType>(neuron.type)
-                                                          a:neuron.a
-                                                          b:neuron.b
-                                                          c:neuron.c];
-}
-
 MPSOffset origin(const ImageRegion& region) {
   return MPSOffset{static_cast<NSInteger>(region.x), static_cast<NSInteger>(region.y), 0};
 }
@@ -266,7 +252,7 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
  public:
   MetalBatchNormalization(id<MTLDevice> device, const BatchNormalizationDescriptor& d)
       : device_(device),
-        fused_neuron_(neuron_descriptor(d.fused_neuron)),
+        fused_neuron_(d.fused_neuron.is_identity() ? nil : neuron_descriptor(d.fused_neuron)),
         statistics_([[MPSCNNBatchNormalizationStatistics alloc] initWithDevice:device]),
         statistics_gradient_([[MPSCNNBatchNormalizationStatisticsGradient alloc] initWithDevice:device
                                                                           fusedNeuronDescriptor:fused_neuron_]),

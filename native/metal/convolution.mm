@@ -27,19 +27,6 @@ MPSDataType mps_data_type(DataType type) {
   fail<TypeMismatchError>("metal: MPS convolution weights are float32, float16 or uint8; given ", name_of(type));
 }
 
-MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron) {
-  if (neuron.type == NeuronType::PReLU)
-    return [MPSNNNeuronDescriptor
-        cnnNeuronPReLUDescriptorWithData:[NSData dataWithBytes:neuron.a_per_channel.data()
-                                                        length:neuron.a_per_channel.size() * sizeof(float)]
-                                  noCopy:false];
-  // NeuronType has MPSCNNNeuronType's values.
-  return [MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:static_cast<MPSCNNNeuronType>(neuron.type)
-                                                          a:neuron.a
-                                                          b:neuron.b
-                                                          c:neuron.c];
-}
-
 MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor& d) {
   const int64_t in = d.input_feature_channels / d.groups, out = d.output_feature_channels / d.groups;
   // One input channel per group is MPS's depthwise convolution, whose

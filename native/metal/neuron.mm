@@ -112,18 +112,7 @@ class MetalNeuron final : public NeuronPrimitive {
   }
 
   NeuronKernels make_kernels(int64_t first_channel) const {
-    MPSNNNeuronDescriptor* descriptor;
-    if (descriptor_.type == NeuronType::PReLU) {
-      const std::vector<float>& slopes = descriptor_.a_per_channel;
-      NSData* data = [NSData dataWithBytes:slopes.data() + first_channel
-                                    length:(slopes.size() - static_cast<size_t>(first_channel)) * sizeof(float)];
-      descriptor = [MPSNNNeuronDescriptor cnnNeuronPReLUDescriptorWithData:data noCopy:false];
-    } else {
-      descriptor = [MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:static_cast<MPSCNNNeuronType>(descriptor_.type)
-                                                                    a:descriptor_.a
-                                                                    b:descriptor_.b
-                                                                    c:descriptor_.c];
-    }
+    MPSNNNeuronDescriptor* descriptor = neuron_descriptor(descriptor_, static_cast<size_t>(first_channel));
     return {[[MPSCNNNeuron alloc] initWithDevice:device_ neuronDescriptor:descriptor],
             [[MPSCNNNeuronGradient alloc] initWithDevice:device_ neuronDescriptor:descriptor]};
   }
@@ -135,6 +124,18 @@ class MetalNeuron final : public NeuronPrimitive {
 };
 
 }  // namespace
+
+MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope) {
+  if (neuron.type == NeuronType::PReLU) {
+    const std::vector<float>& slopes = neuron.a_per_channel;
+    NSData* data = [NSData dataWithBytes:slopes.data() + first_slope length:(slopes.size() - first_slope) * sizeof(float)];
+    return [MPSNNNeuronDescriptor cnnNeuronPReLUDescriptorWithData:data noCopy:false];
+  }
+  return [MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:static_cast<MPSCNNNeuronType>(neuron.type)
+                                                          a:neuron.a
+                                                          b:neuron.b
+                                                          c:neuron.c];
+}
 
 std::unique_ptr<NeuronPrimitive> MetalBackend::make_neuron(const NeuronDescriptor& descriptor) {
   return std::make_unique<MetalNeuron>(device(), descriptor);

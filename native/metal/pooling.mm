@@ -50,90 +50,58 @@ bool dilated(const PoolingDescriptor& d) {
   return d.kind == PoolingKind::DilatedMax || d.window.dilation_x != 1 || d.window.dilation_y != 1;
 }
 
-MPSCNNPooling* make_pooling(id<MTLDevice> device, const PoolingDescriptor& d) {
-  const Window& w = d.window;
-  MPSCNNPooling* pooling = nil;
+// The forward classes and their gradients take the same initializers.
+template <class Kernel>
+Kernel* pooling_kernel(id<MTLDevice> device, const Window& w) {
+  return [[Kernel alloc] initWithDevice:device
+                            kernelWidth:ns(w.kernel_width)
+                           kernelHeight:ns(w.kernel_height)
+                        strideInPixelsX:ns(w.stride_x)
+                        strideInPixelsY:ns(w.stride_y)];
+}
+
+template <class Kernel>
+Kernel* dilated_pooling_kernel(id<MTLDevice> device, const Window& w) {
+  return [[Kernel alloc] initWithDevice:device
+                            kernelWidth:ns(w.kernel_width)
+                           kernelHeight:ns(w.kernel_height)
+                          dilationRateX:ns(w.dilation_x)
+                          dilationRateY:ns(w.dilation_y)
+                        strideInPixelsX:ns(w.stride_x)
+                        strideInPixelsY:ns(w.stride_y)];
+}
+
+// The pooling class of `d`'s kind: Base is MPSCNNPooling or
+// MPSCNNPoolingGradient, the others its subclasses.
+template <class Base, class Max, class DilatedMax, class Average, class L2Norm>
+Base* pooling_of_kind(id<MTLDevice> device, const PoolingDescriptor& d) {
   switch (d.kind) {
     case PoolingKind::Max:
     case PoolingKind::DilatedMax:
-      if (dilated(d))
-        pooling = [[MPSCNNDilatedPoolingMax alloc] initWithDevice:device
-                                                      kernelWidth:ns(w.kernel_width)
-                                                     kernelHeight:ns(w.kernel_height)
-                                                    dilationRateX:ns(w.dilation_x)
-                                                    dilationRateY:ns(w.dilation_y)
-                                                  strideInPixelsX:ns(w.stride_x)
-                                                  strideInPixelsY:ns(w.stride_y)];
-      else
-        pooling = [[MPSCNNPoolingMax alloc] initWithDevice:device
-                                               kernelWidth:ns(w.kernel_width)
-                                              kernelHeight:ns(w.kernel_height)
-                                           strideInPixelsX:ns(w.stride_x)
-                                           strideInPixelsY:ns(w.stride_y)];
-      break;
+      if (dilated(d)) return dilated_pooling_kernel<DilatedMax>(device, d.window);
+      return pooling_kernel<Max>(device, d.window);
     case PoolingKind::Average: {
-      MPSCNNPoolingAverage* average = [[MPSCNNPoolingAverage alloc] initWithDevice:device
-                                                                       kernelWidth:ns(w.kernel_width)
-                                                                      kernelHeight:ns(w.kernel_height)
-                                                                   strideInPixelsX:ns(w.stride_x)
-                                                                   strideInPixelsY:ns(w.stride_y)];
+      Average* average = pooling_kernel<Average>(device, d.window);
       average.zeroPadSizeX = zero_pad_size(d.count_pad_x);
       average.zeroPadSizeY = zero_pad_size(d.count_pad_y);
-      pooling = average;
-      break;
+      return average;
     }
-    case PoolingKind::L2Norm:
-      pooling = [[MPSCNNPoolingL2Norm alloc] initWithDevice:device
-                                                kernelWidth:ns(w.kernel_width)
-                                               kernelHeight:ns(w.kernel_height)
-                                            strideInPixelsX:ns(w.stride_x)
-                                            strideInPixelsY:ns(w.stride_y)];
-      break;
+    case PoolingKind::L2Norm: return pooling_kernel<L2Norm>(device, d.window);
   }
+  return nil;
+}
+
+MPSCNNPooling* make_pooling(id<MTLDevice> device, const PoolingDescriptor& d) {
+  MPSCNNPooling* pooling = pooling_of_kind<MPSCNNPooling, MPSCNNPoolingMax, MPSCNNDilatedPoolingMax,
+                                           MPSCNNPoolingAverage, MPSCNNPoolingL2Norm>(device, d);
   pooling.edgeMode = edge_mode(d);
   return pooling;
 }
 
 MPSCNNPoolingGradient* make_pooling_gradient(id<MTLDevice> device, const PoolingDescriptor& d) {
-  const Window& w = d.window;
-  MPSCNNPoolingGradient* gradient = nil;
-  switch (d.kind) {
-    case PoolingKind::Max:
-    case PoolingKind::DilatedMax:
-      if (dilated(d))
-        gradient = [[MPSCNNDilatedPoolingMaxGradient alloc] initWithDevice:device
-                                                               kernelWidth:ns(w.kernel_width)
-                                                              kernelHeight:ns(w.kernel_height)
-                                                             dilationRateX:ns(w.dilation_x)
-                                                             dilationRateY:ns(w.dilation_y)
-                                                           strideInPixelsX:ns(w.stride_x)
-                                                           strideInPixelsY:ns(w.stride_y)];
-      else
-        gradient = [[MPSCNNPoolingMaxGradient alloc] initWithDevice:device
-                                                        kernelWidth:ns(w.kernel_width)
-                                                       kernelHeight:ns(w.kernel_height)
-                                                    strideInPixelsX:ns(w.stride_x)
-                                                    strideInPixelsY:ns(w.stride_y)];
-      break;
-    case PoolingKind::Average: {
-      MPSCNNPoolingAverageGradient* average = [[MPSCNNPoolingAverageGradient alloc] initWithDevice:device
-                                                                                       kernelWidth:ns(w.kernel_width)
-                                                                                      kernelHeight:ns(w.kernel_height)
-                                                                                   strideInPixelsX:ns(w.stride_x)
-                                                                                   strideInPixelsY:ns(w.stride_y)];
-      average.zeroPadSizeX = zero_pad_size(d.count_pad_x);
-      average.zeroPadSizeY = zero_pad_size(d.count_pad_y);
-      gradient = average;
-      break;
-    }
-    case PoolingKind::L2Norm:
-      gradient = [[MPSCNNPoolingL2NormGradient alloc] initWithDevice:device
-                                                         kernelWidth:ns(w.kernel_width)
-                                                        kernelHeight:ns(w.kernel_height)
-                                                     strideInPixelsX:ns(w.stride_x)
-                                                     strideInPixelsY:ns(w.stride_y)];
-      break;
-  }
+  MPSCNNPoolingGradient* gradient =
+      pooling_of_kind<MPSCNNPoolingGradient, MPSCNNPoolingMaxGradient, MPSCNNDilatedPoolingMaxGradient,
+                      MPSCNNPoolingAverageGradient, MPSCNNPoolingL2NormGradient>(device, d);
   // The forward pass's edge mode belongs to the secondary (forward source)
   // image, as -[MPSCNNGradientKernel readGradientState:] would set it.
   gradient.secondaryEdgeMode = edge_mode(d);
