@@ -2,7 +2,7 @@
 // and their gradients over the weights the core passes at each encode, and
 // MPSXConvolutionDataSource, the MPSCNNConvolutionDataSource protocol over a
 // C++ ConvolutionDataSource.
-#include "backend.h"
+#include "convolution.h"
 
 #include <exception>
 #include <memory>
@@ -27,6 +27,8 @@ MPSDataType mps_data_type(DataType type) {
   fail<TypeMismatchError>("metal: MPS convolution weights are float32, float16 or uint8; given ", name_of(type));
 }
 
+}  // namespace
+
 MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor& d) {
   const int64_t in = d.input_feature_channels / d.groups, out = d.output_feature_channels / d.groups;
   // One input channel per group is MPS's depthwise convolution, whose
@@ -49,23 +51,8 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   return descriptor;
 }
 
-}  // namespace
 }  // namespace mpsx::metal
 
-// MPSCNNConvolutionDataSource over a C++ ConvolutionDataSource (native, or a
-// Python one through its C++ subclass). load takes everything the getters
-// return and holds the arrays' owners until purge: the protocol calls load
-// before anything else, and MPS reads the pointers until it purges. A C++
-// exception cannot cross MPS's frames, so load returns NO instead and keeps it
-// for takeError. The update methods are not forwarded: their C++ forms take
-// mpsx's states, which MPS's states cannot become, and mpsx calls them itself
-// (CNNConvolution::encode_weights_and_bias_update); MPS calls them only from
-// MPSNNGraph.
-@interface MPSXConvolutionDataSource : NSObject <MPSCNNConvolutionDataSource>
-- (instancetype)initWithSource:(std::shared_ptr<mpsx::ConvolutionDataSource>)source;
-// The first exception a forwarded call raised since the last takeError; null if none.
-- (std::exception_ptr)takeError;
-@end
 
 @implementation MPSXConvolutionDataSource {
   std::shared_ptr<mpsx::ConvolutionDataSource> _source;
