@@ -29,3 +29,29 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
 // The first exception a forwarded call raised since the last takeError; null if none.
 - (std::exception_ptr)takeError;
 @end
+
+namespace mpsx::metal {
+
+// The filter of `window` between channel counts, as a data source describes it.
+ConvolutionDescriptor filter_of(const ConvolutionWindow& window, int64_t input_channels, int64_t output_channels);
+// A data source of `filter` with zero weights and biases, for making MPS
+// kernels whose weights every encode reloads. half: MPS computes with float16
+// weights (its half accumulator; float32 weights need the float one).
+MPSXConvolutionDataSource* zero_weights_data_source(const ConvolutionDescriptor& filter, bool half);
+// MPS kernels compute with their own copy of the weights, loaded at init,
+// while mpsx's change in place between encodes (GPU-side updates write them):
+// a state over the weights an encode is given, for
+// reloadWeightsAndBiasesWithCommandBuffer:state:, ordered on the command
+// buffer. Without biases (gradients read none) a zeroed buffer stands in.
+MPSCNNConvolutionWeightsAndBiasesState* weights_and_biases_state(MetalBackend& backend, const void* weights,
+                                                                 const void* biases,
+                                                                 MPSCNNConvolutionDescriptor* descriptor);
+// Blits a gradient state's batch sums (float32 OHWI weights, [out] biases) to
+// the given addresses; either may be null.
+void copy_gradients(MetalContext& context, MPSCNNConvolutionGradientState* state, const ConvolutionDescriptor& filter,
+                    void* weights_gradient, void* biases_gradient);
+// MPS reads and writes feature channels from offsets that are multiples of 4
+// (the channels of one texture slice); throws ArgumentError otherwise.
+NSUInteger feature_channel_offset(const ImageRegion& region);
+
+}  // namespace mpsx::metal

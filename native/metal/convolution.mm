@@ -214,43 +214,6 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
 namespace mpsx::metal {
 namespace {
 
-// The primitive's own data source: the shape's filter with zero weights and
-// biases, which exist between load and purge only; every encode reloads the
-// weights it is given.
-class ShapeFilter final : public ConvolutionDataSource {
- public:
-  explicit ShapeFilter(const ConvolutionShape& s) : half_(s.accumulator_precision == AccumulatorPrecision::Half) {
-    descriptor_.kernel_width = s.kernel_width;
-    descriptor_.kernel_height = s.kernel_height;
-    descriptor_.input_feature_channels = s.input_channels;
-    descriptor_.output_feature_channels = s.output_channels;
-    descriptor_.stride_x = s.stride_x;
-    descriptor_.stride_y = s.stride_y;
-    descriptor_.dilation_x = s.dilation_x;
-    descriptor_.dilation_y = s.dilation_y;
-    descriptor_.groups = s.groups;
-  }
-  bool load() override { return true; }
-  void purge() override {}
-  ConvolutionDescriptor descriptor() override { return descriptor_; }
-  DataType data_type() override { return DataType::Float32; }
-  HostArray weights() override { return zeros(descriptor_.weight_count()); }
-  HostArray bias_terms() override { return zeros(static_cast<size_t>(descriptor_.output_feature_channels)); }
-  std::string label() override { return {}; }
-  // MPS computes float32 weights with its float accumulator only; the half
-  // accumulator goes with float16 weights.
-  DataType kernel_weights_data_type() override { return half_ ? DataType::Float16 : DataType::Float32; }
-
- private:
-  static HostArray zeros(size_t count) {
-    auto values = std::make_shared<std::vector<float>>(count);
-    return HostArray{values->data(), count, DataType::Float32, values};
-  }
-
-  ConvolutionDescriptor descriptor_;
-  bool half_;
-};
-
 // A window on the whole source image with one result pixel: MPSCNNFullyConnected
 // ("kernelWidth == source.width", strides and groups 1). Metal images are laid
 // out as nchw_layout, so the source strides give the image's extents.
@@ -259,12 +222,6 @@ bool fully_connected(const ConvolutionShape& s) {
          s.height == 1 && s.width == 1 && s.kernel_width == s.source_width && s.kernel_height == s.source_height &&
          !s.pad_top && !s.pad_left && !s.pad_bottom && !s.pad_right && s.source_stride.h == s.source_width &&
          s.source_stride.c == s.source_height * s.source_width;
-}
-
-NSUInteger channel_offset(const ImageRegion& region) {
-  if (region.channel % 4)
-    fail<ArgumentError>("metal: MPS feature channel offsets are multiples of 4; given channel ", region.channel);
-  return static_cast<NSUInteger>(region.channel);
 }
 
 MTLRegion clip_rect(const ImageRegion& region) {
@@ -310,10 +267,11 @@ class MetalConvolution final : public ConvolutionPrimitive {
       : shape_(s),
         extent_x_((s.kernel_width - 1) * s.dilation_x + 1),
         extent_y_((s.kernel_height - 1) * s.dilation_y + 1) {
-    auto filter = std::make_shared<ShapeFilter>(s);
-    descriptor_ = convolution_descriptor(filter->descriptor());
+    const ConvolutionDescriptor filter = filter_of(s, s.input_channels, s.output_channels);
+    descriptor_ = convolution_descriptor(filter);
     // The forward kernel and the gradient share the data source, as MPS asks.
-    MPSXConvolutionDataSource* source = [[MPSXConvolutionDataSource alloc] initWithSource:filter];
+    MPSXConvolutionDataSource* source =
+        zero_weights_data_source(filter, s.accumulator_precision == AccumulatorPrecision::Half);
     const bool whole = fully_connected(s);
     convolution_ = whole ? [[MPSCNNFullyConnected alloc] initWithDevice:device weights:source]
                          : [[MPSCNNConvolution alloc] initWithDevice:device weights:source];
@@ -344,7 +302,7 @@ class MetalConvolution final : public ConvolutionPrimitive {
     gradient_.kernelOffsetX = s.pad_left + extent_x_ / 2 + 1 - extent_x_;
     gradient_.kernelOffsetY = s.pad_top + extent_y_ / 2 + 1 - extent_y_;
     slice_ = [[MPSCNNNeuron alloc] initWithDevice:device
-                                 neuronDescriptor:[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:MPSCNNNeuronTypeNone]];
+                                 neuronDescriptor:neuron_descriptor(NeuronDescriptor{})];
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
@@ -352,16 +310,14 @@ class MetalConvolution final : public ConvolutionPrimitive {
     MetalContext& metal = context_of(context);
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
     std::lock_guard<std::mutex> lock(mutex_);
-    // MPS kernels compute with their own copy of the weights, while mpsx's
-    // change in place between encodes (GPU-side updates write them): the
-    // kernel reloads them, ordered on the command buffer, at every encode.
     [convolution_ reloadWeightsAndBiasesWithCommandBuffer:command_buffer
-                                                    state:weights_and_biases(metal.backend(), weights, biases)];
+                                                    state:weights_and_biases_state(metal.backend(), weights, biases,
+                                                                                   descriptor_)];
     // offset: where the window's centre lands for clipRect.origin.
     convolution_.offset = MPSOffset{window_x(source) + extent_x_ / 2, window_y(source) + extent_y_ / 2, 0};
     convolution_.clipRect = clip_rect(destination);
-    convolution_.sourceFeatureChannelOffset = channel_offset(source);
-    convolution_.destinationFeatureChannelOffset = channel_offset(destination);
+    convolution_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    convolution_.destinationFeatureChannelOffset = feature_channel_offset(destination);
     [convolution_ encodeBatchToCommandBuffer:command_buffer
                                 sourceImages:images_of(source)
                            destinationImages:images_of(destination)];
@@ -372,9 +328,9 @@ class MetalConvolution final : public ConvolutionPrimitive {
     MetalContext& metal = context_of(context);
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
     std::lock_guard<std::mutex> lock(mutex_);
-    // The gradient kernel keeps a copy of the weights of its own (see forward).
     [gradient_ reloadWeightsAndBiasesWithCommandBuffer:command_buffer
-                                                 state:weights_and_biases(metal.backend(), weights, nullptr)];
+                                                 state:weights_and_biases_state(metal.backend(), weights, nullptr,
+                                                                                descriptor_)];
     // GradientWithData reads no forward source, but the encode takes one
     // that the destination may not alias: an unwritten temporary image of the
     // source's extent stands in.
@@ -383,7 +339,7 @@ class MetalConvolution final : public ConvolutionPrimitive {
                                                              like.height, shape_.input_channels, source_gradient.n);
     encode_gradient(command_buffer, MPSCNNConvolutionGradientOptionGradientWithData,
                     result_gradient_images(command_buffer, result_gradient), Images{stand_in, 0}, source_gradient,
-                    Images{images_of(source_gradient), channel_offset(source_gradient)});
+                    Images{images_of(source_gradient), feature_channel_offset(source_gradient)});
     release_temporary(stand_in);
   }
 
@@ -401,28 +357,10 @@ class MetalConvolution final : public ConvolutionPrimitive {
     MPSCNNConvolutionGradientState* state =
         encode_gradient(command_buffer, MPSCNNConvolutionGradientOptionGradientWithWeightsAndBias,
                         result_gradient_images(command_buffer, result_gradient),
-                        Images{images_of(source), channel_offset(source)}, source, Images{stand_in, 0});
+                        Images{images_of(source), feature_channel_offset(source)}, source, Images{stand_in, 0});
     release_temporary(stand_in);
-    // The state's buffers hold the batch sums, OHWI and [out] float32 as the
-    // contract's.
-    id<MTLBlitCommandEncoder> blit = [command_buffer blitCommandEncoder];
-    if (weights_gradient) {
-      const BufferAddress to = metal.backend().address_of(weights_gradient);
-      [blit copyFromBuffer:state.gradientForWeights
-              sourceOffset:0
-                  toBuffer:to.buffer
-         destinationOffset:to.offset
-                      size:weight_bytes()];
-    }
-    if (biases_gradient) {
-      const BufferAddress to = metal.backend().address_of(biases_gradient);
-      [blit copyFromBuffer:state.gradientForBiases
-              sourceOffset:0
-                  toBuffer:to.buffer
-         destinationOffset:to.offset
-                      size:bias_bytes()];
-    }
-    [blit endEncoding];
+    copy_gradients(metal, state, filter_of(shape_, shape_.input_channels, shape_.output_channels), weights_gradient,
+                   biases_gradient);
   }
 
  private:
@@ -431,29 +369,10 @@ class MetalConvolution final : public ConvolutionPrimitive {
     if (!kernel) fail<Error>("metal: MPS could not make the ", name);
   }
 
-  size_t weight_bytes() const {
-    return static_cast<size_t>(shape_.output_channels * shape_.kernel_height * shape_.kernel_width *
-                               (shape_.input_channels / shape_.groups)) *
-           sizeof(float);
-  }
-  size_t bias_bytes() const { return static_cast<size_t>(shape_.output_channels) * sizeof(float); }
-
   // Where the forward windows start in the source image: the block's origin
   // less its padding.
   int64_t window_x(const ImageRegion& block) const { return block.x - shape_.pad_left; }
   int64_t window_y(const ImageRegion& block) const { return block.y - shape_.pad_top; }
-
-  // Without biases (the gradient reads none), a zeroed buffer stands in.
-  MPSCNNConvolutionWeightsAndBiasesState* weights_and_biases(MetalBackend& backend, const void* weights,
-                                                              const void* biases) const {
-    const BufferAddress w = backend.address_of(weights);
-    const BufferAddress b = biases ? backend.address_of(biases) : BufferAddress{backend.zeros(bias_bytes()), 0};
-    return [[MPSCNNConvolutionWeightsAndBiasesState alloc] initWithWeights:w.buffer
-                                                             weightsOffset:w.offset
-                                                                    biases:b.buffer
-                                                              biasesOffset:b.offset
-                                                  cnnConvolutionDescriptor:descriptor_];
-  }
 
   // The result gradient in images of its own extent: the gradient kernel sums
   // the weight gradient over its whole primary image and reads the data
@@ -464,12 +383,12 @@ class MetalConvolution final : public ConvolutionPrimitive {
     MPSImage* image = image_of(region);
     if (region.x == 0 && region.y == 0 && static_cast<NSUInteger>(region.w) == image.width &&
         static_cast<NSUInteger>(region.h) == image.height)
-      return Images{images_of(region), channel_offset(region)};
+      return Images{images_of(region), feature_channel_offset(region)};
     NSArray<MPSTemporaryImage*>* slices =
         temporary_images(command_buffer, region.data_type, static_cast<NSUInteger>(region.w),
                          static_cast<NSUInteger>(region.h), region.c, region.n);
     slice_.offset = MPSOffset{region.x, region.y, 0};
-    slice_.sourceFeatureChannelOffset = channel_offset(region);
+    slice_.sourceFeatureChannelOffset = feature_channel_offset(region);
     [slice_ encodeBatchToCommandBuffer:command_buffer sourceImages:images_of(region) destinationImages:slices];
     return Images{slices, 0};
   }
@@ -511,6 +430,97 @@ class MetalConvolution final : public ConvolutionPrimitive {
 
 std::unique_ptr<ConvolutionPrimitive> MetalBackend::make_convolution(const ConvolutionShape& shape) {
   return std::make_unique<MetalConvolution>(device_, shape);
+}
+
+}  // namespace mpsx::metal
+
+namespace mpsx::metal {
+namespace {
+
+// The primitives' own data source: a filter with zero weights and biases,
+// which exist between load and purge only.
+class ZeroWeights final : public ConvolutionDataSource {
+ public:
+  ZeroWeights(const ConvolutionDescriptor& filter, bool half) : filter_(filter), half_(half) {}
+  bool load() override { return true; }
+  void purge() override {}
+  ConvolutionDescriptor descriptor() override { return filter_; }
+  DataType data_type() override { return DataType::Float32; }
+  HostArray weights() override { return zeros(filter_.weight_count()); }
+  HostArray bias_terms() override { return zeros(static_cast<size_t>(filter_.output_feature_channels)); }
+  std::string label() override { return {}; }
+  DataType kernel_weights_data_type() override { return half_ ? DataType::Float16 : DataType::Float32; }
+
+ private:
+  static HostArray zeros(size_t count) {
+    auto values = std::make_shared<std::vector<float>>(count);
+    return HostArray{values->data(), count, DataType::Float32, values};
+  }
+
+  ConvolutionDescriptor filter_;
+  bool half_;
+};
+
+}  // namespace
+
+ConvolutionDescriptor filter_of(const ConvolutionWindow& w, int64_t input_channels, int64_t output_channels) {
+  ConvolutionDescriptor d;
+  d.kernel_width = w.kernel_width;
+  d.kernel_height = w.kernel_height;
+  d.input_feature_channels = input_channels;
+  d.output_feature_channels = output_channels;
+  d.stride_x = w.stride_x;
+  d.stride_y = w.stride_y;
+  d.dilation_x = w.dilation_x;
+  d.dilation_y = w.dilation_y;
+  d.groups = w.groups;
+  return d;
+}
+
+MPSXConvolutionDataSource* zero_weights_data_source(const ConvolutionDescriptor& filter, bool half) {
+  return [[MPSXConvolutionDataSource alloc] initWithSource:std::make_shared<ZeroWeights>(filter, half)];
+}
+
+MPSCNNConvolutionWeightsAndBiasesState* weights_and_biases_state(MetalBackend& backend, const void* weights,
+                                                                 const void* biases,
+                                                                 MPSCNNConvolutionDescriptor* descriptor) {
+  const BufferAddress w = backend.address_of(weights);
+  const BufferAddress b =
+      biases ? backend.address_of(biases)
+             : BufferAddress{backend.zeros(descriptor.outputFeatureChannels * sizeof(float)), 0};
+  return [[MPSCNNConvolutionWeightsAndBiasesState alloc] initWithWeights:w.buffer
+                                                           weightsOffset:w.offset
+                                                                  biases:b.buffer
+                                                            biasesOffset:b.offset
+                                                cnnConvolutionDescriptor:descriptor];
+}
+
+void copy_gradients(MetalContext& context, MPSCNNConvolutionGradientState* state, const ConvolutionDescriptor& filter,
+                    void* weights_gradient, void* biases_gradient) {
+  id<MTLBlitCommandEncoder> blit = [context.command_buffer() blitCommandEncoder];
+  if (weights_gradient) {
+    const BufferAddress to = context.backend().address_of(weights_gradient);
+    [blit copyFromBuffer:state.gradientForWeights
+            sourceOffset:0
+                toBuffer:to.buffer
+       destinationOffset:to.offset
+                    size:filter.weight_count() * sizeof(float)];
+  }
+  if (biases_gradient) {
+    const BufferAddress to = context.backend().address_of(biases_gradient);
+    [blit copyFromBuffer:state.gradientForBiases
+            sourceOffset:0
+                toBuffer:to.buffer
+       destinationOffset:to.offset
+                    size:static_cast<NSUInteger>(filter.output_feature_channels) * sizeof(float)];
+  }
+  [blit endEncoding];
+}
+
+NSUInteger feature_channel_offset(const ImageRegion& region) {
+  if (region.channel % 4)
+    fail<ArgumentError>("metal: MPS feature channel offsets are multiples of 4; given channel ", region.channel);
+  return static_cast<NSUInteger>(region.channel);
 }
 
 }  // namespace mpsx::metal

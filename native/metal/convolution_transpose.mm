@@ -1,79 +1,12 @@
 #include "mpsx/kernels/convolution_transpose.h"
 
-#include "backend.h"
+#include "convolution.h"
 #include "mpsx/errors.h"
-
-// What MPSCNNConvolutionTranspose and its gradient need at init: the
-// descriptor and some weights. Zeros: every encode reloads the weights it is
-// given.
-@interface MPSXConvolutionTransposeWeights : NSObject <MPSCNNConvolutionDataSource>
-- (instancetype)initWithDescriptor:(MPSCNNConvolutionDescriptor*)descriptor weightCount:(NSUInteger)count;
-@end
-
-@implementation MPSXConvolutionTransposeWeights {
-  MPSCNNConvolutionDescriptor* descriptor_;
-  NSMutableData* zeros_;  // the weights; their first outputFeatureChannels floats are the biases
-}
-
-- (instancetype)initWithDescriptor:(MPSCNNConvolutionDescriptor*)descriptor weightCount:(NSUInteger)count {
-  if ((self = [super init])) {
-    descriptor_ = descriptor;
-    zeros_ = [NSMutableData dataWithLength:count * sizeof(float)];
-  }
-  return self;
-}
-
-- (MPSDataType)dataType {
-  return MPSDataTypeFloat32;
-}
-
-// Without it MPS computes with float16 weights.
-- (MPSDataType)kernelWeightsDataType {
-  return MPSDataTypeFloat32;
-}
-
-- (MPSCNNConvolutionDescriptor*)descriptor {
-  return descriptor_;
-}
-
-- (void*)weights {
-  return zeros_.mutableBytes;
-}
-
-- (float*)biasTerms {
-  return static_cast<float*>(zeros_.mutableBytes);
-}
-
-- (BOOL)load {
-  return YES;
-}
-
-- (void)purge {
-}
-
-- (NSString*)label {
-  return nil;
-}
-
-- (id)copyWithZone:(NSZone*)zone {
-  return self;  // immutable
-}
-
-@end
 
 namespace mpsx::metal {
 namespace {
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-// MPS reads and writes feature channels from offsets that are multiples of 4
-// (the channels of one texture slice).
-NSUInteger feature_channel_offset(const ImageRegion& region, const char* role) {
-  if (region.channel % 4 != 0)
-    fail<ArgumentError>("MPSCNNConvolutionTranspose on metal: the ", role, " starts at feature channel ",
-                        region.channel, "; MPS feature channel offsets are multiples of 4");
-  return static_cast<NSUInteger>(region.channel);
-}
 
 // MPSCNNConvolutionTranspose over the source block, writing the whole
 // destination region: the pixels no source pixel reaches see only zeros and
@@ -88,19 +21,9 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
       fail<ArgumentError>("MPSCNNConvolutionTranspose on metal: MPS groups hold multiples of 4 channels; given ",
                           s.input_channels, " input and ", s.output_channels, " output channels in ", s.groups,
                           " groups");
-    descriptor_ = [MPSCNNConvolutionDescriptor
-        cnnConvolutionDescriptorWithKernelWidth:static_cast<NSUInteger>(s.kernel_width)
-                                   kernelHeight:static_cast<NSUInteger>(s.kernel_height)
-                           inputFeatureChannels:static_cast<NSUInteger>(s.input_channels)
-                          outputFeatureChannels:static_cast<NSUInteger>(s.output_channels)];
-    descriptor_.strideInPixelsX = static_cast<NSUInteger>(s.stride_x);
-    descriptor_.strideInPixelsY = static_cast<NSUInteger>(s.stride_y);
-    descriptor_.dilationRateX = static_cast<NSUInteger>(s.dilation_x);
-    descriptor_.dilationRateY = static_cast<NSUInteger>(s.dilation_y);
-    descriptor_.groups = static_cast<NSUInteger>(s.groups);
     // MPS takes the weights as mpsx gives them: OHWI, [out][height][width][in / groups].
-    MPSXConvolutionTransposeWeights* zeros =
-        [[MPSXConvolutionTransposeWeights alloc] initWithDescriptor:descriptor_ weightCount:weight_count()];
+    descriptor_ = convolution_descriptor(filter());
+    MPSXConvolutionDataSource* zeros = zero_weights_data_source(filter(), false);
     transpose_ = [[MPSCNNConvolutionTranspose alloc] initWithDevice:device weights:zeros];
     if (!s.gradient) return;
     gradient_ = [[MPSCNNConvolutionTransposeGradient alloc] initWithDevice:device weights:zeros];
@@ -112,7 +35,8 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                const ImageRegion& destination) const override {
     MetalContext& metal = context_of(context);
     [transpose_ reloadWeightsAndBiasesWithCommandBuffer:metal.command_buffer()
-                                                  state:weights_and_biases(metal.backend(), weights, biases)];
+                                                  state:weights_and_biases_state(metal.backend(), weights, biases,
+                                                                                 descriptor_)];
     place(source, destination);
     [transpose_ encodeBatchToCommandBuffer:metal.command_buffer()
                               sourceImages:images_of(source)
@@ -123,7 +47,8 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                      const ImageRegion& source_gradient) const override {
     MetalContext& metal = context_of(context);
     [gradient_ reloadWeightsAndBiasesWithCommandBuffer:metal.command_buffer()
-                                                 state:weights_and_biases(metal.backend(), weights, nullptr)];
+                                                 state:weights_and_biases_state(metal.backend(), weights, nullptr,
+                                                                                descriptor_)];
     // The gradient kernel wants the forward source as its secondary image even
     // for the data gradient, which does not read it; this pass is not given
     // the source, so its gradient, of the same size and channels, stands in.
@@ -138,7 +63,7 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
     gradient_.clipRect = MTLRegionMake3D(0, 0, 0, static_cast<NSUInteger>(source_gradient.x + source_gradient.w),
                                          static_cast<NSUInteger>(source_gradient.y + source_gradient.h),
                                          static_cast<NSUInteger>(source_gradient.n));
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(source_gradient, "source gradient");
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(source_gradient);
     [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
                           sourceGradients:images_of(result_gradient)
                              sourceImages:stand_in
@@ -162,41 +87,11 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                                                            gradientStates:states];
     MPSImageBatchIncrementReadCount(data_gradients, -1);
     // MPS sums over the batch into the state's buffers, OHWI like the weights.
-    MPSCNNConvolutionTransposeGradientState* state = states[0];
-    id<MTLBlitCommandEncoder> blit = [metal.command_buffer() blitCommandEncoder];
-    if (weights_gradient) {
-      const BufferAddress to = metal.backend().address_of(weights_gradient);
-      [blit copyFromBuffer:state.gradientForWeights sourceOffset:0 toBuffer:to.buffer destinationOffset:to.offset
-                      size:weight_count() * sizeof(float)];
-    }
-    if (biases_gradient) {
-      const BufferAddress to = metal.backend().address_of(biases_gradient);
-      [blit copyFromBuffer:state.gradientForBiases sourceOffset:0 toBuffer:to.buffer destinationOffset:to.offset
-                      size:static_cast<NSUInteger>(s_.output_channels) * sizeof(float)];
-    }
-    [blit endEncoding];
+    copy_gradients(metal, states[0], filter(), weights_gradient, biases_gradient);
   }
 
  private:
-  NSUInteger weight_count() const {
-    return static_cast<NSUInteger>(s_.output_channels * s_.kernel_height * s_.kernel_width *
-                                   (s_.input_channels / s_.groups));
-  }
-
-  // MPS kernels keep their own copy of the weights, loaded at init; mpsx
-  // gives the current ones to every encode, and GPU-side updates change them
-  // in place between encodes. Reloading them on the command buffer, before
-  // the encode, makes the encode use the values it was given.
-  MPSCNNConvolutionWeightsAndBiasesState* weights_and_biases(MetalBackend& backend, const void* weights,
-                                                             const void* biases) const {
-    const BufferAddress w = backend.address_of(weights);
-    const BufferAddress b = biases ? backend.address_of(biases) : BufferAddress{};
-    return [[MPSCNNConvolutionWeightsAndBiasesState alloc] initWithWeights:w.buffer
-                                                            weightsOffset:w.offset
-                                                                   biases:b.buffer
-                                                             biasesOffset:b.offset
-                                                 cnnConvolutionDescriptor:descriptor_];
-  }
+  ConvolutionDescriptor filter() const { return filter_of(s_, s_.input_channels, s_.output_channels); }
 
   // Sets the transpose to read the source block and write the destination
   // region. MPS centres the window of the destination pixel at the clip origin
@@ -229,8 +124,8 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
         static_cast<NSUInteger>(destination.x), static_cast<NSUInteger>(destination.y), 0,
         static_cast<NSUInteger>(destination.w), static_cast<NSUInteger>(destination.h),
         static_cast<NSUInteger>(destination.n));
-    transpose_.sourceFeatureChannelOffset = feature_channel_offset(source, "source");
-    transpose_.destinationFeatureChannelOffset = feature_channel_offset(destination, "destination");
+    transpose_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    transpose_.destinationFeatureChannelOffset = feature_channel_offset(destination);
   }
 
   // The gradient state of a forward pass from `block` (of `sources`) to the
@@ -248,7 +143,7 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                   result_gradient.h, " block at (", result_gradient.x, ", ", result_gradient.y, ") of ", image.width,
                   "x", image.height, " images; MPS gradients need it to write whole images");
     place(block, result_gradient);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(result_gradient, "result gradient");
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(result_gradient);
     return [transpose_ resultStateBatchForSourceImage:sources
                                          sourceStates:nil
                                      destinationImage:images_of(result_gradient)];

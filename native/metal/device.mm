@@ -10,7 +10,8 @@ namespace mpsx::metal {
 MPSImageBatch* images_of(const ImageRegion& region) {
   MPSImageBatch* batch = static_cast<const MetalImageStorage*>(region.storage)->images;
   if (region.image == 0 && static_cast<NSUInteger>(region.n) == batch.count) return batch;
-  return [batch subarrayWithRange:NSMakeRange(static_cast<NSUInteger>(region.image), static_cast<NSUInteger>(region.n))];
+  return [batch
+      subarrayWithRange:NSMakeRange(static_cast<NSUInteger>(region.image), static_cast<NSUInteger>(region.n))];
 }
 
 MPSImage* image_of(const ImageRegion& region, int64_t index) {

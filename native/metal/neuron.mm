@@ -128,7 +128,8 @@ class MetalNeuron final : public NeuronPrimitive {
 MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope) {
   if (neuron.type == NeuronType::PReLU) {
     const std::vector<float>& slopes = neuron.a_per_channel;
-    NSData* data = [NSData dataWithBytes:slopes.data() + first_slope length:(slopes.size() - first_slope) * sizeof(float)];
+    NSData* data = [NSData dataWithBytes:slopes.data() + first_slope
+                                  length:(slopes.size() - first_slope) * sizeof(float)];
     return [MPSNNNeuronDescriptor cnnNeuronPReLUDescriptorWithData:data noCopy:false];
   }
   return [MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:static_cast<MPSCNNNeuronType>(neuron.type)
