@@ -606,9 +606,11 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
     }
     if (data) {
       if (!covers) context.fill_zero_image(*destination_gradient);
-      primitive->backward_data(context, result_gradient, gs->weights->data(),
-                               destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in,
-                                                            b.height, b.width));
+      primitive->backward_data(
+          context, result_gradient,
+          source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width),
+          gs->weights->data(),
+          destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width));
     }
     if (weights)
       primitive->backward_weights(

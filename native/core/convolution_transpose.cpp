@@ -348,8 +348,8 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
     if (data) {
       if (!covers) context.fill_zero_image(*destination_gradient);
       if (b.reads_source())
-        primitive->backward_data(context, result_gradient, gs->weights->data(),
-                                 source_block(*destination_gradient, g, b, in));
+        primitive->backward_data(context, result_gradient, source_block(*source_image, g, b, in),
+                                 gs->weights->data(), source_block(*destination_gradient, g, b, in));
     }
     if (weights)
       primitive->backward_weights(context, source_block(*source_image, g, b, in), result_gradient,

@@ -103,8 +103,8 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     y.store();
   }
 
-  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                     const ImageRegion& source_gradient) const override {
+  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
+                     const void* weights, const ImageRegion& source_gradient) const override {
     CpuContext& cpu = context_of(context);
     Float32Region dy(cpu, result_gradient, 0, true);
     Float32Region dx(cpu, source_gradient, 1, false);

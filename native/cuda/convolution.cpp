@@ -631,8 +631,8 @@ class CudaConvolution final : public ConvolutionPrimitive {
     y.store();
   }
 
-  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                     const ImageRegion& source_gradient) const override {
+  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
+                     const void* weights, const ImageRegion& source_gradient) const override {
     CudaContext& cuda = context_of(context);
     auto* w = static_cast<const float*>(weights);
     if (cudnn_) {

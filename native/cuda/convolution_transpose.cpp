@@ -66,8 +66,8 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
     if (cudnn_) cudnn_->backward_data(cuda, source, filter(cuda, weights), b, reached(destination));
   }
 
-  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                     const ImageRegion& source_gradient) const override {
+  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
+                     const void* weights, const ImageRegion& source_gradient) const override {
     CudaContext& cuda = context_of(context);
     cudnn_->forward(cuda, reached(result_gradient), filter(cuda, weights), nullptr, source_gradient);
   }

@@ -323,24 +323,18 @@ class MetalConvolution final : public ConvolutionPrimitive {
                            destinationImages:images_of(destination)];
   }
 
-  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                     const ImageRegion& source_gradient) const override {
+  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,
+                     const void* weights, const ImageRegion& source_gradient) const override {
     MetalContext& metal = context_of(context);
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
     std::lock_guard<std::mutex> lock(mutex_);
     [gradient_ reloadWeightsAndBiasesWithCommandBuffer:command_buffer
                                                  state:weights_and_biases_state(metal.backend(), weights, nullptr,
                                                                                 descriptor_)];
-    // GradientWithData reads no forward source, but the encode takes one
-    // that the destination may not alias: an unwritten temporary image of the
-    // source's extent stands in.
-    MPSImage* like = image_of(source_gradient);
-    NSArray<MPSTemporaryImage*>* stand_in = temporary_images(command_buffer, source_gradient.data_type, like.width,
-                                                             like.height, shape_.input_channels, source_gradient.n);
     encode_gradient(command_buffer, MPSCNNConvolutionGradientOptionGradientWithData,
-                    result_gradient_images(command_buffer, result_gradient), Images{stand_in, 0}, source_gradient,
+                    result_gradient_images(command_buffer, result_gradient),
+                    Images{images_of(source), feature_channel_offset(source)}, source_gradient,
                     Images{images_of(source_gradient), feature_channel_offset(source_gradient)});
-    release_temporary(stand_in);
   }
 
   void backward_weights(ExecutionContext& context, const ImageRegion& source, const ImageRegion& result_gradient,
@@ -497,23 +491,22 @@ MPSCNNConvolutionWeightsAndBiasesState* weights_and_biases_state(MetalBackend& b
 
 void copy_gradients(MetalContext& context, MPSCNNConvolutionGradientState* state, const ConvolutionDescriptor& filter,
                     void* weights_gradient, void* biases_gradient) {
+  // Addresses first: an encoder must end even where one is not found.
+  const BufferAddress weights = weights_gradient ? context.backend().address_of(weights_gradient) : BufferAddress{};
+  const BufferAddress biases = biases_gradient ? context.backend().address_of(biases_gradient) : BufferAddress{};
   id<MTLBlitCommandEncoder> blit = [context.command_buffer() blitCommandEncoder];
-  if (weights_gradient) {
-    const BufferAddress to = context.backend().address_of(weights_gradient);
+  if (weights.buffer)
     [blit copyFromBuffer:state.gradientForWeights
             sourceOffset:0
-                toBuffer:to.buffer
-       destinationOffset:to.offset
+                toBuffer:weights.buffer
+       destinationOffset:weights.offset
                     size:filter.weight_count() * sizeof(float)];
-  }
-  if (biases_gradient) {
-    const BufferAddress to = context.backend().address_of(biases_gradient);
+  if (biases.buffer)
     [blit copyFromBuffer:state.gradientForBiases
             sourceOffset:0
-                toBuffer:to.buffer
-       destinationOffset:to.offset
+                toBuffer:biases.buffer
+       destinationOffset:biases.offset
                     size:static_cast<NSUInteger>(filter.output_feature_channels) * sizeof(float)];
-  }
   [blit endEncoding];
 }
 

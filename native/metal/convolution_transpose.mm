@@ -43,18 +43,15 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                          destinationImages:images_of(destination)];
   }
 
-  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                     const ImageRegion& source_gradient) const override {
+  void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,
+                     const void* weights, const ImageRegion& source_gradient) const override {
     MetalContext& metal = context_of(context);
     [gradient_ reloadWeightsAndBiasesWithCommandBuffer:metal.command_buffer()
                                                  state:weights_and_biases_state(metal.backend(), weights, nullptr,
                                                                                 descriptor_)];
-    // The gradient kernel wants the forward source as its secondary image even
-    // for the data gradient, which does not read it; this pass is not given
-    // the source, so its gradient, of the same size and channels, stands in.
-    MPSImageBatch* stand_in = images_of(source_gradient);
-    MPSCNNConvolutionTransposeGradientStateBatch* states = gradient_states(source_gradient, stand_in, result_gradient);
-    [gradient_ destinationImageDescriptorForSourceImages:@[ image_of(result_gradient), stand_in[0] ]
+    MPSImageBatch* sources = images_of(source);
+    MPSCNNConvolutionTransposeGradientStateBatch* states = gradient_states(source, sources, result_gradient);
+    [gradient_ destinationImageDescriptorForSourceImages:@[ image_of(result_gradient), sources[0] ]
                                             sourceStates:@[ states[0] ]];
     gradient_.gradientOption = MPSCNNConvolutionGradientOptionGradientWithData;
     // The primaryOffset the state set is that of source pixel (0, 0): the clip
@@ -66,9 +63,9 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
     gradient_.destinationFeatureChannelOffset = feature_channel_offset(source_gradient);
     [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
                           sourceGradients:images_of(result_gradient)
-                             sourceImages:stand_in
+                             sourceImages:sources
                            gradientStates:states
-                     destinationGradients:stand_in];
+                     destinationGradients:images_of(source_gradient)];
   }
 
   void backward_weights(ExecutionContext& context, const ImageRegion& source, const ImageRegion& result_gradient,

@@ -223,9 +223,11 @@ class ConvolutionPrimitive {
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
                        const void* biases, const ImageRegion& destination) const = 0;
   // source_gradient (the gradient of the forward source block) from the
-  // gradient of the forward result.
-  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                             const ImageRegion& source_gradient) const = 0;
+  // gradient of the forward result. The result does not depend on `source`,
+  // the forward source block; backends whose gradient kernels take it (MPS)
+  // pass it on.
+  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,
+                             const void* weights, const ImageRegion& source_gradient) const = 0;
   // Batch sums; either output may be null.
   virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
                                 const ImageRegion& result_gradient, void* weights_gradient,

@@ -58,8 +58,9 @@ class ConvolutionTransposePrimitive {
   virtual ~ConvolutionTransposePrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
                        const void* biases, const ImageRegion& destination) const = 0;
-  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const void* weights,
-                             const ImageRegion& source_gradient) const = 0;
+  // As ConvolutionPrimitive::backward_data.
+  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,
+                             const void* weights, const ImageRegion& source_gradient) const = 0;
   // Batch sums; either output may be null.
   virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
                                 const ImageRegion& result_gradient, void* weights_gradient,
