@@ -235,6 +235,14 @@ def test_batch_encode_of_views_and_mixed_lists(device, rng):
     np.testing.assert_array_equal(views, np.maximum(x, 0))
     mixed = [batch[0], mpsx.Image.from_numpy(device, x[1]), batch[2]]
     np.testing.assert_array_equal(read(device, lambda cb: kernel.encode_batch(cb, mixed)), np.maximum(x[:3], 0))
+    # Consecutive images of one allocation are encoded as a view; others are
+    # gathered by a copy first.
+    for images, commands in ((list(batch), 1), (list(batch)[1:3], 1), (mixed, 2), ([batch[1], batch[0]], 2)):
+        cb = device.command_queue.command_buffer()
+        kernel.encode_batch(cb, images)
+        assert cb.command_count == commands
+        cb.commit()
+        cb.wait_until_completed()
     with pytest.raises(mpsx.ShapeError, match="the images of a batch must match"):
         kernel.encode_batch(device.command_queue.command_buffer(),
                             [batch[0], mpsx.Image.from_numpy(device, np.zeros((1, 3, 3), np.float32))])

@@ -209,9 +209,10 @@ uint64_t Image::identity() const {
   if (identity_) return identity_;
   // Storage, position and extent: two views of the same pixels match.
   uint64_t h = buffer_->id() * 0x9E3779B97F4A7C15ull;
-  for (uint64_t v : {static_cast<uint64_t>(byte_offset_), static_cast<uint64_t>(first_image_), static_cast<uint64_t>(descriptor_.number_of_images),
-                     static_cast<uint64_t>(descriptor_.feature_channels), static_cast<uint64_t>(descriptor_.height),
-                     static_cast<uint64_t>(descriptor_.width)})
+  const ImageDescriptor& d = descriptor_;
+  for (uint64_t v : {static_cast<uint64_t>(byte_offset_), static_cast<uint64_t>(first_image_),
+                     static_cast<uint64_t>(d.number_of_images), static_cast<uint64_t>(d.feature_channels),
+                     static_cast<uint64_t>(d.height), static_cast<uint64_t>(d.width)})
     h = (h ^ v) * 0x100000001B3ull;
   return h == 0 ? 1 : h;
 }
@@ -235,10 +236,13 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
       fail<ShapeError>("the images of a batch must match: image 0 is ", d.feature_channels, "x", d.height, "x", d.width,
                        " ", name_of(d.channel_format), ", image ", i, " is ", item.feature_channels(), "x",
                        item.height(), "x", item.width(), " ", name_of(item.data_type()));
+    // Next in the same storage: by image index in an ImageStorage, by
+    // address in a Buffer.
+    const size_t next_byte_offset =
+        first.byte_offset_ + first.layout_.n * size_of(d.channel_format) * static_cast<size_t>(d.number_of_images);
     consecutive = consecutive && item.buffer_ == first.buffer_ &&
-                  item.first_image_ == first.first_image_ + d.number_of_images &&
-                  item.byte_offset_ == first.byte_offset_ + first.layout_.n * size_of(d.channel_format) *
-                                                                static_cast<size_t>(d.number_of_images);
+                  (first.storage_ ? item.first_image_ == first.first_image_ + d.number_of_images
+                                  : item.byte_offset_ == next_byte_offset);
     d.number_of_images += item.number_of_images();
     identity = (identity ^ item.identity()) * 0x100000001B3ull;
   }
