@@ -183,6 +183,10 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
   c.momentum = parameters[0].momentum.buffer != nullptr;
   c.maximum_velocity = parameters[0].maximum_velocity.buffer != nullptr;
   c.data_type = parameters[0].type;
+  c.gradient_rescale = descriptor_.gradient_rescale;
+  c.gradient_clip_min = descriptor_.gradient_clip_min;
+  c.gradient_clip_max = descriptor_.gradient_clip_max;
+  c.regularization_scale = descriptor_.regularization_scale;
   const auto& primitive = primitives_.get(
       c, [&] { return std::shared_ptr<OptimizerPrimitive>(device_->backend().make_optimizer(c)); });
   const OptimizerScalars scalars = next_scalars();
@@ -361,6 +365,7 @@ OptimizerConfiguration NNOptimizerStochasticGradientDescent::configuration() con
   OptimizerConfiguration c;
   c.kind = OptimizerKind::StochasticGradientDescent;
   c.nesterov = use_nesterov_momentum_;
+  c.momentum_scale = momentum_scale_;
   return c;
 }
 
@@ -388,6 +393,9 @@ NNOptimizer::VectorUses NNOptimizerAdam::vector_uses() const {
 OptimizerConfiguration NNOptimizerAdam::configuration() const {
   OptimizerConfiguration c;
   c.kind = OptimizerKind::Adam;
+  c.beta1 = beta1_;
+  c.beta2 = beta2_;
+  c.epsilon = epsilon_;
   return c;
 }
 
@@ -395,8 +403,6 @@ OptimizerScalars NNOptimizerAdam::next_scalars() {
   OptimizerScalars s = NNOptimizer::next_scalars();
   s.time_step = ++time_step;
   s.base_learning_rate = descriptor().learning_rate;
-  s.beta1_as_given = beta1_;
-  s.beta2_as_given = beta2_;
   const double t = static_cast<double>(time_step);
   s.learning_rate = static_cast<float>(descriptor().learning_rate * std::sqrt(1.0 - std::pow(beta2_, t)) /
                                        (1.0 - std::pow(beta1_, t)));
@@ -423,6 +429,8 @@ NNOptimizer::VectorUses NNOptimizerRMSProp::vector_uses() const {
 OptimizerConfiguration NNOptimizerRMSProp::configuration() const {
   OptimizerConfiguration c;
   c.kind = OptimizerKind::RMSProp;
+  c.decay = decay_;
+  c.epsilon = epsilon_;
   return c;
 }
 
@@ -430,7 +438,6 @@ OptimizerScalars NNOptimizerRMSProp::next_scalars() {
   OptimizerScalars s = NNOptimizer::next_scalars();
   s.decay = static_cast<float>(decay_);
   s.one_minus_decay = static_cast<float>(1.0 - decay_);
-  s.decay_as_given = decay_;
   s.epsilon = epsilon_;
   return s;
 }

@@ -28,23 +28,53 @@ MPSDataType data_type_of(DataType type) {
 }
 
 // MPSNNOptimizerStochasticGradientDescent, MPSNNOptimizerAdam or
-// MPSNNOptimizerRMSProp over MPSVectors of the arrays' MTLBuffers.
+// MPSNNOptimizerRMSProp over MPSVectors of the arrays' MTLBuffers, made with
+// every value MPS fixes at init; the learning rate and Adam's timeStep are
+// set per update.
 class MetalOptimizer final : public OptimizerPrimitive {
  public:
   MetalOptimizer(id<MTLDevice> device, const OptimizerConfiguration& c)
-      : device_(device), configuration_(c), data_type_(data_type_of(c.data_type)) {}
+      : kind_(c.kind), data_type_(data_type_of(c.data_type)) {
+    MPSNNOptimizerDescriptor* descriptor =
+        [MPSNNOptimizerDescriptor optimizerDescriptorWithLearningRate:0
+                                                      gradientRescale:c.gradient_rescale
+                                                applyGradientClipping:c.gradient_clipping
+                                                      gradientClipMax:c.gradient_clip_max
+                                                      gradientClipMin:c.gradient_clip_min
+                                                   regularizationType:regularization_type_of(c.regularization_type)
+                                                  regularizationScale:c.regularization_scale];
+    switch (c.kind) {
+      case OptimizerKind::StochasticGradientDescent:
+        optimizer_ = [[MPSNNOptimizerStochasticGradientDescent alloc] initWithDevice:device
+                                                                       momentumScale:c.momentum_scale
+                                                                 useNesterovMomentum:c.nesterov
+                                                                 optimizerDescriptor:descriptor];
+        break;
+      case OptimizerKind::Adam:
+        optimizer_ = [[MPSNNOptimizerAdam alloc] initWithDevice:device
+                                                          beta1:c.beta1
+                                                          beta2:c.beta2
+                                                        epsilon:c.epsilon
+                                                       timeStep:0
+                                            optimizerDescriptor:descriptor];
+        break;
+      case OptimizerKind::RMSProp:
+        optimizer_ = [[MPSNNOptimizerRMSProp alloc] initWithDevice:device
+                                                             decay:c.decay
+                                                           epsilon:c.epsilon
+                                               optimizerDescriptor:descriptor];
+        break;
+    }
+  }
 
   void update(ExecutionContext& context, const OptimizerScalars& scalars,
               const OptimizerArrayList& list) const override {
     MetalContext& metal = context_of(context);
-    // An MPSKernel's properties, and the optimizer prepare makes, belong to
-    // one encoding thread at a time.
+    // An MPSKernel's properties belong to one encoding thread at a time.
     std::lock_guard<std::mutex> lock(mutex_);
-    prepare(scalars);
     // MPS applies Adam's bias corrections itself, from timeStep: it gets the
     // descriptor's learning rate, not core's corrected one.
-    [optimizer_ setLearningRate:configuration_.kind == OptimizerKind::Adam ? scalars.base_learning_rate
-                                                                           : scalars.learning_rate];
+    [optimizer_ setLearningRate:kind_ == OptimizerKind::Adam ? scalars.base_learning_rate : scalars.learning_rate];
     for (size_t i = 0; i < list.count; ++i) {
       const OptimizerArrays& a = list.arrays[i];
       if (a.count == 0) continue;  // nothing to update
@@ -54,7 +84,7 @@ class MetalOptimizer final : public OptimizerPrimitive {
         const BufferAddress at = metal.backend().address_of(data);
         return [[MPSVector alloc] initWithBuffer:at.buffer offset:at.offset descriptor:descriptor];
       };
-      switch (configuration_.kind) {
+      switch (kind_) {
         case OptimizerKind::StochasticGradientDescent:
           [(MPSNNOptimizerStochasticGradientDescent*)optimizer_ encodeToCommandBuffer:metal.command_buffer()
                                                                   inputGradientVector:vector(a.gradient)
@@ -86,58 +116,10 @@ class MetalOptimizer final : public OptimizerPrimitive {
   }
 
  private:
-  // MPS fixes every scalar but the learning rate when it makes an optimizer,
-  // while core hands them to each update: make it on the first update, and
-  // anew should they change.
-  static bool same_fixed_values(const OptimizerScalars& a, const OptimizerScalars& b) {
-    return a.gradient_rescale == b.gradient_rescale && a.gradient_clip_min == b.gradient_clip_min &&
-           a.gradient_clip_max == b.gradient_clip_max && a.regularization_scale == b.regularization_scale &&
-           a.momentum_scale == b.momentum_scale && a.epsilon == b.epsilon && a.beta1_as_given == b.beta1_as_given &&
-           a.beta2_as_given == b.beta2_as_given && a.decay_as_given == b.decay_as_given;
-  }
-
-  void prepare(const OptimizerScalars& s) const {
-    if (!optimizer_ || !same_fixed_values(s, made_for_)) {
-      MPSNNOptimizerDescriptor* descriptor = [MPSNNOptimizerDescriptor
-          optimizerDescriptorWithLearningRate:s.learning_rate
-                              gradientRescale:s.gradient_rescale
-                        applyGradientClipping:configuration_.gradient_clipping
-                              gradientClipMax:s.gradient_clip_max
-                              gradientClipMin:s.gradient_clip_min
-                           regularizationType:regularization_type_of(configuration_.regularization_type)
-                          regularizationScale:s.regularization_scale];
-      switch (configuration_.kind) {
-        case OptimizerKind::StochasticGradientDescent:
-          optimizer_ = [[MPSNNOptimizerStochasticGradientDescent alloc] initWithDevice:device_
-                                                                         momentumScale:s.momentum_scale
-                                                                   useNesterovMomentum:configuration_.nesterov
-                                                                   optimizerDescriptor:descriptor];
-          break;
-        case OptimizerKind::Adam:
-          optimizer_ = [[MPSNNOptimizerAdam alloc] initWithDevice:device_
-                                                            beta1:s.beta1_as_given
-                                                            beta2:s.beta2_as_given
-                                                          epsilon:s.epsilon
-                                                         timeStep:0
-                                              optimizerDescriptor:descriptor];
-          break;
-        case OptimizerKind::RMSProp:
-          optimizer_ = [[MPSNNOptimizerRMSProp alloc] initWithDevice:device_
-                                                               decay:s.decay_as_given
-                                                             epsilon:s.epsilon
-                                                 optimizerDescriptor:descriptor];
-          break;
-      }
-      made_for_ = s;
-    }
-  }
-
-  id<MTLDevice> device_;
-  OptimizerConfiguration configuration_;
+  OptimizerKind kind_;
   MPSDataType data_type_;
+  MPSNNOptimizer* optimizer_ = nil;
   mutable std::mutex mutex_;
-  mutable MPSNNOptimizer* optimizer_ = nil;
-  mutable OptimizerScalars made_for_;  // what optimizer_ was made with
 };
 
 }  // namespace

@@ -64,7 +64,9 @@ struct OptimizerVectorLists {
 enum class OptimizerKind : uint32_t { StochasticGradientDescent, Adam, RMSProp };
 
 // What a backend builds one primitive for: the update's form, fixed per
-// optimizer or per the vectors an encode passes.
+// optimizer or per the vectors an encode passes, and the values MPS fixes
+// when it makes an optimizer (all but the learning rate), as the optimizer
+// was given them.
 struct OptimizerConfiguration {
   OptimizerKind kind = OptimizerKind::StochasticGradientDescent;
   RegularizationType regularization_type = RegularizationType::None;
@@ -73,11 +75,21 @@ struct OptimizerConfiguration {
   bool nesterov = false;          // SGD's Nesterov form
   bool maximum_velocity = false;  // Adam's AMSGrad form
   DataType data_type = DataType::Float32;
+  float gradient_rescale = 1, gradient_clip_min = -FLT_MAX, gradient_clip_max = FLT_MAX;
+  float regularization_scale = 0;
+  float momentum_scale = 0;             // SGD
+  double beta1 = 0, beta2 = 0;          // Adam
+  double decay = 0;                     // RMSProp
+  float epsilon = 0;                    // Adam, RMSProp
 
   bool operator==(const OptimizerConfiguration& o) const {
     return kind == o.kind && regularization_type == o.regularization_type &&
            gradient_clipping == o.gradient_clipping && momentum == o.momentum && nesterov == o.nesterov &&
-           maximum_velocity == o.maximum_velocity && data_type == o.data_type;
+           maximum_velocity == o.maximum_velocity && data_type == o.data_type &&
+           gradient_rescale == o.gradient_rescale && gradient_clip_min == o.gradient_clip_min &&
+           gradient_clip_max == o.gradient_clip_max && regularization_scale == o.regularization_scale &&
+           momentum_scale == o.momentum_scale && beta1 == o.beta1 && beta2 == o.beta2 && decay == o.decay &&
+           epsilon == o.epsilon;
   }
 };
 
@@ -92,13 +104,11 @@ struct OptimizerScalars {
   float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
   float decay = 0, one_minus_decay = 0;
   float epsilon = 0;  // Adam, RMSProp
-  // The values as the optimizer was given them, for backends whose optimizer
-  // applies Adam's bias corrections itself (MPS, from its timeStep): the
-  // descriptor's learning rate, this update's time step (1 for the first),
-  // the betas and the decay.
+  // For backends whose optimizer applies Adam's bias corrections itself
+  // (MPS, from its timeStep): the descriptor's learning rate and this
+  // update's time step (1 for the first).
   float base_learning_rate = 0;
   uint64_t time_step = 0;
-  double beta1_as_given = 0, beta2_as_given = 0, decay_as_given = 0;
 };
 
 // Device addresses of one array's update, `count` values of the
