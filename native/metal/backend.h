@@ -42,6 +42,25 @@ MPSImageBatch* images_of(const ImageRegion& region);
 // Image `index` of the region.
 MPSImage* image_of(const ImageRegion& region, int64_t index = 0);
 MPSImageFeatureChannelFormat feature_channel_format(DataType type);
+// A descriptor of single-image MPSImages (textures the GPU reads and writes).
+MPSImageDescriptor* image_descriptor(DataType type, int64_t width, int64_t height, int64_t channels);
+// `count` MPSTemporaryImages of that descriptor, for intermediates that live
+// within one command buffer.
+NSArray<MPSTemporaryImage*>* temporary_images(id<MTLCommandBuffer> command_buffer, DataType type, int64_t width,
+                                              int64_t height, int64_t channels, int64_t count);
+
+// A region as MPS kernel properties name it.
+// The region's first pixel, as offsets name source pixels.
+MPSOffset origin_of(const ImageRegion& region);
+// The region's pixels as a clipRect; batch encodes address each
+// single-image MPSImage at z 0.
+MTLRegion clip_rect_of(const ImageRegion& region);
+// The region's first channel as a feature channel offset, which MPS wants a
+// multiple of 4 (a texture slice); throws ArgumentError otherwise.
+NSUInteger feature_channel_offset(const ImageRegion& region);
+// The region's channels rounded up to whole slices, for the feature channel
+// max counts.
+NSUInteger slice_channels(const ImageRegion& region);
 // The MPSNNNeuronDescriptor of a neuron (neuron.mm); a PReLU one with the
 // slopes from `first_slope` on.
 MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope = 0);
@@ -101,6 +120,9 @@ class MetalContext final : public ExecutionContext {
   void fill_zero(void* destination, size_t bytes) override;
   void copy_images(const Image& from, const Image& to, int64_t first) override;
   void fill_zero_image(const Image& image) override;
+  // Zeroes the texture slices that hold the region's channels, all pixels of
+  // the region's images.
+  void fill_zero_slices(const ImageRegion& region);
 
   MetalBackend& backend() const { return backend_; }
   id<MTLCommandBuffer> command_buffer() const { return command_buffer_; }

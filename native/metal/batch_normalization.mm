@@ -174,14 +174,10 @@ class NeutralDataSource final : public BatchNormalizationDataSource {
   int64_t channels_;
 };
 
-MPSOffset origin(const ImageRegion& region) {
-  return MPSOffset{static_cast<NSInteger>(region.x), static_cast<NSInteger>(region.y), 0};
-}
-
-// Each MPSImage of a batch holds one image: z 0, depth 1.
-MTLRegion clip(int64_t x, int64_t y, int64_t w, int64_t h) {
-  return MTLRegionMake3D(static_cast<NSUInteger>(x), static_cast<NSUInteger>(y), 0, static_cast<NSUInteger>(w),
-                         static_cast<NSUInteger>(h), 1);
+// The clipRect of kernels without a destination image: the region's extent
+// from (0, 0).
+MTLRegion extent_of(const ImageRegion& region) {
+  return MTLRegionMake3D(0, 0, 0, static_cast<NSUInteger>(region.w), static_cast<NSUInteger>(region.h), 1);
 }
 
 NSUInteger bytes_of(int64_t channels) { return static_cast<NSUInteger>(channels) * sizeof(float); }
@@ -232,14 +228,14 @@ struct Gradients {
 };
 
 Gradients gradients_of(const ImageRegion& region) {
-  return {images_of(region), origin(region), static_cast<NSUInteger>(region.channel)};
+  return {images_of(region), origin_of(region), feature_channel_offset(region)};
 }
 
 void set_sources(MPSCNNGradientKernel* kernel, const Gradients& dy, const ImageRegion& x) {
   kernel.primaryOffset = dy.offset;
   kernel.primarySourceFeatureChannelOffset = dy.channel;
-  kernel.secondaryOffset = origin(x);
-  kernel.secondarySourceFeatureChannelOffset = static_cast<NSUInteger>(x.channel);
+  kernel.secondaryOffset = origin_of(x);
+  kernel.secondarySourceFeatureChannelOffset = feature_channel_offset(x);
 }
 
 // The kernels that have a channel count.
@@ -293,10 +289,10 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
                                                        initWithMean:whole_buffer(metal, mean, "mean")
                                                            variance:whole_buffer(metal, variance, "variance")]];
     kernel.epsilon = epsilon;
-    kernel.offset = origin(source);
-    kernel.clipRect = clip(destination.x, destination.y, destination.w, destination.h);
-    kernel.sourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
-    kernel.destinationFeatureChannelOffset = static_cast<NSUInteger>(destination.channel);
+    kernel.offset = origin_of(source);
+    kernel.clipRect = clip_rect_of(destination);
+    kernel.sourceFeatureChannelOffset = feature_channel_offset(source);
+    kernel.destinationFeatureChannelOffset = feature_channel_offset(destination);
     [kernel encodeBatchToCommandBuffer:command_buffer
                           sourceImages:images_of(source)
                      destinationImages:images_of(destination)];
@@ -346,9 +342,8 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
                        biasVector:nil
                      resultMatrix:row(in_state([state gradientForBeta], "gradientForBeta"), source.c)];
     set_sources(gradient_, dy, source);
-    gradient_.clipRect =
-        clip(destination_gradient.x, destination_gradient.y, destination_gradient.w, destination_gradient.h);
-    gradient_.destinationFeatureChannelOffset = static_cast<NSUInteger>(destination_gradient.channel);
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
     [gradient_ encodeBatchToCommandBuffer:command_buffer
                           sourceGradients:dy.images
                              sourceImages:images_of(source)
@@ -420,9 +415,9 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
                                                                                               sourceStates:nil
                                                                                           destinationImage:image];
     if (!state) fail<Error>("metal: MPSCNNBatchNormalization made no MPSCNNBatchNormalizationState");
-    statistics_.offset = origin(x);
-    statistics_.clipRect = clip(0, 0, x.w, x.h);
-    statistics_.sourceFeatureChannelOffset = static_cast<NSUInteger>(x.channel);
+    statistics_.offset = origin_of(x);
+    statistics_.clipRect = extent_of(x);
+    statistics_.sourceFeatureChannelOffset = feature_channel_offset(x);
     [statistics_ encodeBatchToCommandBuffer:metal.command_buffer()
                                sourceImages:images_of(x)
                     batchNormalizationState:state];
@@ -449,7 +444,7 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   void encode_statistics_gradient(id<MTLCommandBuffer> command_buffer, const Gradients& dy, const ImageRegion& x,
                                   MPSCNNBatchNormalizationState* state) const {
     set_sources(statistics_gradient_, dy, x);
-    statistics_gradient_.clipRect = clip(0, 0, x.w, x.h);
+    statistics_gradient_.clipRect = extent_of(x);
     [statistics_gradient_ encodeBatchToCommandBuffer:command_buffer
                                      sourceGradients:dy.images
                                         sourceImages:images_of(x)
@@ -460,23 +455,11 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   // Temporary images live in heaps that blits would need fences for, so a
   // neuron f(x) = 0 * x + 0 writes them.
   Gradients zeros_like(id<MTLCommandBuffer> command_buffer, const ImageRegion& x) const {
-    MPSImageDescriptor* descriptor =
-        [MPSImageDescriptor imageDescriptorWithChannelFormat:feature_channel_format(x.data_type)
-                                                       width:static_cast<NSUInteger>(x.w)
-                                                      height:static_cast<NSUInteger>(x.h)
-                                             featureChannels:static_cast<NSUInteger>(x.c)
-                                              numberOfImages:1
-                                                       usage:MTLTextureUsageShaderRead | MTLTextureUsageShaderWrite];
-    NSMutableArray<MPSImage*>* zeros = [NSMutableArray arrayWithCapacity:static_cast<NSUInteger>(x.n)];
-    for (int64_t i = 0; i < x.n; ++i) {
-      MPSTemporaryImage* image = [MPSTemporaryImage temporaryImageWithCommandBuffer:command_buffer
-                                                                    imageDescriptor:descriptor];
-      image.readCount = 2;
-      [zeros addObject:image];
-    }
-    zero_.offset = origin(x);
-    zero_.clipRect = clip(0, 0, x.w, x.h);
-    zero_.sourceFeatureChannelOffset = static_cast<NSUInteger>(x.channel);
+    NSArray<MPSTemporaryImage*>* zeros = temporary_images(command_buffer, x.data_type, x.w, x.h, x.c, x.n);
+    for (MPSTemporaryImage* image in zeros) image.readCount = 2;
+    zero_.offset = origin_of(x);
+    zero_.clipRect = extent_of(x);
+    zero_.sourceFeatureChannelOffset = feature_channel_offset(x);
     [zero_ encodeBatchToCommandBuffer:command_buffer sourceImages:images_of(x) destinationImages:zeros];
     return {zeros, MPSOffset{0, 0, 0}, 0};
   }

@@ -50,8 +50,4 @@ MPSCNNConvolutionWeightsAndBiasesState* weights_and_biases_state(MetalBackend& b
 // the given addresses; either may be null.
 void copy_gradients(MetalContext& context, MPSCNNConvolutionGradientState* state, const ConvolutionDescriptor& filter,
                     void* weights_gradient, void* biases_gradient);
-// MPS reads and writes feature channels from offsets that are multiples of 4
-// (the channels of one texture slice); throws ArgumentError otherwise.
-NSUInteger feature_channel_offset(const ImageRegion& region);
-
 }  // namespace mpsx::metal

@@ -224,26 +224,6 @@ bool fully_connected(const ConvolutionShape& s) {
          s.source_stride.c == s.source_height * s.source_width;
 }
 
-MTLRegion clip_rect(const ImageRegion& region) {
-  return MTLRegionMake3D(static_cast<NSUInteger>(region.x), static_cast<NSUInteger>(region.y), 0,
-                         static_cast<NSUInteger>(region.w), static_cast<NSUInteger>(region.h), 1);
-}
-
-NSArray<MPSTemporaryImage*>* temporary_images(id<MTLCommandBuffer> command_buffer, DataType type, NSUInteger width,
-                                              NSUInteger height, int64_t channels, int64_t count) {
-  MPSImageDescriptor* descriptor =
-      [MPSImageDescriptor imageDescriptorWithChannelFormat:feature_channel_format(type)
-                                                     width:width
-                                                    height:height
-                                           featureChannels:static_cast<NSUInteger>(channels)
-                                            numberOfImages:1
-                                                     usage:MTLTextureUsageShaderRead | MTLTextureUsageShaderWrite];
-  NSMutableArray<MPSTemporaryImage*>* images = [NSMutableArray arrayWithCapacity:static_cast<NSUInteger>(count)];
-  for (int64_t i = 0; i < count; ++i)
-    [images addObject:[MPSTemporaryImage temporaryImageWithCommandBuffer:command_buffer imageDescriptor:descriptor]];
-  return images;
-}
-
 // Hands temporary images back to MPS once no kernel will read them.
 void release_temporary(NSArray<MPSTemporaryImage*>* images) {
   for (MPSTemporaryImage* image in images)
@@ -315,7 +295,7 @@ class MetalConvolution final : public ConvolutionPrimitive {
                                                                                    descriptor_)];
     // offset: where the window's centre lands for clipRect.origin.
     convolution_.offset = MPSOffset{window_x(source) + extent_x_ / 2, window_y(source) + extent_y_ / 2, 0};
-    convolution_.clipRect = clip_rect(destination);
+    convolution_.clipRect = clip_rect_of(destination);
     convolution_.sourceFeatureChannelOffset = feature_channel_offset(source);
     convolution_.destinationFeatureChannelOffset = feature_channel_offset(destination);
     [convolution_ encodeBatchToCommandBuffer:command_buffer
@@ -379,9 +359,8 @@ class MetalConvolution final : public ConvolutionPrimitive {
         static_cast<NSUInteger>(region.h) == image.height)
       return Images{images_of(region), feature_channel_offset(region)};
     NSArray<MPSTemporaryImage*>* slices =
-        temporary_images(command_buffer, region.data_type, static_cast<NSUInteger>(region.w),
-                         static_cast<NSUInteger>(region.h), region.c, region.n);
-    slice_.offset = MPSOffset{region.x, region.y, 0};
+        temporary_images(command_buffer, region.data_type, region.w, region.h, region.c, region.n);
+    slice_.offset = origin_of(region);
     slice_.sourceFeatureChannelOffset = feature_channel_offset(region);
     [slice_ encodeBatchToCommandBuffer:command_buffer sourceImages:images_of(region) destinationImages:slices];
     return Images{slices, 0};
@@ -401,7 +380,7 @@ class MetalConvolution final : public ConvolutionPrimitive {
     gradient_.primarySourceFeatureChannelOffset = result_gradient.channel;
     gradient_.secondaryOffset = MPSOffset{window_x(block), window_y(block), 0};
     gradient_.secondarySourceFeatureChannelOffset = source.channel;
-    gradient_.clipRect = clip_rect(block);
+    gradient_.clipRect = clip_rect_of(block);
     gradient_.destinationFeatureChannelOffset = source_gradient.channel;
     [gradient_ encodeBatchToCommandBuffer:command_buffer
                           sourceGradients:result_gradient.images
@@ -508,12 +487,6 @@ void copy_gradients(MetalContext& context, MPSCNNConvolutionGradientState* state
        destinationOffset:biases.offset
                     size:static_cast<NSUInteger>(filter.output_feature_channels) * sizeof(float)];
   [blit endEncoding];
-}
-
-NSUInteger feature_channel_offset(const ImageRegion& region) {
-  if (region.channel % 4)
-    fail<ArgumentError>("metal: MPS feature channel offsets are multiples of 4; given channel ", region.channel);
-  return static_cast<NSUInteger>(region.channel);
 }
 
 }  // namespace mpsx::metal

@@ -18,6 +18,41 @@ MPSImage* image_of(const ImageRegion& region, int64_t index) {
   return static_cast<const MetalImageStorage*>(region.storage)->images[static_cast<NSUInteger>(region.image + index)];
 }
 
+MPSImageDescriptor* image_descriptor(DataType type, int64_t width, int64_t height, int64_t channels) {
+  return [MPSImageDescriptor imageDescriptorWithChannelFormat:feature_channel_format(type)
+                                                        width:static_cast<NSUInteger>(width)
+                                                       height:static_cast<NSUInteger>(height)
+                                              featureChannels:static_cast<NSUInteger>(channels)
+                                               numberOfImages:1
+                                                        usage:MTLTextureUsageShaderRead | MTLTextureUsageShaderWrite];
+}
+
+NSArray<MPSTemporaryImage*>* temporary_images(id<MTLCommandBuffer> command_buffer, DataType type, int64_t width,
+                                              int64_t height, int64_t channels, int64_t count) {
+  MPSImageDescriptor* descriptor = image_descriptor(type, width, height, channels);
+  NSMutableArray<MPSTemporaryImage*>* images = [NSMutableArray arrayWithCapacity:static_cast<NSUInteger>(count)];
+  for (int64_t i = 0; i < count; ++i)
+    [images addObject:[MPSTemporaryImage temporaryImageWithCommandBuffer:command_buffer imageDescriptor:descriptor]];
+  return images;
+}
+
+MPSOffset origin_of(const ImageRegion& region) {
+  return MPSOffset{static_cast<NSInteger>(region.x), static_cast<NSInteger>(region.y), 0};
+}
+
+MTLRegion clip_rect_of(const ImageRegion& region) {
+  return MTLRegionMake3D(static_cast<NSUInteger>(region.x), static_cast<NSUInteger>(region.y), 0,
+                         static_cast<NSUInteger>(region.w), static_cast<NSUInteger>(region.h), 1);
+}
+
+NSUInteger feature_channel_offset(const ImageRegion& region) {
+  if (region.channel % 4)
+    fail<ArgumentError>("metal: MPS feature channel offsets are multiples of 4; given channel ", region.channel);
+  return static_cast<NSUInteger>(region.channel);
+}
+
+NSUInteger slice_channels(const ImageRegion& region) { return static_cast<NSUInteger>((region.c + 3) / 4 * 4); }
+
 MPSImageFeatureChannelFormat feature_channel_format(DataType type) {
   switch (type) {
     case DataType::Float32: return MPSImageFeatureChannelFormatFloat32;
@@ -33,13 +68,7 @@ MetalBackend::MetalBackend(id<MTLDevice> device) : device_(device) {}
 ImageLayout MetalBackend::image_layout(const ImageDescriptor& descriptor) const { return nchw_layout(descriptor); }
 
 std::shared_ptr<ImageStorage> MetalBackend::new_image_storage(const ImageDescriptor& d) {
-  MPSImageDescriptor* descriptor =
-      [MPSImageDescriptor imageDescriptorWithChannelFormat:feature_channel_format(d.channel_format)
-                                                     width:static_cast<NSUInteger>(d.width)
-                                                    height:static_cast<NSUInteger>(d.height)
-                                           featureChannels:static_cast<NSUInteger>(d.feature_channels)
-                                            numberOfImages:1
-                                                     usage:MTLTextureUsageShaderRead | MTLTextureUsageShaderWrite];
+  MPSImageDescriptor* descriptor = image_descriptor(d.channel_format, d.width, d.height, d.feature_channels);
   // Shared: the host reads and writes the texture where the GPU does.
   descriptor.storageMode = MTLStorageModeShared;
   NSMutableArray<MPSImage*>* images = [NSMutableArray arrayWithCapacity:static_cast<NSUInteger>(d.number_of_images)];
@@ -186,19 +215,24 @@ void MetalContext::copy_images(const Image& from, const Image& to, int64_t first
   [blit endEncoding];
 }
 
-void MetalContext::fill_zero_image(const Image& image) {
-  const ImageRegion region = image.whole();
+void MetalContext::fill_zero_image(const Image& image) { fill_zero_slices(image.whole()); }
+
+void MetalContext::fill_zero_slices(const ImageRegion& region) {
   MPSImage* first = image_of(region);
   const NSUInteger bytes_per_row = first.pixelSize * first.width, bytes_per_image = bytes_per_row * first.height;
   id<MTLBuffer> zeros = backend_.zeros(bytes_per_image);
   id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
-  for (int64_t i = 0; i < region.n; ++i) {
-    id<MTLTexture> texture = image_of(region, i).texture;
-    for (NSUInteger slice = 0; slice < texture.arrayLength; ++slice)
-      [blit copyFromBuffer:zeros sourceOffset:0 sourceBytesPerRow:bytes_per_row sourceBytesPerImage:bytes_per_image
-                sourceSize:MTLSizeMake(first.width, first.height, 1) toTexture:texture destinationSlice:slice
-          destinationLevel:0 destinationOrigin:MTLOriginMake(0, 0, 0)];
-  }
+  for (int64_t i = 0; i < region.n; ++i)
+    for (int64_t slice = region.channel / 4; slice < (region.channel + region.c + 3) / 4; ++slice)
+      [blit copyFromBuffer:zeros
+               sourceOffset:0
+          sourceBytesPerRow:bytes_per_row
+        sourceBytesPerImage:bytes_per_image
+                 sourceSize:MTLSizeMake(first.width, first.height, 1)
+                  toTexture:image_of(region, i).texture
+           destinationSlice:static_cast<NSUInteger>(slice)
+           destinationLevel:0
+          destinationOrigin:MTLOriginMake(0, 0, 0)];
   [blit endEncoding];
 }
 

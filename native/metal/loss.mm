@@ -78,11 +78,10 @@ class MetalLoss final : public LossPrimitive {
     {
       // An MPSKernel's properties belong to one encoding thread at a time.
       std::lock_guard<std::mutex> lock(mutex_);
-      loss_.offset = MPSOffset{static_cast<NSInteger>(source.x), static_cast<NSInteger>(source.y), 0};
-      loss_.clipRect = MTLRegionMake3D(static_cast<NSUInteger>(gradient.x), static_cast<NSUInteger>(gradient.y), 0,
-                                       static_cast<NSUInteger>(gradient.w), static_cast<NSUInteger>(gradient.h), 1);
-      loss_.sourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
-      loss_.destinationFeatureChannelOffset = static_cast<NSUInteger>(gradient.channel);
+      loss_.offset = origin_of(source);
+      loss_.clipRect = clip_rect_of(gradient);
+      loss_.sourceFeatureChannelOffset = feature_channel_offset(source);
+      loss_.destinationFeatureChannelOffset = feature_channel_offset(gradient);
       [loss_ encodeBatchToCommandBuffer:metal.command_buffer()
                            sourceImages:images_of(source)
                                  labels:batch

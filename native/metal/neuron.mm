@@ -14,17 +14,6 @@ static_assert(static_cast<int32_t>(NeuronType::GeLU) == static_cast<int32_t>(MPS
                   static_cast<int32_t>(NeuronType::Count) == static_cast<int32_t>(MPSCNNNeuronTypeCount),
               "NeuronType is MPSCNNNeuronType");
 
-MPSOffset origin_of(const ImageRegion& region) { return MPSOffset{region.x, region.y, 0}; }
-
-// Batch encodes address each single-image MPSImage at z 0.
-MTLRegion clip_of(const ImageRegion& region) {
-  return MTLRegionMake3D(static_cast<NSUInteger>(region.x), static_cast<NSUInteger>(region.y), 0,
-                         static_cast<NSUInteger>(region.w), static_cast<NSUInteger>(region.h), 1);
-}
-
-// The feature channel max counts take whole texture slices of four.
-NSUInteger slice_channels(const ImageRegion& region) { return static_cast<NSUInteger>((region.c + 3) / 4 * 4); }
-
 // MPSCNNKernel: "destinationImage may not alias sourceImage".
 void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
   if (source.storage == destination.storage && source.image < destination.image + destination.n &&
@@ -71,12 +60,12 @@ class MetalNeuron final : public NeuronPrimitive {
     MPSCNNNeuronGradient* gradient = kernels.gradient;
     gradient.primaryOffset = origin_of(source_gradient);
     gradient.secondaryOffset = origin_of(source);
-    gradient.clipRect = clip_of(destination_gradient);
-    gradient.primarySourceFeatureChannelOffset = static_cast<NSUInteger>(source_gradient.channel);
+    gradient.clipRect = clip_rect_of(destination_gradient);
+    gradient.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
     gradient.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient.secondarySourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
+    gradient.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
     gradient.secondarySourceFeatureChannelMaxCount = slice_channels(source);
-    gradient.destinationFeatureChannelOffset = static_cast<NSUInteger>(destination_gradient.channel);
+    gradient.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
     [gradient encodeBatchToCommandBuffer:context_of(context).command_buffer()
                          sourceGradients:source_gradients
                             sourceImages:source_images
@@ -87,10 +76,10 @@ class MetalNeuron final : public NeuronPrimitive {
  private:
   static void set_forward(MPSCNNNeuron* neuron, const ImageRegion& source, const ImageRegion& destination) {
     neuron.offset = origin_of(source);
-    neuron.clipRect = clip_of(destination);
-    neuron.sourceFeatureChannelOffset = static_cast<NSUInteger>(source.channel);
+    neuron.clipRect = clip_rect_of(destination);
+    neuron.sourceFeatureChannelOffset = feature_channel_offset(source);
     neuron.sourceFeatureChannelMaxCount = slice_channels(source);
-    neuron.destinationFeatureChannelOffset = static_cast<NSUInteger>(destination.channel);
+    neuron.destinationFeatureChannelOffset = feature_channel_offset(destination);
   }
 
   // MPS applies PReLU slope i to channel i of what the kernel reads, counted

@@ -11,14 +11,11 @@ namespace {
 
 NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
 
-// Batch encodes address each single-image MPSImage at z 0.
-MTLRegion clip_of(const ImageRegion& region, int64_t skip_x = 0, int64_t skip_y = 0) {
+// The region less its first skip_x columns and skip_y rows.
+MTLRegion clip_rect_after(const ImageRegion& region, int64_t skip_x, int64_t skip_y) {
   return MTLRegionMake3D(ns(region.x + skip_x), ns(region.y + skip_y), 0, ns(region.w - skip_x),
                          ns(region.h - skip_y), 1);
 }
-
-// The feature channel max counts take whole texture slices of four.
-NSUInteger slice_channels(const ImageRegion& region) { return ns((region.c + 3) / 4 * 4); }
 
 // An MPS pooling offset is the centre of the window of the clipRect's first
 // pixel: floor(extent / 2) right of and below its top-left tap
@@ -108,26 +105,6 @@ MPSCNNPoolingGradient* make_pooling_gradient(id<MTLDevice> device, const Pooling
   return gradient;
 }
 
-// Zeroes every texture slice of a region that spans its images' pixels.
-void clear(MetalContext& context, const ImageRegion& region) {
-  MPSImage* first = image_of(region);
-  const NSUInteger bytes_per_row = first.pixelSize * first.width, bytes_per_image = bytes_per_row * first.height;
-  id<MTLBuffer> zeros = context.backend().zeros(bytes_per_image);
-  id<MTLBlitCommandEncoder> blit = [context.command_buffer() blitCommandEncoder];
-  for (int64_t i = 0; i < region.n; ++i)
-    for (int64_t slice = region.channel / 4; slice < (region.channel + region.c + 3) / 4; ++slice)
-      [blit copyFromBuffer:zeros
-               sourceOffset:0
-          sourceBytesPerRow:bytes_per_row
-        sourceBytesPerImage:bytes_per_image
-                 sourceSize:MTLSizeMake(first.width, first.height, 1)
-                  toTexture:image_of(region, i).texture
-           destinationSlice:ns(slice)
-           destinationLevel:0
-          destinationOrigin:MTLOriginMake(0, 0, 0)];
-  [blit endEncoding];
-}
-
 class MetalPooling final : public PoolingPrimitive {
  public:
   MetalPooling(id<MTLDevice> device, const PoolingDescriptor& d)
@@ -150,7 +127,7 @@ class MetalPooling final : public PoolingPrimitive {
     // zeroes what no window reads there; the pixels before it are ours.
     const int64_t skip_x = std::clamp<int64_t>(d_.source_x, 0, destination_gradient.w);
     const int64_t skip_y = std::clamp<int64_t>(d_.source_y, 0, destination_gradient.h);
-    if (skip_x > 0 || skip_y > 0) clear(metal, destination_gradient);
+    if (skip_x > 0 || skip_y > 0) metal.fill_zero_slices(destination_gradient);
     if (skip_x == destination_gradient.w || skip_y == destination_gradient.h) return;  // every window right or below
 
     MPSImageBatch* source_images = images_of(source_image);
@@ -161,15 +138,15 @@ class MetalPooling final : public PoolingPrimitive {
     MPSStateBatch* states = [pooling_ resultStateBatchForSourceImage:source_images
                                                         sourceStates:nil
                                                     destinationImage:source_gradients];
-    gradient_.primaryOffset = MPSOffset{source_gradient.x, source_gradient.y, 0};
+    gradient_.primaryOffset = origin_of(source_gradient);
     gradient_.sourceSize = MTLSizeMake(ns(source_gradient.w), ns(source_gradient.h), 1);
     gradient_.secondaryOffset = window_centre(d_);
-    gradient_.clipRect = clip_of(destination_gradient, skip_x, skip_y);
-    gradient_.primarySourceFeatureChannelOffset = ns(source_gradient.channel);
+    gradient_.clipRect = clip_rect_after(destination_gradient, skip_x, skip_y);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
     gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = ns(source_image.channel);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source_image);
     gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source_image);
-    gradient_.destinationFeatureChannelOffset = ns(destination_gradient.channel);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
     [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
                           sourceGradients:source_gradients
                              sourceImages:source_images
@@ -180,10 +157,10 @@ class MetalPooling final : public PoolingPrimitive {
  private:
   void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
     pooling_.offset = window_centre(d_);
-    pooling_.clipRect = clip_of(destination);
-    pooling_.sourceFeatureChannelOffset = ns(source.channel);
+    pooling_.clipRect = clip_rect_of(destination);
+    pooling_.sourceFeatureChannelOffset = feature_channel_offset(source);
     pooling_.sourceFeatureChannelMaxCount = slice_channels(source);
-    pooling_.destinationFeatureChannelOffset = ns(destination.channel);
+    pooling_.destinationFeatureChannelOffset = feature_channel_offset(destination);
   }
 
   PoolingDescriptor d_;
