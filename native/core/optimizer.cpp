@@ -79,13 +79,23 @@ NNOptimizer::VectorUses NNOptimizer::kept_vectors() const {
   return uses;
 }
 
-OptimizerScalars NNOptimizer::next_scalars() {
-  OptimizerScalars s;
-  s.learning_rate = descriptor_.learning_rate;
-  s.gradient_rescale = descriptor_.gradient_rescale;
-  s.gradient_clip_min = descriptor_.gradient_clip_min;
-  s.gradient_clip_max = descriptor_.gradient_clip_max;
-  s.regularization_scale = descriptor_.regularization_scale;
+OptimizerScalars::OptimizerScalars(const OptimizerConfiguration& c)
+    : gradient_rescale(c.gradient_rescale),
+      gradient_clip_min(c.gradient_clip_min),
+      gradient_clip_max(c.gradient_clip_max),
+      regularization_scale(c.regularization_scale),
+      momentum_scale(c.momentum_scale),
+      beta1(static_cast<float>(c.beta1)),
+      one_minus_beta1(static_cast<float>(1.0 - c.beta1)),
+      beta2(static_cast<float>(c.beta2)),
+      one_minus_beta2(static_cast<float>(1.0 - c.beta2)),
+      decay(static_cast<float>(c.decay)),
+      one_minus_decay(static_cast<float>(1.0 - c.decay)),
+      epsilon(c.epsilon) {}
+
+OptimizerStep NNOptimizer::next_step() {
+  OptimizerStep s;
+  s.learning_rate = s.base_learning_rate = descriptor_.learning_rate;
   return s;
 }
 
@@ -189,10 +199,10 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
   c.regularization_scale = descriptor_.regularization_scale;
   const auto& primitive = primitives_.get(
       c, [&] { return std::shared_ptr<OptimizerPrimitive>(device_->backend().make_optimizer(c)); });
-  const OptimizerScalars scalars = next_scalars();
+  const OptimizerStep step = next_step();
   std::array<Parameter, kMaxParameters> updated;
   for (size_t i = 0; i < count; ++i) updated[i] = parameters[i];
-  command_buffer.record([primitive, scalars, updated = std::move(updated), count](ExecutionContext& context) {
+  command_buffer.record([primitive, step, updated = std::move(updated), count](ExecutionContext& context) {
     auto at = [](const Span& s) -> void* {
       return s.buffer ? static_cast<char*>(s.buffer->data()) + s.offset : nullptr;
     };
@@ -210,7 +220,7 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
       a.sum_of_squares = at(p.sum_of_squares);
       a.count = p.count;
     }
-    primitive->update(context, scalars, list);
+    primitive->update(context, step, list);
   });
   for (size_t i = 0; i < count; ++i) {
     const Parameter& p = parameters[i];
@@ -369,12 +379,6 @@ OptimizerConfiguration NNOptimizerStochasticGradientDescent::configuration() con
   return c;
 }
 
-OptimizerScalars NNOptimizerStochasticGradientDescent::next_scalars() {
-  OptimizerScalars s = NNOptimizer::next_scalars();
-  s.momentum_scale = momentum_scale_;
-  return s;
-}
-
 // ---------------------------------------------------------------- Adam
 
 NNOptimizerAdam::NNOptimizerAdam(std::shared_ptr<Device> device, double beta1, double beta2, float epsilon,
@@ -399,18 +403,12 @@ OptimizerConfiguration NNOptimizerAdam::configuration() const {
   return c;
 }
 
-OptimizerScalars NNOptimizerAdam::next_scalars() {
-  OptimizerScalars s = NNOptimizer::next_scalars();
+OptimizerStep NNOptimizerAdam::next_step() {
+  OptimizerStep s = NNOptimizer::next_step();
   s.time_step = ++time_step;
-  s.base_learning_rate = descriptor().learning_rate;
   const double t = static_cast<double>(time_step);
   s.learning_rate = static_cast<float>(descriptor().learning_rate * std::sqrt(1.0 - std::pow(beta2_, t)) /
                                        (1.0 - std::pow(beta1_, t)));
-  s.beta1 = static_cast<float>(beta1_);
-  s.one_minus_beta1 = static_cast<float>(1.0 - beta1_);
-  s.beta2 = static_cast<float>(beta2_);
-  s.one_minus_beta2 = static_cast<float>(1.0 - beta2_);
-  s.epsilon = epsilon_;
   return s;
 }
 
@@ -432,14 +430,6 @@ OptimizerConfiguration NNOptimizerRMSProp::configuration() const {
   c.decay = decay_;
   c.epsilon = epsilon_;
   return c;
-}
-
-OptimizerScalars NNOptimizerRMSProp::next_scalars() {
-  OptimizerScalars s = NNOptimizer::next_scalars();
-  s.decay = static_cast<float>(decay_);
-  s.one_minus_decay = static_cast<float>(1.0 - decay_);
-  s.epsilon = epsilon_;
-  return s;
 }
 
 }  // namespace mpsx

@@ -139,9 +139,11 @@ T* advanced(T* p, int64_t first) {
 
 class CpuOptimizer final : public OptimizerPrimitive {
  public:
-  explicit CpuOptimizer(const OptimizerConfiguration& c) : loop_(loop_of(c)), type_(c.data_type) {}
+  explicit CpuOptimizer(const OptimizerConfiguration& c) : loop_(loop_of(c)), type_(c.data_type), scalars_(c) {}
 
-  void update(ExecutionContext&, const OptimizerScalars& scalars, const OptimizerArrayList& list) const override {
+  void update(ExecutionContext&, const OptimizerStep& step, const OptimizerArrayList& list) const override {
+    OptimizerScalars scalars = scalars_;
+    scalars.learning_rate = step.learning_rate;
     for (size_t i = 0; i < list.count; ++i) update(scalars, list.arrays[i]);
   }
 
@@ -193,6 +195,7 @@ class CpuOptimizer final : public OptimizerPrimitive {
 
   Loop loop_;
   DataType type_;
+  OptimizerScalars scalars_;  // the configuration's; each step sets the learning rate
 };
 
 }  // namespace

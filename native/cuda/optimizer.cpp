@@ -9,10 +9,11 @@ namespace {
 class CudaOptimizer final : public OptimizerPrimitive {
  public:
   explicit CudaOptimizer(const OptimizerConfiguration& c)
-      : update_(optimizer_update(c)), value_bytes_(size_of(c.data_type)) {}
+      : update_(optimizer_update(c)), value_bytes_(size_of(c.data_type)), scalars_(c) {}
 
-  void update(ExecutionContext& context, const OptimizerScalars& scalars,
-              const OptimizerArrayList& list) const override {
+  void update(ExecutionContext& context, const OptimizerStep& step, const OptimizerArrayList& list) const override {
+    OptimizerScalars scalars = scalars_;
+    scalars.learning_rate = step.learning_rate;
     update_(scalars, list, stream_for(context_of(context), list));
   }
 
@@ -34,6 +35,7 @@ class CudaOptimizer final : public OptimizerPrimitive {
 
   OptimizerUpdate update_;
   size_t value_bytes_;
+  OptimizerScalars scalars_;  // the configuration's; each step sets the learning rate
 };
 
 }  // namespace

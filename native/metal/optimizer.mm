@@ -67,14 +67,13 @@ class MetalOptimizer final : public OptimizerPrimitive {
     }
   }
 
-  void update(ExecutionContext& context, const OptimizerScalars& scalars,
-              const OptimizerArrayList& list) const override {
+  void update(ExecutionContext& context, const OptimizerStep& step, const OptimizerArrayList& list) const override {
     MetalContext& metal = context_of(context);
     // An MPSKernel's properties belong to one encoding thread at a time.
     std::lock_guard<std::mutex> lock(mutex_);
     // MPS applies Adam's bias corrections itself, from timeStep: it gets the
     // descriptor's learning rate, not core's corrected one.
-    [optimizer_ setLearningRate:kind_ == OptimizerKind::Adam ? scalars.base_learning_rate : scalars.learning_rate];
+    [optimizer_ setLearningRate:step.base_learning_rate];
     for (size_t i = 0; i < list.count; ++i) {
       const OptimizerArrays& a = list.arrays[i];
       if (a.count == 0) continue;  // nothing to update
@@ -94,7 +93,7 @@ class MetalOptimizer final : public OptimizerPrimitive {
           break;
         case OptimizerKind::Adam: {
           auto* adam = (MPSNNOptimizerAdam*)optimizer_;
-          adam.timeStep = scalars.time_step - 1;  // the encode advances it to this update's
+          adam.timeStep = step.time_step - 1;  // the encode advances it to this update's
           [adam encodeToCommandBuffer:metal.command_buffer()
                   inputGradientVector:vector(a.gradient)
                     inputValuesVector:vector(a.values)

@@ -93,9 +93,21 @@ struct OptimizerConfiguration {
   }
 };
 
-// The scalars of one encode, resolved on the encoding thread.
-struct OptimizerScalars {
+// What changes from one update to the next, resolved on the encoding thread.
+struct OptimizerStep {
   float learning_rate = 0;  // Adam: lr[t], with the bias corrections of its time step
+  // For backends whose optimizer applies Adam's bias corrections itself
+  // (MPS, from its timeStep): the descriptor's learning rate and this
+  // update's time step (1 for the first).
+  float base_learning_rate = 0;
+  uint64_t time_step = 0;
+};
+
+// The scalars the update formulas read: a configuration's values in float,
+// with a step's learning rate.
+struct OptimizerScalars {
+  OptimizerScalars(const OptimizerConfiguration& configuration);
+  float learning_rate = 0;
   float gradient_rescale = 1, gradient_clip_min = -FLT_MAX, gradient_clip_max = FLT_MAX;
   float regularization_scale = 0;
   float momentum_scale = 0;  // SGD
@@ -104,11 +116,6 @@ struct OptimizerScalars {
   float beta1 = 0, one_minus_beta1 = 0, beta2 = 0, one_minus_beta2 = 0;
   float decay = 0, one_minus_decay = 0;
   float epsilon = 0;  // Adam, RMSProp
-  // For backends whose optimizer applies Adam's bias corrections itself
-  // (MPS, from its timeStep): the descriptor's learning rate and this
-  // update's time step (1 for the first).
-  float base_learning_rate = 0;
-  uint64_t time_step = 0;
 };
 
 // Device addresses of one array's update, `count` values of the
@@ -139,7 +146,7 @@ struct OptimizerArrayList {
 class OptimizerPrimitive {
  public:
   virtual ~OptimizerPrimitive() = default;
-  virtual void update(ExecutionContext& context, const OptimizerScalars& scalars,
+  virtual void update(ExecutionContext& context, const OptimizerStep& step,
                       const OptimizerArrayList& list) const = 0;
 };
 
@@ -200,9 +207,9 @@ class NNOptimizer {
   // The vectors new_vector_lists() makes; the required ones by default.
   virtual VectorUses kept_vectors() const;
   virtual OptimizerConfiguration configuration() const = 0;
-  // The scalars of the next encode; the base fills in the descriptor's part.
+  // The learning rate of the next encode (Adam advances its time step).
   // Called once per encode, after every check passed.
-  virtual OptimizerScalars next_scalars();
+  virtual OptimizerStep next_step();
 
  private:
   struct Span {
@@ -256,7 +263,6 @@ class NNOptimizerStochasticGradientDescent final : public NNOptimizer {
   VectorUses vector_uses() const override;
   VectorUses kept_vectors() const override;
   OptimizerConfiguration configuration() const override;
-  OptimizerScalars next_scalars() override;
 
  private:
   float momentum_scale_;
@@ -282,7 +288,7 @@ class NNOptimizerAdam final : public NNOptimizer {
  protected:
   VectorUses vector_uses() const override;
   OptimizerConfiguration configuration() const override;
-  OptimizerScalars next_scalars() override;
+  OptimizerStep next_step() override;
 
  private:
   double beta1_, beta2_;
@@ -302,7 +308,6 @@ class NNOptimizerRMSProp final : public NNOptimizer {
  protected:
   VectorUses vector_uses() const override;
   OptimizerConfiguration configuration() const override;
-  OptimizerScalars next_scalars() override;
 
  private:
   double decay_;
