@@ -156,6 +156,26 @@ def test_offsets_kernel_offsets_and_reach(device, rng):
     np.testing.assert_allclose(y, np.broadcast_to(biases[None, :, None, None], y.shape), rtol=1e-6)
 
 
+@pytest.mark.parametrize("data_type", [np.float32, np.float16])
+def test_destination_larger_than_the_result(device, rng, data_type):
+    # Once, oneDNN's reference deconvolution (chosen for a destination that is not one
+    # dense block) wrote past it: heap corruption after a few encodes, or a hang.
+    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+    for kernel, stride, cin, cout, size, sizes in [(5, 3, 8, 3, 6, (20, 35)), (3, 1, 1, 3, 8, (17, 33)),
+                                                   (3, 2, 2, 2, 4, (17, 33))]:
+        source, weights, biases = make(rng, kernel, kernel, cin, cout, stride=(stride, stride), neuron=relu)
+        transpose = mpsx.CNNConvolutionTranspose(device, source)
+        x = rng.standard_normal((2, cin, size, size)).astype(data_type)
+        image = mpsx.Image.from_numpy(device, x)
+        for width in sizes:
+            destination = mpsx.Image.from_numpy(device, np.zeros((2, cout, width, width), data_type))
+            for _ in range(4):
+                y = read(device, lambda cb: transpose.encode(cb, image, destination_image=destination))
+            z = reference(x.astype(np.float32), weights, biases, (stride, stride), (1, 1), 1, centre_of(transpose),
+                          (width, width)).numpy()
+            np.testing.assert_allclose(y, np.maximum(z, 0), *tolerance(data_type))
+
+
 def test_clip_rect_and_channel_offsets(device, rng):
     source, weights, biases = make(rng, 3, 3, 4, 4, stride=(2, 2))
     transpose = mpsx.CNNConvolutionTranspose(device, source)

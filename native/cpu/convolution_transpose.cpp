@@ -57,30 +57,39 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     memory::desc src = region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type,
                                    s.source_stride);
     memory::desc dst = reached_desc();
+    // oneDNN 3.2's reference deconvolution, the one it runs for a destination
+    // that is not one dense block (a destination larger than the result, a
+    // channel offset), writes past that destination: the forward pass writes
+    // a dense block, copied into place.
+    memory::desc dense_dst({s.images, s.output_channels, s.reached_height, s.reached_width}, memory::data_type::f32,
+                           tag::nhwc);
+    dense_result_ = dst == dense_dst;
     memory::desc bias({s.output_channels}, memory::data_type::f32, tag::x);
     memory::dims strides{s.stride_y, s.stride_x}, dilates{s.dilation_y - 1, s.dilation_x - 1};
     memory::dims pad_l{s.pad_top, s.pad_left}, pad_r{s.pad_bottom, s.pad_right};
     auto attr = user_scratchpad();
     auto algorithm = dnnl::algorithm::deconvolution_direct;
-    forward_pd_ = dnnl::deconvolution_forward::primitive_desc(engine, dnnl::prop_kind::forward_training, algorithm,
-                                                              src, weights_desc(s, tag::any), bias, dst, strides,
-                                                              dilates, pad_l, pad_r, attr);
+    auto forward_pd = [&](const memory::desc& source, const memory::desc& destination) {
+      return dnnl::deconvolution_forward::primitive_desc(engine, dnnl::prop_kind::forward_training, algorithm,
+                                                         source, weights_desc(s, tag::any), bias, destination,
+                                                         strides, dilates, pad_l, pad_r, attr);
+    };
+    forward_pd_ = forward_pd(src, dense_dst);
     forward_ = dnnl::deconvolution_forward(forward_pd_);
     weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
     if (!s.gradient) return;
     // The gradient of the source has the gradient's precision, hence maybe another layout.
     memory::desc diff_src = region_desc(s.images, s.input_channels, s.source_height, s.source_width,
                                         s.destination_type, s.source_stride);
-    auto hint_data = dnnl::deconvolution_forward::primitive_desc(
-        engine, dnnl::prop_kind::forward_training, algorithm, diff_src, weights_desc(s, tag::any), bias, dst,
-        strides, dilates, pad_l, pad_r, attr);
+    auto hint_data = forward_pd(diff_src, dst);
     data_pd_ = dnnl::deconvolution_backward_data::primitive_desc(
         engine, algorithm, diff_src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, hint_data, attr);
     data_ = dnnl::deconvolution_backward_data(data_pd_);
     weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
     // Bias gradients sum over the whole destination, reached or not: computed apart.
     weights_pd_ = dnnl::deconvolution_backward_weights::primitive_desc(
-        engine, algorithm, src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, forward_pd_, attr);
+        engine, algorithm, src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, forward_pd(src, dst),
+        attr);
     weights_ = dnnl::deconvolution_backward_weights(weights_pd_);
     weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
   }
@@ -93,12 +102,19 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     if (s_.reads_source()) {
       Float32Region x(cpu, source, 0, true);
       memory w = weights_in(cpu, rotated(cpu, weights), weights_to_forward_, forward_pd_.weights_desc());
+      ImageRegion result = reached_region(y);
+      ImageRegion dense = result;
+      if (!dense_result_) {
+        dense.stride = ImageLayout{result.h * result.w * result.c, 1, result.w * result.c, result.c};
+        dense.data = cpu.scratch(kDenseResultSlot, static_cast<size_t>(dense.element_count()) * sizeof(float));
+      }
       forward_.execute(cpu.stream(),
                        {{DNNL_ARG_SRC, memory(forward_pd_.src_desc(), engine_, x.data())},
                         {DNNL_ARG_WEIGHTS, w},
                         {DNNL_ARG_BIAS, memory(forward_pd_.bias_desc(), engine_, const_cast<void*>(biases))},
-                        {DNNL_ARG_DST, memory(forward_pd_.dst_desc(), engine_, reached(y))},
+                        {DNNL_ARG_DST, memory(forward_pd_.dst_desc(), engine_, dense.data)},
                         {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, forward_pd_)}});
+      if (!dense_result_) copy_region(dense, result);
     }
     y.store();
   }
@@ -157,6 +173,14 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     return whole.data() + s_.reached_y * v.h + s_.reached_x * v.w;
   }
 
+  ImageRegion reached_region(const Float32Region& whole) const {
+    ImageRegion r = whole.region();
+    r.data = reached(whole);
+    r.h = s_.reached_height;
+    r.w = s_.reached_width;
+    return r;
+  }
+
   const float* rotated(CpuContext& cpu, const void* weights) const {
     float* to = static_cast<float*>(cpu.scratch(kHostWeightsSlot, user_weights_.get_size()));
     rotate(static_cast<const float*>(weights), to, s_);
@@ -165,6 +189,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
 
   ConvolutionTransposeShape s_;
   bool reaches_all_ = false;
+  bool dense_result_ = false;
   dnnl::deconvolution_forward::primitive_desc forward_pd_;
   dnnl::deconvolution_forward forward_;
   dnnl::reorder weights_to_forward_;
