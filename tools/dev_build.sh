@@ -7,7 +7,7 @@
 # Needs the build requirements of pyproject.toml in the active Python.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build/dev}
+build=$(realpath -m "${1:-$root/build/dev}")
 mkdir -p "$build"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
