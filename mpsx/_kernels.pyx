@@ -18,8 +18,8 @@ from mpsx.includes.kernels.neuron cimport (
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport EdgeMode, kRectNoClip
 from mpsx._runtime cimport (
-    CommandBuffer, Device, Image, ImageBatch, ImageDescriptor, State, image_of, wrap_device, wrap_image,
-    wrap_image_batch)
+    CommandBuffer, Device, Image, ImageBatch, ImageDescriptor, State, image_of, integer_argument, raise_uninitialized,
+    uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
 
 from mpsx._runtime import StateBatch, _batch_of
 
@@ -85,10 +85,10 @@ cdef shared_ptr[CState] _given_state(object destination_state, bint* want) excep
         want[0] = False
     elif isinstance(destination_state, State):
         want[0] = True
-        given = (<State>destination_state).c
+        given = (<State>destination_state).shared()
     elif isinstance(destination_state, tuple) and destination_state and isinstance(destination_state[0], State):
         want[0] = True
-        given = (<State>destination_state[0]).c
+        given = (<State>destination_state[0]).shared()
     else:
         raise TypeError(f"destination_state must be True, False or a state, given {type(destination_state).__name__}")
     return given
@@ -97,7 +97,7 @@ cdef shared_ptr[CState] _given_state(object destination_state, bint* want) excep
 cdef shared_ptr[CState] _state_of(object states, str name) except *:
     """The one state of a State or a StateBatch whose items are all that state."""
     if isinstance(states, State):
-        return (<State>states).c
+        return (<State>states).shared()
     if isinstance(states, (tuple, list)) and states:
         first = states[0]
         if not isinstance(first, State):
@@ -105,7 +105,7 @@ cdef shared_ptr[CState] _state_of(object states, str name) except *:
         for s in states:
             if s is not first:
                 raise ValueError(f"the items of {name} must be the one state of the batch's forward encode")
-        return (<State>first).c
+        return (<State>first).shared()
     raise TypeError(f"expected a state or a StateBatch for {name}, given {type(states).__name__}")
 
 
@@ -126,27 +126,34 @@ cdef class CNNKernel:
     def __init__(self, *args, **kwargs):
         raise TypeError(f"{type(self).__name__} cannot be made directly")
 
+    # The native kernel; raises for a kernel made without __init__. Each
+    # subclass's typed accessor (unary_kernel(), ...) goes through it.
+    cdef CKernel* native(self) except NULL:
+        if not self.kernel:
+            raise_uninitialized(self)
+        return self.kernel.get()
+
     @property
     def device(self):
-        return wrap_device(self.kernel.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     @property
     def offset(self):
         """MPSOffset of clip_rect.origin in the source; set by the padding policy on encode."""
-        o = self.kernel.get().offset
+        o = self.native().offset
         return Offset(o.x, o.y, o.z)
 
     @offset.setter
     def offset(self, value):
         o = Offset(*value)
-        self.kernel.get().offset.x = o.x
-        self.kernel.get().offset.y = o.y
-        self.kernel.get().offset.z = o.z
+        self.native().offset.x = o.x
+        self.native().offset.y = o.y
+        self.native().offset.z = o.z
 
     @property
     def clip_rect(self):
         """The destination region written, or None for the whole destination (MPSRectNoClip)."""
-        r = self.kernel.get().clip_rect
+        r = self.native().clip_rect
         if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
                 and r.x == 0 and r.y == 0 and r.z == 0:
             return None
@@ -155,60 +162,62 @@ cdef class CNNKernel:
     @clip_rect.setter
     def clip_rect(self, value):
         if value is None:
-            self.kernel.get().clip_rect = kRectNoClip
+            self.native().clip_rect = kRectNoClip
             return
         r = Region(*value) if len(value) == 6 else None
         if r is None:
             raise ValueError("clip_rect is (x, y, z, width, height, depth) or None")
-        self.kernel.get().clip_rect.x = r.x
-        self.kernel.get().clip_rect.y = r.y
-        self.kernel.get().clip_rect.z = r.z
-        self.kernel.get().clip_rect.width = r.width
-        self.kernel.get().clip_rect.height = r.height
-        self.kernel.get().clip_rect.depth = r.depth
+        self.native().clip_rect.x = r.x
+        self.native().clip_rect.y = r.y
+        self.native().clip_rect.z = r.z
+        self.native().clip_rect.width = r.width
+        self.native().clip_rect.height = r.height
+        self.native().clip_rect.depth = r.depth
 
     @property
     def edge_mode(self):
-        return ImageEdgeMode(<int>self.kernel.get().edge_mode)
+        return ImageEdgeMode(<int>self.native().edge_mode)
 
     @edge_mode.setter
     def edge_mode(self, value):
-        self.kernel.get().edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+        self.native().edge_mode = <EdgeMode><int>ImageEdgeMode(value)
 
     @property
     def padding(self):
         """The MPSNNPaddingMethod the encodes that return an image use."""
-        return NNPaddingMethod(self.kernel.get().padding_method)
+        return NNPaddingMethod(self.native().padding_method)
 
     @padding.setter
     def padding(self, value):
-        self.kernel.get().padding_method = <uint32_t>int(value)
+        self.native().padding_method = <uint32_t>int(value)
 
     @property
     def destination_feature_channel_offset(self):
-        return self.kernel.get().destination_feature_channel_offset
+        return self.native().destination_feature_channel_offset
 
     @destination_feature_channel_offset.setter
     def destination_feature_channel_offset(self, int64_t value):
-        self.kernel.get().destination_feature_channel_offset = value
+        self.native().destination_feature_channel_offset = value
 
     @property
     def source_feature_channel_offset(self):
-        return self.kernel.get().source_feature_channel_offset
+        return self.native().source_feature_channel_offset
 
     @source_feature_channel_offset.setter
     def source_feature_channel_offset(self, int64_t value):
-        self.kernel.get().source_feature_channel_offset = value
+        self.native().source_feature_channel_offset = value
 
     @property
     def label(self):
-        return self.kernel.get().label.decode()
+        return self.native().label.decode()
 
     @label.setter
     def label(self, value):
-        self.kernel.get().label = str(value).encode()
+        self.native().label = str(value).encode()
 
     def __repr__(self):
+        if not self.kernel:
+            return uninitialized_repr(self)
         return f"<mpsx.{type(self).__name__} on {self.device.name}>"
 
 
@@ -221,6 +230,10 @@ cdef class CNNUnaryKernel(CNNKernel):
         self.kernel = <shared_ptr[CKernel]>kernel
         self.unary = kernel.get()
         self.state_class = state_class
+
+    cdef CUnaryKernel* unary_kernel(self) except NULL:
+        self.native()
+        return self.unary
 
     cdef object _wrap_state(self, const shared_ptr[CState]& state):
         cdef NNGradientState s = self.state_class.__new__(self.state_class)
@@ -239,8 +252,8 @@ cdef class CNNUnaryKernel(CNNKernel):
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
-            destination = destination_image.c
-        cdef Encoded r = self.unary.encode(command_buffer.c.get()[0], source_image.c, destination, given, want)
+            destination = destination_image.shared()
+        cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination, given, want)
         cdef Image out = Image.__new__(Image)
         out.c = r.image
         if not want:
@@ -259,8 +272,8 @@ cdef class CNNUnaryKernel(CNNKernel):
             if not isinstance(destination_images, ImageBatch):
                 raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
                                 f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).c
-        cdef Encoded r = self.unary.encode(command_buffer.c.get()[0], source, destination, given, want)
+            destination = (<ImageBatch>destination_images).shared()
+        cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0], source, destination, given, want)
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -268,14 +281,14 @@ cdef class CNNUnaryKernel(CNNKernel):
 
     def result_state(self, source_image, source_states=None, destination_image=None):
         """MPS -resultStateForSourceImage:sourceStates:destinationImage: a state for encode(..., destination_state=state)."""
-        return self._wrap_state(self.unary.result_state(image_of(source_image).get()[0]))
+        return self._wrap_state(self.unary_kernel().result_state(image_of(source_image).get()[0]))
 
     def destination_image_descriptor(self, source_images, source_states=None):
         """The descriptor of the destination the padding policy implies (sets offset)."""
         if isinstance(source_images, (list, tuple)):
             source_images = source_images[0]
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self.unary.destination_image_descriptor(image_of(source_images).get()[0])
+        d.c = self.unary_kernel().destination_image_descriptor(image_of(source_images).get()[0])
         return d
 
 
@@ -287,15 +300,19 @@ cdef class CNNGradientKernel(CNNKernel):
         self.kernel = <shared_ptr[CKernel]>kernel
         self.gradient = kernel.get()
 
+    cdef CGradientKernel* gradient_kernel(self) except NULL:
+        self.native()
+        return self.gradient
+
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State gradient_state not None, Image destination_gradient=None):
         """Gradient with respect to the forward source, from the gradient of the forward result."""
         cdef shared_ptr[CImage] destination
         if destination_gradient is not None:
-            destination = destination_gradient.c
+            destination = destination_gradient.shared()
         cdef Image out = Image.__new__(Image)
-        out.c = self.gradient.encode(command_buffer.c.get()[0], source_gradient.c, source_image.c,
-                                     gradient_state.c, destination)
+        out.c = self.gradient_kernel().encode(command_buffer.native()[0], source_gradient.shared(), source_image.shared(),
+                                     gradient_state.shared(), destination)
         return out
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
@@ -307,8 +324,8 @@ cdef class CNNGradientKernel(CNNKernel):
             if not isinstance(destination_gradients, ImageBatch):
                 raise TypeError(f"destination_gradients must be an mpsx.ImageBatch, given "
                                 f"{type(destination_gradients).__name__}")
-            destination = (<ImageBatch>destination_gradients).c
-        return wrap_image_batch(self.gradient.encode(command_buffer.c.get()[0], dy, x,
+            destination = (<ImageBatch>destination_gradients).shared()
+        return wrap_image_batch(self.gradient_kernel().encode(command_buffer.native()[0], dy, x,
                                                      _state_of(gradient_states, "gradient_states"), destination))
 
     def destination_image_descriptor(self, source_images, source_states):
@@ -316,25 +333,25 @@ cdef class CNNGradientKernel(CNNKernel):
             source_images = source_images[0]
         cdef shared_ptr[CImage] x = image_of(source_images)
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self.gradient.destination_image_descriptor(x.get()[0], x.get()[0],
+        d.c = self.gradient_kernel().destination_image_descriptor(x.get()[0], x.get()[0],
                                                          _state_of(source_states, "source_states").get()[0])
         return d
 
     @property
     def kernel_offset_x(self):
-        return self.gradient.kernel_offset_x
+        return self.gradient_kernel().kernel_offset_x
 
     @kernel_offset_x.setter
     def kernel_offset_x(self, int64_t value):
-        self.gradient.kernel_offset_x = value
+        self.gradient_kernel().kernel_offset_x = value
 
     @property
     def kernel_offset_y(self):
-        return self.gradient.kernel_offset_y
+        return self.gradient_kernel().kernel_offset_y
 
     @kernel_offset_y.setter
     def kernel_offset_y(self, int64_t value):
-        self.gradient.kernel_offset_y = value
+        self.gradient_kernel().kernel_offset_y = value
 
 
 

@@ -1,4 +1,10 @@
 # The runtime's Python classes, declared for cimport by the other modules.
+#
+# Each class holds its native object in `c`. An object made by cls.__new__(cls)
+# without __init__ (pickle, copy and introspection tools do this) holds none:
+# reach the native object through native() (a pointer) or shared() (the
+# shared_ptr), which raise TypeError then, never through `c` directly.
+from libc.stdint cimport int64_t
 from libcpp.memory cimport shared_ptr
 
 from mpsx.includes.buffer cimport CBuffer, CVector
@@ -8,16 +14,44 @@ from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.state cimport CState
 
 
+# Raises the TypeError of an object made without __init__.
+cdef int raise_uninitialized(object obj) except -1
+# repr of an object made without __init__.
+cdef str uninitialized_repr(object obj)
+# An int argument as int64, refusing floats and values out of range.
+cdef int64_t integer_argument(object value, str name) except? -1
+
+
 cdef class Device:
     cdef shared_ptr[CDevice] c
+
+    cdef inline CDevice* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef inline shared_ptr[CDevice] shared(self) except *:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c
 
 
 cdef class CommandQueue:
     cdef shared_ptr[CCommandQueue] c
 
+    cdef inline CCommandQueue* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
 
 cdef class CommandBuffer:
     cdef shared_ptr[CCommandBuffer] c
+
+    cdef inline CCommandBuffer* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
 
 
 cdef class Buffer:
@@ -26,12 +60,27 @@ cdef class Buffer:
     cdef tuple _shape
     cdef Py_ssize_t _view_shape[8]
     cdef Py_ssize_t _view_strides[8]
-    cdef bint _host_addressable(self)
+    cdef bint _host_addressable(self) except -1
+
+    cdef inline CBuffer* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
 
 
 cdef class Vector:
     cdef shared_ptr[CVector] c
     cpdef write(self, array)
+
+    cdef inline CVector* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef inline shared_ptr[CVector] shared(self) except *:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c
 
 
 cdef class ImageDescriptor:
@@ -40,6 +89,16 @@ cdef class ImageDescriptor:
 
 cdef class Images:
     cdef shared_ptr[CImage] c
+
+    cdef inline CImage* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef inline shared_ptr[CImage] shared(self) except *:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c
 
 
 cdef class Image(Images):
@@ -52,6 +111,16 @@ cdef class ImageBatch(Images):
 
 cdef class State:
     cdef shared_ptr[CState] c
+
+    cdef inline CState* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef inline shared_ptr[CState] shared(self) except *:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c
 
 
 cdef Device wrap_device(const shared_ptr[CDevice]& device)

@@ -2,6 +2,7 @@
 """Device, CommandQueue, CommandBuffer, Buffer, Vector, images and states."""
 
 import atexit
+import operator
 
 cimport cython
 import enum
@@ -67,6 +68,28 @@ cdef object numpy_of(CDataType t):
 cdef dict _devices = {}
 
 
+cdef int raise_uninitialized(object obj) except -1:
+    name = type(obj).__name__
+    raise TypeError(f"this mpsx.{name} was made without __init__ ({name}.__new__ alone, as pickle, copy or a "
+                    f"subclass that skips __init__ may do) and has no native object; make it with its constructor "
+                    f"or the method that returns it")
+
+
+cdef str uninitialized_repr(object obj):
+    return f"<mpsx.{type(obj).__name__} made without __init__>"
+
+
+cdef int64_t integer_argument(object value, str name) except? -1:
+    # Cython's own conversion to a C integer truncates floats (1.5 becomes 1).
+    try:
+        i = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, given {type(value).__name__} {value!r}") from None
+    if not -2**63 <= i < 2**63:
+        raise ValueError(f"{name} must be between -2**63 and 2**63 - 1, given {i}")
+    return i
+
+
 cdef Device wrap_device(const shared_ptr[CDevice]& device):
     cdef size_t key = <size_t>device.get()
     cdef Device d = _devices.get(key)
@@ -109,37 +132,37 @@ cdef class Device:
 
     @property
     def name(self):
-        return self.c.get().name().decode()
+        return self.native().name().decode()
 
     @property
     def backend(self):
-        return self.c.get().backend_name().decode()
+        return self.native().backend_name().decode()
 
     @property
     def command_queue(self):
         """The device's default command queue."""
         cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
-        q.c = self.c.get().command_queue()
+        q.c = self.native().command_queue()
         return q
 
     def new_command_queue(self):
         cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
-        q.c = self.c.get().new_command_queue()
+        q.c = self.native().new_command_queue()
         return q
 
     @property
     def bytes_in_use(self):
         """Device memory held by live buffers and images."""
-        return self.c.get().bytes_in_use()
+        return self.native().bytes_in_use()
 
     @property
     def bytes_cached(self):
         """Device memory kept by the caching allocator for reuse."""
-        return self.c.get().bytes_cached()
+        return self.native().bytes_cached()
 
     def empty_cache(self):
         """Returns the memory the caching allocator keeps to the backend."""
-        self.c.get().trim()
+        self.native().trim()
 
     def __eq__(self, other):
         return isinstance(other, Device) and (<Device>other).c.get() == self.c.get()
@@ -148,6 +171,8 @@ cdef class Device:
         return hash(<size_t>self.c.get())
 
     def __repr__(self):
+        if not self.c:
+            return uninitialized_repr(self)
         return f"mpsx.Device('{self.name}')"
 
 
@@ -172,7 +197,7 @@ cdef class CommandQueue:
 
     @property
     def device(self):
-        return wrap_device(self.c.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     def command_buffer(self, bint replayable=False):
         """A new command buffer of this queue.
@@ -182,13 +207,14 @@ cdef class CommandQueue:
         launch).
         """
         cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
-        cb.c = self.c.get().command_buffer(replayable)
+        cb.c = self.native().command_buffer(replayable)
         return cb
 
     def wait_until_idle(self):
         """Blocks until every committed command buffer of the queue has finished."""
+        cdef CCommandQueue* queue = self.native()
         with nogil:
-            self.c.get().wait_until_idle()
+            queue.wait_until_idle()
 
 
 cdef void _call_completed_handler(object handler, CCommandBuffer& command_buffer) noexcept with gil:
@@ -214,10 +240,10 @@ cdef class CommandBuffer:
 
     @property
     def device(self):
-        return wrap_device(self.c.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     def commit(self):
-        self.c.get().commit()
+        self.native().commit()
 
     def replay(self):
         """Runs the encoded commands once more, after the last run completed.
@@ -227,28 +253,29 @@ cdef class CommandBuffer:
         images in place between replays. Completed handlers and data source
         updates run again after each replay.
         """
-        self.c.get().replay()
+        self.native().replay()
 
     @property
     def replayable(self):
-        return self.c.get().replayable()
+        return self.native().replayable()
 
     def wait_until_completed(self):
+        cdef CCommandBuffer* command_buffer = self.native()
         with nogil:
-            self.c.get().wait_until_completed()
+            command_buffer.wait_until_completed()
 
     @property
     def status(self):
         """"not_enqueued", "committed", "completed" or "error"."""
-        return _STATUS[<int>self.c.get().status()]
+        return _STATUS[<int>self.native().status()]
 
     @property
     def error(self):
         """The exception raised while the command buffer ran, or None."""
-        if self.c.get().status() != CommandBufferStatus.Error:
+        if self.native().status() != CommandBufferStatus.Error:
             return None
         try:
-            raise_stored(self.c.get().error())
+            raise_stored(self.native().error())
         except BaseException as e:
             return e
         return None
@@ -256,13 +283,13 @@ cdef class CommandBuffer:
     @property
     def command_count(self):
         """Number of commands encoded so far."""
-        return self.c.get().command_count()
+        return self.native().command_count()
 
     def add_completed_handler(self, handler):
         """Calls handler(command_buffer) once the command buffer completed, on any thread."""
         if not callable(handler):
             raise TypeError(f"expected a callable completed handler, given {type(handler).__name__}")
-        self.c.get().add_completed_handler(completed_handler(handler, _call_completed_handler))
+        self.native().add_completed_handler(completed_handler(handler, _call_completed_handler))
 
     def __enter__(self):
         return self
@@ -274,6 +301,8 @@ cdef class CommandBuffer:
         return False
 
     def __repr__(self):
+        if not self.c:
+            return uninitialized_repr(self)
         return f"<mpsx.CommandBuffer {self.status} on {self.device.name}>"
 
 
@@ -349,11 +378,11 @@ cdef class Buffer:
     @property
     def length(self):
         """Length in bytes."""
-        return self.c.get().length()
+        return self.native().length()
 
     @property
     def device(self):
-        return wrap_device(self.c.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     @property
     def dtype(self):
@@ -365,10 +394,10 @@ cdef class Buffer:
 
     def synchronize(self, CommandBuffer command_buffer not None):
         """MPS -synchronizeOnCommandBuffer: makes the command buffer's writes readable after completion."""
-        self.c.get().synchronize(command_buffer.c.get()[0])
+        self.native().synchronize(command_buffer.native()[0])
 
-    cdef bint _host_addressable(self):
-        return self.c.get().device().host_addressable()
+    cdef bint _host_addressable(self) except -1:
+        return self.native().device().host_addressable()
 
     def to_numpy(self, copy=None):
         """The contents as a numpy array of the buffer's dtype and shape.
@@ -376,12 +405,12 @@ cdef class Buffer:
         Where the host addresses device memory (cpu; metal's shared storage on
         unified memory) this is a view of the buffer unless copy=True.
         """
-        self.c.get().check_host_readable(b"the buffer")
+        self.native().check_host_readable(b"the buffer")
         if self._host_addressable() and not copy:
             return np.asarray(self)
         out = np.empty(self._shape, dtype=self._dtype)
         cdef unsigned char[::1] raw = out.reshape(-1).view(np.uint8)
-        self.c.get().read(&raw[0], 0, raw.shape[0], b"the buffer")
+        self.native().read(&raw[0], 0, raw.shape[0], b"the buffer")
         return out
 
     def __array__(self, dtype=None, copy=None):
@@ -391,7 +420,7 @@ cdef class Buffer:
     def __getbuffer__(self, Py_buffer* view, int flags):
         if not self._host_addressable():
             raise BufferError(f"{self.device.name} buffers are not in host memory; use to_numpy() for a copy")
-        self.c.get().check_host_readable(b"the buffer")
+        self.native().check_host_readable(b"the buffer")
         cdef Py_ssize_t itemsize = self._dtype.itemsize
         cdef int ndim = len(self._shape)
         cdef int i
@@ -400,7 +429,7 @@ cdef class Buffer:
             self._view_shape[i] = self._shape[i]
             self._view_strides[i] = stride
             stride *= self._shape[i]
-        view.buf = self.c.get().data()
+        view.buf = self.native().data()
         view.obj = self
         view.len = stride
         view.readonly = 0
@@ -416,7 +445,7 @@ cdef class Buffer:
         pass
 
     def __dlpack_device__(self):
-        backend = self.c.get().device().backend_name()
+        backend = self.native().device().backend_name()
         if backend == b"cuda":
             return (2, int(self.device.name.split(":")[1]))
         if self._host_addressable():  # cpu, and metal's unified memory
@@ -429,7 +458,7 @@ cdef class Buffer:
         As for host reads, what a command buffer wrote must be synchronized and
         completed: the consumer's stream then needs no ordering with ours.
         """
-        self.c.get().check_exportable(b"the buffer")
+        self.native().check_exportable(b"the buffer")
         device_type, device_id = self.__dlpack_device__()
         cdef MPSXDLManagedTensor* managed = <MPSXDLManagedTensor*>malloc(sizeof(MPSXDLManagedTensor))
         cdef int ndim = len(self._shape)
@@ -440,7 +469,7 @@ cdef class Buffer:
             shape[i] = self._shape[i]
             shape[ndim + i] = stride
             stride *= self._shape[i]
-        managed.dl_tensor.data = self.c.get().data()
+        managed.dl_tensor.data = self.native().data()
         managed.dl_tensor.device.device_type = device_type
         managed.dl_tensor.device.device_id = device_id
         managed.dl_tensor.ndim = ndim
@@ -456,6 +485,8 @@ cdef class Buffer:
         return PyCapsule_New(managed, b"dltensor", _dlpack_capsule_deleter)
 
     def __repr__(self):
+        if not self.c:
+            return uninitialized_repr(self)
         return f"<mpsx.Buffer {self.length} bytes {self._dtype} {self._shape} on {self.device.name}>"
 
 
@@ -465,11 +496,11 @@ cdef dict _FORMAT = {"f": b"f", "e": b"e", "B": b"B"}
 cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype) except *:
     """A new buffer holding a copy of `array` as `dtype`; an mpsx.Buffer passes through."""
     if isinstance(array, Buffer):
-        if (<Buffer>array).c.get().device_ptr().get() != device.c.get():
+        if (<Buffer>array).native().device_ptr().get() != device.native():
             raise DeviceMismatchError(f"the buffer is on device {(<Buffer>array).device.name}, expected {device.name}")
         return (<Buffer>array).c
     a = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
-    cdef shared_ptr[CBuffer] b = make_native[CBuffer](device.c, <size_t>a.nbytes)
+    cdef shared_ptr[CBuffer] b = make_native[CBuffer](device.shared(), <size_t>a.nbytes)
     cdef const unsigned char[::1] raw = a.view(np.uint8)
     if raw.shape[0]:
         b.get().write(&raw[0], 0, raw.shape[0])
@@ -480,10 +511,11 @@ cdef class Vector:
     """MPSVector: `length` values of one data type, in a Buffer."""
 
     def __init__(self, Device device not None, length, data_type=DataType.FLOAT32):
-        if length is None or length < 0:
-            raise ValueError(f"Vector length must be a non-negative int, given {length!r}")
-        self.c = make_native[CVector](device.c, <size_t>length, <CDataType><int>DataType(data_type))
-        self.c.get().buffer().get().fill_zero()
+        cdef int64_t n = integer_argument(length, "Vector length")
+        if n < 0:
+            raise ValueError(f"Vector length must be a non-negative int, given {n}")
+        self.c = make_native[CVector](device.shared(), <size_t>n, <CDataType><int>DataType(data_type))
+        self.native().buffer().get().fill_zero()
 
     @staticmethod
     def from_numpy(Device device not None, array):
@@ -497,41 +529,43 @@ cdef class Vector:
 
     cpdef write(self, array):
         """Copies a 1-D array of the vector's length and type into it."""
-        a = np.ascontiguousarray(array, dtype=numpy_of(self.c.get().data_type()))
-        if a.shape != (self.c.get().length(),):
-            raise ValueError(f"expected an array of shape ({self.c.get().length()},), given {a.shape}")
+        a = np.ascontiguousarray(array, dtype=numpy_of(self.native().data_type()))
+        if a.shape != (self.native().length(),):
+            raise ValueError(f"expected an array of shape ({self.native().length()},), given {a.shape}")
         cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
         if raw.shape[0]:
-            self.c.get().buffer().get().write(&raw[0], 0, raw.shape[0])
+            self.native().buffer().get().write(&raw[0], 0, raw.shape[0])
 
     @property
     def length(self):
-        return self.c.get().length()
+        return self.native().length()
 
     @property
     def data_type(self):
-        return DataType(<int>self.c.get().data_type())
+        return DataType(<int>self.native().data_type())
 
     @property
     def device(self):
-        return wrap_device(self.c.get().buffer().get().device_ptr())
+        return wrap_device(self.native().buffer().get().device_ptr())
 
     @property
     def buffer(self):
-        return wrap_buffer(self.c.get().buffer(), numpy_of(self.c.get().data_type()),
-                           (self.c.get().length(),))
+        return wrap_buffer(self.native().buffer(), numpy_of(self.native().data_type()),
+                           (self.native().length(),))
 
     def synchronize(self, CommandBuffer command_buffer not None):
-        self.c.get().buffer().get().synchronize(command_buffer.c.get()[0])
+        self.native().buffer().get().synchronize(command_buffer.native()[0])
 
     def to_numpy(self):
         """A copy of the values."""
         return self.buffer.to_numpy(copy=True)
 
     def __len__(self):
-        return self.c.get().length()
+        return self.native().length()
 
     def __repr__(self):
+        if not self.c:
+            return uninitialized_repr(self)
         return f"<mpsx.Vector {self.length} x {self.data_type.name.lower()} on {self.device.name}>"
 
 
@@ -545,10 +579,10 @@ cdef class ImageDescriptor:
         if width is None or height is None or feature_channels is None:
             raise TypeError("ImageDescriptor needs width, height and feature_channels")
         self.c.channel_format = <CDataType><int>DataType(channel_format)
-        self.c.width = width
-        self.c.height = height
-        self.c.feature_channels = feature_channels
-        self.c.number_of_images = number_of_images
+        self.c.width = integer_argument(width, "width")
+        self.c.height = integer_argument(height, "height")
+        self.c.feature_channels = integer_argument(feature_channels, "feature_channels")
+        self.c.number_of_images = integer_argument(number_of_images, "number_of_images")
         self.c.validate()
 
     @property
@@ -614,7 +648,7 @@ cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image):
 cdef shared_ptr[CImage] image_of(object images) except *:
     """The native image of an Image or ImageBatch."""
     if isinstance(images, Images):
-        return (<Images>images).c
+        return (<Images>images).shared()
     raise TypeError(f"expected an mpsx.Image or mpsx.ImageBatch, given {type(images).__name__}")
 
 
@@ -627,8 +661,8 @@ def _batch_of(CommandBuffer command_buffer, images):
         for i, item in enumerate(images):
             if not isinstance(item, Image):
                 raise TypeError(f"expected a list of mpsx.Image, item {i} is {type(item).__name__}")
-            items.push_back((<Image>item).c)
-        return wrap_image_batch(CImage.gather(command_buffer.c.get()[0], items))
+            items.push_back((<Image>item).shared())
+        return wrap_image_batch(CImage.gather(command_buffer.native()[0], items))
     raise TypeError(f"expected an mpsx.ImageBatch or a list of mpsx.Image, given {type(images).__name__}")
 
 
@@ -645,16 +679,16 @@ cdef _from_numpy(shared_ptr[CImage]* out, Device device, array, bint batch):
     d.channel_format = data_type_of_numpy(a.dtype)
     d.number_of_images, d.feature_channels, d.height, d.width = a.shape
     d.validate()
-    out[0] = make_native[CImage](device.c, d)
+    out[0] = make_native[CImage](device.shared(), d)
     cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
-    out[0].get().write(&raw[0], d.channel_format)
+    out[0].get().write(&raw[0], raw.shape[0], d.channel_format)
 
 
 cdef _to_numpy(const shared_ptr[CImage]& image):
     cdef const CImageDescriptor* d = &image.get().descriptor()
     out = np.empty((d.number_of_images, d.feature_channels, d.height, d.width), dtype=numpy_of(d.channel_format))
     cdef unsigned char[::1] raw = out.reshape(-1).view(np.uint8)
-    image.get().read(&raw[0], d.channel_format)
+    image.get().read(&raw[0], raw.shape[0], d.channel_format)
     return out
 
 
@@ -662,11 +696,12 @@ cdef _write(const shared_ptr[CImage]& image, array):
     cdef const CImageDescriptor* d = &image.get().descriptor()
     shape = (d.number_of_images, d.feature_channels, d.height, d.width)
     a = np.asarray(array)
-    if a.shape != shape and a.shape != shape[1:]:
-        raise ValueError(f"expected an array of shape {shape}, given {a.shape}")
+    if a.shape != shape and not (d.number_of_images == 1 and a.shape == shape[1:]):
+        raise ValueError(f"expected an array of shape {shape}"
+                         f"{' or ' + str(shape[1:]) if d.number_of_images == 1 else ''}, given {a.shape}")
     a = np.ascontiguousarray(a, dtype=numpy_of(d.channel_format))
     cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
-    image.get().write(&raw[0], d.channel_format)
+    image.get().write(&raw[0], raw.shape[0], d.channel_format)
 
 
 # Images are made per encode: a freelist spares their allocation.
@@ -680,50 +715,52 @@ cdef class Images:
 
     def to_numpy(self):
         """(N, C, H, W) copy; raises SynchronizationError for unsynchronized GPU writes."""
-        return _to_numpy(self.c)
+        return _to_numpy(self.shared())
 
     def __array__(self, dtype=None, copy=None):
-        a = _to_numpy(self.c)
+        a = _to_numpy(self.shared())
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def write(self, array):
         """Copies an array of the images' shape in (host write)."""
-        _write(self.c, array)
+        _write(self.shared(), array)
 
     def synchronize(self, CommandBuffer command_buffer not None):
         """MPS -synchronizeOnCommandBuffer: the host may read after completion."""
-        self.c.get().synchronize(command_buffer.c.get()[0])
+        self.native().synchronize(command_buffer.native()[0])
 
     @property
     def width(self):
-        return self.c.get().width()
+        return self.native().width()
 
     @property
     def height(self):
-        return self.c.get().height()
+        return self.native().height()
 
     @property
     def feature_channels(self):
-        return self.c.get().feature_channels()
+        return self.native().feature_channels()
 
     @property
     def data_type(self):
-        return DataType(<int>self.c.get().data_type())
+        return DataType(<int>self.native().data_type())
 
     @property
     def shape(self):
         """(number_of_images, feature_channels, height, width)."""
-        return (self.c.get().number_of_images(), self.c.get().feature_channels(),
-                self.c.get().height(), self.c.get().width())
+        return (self.native().number_of_images(), self.native().feature_channels(),
+                self.native().height(), self.native().width())
 
     @property
     def device(self):
-        return wrap_device(self.c.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     def __reduce__(self):
         return (type(self).from_numpy, (self.device, self.to_numpy()))
 
     def __repr__(self):
+        if not self.c:
+            return uninitialized_repr(self)
         n, c, h, w = self.shape
         return f"<mpsx.{type(self).__name__} {n}x{c}x{h}x{w} {self.data_type.name.lower()} on {self.device.name}>"
 
@@ -736,7 +773,7 @@ cdef class Image(Images):
     """
 
     def __init__(self, Device device not None, ImageDescriptor descriptor not None):
-        self.c = make_native[CImage](device.c, descriptor.c)
+        self.c = make_native[CImage](device.shared(), descriptor.c)
 
     @staticmethod
     def from_numpy(Device device not None, array):
@@ -746,11 +783,11 @@ cdef class Image(Images):
 
     @property
     def descriptor(self):
-        return wrap_descriptor(self.c.get().descriptor())
+        return wrap_descriptor(self.native().descriptor())
 
     @property
     def number_of_images(self):
-        return self.c.get().number_of_images()
+        return self.native().number_of_images()
 
 
 cdef class ImageBatch(Images):
@@ -758,7 +795,7 @@ cdef class ImageBatch(Images):
 
     def __init__(self, Device device not None, ImageDescriptor descriptor not None):
         """descriptor.number_of_images is the batch size."""
-        self.c = make_native[CImage](device.c, descriptor.c)
+        self.c = make_native[CImage](device.shared(), descriptor.c)
 
     @staticmethod
     def from_numpy(Device device not None, array):
@@ -767,21 +804,21 @@ cdef class ImageBatch(Images):
         return batch
 
     def __len__(self):
-        return self.c.get().number_of_images()
+        return self.native().number_of_images()
 
     def __getitem__(self, index):
-        cdef int64_t n = self.c.get().number_of_images()
+        cdef int64_t n = self.native().number_of_images()
         if isinstance(index, slice):
             start, stop, step = index.indices(n)
             if step != 1:
                 raise ValueError("image batches slice with step 1 only")
-            return wrap_image_batch(make_native[CImage](self.c.get()[0], <int64_t>start, <int64_t>(stop - start)))
+            return wrap_image_batch(make_native[CImage](self.native()[0], <int64_t>start, <int64_t>(stop - start)))
         i = int(index)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"image {index} of a batch of {n}")
-        return wrap_image(make_native[CImage](self.c.get()[0], <int64_t>i, <int64_t>1))
+        return wrap_image(make_native[CImage](self.native()[0], <int64_t>i, <int64_t>1))
 
     def __iter__(self):
         for i in range(len(self)):
@@ -790,7 +827,7 @@ cdef class ImageBatch(Images):
     @property
     def descriptor(self):
         """The descriptor of one image of the batch."""
-        cdef ImageDescriptor d = wrap_descriptor(self.c.get().descriptor())
+        cdef ImageDescriptor d = wrap_descriptor(self.native().descriptor())
         d.c.number_of_images = 1
         return d
 
@@ -805,14 +842,16 @@ cdef class State:
 
     @property
     def device(self):
-        return wrap_device(self.c.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     def synchronize(self, CommandBuffer command_buffer not None):
         """MPS -synchronizeOnCommandBuffer: for every buffer the state exposes."""
-        self.c.get().synchronize(command_buffer.c.get()[0])
+        self.native().synchronize(command_buffer.native()[0])
 
     def __repr__(self):
-        return f"<mpsx.{type(self).__name__} ({self.c.get().class_name().decode()}) on {self.device.name}>"
+        if not self.c:
+            return uninitialized_repr(self)
+        return f"<mpsx.{type(self).__name__} ({self.native().class_name().decode()}) on {self.device.name}>"
 
 
 class StateBatch(tuple):

@@ -204,10 +204,25 @@ def test_image_input_errors(device):
     with pytest.raises(TypeError, match="float32, float16 or uint8 array, given int64"):
         mpsx.Image.from_numpy(device, np.zeros((1, 1, 2, 2), np.int64))
     image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 2, 2), np.float32))
-    with pytest.raises(ValueError, match=r"expected an array of shape \(1, 2, 2, 2\), given \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"expected an array of shape \(1, 2, 2, 2\) or \(2, 2, 2\), given \(2, 2\)"):
         image.write(np.zeros((2, 2)))
     with pytest.raises(TypeError):
         mpsx.Image.from_numpy(None, np.zeros((1, 1, 1, 1), np.float32))
+
+
+def test_batch_write_takes_one_array_of_every_image(device, rng):
+    # A (C, H, W) array stands for a batch of one only: for more images it was read
+    # past its end.
+    x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    for batch in (mpsx.ImageBatch.from_numpy(device, x), mpsx.Image.from_numpy(device, x)):
+        with pytest.raises(ValueError, match=r"expected an array of shape \(4, 3, 2, 2\), given \(3, 2, 2\)"):
+            batch.write(x[0])
+        with pytest.raises(ValueError, match=r"expected an array of shape \(4, 3, 2, 2\), given \(1, 3, 2, 2\)"):
+            batch.write(x[:1])
+        np.testing.assert_array_equal(batch.to_numpy(), x)  # left as it was
+    one = mpsx.ImageBatch.from_numpy(device, x[:1])
+    one.write(x[2])
+    np.testing.assert_array_equal(one.to_numpy(), x[2:3])
 
 
 def test_image_batch(device, rng):

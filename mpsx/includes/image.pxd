@@ -29,8 +29,8 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         const shared_ptr[CBuffer]& buffer()
         size_t byte_offset()
         uint64_t identity()
-        void read(void* destination, DataType host_type) except +raise_py_error
-        void write(const void* source, DataType host_type) except +raise_py_error
+        void read(void* destination, size_t bytes, DataType host_type) except +raise_py_error
+        void write(const void* source, size_t bytes, DataType host_type) except +raise_py_error
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
         @staticmethod
         shared_ptr[CImage] gather(CCommandBuffer& command_buffer,

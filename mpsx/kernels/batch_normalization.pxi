@@ -134,7 +134,7 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _bds_update_gamma_and_beta_on_c
                                  _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
                              CNNNormalizationGammaAndBetaState)
     if result is not None:
-        out = static_pointer_cast[CNormalizationGammaAndBetaState, CState]((<State>result).c)
+        out = static_pointer_cast[CNormalizationGammaAndBetaState, CState]((<State>result).shared())
     return out
 
 
@@ -146,7 +146,7 @@ cdef shared_ptr[CNormalizationMeanAndVarianceState] _bds_update_mean_and_varianc
                                  _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
                              CNNNormalizationMeanAndVarianceState)
     if result is not None:
-        out = static_pointer_cast[CNormalizationMeanAndVarianceState, CState]((<State>result).c)
+        out = static_pointer_cast[CNormalizationMeanAndVarianceState, CState]((<State>result).shared())
     return out
 
 
@@ -167,7 +167,7 @@ _batch_normalization_calls.update_mean_and_variance_on_command_buffer = \
 
 cdef shared_ptr[CBatchNormalizationDataSource] batch_normalization_data_source_of(object source) except *:
     if isinstance(source, BatchNormalizationWeights):
-        return <shared_ptr[CBatchNormalizationDataSource]>(<BatchNormalizationWeights>source).native
+        return <shared_ptr[CBatchNormalizationDataSource]>(<BatchNormalizationWeights>source).shared()
     if source is None:
         raise TypeError("expected a batch normalization data source, given None")
     missing = [m for m in ("number_of_feature_channels", "gamma", "beta", "mean", "variance")
@@ -217,8 +217,17 @@ cdef class BatchNormalizationWeights:
     gamma() and beta() follow once the command buffer has completed. Give each
     data source its own NNOptimizerAdam: every update advances its time step.
     """
-    cdef shared_ptr[CBatchNormalizationWeights] native
+    cdef shared_ptr[CBatchNormalizationWeights] c
     cdef object _optimizer
+
+    cdef CBatchNormalizationWeights* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef shared_ptr[CBatchNormalizationWeights] shared(self) except *:
+        self.native()
+        return self.c
 
     def __init__(self, gamma, beta, mean, variance, float epsilon=1e-5, float momentum=0.1, optimizer=None,
                  label=None):
@@ -227,34 +236,34 @@ cdef class BatchNormalizationWeights:
         cdef vector[float] m = np.ascontiguousarray(mean, dtype=np.float32).reshape(-1)
         cdef vector[float] v = np.ascontiguousarray(variance, dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.native = make_native[CBatchNormalizationWeights](g, b, m, v, epsilon, momentum, name,
+        self.c = make_native[CBatchNormalizationWeights](g, b, m, v, epsilon, momentum, name,
                                                               optimizer_of(optimizer))
         self._optimizer = optimizer
 
     def number_of_feature_channels(self):
-        return self.native.get().number_of_feature_channels()
+        return self.native().number_of_feature_channels()
 
     def gamma(self):
-        return _values_of(self.native.get(), 0)
+        return _values_of(self.native(), 0)
 
     def beta(self):
-        return _values_of(self.native.get(), 1)
+        return _values_of(self.native(), 1)
 
     def mean(self):
         """The running mean."""
-        return _values_of(self.native.get(), 2)
+        return _values_of(self.native(), 2)
 
     def variance(self):
         """The running variance."""
-        return _values_of(self.native.get(), 3)
+        return _values_of(self.native(), 3)
 
     @property
     def epsilon(self):
-        return self.native.get().epsilon()
+        return self.native().epsilon()
 
     @property
     def momentum(self):
-        return self.native.get().momentum()
+        return self.native().momentum()
 
     def load(self):
         return True
@@ -263,13 +272,13 @@ cdef class BatchNormalizationWeights:
         pass
 
     def label(self):
-        return self.native.get().label().decode() or None
+        return self.native().label().decode() or None
 
     def update_mean_and_variance_on_command_buffer(self, CommandBuffer command_buffer not None,
                                                    CNNBatchNormalizationState batch_normalization_state not None):
         """The running statistics with this batch's folded in, in a new state, encoded on the command buffer."""
-        return wrap_mean_and_variance_state(self.native.get().update_mean_and_variance_on_command_buffer(
-            command_buffer.c.get()[0], batch_normalization_state._batch_state()))
+        return wrap_mean_and_variance_state(self.native().update_mean_and_variance_on_command_buffer(
+            command_buffer.native()[0], batch_normalization_state._batch_state()))
 
     @property
     def optimizer(self):
@@ -281,8 +290,8 @@ cdef class BatchNormalizationWeights:
         """With an optimizer: gamma and beta after one update from the state's gradients, encoded on the command buffer."""
         if self._optimizer is None:
             raise TypeError("this BatchNormalizationWeights has no optimizer to update gamma and beta with")
-        return wrap_gamma_and_beta_state(self.native.get().update_gamma_and_beta_on_command_buffer(
-            command_buffer.c.get()[0], batch_normalization_state._batch_state()))
+        return wrap_gamma_and_beta_state(self.native().update_gamma_and_beta_on_command_buffer(
+            command_buffer.native()[0], batch_normalization_state._batch_state()))
 
     def copy(self, device=None):
         """The current values, with a copy of the optimizer on device (its vectors start from zero)."""
@@ -316,17 +325,17 @@ cdef class CNNNormalizationGammaAndBetaState(State):
         cdef CNNNormalizationGammaAndBetaState s = \
             CNNNormalizationGammaAndBetaState.__new__(CNNNormalizationGammaAndBetaState)
         s.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
-            command_buffer.c.get().device_ptr(), number_of_feature_channels)
+            command_buffer.native().device_ptr(), number_of_feature_channels)
         return s
 
     @property
     def gamma(self):
-        cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.c.get()).gamma()
+        cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.native()).gamma()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
     @property
     def beta(self):
-        cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.c.get()).beta()
+        cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.native()).beta()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
 
@@ -349,16 +358,16 @@ cdef class CNNNormalizationMeanAndVarianceState(State):
     def temporary_state(CommandBuffer command_buffer not None, int64_t number_of_feature_channels):
         """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
         return wrap_mean_and_variance_state(make_native[CNormalizationMeanAndVarianceState](
-            command_buffer.c.get().device_ptr(), number_of_feature_channels))
+            command_buffer.native().device_ptr(), number_of_feature_channels))
 
     @property
     def mean(self):
-        cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.c.get()).mean()
+        cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.native()).mean()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
     @property
     def variance(self):
-        cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.c.get()).variance()
+        cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.native()).variance()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
 
@@ -370,36 +379,36 @@ cdef class CNNBatchNormalizationState(NNGradientState):
     forward) used."""
 
     cdef shared_ptr[CBatchNormalizationState] _batch_state(self):
-        return static_pointer_cast[CBatchNormalizationState, CState](self.c)
+        return static_pointer_cast[CBatchNormalizationState, CState](self.shared())
 
     cdef Buffer _buffer(self, const shared_ptr[CBuffer]& buffer):
-        return wrap_buffer(buffer, np.float32, ((<CBatchNormalizationState*>self.c.get()).channels(),))
+        return wrap_buffer(buffer, np.float32, ((<CBatchNormalizationState*>self.native()).channels(),))
 
     @property
     def gamma(self):
-        return self._buffer((<CBatchNormalizationState*>self.c.get()).gamma())
+        return self._buffer((<CBatchNormalizationState*>self.native()).gamma())
 
     @property
     def beta(self):
-        return self._buffer((<CBatchNormalizationState*>self.c.get()).beta())
+        return self._buffer((<CBatchNormalizationState*>self.native()).beta())
 
     @property
     def mean(self):
         """The batch mean, from CNNBatchNormalizationStatistics."""
-        return self._buffer((<CBatchNormalizationState*>self.c.get()).mean())
+        return self._buffer((<CBatchNormalizationState*>self.native()).mean())
 
     @property
     def variance(self):
         """The batch variance (biased: over N x H x W), from CNNBatchNormalizationStatistics."""
-        return self._buffer((<CBatchNormalizationState*>self.c.get()).variance())
+        return self._buffer((<CBatchNormalizationState*>self.native()).variance())
 
     @property
     def gradient_for_gamma(self):
-        return self._buffer((<CBatchNormalizationState*>self.c.get()).gradient_for_gamma())
+        return self._buffer((<CBatchNormalizationState*>self.native()).gradient_for_gamma())
 
     @property
     def gradient_for_beta(self):
-        return self._buffer((<CBatchNormalizationState*>self.c.get()).gradient_for_beta())
+        return self._buffer((<CBatchNormalizationState*>self.native()).gradient_for_beta())
 
     @property
     def batch_normalization(self):
@@ -408,7 +417,7 @@ cdef class CNNBatchNormalizationState(NNGradientState):
 
     def reset(self):
         """MPS -reset: zeroes the statistics and gradients; encode the statistics again before using it."""
-        (<CBatchNormalizationState*>self.c.get()).reset()
+        (<CBatchNormalizationState*>self.native()).reset()
 
 
 # ---- kernels
@@ -428,12 +437,12 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
     def __init__(self, Device device not None, data_source, fused_neuron_descriptor=None):
         self._data_source = data_source
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNBatchNormalization](
-            device.c, batch_normalization_data_source_of(data_source), neuron_descriptor_of(fused_neuron_descriptor)),
+            device.shared(), batch_normalization_data_source_of(data_source), neuron_descriptor_of(fused_neuron_descriptor)),
             CNNBatchNormalizationState)
         _batch_normalizations[<size_t>self.unary] = self
 
-    cdef CCNNBatchNormalization* _batch_normalization(self):
-        return <CCNNBatchNormalization*>self.unary
+    cdef CCNNBatchNormalization* _batch_normalization(self) except NULL:
+        return <CCNNBatchNormalization*>self.unary_kernel()
 
     @property
     def data_source(self):
@@ -460,11 +469,11 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         """Normalizes with the state's batch statistics, or without a state with the running ones."""
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
-            destination = destination_image.c
+            destination = destination_image.shared()
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
-            state = batch_normalization_state.c
-        return wrap_image(self.unary.encode(command_buffer.c.get()[0], source_image.c, destination, state,
+            state = batch_normalization_state.shared()
+        return wrap_image(self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination, state,
                                             False).image)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state=None,
@@ -476,11 +485,11 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
             if not isinstance(destination_images, ImageBatch):
                 raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
                                 f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).c
+            destination = (<ImageBatch>destination_images).shared()
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
             state = _state_of(batch_normalization_state, "batch_normalization_state")
-        return wrap_image_batch(self.unary.encode(command_buffer.c.get()[0], source, destination, state,
+        return wrap_image_batch(self.unary_kernel().encode(command_buffer.native()[0], source, destination, state,
                                                   False).image)
 
     def reload_gamma_and_beta_from_data_source(self):
@@ -495,13 +504,13 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
                               CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):
         """GPU side: copies the state's gamma and beta in, ordered on the command buffer."""
         self._batch_normalization().reload_gamma_and_beta(
-            command_buffer.c.get()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.c.get())[0])
+            command_buffer.native()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.native())[0])
 
     def reload_mean_and_variance(self, CommandBuffer command_buffer not None,
                                  CNNNormalizationMeanAndVarianceState mean_and_variance_state not None):
         """GPU side: copies the state's mean and variance in, ordered on the command buffer."""
         self._batch_normalization().reload_mean_and_variance(
-            command_buffer.c.get()[0], (<CNormalizationMeanAndVarianceState*>mean_and_variance_state.c.get())[0])
+            command_buffer.native()[0], (<CNormalizationMeanAndVarianceState*>mean_and_variance_state.native())[0])
 
     def encode_gamma_and_beta_update(self, CommandBuffer command_buffer not None,
                                      CNNBatchNormalizationState batch_normalization_state not None):
@@ -514,14 +523,14 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         reloads from it; if it raises, the command buffer ends with status
         "error" and that exception, and gamma and beta stay as they were.
         """
-        self._batch_normalization().encode_gamma_and_beta_update(command_buffer.c.get()[0],
+        self._batch_normalization().encode_gamma_and_beta_update(command_buffer.native()[0],
                                                                  batch_normalization_state._batch_state())
 
     def encode_mean_and_variance_update(self, CommandBuffer command_buffer not None,
                                         CNNBatchNormalizationState batch_normalization_state not None):
         """The running mean and variance update, as encode_gamma_and_beta_update with
         update_mean_and_variance[_on_command_buffer]."""
-        self._batch_normalization().encode_mean_and_variance_update(command_buffer.c.get()[0],
+        self._batch_normalization().encode_mean_and_variance_update(command_buffer.native()[0],
                                                                     batch_normalization_state._batch_state())
 
 
@@ -538,11 +547,11 @@ cdef class CNNBatchNormalizationStatistics(CNNKernel):
     each channel over every pixel of every source image, into the state."""
 
     def __init__(self, Device device not None):
-        self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.c)
+        self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.shared())
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state):
-        (<CCNNBatchNormalizationStatistics*>self.kernel.get()).encode_batch(
-            command_buffer.c.get()[0], image_of(_batch_of(command_buffer, source_images)),
+        (<CCNNBatchNormalizationStatistics*>self.native()).encode_batch(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
             _state_of(batch_normalization_state, "batch_normalization_state"))
 
 
@@ -552,11 +561,11 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
 
     def __init__(self, Device device not None, fused_neuron_descriptor=None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationStatisticsGradient](
-            device.c, neuron_descriptor_of(fused_neuron_descriptor)))
+            device.shared(), neuron_descriptor_of(fused_neuron_descriptor)))
 
     @property
     def fused_neuron_descriptor(self):
-        return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient).fused_neuron())
+        return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient_kernel()).fused_neuron())
 
     def encode(self, *args, **kwargs):
         raise TypeError("MPSCNNBatchNormalizationStatisticsGradient has no single-image encode; "
@@ -564,8 +573,8 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      batch_normalization_state):
-        (<CCNNBatchNormalizationStatisticsGradient*>self.gradient).encode_batch(
-            command_buffer.c.get()[0], image_of(_batch_of(command_buffer, source_gradients)),
+        (<CCNNBatchNormalizationStatisticsGradient*>self.gradient_kernel()).encode_batch(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
             image_of(_batch_of(command_buffer, source_images)),
             _state_of(batch_normalization_state, "batch_normalization_state"))
 
@@ -577,11 +586,11 @@ cdef class CNNBatchNormalizationGradient(CNNGradientKernel):
 
     def __init__(self, Device device not None, fused_neuron_descriptor=None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationGradient](
-            device.c, neuron_descriptor_of(fused_neuron_descriptor)))
+            device.shared(), neuron_descriptor_of(fused_neuron_descriptor)))
 
     @property
     def fused_neuron_descriptor(self):
-        return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient).fused_neuron())
+        return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient_kernel()).fused_neuron())
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State batch_normalization_state not None,

@@ -298,7 +298,7 @@ _convolution_calls.update_on_command_buffer = _cds_update_on_command_buffer
 
 cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source) except *:
     if isinstance(source, ConvolutionWeights):
-        return <shared_ptr[CConvolutionDataSource]>(<ConvolutionWeights>source).native
+        return <shared_ptr[CConvolutionDataSource]>(<ConvolutionWeights>source).shared()
     if source is None:
         raise TypeError("expected a convolution data source, given None")
     missing = [m for m in ("descriptor", "weights") if not callable(getattr(source, m, None))]
@@ -328,19 +328,28 @@ cdef class ConvolutionWeights:
     ConvolutionWeights its own NNOptimizerAdam: every update advances the
     optimizer's time step.
     """
-    cdef shared_ptr[CConvolutionWeights] native
+    cdef shared_ptr[CConvolutionWeights] c
     cdef object _optimizer
+
+    cdef CConvolutionWeights* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef shared_ptr[CConvolutionWeights] shared(self) except *:
+        self.native()
+        return self.c
 
     def __init__(self, CNNConvolutionDescriptor descriptor not None, weights, biases=None, optimizer=None,
                  label=None):
         cdef vector[float] w = np.ascontiguousarray(weights, dtype=np.float32).reshape(-1)
         cdef vector[float] b = np.ascontiguousarray(biases if biases is not None else [], dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.native = make_native[CConvolutionWeights](descriptor.desc, w, b, name, optimizer_of(optimizer))
+        self.c = make_native[CConvolutionWeights](descriptor.desc, w, b, name, optimizer_of(optimizer))
         self._optimizer = optimizer
 
     def descriptor(self):
-        return wrap_convolution_descriptor(self.native.get().descriptor())
+        return wrap_convolution_descriptor(self.native().descriptor())
 
     @property
     def data_type(self):
@@ -348,10 +357,10 @@ cdef class ConvolutionWeights:
 
     def weights(self):
         """A copy of the weights, OHWI."""
-        return np.array(self.native.get().weight_values(), dtype=np.float32).reshape(self.descriptor().weights_shape)
+        return np.array(self.native().weight_values(), dtype=np.float32).reshape(self.descriptor().weights_shape)
 
     def bias_terms(self):
-        b = self.native.get().bias_values()
+        b = self.native().bias_values()
         return np.array(b, dtype=np.float32) if b.size() else None
 
     def load(self):
@@ -361,7 +370,7 @@ cdef class ConvolutionWeights:
         pass
 
     def label(self):
-        return self.native.get().label().decode() or None
+        return self.native().label().decode() or None
 
     @property
     def optimizer(self):
@@ -390,35 +399,35 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
         self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, 0, 0)
 
     cdef shared_ptr[CConvolutionWeightsAndBiasesState] _state(self):
-        return static_pointer_cast[CConvolutionWeightsAndBiasesState, CState](self.c)
+        return static_pointer_cast[CConvolutionWeightsAndBiasesState, CState](self.shared())
 
     @property
     def weights(self):
-        cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.c.get()
+        cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.native()
         return wrap_buffer(s.weights(), np.float32, (s.weights().get().length() // 4,))
 
     @property
     def biases(self):
-        cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.c.get()
+        cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.native()
         if s.biases().get() == NULL:
             return None
         return wrap_buffer(s.biases(), np.float32, (s.biases().get().length() // 4,))
 
     @property
     def weights_offset(self):
-        return (<CConvolutionWeightsAndBiasesState*>self.c.get()).weights_offset()
+        return (<CConvolutionWeightsAndBiasesState*>self.native()).weights_offset()
 
     @property
     def biases_offset(self):
-        return (<CConvolutionWeightsAndBiasesState*>self.c.get()).biases_offset()
+        return (<CConvolutionWeightsAndBiasesState*>self.native()).biases_offset()
 
 
 cdef class CNNConvolutionGradientState(NNGradientState):
     """MPSCNNConvolutionGradientState: gradients of the loss for the weights and biases,
     summed over the batch; synchronize(cb) before reading them on the host."""
 
-    cdef CConvolutionGradientState* _gradient_state(self):
-        return <CConvolutionGradientState*>self.c.get()
+    cdef CConvolutionGradientState* _gradient_state(self) except NULL:
+        return <CConvolutionGradientState*>self.native()
 
     @property
     def gradient_for_weights(self):
@@ -447,8 +456,8 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
     weights and their updates."""
     cdef object _data_source
 
-    cdef CCNNConvolution* _convolution(self):
-        return <CCNNConvolution*>self.unary
+    cdef CCNNConvolution* _convolution(self) except NULL:
+        return <CCNNConvolution*>self.unary_kernel()
 
     @property
     def data_source(self):
@@ -518,11 +527,11 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
                                   CNNConvolutionWeightsAndBiasesState state not None):
         """GPU side: copies the state's weights in, ordered on the command buffer."""
         self._convolution().reload_weights_and_biases(
-            command_buffer.c.get()[0], (<CConvolutionWeightsAndBiasesState*>state.c.get())[0])
+            command_buffer.native()[0], (<CConvolutionWeightsAndBiasesState*>state.native())[0])
 
     def export_weights_and_biases(self, CommandBuffer command_buffer not None, result_state_can_be_temporary=False):
         """The current weights and biases, copied into a new state on the command buffer."""
-        return wrap_weights_and_biases_state(self._convolution().export_weights_and_biases(command_buffer.c.get()[0]))
+        return wrap_weights_and_biases_state(self._convolution().export_weights_and_biases(command_buffer.native()[0]))
 
     def encode_weights_and_bias_update(self, CommandBuffer command_buffer not None,
                                        CNNConvolutionGradientState gradient_state not None):
@@ -536,7 +545,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         and the weights stay as they were.
         """
         self._convolution().encode_weights_and_bias_update(
-            command_buffer.c.get()[0], static_pointer_cast[CConvolutionGradientState, CState](gradient_state.c))
+            command_buffer.native()[0], static_pointer_cast[CConvolutionGradientState, CState](gradient_state.shared()))
 
 
 cdef class CNNConvolution(_ConvolutionKernel):
@@ -545,7 +554,7 @@ cdef class CNNConvolution(_ConvolutionKernel):
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
-        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.c, convolution_data_source_of(data_source)),
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.shared(), convolution_data_source_of(data_source)),
                   CNNConvolutionGradientState)
 
 
@@ -555,7 +564,7 @@ cdef class CNNFullyConnected(CNNConvolution):
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
-        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNFullyConnected](device.c,
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNFullyConnected](device.shared(),
                                                                             convolution_data_source_of(data_source)),
                   CNNConvolutionGradientState)
 
@@ -569,8 +578,8 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     """
     cdef object _data_source
 
-    cdef CCNNConvolutionGradient* _gradient(self):
-        return <CCNNConvolutionGradient*>self.gradient
+    cdef CCNNConvolutionGradient* _gradient(self) except NULL:
+        return <CCNNConvolutionGradient*>self.gradient_kernel()
 
     @property
     def data_source(self):
@@ -607,7 +616,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
                                   CNNConvolutionWeightsAndBiasesState state not None):
         if state.device != self.device:
             raise DeviceMismatchError(f"the state is on device {state.device.name}, the kernel on {self.device.name}")
-        command_buffer.c.get().check_encodable()
+        command_buffer.native().check_encodable()
 
 
 cdef class CNNConvolutionGradient(_ConvolutionGradientKernel):
@@ -616,7 +625,7 @@ cdef class CNNConvolutionGradient(_ConvolutionGradientKernel):
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionGradient](
-            device.c, convolution_data_source_of(data_source)))
+            device.shared(), convolution_data_source_of(data_source)))
 
 
 cdef class CNNFullyConnectedGradient(CNNConvolutionGradient):
@@ -625,4 +634,4 @@ cdef class CNNFullyConnectedGradient(CNNConvolutionGradient):
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNFullyConnectedGradient](
-            device.c, convolution_data_source_of(data_source)))
+            device.shared(), convolution_data_source_of(data_source)))

@@ -22,7 +22,7 @@ cdef object _convolution_state(object states):
 
 cdef shared_ptr[CState] _state_pointer(object state):
     cdef shared_ptr[CState] none
-    return none if state is None else (<State>state).c
+    return none if state is None else (<State>state).shared()
 
 
 cdef class CNNConvolutionTransposeGradientState(CNNConvolutionGradientState):
@@ -60,10 +60,10 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolutionTranspose](
-            device.c, convolution_data_source_of(data_source)), CNNConvolutionTransposeGradientState)
+            device.shared(), convolution_data_source_of(data_source)), CNNConvolutionTransposeGradientState)
 
-    cdef CCNNConvolutionTranspose* _transpose(self):
-        return <CCNNConvolutionTranspose*>self.unary
+    cdef CCNNConvolutionTranspose* _transpose(self) except NULL:
+        return <CCNNConvolutionTranspose*>self.unary_kernel()
 
     cdef object _state_with(self, const shared_ptr[CState]& state, object convolution_state, object given):
         if convolution_state is None and isinstance(given, CNNConvolutionTransposeGradientState):
@@ -101,8 +101,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         coupled = _convolution_state(convolution_gradient_state)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
-            destination = destination_image.c
-        cdef Encoded r = self._transpose().encode(command_buffer.c.get()[0], source_image.c, _state_pointer(coupled),
+            destination = destination_image.shared()
+        cdef Encoded r = self._transpose().encode(command_buffer.native()[0], source_image.shared(), _state_pointer(coupled),
                                                   destination, given, want)
         out = wrap_image(r.image)
         if not want:
@@ -121,8 +121,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
             if not isinstance(destination_images, ImageBatch):
                 raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
                                 f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).c
-        cdef Encoded r = self._transpose().encode(command_buffer.c.get()[0], source, _state_pointer(coupled),
+            destination = (<ImageBatch>destination_images).shared()
+        cdef Encoded r = self._transpose().encode(command_buffer.native()[0], source, _state_pointer(coupled),
                                                   destination, given, want)
         out = wrap_image_batch(r.image)
         if not want:
@@ -157,4 +157,4 @@ cdef class CNNConvolutionTransposeGradient(_ConvolutionGradientKernel):
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionTransposeGradient](
-            device.c, convolution_data_source_of(data_source)))
+            device.shared(), convolution_data_source_of(data_source)))

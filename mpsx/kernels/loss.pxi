@@ -158,21 +158,29 @@ cdef class CNNLossLabels(State):
     cdef shared_ptr[CCNNLossLabels] labels
 
     def __init__(self, Device device not None, labels, weights=None):
-        self.labels = make_native[CCNNLossLabels](device.c, _loss_data(device, labels), _loss_data(device, weights))
+        self.labels = make_native[CCNNLossLabels](device.shared(), _loss_data(device, labels), _loss_data(device, weights))
         self.c = <shared_ptr[CState]>self.labels
+
+    cdef CCNNLossLabels* loss_labels(self) except NULL:
+        self.native()
+        return self.labels.get()
+
+    cdef shared_ptr[CCNNLossLabels] shared_labels(self) except *:
+        self.native()
+        return self.labels
 
     def loss_image(self):
         """The loss: one value per image (1x1x1) or, for reduction NONE, per value of the
         source. Read it after synchronize(command_buffer) and completion."""
-        return wrap_image(self.labels.get().loss_image())
+        return wrap_image(self.loss_labels().loss_image())
 
     def labels_image(self):
-        return wrap_image(self.labels.get().labels_image())
+        return wrap_image(self.loss_labels().labels_image())
 
     def weights_image(self):
-        if self.labels.get().weights_image().get() == NULL:
+        if self.loss_labels().weights_image().get() == NULL:
             return None
-        return wrap_image(self.labels.get().weights_image())
+        return wrap_image(self.loss_labels().weights_image())
 
 
 cdef shared_ptr[CCNNLossLabels] _labels_of(object labels) except *:
@@ -180,7 +188,7 @@ cdef shared_ptr[CCNNLossLabels] _labels_of(object labels) except *:
     if labels is None:
         return none  # the native encode names what is missing
     if isinstance(labels, CNNLossLabels):
-        return (<CNNLossLabels>labels).labels
+        return (<CNNLossLabels>labels).shared_labels()
     raise TypeError(f"labels must be one mpsx.CNNLossLabels holding the labels of every source image, "
                     f"given {type(labels).__name__}")
 
@@ -212,17 +220,21 @@ cdef class CNNLoss(CNNKernel):
     cdef CCNNLoss* loss
 
     def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
-        cdef shared_ptr[CCNNLoss] kernel = make_native[CCNNLoss](device.c, loss_descriptor.desc)
+        cdef shared_ptr[CCNNLoss] kernel = make_native[CCNNLoss](device.shared(), loss_descriptor.desc)
         self.kernel = <shared_ptr[CKernel]>kernel
         self.loss = kernel.get()
+
+    cdef CCNNLoss* loss_kernel(self) except NULL:
+        self.native()
+        return self.loss
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels,
                Image destination_image=None):
         """Encodes the loss of source_image against labels; returns the gradient image."""
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
-            destination = destination_image.c
-        return wrap_image(self.loss.encode(command_buffer.c.get()[0], source_image.c, _labels_of(labels),
+            destination = destination_image.shared()
+        return wrap_image(self.loss_kernel().encode(command_buffer.native()[0], source_image.shared(), _labels_of(labels),
                                            destination))
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, destination_images=None):
@@ -234,54 +246,54 @@ cdef class CNNLoss(CNNKernel):
             if not isinstance(destination_images, ImageBatch):
                 raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
                                 f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).c
-        return wrap_image_batch(self.loss.encode(command_buffer.c.get()[0], source, _labels_of(labels), destination))
+            destination = (<ImageBatch>destination_images).shared()
+        return wrap_image_batch(self.loss_kernel().encode(command_buffer.native()[0], source, _labels_of(labels), destination))
 
     def destination_image_descriptor(self, source_images, source_states=None):
         """The descriptor of the gradient image (sets offset)."""
         if isinstance(source_images, (list, tuple)):
             source_images = source_images[0]
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self.loss.destination_image_descriptor(image_of(source_images).get()[0])
+        d.c = self.loss_kernel().destination_image_descriptor(image_of(source_images).get()[0])
         return d
 
     @property
     def loss_descriptor(self):
         cdef CNNLossDescriptor d = CNNLossDescriptor.__new__(CNNLossDescriptor)
-        d.desc = self.loss.loss_descriptor()
+        d.desc = self.loss_kernel().loss_descriptor()
         return d
 
     @property
     def loss_type(self):
-        return CNNLossType(<uint32_t>self.loss.loss_descriptor().loss_type)
+        return CNNLossType(<uint32_t>self.loss_kernel().loss_descriptor().loss_type)
 
     @property
     def reduction_type(self):
-        return CNNReductionType(<int>self.loss.loss_descriptor().reduction_type)
+        return CNNReductionType(<int>self.loss_kernel().loss_descriptor().reduction_type)
 
     @property
     def reduce_across_batch(self):
-        return self.loss.loss_descriptor().reduce_across_batch
+        return self.loss_kernel().loss_descriptor().reduce_across_batch
 
     @property
     def weight(self):
-        return self.loss.loss_descriptor().weight
+        return self.loss_kernel().loss_descriptor().weight
 
     @property
     def label_smoothing(self):
-        return self.loss.loss_descriptor().label_smoothing
+        return self.loss_kernel().loss_descriptor().label_smoothing
 
     @property
     def number_of_classes(self):
-        return self.loss.loss_descriptor().number_of_classes
+        return self.loss_kernel().loss_descriptor().number_of_classes
 
     @property
     def epsilon(self):
-        return self.loss.loss_descriptor().epsilon
+        return self.loss_kernel().loss_descriptor().epsilon
 
     @property
     def delta(self):
-        return self.loss.loss_descriptor().delta
+        return self.loss_kernel().loss_descriptor().delta
 
     def __reduce__(self):
         return (CNNLoss, (self.device, self.loss_descriptor))

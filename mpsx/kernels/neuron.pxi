@@ -65,39 +65,39 @@ cdef class CNNNeuron(CNNUnaryKernel):
     """MPSCNNNeuron: f(x) of a NeuronType per value."""
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
-        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNNeuron](device.c, neuron_descriptor.desc), NNGradientState)
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNNeuron](device.shared(), neuron_descriptor.desc), NNGradientState)
 
     @property
     def neuron_descriptor(self):
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
-        d.desc = (<CCNNNeuron*>self.unary).neuron_descriptor()
+        d.desc = (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor()
         return d
 
     @property
     def neuron_type(self):
-        return NeuronType(<int>(<CCNNNeuron*>self.unary).neuron_descriptor().type)
+        return NeuronType(<int>(<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().type)
 
     @property
     def a(self):
-        return (<CCNNNeuron*>self.unary).neuron_descriptor().a
+        return (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().a
 
     @property
     def b(self):
-        return (<CCNNNeuron*>self.unary).neuron_descriptor().b
+        return (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().b
 
     @property
     def c(self):
-        return (<CCNNNeuron*>self.unary).neuron_descriptor().c
+        return (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().c
 
 
 cdef class CNNNeuronGradient(CNNGradientKernel):
     """MPSCNNNeuronGradient: f'(x) times the incoming gradient."""
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
-        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNNeuronGradient](device.c, neuron_descriptor.desc))
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNNeuronGradient](device.shared(), neuron_descriptor.desc))
 
     @property
     def neuron_descriptor(self):
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
-        d.desc = (<CCNNNeuronGradient*>self.gradient).neuron_descriptor()
+        d.desc = (<CCNNNeuronGradient*>self.gradient_kernel()).neuron_descriptor()
         return d

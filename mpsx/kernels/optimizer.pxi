@@ -139,7 +139,7 @@ cdef shared_ptr[CVector] _vector_of(object vector, str name) except *:
     if vector is None:
         return none
     if isinstance(vector, Vector):
-        return (<Vector>vector).c
+        return (<Vector>vector).shared()
     raise TypeError(f"{name} must be an mpsx.Vector, given {type(vector).__name__}")
 
 
@@ -153,7 +153,7 @@ cdef vector[shared_ptr[CVector]] _vector_list(object vectors, str name) except *
     for i, item in enumerate(vectors):
         if not isinstance(item, Vector):
             raise TypeError(f"{name}[{i}] must be an mpsx.Vector, given {type(item).__name__}")
-        out.push_back((<Vector>item).c)
+        out.push_back((<Vector>item).shared())
     return out
 
 
@@ -162,7 +162,7 @@ cdef shared_ptr[CState] _state_argument(object state, str name) except *:
     if state is None:
         return none
     if isinstance(state, State):
-        return (<State>state).c
+        return (<State>state).shared()
     raise TypeError(f"{name} must be an mpsx state, given {type(state).__name__}")
 
 
@@ -181,7 +181,7 @@ cdef shared_ptr[CNNOptimizer] optimizer_of(object optimizer) except *:
     if optimizer is None:
         return none
     if isinstance(optimizer, NNOptimizer):
-        return (<NNOptimizer>optimizer).c
+        return (<NNOptimizer>optimizer).shared()
     raise TypeError(f"optimizer must be an mpsx.NNOptimizer (NNOptimizerStochasticGradientDescent, NNOptimizerAdam "
                     f"or NNOptimizerRMSProp), given {type(optimizer).__name__}")
 
@@ -203,64 +203,73 @@ cdef class NNOptimizer:
     def __init__(self, *args, **kwargs):
         raise TypeError("use NNOptimizerStochasticGradientDescent, NNOptimizerAdam or NNOptimizerRMSProp")
 
+    cdef CNNOptimizer* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef shared_ptr[CNNOptimizer] shared(self) except *:
+        self.native()
+        return self.c
+
     @property
     def device(self):
-        return wrap_device(self.c.get().device_ptr())
+        return wrap_device(self.native().device_ptr())
 
     @property
     def learning_rate(self):
-        return self.c.get().descriptor().learning_rate
+        return self.native().descriptor().learning_rate
 
     @learning_rate.setter
     def learning_rate(self, float value):
-        self.c.get().set_learning_rate(value)
+        self.native().set_learning_rate(value)
 
     def set_learning_rate(self, float learning_rate):
         """MPS -setLearningRate:; later encodes use it."""
-        self.c.get().set_learning_rate(learning_rate)
+        self.native().set_learning_rate(learning_rate)
 
     @property
     def gradient_rescale(self):
-        return self.c.get().descriptor().gradient_rescale
+        return self.native().descriptor().gradient_rescale
 
     @property
     def apply_gradient_clipping(self):
-        return self.c.get().descriptor().apply_gradient_clipping
+        return self.native().descriptor().apply_gradient_clipping
 
     @apply_gradient_clipping.setter
     def apply_gradient_clipping(self, bint value):
-        self.c.get().set_apply_gradient_clipping(value)
+        self.native().set_apply_gradient_clipping(value)
 
     @property
     def gradient_clip_max(self):
-        return self.c.get().descriptor().gradient_clip_max
+        return self.native().descriptor().gradient_clip_max
 
     @property
     def gradient_clip_min(self):
-        return self.c.get().descriptor().gradient_clip_min
+        return self.native().descriptor().gradient_clip_min
 
     @property
     def regularization_type(self):
-        return NNRegularizationType(<uint32_t>self.c.get().descriptor().regularization_type)
+        return NNRegularizationType(<uint32_t>self.native().descriptor().regularization_type)
 
     @property
     def regularization_scale(self):
-        return self.c.get().descriptor().regularization_scale
+        return self.native().descriptor().regularization_scale
 
     @property
     def optimizer_descriptor(self):
         """A copy of the settings, as an NNOptimizerDescriptor."""
         cdef NNOptimizerDescriptor d = NNOptimizerDescriptor.__new__(NNOptimizerDescriptor)
-        d.desc = self.c.get().descriptor()
+        d.desc = self.native().descriptor()
         return d
 
     @property
     def label(self):
-        return self.c.get().label.decode()
+        return self.native().label.decode()
 
     @label.setter
     def label(self, value):
-        self.c.get().label = str(value).encode()
+        self.native().label = str(value).encode()
 
     def copy(self, device=None):
         """A new optimizer with these settings (Adam's time step included) on device (default: this one's)."""
@@ -269,7 +278,7 @@ cdef class NNOptimizer:
 
     cdef _encode_vectors(self, CommandBuffer command_buffer, gradient, values, const OptimizerVectors& vectors,
                          result):
-        self.c.get().encode(command_buffer.c.get()[0], _vector_of(gradient, "input_gradient_vector"),
+        self.native().encode(command_buffer.native()[0], _vector_of(gradient, "input_gradient_vector"),
                             _vector_of(values, "input_values_vector"), vectors,
                             _vector_of(result, "result_values_vector"))
 
@@ -284,7 +293,7 @@ cdef class NNOptimizer:
             raise TypeError(f"encode updates a convolution's state or a batch normalization's, not both; given "
                             f"convolution states and {', '.join(normalization)}")
         if not normalization:
-            self.c.get().encode(command_buffer.c.get()[0],
+            self.native().encode(command_buffer.native()[0],
                                 _state_argument(states["convolution_gradient_state"], "convolution_gradient_state"),
                                 _state_argument(states["convolution_source_state"], "convolution_source_state"),
                                 lists, _state_argument(result_state, "result_state"))
@@ -295,8 +304,8 @@ cdef class NNOptimizer:
                             "batch_normalization_source_state")
         gradient = single if single is not None else states["batch_normalization_gradient_state"]
         source = single if single is not None else states["batch_normalization_source_state"]
-        self.c.get().encode_batch_normalization(
-            command_buffer.c.get()[0], _state_argument(gradient, "batch_normalization_gradient_state"),
+        self.native().encode_batch_normalization(
+            command_buffer.native()[0], _state_argument(gradient, "batch_normalization_gradient_state"),
             _state_argument(source, "batch_normalization_source_state"), lists,
             _state_argument(result_state, "result_state"))
 
@@ -322,10 +331,10 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
     def __init__(self, Device device not None, learning_rate=None, float momentum_scale=0.0,
                  bint use_nesterov_momentum=False, optimizer_descriptor=None):
         self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerStochasticGradientDescent](
-            device.c, momentum_scale, use_nesterov_momentum, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+            device.shared(), momentum_scale, use_nesterov_momentum, _optimizer_descriptor(optimizer_descriptor, learning_rate))
 
-    cdef CNNOptimizerStochasticGradientDescent* _sgd(self):
-        return <CNNOptimizerStochasticGradientDescent*>self.c.get()
+    cdef CNNOptimizerStochasticGradientDescent* _sgd(self) except NULL:
+        return <CNNOptimizerStochasticGradientDescent*>self.native()
 
     @property
     def momentum_scale(self):
@@ -388,10 +397,10 @@ cdef class NNOptimizerAdam(NNOptimizer):
     def __init__(self, Device device not None, learning_rate=None, double beta1=0.9, double beta2=0.999,
                  float epsilon=1e-8, uint64_t time_step=0, optimizer_descriptor=None):
         self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerAdam](
-            device.c, beta1, beta2, epsilon, time_step, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+            device.shared(), beta1, beta2, epsilon, time_step, _optimizer_descriptor(optimizer_descriptor, learning_rate))
 
-    cdef CNNOptimizerAdam* _adam(self):
-        return <CNNOptimizerAdam*>self.c.get()
+    cdef CNNOptimizerAdam* _adam(self) except NULL:
+        return <CNNOptimizerAdam*>self.native()
 
     @property
     def beta1(self):
@@ -465,15 +474,15 @@ cdef class NNOptimizerRMSProp(NNOptimizer):
     def __init__(self, Device device not None, learning_rate=None, double decay=0.9, float epsilon=1e-8,
                  optimizer_descriptor=None):
         self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerRMSProp](
-            device.c, decay, epsilon, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+            device.shared(), decay, epsilon, _optimizer_descriptor(optimizer_descriptor, learning_rate))
 
     @property
     def decay(self):
-        return (<CNNOptimizerRMSProp*>self.c.get()).decay()
+        return (<CNNOptimizerRMSProp*>self.native()).decay()
 
     @property
     def epsilon(self):
-        return (<CNNOptimizerRMSProp*>self.c.get()).epsilon()
+        return (<CNNOptimizerRMSProp*>self.native()).epsilon()
 
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_sum_of_squares_vector=None, result_values_vector=None, *, convolution_gradient_state=None,

@@ -19,26 +19,30 @@ cdef class CNNPooling(CNNUnaryKernel):
                stride_y, int64_t dilation_x=1, int64_t dilation_y=1):
         # initWithDevice:kernelWidth:kernelHeight: strides by the kernel size
         cdef shared_ptr[CCNNPooling] k = make_cnn_pooling(
-            device.c, kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
+            device.shared(), kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
             <int64_t>(kernel_height if stride_y is None else stride_y), dilation_x, dilation_y)
         self.pooling = k.get()
         self._set(<shared_ptr[CUnaryKernel]>k, NNGradientState)
 
+    cdef CCNNPooling* pooling_kernel(self) except NULL:
+        self.native()
+        return self.pooling
+
     @property
     def kernel_width(self):
-        return self.pooling.pooling_window().kernel_width
+        return self.pooling_kernel().pooling_window().kernel_width
 
     @property
     def kernel_height(self):
-        return self.pooling.pooling_window().kernel_height
+        return self.pooling_kernel().pooling_window().kernel_height
 
     @property
     def stride_in_pixels_x(self):
-        return self.pooling.pooling_window().stride_x
+        return self.pooling_kernel().pooling_window().stride_x
 
     @property
     def stride_in_pixels_y(self):
-        return self.pooling.pooling_window().stride_y
+        return self.pooling_kernel().pooling_window().stride_y
 
 
 cdef class CNNPoolingMax(CNNPooling):
@@ -63,19 +67,19 @@ cdef class CNNPoolingAverage(CNNPooling):
 
     @property
     def zero_pad_size_x(self):
-        return self.pooling.zero_pad_size_x()
+        return self.pooling_kernel().zero_pad_size_x()
 
     @zero_pad_size_x.setter
     def zero_pad_size_x(self, int64_t value):
-        self.pooling.set_zero_pad_size_x(value)
+        self.pooling_kernel().set_zero_pad_size_x(value)
 
     @property
     def zero_pad_size_y(self):
-        return self.pooling.zero_pad_size_y()
+        return self.pooling_kernel().zero_pad_size_y()
 
     @zero_pad_size_y.setter
     def zero_pad_size_y(self, int64_t value):
-        self.pooling.set_zero_pad_size_y(value)
+        self.pooling_kernel().set_zero_pad_size_y(value)
 
 
 cdef class CNNPoolingL2Norm(CNNPooling):
@@ -96,11 +100,11 @@ cdef class CNNDilatedPoolingMax(CNNPooling):
 
     @property
     def dilation_rate_x(self):
-        return self.pooling.pooling_window().dilation_x
+        return self.pooling_kernel().pooling_window().dilation_x
 
     @property
     def dilation_rate_y(self):
-        return self.pooling.pooling_window().dilation_y
+        return self.pooling_kernel().pooling_window().dilation_y
 
 
 cdef class CNNPoolingGradient(CNNGradientKernel):
@@ -112,32 +116,36 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
     cdef _make(self, Device device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, stride_x,
                stride_y, int64_t dilation_x=1, int64_t dilation_y=1):
         cdef shared_ptr[CCNNPoolingGradient] k = make_cnn_pooling_gradient(
-            device.c, kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
+            device.shared(), kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
             <int64_t>(kernel_height if stride_y is None else stride_y), dilation_x, dilation_y)
         self.pooling = k.get()
         self._set(<shared_ptr[CGradientKernel]>k)
 
+    cdef CCNNPoolingGradient* pooling_kernel(self) except NULL:
+        self.native()
+        return self.pooling
+
     @property
     def kernel_width(self):
-        return self.pooling.pooling_window().kernel_width
+        return self.pooling_kernel().pooling_window().kernel_width
 
     @property
     def kernel_height(self):
-        return self.pooling.pooling_window().kernel_height
+        return self.pooling_kernel().pooling_window().kernel_height
 
     @property
     def stride_in_pixels_x(self):
-        return self.pooling.pooling_window().stride_x
+        return self.pooling_kernel().pooling_window().stride_x
 
     @property
     def stride_in_pixels_y(self):
-        return self.pooling.pooling_window().stride_y
+        return self.pooling_kernel().pooling_window().stride_y
 
     @property
     def source_size(self):
         """MPS sourceSize: (width, height, depth) of the source gradient pixels and
         images, from the forward clip origin on, that contribute; None: all."""
-        p = self.pooling
+        p = self.pooling_kernel()
         if p.source_size_width() == kAllSourceSize and p.source_size_height() == kAllSourceSize \
                 and p.source_size_depth() == kAllSourceSize:
             return None
@@ -146,10 +154,10 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
     @source_size.setter
     def source_size(self, value):
         if value is None:
-            self.pooling.set_source_size(kAllSourceSize, kAllSourceSize, kAllSourceSize)
+            self.pooling_kernel().set_source_size(kAllSourceSize, kAllSourceSize, kAllSourceSize)
             return
         width, height, depth = value
-        self.pooling.set_source_size(width, height, depth)
+        self.pooling_kernel().set_source_size(width, height, depth)
 
 
 cdef class CNNPoolingMaxGradient(CNNPoolingGradient):
@@ -170,19 +178,19 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
 
     @property
     def zero_pad_size_x(self):
-        return self.pooling.zero_pad_size_x()
+        return self.pooling_kernel().zero_pad_size_x()
 
     @zero_pad_size_x.setter
     def zero_pad_size_x(self, int64_t value):
-        self.pooling.set_zero_pad_size_x(value)
+        self.pooling_kernel().set_zero_pad_size_x(value)
 
     @property
     def zero_pad_size_y(self):
-        return self.pooling.zero_pad_size_y()
+        return self.pooling_kernel().zero_pad_size_y()
 
     @zero_pad_size_y.setter
     def zero_pad_size_y(self, int64_t value):
-        self.pooling.set_zero_pad_size_y(value)
+        self.pooling_kernel().set_zero_pad_size_y(value)
 
 
 cdef class CNNPoolingL2NormGradient(CNNPoolingGradient):
@@ -203,8 +211,8 @@ cdef class CNNDilatedPoolingMaxGradient(CNNPoolingGradient):
 
     @property
     def dilation_rate_x(self):
-        return self.pooling.pooling_window().dilation_x
+        return self.pooling_kernel().pooling_window().dilation_x
 
     @property
     def dilation_rate_y(self):
-        return self.pooling.pooling_window().dilation_y
+        return self.pooling_kernel().pooling_window().dilation_y

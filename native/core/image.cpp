@@ -267,7 +267,18 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
   return batch;
 }
 
-void Image::read(void* destination, DataType host_type) const {
+namespace {
+void check_host_array(const ImageDescriptor& d, size_t bytes, DataType host_type) {
+  const size_t expected = static_cast<size_t>(d.element_count()) * size_of(host_type);
+  if (bytes != expected)
+    fail<ShapeError>("expected a host array of ", d.number_of_images, "x", d.feature_channels, "x", d.height, "x",
+                     d.width, " (NxCxHxW) ", name_of(host_type), " values, ", expected, " bytes; given ", bytes,
+                     " bytes");
+}
+}  // namespace
+
+void Image::read(void* destination, size_t bytes, DataType host_type) const {
+  check_host_array(descriptor_, bytes, host_type);
   ImageRegion from = whole();
   ImageRegion to = from;
   to.data = destination;
@@ -280,7 +291,8 @@ void Image::read(void* destination, DataType host_type) const {
   buffer_->device().backend().read_region(from, to);
 }
 
-void Image::write(const void* source, DataType host_type) {
+void Image::write(const void* source, size_t bytes, DataType host_type) {
+  check_host_array(descriptor_, bytes, host_type);
   ImageRegion to = whole();
   ImageRegion from = to;
   from.data = const_cast<void*>(source);
@@ -294,7 +306,7 @@ void Image::write(const void* source, DataType host_type) {
 void Image::fill_zero() {
   if (!storage_) return buffer_->device().backend().fill_zero(data(), byte_length());
   std::vector<float> zeros(static_cast<size_t>(descriptor_.element_count()));
-  write(zeros.data(), DataType::Float32);
+  write(zeros.data(), zeros.size() * sizeof(float), DataType::Float32);
 }
 
 void ExecutionContext::copy_images(const Image& from, const Image& to, int64_t first) {

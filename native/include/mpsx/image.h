@@ -109,9 +109,10 @@ class Image {
   uint64_t identity() const;
 
   // Host access with (N, C, H, W) arrays of `host_type` (float32, float16 or
-  // uint8 matching the image). read checks synchronization first.
-  void read(void* destination, DataType host_type) const;
-  void write(const void* source, DataType host_type);
+  // uint8 matching the image) of `bytes` bytes, which must be the whole
+  // image's. read checks synchronization first.
+  void read(void* destination, size_t bytes, DataType host_type) const;
+  void write(const void* source, size_t bytes, DataType host_type);
   // A host write of zeros that is part of the image's creation.
   void fill_zero();
   // One batch of the images of `items` (equal sizes and formats): a view when
