@@ -16,7 +16,7 @@ from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel, Encode
 from mpsx.includes.kernels.neuron cimport (
     CCNNNeuron, CCNNNeuronGradient, NeuronDescriptor as CNeuronDescriptor, NeuronType as CNeuronType)
 from mpsx.includes.state cimport CState
-from mpsx.includes.types cimport EdgeMode, kRectNoClip
+from mpsx.includes.types cimport EdgeMode, Offset as COffset, Region as CRegion, kRectNoClip
 from mpsx._runtime cimport (
     CommandBuffer, Device, Image, ImageBatch, ImageDescriptor, State, image_of, integer_argument, raise_uninitialized,
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
@@ -146,9 +146,11 @@ cdef class CNNKernel:
     @offset.setter
     def offset(self, value):
         o = Offset(*value)
-        self.native().offset.x = o.x
-        self.native().offset.y = o.y
-        self.native().offset.z = o.z
+        cdef COffset offset
+        offset.x = integer_argument(o.x, "offset.x")
+        offset.y = integer_argument(o.y, "offset.y")
+        offset.z = integer_argument(o.z, "offset.z")
+        self.native().offset = offset
 
     @property
     def clip_rect(self):
@@ -167,12 +169,14 @@ cdef class CNNKernel:
         r = Region(*value) if len(value) == 6 else None
         if r is None:
             raise ValueError("clip_rect is (x, y, z, width, height, depth) or None")
-        self.native().clip_rect.x = r.x
-        self.native().clip_rect.y = r.y
-        self.native().clip_rect.z = r.z
-        self.native().clip_rect.width = r.width
-        self.native().clip_rect.height = r.height
-        self.native().clip_rect.depth = r.depth
+        cdef CRegion region
+        region.x = integer_argument(r.x, "clip_rect.x")
+        region.y = integer_argument(r.y, "clip_rect.y")
+        region.z = integer_argument(r.z, "clip_rect.z")
+        region.width = integer_argument(r.width, "clip_rect.width")
+        region.height = integer_argument(r.height, "clip_rect.height")
+        region.depth = integer_argument(r.depth, "clip_rect.depth")
+        self.native().clip_rect = region
 
     @property
     def edge_mode(self):
@@ -189,23 +193,26 @@ cdef class CNNKernel:
 
     @padding.setter
     def padding(self, value):
-        self.native().padding_method = <uint32_t>int(value)
+        cdef int64_t method = integer_argument(value, "padding")
+        if not 0 <= method < 2**32:
+            raise ValueError(f"padding must be an NNPaddingMethod (a 32-bit unsigned int), given {method}")
+        self.native().padding_method = <uint32_t>method
 
     @property
     def destination_feature_channel_offset(self):
         return self.native().destination_feature_channel_offset
 
     @destination_feature_channel_offset.setter
-    def destination_feature_channel_offset(self, int64_t value):
-        self.native().destination_feature_channel_offset = value
+    def destination_feature_channel_offset(self, value):
+        self.native().destination_feature_channel_offset = integer_argument(value, "destination_feature_channel_offset")
 
     @property
     def source_feature_channel_offset(self):
         return self.native().source_feature_channel_offset
 
     @source_feature_channel_offset.setter
-    def source_feature_channel_offset(self, int64_t value):
-        self.native().source_feature_channel_offset = value
+    def source_feature_channel_offset(self, value):
+        self.native().source_feature_channel_offset = integer_argument(value, "source_feature_channel_offset")
 
     @property
     def label(self):
@@ -342,16 +349,16 @@ cdef class CNNGradientKernel(CNNKernel):
         return self.gradient_kernel().kernel_offset_x
 
     @kernel_offset_x.setter
-    def kernel_offset_x(self, int64_t value):
-        self.gradient_kernel().kernel_offset_x = value
+    def kernel_offset_x(self, value):
+        self.gradient_kernel().kernel_offset_x = integer_argument(value, "kernel_offset_x")
 
     @property
     def kernel_offset_y(self):
         return self.gradient_kernel().kernel_offset_y
 
     @kernel_offset_y.setter
-    def kernel_offset_y(self, int64_t value):
-        self.gradient_kernel().kernel_offset_y = value
+    def kernel_offset_y(self, value):
+        self.gradient_kernel().kernel_offset_y = integer_argument(value, "kernel_offset_y")
 
 
 

@@ -723,6 +723,24 @@ def test_data_source_errors(device, rng):
         mpsx.CNNBatchNormalization(device, ArraySource(np.ones(4)), mpsx.NNNeuronDescriptor(N.PRELU, data=[1, 2]))
 
 
+def test_channel_counts_are_ints(device):
+    cb = device.command_queue.command_buffer()
+    for state in (mpsx.CNNNormalizationGammaAndBetaState, mpsx.CNNNormalizationMeanAndVarianceState):
+        with pytest.raises(TypeError, match="number_of_feature_channels must be an int, given float 2.5"):
+            state.temporary_state(cb, 2.5)
+
+    class Channels(mpsx.CNNBatchNormalizationDataSource):
+        def number_of_feature_channels(self):
+            return 2.5
+
+        def gamma(self):
+            return None
+
+    with pytest.raises(TypeError, match="Channels.number_of_feature_channels must be an int, given float 2.5"):
+        mpsx.CNNBatchNormalization(device, Channels())
+    assert cb.command_count == 0
+
+
 def test_encode_errors(device, rng):
     source = weights(rng, 4)
     bn, statistics, statistics_gradient, gradient = kernels(device, source)

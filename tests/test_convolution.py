@@ -298,6 +298,15 @@ def test_data_source_errors(device, rng):
         mpsx.ConvolutionWeights(d, np.zeros(10, np.float32))
 
 
+def test_descriptor_sizes_are_ints(device):
+    arguments = dict(kernel_width=3, kernel_height=3, input_feature_channels=2, output_feature_channels=4,
+                     stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=2)
+    for name in arguments:
+        bad = dict(arguments, **{name: 2.0})
+        with pytest.raises(TypeError, match=f"{name} must be an int, given float 2.0"):
+            mpsx.CNNConvolutionDescriptor(**bad)
+
+
 def test_encode_errors(device, rng):
     source, _, _ = make(device, rng, 3, 3, 3, 4)
     conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)

@@ -443,3 +443,8 @@ def test_errors(device, rng):
     with pytest.raises(mpsx.StateError, match="encode onto a new command buffer"):
         loss.encode_batch(cb, source, state)
     cb.wait_until_completed()
+
+
+def test_number_of_classes_is_an_int():
+    with pytest.raises(TypeError, match="number_of_classes must be an int, given float 2.5"):
+        mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM, number_of_classes=2.5)

@@ -256,3 +256,26 @@ def test_errors(device, rng):
         neuron.encode(cb, image)
     cb.wait_until_completed()
     assert cb.status == "completed"
+
+
+def test_kernel_properties_are_ints(device):
+    # Cython's own conversion to a C integer truncated floats (1.5 became 1).
+    neuron = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(NT.RELU))
+    gradient = mpsx.CNNNeuronGradient(device, mpsx.NNNeuronDescriptor(NT.RELU))
+    for kernel, name, value in [(neuron, "destination_feature_channel_offset", 4.0),
+                                (neuron, "source_feature_channel_offset", 0.5),
+                                (gradient, "kernel_offset_x", 1.5), (gradient, "kernel_offset_y", "1")]:
+        with pytest.raises(TypeError, match=f"{name} must be an int, given"):
+            setattr(kernel, name, value)
+        assert getattr(kernel, name) == 0
+    with pytest.raises(TypeError, match="offset.y must be an int, given float 1.5"):
+        neuron.offset = (1, 1.5, 0)
+    with pytest.raises(TypeError, match="clip_rect.depth must be an int, given float 1.0"):
+        neuron.clip_rect = (0, 0, 0, 2, 2, 1.0)
+    with pytest.raises(ValueError, match=r"clip_rect.width must be between -2\*\*63 and 2\*\*63 - 1"):
+        neuron.clip_rect = (0, 0, 0, 2**64, 2, 1)
+    with pytest.raises(ValueError, match="padding must be an NNPaddingMethod .*, given -1"):
+        neuron.padding = -1
+    with pytest.raises(TypeError, match="padding must be an int, given float"):
+        neuron.padding = 16.0
+    assert neuron.offset == (0, 0, 0) and neuron.clip_rect is None and neuron.padding == mpsx.NNPaddingMethod.SIZE_SAME

@@ -695,6 +695,17 @@ def test_settings_errors(device):
         mpsx.NNOptimizer(device)
 
 
+def test_time_step_is_a_count(device):
+    with pytest.raises(TypeError, match="time_step must be an int, given float 1.5"):
+        mpsx.NNOptimizerAdam(device, time_step=1.5)
+    with pytest.raises(ValueError, match="time_step counts updates; it must be non-negative, given -1"):
+        mpsx.NNOptimizerAdam(device, time_step=-1)
+    adam = mpsx.NNOptimizerAdam(device, time_step=3)
+    with pytest.raises(ValueError, match="non-negative, given -2"):
+        adam.time_step = -2
+    assert adam.time_step == 3
+
+
 def test_other_device_raises(device):
     others = [d for d in mpsx.devices() if d != device]
     if not others:

@@ -486,3 +486,18 @@ def test_errors(device, rng):
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed"
+
+
+def test_sizes_are_ints(device):
+    for make, name, arguments in [
+            (mpsx.CNNPoolingMax, "kernel_width", (2.5, 2)), (mpsx.CNNPoolingAverage, "kernel_height", (2, 2.0)),
+            (mpsx.CNNPoolingL2NormGradient, "stride_in_pixels_x", (2, 2, 1.5, 1)),
+            (mpsx.CNNDilatedPoolingMax, "dilation_rate_y", (2, 2, 1, 1.5, 1, 1))]:
+        with pytest.raises(TypeError, match=f"{name} must be an int, given float"):
+            make(device, *arguments)
+    average = mpsx.CNNPoolingAverageGradient(device, 2, 2)
+    with pytest.raises(TypeError, match="zero_pad_size_y must be an int, given float 1.5"):
+        average.zero_pad_size_y = 1.5
+    with pytest.raises(TypeError, match="source_size depth must be an int, given float 1.5"):
+        average.source_size = (1, 1, 1.5)
+    assert (average.zero_pad_size_y, average.source_size) == (0, None)  # left as they were

@@ -210,6 +210,25 @@ def test_image_input_errors(device):
         mpsx.Image.from_numpy(None, np.zeros((1, 1, 1, 1), np.float32))
 
 
+def test_sizes_are_ints(device):
+    # Cython's own conversion to a C integer truncates floats (1.5 became 1).
+    with pytest.raises(TypeError, match="Vector length must be an int, given float 1.5"):
+        mpsx.Vector(device, 1.5)
+    with pytest.raises(ValueError, match="Vector length must be a non-negative int, given -1"):
+        mpsx.Vector(device, -1)
+    with pytest.raises(ValueError, match=r"Vector length must be between -2\*\*63 and 2\*\*63 - 1, given 2\*\*64|"
+                                         r"given 18446744073709551616"):
+        mpsx.Vector(device, 2**64)
+    for name in ("width", "height", "feature_channels", "number_of_images"):
+        sizes = dict(width=2, height=2, feature_channels=2, number_of_images=1)
+        sizes[name] = 2.5
+        with pytest.raises(TypeError, match=f"{name} must be an int, given float 2.5"):
+            mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, **sizes)
+        sizes[name] = np.int64(3)  # integers of any kind are ints
+        assert mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, **sizes).shape[("number_of_images", "feature_channels",
+                                                                           "height", "width").index(name)] == 3
+
+
 def test_batch_write_takes_one_array_of_every_image(device, rng):
     # A (C, H, W) array stands for a batch of one only: for more images it was read
     # past its end.

@@ -75,7 +75,8 @@ cdef object _value_of(object source, str attribute):
 
 
 cdef int64_t _bds_number_of_feature_channels(object source) except *:
-    return int(_value_of(source, "number_of_feature_channels"))
+    return integer_argument(_value_of(source, "number_of_feature_channels"),
+                            f"{type(source).__name__}.number_of_feature_channels")
 
 
 cdef HostArray _bds_array(object source, const char* method) except *:
@@ -320,12 +321,13 @@ cdef class CNNNormalizationGammaAndBetaState(State):
             buffer_from_numpy(device, gamma, np.float32), buffer_from_numpy(device, beta, np.float32))
 
     @staticmethod
-    def temporary_state(CommandBuffer command_buffer not None, int64_t number_of_feature_channels):
+    def temporary_state(CommandBuffer command_buffer not None, number_of_feature_channels):
         """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
         cdef CNNNormalizationGammaAndBetaState s = \
             CNNNormalizationGammaAndBetaState.__new__(CNNNormalizationGammaAndBetaState)
         s.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
-            command_buffer.native().device_ptr(), number_of_feature_channels)
+            command_buffer.native().device_ptr(),
+            integer_argument(number_of_feature_channels, "number_of_feature_channels"))
         return s
 
     @property
@@ -355,10 +357,11 @@ cdef class CNNNormalizationMeanAndVarianceState(State):
             buffer_from_numpy(device, mean, np.float32), buffer_from_numpy(device, variance, np.float32))
 
     @staticmethod
-    def temporary_state(CommandBuffer command_buffer not None, int64_t number_of_feature_channels):
+    def temporary_state(CommandBuffer command_buffer not None, number_of_feature_channels):
         """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
         return wrap_mean_and_variance_state(make_native[CNormalizationMeanAndVarianceState](
-            command_buffer.native().device_ptr(), number_of_feature_channels))
+            command_buffer.native().device_ptr(),
+            integer_argument(number_of_feature_channels, "number_of_feature_channels")))
 
     @property
     def mean(self):

@@ -41,15 +41,15 @@ cdef class CNNConvolutionDescriptor:
     def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
                  stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
                  fused_neuron=None):
-        self.desc.kernel_width = kernel_width
-        self.desc.kernel_height = kernel_height
-        self.desc.input_feature_channels = input_feature_channels
-        self.desc.output_feature_channels = output_feature_channels
-        self.desc.stride_x = stride_in_pixels_x
-        self.desc.stride_y = stride_in_pixels_y
-        self.desc.dilation_x = dilation_rate_x
-        self.desc.dilation_y = dilation_rate_y
-        self.desc.groups = groups
+        self.desc.kernel_width = integer_argument(kernel_width, "kernel_width")
+        self.desc.kernel_height = integer_argument(kernel_height, "kernel_height")
+        self.desc.input_feature_channels = integer_argument(input_feature_channels, "input_feature_channels")
+        self.desc.output_feature_channels = integer_argument(output_feature_channels, "output_feature_channels")
+        self.desc.stride_x = integer_argument(stride_in_pixels_x, "stride_in_pixels_x")
+        self.desc.stride_y = integer_argument(stride_in_pixels_y, "stride_in_pixels_y")
+        self.desc.dilation_x = integer_argument(dilation_rate_x, "dilation_rate_x")
+        self.desc.dilation_y = integer_argument(dilation_rate_y, "dilation_rate_y")
+        self.desc.groups = integer_argument(groups, "groups")
         self.desc.fused_neuron = neuron_descriptor_of(fused_neuron)
         self.desc.validate()
 

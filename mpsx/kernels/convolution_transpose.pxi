@@ -77,16 +77,16 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         return self._transpose().kernel_offset_x
 
     @kernel_offset_x.setter
-    def kernel_offset_x(self, int64_t value):
-        self._transpose().kernel_offset_x = value
+    def kernel_offset_x(self, value):
+        self._transpose().kernel_offset_x = integer_argument(value, "kernel_offset_x")
 
     @property
     def kernel_offset_y(self):
         return self._transpose().kernel_offset_y
 
     @kernel_offset_y.setter
-    def kernel_offset_y(self, int64_t value):
-        self._transpose().kernel_offset_y = value
+    def kernel_offset_y(self, value):
+        self._transpose().kernel_offset_y = integer_argument(value, "kernel_offset_y")
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
                convolution_gradient_state=None, Image destination_image=None, destination_state=False):

@@ -1,7 +1,5 @@
 # MPSCNNLoss, MPSCNNLossDescriptor and MPSCNNLossLabels (included by _kernels.pyx).
 
-import operator
-
 from mpsx.includes.kernels.loss cimport (
     CCNNLoss, CCNNLossLabels, LossDescriptor as CLossDescriptor, LossType as CLossType,
     ReductionType as CReductionType)
@@ -93,7 +91,7 @@ cdef class CNNLossDescriptor:
 
     @number_of_classes.setter
     def number_of_classes(self, value):
-        n = operator.index(value)
+        n = integer_argument(value, "number_of_classes")
         if n < 0:  # the native field is unsigned, as NSUInteger
             raise ValueError(f"number_of_classes must be at least 1; given {n}")
         cdef CLossDescriptor d = self.desc

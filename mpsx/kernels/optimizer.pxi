@@ -376,6 +376,13 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
                 (self.device, None, self.momentum_scale, self.use_nesterov_momentum, self.optimizer_descriptor))
 
 
+cdef uint64_t _time_step(object value) except? 0:
+    cdef int64_t step = integer_argument(value, "time_step")
+    if step < 0:
+        raise ValueError(f"time_step counts updates; it must be non-negative, given {step}")
+    return step
+
+
 cdef class NNOptimizerAdam(NNOptimizer):
     """MPSNNOptimizerAdam(device, learning_rate=None, beta1=0.9, beta2=0.999, epsilon=1e-8,
     time_step=0, optimizer_descriptor=None).
@@ -395,9 +402,10 @@ cdef class NNOptimizerAdam(NNOptimizer):
     """
 
     def __init__(self, Device device not None, learning_rate=None, double beta1=0.9, double beta2=0.999,
-                 float epsilon=1e-8, uint64_t time_step=0, optimizer_descriptor=None):
+                 float epsilon=1e-8, time_step=0, optimizer_descriptor=None):
         self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerAdam](
-            device.shared(), beta1, beta2, epsilon, time_step, _optimizer_descriptor(optimizer_descriptor, learning_rate))
+            device.shared(), beta1, beta2, epsilon, _time_step(time_step),
+            _optimizer_descriptor(optimizer_descriptor, learning_rate))
 
     cdef CNNOptimizerAdam* _adam(self) except NULL:
         return <CNNOptimizerAdam*>self.native()
@@ -420,8 +428,8 @@ cdef class NNOptimizerAdam(NNOptimizer):
         return self._adam().time_step
 
     @time_step.setter
-    def time_step(self, uint64_t value):
-        self._adam().time_step = value
+    def time_step(self, value):
+        self._adam().time_step = _time_step(value)
 
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_momentum_vector=None, input_velocity_vector=None, result_values_vector=None, *,

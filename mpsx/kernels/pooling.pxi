@@ -8,6 +8,23 @@ __all__ += ["CNNPooling", "CNNPoolingMax", "CNNPoolingAverage", "CNNPoolingL2Nor
             "CNNDilatedPoolingMaxGradient"]
 
 
+cdef struct PoolingWindowArguments:
+    int64_t kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y
+
+
+cdef PoolingWindowArguments _pooling_window(kernel_width, kernel_height, stride_x, stride_y, dilation_x,
+                                            dilation_y) except *:
+    # initWithDevice:kernelWidth:kernelHeight: strides by the kernel size.
+    cdef PoolingWindowArguments w
+    w.kernel_width = integer_argument(kernel_width, "kernel_width")
+    w.kernel_height = integer_argument(kernel_height, "kernel_height")
+    w.stride_x = w.kernel_width if stride_x is None else integer_argument(stride_x, "stride_in_pixels_x")
+    w.stride_y = w.kernel_height if stride_y is None else integer_argument(stride_y, "stride_in_pixels_y")
+    w.dilation_x = integer_argument(dilation_x, "dilation_rate_x")
+    w.dilation_y = integer_argument(dilation_y, "dilation_rate_y")
+    return w
+
+
 cdef class CNNPooling(CNNUnaryKernel):
     """MPSCNNPooling: a window of kernel_width x kernel_height source pixels per
     destination pixel, moved by the strides; edge_mode decides what reads off
@@ -15,12 +32,12 @@ cdef class CNNPooling(CNNUnaryKernel):
     one wholly off it gives 0)."""
     cdef CCNNPooling* pooling
 
-    cdef _make(self, Device device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, stride_x,
-               stride_y, int64_t dilation_x=1, int64_t dilation_y=1):
-        # initWithDevice:kernelWidth:kernelHeight: strides by the kernel size
-        cdef shared_ptr[CCNNPooling] k = make_cnn_pooling(
-            device.shared(), kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
-            <int64_t>(kernel_height if stride_y is None else stride_y), dilation_x, dilation_y)
+    cdef _make(self, Device device, PoolingKind kind, kernel_width, kernel_height, stride_x, stride_y,
+               dilation_x=1, dilation_y=1):
+        cdef PoolingWindowArguments w = _pooling_window(kernel_width, kernel_height, stride_x, stride_y, dilation_x,
+                                                        dilation_y)
+        cdef shared_ptr[CCNNPooling] k = make_cnn_pooling(device.shared(), kind, w.kernel_width, w.kernel_height,
+                                                          w.stride_x, w.stride_y, w.dilation_x, w.dilation_y)
         self.pooling = k.get()
         self._set(<shared_ptr[CUnaryKernel]>k, NNGradientState)
 
@@ -49,7 +66,7 @@ cdef class CNNPoolingMax(CNNPooling):
     """MPSCNNPoolingMax: the maximum of each window (with edge_mode ZERO, reads
     off the source are 0 and take part)."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, stride_in_pixels_x=None,
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.Max, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
 
@@ -61,7 +78,7 @@ cdef class CNNPoolingAverage(CNNPooling):
     divides by the taps inside the source grown by the padding the first
     window reads before it (Caffe)."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, stride_in_pixels_x=None,
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.Average, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
 
@@ -70,22 +87,22 @@ cdef class CNNPoolingAverage(CNNPooling):
         return self.pooling_kernel().zero_pad_size_x()
 
     @zero_pad_size_x.setter
-    def zero_pad_size_x(self, int64_t value):
-        self.pooling_kernel().set_zero_pad_size_x(value)
+    def zero_pad_size_x(self, value):
+        self.pooling_kernel().set_zero_pad_size_x(integer_argument(value, "zero_pad_size_x"))
 
     @property
     def zero_pad_size_y(self):
         return self.pooling_kernel().zero_pad_size_y()
 
     @zero_pad_size_y.setter
-    def zero_pad_size_y(self, int64_t value):
-        self.pooling_kernel().set_zero_pad_size_y(value)
+    def zero_pad_size_y(self, value):
+        self.pooling_kernel().set_zero_pad_size_y(integer_argument(value, "zero_pad_size_y"))
 
 
 cdef class CNNPoolingL2Norm(CNNPooling):
     """MPSCNNPoolingL2Norm: sqrt of the sum of squares of each window."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, stride_in_pixels_x=None,
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.L2Norm, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
 
@@ -93,8 +110,8 @@ cdef class CNNPoolingL2Norm(CNNPooling):
 cdef class CNNDilatedPoolingMax(CNNPooling):
     """MPSCNNDilatedPoolingMax: max pooling over taps dilation_rate pixels apart."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, int64_t dilation_rate_x,
-                 int64_t dilation_rate_y, int64_t stride_in_pixels_x, int64_t stride_in_pixels_y):
+    def __init__(self, Device device not None, kernel_width, kernel_height, dilation_rate_x,
+                 dilation_rate_y, stride_in_pixels_x, stride_in_pixels_y):
         self._make(device, PoolingKind.DilatedMax, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y,
                    dilation_rate_x, dilation_rate_y)
 
@@ -113,11 +130,12 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
     edge_mode (and zero_pad_size, padding) as on the forward kernel."""
     cdef CCNNPoolingGradient* pooling
 
-    cdef _make(self, Device device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, stride_x,
-               stride_y, int64_t dilation_x=1, int64_t dilation_y=1):
+    cdef _make(self, Device device, PoolingKind kind, kernel_width, kernel_height, stride_x, stride_y,
+               dilation_x=1, dilation_y=1):
+        cdef PoolingWindowArguments w = _pooling_window(kernel_width, kernel_height, stride_x, stride_y, dilation_x,
+                                                        dilation_y)
         cdef shared_ptr[CCNNPoolingGradient] k = make_cnn_pooling_gradient(
-            device.shared(), kind, kernel_width, kernel_height, <int64_t>(kernel_width if stride_x is None else stride_x),
-            <int64_t>(kernel_height if stride_y is None else stride_y), dilation_x, dilation_y)
+            device.shared(), kind, w.kernel_width, w.kernel_height, w.stride_x, w.stride_y, w.dilation_x, w.dilation_y)
         self.pooling = k.get()
         self._set(<shared_ptr[CGradientKernel]>k)
 
@@ -157,13 +175,15 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
             self.pooling_kernel().set_source_size(kAllSourceSize, kAllSourceSize, kAllSourceSize)
             return
         width, height, depth = value
-        self.pooling_kernel().set_source_size(width, height, depth)
+        self.pooling_kernel().set_source_size(integer_argument(width, "source_size width"),
+                                              integer_argument(height, "source_size height"),
+                                              integer_argument(depth, "source_size depth"))
 
 
 cdef class CNNPoolingMaxGradient(CNNPoolingGradient):
     """MPSCNNPoolingMaxGradient: each gradient goes to the first maximum of its window."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, stride_in_pixels_x=None,
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.Max, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
 
@@ -172,7 +192,7 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
     """MPSCNNPoolingAverageGradient: each gradient spread over its window, with
     CNNPoolingAverage's normalization."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, stride_in_pixels_x=None,
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.Average, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
 
@@ -181,22 +201,22 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
         return self.pooling_kernel().zero_pad_size_x()
 
     @zero_pad_size_x.setter
-    def zero_pad_size_x(self, int64_t value):
-        self.pooling_kernel().set_zero_pad_size_x(value)
+    def zero_pad_size_x(self, value):
+        self.pooling_kernel().set_zero_pad_size_x(integer_argument(value, "zero_pad_size_x"))
 
     @property
     def zero_pad_size_y(self):
         return self.pooling_kernel().zero_pad_size_y()
 
     @zero_pad_size_y.setter
-    def zero_pad_size_y(self, int64_t value):
-        self.pooling_kernel().set_zero_pad_size_y(value)
+    def zero_pad_size_y(self, value):
+        self.pooling_kernel().set_zero_pad_size_y(integer_argument(value, "zero_pad_size_y"))
 
 
 cdef class CNNPoolingL2NormGradient(CNNPoolingGradient):
     """MPSCNNPoolingL2NormGradient: in / out times the gradient, over each window."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, stride_in_pixels_x=None,
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.L2Norm, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
 
@@ -204,8 +224,8 @@ cdef class CNNPoolingL2NormGradient(CNNPoolingGradient):
 cdef class CNNDilatedPoolingMaxGradient(CNNPoolingGradient):
     """MPSCNNDilatedPoolingMaxGradient."""
 
-    def __init__(self, Device device not None, int64_t kernel_width, int64_t kernel_height, int64_t dilation_rate_x,
-                 int64_t dilation_rate_y, int64_t stride_in_pixels_x, int64_t stride_in_pixels_y):
+    def __init__(self, Device device not None, kernel_width, kernel_height, dilation_rate_x,
+                 dilation_rate_y, stride_in_pixels_x, stride_in_pixels_y):
         self._make(device, PoolingKind.DilatedMax, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y,
                    dilation_rate_x, dilation_rate_y)
 
