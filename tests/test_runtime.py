@@ -2,7 +2,10 @@
 synchronization rules of host access."""
 
 import gc
+import json
+import os
 import pickle
+import subprocess
 import sys
 import threading
 import time
@@ -112,6 +115,88 @@ def test_handler_that_raises_does_not_fail_the_buffer(device, rng, monkeypatch):
     device.command_queue.wait_until_idle()
     assert cb.status == "completed"
     assert reported == [ZeroDivisionError]
+
+
+WAITS_IN_HANDLERS = """
+import json, sys
+import numpy as np
+import mpsx
+
+device = mpsx.Device(sys.argv[1])
+queue, other_queue = device.command_queue, device.new_command_queue()
+outcomes = {}
+
+def waits_on(name, wait):
+    def handler(command_buffer):
+        try:
+            wait()
+            outcomes[name] = "returned"
+        except mpsx.MPSXError as e:
+            outcomes[name] = f"{type(e).__name__}: {e}"
+    return handler
+
+for name, make_wait in [
+        ("same queue", lambda later: later.wait_until_completed),
+        ("queue idle", lambda later: queue.wait_until_idle),
+        ("other queue", lambda later: None)]:
+    cb, later = queue.command_buffer(), queue.command_buffer()
+    if name == "other queue":
+        later = other_queue.command_buffer()
+        wait = later.wait_until_completed
+        later.commit()
+    else:
+        wait = make_wait(later)
+    cb.add_completed_handler(waits_on(name, wait))
+    cb.commit()
+    if name != "other queue":
+        later.commit()
+    cb.wait_until_completed()
+    later.wait_until_completed()
+    outcomes[name + " status"] = (cb.status, later.status)
+
+
+class Waiting(mpsx.CNNConvolutionDataSource):
+    # A CPU-side update (a host step, on the queue's thread) that waits on the queue.
+    def descriptor(self):
+        return mpsx.CNNConvolutionDescriptor(1, 1, 1, 1)
+
+    def weights(self):
+        return np.ones((1, 1, 1, 1), np.float32)
+
+    def update(self, gradient_state, source_state):
+        queue.wait_until_idle()
+        return True
+
+convolution = mpsx.CNNConvolution(device, Waiting())
+gradient = mpsx.CNNConvolutionGradient(device, convolution.data_source)
+image = mpsx.Image.from_numpy(device, np.ones((1, 1, 2, 2), np.float32))
+cb = queue.command_buffer()
+y, state = convolution.encode(cb, image, destination_state=True)
+gradient.encode(cb, y, image, state)
+convolution.encode_weights_and_bias_update(cb, state)
+cb.commit()
+cb.wait_until_completed()
+outcomes["update"] = (cb.status, f"{type(cb.error).__name__}: {cb.error}")
+print(json.dumps(outcomes))
+"""
+
+
+def test_waits_on_the_queue_from_its_own_thread_raise(device, tmp_path):
+    # Completed handlers and CPU-side updates run on the queue's thread: a wait there
+    # for a later command buffer of that queue never ended.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", WAITS_IN_HANDLERS, device.name], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    outcomes = json.loads(done.stdout.splitlines()[-1])
+    forever = "in a completed handler or a data source update of the same command queue would wait forever"
+    assert outcomes["same queue"].startswith("MPSXError: wait_until_completed() " + forever)
+    assert outcomes["queue idle"].startswith("MPSXError: wait_until_idle() " + forever)
+    assert outcomes["other queue"] == "returned"
+    for name in ("same queue", "queue idle", "other queue"):
+        assert outcomes[name + " status"] == ["completed", "completed"]
+    status, error = outcomes["update"]
+    assert status == "error" and error.startswith("MPSXError: wait_until_idle() " + forever)
 
 
 def test_commit_order_and_encoding_while_running(device, rng):

@@ -38,7 +38,7 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         shared_ptr[CCommandBuffer] command_buffer(bint replayable) except +raise_py_error
-        void wait_until_idle()
+        void wait_until_idle() except +raise_py_error
         @staticmethod
         void wait_until_all_idle()
 

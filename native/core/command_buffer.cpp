@@ -34,6 +34,29 @@ void BlockPool::give(void* block) {
 }  // namespace detail
 
 namespace {
+// The queue whose command buffer this thread is finishing (running its host
+// steps and completed handlers), if any. The queue finishes nothing else
+// until they return, so a wait on it from here would never end.
+thread_local const CommandQueue* finishing_queue = nullptr;
+
+class Finishing {
+ public:
+  explicit Finishing(const CommandQueue& queue) : previous_(finishing_queue) { finishing_queue = &queue; }
+  ~Finishing() { finishing_queue = previous_; }
+  Finishing(const Finishing&) = delete;
+  Finishing& operator=(const Finishing&) = delete;
+
+ private:
+  const CommandQueue* previous_;
+};
+
+void check_not_finishing(const CommandQueue& queue, const char* call) {
+  if (finishing_queue == &queue)
+    fail<Error>(call, " in a completed handler or a data source update of the same command queue would wait "
+                "forever: the queue finishes its command buffers one at a time on this thread, so the one waited "
+                "for can not finish before this one; wait on another thread, or use another command queue");
+}
+
 const char* status_name(CommandBufferStatus s) {
   switch (s) {
     case CommandBufferStatus::NotEnqueued: return "not_enqueued";
@@ -142,6 +165,7 @@ void CommandBuffer::wait_until_completed() {
     if (handler_thread_ == std::this_thread::get_id()) return;  // a completed handler waiting on its own buffer
     if (finished_) return;
   }
+  check_not_finishing(*queue_, "wait_until_completed()");
   queue_->executor().wait_for_device(*this);
   std::unique_lock<std::mutex> lock(mutex_);
   completed_.wait(lock, [this] { return finished_; });
@@ -201,6 +225,7 @@ void CommandBuffer::set_error(std::exception_ptr error) {
 }
 
 void CommandBuffer::finish() {
+  Finishing finishing(*queue_);
   // Host steps read what the commands wrote, as the host may once they completed.
   completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,
                             std::memory_order_release);
@@ -284,6 +309,9 @@ std::shared_ptr<CommandBuffer> CommandQueue::command_buffer(bool replayable) {
   return std::make_shared<CommandBuffer>(shared_from_this(), replayable);
 }
 
-void CommandQueue::wait_until_idle() { executor_->wait_until_idle(); }
+void CommandQueue::wait_until_idle() {
+  check_not_finishing(*this, "wait_until_idle()");
+  executor_->wait_until_idle();
+}
 
 }  // namespace mpsx
