@@ -128,4 +128,4 @@ cdef Image wrap_image(const shared_ptr[CImage]& image)
 cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image)
 cdef Buffer wrap_buffer(const shared_ptr[CBuffer]& buffer, object dtype, tuple shape)
 cdef shared_ptr[CImage] image_of(object images) except *
-cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype) except *
+cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype, str name) except *

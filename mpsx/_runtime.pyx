@@ -493,8 +493,10 @@ cdef class Buffer:
 cdef dict _FORMAT = {"f": b"f", "e": b"e", "B": b"B"}
 
 
-cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype) except *:
+cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype, str name) except *:
     """A new buffer holding a copy of `array` as `dtype`; an mpsx.Buffer passes through."""
+    if array is None:
+        raise TypeError(f"{name} must be an mpsx.Buffer or an array, given None")
     if isinstance(array, Buffer):
         if (<Buffer>array).native().device_ptr().get() != device.native():
             raise DeviceMismatchError(f"the buffer is on device {(<Buffer>array).device.name}, expected {device.name}")

@@ -741,6 +741,27 @@ def test_channel_counts_are_ints(device):
     assert cb.command_count == 0
 
 
+def test_states_of_another_channel_count_are_refused(device, rng):
+    bn = mpsx.CNNBatchNormalization(device, weights(rng, 4))
+    cb = device.command_queue.command_buffer()
+    for count in (8, 2):
+        values = np.ones(count, np.float32)
+        with pytest.raises(mpsx.ShapeError, match=f"MPSCNNBatchNormalization: the gamma buffer holds {count} float32 "
+                                                  f"values; the kernel has 4 feature channels"):
+            bn.reload_gamma_and_beta(cb, mpsx.CNNNormalizationGammaAndBetaState(device, values, values))
+        with pytest.raises(mpsx.ShapeError, match=f"the mean buffer holds {count} float32 values; the kernel has 4"):
+            bn.reload_mean_and_variance(cb, mpsx.CNNNormalizationMeanAndVarianceState(device, values, values))
+    eight = mpsx.ImageBatch.from_numpy(device, np.zeros((2, 8, 3, 3), np.float32))
+    with pytest.raises(mpsx.ShapeError, match="expected a source image of 4 feature channels, given 8"):
+        bn.result_state(eight)
+    with pytest.raises(mpsx.ShapeError, match="expected a source image of 4 feature channels, given 8"):
+        bn.destination_image_descriptor(eight)
+    relu = mpsx.NNNeuronDescriptor(N.PRELU, data=np.ones(5, np.float32))
+    with pytest.raises(ValueError, match="the fused PReLU neuron has 5 slopes; the kernel has 4 feature channels"):
+        mpsx.CNNBatchNormalization(device, weights(rng, 4), relu)
+    assert cb.command_count == 0
+
+
 def test_encode_errors(device, rng):
     source = weights(rng, 4)
     bn, statistics, statistics_gradient, gradient = kernels(device, source)

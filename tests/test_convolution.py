@@ -307,6 +307,89 @@ def test_descriptor_sizes_are_ints(device):
             mpsx.CNNConvolutionDescriptor(**bad)
 
 
+def test_weights_of_another_shape_or_size_are_refused(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(5, 5, 3, 4)
+    oihw = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    # As many values as OHWI (4, 5, 5, 3): only the shape tells PyTorch's layout apart.
+    for make in (lambda: mpsx.ConvolutionWeights(d, oihw), lambda: mpsx.CNNConvolution(device, ArraySource(d, oihw))):
+        with pytest.raises(mpsx.ShapeError, match=r"expected weights of shape \(4, 5, 5, 3\) \(OHWI.*given shape "
+                                                  r"\(4, 3, 5, 5\); that is PyTorch's OIHW layout: pass "
+                                                  r"weight.transpose\(0, 2, 3, 1\)"):
+            make()
+    with pytest.raises(mpsx.ShapeError, match=r"given shape \(20, 5, 3\)$"):
+        mpsx.ConvolutionWeights(d, oihw.reshape(20, 5, 3))
+    ohwi = oihw.transpose(0, 2, 3, 1)
+    assert np.array_equal(mpsx.ConvolutionWeights(d, ohwi).weights(), ohwi)
+    assert np.array_equal(mpsx.ConvolutionWeights(d, ohwi.reshape(-1)).weights(), ohwi)  # flat OHWI
+
+    with pytest.raises(TypeError, match="weights must be an mpsx.Buffer or an array, given None"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(device, None)
+    slopes = mpsx.NNNeuronDescriptor(mpsx.NeuronType.PRELU, data=np.ones(5, np.float32))
+    with pytest.raises(ValueError, match="the fused PReLU neuron has 5 slopes; the convolution has 4 output"):
+        mpsx.CNNConvolutionDescriptor(5, 5, 3, 4, fused_neuron=slopes)
+
+    with pytest.raises(TypeError, match="ArraySource.data_type is <DataType.BFLOAT16: 2>; convolution weights are "
+                                        "FLOAT32, FLOAT16 or UINT8"):
+        mpsx.CNNConvolution(device, ArraySource(d, ohwi, None, mpsx.DataType.BFLOAT16))
+
+
+def test_weight_states_must_hold_exactly_the_filter(device, rng):
+    source, weights, biases = make(device, rng, 3, 3, 4, 2)
+    conv = mpsx.CNNConvolution(device, source)
+    cb = device.command_queue.command_buffer()
+    for count in (weights.size * 4, weights.size - 1):  # another layer's weights, or too few
+        state = mpsx.CNNConvolutionWeightsAndBiasesState(device, np.zeros(count, np.float32))
+        with pytest.raises(mpsx.ShapeError, match=f"the weights buffer holds {count * 4} bytes past its offset; the "
+                                                  f"filter needs exactly {weights.size * 4}"):
+            conv.reload_weights_and_biases(cb, state)
+    state = mpsx.CNNConvolutionWeightsAndBiasesState(device, weights, np.zeros(3, np.float32))
+    with pytest.raises(mpsx.ShapeError, match="the biases buffer holds 12 bytes past its offset; the filter needs "
+                                              "exactly 8"):
+        conv.reload_weights_and_biases(cb, state)
+    assert cb.command_count == 0
+
+    class Returning(ArraySource):
+        # A GPU-side update that returns another layer's weights.
+        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+            return mpsx.CNNConvolutionWeightsAndBiasesState(device, np.zeros(weights.size * 4, np.float32))
+
+    returning = Returning(mpsx.CNNConvolutionDescriptor(3, 3, 4, 2), weights)
+    conv = mpsx.CNNConvolution(device, returning)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 5, 5)).astype(np.float32))
+    y, state = conv.encode(cb, image, destination_state=True)
+    mpsx.CNNConvolutionGradient(device, returning).encode(cb, y, image, state)
+    count = cb.command_count
+    with pytest.raises(mpsx.ShapeError, match="the filter needs exactly"):
+        conv.encode_weights_and_bias_update(cb, state)
+    assert cb.command_count == count
+
+
+def test_gradient_states_are_spent_with_their_batch(device, rng):
+    # Seed 000: states are not usable across batches. A state whose forward command
+    # buffer completed belongs to a finished batch, even for the same image.
+    source, _, _ = make(device, rng, 3, 3, 2, 2)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+    first = device.command_queue.command_buffer()
+    y, state = conv.encode(first, image, destination_state=True)
+    later = device.command_queue.command_buffer()
+    gradient.encode(later, y, image, state)  # while the forward's command buffer runs: the same batch
+    first.commit()
+    later.commit()
+    later.wait_until_completed()
+    cb = device.command_queue.command_buffer()
+    y = conv.encode(cb, image)
+    with pytest.raises(mpsx.StateError, match="comes from a forward encode whose command buffer has completed; "
+                                              "states are not usable across batches"):
+        gradient.encode(cb, y, image, state)
+    assert cb.command_count == 1
+    y, state = conv.encode(cb, image, destination_state=state)  # encoding it again starts a new batch
+    gradient.encode(cb, y, image, state)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+
+
 def test_encode_errors(device, rng):
     source, _, _ = make(device, rng, 3, 3, 3, 4)
     conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)

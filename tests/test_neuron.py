@@ -246,10 +246,12 @@ def test_errors(device, rng):
         neuron.encode(cb, other, destination_state=state)
     with pytest.raises(mpsx.ShapeError, match="source gradient"):
         gradient.encode(cb, mpsx.Image.from_numpy(device, x[:, :2]), image, state)
-    two_slopes = mpsx.NNNeuronDescriptor(NT.PRELU, data=np.array([0.1, 0.2], np.float32))
-    for kernel in (mpsx.CNNNeuron(device, two_slopes), mpsx.CNNNeuronGradient(device, two_slopes)):
-        with pytest.raises(mpsx.ShapeError, match="has 2 slopes; the source image has 3 feature channels"):
-            kernel.encode(cb, image) if isinstance(kernel, mpsx.CNNNeuron) else kernel.encode(cb, image, image, state)
+    for count in (2, 4):  # slopes are one per channel exactly
+        slopes = mpsx.NNNeuronDescriptor(NT.PRELU, data=np.full(count, 0.1, np.float32))
+        for kernel in (mpsx.CNNNeuron(device, slopes), mpsx.CNNNeuronGradient(device, slopes)):
+            with pytest.raises(mpsx.ShapeError, match=f"has {count} slopes; the source image has 3 feature channels"):
+                kernel.encode(cb, image) if isinstance(kernel, mpsx.CNNNeuron) else kernel.encode(cb, image, image,
+                                                                                                   state)
     assert cb.command_count == 1  # nothing of the failed calls was enqueued
     cb.commit()
     with pytest.raises(mpsx.StateError, match="encode onto a new command buffer"):

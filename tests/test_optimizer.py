@@ -608,7 +608,18 @@ def test_vector_errors(device, rng):
     with pytest.raises(ValueError, match="input_momentum_vector and input_velocity_vector share memory"):
         adam.encode(cb, g8, v8, m8, m8, v8)
     with pytest.raises(ValueError, match="input_values_vector and input_momentum_vector share memory"):
-        sgd.encode(cb, g8, v8, v8, g8)
+        sgd.encode(cb, g8, v8, v8, v8)
+    plain = mpsx.NNOptimizerStochasticGradientDescent(device, 0.1)
+    for optimizer, vectors in [(plain, {}), (sgd, dict(input_momentum_vector=m8)),
+                               (adam, dict(input_momentum_vector=m8, input_velocity_vector=mpsx.Vector(device, 8))),
+                               (rms, dict(input_sum_of_squares_vector=m8))]:
+        # Only the values may be the result (in place); not the gradient the update reads.
+        with pytest.raises(ValueError, match="input_gradient_vector and result_values_vector share memory; only the "
+                                             "result may be the values themselves"):
+            optimizer.encode(cb, input_gradient_vector=g8, input_values_vector=v8, result_values_vector=g8, **vectors)
+        # Both read: the gradient may be the values.
+        optimizer.encode(device.command_queue.command_buffer(), input_gradient_vector=g8, input_values_vector=g8,
+                         result_values_vector=mpsx.Vector(device, 8), **vectors)
     with pytest.raises(TypeError, match="either vectors .* or states"):
         sgd.encode(cb, g8, v8, m8, v8, result_state=mpsx.CNNConvolutionWeightsAndBiasesState(device, np.zeros(3)))
     assert cb.command_count == 0

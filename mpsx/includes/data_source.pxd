@@ -1,5 +1,7 @@
 # cdef extern declarations of native/include/mpsx/data_source.h
+from libc.stdint cimport int64_t
 from libcpp.memory cimport shared_ptr
+from libcpp.vector cimport vector
 
 from mpsx.includes.types cimport DataType
 
@@ -9,3 +11,4 @@ cdef extern from "mpsx/data_source.h" namespace "mpsx" nogil:
         size_t count
         DataType type
         shared_ptr[void] owner
+        vector[int64_t] shape

@@ -318,7 +318,8 @@ cdef class CNNNormalizationGammaAndBetaState(State):
 
     def __init__(self, Device device not None, gamma, beta):
         self.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
-            buffer_from_numpy(device, gamma, np.float32), buffer_from_numpy(device, beta, np.float32))
+            buffer_from_numpy(device, gamma, np.float32, "gamma"),
+            buffer_from_numpy(device, beta, np.float32, "beta"))
 
     @staticmethod
     def temporary_state(CommandBuffer command_buffer not None, number_of_feature_channels):
@@ -354,7 +355,8 @@ cdef class CNNNormalizationMeanAndVarianceState(State):
 
     def __init__(self, Device device not None, mean, variance):
         self.c = <shared_ptr[CState]>make_native[CNormalizationMeanAndVarianceState](
-            buffer_from_numpy(device, mean, np.float32), buffer_from_numpy(device, variance, np.float32))
+            buffer_from_numpy(device, mean, np.float32, "mean"),
+            buffer_from_numpy(device, variance, np.float32, "variance"))
 
     @staticmethod
     def temporary_state(CommandBuffer command_buffer not None, number_of_feature_channels):

@@ -198,7 +198,11 @@ cdef CDataType _cds_data_type(object source, const char* attribute) except *:
         return CDataType.Float32
     if callable(value):
         value = value()
-    return <CDataType><int>DataType(value)
+    data_type = DataType(value)
+    if data_type == DataType.BFLOAT16:
+        raise TypeError(f"{type(source).__name__}.{attribute.decode()} is {data_type!r}; convolution weights are "
+                        f"FLOAT32, FLOAT16 or UINT8")
+    return <CDataType><int>data_type
 
 
 cdef HostArray _cds_array(object source, const char* method, CDataType data_type) except *:
@@ -214,6 +218,8 @@ cdef HostArray _cds_array(object source, const char* method, CDataType data_type
     if (dtype == np.uint8) != (a.dtype == np.uint8):
         raise TypeError(f"{type(source).__name__}.{method.decode()}() returned {a.dtype} values; "
                         f"its data_type asks for {dtype}")
+    if a.ndim > 1:
+        out.shape = a.shape
     a = np.ascontiguousarray(a, dtype=dtype).reshape(-1)
     cdef const unsigned char[::1] raw = a.view(np.uint8)
     if raw.shape[0]:
@@ -342,10 +348,11 @@ cdef class ConvolutionWeights:
 
     def __init__(self, CNNConvolutionDescriptor descriptor not None, weights, biases=None, optimizer=None,
                  label=None):
+        cdef vector[int64_t] shape = np.shape(weights) if np.ndim(weights) > 1 else ()
         cdef vector[float] w = np.ascontiguousarray(weights, dtype=np.float32).reshape(-1)
         cdef vector[float] b = np.ascontiguousarray(biases if biases is not None else [], dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.c = make_native[CConvolutionWeights](descriptor.desc, w, b, name, optimizer_of(optimizer))
+        self.c = make_native[CConvolutionWeights](descriptor.desc, w, shape, b, name, optimizer_of(optimizer))
         self._optimizer = optimizer
 
     def descriptor(self):
@@ -392,10 +399,10 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
     weights and [out] biases, as Buffers or arrays (copied)."""
 
     def __init__(self, Device device not None, weights, biases=None):
-        cdef shared_ptr[CBuffer] w = buffer_from_numpy(device, weights, np.float32)
+        cdef shared_ptr[CBuffer] w = buffer_from_numpy(device, weights, np.float32, "weights")
         cdef shared_ptr[CBuffer] b
         if biases is not None:
-            b = buffer_from_numpy(device, biases, np.float32)
+            b = buffer_from_numpy(device, biases, np.float32, "biases")
         self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, 0, 0)
 
     cdef shared_ptr[CConvolutionWeightsAndBiasesState] _state(self):

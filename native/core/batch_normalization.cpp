@@ -44,8 +44,9 @@ void check_buffer_pair(const std::shared_ptr<Buffer>& first, const std::shared_p
                      second_name, " buffer ", second->length() / sizeof(float));
 }
 
+// One value per channel exactly: another count is most likely another layer's.
 void check_buffer_fits(const Buffer& buffer, int64_t channels, const char* kernel, const char* name) {
-  if (buffer.length() < static_cast<size_t>(channels) * sizeof(float))
+  if (buffer.length() != static_cast<size_t>(channels) * sizeof(float))
     fail<ShapeError>(kernel, ": the ", name, " buffer holds ", buffer.length() / sizeof(float),
                      " float32 values; the kernel has ", channels, " feature channels");
 }
@@ -286,7 +287,7 @@ CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
   channels_ = p.channels;
   epsilon = p.epsilon;
   label = p.label;
-  if (fused_neuron_.type == NeuronType::PReLU && static_cast<int64_t>(fused_neuron_.a_per_channel.size()) < channels_)
+  if (fused_neuron_.type == NeuronType::PReLU && static_cast<int64_t>(fused_neuron_.a_per_channel.size()) != channels_)
     fail<ArgumentError>(class_name(), ": the fused PReLU neuron has ", fused_neuron_.a_per_channel.size(),
                         " slopes; the kernel has ", channels_, " feature channels");
   primitive_ = this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{fused_neuron_});
@@ -416,8 +417,7 @@ void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& comma
   });
 }
 
-std::shared_ptr<State> CNNBatchNormalization::result_state(const Image& source) {
-  check_device(source, "source image");
+std::shared_ptr<State> CNNBatchNormalization::new_result_state(const Image&) {
   return make_pooled<BatchNormalizationState>(
       std::static_pointer_cast<const CNNBatchNormalization>(shared_from_this()));
 }

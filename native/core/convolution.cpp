@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
@@ -26,7 +28,7 @@ void ConvolutionDescriptor::validate() const {
                         output_feature_channels, ") feature channels");
   fused_neuron.validate();
   if (fused_neuron.type == NeuronType::PReLU &&
-      static_cast<int64_t>(fused_neuron.a_per_channel.size()) < output_feature_channels)
+      static_cast<int64_t>(fused_neuron.a_per_channel.size()) != output_feature_channels)
     fail<ArgumentError>("the fused PReLU neuron has ", fused_neuron.a_per_channel.size(), " slopes; the convolution has ",
                         output_feature_channels, " output feature channels");
 }
@@ -100,6 +102,24 @@ struct Loaded {
 
 }  // namespace
 
+void check_weights_shape(const ConvolutionDescriptor& d, const std::vector<int64_t>& shape, const char* kernel) {
+  if (shape.size() <= 1) return;
+  // PyTorch's OIHW layout has as many values: taken for OHWI it would
+  // scramble the filter.
+  const std::vector<int64_t> ohwi{d.output_feature_channels, d.kernel_height, d.kernel_width,
+                                  d.input_feature_channels / d.groups};
+  if (shape == ohwi) return;
+  std::ostringstream given;
+  for (size_t i = 0; i < shape.size(); ++i) given << (i ? ", " : "") << shape[i];
+  const bool oihw = shape == std::vector<int64_t>{ohwi[0], ohwi[3], ohwi[1], ohwi[2]};
+  fail<ShapeError>(kernel, ": expected weights of shape (", ohwi[0], ", ", ohwi[1], ", ", ohwi[2], ", ", ohwi[3],
+                   ") (OHWI: output channels, kernel height, kernel width, input channels / groups) or flat; given ",
+                   "shape (", given.str(), ")",
+                   oihw ? "; that is PyTorch's OIHW layout: pass weight.transpose(0, 2, 3, 1) (numpy) or "
+                          "weight.permute(0, 2, 3, 1) (torch)"
+                        : "");
+}
+
 ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source, const char* kernel) {
   if (!source.load()) fail<Error>(kernel, ": the data source's load() returned false");
   Loaded loaded{source};
@@ -110,6 +130,7 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
   const size_t count = d.weight_count();
 
   HostArray w = source.weights();
+  check_weights_shape(d, w.shape, kernel);
   if (w.count != count)
     fail<ShapeError>(kernel, ": the data source's weights hold ", w.count, " values; a ", d.output_feature_channels,
                      "x", d.kernel_height, "x", d.kernel_width, "x", d.input_feature_channels / d.groups,
@@ -168,10 +189,11 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
 }
 
 ConvolutionWeights::ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights,
-                                       std::vector<float> biases, std::string label,
-                                       std::shared_ptr<NNOptimizer> optimizer)
+                                       const std::vector<int64_t>& weights_shape, std::vector<float> biases,
+                                       std::string label, std::shared_ptr<NNOptimizer> optimizer)
     : descriptor_(std::move(descriptor)), label_(std::move(label)), optimizer_(std::move(optimizer)) {
   descriptor_.validate();
+  check_weights_shape(descriptor_, weights_shape, "ConvolutionWeights");
   set_values(std::move(weights), std::move(biases));
 }
 
@@ -269,14 +291,18 @@ void ConvolutionWeightsAndBiasesState::synchronize(CommandBuffer& command_buffer
 }
 
 void ConvolutionWeightsAndBiasesState::check_fits(const ConvolutionDescriptor& d, const char* kernel) const {
+  // Exactly the filter's values past the offsets: other sizes are most
+  // likely another layer's weights.
   size_t weights = d.weight_count() * sizeof(float);
-  if (weights_offset_ + weights > weights_->length())
+  if (weights_offset_ + weights != weights_->length())
     fail<ShapeError>(kernel, ": the weights buffer holds ", weights_->length() - std::min(weights_offset_, weights_->length()),
-                     " bytes past its offset; the filter needs ", weights, " (", d.weight_count(), " float32)");
+                     " bytes past its offset; the filter needs exactly ", weights, " (", d.weight_count(),
+                     " float32, OHWI)");
   size_t biases = static_cast<size_t>(d.output_feature_channels) * sizeof(float);
-  if (biases_ && biases_offset_ + biases > biases_->length())
+  if (biases_ && biases_offset_ + biases != biases_->length())
     fail<ShapeError>(kernel, ": the biases buffer holds ", biases_->length() - std::min(biases_offset_, biases_->length()),
-                     " bytes past its offset; the filter needs ", biases, " (", d.output_feature_channels, " float32)");
+                     " bytes past its offset; the filter needs exactly ", biases, " (", d.output_feature_channels,
+                     " float32)");
 }
 
 ConvolutionGradientState::ConvolutionGradientState(std::shared_ptr<const CNNConvolution> convolution)
@@ -462,8 +488,7 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
   });
 }
 
-std::shared_ptr<State> CNNConvolution::result_state(const Image& source) {
-  check_device(source, "source image");
+std::shared_ptr<State> CNNConvolution::new_result_state(const Image&) {
   return make_pooled<ConvolutionGradientState>(
       std::static_pointer_cast<const CNNConvolution>(shared_from_this()));
 }

@@ -249,15 +249,14 @@ ImageDescriptor CNNConvolutionTranspose::destination_image_descriptor(
   return destination_descriptor(source);
 }
 
-std::shared_ptr<State> CNNConvolutionTranspose::result_state(const Image& source) {
-  check_device(source, "source image");
+std::shared_ptr<State> CNNConvolutionTranspose::new_result_state(const Image&) {
   return make_pooled<ConvolutionTransposeGradientState>(
       std::static_pointer_cast<const CNNConvolutionTranspose>(shared_from_this()));
 }
 
 std::shared_ptr<ConvolutionTransposeGradientState> CNNConvolutionTranspose::result_state(
     const Image& source, const std::shared_ptr<State>& convolution_gradient_state) {
-  auto state = std::static_pointer_cast<ConvolutionTransposeGradientState>(result_state(source));
+  auto state = std::static_pointer_cast<ConvolutionTransposeGradientState>(UnaryKernel::result_state(source));
   state->convolution_gradient_state = coupling(convolution_gradient_state, source);
   return state;
 }

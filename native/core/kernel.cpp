@@ -85,11 +85,7 @@ ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_
   return d;
 }
 
-Geometry Kernel::resolve(const Image& source, const Image& destination, const Window& window,
-                         int64_t source_channels, int64_t destination_channels, const Offset& offset) const {
-  if (destination_feature_channel_offset < 0 || destination_feature_channel_offset % 4 != 0)
-    fail<ArgumentError>(class_name(), ": destination_feature_channel_offset must be a non-negative multiple of 4; given ",
-                        destination_feature_channel_offset);
+void Kernel::check_source_channels(const Image& source, int64_t source_channels) const {
   if (source_feature_channel_offset < 0 || source_feature_channel_offset % 4 != 0)
     fail<ArgumentError>(class_name(), ": source_feature_channel_offset must be a non-negative multiple of 4; given ",
                         source_feature_channel_offset);
@@ -97,6 +93,14 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
                                          : source_feature_channel_offset + source_channels > source.feature_channels())
     fail<ShapeError>(class_name(), ": expected a source image of ", source_feature_channel_offset + source_channels,
                      " feature channels, given ", source.feature_channels());
+}
+
+Geometry Kernel::resolve(const Image& source, const Image& destination, const Window& window,
+                         int64_t source_channels, int64_t destination_channels, const Offset& offset) const {
+  if (destination_feature_channel_offset < 0 || destination_feature_channel_offset % 4 != 0)
+    fail<ArgumentError>(class_name(), ": destination_feature_channel_offset must be a non-negative multiple of 4; given ",
+                        destination_feature_channel_offset);
+  check_source_channels(source, source_channels);
   if (destination_feature_channel_offset + destination_channels > destination.feature_channels())
     fail<ShapeError>(class_name(), ": expected a destination image of at least ",
                      destination_feature_channel_offset + destination_channels, " feature channels, given ",
@@ -151,12 +155,20 @@ void UnaryKernel::PaddingPlan::remember(const Kernel& k, const Image& source, co
 }
 
 ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
+  check_device(source, "source image");
   check_source(source);
+  check_source_channels(source, source_channels(source));
   return destination_descriptor(source);
 }
 
 std::shared_ptr<State> UnaryKernel::result_state(const Image& source) {
   check_device(source, "source image");
+  check_source(source);
+  check_source_channels(source, source_channels(source));
+  return new_result_state(source);
+}
+
+std::shared_ptr<State> UnaryKernel::new_result_state(const Image&) {
   return std::make_shared<GradientState>(device_ptr());
 }
 
@@ -206,13 +218,14 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
                        source_offset());
     if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
   }
-  if (!state && want_state) state = result_state(*source);
+  if (!state && want_state) state = new_result_state(*source);
   if (state) state->bind_source(*source);
   if (auto* gradient_state = dynamic_cast<GradientState*>(state.get())) {
     gradient_state->source_descriptor = source->descriptor();
     gradient_state->destination_descriptor = result->descriptor();
     gradient_state->geometry = geometry;
     gradient_state->encoded = true;
+    gradient_state->forward = command_buffer.completion();
   }
   record(command_buffer, source, result, geometry, state);
   result->buffer()->will_write(command_buffer);
@@ -268,6 +281,10 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   check_device(*state, "gradient state");
   const GradientState& g = gradient_state_of(*state);
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
+  if (g.forward != command_buffer.completion() && g.forward->done())
+    fail<StateError>(class_name(), ": the ", state->class_name(), " comes from a forward encode whose command buffer ",
+                     "has completed; states are not usable across batches: encode the forward pass of this batch ",
+                     "again and use the state it gives");
   state->check_source(*source_image, class_name());
   check(*source_gradient, *source_image, g);
 }

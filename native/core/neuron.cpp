@@ -27,7 +27,7 @@ void check_inside(const char* kernel, const Image& source, const Geometry& g) {
 }
 // PReLU slopes are per feature channel of the source image.
 void check_slopes(const char* kernel, const NeuronDescriptor& d, const Image& source) {
-  if (d.type == NeuronType::PReLU && static_cast<int64_t>(d.a_per_channel.size()) < source.feature_channels())
+  if (d.type == NeuronType::PReLU && static_cast<int64_t>(d.a_per_channel.size()) != source.feature_channels())
     fail<ShapeError>(kernel, ": the PReLU neuron has ", d.a_per_channel.size(), " slopes; the source image has ",
                      source.feature_channels(), " feature channels");
 }

@@ -177,9 +177,10 @@ void NNOptimizer::check_overlaps(const Parameter* parameters, size_t count, cons
             fail<ArgumentError>(class_name(), ": ", name(i), " for ", what[pi], " and ", name(j), " for ", what[pj],
                                 " share memory; the arrays one encode updates need memory of their own");
           }
-          // Updates are elementwise: the result may lie exactly over what is
-          // read (in place); the optimizer's own vectors need memory of their own.
-          if (j <= kRead && (j != kRead || a.offset == b.offset)) continue;
+          // Gradient and values are only read. Updates are elementwise: the
+          // result may lie exactly over the values (in place); the gradient and
+          // the optimizer's own vectors need memory of their own.
+          if (j < kRead || (i == 1 && j == kRead && a.offset == b.offset)) continue;
           fail<ArgumentError>(class_name(), ": ", name(i), " and ", name(j),
                               " share memory; only the result may be the values themselves (in place)");
         }

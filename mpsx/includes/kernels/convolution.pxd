@@ -36,8 +36,9 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         bool supports_update_on_command_buffer() except +raise_py_error
 
     cdef cppclass CConvolutionWeights "mpsx::ConvolutionWeights"(CConvolutionDataSource):
-        CConvolutionWeights(ConvolutionDescriptor descriptor, vector[float] weights, vector[float] biases,
-                            string label, shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
+        CConvolutionWeights(ConvolutionDescriptor descriptor, vector[float] weights,
+                            const vector[int64_t]& weights_shape, vector[float] biases, string label,
+                            shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
         ConvolutionDescriptor descriptor()
         string label()
         const vector[float]& weight_values() except +raise_py_error

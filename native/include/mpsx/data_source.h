@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "mpsx/types.h"
 
@@ -15,6 +17,8 @@ struct HostArray {
   size_t count = 0;
   DataType type = DataType::Float32;
   std::shared_ptr<void> owner;
+  // The dimensions the array was given with; empty when it was flat.
+  std::vector<int64_t> shape;
 };
 
 }  // namespace mpsx

@@ -87,6 +87,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // (reverse filters pad their expanded source).
   ImageDescriptor apply_padding(const Image& source, int64_t width, int64_t height, const Window& window,
                                 int64_t destination_channels);
+  // Throws ShapeError unless `source` has the channels the kernel reads from
+  // source_feature_channel_offset on.
+  void check_source_channels(const Image& source, int64_t source_channels) const;
   // Resolves offset, clipRect and channel offsets against the images;
   // throws ShapeError when they do not fit.
   Geometry resolve(const Image& source, const Image& destination, const Window& window,
@@ -116,11 +119,16 @@ class UnaryKernel : public Kernel {
                  bool want_state);
 
   // -destinationImageDescriptorForSourceImages:sourceStates: (sets offset).
+  // Both check the source as encode does.
   ImageDescriptor destination_image_descriptor(const Image& source);
-  // -resultStateForSourceImage:sourceStates:destinationImage:
-  virtual std::shared_ptr<State> result_state(const Image& source);
+  // -resultStateForSourceImage:sourceStates:destinationImage:. The state
+  // binds to the batch of its first encode, which may be a batch that
+  // `source` is one image of.
+  std::shared_ptr<State> result_state(const Image& source);
 
  protected:
+  // The family's result state, for a source encode checked.
+  virtual std::shared_ptr<State> new_result_state(const Image& source);
   virtual Window window() const { return Window{}; }
   // The destination an encode without one makes: the padding policy's.
   virtual ImageDescriptor destination_descriptor(const Image& source) {

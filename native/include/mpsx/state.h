@@ -12,6 +12,7 @@ namespace mpsx {
 
 class CommandBuffer;
 class Device;
+struct Completion;
 
 class State {
  public:
@@ -61,6 +62,9 @@ class GradientState : public State {
   ImageDescriptor destination_descriptor;  // the forward result image
   Geometry geometry;
   bool encoded = false;  // set once the forward pass was encoded with it
+  // The command buffer of that forward encode: once it has completed, its
+  // batch is done and the state is spent for gradient kernels.
+  std::shared_ptr<const Completion> forward;
 };
 
 }  // namespace mpsx

@@ -287,9 +287,8 @@ class CNNBatchNormalization : public UnaryKernel {
   void encode_mean_and_variance_update(CommandBuffer& command_buffer,
                                        const std::shared_ptr<BatchNormalizationState>& state);
 
-  std::shared_ptr<State> result_state(const Image& source) override;
-
  protected:
+  std::shared_ptr<State> new_result_state(const Image& source) override;
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_state(const State& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,

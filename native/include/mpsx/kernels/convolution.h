@@ -106,8 +106,11 @@ struct ConvolutionParameters {
 };
 // Calls load, descriptor, weights, bias_terms and purge; dequantizes uint8
 // and rounds to float16 as the source asks. Throws ShapeError for arrays of
-// the wrong size.
+// the wrong size or shape.
 ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source, const char* kernel);
+// Throws ShapeError unless weights given with `shape` (empty for a flat
+// array) are in the OHWI layout of `d`.
+void check_weights_shape(const ConvolutionDescriptor& d, const std::vector<int64_t>& shape, const char* kernel);
 
 // A data source held natively: ConvolutionWeights(descriptor, weights,
 // biases, optimizer). With an optimizer it trains itself on the device:
@@ -119,8 +122,11 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
 // to have completed, and raise SynchronizationError before.
 class ConvolutionWeights : public ConvolutionDataSource {
  public:
-  ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights, std::vector<float> biases,
-                     std::string label, std::shared_ptr<NNOptimizer> optimizer = nullptr);
+  // `weights_shape`: the dimensions the weights were given with, checked
+  // as a data source's are.
+  ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights,
+                     const std::vector<int64_t>& weights_shape, std::vector<float> biases, std::string label,
+                     std::shared_ptr<NNOptimizer> optimizer = nullptr);
   bool load() override { return true; }
   void purge() override {}
   ConvolutionDescriptor descriptor() override { return descriptor_; }
@@ -265,9 +271,8 @@ class CNNConvolution : public UnaryKernel {
   void encode_weights_and_bias_update(CommandBuffer& command_buffer,
                                       const std::shared_ptr<ConvolutionGradientState>& gradient_state);
 
-  std::shared_ptr<State> result_state(const Image& source) override;
-
  protected:
+  std::shared_ptr<State> new_result_state(const Image& source) override;
   Window window() const override;
   int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
   int64_t destination_channels(const Image&) const override { return descriptor_.output_feature_channels; }

@@ -86,13 +86,13 @@ class CNNConvolutionTranspose : public CNNConvolution {
                  const std::shared_ptr<State>& state, bool want_state);
   ImageDescriptor destination_image_descriptor(const Image& source,
                                                const std::shared_ptr<State>& convolution_gradient_state);
-  std::shared_ptr<State> result_state(const Image& source) override;
   // -resultStateForSourceImage:sourceStates:destinationImage: with the
   // convolution gradient state among the source states.
   std::shared_ptr<ConvolutionTransposeGradientState> result_state(
       const Image& source, const std::shared_ptr<State>& convolution_gradient_state);
 
  protected:
+  std::shared_ptr<State> new_result_state(const Image& source) override;
   Window window() const override;
   Offset source_offset() const override;
   ImageDescriptor destination_descriptor(const Image& source) override;
