@@ -189,7 +189,7 @@ HostArray BatchNormalizationWeights::copy_of(Values& values, int which) {
     values.device[1].reset();
   }
   auto copy = std::make_shared<std::vector<float>>(values.host[which]);
-  return HostArray{copy->data(), copy->size(), DataType::Float32, copy};
+  return HostArray{copy->data(), copy->size(), DataType::Float32, copy, {}};
 }
 
 void BatchNormalizationWeights::complete_on(CommandBuffer& command_buffer, Values BatchNormalizationWeights::*values,

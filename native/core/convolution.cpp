@@ -231,12 +231,12 @@ const std::vector<float>& ConvolutionWeights::bias_values() {
 
 HostArray ConvolutionWeights::weights() {
   read_trained();
-  return HostArray{weights_.data(), weights_.size(), DataType::Float32, {}};
+  return HostArray{weights_.data(), weights_.size(), DataType::Float32, {}, {}};
 }
 
 HostArray ConvolutionWeights::bias_terms() {
   read_trained();
-  return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}};
+  return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}, {}};
 }
 
 std::shared_ptr<ConvolutionWeightsAndBiasesState> ConvolutionWeights::update_on_command_buffer(

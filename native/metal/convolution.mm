@@ -427,7 +427,7 @@ class ZeroWeights final : public ConvolutionDataSource {
  private:
   static HostArray zeros(size_t count) {
     auto values = std::make_shared<std::vector<float>>(count);
-    return HostArray{values->data(), count, DataType::Float32, values};
+    return HostArray{values->data(), count, DataType::Float32, values, {}};
   }
 
   ConvolutionDescriptor filter_;
