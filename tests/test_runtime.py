@@ -194,7 +194,7 @@ def test_image_descriptor_and_allocation(device):
     assert image.shape == (2, 6, 3, 5) and image.descriptor == d
     with pytest.raises(TypeError, match="width, height and feature_channels"):
         mpsx.ImageDescriptor(width=3)
-    with pytest.raises(ValueError, match="must be positive; given width 0"):
+    with pytest.raises(ValueError, match="image width must be positive, given 0"):
         mpsx.ImageDescriptor(width=0, height=3, feature_channels=1)
 
 
