@@ -289,6 +289,10 @@ CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
   fused_neuron_.validate();
   BatchNormalizationParameters p = load_batch_normalization_parameters(*data_source_, class_name(), true, true);
   channels_ = p.channels;
+  const int64_t limit = this->device().backend().limits().summed_feature_channels;
+  if (channels_ > limit)
+    fail<ShapeError>(class_name(), ": the data source has ", channels_, " feature channels; batch normalization on "
+                     "device ", this->device().name(), " takes at most ", limit);
   epsilon = p.epsilon;
   label = p.label;
   if (fused_neuron_.type == NeuronType::PReLU && static_cast<int64_t>(fused_neuron_.a_per_channel.size()) < channels_)

@@ -563,6 +563,11 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
   Loaded loaded{*data_source_};
   descriptor_ = data_source_->descriptor();
   descriptor_.validate();
+  const int64_t limit = this->device().backend().limits().summed_feature_channels;
+  if (descriptor_.output_feature_channels > limit)
+    fail<ShapeError>(class_name(), ": the descriptor has ", descriptor_.output_feature_channels,
+                     " output feature channels; the gradient of the biases on device ", this->device().name(),
+                     " takes at most ", limit);
   if (!descriptor_.fused_neuron.is_identity())
     neuron_ = std::shared_ptr<const NeuronPrimitive>(this->device().backend().make_neuron(descriptor_.fused_neuron));
 }

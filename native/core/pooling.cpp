@@ -110,7 +110,13 @@ CNNPoolingGradient::CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKi
                                        int64_t kernel_height, int64_t stride_x, int64_t stride_y, int64_t dilation_x,
                                        int64_t dilation_y)
     : GradientKernel(std::move(device)),
-      PoolingParameters(kind, true, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {}
+      PoolingParameters(kind, true, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {
+  const int64_t taps = kernel_width * kernel_height;
+  const int64_t limit = this->device().backend().limits().max_pooling_gradient_taps;
+  if (is_max(kind) && taps > limit)
+    fail<ShapeError>(class_name(), ": a ", kernel_width, "x", kernel_height, " window has ", taps,
+                     " taps; max pooling gradients on device ", this->device().name(), " take at most ", limit);
+}
 
 void CNNPoolingGradient::set_source_size(int64_t width, int64_t height, int64_t depth) {
   check_at_least_one(class_name(), "source_size.width", width);

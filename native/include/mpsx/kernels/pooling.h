@@ -121,6 +121,8 @@ class CNNPooling : public UnaryKernel, public PoolingParameters {
 // strides and edge handling from this kernel, set as on the forward kernel.
 class CNNPoolingGradient : public GradientKernel, public PoolingParameters {
  public:
+  // Also throws ShapeError for a max pooling window of more taps than the
+  // backend's BackendLimits::max_pooling_gradient_taps.
   CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
                      int64_t stride_x, int64_t stride_y, int64_t dilation_x = 1, int64_t dilation_y = 1);
   const char* class_name() const override { return pooling_class_name(); }
