@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, run
+from helpers import read, run, run_isolated
 
 
 def test_devices_and_names(device):
@@ -198,6 +198,27 @@ def test_image_descriptor_and_allocation(device):
         mpsx.ImageDescriptor(width=0, height=3, feature_channels=1)
 
 
+def test_image_sizes_are_checked(device):
+    f32 = mpsx.DataType.FLOAT32
+    with pytest.raises(ValueError, match="image width must be at most 1073741824, given 4611686018427387904"):
+        mpsx.ImageDescriptor(f32, 2**62, 1, 1)
+    with pytest.raises(ValueError, match="image number_of_images must be positive, given -1"):
+        mpsx.ImageDescriptor(f32, 1, 1, 1, -1)
+    with pytest.raises(mpsx.ShapeError, match=r"the element count of an image \(NxCxHxW\) overflows: 1073741824 \* "
+                                              r"1073741824 \* 1073741824 \* 1073741824 is above 9223372036854775807"):
+        mpsx.ImageDescriptor(f32, 2**30, 2**30, 2**30, 2**30)
+    with pytest.raises(mpsx.ShapeError, match=r"the byte count of a float32 image of 2305843009213693952 elements "
+                                              r"overflows: 2305843009213693952 \* 4 is above 9223372036854775807"):
+        mpsx.ImageDescriptor(f32, 2**30, 2**30, 2)
+    in_use = device.bytes_in_use
+    with pytest.raises(mpsx.OutOfMemoryError) as refused:
+        mpsx.Image(device, mpsx.ImageDescriptor(f32, 2**30, 2**30, 1))
+    if device.backend != "metal":  # metal: MPS refuses the texture first
+        assert str(refused.value) == (f"cannot allocate 4611686018427387904 bytes on device {device.name}: the "
+                                      "largest allocation is 281474976710656 bytes (2^48)")
+    assert device.bytes_in_use == in_use
+
+
 def test_image_input_errors(device):
     with pytest.raises(ValueError, match=r"expected an \(N, C, H, W\) array or \(C, H, W\), given shape \(3, 3\)"):
         mpsx.Image.from_numpy(device, np.zeros((3, 3), np.float32))
@@ -309,6 +330,29 @@ def test_vectors_buffers_and_dlpack(device, rng):
         mpsx.Vector.from_numpy(device, np.zeros((2, 2), np.float32))
     with pytest.raises(ValueError, match="non-negative"):
         mpsx.Vector(device, -1)
+
+
+def test_vector_sizes_are_checked(device):
+    in_use = device.bytes_in_use
+    with pytest.raises(mpsx.ShapeError, match=r"the byte count of a vector of 4611686018427387904 float32 values "
+                                              r"overflows: 4611686018427387904 \* 4 is above 9223372036854775807"):
+        mpsx.Vector(device, 2**62)
+    with pytest.raises(mpsx.OutOfMemoryError, match=f"cannot allocate 562949953421312 bytes on device {device.name}: "
+                                                    r"the largest allocation is 281474976710656 bytes \(2\^48\)"):
+        mpsx.Vector(device, 2**48, mpsx.DataType.FLOAT16)
+    assert device.bytes_in_use == in_use
+
+
+def test_allocations_beyond_the_limit_return(device):
+    # 2^63 + 8 bytes: the allocator's size classes once doubled past such sizes forever.
+    printed = run_isolated(device, """
+        try:
+            mpsx.Vector(device, 2**63 + 8, mpsx.DataType.UINT8)
+        except ValueError as e:
+            print(type(e).__name__, e)
+    """)
+    assert printed == ("ShapeError the byte count of a vector of 9223372036854775816 uint8 values overflows: "
+                       "9223372036854775816 * 1 is above 9223372036854775807\n")
 
 
 def test_host_addressable_buffer_is_a_numpy_view(device, rng):
