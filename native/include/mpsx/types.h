@@ -12,10 +12,10 @@ namespace mpsx {
 // stride, dilation rate or window extent; feature channel offset, zero pad
 // size) is at most kMaxDimension; a position (offset, clip_rect origin,
 // kernel offset) at most kMaxPosition either way, which holds every offset the
-// padding policy sets. A product of two of them is then below 2^61, so the
-// coordinates core and the backends derive from a few such products fit
-// int64_t with room to spare; counts, products of several sizes, go through
-// checked.h.
+// padding policy sets. A product of a size and a size or a position is then at
+// most 2^61, so the coordinates core and the backends derive from a few such
+// products fit int64_t with room to spare; counts, products of several sizes,
+// go through checked.h.
 inline constexpr int64_t kMaxDimension = int64_t{1} << 30;
 inline constexpr int64_t kMaxPosition = 2 * kMaxDimension;
 
