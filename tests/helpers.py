@@ -1,5 +1,11 @@
 """Helpers the tests share (imported as `helpers`)."""
 
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -42,3 +48,19 @@ def tolerance(data_type):
 def gpu_only(device):
     if device.backend == "cpu":
         pytest.skip("needs a GPU device")
+
+
+def run_isolated(device, code, timeout=60):
+    """Runs `code` in a new Python process, with `mpsx` imported and `device`
+    the device of that name, for calls that could hang or kill the process;
+    returns what it printed. Fails on a timeout or a non-zero exit."""
+    program = f"import mpsx\ndevice = mpsx.Device({device.name!r})\n" + textwrap.dedent(code)
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+    # Outside the checkout, whose mpsx/ folder would shadow the built package.
+    with tempfile.TemporaryDirectory() as directory:
+        done = subprocess.run([sys.executable, "-c", program], cwd=directory, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done.stdout

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, run, tolerance
+from helpers import read, run, run_isolated, tolerance
 
 N = mpsx.NeuronType
 
@@ -826,3 +826,61 @@ def test_encode_errors(device, rng):
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed", cb.error
+
+
+def test_channel_counts_are_checked(device, rng):
+    # Negative counts once wrapped to allocations the allocator never returned from.
+    printed = run_isolated(device, """
+        cb = device.command_queue.command_buffer()
+        for state in (mpsx.CNNNormalizationGammaAndBetaState, mpsx.CNNNormalizationMeanAndVarianceState):
+            for channels in (-1, 2**62):
+                try:
+                    state.temporary_state(cb, channels)
+                except ValueError as e:
+                    print(e)
+        print(cb.command_count)
+    """)
+    assert printed.splitlines() == [
+        "MPSCNNNormalizationGammaAndBetaState: number_of_feature_channels must be positive, given -1",
+        "MPSCNNNormalizationGammaAndBetaState: number_of_feature_channels must be at most 1073741824, given "
+        "4611686018427387904",
+        "MPSCNNNormalizationMeanAndVarianceState: number_of_feature_channels must be positive, given -1",
+        "MPSCNNNormalizationMeanAndVarianceState: number_of_feature_channels must be at most 1073741824, given "
+        "4611686018427387904",
+        "0"]
+
+    class Huge(ArraySource):
+        def number_of_feature_channels(self):
+            return 2**62
+
+    with pytest.raises(ValueError, match="MPSCNNBatchNormalization: the data source's number_of_feature_channels "
+                                         "must be at most 1073741824, given 4611686018427387904"):
+        mpsx.CNNBatchNormalization(device, Huge(np.ones(4)))
+
+    bn, statistics, _, _ = kernels(device, weights(rng, 4))
+    batch = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, 4, 3, 3)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(batch)
+    statistics.source_feature_channel_offset = 2**62
+    with pytest.raises(ValueError, match="MPSCNNBatchNormalizationStatistics: source_feature_channel_offset must be "
+                                         "at most 1073741824, given 4611686018427387904"):
+        statistics.encode_batch(cb, batch, state)
+    bn.offset = (0, 2**62, 0)
+    with pytest.raises(ValueError, match="MPSCNNBatchNormalization: offset.y must be between -2147483648 and "
+                                         "2147483648, given 4611686018427387904"):
+        bn.encode_batch(cb, batch, destination_images=mpsx.ImageBatch.from_numpy(
+            device, np.zeros((2, 4, 3, 3), np.float32)))
+    assert cb.command_count == 0
+
+
+def test_channels_within_the_backend_limit(device):
+    # cuda tiles the channels of its per-channel sums: at most 65535 tiles of 32.
+    if device.backend != "cuda":
+        pytest.skip("the other backends take any channel count up to 2^30")
+    channels = 65535 * 32 + 1
+    source = mpsx.BatchNormalizationWeights(np.ones(channels, np.float32), np.zeros(channels, np.float32),
+                                            np.zeros(channels, np.float32), np.ones(channels, np.float32))
+    with pytest.raises(mpsx.ShapeError, match=f"MPSCNNBatchNormalization: the data source has 2097121 feature "
+                                              f"channels; batch normalization on device {device.name} takes at most "
+                                              f"2097120"):
+        mpsx.CNNBatchNormalization(device, source)

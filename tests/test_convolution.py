@@ -423,6 +423,60 @@ def test_encode_errors(device, rng):
     assert state.gradient_for_biases.to_numpy().shape == (4,)
 
 
+def test_sizes_are_checked(device, rng):
+    with pytest.raises(ValueError, match="MPSCNNConvolutionDescriptor: input_feature_channels must be at most "
+                                         "1073741824, given 4611686018427387904"):
+        mpsx.CNNConvolutionDescriptor(3, 3, 2**62, 2**62)
+    with pytest.raises(ValueError, match="MPSCNNConvolutionDescriptor: dilation_rate_y must be at most 1073741824, "
+                                         "given 4611686018427387904"):
+        mpsx.CNNConvolutionDescriptor(3, 3, 1, 1, dilation_rate_y=2**62)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNConvolutionDescriptor: the window extent \(kernel - 1\) \* "
+                                              r"dilation_rate \+ 1 must be at most 1073741824, given 3x2147483649"):
+        mpsx.CNNConvolutionDescriptor(3, 3, 1, 1, dilation_rate_y=2**30)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNConvolutionDescriptor: the weight count \(OHWI\) overflows: "
+                                              r"1048576 \* 1048576 \* 1048576 \* 1048576 is above "
+                                              r"9223372036854775807"):
+        mpsx.CNNConvolutionDescriptor(2**20, 2**20, 2**20, 2**20)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNConvolutionDescriptor: the byte count of 2305843009213693952 "
+                                              r"float32 weights overflows: 2305843009213693952 \* 4"):
+        mpsx.CNNConvolutionDescriptor(2**21, 2**20, 2**20, 1)
+
+    source, _, _ = make(device, rng, 3, 3, 4, 4)
+    conv = mpsx.CNNConvolution(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 5, 5)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    conv.offset = (-2**62, 0, 0)
+    with pytest.raises(ValueError, match="MPSCNNConvolution: offset.x must be between -2147483648 and 2147483648, "
+                                         "given -4611686018427387904"):
+        conv.encode(cb, image, mpsx.Image(device, mpsx.ImageDescriptor(width=5, height=5, feature_channels=4)))
+    conv.offset = (0, 0, 0)
+    conv.source_feature_channel_offset = 2**62
+    with pytest.raises(ValueError, match="MPSCNNConvolution: source_feature_channel_offset must be at most "
+                                         "1073741824, given 4611686018427387904"):
+        conv.encode(cb, image, destination_state=True)
+    assert cb.command_count == 0
+    # Offsets and clip origins at their limits leave the windows off the image.
+    conv.source_feature_channel_offset = 0
+    conv.offset = (2**31, -2**31, 0)
+    conv.clip_rect = (-2**31, 0, 0, 2**63 - 1, 2**63 - 1, 1)
+    with pytest.raises(mpsx.ShapeError, match=r"the windows read nothing of the 5x5 source image"):
+        conv.encode(cb, image, mpsx.Image(device, mpsx.ImageDescriptor(width=5, height=5, feature_channels=4)))
+    assert cb.command_count == 0
+
+
+def test_bias_gradient_channels_within_the_backend_limit(device):
+    # cuda sums each channel's bias gradient in one of 65535 tiles of 32 channels.
+    d = mpsx.CNNConvolutionDescriptor(1, 1, 1, 65535 * 32 + 1)
+    source = mpsx.ConvolutionWeights(d, np.zeros(65535 * 32 + 1, np.float32))
+    if device.backend != "cuda":
+        mpsx.CNNConvolutionGradient(device, source)
+        return
+    with pytest.raises(mpsx.ShapeError, match=f"MPSCNNConvolutionGradient: the descriptor has 2097121 output "
+                                              f"feature channels; the gradient of the biases on device {device.name} "
+                                              f"takes at most 2097120"):
+        mpsx.CNNConvolutionGradient(device, source)
+
+
 def sgd_step(w, b, state, lr):
     return w - lr * state.gradient_for_weights.to_numpy(), b - lr * state.gradient_for_biases.to_numpy()
 

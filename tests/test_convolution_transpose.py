@@ -531,3 +531,29 @@ def test_bad_input(device, rng):
                                               "values; a 4x3x3x3 \\(OHWI\\) filter needs 108"):
         mpsx.CNNConvolutionTranspose(device, ArraySource(source.descriptor(), np.zeros(10, np.float32), None))
     assert not isinstance(transpose, mpsx.CNNConvolution)
+
+
+def test_sizes_are_checked(device, rng):
+    source, _, _ = make(rng, 3, 3, 3, 4, stride=(2, 2))
+    transpose = mpsx.CNNConvolutionTranspose(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 3, 4, 4)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    transpose.kernel_offset_x = 2**62
+    with pytest.raises(ValueError, match="MPSCNNConvolutionTranspose: kernel_offset_x must be between -2147483648 "
+                                         "and 2147483648, given 4611686018427387904"):
+        transpose.encode(cb, image, destination_image=mpsx.Image(device, mpsx.ImageDescriptor(
+            width=7, height=7, feature_channels=4)))
+    transpose.kernel_offset_x = 0
+    transpose.clip_rect = (2**63 - 1, 0, 0, 1, 1, 1)
+    for encode in (lambda: transpose.encode(cb, image), lambda: transpose.destination_image_descriptor(image)):
+        with pytest.raises(ValueError, match="MPSCNNConvolutionTranspose: clip_rect.x must be between -2147483648 "
+                                             "and 2147483648, given 9223372036854775807"):
+            encode()
+    # The expanded source is 3 * 2^30 + 1 pixels wide: the destination of the
+    # padding policy would be too.
+    wide, _, _ = make(rng, 3, 3, 3, 4, stride=(2**30, 1))
+    with pytest.raises(mpsx.ShapeError, match="MPSCNNConvolutionTranspose: the padding policy makes a 3221225473x4 "
+                                              "destination of a 3221225473x4 source; image sizes must be at most "
+                                              "1073741824"):
+        mpsx.CNNConvolutionTranspose(device, wide).encode(cb, image)
+    assert cb.command_count == 0

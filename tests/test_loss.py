@@ -448,3 +448,24 @@ def test_errors(device, rng):
 def test_number_of_classes_is_an_int():
     with pytest.raises(TypeError, match="number_of_classes must be an int, given float 2.5"):
         mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM, number_of_classes=2.5)
+
+
+def test_properties_are_checked(device, rng):
+    x, labels = sample(rng, LT.MEAN_SQUARED_ERROR, (2, 3, 4, 5))
+    loss = mpsx.CNNLoss(device, descriptor(LT.MEAN_SQUARED_ERROR, RT.MEAN))
+    source = mpsx.ImageBatch.from_numpy(device, x)
+    state = mpsx.CNNLossLabels(device, labels)
+    cb = device.command_queue.command_buffer()
+    for name, value, message in [
+            ("offset", (0, 0, -2**63), "offset.z must be between -2147483648 and 2147483648, given "
+                                       "-9223372036854775808"),
+            ("clip_rect", (0, 0, 0, 5, 4, -1), "clip_rect sizes must be non-negative; given width 5, height 4, "
+                                               "depth -1"),
+            ("destination_feature_channel_offset", 2**62, "destination_feature_channel_offset must be at most "
+                                                          "1073741824, given 4611686018427387904")]:
+        loss = mpsx.CNNLoss(device, descriptor(LT.MEAN_SQUARED_ERROR, RT.MEAN))
+        setattr(loss, name, value)
+        for encode in (lambda: loss.encode_batch(cb, source, state), lambda: loss.destination_image_descriptor(source)):
+            with pytest.raises(ValueError, match=f"MPSCNNLoss: {message}"):
+                encode()
+    assert cb.command_count == 0  # refused before anything was enqueued

@@ -281,3 +281,36 @@ def test_kernel_properties_are_ints(device):
     with pytest.raises(TypeError, match="padding must be an int, given float"):
         neuron.padding = 16.0
     assert neuron.offset == (0, 0, 0) and neuron.clip_rect is None and neuron.padding == mpsx.NNPaddingMethod.SIZE_SAME
+
+
+def test_properties_are_checked(device, rng):
+    relu = mpsx.NNNeuronDescriptor(NT.RELU)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 4, 4)).astype(np.float32))
+    destination = mpsx.Image(device, mpsx.ImageDescriptor(width=4, height=4, feature_channels=4))
+    cb = device.command_queue.command_buffer()
+    for name, value, error, message in [
+            ("source_feature_channel_offset", -2**63, ValueError, "source_feature_channel_offset must be a "
+                                                                  "non-negative multiple of 4; given -9223372036854775808"),
+            ("source_feature_channel_offset", 4, mpsx.ShapeError, "source_feature_channel_offset 4 is past the source "
+                                                                  "image's 4 feature channels"),
+            ("clip_rect", (2**62, 0, 0, 2**62, 1, 1), ValueError, "clip_rect.x must be between -2147483648 and "
+                                                                  "2147483648, given 4611686018427387904"),
+            ("offset", (-2**31 - 1, 0, 0), ValueError, "offset.x must be between -2147483648 and 2147483648, given "
+                                                       "-2147483649")]:
+        neuron = mpsx.CNNNeuron(device, relu)
+        setattr(neuron, name, value)
+        for given in (destination, None):
+            with pytest.raises(error, match=f"MPSCNNNeuron: {message}"):
+                neuron.encode(cb, image, given)
+    assert cb.command_count == 0  # refused before anything was enqueued
+    # Offsets at their limits read nothing of the image.
+    neuron = mpsx.CNNNeuron(device, relu)
+    neuron.offset = (-2**31, 2**31, 0)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNNeuron: offset \(-2147483648, 2147483648\) with a 4x4 region "
+                                              r"reads outside the 4x4 source image"):
+        neuron.encode(cb, image, destination)
+    # Any clip_rect size from 0 up clips to the destination; the clip origin reads offset (0, 0).
+    neuron.offset = (0, 0, 0)
+    neuron.clip_rect = (2, 0, 0, 2**63 - 1, 2**63 - 1, 2**63 - 1)
+    y = read(device, lambda cb: neuron.encode(cb, image, destination))
+    np.testing.assert_array_equal(y[..., 2:], np.maximum(image.to_numpy(), 0)[..., :2])

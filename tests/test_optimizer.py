@@ -628,6 +628,19 @@ def test_vector_errors(device, rng):
         sgd.encode(cb, g8, v8, m8, v8)
 
 
+def test_vectors_beyond_the_size_limit_never_reach_an_update(device):
+    # Their byte counts once wrapped to 0 and an update wrote far past them.
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, 0.1)
+    cb = device.command_queue.command_buffer()
+    for data_type, size in ((mpsx.DataType.FLOAT32, 4), (mpsx.DataType.FLOAT16, 2)):
+        with pytest.raises(mpsx.ShapeError, match=f"the byte count of a vector of 4611686018427387904 "
+                                                  f"{data_type.name.lower()} values overflows: 4611686018427387904 "
+                                                  f"\\* {size} is above 9223372036854775807"):
+            sgd.encode(cb, mpsx.Vector(device, 2**62, data_type), mpsx.Vector(device, 2**62, data_type), None,
+                       mpsx.Vector(device, 2**62, data_type))
+    assert cb.command_count == 0
+
+
 def test_state_errors(device, rng):
     d, conv, gradient, x, dy, w, b = convolution_problem(device, rng)
     sgd = mpsx.NNOptimizerStochasticGradientDescent(device, 0.1, momentum_scale=0.9)

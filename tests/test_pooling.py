@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, tolerance
+from helpers import read, run_isolated, tolerance
 
 EM = mpsx.ImageEdgeMode
 PM = mpsx.NNPaddingMethod
@@ -448,18 +448,18 @@ def test_gradient_finite_differences(device, rng, kind, edge):
 
 
 def test_errors(device, rng):
-    with pytest.raises(ValueError, match="MPSCNNPoolingMax: kernel_width must be at least 1, given 0"):
+    with pytest.raises(ValueError, match="MPSCNNPoolingMax: kernel_width must be positive, given 0"):
         mpsx.CNNPoolingMax(device, 0, 2)
-    with pytest.raises(ValueError, match="MPSCNNPoolingAverage: kernel_height must be at least 1, given -1"):
+    with pytest.raises(ValueError, match="MPSCNNPoolingAverage: kernel_height must be positive, given -1"):
         mpsx.CNNPoolingAverage(device, 2, -1)
-    with pytest.raises(ValueError, match="MPSCNNPoolingL2NormGradient: stride_in_pixels_y must be at least 1, given 0"):
+    with pytest.raises(ValueError, match="MPSCNNPoolingL2NormGradient: stride_in_pixels_y must be positive, given 0"):
         mpsx.CNNPoolingL2NormGradient(device, 2, 2, 1, 0)
-    with pytest.raises(ValueError, match="MPSCNNDilatedPoolingMax: dilation_rate_x must be at least 1, given 0"):
+    with pytest.raises(ValueError, match="MPSCNNDilatedPoolingMax: dilation_rate_x must be positive, given 0"):
         mpsx.CNNDilatedPoolingMax(device, 2, 2, 0, 1, 1, 1)
     with pytest.raises(TypeError, match="cannot be made directly"):
         mpsx.CNNPooling(device, 2, 2)
     average = mpsx.CNNPoolingAverage(device, 2, 2)
-    with pytest.raises(ValueError, match="zero_pad_size_x must be non-negative, given -1"):
+    with pytest.raises(ValueError, match="zero_pad_size_x must be between 0 and 1073741824, given -1"):
         average.zero_pad_size_x = -1
     with pytest.raises(ValueError, match="source_size.width must be at least 1, given 0"):
         mpsx.CNNPoolingMaxGradient(device, 2, 2).source_size = (0, 1, 1)
@@ -501,3 +501,96 @@ def test_sizes_are_ints(device):
     with pytest.raises(TypeError, match="source_size depth must be an int, given float 1.5"):
         average.source_size = (1, 1, 1.5)
     assert (average.zero_pad_size_y, average.source_size) == (0, None)  # left as they were
+
+
+def test_sizes_are_checked(device, rng):
+    with pytest.raises(ValueError, match="MPSCNNPoolingMax: kernel_width must be at most 1073741824, "
+                                         "given 4611686018427387904"):
+        mpsx.CNNPoolingMax(device, 2**62, 2**62)
+    with pytest.raises(ValueError, match="MPSCNNDilatedPoolingMax: dilation_rate_x must be at most 1073741824, "
+                                         "given 4611686018427387904"):
+        mpsx.CNNDilatedPoolingMax(device, 3, 3, 2**62, 2**62, 1, 1)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNDilatedPoolingMaxGradient: the window extent \(kernel - 1\) "
+                                              r"\* dilation_rate \+ 1 must be at most 1073741824, given 2147483649x3"):
+        mpsx.CNNDilatedPoolingMaxGradient(device, 3, 3, 2**30, 1, 1, 1)
+    with pytest.raises(ValueError, match="MPSCNNPoolingL2Norm: stride_in_pixels_y must be at most 1073741824, "
+                                         "given 2147483648"):
+        mpsx.CNNPoolingL2Norm(device, 2, 2, 1, 2**31)
+    with pytest.raises(ValueError, match="zero_pad_size_y must be between 0 and 1073741824, given 4611686018427387904"):
+        mpsx.CNNPoolingAverage(device, 2, 2).zero_pad_size_y = 2**62
+
+    image = mpsx.Image.from_numpy(device, sample(rng, (1, 4, 4, 4)))
+    destination = mpsx.Image(device, mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 2, 2, 4))
+    cb = device.command_queue.command_buffer()
+    for name, value, message in [
+            ("offset", (2**62, 0, 0), "offset.x must be between -2147483648 and 2147483648, given 4611686018427387904"),
+            ("offset", (0, 0, -2**63), "offset.z must be between -2147483648 and 2147483648, given -9223372036854775808"),
+            ("clip_rect", (0, -2**63, 0, 1, 1, 1), "clip_rect.y must be between -2147483648 and 2147483648, given "
+                                                   "-9223372036854775808"),
+            ("clip_rect", (0, 0, 0, 1, -1, 1), "clip_rect sizes must be non-negative; given width 1, height -1"),
+            ("source_feature_channel_offset", -2**63, "source_feature_channel_offset must be a non-negative multiple "
+                                                      "of 4; given -9223372036854775808"),
+            ("destination_feature_channel_offset", 2**62, "destination_feature_channel_offset must be at most "
+                                                          "1073741824, given 4611686018427387904")]:
+        pooling = mpsx.CNNPoolingMax(device, 2, 2)
+        setattr(pooling, name, value)
+        for given in (destination, None):
+            with pytest.raises(ValueError, match=f"MPSCNNPoolingMax: {message}"):
+                pooling.encode(cb, image, given)
+        with pytest.raises(ValueError, match=f"MPSCNNPoolingMax: {message}"):
+            pooling.destination_image_descriptor(image)
+    assert cb.command_count == 0  # refused before anything was enqueued
+    # Any clip_rect size from 0 up clips to the destination.
+    pooling = mpsx.CNNPoolingMax(device, 2, 2)
+    pooling.clip_rect = (1, 0, 0, 2**63 - 1, 2**63 - 1, 2**63 - 1)
+    pooling.encode(cb, image, destination)
+    assert cb.command_count == 1
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+
+
+def test_windows_at_the_size_limit(device, rng):
+    # 2^30 x 2^30 windows 2^30 apart over a 3x3 image, clamped: one window,
+    # all of the image in it, 2^60 taps off it.
+    x = sample(rng, (1, 4, 3, 3))
+    pooling = make(KINDS, device, "max", (2**30, 2**30), (2**30, 2**30), (1, 1), EM.CLAMP, "same")
+    if device.backend == "cuda":  # its max pooling gradients keep a window's chosen tap in an int32_t
+        with pytest.raises(mpsx.ShapeError, match="MPSCNNPoolingMaxGradient: a 1073741824x1073741824 window has "
+                                                  f"1152921504606846976 taps; max pooling gradients on device "
+                                                  f"{device.name} take at most 2147483647"):
+            mpsx.CNNPoolingMaxGradient(device, 2**30, 2**30, 2**30, 2**30)
+        gradient = None
+    else:
+        gradient = make(GRADIENTS, device, "max", (2**30, 2**30), (2**30, 2**30), (1, 1), EM.CLAMP, "same")
+    image = mpsx.Image.from_numpy(device, x)
+
+    def encode(cb):
+        y, state = pooling.encode(cb, image, destination_state=True)
+        if gradient is None:
+            return y
+        return y, gradient.encode(cb, mpsx.Image.from_numpy(device, np.ones((1, 4, 1, 1), np.float32)), image, state)
+
+    result = read(device, encode)
+    y = result if gradient is None else result[0]
+    np.testing.assert_array_equal(y, x.max(axis=(2, 3), keepdims=True))
+    if gradient is not None:
+        np.testing.assert_array_equal(result[1], (x == y).astype(np.float32))
+    # Average pooling of such windows once killed the process (SIGFPE in oneDNN).
+    printed = run_isolated(device, """
+        import numpy as np
+        x = np.arange(36, dtype=np.float32).reshape(1, 4, 3, 3)
+        kernels = [getattr(mpsx, name)(device, 2**30, 2**30, 2**30, 2**30)
+                   for name in ("CNNPoolingAverage", "CNNPoolingAverageGradient")]
+        for kernel in kernels:
+            kernel.edge_mode = mpsx.ImageEdgeMode.CLAMP
+        image = mpsx.Image.from_numpy(device, x)
+        with device.command_queue.command_buffer() as cb:
+            y, state = kernels[0].encode(cb, image, destination_state=True)
+            dx = kernels[1].encode(cb, mpsx.Image.from_numpy(device, np.full((1, 4, 1, 1), 9, np.float32)), image,
+                                   state)
+            y.synchronize(cb)
+            dx.synchronize(cb)
+        print(y.to_numpy().ravel().tolist(), float(dx.to_numpy().min()), float(dx.to_numpy().max()))
+    """)
+    assert printed == "[4.0, 13.0, 22.0, 31.0] 1.0 1.0\n"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, run
+from helpers import read, run, run_isolated
 
 
 def test_devices_and_names(device):
@@ -279,8 +279,29 @@ def test_image_descriptor_and_allocation(device):
     assert image.shape == (2, 6, 3, 5) and image.descriptor == d
     with pytest.raises(TypeError, match="width, height and feature_channels"):
         mpsx.ImageDescriptor(width=3)
-    with pytest.raises(ValueError, match="must be positive; given width 0"):
+    with pytest.raises(ValueError, match="image width must be positive, given 0"):
         mpsx.ImageDescriptor(width=0, height=3, feature_channels=1)
+
+
+def test_image_sizes_are_checked(device):
+    f32 = mpsx.DataType.FLOAT32
+    with pytest.raises(ValueError, match="image width must be at most 1073741824, given 4611686018427387904"):
+        mpsx.ImageDescriptor(f32, 2**62, 1, 1)
+    with pytest.raises(ValueError, match="image number_of_images must be positive, given -1"):
+        mpsx.ImageDescriptor(f32, 1, 1, 1, -1)
+    with pytest.raises(mpsx.ShapeError, match=r"the element count of an image \(NxCxHxW\) overflows: 1073741824 \* "
+                                              r"1073741824 \* 1073741824 \* 1073741824 is above 9223372036854775807"):
+        mpsx.ImageDescriptor(f32, 2**30, 2**30, 2**30, 2**30)
+    with pytest.raises(mpsx.ShapeError, match=r"the byte count of a float32 image of 2305843009213693952 elements "
+                                              r"overflows: 2305843009213693952 \* 4 is above 9223372036854775807"):
+        mpsx.ImageDescriptor(f32, 2**30, 2**30, 2)
+    in_use = device.bytes_in_use
+    with pytest.raises(mpsx.OutOfMemoryError) as refused:
+        mpsx.Image(device, mpsx.ImageDescriptor(f32, 2**30, 2**30, 1))
+    if device.backend != "metal":  # metal: MPS refuses the texture first
+        assert str(refused.value) == (f"cannot allocate 4611686018427387904 bytes on device {device.name}: the "
+                                      "largest allocation is 281474976710656 bytes (2^48)")
+    assert device.bytes_in_use == in_use
 
 
 def test_image_input_errors(device):
@@ -428,6 +449,31 @@ def test_vectors_buffers_and_dlpack(device, rng):
         mpsx.Vector.from_numpy(device, np.zeros((2, 2), np.float32))
     with pytest.raises(ValueError, match="non-negative"):
         mpsx.Vector(device, -1)
+
+
+def test_vector_sizes_are_checked(device):
+    in_use = device.bytes_in_use
+    with pytest.raises(mpsx.ShapeError, match=r"the byte count of a vector of 4611686018427387904 float32 values "
+                                              r"overflows: 4611686018427387904 \* 4 is above 9223372036854775807"):
+        mpsx.Vector(device, 2**62)
+    with pytest.raises(mpsx.OutOfMemoryError, match=f"cannot allocate 562949953421312 bytes on device {device.name}: "
+                                                    r"the largest allocation is 281474976710656 bytes \(2\^48\)"):
+        mpsx.Vector(device, 2**48, mpsx.DataType.FLOAT16)
+    assert device.bytes_in_use == in_use
+
+
+def test_allocations_beyond_the_limit_return(device):
+    # Above 2^63 bytes the allocator's size classes once doubled forever.
+    printed = run_isolated(device, """
+        for length in (2**63 - 1, 2**63 + 8):
+            try:
+                mpsx.Vector(device, length, mpsx.DataType.UINT8)
+            except (ValueError, MemoryError) as e:
+                print(type(e).__name__, e)
+    """)
+    assert printed == (f"OutOfMemoryError cannot allocate 9223372036854775807 bytes on device {device.name}: the "
+                       "largest allocation is 281474976710656 bytes (2^48)\n"
+                       "ValueError Vector length must be between -2**63 and 2**63 - 1, given 9223372036854775816\n")
 
 
 def test_host_addressable_buffer_is_a_numpy_view(device, rng):

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -13,12 +14,15 @@ namespace {
 
 constexpr const char* kStateName = "MPSCNNBatchNormalizationState";
 
-// Contents undefined: for buffers a command writes whole before anything reads them.
+// Contents undefined: for buffers a command writes whole before anything
+// reads them. `channels` is a kernel's or a state's, within kMaxDimension.
 std::shared_ptr<Buffer> per_channel(const std::shared_ptr<Device>& device, int64_t channels) {
   return make_pooled<Buffer>(device, static_cast<size_t>(channels) * sizeof(float));
 }
 
-std::shared_ptr<Buffer> zeroed(const std::shared_ptr<Device>& device, int64_t channels) {
+// For `state`, which names the channels in errors.
+std::shared_ptr<Buffer> zeroed(const std::shared_ptr<Device>& device, int64_t channels, const char* state) {
+  check_size(channels, state, ": number_of_feature_channels");
   auto buffer = per_channel(device, channels);
   buffer->fill_zero();
   return buffer;
@@ -74,7 +78,8 @@ NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<B
 }
 
 NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels)
-    : NormalizationGammaAndBetaState(zeroed(device, channels), zeroed(device, channels)) {}
+    : NormalizationGammaAndBetaState(zeroed(device, channels, "MPSCNNNormalizationGammaAndBetaState"),
+                                     zeroed(device, channels, "MPSCNNNormalizationGammaAndBetaState")) {}
 
 void NormalizationGammaAndBetaState::synchronize(CommandBuffer& command_buffer) {
   gamma_->synchronize(command_buffer);
@@ -94,7 +99,8 @@ NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared
 
 NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Device> device,
                                                                      int64_t channels)
-    : NormalizationMeanAndVarianceState(zeroed(device, channels), zeroed(device, channels)) {}
+    : NormalizationMeanAndVarianceState(zeroed(device, channels, "MPSCNNNormalizationMeanAndVarianceState"),
+                                        zeroed(device, channels, "MPSCNNNormalizationMeanAndVarianceState")) {}
 
 void NormalizationMeanAndVarianceState::synchronize(CommandBuffer& command_buffer) {
   mean_->synchronize(command_buffer);
@@ -115,8 +121,7 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
   Loaded loaded{source};
   BatchNormalizationParameters p;
   p.channels = source.number_of_feature_channels();
-  if (p.channels <= 0)
-    fail<ArgumentError>(kernel, ": the data source's number_of_feature_channels must be positive, given ", p.channels);
+  check_size(p.channels, kernel, ": the data source's number_of_feature_channels");
   auto take = [&](const char* name, const HostArray& a, float otherwise, std::vector<float>& out) {
     if (!a.data && !a.owner) {  // None
       out.assign(static_cast<size_t>(p.channels), otherwise);
@@ -257,7 +262,7 @@ std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::updat
 BatchNormalizationState::BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel)
     : GradientState(kernel->device_ptr()), kernel_(std::move(kernel)), channels_(kernel_->number_of_feature_channels()) {
   for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
-    *buffer = zeroed(device_ptr(), channels_);
+    *buffer = zeroed(device_ptr(), channels_, kStateName);
 }
 
 void BatchNormalizationState::synchronize(CommandBuffer& command_buffer) {
@@ -285,6 +290,10 @@ CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
   fused_neuron_.validate();
   BatchNormalizationParameters p = load_batch_normalization_parameters(*data_source_, class_name(), true, true);
   channels_ = p.channels;
+  const int64_t limit = this->device().backend().limits().summed_feature_channels;
+  if (channels_ > limit)
+    fail<ShapeError>(class_name(), ": the data source has ", channels_, " feature channels; batch normalization on "
+                     "device ", this->device().name(), " takes at most ", limit);
   epsilon = p.epsilon;
   label = p.label;
   if (fused_neuron_.type == NeuronType::PReLU && static_cast<int64_t>(fused_neuron_.a_per_channel.size()) != channels_)
@@ -490,10 +499,8 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
   if (!bn) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given an ", state->class_name());
   if (source->data_type() == DataType::BFloat16)
     fail<TypeMismatchError>(class_name(), ": bfloat16 source images are not supported; use float32 or float16");
+  check_properties();
   const int64_t first = source_feature_channel_offset, channels = bn->channels();
-  if (first < 0 || first % 4 != 0)
-    fail<ArgumentError>(class_name(), ": source_feature_channel_offset must be a non-negative multiple of 4; given ",
-                        first);
   if (first == 0 ? source->feature_channels() != channels : first + channels > source->feature_channels())
     fail<ShapeError>(class_name(), ": expected source images of ", first + channels, " feature channels (the state's ",
                      channels, " from feature channel ", first, "), given ", source->feature_channels());

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -62,7 +63,7 @@ void Buffer::check_host_readable(const char* what) const {
 
 void Buffer::read(void* destination, size_t offset, size_t bytes, const char* what) const {
   check_host_readable(what);
-  if (offset + bytes > length_)
+  if (offset > length_ || bytes > length_ - offset)
     fail<ArgumentError>("read of ", bytes, " bytes at offset ", offset, " is past the end of a buffer of ", length_,
                         " bytes");
   device_->backend().copy_to_host(destination, static_cast<const char*>(data_) + offset, bytes);
@@ -74,7 +75,7 @@ void Buffer::check_exportable(const char* what) const {
 }
 
 void Buffer::write(const void* source, size_t offset, size_t bytes) {
-  if (offset + bytes > length_)
+  if (offset > length_ || bytes > length_ - offset)
     fail<ArgumentError>("write of ", bytes, " bytes at offset ", offset, " is past the end of a buffer of ", length_,
                         " bytes");
   device_->backend().copy_from_host(static_cast<char*>(data_) + offset, source, bytes);
@@ -82,13 +83,21 @@ void Buffer::write(const void* source, size_t offset, size_t bytes) {
 
 void Buffer::fill_zero() { device_->backend().fill_zero(data_, length_); }
 
+namespace {
+size_t vector_bytes(size_t length, DataType data_type) {
+  return checked_bytes(length, size_of(data_type), "the byte count of a vector of ", length, " ", name_of(data_type),
+                       " values");
+}
+}  // namespace
+
 Vector::Vector(std::shared_ptr<Device> device, size_t length, DataType data_type)
-    : Vector(make_pooled<Buffer>(std::move(device), length * size_of(data_type)), length, data_type) {}
+    : Vector(make_pooled<Buffer>(std::move(device), vector_bytes(length, data_type)), length, data_type) {}
 
 Vector::Vector(std::shared_ptr<Buffer> buffer, size_t length, DataType data_type)
     : buffer_(std::move(buffer)), length_(length), data_type_(data_type) {
-  if (length_ * size_of(data_type_) > buffer_->length())
-    fail<ShapeError>("a vector of ", length_, " ", name_of(data_type_), " values needs ", length_ * size_of(data_type_),
+  const size_t bytes = vector_bytes(length_, data_type_);
+  if (bytes > buffer_->length())
+    fail<ShapeError>("a vector of ", length_, " ", name_of(data_type_), " values needs ", bytes,
                      " bytes; the buffer has ", buffer_->length());
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -17,15 +18,18 @@
 namespace mpsx {
 
 void ConvolutionDescriptor::validate() const {
-  if (kernel_width <= 0 || kernel_height <= 0 || input_feature_channels <= 0 || output_feature_channels <= 0 ||
-      stride_x <= 0 || stride_y <= 0 || dilation_x <= 0 || dilation_y <= 0 || groups <= 0)
-    fail<ArgumentError>("convolution descriptor sizes must be positive; given kernel ", kernel_width, "x",
-                        kernel_height, ", channels ", input_feature_channels, " -> ", output_feature_channels,
-                        ", stride ", stride_x, "x", stride_y, ", dilation ", dilation_x, "x", dilation_y, ", groups ",
-                        groups);
+  const char* name = "MPSCNNConvolutionDescriptor";
+  Window{kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y}.check(name);
+  check_size(input_feature_channels, name, ": input_feature_channels");
+  check_size(output_feature_channels, name, ": output_feature_channels");
+  check_size(groups, name, ": groups");
   if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
     fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
                         output_feature_channels, ") feature channels");
+  const int64_t weights =
+      checked_count({output_feature_channels, kernel_height, kernel_width, input_feature_channels / groups}, name,
+                    ": the weight count (OHWI)");
+  checked_bytes(weights, sizeof(float), name, ": the byte count of ", weights, " float32 weights");
   fused_neuron.validate();
   if (fused_neuron.type == NeuronType::PReLU &&
       static_cast<int64_t>(fused_neuron.a_per_channel.size()) != output_feature_channels)
@@ -294,12 +298,12 @@ void ConvolutionWeightsAndBiasesState::check_fits(const ConvolutionDescriptor& d
   // Exactly the filter's values past the offsets: other sizes are most
   // likely another layer's weights.
   size_t weights = d.weight_count() * sizeof(float);
-  if (weights_offset_ + weights != weights_->length())
+  if (weights_offset_ > weights_->length() || weights != weights_->length() - weights_offset_)
     fail<ShapeError>(kernel, ": the weights buffer holds ", weights_->length() - std::min(weights_offset_, weights_->length()),
                      " bytes past its offset; the filter needs exactly ", weights, " (", d.weight_count(),
                      " float32, OHWI)");
   size_t biases = static_cast<size_t>(d.output_feature_channels) * sizeof(float);
-  if (biases_ && biases_offset_ + biases != biases_->length())
+  if (biases_ && (biases_offset_ > biases_->length() || biases != biases_->length() - biases_offset_))
     fail<ShapeError>(kernel, ": the biases buffer holds ", biases_->length() - std::min(biases_offset_, biases_->length()),
                      " bytes past its offset; the filter needs exactly ", biases, " (", d.output_feature_channels,
                      " float32)");
@@ -584,6 +588,11 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
   Loaded loaded{*data_source_};
   descriptor_ = data_source_->descriptor();
   descriptor_.validate();
+  const int64_t limit = this->device().backend().limits().summed_feature_channels;
+  if (descriptor_.output_feature_channels > limit)
+    fail<ShapeError>(class_name(), ": the descriptor has ", descriptor_.output_feature_channels,
+                     " output feature channels; the gradient of the biases on device ", this->device().name(),
+                     " takes at most ", limit);
   if (!descriptor_.fused_neuron.is_identity())
     neuron_ = std::shared_ptr<const NeuronPrimitive>(this->device().backend().make_neuron(descriptor_.fused_neuron));
 }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -142,6 +143,12 @@ Window CNNConvolutionTranspose::window() const {
   return w;
 }
 
+void CNNConvolutionTranspose::check_properties() const {
+  CNNConvolution::check_properties();
+  check_range(kernel_offset_x, -kMaxPosition, kMaxPosition, class_name(), ": kernel_offset_x");
+  check_range(kernel_offset_y, -kMaxPosition, kMaxPosition, class_name(), ": kernel_offset_y");
+}
+
 Offset CNNConvolutionTranspose::source_offset() const {
   return Offset{offset.x * descriptor_.stride_x + kernel_offset_x, offset.y * descriptor_.stride_y + kernel_offset_y,
                 offset.z};
@@ -232,6 +239,7 @@ UnaryKernel::Encoded CNNConvolutionTranspose::encode(CommandBuffer& command_buff
   auto* transpose_state = dynamic_cast<ConvolutionTransposeGradientState*>(state.get());
   if (!given && transpose_state) given = transpose_state->convolution_gradient_state;
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(given, *source);
+  check_properties();  // undo reads clip_rect
   if (coupled) undo(*coupled);
   Coupled scope(coupled_, coupled.get());
   Encoded encoded = UnaryKernel::encode(command_buffer, source, destination, state, want_state);
@@ -242,6 +250,7 @@ UnaryKernel::Encoded CNNConvolutionTranspose::encode(CommandBuffer& command_buff
 
 ImageDescriptor CNNConvolutionTranspose::destination_image_descriptor(
     const Image& source, const std::shared_ptr<State>& convolution_gradient_state) {
+  check_properties();
   check_source(source);
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(convolution_gradient_state, source);
   if (coupled) undo(*coupled);

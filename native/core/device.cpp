@@ -33,6 +33,7 @@ struct SizeClass {
   size_t bytes;
 };
 
+// For bytes <= Device::kMaxAllocation.
 SizeClass size_class(size_t bytes) {
   constexpr size_t kStep = 256, kLinear = 4096;
   if (bytes <= kLinear) {
@@ -133,6 +134,9 @@ std::shared_ptr<CommandQueue> Device::new_command_queue() {
 }
 
 void* Device::allocate(size_t bytes, size_t* capacity) {
+  if (bytes > kMaxAllocation)
+    fail<OutOfMemoryError>("cannot allocate ", bytes, " bytes on device ", name_, ": the largest allocation is ",
+                           kMaxAllocation, " bytes (2^48)");
   SizeClass cls = size_class(bytes);
   *capacity = cls.bytes;
   cache_lock_.lock();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -128,9 +129,14 @@ void copy_same_type(const CopyDims& d, const void* from, void* to) {
 }  // namespace
 
 void ImageDescriptor::validate() const {
-  if (width <= 0 || height <= 0 || feature_channels <= 0 || number_of_images <= 0)
-    fail<ArgumentError>("image sizes must be positive; given width ", width, ", height ", height,
-                        ", feature_channels ", feature_channels, ", number_of_images ", number_of_images);
+  check_size(width, "image width");
+  check_size(height, "image height");
+  check_size(feature_channels, "image feature_channels");
+  check_size(number_of_images, "image number_of_images");
+  const int64_t count = checked_count({number_of_images, feature_channels, height, width},
+                                      "the element count of an image (NxCxHxW)");
+  checked_bytes(count, size_of(channel_format), "the byte count of a ", name_of(channel_format), " image of ", count,
+                " elements");
 }
 
 ImageLayout nchw_layout(const ImageDescriptor& d) {
@@ -169,9 +175,8 @@ Image::Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor) 
 
 Image::Image(const Image& base, int64_t first, int64_t count)
     : buffer_(base.buffer_), storage_(base.storage_), descriptor_(base.descriptor_), layout_(base.layout_) {
-  if (first < 0 || count <= 0 || first + count > base.number_of_images())
-    fail<ArgumentError>("images [", first, ", ", first + count, ") are outside a batch of ",
-                        base.number_of_images());
+  if (first < 0 || count <= 0 || count > base.number_of_images() - first)
+    fail<ArgumentError>(count, " images from image ", first, " are outside a batch of ", base.number_of_images());
   descriptor_.number_of_images = count;
   if (storage_)
     first_image_ = base.first_image_ + first;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -42,6 +43,20 @@ int64_t pad_dimension(int64_t source, int64_t stride, int64_t extent, uint32_t m
 
 }  // namespace
 
+void Window::check(const char* kernel) const {
+  check_size(kernel_width, kernel, ": kernel_width");
+  check_size(kernel_height, kernel, ": kernel_height");
+  check_size(stride_x, kernel, ": stride_in_pixels_x");
+  check_size(stride_y, kernel, ": stride_in_pixels_y");
+  check_size(dilation_x, kernel, ": dilation_rate_x");
+  check_size(dilation_y, kernel, ": dilation_rate_y");
+  // Below 2^60 with the sizes checked.
+  if (extent_x() > kMaxDimension || extent_y() > kMaxDimension)
+    fail<ShapeError>(kernel, ": the window extent (kernel - 1) * dilation_rate + 1 must be at most ", kMaxDimension,
+                     ", given ", extent_x(), "x", extent_y(), " (kernel ", kernel_width, "x", kernel_height,
+                     ", dilation ", dilation_x, "x", dilation_y, ")");
+}
+
 Kernel::Kernel(std::shared_ptr<Device> device) : device_(std::move(device)) {
   if (!device_) fail<TypeMismatchError>("a kernel needs a device, given None");
 }
@@ -75,6 +90,9 @@ ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_
   if (d.width <= 0 || d.height <= 0)
     fail<ShapeError>(class_name(), ": a ", width, "x", height, " source image is smaller than the ",
                      window.extent_x(), "x", window.extent_y(), " window; the padding policy leaves no destination");
+  if (d.width > kMaxDimension || d.height > kMaxDimension)
+    fail<ShapeError>(class_name(), ": the padding policy makes a ", d.width, "x", d.height, " destination of a ", width,
+                     "x", height, " source; image sizes must be at most ", kMaxDimension);
   d.feature_channels = destination_channels;
   d.number_of_images = source.number_of_images() - offset.z;
   if (d.number_of_images <= 0)
@@ -85,10 +103,25 @@ ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_
   return d;
 }
 
+void Kernel::check_properties() const {
+  for (auto [value, name] : {std::pair{offset.x, "offset.x"}, {offset.y, "offset.y"}, {offset.z, "offset.z"},
+                             {clip_rect.x, "clip_rect.x"}, {clip_rect.y, "clip_rect.y"}, {clip_rect.z, "clip_rect.z"}})
+    check_range(value, -kMaxPosition, kMaxPosition, class_name(), ": ", name);
+  // Any size from 0 up: kRectNoClip's are INT64_MAX / 4.
+  if (clip_rect.width < 0 || clip_rect.height < 0 || clip_rect.depth < 0)
+    fail<ArgumentError>(class_name(), ": clip_rect sizes must be non-negative; given width ", clip_rect.width,
+                        ", height ", clip_rect.height, ", depth ", clip_rect.depth);
+  for (auto [value, name] : {std::pair{destination_feature_channel_offset, "destination_feature_channel_offset"},
+                             {source_feature_channel_offset, "source_feature_channel_offset"}}) {
+    if (value < 0 || value % 4 != 0)
+      fail<ArgumentError>(class_name(), ": ", name, " must be a non-negative multiple of 4; given ", value);
+    if (value > kMaxDimension)
+      fail<ArgumentError>(class_name(), ": ", name, " must be at most ", kMaxDimension, ", given ", value);
+  }
+}
+
 void Kernel::check_source_channels(const Image& source, int64_t source_channels) const {
-  if (source_feature_channel_offset < 0 || source_feature_channel_offset % 4 != 0)
-    fail<ArgumentError>(class_name(), ": source_feature_channel_offset must be a non-negative multiple of 4; given ",
-                        source_feature_channel_offset);
+  // check_properties() passed: the sum is far inside int64_t.
   if (source_feature_channel_offset == 0 ? source.feature_channels() != source_channels
                                          : source_feature_channel_offset + source_channels > source.feature_channels())
     fail<ShapeError>(class_name(), ": expected a source image of ", source_feature_channel_offset + source_channels,
@@ -97,9 +130,7 @@ void Kernel::check_source_channels(const Image& source, int64_t source_channels)
 
 Geometry Kernel::resolve(const Image& source, const Image& destination, const Window& window,
                          int64_t source_channels, int64_t destination_channels, const Offset& offset) const {
-  if (destination_feature_channel_offset < 0 || destination_feature_channel_offset % 4 != 0)
-    fail<ArgumentError>(class_name(), ": destination_feature_channel_offset must be a non-negative multiple of 4; given ",
-                        destination_feature_channel_offset);
+  // check_properties() passed: every sum and product below is far inside int64_t.
   check_source_channels(source, source_channels);
   if (destination_feature_channel_offset + destination_channels > destination.feature_channels())
     fail<ShapeError>(class_name(), ": expected a destination image of at least ",
@@ -110,8 +141,10 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
   g.source_channel = source_feature_channel_offset;
   g.destination_channel = destination_feature_channel_offset;
   int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
-  int64_t x1 = std::min(clip_rect.x + clip_rect.width, destination.width());
-  int64_t y1 = std::min(clip_rect.y + clip_rect.height, destination.height());
+  // min(clip_rect.x + clip_rect.width, destination width) for any width.
+  int64_t x1 = clip_rect.width < destination.width() - clip_rect.x ? clip_rect.x + clip_rect.width : destination.width();
+  int64_t y1 =
+      clip_rect.height < destination.height() - clip_rect.y ? clip_rect.y + clip_rect.height : destination.height();
   if (x1 <= x0 || y1 <= y0)
     fail<ShapeError>(class_name(), ": clip_rect (x ", clip_rect.x, ", y ", clip_rect.y, ", width ", clip_rect.width,
                      ", height ", clip_rect.height, ") does not intersect the ", destination.width(), "x",
@@ -156,6 +189,7 @@ void UnaryKernel::PaddingPlan::remember(const Kernel& k, const Image& source, co
 
 ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
   check_device(source, "source image");
+  check_properties();
   check_source(source);
   check_source_channels(source, source_channels(source));
   return destination_descriptor(source);
@@ -163,6 +197,7 @@ ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
 
 std::shared_ptr<State> UnaryKernel::result_state(const Image& source) {
   check_device(source, "source image");
+  check_properties();
   check_source(source);
   check_source_channels(source, source_channels(source));
   return new_result_state(source);
@@ -175,6 +210,9 @@ std::shared_ptr<State> UnaryKernel::new_result_state(const Image&) {
 void UnaryKernel::check_source(const Image& source) const {
   if (source.data_type() == DataType::BFloat16)
     fail<TypeMismatchError>(class_name(), ": bfloat16 source images are not supported; use float32 or float16");
+  if (source_feature_channel_offset >= source.feature_channels())
+    fail<ShapeError>(class_name(), ": source_feature_channel_offset ", source_feature_channel_offset,
+                     " is past the source image's ", source.feature_channels(), " feature channels");
 }
 
 void UnaryKernel::check_state(const State& state) const {
@@ -191,6 +229,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
                               ", the kernel on device ", device().name());
   check_device(*source, "source image");
+  check_properties();
   check_source(*source);
   std::shared_ptr<State> state = given_state;
   if (state) {

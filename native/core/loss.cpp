@@ -80,6 +80,7 @@ CNNLoss::CNNLoss(std::shared_ptr<Device> device, LossDescriptor descriptor)
 void CNNLoss::check_source(const Image& source) const { check_floating(source, class_name(), "source image"); }
 
 ImageDescriptor CNNLoss::destination_image_descriptor(const Image& source) {
+  check_properties();
   check_source(source);
   return apply_padding(source, Window{}, source.feature_channels());
 }
@@ -95,6 +96,7 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
                               ", the kernel on device ", device().name());
   check_device(*source, "source image");
   check_device(*labels, "labels");
+  check_properties();
   check_source(*source);
   const ImageDescriptor& s = source->descriptor();
   if (!same_size(labels->labels_image()->descriptor(), s))

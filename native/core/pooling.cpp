@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -40,23 +41,20 @@ bool PoolingDescriptor::operator==(const PoolingDescriptor& o) const {
 
 PoolingParameters::PoolingParameters(PoolingKind kind, bool gradient, int64_t kernel_width, int64_t kernel_height,
                                      int64_t stride_x, int64_t stride_y, int64_t dilation_x, int64_t dilation_y)
-    : class_name_(pooling_name(kind, gradient)), kind_(kind), gradient_(gradient) {
-  check_at_least_one(class_name_, "kernel_width", kernel_width);
-  check_at_least_one(class_name_, "kernel_height", kernel_height);
-  check_at_least_one(class_name_, "stride_in_pixels_x", stride_x);
-  check_at_least_one(class_name_, "stride_in_pixels_y", stride_y);
-  check_at_least_one(class_name_, "dilation_rate_x", dilation_x);
-  check_at_least_one(class_name_, "dilation_rate_y", dilation_y);
-  window_ = Window{kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y};
+    : class_name_(pooling_name(kind, gradient)),
+      kind_(kind),
+      gradient_(gradient),
+      window_{kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y} {
+  window_.check(class_name_);
 }
 
 void PoolingParameters::set_zero_pad_size_x(int64_t value) {
-  if (value < 0) fail<ArgumentError>(class_name_, ": zero_pad_size_x must be non-negative, given ", value);
+  check_range(value, 0, kMaxDimension, class_name_, ": zero_pad_size_x");
   zero_pad_size_x_ = value;
 }
 
 void PoolingParameters::set_zero_pad_size_y(int64_t value) {
-  if (value < 0) fail<ArgumentError>(class_name_, ": zero_pad_size_y must be non-negative, given ", value);
+  check_range(value, 0, kMaxDimension, class_name_, ": zero_pad_size_y");
   zero_pad_size_y_ = value;
 }
 
@@ -112,7 +110,13 @@ CNNPoolingGradient::CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKi
                                        int64_t kernel_height, int64_t stride_x, int64_t stride_y, int64_t dilation_x,
                                        int64_t dilation_y)
     : GradientKernel(std::move(device)),
-      PoolingParameters(kind, true, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {}
+      PoolingParameters(kind, true, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {
+  const int64_t taps = kernel_width * kernel_height;
+  const int64_t limit = this->device().backend().limits().max_pooling_gradient_taps;
+  if (is_max(kind) && taps > limit)
+    fail<ShapeError>(class_name(), ": a ", kernel_width, "x", kernel_height, " window has ", taps,
+                     " taps; max pooling gradients on device ", this->device().name(), " take at most ", limit);
+}
 
 void CNNPoolingGradient::set_source_size(int64_t width, int64_t height, int64_t depth) {
   check_at_least_one(class_name(), "source_size.width", width);

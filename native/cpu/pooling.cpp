@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -59,6 +60,14 @@ inline float* at_mutable(const ImageRegion& r, int64_t n, int64_t y, int64_t x) 
 
 // Work per parallel chunk, in multiply-adds.
 constexpr int64_t kGrain = 1 << 15;
+
+// Rows of `r` per parallel chunk. Work is estimated in double: a row of
+// windows of up to 2^60 taps overflows int64_t.
+int64_t rows_per_chunk(const ImageRegion& r, const Window& w) {
+  const double work = static_cast<double>(r.w) * static_cast<double>(r.c) * static_cast<double>(w.kernel_width) *
+                      static_cast<double>(w.kernel_height);
+  return std::max<int64_t>(1, static_cast<int64_t>(kGrain / std::max(work, 1.0)));
+}
 
 void zero_region(const ImageRegion& r) {
   if (is_dense_nhwc(r)) {
@@ -233,9 +242,8 @@ class CpuPooling final : public PoolingPrimitive {
     } else {
       const ImageRegion& in = x.region();
       const ImageRegion& out = y.region();
-      int64_t work = std::max<int64_t>(1, out.w * out.c * d_.window.kernel_width * d_.window.kernel_height);
       with_pooling_kind(d_.kind, [&](auto kind) {
-        detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, kGrain / work), [&](int64_t first, int64_t rows) {
+        detail::parallel_chunks(out.n * out.h, rows_per_chunk(out, d_.window), [&](int64_t first, int64_t rows) {
           pool_rows<decltype(kind)::value>(d_, in, out, first, rows);
         });
       });
@@ -261,11 +269,10 @@ class CpuPooling final : public PoolingPrimitive {
       const ImageRegion& g = dy.region();
       // Rows `phases` apart read disjoint source rows, so each phase runs its rows in parallel.
       int64_t phases = (d_.window.extent_y() + d_.window.stride_y - 1) / d_.window.stride_y;
-      int64_t work = std::max<int64_t>(1, g.w * g.c * d_.window.kernel_width * d_.window.kernel_height);
       with_pooling_kind(d_.kind, [&](auto kind) {
         for (int64_t phase = 0; phase < std::min(phases, g.h); ++phase) {
           int64_t rows_per_image = (g.h - phase + phases - 1) / phases;
-          detail::parallel_chunks(g.n * rows_per_image, std::max<int64_t>(1, kGrain / work),
+          detail::parallel_chunks(g.n * rows_per_image, rows_per_chunk(g, d_.window),
                                   [&](int64_t first, int64_t rows) {
                                     constexpr PoolingKind K = decltype(kind)::value;
                                     if (disjoint_)
@@ -285,6 +292,9 @@ class CpuPooling final : public PoolingPrimitive {
   // The oneDNN algorithm that computes exactly what MPS defines for this
   // pass, if there is one.
   bool onednn_algorithm(const Span& sx, const Span& sy, dnnl::algorithm* algorithm) const {
+    // oneDNN 3's jit pooling keeps window sizes in int: larger windows end in
+    // a division by zero (SIGFPE) while it builds the primitive.
+    if (d_.window.kernel_width * d_.window.kernel_height > INT32_MAX) return false;
     int64_t extent_x = d_.window.extent_x(), extent_y = d_.window.extent_y();
     // oneDNN needs every window to overlap the source.
     if (sx.end <= sx.begin || sy.end <= sy.begin || sx.pad_before >= extent_x || sx.pad_after >= extent_x ||

@@ -42,6 +42,15 @@ class CudaBackend final : public Backend {
   void write_region(const ImageRegion& host, const ImageRegion& device) override;
   void wait_for_host_writes() override;
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
+  BackendLimits limits() const override {
+    BackendLimits limits;
+    // channel_tiling (shaders/cuda/channels.cuh): 32 channels a block row,
+    // the tiles of channels on grid y, which has at most 65535 blocks.
+    limits.summed_feature_channels = int64_t{65535} * 32;
+    // pooling.cu keeps the chosen tap of a window as an int32_t.
+    limits.max_pooling_gradient_taps = INT32_MAX;
+    return limits;
+  }
   std::unique_ptr<Executor> new_executor() override;
   // Makes `stream`'s later work wait for the host writes enqueued since
   // `seen` was last passed here.

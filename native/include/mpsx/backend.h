@@ -52,6 +52,17 @@ struct OptimizerConfiguration;
 class BatchNormalizationPrimitive;
 struct BatchNormalizationDescriptor;
 
+// Sizes within core's limits (types.h) that a backend's kernels cannot
+// handle. Core refuses them with ShapeError where a kernel is made, before
+// anything is allocated or enqueued.
+struct BackendLimits {
+  // Feature channels of per-channel sums: batch normalization and the bias
+  // gradients of the convolution family.
+  int64_t summed_feature_channels = kMaxDimension;
+  // Taps (kernel_width * kernel_height) of a max pooling gradient's window.
+  int64_t max_pooling_gradient_taps = kMaxDimension * kMaxDimension;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -65,6 +76,8 @@ class Backend {
   // its address (cpu; metal's shared storage on unified memory), so buffers
   // can be exported to numpy without a copy.
   virtual bool host_addressable() const { return false; }
+
+  virtual BackendLimits limits() const { return {}; }
 
   // Memory. allocate throws OutOfMemoryError.
   virtual void* allocate(size_t bytes) = 0;

@@ -35,8 +35,13 @@ class Device : public std::enable_shared_from_this<Device> {
   const std::shared_ptr<CommandQueue>& command_queue();
   std::shared_ptr<CommandQueue> new_command_queue();
 
+  // The largest allocation: 256 TiB, beyond the address space of any device
+  // and where every size class still fits size_t.
+  static constexpr size_t kMaxAllocation = size_t{1} << 48;
+
   // Caching allocator: freed blocks are kept by size class and handed out
   // again, so steady-state training allocates nothing from the backend.
+  // Throws OutOfMemoryError above kMaxAllocation, before asking the backend.
   void* allocate(size_t bytes, size_t* capacity);
   void release(void* data, size_t capacity);
   // Returns every cached block to the backend.

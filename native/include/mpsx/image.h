@@ -26,10 +26,12 @@ struct ImageDescriptor {
            feature_channels == o.feature_channels && number_of_images == o.number_of_images;
   }
   bool operator!=(const ImageDescriptor& o) const { return !(*this == o); }
+  // Fits int64_t, as its bytes do, once validate() passed.
   int64_t element_count() const {
     return width * height * feature_channels * number_of_images;
   }
-  // Throws ArgumentError unless every size is positive.
+  // Throws ArgumentError unless every size is positive and at most
+  // kMaxDimension, ShapeError unless the element and byte counts fit.
   void validate() const;
 };
 

@@ -22,8 +22,12 @@ struct Window {
   int64_t kernel_width = 1, kernel_height = 1;
   int64_t stride_x = 1, stride_y = 1;
   int64_t dilation_x = 1, dilation_y = 1;
+  // Each at most kMaxDimension once check() passed.
   int64_t extent_x() const { return (kernel_width - 1) * dilation_x + 1; }
   int64_t extent_y() const { return (kernel_height - 1) * dilation_y + 1; }
+  // Throws ArgumentError for a kernel size, stride or dilation rate outside
+  // 1..kMaxDimension and ShapeError for an extent above kMaxDimension.
+  void check(const char* kernel) const;
 };
 
 // Backend primitives of one kernel, built once per configuration (shape,
@@ -87,6 +91,11 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // (reverse filters pad their expanded source).
   ImageDescriptor apply_padding(const Image& source, int64_t width, int64_t height, const Window& window,
                                 int64_t destination_channels);
+  // Throws ArgumentError for a property outside its limits (offset,
+  // clip_rect, feature channel offsets): every encode, destination
+  // descriptor query and result state calls it first, so the arithmetic of
+  // the padding policy and of resolve() stays within int64_t.
+  virtual void check_properties() const;
   // Throws ShapeError unless `source` has the channels the kernel reads from
   // source_feature_channel_offset on.
   void check_source_channels(const Image& source, int64_t source_channels) const;

@@ -7,6 +7,18 @@
 
 namespace mpsx {
 
+// Limits on the values users give (docs/semantics.md, "Size limits"). A size
+// (image width, height, feature channels or number of images; kernel size,
+// stride, dilation rate or window extent; feature channel offset, zero pad
+// size) is at most kMaxDimension; a position (offset, clip_rect origin,
+// kernel offset) at most kMaxPosition either way, which holds every offset the
+// padding policy sets. A product of a size and a size or a position is then at
+// most 2^61, so the coordinates core and the backends derive from a few such
+// products fit int64_t with room to spare; counts, products of several sizes,
+// go through checked.h.
+inline constexpr int64_t kMaxDimension = int64_t{1} << 30;
+inline constexpr int64_t kMaxPosition = 2 * kMaxDimension;
+
 // MPSDataType, reduced to what images, weights and vectors use.
 enum class DataType : uint8_t { Float32 = 0, Float16 = 1, BFloat16 = 2, UInt8 = 3 };
 

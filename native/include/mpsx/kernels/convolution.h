@@ -39,10 +39,12 @@ struct ConvolutionDescriptor {
   int64_t groups = 1;
   NeuronDescriptor fused_neuron;
 
-  // Throws ArgumentError for sizes that are not positive or channel counts
-  // that groups do not divide.
+  // Throws ArgumentError for sizes outside 1..kMaxDimension or channel
+  // counts that groups do not divide, ShapeError for a window extent above
+  // kMaxDimension or weights whose count or bytes overflow.
   void validate() const;
-  // Values of an OHWI weights array: [out][kernel_height][kernel_width][in / groups].
+  // Values of an OHWI weights array: [out][kernel_height][kernel_width][in / groups];
+  // they and their bytes fit once validate() passed.
   size_t weight_count() const {
     return static_cast<size_t>(output_feature_channels * kernel_height * kernel_width *
                                (input_feature_channels / groups));

@@ -93,7 +93,10 @@ class CNNConvolutionTranspose : public CNNConvolution {
 
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
+  // Also the kernel offsets.
+  void check_properties() const override;
   Window window() const override;
+  // In the expanded source: below 2^62 once check_properties() passed.
   Offset source_offset() const override;
   ImageDescriptor destination_descriptor(const Image& source) override;
   // Its padding also depends on the coupled convolution and the kernel offsets.

@@ -71,14 +71,14 @@ class PoolingPrimitive {
 // Pooling geometry shared by the forward and gradient kernels.
 class PoolingParameters {
  public:
-  // Throws ArgumentError for a size, stride or dilation below 1.
+  // Throws as Window::check does.
   PoolingParameters(PoolingKind kind, bool gradient, int64_t kernel_width, int64_t kernel_height, int64_t stride_x,
                     int64_t stride_y, int64_t dilation_x, int64_t dilation_y);
   // The MPS class name, e.g. "MPSCNNPoolingMaxGradient".
   const char* pooling_class_name() const { return class_name_; }
   PoolingKind kind() const { return kind_; }
   const Window& pooling_window() const { return window_; }
-  // MPSCNNPoolingAverage zeroPadSizeX / zeroPadSizeY.
+  // MPSCNNPoolingAverage zeroPadSizeX / zeroPadSizeY, 0 to kMaxDimension.
   int64_t zero_pad_size_x() const { return zero_pad_size_x_; }
   int64_t zero_pad_size_y() const { return zero_pad_size_y_; }
   void set_zero_pad_size_x(int64_t value);
@@ -121,6 +121,8 @@ class CNNPooling : public UnaryKernel, public PoolingParameters {
 // strides and edge handling from this kernel, set as on the forward kernel.
 class CNNPoolingGradient : public GradientKernel, public PoolingParameters {
  public:
+  // Also throws ShapeError for a max pooling window of more taps than the
+  // backend's BackendLimits::max_pooling_gradient_taps.
   CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
                      int64_t stride_x, int64_t stride_y, int64_t dilation_x = 1, int64_t dilation_y = 1);
   const char* class_name() const override { return pooling_class_name(); }
