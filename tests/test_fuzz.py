@@ -325,8 +325,9 @@ def probe_factory(namespace, case, send, findings):
         try:
             value = getattr(obj, name)
         except BaseException as error:
-            findings.append(dict(kind="factory", what=f"reading obj.{name} raised {type(error).__name__}: {error}",
-                                 phase=f"get {name}"))
+            found = unexpected(error)
+            if found:
+                findings.append(dict(kind=found[0], what=found[1], error=type(error).__name__, phase=f"get {name}"))
             continue
         send(phase=f"set {name}")
         writable = True
@@ -388,7 +389,10 @@ def run_case(case, send, unraisable):
                                  detail=detail, code=code))
 
     error = execute("setup", case["setup"])
-    if error is not None:
+    if error is not None and case["kind"] == "probe":
+        findings.append(dict(kind="factory", what=f"it raised {type(error).__name__}: {error}", phase="setup",
+                             detail="".join(traceback.format_exception(error)[-12:])))
+    elif error is not None:
         note(error, "setup")
     else:
         counts = {n: namespace[n].command_count for n in case["cbs"] if n in namespace}
@@ -519,7 +523,7 @@ def run_child(cases, workdir, timeout):
             phase, code = message["phase"], message.get("code", code)
         elif "done" in message:
             outcomes[message["done"]] = {"findings": message["findings"], "probe": message["probe"]}
-            current, phase = None, "exit"
+            current, phase, deadline = None, "exit", time.monotonic() + timeout
     returncode = process.wait()
     text = stderr_path.read_text(errors="replace")
     cases_path.unlink()
@@ -534,6 +538,9 @@ def run_child(cases, workdir, timeout):
     if current is None:  # after its last case: pinned on that one
         current = list(outcomes)[-1]
     failure["detail"] = stderr_tail(text, current)
+    sanitizer = re.search(r"ERROR: (AddressSanitizer: [\w-]+)|runtime error: ([^\n]*)", failure["detail"])
+    if sanitizer and failure["kind"] == "crash":  # a sanitizer's report, then its exit status
+        failure["what"] = sanitizer.group(1) or f"UndefinedBehaviorSanitizer: {sanitizer.group(2).split(' of type')[0]}"
     return outcomes, (current, failure)
 
 
@@ -1041,7 +1048,10 @@ class Case:
         n, c, h, w = shape
         numpy_dtype = IMAGE_DTYPES.get(dtype, "float32")
         swapped = "Image" if cls == "ImageBatch" else "ImageBatch"
-        make = lambda s, t=numpy_dtype, kind=cls, on="dev": f"mpsx.{kind}.from_numpy({on}, np.zeros({s}, np.{t}))"  # noqa
+
+        def make(dims, numpy_type=numpy_dtype, kind=cls, on="dev"):
+            return f"mpsx.{kind}.from_numpy({on}, np.zeros({dims}, np.{numpy_type}))"
+
         options = plain(make(shape, "float64"), make(shape, kind=swapped), "[]", "[None]",
                         f"mpsx.Image(dev, mpsx.ImageDescriptor(mpsx.DataType.BFLOAT16, {w}, {h}, {c}, {n}))",
                         f"[mpsx.Image.from_numpy(dev, np.zeros((1, {c}, {h}, {w}), np.float32)) for _ in range({n})]",
@@ -1344,7 +1354,7 @@ def fuzz(device, cases, seed, workdir, only=None, timeout=TIMEOUT, jobs=None, pr
     probing = probe_cases(catalog, device)
     outcomes = run_cases(probing, workdir, timeout, jobs)
     probes = {c["id"].split()[1]: outcomes[c["id"]]["probe"] for c in probing
-              if outcomes.get(c["id"]) and outcomes[c["id"]]["probe"] and not outcomes[c["id"]]["findings"]}
+              if outcomes.get(c["id"]) and outcomes[c["id"]]["probe"]}
     generator = Generator(catalog, probes, device, [d.name for d in mpsx.devices()], seed, only)
     problems = catalog.coverage_problems() + [
         f"every factory of mpsx.{c} failed (see the factory findings), so the fuzzer cannot drive it"
@@ -1369,6 +1379,22 @@ def test_harness_reports_each_kind_of_finding(tmp_path):
     setup = prelude("cpu", "fuzz_raise")
     encode = ("mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode("
               "cb, mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32)))")
+    failing_update = """
+class Source(mpsx.CNNConvolutionDataSource):
+    def descriptor(self):
+        return mpsx.CNNConvolutionDescriptor(1, 1, 1, 1)
+
+    def weights(self):
+        return np.ones((1, 1, 1, 1), np.float32)
+
+    def update(self, gradient_state, source_state):
+        return {}[1]
+
+kernel = mpsx.CNNConvolution(dev, Source())
+x = mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32))
+y, state = kernel.encode(cb, x, destination_state=True)
+mpsx.CNNConvolutionGradient(dev, kernel.data_source).encode(cb, y, x, state)
+kernel.encode_weights_and_bias_update(cb, state)"""
     actions = {
         "fine": ("x = 1", None), "allowed": ("raise ValueError('expected 1, given 2')", None),
         "unexpected": ("raise KeyError(2)", None), "no message": ("raise ValueError()", None),
@@ -1378,19 +1404,22 @@ def test_harness_reports_each_kind_of_finding(tmp_path):
         "hang": ("import time\ntime.sleep(60)", None), "accepted": ("x = 1", "1.5 was accepted"),
         "enqueued": (f"{encode}; raise ValueError('after encoding')", None),
         "callback": ("cb.add_completed_handler(lambda command_buffer: {}[1])", None),
+        "command buffer error": (failing_update, None),
         "own error": ("fuzz_raise()", None),
     }
     cases = [dict(id=name, kind="test", key="crash" if name.startswith("crash") else name, setup=setup,
                   action=action, cbs=["cb"], must_raise=reason) for name, (action, reason) in actions.items()]
     outcomes = run_cases(cases, tmp_path, timeout=3, jobs=2)
-    found = {name: sorted(f["kind"] + (f" {f['what']}" if f["kind"] == "crash" else "")
-                          for f in outcome["findings"]) if outcome else "skipped"
+    found = {name: sorted(f["kind"] for f in outcome["findings"]) if outcome else "skipped"
              for name, outcome in outcomes.items()}
     assert found == {
         "fine": [], "allowed": [], "unexpected": ["exception"], "no message": ["message"],
-        "crash": ["crash signal SIGSEGV"], "crash again": "skipped", "after the crash": [],
-        "exit": ["crash exit status 3"], "hang": ["hang"], "accepted": ["accepted"],
-        "enqueued": ["enqueued"], "callback": ["exception"], "own error": []}
+        "crash": ["crash"], "crash again": "skipped", "after the crash": [],
+        "exit": ["crash"], "hang": ["hang"], "accepted": ["accepted"],
+        "enqueued": ["enqueued"], "callback": ["exception"], "command buffer error": ["exception"],
+        "own error": []}
+    assert outcomes["crash"]["findings"][0]["what"] in ("signal SIGSEGV", "AddressSanitizer: SEGV")
+    assert outcomes["exit"]["findings"][0]["what"] == "exit status 3"
     assert "<case hang action>" in outcomes["hang"]["findings"][0]["detail"]  # faulthandler's stacks of the hang
 
 
