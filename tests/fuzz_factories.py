@@ -10,10 +10,12 @@ device, q, cb, command_buffer, FuzzError and fuzz_raise) and must:
   fuzzer passes those where it keeps an argument valid and mutates them where
   it makes one hostile. An optional parameter the snippet does not bind keeps
   its default.
-Keep every size small: the fuzzer runs each snippet thousands of times.
-A Python data source class (a subclass of a public *DataSource class) in a
-snippet gets its members replaced by hostile ones in the fuzzer's data source
-cases.
+Keep every size small: the fuzzer runs each snippet thousands of times. Its
+size cases replace every occurrence of one int literal of a snippet by a
+hostile int, so write a size that must stay consistent (a vector's length, a
+channel count) as the same literal everywhere. A Python data source class (a
+subclass of a public *DataSource class) in a snippet gets its members
+replaced by hostile ones in the fuzzer's data source cases.
 """
 
 IMAGES = """
@@ -248,9 +250,10 @@ optimizer_descriptor = mpsx.NNOptimizerDescriptor(learning_rate=0.1)
 obj = {make}
 """
     return [
+        # mpsx.Vector(dev, 4) everywhere (zeros): one size the fuzzer's size cases change together
         settings + f"""
-input_gradient_vector = mpsx.Vector.from_numpy(dev, np.ones(4, np.float32))
-input_values_vector = mpsx.Vector.from_numpy(dev, np.ones(4, np.float32))
+input_gradient_vector = mpsx.Vector(dev, 4)
+input_values_vector = mpsx.Vector(dev, 4)
 result_values_vector = input_values_vector
 {vectors}""",
         settings + IMAGES + """

@@ -20,6 +20,7 @@ hang:
   to the valid one (wrong shapes, dtypes, layouts and devices, arrays that end
   at an unreadable page, states of other kernels, committed command buffers,
   overflowing ints, non-integral floats, ...); a hostile property set, then
+  an encode; the factory with one of its sizes made hostile everywhere, then
   an encode; a member of an object made by cls.__new__(cls); a data source
   whose members misbehave; a completed handler calling back into the
   runtime; or valid calls around commits. The cases of a kind go round its
@@ -37,8 +38,9 @@ exception), a hang, an exception other than those above or without a message
 (a non-integral number where an int is expected), or a call that raised
 after it had encoded commands.
 
-Knobs: MPSX_FUZZ_CASES (cases per device), MPSX_FUZZ_SEED, MPSX_FUZZ_TIMEOUT
-(seconds one case may take). Long runs, the same code path:
+Knobs: MPSX_FUZZ_CASES (cases per device; the default takes about 75 s on
+2 cores with the cpu device), MPSX_FUZZ_SEED, MPSX_FUZZ_TIMEOUT (seconds one
+case may take). Long runs, the same code path:
     python tests/test_fuzz.py --cases 100000 --seed 7 [--device cpu] [--only CNNConvolution,Vector]
     python tests/test_fuzz.py --seed 7 --show 1234      # prints the reproducer of case 1234
 """
@@ -51,6 +53,7 @@ import enum
 import faulthandler
 import gc
 import inspect
+import io
 import json
 import os
 import queue
@@ -64,6 +67,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import tokenize
 import traceback
 import zlib
 from pathlib import Path
@@ -73,12 +77,13 @@ import numpy as np
 import mpsx
 from fuzz_factories import FACTORIES
 
-CASES = int(os.environ.get("MPSX_FUZZ_CASES", "2000"))
+CASES = int(os.environ.get("MPSX_FUZZ_CASES", "6000"))
 SEED = int(os.environ.get("MPSX_FUZZ_SEED", "1"))
 ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 TIMEOUT = float(os.environ.get("MPSX_FUZZ_TIMEOUT", "20" if ASAN else "5"))
 STARTUP_TIMEOUT = 120  # seconds a child may take to start
 BATCH = 40  # cases per child process
+RESTART_SECONDS = 0.5  # what starting a new child after a crash costs, about
 MEMORY_LIMIT = 8 << 30  # address space of a child, so that a huge allocation fails cleanly
 
 # What every case runs first; the parts in FUZZ_ERROR and RNG where it uses them.
@@ -548,21 +553,23 @@ def shard_key(case):
     return zlib.crc32(case["key"].encode())
 
 
-def run_cases(cases, workdir, timeout=TIMEOUT, jobs=None, progress=None):
+def run_cases(cases, workdir, timeout=TIMEOUT, jobs=None, progress=None, budget=None):
     """Runs cases in `jobs` child processes at a time (default: one more than the cores,
     as hangs and child start-ups leave a core idle); returns {id: outcome}. The cases
     of one target run in one worker in id order, and once one of them crashed or hung
-    the target's later cases are skipped (outcome None): each crash costs a new child."""
+    the target's later cases are skipped (outcome None): each crash costs a new child.
+    Once crashes and hangs cost more than `budget` restarts (a hang costs its timeout),
+    the cases not started yet are left out (no outcome)."""
     jobs = jobs or min(len(os.sched_getaffinity(0)), 8) + 1
     shards = [[] for _ in range(jobs)]
     for case in cases:
         shards[shard_key(case) % jobs].append(case)
-    outcomes, errors, lock = {}, [], threading.Lock()
+    outcomes, errors, lock, spent = {}, [], threading.Lock(), [0.0]
 
     def run_shard(shard):
         failed, pending = set(), list(shard)
         try:
-            while pending:
+            while pending and (budget is None or spent[0] <= budget):
                 batch = []
                 while pending and len(batch) < BATCH:
                     case = pending.pop(0)
@@ -580,6 +587,8 @@ def run_cases(cases, workdir, timeout=TIMEOUT, jobs=None, progress=None):
                     failed.add(batch[index]["key"])
                     outcomes.setdefault(case_id, {"findings": [], "probe": None})["findings"].append(finding)
                     pending = batch[index + 1:] + pending
+                    with lock:
+                        spent[0] += 1 if finding["kind"] == "crash" else timeout / RESTART_SECONDS
                 if progress:
                     with lock:
                         progress(len(outcomes), len(cases))
@@ -611,8 +620,7 @@ LITERALS = ["None", "True", "0", "-1", "2**31", "2**63", "-2**63", "1.5", "float
             "[]", "()", "{}", "[None]", "(1, 2, 3, 4, 5, 6, 7)", "object()", "lambda *args, **kwargs: None",
             "fuzz_raise", "mpsx", "range(3)", "...", "np.float32(1.5)", "np.array(3)", "np.array([], np.float32)",
             "np.zeros(7)", "np.zeros((2, 3), np.int64)", "np.zeros(4, np.complex64)", "np.array([None, 1])",
-            "np.zeros(4, [('a', 'f4')])", "np.zeros((1, 1, 1, 1, 1), np.float32)",
-            "np.broadcast_to(np.float32(0), (1, 1, 2**16, 2**16))", "np.broadcast_to(np.float32(0), (2**31,))"]
+            "np.zeros(4, [('a', 'f4')])", "np.zeros((1, 1, 1, 1, 1), np.float32)"]
 DTYPES = ["float32", "float16", "uint8", "float64", "int32", "int64", "bool", "complex64"]
 IMAGE_DTYPES = {"FLOAT32": "float32", "FLOAT16": "float16", "UINT8": "uint8"}
 
@@ -641,8 +649,8 @@ HANDLERS = {
 }
 
 # Kinds of case and their share of the cases.
-KINDS = {"call": 40, "construct": 16, "set": 12, "data_source": 10, "sequence": 8, "bare": 6, "protocol": 4,
-         "handler": 4}
+KINDS = {"call": 36, "construct": 14, "set": 12, "data_source": 10, "sizes": 8, "sequence": 8, "bare": 6,
+         "protocol": 3, "handler": 3}
 
 # Data source members become one of these.
 FORMS = ["returns", "is", "raises", "arity", "deleted"]
@@ -698,6 +706,7 @@ class Generator:
             "set": [(f, p) for f in made for p, d in probes[f]["properties"].items() if d["writable"]],
             "data_source": [(f, s.name, m) for f in self.factory_ids if self.cls(f) in chosen
                             for s in self.data_sources(f) for m in s.members],
+            "sizes": [(f, n) for f in made for n in sorted(set(self.sizes(f)))],
             "sequence": made,
             "protocol": [(f, name) for f in made for name in PROTOCOL],
             "bare": [(c, m) for c in self.bareable if c in chosen
@@ -738,6 +747,14 @@ class Generator:
                 inherited = {n for n in vars(self.catalog.classes[bases[0]]) if not n.startswith("_")}
                 found.append(DataSourceClass(node.name, bases[0], node.end_lineno, sorted(own),
                                              sorted(own | inherited)))
+        return found
+
+    def sizes(self, factory):
+        """The int literals of the factory's code: {text: [(row, column) of each]}."""
+        found = collections.defaultdict(list)
+        for token in tokenize.generate_tokens(io.StringIO(self.code(factory)).readline):
+            if token.type == tokenize.NUMBER and token.string.isdigit():
+                found[token.string].append(token.start)
         return found
 
     # ---- cases
@@ -797,6 +814,21 @@ class Generator:
         case.mutate(source.end, mutation)
         action = case.valid_call(self.cls(factory)) if case.rng.random() < 0.7 else None
         return case.done(action or "pass", f"data source {name}.{member} {form}")
+
+    def case_sizes(self, case, target, pick):
+        """The factory with every literal `size` replaced by a hostile int (consistent
+        hostile sizes: every vector 2**62 long, every image 2**31 wide, ...), then a valid call."""
+        factory, size = target
+        case.use(factory)
+        options = sorted({str(int(size) - 1), str(int(size) + 1), str(2 * int(size))} | set(INT_EXTREMES))
+        value = options[pick % len(options)]
+        lines = case.factory_code.split("\n")
+        for row, column in sorted(self.sizes(factory)[size], reverse=True):
+            line = lines[row - 1]
+            lines[row - 1] = f"{line[:column]}({value}){line[column + len(size):]}"
+        case.factory_code = "\n".join(lines)
+        action = case.valid_call(self.cls(factory), encoding=True, pick=pick // len(options))
+        return case.done(action or "pass", f"sizes {factory} {size}")
 
     def case_sequence(self, case, factory, pick):
         cls = self.cls(factory)
@@ -911,15 +943,20 @@ class Case:
     def valid_arguments(self, params):
         return valid_arguments(params, self.variables)
 
-    def valid_call(self, cls):
-        """A call of one of cls's methods with valid arguments, or None."""
+    def valid_call(self, cls, encoding=False, pick=None):
+        """A call of one of cls's methods with valid arguments (one taking a command
+        buffer, where there is one, if encoding), the pick-th or a random one; or None."""
         calls = []
         for member in self.g.methods(cls):
             arguments = self.valid_arguments(member.params)
             if arguments is not None:
                 call = f"mpsx.{cls}" if member.kind == "static" else "obj"
-                calls.append(f"{call}.{member.name}({arguments})")
-        return self.rng.choice(calls) if calls else None
+                calls.append((member, f"{call}.{member.name}({arguments})"))
+        if encoding and any(p.name == "command_buffer" for m, _ in calls for p in m.params or ()):
+            calls = [(m, c) for m, c in calls if any(p.name == "command_buffer" for p in m.params or ())]
+        if not calls:
+            return None
+        return (calls[pick % len(calls)] if pick is not None else self.rng.choice(calls))[1]
 
     def arguments(self, params, cls, focus=None, pick=None):
         """Arguments with `focus` (a parameter name; a random one if None) made hostile
@@ -1194,10 +1231,13 @@ def plain(*expressions):
 
 # ---------------------------------------------------------------- findings
 
-TITLES = {"crash": "crash", "hang": "hang", "exception": "unexpected exception", "message": "exception without a "
-          "message", "accepted": "bad input accepted", "enqueued": "raised after encoding",
-          "roundtrip": "setter refuses what its getter returned", "factory": "factory failed",
-          "coverage": "class the fuzzer cannot drive"}
+# Kinds of finding: the title of their group in the report.
+TITLES = {
+    "crash": "crash", "hang": "hang", "exception": "unexpected exception", "message": "exception without a message",
+    "accepted": "bad input accepted", "enqueued": "raised after encoding",
+    "roundtrip": "setter refuses what its getter returned", "factory": "factory failed",
+    "coverage": "class the fuzzer cannot drive", "budget": "run stopped early",
+}
 
 
 def reproducer(case, finding):
@@ -1255,6 +1295,12 @@ class Report:
         self.tried = sum(1 for c in generated if outcomes.get(c["id"]) is not None)
         self.skipped = sum(1 for c in generated if c["id"] in outcomes and outcomes[c["id"]] is None)
         self.findings = [dict(kind="coverage", what=p, id="-", target="catalog", reproducer="") for p in problems]
+        left_out = sum(1 for c in generated if c["id"] not in outcomes)
+        if left_out:
+            self.findings.append(dict(kind="budget", id="-", target="run", reproducer="",
+                                      what=f"{left_out} cases were left out: crashes and hangs used up the run's "
+                                           f"restart budget (a new child costs about {RESTART_SECONDS} s, a hang "
+                                           f"its timeout)"))
         for case in cases:
             for finding in (outcomes.get(case["id"]) or {}).get("findings", []):
                 target = case["key"] + (f".{case['member']}" if case.get("member") else "")
@@ -1360,7 +1406,7 @@ def fuzz(device, cases, seed, workdir, only=None, timeout=TIMEOUT, jobs=None, pr
         f"every factory of mpsx.{c} failed (see the factory findings), so the fuzzer cannot drive it"
         for c in catalog.drivable if c in FACTORIES and c not in generator.factories]
     generated = [generator.case(i) for i in range(cases)]
-    outcomes.update(run_cases(generated, workdir, timeout, jobs, progress))
+    outcomes.update(run_cases(generated, workdir, timeout, jobs, progress, budget=max(100, cases // 20)))
     report = Report(device, seed, probing + generated, outcomes, problems, generator.undriven)
     report.shrink(workdir, timeout, jobs)
     return report, generator
@@ -1421,6 +1467,14 @@ kernel.encode_weights_and_bias_update(cb, state)"""
     assert outcomes["crash"]["findings"][0]["what"] in ("signal SIGSEGV", "AddressSanitizer: SEGV")
     assert outcomes["exit"]["findings"][0]["what"] == "exit status 3"
     assert "<case hang action>" in outcomes["hang"]["findings"][0]["detail"]  # faulthandler's stacks of the hang
+
+
+def test_restart_budget_stops_a_run_that_keeps_crashing(tmp_path):
+    crash = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"
+    cases = [dict(id=str(i), kind="test", key=str(i), setup=prelude("cpu", ""), action=crash, cbs=["cb"],
+                  must_raise=None) for i in range(3)]
+    outcomes = run_cases(cases, tmp_path, jobs=1, budget=0)
+    assert list(outcomes) == ["0"] and outcomes["0"]["findings"][0]["kind"] == "crash"
 
 
 def test_fuzz_finds_nothing_in_plain_python_classes(tmp_path):
