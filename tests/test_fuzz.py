@@ -265,17 +265,33 @@ class Catalog:
 # ---------------------------------------------------------------- the child runner
 
 
+PACKAGE = os.path.dirname(os.path.abspath(mpsx.__file__))
+
+
+def raised_by_case(error):
+    """Whether the case's own code raised error (itself, or through numpy or Python),
+    rather than mpsx: the innermost frame of its traceback that is either decides
+    (Cython names its frames mpsx._module.function)."""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.filename.startswith("<case "):
+            return True
+        if frame.name.startswith("mpsx.") or frame.filename.startswith(PACKAGE + os.sep):
+            return False
+    return False
+
+
 def unexpected(error):
-    """None where `error` is an exception the errors contract allows, else the
-    kind of finding and what it was."""
+    """None where `error` is an exception the errors contract allows, or one the
+    case's own code raised (a hostile value it made, a callback mpsx passed it
+    through); else the kind of finding and what it was."""
     chain = []
     while error is not None and error not in chain:
         chain.append(error)
         error = error.__cause__ or error.__context__
     error = chain[0]
     text = f"{type(error).__name__}: {error}"
-    if any(type(e).__name__ == "FuzzError" for e in chain):
-        return None  # the case's own exception, passed through
+    if raised_by_case(error) or any(type(e).__name__ == "FuzzError" for e in chain):
+        return None
     if isinstance(error, AttributeError) and re.search(r"not writable|has no setter", str(error)):
         return None  # setting a read-only property
     if isinstance(error, NotImplementedError) and "must implement" in str(error):
@@ -659,7 +675,6 @@ FORMS = ["returns", "is", "raises", "arity", "deleted"]
 @dataclasses.dataclass
 class DataSourceClass:
     name: str  # of the class in the factory
-    base: str  # the public class it derives from
     end: int  # its last line in the factory
     own: list  # the members its body defines
     members: list  # and those it inherits from the public class
@@ -745,8 +760,7 @@ class Generator:
                 own = {t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets
                        if isinstance(t, ast.Name)} | {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
                 inherited = {n for n in vars(self.catalog.classes[bases[0]]) if not n.startswith("_")}
-                found.append(DataSourceClass(node.name, bases[0], node.end_lineno, sorted(own),
-                                             sorted(own | inherited)))
+                found.append(DataSourceClass(node.name, node.end_lineno, sorted(own), sorted(own | inherited)))
         return found
 
     def sizes(self, factory):
@@ -772,6 +786,7 @@ class Generator:
         return getattr(self, "case_" + kind)(case, target, pick).finished()
 
     def case_call(self, case, target, pick):
+        """A method called with the target parameter (and maybe one more) hostile."""
         factory, name, param = target
         cls = self.cls(factory)
         case.use(factory)
@@ -781,12 +796,14 @@ class Generator:
         return case.done(f"{call}.{name}({arguments})", f"call {cls}.{name}({','.join(hostile)})", reason)
 
     def case_construct(self, case, target, pick):
+        """A constructor (or public function) called with the target parameter hostile."""
         name, param = target
         case.use(case.rng.choice(self.factories[name]) if name in self.factories else None)
         arguments, hostile, reason = case.arguments(self.catalog.constructors[name], name, param, pick)
         return case.done(f"mpsx.{name}({arguments})", f"construct {name}({','.join(hostile)})", reason)
 
     def case_set(self, case, target, pick):
+        """A property set to a hostile value, then maybe a valid call (does the encode check it?)."""
         factory, name = target
         cls = self.cls(factory)
         case.use(factory)
@@ -798,6 +815,8 @@ class Generator:
         return case.done(action, f"set {cls}.{name}", reason)
 
     def case_data_source(self, case, target, pick):
+        """A Python data source member that returns a hostile value, is one, raises, takes no
+        arguments or is deleted; then the factory (which uses the data source) and a valid call."""
         factory, name, member = target
         case.use(factory)
         source = next(s for s in self.data_sources(factory) if s.name == name)
@@ -831,6 +850,7 @@ class Generator:
         return case.done(action or "pass", f"sizes {factory} {size}")
 
     def case_sequence(self, case, factory, pick):
+        """A few valid or hostile calls, commits, new command buffers and reads, in a row."""
         cls = self.cls(factory)
         case.use(factory)
         steps, names = [], []
@@ -856,11 +876,13 @@ class Generator:
         return case.done("\n".join(steps), f"sequence {cls}: {'; '.join(names)}")
 
     def case_protocol(self, case, target, pick):
+        """repr, hash, pickle, copy, len, iter, with, ... of a valid object."""
         factory, name = target
         case.use(factory)
         return case.done(PROTOCOL[name], f"protocol {self.cls(factory)} {name}")
 
     def case_bare(self, case, target, pick):
+        """A member or protocol action of an object made by cls.__new__(cls), without __init__."""
         cls, name = target
         member = next((m for m in self.catalog.members[cls] if m.name == name), None)
         if member is None:
@@ -878,6 +900,7 @@ class Generator:
         return case.done(action, f"bare {cls}", member=name)
 
     def case_handler(self, case, name, pick):
+        """A completed handler that calls back into the runtime."""
         body = HANDLERS[name]
         if body is None:
             factories = [f for fs in self.factories.values() for f in fs]
@@ -1285,11 +1308,22 @@ def pruned(setup, rest):
     return "\n".join("\n".join(lines[s.lineno - 1:s.end_lineno]) for i, s in enumerate(statements) if i in kept) + "\n"
 
 
+def failing_statement(setup, finding):
+    """(the code before, the code of) the top-level statement of setup in which the
+    finding happened, from the line its traceback names; None where it names none."""
+    line = re.findall(r'File "<case [^>]* setup>", line (\d+),? in <module>', finding.get("detail") or "")
+    if not line:
+        return None
+    failing = next(s for s in ast.parse(setup).body if s.lineno <= int(line[0]) <= s.end_lineno)
+    lines = setup.split("\n")
+    return "\n".join(lines[:failing.lineno - 1]), "\n".join(lines[failing.lineno - 1:failing.end_lineno]) + "\n"
+
+
 class Report:
     """The findings of one run and how to read them."""
 
     def __init__(self, device, seed, cases, outcomes, problems=(), undriven=()):
-        self.device, self.seed, self.cases, self.undriven = device, seed, cases, undriven
+        self.device, self.seed, self.undriven = device, seed, undriven
         generated = [c for c in cases if c["kind"] != "probe"]
         self.probes = len(cases) - len(generated)
         self.tried = sum(1 for c in generated if outcomes.get(c["id"]) is not None)
@@ -1332,9 +1366,10 @@ class Report:
             case = finding.get("case")
             if case is None:
                 continue
-            rest = reproducer(case, finding)[len(case["setup"].rstrip()):]
-            shrunk = dict(case, id=f"shrink {case['id']}", key=f"shrink {case['id']}",
-                          setup=pruned(case["setup"], rest))
+            setup, rest = case["setup"], reproducer(case, finding)[len(case["setup"].rstrip()):]
+            failing = failing_statement(setup, finding) if finding["phase"] == "setup" else None
+            setup = pruned(failing[0], failing[1]) + failing[1] if failing else pruned(setup, rest)
+            shrunk = dict(case, id=f"shrink {case['id']}", key=f"shrink {case['id']}", setup=setup)
             candidates[shrunk["id"]] = (group, finding, shrunk)
         outcomes = run_cases([c for _, _, c in candidates.values()], workdir, timeout, jobs)
         for case_id, (group, finding, shrunk) in candidates.items():
@@ -1422,7 +1457,10 @@ def test_every_public_class_has_a_factory():
 
 def test_harness_reports_each_kind_of_finding(tmp_path):
     """The child runner and the parent loop on cases whose outcome is known."""
-    setup = prelude("cpu", "fuzz_raise")
+    # mpsx_raise stands for mpsx raising: its code is named as a file of the package.
+    source = os.path.join(PACKAGE, "harness.py")
+    setup = prelude("cpu", "fuzz_raise") + \
+        f'exec(compile("def mpsx_raise(error):\\n    raise error\\n", {source!r}, "exec"))\n'
     encode = ("mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode("
               "cb, mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32)))")
     failing_update = """
@@ -1434,7 +1472,7 @@ class Source(mpsx.CNNConvolutionDataSource):
         return np.ones((1, 1, 1, 1), np.float32)
 
     def update(self, gradient_state, source_state):
-        return {}[1]
+        mpsx_raise(KeyError(1))
 
 kernel = mpsx.CNNConvolution(dev, Source())
 x = mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32))
@@ -1443,13 +1481,14 @@ mpsx.CNNConvolutionGradient(dev, kernel.data_source).encode(cb, y, x, state)
 kernel.encode_weights_and_bias_update(cb, state)"""
     actions = {
         "fine": ("x = 1", None), "allowed": ("raise ValueError('expected 1, given 2')", None),
-        "unexpected": ("raise KeyError(2)", None), "no message": ("raise ValueError()", None),
+        "unexpected": ("mpsx_raise(KeyError(2))", None), "no message": ("mpsx_raise(ValueError())", None),
+        "the case's own": ("raise KeyError(2)", None),
         "crash": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", None),
         "crash again": ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", None),
         "after the crash": ("x = 1", None), "exit": ("import os\nos._exit(3)", None),
         "hang": ("import time\ntime.sleep(60)", None), "accepted": ("x = 1", "1.5 was accepted"),
         "enqueued": (f"{encode}; raise ValueError('after encoding')", None),
-        "callback": ("cb.add_completed_handler(lambda command_buffer: {}[1])", None),
+        "callback": ("cb.add_completed_handler(lambda command_buffer: mpsx_raise(KeyError(1)))", None),
         "command buffer error": (failing_update, None),
         "own error": ("fuzz_raise()", None),
     }
@@ -1459,7 +1498,7 @@ kernel.encode_weights_and_bias_update(cb, state)"""
     found = {name: sorted(f["kind"] for f in outcome["findings"]) if outcome else "skipped"
              for name, outcome in outcomes.items()}
     assert found == {
-        "fine": [], "allowed": [], "unexpected": ["exception"], "no message": ["message"],
+        "fine": [], "allowed": [], "unexpected": ["exception"], "no message": ["message"], "the case's own": [],
         "crash": ["crash"], "crash again": "skipped", "after the crash": [],
         "exit": ["crash"], "hang": ["hang"], "accepted": ["accepted"],
         "enqueued": ["enqueued"], "callback": ["exception"], "command buffer error": ["exception"],
