@@ -32,11 +32,12 @@ hang:
   crash or a hang (skipping the later cases of that target), collects the
   findings and prunes each kind's shortest reproducer.
 
-A finding: a crash (a signal, or an exit status without a Python
-exception), a hang, an exception other than those above or without a message
-(from a call, a command buffer's error or a callback), bad input accepted
-(a non-integral number where an int is expected), or a call that raised
-after it had encoded commands.
+A finding: a crash (a signal, a sanitizer's report, or an exit status
+without a Python exception), a hang, an exception mpsx raised other than those
+above or without a message (from a call, a command buffer's error or a
+callback; what the case's own code raises is no finding), bad input accepted
+(a non-integral number where an int is expected), or a call that raised after
+it had encoded commands.
 
 Knobs: MPSX_FUZZ_CASES (cases per device; the default takes about 75 s on
 2 cores with the cpu device), MPSX_FUZZ_SEED, MPSX_FUZZ_TIMEOUT (seconds one
@@ -1401,7 +1402,7 @@ class Report:
             out.append(f"\n== {title}: {len(findings)} finding(s)")
             lines = collections.defaultdict(list)
             for f in findings:
-                lines[(f["target"], f["what"], f["phase"] if "phase" in f else "")].append(f["id"])
+                lines[(f["target"], f["what"], f.get("phase", ""))].append(f["id"])
             for (target, what, phase), ids in sorted(lines.items()):
                 more = f" (+{len(ids) - 1}: {', '.join(ids[1:4])}{'...' * (len(ids) > 4)})" if len(ids) > 1 else ""
                 out.append(f"  #{ids[0]}{more} {target}: {what}" + (f" [in {phase}]" if phase else ""))
@@ -1421,10 +1422,10 @@ class Report:
 
 def probe_cases(catalog, device):
     """One case per factory, describing what it makes."""
-    return [dict(id=f"probe {cls}#{i}", kind="probe", key=f"probe {cls}#{i}", setup=prelude(device, code) + code,
-                 action="", cbs=["cb"], must_raise=None, properties=[m.name for m in catalog.members[cls]
-                                                                      if m.kind == "property"],
-                 data_source_bases=catalog.data_source_bases, **{"class": cls})
+    return [{"id": f"probe {cls}#{i}", "kind": "probe", "key": f"probe {cls}#{i}", "class": cls,
+             "setup": prelude(device, code) + code, "action": "", "cbs": ["cb"], "must_raise": None,
+             "properties": [m.name for m in catalog.members[cls] if m.kind == "property"],
+             "data_source_bases": catalog.data_source_bases}
             for cls in sorted(FACTORIES) if cls in catalog.classes for i, code in enumerate(FACTORIES[cls])]
 
 
