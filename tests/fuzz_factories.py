@@ -1,0 +1,532 @@
+"""Valid instances of every public mpsx class, for tests/test_fuzz.py.
+
+FACTORIES maps each public class name to one or more code snippets. A
+snippet runs after test_fuzz.PRELUDE (which defines np, mpsx, rng, dev,
+device, q, cb, command_buffer, FuzzError and fuzz_raise) and must:
+- bind `obj` to a valid instance of the class (of a concrete subclass for an
+  abstract one), made on `dev`, encoding only onto `cb`;
+- bind valid arguments for the class's constructor and methods to variables
+  named after their parameters (`source_image`, `gradient_state`, ...): the
+  fuzzer passes those where it keeps an argument valid and mutates them where
+  it makes one hostile. An optional parameter the snippet does not bind keeps
+  its default.
+Keep every size small: the fuzzer runs each snippet thousands of times. Its
+size cases replace every occurrence of one int literal of a snippet by a
+hostile int, so write a size that must stay consistent (a vector's length, a
+channel count) as the same literal everywhere. A Python data source class (a
+subclass of a public *DataSource class) in a snippet gets its members
+replaced by hostile ones in the fuzzer's data source cases.
+"""
+
+IMAGES = """
+source_image = mpsx.Image.from_numpy(dev, rng.standard_normal((1, 2, 6, 6)).astype(np.float32))
+source_images = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 2, 6, 6)).astype(np.float32))
+"""
+
+CONVOLUTION_SOURCE = """
+class ConvolutionSource(mpsx.CNNConvolutionDataSource):
+    data_type = mpsx.DataType.FLOAT32
+    kernel_weights_data_type = mpsx.DataType.FLOAT32
+    weights_quantization_type = "none"
+
+    def descriptor(self):
+        return mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+
+    def weights(self):
+        return np.full((4, 3, 3, 2), 0.1, np.float32)
+
+    def bias_terms(self):
+        return np.zeros(4, np.float32)
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return "convolution"
+
+    def update(self, gradient_state, source_state):
+        return False
+
+data_source = ConvolutionSource()
+"""
+
+# A source whose weights update on the command buffer (MPS's GPU training style).
+CONVOLUTION_DEVICE_SOURCE = """
+class DeviceUpdatedSource(mpsx.CNNConvolutionDataSource):
+    def descriptor(self):
+        return mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+
+    def weights(self):
+        return np.full((4, 3, 3, 2), 0.1, np.float32)
+
+    def bias_terms(self):
+        return np.zeros(4, np.float32)
+
+    def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+        return source_state
+
+data_source = DeviceUpdatedSource()
+"""
+
+# uint8 weights through a lookup table.
+CONVOLUTION_QUANTIZED_SOURCE = """
+class QuantizedSource(mpsx.CNNConvolutionDataSource):
+    data_type = mpsx.DataType.UINT8
+    weights_quantization_type = "lookup_table"
+
+    def descriptor(self):
+        return mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+
+    def weights(self):
+        return np.full((4, 3, 3, 2), 7, np.uint8)
+
+    def lookup_table_for_uint8_kernel(self):
+        return np.linspace(-1, 1, 256).astype(np.float32)
+
+data_source = QuantizedSource()
+"""
+
+FULLY_CONNECTED_SOURCE = """
+data_source = mpsx.ConvolutionWeights(
+    mpsx.CNNConvolutionDescriptor(6, 6, 2, 3), np.full((3, 6, 6, 2), 0.01, np.float32), np.zeros(3, np.float32),
+    optimizer=mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1))
+"""
+
+NORMALIZATION_SOURCE = """
+class NormalizationSource(mpsx.CNNBatchNormalizationDataSource):
+    epsilon = 1e-5
+
+    def number_of_feature_channels(self):
+        return 2
+
+    def gamma(self):
+        return np.ones(2, np.float32)
+
+    def beta(self):
+        return np.zeros(2, np.float32)
+
+    def mean(self):
+        return np.zeros(2, np.float32)
+
+    def variance(self):
+        return np.ones(2, np.float32)
+
+    def label(self):
+        return "normalization"
+
+    def update_gamma_and_beta(self, batch_normalization_state):
+        return False
+
+    def update_mean_and_variance(self, batch_normalization_state):
+        return False
+
+data_source = NormalizationSource()
+"""
+
+# Batch normalization encodes one batch, given as one Image of two images, so
+# that encode and encode_batch may both use the one state.
+NORMALIZATION_BATCH = """
+source_image = mpsx.Image.from_numpy(dev, rng.standard_normal((2, 2, 6, 6)).astype(np.float32))
+source_images = source_image
+fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+"""
+
+NORMALIZATION_STATE = """
+normalization = mpsx.CNNBatchNormalization(dev, data_source)
+batch_normalization_state = normalization.result_state(source_image)
+mpsx.CNNBatchNormalizationStatistics(dev).encode_batch(cb, source_image, batch_normalization_state)
+"""
+
+NORMALIZATION_GRADIENT = NORMALIZATION_SOURCE + NORMALIZATION_BATCH + NORMALIZATION_STATE + """
+normalized = normalization.encode(cb, source_image, batch_normalization_state)
+source_gradient = mpsx.Image.from_numpy(dev, rng.standard_normal(normalized.shape).astype(np.float32))
+source_gradients = source_gradient
+source_states = batch_normalization_state
+"""
+
+
+def forward(make, setup=""):
+    """A forward kernel `make` with valid sources and destinations."""
+    return setup + IMAGES + f"""
+obj = {make}
+destination_image = obj.encode(cb, source_image)
+destination_images = obj.encode_batch(cb, source_images)
+destination_state = True
+destination_states = True
+"""
+
+
+def gradient(make_forward, make_gradient, setup=""):
+    """The gradient kernel `make_gradient` of the forward kernel `make_forward`,
+    with the states and gradients of one forward encode of each form."""
+    return setup + IMAGES + f"""
+forward = {make_forward}
+result, gradient_state = forward.encode(cb, source_image, destination_state=True)
+results, gradient_states = forward.encode_batch(cb, source_images, destination_states=True)
+source_gradient = mpsx.Image.from_numpy(dev, rng.standard_normal(result.shape).astype(np.float32))
+source_gradients = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal(results.shape).astype(np.float32))
+source_states = gradient_states
+destination_gradient = mpsx.Image.from_numpy(dev, np.zeros(source_image.shape, np.float32))
+obj = {make_gradient}
+"""
+
+
+def state_of(make_forward, setup=""):
+    """The gradient state one forward encode of `make_forward` returns."""
+    return setup + IMAGES + f"""
+forward = {make_forward}
+result, obj = forward.encode(cb, source_image, destination_state=True)
+"""
+
+
+POOLING = """
+kernel_width = 2
+kernel_height = 2
+stride_in_pixels_x = 2
+stride_in_pixels_y = 2
+"""
+
+DILATED_POOLING = """
+kernel_width = 2
+kernel_height = 2
+dilation_rate_x = 2
+dilation_rate_y = 2
+stride_in_pixels_x = 1
+stride_in_pixels_y = 1
+"""
+
+
+def pooling(name):
+    return forward(f"mpsx.{name}(dev, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)", POOLING)
+
+
+def pooling_gradient(name):
+    arguments = "(dev, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)"
+    return gradient(f"mpsx.{name}{arguments}", f"mpsx.{name}Gradient{arguments}", POOLING)
+
+
+DILATED_ARGUMENTS = ("(dev, kernel_width, kernel_height, dilation_rate_x, dilation_rate_y, stride_in_pixels_x, "
+                     "stride_in_pixels_y)")
+
+NEURON = """
+neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+"""
+
+CONVOLUTION = "mpsx.CNNConvolution(dev, data_source)"
+
+CONVOLUTION_EXTRAS = """
+result, gradient_state = obj.encode(cb, source_image, destination_state=True)
+mpsx.CNNConvolutionGradient(dev, data_source).encode(
+    cb, mpsx.Image.from_numpy(dev, np.ones(result.shape, np.float32)), source_image, gradient_state)
+state = obj.export_weights_and_biases(cb)
+result_state_can_be_temporary = False
+"""
+
+TRANSPOSE_EXTRAS = """
+result, gradient_state = obj.encode(cb, source_image, destination_state=True)
+mpsx.CNNConvolutionTransposeGradient(dev, data_source).encode(
+    cb, mpsx.Image.from_numpy(dev, np.ones(result.shape, np.float32)), source_image, gradient_state)
+state = obj.export_weights_and_biases(cb)
+"""
+
+# The forward kernel's weights, for a gradient kernel's reload_weights_and_biases.
+EXPORTED = """
+state = forward.export_weights_and_biases(cb)
+"""
+
+
+def optimizer(make, vector_arguments, list_arguments):
+    """The optimizer `make` with valid arguments for each form of its encode:
+    vectors, a convolution's states and a batch normalization's state."""
+    vectors = "".join(f"{name} = mpsx.Vector(dev, 4)\n" for name in vector_arguments)
+    convolution_lists = "".join(f"{name} = [mpsx.Vector(dev, 72), mpsx.Vector(dev, 4)]\n" for name in list_arguments)
+    normalization_lists = "".join(f"{name} = [mpsx.Vector(dev, 2), mpsx.Vector(dev, 2)]\n" for name in list_arguments)
+    settings = f"""
+learning_rate = 0.1
+optimizer_descriptor = mpsx.NNOptimizerDescriptor(learning_rate=0.1)
+obj = {make}
+"""
+    return [
+        # mpsx.Vector(dev, 4) everywhere (zeros): one size the fuzzer's size cases change together
+        settings + f"""
+input_gradient_vector = mpsx.Vector(dev, 4)
+input_values_vector = mpsx.Vector(dev, 4)
+result_values_vector = input_values_vector
+{vectors}""",
+        settings + IMAGES + """
+convolution = mpsx.CNNConvolution(dev, mpsx.ConvolutionWeights(
+    mpsx.CNNConvolutionDescriptor(3, 3, 2, 4), np.full((4, 3, 3, 2), 0.1, np.float32), np.zeros(4, np.float32)))
+result, convolution_gradient_state = convolution.encode(cb, source_image, destination_state=True)
+mpsx.CNNConvolutionGradient(dev, convolution.data_source).encode(
+    cb, mpsx.Image.from_numpy(dev, np.ones(result.shape, np.float32)), source_image, convolution_gradient_state)
+convolution_source_state = convolution.export_weights_and_biases(cb)
+result_state = convolution_source_state
+""" + convolution_lists,
+        settings + NORMALIZATION_GRADIENT + """
+mpsx.CNNBatchNormalizationStatisticsGradient(dev).encode_batch(
+    cb, source_gradient, source_image, batch_normalization_state)
+result_state = mpsx.CNNNormalizationGammaAndBetaState(dev, np.ones(2, np.float32), np.zeros(2, np.float32))
+""" + normalization_lists,
+    ]
+
+
+NEURON_GRADIENT = gradient("mpsx.CNNNeuron(dev, neuron_descriptor)", "mpsx.CNNNeuronGradient(dev, neuron_descriptor)",
+                           NEURON)
+SGD = optimizer("mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate, momentum_scale=0.9, "
+                "optimizer_descriptor=optimizer_descriptor)",
+                ["input_momentum_vector"], ["input_momentum_vectors"])
+
+FACTORIES = {
+    # runtime
+    "Device": ["""
+obj = dev
+name = dev.name
+value = dev
+"""],
+    "CommandQueue": ["""
+obj = q
+replayable = False
+"""],
+    "CommandBuffer": ["""
+obj = cb
+handler = lambda command_buffer: None
+exc_type = exc = tb = None
+""", """
+obj = q.command_buffer(replayable=True)
+mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode(
+    obj, mpsx.Image.from_numpy(dev, np.ones((1, 2, 3, 3), np.float32)))
+obj.commit()
+obj.wait_until_completed()
+"""],
+    "Buffer": ["""
+obj = mpsx.Vector.from_numpy(dev, np.arange(4, dtype=np.float32)).buffer
+dtype = np.float32
+""", state_of(CONVOLUTION, CONVOLUTION_SOURCE) + """
+obj = obj.gradient_for_weights  # written by the command buffer: not readable before completion
+"""],
+    "Vector": ["""
+length = 4
+data_type = mpsx.DataType.FLOAT32
+obj = mpsx.Vector(dev, length, data_type)
+array = np.arange(4, dtype=np.float32)
+"""],
+    "ImageDescriptor": ["""
+channel_format = mpsx.DataType.FLOAT32
+width = 6
+height = 5
+feature_channels = 2
+number_of_images = 1
+obj = mpsx.ImageDescriptor(channel_format, width, height, feature_channels, number_of_images)
+value = mpsx.ImageDescriptor(channel_format, width, height, feature_channels, number_of_images)
+"""],
+    "Image": ["""
+descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 1)
+obj = mpsx.Image(dev, descriptor)
+array = rng.standard_normal((1, 2, 5, 6)).astype(np.float32)
+""", """
+descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, 3, 3, 4, 2)
+array = rng.standard_normal((2, 4, 3, 3)).astype(np.float16)
+obj = mpsx.Image.from_numpy(dev, array)
+"""],
+    "ImageBatch": ["""
+descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 3)
+obj = mpsx.ImageBatch(dev, descriptor)
+array = rng.standard_normal((3, 2, 5, 6)).astype(np.float32)
+key = 1
+"""],
+    "State": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
+    "NNGradientState": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
+    "StateBatch": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON) + """
+state = obj
+count = 2
+obj = mpsx.StateBatch(state, count)
+"""],
+    "Offset": ["""
+x, y, z = 1, 2, 0
+obj = mpsx.Offset(x, y, z)
+"""],
+    "Region": ["""
+x, y, z, width, height, depth = 0, 0, 0, 3, 3, 1
+obj = mpsx.Region(x, y, z, width, height, depth)
+"""],
+    # neuron
+    "NNNeuronDescriptor": ["""
+neuron_type = mpsx.NeuronType.LINEAR
+a, b, c = 2.0, 1.0, 0.0
+obj = mpsx.NNNeuronDescriptor(neuron_type, a, b, c)
+value = mpsx.NNNeuronDescriptor(neuron_type, a, b, c)
+""", """
+neuron_type = mpsx.NeuronType.PRELU
+data = np.array([0.1, 0.2], np.float32)
+obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
+"""],
+    "CNNNeuron": [forward("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
+    "CNNNeuronGradient": [NEURON_GRADIENT],
+    # pooling
+    "CNNPoolingMax": [pooling("CNNPoolingMax")],
+    "CNNPoolingAverage": [pooling("CNNPoolingAverage")],
+    "CNNPoolingL2Norm": [pooling("CNNPoolingL2Norm")],
+    "CNNDilatedPoolingMax": [forward("mpsx.CNNDilatedPoolingMax" + DILATED_ARGUMENTS, DILATED_POOLING)],
+    "CNNPoolingMaxGradient": [pooling_gradient("CNNPoolingMax")],
+    "CNNPoolingAverageGradient": [pooling_gradient("CNNPoolingAverage")],
+    "CNNPoolingL2NormGradient": [pooling_gradient("CNNPoolingL2Norm")],
+    "CNNDilatedPoolingMaxGradient": [gradient("mpsx.CNNDilatedPoolingMax" + DILATED_ARGUMENTS,
+                                              "mpsx.CNNDilatedPoolingMaxGradient" + DILATED_ARGUMENTS,
+                                              DILATED_POOLING)],
+    # convolution
+    "CNNConvolutionDescriptor": ["""
+kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 6
+stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y, groups = 2, 1, 1, 2, 2
+fused_neuron = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+obj = mpsx.CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+                                    stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y, groups,
+                                    fused_neuron)
+value = mpsx.CNNConvolutionDescriptor(3, 3, 4, 6)
+"""],
+    "CNNConvolutionDataSource": [CONVOLUTION_SOURCE + """
+obj = data_source
+"""],
+    "ConvolutionWeights": ["""
+descriptor = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+weights = np.full((4, 3, 3, 2), 0.1, np.float32)
+biases = np.zeros(4, np.float32)
+optimizer = mpsx.NNOptimizerAdam(dev, learning_rate=0.01)
+label = "weights"
+obj = mpsx.ConvolutionWeights(descriptor, weights, biases, optimizer, label)
+"""],
+    "CNNConvolutionWeightsAndBiasesState": ["""
+weights = np.full(72, 0.1, np.float32)
+biases = np.zeros(4, np.float32)
+obj = mpsx.CNNConvolutionWeightsAndBiasesState(dev, weights, biases)
+"""],
+    "CNNConvolutionGradientState": [state_of(CONVOLUTION, CONVOLUTION_SOURCE)],
+    "CNNConvolution": [forward(CONVOLUTION, CONVOLUTION_SOURCE) + CONVOLUTION_EXTRAS,
+                       forward(CONVOLUTION, CONVOLUTION_DEVICE_SOURCE) + CONVOLUTION_EXTRAS,
+                       forward(CONVOLUTION, CONVOLUTION_QUANTIZED_SOURCE)],
+    "CNNConvolutionGradient": [gradient(CONVOLUTION, "mpsx.CNNConvolutionGradient(dev, data_source)",
+                                        CONVOLUTION_SOURCE) + EXPORTED],
+    "CNNFullyConnected": [forward("mpsx.CNNFullyConnected(dev, data_source)", FULLY_CONNECTED_SOURCE) + """
+result, gradient_state = obj.encode(cb, source_image, destination_state=True)
+mpsx.CNNFullyConnectedGradient(dev, data_source).encode(
+    cb, mpsx.Image.from_numpy(dev, np.ones(result.shape, np.float32)), source_image, gradient_state)
+state = obj.export_weights_and_biases(cb)
+"""],
+    "CNNFullyConnectedGradient": [gradient("mpsx.CNNFullyConnected(dev, data_source)",
+                                           "mpsx.CNNFullyConnectedGradient(dev, data_source)",
+                                           FULLY_CONNECTED_SOURCE) + EXPORTED],
+    "CNNConvolutionTranspose": [forward("mpsx.CNNConvolutionTranspose(dev, data_source)", CONVOLUTION_SOURCE)
+                                + TRANSPOSE_EXTRAS],
+    "CNNConvolutionTransposeGradient": [gradient("mpsx.CNNConvolutionTranspose(dev, data_source)",
+                                                 "mpsx.CNNConvolutionTransposeGradient(dev, data_source)",
+                                                 CONVOLUTION_SOURCE) + EXPORTED],
+    "CNNConvolutionTransposeGradientState": [state_of("mpsx.CNNConvolutionTranspose(dev, data_source)",
+                                                      CONVOLUTION_SOURCE)],
+    # batch normalization
+    "CNNBatchNormalizationDataSource": [NORMALIZATION_SOURCE + """
+obj = data_source
+"""],
+    "BatchNormalizationWeights": [NORMALIZATION_BATCH + """
+gamma = np.ones(2, np.float32)
+beta = np.zeros(2, np.float32)
+mean = np.zeros(2, np.float32)
+variance = np.ones(2, np.float32)
+epsilon = 1e-5
+momentum = 0.1
+optimizer = mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1)
+label = "normalization"
+obj = mpsx.BatchNormalizationWeights(gamma, beta, mean, variance, epsilon, momentum, optimizer, label)
+data_source = obj
+""" + NORMALIZATION_STATE],
+    "CNNNormalizationGammaAndBetaState": ["""
+gamma = np.ones(2, np.float32)
+beta = np.zeros(2, np.float32)
+obj = mpsx.CNNNormalizationGammaAndBetaState(dev, gamma, beta)
+number_of_feature_channels = 2
+"""],
+    "CNNNormalizationMeanAndVarianceState": ["""
+mean = np.zeros(2, np.float32)
+variance = np.ones(2, np.float32)
+obj = mpsx.CNNNormalizationMeanAndVarianceState(dev, mean, variance)
+number_of_feature_channels = 2
+"""],
+    "CNNBatchNormalizationState": [NORMALIZATION_SOURCE + NORMALIZATION_BATCH + NORMALIZATION_STATE + """
+obj = batch_normalization_state
+"""],
+    "CNNBatchNormalization": [NORMALIZATION_SOURCE + NORMALIZATION_BATCH + NORMALIZATION_STATE + """
+obj = normalization
+destination_image = mpsx.Image.from_numpy(dev, np.zeros((2, 2, 6, 6), np.float32))
+gamma_and_beta_state = mpsx.CNNNormalizationGammaAndBetaState(dev, np.ones(2, np.float32), np.zeros(2, np.float32))
+mean_and_variance_state = mpsx.CNNNormalizationMeanAndVarianceState(dev, np.zeros(2, np.float32),
+                                                                    np.ones(2, np.float32))
+"""],
+    "CNNBatchNormalizationStatistics": [NORMALIZATION_SOURCE + NORMALIZATION_BATCH + """
+normalization = mpsx.CNNBatchNormalization(dev, data_source)
+batch_normalization_state = normalization.result_state(source_image)
+obj = mpsx.CNNBatchNormalizationStatistics(dev)
+"""],
+    "CNNBatchNormalizationStatisticsGradient": [NORMALIZATION_GRADIENT + """
+obj = mpsx.CNNBatchNormalizationStatisticsGradient(dev, fused_neuron_descriptor)
+"""],
+    "CNNBatchNormalizationGradient": [NORMALIZATION_GRADIENT + """
+mpsx.CNNBatchNormalizationStatisticsGradient(dev).encode_batch(
+    cb, source_gradient, source_image, batch_normalization_state)
+obj = mpsx.CNNBatchNormalizationGradient(dev, fused_neuron_descriptor)
+destination_gradient = mpsx.Image.from_numpy(dev, np.zeros((2, 2, 6, 6), np.float32))
+"""],
+    # loss
+    "CNNLossDescriptor": ["""
+loss_type = mpsx.CNNLossType.HUBER
+reduction_type = mpsx.CNNReductionType.SUM
+weight, label_smoothing, number_of_classes, epsilon, delta, reduce_across_batch = 0.5, 0.1, 3, 1e-7, 1.0, True
+obj = mpsx.CNNLossDescriptor(loss_type, reduction_type, weight=weight, label_smoothing=label_smoothing,
+                             number_of_classes=number_of_classes, epsilon=epsilon, delta=delta,
+                             reduce_across_batch=reduce_across_batch)
+value = mpsx.CNNLossDescriptor(loss_type, reduction_type)
+"""],
+    "CNNLossLabels": ["""
+labels = np.eye(3, dtype=np.float32)[[0, 2]].reshape(2, 3, 1, 1)
+weights = np.ones((2, 3, 1, 1), np.float32)
+obj = mpsx.CNNLossLabels(dev, labels, weights)
+"""],
+    "CNNLoss": ["""
+loss_descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+obj = mpsx.CNNLoss(dev, loss_descriptor)
+source_image = mpsx.Image.from_numpy(dev, rng.standard_normal((2, 3, 1, 1)).astype(np.float32))
+source_images = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 3, 1, 1)).astype(np.float32))
+labels = mpsx.CNNLossLabels(dev, np.eye(3, dtype=np.float32)[[0, 2]].reshape(2, 3, 1, 1))
+destination_image = mpsx.Image.from_numpy(dev, np.zeros((2, 3, 1, 1), np.float32))
+"""],
+    # optimizers
+    "NNOptimizerDescriptor": ["""
+learning_rate, gradient_rescale, apply_gradient_clipping = 0.1, 0.5, True
+gradient_clip_max, gradient_clip_min = 1.0, -1.0
+regularization_type = mpsx.NNRegularizationType.L2
+regularization_scale = 0.01
+obj = mpsx.NNOptimizerDescriptor(learning_rate, gradient_rescale, apply_gradient_clipping, gradient_clip_max,
+                                 gradient_clip_min, regularization_type, regularization_scale)
+value = mpsx.NNOptimizerDescriptor()
+"""],
+    "NNOptimizerStochasticGradientDescent": SGD,
+    "NNOptimizerAdam": optimizer(
+        "mpsx.NNOptimizerAdam(dev, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8, time_step=3, "
+        "optimizer_descriptor=optimizer_descriptor)",
+        ["input_momentum_vector", "input_velocity_vector", "maximum_velocity_vector"],
+        ["input_momentum_vectors", "input_velocity_vectors", "maximum_velocity_vectors"]),
+    "NNOptimizerRMSProp": optimizer(
+        "mpsx.NNOptimizerRMSProp(dev, learning_rate, decay=0.9, epsilon=1e-8, "
+        "optimizer_descriptor=optimizer_descriptor)",
+        ["input_sum_of_squares_vector"], ["input_sum_of_squares_vectors"]),
+}
+
+# Abstract classes: made through a concrete subclass.
+FACTORIES.update({
+    "CNNKernel": FACTORIES["CNNNeuron"],
+    "CNNUnaryKernel": FACTORIES["CNNNeuron"],
+    "CNNGradientKernel": FACTORIES["CNNNeuronGradient"],
+    "CNNPooling": FACTORIES["CNNPoolingMax"],
+    "CNNPoolingGradient": FACTORIES["CNNPoolingMaxGradient"],
+    "NNOptimizer": SGD,
+})
