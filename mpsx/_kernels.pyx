@@ -11,12 +11,13 @@ from libcpp.memory cimport shared_ptr
 from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
+from mpsx.includes.command_buffer cimport CommandBufferMark
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel, Encoded
 from mpsx.includes.kernels.neuron cimport (
     CCNNNeuron, CCNNNeuronGradient, NeuronDescriptor as CNeuronDescriptor, NeuronType as CNeuronType)
 from mpsx.includes.state cimport CState
-from mpsx.includes.types cimport EdgeMode, Offset as COffset, Region as CRegion, kRectNoClip
+from mpsx.includes.types cimport EdgeMode, Offset as COffset, Region as CRegion, kMaxDimension, kRectNoClip
 from mpsx._runtime cimport (
     CommandBuffer, Device, Image, ImageBatch, ImageDescriptor, State, image_of, integer_argument, raise_uninitialized,
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
@@ -92,6 +93,25 @@ cdef shared_ptr[CState] _given_state(object destination_state, bint* want) excep
     else:
         raise TypeError(f"destination_state must be True, False or a state, given {type(destination_state).__name__}")
     return given
+
+
+cdef shared_ptr[CImage] _destination_batch(object images, str name) except *:
+    """The native image of an ImageBatch given as a destination, or null for None."""
+    cdef shared_ptr[CImage] none
+    if images is None:
+        return none
+    if not isinstance(images, ImageBatch):
+        raise TypeError(f"{name} must be an mpsx.ImageBatch, given {type(images).__name__}")
+    return (<ImageBatch>images).shared()
+
+
+cdef object _first_image(object source_images):
+    """The image a destination descriptor query reads: the first of a list, or the batch."""
+    if isinstance(source_images, (list, tuple)):
+        if not source_images:
+            raise ValueError("expected source images, given an empty list")
+        return source_images[0]
+    return source_images
 
 
 cdef shared_ptr[CState] _state_of(object states, str name) except *:
@@ -273,14 +293,16 @@ cdef class CNNUnaryKernel(CNNKernel):
         and a StateBatch with destination_states=True."""
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
-        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
-        cdef shared_ptr[CImage] destination
-        if destination_images is not None:
-            if not isinstance(destination_images, ImageBatch):
-                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
-                                f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).shared()
-        cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0], source, destination, given, want)
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
+        cdef Encoded r
+        # A list of images is gathered into a batch on the command buffer first.
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
+                                           destination, given, want)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -292,10 +314,8 @@ cdef class CNNUnaryKernel(CNNKernel):
 
     def destination_image_descriptor(self, source_images, source_states=None):
         """The descriptor of the destination the padding policy implies (sets offset)."""
-        if isinstance(source_images, (list, tuple)):
-            source_images = source_images[0]
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self.unary_kernel().destination_image_descriptor(image_of(source_images).get()[0])
+        d.c = self.unary_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
 
@@ -317,31 +337,29 @@ cdef class CNNGradientKernel(CNNKernel):
         cdef shared_ptr[CImage] destination
         if destination_gradient is not None:
             destination = destination_gradient.shared()
-        cdef Image out = Image.__new__(Image)
-        out.c = self.gradient_kernel().encode(command_buffer.native()[0], source_gradient.shared(), source_image.shared(),
-                                     gradient_state.shared(), destination)
-        return out
+        return wrap_image(self.gradient_kernel().encode(command_buffer.native()[0], source_gradient.shared(),
+                                                        source_image.shared(), gradient_state.shared(), destination))
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      gradient_states, destination_gradients=None):
-        cdef shared_ptr[CImage] dy = image_of(_batch_of(command_buffer, source_gradients))
-        cdef shared_ptr[CImage] x = image_of(_batch_of(command_buffer, source_images))
-        cdef shared_ptr[CImage] destination
-        if destination_gradients is not None:
-            if not isinstance(destination_gradients, ImageBatch):
-                raise TypeError(f"destination_gradients must be an mpsx.ImageBatch, given "
-                                f"{type(destination_gradients).__name__}")
-            destination = (<ImageBatch>destination_gradients).shared()
-        return wrap_image_batch(self.gradient_kernel().encode(command_buffer.native()[0], dy, x,
-                                                     _state_of(gradient_states, "gradient_states"), destination))
+        cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
+        cdef shared_ptr[CImage] result
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            result = self.gradient_kernel().encode(
+                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
+                image_of(_batch_of(command_buffer, source_images)), state, destination)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        return wrap_image_batch(result)
 
     def destination_image_descriptor(self, source_images, source_states):
-        if isinstance(source_images, (list, tuple)):
-            source_images = source_images[0]
-        cdef shared_ptr[CImage] x = image_of(source_images)
+        cdef shared_ptr[CImage] x = image_of(_first_image(source_images))
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.gradient_kernel().destination_image_descriptor(x.get()[0], x.get()[0],
-                                                         _state_of(source_states, "source_states").get()[0])
+                                                                  _state_of(source_states, "source_states").get()[0])
         return d
 
     @property

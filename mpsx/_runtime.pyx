@@ -815,7 +815,10 @@ cdef class ImageBatch(Images):
             if step != 1:
                 raise ValueError("image batches slice with step 1 only")
             return wrap_image_batch(make_native[CImage](self.native()[0], <int64_t>start, <int64_t>(stop - start)))
-        i = int(index)
+        try:
+            i = operator.index(index)
+        except TypeError:
+            raise TypeError(f"image batch indices must be ints or slices, given {type(index).__name__}") from None
         if i < 0:
             i += n
         if not 0 <= i < n:

@@ -307,6 +307,17 @@ def test_descriptor_sizes_are_ints(device):
             mpsx.CNNConvolutionDescriptor(**bad)
 
 
+def test_gradient_option_is_one_of_the_options(device, rng):
+    source, _, _ = make(device, rng, 3, 3, 2, 2)
+    gradient = mpsx.CNNConvolutionGradient(device, source)
+    for value in (0, 4, 2**62):
+        with pytest.raises(ValueError, match="gradient_option must be CNNConvolutionGradientOption"):
+            gradient.gradient_option = value
+    with pytest.raises(TypeError, match="gradient_option must be an int, given float"):
+        gradient.gradient_option = 1.0
+    assert gradient.gradient_option == mpsx.CNNConvolutionGradientOption.ALL
+
+
 def test_weights_of_another_shape_or_size_are_refused(device, rng):
     d = mpsx.CNNConvolutionDescriptor(5, 5, 3, 4)
     oihw = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)

@@ -235,6 +235,11 @@ def test_errors(device, rng):
         mpsx.NNNeuronDescriptor(NT.PRELU)
     with pytest.raises(ValueError):
         mpsx.NNNeuronDescriptor(99)
+    with pytest.raises(ValueError, match=r"PReLU data holds one slope per feature channel, at most 1073741824; given "
+                                         r"1073741825"):  # refused before a copy of 4 GiB is made
+        mpsx.NNNeuronDescriptor(NT.PRELU, data=np.broadcast_to(np.float32(0.1), (2**30 + 1,)))
+    slopes = np.linspace(0.1, 0.3, 3, dtype=np.float32)
+    np.testing.assert_array_equal(mpsx.NNNeuronDescriptor(NT.PRELU, data=slopes).data, slopes)
     uint8 = mpsx.Image.from_numpy(device, np.zeros((1, 3, 4, 4), np.uint8))
     with pytest.raises(TypeError, match="float32 or float16"):
         neuron.encode(cb, image, uint8)

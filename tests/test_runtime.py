@@ -392,6 +392,35 @@ def test_batch_encode_of_views_and_mixed_lists(device, rng):
         kernel.encode_batch(device.command_queue.command_buffer(), [batch[0], 3])
 
 
+def test_a_refused_batch_encode_leaves_nothing_on_the_command_buffer(device, rng):
+    # A list of images is gathered into a batch by a copy on the command buffer; an
+    # encode refused after that takes the copy back.
+    images = [mpsx.Image.from_numpy(device, rng.standard_normal((1, 3, 4, 4)).astype(np.float32)) for _ in range(3)]
+    four = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(1, 1, 4, 4),
+                                                                np.ones((4, 1, 1, 4), np.float32)))
+    labels = mpsx.CNNLossLabels(device, np.zeros((2, 3, 4, 4), np.float32))
+    loss = mpsx.CNNLoss(device, mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM))
+    cb = device.command_queue.command_buffer()
+    relu(device).encode_batch(cb, images)  # gathered and encoded: 2 commands
+    assert cb.command_count == 2
+    with pytest.raises(mpsx.ShapeError, match="expected a source image of 4 feature channels, given 3"):
+        four.encode_batch(cb, images[::-1])
+    with pytest.raises(mpsx.ShapeError):
+        loss.encode_batch(cb, images[1:] + images[:1], labels)
+    with pytest.raises(TypeError, match="destination_images must be an mpsx.ImageBatch, given list"):
+        relu(device).encode_batch(cb, images[::-1], destination_images=images)
+    assert cb.command_count == 2
+    y = read(device, lambda c: relu(device).encode_batch(c, images[::-1]))
+    np.testing.assert_array_equal(y, np.maximum(np.concatenate([i.to_numpy() for i in images[::-1]]), 0))
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+    with pytest.raises(ValueError, match="expected source images, given an empty list"):
+        relu(device).destination_image_descriptor([])
+    with pytest.raises(TypeError, match="image batch indices must be ints or slices, given float"):
+        mpsx.ImageBatch.from_numpy(device, np.zeros((2, 1, 1, 1), np.float32))[1.5]
+
+
 def test_reading_requires_synchronize_and_completion(device, rng):
     image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 3)).astype(np.float32))
     kernel = relu(device)

@@ -19,7 +19,12 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         Completed "mpsx::CommandBufferStatus::Completed"
         Error "mpsx::CommandBufferStatus::Error"
 
+    cdef cppclass CommandBufferMark "mpsx::CommandBuffer::Mark":
+        pass
+
     cdef cppclass CCommandBuffer "mpsx::CommandBuffer":
+        CommandBufferMark mark()
+        void discard_since(const CommandBufferMark& mark) except +raise_py_error
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         shared_ptr[CCommandBuffer] shared_from_this()

@@ -8,6 +8,8 @@ cdef extern from "mpsx/types.h" namespace "mpsx" nogil:
         BFloat16 "mpsx::DataType::BFloat16"
         UInt8 "mpsx::DataType::UInt8"
 
+    const int64_t kMaxDimension "mpsx::kMaxDimension"
+
     size_t size_of(DataType)
     const char* name_of(DataType)
 

@@ -478,24 +478,26 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
             state = batch_normalization_state.shared()
-        return wrap_image(self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination, state,
-                                            False).image)
+        return wrap_image(self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination,
+                                                     state, False).image)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state=None,
                      destination_images=None):
         """encode over a batch (an ImageBatch or a list of Images); the state is the batch's one state."""
-        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
-        cdef shared_ptr[CImage] destination
-        if destination_images is not None:
-            if not isinstance(destination_images, ImageBatch):
-                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
-                                f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).shared()
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
             state = _state_of(batch_normalization_state, "batch_normalization_state")
-        return wrap_image_batch(self.unary_kernel().encode(command_buffer.native()[0], source, destination, state,
-                                                  False).image)
+        cdef Encoded r
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            r = self.unary_kernel().encode(command_buffer.native()[0],
+                                           image_of(_batch_of(command_buffer, source_images)), destination, state,
+                                           False)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        return wrap_image_batch(r.image)
 
     def reload_gamma_and_beta_from_data_source(self):
         """CPU side: loads the data source's current gamma and beta; later encodes use them."""
@@ -555,9 +557,14 @@ cdef class CNNBatchNormalizationStatistics(CNNKernel):
         self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.shared())
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state):
-        (<CCNNBatchNormalizationStatistics*>self.native()).encode_batch(
-            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
-            _state_of(batch_normalization_state, "batch_normalization_state"))
+        cdef shared_ptr[CState] state = _state_of(batch_normalization_state, "batch_normalization_state")
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            (<CCNNBatchNormalizationStatistics*>self.native()).encode_batch(
+                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)), state)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
 
 
 cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
@@ -578,10 +585,15 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      batch_normalization_state):
-        (<CCNNBatchNormalizationStatisticsGradient*>self.gradient_kernel()).encode_batch(
-            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
-            image_of(_batch_of(command_buffer, source_images)),
-            _state_of(batch_normalization_state, "batch_normalization_state"))
+        cdef shared_ptr[CState] state = _state_of(batch_normalization_state, "batch_normalization_state")
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            (<CCNNBatchNormalizationStatisticsGradient*>self.gradient_kernel()).encode_batch(
+                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
+                image_of(_batch_of(command_buffer, source_images)), state)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
 
 
 cdef class CNNBatchNormalizationGradient(CNNGradientKernel):

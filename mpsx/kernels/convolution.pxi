@@ -614,7 +614,11 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
 
     @gradient_option.setter
     def gradient_option(self, value):
-        self._gradient().gradient_option = <ConvolutionGradientOption><int>CNNConvolutionGradientOption(value)
+        cdef int64_t option = integer_argument(value, "gradient_option")
+        if option not in (1, 2, 3):
+            raise ValueError(f"gradient_option must be CNNConvolutionGradientOption.GRADIENT_WITH_DATA, "
+                             f"GRADIENT_WITH_WEIGHTS_AND_BIAS or ALL, given {value!r}")
+        self._gradient().gradient_option = <ConvolutionGradientOption>option
 
     def reload_weights_and_biases_from_data_source(self):
         pass

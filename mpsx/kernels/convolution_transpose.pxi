@@ -115,15 +115,15 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
         coupled = _convolution_state(convolution_gradient_states)
-        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
-        cdef shared_ptr[CImage] destination
-        if destination_images is not None:
-            if not isinstance(destination_images, ImageBatch):
-                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
-                                f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).shared()
-        cdef Encoded r = self._transpose().encode(command_buffer.native()[0], source, _state_pointer(coupled),
-                                                  destination, given, want)
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
+        cdef Encoded r
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            r = self._transpose().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
+                                         _state_pointer(coupled), destination, given, want)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -141,10 +141,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
     def destination_image_descriptor(self, source_images, source_states=None):
         """The descriptor of the destination the padding policy, or the convolution
         gradient state in source_states, implies (sets offset and kernel offsets)."""
-        if isinstance(source_images, (list, tuple)):
-            source_images = source_images[0]
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self._transpose().destination_image_descriptor(image_of(source_images).get()[0],
+        d.c = self._transpose().destination_image_descriptor(image_of(_first_image(source_images)).get()[0],
                                                              _state_pointer(_convolution_state(source_states)))
         return d
 

@@ -232,27 +232,29 @@ cdef class CNNLoss(CNNKernel):
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
-        return wrap_image(self.loss_kernel().encode(command_buffer.native()[0], source_image.shared(), _labels_of(labels),
-                                           destination))
+        return wrap_image(self.loss_kernel().encode(command_buffer.native()[0], source_image.shared(),
+                                                    _labels_of(labels), destination))
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, destination_images=None):
         """The same over a batch (an ImageBatch or a list of Images) whose labels one
         CNNLossLabels holds; returns the gradient ImageBatch."""
-        cdef shared_ptr[CImage] source = image_of(_batch_of(command_buffer, source_images))
-        cdef shared_ptr[CImage] destination
-        if destination_images is not None:
-            if not isinstance(destination_images, ImageBatch):
-                raise TypeError(f"destination_images must be an mpsx.ImageBatch, given "
-                                f"{type(destination_images).__name__}")
-            destination = (<ImageBatch>destination_images).shared()
-        return wrap_image_batch(self.loss_kernel().encode(command_buffer.native()[0], source, _labels_of(labels), destination))
+        cdef shared_ptr[CCNNLossLabels] loss_labels = _labels_of(labels)
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
+        cdef shared_ptr[CImage] gradient
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            gradient = self.loss_kernel().encode(command_buffer.native()[0],
+                                                 image_of(_batch_of(command_buffer, source_images)), loss_labels,
+                                                 destination)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        return wrap_image_batch(gradient)
 
     def destination_image_descriptor(self, source_images, source_states=None):
         """The descriptor of the gradient image (sets offset)."""
-        if isinstance(source_images, (list, tuple)):
-            source_images = source_images[0]
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self.loss_kernel().destination_image_descriptor(image_of(source_images).get()[0])
+        d.c = self.loss_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
     @property

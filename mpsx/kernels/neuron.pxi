@@ -14,9 +14,15 @@ cdef class NNNeuronDescriptor:
         self.desc.a = a
         self.desc.b = b
         self.desc.c = c
+        cdef const float[::1] slopes
         if data is not None:
-            for v in np.asarray(data, dtype=np.float32).reshape(-1):
-                self.desc.a_per_channel.push_back(v)
+            values = np.asarray(data)
+            if values.size > kMaxDimension:  # one per feature channel
+                raise ValueError(f"PReLU data holds one slope per feature channel, at most {kMaxDimension}; given "
+                                 f"{values.size}")
+            slopes = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+            if slopes.shape[0]:
+                self.desc.a_per_channel.assign(&slopes[0], &slopes[0] + slopes.shape[0])
         self.desc.validate()
 
     @property
@@ -39,7 +45,7 @@ cdef class NNNeuronDescriptor:
     def data(self):
         if self.desc.a_per_channel.empty():
             return None
-        return np.array([self.desc.a_per_channel[i] for i in range(self.desc.a_per_channel.size())], dtype=np.float32)
+        return np.array(<const float[:self.desc.a_per_channel.size()]>self.desc.a_per_channel.data(), dtype=np.float32)
 
     def __reduce__(self):
         return (NNNeuronDescriptor, (self.neuron_type, self.a, self.b, self.c, self.data))

@@ -103,6 +103,22 @@ void* CommandBuffer::allocate(size_t size, size_t align) {
   return at;
 }
 
+void CommandBuffer::discard_since(const Mark& mark) {
+  check_encodable();
+  Command* c = mark.tail ? mark.tail->next : head_;
+  while (c) {
+    Command* next = c->next;
+    c->~Command();
+    c = next;
+  }
+  tail_ = mark.tail;
+  if (tail_)
+    tail_->next = nullptr;
+  else
+    head_ = nullptr;
+  command_count_ = mark.count;
+}
+
 void CommandBuffer::release_commands() {
   Command* c = head_;
   head_ = tail_ = nullptr;

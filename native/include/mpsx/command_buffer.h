@@ -119,6 +119,16 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
 
   // Throws StateError unless commands may still be recorded.
   void check_encodable() const;
+
+  // The commands recorded so far. discard_since drops those recorded after
+  // it, for a call that fails after recording part of its work (gathering a
+  // list of images into a batch), so that nothing of it is left.
+  struct Mark {
+    Command* tail = nullptr;
+    size_t count = 0;
+  };
+  Mark mark() const { return {tail_, command_count_}; }
+  void discard_since(const Mark& mark);
   void commit();
   // Runs the commands once more, on the same resources with the arguments
   // they were encoded with. Only a replayable command buffer that completed
