@@ -25,7 +25,7 @@ from mpsx.includes.device cimport CDevice, backend_load_errors
 from mpsx.includes.errors cimport raise_stored
 from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.state cimport CState
-from mpsx.includes.types cimport DataType as CDataType, size_of
+from mpsx.includes.types cimport DataType as CDataType, kMaxDimension, size_of
 
 from mpsx._errors import DeviceMismatchError, MPSXError, StateError
 
@@ -864,4 +864,7 @@ class StateBatch(tuple):
     reused across the batch every item is the same state."""
 
     def __new__(cls, state, count):
-        return tuple.__new__(cls, (state,) * count)
+        n = integer_argument(count, "StateBatch count")
+        if not 0 <= n <= kMaxDimension:  # one state per image
+            raise ValueError(f"StateBatch count must be between 0 and {kMaxDimension}, given {n}")
+        return tuple.__new__(cls, (state,) * n)

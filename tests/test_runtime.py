@@ -392,6 +392,14 @@ def test_batch_encode_of_views_and_mixed_lists(device, rng):
         kernel.encode_batch(device.command_queue.command_buffer(), [batch[0], 3])
 
 
+def test_state_batch_counts():
+    assert mpsx.StateBatch("s", 3) == ("s", "s", "s")
+    with pytest.raises(ValueError, match="StateBatch count must be between 0 and 1073741824, given 9223372036854775807"):
+        mpsx.StateBatch("s", 2**63 - 1)
+    with pytest.raises(TypeError, match="StateBatch count must be an int, given float"):
+        mpsx.StateBatch("s", 2.0)
+
+
 def test_a_refused_batch_encode_leaves_nothing_on_the_command_buffer(device, rng):
     # A list of images is gathered into a batch by a copy on the command buffer; an
     # encode refused after that takes the copy back.

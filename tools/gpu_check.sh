@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Builds mpsx with the cuda backend and runs the test suite (cpu and every GPU)
 # and, with --bench, `python -m mpsx.bench --device cuda`, on a machine with an
-# NVIDIA GPU, CUDA, cuDNN 9 and cuBLAS. Logs go to $OUT (default build/gpu).
-# oneDNN wheels in .whl/ are installed first where there is no network.
-#   tools/gpu_check.sh [--bench] [pytest arguments...]
+# NVIDIA GPU, CUDA, cuDNN 9 and cuBLAS. With --memcheck it runs the cuda tests
+# of each file and MPSX_MEMCHECK_FUZZ_CASES fuzz cases (default 1000) on
+# cuda:0 under `compute-sanitizer --tool memcheck` instead, failing on any
+# report. Logs go to $OUT (default build/gpu). oneDNN wheels in .whl/ are
+# installed first where there is no network.
+#   tools/gpu_check.sh [--bench | --memcheck] [pytest arguments...]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-bench=0
+bench=0 memcheck=0
 if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
+if [ "${1:-}" = "--memcheck" ]; then memcheck=1; shift; fi
 out=${OUT:-$root/build/gpu}
 build=$root/build/cuda
 mkdir -p "$out"
@@ -34,9 +38,27 @@ tools/dev_build.sh "$build" > "$out/build.log" 2>&1 || { tail -50 "$out/build.lo
 echo "built in $(( $(date +%s) - start )) s"
 export PYTHONPATH=$build/stage${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 (cd /tmp && python3 -c "import mpsx; print('devices:', mpsx.devices(), 'load errors:', mpsx._runtime._backend_load_errors())")
-# One pytest per file, so that a crash shows which file and the rest still run.
 start=$(date +%s)
 status=0
+if [ $memcheck = 1 ]; then
+  # Reports of API errors are left out: tests that run out of memory on purpose make them.
+  sanitizer=(compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 99 --target-processes all)
+  for f in ${@:-tests/test_*.py}; do
+    name=$(basename "$f" .py)
+    [ "$name" = test_fuzz ] && continue
+    timeout 900 "${sanitizer[@]}" pytest -q -rs -p no:cacheprovider -k cuda "$f" > "$out/memcheck_$name.log" 2>&1 \
+      || status=1
+    echo "$name: $(grep -E "passed|failed|no tests ran" "$out/memcheck_$name.log" | tail -1); \
+$(grep "ERROR SUMMARY" "$out/memcheck_$name.log" | tail -1)"
+  done
+  MPSX_FUZZ_TIMEOUT=60 timeout 1800 "${sanitizer[@]}" python3 tests/test_fuzz.py --device cuda:0 \
+    --cases "${MPSX_MEMCHECK_FUZZ_CASES:-1000}" > "$out/memcheck_fuzz.log" 2>&1 || status=1
+  echo "fuzz: $(grep -E "cases tried|finding" "$out/memcheck_fuzz.log" | head -3 | tr '\n' ' ')"
+  echo "fuzz: $(grep -c "ERROR SUMMARY: [1-9]" "$out/memcheck_fuzz.log") processes with memcheck errors"
+  echo "memcheck in $(( $(date +%s) - start )) s"
+  exit $status
+fi
+# One pytest per file, so that a crash shows which file and the rest still run.
 for f in ${@:-tests/test_*.py}; do
   name=$(basename "$f" .py)
   timeout 900 pytest -q -rs -p no:cacheprovider "$f" > "$out/$name.log" 2>&1 || status=1
