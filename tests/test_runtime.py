@@ -556,4 +556,23 @@ def test_objects_of_another_device_are_refused(rng):
         relu(first).encode(cb, image)
     with pytest.raises(mpsx.DeviceMismatchError, match="the command buffer is on device"):
         relu(second).encode(cb, image)
+    # Every call that encodes checks the command buffer's device (reloads and
+    # exports once crashed at completion with one of another device).
+    descriptor = mpsx.CNNConvolutionDescriptor(1, 1, 2, 2)
+    convolution = mpsx.CNNConvolution(second, mpsx.ConvolutionWeights(descriptor, np.ones((2, 1, 1, 2), np.float32)))
+    normalization = mpsx.CNNBatchNormalization(second, mpsx.BatchNormalizationWeights(*np.ones((4, 2), np.float32)))
+    ones = np.ones(2, np.float32)
+    on_first = f"the command buffer is on device {first.name}, the kernel on device {second.name}"
+    for call in (lambda: convolution.reload_weights_and_biases(
+                     cb, mpsx.CNNConvolutionWeightsAndBiasesState(second, np.ones(4, np.float32))),
+                 lambda: convolution.export_weights_and_biases(cb),
+                 lambda: normalization.reload_gamma_and_beta(cb, mpsx.CNNNormalizationGammaAndBetaState(second, ones,
+                                                                                                        ones)),
+                 lambda: normalization.reload_mean_and_variance(
+                     cb, mpsx.CNNNormalizationMeanAndVarianceState(second, ones, ones))):
+        with pytest.raises(mpsx.DeviceMismatchError, match=on_first):
+            call()
+    with pytest.raises(mpsx.DeviceMismatchError, match=f"the command buffer is on device {first.name}, the images "
+                                                       f"on device {second.name}"):
+        relu(second).encode_batch(cb, [image, mpsx.Image.from_numpy(second, np.zeros((1, 2, 3, 3), np.float32))])
     assert cb.command_count == 0

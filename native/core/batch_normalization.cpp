@@ -215,6 +215,9 @@ std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::up
     CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) {
   command_buffer.check_encodable();
   if (!state) fail<TypeMismatchError>("BatchNormalizationWeights: expected a batch normalization state, given None");
+  if (&command_buffer.device() != &state->device())
+    fail<DeviceMismatchError>("BatchNormalizationWeights: the command buffer is on device ",
+                              command_buffer.device().name(), ", the state on device ", state->device().name());
   if (!state->statistics_encoded)
     fail<StateError>("BatchNormalizationWeights: the ", kStateName,
                      " has no batch statistics; encode MPSCNNBatchNormalizationStatistics with it first");
@@ -344,7 +347,7 @@ void CNNBatchNormalization::reload_mean_and_variance_from_data_source() { load(f
 
 void CNNBatchNormalization::reload_gamma_and_beta(CommandBuffer& command_buffer,
                                                   const NormalizationGammaAndBetaState& state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   check_device(state, "gamma and beta state");
   state.check_fits(channels_, class_name());
   Parameters p = parameters();
@@ -357,7 +360,7 @@ void CNNBatchNormalization::reload_gamma_and_beta(CommandBuffer& command_buffer,
 
 void CNNBatchNormalization::reload_mean_and_variance(CommandBuffer& command_buffer,
                                                      const NormalizationMeanAndVarianceState& state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   check_device(state, "mean and variance state");
   state.check_fits(channels_, class_name());
   Parameters p = parameters();
@@ -390,7 +393,7 @@ void CNNBatchNormalization::check_update_state(const std::shared_ptr<BatchNormal
 
 void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_buffer,
                                                          const std::shared_ptr<BatchNormalizationState>& state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   check_update_state(state, true);
   if (data_source_->supports_update_gamma_and_beta_on_command_buffer()) {
     auto updated = data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, state);
@@ -409,7 +412,7 @@ void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_
 
 void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& command_buffer,
                                                             const std::shared_ptr<BatchNormalizationState>& state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   check_update_state(state, false);
   if (data_source_->supports_update_mean_and_variance_on_command_buffer()) {
     auto updated = data_source_->update_mean_and_variance_on_command_buffer(command_buffer, state);
@@ -487,12 +490,9 @@ CNNBatchNormalizationStatistics::CNNBatchNormalizationStatistics(std::shared_ptr
 
 void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                                    const std::shared_ptr<State>& state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   if (!source) fail<TypeMismatchError>(class_name(), ": expected source images, given None");
   if (!state) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given None");
-  if (&command_buffer.device() != &device())
-    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
-                              ", the kernel on device ", device().name());
   check_device(*source, "source images");
   check_device(*state, "state");
   auto bn = std::dynamic_pointer_cast<BatchNormalizationState>(state);

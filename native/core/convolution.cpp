@@ -437,7 +437,7 @@ CNNConvolution::Parameters CNNConvolution::parameters() const {
 
 void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
                                                const ConvolutionWeightsAndBiasesState& state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   check_device(state, "weights and biases state");
   state.check_fits(descriptor_, class_name());
   Parameters p = parameters();
@@ -452,7 +452,7 @@ void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
 
 std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::export_weights_and_biases(
     CommandBuffer& command_buffer) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   auto state = make_pooled<ConvolutionWeightsAndBiasesState>(device_ptr(), descriptor_);
   Parameters p = parameters();
   command_buffer.record([weights = p.weights, biases = p.biases, state](ExecutionContext& context) {
@@ -471,7 +471,7 @@ std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::current_weight
 
 void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffer,
                                                     const std::shared_ptr<ConvolutionGradientState>& gradient_state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   if (!gradient_state) fail<TypeMismatchError>(class_name(), ": expected a gradient state, given None");
   check_state(*gradient_state);
   if (!gradient_state->encoded || !gradient_state->weights)

@@ -225,7 +225,11 @@ uint64_t Image::identity() const {
 std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
                                      const std::vector<std::shared_ptr<Image>>& items) {
   if (items.empty()) fail<ArgumentError>("expected at least one image, given an empty list");
+  if (!items.front()) fail<TypeMismatchError>("image 0 of the list is None");
   const Image& first = *items.front();
+  if (&command_buffer.device() != &first.device())
+    fail<DeviceMismatchError>("the command buffer is on device ", command_buffer.device().name(),
+                              ", the images on device ", first.device().name());
   ImageDescriptor d = first.descriptor();
   d.number_of_images = 0;
   bool consecutive = true;

@@ -63,6 +63,13 @@ Kernel::Kernel(std::shared_ptr<Device> device) : device_(std::move(device)) {
 
 Kernel::~Kernel() = default;
 
+void Kernel::check_command_buffer(const CommandBuffer& command_buffer) const {
+  command_buffer.check_encodable();
+  if (&command_buffer.device() != device_.get())
+    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
+                              ", the kernel on device ", device_->name());
+}
+
 void Kernel::check_device(const Image& image, const char* role) const {
   if (&image.device() != device_.get())
     fail<DeviceMismatchError>(class_name(), ": the ", role, " is on device ", image.device().name(),
@@ -223,11 +230,8 @@ void UnaryKernel::check_state(const State& state) const {
 UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                          const std::shared_ptr<Image>& destination,
                                          const std::shared_ptr<State>& given_state, bool want_state) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
-  if (&command_buffer.device() != &device())
-    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
-                              ", the kernel on device ", device().name());
   check_device(*source, "source image");
   check_properties();
   check_source(*source);
@@ -308,13 +312,10 @@ ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source
 void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                                      const std::shared_ptr<Image>& source_image,
                                      const std::shared_ptr<State>& state) const {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected a source gradient image, given None");
   if (!source_image) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
   if (!state) fail<TypeMismatchError>(class_name(), ": expected a gradient state, given None");
-  if (&command_buffer.device() != &device())
-    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
-                              ", the kernel on device ", device().name());
   check_device(*source_gradient, "source gradient");
   check_device(*source_image, "source image");
   check_device(*state, "gradient state");

@@ -88,12 +88,9 @@ ImageDescriptor CNNLoss::destination_image_descriptor(const Image& source) {
 std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                        const std::shared_ptr<CNNLossLabels>& labels,
                                        const std::shared_ptr<Image>& destination) {
-  command_buffer.check_encodable();
+  check_command_buffer(command_buffer);
   if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
   if (!labels) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNLossLabels, given None");
-  if (&command_buffer.device() != &device())
-    fail<DeviceMismatchError>(class_name(), ": the command buffer is on device ", command_buffer.device().name(),
-                              ", the kernel on device ", device().name());
   check_device(*source, "source image");
   check_device(*labels, "labels");
   check_properties();

@@ -78,6 +78,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
       padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
   std::string label;
 
+  // Throws unless commands may be encoded onto `command_buffer`, a command
+  // buffer of this kernel's device: every call that encodes checks it first.
+  void check_command_buffer(const CommandBuffer& command_buffer) const;
   // Throws DeviceMismatchError unless `image` lives on this kernel's device.
   void check_device(const Image& image, const char* role) const;
   void check_device(const State& state, const char* role) const;
