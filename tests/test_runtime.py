@@ -392,6 +392,63 @@ def test_batch_encode_of_views_and_mixed_lists(device, rng):
         kernel.encode_batch(device.command_queue.command_buffer(), [batch[0], 3])
 
 
+WITHOUT_INIT = """
+import inspect, json, sys
+import numpy as np
+import mpsx
+
+device = mpsx.Device(sys.argv[1])
+image = mpsx.Image.from_numpy(device, np.ones((1, 1, 2, 2), np.float32))
+others = {"command_buffer": device.command_queue.command_buffer(), "device": device, "source_image": image,
+          "source_images": image, "source_gradient": image, "source_gradients": image}
+outcomes = {}
+classes = [value for name, value in vars(mpsx).items()
+           if isinstance(value, type) and not name.startswith("_") and value.__module__.startswith("mpsx._")
+           and not issubclass(value, (BaseException, int, tuple))]
+for cls in classes:
+    bare = cls.__new__(cls)
+    for name in sorted(set(dir(cls)) - set(dir(object)) | {"__repr__"}):
+        if name.startswith("_") and name not in ("__repr__", "__len__", "__getitem__", "__iter__", "__array__",
+                                                 "__reduce__", "__dlpack__", "__dlpack_device__", "__enter__"):
+            continue
+        try:
+            member = getattr(bare, name)
+            if callable(member):
+                try:
+                    inspect.signature(member).bind()
+                    member()
+                except TypeError as e:
+                    if "made without __init__" in str(e):
+                        raise
+                    member(*[others.get(p.name, 0) for p in inspect.signature(member).parameters.values()
+                             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)])
+            outcome = "ok"
+        except Exception as e:
+            outcome = f"{type(e).__name__}: {e}"
+        outcomes[f"{cls.__name__}.{name}"] = outcome
+print(json.dumps(outcomes))
+"""
+
+
+def test_objects_made_without_init_refuse_use(device, tmp_path):
+    # cls.__new__(cls) (pickle, copy, subclasses) once left null native pointers that
+    # every member dereferenced: a crash. In a subprocess, so that one would show.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", WITHOUT_INIT, device.name], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcomes = json.loads(done.stdout.splitlines()[-1])
+    refused = {k: v for k, v in outcomes.items() if "made without __init__" in v}
+    assert len(refused) > 200  # every native class's members
+    assert outcomes["Device.name"].startswith("TypeError: this mpsx.Device was made without __init__")
+    assert outcomes["CNNConvolution.encode"].startswith("TypeError: this mpsx.CNNConvolution was made without")
+    assert outcomes["Image.__repr__"] == "ok"
+    for member, outcome in outcomes.items():
+        # Others work (plain Python members) or refuse their arguments.
+        assert outcome == "ok" or outcome.split(":")[0] in ("TypeError", "ValueError", "NotImplementedError",
+                                                            "ShapeError", "StateError"), (member, outcome)
+
+
 def test_state_batch_counts():
     assert mpsx.StateBatch("s", 3) == ("s", "s", "s")
     with pytest.raises(ValueError, match="StateBatch count must be between 0 and 1073741824, given 9223372036854775807"):
