@@ -8,6 +8,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx {
 namespace {
@@ -302,7 +303,7 @@ CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
   if (fused_neuron_.type == NeuronType::PReLU && static_cast<int64_t>(fused_neuron_.a_per_channel.size()) != channels_)
     fail<ArgumentError>(class_name(), ": the fused PReLU neuron has ", fused_neuron_.a_per_channel.size(),
                         " slopes; the kernel has ", channels_, " feature channels");
-  primitive_ = this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{fused_neuron_});
+  primitive_ = make_primitive<BatchNormalizationPrimitive>(this->device().backend(), BatchNormalizationDescriptor{fused_neuron_});
   parameters_ = {upload(device_ptr(), p.gamma), upload(device_ptr(), p.beta), upload(device_ptr(), p.mean),
                  upload(device_ptr(), p.variance)};
 }
@@ -486,7 +487,7 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
 
 CNNBatchNormalizationStatistics::CNNBatchNormalizationStatistics(std::shared_ptr<Device> device)
     : Kernel(std::move(device)),
-      primitive_(this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{})) {}
+      primitive_(make_primitive<BatchNormalizationPrimitive>(this->device().backend(), BatchNormalizationDescriptor{})) {}
 
 void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                                    const std::shared_ptr<State>& state) {
@@ -525,7 +526,7 @@ BatchNormalizationGradientKernel::BatchNormalizationGradientKernel(std::shared_p
                                                                    NeuronDescriptor fused_neuron)
     : GradientKernel(std::move(device)), fused_neuron_(std::move(fused_neuron)) {
   fused_neuron_.validate();
-  primitive_ = this->device().backend().make_batch_normalization(BatchNormalizationDescriptor{fused_neuron_});
+  primitive_ = make_primitive<BatchNormalizationPrimitive>(this->device().backend(), BatchNormalizationDescriptor{fused_neuron_});
 }
 
 const GradientState& BatchNormalizationGradientKernel::gradient_state_of(const State& state) const {

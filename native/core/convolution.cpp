@@ -14,6 +14,7 @@
 #include "mpsx/errors.h"
 #include "mpsx/half.h"
 #include "mpsx/pool.h"
+#include "mpsx/registry.h"
 
 namespace mpsx {
 
@@ -397,7 +398,9 @@ ImageDescriptor block_descriptor(DataType type, const Geometry& g, int64_t chann
 // ---------------------------------------------------------------- CNNConvolution
 
 CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source)
-    : CNNConvolution(std::move(device), std::move(data_source), "MPSCNNConvolution") {}
+    : CNNConvolution(std::move(device), std::move(data_source), "MPSCNNConvolution") {
+  primitive_maker<ConvolutionPrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
 
 CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source,
                                const char* kernel)
@@ -412,7 +415,7 @@ void CNNConvolution::set_parameters(const ConvolutionParameters& p) {
     descriptor_ = p.descriptor;
     label = p.label;
     if (!descriptor_.fused_neuron.is_identity())
-      neuron_ = std::shared_ptr<const NeuronPrimitive>(device().backend().make_neuron(descriptor_.fused_neuron));
+      neuron_ = std::shared_ptr<const NeuronPrimitive>(make_primitive<NeuronPrimitive>(device().backend(), descriptor_.fused_neuron));
   } else if (!(p.descriptor == descriptor_)) {
     // Reloads may run on a command buffer's thread while another thread
     // encodes, so only the weights may change.
@@ -528,7 +531,7 @@ void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr
                                     destination->data_type(), false);
   shape.accumulator_precision = accumulator_precision;
   const auto& primitive = primitives_.get(
-      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(device().backend().make_convolution(shape)); });
+      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(make_primitive<ConvolutionPrimitive>(device().backend(), shape)); });
   Parameters p = parameters();
   if (gradient_state) {
     gradient_state->weights = p.weights;
@@ -584,6 +587,7 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
                                                std::shared_ptr<ConvolutionDataSource> data_source)
     : GradientKernel(std::move(device)), data_source_(std::move(data_source)) {
   if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
+  primitive_maker<ConvolutionPrimitive>(this->device().backend());
   if (!data_source_->load()) fail<Error>(class_name(), ": the data source's load() returned false");
   Loaded loaded{*data_source_};
   descriptor_ = data_source_->descriptor();
@@ -594,7 +598,7 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
                      " output feature channels; the gradient of the biases on device ", this->device().name(),
                      " takes at most ", limit);
   if (!descriptor_.fused_neuron.is_identity())
-    neuron_ = std::shared_ptr<const NeuronPrimitive>(this->device().backend().make_neuron(descriptor_.fused_neuron));
+    neuron_ = std::shared_ptr<const NeuronPrimitive>(make_primitive<NeuronPrimitive>(this->device().backend(), descriptor_.fused_neuron));
 }
 
 const GradientState& CNNConvolutionGradient::gradient_state_of(const State& state) const {
@@ -623,7 +627,7 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   ConvolutionShape shape = shape_of(descriptor_, b, g, *source_image,
                                     dy ? dy->layout() : source_gradient->layout(), source_gradient->data_type(), true);
   const auto& primitive = primitives_.get(
-      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(device().backend().make_convolution(shape)); });
+      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(make_primitive<ConvolutionPrimitive>(device().backend(), shape)); });
   bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
   bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
   bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&

@@ -10,6 +10,7 @@
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
 #include "mpsx/pool.h"
+#include "mpsx/registry.h"
 
 namespace mpsx {
 
@@ -131,7 +132,9 @@ void split(int64_t total, int64_t stride, int64_t* offset, int64_t* kernel_offse
 
 CNNConvolutionTranspose::CNNConvolutionTranspose(std::shared_ptr<Device> device,
                                                  std::shared_ptr<ConvolutionDataSource> data_source)
-    : CNNConvolution(std::move(device), std::move(data_source), "MPSCNNConvolutionTranspose") {}
+    : CNNConvolution(std::move(device), std::move(data_source), "MPSCNNConvolutionTranspose") {
+  primitive_maker<ConvolutionTransposePrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
 
 Window CNNConvolutionTranspose::window() const {
   // A stride-1 convolution over the expanded source.
@@ -291,7 +294,7 @@ void CNNConvolutionTranspose::record(CommandBuffer& command_buffer, const std::s
   ConvolutionTransposeShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
                                              destination->data_type(), false);
   const auto& primitive = transpose_primitives_.get(shape, [&] {
-    return std::shared_ptr<ConvolutionTransposePrimitive>(device().backend().make_convolution_transpose(shape));
+    return std::shared_ptr<ConvolutionTransposePrimitive>(make_primitive<ConvolutionTransposePrimitive>(device().backend(), shape));
   });
   Parameters p = parameters();
   if (gradient_state) {
@@ -313,7 +316,9 @@ void CNNConvolutionTranspose::record(CommandBuffer& command_buffer, const std::s
 
 CNNConvolutionTransposeGradient::CNNConvolutionTransposeGradient(std::shared_ptr<Device> device,
                                                                  std::shared_ptr<ConvolutionDataSource> data_source)
-    : CNNConvolutionGradient(std::move(device), std::move(data_source)) {}
+    : CNNConvolutionGradient(std::move(device), std::move(data_source)) {
+  primitive_maker<ConvolutionTransposePrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
 
 const GradientState& CNNConvolutionTransposeGradient::gradient_state_of(const State& state) const {
   if (!dynamic_cast<const ConvolutionTransposeGradientState*>(&state))
@@ -337,7 +342,7 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
   ConvolutionTransposeShape shape = shape_of(d, b, g, *source_image, dy ? dy->layout() : source_gradient->layout(),
                                              source_gradient->data_type(), true);
   const auto& primitive = transpose_primitives_.get(shape, [&] {
-    return std::shared_ptr<ConvolutionTransposePrimitive>(device().backend().make_convolution_transpose(shape));
+    return std::shared_ptr<ConvolutionTransposePrimitive>(make_primitive<ConvolutionTransposePrimitive>(device().backend(), shape));
   });
   bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
   bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);

@@ -8,6 +8,7 @@
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
 #include "mpsx/pool.h"
+#include "mpsx/registry.h"
 
 namespace mpsx {
 namespace {
@@ -74,7 +75,7 @@ void CNNLossLabels::synchronize(CommandBuffer& command_buffer) {
 CNNLoss::CNNLoss(std::shared_ptr<Device> device, LossDescriptor descriptor)
     : Kernel(std::move(device)), descriptor_(descriptor) {
   descriptor_.validate();
-  primitive_ = this->device().backend().make_loss(descriptor_);
+  primitive_ = make_primitive<LossPrimitive>(this->device().backend(), descriptor_);
 }
 
 void CNNLoss::check_source(const Image& source) const { check_floating(source, class_name(), "source image"); }

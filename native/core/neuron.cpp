@@ -6,6 +6,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx {
 
@@ -36,7 +37,7 @@ void check_slopes(const char* kernel, const NeuronDescriptor& d, const Image& so
 CNNNeuron::CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
     : UnaryKernel(std::move(device)), descriptor_(std::move(descriptor)) {
   descriptor_.validate();
-  primitive_ = this->device().backend().make_neuron(descriptor_);
+  primitive_ = make_primitive<NeuronPrimitive>(this->device().backend(), descriptor_);
 }
 
 void CNNNeuron::check_source(const Image& source) const {
@@ -61,7 +62,7 @@ void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Imag
 CNNNeuronGradient::CNNNeuronGradient(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
     : GradientKernel(std::move(device)), descriptor_(std::move(descriptor)) {
   descriptor_.validate();
-  primitive_ = this->device().backend().make_neuron(descriptor_);
+  primitive_ = make_primitive<NeuronPrimitive>(this->device().backend(), descriptor_);
 }
 
 void CNNNeuronGradient::check(const Image& source_gradient, const Image& source_image,

@@ -9,6 +9,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 #include "mpsx/kernels/batch_normalization.h"
 #include "mpsx/kernels/convolution.h"
 
@@ -67,6 +68,7 @@ S& state_of(const char* optimizer, const std::shared_ptr<State>& state, const ch
 NNOptimizer::NNOptimizer(std::shared_ptr<Device> device, const OptimizerDescriptor& descriptor)
     : device_(std::move(device)), descriptor_(descriptor) {
   if (!device_) fail<TypeMismatchError>("an optimizer needs a device, given None");
+  primitive_maker<OptimizerPrimitive>(device_->backend());  // a family the backend lacks fails here
   descriptor_.validate();
 }
 
@@ -199,7 +201,7 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
   c.gradient_clip_max = descriptor_.gradient_clip_max;
   c.regularization_scale = descriptor_.regularization_scale;
   const auto& primitive = primitives_.get(
-      c, [&] { return std::shared_ptr<OptimizerPrimitive>(device_->backend().make_optimizer(c)); });
+      c, [&] { return std::shared_ptr<OptimizerPrimitive>(make_primitive<OptimizerPrimitive>(device_->backend(), c)); });
   const OptimizerStep step = next_step();
   std::array<Parameter, kMaxParameters> updated;
   for (size_t i = 0; i < count; ++i) updated[i] = parameters[i];

@@ -9,6 +9,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx {
 namespace {
@@ -89,14 +90,16 @@ PoolingDescriptor PoolingParameters::describe(const Kernel& kernel, const Geomet
 CNNPooling::CNNPooling(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
                        int64_t stride_x, int64_t stride_y, int64_t dilation_x, int64_t dilation_y)
     : UnaryKernel(std::move(device)),
-      PoolingParameters(kind, false, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {}
+      PoolingParameters(kind, false, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {
+  primitive_maker<PoolingPrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
 
 void CNNPooling::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                         const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
   int64_t channels = source_channels(*source);
   PoolingDescriptor d = describe(*this, g, channels, source->descriptor(), destination->descriptor());
   std::shared_ptr<PoolingPrimitive> primitive =
-      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(device().backend().make_pooling(d)); });
+      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(make_primitive<PoolingPrimitive>(device().backend(), d)); });
   command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
     primitive->forward(context,
                        source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
@@ -111,6 +114,7 @@ CNNPoolingGradient::CNNPoolingGradient(std::shared_ptr<Device> device, PoolingKi
                                        int64_t dilation_y)
     : GradientKernel(std::move(device)),
       PoolingParameters(kind, true, kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y) {
+  primitive_maker<PoolingPrimitive>(this->device().backend());  // a family the backend lacks fails here
   const int64_t taps = kernel_width * kernel_height;
   const int64_t limit = this->device().backend().limits().max_pooling_gradient_taps;
   if (is_max(kind) && taps > limit)
@@ -138,7 +142,7 @@ void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared
   PoolingDescriptor d =
       describe(*this, g, channels, destination_gradient->descriptor(), source_gradient->descriptor());
   std::shared_ptr<PoolingPrimitive> primitive =
-      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(device().backend().make_pooling(d)); });
+      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(make_primitive<PoolingPrimitive>(device().backend(), d)); });
   if (g.source_channel != 0 || g.source_image != 0 || g.images != source_image->number_of_images()) {
     // images and channels the forward pass did not read get no gradient
     command_buffer.record([destination_gradient](ExecutionContext& context) {

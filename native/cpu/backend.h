@@ -21,6 +21,10 @@
 #define MPSX_CPU_CLONES
 #endif
 
+namespace mpsx {
+struct NeuronDescriptor;  // kernels/neuron.h
+}  // namespace mpsx
+
 namespace mpsx::cpu {
 
 class CpuBackend final : public Backend {
@@ -38,16 +42,6 @@ class CpuBackend final : public Backend {
   void write_region(const ImageRegion& host, const ImageRegion& device) override { copy_region(host, device); }
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
   std::unique_ptr<Executor> new_executor() override;
-
-  std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
-  std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
-      const BatchNormalizationDescriptor& descriptor) override;
-  std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
-  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
-      const ConvolutionTransposeShape& shape) override;
-  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
-  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
-  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
 
   const dnnl::engine& engine() const { return engine_; }
 

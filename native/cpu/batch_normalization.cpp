@@ -1,4 +1,5 @@
 #include "mpsx/kernels/batch_normalization.h"
+#include "mpsx/registry.h"
 
 #include <omp.h>
 
@@ -338,11 +339,12 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
   bool relu_, other_;
 };
 
-}  // namespace
-
-std::unique_ptr<BatchNormalizationPrimitive> CpuBackend::make_batch_normalization(
-    const BatchNormalizationDescriptor& descriptor) {
+std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(Backend&, const BatchNormalizationDescriptor& descriptor) {
   return std::make_unique<CpuBatchNormalization>(descriptor);
 }
+
+const RegisterPrimitive<BatchNormalizationPrimitive> registered("cpu", make_batch_normalization);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/convolution.h"
+#include "mpsx/registry.h"
 
 #include "convolution.h"
 
@@ -102,10 +103,12 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
   dnnl::reorder weights_from_gradient_;
 };
 
-}  // namespace
-
-std::unique_ptr<ConvolutionPrimitive> CpuBackend::make_convolution(const ConvolutionShape& shape) {
-  return std::make_unique<CpuConvolution>(engine_, shape);
+std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
+  return std::make_unique<CpuConvolution>(static_cast<CpuBackend&>(backend).engine(), shape);
 }
+
+const RegisterPrimitive<ConvolutionPrimitive> registered("cpu", make_convolution);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/convolution_transpose.h"
+#include "mpsx/registry.h"
 
 #include <algorithm>
 
@@ -201,11 +202,12 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   dnnl::reorder weights_from_gradient_;
 };
 
-}  // namespace
-
-std::unique_ptr<ConvolutionTransposePrimitive> CpuBackend::make_convolution_transpose(
-    const ConvolutionTransposeShape& shape) {
-  return std::make_unique<CpuConvolutionTranspose>(engine_, shape);
+std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
+  return std::make_unique<CpuConvolutionTranspose>(static_cast<CpuBackend&>(backend).engine(), shape);
 }
+
+const RegisterPrimitive<ConvolutionTransposePrimitive> registered("cpu", make_convolution_transpose);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/loss.h"
+#include "mpsx/registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -281,10 +282,12 @@ class CpuLoss final : public LossPrimitive {
   LossDescriptor d_;
 };
 
-}  // namespace
-
-std::unique_ptr<LossPrimitive> CpuBackend::make_loss(const LossDescriptor& descriptor) {
+std::unique_ptr<LossPrimitive> make_loss(Backend&, const LossDescriptor& descriptor) {
   return std::make_unique<CpuLoss>(descriptor);
 }
+
+const RegisterPrimitive<LossPrimitive> registered("cpu", make_loss);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

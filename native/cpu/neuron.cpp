@@ -1,4 +1,5 @@
 #include "mpsx/kernels/neuron.h"
+#include "mpsx/registry.h"
 
 #include <cmath>
 
@@ -215,8 +216,14 @@ void apply_neuron_gradient(const NeuronDescriptor& d, const ImageRegion& dy, con
   });
 }
 
-std::unique_ptr<NeuronPrimitive> CpuBackend::make_neuron(const NeuronDescriptor& descriptor) {
+namespace {
+
+std::unique_ptr<NeuronPrimitive> make_neuron(Backend&, const NeuronDescriptor& descriptor) {
   return std::make_unique<CpuNeuron>(descriptor);
 }
+
+const RegisterPrimitive<NeuronPrimitive> registered("cpu", make_neuron);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

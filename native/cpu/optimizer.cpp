@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "mpsx/half.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::cpu {
 namespace {
@@ -198,10 +199,12 @@ class CpuOptimizer final : public OptimizerPrimitive {
   OptimizerScalars scalars_;  // the configuration's; each step sets the learning rate
 };
 
-}  // namespace
-
-std::unique_ptr<OptimizerPrimitive> CpuBackend::make_optimizer(const OptimizerConfiguration& configuration) {
+std::unique_ptr<OptimizerPrimitive> make_optimizer(Backend&, const OptimizerConfiguration& configuration) {
   return std::make_unique<CpuOptimizer>(configuration);
 }
+
+const RegisterPrimitive<OptimizerPrimitive> registered("cpu", make_optimizer);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/pooling.h"
+#include "mpsx/registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -364,10 +365,12 @@ class CpuPooling final : public PoolingPrimitive {
   dnnl::pooling_backward backward_;
 };
 
-}  // namespace
-
-std::unique_ptr<PoolingPrimitive> CpuBackend::make_pooling(const PoolingDescriptor& descriptor) {
-  return std::make_unique<CpuPooling>(*this, descriptor);
+std::unique_ptr<PoolingPrimitive> make_pooling(Backend& backend, const PoolingDescriptor& descriptor) {
+  return std::make_unique<CpuPooling>(static_cast<CpuBackend&>(backend), descriptor);
 }
+
+const RegisterPrimitive<PoolingPrimitive> registered("cpu", make_pooling);
+
+}  // namespace
 
 }  // namespace mpsx::cpu

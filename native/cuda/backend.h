@@ -56,16 +56,6 @@ class CudaBackend final : public Backend {
   // `seen` was last passed here.
   void order_after_host_writes(cudaStream_t stream, uint64_t& seen);
 
-  std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
-  std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
-  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
-      const ConvolutionTransposeShape& shape) override;
-  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
-  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
-  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
-  std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
-      const BatchNormalizationDescriptor& descriptor) override;
-
   int ordinal() const { return ordinal_; }
 
  private:

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/batch_normalization.h"
+#include "mpsx/registry.h"
 
 #include <iterator>
 
@@ -65,11 +66,12 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
   DeviceNeuron neuron_;
 };
 
-}  // namespace
-
-std::unique_ptr<BatchNormalizationPrimitive> CudaBackend::make_batch_normalization(
-    const BatchNormalizationDescriptor& descriptor) {
-  return std::make_unique<CudaBatchNormalization>(ordinal_, descriptor);
+std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(Backend& backend, const BatchNormalizationDescriptor& descriptor) {
+  return std::make_unique<CudaBatchNormalization>(static_cast<CudaBackend&>(backend).ordinal(), descriptor);
 }
+
+const RegisterPrimitive<BatchNormalizationPrimitive> registered("cuda", make_batch_normalization);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

@@ -12,6 +12,7 @@
 #include "convolution.h"
 #include "image.cuh"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::cuda {
 namespace {
@@ -671,10 +672,12 @@ class CudaConvolution final : public ConvolutionPrimitive {
   std::unique_ptr<CudnnConvolution> cudnn_;
 };
 
-}  // namespace
-
-std::unique_ptr<ConvolutionPrimitive> CudaBackend::make_convolution(const ConvolutionShape& shape) {
-  return std::make_unique<CudaConvolution>(ordinal_, shape);
+std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
+  return std::make_unique<CudaConvolution>(static_cast<CudaBackend&>(backend).ordinal(), shape);
 }
+
+const RegisterPrimitive<ConvolutionPrimitive> registered("cuda", make_convolution);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

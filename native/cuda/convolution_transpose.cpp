@@ -1,4 +1,5 @@
 #include "mpsx/kernels/convolution_transpose.h"
+#include "mpsx/registry.h"
 
 #include "backend.h"
 #include "convolution.cuh"
@@ -116,11 +117,12 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
   std::unique_ptr<CudnnConvolution> cudnn_;
 };
 
-}  // namespace
-
-std::unique_ptr<ConvolutionTransposePrimitive> CudaBackend::make_convolution_transpose(
-    const ConvolutionTransposeShape& shape) {
-  return std::make_unique<CudaConvolutionTranspose>(ordinal_, shape);
+std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
+  return std::make_unique<CudaConvolutionTranspose>(static_cast<CudaBackend&>(backend).ordinal(), shape);
 }
+
+const RegisterPrimitive<ConvolutionTransposePrimitive> registered("cuda", make_convolution_transpose);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/loss.h"
+#include "mpsx/registry.h"
 
 #include "backend.h"
 #include "loss.cuh"
@@ -23,10 +24,12 @@ class CudaLoss final : public LossPrimitive {
   LossDescriptor d_;
 };
 
-}  // namespace
-
-std::unique_ptr<LossPrimitive> CudaBackend::make_loss(const LossDescriptor& descriptor) {
+std::unique_ptr<LossPrimitive> make_loss(Backend&, const LossDescriptor& descriptor) {
   return std::make_unique<CudaLoss>(descriptor);
 }
+
+const RegisterPrimitive<LossPrimitive> registered("cuda", make_loss);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/neuron.h"
+#include "mpsx/registry.h"
 
 #include "backend.h"
 #include "neuron.cuh"
@@ -45,10 +46,12 @@ class CudaNeuron final : public NeuronPrimitive {
   DeviceNeuron neuron_;
 };
 
-}  // namespace
-
-std::unique_ptr<NeuronPrimitive> CudaBackend::make_neuron(const NeuronDescriptor& descriptor) {
-  return std::make_unique<CudaNeuron>(ordinal_, descriptor);
+std::unique_ptr<NeuronPrimitive> make_neuron(Backend& backend, const NeuronDescriptor& descriptor) {
+  return std::make_unique<CudaNeuron>(static_cast<CudaBackend&>(backend).ordinal(), descriptor);
 }
+
+const RegisterPrimitive<NeuronPrimitive> registered("cuda", make_neuron);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/optimizer.h"
+#include "mpsx/registry.h"
 
 #include "backend.h"
 #include "optimizer.cuh"
@@ -38,10 +39,12 @@ class CudaOptimizer final : public OptimizerPrimitive {
   OptimizerScalars scalars_;  // the configuration's; each step sets the learning rate
 };
 
-}  // namespace
-
-std::unique_ptr<OptimizerPrimitive> CudaBackend::make_optimizer(const OptimizerConfiguration& configuration) {
+std::unique_ptr<OptimizerPrimitive> make_optimizer(Backend&, const OptimizerConfiguration& configuration) {
   return std::make_unique<CudaOptimizer>(configuration);
 }
+
+const RegisterPrimitive<OptimizerPrimitive> registered("cuda", make_optimizer);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

@@ -1,4 +1,5 @@
 #include "mpsx/kernels/pooling.h"
+#include "mpsx/registry.h"
 
 #include "backend.h"
 #include "pooling.cuh"
@@ -29,10 +30,12 @@ class CudaPooling final : public PoolingPrimitive {
   PoolingDescriptor d_;
 };
 
-}  // namespace
-
-std::unique_ptr<PoolingPrimitive> CudaBackend::make_pooling(const PoolingDescriptor& descriptor) {
+std::unique_ptr<PoolingPrimitive> make_pooling(Backend&, const PoolingDescriptor& descriptor) {
   return std::make_unique<CudaPooling>(descriptor);
 }
+
+const RegisterPrimitive<PoolingPrimitive> registered("cuda", make_pooling);
+
+}  // namespace
 
 }  // namespace mpsx::cuda

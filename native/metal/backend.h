@@ -87,16 +87,6 @@ class MetalBackend final : public Backend {
   std::shared_ptr<ImageStorage> new_image_storage(const ImageDescriptor& descriptor) override;
   std::unique_ptr<Executor> new_executor() override;
 
-  std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) override;
-  std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) override;
-  std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
-      const ConvolutionTransposeShape& shape) override;
-  std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) override;
-  std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) override;
-  std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) override;
-  std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
-      const BatchNormalizationDescriptor& descriptor) override;
-
   id<MTLDevice> device() const { return device_; }
   // Throws Error for an address no buffer of this device holds.
   BufferAddress address_of(const void* data) const;

@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace {
 
@@ -476,11 +477,12 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   mutable std::map<int64_t, Kernels> kernels_;
 };
 
-}  // namespace
-
-std::unique_ptr<BatchNormalizationPrimitive> MetalBackend::make_batch_normalization(
-    const BatchNormalizationDescriptor& descriptor) {
-  return std::make_unique<MetalBatchNormalization>(device_, descriptor);
+std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(Backend& backend, const BatchNormalizationDescriptor& descriptor) {
+  return std::make_unique<MetalBatchNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
 }
+
+const RegisterPrimitive<BatchNormalizationPrimitive> registered("metal", make_batch_normalization);
+
+}  // namespace
 
 }  // namespace mpsx::metal

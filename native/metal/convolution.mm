@@ -13,6 +13,7 @@
 
 #include "mpsx/errors.h"
 #include "mpsx/kernels/convolution.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::metal {
 namespace {
@@ -399,11 +400,13 @@ class MetalConvolution final : public ConvolutionPrimitive {
   mutable std::mutex mutex_;
 };
 
-}  // namespace
-
-std::unique_ptr<ConvolutionPrimitive> MetalBackend::make_convolution(const ConvolutionShape& shape) {
-  return std::make_unique<MetalConvolution>(device_, shape);
+std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
+  return std::make_unique<MetalConvolution>(static_cast<MetalBackend&>(backend).device(), shape);
 }
+
+const RegisterPrimitive<ConvolutionPrimitive> registered("metal", make_convolution);
+
+}  // namespace
 
 }  // namespace mpsx::metal
 

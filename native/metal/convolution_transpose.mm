@@ -2,6 +2,7 @@
 
 #include "convolution.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::metal {
 namespace {
@@ -152,11 +153,12 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
   MPSCNNConvolutionTransposeGradient* gradient_ = nil;  // for gradient shapes
 };
 
-}  // namespace
-
-std::unique_ptr<ConvolutionTransposePrimitive> MetalBackend::make_convolution_transpose(
-    const ConvolutionTransposeShape& shape) {
-  return std::make_unique<MetalConvolutionTranspose>(device_, shape);
+std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
+  return std::make_unique<MetalConvolutionTranspose>(static_cast<MetalBackend&>(backend).device(), shape);
 }
+
+const RegisterPrimitive<ConvolutionTransposePrimitive> registered("metal", make_convolution_transpose);
+
+}  // namespace
 
 }  // namespace mpsx::metal

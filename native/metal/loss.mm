@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::metal {
 namespace {
@@ -119,10 +120,12 @@ class MetalLoss final : public LossPrimitive {
   mutable std::mutex mutex_;
 };
 
-}  // namespace
-
-std::unique_ptr<LossPrimitive> MetalBackend::make_loss(const LossDescriptor& descriptor) {
-  return std::make_unique<MetalLoss>(device_, descriptor);
+std::unique_ptr<LossPrimitive> make_loss(Backend& backend, const LossDescriptor& descriptor) {
+  return std::make_unique<MetalLoss>(static_cast<MetalBackend&>(backend).device(), descriptor);
 }
+
+const RegisterPrimitive<LossPrimitive> registered("metal", make_loss);
+
+}  // namespace
 
 }  // namespace mpsx::metal

@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::metal {
 namespace {
@@ -127,8 +128,14 @@ MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t 
                                                           c:neuron.c];
 }
 
-std::unique_ptr<NeuronPrimitive> MetalBackend::make_neuron(const NeuronDescriptor& descriptor) {
-  return std::make_unique<MetalNeuron>(device(), descriptor);
+namespace {
+
+std::unique_ptr<NeuronPrimitive> make_neuron(Backend& backend, const NeuronDescriptor& descriptor) {
+  return std::make_unique<MetalNeuron>(static_cast<MetalBackend&>(backend).device(), descriptor);
 }
+
+const RegisterPrimitive<NeuronPrimitive> registered("metal", make_neuron);
+
+}  // namespace
 
 }  // namespace mpsx::metal

@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::metal {
 namespace {
@@ -121,10 +122,12 @@ class MetalOptimizer final : public OptimizerPrimitive {
   mutable std::mutex mutex_;
 };
 
-}  // namespace
-
-std::unique_ptr<OptimizerPrimitive> MetalBackend::make_optimizer(const OptimizerConfiguration& configuration) {
-  return std::make_unique<MetalOptimizer>(device_, configuration);
+std::unique_ptr<OptimizerPrimitive> make_optimizer(Backend& backend, const OptimizerConfiguration& configuration) {
+  return std::make_unique<MetalOptimizer>(static_cast<MetalBackend&>(backend).device(), configuration);
 }
+
+const RegisterPrimitive<OptimizerPrimitive> registered("metal", make_optimizer);
+
+}  // namespace
 
 }  // namespace mpsx::metal

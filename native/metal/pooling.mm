@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/registry.h"
 
 namespace mpsx::metal {
 namespace {
@@ -168,14 +169,16 @@ class MetalPooling final : public PoolingPrimitive {
   MPSCNNPoolingGradient* gradient_;
 };
 
-}  // namespace
-
-std::unique_ptr<PoolingPrimitive> MetalBackend::make_pooling(const PoolingDescriptor& descriptor) {
+std::unique_ptr<PoolingPrimitive> make_pooling(Backend& backend, const PoolingDescriptor& descriptor) {
   if (!is_max(descriptor.kind) && (descriptor.window.dilation_x != 1 || descriptor.window.dilation_y != 1))
     fail<ArgumentError>(descriptor.kind == PoolingKind::Average ? "MPSCNNPoolingAverage" : "MPSCNNPoolingL2Norm",
                         ": MPS dilates max pooling only (MPSCNNDilatedPoolingMax); given dilation ",
                         descriptor.window.dilation_x, "x", descriptor.window.dilation_y);
-  return std::make_unique<MetalPooling>(device(), descriptor);
+  return std::make_unique<MetalPooling>(static_cast<MetalBackend&>(backend).device(), descriptor);
 }
+
+const RegisterPrimitive<PoolingPrimitive> registered("metal", make_pooling);
+
+}  // namespace
 
 }  // namespace mpsx::metal

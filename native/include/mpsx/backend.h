@@ -36,22 +36,6 @@ class Executor {
 // last reference dropped by a completed handler).
 void stop_executor_thread(std::mutex& mutex, bool& stopping, std::condition_variable& wake, std::thread& thread);
 
-// Primitive interfaces of the kernel families (kernels/<family>.h).
-class NeuronPrimitive;
-struct NeuronDescriptor;
-class ConvolutionPrimitive;
-struct ConvolutionShape;
-class ConvolutionTransposePrimitive;
-struct ConvolutionTransposeShape;
-class PoolingPrimitive;
-struct PoolingDescriptor;
-class LossPrimitive;
-struct LossDescriptor;
-class OptimizerPrimitive;
-struct OptimizerConfiguration;
-class BatchNormalizationPrimitive;
-struct BatchNormalizationDescriptor;
-
 // Sizes within core's limits (types.h) that a backend's kernels cannot
 // handle. Core refuses them with ShapeError where a kernel is made, before
 // anything is allocated or enqueued.
@@ -103,18 +87,6 @@ class Backend {
   virtual std::shared_ptr<ImageStorage> new_image_storage(const ImageDescriptor&) { return nullptr; }
 
   virtual std::unique_ptr<Executor> new_executor() = 0;
-
-  // Kernel families. Each returns a primitive built once per configuration;
-  // kernels cache it and reuse it for every encode.
-  virtual std::unique_ptr<NeuronPrimitive> make_neuron(const NeuronDescriptor& descriptor) = 0;
-  virtual std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(
-      const BatchNormalizationDescriptor& descriptor) = 0;
-  virtual std::unique_ptr<ConvolutionPrimitive> make_convolution(const ConvolutionShape& shape) = 0;
-  virtual std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(
-      const ConvolutionTransposeShape& shape) = 0;
-  virtual std::unique_ptr<PoolingPrimitive> make_pooling(const PoolingDescriptor& descriptor) = 0;
-  virtual std::unique_ptr<LossPrimitive> make_loss(const LossDescriptor& descriptor) = 0;
-  virtual std::unique_ptr<OptimizerPrimitive> make_optimizer(const OptimizerConfiguration& configuration) = 0;
 };
 
 // A backend library registers a function that lists its devices.

@@ -222,6 +222,8 @@ struct BatchNormalizationDescriptor {
 // gradient applied to the incoming one).
 class BatchNormalizationPrimitive {
  public:
+  static constexpr const char* family = "batch normalization";
+  using Descriptor = BatchNormalizationDescriptor;
   virtual ~BatchNormalizationPrimitive() = default;
   // Per-channel mean and biased variance over every pixel of `source`.
   virtual void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,

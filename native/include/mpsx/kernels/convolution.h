@@ -227,6 +227,8 @@ struct ConvolutionShape : ConvolutionWindow {
 // What a backend runs for a convolution; weights float32 OHWI, biases [out].
 class ConvolutionPrimitive {
  public:
+  static constexpr const char* family = "convolution";
+  using Descriptor = ConvolutionShape;
   virtual ~ConvolutionPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
                        const void* biases, const ImageRegion& destination) const = 0;

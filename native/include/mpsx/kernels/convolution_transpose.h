@@ -55,6 +55,8 @@ struct ConvolutionTransposeShape : ConvolutionWindow {
 // written, `source` and `source_gradient` the source block.
 class ConvolutionTransposePrimitive {
  public:
+  static constexpr const char* family = "convolution transpose";
+  using Descriptor = ConvolutionTransposeShape;
   virtual ~ConvolutionTransposePrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
                        const void* biases, const ImageRegion& destination) const = 0;

@@ -90,6 +90,8 @@ class CNNLossLabels : public State {
 // ReductionType::None, the weighted loss of every value (y's extents).
 class LossPrimitive {
  public:
+  static constexpr const char* family = "loss";
+  using Descriptor = LossDescriptor;
   virtual ~LossPrimitive() = default;
   virtual void loss_and_gradient(ExecutionContext& context, const ImageRegion& source, const ImageRegion& labels,
                                  const ImageRegion& weights, const ImageRegion& gradient,

@@ -52,6 +52,8 @@ struct NeuronDescriptor {
 // regions' channel 0, for per-channel parameters.
 class NeuronPrimitive {
  public:
+  static constexpr const char* family = "neuron";
+  using Descriptor = NeuronDescriptor;
   virtual ~NeuronPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source,
                        const ImageRegion& destination, int64_t first_channel) const = 0;

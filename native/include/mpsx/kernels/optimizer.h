@@ -145,6 +145,8 @@ struct OptimizerArrayList {
 // and given its regularization term.
 class OptimizerPrimitive {
  public:
+  static constexpr const char* family = "optimizer";
+  using Descriptor = OptimizerConfiguration;
   virtual ~OptimizerPrimitive() = default;
   virtual void update(ExecutionContext& context, const OptimizerStep& step,
                       const OptimizerArrayList& list) const = 0;

@@ -60,6 +60,8 @@ struct PoolingDescriptor {
 // (`destination`, `source_gradient`).
 class PoolingPrimitive {
  public:
+  static constexpr const char* family = "pooling";
+  using Descriptor = PoolingDescriptor;
   virtual ~PoolingPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const = 0;
   // Writes every pixel of destination_gradient: the sum over the windows

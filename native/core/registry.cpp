@@ -1,0 +1,43 @@
+#include "mpsx/registry.h"
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "mpsx/errors.h"
+
+namespace mpsx::detail {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::pair<std::string, std::string>, ErasedMaker> makers;  // (family, backend kind)
+};
+
+// Backend libraries register while they load, in any order of static
+// initialization: the registry exists from its first use.
+Registry& registry() {
+  static Registry* instance = new Registry;
+  return *instance;
+}
+
+}  // namespace
+
+void register_primitive(const char* family, const char* backend_kind, ErasedMaker maker) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.makers[{family, backend_kind}] = maker;
+}
+
+ErasedMaker find_primitive(const char* family, const Backend& backend) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.makers.find({family, backend.kind()});
+  if (it == r.makers.end())
+    fail<Error>("the ", backend.kind(), " backend (device ", backend.device_name(), ") has no ", family,
+                " kernels");
+  return it->second;
+}
+
+}  // namespace mpsx::detail

@@ -1,0 +1,47 @@
+// How core gets a kernel family's backend primitive. No shared header lists
+// the families: each backend's file of a family registers the primitive it
+// provides, and a family that a backend lacks is an Error naming both when a
+// kernel of it is made.
+#pragma once
+
+#include <memory>
+
+#include "mpsx/backend.h"
+
+namespace mpsx {
+
+// A primitive interface P (kernels/<family>.h) declares
+//   static constexpr const char* family = "<family>";
+//   using Descriptor = <what one primitive is built for>;
+template <class P>
+using PrimitiveMaker = std::unique_ptr<P> (*)(Backend& backend, const typename P::Descriptor& descriptor);
+
+namespace detail {
+using ErasedMaker = void (*)();
+void register_primitive(const char* family, const char* backend_kind, ErasedMaker maker);
+// Throws Error when the backend registered no primitive of the family.
+ErasedMaker find_primitive(const char* family, const Backend& backend);
+}  // namespace detail
+
+// A backend file's registration, as a static object:
+//   const RegisterPrimitive<NeuronPrimitive> registered("cpu", make_neuron);
+template <class P>
+struct RegisterPrimitive {
+  RegisterPrimitive(const char* backend_kind, PrimitiveMaker<P> maker) {
+    detail::register_primitive(P::family, backend_kind, reinterpret_cast<detail::ErasedMaker>(maker));
+  }
+};
+
+// The backend's maker of P: kernels look it up when they are made, so a
+// missing family fails there, and build primitives with it later.
+template <class P>
+PrimitiveMaker<P> primitive_maker(const Backend& backend) {
+  return reinterpret_cast<PrimitiveMaker<P>>(detail::find_primitive(P::family, backend));
+}
+
+template <class P>
+std::unique_ptr<P> make_primitive(Backend& backend, const typename P::Descriptor& descriptor) {
+  return primitive_maker<P>(backend)(backend, descriptor);
+}
+
+}  // namespace mpsx
