@@ -356,9 +356,11 @@ cdef class CNNGradientKernel(CNNKernel):
         return wrap_image_batch(result)
 
     def destination_image_descriptor(self, source_images, source_states):
-        cdef shared_ptr[CImage] x = image_of(_first_image(source_images))
+        """The descriptor of the gradient of the forward source: its size, in the data type of the source
+        gradient (source_images: [source_gradient, source_image] as MPS passes them, or the source gradient)."""
+        cdef shared_ptr[CImage] gradient = image_of(_first_image(source_images))
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
-        d.c = self.gradient_kernel().destination_image_descriptor(x.get()[0], x.get()[0],
+        d.c = self.gradient_kernel().destination_image_descriptor(gradient.get()[0],
                                                                   _state_of(source_states, "source_states").get()[0])
         return d
 

@@ -41,5 +41,5 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source_gradient,
                                   const shared_ptr[CImage]& source_image, const shared_ptr[CState]& gradient_state,
                                   const shared_ptr[CImage]& destination_gradient) except +raise_py_error
-        ImageDescriptor destination_image_descriptor(const CImage& source_gradient, const CImage& source_image,
+        ImageDescriptor destination_image_descriptor(const CImage& source_gradient,
                                                      const CState& gradient_state) except +raise_py_error

@@ -267,6 +267,8 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     gradient_state->source_descriptor = source->descriptor();
     gradient_state->destination_descriptor = result->descriptor();
     gradient_state->geometry = geometry;
+    gradient_state->forward_class = class_name();
+    gradient_state->result_identity = result->identity();
     gradient_state->encoded = true;
     gradient_state->forward = command_buffer.completion();
   }
@@ -275,20 +277,31 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
   return {result, state};
 }
 
+std::string_view GradientKernel::forward_class_name() const {
+  std::string_view name = class_name();
+  constexpr std::string_view suffix = "Gradient";
+  if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
+    name.remove_suffix(suffix.size());
+  return name;
+}
+
 const GradientState& GradientKernel::gradient_state_of(const State& state) const {
   auto* g = dynamic_cast<const GradientState*>(&state);
   if (!g) fail<TypeMismatchError>(class_name(), ": expected an MPSNNGradientState, given an ", state.class_name());
   return *g;
 }
 
-void GradientKernel::check(const Image& source_gradient, const Image& source_image, const GradientState& state) const {
-  const ImageDescriptor& s = state.source_descriptor;
-  if (source_image.width() != s.width || source_image.height() != s.height ||
-      source_image.feature_channels() != s.feature_channels || source_image.number_of_images() != s.number_of_images)
-    fail<ShapeError>(class_name(), ": expected the forward source image of ", s.number_of_images, "x",
-                     s.feature_channels, "x", s.height, "x", s.width, " (NxCxHxW), given ",
-                     source_image.number_of_images(), "x", source_image.feature_channels(), "x", source_image.height(),
-                     "x", source_image.width());
+void GradientKernel::check(const Image& source_gradient, const Image& secondary_image,
+                           const GradientState& state) const {
+  bool result = gradient_secondary() == GradientSecondary::ForwardResult;
+  const ImageDescriptor& s = result ? state.destination_descriptor : state.source_descriptor;
+  if (secondary_image.width() != s.width || secondary_image.height() != s.height ||
+      secondary_image.feature_channels() != s.feature_channels ||
+      secondary_image.number_of_images() != s.number_of_images)
+    fail<ShapeError>(class_name(), ": expected the forward ", result ? "result" : "source", " image of ",
+                     s.number_of_images, "x", s.feature_channels, "x", s.height, "x", s.width, " (NxCxHxW), given ",
+                     secondary_image.number_of_images(), "x", secondary_image.feature_channels(), "x",
+                     secondary_image.height(), "x", secondary_image.width());
   const ImageDescriptor& d = state.destination_descriptor;
   if (source_gradient.width() != d.width || source_gradient.height() != d.height ||
       source_gradient.feature_channels() != d.feature_channels ||
@@ -302,7 +315,7 @@ void GradientKernel::check(const Image& source_gradient, const Image& source_ima
                             name_of(source_gradient.data_type()));
 }
 
-ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source_gradient, const Image&,
+ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source_gradient,
                                                              const State& state) const {
   ImageDescriptor d = gradient_state_of(state).source_descriptor;
   d.channel_format = source_gradient.data_type();
@@ -325,7 +338,15 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
     fail<StateError>(class_name(), ": the ", state->class_name(), " comes from a forward encode whose command buffer ",
                      "has completed; states are not usable across batches: encode the forward pass of this batch ",
                      "again and use the state it gives");
-  state->check_source(*source_image, class_name());
+  if (g.forward_class && forward_class_name() != g.forward_class)
+    fail<TypeMismatchError>(class_name(), ": expected the state of an ", forward_class_name(),
+                            " forward encode, given one of an ", g.forward_class);
+  if (gradient_secondary() == GradientSecondary::ForwardSource) {
+    state->check_source(*source_image, class_name());
+  } else if (g.result_identity != source_image->identity()) {
+    fail<StateError>(class_name(), ": this ", state->class_name(), " was made for another batch; pass the result ",
+                     "images of the forward encode that produced it as the source images");
+  }
   check(*source_gradient, *source_image, g);
 }
 
@@ -335,7 +356,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
                                               const std::shared_ptr<State>& state,
                                               const std::shared_ptr<Image>& destination_gradient) {
   check_arguments(command_buffer, source_gradient, source_image, state);
-  ImageDescriptor expected = destination_image_descriptor(*source_gradient, *source_image, *state);
+  ImageDescriptor expected = destination_image_descriptor(*source_gradient, *state);
   std::shared_ptr<Image> result = destination_gradient;
   if (result) {
     check_device(*result, "destination gradient");

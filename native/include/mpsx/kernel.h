@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -186,10 +187,16 @@ class UnaryKernel : public Kernel {
   PaddingPlan plan_;
 };
 
+// What a gradient kernel's secondary image is: the forward source for most
+// families, the forward result where the gradient is a function of it
+// (softmax, log-softmax).
+enum class GradientSecondary { ForwardSource, ForwardResult };
+
 // MPSCNNGradientKernel: the primary source is the gradient of the forward
-// result, the secondary source the forward source image, and the state the
-// forward's result state. The geometry of the forward encode comes from the
-// state, so the gradient matches the forward pass without any setup.
+// result, the secondary source the forward source or result image as the
+// family declares, and the state the forward's result state. The geometry of
+// the forward encode comes from the state, so the gradient matches the
+// forward pass without any setup.
 class GradientKernel : public Kernel {
  public:
   using Kernel::Kernel;
@@ -203,17 +210,23 @@ class GradientKernel : public Kernel {
                                 const std::shared_ptr<State>& gradient_state,
                                 const std::shared_ptr<Image>& destination_gradient);
 
-  ImageDescriptor destination_image_descriptor(const Image& source_gradient,
-                                               const Image& source_image,
-                                               const State& gradient_state) const;
+  // The descriptor of the gradient of the forward source: its size, in the
+  // source gradient's data type.
+  ImageDescriptor destination_image_descriptor(const Image& source_gradient, const State& gradient_state) const;
 
  protected:
+  virtual GradientSecondary gradient_secondary() const { return GradientSecondary::ForwardSource; }
+  // The MPS class of the forward kernel whose states this kernel consumes:
+  // MPS names each gradient kernel after its forward kernel, so by default
+  // class_name() without "Gradient".
+  virtual std::string_view forward_class_name() const;
   // The state this kernel consumes, or throws TypeMismatchError.
   virtual const GradientState& gradient_state_of(const State& state) const;
   // encode's checks of its arguments, for gradient kernels that write no image.
   void check_arguments(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                        const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& gradient_state) const;
-  virtual void check(const Image& source_gradient, const Image& source_image,
+  // Checks the images against the forward encode of the state.
+  virtual void check(const Image& source_gradient, const Image& secondary_image,
                      const GradientState& state) const;
   virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                       const std::shared_ptr<Image>& source_image,

@@ -61,6 +61,11 @@ class GradientState : public State {
   ImageDescriptor source_descriptor;       // the forward source image
   ImageDescriptor destination_descriptor;  // the forward result image
   Geometry geometry;
+  // The MPS class of the forward kernel whose encode filled it, and the
+  // identity of that encode's result image, for gradient kernels whose
+  // secondary image is the forward result.
+  const char* forward_class = nullptr;
+  uint64_t result_identity = 0;
   bool encoded = false;  // set once the forward pass was encoded with it
   // The command buffer of that forward encode: once it has completed, its
   // batch is done and the state is spent for gradient kernels.

@@ -338,6 +338,8 @@ class BatchNormalizationGradientKernel : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // Both consume the state of the batch normalization's forward encode.
+  std::string_view forward_class_name() const override { return "MPSCNNBatchNormalization"; }
 
   NeuronDescriptor fused_neuron_;
   std::shared_ptr<const BatchNormalizationPrimitive> primitive_;
