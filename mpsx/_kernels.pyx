@@ -313,7 +313,8 @@ cdef class CNNUnaryKernel(CNNKernel):
         return self._wrap_state(self.unary_kernel().result_state(image_of(source_image).get()[0]))
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The descriptor of the destination the padding policy implies (sets offset)."""
+        """The descriptor of the destination the padding policy implies; the kernel is left as it was
+        (the encode that returns an image sets offset)."""
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.unary_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d

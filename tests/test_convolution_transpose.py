@@ -257,7 +257,9 @@ def test_autoencoder_batches_and_result_states(device, rng):
 
     def encode(cb):
         y, states = conv.encode_batch(cb, batch, destination_states=True)
+        offsets = (tuple(up.offset), up.kernel_offset_x, up.kernel_offset_y)
         assert up.destination_image_descriptor(y, [states]).width == 5
+        assert (tuple(up.offset), up.kernel_offset_x, up.kernel_offset_y) == offsets  # a query changes nothing
         restored, up_states = up.encode_batch(cb, y, states, destination_states=True)
         # a state made with the convolution's state undoes the convolution too
         again, _ = up.encode_batch(cb, y, destination_states=up.result_state(y, [states[0]]))

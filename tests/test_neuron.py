@@ -211,7 +211,9 @@ def test_padding_policy_sets_offset_and_size(device, rng):
     neuron.offset = (5, 5)
     d = neuron.destination_image_descriptor(image)
     assert (d.number_of_images, d.feature_channels, d.height, d.width) == (2, 3, 7, 9)
-    assert tuple(neuron.offset) == (0, 0, 0)
+    assert tuple(neuron.offset) == (5, 5, 0)  # a query changes nothing
+    y = read(device, lambda cb: neuron.encode(cb, image))  # the encode that returns an image applies the policy
+    assert tuple(neuron.offset) == (0, 0, 0) and y.shape == (2, 3, 7, 9)
 
 
 def test_errors(device, rng):
@@ -319,3 +321,36 @@ def test_properties_are_checked(device, rng):
     neuron.clip_rect = (2, 0, 0, 2**63 - 1, 2**63 - 1, 2**63 - 1)
     y = read(device, lambda cb: neuron.encode(cb, image, destination))
     np.testing.assert_array_equal(y[..., 2:], np.maximum(image.to_numpy(), 0)[..., :2])
+
+
+def test_gradient_kernels_refuse_states_of_other_kernels(device, rng):
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 6, 6)).astype(np.float32))
+    dy = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 3, 3)).astype(np.float32))
+    pooling = mpsx.CNNPoolingMax(device, 2, 2, 2, 2)
+    gradient = mpsx.CNNNeuronGradient(device, mpsx.NNNeuronDescriptor(NT.RELU))
+    cb = device.command_queue.command_buffer()
+    _, state = pooling.encode(cb, image, destination_state=True)
+    with pytest.raises(TypeError, match="MPSCNNNeuronGradient: expected the state of an MPSCNNNeuron forward encode, "
+                                        "given one of an MPSCNNPoolingMax"):
+        gradient.encode(cb, dy, image, state)
+    with pytest.raises(TypeError, match="MPSCNNPoolingAverageGradient: expected the state of an MPSCNNPoolingAverage "
+                                        "forward encode, given one of an MPSCNNPoolingMax"):
+        mpsx.CNNPoolingAverageGradient(device, 2, 2, 2, 2).encode(cb, dy, image, state)
+    cb.commit()
+    cb.wait_until_completed()
+
+
+@pytest.mark.parametrize("data_type", [mpsx.DataType.FLOAT32, mpsx.DataType.FLOAT16])
+def test_gradient_destination_descriptor_has_the_gradient_data_type(device, rng, data_type):
+    descriptor = mpsx.NNNeuronDescriptor(NT.SIGMOID)
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    source = mpsx.ImageBatch.from_numpy(device, x)  # float32 forward source
+    dy = x.astype(np.float16 if data_type == mpsx.DataType.FLOAT16 else np.float32)
+    cb = device.command_queue.command_buffer()
+    _, states = mpsx.CNNNeuron(device, descriptor).encode_batch(cb, source, destination_states=True)
+    gradient = mpsx.CNNNeuronGradient(device, descriptor)
+    d = gradient.destination_image_descriptor([mpsx.ImageBatch.from_numpy(device, dy), source], states)
+    assert d.channel_format == data_type
+    assert (d.number_of_images, d.feature_channels, d.height, d.width) == (2, 3, 5, 4)
+    cb.commit()
+    cb.wait_until_completed()

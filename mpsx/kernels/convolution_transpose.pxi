@@ -140,7 +140,7 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
 
     def destination_image_descriptor(self, source_images, source_states=None):
         """The descriptor of the destination the padding policy, or the convolution
-        gradient state in source_states, implies (sets offset and kernel offsets)."""
+        gradient state in source_states, implies; offset and kernel offsets are left as they were."""
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self._transpose().destination_image_descriptor(image_of(_first_image(source_images)).get()[0],
                                                              _state_pointer(_convolution_state(source_states)))

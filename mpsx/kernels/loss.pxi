@@ -252,7 +252,7 @@ cdef class CNNLoss(CNNKernel):
         return wrap_image_batch(gradient)
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The descriptor of the gradient image (sets offset)."""
+        """The descriptor of the gradient image; the kernel is left as it was."""
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.loss_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d

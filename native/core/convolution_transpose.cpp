@@ -256,6 +256,8 @@ ImageDescriptor CNNConvolutionTranspose::destination_image_descriptor(
   check_properties();
   check_source(source);
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(convolution_gradient_state, source);
+  Restore<Offset> kept_offset(offset);
+  Restore<int64_t> kept_x(kernel_offset_x), kept_y(kernel_offset_y);
   if (coupled) undo(*coupled);
   Coupled scope(coupled_, coupled.get());
   return destination_descriptor(source);

@@ -199,6 +199,9 @@ ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
   check_properties();
   check_source(source);
   check_source_channels(source, source_channels(source));
+  // The padding policy sets offset for the encode that follows it; a query
+  // leaves the kernel as it was.
+  Restore<Offset> kept(offset);
   return destination_descriptor(source);
 }
 

@@ -83,6 +83,7 @@ void CNNLoss::check_source(const Image& source) const { check_floating(source, c
 ImageDescriptor CNNLoss::destination_image_descriptor(const Image& source) {
   check_properties();
   check_source(source);
+  Restore<Offset> kept(offset);
   return apply_padding(source, Window{}, source.feature_channels());
 }
 

@@ -31,6 +31,21 @@ struct Window {
   void check(const char* kernel) const;
 };
 
+// Puts a property back as it was when the scope ends, for queries that run
+// code which sets it.
+template <class T>
+class Restore {
+ public:
+  explicit Restore(T& slot) : slot_(slot), kept_(slot) {}
+  ~Restore() { slot_ = kept_; }
+  Restore(const Restore&) = delete;
+  Restore& operator=(const Restore&) = delete;
+
+ private:
+  T& slot_;
+  T kept_;
+};
+
 // Backend primitives of one kernel, built once per configuration (shape,
 // geometry) and reused by every later encode with it. Used on the encoding
 // thread only; commands hold their primitive by shared_ptr.
@@ -131,8 +146,9 @@ class UnaryKernel : public Kernel {
                  const std::shared_ptr<Image>& destination, const std::shared_ptr<State>& state,
                  bool want_state);
 
-  // -destinationImageDescriptorForSourceImages:sourceStates: (sets offset).
-  // Both check the source as encode does.
+  // -destinationImageDescriptorForSourceImages:sourceStates:, without
+  // changing the kernel (the encode that returns an image sets offset). Both
+  // check the source as encode does.
   ImageDescriptor destination_image_descriptor(const Image& source);
   // -resultStateForSourceImage:sourceStates:destinationImage:. The state
   // binds to the batch of its first encode, which may be a batch that

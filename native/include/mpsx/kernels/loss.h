@@ -112,7 +112,7 @@ class CNNLoss : public Kernel {
   std::shared_ptr<Image> encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                 const std::shared_ptr<CNNLossLabels>& labels,
                                 const std::shared_ptr<Image>& destination);
-  // The gradient image's descriptor (sets offset, as the padding policy does).
+  // The gradient image's descriptor, without changing the kernel.
   ImageDescriptor destination_image_descriptor(const Image& source);
 
  private:
