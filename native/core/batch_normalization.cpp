@@ -396,38 +396,31 @@ void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_
                                                          const std::shared_ptr<BatchNormalizationState>& state) {
   check_command_buffer(command_buffer);
   check_update_state(state, true);
-  if (data_source_->supports_update_gamma_and_beta_on_command_buffer()) {
-    auto updated = data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, state);
-    if (updated) reload_gamma_and_beta(command_buffer, *updated);
-    return;
-  }
-  if (!data_source_->supports_update_gamma_and_beta())
-    fail<TypeMismatchError>(class_name(), ": the data source implements neither update_gamma_and_beta nor "
-                            "update_gamma_and_beta_on_command_buffer");
-  state->synchronize(command_buffer);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
-  command_buffer.add_host_reload(class_name(), [self, state] {
-    if (self->data_source_->update_gamma_and_beta(state)) self->reload_gamma_and_beta_from_data_source();
-  });
+  encode_update(
+      command_buffer, class_name(), "update_gamma_and_beta",
+      data_source_->supports_update_gamma_and_beta_on_command_buffer(), data_source_->supports_update_gamma_and_beta(),
+      *state, [&] { return data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, state); },
+      [&](const NormalizationGammaAndBetaState& updated) { reload_gamma_and_beta(command_buffer, updated); },
+      [self, state] {
+        if (self->data_source_->update_gamma_and_beta(state)) self->reload_gamma_and_beta_from_data_source();
+      });
 }
 
 void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& command_buffer,
                                                             const std::shared_ptr<BatchNormalizationState>& state) {
   check_command_buffer(command_buffer);
   check_update_state(state, false);
-  if (data_source_->supports_update_mean_and_variance_on_command_buffer()) {
-    auto updated = data_source_->update_mean_and_variance_on_command_buffer(command_buffer, state);
-    if (updated) reload_mean_and_variance(command_buffer, *updated);
-    return;
-  }
-  if (!data_source_->supports_update_mean_and_variance())
-    fail<TypeMismatchError>(class_name(), ": the data source implements neither update_mean_and_variance nor "
-                            "update_mean_and_variance_on_command_buffer");
-  state->synchronize(command_buffer);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
-  command_buffer.add_host_reload(class_name(), [self, state] {
-    if (self->data_source_->update_mean_and_variance(state)) self->reload_mean_and_variance_from_data_source();
-  });
+  encode_update(
+      command_buffer, class_name(), "update_mean_and_variance",
+      data_source_->supports_update_mean_and_variance_on_command_buffer(),
+      data_source_->supports_update_mean_and_variance(), *state,
+      [&] { return data_source_->update_mean_and_variance_on_command_buffer(command_buffer, state); },
+      [&](const NormalizationMeanAndVarianceState& updated) { reload_mean_and_variance(command_buffer, updated); },
+      [self, state] {
+        if (self->data_source_->update_mean_and_variance(state)) self->reload_mean_and_variance_from_data_source();
+      });
 }
 
 std::shared_ptr<State> CNNBatchNormalization::new_result_state(const Image&) {

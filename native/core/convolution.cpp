@@ -481,18 +481,15 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
     fail<StateError>(class_name(), ": the gradient state was not produced by a forward encode");
   // The weights the forward pass used, which the gradients belong to.
   auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
-  if (data_source_->supports_update_on_command_buffer()) {
-    auto updated = data_source_->update_on_command_buffer(command_buffer, gradient_state, used);
-    if (updated) reload_weights_and_biases(command_buffer, *updated);
-    return;
-  }
-  if (!data_source_->supports_update())
-    fail<TypeMismatchError>(class_name(), ": the data source implements neither update nor update_on_command_buffer");
-  gradient_state->synchronize(command_buffer);
   auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
-  command_buffer.add_host_reload(class_name(), [self, gradient_state, used] {
-    if (self->data_source_->update(gradient_state, used)) self->reload_weights_and_biases_from_data_source();
-  });
+  encode_update(
+      command_buffer, class_name(), "update", data_source_->supports_update_on_command_buffer(),
+      data_source_->supports_update(), *gradient_state,
+      [&] { return data_source_->update_on_command_buffer(command_buffer, gradient_state, used); },
+      [&](const ConvolutionWeightsAndBiasesState& updated) { reload_weights_and_biases(command_buffer, updated); },
+      [self, gradient_state, used] {
+        if (self->data_source_->update(gradient_state, used)) self->reload_weights_and_biases_from_data_source();
+      });
 }
 
 std::shared_ptr<State> CNNConvolution::new_result_state(const Image&) {

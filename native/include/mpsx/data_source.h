@@ -5,8 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "mpsx/command_buffer.h"
+#include "mpsx/errors.h"
+#include "mpsx/state.h"
 #include "mpsx/types.h"
 
 namespace mpsx {
@@ -20,5 +24,26 @@ struct HostArray {
   // The dimensions the array was given with; empty when it was flat.
   std::vector<int64_t> shape;
 };
+
+// The update styles of a trainable kernel's data source, seed 000: the
+// update encoded on the command buffer, whose result state (if any) the
+// kernel reloads from with `reload`; else the host update, run after the
+// command buffer completed with the synchronized `gradients`, which reloads
+// from the data source when it reports a change. `update` names the
+// data source method, e.g. "update_gamma_and_beta".
+template <class EncodeUpdate, class Reload, class HostUpdate>
+void encode_update(CommandBuffer& command_buffer, const char* kernel, const char* update, bool on_command_buffer,
+                   bool on_host, State& gradients, EncodeUpdate&& encode_update, Reload&& reload,
+                   HostUpdate&& host_update) {
+  if (on_command_buffer) {
+    if (auto updated = encode_update()) reload(*updated);
+    return;
+  }
+  if (!on_host)
+    fail<TypeMismatchError>(kernel, ": the data source implements neither ", update, " nor ", update,
+                            "_on_command_buffer");
+  gradients.synchronize(command_buffer);
+  command_buffer.add_host_reload(kernel, std::forward<HostUpdate>(host_update));
+}
 
 }  // namespace mpsx
