@@ -14,6 +14,16 @@
 
 namespace mpsx::python {
 
+// Runs f() with the GIL held; a Python error it leaves set is thrown as a
+// ForeignError.
+template <class F>
+auto call_python(F&& f) {
+  Gil gil;
+  auto result = f();
+  if (PyErr_Occurred()) throw fetch_foreign_error();
+  return result;
+}
+
 // MPSCNNConvolutionDataSource calls, filled in when mpsx._kernels is imported.
 struct ConvolutionDataSourceCalls {
   bool (*load)(PyObject* source) = nullptr;
@@ -40,56 +50,48 @@ class PythonConvolutionDataSource final : public ConvolutionDataSource {
   // Defined first: the overrides below deduce their results from it.
   static ConvolutionDataSourceCalls& calls() { return convolution_data_source_calls(); }
 
-  template <class F>
-  auto call(F&& f) {
-    Gil gil;
-    auto result = f();
-    if (PyErr_Occurred()) throw fetch_foreign_error();
-    return result;
-  }
-
  public:
   explicit PythonConvolutionDataSource(PyObject* source) : source_(hold(source)) {}
   PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
 
-  bool load() override { return call([&] { return calls().load(object()); }); }
+  bool load() override { return call_python([&] { return calls().load(object()); }); }
   void purge() override {
-    call([&] {
+    call_python([&] {
       calls().purge(object());
       return true;
     });
   }
-  ConvolutionDescriptor descriptor() override { return call([&] { return calls().descriptor(object()); }); }
-  DataType data_type() override { return call([&] { return calls().data_type(object(), "data_type"); }); }
-  HostArray weights() override { return call([&] { return calls().array(object(), "weights", data_type()); }); }
+  ConvolutionDescriptor descriptor() override { return call_python([&] { return calls().descriptor(object()); }); }
+  DataType data_type() override { return call_python([&] { return calls().data_type(object(), "data_type"); }); }
+  HostArray weights() override { return call_python([&] { return calls().array(object(), "weights", data_type()); }); }
   HostArray bias_terms() override {
-    return call([&] { return calls().array(object(), "bias_terms", DataType::Float32); });
+    return call_python([&] { return calls().array(object(), "bias_terms", DataType::Float32); });
   }
-  std::string label() override { return call([&] { return calls().label(object()); }); }
+  std::string label() override { return call_python([&] { return calls().label(object()); }); }
   DataType kernel_weights_data_type() override {
-    return call([&] { return calls().data_type(object(), "kernel_weights_data_type"); });
+    return call_python([&] { return calls().data_type(object(), "kernel_weights_data_type"); });
   }
   WeightsQuantization weights_quantization_type() override {
-    return call([&] { return calls().weights_quantization_type(object()); });
+    return call_python([&] { return calls().weights_quantization_type(object()); });
   }
   HostArray lookup_table_for_uint8_kernel() override {
-    return call([&] { return calls().array(object(), "lookup_table_for_uint8_kernel", DataType::Float32); });
+    return call_python([&] { return calls().array(object(), "lookup_table_for_uint8_kernel", DataType::Float32); });
   }
   HostArray ranges_for_uint8_kernel() override {
-    return call([&] { return calls().array(object(), "ranges_for_uint8_kernel", DataType::Float32); });
+    return call_python([&] { return calls().array(object(), "ranges_for_uint8_kernel", DataType::Float32); });
   }
-  bool supports_update() override { return call([&] { return calls().has(object(), "update"); }); }
+  bool supports_update() override { return call_python([&] { return calls().has(object(), "update"); }); }
   bool update(const std::shared_ptr<ConvolutionGradientState>& gradient_state,
               const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override {
-    return call([&] { return calls().update(object(), gradient_state, source_state); });
+    return call_python([&] { return calls().update(object(), gradient_state, source_state); });
   }
   bool supports_update_on_command_buffer() override {
-    return call([&] { return calls().has(object(), "update_on_command_buffer"); });
+    return call_python([&] { return calls().has(object(), "update_on_command_buffer"); });
   }
   std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override {
-    return call([&] { return calls().update_on_command_buffer(object(), command_buffer, gradient_state, source_state); });
+    return call_python([&] { return calls().update_on_command_buffer(object(), command_buffer, gradient_state, source_state); });
   }
 
  private:
@@ -107,16 +109,6 @@ inline PyObject* python_object_of(const std::shared_ptr<ConvolutionDataSource>& 
 // ---------------------------------------------------------------- batch normalization
 
 namespace mpsx::python {
-
-// Runs f() with the GIL held; a Python error it leaves set is thrown as a
-// ForeignError.
-template <class F>
-auto call_python(F&& f) {
-  Gil gil;
-  auto result = f();
-  if (PyErr_Occurred()) throw fetch_foreign_error();
-  return result;
-}
 
 // MPSCNNBatchNormalizationDataSource calls, filled in when mpsx._kernels is imported.
 struct BatchNormalizationDataSourceCalls {

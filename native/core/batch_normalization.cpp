@@ -56,18 +56,6 @@ void check_buffer_fits(const Buffer& buffer, int64_t channels, const char* kerne
                      " float32 values; the kernel has ", channels, " feature channels");
 }
 
-// Balances load() with purge() whatever happens in between; a purge that
-// fails cannot be reported from here and changes nothing loaded.
-struct Loaded {
-  BatchNormalizationDataSource& source;
-  ~Loaded() {
-    try {
-      source.purge();
-    } catch (...) {
-    }
-  }
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------- gamma/beta and mean/variance states
@@ -118,8 +106,7 @@ void NormalizationMeanAndVarianceState::check_fits(int64_t channels, const char*
 BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizationDataSource& source,
                                                                  const char* kernel, bool gamma_and_beta,
                                                                  bool mean_and_variance) {
-  if (!source.load()) fail<Error>(kernel, ": the data source's load() returned false");
-  Loaded loaded{source};
+  Loaded<BatchNormalizationDataSource> loaded(source, kernel);
   BatchNormalizationParameters p;
   p.channels = source.number_of_feature_channels();
   check_size(p.channels, kernel, ": the data source's number_of_feature_channels");

@@ -93,18 +93,6 @@ float value_of(const HostArray& a, size_t i) {
   return 0;
 }
 
-// Balances load() with purge() whatever happens in between; a purge that
-// fails cannot be reported from here and changes nothing loaded.
-struct Loaded {
-  ConvolutionDataSource& source;
-  ~Loaded() {
-    try {
-      source.purge();
-    } catch (...) {
-    }
-  }
-};
-
 }  // namespace
 
 void check_weights_shape(const ConvolutionDescriptor& d, const std::vector<int64_t>& shape, const char* kernel) {
@@ -126,8 +114,7 @@ void check_weights_shape(const ConvolutionDescriptor& d, const std::vector<int64
 }
 
 ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source, const char* kernel) {
-  if (!source.load()) fail<Error>(kernel, ": the data source's load() returned false");
-  Loaded loaded{source};
+  Loaded<ConvolutionDataSource> loaded(source, kernel);
   ConvolutionParameters p;
   p.descriptor = source.descriptor();
   p.descriptor.validate();
@@ -585,8 +572,7 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
     : GradientKernel(std::move(device)), data_source_(std::move(data_source)) {
   if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
   primitive_maker<ConvolutionPrimitive>(this->device().backend());
-  if (!data_source_->load()) fail<Error>(class_name(), ": the data source's load() returned false");
-  Loaded loaded{*data_source_};
+  Loaded<ConvolutionDataSource> loaded(*data_source_, class_name());
   descriptor_ = data_source_->descriptor();
   descriptor_.validate();
   const int64_t limit = this->device().backend().limits().summed_feature_channels;

@@ -25,6 +25,28 @@ struct HostArray {
   std::vector<int64_t> shape;
 };
 
+// Balances a data source's load() with purge() whatever happens in between;
+// a purge that throws is ignored, as the values were read by then. Throws
+// Error when load() returns false.
+template <class DataSource>
+class Loaded {
+ public:
+  Loaded(DataSource& source, const char* kernel) : source_(source) {
+    if (!source_.load()) fail<Error>(kernel, ": the data source's load() returned false");
+  }
+  ~Loaded() {
+    try {
+      source_.purge();
+    } catch (...) {
+    }
+  }
+  Loaded(const Loaded&) = delete;
+  Loaded& operator=(const Loaded&) = delete;
+
+ private:
+  DataSource& source_;
+};
+
 // The update styles of a trainable kernel's data source, seed 000: the
 // update encoded on the command buffer, whose result state (if any) the
 // kernel reloads from with `reload`; else the host update, run after the
