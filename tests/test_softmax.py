@@ -297,3 +297,20 @@ def test_classes(device):
     for cls in (mpsx.CNNSoftMaxGradient, mpsx.CNNLogSoftMaxGradient):
         with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
             cls.__new__(cls).destination_image_descriptor(image, [])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("offset", [0, 4])
+def test_in_place(device, rng, kind, offset):
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    x = rng.standard_normal((2, 7, 3, 4)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    forward = KINDS[kind][0](device)
+    # offset 4: channels 4..6 in place; the others stay as they were.
+    forward.source_feature_channel_offset = offset
+    forward.destination_feature_channel_offset = offset
+    y = read(device, lambda cb: forward.encode(cb, image, image))
+    expected = x.astype(np.float64)
+    expected[:, offset:] = reference(kind, x[:, offset:])
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
