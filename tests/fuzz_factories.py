@@ -273,6 +273,12 @@ result_state = mpsx.CNNNormalizationGammaAndBetaState(dev, np.ones(2, np.float32
     ]
 
 
+# The softmax gradients read the forward result where other gradients read the forward source.
+SOFTMAX_RESULTS = """
+source_image = result
+source_images = results
+"""
+
 NEURON_GRADIENT = gradient("mpsx.CNNNeuron(dev, neuron_descriptor)", "mpsx.CNNNeuronGradient(dev, neuron_descriptor)",
                            NEURON)
 SGD = optimizer("mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate, momentum_scale=0.9, "
@@ -376,6 +382,12 @@ obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
     "CNNDilatedPoolingMaxGradient": [gradient("mpsx.CNNDilatedPoolingMax" + DILATED_ARGUMENTS,
                                               "mpsx.CNNDilatedPoolingMaxGradient" + DILATED_ARGUMENTS,
                                               DILATED_POOLING)],
+    # softmax
+    "CNNSoftMax": [forward("mpsx.CNNSoftMax(dev)")],
+    "CNNLogSoftMax": [forward("mpsx.CNNLogSoftMax(dev)")],
+    "CNNSoftMaxGradient": [gradient("mpsx.CNNSoftMax(dev)", "mpsx.CNNSoftMaxGradient(dev)") + SOFTMAX_RESULTS],
+    "CNNLogSoftMaxGradient": [gradient("mpsx.CNNLogSoftMax(dev)", "mpsx.CNNLogSoftMaxGradient(dev)") +
+                              SOFTMAX_RESULTS],
     # convolution
     "CNNConvolutionDescriptor": ["""
 kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 6

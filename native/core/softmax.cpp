@@ -1,0 +1,100 @@
+#include "mpsx/kernels/softmax.h"
+
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx {
+namespace {
+
+// The softmax reads one source pixel per result pixel: every pixel the clip
+// region maps to must lie in the source (edge_mode has nothing to pad).
+void check_inside(const char* kernel, const Image& source, const Geometry& g) {
+  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
+      g.source_y + g.height > source.height())
+    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
+                     " region reads outside the ", source.width(), "x", source.height(), " source image");
+}
+
+}  // namespace
+
+CNNSoftMax::CNNSoftMax(std::shared_ptr<Device> device, bool log) : UnaryKernel(std::move(device)), log_(log) {
+  primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
+
+void CNNSoftMax::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                        const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
+  check_inside(class_name(), *source, g);
+  const int64_t channels = source_channels(*source);
+  SoftMaxDescriptor d;
+  d.log = log_;
+  d.gradient = false;
+  d.images = g.images;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  d.source = source->descriptor();
+  d.destination = destination->descriptor();
+  std::shared_ptr<SoftMaxPrimitive> primitive = primitives_.get(d, [&] {
+    return std::shared_ptr<SoftMaxPrimitive>(make_primitive<SoftMaxPrimitive>(device().backend(), d));
+  });
+  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+    primitive->forward(context,
+                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                      g.height, g.width),
+                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                           g.height, g.width));
+  });
+}
+
+CNNSoftMaxGradient::CNNSoftMaxGradient(std::shared_ptr<Device> device, bool log)
+    : GradientKernel(std::move(device)), log_(log) {
+  primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
+
+void CNNSoftMaxGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+                                const std::shared_ptr<Image>& destination_gradient) {
+  // The forward encode's geometry: it read the forward source at
+  // (source_image, source_channel, source_y, source_x) and wrote its result
+  // at (destination_image, destination_channel, y, x), `channels` deep.
+  const Geometry g = static_cast<const GradientState&>(*state).geometry;
+  const int64_t channels = destination_gradient->feature_channels() - g.source_channel;
+  SoftMaxDescriptor d;
+  d.log = log_;
+  d.gradient = true;
+  d.images = g.images;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  d.source = source_gradient->descriptor();
+  d.result = source_image->descriptor();
+  d.destination = destination_gradient->descriptor();
+  std::shared_ptr<SoftMaxPrimitive> primitive = primitives_.get(d, [&] {
+    return std::shared_ptr<SoftMaxPrimitive>(make_primitive<SoftMaxPrimitive>(device().backend(), d));
+  });
+  const bool covers = g.source_x == 0 && g.source_y == 0 && g.width == destination_gradient->width() &&
+                      g.height == destination_gradient->height() && g.source_channel == 0 && g.source_image == 0 &&
+                      g.images == destination_gradient->number_of_images();
+  if (!covers) {  // pixels, channels and images the forward pass did not read get no gradient
+    command_buffer.record([destination_gradient](ExecutionContext& context) {
+      context.fill_zero_image(*destination_gradient);
+    });
+  }
+  command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
+                         channels](ExecutionContext& context) {
+    primitive->gradient(context,
+                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                                channels, g.height, g.width),
+                        source_image->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                             g.height, g.width),
+                        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x,
+                                                     g.images, channels, g.height, g.width));
+  });
+}
+
+}  // namespace mpsx

@@ -1,0 +1,98 @@
+#include "mpsx/kernels/softmax.h"
+
+#include <cstdint>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx::metal {
+namespace {
+
+// MPSCNNKernel: "destinationImage may not alias sourceImage".
+void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
+  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
+      destination.image < source.image + source.n)
+    fail<ArgumentError>(kernel,
+                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
+}
+
+// The channels a reduction runs over, exactly: a count rounded up to whole
+// slices would sum channels beyond the region (a source gradient's region
+// may end inside a slice of a wider image). MPS truncates counts past the
+// image's end.
+NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
+
+class MetalSoftMax final : public SoftMaxPrimitive {
+ public:
+  MetalSoftMax(id<MTLDevice> device, const SoftMaxDescriptor& d) : d_(d) {
+    // The gradient pass makes its states with the forward kernel too.
+    forward_ = d.log ? [[MPSCNNLogSoftMax alloc] initWithDevice:device] : [[MPSCNNSoftMax alloc] initWithDevice:device];
+    if (d.gradient)
+      gradient_ = d.log ? [[MPSCNNLogSoftMaxGradient alloc] initWithDevice:device]
+                        : [[MPSCNNSoftMaxGradient alloc] initWithDevice:device];
+  }
+
+  void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
+    check_distinct(forward_name(), source, destination);
+    set_forward(source, destination);
+    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                            sourceImages:images_of(source)
+                       destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& result,
+                const ImageRegion& destination_gradient) const override {
+    const char* name = d_.log ? "MPSCNNLogSoftMaxGradient" : "MPSCNNSoftMaxGradient";
+    check_distinct(name, source_gradient, destination_gradient);
+    check_distinct(name, result, destination_gradient);
+    MPSImageBatch* results = images_of(result);
+    MPSImageBatch* source_gradients = images_of(source_gradient);
+    // The gradient encode takes the forward pass's states, made by the
+    // forward kernel. Its source is not at hand here (the gradient reads the
+    // result); a softmax keeps the size and channels of what it reads, so
+    // the result stands for it.
+    set_forward(result, source_gradient);
+    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:results
+                                                        sourceStates:nil
+                                                    destinationImage:source_gradients];
+    gradient_.primaryOffset = origin_of(source_gradient);
+    gradient_.secondaryOffset = origin_of(result);
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+    gradient_.primarySourceFeatureChannelMaxCount = exact_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(result);
+    gradient_.secondarySourceFeatureChannelMaxCount = exact_channels(result);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                          sourceGradients:source_gradients
+                             sourceImages:results
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  const char* forward_name() const { return d_.log ? "MPSCNNLogSoftMax" : "MPSCNNSoftMax"; }
+
+  void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
+    forward_.offset = origin_of(source);
+    forward_.clipRect = clip_rect_of(destination);
+    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    forward_.sourceFeatureChannelMaxCount = exact_channels(source);
+    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+  }
+
+  SoftMaxDescriptor d_;
+  MPSCNNKernel* forward_ = nil;  // MPSCNNSoftMax or MPSCNNLogSoftMax
+  MPSCNNGradientKernel* gradient_ = nil;
+};
+
+std::unique_ptr<SoftMaxPrimitive> make_softmax(Backend& backend, const SoftMaxDescriptor& descriptor) {
+  return std::make_unique<MetalSoftMax>(static_cast<MetalBackend&>(backend).device(), descriptor);
+}
+
+const RegisterPrimitive<SoftMaxPrimitive> registered("metal", make_softmax);
+
+}  // namespace
+
+}  // namespace mpsx::metal
