@@ -215,6 +215,18 @@ NEURON = """
 neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
 """
 
+DROPOUT = """
+keep_probability = 0.5
+seed = 7
+mask_stride_in_pixels = (1, 1, 1)
+"""
+
+UPSAMPLING = """
+integer_scale_factor_x = 2
+integer_scale_factor_y = 3
+align_corners = True
+"""
+
 CONVOLUTION = "mpsx.CNNConvolution(dev, data_source)"
 
 CONVOLUTION_EXTRAS = """
@@ -531,6 +543,25 @@ value = mpsx.NNOptimizerDescriptor()
         "mpsx.NNOptimizerRMSProp(dev, learning_rate, decay=0.9, epsilon=1e-8, "
         "optimizer_descriptor=optimizer_descriptor)",
         ["input_sum_of_squares_vector"], ["input_sum_of_squares_vectors"]),
+    # dropout
+    "CNNDropout": [forward("mpsx.CNNDropout(dev, keep_probability, seed, mask_stride_in_pixels)", DROPOUT)],
+    "CNNDropoutGradient": [gradient("mpsx.CNNDropout(dev, keep_probability, seed, mask_stride_in_pixels)",
+                                    "mpsx.CNNDropoutGradient(dev, keep_probability, seed, mask_stride_in_pixels)",
+                                    DROPOUT)],
+    "CNNDropoutGradientState": [state_of("mpsx.CNNDropout(dev, keep_probability, seed, mask_stride_in_pixels)",
+                                         DROPOUT)],
+    # upsampling
+    "CNNUpsamplingNearest": [forward("mpsx.CNNUpsamplingNearest(dev, integer_scale_factor_x, integer_scale_factor_y)",
+                                     UPSAMPLING)],
+    "CNNUpsamplingBilinear": [forward("mpsx.CNNUpsamplingBilinear(dev, integer_scale_factor_x, integer_scale_factor_y, "
+                                      "align_corners)", UPSAMPLING)],
+    "CNNUpsamplingNearestGradient": [gradient(
+        "mpsx.CNNUpsamplingNearest(dev, integer_scale_factor_x, integer_scale_factor_y)",
+        "mpsx.CNNUpsamplingNearestGradient(dev, integer_scale_factor_x, integer_scale_factor_y)", UPSAMPLING)],
+    "CNNUpsamplingBilinearGradient": [gradient(
+        "mpsx.CNNUpsamplingBilinear(dev, integer_scale_factor_x, integer_scale_factor_y, align_corners)",
+        "mpsx.CNNUpsamplingBilinearGradient(dev, integer_scale_factor_x, integer_scale_factor_y, align_corners)",
+        UPSAMPLING)],
 }
 
 # Abstract classes: made through a concrete subclass.
@@ -541,4 +572,6 @@ FACTORIES.update({
     "CNNPooling": FACTORIES["CNNPoolingMax"],
     "CNNPoolingGradient": FACTORIES["CNNPoolingMaxGradient"],
     "NNOptimizer": SGD,
+    "CNNUpsampling": FACTORIES["CNNUpsamplingBilinear"],
+    "CNNUpsamplingGradient": FACTORIES["CNNUpsamplingBilinearGradient"],
 })

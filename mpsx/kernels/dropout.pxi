@@ -1,0 +1,100 @@
+# MPSCNNDropout, MPSCNNDropoutGradient and MPSCNNDropoutGradientState (included by _kernels.pyx).
+
+import operator
+
+from libc.stdint cimport uint64_t
+from mpsx.includes.kernels.dropout cimport (
+    CCNNDropout, CCNNDropoutGradient, CDropoutGradientState, DropoutDescriptor as CDropoutDescriptor)
+
+__all__ += ["CNNDropout", "CNNDropoutGradient", "CNNDropoutGradientState"]
+
+
+cdef CDropoutDescriptor _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels) except *:
+    cdef CDropoutDescriptor d
+    try:
+        keep = float(keep_probability)
+    except (TypeError, ValueError):
+        raise TypeError(f"keep_probability must be a float, given {type(keep_probability).__name__} "
+                        f"{keep_probability!r}") from None
+    d.keep_probability = keep
+    if not (0.0 < keep <= 1.0) or not (0.0 < d.keep_probability <= 1.0):
+        raise ValueError(f"keep_probability must be in (0, 1], given {keep_probability!r}")
+    try:
+        s = operator.index(seed)
+    except TypeError:
+        raise TypeError(f"seed must be an int, given {type(seed).__name__} {seed!r}") from None
+    if not 0 <= s < 2**64:
+        raise ValueError(f"seed must be between 0 and 2**64 - 1, given {s}")
+    d.seed = <uint64_t>s
+    try:
+        strides = tuple(mask_stride_in_pixels)
+    except TypeError:
+        raise TypeError(f"mask_stride_in_pixels must be a tuple (x, y, z) of 0 or 1, given "
+                        f"{type(mask_stride_in_pixels).__name__}") from None
+    if len(strides) != 3:
+        raise ValueError(f"mask_stride_in_pixels must be (x, y, z), given {len(strides)} values")
+    d.mask_stride_x = integer_argument(strides[0], "mask_stride_in_pixels.x")
+    d.mask_stride_y = integer_argument(strides[1], "mask_stride_in_pixels.y")
+    d.mask_stride_z = integer_argument(strides[2], "mask_stride_in_pixels.z")
+    return d
+
+
+cdef class CNNDropoutGradientState(NNGradientState):
+    """MPSCNNDropoutGradientState: the mask of one forward encode, shared by every
+    image of its batch. mask_data() after synchronize(cb) and completion."""
+
+    def mask_data(self):
+        """The mask as a uint8 array (feature channels, height, width) of the forward
+        source, 1 where kept; a dimension the mask broadcasts along has size 1.
+        Raises SynchronizationError unless synchronize(cb) was encoded after the
+        forward pass and the command buffer completed."""
+        cdef CDropoutGradientState* s = <CDropoutGradientState*>self.native()
+        out = np.empty((s.mask_channels(), s.mask_height(), s.mask_width()), dtype=np.uint8)
+        cdef unsigned char[::1] raw = out.reshape(-1)
+        s.read_mask(&raw[0])
+        return out
+
+
+cdef class CNNDropout(CNNUnaryKernel):
+    """MPSCNNDropout(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
+    x / keep_probability with probability keep_probability, else 0."""
+
+    def __init__(self, Device device not None, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNDropout](
+            device.shared(), _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)),
+            CNNDropoutGradientState)
+
+    @property
+    def keep_probability(self):
+        return (<CCNNDropout*>self.unary_kernel()).dropout_descriptor().keep_probability
+
+    @property
+    def seed(self):
+        return (<CCNNDropout*>self.unary_kernel()).dropout_descriptor().seed
+
+    @property
+    def mask_stride_in_pixels(self):
+        d = (<CCNNDropout*>self.unary_kernel()).dropout_descriptor()
+        return (d.mask_stride_x, d.mask_stride_y, d.mask_stride_z)
+
+
+cdef class CNNDropoutGradient(CNNGradientKernel):
+    """MPSCNNDropoutGradient(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
+    the incoming gradient through the forward pass's mask, scaled by 1 / keep_probability."""
+
+    def __init__(self, Device device not None, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNDropoutGradient](
+            device.shared(), _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)))
+
+    @property
+    def keep_probability(self):
+        return (<CCNNDropoutGradient*>self.gradient_kernel()).dropout_descriptor().keep_probability
+
+    @property
+    def seed(self):
+        return (<CCNNDropoutGradient*>self.gradient_kernel()).dropout_descriptor().seed
+
+    @property
+    def mask_stride_in_pixels(self):
+        d = (<CCNNDropoutGradient*>self.gradient_kernel()).dropout_descriptor()
+        return (d.mask_stride_x, d.mask_stride_y, d.mask_stride_z)

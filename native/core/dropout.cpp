@@ -1,0 +1,158 @@
+#include "mpsx/kernels/dropout.h"
+
+#include <cmath>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/checked.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx {
+
+void DropoutDescriptor::validate(const char* kernel) const {
+  if (!(keep_probability > 0.0f && keep_probability <= 1.0f))
+    fail<ArgumentError>(kernel, ": keep_probability must be in (0, 1], given ", keep_probability);
+  for (auto [value, name] : {std::pair{mask_stride_x, "x"}, {mask_stride_y, "y"}, {mask_stride_z, "z"}})
+    if (value != 0 && value != 1)
+      fail<ArgumentError>(kernel, ": mask_stride_in_pixels.", name, " must be 0 or 1, given ", value);
+}
+
+DropoutGenerator dropout_generator(const DropoutDescriptor& d) {
+  // P(kept) = threshold / 2^24: keep_probability rounded up to a multiple of
+  // 2^-24, so any keep_probability > 0 keeps some elements.
+  DropoutGenerator g;
+  g.seed = d.seed;
+  g.threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(d.keep_probability) * 16777216.0));
+  return g;
+}
+
+// ---------------------------------------------------------------- the state
+
+DropoutGradientState::DropoutGradientState(std::shared_ptr<Device> device, const DropoutDescriptor& descriptor,
+                                           int64_t channels, int64_t height, int64_t width)
+    : GradientState(std::move(device)),
+      descriptor_(descriptor),
+      channels_(descriptor.mask_stride_z ? channels : 1),
+      height_(descriptor.mask_stride_y ? height : 1),
+      width_(descriptor.mask_stride_x ? width : 1) {
+  int64_t bytes = checked_mul(checked_mul(channels_, height_, "MPSCNNDropoutGradientState: mask size"), width_,
+                              "MPSCNNDropoutGradientState: mask size");
+  mask_ = std::make_shared<Buffer>(device_ptr(), static_cast<size_t>(bytes));
+}
+
+void DropoutGradientState::synchronize(CommandBuffer& command_buffer) { mask_->synchronize(command_buffer); }
+
+void DropoutGradientState::read_mask(void* destination) const {
+  mask_->read(destination, 0, mask_->length(), "the dropout mask");
+}
+
+// ---------------------------------------------------------------- kernels
+
+namespace {
+// Dropout reads one source pixel per result pixel.
+void check_inside(const char* kernel, const Image& source, const Geometry& g) {
+  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
+      g.source_y + g.height > source.height())
+    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
+                     " region reads outside the ", source.width(), "x", source.height(), " source image");
+}
+}  // namespace
+
+CNNDropout::CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descriptor)
+    : UnaryKernel(std::move(device)), descriptor_(descriptor) {
+  descriptor_.validate(class_name());
+  primitive_ = make_primitive<DropoutPrimitive>(this->device().backend(), descriptor_);
+}
+
+std::shared_ptr<State> CNNDropout::new_result_state(const Image& source) {
+  return std::make_shared<DropoutGradientState>(device_ptr(), descriptor_, source.feature_channels(), source.height(),
+                                                source.width());
+}
+
+void CNNDropout::check_state(const State& state) const {
+  auto* s = dynamic_cast<const DropoutGradientState*>(&state);
+  if (!s) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNDropoutGradientState, given an ", state.class_name());
+  if (!(s->descriptor() == descriptor_))
+    fail<ArgumentError>(class_name(), ": the MPSCNNDropoutGradientState was made by another MPSCNNDropout (keep ",
+                        s->descriptor().keep_probability, ", seed ", s->descriptor().seed, "); this one has keep ",
+                        descriptor_.keep_probability, ", seed ", descriptor_.seed);
+}
+
+void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                        const std::shared_ptr<Image>& destination, const Geometry& g,
+                        const std::shared_ptr<State>& given) {
+  check_inside(class_name(), *source, g);
+  std::shared_ptr<DropoutGradientState> state = std::static_pointer_cast<DropoutGradientState>(given);
+  if (!state) {
+    state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));
+  } else if (state->mask_channels() != (descriptor_.mask_stride_z ? source->feature_channels() : 1) ||
+             state->mask_height() != (descriptor_.mask_stride_y ? source->height() : 1) ||
+             state->mask_width() != (descriptor_.mask_stride_x ? source->width() : 1)) {
+    fail<ShapeError>(class_name(), ": the state's mask is ", state->mask_channels(), "x", state->mask_height(), "x",
+                     state->mask_width(), " (CxHxW); the source image is ", source->feature_channels(), "x",
+                     source->height(), "x", source->width());
+  }
+  DropoutOrigin origin{g.source_channel, g.source_y, g.source_x};
+  command_buffer.record([primitive = primitive_, source, destination, g, origin, state](ExecutionContext& context) {
+    int64_t channels = source->feature_channels() - g.source_channel;
+    primitive->forward(context,
+                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
+                                      g.height, g.width),
+                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                           g.height, g.width),
+                       origin, *state);
+  });
+  state->mask()->will_write(command_buffer);
+}
+
+CNNDropoutGradient::CNNDropoutGradient(std::shared_ptr<Device> device, DropoutDescriptor descriptor)
+    : GradientKernel(std::move(device)), descriptor_(descriptor) {
+  descriptor_.validate(class_name());
+  primitive_ = make_primitive<DropoutPrimitive>(this->device().backend(), descriptor_);
+}
+
+const GradientState& CNNDropoutGradient::gradient_state_of(const State& state) const {
+  auto* s = dynamic_cast<const DropoutGradientState*>(&state);
+  if (!s) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNDropoutGradientState, given an ", state.class_name());
+  const DropoutDescriptor& d = s->descriptor();
+  if (d.keep_probability != descriptor_.keep_probability || d.mask_stride_x != descriptor_.mask_stride_x ||
+      d.mask_stride_y != descriptor_.mask_stride_y || d.mask_stride_z != descriptor_.mask_stride_z)
+    fail<ArgumentError>(class_name(), ": the state's mask was made with keep_probability ", d.keep_probability,
+                        " and mask_stride_in_pixels (", d.mask_stride_x, ", ", d.mask_stride_y, ", ", d.mask_stride_z,
+                        "); this kernel has keep_probability ", descriptor_.keep_probability,
+                        " and mask_stride_in_pixels (", descriptor_.mask_stride_x, ", ", descriptor_.mask_stride_y,
+                        ", ", descriptor_.mask_stride_z, ")");
+  return *s;
+}
+
+void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+                                const std::shared_ptr<Image>& destination_gradient) {
+  auto dropout_state = std::static_pointer_cast<DropoutGradientState>(state);
+  const Geometry& g = dropout_state->geometry;
+  bool covers = g.source_x == 0 && g.source_y == 0 && g.width == source_image->width() &&
+                g.height == source_image->height() && g.source_channel == 0;
+  if (!covers) {  // pixels the forward pass did not read get no gradient
+    command_buffer.record([destination_gradient](ExecutionContext& context) {
+      context.fill_zero_image(*destination_gradient);
+    });
+  }
+  DropoutOrigin origin{g.source_channel, g.source_y, g.source_x};
+  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g, origin,
+                         dropout_state](ExecutionContext& context) {
+    int64_t channels = source_image->feature_channels() - g.source_channel;
+    primitive->gradient(context,
+                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                                channels, g.height, g.width),
+                        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
+                                             channels, g.height, g.width),
+                        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x,
+                                                     g.images, channels, g.height, g.width),
+                        origin, *dropout_state);
+  });
+}
+
+}  // namespace mpsx

@@ -1,0 +1,108 @@
+#include "mpsx/kernels/dropout.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx::metal {
+namespace {
+
+NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
+
+// What DropoutGradientState::backend_state holds on metal: the MPS state of
+// the forward encode, which holds Apple's mask.
+struct MetalDropoutState {
+  MPSCNNDropoutGradientState* state = nil;
+};
+
+class MetalDropout final : public DropoutPrimitive {
+ public:
+  MetalDropout(id<MTLDevice> device, const DropoutDescriptor& d) {
+    MTLSize stride = MTLSizeMake(ns(d.mask_stride_x), ns(d.mask_stride_y), ns(d.mask_stride_z));
+    dropout_ = [[MPSCNNDropout alloc] initWithDevice:device
+                                     keepProbability:d.keep_probability
+                                                seed:static_cast<NSUInteger>(d.seed)
+                                  maskStrideInPixels:stride];
+    gradient_ = [[MPSCNNDropoutGradient alloc] initWithDevice:device
+                                              keepProbability:d.keep_probability
+                                                         seed:static_cast<NSUInteger>(d.seed)
+                                           maskStrideInPixels:stride];
+  }
+
+  void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+               const DropoutOrigin&, DropoutGradientState& state) const override {
+    id<MTLCommandBuffer> command_buffer = context_of(context).command_buffer();
+    dropout_.offset = origin_of(source);
+    dropout_.clipRect = clip_rect_of(destination);
+    dropout_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    dropout_.sourceFeatureChannelMaxCount = slice_channels(source);
+    dropout_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    MPSImageBatch* sources = images_of(source);
+    MPSImageBatch* destinations = images_of(destination);
+    // One state for the whole batch, as MPS's batch result state is.
+    MPSCNNDropoutGradientState* mps_state = [dropout_ resultStateBatchForSourceImage:sources
+                                                                        sourceStates:nil
+                                                                    destinationImage:destinations];
+    NSMutableArray<MPSState*>* states = [NSMutableArray arrayWithCapacity:sources.count];
+    for (NSUInteger i = 0; i < sources.count; ++i) [states addObject:mps_state];
+    [dropout_ encodeBatchToCommandBuffer:command_buffer
+                            sourceImages:sources
+                       destinationStates:states
+                       destinationImages:destinations];
+    auto holder = std::make_shared<MetalDropoutState>();
+    holder->state = mps_state;
+    state.backend_state = holder;
+    // mask_data() reads Apple's mask bytes, copied into the state's mask
+    // buffer once the command buffer completed.
+    [mps_state synchronizeOnCommandBuffer:command_buffer];
+    void* mask = state.mask()->data();
+    const NSUInteger length = static_cast<NSUInteger>(state.mask()->length());
+    [command_buffer addCompletedHandler:^(id<MTLCommandBuffer>) {
+      NSData* data = [mps_state maskData];
+      const NSUInteger copied = std::min(length, static_cast<NSUInteger>(data.length));
+      std::memcpy(mask, data.bytes, copied);
+      if (copied < length) std::memset(static_cast<char*>(mask) + copied, 0, length - copied);
+    }];
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
+                const ImageRegion& destination_gradient, const DropoutOrigin&,
+                const DropoutGradientState& state) const override {
+    auto holder = std::static_pointer_cast<MetalDropoutState>(state.backend_state);
+    if (!holder || !holder->state)
+      fail<StateError>("MPSCNNDropoutGradient: the MPSCNNDropoutGradientState holds no MPS mask");
+    MPSImageBatch* sources = images_of(source);
+    NSMutableArray<MPSState*>* states = [NSMutableArray arrayWithCapacity:sources.count];
+    for (NSUInteger i = 0; i < sources.count; ++i) [states addObject:holder->state];
+    gradient_.primaryOffset = origin_of(source_gradient);
+    gradient_.secondaryOffset = origin_of(source);  // the offset into the mask
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
+    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                          sourceGradients:images_of(source_gradient)
+                             sourceImages:sources
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  MPSCNNDropout* dropout_;
+  MPSCNNDropoutGradient* gradient_;
+};
+
+std::unique_ptr<DropoutPrimitive> make_dropout(Backend& backend, const DropoutDescriptor& descriptor) {
+  return std::make_unique<MetalDropout>(static_cast<MetalBackend&>(backend).device(), descriptor);
+}
+
+const RegisterPrimitive<DropoutPrimitive> registered("metal", make_dropout);
+
+}  // namespace
+
+}  // namespace mpsx::metal

@@ -1,0 +1,102 @@
+#include "mpsx/kernels/upsampling.h"
+
+#include "backend.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx::metal {
+namespace {
+
+NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
+
+MPSCNNUpsampling* make_forward(id<MTLDevice> device, const UpsamplingDescriptor& d) {
+  if (d.kind == UpsamplingKind::Nearest)
+    return [[MPSCNNUpsamplingNearest alloc] initWithDevice:device
+                                       integerScaleFactorX:ns(d.scale_x)
+                                       integerScaleFactorY:ns(d.scale_y)];
+  return [[MPSCNNUpsamplingBilinear alloc] initWithDevice:device
+                                      integerScaleFactorX:ns(d.scale_x)
+                                      integerScaleFactorY:ns(d.scale_y)
+                                             alignCorners:d.align_corners ? YES : NO];
+}
+
+MPSCNNUpsamplingGradient* make_gradient(id<MTLDevice> device, const UpsamplingDescriptor& d) {
+  if (d.kind == UpsamplingKind::Nearest)
+    return [[MPSCNNUpsamplingNearestGradient alloc] initWithDevice:device
+                                               integerScaleFactorX:ns(d.scale_x)
+                                               integerScaleFactorY:ns(d.scale_y)];
+  return [[MPSCNNUpsamplingBilinearGradient alloc] initWithDevice:device
+                                              integerScaleFactorX:ns(d.scale_x)
+                                              integerScaleFactorY:ns(d.scale_y)];
+}
+
+class MetalUpsampling final : public UpsamplingPrimitive {
+ public:
+  MetalUpsampling(id<MTLDevice> device, const UpsamplingDescriptor& d)
+      : d_(d), forward_(make_forward(device, d)), gradient_(d.gradient ? make_gradient(device, d) : nil) {}
+
+  void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
+    set_forward(source, destination);
+    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                            sourceImages:images_of(source)
+                       destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient,
+                const ImageRegion& destination_gradient) const override {
+    // The secondary image is the forward source; the gradient writes it.
+    const ImageRegion& source = destination_gradient;
+    MPSImageBatch* sources = images_of(source);
+    MPSImageBatch* gradients = images_of(source_gradient);
+    set_forward(source, source_gradient);
+    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
+                                                        sourceStates:nil
+                                                    destinationImage:gradients];
+    gradient_.primaryOffset = origin_of(source_gradient);
+    gradient_.secondaryOffset = origin_of(source);
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
+    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                          sourceGradients:gradients
+                             sourceImages:sources
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  // MPS reads source pixel offset + (destination pixel - clipRect.origin) /
+  // scale: the region's first upsampled pixel must start a source pixel's block.
+  void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
+    forward_.offset = MPSOffset{d_.first_x / d_.scale_x, d_.first_y / d_.scale_y, 0};
+    forward_.clipRect = clip_rect_of(destination);
+    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    forward_.sourceFeatureChannelMaxCount = slice_channels(source);
+    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+  }
+
+  UpsamplingDescriptor d_;
+  MPSCNNUpsampling* forward_;
+  MPSCNNUpsamplingGradient* gradient_;
+};
+
+std::unique_ptr<UpsamplingPrimitive> make_upsampling(Backend& backend, const UpsamplingDescriptor& d) {
+  if (d.gradient && d.align_corners)
+    fail<ArgumentError>("MPSCNNUpsamplingBilinearGradient: MPS's bilinear gradient has no align_corners; "
+                        "align_corners=True is not available on metal");
+  if (d.first_x % d.scale_x != 0 || d.first_y % d.scale_y != 0)
+    fail<ArgumentError>(d.kind == UpsamplingKind::Nearest ? "MPSCNNUpsamplingNearest" : "MPSCNNUpsamplingBilinear",
+                        ": on metal the region must start at a multiple of the scale factors in the upsampled "
+                        "image; it starts at (", d.first_x, ", ", d.first_y, ") with scale factors ", d.scale_x, "x",
+                        d.scale_y);
+  return std::make_unique<MetalUpsampling>(static_cast<MetalBackend&>(backend).device(), d);
+}
+
+const RegisterPrimitive<UpsamplingPrimitive> registered("metal", make_upsampling);
+
+}  // namespace
+
+}  // namespace mpsx::metal
