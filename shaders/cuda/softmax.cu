@@ -49,8 +49,10 @@ __global__ void forward_kernel(Extents<Index> e, Strided<Index> x, Strided<Index
     for (Index c = w.lane; c < channels; c += kWarp) sum += expf(x.load(in + c * x.c) - top);
     sum = warp_sum(sum);
     if (Log) {
-      const float shift = top + logf(sum);
-      for (Index c = w.lane; c < channels; c += kWarp) y.store(out + c * y.c, x.load(in + c * x.c) - shift);
+      // (x - top) is exact; adding top and log(sum) first would round the
+      // logarithm away next to a large top.
+      const float log_sum = logf(sum);
+      for (Index c = w.lane; c < channels; c += kWarp) y.store(out + c * y.c, (x.load(in + c * x.c) - top) - log_sum);
     } else {
       const float scale = 1.0f / sum;
       for (Index c = w.lane; c < channels; c += kWarp) y.store(out + c * y.c, expf(x.load(in + c * x.c) - top) * scale);
