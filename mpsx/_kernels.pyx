@@ -13,7 +13,7 @@ from libcpp.vector cimport vector
 
 from mpsx.includes.command_buffer cimport CommandBufferMark
 from mpsx.includes.image cimport CImage
-from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel, Encoded
+from mpsx.includes.kernel cimport BinarySource, CBinaryKernel, CGradientKernel, CKernel, CUnaryKernel, Encoded
 from mpsx.includes.kernels.neuron cimport (
     CCNNNeuron, CCNNNeuronGradient, NeuronDescriptor as CNeuronDescriptor, NeuronType as CNeuronType)
 from mpsx.includes.state cimport CState
@@ -25,7 +25,7 @@ from mpsx._runtime cimport (
 from mpsx._runtime import StateBatch, _batch_of
 
 # The public names of this module; each family's .pxi adds its own.
-__all__ = ["CNNKernel", "CNNUnaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",
+__all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",
            "NNPaddingMethod", "NeuronType", "Offset", "Region"]
 
 
@@ -320,6 +320,234 @@ cdef class CNNUnaryKernel(CNNKernel):
         return d
 
 
+cdef class CNNBinaryKernel(CNNKernel):
+    """MPSCNNBinaryKernel: a forward kernel of a primary and a secondary image, each with its own
+    offset, edge mode, strides and feature channel slice."""
+    cdef CBinaryKernel* binary
+    cdef object state_class
+
+    cdef _set_binary(self, shared_ptr[CBinaryKernel] kernel, state_class):
+        self.kernel = <shared_ptr[CKernel]>kernel
+        self.binary = kernel.get()
+        self.state_class = state_class
+
+    cdef CBinaryKernel* binary_kernel(self) except NULL:
+        self.native()
+        return self.binary
+
+    cdef BinarySource* source(self, bint secondary) except NULL:
+        cdef CBinaryKernel* k = self.binary_kernel()
+        return &k.secondary if secondary else &k.primary
+
+    cdef object _wrap_state(self, const shared_ptr[CState]& state):
+        cdef NNGradientState s = self.state_class.__new__(self.state_class)
+        s.c = state
+        s._kernel = self
+        return s
+
+    def encode(self, CommandBuffer command_buffer not None, Image primary_image not None,
+               Image secondary_image not None, Image destination_image=None, destination_state=False):
+        """Encodes the kernel; returns the destination image, and its state with destination_state=True.
+
+        Without destination_image a new one is made as destination_image_descriptor says; the
+        offsets are used as set.
+        """
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_state, &want)
+        cdef shared_ptr[CImage] destination
+        if destination_image is not None:
+            destination = destination_image.shared()
+        cdef Encoded r = self.binary_kernel().encode(command_buffer.native()[0], primary_image.shared(),
+                                                     secondary_image.shared(), destination, given, want)
+        cdef Image out = Image.__new__(Image)
+        out.c = r.image
+        if not want:
+            return out
+        return out, self._wrap_state(r.state)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, primary_images, secondary_images,
+                     destination_images=None, destination_states=False):
+        """Encodes over batches (ImageBatch or lists of Images); returns an ImageBatch, and a
+        StateBatch with destination_states=True."""
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
+        cdef Encoded r
+        # Lists of images are gathered into batches on the command buffer first.
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            r = self.binary_kernel().encode(command_buffer.native()[0],
+                                            image_of(_batch_of(command_buffer, primary_images)),
+                                            image_of(_batch_of(command_buffer, secondary_images)),
+                                            destination, given, want)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        out = wrap_image_batch(r.image)
+        if not want:
+            return out
+        return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
+
+    def result_state(self, primary_image, secondary_image, source_states=None, destination_image=None):
+        """MPS -resultStateForPrimaryImage:secondaryImage:...: a state for encode(..., destination_state=state)."""
+        return self._wrap_state(self.binary_kernel().result_state(image_of(primary_image).get()[0],
+                                                                  image_of(secondary_image).get()[0]))
+
+    def destination_image_descriptor(self, source_images, source_states=None):
+        """The descriptor of the destination an encode without one makes; source_images is
+        [primary, secondary] (Images or ImageBatches). No side effects."""
+        if not isinstance(source_images, (list, tuple)) or len(source_images) != 2:
+            raise ValueError("source_images must be [primary_image, secondary_image]")
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self.binary_kernel().destination_image_descriptor(image_of(source_images[0]).get()[0],
+                                                                image_of(source_images[1]).get()[0])
+        return d
+
+    @property
+    def primary_offset(self):
+        """MPSOffset of clip_rect.origin in the primary image; z is its first image."""
+        o = self.source(False).offset
+        return Offset(o.x, o.y, o.z)
+
+    @primary_offset.setter
+    def primary_offset(self, value):
+        o = Offset(*value)
+        cdef COffset offset
+        offset.x = integer_argument(o.x, "primary_offset.x")
+        offset.y = integer_argument(o.y, "primary_offset.y")
+        offset.z = integer_argument(o.z, "primary_offset.z")
+        self.source(False).offset = offset
+
+    @property
+    def primary_edge_mode(self):
+        return ImageEdgeMode(<int>self.source(False).edge_mode)
+
+    @primary_edge_mode.setter
+    def primary_edge_mode(self, value):
+        self.source(False).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+
+    @property
+    def primary_stride_in_pixels_x(self):
+        return self.source(False).stride_x
+
+    @primary_stride_in_pixels_x.setter
+    def primary_stride_in_pixels_x(self, value):
+        self.source(False).stride_x = integer_argument(value, "primary_stride_in_pixels_x")
+
+    @property
+    def primary_stride_in_pixels_y(self):
+        return self.source(False).stride_y
+
+    @primary_stride_in_pixels_y.setter
+    def primary_stride_in_pixels_y(self, value):
+        self.source(False).stride_y = integer_argument(value, "primary_stride_in_pixels_y")
+
+    @property
+    def primary_source_feature_channel_offset(self):
+        return self.source(False).feature_channel_offset
+
+    @primary_source_feature_channel_offset.setter
+    def primary_source_feature_channel_offset(self, value):
+        self.source(False).feature_channel_offset = integer_argument(value, "primary_source_feature_channel_offset")
+
+    @property
+    def primary_source_feature_channel_max_count(self):
+        """Feature channels read at most from the channel offset on; default: all (2**63 - 1)."""
+        return self.source(False).feature_channel_max_count
+
+    @primary_source_feature_channel_max_count.setter
+    def primary_source_feature_channel_max_count(self, value):
+        self.source(False).feature_channel_max_count = integer_argument(value, "primary_source_feature_channel_max_count")
+
+    @property
+    def primary_kernel_width(self):
+        return self.binary_kernel().kernel_width(False)
+
+    @property
+    def primary_kernel_height(self):
+        return self.binary_kernel().kernel_height(False)
+
+    @property
+    def primary_dilation_rate_x(self):
+        return self.binary_kernel().dilation_rate_x(False)
+
+    @property
+    def primary_dilation_rate_y(self):
+        return self.binary_kernel().dilation_rate_y(False)
+
+    @property
+    def secondary_offset(self):
+        """MPSOffset of clip_rect.origin in the secondary image; z is its first image."""
+        o = self.source(True).offset
+        return Offset(o.x, o.y, o.z)
+
+    @secondary_offset.setter
+    def secondary_offset(self, value):
+        o = Offset(*value)
+        cdef COffset offset
+        offset.x = integer_argument(o.x, "secondary_offset.x")
+        offset.y = integer_argument(o.y, "secondary_offset.y")
+        offset.z = integer_argument(o.z, "secondary_offset.z")
+        self.source(True).offset = offset
+
+    @property
+    def secondary_edge_mode(self):
+        return ImageEdgeMode(<int>self.source(True).edge_mode)
+
+    @secondary_edge_mode.setter
+    def secondary_edge_mode(self, value):
+        self.source(True).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+
+    @property
+    def secondary_stride_in_pixels_x(self):
+        return self.source(True).stride_x
+
+    @secondary_stride_in_pixels_x.setter
+    def secondary_stride_in_pixels_x(self, value):
+        self.source(True).stride_x = integer_argument(value, "secondary_stride_in_pixels_x")
+
+    @property
+    def secondary_stride_in_pixels_y(self):
+        return self.source(True).stride_y
+
+    @secondary_stride_in_pixels_y.setter
+    def secondary_stride_in_pixels_y(self, value):
+        self.source(True).stride_y = integer_argument(value, "secondary_stride_in_pixels_y")
+
+    @property
+    def secondary_source_feature_channel_offset(self):
+        return self.source(True).feature_channel_offset
+
+    @secondary_source_feature_channel_offset.setter
+    def secondary_source_feature_channel_offset(self, value):
+        self.source(True).feature_channel_offset = integer_argument(value, "secondary_source_feature_channel_offset")
+
+    @property
+    def secondary_source_feature_channel_max_count(self):
+        """Feature channels read at most from the channel offset on; default: all (2**63 - 1)."""
+        return self.source(True).feature_channel_max_count
+
+    @secondary_source_feature_channel_max_count.setter
+    def secondary_source_feature_channel_max_count(self, value):
+        self.source(True).feature_channel_max_count = integer_argument(value, "secondary_source_feature_channel_max_count")
+
+    @property
+    def secondary_kernel_width(self):
+        return self.binary_kernel().kernel_width(True)
+
+    @property
+    def secondary_kernel_height(self):
+        return self.binary_kernel().kernel_height(True)
+
+    @property
+    def secondary_dilation_rate_x(self):
+        return self.binary_kernel().dilation_rate_x(True)
+
+    @property
+    def secondary_dilation_rate_y(self):
+        return self.binary_kernel().dilation_rate_y(True)
+
+
 cdef class CNNGradientKernel(CNNKernel):
     """MPSCNNGradientKernel: the backward pass of a forward kernel, driven by its state."""
     cdef CGradientKernel* gradient
@@ -396,3 +624,4 @@ include "kernels/batch_normalization.pxi"
 include "kernels/softmax.pxi"
 include "kernels/dropout.pxi"
 include "kernels/upsampling.pxi"
+include "kernels/arithmetic.pxi"

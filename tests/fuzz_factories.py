@@ -575,3 +575,61 @@ FACTORIES.update({
     "CNNUpsampling": FACTORIES["CNNUpsamplingBilinear"],
     "CNNUpsamplingGradient": FACTORIES["CNNUpsamplingBilinearGradient"],
 })
+
+# Arithmetic (binary kernels): a primary and a secondary image of each form.
+ARITHMETIC_IMAGES = IMAGES + """
+primary_image = source_image
+secondary_image = mpsx.Image.from_numpy(dev, rng.standard_normal((1, 2, 6, 6)).astype(np.float32) + 3)
+primary_images = source_images
+secondary_images = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 2, 6, 6)).astype(np.float32) + 3)
+source_images = [primary_image, secondary_image]
+"""
+
+
+def binary_forward(make):
+    return ARITHMETIC_IMAGES + f"""
+obj = {make}
+destination_image = obj.encode(cb, primary_image, secondary_image)
+destination_images = obj.encode_batch(cb, primary_images, secondary_images)
+destination_state = True
+destination_states = True
+"""
+
+
+def arithmetic_gradient(name, secondary):
+    reads_secondary = (name == "Multiply") != secondary
+    image = "secondary" if reads_secondary else "primary"
+    return ARITHMETIC_IMAGES + f"""
+forward = mpsx.CNN{name}(dev)
+result, gradient_state = forward.encode(cb, primary_image, secondary_image, destination_state=True)
+results, gradient_states = forward.encode_batch(cb, primary_images, secondary_images, destination_states=True)
+source_gradient = mpsx.Image.from_numpy(dev, rng.standard_normal(result.shape).astype(np.float32))
+source_gradients = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal(results.shape).astype(np.float32))
+source_image = {image}_image
+source_images = {image}_images
+source_states = gradient_states
+is_secondary_source_filter = {secondary}
+destination_gradient = mpsx.Image.from_numpy(dev, np.zeros(source_image.shape, np.float32))
+obj = mpsx.CNN{name}Gradient(dev, is_secondary_source_filter)
+"""
+
+
+FACTORIES.update({
+    "CNNAdd": [binary_forward("mpsx.CNNAdd(dev)")],
+    "CNNSubtract": [binary_forward("mpsx.CNNSubtract(dev)")],
+    "CNNMultiply": [binary_forward("mpsx.CNNMultiply(dev)")],
+    "CNNDivide": [binary_forward("mpsx.CNNDivide(dev)")],
+    "NNCompare": [binary_forward("mpsx.NNCompare(dev)")],
+    "CNNArithmeticGradientState": [ARITHMETIC_IMAGES + """
+forward = mpsx.CNNMultiply(dev)
+result, obj = forward.encode(cb, primary_image, secondary_image, destination_state=True)
+"""],
+    "CNNAddGradient": [arithmetic_gradient("Add", False), arithmetic_gradient("Add", True)],
+    "CNNSubtractGradient": [arithmetic_gradient("Subtract", False), arithmetic_gradient("Subtract", True)],
+    "CNNMultiplyGradient": [arithmetic_gradient("Multiply", False), arithmetic_gradient("Multiply", True)],
+})
+FACTORIES.update({
+    "CNNBinaryKernel": FACTORIES["CNNAdd"],
+    "CNNArithmetic": FACTORIES["CNNMultiply"],
+    "CNNArithmeticGradient": FACTORIES["CNNMultiplyGradient"],
+})

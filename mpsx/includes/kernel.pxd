@@ -35,6 +35,27 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         ImageDescriptor destination_image_descriptor(const CImage& source) except +raise_py_error
         shared_ptr[CState] result_state(const CImage& source) except +raise_py_error
 
+    cdef cppclass BinarySource "mpsx::BinarySource":
+        Offset offset
+        EdgeMode edge_mode
+        int64_t stride_x, stride_y
+        int64_t feature_channel_offset
+        int64_t feature_channel_max_count
+
+    cdef cppclass CBinaryKernel "mpsx::BinaryKernel"(CKernel):
+        BinarySource primary
+        BinarySource secondary
+        Encoded encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& primary_image,
+                       const shared_ptr[CImage]& secondary_image, const shared_ptr[CImage]& destination,
+                       const shared_ptr[CState]& state, bool want_state) except +raise_py_error
+        ImageDescriptor destination_image_descriptor(const CImage& primary_image,
+                                                     const CImage& secondary_image) except +raise_py_error
+        shared_ptr[CState] result_state(const CImage& primary_image, const CImage& secondary_image) except +raise_py_error
+        int64_t kernel_width(bool secondary)
+        int64_t kernel_height(bool secondary)
+        int64_t dilation_rate_x(bool secondary)
+        int64_t dilation_rate_y(bool secondary)
+
     cdef cppclass CGradientKernel "mpsx::GradientKernel"(CKernel):
         int64_t kernel_offset_x
         int64_t kernel_offset_y

@@ -280,6 +280,242 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
   return {result, state};
 }
 
+void BinaryKernel::check_properties() const {
+  Kernel::check_properties();
+  for (bool second : {false, true}) {
+    const BinarySource& b = second ? secondary : primary;
+    const char* which = second ? "secondary" : "primary";
+    for (auto [value, name] : {std::pair{b.offset.x, "_offset.x"}, {b.offset.y, "_offset.y"}, {b.offset.z, "_offset.z"}})
+      check_range(value, -kMaxPosition, kMaxPosition, class_name(), ": ", which, name);
+    for (auto [value, name] : {std::pair{b.stride_x, "_stride_in_pixels_x"}, {b.stride_y, "_stride_in_pixels_y"}})
+      check_range(value, 0, kMaxDimension, class_name(), ": ", which, name);
+    if (b.feature_channel_offset < 0 || b.feature_channel_offset % 4 != 0 || b.feature_channel_offset > kMaxDimension)
+      fail<ArgumentError>(class_name(), ": ", which, "_source_feature_channel_offset must be a multiple of 4 from 0 to ",
+                          kMaxDimension, ", given ", b.feature_channel_offset);
+    if (b.feature_channel_max_count < 1)
+      fail<ArgumentError>(class_name(), ": ", which, "_source_feature_channel_max_count must be positive, given ",
+                          b.feature_channel_max_count);
+    if (b.edge_mode != EdgeMode::Zero && b.edge_mode != EdgeMode::Clamp)
+      fail<ArgumentError>(class_name(), ": ", which, "_edge_mode must be ZERO or CLAMP, given ",
+                          static_cast<int>(b.edge_mode));
+    Window w;
+    w.kernel_width = kernel_width(second);
+    w.kernel_height = kernel_height(second);
+    w.dilation_x = dilation_rate_x(second);
+    w.dilation_y = dilation_rate_y(second);
+    w.check(class_name());
+  }
+}
+
+void BinaryKernel::check_sources(const Image& primary_image, const Image& secondary_image) const {
+  for (auto [image, which] : {std::pair{&primary_image, "primary"}, {&secondary_image, "secondary"}})
+    if (image->data_type() == DataType::BFloat16)
+      fail<TypeMismatchError>(class_name(), ": bfloat16 ", which, " images are not supported; use float32 or float16");
+}
+
+void BinaryKernel::check_state(const State& state) const {
+  if (!dynamic_cast<const BinaryGradientState*>(&state))
+    fail<TypeMismatchError>(class_name(), ": expected an MPSNNBinaryGradientState, given an ", state.class_name());
+}
+
+std::shared_ptr<BinaryGradientState> BinaryKernel::new_result_state() {
+  return std::make_shared<BinaryGradientState>(device_ptr());
+}
+
+int64_t BinaryKernel::source_channels(const Image& image, bool second) const {
+  const BinarySource& b = second ? secondary : primary;
+  // check_properties() passed: the offset is at most kMaxDimension.
+  if (b.feature_channel_offset >= image.feature_channels())
+    fail<ShapeError>(class_name(), ": ", second ? "secondary" : "primary", "_source_feature_channel_offset ",
+                     b.feature_channel_offset, " is past the ", second ? "secondary" : "primary", " image's ",
+                     image.feature_channels(), " feature channels");
+  return std::min(b.feature_channel_max_count, image.feature_channels() - b.feature_channel_offset);
+}
+
+int64_t BinaryKernel::destination_channels(const Image& primary_image, const Image& secondary_image) const {
+  int64_t p = source_channels(primary_image, false), s = source_channels(secondary_image, true);
+  bool bp = feature_channel_stride(false) == 0, bs = feature_channel_stride(true) == 0;
+  if (!bp && !bs && p != s)
+    fail<ShapeError>(class_name(), ": the primary image gives ", p, " feature channels and the secondary image ", s,
+                     "; they must be equal unless one broadcasts (stride_in_feature_channels 0)");
+  return !bp ? p : !bs ? s : 1;
+}
+
+void BinaryKernel::check_inputs(const Image& primary_image, const Image& secondary_image) const {
+  check_device(primary_image, "primary image");
+  check_device(secondary_image, "secondary image");
+  check_properties();
+  check_sources(primary_image, secondary_image);
+  destination_channels(primary_image, secondary_image);
+}
+
+ImageDescriptor BinaryKernel::destination_image_descriptor(const Image& primary_image,
+                                                           const Image& secondary_image) const {
+  check_inputs(primary_image, secondary_image);
+  uint32_t remainder = padding_method & padding::kAddRemainderToMask;
+  bool remainder_left = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToBottomLeft;
+  bool remainder_top = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToTopRight;
+  ImageDescriptor d;
+  // Each dimension from the first source that does not broadcast along it,
+  // by the padding policy over that source's window; 1 where both do.
+  auto size = [&](bool vertical) -> int64_t {
+    for (bool second : {false, true}) {
+      const BinarySource& b = second ? secondary : primary;
+      const Image& image = second ? secondary_image : primary_image;
+      int64_t stride = vertical ? b.stride_y : b.stride_x;
+      if (stride == 0) continue;
+      int64_t kernel = vertical ? kernel_height(second) : kernel_width(second);
+      int64_t dilation = vertical ? dilation_rate_y(second) : dilation_rate_x(second);
+      int64_t unused = 0;
+      int64_t n = pad_dimension(vertical ? image.height() : image.width(), stride, (kernel - 1) * dilation + 1,
+                                padding_method, vertical ? remainder_top : remainder_left, &unused);
+      if (n <= 0 || n > kMaxDimension)
+        fail<ShapeError>(class_name(), ": the padding policy leaves a destination ", vertical ? "height" : "width",
+                         " of ", n, " for the ", second ? "secondary" : "primary", " image's ",
+                         vertical ? image.height() : image.width(), " pixels; it must be from 1 to ", kMaxDimension);
+      return n;
+    }
+    return 1;
+  };
+  d.width = size(false);
+  d.height = size(true);
+  d.feature_channels = destination_channels(primary_image, secondary_image);
+  d.number_of_images = primary_image.number_of_images() - primary.offset.z;
+  if (primary.offset.z < 0 || d.number_of_images <= 0)
+    fail<ShapeError>(class_name(), ": primary_offset.z ", primary.offset.z, " is outside the ",
+                     primary_image.number_of_images(), " primary images");
+  DataType t = primary_image.data_type();
+  d.channel_format = (t == DataType::Float16 || t == DataType::Float32) ? t : DataType::Float32;
+  return d;
+}
+
+BinaryGeometry BinaryKernel::resolve(const Image& primary_image, const Image& secondary_image,
+                                     const Image& destination) const {
+  // check_properties() passed: every sum and product below is far inside int64_t.
+  BinaryGeometry g;
+  g.channels = destination_channels(primary_image, secondary_image);
+  g.destination_channel = destination_feature_channel_offset;
+  if (g.destination_channel + g.channels > destination.feature_channels())
+    fail<ShapeError>(class_name(), ": expected a destination image of at least ", g.destination_channel + g.channels,
+                     " feature channels, given ", destination.feature_channels());
+  int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
+  int64_t x1 = clip_rect.width < destination.width() - clip_rect.x ? clip_rect.x + clip_rect.width : destination.width();
+  int64_t y1 =
+      clip_rect.height < destination.height() - clip_rect.y ? clip_rect.y + clip_rect.height : destination.height();
+  if (x1 <= x0 || y1 <= y0)
+    fail<ShapeError>(class_name(), ": clip_rect (x ", clip_rect.x, ", y ", clip_rect.y, ", width ", clip_rect.width,
+                     ", height ", clip_rect.height, ") does not intersect the ", destination.width(), "x",
+                     destination.height(), " destination");
+  g.x = x0;
+  g.y = y0;
+  g.width = x1 - x0;
+  g.height = y1 - y0;
+  g.destination_image = std::max<int64_t>(clip_rect.z, 0);
+  g.images = std::min({clip_rect.depth, destination.number_of_images() - g.destination_image,
+                       primary_image.number_of_images() - primary.offset.z,
+                       secondary_image.number_of_images() - secondary.offset.z});
+  for (bool second : {false, true}) {
+    const BinarySource& b = second ? secondary : primary;
+    const Image& image = second ? secondary_image : primary_image;
+    const char* which = second ? "secondary" : "primary";
+    if (b.offset.z < 0 || g.images <= 0 || image.number_of_images() - b.offset.z != g.images)
+      fail<ShapeError>(class_name(), ": expected ", image.number_of_images() - std::max<int64_t>(b.offset.z, 0),
+                       " destination images for the ", image.number_of_images(), " ", which, " images (", which,
+                       "_offset.z ", b.offset.z, ", clip_rect.z ", clip_rect.z, "), given ", g.images,
+                       " (destination ", destination.number_of_images(), ", primary ",
+                       primary_image.number_of_images(), ", secondary ", secondary_image.number_of_images(), ")");
+    BinarySourceGeometry& s = second ? g.secondary : g.primary;
+    int64_t extent_x = (kernel_width(second) - 1) * dilation_rate_x(second) + 1;
+    int64_t extent_y = (kernel_height(second) - 1) * dilation_rate_y(second) + 1;
+    s.image = b.offset.z;
+    s.channel = b.feature_channel_offset;
+    s.stride_x = b.stride_x;
+    s.stride_y = b.stride_y;
+    s.broadcast_channels = feature_channel_stride(second) == 0;
+    s.x = b.offset.x + (x0 - clip_rect.x) * b.stride_x - extent_x / 2;
+    s.y = b.offset.y + (y0 - clip_rect.y) * b.stride_y - extent_y / 2;
+    s.read_channels = s.broadcast_channels ? 1 : g.channels;
+    s.read_width = b.stride_x == 0 ? 1 : g.width;
+    s.read_height = b.stride_y == 0 ? 1 : g.height;
+    int64_t last_x = s.x + (s.read_width - 1) * b.stride_x + extent_x - 1;
+    int64_t last_y = s.y + (s.read_height - 1) * b.stride_y + extent_y - 1;
+    if (s.x < 0 || s.y < 0 || last_x >= image.width() || last_y >= image.height())
+      fail<ShapeError>(class_name(), ": ", which, "_offset (", b.offset.x, ", ", b.offset.y, ") with strides (",
+                       b.stride_x, ", ", b.stride_y, ") reads pixels x ", s.x, " to ", last_x, ", y ", s.y, " to ",
+                       last_y, " for the ", g.width, "x", g.height, " destination region; the ", which, " image is ",
+                       image.width(), "x", image.height());
+  }
+  return g;
+}
+
+std::shared_ptr<State> BinaryKernel::result_state(const Image& primary_image, const Image& secondary_image) {
+  check_inputs(primary_image, secondary_image);
+  return new_result_state();
+}
+
+BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
+                                           const std::shared_ptr<Image>& secondary_image,
+                                           const std::shared_ptr<Image>& destination,
+                                           const std::shared_ptr<State>& given_state, bool want_state) {
+  check_command_buffer(command_buffer);
+  if (!primary_image) fail<TypeMismatchError>(class_name(), ": expected a primary image, given None");
+  if (!secondary_image) fail<TypeMismatchError>(class_name(), ": expected a secondary image, given None");
+  check_inputs(*primary_image, *secondary_image);
+  std::shared_ptr<State> state = given_state;
+  if (state) {
+    check_device(*state, "state");
+    check_state(*state);
+    state->check_bindable(*primary_image, class_name());
+  }
+  std::shared_ptr<Image> result = destination;
+  if (result) {
+    check_device(*result, "destination image");
+    if (result->data_type() != DataType::Float32 && result->data_type() != DataType::Float16)
+      fail<TypeMismatchError>(class_name(), ": the destination must be float32 or float16, given ",
+                              name_of(result->data_type()));
+    if (result->identity() == primary_image->identity() || result->identity() == secondary_image->identity())
+      fail<ArgumentError>(class_name(), ": the destination image may not be one of the source images");
+  }
+  ImageDescriptor d;
+  if (!result) d = destination_image_descriptor(*primary_image, *secondary_image);
+  // Checked against a destination of d's size before one is made.
+  BinaryGeometry geometry;
+  if (result) {
+    geometry = resolve(*primary_image, *secondary_image, *result);
+  } else {
+    result = make_pooled<Image>(device_ptr(), d);
+    geometry = resolve(*primary_image, *secondary_image, *result);
+  }
+  if (!state && want_state) state = new_result_state();
+  if (state) state->bind_source(*primary_image);
+  if (auto* s = dynamic_cast<BinaryGradientState*>(state.get())) {
+    s->source_descriptor = primary_image->descriptor();
+    s->secondary_descriptor = secondary_image->descriptor();
+    s->destination_descriptor = result->descriptor();
+    s->binary_geometry = geometry;
+    s->geometry.source_image = geometry.primary.image;
+    s->geometry.destination_image = geometry.destination_image;
+    s->geometry.images = geometry.images;
+    s->geometry.source_channel = geometry.primary.channel;
+    s->geometry.destination_channel = geometry.destination_channel;
+    s->geometry.x = geometry.x;
+    s->geometry.y = geometry.y;
+    s->geometry.width = geometry.width;
+    s->geometry.height = geometry.height;
+    s->geometry.source_x = geometry.primary.x;
+    s->geometry.source_y = geometry.primary.y;
+    s->forward_class = class_name();
+    s->primary_identity = primary_image->identity();
+    s->secondary_identity = secondary_image->identity();
+    s->result_identity = result->identity();
+    s->encoded = true;
+    s->forward = command_buffer.completion();
+  }
+  record(command_buffer, primary_image, secondary_image, result, geometry, state);
+  result->buffer()->will_write(command_buffer);
+  return {result, state};
+}
+
 std::string_view GradientKernel::forward_class_name() const {
   std::string_view name = class_name();
   constexpr std::string_view suffix = "Gradient";

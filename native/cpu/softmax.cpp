@@ -42,8 +42,8 @@ MPSX_CPU_CLONES void forward_pixels(const ImageRegion& x, const ImageRegion& y, 
     float sum = 0.0f;
     for (int64_t c = 0; c < channels; ++c) sum += std::exp(a[c * sx] - top);
     if constexpr (Log) {
-      const float shift = top + std::log(sum);
-      for (int64_t c = 0; c < channels; ++c) b[c * sy] = a[c * sx] - shift;
+      const float log_sum = std::log(sum);  // kept apart from top, which would round it away
+      for (int64_t c = 0; c < channels; ++c) b[c * sy] = (a[c * sx] - top) - log_sum;
     } else {
       const float scale = 1.0f / sum;
       for (int64_t c = 0; c < channels; ++c) b[c * sy] = std::exp(a[c * sx] - top) * scale;

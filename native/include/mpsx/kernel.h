@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -201,6 +202,98 @@ class UnaryKernel : public Kernel {
     Geometry geometry;
   };
   PaddingPlan plan_;
+};
+
+// One source of an MPSCNNBinaryKernel: its offset, edge mode, strides and
+// feature channel slice.
+struct BinarySource {
+  Offset offset;
+  EdgeMode edge_mode = EdgeMode::Zero;
+  // 0 repeats one pixel along that dimension (broadcasting).
+  int64_t stride_x = 1, stride_y = 1;
+  int64_t feature_channel_offset = 0;
+  // MPS's ULONG_MAX: every channel from feature_channel_offset on.
+  int64_t feature_channel_max_count = std::numeric_limits<int64_t>::max();
+};
+
+// Where one source of a binary encode is read for destination pixel
+// (BinaryGeometry::x, y) of image destination_image, channel
+// destination_channel. A broadcast dimension reads one position only.
+struct BinarySourceGeometry {
+  int64_t image = 0, channel = 0, x = 0, y = 0;
+  int64_t stride_x = 1, stride_y = 1;
+  bool broadcast_channels = false;
+  // Extents of the block read: the destination's, 1 where broadcast.
+  int64_t read_channels = 0, read_height = 0, read_width = 0;
+};
+
+// Where a binary forward encode read and wrote.
+struct BinaryGeometry {
+  int64_t destination_image = 0, images = 0, destination_channel = 0, channels = 0;
+  int64_t x = 0, y = 0, width = 0, height = 0;  // destination region written
+  BinarySourceGeometry primary, secondary;
+};
+
+// MPSNNBinaryGradientState: the forward geometry and both source shapes.
+// GradientState's source_descriptor is the primary image's.
+class BinaryGradientState : public GradientState {
+ public:
+  using GradientState::GradientState;
+  const char* class_name() const override { return "MPSNNBinaryGradientState"; }
+  ImageDescriptor secondary_descriptor;
+  uint64_t primary_identity = 0, secondary_identity = 0;
+  BinaryGeometry binary_geometry;
+};
+
+// MPSCNNBinaryKernel: a forward kernel of a primary and a secondary image.
+// Kernel's offset, edge_mode and source_feature_channel_offset are not read:
+// each source has its own BinarySource.
+class BinaryKernel : public Kernel {
+ public:
+  using Kernel::Kernel;
+  using Encoded = UnaryKernel::Encoded;
+
+  BinarySource primary, secondary;
+
+  // -encodeToCommandBuffer:primaryImage:secondaryImage:[destinationState:]...
+  // Without a destination one is made as destination_image_descriptor
+  // says; the offsets are used as set either way.
+  Encoded encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
+                 const std::shared_ptr<Image>& secondary_image, const std::shared_ptr<Image>& destination,
+                 const std::shared_ptr<State>& state, bool want_state);
+  // The destination an encode without one makes; no side effects.
+  ImageDescriptor destination_image_descriptor(const Image& primary_image, const Image& secondary_image) const;
+  // -resultStateForPrimaryImage:secondaryImage:sourceStates:destinationImage:.
+  std::shared_ptr<State> result_state(const Image& primary_image, const Image& secondary_image);
+
+  // Read-only window of each source (1 for pointwise kernels).
+  virtual int64_t kernel_width(bool secondary) const { return 1; }
+  virtual int64_t kernel_height(bool secondary) const { return 1; }
+  virtual int64_t dilation_rate_x(bool secondary) const { return 1; }
+  virtual int64_t dilation_rate_y(bool secondary) const { return 1; }
+  // 0 repeats one feature channel of that source over every destination
+  // channel (arithmetic's strideInFeatureChannels); 1 by default.
+  virtual int64_t feature_channel_stride(bool secondary) const { return 1; }
+
+ protected:
+  // Throws ArgumentError for a property outside its limits (both sources'
+  // offsets, strides, channel offsets and counts, and Kernel's).
+  void check_properties() const override;
+  // Data types and family checks of both sources.
+  virtual void check_sources(const Image& primary_image, const Image& secondary_image) const;
+  virtual void check_state(const State& state) const;
+  virtual std::shared_ptr<BinaryGradientState> new_result_state();
+  // Feature channels of a source the kernel reads (its slice), and of the
+  // destination: the sources' slices must agree unless one broadcasts.
+  int64_t source_channels(const Image& image, bool secondary) const;
+  int64_t destination_channels(const Image& primary_image, const Image& secondary_image) const;
+  BinaryGeometry resolve(const Image& primary_image, const Image& secondary_image, const Image& destination) const;
+  virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
+                      const std::shared_ptr<Image>& secondary_image, const std::shared_ptr<Image>& destination,
+                      const BinaryGeometry& geometry, const std::shared_ptr<State>& state) = 0;
+
+ private:
+  void check_inputs(const Image& primary_image, const Image& secondary_image) const;
 };
 
 // What a gradient kernel's secondary image is: the forward source for most

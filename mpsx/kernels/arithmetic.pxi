@@ -1,0 +1,267 @@
+# MPSCNNArithmetic (Add, Subtract, Multiply, Divide, MPSNNCompare), its
+# gradient state and gradients (included by _kernels.pyx).
+
+from mpsx.includes.kernels.arithmetic cimport (
+    ArithmeticOperation, CCNNArithmetic, CCNNArithmeticGradient, ComparisonType as CComparisonType)
+
+__all__ += ["NNComparisonType", "CNNArithmetic", "CNNAdd", "CNNSubtract", "CNNMultiply", "CNNDivide", "NNCompare",
+            "CNNArithmeticGradientState", "CNNArithmeticGradient", "CNNAddGradient", "CNNSubtractGradient",
+            "CNNMultiplyGradient"]
+
+
+class NNComparisonType(enum.IntEnum):
+    """MPSNNComparisonType."""
+    EQUAL = 0
+    NOT_EQUAL = 1
+    LESS = 2
+    LESS_OR_EQUAL = 3
+    GREATER = 4
+    GREATER_OR_EQUAL = 5
+
+
+cdef class CNNArithmeticGradientState(NNGradientState):
+    """MPSCNNArithmeticGradientState: what the arithmetic gradients need of a forward encode
+    (both source shapes, the broadcasting and the geometry). Made by result_state or
+    encode(..., destination_state=True)."""
+
+
+cdef class CNNArithmetic(CNNBinaryKernel):
+    """MPSCNNArithmetic: clamp((primary_scale * x) op (secondary_scale * y) + bias, minimum_value,
+    maximum_value) per value; strides of 0 broadcast the primary (x) or secondary (y) image along
+    x, y or feature channels. Use a subclass."""
+
+    cdef _make(self, Device device, ArithmeticOperation operation):
+        self._set_binary(<shared_ptr[CBinaryKernel]>make_native[CCNNArithmetic](device.shared(), operation),
+                         CNNArithmeticGradientState)
+
+    cdef CCNNArithmetic* arithmetic(self) except NULL:
+        return <CCNNArithmetic*>self.binary_kernel()
+
+    @property
+    def primary_scale(self):
+        return self.arithmetic().parameters.primary_scale
+
+    @primary_scale.setter
+    def primary_scale(self, float value):
+        self.arithmetic().parameters.primary_scale = value
+
+    @property
+    def secondary_scale(self):
+        return self.arithmetic().parameters.secondary_scale
+
+    @secondary_scale.setter
+    def secondary_scale(self, float value):
+        self.arithmetic().parameters.secondary_scale = value
+
+    @property
+    def bias(self):
+        return self.arithmetic().parameters.bias
+
+    @bias.setter
+    def bias(self, float value):
+        self.arithmetic().parameters.bias = value
+
+    @property
+    def minimum_value(self):
+        return self.arithmetic().parameters.minimum
+
+    @minimum_value.setter
+    def minimum_value(self, float value):
+        self.arithmetic().parameters.minimum = value
+
+    @property
+    def maximum_value(self):
+        return self.arithmetic().parameters.maximum
+
+    @maximum_value.setter
+    def maximum_value(self, float value):
+        self.arithmetic().parameters.maximum = value
+
+    @property
+    def primary_stride_in_feature_channels(self):
+        return self.arithmetic().primary_stride_in_feature_channels
+
+    @primary_stride_in_feature_channels.setter
+    def primary_stride_in_feature_channels(self, value):
+        self.arithmetic().primary_stride_in_feature_channels = integer_argument(
+            value, "primary_stride_in_feature_channels")
+
+    @property
+    def secondary_stride_in_feature_channels(self):
+        return self.arithmetic().secondary_stride_in_feature_channels
+
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value):
+        self.arithmetic().secondary_stride_in_feature_channels = integer_argument(
+            value, "secondary_stride_in_feature_channels")
+
+
+cdef class CNNAdd(CNNArithmetic):
+    """MPSCNNAdd: (primary_scale * x) + (secondary_scale * y) + bias, clamped."""
+
+    def __init__(self, Device device not None):
+        self._make(device, ArithmeticOperation.Add)
+
+
+cdef class CNNSubtract(CNNArithmetic):
+    """MPSCNNSubtract: (primary_scale * x) - (secondary_scale * y) + bias, clamped."""
+
+    def __init__(self, Device device not None):
+        self._make(device, ArithmeticOperation.Subtract)
+
+
+cdef class CNNMultiply(CNNArithmetic):
+    """MPSCNNMultiply: (primary_scale * x) * (secondary_scale * y) + bias, clamped."""
+
+    def __init__(self, Device device not None):
+        self._make(device, ArithmeticOperation.Multiply)
+
+
+cdef class CNNDivide(CNNArithmetic):
+    """MPSCNNDivide: (primary_scale * x) / (secondary_scale * y) + bias, clamped."""
+
+    def __init__(self, Device device not None):
+        self._make(device, ArithmeticOperation.Divide)
+
+
+cdef class NNCompare(CNNArithmetic):
+    """MPSNNCompare: 1.0 where x comparison_type y holds, else 0.0 (EQUAL: |x - y| <= threshold,
+    NOT_EQUAL: |x - y| > threshold); scales and bias are not used, the clamp is."""
+
+    def __init__(self, Device device not None):
+        self._make(device, ArithmeticOperation.Compare)
+
+    @property
+    def comparison_type(self):
+        return NNComparisonType(<int>self.arithmetic().parameters.comparison)
+
+    @comparison_type.setter
+    def comparison_type(self, value):
+        self.arithmetic().parameters.comparison = <CComparisonType><int>NNComparisonType(value)
+
+    @property
+    def threshold(self):
+        return self.arithmetic().parameters.threshold
+
+    @threshold.setter
+    def threshold(self, float value):
+        self.arithmetic().parameters.threshold = value
+
+
+cdef class CNNArithmeticGradient(CNNGradientKernel):
+    """MPSCNNArithmeticGradient: the gradient for the primary (is_secondary_source_filter False)
+    or the secondary forward image. primary_scale and secondary_scale are the forward's; bias is
+    ignored and the clamp is not differentiated. source_image is the forward image this filter
+    reads: for Add and Subtract the image whose gradient it makes, for Multiply the other one.
+    Use a subclass."""
+
+    cdef _make(self, Device device, ArithmeticOperation operation, is_secondary_source_filter):
+        if not isinstance(is_secondary_source_filter, (bool, np.bool_)):
+            raise TypeError(f"is_secondary_source_filter must be a bool, given "
+                            f"{type(is_secondary_source_filter).__name__}")
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNArithmeticGradient](
+            device.shared(), operation, <bint>is_secondary_source_filter))
+
+    cdef CCNNArithmeticGradient* arithmetic(self) except NULL:
+        return <CCNNArithmeticGradient*>self.gradient_kernel()
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
+               Image source_image not None, State gradient_state not None, Image destination_gradient=None):
+        """Gradient for this filter's forward image, from the gradient of the forward result."""
+        cdef shared_ptr[CImage] destination
+        if destination_gradient is not None:
+            destination = destination_gradient.shared()
+        return wrap_image(self.arithmetic().encode(command_buffer.native()[0], source_gradient.shared(),
+                                                   source_image.shared(), gradient_state.shared(), destination))
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
+                     gradient_states, destination_gradients=None):
+        cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
+        cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
+        cdef shared_ptr[CImage] result
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            result = self.arithmetic().encode(
+                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
+                image_of(_batch_of(command_buffer, source_images)), state, destination)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        return wrap_image_batch(result)
+
+    @property
+    def is_secondary_source_filter(self):
+        return self.arithmetic().is_secondary_source_filter()
+
+    @property
+    def primary_scale(self):
+        return self.arithmetic().primary_scale
+
+    @primary_scale.setter
+    def primary_scale(self, float value):
+        self.arithmetic().primary_scale = value
+
+    @property
+    def secondary_scale(self):
+        return self.arithmetic().secondary_scale
+
+    @secondary_scale.setter
+    def secondary_scale(self, float value):
+        self.arithmetic().secondary_scale = value
+
+    @property
+    def bias(self):
+        return self.arithmetic().bias
+
+    @bias.setter
+    def bias(self, float value):
+        self.arithmetic().bias = value
+
+    @property
+    def minimum_value(self):
+        return self.arithmetic().minimum_value
+
+    @minimum_value.setter
+    def minimum_value(self, float value):
+        self.arithmetic().minimum_value = value
+
+    @property
+    def maximum_value(self):
+        return self.arithmetic().maximum_value
+
+    @maximum_value.setter
+    def maximum_value(self, float value):
+        self.arithmetic().maximum_value = value
+
+    @property
+    def secondary_stride_in_feature_channels(self):
+        return self.arithmetic().secondary_stride_in_feature_channels
+
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value):
+        self.arithmetic().secondary_stride_in_feature_channels = integer_argument(
+            value, "secondary_stride_in_feature_channels")
+
+
+cdef class CNNAddGradient(CNNArithmeticGradient):
+    """MPSCNNAddGradient: primary_scale (or secondary_scale) times the incoming gradient, summed
+    over the dimensions the forward image broadcast along."""
+
+    def __init__(self, Device device not None, is_secondary_source_filter):
+        self._make(device, ArithmeticOperation.Add, is_secondary_source_filter)
+
+
+cdef class CNNSubtractGradient(CNNArithmeticGradient):
+    """MPSCNNSubtractGradient: primary_scale times the incoming gradient for the primary image,
+    -secondary_scale times it for the secondary, summed over broadcast dimensions."""
+
+    def __init__(self, Device device not None, is_secondary_source_filter):
+        self._make(device, ArithmeticOperation.Subtract, is_secondary_source_filter)
+
+
+cdef class CNNMultiplyGradient(CNNArithmeticGradient):
+    """MPSCNNMultiplyGradient: primary_scale * secondary_scale * the other forward image (passed as
+    source_image) times the incoming gradient, summed over broadcast dimensions."""
+
+    def __init__(self, Device device not None, is_secondary_source_filter):
+        self._make(device, ArithmeticOperation.Multiply, is_secondary_source_filter)

@@ -1,0 +1,30 @@
+#include "mpsx/kernels/arithmetic.h"
+#include "mpsx/registry.h"
+
+#include "arithmetic.cuh"
+#include "backend.h"
+
+namespace mpsx::cuda {
+namespace {
+
+class CudaArithmetic final : public ArithmeticPrimitive {
+ public:
+  void forward(ExecutionContext& context, const ImageRegion& primary, const ImageRegion& secondary,
+               const ImageRegion& destination, const ArithmeticParameters& parameters) const override {
+    arithmetic_forward(parameters, primary, secondary, destination, context_of(context).stream());
+  }
+
+  void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion* other,
+                const ImageRegion& destination_gradient, float scale) const override {
+    arithmetic_gradient(source_gradient, other, destination_gradient, scale, context_of(context).stream());
+  }
+};
+
+std::unique_ptr<ArithmeticPrimitive> make_arithmetic(Backend&, const ArithmeticOperation&) {
+  return std::make_unique<CudaArithmetic>();
+}
+
+const RegisterPrimitive<ArithmeticPrimitive> registered("cuda", make_arithmetic);
+
+}  // namespace
+}  // namespace mpsx::cuda
