@@ -16,7 +16,7 @@ SEED_FAMILIES = [
 ]
 
 # What mpsx has today.
-PRESENT = {"BatchNormalization", "BatchNormalizationStatistics", "Convolution", "Dropout",
+PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution", "Dropout",
            "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
 
 
@@ -53,7 +53,16 @@ def batch_normalization(device):
     return step
 
 
+def arithmetic(device):
+    def step(device, cb, x):
+        _, state = mpsx.CNNMultiply(device).encode(cb, x, x, destination_state=True)
+        dy = mpsx.Image.from_numpy(device, np.ones((1, 4, 5, 6), np.float32))
+        return [mpsx.CNNMultiplyGradient(device, secondary).encode(cb, dy, x, state) for secondary in (False, True)]
+    return step
+
+
 BUILDERS = {
+    "Arithmetic": arithmetic,
     "BatchNormalization": batch_normalization,
     "BatchNormalizationStatistics": batch_normalization,
     "Convolution": lambda device: unary(mpsx.CNNConvolution(device, weights(4, 8)),
