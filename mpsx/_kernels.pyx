@@ -78,6 +78,16 @@ class NeuronType(enum.IntEnum):
     GELU = 15
 
 
+cdef COffset _offset_argument(object value, str name) except *:
+    """An MPSOffset from (x, y[, z]) of ints."""
+    o = Offset(*value)
+    cdef COffset offset
+    offset.x = integer_argument(o.x, f"{name}.x")
+    offset.y = integer_argument(o.y, f"{name}.y")
+    offset.z = integer_argument(o.z, f"{name}.z")
+    return offset
+
+
 cdef shared_ptr[CState] _given_state(object destination_state, bint* want) except *:
     cdef shared_ptr[CState] given
     if destination_state is True:
@@ -165,12 +175,7 @@ cdef class CNNKernel:
 
     @offset.setter
     def offset(self, value):
-        o = Offset(*value)
-        cdef COffset offset
-        offset.x = integer_argument(o.x, "offset.x")
-        offset.y = integer_argument(o.y, "offset.y")
-        offset.z = integer_argument(o.z, "offset.z")
-        self.native().offset = offset
+        self.native().offset = _offset_argument(value, "offset")
 
     @property
     def clip_rect(self):
@@ -411,12 +416,7 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @primary_offset.setter
     def primary_offset(self, value):
-        o = Offset(*value)
-        cdef COffset offset
-        offset.x = integer_argument(o.x, "primary_offset.x")
-        offset.y = integer_argument(o.y, "primary_offset.y")
-        offset.z = integer_argument(o.z, "primary_offset.z")
-        self.source(False).offset = offset
+        self.source(False).offset = _offset_argument(value, "primary_offset")
 
     @property
     def primary_edge_mode(self):
@@ -483,12 +483,7 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @secondary_offset.setter
     def secondary_offset(self, value):
-        o = Offset(*value)
-        cdef COffset offset
-        offset.x = integer_argument(o.x, "secondary_offset.x")
-        offset.y = integer_argument(o.y, "secondary_offset.y")
-        offset.z = integer_argument(o.z, "secondary_offset.z")
-        self.source(True).offset = offset
+        self.source(True).offset = _offset_argument(value, "secondary_offset")
 
     @property
     def secondary_edge_mode(self):

@@ -354,3 +354,24 @@ def test_gradient_destination_descriptor_has_the_gradient_data_type(device, rng,
     assert (d.number_of_images, d.feature_channels, d.height, d.width) == (2, 3, 5, 4)
     cb.commit()
     cb.wait_until_completed()
+
+
+def test_gradient_is_zero_for_images_before_offset_z(device, rng):
+    # The forward reads images 1.. only (offset.z 1): image 0 gets no gradient.
+    x = rng.standard_normal((3, 4, 2, 3)).astype(np.float32)
+    dy = rng.standard_normal((2, 4, 2, 3)).astype(np.float32)
+    descriptor = mpsx.NNNeuronDescriptor(NT.TANH, 1.0, 1.0)
+    neuron, gradient = mpsx.CNNNeuron(device, descriptor), mpsx.CNNNeuronGradient(device, descriptor)
+    neuron.offset = (0, 0, 1)
+    source = mpsx.ImageBatch.from_numpy(device, x)
+    destination = mpsx.ImageBatch.from_numpy(device, np.ones_like(x))  # ones where nothing is written
+    cb = device.command_queue.command_buffer()
+    _, state = neuron.encode_batch(cb, source, destination_states=True)
+    dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), source, state,
+                               destination_gradients=destination)
+    dx.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    result = dx.to_numpy()
+    np.testing.assert_array_equal(result[0], 0)
+    np.testing.assert_allclose(result[1:], dy / np.cosh(x[1:]) ** 2, rtol=1e-5, atol=1e-6)

@@ -8,6 +8,7 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
+#include "mpsx/pool.h"
 #include "mpsx/registry.h"
 
 namespace mpsx {
@@ -40,7 +41,7 @@ DropoutGradientState::DropoutGradientState(std::shared_ptr<Device> device, const
       width_(descriptor.mask_stride_x ? width : 1) {
   int64_t bytes = checked_mul(checked_mul(channels_, height_, "MPSCNNDropoutGradientState: mask size"), width_,
                               "MPSCNNDropoutGradientState: mask size");
-  mask_ = std::make_shared<Buffer>(device_ptr(), static_cast<size_t>(bytes));
+  mask_ = make_pooled<Buffer>(device_ptr(), static_cast<size_t>(bytes));
 }
 
 void DropoutGradientState::synchronize(CommandBuffer& command_buffer) { mask_->synchronize(command_buffer); }
@@ -68,8 +69,8 @@ CNNDropout::CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descrip
 }
 
 std::shared_ptr<State> CNNDropout::new_result_state(const Image& source) {
-  return std::make_shared<DropoutGradientState>(device_ptr(), descriptor_, source.feature_channels(), source.height(),
-                                                source.width());
+  return make_pooled<DropoutGradientState>(device_ptr(), descriptor_, source.feature_channels(), source.height(),
+                                           source.width());
 }
 
 void CNNDropout::check_state(const State& state) const {
@@ -133,13 +134,7 @@ void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared
                                 const std::shared_ptr<Image>& destination_gradient) {
   auto dropout_state = std::static_pointer_cast<DropoutGradientState>(state);
   const Geometry& g = dropout_state->geometry;
-  bool covers = g.source_x == 0 && g.source_y == 0 && g.width == source_image->width() &&
-                g.height == source_image->height() && g.source_channel == 0;
-  if (!covers) {  // pixels the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero_image(*destination_gradient);
-    });
-  }
+  record_zeros_outside(command_buffer, destination_gradient, g);
   DropoutOrigin origin{g.source_channel, g.source_y, g.source_x};
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g, origin,
                          dropout_state](ExecutionContext& context) {

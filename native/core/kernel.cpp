@@ -135,6 +135,31 @@ void Kernel::check_source_channels(const Image& source, int64_t source_channels)
                      " feature channels, given ", source.feature_channels());
 }
 
+Region Kernel::clipped_region(const Image& destination) const {
+  // check_properties() passed: every sum below is far inside int64_t.
+  int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
+  // min(clip_rect.x + clip_rect.width, destination width) for any width.
+  int64_t x1 = clip_rect.width < destination.width() - clip_rect.x ? clip_rect.x + clip_rect.width : destination.width();
+  int64_t y1 =
+      clip_rect.height < destination.height() - clip_rect.y ? clip_rect.y + clip_rect.height : destination.height();
+  if (x1 <= x0 || y1 <= y0)
+    fail<ShapeError>(class_name(), ": clip_rect (x ", clip_rect.x, ", y ", clip_rect.y, ", width ", clip_rect.width,
+                     ", height ", clip_rect.height, ") does not intersect the ", destination.width(), "x",
+                     destination.height(), " destination");
+  return Region{x0, y0, 0, x1 - x0, y1 - y0, 0};
+}
+
+void GradientKernel::record_zeros_outside(CommandBuffer& command_buffer,
+                                          const std::shared_ptr<Image>& destination_gradient, const Geometry& g) {
+  const Image& d = *destination_gradient;
+  bool covers = g.source_x == 0 && g.source_y == 0 && g.width == d.width() && g.height == d.height() &&
+                g.source_channel == 0 && g.source_image == 0 && g.images == d.number_of_images();
+  if (covers) return;
+  command_buffer.record([destination_gradient](ExecutionContext& context) {
+    context.fill_zero_image(*destination_gradient);
+  });
+}
+
 Geometry Kernel::resolve(const Image& source, const Image& destination, const Window& window,
                          int64_t source_channels, int64_t destination_channels, const Offset& offset) const {
   // check_properties() passed: every sum and product below is far inside int64_t.
@@ -147,21 +172,13 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
   Geometry g;
   g.source_channel = source_feature_channel_offset;
   g.destination_channel = destination_feature_channel_offset;
-  int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
-  // min(clip_rect.x + clip_rect.width, destination width) for any width.
-  int64_t x1 = clip_rect.width < destination.width() - clip_rect.x ? clip_rect.x + clip_rect.width : destination.width();
-  int64_t y1 =
-      clip_rect.height < destination.height() - clip_rect.y ? clip_rect.y + clip_rect.height : destination.height();
-  if (x1 <= x0 || y1 <= y0)
-    fail<ShapeError>(class_name(), ": clip_rect (x ", clip_rect.x, ", y ", clip_rect.y, ", width ", clip_rect.width,
-                     ", height ", clip_rect.height, ") does not intersect the ", destination.width(), "x",
-                     destination.height(), " destination");
-  g.x = x0;
-  g.y = y0;
-  g.width = x1 - x0;
-  g.height = y1 - y0;
-  g.source_x = offset.x + (x0 - clip_rect.x) * window.stride_x - window.extent_x() / 2;
-  g.source_y = offset.y + (y0 - clip_rect.y) * window.stride_y - window.extent_y() / 2;
+  Region clipped = clipped_region(destination);
+  g.x = clipped.x;
+  g.y = clipped.y;
+  g.width = clipped.width;
+  g.height = clipped.height;
+  g.source_x = offset.x + (g.x - clip_rect.x) * window.stride_x - window.extent_x() / 2;
+  g.source_y = offset.y + (g.y - clip_rect.y) * window.stride_y - window.extent_y() / 2;
 
   g.source_image = offset.z;
   g.destination_image = std::max<int64_t>(clip_rect.z, 0);
@@ -398,18 +415,12 @@ BinaryGeometry BinaryKernel::resolve(const Image& primary_image, const Image& se
   if (g.destination_channel + g.channels > destination.feature_channels())
     fail<ShapeError>(class_name(), ": expected a destination image of at least ", g.destination_channel + g.channels,
                      " feature channels, given ", destination.feature_channels());
-  int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
-  int64_t x1 = clip_rect.width < destination.width() - clip_rect.x ? clip_rect.x + clip_rect.width : destination.width();
-  int64_t y1 =
-      clip_rect.height < destination.height() - clip_rect.y ? clip_rect.y + clip_rect.height : destination.height();
-  if (x1 <= x0 || y1 <= y0)
-    fail<ShapeError>(class_name(), ": clip_rect (x ", clip_rect.x, ", y ", clip_rect.y, ", width ", clip_rect.width,
-                     ", height ", clip_rect.height, ") does not intersect the ", destination.width(), "x",
-                     destination.height(), " destination");
+  Region clipped = clipped_region(destination);
+  const int64_t x0 = clipped.x, y0 = clipped.y;
   g.x = x0;
   g.y = y0;
-  g.width = x1 - x0;
-  g.height = y1 - y0;
+  g.width = clipped.width;
+  g.height = clipped.height;
   g.destination_image = std::max<int64_t>(clip_rect.z, 0);
   g.images = std::min({clip_rect.depth, destination.number_of_images() - g.destination_image,
                        primary_image.number_of_images() - primary.offset.z,

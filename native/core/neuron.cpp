@@ -75,13 +75,7 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
                                const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
                                const std::shared_ptr<Image>& destination_gradient) {
   const Geometry& g = static_cast<const GradientState&>(*state).geometry;
-  bool covers = g.source_x == 0 && g.source_y == 0 && g.width == source_image->width() &&
-                g.height == source_image->height() && g.source_channel == 0;
-  if (!covers) {  // pixels the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero_image(*destination_gradient);
-    });
-  }
+  record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient,
                          g](ExecutionContext& context) {
     int64_t channels = source_image->feature_channels() - g.source_channel;

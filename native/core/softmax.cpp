@@ -77,14 +77,7 @@ void CNNSoftMaxGradient::record(CommandBuffer& command_buffer, const std::shared
   std::shared_ptr<SoftMaxPrimitive> primitive = primitives_.get(d, [&] {
     return std::shared_ptr<SoftMaxPrimitive>(make_primitive<SoftMaxPrimitive>(device().backend(), d));
   });
-  const bool covers = g.source_x == 0 && g.source_y == 0 && g.width == destination_gradient->width() &&
-                      g.height == destination_gradient->height() && g.source_channel == 0 && g.source_image == 0 &&
-                      g.images == destination_gradient->number_of_images();
-  if (!covers) {  // pixels, channels and images the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero_image(*destination_gradient);
-    });
-  }
+  record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
                          channels](ExecutionContext& context) {
     primitive->gradient(context,

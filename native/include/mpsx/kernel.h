@@ -119,6 +119,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Throws ShapeError unless `source` has the channels the kernel reads from
   // source_feature_channel_offset on.
   void check_source_channels(const Image& source, int64_t source_channels) const;
+  // The part of clip_rect inside `destination` (x, y, width, height);
+  // throws ShapeError when they do not intersect.
+  Region clipped_region(const Image& destination) const;
   // Resolves offset, clipRect and channel offsets against the images;
   // throws ShapeError when they do not fit.
   Geometry resolve(const Image& source, const Image& destination, const Window& window,
@@ -337,6 +340,11 @@ class GradientKernel : public Kernel {
   // Checks the images against the forward encode of the state.
   virtual void check(const Image& source_gradient, const Image& secondary_image,
                      const GradientState& state) const;
+  // For a pointwise forward geometry `g`: records zeros into the
+  // destination gradient unless the forward pass read every pixel, channel
+  // and image of its source, since what it did not read gets no gradient.
+  static void record_zeros_outside(CommandBuffer& command_buffer, const std::shared_ptr<Image>& destination_gradient,
+                                   const Geometry& g);
   virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                       const std::shared_ptr<Image>& source_image,
                       const std::shared_ptr<State>& state,
