@@ -247,6 +247,13 @@ cdef class CNNKernel:
     def label(self, value):
         self.native().label = str(value).encode()
 
+    def gradient_kernels(self):
+        """The gradient kernels of this forward kernel, one per source image it reads (a binary kernel's
+        primary, then its secondary), made with its parameters and data source, as the graph's
+        gradient_filters_with_sources makes them; [] where MPS has no gradient (comparison, division, loss)."""
+        cdef vector[shared_ptr[CGradientKernel]] made = self.native().make_gradient_kernels()
+        return [_wrap_gradient_kernel(made[i], self) for i in range(made.size())]
+
     def __repr__(self):
         if not self.kernel:
             return uninitialized_repr(self)
@@ -543,17 +550,30 @@ cdef class CNNBinaryKernel(CNNKernel):
         return self.binary_kernel().dilation_rate_y(True)
 
 
-cdef class CNNGradientKernel(CNNKernel):
-    """MPSCNNGradientKernel: the backward pass of a forward kernel, driven by its state."""
+cdef class CNNGradientKernel(CNNBinaryKernel):
+    """MPSCNNGradientKernel: the backward pass of a forward kernel, a binary kernel whose primary image is
+    the gradient of the forward result and whose secondary image is the forward source (or, for softmax and
+    log-softmax, the forward result). The forward geometry comes from the gradient state at every encode;
+    the primary and secondary properties, clip_rect and kernel offsets keep their defaults."""
     cdef CGradientKernel* gradient
 
     cdef _set(self, shared_ptr[CGradientKernel] kernel):
         self.kernel = <shared_ptr[CKernel]>kernel
+        self.binary = <CBinaryKernel*>kernel.get()
         self.gradient = kernel.get()
 
     cdef CGradientKernel* gradient_kernel(self) except NULL:
         self.native()
         return self.gradient
+
+    # What a gradient kernel made by its forward kernel's gradient_kernels() keeps of it.
+    cdef _made_from(self, CNNKernel forward):
+        pass
+
+    def result_state(self, *args, **kwargs):
+        """Gradient kernels make no result state (MPS returns nil)."""
+        self.native()
+        return None
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State gradient_state not None, Image destination_gradient=None):
@@ -605,6 +625,15 @@ cdef class CNNGradientKernel(CNNKernel):
         self.gradient_kernel().kernel_offset_y = integer_argument(value, "kernel_offset_y")
 
 
+
+
+cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKernel forward):
+    # The Python class is the MPS class without "MPS", as everywhere in mpsx.
+    cls = globals()[made.get().class_name().decode()[3:]]
+    cdef CNNGradientKernel kernel = cls.__new__(cls)
+    kernel._set(made)
+    kernel._made_from(forward)
+    return kernel
 
 
 # ---------------------------------------------------------------- families

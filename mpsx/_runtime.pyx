@@ -24,6 +24,7 @@ from mpsx.includes.command_buffer cimport (
 from mpsx.includes.device cimport CDevice, backend_load_errors
 from mpsx.includes.errors cimport raise_stored
 from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
+from mpsx.includes.registry cimport unregister_primitive
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport DataType as CDataType, kMaxDimension, size_of
 
@@ -105,6 +106,11 @@ def _backend_load_errors():
     CDevice.all()
     cdef const vector[string]* errors = &backend_load_errors()
     return [errors[0][i].decode() for i in range(errors.size())]
+
+
+def _unregister_primitive(family, backend_kind):
+    """For tests, in a process of their own: makes a backend lack a kernel family ("softmax" on "cpu")."""
+    unregister_primitive(family.encode(), backend_kind.encode())
 
 
 def devices():

@@ -4,6 +4,7 @@ from libc.stdint cimport int64_t, uint32_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
+from libcpp.vector cimport vector
 
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
@@ -12,6 +13,8 @@ from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport EdgeMode, Offset, Region
 
 cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
+    cdef cppclass CGradientKernel "mpsx::GradientKernel"
+
     cdef cppclass CKernel "mpsx::Kernel":
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
@@ -23,6 +26,7 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         int64_t source_feature_channel_offset
         uint32_t padding_method
         string label
+        vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error
 
     cdef cppclass Encoded "mpsx::UnaryKernel::Encoded":
         shared_ptr[CImage] image
@@ -56,7 +60,7 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         int64_t dilation_rate_x(bool secondary)
         int64_t dilation_rate_y(bool secondary)
 
-    cdef cppclass CGradientKernel "mpsx::GradientKernel"(CKernel):
+    cdef cppclass CGradientKernel "mpsx::GradientKernel"(CBinaryKernel):
         int64_t kernel_offset_x
         int64_t kernel_offset_y
         shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source_gradient,

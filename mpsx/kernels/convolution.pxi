@@ -588,6 +588,9 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     cdef CCNNConvolutionGradient* _gradient(self) except NULL:
         return <CCNNConvolutionGradient*>self.gradient_kernel()
 
+    cdef _made_from(self, CNNKernel forward):
+        self._data_source = forward.data_source
+
     @property
     def data_source(self):
         return self._data_source

@@ -230,4 +230,23 @@ void CNNArithmeticGradient::record(CommandBuffer& command_buffer, const std::sha
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNArithmetic::make_gradient_kernels() const {
+  // MPS has gradients of addition, subtraction and multiplication only.
+  if (operation() == ArithmeticOperation::Divide || operation() == ArithmeticOperation::Compare) return {};
+  std::vector<std::shared_ptr<GradientKernel>> gradients;
+  for (bool secondary_filter : {false, true}) {
+    auto g = std::make_shared<CNNArithmeticGradient>(device_ptr(), operation(), secondary_filter);
+    g->primary_scale = parameters.primary_scale;
+    g->secondary_scale = parameters.secondary_scale;
+    g->bias = parameters.bias;
+    g->minimum_value = parameters.minimum;
+    g->maximum_value = parameters.maximum;
+    // The stride of the forward image this filter reads, as its check wants.
+    g->secondary_stride_in_feature_channels = g->reads_secondary_image() ? secondary_stride_in_feature_channels
+                                                                         : primary_stride_in_feature_channels;
+    gradients.push_back(std::move(g));
+  }
+  return gradients;
+}
+
 }  // namespace mpsx

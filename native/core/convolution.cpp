@@ -644,4 +644,12 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   }
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNConvolution::make_gradient_kernels() const {
+  return {std::make_shared<CNNConvolutionGradient>(device_ptr(), data_source_)};
+}
+
+std::vector<std::shared_ptr<GradientKernel>> CNNFullyConnected::make_gradient_kernels() const {
+  return {std::make_shared<CNNFullyConnectedGradient>(device_ptr(), data_source())};
+}
+
 }  // namespace mpsx

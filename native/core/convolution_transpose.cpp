@@ -376,4 +376,8 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
   }
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNConvolutionTranspose::make_gradient_kernels() const {
+  return {std::make_shared<CNNConvolutionTransposeGradient>(device_ptr(), data_source())};
+}
+
 }  // namespace mpsx

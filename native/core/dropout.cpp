@@ -150,4 +150,8 @@ void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNDropout::make_gradient_kernels() const {
+  return {std::make_shared<CNNDropoutGradient>(device_ptr(), descriptor_)};
+}
+
 }  // namespace mpsx

@@ -527,6 +527,62 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
   return {result, state};
 }
 
+std::vector<std::shared_ptr<GradientKernel>> GradientKernel::make_gradient_kernels() const {
+  fail<TypeMismatchError>(class_name(), " is a gradient kernel; gradient kernels have no gradient kernels");
+}
+
+void GradientKernel::record(CommandBuffer&, const std::shared_ptr<Image>&, const std::shared_ptr<Image>&,
+                            const std::shared_ptr<Image>&, const BinaryGeometry&, const std::shared_ptr<State>&) {
+  fail<TypeMismatchError>(class_name(), " encodes with a gradient state: encode(command_buffer, source_gradient, ",
+                          "source_image, gradient_state)");
+}
+
+namespace {
+
+// Messages' spelling of the properties a gradient kernel refuses.
+std::string spelled(const Offset& o) {
+  return "(" + std::to_string(o.x) + ", " + std::to_string(o.y) + ", " + std::to_string(o.z) + ")";
+}
+std::string spelled(int64_t v) { return std::to_string(v); }
+std::string spelled(EdgeMode m) { return m == EdgeMode::Zero ? "ZERO" : m == EdgeMode::Clamp ? "CLAMP" : std::to_string(static_cast<int>(m)); }
+std::string spelled(const Region& r) {
+  return "(" + std::to_string(r.x) + ", " + std::to_string(r.y) + ", " + std::to_string(r.z) + ", " +
+         std::to_string(r.width) + ", " + std::to_string(r.height) + ", " + std::to_string(r.depth) + ")";
+}
+bool operator!=(const Offset& a, const Offset& b) { return a.x != b.x || a.y != b.y || a.z != b.z; }
+bool operator!=(const Region& a, const Region& b) {
+  return a.x != b.x || a.y != b.y || a.z != b.z || a.width != b.width || a.height != b.height || a.depth != b.depth;
+}
+
+}  // namespace
+
+void GradientKernel::check_properties() const {
+  BinaryKernel::check_properties();
+  auto keep = [this](const char* property, const auto& given, const auto& initial) {
+    if (given != initial)
+      fail<ArgumentError>(class_name(), ": ", property, " must keep its default ", spelled(initial), ", given ",
+                          spelled(given), "; a gradient kernel takes the forward geometry from its gradient state");
+  };
+  const BinarySource plain;
+  for (bool second : {false, true}) {
+    const BinarySource& b = second ? secondary : primary;
+    const std::string which = second ? "secondary" : "primary";
+    keep((which + "_offset").c_str(), b.offset, plain.offset);
+    keep((which + "_edge_mode").c_str(), b.edge_mode, plain.edge_mode);
+    keep((which + "_stride_in_pixels_x").c_str(), b.stride_x, plain.stride_x);
+    keep((which + "_stride_in_pixels_y").c_str(), b.stride_y, plain.stride_y);
+    keep((which + "_source_feature_channel_offset").c_str(), b.feature_channel_offset, plain.feature_channel_offset);
+    keep((which + "_source_feature_channel_max_count").c_str(), b.feature_channel_max_count,
+         plain.feature_channel_max_count);
+  }
+  keep("offset", offset, Offset{});
+  keep("clip_rect", clip_rect, kRectNoClip);
+  keep("source_feature_channel_offset", source_feature_channel_offset, int64_t{0});
+  keep("destination_feature_channel_offset", destination_feature_channel_offset, int64_t{0});
+  keep("kernel_offset_x", kernel_offset_x, int64_t{0});
+  keep("kernel_offset_y", kernel_offset_y, int64_t{0});
+}
+
 std::string_view GradientKernel::forward_class_name() const {
   std::string_view name = class_name();
   constexpr std::string_view suffix = "Gradient";
@@ -567,6 +623,7 @@ void GradientKernel::check(const Image& source_gradient, const Image& secondary_
 
 ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source_gradient,
                                                              const State& state) const {
+  check_properties();
   ImageDescriptor d = gradient_state_of(state).source_descriptor;
   d.channel_format = source_gradient.data_type();
   return d;
@@ -576,6 +633,7 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
                                      const std::shared_ptr<Image>& source_image,
                                      const std::shared_ptr<State>& state) const {
   check_command_buffer(command_buffer);
+  check_properties();
   if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected a source gradient image, given None");
   if (!source_image) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
   if (!state) fail<TypeMismatchError>(class_name(), ": expected a gradient state, given None");

@@ -90,4 +90,8 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNNeuron::make_gradient_kernels() const {
+  return {std::make_shared<CNNNeuronGradient>(device_ptr(), descriptor_)};
+}
+
 }  // namespace mpsx

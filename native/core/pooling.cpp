@@ -161,4 +161,14 @@ void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNPooling::make_gradient_kernels() const {
+  const Window& w = pooling_window();
+  auto gradient = std::make_shared<CNNPoolingGradient>(device_ptr(), kind(), w.kernel_width, w.kernel_height,
+                                                       w.stride_x, w.stride_y, w.dilation_x, w.dilation_y);
+  gradient->edge_mode = edge_mode;  // the pooling gradient reads the forward edge mode from its own
+  gradient->set_zero_pad_size_x(zero_pad_size_x());
+  gradient->set_zero_pad_size_y(zero_pad_size_y());
+  return {gradient};
+}
+
 }  // namespace mpsx

@@ -41,3 +41,13 @@ ErasedMaker find_primitive(const char* family, const Backend& backend) {
 }
 
 }  // namespace mpsx::detail
+
+namespace mpsx {
+
+void unregister_primitive(const char* family, const char* backend_kind) {
+  detail::Registry& r = detail::registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.makers.erase({family, backend_kind});
+}
+
+}  // namespace mpsx

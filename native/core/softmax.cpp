@@ -90,4 +90,8 @@ void CNNSoftMaxGradient::record(CommandBuffer& command_buffer, const std::shared
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNSoftMax::make_gradient_kernels() const {
+  return {std::make_shared<CNNSoftMaxGradient>(device_ptr(), log_)};
+}
+
 }  // namespace mpsx

@@ -230,4 +230,9 @@ void CNNUpsamplingGradient::record(CommandBuffer& command_buffer, const std::sha
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNUpsampling::make_gradient_kernels() const {
+  return {std::make_shared<CNNUpsamplingGradient>(device_ptr(), kind(), scale_factor_x(), scale_factor_y(),
+                                                  align_corners())};
+}
+
 }  // namespace mpsx

@@ -18,6 +18,7 @@ namespace mpsx {
 
 class CommandBuffer;
 class Device;
+class GradientKernel;
 
 // The footprint of a kernel's window in the source image.
 struct Window {
@@ -101,6 +102,13 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Throws DeviceMismatchError unless `image` lives on this kernel's device.
   void check_device(const Image& image, const char* role) const;
   void check_device(const State& state, const char* role) const;
+
+  // The gradient kernels of this forward kernel, one per source image it
+  // reads (a binary kernel's primary, then its secondary), made with its
+  // parameters and data source: how the graph makes gradient nodes. Empty
+  // where MPS has no gradient (comparison, loss, which makes its own);
+  // gradient kernels throw TypeMismatchError.
+  virtual std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const { return {}; }
 
  protected:
   // The MPS padding policy: sets `offset` for `window` over `source` and
@@ -304,14 +312,17 @@ class BinaryKernel : public Kernel {
 // (softmax, log-softmax).
 enum class GradientSecondary { ForwardSource, ForwardResult };
 
-// MPSCNNGradientKernel: the primary source is the gradient of the forward
-// result, the secondary source the forward source or result image as the
-// family declares, and the state the forward's result state. The geometry of
-// the forward encode comes from the state, so the gradient matches the
-// forward pass without any setup.
-class GradientKernel : public Kernel {
+// MPSCNNGradientKernel, a binary kernel: the primary image is the gradient of
+// the forward result, the secondary image the forward source or result as
+// the family declares, and the state the forward's result state. The
+// geometry of the forward encode comes from the state at every encode, as
+// MPS sets it from the state in -destinationImageDescriptorForSourceImages:
+// sourceStates:, so the gradient matches the forward pass without any setup;
+// the primary and secondary properties, offsets, clip rect and kernel offsets
+// set by hand are refused (check_properties).
+class GradientKernel : public BinaryKernel {
  public:
-  using Kernel::Kernel;
+  using BinaryKernel::BinaryKernel;
 
   int64_t kernel_offset_x = 0;
   int64_t kernel_offset_y = 0;
@@ -326,7 +337,13 @@ class GradientKernel : public Kernel {
   // source gradient's data type.
   ImageDescriptor destination_image_descriptor(const Image& source_gradient, const State& gradient_state) const;
 
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
+
  protected:
+  // Also throws ArgumentError for geometry set by hand: a primary or
+  // secondary property, offset, clip_rect, a feature channel offset or a
+  // kernel offset away from its default.
+  void check_properties() const override;
   virtual GradientSecondary gradient_secondary() const { return GradientSecondary::ForwardSource; }
   // The MPS class of the forward kernel whose states this kernel consumes:
   // MPS names each gradient kernel after its forward kernel, so by default
@@ -349,6 +366,13 @@ class GradientKernel : public Kernel {
                       const std::shared_ptr<Image>& source_image,
                       const std::shared_ptr<State>& state,
                       const std::shared_ptr<Image>& destination_gradient) = 0;
+
+ private:
+  // BinaryKernel's forward encode, which a gradient kernel has no use for:
+  // it encodes with a gradient state. Throws TypeMismatchError.
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
+              const std::shared_ptr<Image>& secondary_image, const std::shared_ptr<Image>& destination,
+              const BinaryGeometry& geometry, const std::shared_ptr<State>& state) final;
 };
 
 }  // namespace mpsx

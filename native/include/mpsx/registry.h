@@ -23,6 +23,10 @@ void register_primitive(const char* family, const char* backend_kind, ErasedMake
 ErasedMaker find_primitive(const char* family, const Backend& backend);
 }  // namespace detail
 
+// Forgets a backend's primitive of a family, as if the backend lacked it:
+// for tests of that error, in a process of their own.
+void unregister_primitive(const char* family, const char* backend_kind);
+
 // A backend file's registration, as a static object:
 //   const RegisterPrimitive<NeuronPrimitive> registered("cpu", make_neuron);
 template <class P>

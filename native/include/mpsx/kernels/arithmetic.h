@@ -77,6 +77,7 @@ class CNNArithmetic : public BinaryKernel {
   CNNArithmetic(std::shared_ptr<Device> device, ArithmeticOperation operation);
   const char* class_name() const override;
   ArithmeticOperation operation() const { return parameters.operation; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
   // Scales, bias, clamp, comparison type and threshold; operation is fixed.
   ArithmeticParameters parameters;

@@ -252,6 +252,7 @@ class CNNConvolution : public UnaryKernel {
  public:
   CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
   const char* class_name() const override { return "MPSCNNConvolution"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
   const ConvolutionDescriptor& descriptor() const { return descriptor_; }
   const std::shared_ptr<ConvolutionDataSource>& data_source() const { return data_source_; }
@@ -315,6 +316,7 @@ class CNNFullyConnected : public CNNConvolution {
  public:
   CNNFullyConnected(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
   const char* class_name() const override { return "MPSCNNFullyConnected"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
   void check_source(const Image& source) const override;
@@ -335,6 +337,11 @@ class CNNConvolutionGradient : public GradientKernel {
   const ConvolutionDescriptor& descriptor() const { return descriptor_; }
   const std::shared_ptr<ConvolutionDataSource>& data_source() const { return data_source_; }
   ConvolutionGradientOption gradient_option = ConvolutionGradientOption::All;
+  // The secondary (forward source) window is the forward convolution's.
+  int64_t kernel_width(bool secondary) const override { return secondary ? descriptor_.kernel_width : 1; }
+  int64_t kernel_height(bool secondary) const override { return secondary ? descriptor_.kernel_height : 1; }
+  int64_t dilation_rate_x(bool secondary) const override { return secondary ? descriptor_.dilation_x : 1; }
+  int64_t dilation_rate_y(bool secondary) const override { return secondary ? descriptor_.dilation_y : 1; }
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;

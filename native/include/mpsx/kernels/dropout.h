@@ -114,6 +114,7 @@ class CNNDropout : public UnaryKernel {
   CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNDropout"; }
   const DropoutDescriptor& dropout_descriptor() const { return descriptor_; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;

@@ -68,6 +68,7 @@ class CNNNeuron : public UnaryKernel {
   CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNNeuron"; }
   const NeuronDescriptor& neuron_descriptor() const { return descriptor_; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
   void check_source(const Image& source) const override;

@@ -107,6 +107,7 @@ class CNNPooling : public UnaryKernel, public PoolingParameters {
   CNNPooling(std::shared_ptr<Device> device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
              int64_t stride_x, int64_t stride_y, int64_t dilation_x = 1, int64_t dilation_y = 1);
   const char* class_name() const override { return pooling_class_name(); }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
   Window window() const override { return pooling_window(); }
@@ -136,6 +137,11 @@ class CNNPoolingGradient : public GradientKernel, public PoolingParameters {
   int64_t source_size_height() const { return source_size_[1]; }
   int64_t source_size_depth() const { return source_size_[2]; }
   void set_source_size(int64_t width, int64_t height, int64_t depth);
+  // The secondary (forward source) window is the forward pooling's.
+  int64_t kernel_width(bool secondary) const override { return secondary ? pooling_window().kernel_width : 1; }
+  int64_t kernel_height(bool secondary) const override { return secondary ? pooling_window().kernel_height : 1; }
+  int64_t dilation_rate_x(bool secondary) const override { return secondary ? pooling_window().dilation_x : 1; }
+  int64_t dilation_rate_y(bool secondary) const override { return secondary ? pooling_window().dilation_y : 1; }
 
  protected:
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,

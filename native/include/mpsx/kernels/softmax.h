@@ -53,6 +53,7 @@ class CNNSoftMax : public UnaryKernel {
  public:
   CNNSoftMax(std::shared_ptr<Device> device, bool log);
   const char* class_name() const override { return log_ ? "MPSCNNLogSoftMax" : "MPSCNNSoftMax"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
   bool is_log() const { return log_; }
 
  protected:

@@ -105,6 +105,7 @@ class CNNUpsampling : public UnaryKernel, public UpsamplingParameters {
   CNNUpsampling(std::shared_ptr<Device> device, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
                 bool align_corners = false);
   const char* class_name() const override { return upsampling_class_name(); }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
