@@ -34,11 +34,6 @@ class CudaUpsampling final : public UpsamplingPrimitive {
     tables_.readers_y = static_cast<const int64_t*>(upload(readers_y.data(), readers_y.size() * sizeof(int64_t)));
   }
 
-  ~CudaUpsampling() override {
-    DeviceScope scope(ordinal_);
-    for (void* p : allocations_) cudaFree(p);
-  }
-
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
     upsampling_forward(tables_, source, destination, context_of(context).stream());
   }
@@ -52,13 +47,23 @@ class CudaUpsampling final : public UpsamplingPrimitive {
   void* upload(const void* host, size_t bytes) {
     void* device = nullptr;
     MPSX_CUDA_CHECK(cudaMalloc(&device, bytes > 0 ? bytes : 1));
-    allocations_.push_back(device);
+    allocations_.tables.push_back(device);
     if (bytes > 0) MPSX_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
     return device;
   }
 
+  // Frees the tables also when the constructor throws halfway.
+  struct Allocations {
+    int ordinal;
+    std::vector<void*> tables;
+    ~Allocations() {
+      DeviceScope scope(ordinal);
+      for (void* p : tables) cudaFree(p);
+    }
+  };
+
   int ordinal_;
-  std::vector<void*> allocations_;
+  Allocations allocations_{ordinal_, {}};
   UpsamplingTables tables_;
 };
 
