@@ -382,8 +382,9 @@ cdef class CNNBatchNormalizationState(NNGradientState):
     """MPSCNNBatchNormalizationState: one batch's statistics and the gradients of
     gamma and beta (float32 Buffers of one value per channel, batch sums), and
     the gamma and beta its forward encode used. synchronize(cb) before reading
-    them on the host. It belongs to the batch its first encode (statistics or
-    forward) used."""
+    them on the host. It belongs to one batch, which may come as several
+    sub-batches: statistics of each, then forward, statistics gradient and
+    gradient of each (docs/semantics.md). reset() starts a new batch."""
 
     cdef shared_ptr[CBatchNormalizationState] _batch_state(self):
         return static_pointer_cast[CBatchNormalizationState, CState](self.shared())
@@ -423,7 +424,8 @@ cdef class CNNBatchNormalizationState(NNGradientState):
         return self._kernel
 
     def reset(self):
-        """MPS -reset: zeroes the statistics and gradients; encode the statistics again before using it."""
+        """MPS -reset: zeroes the statistics and gradients and forgets the sub-batches; encode the statistics
+        again before using it."""
         (<CBatchNormalizationState*>self.native()).reset()
 
 
@@ -553,7 +555,9 @@ cdef object _wrap_neuron_descriptor(const CNeuronDescriptor& desc):
 
 cdef class CNNBatchNormalizationStatistics(CNNKernel):
     """MPSCNNBatchNormalizationStatistics(device): the batch mean and biased variance of
-    each channel over every pixel of every source image, into the state."""
+    each channel over every pixel of every source image, into the state. Several encodes on
+    one state (sub-batches, before any forward encode) accumulate: the statistics of all
+    their pixels together."""
 
     def __init__(self, Device device not None):
         self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.shared())
@@ -571,7 +575,8 @@ cdef class CNNBatchNormalizationStatistics(CNNKernel):
 
 cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
     """MPSCNNBatchNormalizationStatisticsGradient(device, fused_neuron_descriptor=None):
-    the state's gradient_for_gamma and gradient_for_beta, summed over the batch."""
+    the state's gradient_for_gamma and gradient_for_beta, summed over the batch (over
+    every sub-batch encoded with the state)."""
 
     def __init__(self, Device device not None, fused_neuron_descriptor=None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationStatisticsGradient](
