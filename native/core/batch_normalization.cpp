@@ -294,7 +294,11 @@ void BatchNormalizationState::check_bindable(const Image& source, const char* ke
 void BatchNormalizationState::bind_source(const Image& source) {
   State::bind_source(source);
   bound_ = source.identity();
-  if (!find(bound_)) sub_batches_.push_back(SubBatch{bound_});
+  if (!find(bound_)) {
+    SubBatch added;
+    added.source = bound_;
+    sub_batches_.push_back(added);
+  }
 }
 
 void BatchNormalizationState::remember_forward() {
