@@ -8,15 +8,17 @@ from mpsx.includes.kernels.batch_normalization cimport (
     BatchNormalizationDataSourceCalls, CBatchNormalizationDataSource, CBatchNormalizationGradientKernel,
     CBatchNormalizationState, CBatchNormalizationWeights, CCNNBatchNormalization, CCNNBatchNormalizationGradient,
     CCNNBatchNormalizationStatistics, CCNNBatchNormalizationStatisticsGradient, CNormalizationGammaAndBetaState,
-    CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls)
+    CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls,
+    kNormalizationDefaultEpsilon)
 
 __all__ += ["CNNBatchNormalizationDataSource", "BatchNormalizationWeights", "CNNNormalizationGammaAndBetaState",
             "CNNNormalizationMeanAndVarianceState", "CNNBatchNormalizationState", "CNNBatchNormalization",
             "CNNBatchNormalizationStatistics", "CNNBatchNormalizationStatisticsGradient",
             "CNNBatchNormalizationGradient"]
 
-# FLT_MIN: MPS's epsilon for data sources that have none.
-cdef float _FLT_MIN = np.finfo(np.float32).tiny
+# MPS's epsilon for data sources that have none (FLT_MIN), from
+# mpsx/kernels/normalization.h.
+NORMALIZATION_DEFAULT_EPSILON = float(kNormalizationDefaultEpsilon)
 
 
 class CNNBatchNormalizationDataSource:
@@ -36,7 +38,7 @@ class CNNBatchNormalizationDataSource:
     CNNNormalizationMeanAndVarianceState or None (GPU-side updates);
     copy(device).
     """
-    epsilon = float(np.finfo(np.float32).tiny)
+    epsilon = NORMALIZATION_DEFAULT_EPSILON
 
     def number_of_feature_channels(self):
         raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels()")
@@ -96,7 +98,7 @@ cdef HostArray _bds_array(object source, const char* method) except *:
 
 cdef float _bds_epsilon(object source) except *:
     value = _value_of(source, "epsilon")
-    return _FLT_MIN if value is None else float(value)
+    return kNormalizationDefaultEpsilon if value is None else float(value)
 
 
 # Kernels by address, so states handed to data sources know their kernel.
@@ -380,8 +382,9 @@ cdef class CNNBatchNormalizationState(NNGradientState):
     """MPSCNNBatchNormalizationState: one batch's statistics and the gradients of
     gamma and beta (float32 Buffers of one value per channel, batch sums), and
     the gamma and beta its forward encode used. synchronize(cb) before reading
-    them on the host. It belongs to the batch its first encode (statistics or
-    forward) used."""
+    them on the host. It belongs to one batch, which may come as several
+    sub-batches: statistics of each, then forward, statistics gradient and
+    gradient of each (docs/semantics.md). reset() starts a new batch."""
 
     cdef shared_ptr[CBatchNormalizationState] _batch_state(self):
         return static_pointer_cast[CBatchNormalizationState, CState](self.shared())
@@ -421,7 +424,8 @@ cdef class CNNBatchNormalizationState(NNGradientState):
         return self._kernel
 
     def reset(self):
-        """MPS -reset: zeroes the statistics and gradients; encode the statistics again before using it."""
+        """MPS -reset: zeroes the statistics and gradients and forgets the sub-batches; encode the statistics
+        again before using it."""
         (<CBatchNormalizationState*>self.native()).reset()
 
 
@@ -551,7 +555,9 @@ cdef object _wrap_neuron_descriptor(const CNeuronDescriptor& desc):
 
 cdef class CNNBatchNormalizationStatistics(CNNKernel):
     """MPSCNNBatchNormalizationStatistics(device): the batch mean and biased variance of
-    each channel over every pixel of every source image, into the state."""
+    each channel over every pixel of every source image, into the state. Several encodes on
+    one state (sub-batches, before any forward encode) accumulate: the statistics of all
+    their pixels together."""
 
     def __init__(self, Device device not None):
         self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.shared())
@@ -569,7 +575,8 @@ cdef class CNNBatchNormalizationStatistics(CNNKernel):
 
 cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
     """MPSCNNBatchNormalizationStatisticsGradient(device, fused_neuron_descriptor=None):
-    the state's gradient_for_gamma and gradient_for_beta, summed over the batch."""
+    the state's gradient_for_gamma and gradient_for_beta, summed over the batch (over
+    every sub-batch encoded with the state)."""
 
     def __init__(self, Device device not None, fused_neuron_descriptor=None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationStatisticsGradient](
