@@ -142,6 +142,18 @@ def test_arithmetic_makes_one_gradient_per_source(device, name):
     np.testing.assert_allclose(db.to_numpy(), expected[1], rtol=1e-5, atol=1e-5)
 
 
+def test_batch_normalization_makes_its_gradient_kernels(device):
+    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+    weights = mpsx.BatchNormalizationWeights(np.ones(4, np.float32), np.zeros(4, np.float32),
+                                             np.zeros(4, np.float32), np.ones(4, np.float32))
+    made = mpsx.CNNBatchNormalization(device, weights, relu).gradient_kernels()
+    assert [type(g) for g in made] == [mpsx.CNNBatchNormalizationGradient]
+    assert made[0].fused_neuron_descriptor.neuron_type == mpsx.NeuronType.RELU
+    made = mpsx.CNNBatchNormalizationStatistics(device).gradient_kernels()
+    assert [type(g) for g in made] == [mpsx.CNNBatchNormalizationStatisticsGradient]
+    assert made[0].fused_neuron_descriptor is None
+
+
 def test_kernels_without_a_gradient_make_none(device):
     assert mpsx.CNNDivide(device).gradient_kernels() == []
     assert mpsx.NNCompare(device).gradient_kernels() == []

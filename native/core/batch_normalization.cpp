@@ -675,4 +675,14 @@ void CNNBatchNormalizationGradient::record(CommandBuffer& command_buffer,
   });
 }
 
+std::vector<std::shared_ptr<GradientKernel>> CNNBatchNormalization::make_gradient_kernels() const {
+  return {std::make_shared<CNNBatchNormalizationGradient>(device_ptr(), fused_neuron())};
+}
+
+// With no fused neuron: the statistics kernel has none. The gradient of a
+// batch normalization with one needs a statistics gradient made with it.
+std::vector<std::shared_ptr<GradientKernel>> CNNBatchNormalizationStatistics::make_gradient_kernels() const {
+  return {std::make_shared<CNNBatchNormalizationStatisticsGradient>(device_ptr(), NeuronDescriptor{})};
+}
+
 }  // namespace mpsx

@@ -329,6 +329,7 @@ class CNNBatchNormalization : public UnaryKernel {
   CNNBatchNormalization(std::shared_ptr<Device> device, std::shared_ptr<BatchNormalizationDataSource> data_source,
                         NeuronDescriptor fused_neuron);
   const char* class_name() const override { return "MPSCNNBatchNormalization"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
   int64_t number_of_feature_channels() const { return channels_; }
   float epsilon;
@@ -391,6 +392,7 @@ class CNNBatchNormalizationStatistics : public Kernel {
  public:
   explicit CNNBatchNormalizationStatistics(std::shared_ptr<Device> device);
   const char* class_name() const override { return "MPSCNNBatchNormalizationStatistics"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
   void encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                     const std::shared_ptr<State>& state);
 
