@@ -477,10 +477,11 @@ def test_batch_normalization_weights_host_values_follow_completed_updates(device
 
     # Steps without host reads hold no more device memory than one step does.
     def steps(count):
-        for _ in range(count):
-            cb = step(x, dy)
+        buffers = [step(x, dy) for _ in range(count)]
+        for cb in buffers:
             cb.commit()
-        cb.wait_until_completed()
+        for cb in buffers:
+            cb.wait_until_completed()
         return device.bytes_in_use
 
     in_use = steps(2)
