@@ -211,6 +211,12 @@ def pooling_gradient(name):
 DILATED_ARGUMENTS = ("(dev, kernel_width, kernel_height, dilation_rate_x, dilation_rate_y, stride_in_pixels_x, "
                      "stride_in_pixels_y)")
 
+LOCAL_CONTRAST_NORMALIZATION = """
+kernel_width = 3
+kernel_height = 3
+"""
+LCN_ARGUMENTS = "(dev, kernel_width, kernel_height)"
+
 NEURON = """
 neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
 """
@@ -394,6 +400,12 @@ obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
     "CNNDilatedPoolingMaxGradient": [gradient("mpsx.CNNDilatedPoolingMax" + DILATED_ARGUMENTS,
                                               "mpsx.CNNDilatedPoolingMaxGradient" + DILATED_ARGUMENTS,
                                               DILATED_POOLING)],
+    # local contrast normalization
+    "CNNLocalContrastNormalization": [forward("mpsx.CNNLocalContrastNormalization" + LCN_ARGUMENTS,
+                                              LOCAL_CONTRAST_NORMALIZATION)],
+    "CNNLocalContrastNormalizationGradient": [gradient("mpsx.CNNLocalContrastNormalization" + LCN_ARGUMENTS,
+                                                       "mpsx.CNNLocalContrastNormalizationGradient" + LCN_ARGUMENTS,
+                                                       LOCAL_CONTRAST_NORMALIZATION)],
     # softmax
     "CNNSoftMax": [forward("mpsx.CNNSoftMax(dev)")],
     "CNNLogSoftMax": [forward("mpsx.CNNLogSoftMax(dev)")],

@@ -48,8 +48,15 @@ UNARY = {
                            lambda d: mpsx.CNNUpsamplingNearestGradient(d, 2, 3), False),
     "bilinear upsampling": (lambda d: mpsx.CNNUpsamplingBilinear(d, 3, 2, True),
                             lambda d: mpsx.CNNUpsamplingBilinearGradient(d, 3, 2, True), False),
+    "local contrast normalization": (lambda d: lcn(mpsx.CNNLocalContrastNormalization(d, 3, 3)),
+                                     lambda d: lcn(mpsx.CNNLocalContrastNormalizationGradient(d, 3, 3)), False),
 }
 WEIGHTS = weights(4, 8)
+
+
+def lcn(kernel):
+    kernel.alpha, kernel.beta, kernel.delta, kernel.p0, kernel.pm, kernel.ps = 0.7, 0.6, 0.3, 0.8, 0.1, 1.3
+    return kernel
 
 
 def average_pooling_gradient(device):

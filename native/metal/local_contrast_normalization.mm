@@ -1,0 +1,107 @@
+#include "mpsx/kernels/local_contrast_normalization.h"
+
+#include <cstdint>
+
+#include "backend.h"
+#include "mpsx/registry.h"
+
+namespace mpsx::metal {
+namespace {
+
+NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
+
+// An MPS offset names the source pixel of the clipRect's first pixel: the
+// window's centre, floor(kernel / 2) right of and below its top-left tap.
+MPSOffset window_centre(const LocalContrastNormalizationDescriptor& d, const LocalContrastNormalizationPass& pass) {
+  return MPSOffset{pass.first_x + d.kernel_width / 2, pass.first_y + d.kernel_height / 2, 0};
+}
+
+// The properties of either class (the forward kernel and its gradient declare the same ones).
+template <class Kernel>
+void set_parameters(Kernel* kernel, const LocalContrastNormalizationParameters& p) {
+  kernel.alpha = p.alpha;
+  kernel.beta = p.beta;
+  kernel.delta = p.delta;
+  kernel.p0 = p.p0;
+  kernel.pm = p.pm;
+  kernel.ps = p.ps;
+}
+
+class MetalLocalContrastNormalization final : public LocalContrastNormalizationPrimitive {
+ public:
+  MetalLocalContrastNormalization(id<MTLDevice> device, const LocalContrastNormalizationDescriptor& d)
+      : d_(d),
+        forward_([[MPSCNNLocalContrastNormalization alloc] initWithDevice:device
+                                                              kernelWidth:ns(d.kernel_width)
+                                                             kernelHeight:ns(d.kernel_height)]),
+        gradient_(d.gradient ? [[MPSCNNLocalContrastNormalizationGradient alloc] initWithDevice:device
+                                                                                   kernelWidth:ns(d.kernel_width)
+                                                                                  kernelHeight:ns(d.kernel_height)]
+                             : nil) {
+    // Window pixels off the image read 0, as on cpu and cuda.
+    forward_.edgeMode = MPSImageEdgeModeZero;
+    if (gradient_) gradient_.secondaryEdgeMode = MPSImageEdgeModeZero;
+  }
+
+  void forward(ExecutionContext& context, const LocalContrastNormalizationPass& pass, const ImageRegion& source,
+               const ImageRegion& destination) const override {
+    set_forward(pass, source, destination);
+    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                            sourceImages:images_of(source)
+                       destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const LocalContrastNormalizationPass& pass,
+                const ImageRegion& source_gradient, const ImageRegion& source_image,
+                const ImageRegion& destination_gradient) const override {
+    MetalContext& metal = context_of(context);
+    MPSImageBatch* source_images = images_of(source_image);
+    MPSImageBatch* source_gradients = images_of(source_gradient);
+    // The gradient encode takes the forward pass's states: made by the
+    // forward kernel, set as for that pass.
+    set_forward(pass, source_image, source_gradient);
+    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:source_images
+                                                        sourceStates:nil
+                                                    destinationImage:source_gradients];
+    set_parameters(gradient_, pass.parameters);
+    gradient_.primaryOffset = origin_of(source_gradient);
+    gradient_.secondaryOffset = window_centre(d_, pass);
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source_image);
+    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source_image);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+    [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
+                          sourceGradients:source_gradients
+                             sourceImages:source_images
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  void set_forward(const LocalContrastNormalizationPass& pass, const ImageRegion& source,
+                   const ImageRegion& destination) const {
+    set_parameters(forward_, pass.parameters);
+    forward_.offset = window_centre(d_, pass);
+    forward_.clipRect = clip_rect_of(destination);
+    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    forward_.sourceFeatureChannelMaxCount = slice_channels(source);
+    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+  }
+
+  LocalContrastNormalizationDescriptor d_;
+  MPSCNNLocalContrastNormalization* forward_;
+  MPSCNNLocalContrastNormalizationGradient* gradient_;
+};
+
+std::unique_ptr<LocalContrastNormalizationPrimitive> make_local_contrast_normalization(
+    Backend& backend, const LocalContrastNormalizationDescriptor& descriptor) {
+  return std::make_unique<MetalLocalContrastNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
+}
+
+const RegisterPrimitive<LocalContrastNormalizationPrimitive> registered("metal", make_local_contrast_normalization);
+
+}  // namespace
+
+}  // namespace mpsx::metal
