@@ -291,6 +291,10 @@ source_image = result
 source_images = results
 """
 
+CROSS_CHANNEL = """
+kernel_size = 3
+"""
+
 NEURON_GRADIENT = gradient("mpsx.CNNNeuron(dev, neuron_descriptor)", "mpsx.CNNNeuronGradient(dev, neuron_descriptor)",
                            NEURON)
 SGD = optimizer("mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate, momentum_scale=0.9, "
@@ -400,6 +404,11 @@ obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
     "CNNSoftMaxGradient": [gradient("mpsx.CNNSoftMax(dev)", "mpsx.CNNSoftMaxGradient(dev)") + SOFTMAX_RESULTS],
     "CNNLogSoftMaxGradient": [gradient("mpsx.CNNLogSoftMax(dev)", "mpsx.CNNLogSoftMaxGradient(dev)") +
                               SOFTMAX_RESULTS],
+    # cross-channel normalization
+    "CNNCrossChannelNormalization": [forward("mpsx.CNNCrossChannelNormalization(dev, kernel_size)", CROSS_CHANNEL)],
+    "CNNCrossChannelNormalizationGradient": [gradient("mpsx.CNNCrossChannelNormalization(dev, kernel_size)",
+                                                      "mpsx.CNNCrossChannelNormalizationGradient(dev, kernel_size)",
+                                                      CROSS_CHANNEL)],
     # convolution
     "CNNConvolutionDescriptor": ["""
 kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 6

@@ -16,8 +16,8 @@ SEED_FAMILIES = [
 ]
 
 # What mpsx has today.
-PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution", "Dropout",
-           "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
+PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution",
+           "CrossChannelNormalization", "Dropout", "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
 
 
 def weights(channels_in, channels_out):
@@ -67,6 +67,8 @@ BUILDERS = {
     "BatchNormalizationStatistics": batch_normalization,
     "Convolution": lambda device: unary(mpsx.CNNConvolution(device, weights(4, 8)),
                                         mpsx.CNNConvolutionGradient(device, weights(4, 8))),
+    "CrossChannelNormalization": lambda device: unary(mpsx.CNNCrossChannelNormalization(device, 3),
+                                                      mpsx.CNNCrossChannelNormalizationGradient(device, 3)),
     "Dropout": lambda device: unary(mpsx.CNNDropout(device, 0.5, 7, (1, 1, 1)),
                                     mpsx.CNNDropoutGradient(device, 0.5, 7, (1, 1, 1))),
     "LogSoftMax": lambda device: unary(mpsx.CNNLogSoftMax(device), mpsx.CNNLogSoftMaxGradient(device), "result"),

@@ -44,6 +44,8 @@ UNARY = {
     "log-softmax": (lambda d: mpsx.CNNLogSoftMax(d), lambda d: mpsx.CNNLogSoftMaxGradient(d), True),
     "dropout": (lambda d: mpsx.CNNDropout(d, 0.6, 11, (1, 0, 1)), lambda d: mpsx.CNNDropoutGradient(d, 0.6, 11, (1, 0, 1)),
                 False),
+    "cross-channel normalization": (lambda d: mpsx.CNNCrossChannelNormalization(d, 4),
+                                    lambda d: mpsx.CNNCrossChannelNormalizationGradient(d, 4), False),
     "nearest upsampling": (lambda d: mpsx.CNNUpsamplingNearest(d, 2, 3),
                            lambda d: mpsx.CNNUpsamplingNearestGradient(d, 2, 3), False),
     "bilinear upsampling": (lambda d: mpsx.CNNUpsamplingBilinear(d, 3, 2, True),
