@@ -17,7 +17,8 @@ SEED_FAMILIES = [
 
 # What mpsx has today.
 PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution",
-           "CrossChannelNormalization", "Dropout", "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
+           "CrossChannelNormalization", "Dropout", "LogSoftMax", "Neuron", "Pooling", "SoftMax", "SpatialNormalization",
+           "Upsampling"}
 
 
 def weights(channels_in, channels_out):
@@ -77,6 +78,8 @@ BUILDERS = {
     "Pooling": lambda device: unary(mpsx.CNNPoolingMax(device, 2, 2, 2, 2),
                                     mpsx.CNNPoolingMaxGradient(device, 2, 2, 2, 2)),
     "SoftMax": lambda device: unary(mpsx.CNNSoftMax(device), mpsx.CNNSoftMaxGradient(device), "result"),
+    "SpatialNormalization": lambda device: unary(mpsx.CNNSpatialNormalization(device, 3, 3),
+                                                 mpsx.CNNSpatialNormalizationGradient(device, 3, 3)),
     "Upsampling": lambda device: unary(mpsx.CNNUpsamplingNearest(device, 2, 2),
                                        mpsx.CNNUpsamplingNearestGradient(device, 2, 2)),
 }

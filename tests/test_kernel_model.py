@@ -46,6 +46,8 @@ UNARY = {
                 False),
     "cross-channel normalization": (lambda d: mpsx.CNNCrossChannelNormalization(d, 4),
                                     lambda d: mpsx.CNNCrossChannelNormalizationGradient(d, 4), False),
+    "spatial normalization": (lambda d: mpsx.CNNSpatialNormalization(d, 3, 3),
+                              lambda d: mpsx.CNNSpatialNormalizationGradient(d, 3, 3), False),
     "nearest upsampling": (lambda d: mpsx.CNNUpsamplingNearest(d, 2, 3),
                            lambda d: mpsx.CNNUpsamplingNearestGradient(d, 2, 3), False),
     "bilinear upsampling": (lambda d: mpsx.CNNUpsamplingBilinear(d, 3, 2, True),
