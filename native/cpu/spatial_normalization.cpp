@@ -11,9 +11,9 @@
 namespace mpsx::cpu {
 namespace {
 
-// Plain C++: oneDNN's lrn_within_channel divides by the taps inside the
-// image at the borders and centres even windows the other way; MPS divides
-// by k*k always.
+// Plain C++: oneDNN's lrn_within_channel is documented with alpha/n, not
+// MPS's alpha/(k*k), and its even windows and borders are not documented to
+// match MPS's.
 
 // Scratch slots (Float32Region takes 0 to 2): per element of the written
 // region, in (image, row, column, channel) order.
