@@ -297,6 +297,15 @@ source_image = result
 source_images = results
 """
 
+CROSS_CHANNEL = """
+kernel_size = 3
+"""
+
+SPATIAL = """
+kernel_width = 3
+kernel_height = 3
+"""
+
 NEURON_GRADIENT = gradient("mpsx.CNNNeuron(dev, neuron_descriptor)", "mpsx.CNNNeuronGradient(dev, neuron_descriptor)",
                            NEURON)
 SGD = optimizer("mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate, momentum_scale=0.9, "
@@ -412,6 +421,16 @@ obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
     "CNNSoftMaxGradient": [gradient("mpsx.CNNSoftMax(dev)", "mpsx.CNNSoftMaxGradient(dev)") + SOFTMAX_RESULTS],
     "CNNLogSoftMaxGradient": [gradient("mpsx.CNNLogSoftMax(dev)", "mpsx.CNNLogSoftMaxGradient(dev)") +
                               SOFTMAX_RESULTS],
+    # cross-channel normalization
+    "CNNCrossChannelNormalization": [forward("mpsx.CNNCrossChannelNormalization(dev, kernel_size)", CROSS_CHANNEL)],
+    "CNNCrossChannelNormalizationGradient": [gradient("mpsx.CNNCrossChannelNormalization(dev, kernel_size)",
+                                                      "mpsx.CNNCrossChannelNormalizationGradient(dev, kernel_size)",
+                                                      CROSS_CHANNEL)],
+    # spatial normalization
+    "CNNSpatialNormalization": [forward("mpsx.CNNSpatialNormalization(dev, kernel_width, kernel_height)", SPATIAL)],
+    "CNNSpatialNormalizationGradient": [gradient("mpsx.CNNSpatialNormalization(dev, kernel_width, kernel_height)",
+                                                 "mpsx.CNNSpatialNormalizationGradient(dev, kernel_width, kernel_height)",
+                                                 SPATIAL)],
     # convolution
     "CNNConvolutionDescriptor": ["""
 kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 6

@@ -16,8 +16,9 @@ SEED_FAMILIES = [
 ]
 
 # What mpsx has today.
-PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution", "Dropout",
-           "LocalContrastNormalization", "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
+PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution",
+           "CrossChannelNormalization", "Dropout", "LocalContrastNormalization", "LogSoftMax", "Neuron", "Pooling",
+           "SoftMax", "SpatialNormalization", "Upsampling"}
 
 
 def weights(channels_in, channels_out):
@@ -67,6 +68,8 @@ BUILDERS = {
     "BatchNormalizationStatistics": batch_normalization,
     "Convolution": lambda device: unary(mpsx.CNNConvolution(device, weights(4, 8)),
                                         mpsx.CNNConvolutionGradient(device, weights(4, 8))),
+    "CrossChannelNormalization": lambda device: unary(mpsx.CNNCrossChannelNormalization(device, 3),
+                                                      mpsx.CNNCrossChannelNormalizationGradient(device, 3)),
     "Dropout": lambda device: unary(mpsx.CNNDropout(device, 0.5, 7, (1, 1, 1)),
                                     mpsx.CNNDropoutGradient(device, 0.5, 7, (1, 1, 1))),
     "LocalContrastNormalization": lambda device: unary(mpsx.CNNLocalContrastNormalization(device, 3, 3),
@@ -77,6 +80,8 @@ BUILDERS = {
     "Pooling": lambda device: unary(mpsx.CNNPoolingMax(device, 2, 2, 2, 2),
                                     mpsx.CNNPoolingMaxGradient(device, 2, 2, 2, 2)),
     "SoftMax": lambda device: unary(mpsx.CNNSoftMax(device), mpsx.CNNSoftMaxGradient(device), "result"),
+    "SpatialNormalization": lambda device: unary(mpsx.CNNSpatialNormalization(device, 3, 3),
+                                                 mpsx.CNNSpatialNormalizationGradient(device, 3, 3)),
     "Upsampling": lambda device: unary(mpsx.CNNUpsamplingNearest(device, 2, 2),
                                        mpsx.CNNUpsamplingNearestGradient(device, 2, 2)),
 }

@@ -1,0 +1,111 @@
+# MPSCNNCrossChannelNormalization and its gradient (included by _kernels.pyx).
+
+from mpsx.includes.kernels.cross_channel_normalization cimport (
+    CCNNCrossChannelNormalization, CCNNCrossChannelNormalizationGradient, CCrossChannelNormalizationProperties,
+    make_cnn_cross_channel_normalization, make_cnn_cross_channel_normalization_gradient)
+
+__all__ += ["CNNCrossChannelNormalization", "CNNCrossChannelNormalizationGradient"]
+
+
+cdef float _normalization_float(object value, str name) except? -1.0:
+    # alpha, beta, delta of the normalization kernels: any real number; the
+    # kernel checks its limits.
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}") from None
+
+
+cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
+    """MPSCNNCrossChannelNormalization (local response normalization over
+    kernel_size feature channels): y_k = x_k / L_k^beta with
+    L_k = delta + alpha/N * sum_{q in Q(k)} x_q^2,
+    Q(k) = [max(0, k - N//2), min(D-1, k + (N-1)//2)] over the D channels from
+    source_feature_channel_offset on (torch.nn.functional.local_response_norm's
+    window and scaling)."""
+
+    def __init__(self, Device device not None, kernel_size):
+        self._set(<shared_ptr[CUnaryKernel]>make_cnn_cross_channel_normalization(
+            device.shared(), integer_argument(kernel_size, "kernel_size")), NNGradientState)
+
+    cdef CCrossChannelNormalizationProperties* properties(self) except NULL:
+        return <CCrossChannelNormalizationProperties*><CCNNCrossChannelNormalization*>self.unary_kernel()
+
+    @property
+    def kernel_size(self):
+        return self.properties().kernel_size()
+
+    @property
+    def alpha(self):
+        """Default 1.0; must be non-negative."""
+        return self.properties().alpha()
+
+    @alpha.setter
+    def alpha(self, value):
+        self.properties().set_alpha(_normalization_float(value, "alpha"))
+
+    @property
+    def beta(self):
+        """Default 5.0."""
+        return self.properties().beta()
+
+    @beta.setter
+    def beta(self, value):
+        self.properties().set_beta(_normalization_float(value, "beta"))
+
+    @property
+    def delta(self):
+        """Default 1.0."""
+        return self.properties().delta()
+
+    @delta.setter
+    def delta(self, value):
+        self.properties().set_delta(_normalization_float(value, "delta"))
+
+
+cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
+    """MPSCNNCrossChannelNormalizationGradient: the exact derivative of the
+    forward formula, dx_j = dy_j L_j^-beta - (2 alpha beta / N) x_j
+    sum_{k in R(j)} dy_k x_k L_k^(-beta-1), R(j) = [j - (N-1)//2, j + N//2]
+    (the header prints it without the 1/N). The source image (secondary) is
+    the forward source; set alpha, beta and delta as on the forward kernel."""
+
+    def __init__(self, Device device not None, kernel_size):
+        self._set(<shared_ptr[CGradientKernel]>make_cnn_cross_channel_normalization_gradient(
+            device.shared(), integer_argument(kernel_size, "kernel_size")))
+
+    cdef CCrossChannelNormalizationProperties* properties(self) except NULL:
+        return <CCrossChannelNormalizationProperties*><CCNNCrossChannelNormalizationGradient*>self.gradient_kernel()
+
+    @property
+    def kernel_size(self):
+        return self.properties().kernel_size()
+
+    @property
+    def alpha(self):
+        """Default 1.0; must be non-negative."""
+        return self.properties().alpha()
+
+    @alpha.setter
+    def alpha(self, value):
+        self.properties().set_alpha(_normalization_float(value, "alpha"))
+
+    @property
+    def beta(self):
+        """Default 5.0."""
+        return self.properties().beta()
+
+    @beta.setter
+    def beta(self, value):
+        self.properties().set_beta(_normalization_float(value, "beta"))
+
+    @property
+    def delta(self):
+        """Default 1.0."""
+        return self.properties().delta()
+
+    @delta.setter
+    def delta(self, value):
+        self.properties().set_delta(_normalization_float(value, "delta"))

@@ -1,0 +1,109 @@
+# MPSCNNSpatialNormalization and its gradient (included by _kernels.pyx).
+
+from mpsx.includes.kernels.spatial_normalization cimport (
+    CCNNSpatialNormalization, CCNNSpatialNormalizationGradient, CSpatialNormalizationProperties,
+    make_cnn_spatial_normalization, make_cnn_spatial_normalization_gradient)
+
+__all__ += ["CNNSpatialNormalization", "CNNSpatialNormalizationGradient"]
+
+
+cdef class CNNSpatialNormalization(CNNUnaryKernel):
+    """MPSCNNSpatialNormalization: per feature channel, y = x / T^beta with
+    T = delta + alpha/(k*k) * the sum of x^2 over the k x k window (rows and
+    columns [i - k//2, i + (k-1)//2]); pixels off the source read 0 (edge_mode
+    ZERO only). kernel_width must equal kernel_height."""
+
+    def __init__(self, Device device not None, kernel_width, kernel_height):
+        self._set(<shared_ptr[CUnaryKernel]>make_cnn_spatial_normalization(
+            device.shared(), integer_argument(kernel_width, "kernel_width"),
+            integer_argument(kernel_height, "kernel_height")), NNGradientState)
+
+    cdef CSpatialNormalizationProperties* properties(self) except NULL:
+        return <CSpatialNormalizationProperties*><CCNNSpatialNormalization*>self.unary_kernel()
+
+    @property
+    def kernel_width(self):
+        return self.properties().kernel_size()
+
+    @property
+    def kernel_height(self):
+        return self.properties().kernel_size()
+
+    @property
+    def alpha(self):
+        """Default 1.0; must be non-negative."""
+        return self.properties().alpha()
+
+    @alpha.setter
+    def alpha(self, value):
+        self.properties().set_alpha(_normalization_float(value, "alpha"))
+
+    @property
+    def beta(self):
+        """Default 5.0."""
+        return self.properties().beta()
+
+    @beta.setter
+    def beta(self, value):
+        self.properties().set_beta(_normalization_float(value, "beta"))
+
+    @property
+    def delta(self):
+        """Default 1.0."""
+        return self.properties().delta()
+
+    @delta.setter
+    def delta(self, value):
+        self.properties().set_delta(_normalization_float(value, "delta"))
+
+
+cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
+    """MPSCNNSpatialNormalizationGradient: the exact derivative of the forward
+    formula, dx(p) = [p written] dy(p) T(p)^-beta - (2 alpha beta / (k*k)) x(p)
+    * sum over the written o whose window holds p of dy(o) x(o) T(o)^(-beta-1)
+    (the header prints it without the 1/(k*k) and with T(p) for each T(o)).
+    The source image (secondary) is the forward source; set alpha, beta and
+    delta as on the forward kernel."""
+
+    def __init__(self, Device device not None, kernel_width, kernel_height):
+        self._set(<shared_ptr[CGradientKernel]>make_cnn_spatial_normalization_gradient(
+            device.shared(), integer_argument(kernel_width, "kernel_width"),
+            integer_argument(kernel_height, "kernel_height")))
+
+    cdef CSpatialNormalizationProperties* properties(self) except NULL:
+        return <CSpatialNormalizationProperties*><CCNNSpatialNormalizationGradient*>self.gradient_kernel()
+
+    @property
+    def kernel_width(self):
+        return self.properties().kernel_size()
+
+    @property
+    def kernel_height(self):
+        return self.properties().kernel_size()
+
+    @property
+    def alpha(self):
+        """Default 1.0; must be non-negative."""
+        return self.properties().alpha()
+
+    @alpha.setter
+    def alpha(self, value):
+        self.properties().set_alpha(_normalization_float(value, "alpha"))
+
+    @property
+    def beta(self):
+        """Default 5.0."""
+        return self.properties().beta()
+
+    @beta.setter
+    def beta(self, value):
+        self.properties().set_beta(_normalization_float(value, "beta"))
+
+    @property
+    def delta(self):
+        """Default 1.0."""
+        return self.properties().delta()
+
+    @delta.setter
+    def delta(self, value):
+        self.properties().set_delta(_normalization_float(value, "delta"))

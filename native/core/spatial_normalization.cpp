@@ -1,0 +1,152 @@
+#include "mpsx/kernels/spatial_normalization.h"
+
+#include <cmath>
+#include <utility>
+
+#include "mpsx/backend.h"
+#include "mpsx/checked.h"
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx {
+namespace {
+
+// Every pixel the clip region maps to must lie in the source (its window may
+// reach off the source, where it reads 0).
+void check_inside(const char* kernel, const Image& source, const Geometry& g) {
+  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
+      g.source_y + g.height > source.height())
+    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
+                     " region reads outside the ", source.width(), "x", source.height(), " source image");
+}
+
+// Reads off the source are 0 (edge_mode ZERO); CLAMP is not implemented.
+void check_edge_mode(const char* kernel, EdgeMode mode) {
+  if (mode != EdgeMode::Zero)
+    fail<ArgumentError>(kernel, ": edge_mode must be ZERO (reads off the source are 0); CLAMP is not supported");
+}
+
+}  // namespace
+
+SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kernel, int64_t kernel_width,
+                                                               int64_t kernel_height)
+    : kernel_(kernel), kernel_size_(kernel_width) {
+  check_size(kernel_width, kernel, ": kernel_width");
+  check_size(kernel_height, kernel, ": kernel_height");
+  if (kernel_width != kernel_height)
+    fail<ArgumentError>(kernel, ": kernel_width must equal kernel_height (MPS requires a square window), given ",
+                        kernel_width, " and ", kernel_height);
+}
+
+void SpatialNormalizationProperties::set_alpha(float value) {
+  if (!(value >= 0.0f) || std::isinf(value))
+    fail<ArgumentError>(kernel_, ": alpha must be finite and non-negative, given ", value);
+  parameters_.alpha = value;
+}
+
+void SpatialNormalizationProperties::set_beta(float value) {
+  if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": beta must be finite, given ", value);
+  parameters_.beta = value;
+}
+
+void SpatialNormalizationProperties::set_delta(float value) {
+  if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": delta must be finite, given ", value);
+  parameters_.delta = value;
+}
+
+CNNSpatialNormalization::CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width,
+                                                 int64_t kernel_height)
+    : UnaryKernel(std::move(device)),
+      SpatialNormalizationProperties("MPSCNNSpatialNormalization", kernel_width, kernel_height) {
+  primitive_maker<SpatialNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
+
+void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                          const std::shared_ptr<Image>& destination, const Geometry& g,
+                                          const std::shared_ptr<State>&) {
+  check_edge_mode(class_name(), edge_mode);
+  check_inside(class_name(), *source, g);
+  const int64_t channels = source_channels(*source);
+  SpatialNormalizationDescriptor d;
+  d.gradient = false;
+  d.kernel_size = kernel_size();
+  d.images = g.images;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  d.source_x = g.source_x;
+  d.source_y = g.source_y;
+  d.source = source->descriptor();
+  d.destination = destination->descriptor();
+  std::shared_ptr<SpatialNormalizationPrimitive> primitive = primitives_.get(d, [&] {
+    return std::shared_ptr<SpatialNormalizationPrimitive>(
+        make_primitive<SpatialNormalizationPrimitive>(device().backend(), d));
+  });
+  command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
+                         channels](ExecutionContext& context) {
+    primitive->forward(context, p,
+                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
+                                      source->width()),
+                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
+                                           g.height, g.width));
+  });
+}
+
+std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradient_kernels() const {
+  auto gradient = std::make_shared<CNNSpatialNormalizationGradient>(device_ptr(), kernel_size(), kernel_size());
+  gradient->set_alpha(alpha());
+  gradient->set_beta(beta());
+  gradient->set_delta(delta());
+  return {gradient};
+}
+
+CNNSpatialNormalizationGradient::CNNSpatialNormalizationGradient(std::shared_ptr<Device> device,
+                                                                 int64_t kernel_width, int64_t kernel_height)
+    : GradientKernel(std::move(device)),
+      SpatialNormalizationProperties("MPSCNNSpatialNormalizationGradient", kernel_width, kernel_height) {
+  primitive_maker<SpatialNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
+
+void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
+                                                  const std::shared_ptr<Image>& source_gradient,
+                                                  const std::shared_ptr<Image>& source_image,
+                                                  const std::shared_ptr<State>& state,
+                                                  const std::shared_ptr<Image>& destination_gradient) {
+  // The forward encode's geometry: it read the forward source at
+  // (source_image, source_channel, source_y, source_x) and wrote its result
+  // at (destination_image, destination_channel, y, x), `channels` deep.
+  check_edge_mode(class_name(), edge_mode);
+  const Geometry g = static_cast<const GradientState&>(*state).geometry;
+  const int64_t channels = destination_gradient->feature_channels() - g.source_channel;
+  SpatialNormalizationDescriptor d;
+  d.gradient = true;
+  d.kernel_size = kernel_size();
+  d.images = g.images;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  d.source_x = g.source_x;
+  d.source_y = g.source_y;
+  d.source = source_gradient->descriptor();
+  d.secondary = source_image->descriptor();
+  d.destination = destination_gradient->descriptor();
+  std::shared_ptr<SpatialNormalizationPrimitive> primitive = primitives_.get(d, [&] {
+    return std::shared_ptr<SpatialNormalizationPrimitive>(
+        make_primitive<SpatialNormalizationPrimitive>(device().backend(), d));
+  });
+  record_zeros_outside(command_buffer, destination_gradient, g);
+  command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
+                         destination_gradient, g, channels](ExecutionContext& context) {
+    primitive->gradient(context, p,
+                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                                channels, g.height, g.width),
+                        source_image->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
+                                             source_image->height(), source_image->width()),
+                        destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
+                                                     destination_gradient->height(), destination_gradient->width()));
+  });
+}
+
+}  // namespace mpsx

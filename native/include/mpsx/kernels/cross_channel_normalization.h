@@ -1,0 +1,119 @@
+// MPSCNNCrossChannelNormalization and its gradient (MPSCNNNormalization.h):
+// local response normalization over a window of N feature channels,
+//   y_k = x_k / L_k^beta,  L_k = delta + alpha/N * sum_{q in Q(k)} x_q^2,
+//   Q(k) = [max(0, k - floor(N/2)), min(D-1, k + floor((N-1)/2))],
+// and the exact derivative of that formula (the header's omits the 1/N):
+//   dx_j = dy_j L_j^-beta - (2 alpha beta / N) x_j sum_{k in R(j)} dy_k x_k L_k^(-beta-1),
+//   R(j) = [max(0, j - floor((N-1)/2)), min(D-1, j + floor(N/2))].
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+class ExecutionContext;
+
+// alpha, beta and delta: read-write on the kernels, passed at every encode.
+struct CrossChannelNormalizationParameters {
+  float alpha = 1.0f;
+  float beta = 5.0f;
+  float delta = 1.0f;
+};
+
+// One pass over fixed images and region extents: the key a kernel caches its
+// primitive under, and what a backend builds it from.
+struct CrossChannelNormalizationDescriptor {
+  bool gradient = false;     // built for the gradient pass, else the forward pass
+  int64_t kernel_size = 5;   // N
+  // The region every image is read or written in: images x channels (D) x
+  // height x width.
+  int64_t images = 0, channels = 0, height = 0, width = 0;
+  // Forward: source (x) and destination (y). Gradient: source (the source
+  // gradient dy), secondary (the forward source x) and destination (dx).
+  ImageDescriptor source, secondary, destination;
+
+  // The window's reach below and above a channel, min(N/2, D) and
+  // min((N-1)/2, D): Q(k) = [k - before, k + after] clipped to [0, D).
+  int64_t before() const { return std::min(kernel_size / 2, channels); }
+  int64_t after() const { return std::min((kernel_size - 1) / 2, channels); }
+
+  bool operator==(const CrossChannelNormalizationDescriptor& o) const {
+    return gradient == o.gradient && kernel_size == o.kernel_size && images == o.images && channels == o.channels &&
+           height == o.height && width == o.width && source == o.source && secondary == o.secondary &&
+           destination == o.destination;
+  }
+};
+
+// What a backend runs for a descriptor, over regions of its extents; the
+// window runs over each region's channels.
+class CrossChannelNormalizationPrimitive {
+ public:
+  static constexpr const char* family = "cross_channel_normalization";
+  using Descriptor = CrossChannelNormalizationDescriptor;
+  virtual ~CrossChannelNormalizationPrimitive() = default;
+  virtual void forward(ExecutionContext& context, const CrossChannelNormalizationParameters& p,
+                       const ImageRegion& source, const ImageRegion& destination) const = 0;
+  virtual void gradient(ExecutionContext& context, const CrossChannelNormalizationParameters& p,
+                        const ImageRegion& source_gradient, const ImageRegion& source,
+                        const ImageRegion& destination_gradient) const = 0;
+};
+
+// The properties both kernels share: kernel_size (read-only, >= 1), alpha
+// (>= 0), beta, delta (finite).
+class CrossChannelNormalizationProperties {
+ public:
+  CrossChannelNormalizationProperties(const char* kernel, int64_t kernel_size);
+  int64_t kernel_size() const { return kernel_size_; }
+  float alpha() const { return parameters_.alpha; }
+  float beta() const { return parameters_.beta; }
+  float delta() const { return parameters_.delta; }
+  void set_alpha(float value);
+  void set_beta(float value);
+  void set_delta(float value);
+  const CrossChannelNormalizationParameters& parameters() const { return parameters_; }
+
+ private:
+  const char* kernel_;
+  int64_t kernel_size_;
+  CrossChannelNormalizationParameters parameters_;
+};
+
+// MPSCNNCrossChannelNormalization.
+class CNNCrossChannelNormalization : public UnaryKernel, public CrossChannelNormalizationProperties {
+ public:
+  CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size);
+  const char* class_name() const override { return "MPSCNNCrossChannelNormalization"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
+
+ protected:
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+              const std::shared_ptr<Image>& destination, const Geometry& geometry,
+              const std::shared_ptr<State>& state) override;
+
+ private:
+  PrimitiveCache<CrossChannelNormalizationDescriptor, CrossChannelNormalizationPrimitive> primitives_;
+};
+
+// MPSCNNCrossChannelNormalizationGradient: the secondary image is the forward
+// source; the destination gradient is shaped as the forward source and gets
+// zeros where the forward pass read nothing. Its own alpha, beta and delta
+// are used (MPS: they must equal the forward kernel's).
+class CNNCrossChannelNormalizationGradient : public GradientKernel, public CrossChannelNormalizationProperties {
+ public:
+  CNNCrossChannelNormalizationGradient(std::shared_ptr<Device> device, int64_t kernel_size);
+  const char* class_name() const override { return "MPSCNNCrossChannelNormalizationGradient"; }
+
+ protected:
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+
+ private:
+  PrimitiveCache<CrossChannelNormalizationDescriptor, CrossChannelNormalizationPrimitive> primitives_;
+};
+
+}  // namespace mpsx

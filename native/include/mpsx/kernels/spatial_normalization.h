@@ -1,0 +1,123 @@
+// MPSCNNSpatialNormalization and its gradient (MPSCNNNormalization.h): per
+// feature channel, over a k x k window of pixels (k = kernel_width =
+// kernel_height),
+//   y(i,j) = x(i,j) / T(i,j)^beta,  T = delta + alpha/(k*k) * N2(i,j),
+// N2 the sum of x^2 over rows [i - floor(k/2), i + floor((k-1)/2)] and the
+// same columns around j, pixels off the source reading 0; and the exact
+// derivative of that formula (the header's lacks the 1/(k*k) and uses T(i,j)
+// where each neighbour's own T belongs):
+//   dx(p) = [p written] dy(p) T(p)^-beta
+//           - (2 alpha beta / (k*k)) x(p) sum_{o written, p in window(o)} dy(o) x(o) T(o)^(-beta-1).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+class ExecutionContext;
+
+// alpha, beta and delta: read-write on the kernels, passed at every encode.
+struct SpatialNormalizationParameters {
+  float alpha = 1.0f;
+  float beta = 5.0f;
+  float delta = 1.0f;
+};
+
+// One pass over fixed images and extents: the key a kernel caches its
+// primitive under, and what a backend builds it from.
+struct SpatialNormalizationDescriptor {
+  bool gradient = false;  // built for the gradient pass, else the forward pass
+  int64_t kernel_size = 5;
+  // The written region: images x channels x height x width, whose pixel
+  // (0, 0) is pixel (source_x, source_y) of the source.
+  int64_t images = 0, channels = 0, height = 0, width = 0;
+  int64_t source_x = 0, source_y = 0;
+  // Forward: source (x, the whole source image) and destination (y, the
+  // written region). Gradient: source (dy, the forward's written region),
+  // secondary (x, the whole forward source) and destination (dx, shaped as
+  // the whole forward source).
+  ImageDescriptor source, secondary, destination;
+
+  // The window of pixel i is [i - before, i + after].
+  int64_t before() const { return kernel_size / 2; }
+  int64_t after() const { return (kernel_size - 1) / 2; }
+
+  bool operator==(const SpatialNormalizationDescriptor& o) const {
+    return gradient == o.gradient && kernel_size == o.kernel_size && images == o.images && channels == o.channels &&
+           height == o.height && width == o.width && source_x == o.source_x && source_y == o.source_y &&
+           source == o.source && secondary == o.secondary && destination == o.destination;
+  }
+};
+
+// What a backend runs for a descriptor. `source` and `destination_gradient`
+// cover whole source images (all rows and columns, the descriptor's images
+// and channels); `destination` and `source_gradient` the written region.
+class SpatialNormalizationPrimitive {
+ public:
+  static constexpr const char* family = "spatial_normalization";
+  using Descriptor = SpatialNormalizationDescriptor;
+  virtual ~SpatialNormalizationPrimitive() = default;
+  virtual void forward(ExecutionContext& context, const SpatialNormalizationParameters& p,
+                       const ImageRegion& source, const ImageRegion& destination) const = 0;
+  virtual void gradient(ExecutionContext& context, const SpatialNormalizationParameters& p,
+                        const ImageRegion& source_gradient, const ImageRegion& source,
+                        const ImageRegion& destination_gradient) const = 0;
+};
+
+// The properties both kernels share: kernel_width = kernel_height
+// (read-only), alpha (>= 0), beta, delta (finite).
+class SpatialNormalizationProperties {
+ public:
+  SpatialNormalizationProperties(const char* kernel, int64_t kernel_width, int64_t kernel_height);
+  int64_t kernel_size() const { return kernel_size_; }
+  float alpha() const { return parameters_.alpha; }
+  float beta() const { return parameters_.beta; }
+  float delta() const { return parameters_.delta; }
+  void set_alpha(float value);
+  void set_beta(float value);
+  void set_delta(float value);
+  const SpatialNormalizationParameters& parameters() const { return parameters_; }
+
+ private:
+  const char* kernel_;
+  int64_t kernel_size_;
+  SpatialNormalizationParameters parameters_;
+};
+
+// MPSCNNSpatialNormalization.
+class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationProperties {
+ public:
+  CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
+  const char* class_name() const override { return "MPSCNNSpatialNormalization"; }
+  std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
+
+ protected:
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+              const std::shared_ptr<Image>& destination, const Geometry& geometry,
+              const std::shared_ptr<State>& state) override;
+
+ private:
+  PrimitiveCache<SpatialNormalizationDescriptor, SpatialNormalizationPrimitive> primitives_;
+};
+
+// MPSCNNSpatialNormalizationGradient: the secondary image is the forward
+// source; the destination gradient is shaped as the forward source. Its own
+// alpha, beta and delta are used (MPS: they must equal the forward kernel's).
+class CNNSpatialNormalizationGradient : public GradientKernel, public SpatialNormalizationProperties {
+ public:
+  CNNSpatialNormalizationGradient(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
+  const char* class_name() const override { return "MPSCNNSpatialNormalizationGradient"; }
+
+ protected:
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+
+ private:
+  PrimitiveCache<SpatialNormalizationDescriptor, SpatialNormalizationPrimitive> primitives_;
+};
+
+}  // namespace mpsx

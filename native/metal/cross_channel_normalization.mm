@@ -1,0 +1,101 @@
+#include "mpsx/kernels/cross_channel_normalization.h"
+
+#include <cstdint>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx::metal {
+namespace {
+
+// MPSCNNKernel: "destinationImage may not alias sourceImage".
+void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
+  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
+      destination.image < source.image + source.n)
+    fail<ArgumentError>(kernel,
+                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
+}
+
+// The channels the window runs over, exactly (a count rounded up to whole
+// slices would read channels beyond the region).
+NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
+
+// MPSCNNCrossChannelNormalization(+Gradient), with alpha, beta and delta set
+// at every encode. On metal the values are what Apple's kernels compute.
+class MetalCrossChannelNormalization final : public CrossChannelNormalizationPrimitive {
+ public:
+  MetalCrossChannelNormalization(id<MTLDevice> device, const CrossChannelNormalizationDescriptor& d) {
+    const NSUInteger size = static_cast<NSUInteger>(d.kernel_size);
+    // The gradient pass makes its states with the forward kernel too.
+    forward_ = [[MPSCNNCrossChannelNormalization alloc] initWithDevice:device kernelSize:size];
+    if (d.gradient)
+      gradient_ = [[MPSCNNCrossChannelNormalizationGradient alloc] initWithDevice:device kernelSize:size];
+  }
+
+  void forward(ExecutionContext& context, const CrossChannelNormalizationParameters& p, const ImageRegion& source,
+               const ImageRegion& destination) const override {
+    check_distinct("MPSCNNCrossChannelNormalization", source, destination);
+    set_forward(p, source, destination);
+    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                            sourceImages:images_of(source)
+                       destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const CrossChannelNormalizationParameters& p,
+                const ImageRegion& source_gradient, const ImageRegion& source,
+                const ImageRegion& destination_gradient) const override {
+    const char* name = "MPSCNNCrossChannelNormalizationGradient";
+    check_distinct(name, source_gradient, destination_gradient);
+    check_distinct(name, source, destination_gradient);
+    MPSImageBatch* sources = images_of(source);
+    MPSImageBatch* source_gradients = images_of(source_gradient);
+    set_forward(p, source, source_gradient);
+    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
+                                                        sourceStates:nil
+                                                    destinationImage:source_gradients];
+    gradient_.alpha = p.alpha;
+    gradient_.beta = p.beta;
+    gradient_.delta = p.delta;
+    gradient_.primaryOffset = origin_of(source_gradient);
+    gradient_.secondaryOffset = origin_of(source);
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+    gradient_.primarySourceFeatureChannelMaxCount = exact_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
+    gradient_.secondarySourceFeatureChannelMaxCount = exact_channels(source);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                          sourceGradients:source_gradients
+                             sourceImages:sources
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  void set_forward(const CrossChannelNormalizationParameters& p, const ImageRegion& source,
+                   const ImageRegion& destination) const {
+    forward_.alpha = p.alpha;
+    forward_.beta = p.beta;
+    forward_.delta = p.delta;
+    forward_.offset = origin_of(source);
+    forward_.clipRect = clip_rect_of(destination);
+    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    forward_.sourceFeatureChannelMaxCount = exact_channels(source);
+    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+  }
+
+  MPSCNNCrossChannelNormalization* forward_ = nil;
+  MPSCNNCrossChannelNormalizationGradient* gradient_ = nil;
+};
+
+std::unique_ptr<CrossChannelNormalizationPrimitive> make_cross_channel_normalization(
+    Backend& backend, const CrossChannelNormalizationDescriptor& descriptor) {
+  return std::make_unique<MetalCrossChannelNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
+}
+
+const RegisterPrimitive<CrossChannelNormalizationPrimitive> registered("metal", make_cross_channel_normalization);
+
+}  // namespace
+
+}  // namespace mpsx::metal

@@ -1,0 +1,105 @@
+#include "mpsx/kernels/spatial_normalization.h"
+
+#include <cstdint>
+
+#include "backend.h"
+#include "mpsx/errors.h"
+#include "mpsx/registry.h"
+
+namespace mpsx::metal {
+namespace {
+
+// MPSCNNKernel: "destinationImage may not alias sourceImage".
+void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
+  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
+      destination.image < source.image + source.n)
+    fail<ArgumentError>(kernel,
+                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
+}
+
+// The channels normalized, exactly (a count rounded up to whole slices would
+// write channels beyond the region).
+NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
+
+// MPSCNNSpatialNormalization(+Gradient), with alpha, beta and delta set at
+// every encode. The source regions cover whole images: the forward offset is
+// the written region's origin in the source. On metal the values are what
+// Apple's kernels compute.
+class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
+ public:
+  MetalSpatialNormalization(id<MTLDevice> device, const SpatialNormalizationDescriptor& d) {
+    const NSUInteger size = static_cast<NSUInteger>(d.kernel_size);
+    offset_ = MPSOffset{static_cast<NSInteger>(d.source_x), static_cast<NSInteger>(d.source_y), 0};
+    // The gradient pass makes its states with the forward kernel too.
+    forward_ = [[MPSCNNSpatialNormalization alloc] initWithDevice:device kernelWidth:size kernelHeight:size];
+    if (d.gradient)
+      gradient_ = [[MPSCNNSpatialNormalizationGradient alloc] initWithDevice:device kernelWidth:size kernelHeight:size];
+  }
+
+  void forward(ExecutionContext& context, const SpatialNormalizationParameters& p, const ImageRegion& source,
+               const ImageRegion& destination) const override {
+    check_distinct("MPSCNNSpatialNormalization", source, destination);
+    set_forward(p, source, destination);
+    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                            sourceImages:images_of(source)
+                       destinationImages:images_of(destination)];
+  }
+
+  void gradient(ExecutionContext& context, const SpatialNormalizationParameters& p,
+                const ImageRegion& source_gradient, const ImageRegion& source,
+                const ImageRegion& destination_gradient) const override {
+    const char* name = "MPSCNNSpatialNormalizationGradient";
+    check_distinct(name, source_gradient, destination_gradient);
+    check_distinct(name, source, destination_gradient);
+    MPSImageBatch* sources = images_of(source);
+    MPSImageBatch* source_gradients = images_of(source_gradient);
+    set_forward(p, source, source_gradient);
+    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
+                                                        sourceStates:nil
+                                                    destinationImage:source_gradients];
+    gradient_.alpha = p.alpha;
+    gradient_.beta = p.beta;
+    gradient_.delta = p.delta;
+    gradient_.primaryOffset = origin_of(source_gradient);
+    gradient_.secondaryOffset = origin_of(source);
+    gradient_.clipRect = clip_rect_of(destination_gradient);
+    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+    gradient_.primarySourceFeatureChannelMaxCount = exact_channels(source_gradient);
+    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
+    gradient_.secondarySourceFeatureChannelMaxCount = exact_channels(source);
+    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
+                          sourceGradients:source_gradients
+                             sourceImages:sources
+                           gradientStates:states
+                     destinationGradients:images_of(destination_gradient)];
+  }
+
+ private:
+  void set_forward(const SpatialNormalizationParameters& p, const ImageRegion& source,
+                   const ImageRegion& destination) const {
+    forward_.alpha = p.alpha;
+    forward_.beta = p.beta;
+    forward_.delta = p.delta;
+    forward_.offset = offset_;
+    forward_.clipRect = clip_rect_of(destination);
+    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    forward_.sourceFeatureChannelMaxCount = exact_channels(source);
+    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+  }
+
+  MPSOffset offset_;
+  MPSCNNSpatialNormalization* forward_ = nil;
+  MPSCNNSpatialNormalizationGradient* gradient_ = nil;
+};
+
+std::unique_ptr<SpatialNormalizationPrimitive> make_spatial_normalization(
+    Backend& backend, const SpatialNormalizationDescriptor& descriptor) {
+  return std::make_unique<MetalSpatialNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
+}
+
+const RegisterPrimitive<SpatialNormalizationPrimitive> registered("metal", make_spatial_normalization);
+
+}  // namespace
+
+}  // namespace mpsx::metal

@@ -1,0 +1,299 @@
+"""CNNSpatialNormalization and its gradient against a float64 numpy reference
+of the header's forward formula, torch autograd through the same formula
+(pad + avg_pool2d) for the gradient, and finite differences."""
+
+import numpy as np
+import pytest
+import torch
+
+import mpsx
+from helpers import read, tolerance
+
+PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
+
+
+def reference(x, k, alpha, beta, delta):
+    """y = x / (delta + alpha/(k*k) * N2)^beta, N2 over rows and columns
+    [i - k//2, i + (k-1)//2], pixels off the image 0; float64 numpy."""
+    x = np.asarray(x, np.float64)
+    n, c, h, w = x.shape
+    padded = np.zeros((n, c, h + k - 1, w + k - 1))
+    padded[:, :, k // 2:k // 2 + h, k // 2:k // 2 + w] = x ** 2
+    sums = np.zeros_like(x)
+    for dr in range(k):
+        for dc in range(k):
+            sums += padded[:, :, dr:dr + h, dc:dc + w]
+    return x / (delta + alpha / (k * k) * sums) ** beta
+
+
+def torch_forward(xt, k, alpha, beta, delta):
+    squares = torch.nn.functional.pad(xt * xt, (k // 2, (k - 1) // 2, k // 2, (k - 1) // 2))
+    mean = torch.nn.functional.avg_pool2d(squares, k, stride=1)
+    return xt / (delta + alpha * mean) ** beta
+
+
+def reference_gradient(x, dy, k, alpha, beta, delta, rows=None, columns=None):
+    """d sum(y[rows, columns] * dy) / dx by torch autograd (float64), y over
+    the whole image; dx shaped as x."""
+    xt = torch.from_numpy(np.asarray(x, np.float64)).requires_grad_()
+    y = torch_forward(xt, k, alpha, beta, delta)
+    if rows is not None:
+        y = y[:, :, rows, columns]
+    y.backward(torch.from_numpy(np.asarray(dy, np.float64)))
+    return xt.grad.numpy()
+
+
+def kernels(device, k, alpha, beta, delta):
+    forward = mpsx.CNNSpatialNormalization(device, k, k)
+    gradient = mpsx.CNNSpatialNormalizationGradient(device, k, k)
+    for kernel in (forward, gradient):
+        kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
+    return forward, gradient
+
+
+def forward_and_gradient(device, x, dy, forward, gradient, destination=None):
+    source = mpsx.Image.from_numpy(device, x)
+
+    def encode(cb):
+        y, state = forward.encode(cb, source, destination, destination_state=True)
+        return y, gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
+
+    return read(device, encode)
+
+
+def test_torch_formula_is_the_numpy_reference(rng):
+    for k, alpha, beta, delta in PARAMETERS:
+        x = rng.standard_normal((2, 3, 5, 4))
+        np.testing.assert_allclose(torch_forward(torch.from_numpy(x), k, alpha, beta, delta).numpy(),
+                                   reference(x, k, alpha, beta, delta), rtol=1e-12)
+
+
+def test_reference_gradient_finite_differences(rng):
+    # Central differences of the float64 numpy forward check the autograd
+    # reference (and so the exact derivative the header's formula is not).
+    for k, alpha, beta, delta in PARAMETERS:
+        x = rng.standard_normal((1, 2, 4, 3))
+        dy = rng.standard_normal(x.shape)
+        eps = 1e-6
+        numeric = np.zeros_like(x)
+        for i in np.ndindex(*x.shape):
+            plus, minus = x.copy(), x.copy()
+            plus[i] += eps
+            minus[i] -= eps
+            numeric[i] = np.sum((reference(plus, k, alpha, beta, delta) - reference(minus, k, alpha, beta, delta))
+                                * dy) / (2 * eps)
+        np.testing.assert_allclose(reference_gradient(x, dy, k, alpha, beta, delta), numeric, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("parameters", PARAMETERS)
+@pytest.mark.parametrize("shape", [(1, 3, 7, 5), (3, 2, 4, 6), (2, 5, 1, 3), (1, 1, 9, 2)])
+def test_forward_and_gradient(device, rng, parameters, shape):
+    k, alpha, beta, delta = parameters
+    x = rng.standard_normal(shape).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    y, dx = forward_and_gradient(device, x, dy, *kernels(device, *parameters))
+    assert y.shape == shape and dx.shape == shape and y.dtype == np.float32
+    np.testing.assert_allclose(y, reference(x, *parameters), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, *parameters), rtol=1e-4, atol=1e-5)
+
+
+def test_defaults(device, rng):
+    forward = mpsx.CNNSpatialNormalization(device, 3, 3)
+    gradient = mpsx.CNNSpatialNormalizationGradient(device, 3, 3)
+    for kernel in (forward, gradient):
+        assert (kernel.kernel_width, kernel.kernel_height, kernel.alpha, kernel.beta, kernel.delta) == \
+            (3, 3, 1.0, 5.0, 1.0)
+        assert kernel.edge_mode == mpsx.ImageEdgeMode.ZERO
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+    np.testing.assert_allclose(y, reference(x, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
+
+
+def test_properties(device):
+    for kernel in (mpsx.CNNSpatialNormalization(device, 4, 4), mpsx.CNNSpatialNormalizationGradient(device, 4, 4)):
+        kernel.alpha, kernel.beta, kernel.delta = 0.0, -0.5, 0.25
+        assert (kernel.alpha, kernel.beta, kernel.delta) == (0.0, -0.5, 0.25)
+        for name in ("kernel_width", "kernel_height"):
+            with pytest.raises(AttributeError):
+                setattr(kernel, name, 3)
+
+
+def test_gradient_finite_differences(device, rng):
+    shape = (1, 2, 3, 4)
+    k, alpha, beta, delta = 3, 1.5, 0.75, 1.0
+    x = rng.standard_normal(shape)
+    dy = rng.standard_normal(shape)
+    forward, gradient = kernels(device, k, alpha, beta, delta)
+
+    def loss(values):
+        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
+        return float(np.sum(y.astype(np.float64) * dy))
+
+    eps = 1e-2
+    numeric = np.zeros_like(x)
+    for i in np.ndindex(*shape):
+        plus, minus = x.copy(), x.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    _, dx = forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
+    np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
+
+
+def test_float16(device, rng):
+    k, alpha, beta, delta = 3, 1.0, 0.75, 1.0
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float16)
+    dy = rng.standard_normal(x.shape).astype(np.float16)
+    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
+    assert y.dtype == np.float16 and dx.dtype == np.float16
+    rtol, atol = tolerance(np.float16)
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("data_type", [np.float32, np.float16])
+def test_clip_rect_offset_and_channel_offsets(device, rng, data_type):
+    # The windows of the written region read source pixels around it (off the
+    # region, inside the image), so those get gradient too.
+    k, alpha, beta, delta = 3, 2.0, 0.75, 0.5
+    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
+    forward, gradient = kernels(device, k, alpha, beta, delta)
+    forward.offset = (1, 2, 0)
+    forward.clip_rect = (1, 0, 0, 3, 2, 2)
+    forward.source_feature_channel_offset = 4
+    forward.destination_feature_channel_offset = 4
+    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
+    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
+    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    rtol, atol = tolerance(data_type)
+    # clipRect.origin (1, 0) reads source (offset.x, offset.y) = (1, 2): rows 2:4, columns 1:4.
+    expected = np.full((2, 12, 5, 5), 7.0)
+    expected[:, 4:8, 0:2, 1:4] = reference(x[:, 4:], k, alpha, beta, delta)[:, :, 2:4, 1:4]
+    np.testing.assert_allclose(y, expected, rtol=rtol, atol=atol)
+    expected_dx = np.zeros(x.shape)
+    expected_dx[:, 4:] = reference_gradient(x[:, 4:], dy[:, 4:8, 0:2, 1:4], k, alpha, beta, delta, slice(2, 4),
+                                            slice(1, 4))
+    assert dx.shape == x.shape
+    assert np.any(expected_dx[:, 2:, 1, 1:4] != 0)  # a row off the region that the windows read
+    np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
+
+
+def test_offset_z_and_batches(device, rng):
+    k, alpha, beta, delta = 3, 1.0, 0.75, 2.0
+    x = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)
+    dy = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    forward, gradient = kernels(device, k, alpha, beta, delta)
+    forward.offset = (0, 0, 1)
+    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+    assert y.shape == (3, 3, 3, 4)
+    np.testing.assert_allclose(y, reference(x[1:], k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(dx[0], 0)
+    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+    forward, gradient = kernels(device, k, alpha, beta, delta)
+    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]
+
+    def encode(cb):
+        ys, states = forward.encode_batch(cb, items, destination_states=True)
+        dxs = gradient.encode_batch(cb, [mpsx.Image.from_numpy(device, dy[i % 3]) for i in range(4)], items, states)
+        return ys, dxs
+
+    ys, dxs = read(device, encode)
+    np.testing.assert_allclose(ys, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], k, alpha, beta, delta), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_in_place(device, rng):
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    k, alpha, beta, delta = 3, 1.0, 0.75, 1.0
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    forward, _ = kernels(device, k, alpha, beta, delta)
+    y = read(device, lambda cb: forward.encode(cb, image, image))
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+
+
+def test_gradient_kernels_keep_the_parameters(device, rng):
+    forward = mpsx.CNNSpatialNormalization(device, 2, 2)
+    forward.alpha, forward.beta, forward.delta = 2.5, 0.5, 3.0
+    made = forward.gradient_kernels()
+    assert [type(g) for g in made] == [mpsx.CNNSpatialNormalizationGradient]
+    g = made[0]
+    assert (g.kernel_width, g.kernel_height, g.alpha, g.beta, g.delta) == (2, 2, 2.5, 0.5, 3.0)
+    x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    _, dx = forward_and_gradient(device, x, dy, forward, g)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0), rtol=1e-4, atol=1e-5)
+
+
+def test_errors(device, rng):
+    for cls in (mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient):
+        name = "MPS" + cls.__name__
+        with pytest.raises(ValueError, match=f"{name}: kernel_width must equal kernel_height \\(MPS requires a "
+                                             f"square window\\), given 3 and 5"):
+            cls(device, 3, 5)
+        with pytest.raises(ValueError, match=f"{name}: kernel_width must be positive, given 0"):
+            cls(device, 0, 0)
+        with pytest.raises(ValueError, match=f"{name}: kernel_height must be positive, given -1"):
+            cls(device, 3, -1)
+        with pytest.raises(TypeError):
+            cls(device, 3.5, 3)
+        kernel = cls(device, 3, 3)
+        with pytest.raises(ValueError, match=f"{name}: alpha must be finite and non-negative, given -1"):
+            kernel.alpha = -1
+        with pytest.raises(ValueError, match=f"{name}: beta must be finite, given nan"):
+            kernel.beta = float("nan")
+        with pytest.raises(ValueError, match=f"{name}: delta must be finite, given -inf"):
+            kernel.delta = float("-inf")
+        with pytest.raises(TypeError, match="delta must be a float, given NoneType None"):
+            kernel.delta = None
+        assert (kernel.alpha, kernel.beta, kernel.delta) == (1.0, 5.0, 1.0)
+    x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    forward = mpsx.CNNSpatialNormalization(device, 3, 3)
+    gradient = mpsx.CNNSpatialNormalizationGradient(device, 3, 3)
+    cb = device.command_queue.command_buffer()
+    y, state = forward.encode(cb, image, destination_state=True)
+    _, lrn_state = mpsx.CNNCrossChannelNormalization(device, 3).encode(cb, image, destination_state=True)
+    recorded = cb.command_count
+    dy = mpsx.Image.from_numpy(device, np.ones(x.shape, np.float32))
+    with pytest.raises(TypeError, match="MPSCNNSpatialNormalizationGradient: expected the state of an "
+                                        "MPSCNNSpatialNormalization forward encode, given one of an "
+                                        "MPSCNNCrossChannelNormalization"):
+        gradient.encode(cb, dy, image, lrn_state)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNSpatialNormalizationGradient: expected a source gradient "
+                                              r"shaped as the forward result, 1x3x4x4 \(NxCxHxW\), given 1x3x3x4"):
+        gradient.encode(cb, mpsx.Image.from_numpy(device, x[:, :, :3]), image, state)
+    clamped = mpsx.CNNSpatialNormalization(device, 3, 3)
+    clamped.edge_mode = mpsx.ImageEdgeMode.CLAMP
+    with pytest.raises(ValueError, match="MPSCNNSpatialNormalization: edge_mode must be ZERO \\(reads off the source "
+                                         "are 0\\); CLAMP is not supported"):
+        clamped.encode(cb, image)
+    clamped_gradient = mpsx.CNNSpatialNormalizationGradient(device, 3, 3)
+    clamped_gradient.edge_mode = mpsx.ImageEdgeMode.CLAMP
+    with pytest.raises(ValueError, match="MPSCNNSpatialNormalizationGradient: edge_mode must be ZERO"):
+        clamped_gradient.encode(cb, dy, image, state)
+    shifted = mpsx.CNNSpatialNormalization(device, 3, 3)
+    shifted.offset = (0, 1, 0)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNSpatialNormalization: offset \(0, 1\) with a 4x4 region reads "
+                                              r"outside the 4x4 source image"):
+        shifted.encode(cb, image, mpsx.Image(device, mpsx.ImageDescriptor(width=4, height=4, feature_channels=3)))
+    assert cb.command_count == recorded  # nothing of the refused calls was enqueued
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+
+
+def test_classes(device):
+    assert isinstance(mpsx.CNNSpatialNormalization(device, 3, 3), mpsx.CNNUnaryKernel)
+    assert isinstance(mpsx.CNNSpatialNormalizationGradient(device, 3, 3), mpsx.CNNGradientKernel)
+    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 1, 1), np.float32))
+    cls = mpsx.CNNSpatialNormalization
+    with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
+        cls.__new__(cls).encode(device.command_queue.command_buffer(), image)
+    for cls in (mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient):
+        with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
+            cls.__new__(cls).kernel_width
