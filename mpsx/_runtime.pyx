@@ -91,6 +91,16 @@ cdef int64_t integer_argument(object value, str name) except? -1:
     return i
 
 
+cdef double float_argument(object value, str name) except? -1.0:
+    # float() also parses strings; a property takes numbers only.
+    if isinstance(value, (bool, str, bytes, bytearray)):
+        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}") from None
+
+
 cdef Device wrap_device(const shared_ptr[CDevice]& device):
     cdef size_t key = <size_t>device.get()
     cdef Device d = _devices.get(key)

@@ -225,8 +225,9 @@ def test_bad_arguments(device, cls):
     for keep in (0.0, -0.5, 1.5, float("nan")):
         with pytest.raises(ValueError, match=f"keep_probability must be in \\(0, 1\\], given {keep}"):
             cls(device, keep, 1)
-    with pytest.raises(TypeError, match="keep_probability must be a float, given str"):
-        cls(device, "half", 1)
+    for text in ("half", "0.5"):  # a string is refused even where float() would parse it
+        with pytest.raises(TypeError, match="keep_probability must be a float, given str"):
+            cls(device, text, 1)
     with pytest.raises(ValueError, match="seed must be between 0 and 2\\*\\*64 - 1, given -1"):
         cls(device, 0.5, -1)
     with pytest.raises(TypeError, match="seed must be an int, given float"):

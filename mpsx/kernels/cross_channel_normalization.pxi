@@ -7,17 +7,6 @@ from mpsx.includes.kernels.cross_channel_normalization cimport (
 __all__ += ["CNNCrossChannelNormalization", "CNNCrossChannelNormalizationGradient"]
 
 
-cdef float _normalization_float(object value, str name) except? -1.0:
-    # alpha, beta, delta of the normalization kernels: any real number; the
-    # kernel checks its limits.
-    if isinstance(value, (bool, str, bytes)):
-        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}") from None
-
-
 cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
     """MPSCNNCrossChannelNormalization (local response normalization over
     kernel_size feature channels): y_k = x_k / L_k^beta with
@@ -44,7 +33,7 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     @alpha.setter
     def alpha(self, value):
-        self.properties().set_alpha(_normalization_float(value, "alpha"))
+        self.properties().set_alpha(float_argument(value, "alpha"))
 
     @property
     def beta(self):
@@ -53,7 +42,7 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     @beta.setter
     def beta(self, value):
-        self.properties().set_beta(_normalization_float(value, "beta"))
+        self.properties().set_beta(float_argument(value, "beta"))
 
     @property
     def delta(self):
@@ -62,7 +51,7 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     @delta.setter
     def delta(self, value):
-        self.properties().set_delta(_normalization_float(value, "delta"))
+        self.properties().set_delta(float_argument(value, "delta"))
 
 
 cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
@@ -90,7 +79,7 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
 
     @alpha.setter
     def alpha(self, value):
-        self.properties().set_alpha(_normalization_float(value, "alpha"))
+        self.properties().set_alpha(float_argument(value, "alpha"))
 
     @property
     def beta(self):
@@ -99,7 +88,7 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
 
     @beta.setter
     def beta(self, value):
-        self.properties().set_beta(_normalization_float(value, "beta"))
+        self.properties().set_beta(float_argument(value, "beta"))
 
     @property
     def delta(self):
@@ -108,4 +97,4 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
 
     @delta.setter
     def delta(self, value):
-        self.properties().set_delta(_normalization_float(value, "delta"))
+        self.properties().set_delta(float_argument(value, "delta"))

@@ -11,11 +11,7 @@ __all__ += ["CNNDropout", "CNNDropoutGradient", "CNNDropoutGradientState"]
 
 cdef CDropoutDescriptor _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels) except *:
     cdef CDropoutDescriptor d
-    try:
-        keep = float(keep_probability)
-    except (TypeError, ValueError):
-        raise TypeError(f"keep_probability must be a float, given {type(keep_probability).__name__} "
-                        f"{keep_probability!r}") from None
+    keep = float_argument(keep_probability, "keep_probability")
     d.keep_probability = keep
     if not (0.0 < keep <= 1.0) or not (0.0 < d.keep_probability <= 1.0):
         raise ValueError(f"keep_probability must be in (0, 1], given {keep_probability!r}")

@@ -36,7 +36,7 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
 
     @alpha.setter
     def alpha(self, value):
-        self.properties().set_alpha(_normalization_float(value, "alpha"))
+        self.properties().set_alpha(float_argument(value, "alpha"))
 
     @property
     def beta(self):
@@ -45,7 +45,7 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
 
     @beta.setter
     def beta(self, value):
-        self.properties().set_beta(_normalization_float(value, "beta"))
+        self.properties().set_beta(float_argument(value, "beta"))
 
     @property
     def delta(self):
@@ -54,7 +54,7 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
 
     @delta.setter
     def delta(self, value):
-        self.properties().set_delta(_normalization_float(value, "delta"))
+        self.properties().set_delta(float_argument(value, "delta"))
 
 
 cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
@@ -88,7 +88,7 @@ cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
 
     @alpha.setter
     def alpha(self, value):
-        self.properties().set_alpha(_normalization_float(value, "alpha"))
+        self.properties().set_alpha(float_argument(value, "alpha"))
 
     @property
     def beta(self):
@@ -97,7 +97,7 @@ cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
 
     @beta.setter
     def beta(self, value):
-        self.properties().set_beta(_normalization_float(value, "beta"))
+        self.properties().set_beta(float_argument(value, "beta"))
 
     @property
     def delta(self):
@@ -106,4 +106,4 @@ cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
 
     @delta.setter
     def delta(self, value):
-        self.properties().set_delta(_normalization_float(value, "delta"))
+        self.properties().set_delta(float_argument(value, "delta"))
