@@ -790,9 +790,7 @@ def test_encode_errors(device, rng):
     with pytest.raises(TypeError, match="batch_normalization_state"):
         statistics.encode_batch(cb, batch, None)
     statistics.encode_batch(cb, batch, state)
-    with pytest.raises(mpsx.StateError, match="belongs to another batch"):
-        statistics.encode_batch(cb, other, state)
-    with pytest.raises(mpsx.StateError, match="belongs to another batch"):
+    with pytest.raises(mpsx.StateError, match="belongs to another batch: its statistics cover 1 sub-batch"):
         bn.encode_batch(cb, other, state)
     with pytest.raises(mpsx.StateError, match="was made by another batch normalization"):
         other_bn.encode_batch(cb, batch, state)
@@ -884,3 +882,212 @@ def test_channels_within_the_backend_limit(device):
                                               f"channels; batch normalization on device {device.name} takes at most "
                                               f"2097120"):
         mpsx.CNNBatchNormalization(device, source)
+
+
+# ---- sub-batches: several statistics encodes accumulate into one state
+
+def train_sub_batches(device, data_source, parts, gradients, update=True):
+    """The training sequence over sub-batches sharing one state, as the
+    graph runs it: statistics of every part, then the forward, statistics
+    gradient and gradient of each part, then the running-statistics update.
+    Returns ([y], [dx], state) after completion."""
+    bn, statistics, statistics_gradient, gradient = kernels(device, data_source)
+    images = [mpsx.ImageBatch.from_numpy(device, p) for p in parts]
+    dys = [mpsx.ImageBatch.from_numpy(device, g) for g in gradients]
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(images[0])
+    for image in images:
+        statistics.encode_batch(cb, image, state)
+    ys = [bn.encode_batch(cb, image, batch_normalization_state=state) for image in images]
+    for image, dy in zip(images, dys):
+        statistics_gradient.encode_batch(cb, source_gradients=dy, source_images=image, batch_normalization_state=state)
+    dxs = [gradient.encode_batch(cb, source_gradients=dy, source_images=image, batch_normalization_state=state)
+           for image, dy in zip(images, dys)]
+    if update:
+        bn.encode_mean_and_variance_update(cb, state)
+    for item in ys + dxs + [state]:
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return [y.to_numpy() for y in ys], [dx.to_numpy() for dx in dxs], state
+
+
+SPLITS = [(2, 4), (3, 3), (1, 2, 3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("split", SPLITS, ids=["+".join(map(str, s)) for s in SPLITS])
+def test_sub_batches_match_torch_over_the_whole_batch(device, rng, split, dtype):
+    n, c, h, w = 6, 5, 3, 7
+    momentum = 0.25
+    source = weights(rng, c, epsilon=1e-3, momentum=momentum)
+    # Far from zero with distinct sub-batch means, so a plain average of the
+    # sub-batches' variances (no merge term) would be visibly wrong.
+    x = (rng.standard_normal((n, c, h, w)) * 2 + 40 + np.arange(n)[:, None, None, None] * 3).astype(dtype)
+    dy = rng.standard_normal((n, c, h, w)).astype(dtype)
+    bounds = np.cumsum((0,) + split)
+    parts = [x[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    grads = [dy[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    running_mean = torch.tensor(source.mean(), dtype=torch.float64)
+    running_variance = torch.tensor(source.variance(), dtype=torch.float64)
+    gamma, beta = source.gamma(), source.beta()
+    ys, dxs, state = train_sub_batches(device, source, parts, grads)
+    ry, rdx, rgamma, rbeta = reference(x, gamma, beta, dy, 1e-3)
+    rtol, atol = tolerance(dtype)
+    np.testing.assert_allclose(np.concatenate(ys), ry, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(np.concatenate(dxs), rdx, rtol=rtol, atol=max(atol, 1e-4))
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), rgamma, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(state.gradient_for_beta.to_numpy(), rbeta, rtol=1e-3, atol=1e-3)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(state.mean.to_numpy(), xd.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(state.variance.to_numpy(), xd.var(axis=(0, 2, 3)), rtol=1e-4, atol=1e-4)
+    F.batch_norm(torch.tensor(xd), running_mean, running_variance, training=True, momentum=momentum, eps=1e-3)
+    np.testing.assert_allclose(source.mean(), running_mean.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(source.variance(), running_variance.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_sub_batch_gradients_by_finite_differences(device, rng):
+    c = 2
+    gamma = (rng.random(c) + 0.5).astype(np.float32)
+    beta = rng.standard_normal(c).astype(np.float32)
+    x = rng.standard_normal((3, c, 2, 3))
+    dy = rng.standard_normal(x.shape)
+
+    def loss(values):
+        source = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(c), np.ones(c))
+        ys, _, _ = train_sub_batches(device, source, [values[:1].astype(np.float32), values[1:].astype(np.float32)],
+                                     [dy[:1].astype(np.float32), dy[1:].astype(np.float32)], update=False)
+        return float(np.sum(np.concatenate(ys).astype(np.float64) * dy))
+
+    source = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(c), np.ones(c))
+    _, dxs, _ = train_sub_batches(device, source, [x[:1].astype(np.float32), x[1:].astype(np.float32)],
+                                  [dy[:1].astype(np.float32), dy[1:].astype(np.float32)], update=False)
+    eps = 1e-2
+    numeric = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    np.testing.assert_allclose(np.concatenate(dxs), numeric, rtol=2e-2, atol=2e-3)
+
+
+def test_sub_batches_with_offset_and_clip_rect(device, rng):
+    """Each sub-batch's forward has its own geometry (clip rect, offset);
+    its gradient uses that one, through the statistics of every pixel."""
+    c = 3
+    source = weights(rng, c)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source)
+    x = rng.standard_normal((5, c, 4, 5)).astype(np.float32)
+    parts = [x[:2], x[2:]]
+    images = [mpsx.ImageBatch.from_numpy(device, p) for p in parts]
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(images[0])
+    for image in images:
+        statistics.encode_batch(cb, image, state)
+    bn.clip_rect = (1, 1, 0, 3, 2, 2)  # x 1-3, y 1-2, both images
+    bn.offset = (1, 1, 0)  # read where it writes
+    y0 = bn.encode_batch(cb, images[0], batch_normalization_state=state,
+                         destination_images=mpsx.ImageBatch.from_numpy(device, np.zeros((2, c, 4, 5), np.float32)))
+    bn.clip_rect = None
+    bn.offset = (0, 0, 0)
+    y1 = bn.encode_batch(cb, images[1], batch_normalization_state=state)
+    dys = [mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, c, 4, 5)).astype(np.float32)),
+           mpsx.ImageBatch.from_numpy(device, rng.standard_normal((3, c, 4, 5)).astype(np.float32))]
+    for image, dy in zip(images, dys):
+        statistics_gradient.encode_batch(cb, dy, image, state)
+    dxs = [gradient.encode_batch(cb, dy, image, state) for image, dy in zip(images, dys)]
+    for item in dxs + [y0, y1, state]:
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    # Reference: the loss over the pixels each forward wrote.
+    xt = torch.tensor(x.astype(np.float64), requires_grad=True)
+    yt = F.batch_norm(xt, None, None, torch.tensor(source.gamma(), dtype=torch.float64),
+                      torch.tensor(source.beta(), dtype=torch.float64), training=True, eps=1e-5)
+    d0 = torch.tensor(dys[0].to_numpy().astype(np.float64))
+    d1 = torch.tensor(dys[1].to_numpy().astype(np.float64))
+    loss = (yt[:2, :, 1:3, 1:4] * d0[:, :, 1:3, 1:4]).sum() + (yt[2:] * d1).sum()
+    loss.backward()
+    np.testing.assert_allclose(y0.to_numpy()[:, :, 1:3, 1:4], yt[:2, :, 1:3, 1:4].detach().numpy(), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(np.concatenate([dx.to_numpy() for dx in dxs]), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_reset_starts_over(device, rng):
+    c = 4
+    source = weights(rng, c, momentum=0.0)
+    bn, statistics, _, _ = kernels(device, source)
+    first = rng.standard_normal((3, c, 2, 3)).astype(np.float32) + 5
+    second = rng.standard_normal((2, c, 3, 2)).astype(np.float32) * 3 - 1
+    state = bn.result_state(mpsx.ImageBatch.from_numpy(device, first))
+    for x in (first, second):
+        cb = device.command_queue.command_buffer()
+        image = mpsx.ImageBatch.from_numpy(device, x)
+        statistics.encode_batch(cb, image, state)
+        y = bn.encode_batch(cb, image, batch_normalization_state=state)
+        y.synchronize(cb)
+        state.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        xd = x.astype(np.float64)
+        np.testing.assert_allclose(state.mean.to_numpy(), xd.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(state.variance.to_numpy(), xd.var(axis=(0, 2, 3)), rtol=1e-4, atol=1e-5)
+        ry = F.batch_norm(torch.tensor(xd), None, None, torch.tensor(source.gamma(), dtype=torch.float64),
+                          torch.tensor(source.beta(), dtype=torch.float64), training=True, eps=1e-5).numpy()
+        np.testing.assert_allclose(y.to_numpy(), ry, rtol=1e-4, atol=1e-4)
+        state.reset()
+
+
+def test_sub_batch_errors(device, rng):
+    c = 4
+    source = weights(rng, c)
+    bn, statistics, statistics_gradient, gradient = kernels(device, source)
+    a = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, c, 3, 3)).astype(np.float32))
+    b = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((3, c, 3, 3)).astype(np.float32))
+    five = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, 5, 3, 3)).astype(np.float32))
+    unseen = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((2, c, 3, 3)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    state = bn.result_state(a)
+    statistics.encode_batch(cb, a, state)
+    with pytest.raises(mpsx.ShapeError, match=r"MPSCNNBatchNormalizationStatistics: expected source images of 4 "
+                                              r"feature channels \(the state's 4 from feature channel 0\), given 5"):
+        statistics.encode_batch(cb, five, state)
+    statistics.source_feature_channel_offset = 4
+    wide = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((1, 8, 3, 3)).astype(np.float32))
+    with pytest.raises(mpsx.ShapeError, match="the state's statistics start at feature channel 0, this encode at "
+                                              "source_feature_channel_offset 4"):
+        statistics.encode_batch(cb, wide, state)
+    statistics.source_feature_channel_offset = 0
+    statistics.encode_batch(cb, b, state)
+    with pytest.raises(mpsx.StateError, match="belongs to another batch: its statistics cover 2 sub-batch"):
+        bn.encode_batch(cb, unseen, batch_normalization_state=state)
+    ya = bn.encode_batch(cb, a, batch_normalization_state=state)
+    with pytest.raises(mpsx.StateError, match="MPSCNNBatchNormalizationStatistics: the MPSCNNBatchNormalizationState "
+                                              "was already used by MPSCNNBatchNormalization; statistics accumulate "
+                                              "only before any forward or gradient encode"):
+        statistics.encode_batch(cb, unseen, state)
+    with pytest.raises(mpsx.StateError, match="was made for another batch of source images; pass the source images "
+                                              "of one of its forward encodes"):
+        statistics_gradient.encode_batch(cb, ya, b, state)  # b has no forward encode yet
+    yb = bn.encode_batch(cb, b, batch_normalization_state=state)
+    with pytest.raises(mpsx.ShapeError, match=r"expected a source gradient shaped as the forward result, 3x4x3x3 "
+                                              r"\(NxCxHxW\), given 2x4x3x3"):
+        statistics_gradient.encode_batch(cb, ya, b, state)
+    statistics_gradient.encode_batch(cb, ya, a, state)
+    statistics_gradient.encode_batch(cb, yb, b, state)
+    dx = gradient.encode_batch(cb, yb, b, state)
+    assert dx.shape == (3, c, 3, 3)
+    with pytest.raises(mpsx.StateError, match="MPSCNNBatchNormalizationStatisticsGradient: the "
+                                              "MPSCNNBatchNormalizationState was already used by "
+                                              "MPSCNNBatchNormalizationGradient"):
+        statistics_gradient.encode_batch(cb, ya, a, state)
+    with pytest.raises(mpsx.StateError, match="already used by MPSCNNBatchNormalizationGradient; statistics "
+                                              "accumulate only before"):
+        statistics.encode_batch(cb, a, state)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error

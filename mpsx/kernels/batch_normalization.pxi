@@ -8,15 +8,17 @@ from mpsx.includes.kernels.batch_normalization cimport (
     BatchNormalizationDataSourceCalls, CBatchNormalizationDataSource, CBatchNormalizationGradientKernel,
     CBatchNormalizationState, CBatchNormalizationWeights, CCNNBatchNormalization, CCNNBatchNormalizationGradient,
     CCNNBatchNormalizationStatistics, CCNNBatchNormalizationStatisticsGradient, CNormalizationGammaAndBetaState,
-    CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls)
+    CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls,
+    kNormalizationDefaultEpsilon)
 
 __all__ += ["CNNBatchNormalizationDataSource", "BatchNormalizationWeights", "CNNNormalizationGammaAndBetaState",
             "CNNNormalizationMeanAndVarianceState", "CNNBatchNormalizationState", "CNNBatchNormalization",
             "CNNBatchNormalizationStatistics", "CNNBatchNormalizationStatisticsGradient",
             "CNNBatchNormalizationGradient"]
 
-# FLT_MIN: MPS's epsilon for data sources that have none.
-cdef float _FLT_MIN = np.finfo(np.float32).tiny
+# MPS's epsilon for data sources that have none (FLT_MIN), from
+# mpsx/kernels/normalization.h.
+NORMALIZATION_DEFAULT_EPSILON = float(kNormalizationDefaultEpsilon)
 
 
 class CNNBatchNormalizationDataSource:
@@ -36,7 +38,7 @@ class CNNBatchNormalizationDataSource:
     CNNNormalizationMeanAndVarianceState or None (GPU-side updates);
     copy(device).
     """
-    epsilon = float(np.finfo(np.float32).tiny)
+    epsilon = NORMALIZATION_DEFAULT_EPSILON
 
     def number_of_feature_channels(self):
         raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels()")
@@ -96,7 +98,7 @@ cdef HostArray _bds_array(object source, const char* method) except *:
 
 cdef float _bds_epsilon(object source) except *:
     value = _value_of(source, "epsilon")
-    return _FLT_MIN if value is None else float(value)
+    return kNormalizationDefaultEpsilon if value is None else float(value)
 
 
 # Kernels by address, so states handed to data sources know their kernel.

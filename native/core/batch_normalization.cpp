@@ -110,24 +110,13 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
   BatchNormalizationParameters p;
   p.channels = source.number_of_feature_channels();
   check_size(p.channels, kernel, ": the data source's number_of_feature_channels");
-  auto take = [&](const char* name, const HostArray& a, float otherwise, std::vector<float>& out) {
-    if (!a.data && !a.owner) {  // None
-      out.assign(static_cast<size_t>(p.channels), otherwise);
-      return;
-    }
-    if (a.count != static_cast<size_t>(p.channels))
-      fail<ShapeError>(kernel, ": the data source's ", name, " holds ", a.count, " values; expected ", p.channels,
-                       " (number_of_feature_channels)");
-    const float* values = static_cast<const float*>(a.data);
-    out.assign(values, values + a.count);
-  };
   if (gamma_and_beta) {
-    take("gamma", source.gamma(), 1.0f, p.gamma);
-    take("beta", source.beta(), 0.0f, p.beta);
+    take_normalization_array(source.gamma(), NormalizationArray::Gamma, p.channels, kernel, p.gamma);
+    take_normalization_array(source.beta(), NormalizationArray::Beta, p.channels, kernel, p.beta);
   }
   if (mean_and_variance) {
-    take("mean", source.mean(), 0.0f, p.mean);
-    take("variance", source.variance(), 1.0f, p.variance);
+    take_normalization_array(source.mean(), NormalizationArray::Mean, p.channels, kernel, p.mean);
+    take_normalization_array(source.variance(), NormalizationArray::Variance, p.channels, kernel, p.variance);
   }
   p.epsilon = source.epsilon();
   if (!(p.epsilon >= 0.0f))
@@ -250,25 +239,95 @@ std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::updat
 
 // ---------------------------------------------------------------- the batch normalization state
 
-BatchNormalizationState::BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel)
-    : GradientState(kernel->device_ptr()), kernel_(std::move(kernel)), channels_(kernel_->number_of_feature_channels()) {
+BatchNormalizationBatch::BatchNormalizationBatch(const std::shared_ptr<Device>& device, int64_t channels)
+    : channels_(channels) {
   for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
-    *buffer = zeroed(device_ptr(), channels_, kStateName);
+    *buffer = zeroed(device, channels, kStateName);
 }
 
+BatchNormalizationState::BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel)
+    : GradientState(kernel->device_ptr()),
+      kernel_(std::move(kernel)),
+      batch_(kernel_->primitive()->make_batch(device_ptr(), kernel_->number_of_feature_channels())) {}
+
+namespace {
+template <class F>
+void for_each_buffer(const BatchNormalizationBatch& batch, F&& f) {
+  for (const auto* buffer : {&batch.gamma(), &batch.beta(), &batch.mean(), &batch.variance(),
+                             &batch.gradient_for_gamma(), &batch.gradient_for_beta()})
+    f(**buffer);
+}
+}  // namespace
+
 void BatchNormalizationState::synchronize(CommandBuffer& command_buffer) {
-  for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
-    (*buffer)->synchronize(command_buffer);
+  for_each_buffer(*batch_, [&](Buffer& buffer) { buffer.synchronize(command_buffer); });
 }
 
 void BatchNormalizationState::reset() {
-  for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
-    if ((*buffer)->written_by_pending_command_buffer())
+  for_each_buffer(*batch_, [&](Buffer& buffer) {
+    if (buffer.written_by_pending_command_buffer())
       fail<StateError>(kStateName, ": reset while a command buffer that writes the state is pending; "
                        "wait until it has completed");
-  for (auto* buffer : {&mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_}) (*buffer)->fill_zero();
-  statistics_encoded = gradients_encoded = encoded = false;
+  });
+  for (const auto* buffer : {&mean(), &variance(), &gradient_for_gamma(), &gradient_for_beta()})
+    (*buffer)->fill_zero();
+  statistics_encoded = gradients_encoded = gradient_encoded = encoded = false;
   statistics_count = 0;
+  statistics_channel = 0;
+  sub_batches_.clear();
+  bound_ = 0;
+}
+
+const BatchNormalizationState::SubBatch* BatchNormalizationState::find(uint64_t source) const {
+  for (const SubBatch& s : sub_batches_)
+    if (s.source == source) return &s;
+  return nullptr;
+}
+
+void BatchNormalizationState::check_bindable(const Image& source, const char* kernel) const {
+  if (!find(source.identity()))
+    fail<StateError>(kernel, ": this ", class_name(), " belongs to another batch: its statistics cover ",
+                     sub_batches_.size(), " sub-batch(es) of source images, not these; encode "
+                     "MPSCNNBatchNormalizationStatistics with them first (before any forward encode)");
+}
+
+void BatchNormalizationState::bind_source(const Image& source) {
+  State::bind_source(source);
+  bound_ = source.identity();
+  if (!find(bound_)) sub_batches_.push_back(SubBatch{bound_});
+}
+
+void BatchNormalizationState::remember_forward() {
+  for (SubBatch& s : sub_batches_)
+    if (s.source == bound_) {
+      s.forward = true;
+      s.source_descriptor = source_descriptor;
+      s.destination_descriptor = destination_descriptor;
+      s.geometry = geometry;
+      s.result_identity = result_identity;
+    }
+}
+
+void BatchNormalizationState::check_source(const Image& source, const char* kernel) {
+  const SubBatch* s = find(source.identity());
+  if (!s || !s->forward)
+    fail<StateError>(kernel, ": this ", class_name(), " was made for another batch of source images; pass the "
+                     "source images of one of its forward encodes");
+  source_descriptor = s->source_descriptor;
+  destination_descriptor = s->destination_descriptor;
+  geometry = s->geometry;
+  result_identity = s->result_identity;
+}
+
+void BatchNormalizationState::check_statistics_open(const char* kernel) const {
+  const char* used = gradient_encoded    ? "MPSCNNBatchNormalizationGradient"
+                     : gradients_encoded ? "MPSCNNBatchNormalizationStatisticsGradient"
+                     : encoded           ? "MPSCNNBatchNormalization"
+                                         : nullptr;
+  if (used)
+    fail<StateError>(kernel, ": the ", class_name(), " was already used by ", used,
+                     "; statistics accumulate only before any forward or gradient encode: reset() the state or make "
+                     "a new one for another batch");
 }
 
 // ---------------------------------------------------------------- CNNBatchNormalization
@@ -447,17 +506,17 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
     command_buffer.record([primitive = primitive_, regions, p, epsilon = epsilon](ExecutionContext& context) {
       auto [from, to] = regions();
       primitive->normalize(context, from, to, values_of(p.gamma), values_of(p.beta), values_of(p.mean),
-                           values_of(p.variance), epsilon, nullptr, nullptr);
+                           values_of(p.variance), epsilon);
     });
     return;
   }
   bn->epsilon = epsilon;
+  bn->remember_forward();
   command_buffer.record(
       [primitive = primitive_, regions, gamma = p.gamma, beta = p.beta, bn, epsilon = epsilon](ExecutionContext& context) {
         // The state keeps the gamma and beta its gradients belong to.
         auto [from, to] = regions();
-        primitive->normalize(context, from, to, values_of(gamma), values_of(beta), values_of(bn->mean()),
-                             values_of(bn->variance()), epsilon, values_of(bn->gamma()), values_of(bn->beta()));
+        primitive->normalize(context, from, to, values_of(gamma), values_of(beta), epsilon, bn->batch());
       });
   bn->gamma()->will_write(command_buffer);
   bn->beta()->will_write(command_buffer);
@@ -485,16 +544,25 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
   if (first == 0 ? source->feature_channels() != channels : first + channels > source->feature_channels())
     fail<ShapeError>(class_name(), ": expected source images of ", first + channels, " feature channels (the state's ",
                      channels, " from feature channel ", first, "), given ", source->feature_channels());
-  state->check_bindable(*source, class_name());
-  state->bind_source(*source);
+  bn->check_statistics_open(class_name());
+  const int64_t before = bn->statistics_count;
+  if (before > 0 && first != bn->statistics_channel)
+    fail<ShapeError>(class_name(), ": the state's statistics start at feature channel ", bn->statistics_channel,
+                     ", this encode at source_feature_channel_offset ", first);
+  const int64_t count = checked_count({source->number_of_images(), source->height(), source->width()}, class_name(),
+                                      ": the values per channel");
+  if (before > kMaxCount - count)
+    fail<ShapeError>(class_name(), ": the values per channel of all sub-batches overflow: ", before, " + ", count,
+                     " is above ", kMaxCount);
+  bn->bind_source(*source);
   bn->statistics_encoded = true;
-  bn->statistics_count = source->number_of_images() * source->height() * source->width();
+  bn->statistics_count = before + count;
   bn->statistics_channel = first;
-  command_buffer.record([primitive = primitive_, source, bn, first, channels](ExecutionContext& context) {
+  command_buffer.record([primitive = primitive_, source, bn, first, channels, before](ExecutionContext& context) {
     primitive->statistics(context,
                           source->region(0, first, 0, 0, source->number_of_images(), channels, source->height(),
                                          source->width()),
-                          values_of(bn->mean()), values_of(bn->variance()));
+                          bn->batch(), before);
   });
   bn->mean()->will_write(command_buffer);
   bn->variance()->will_write(command_buffer);
@@ -526,6 +594,10 @@ void CNNBatchNormalizationStatisticsGradient::encode_batch(CommandBuffer& comman
                                                            const std::shared_ptr<Image>& source_image,
                                                            const std::shared_ptr<State>& state) {
   check_arguments(command_buffer, source_gradient, source_image, state);
+  if (static_cast<const BatchNormalizationState&>(*state).gradient_encoded)
+    fail<StateError>(class_name(), ": the ", kStateName, " was already used by MPSCNNBatchNormalizationGradient, "
+                     "which read the sums of gamma's and beta's gradients; encode every sub-batch's statistics "
+                     "gradient before the gradients");
   record(command_buffer, source_gradient, source_image, state, nullptr);
 }
 
@@ -537,7 +609,8 @@ void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buff
   auto bn = std::static_pointer_cast<BatchNormalizationState>(state);
   const Geometry g = bn->geometry;
   const int64_t channels = bn->channels();
-  command_buffer.record([primitive = primitive_, source_gradient, source_image, bn, g, channels,
+  const bool accumulate = bn->gradients_encoded;  // a later sub-batch adds to the sums
+  command_buffer.record([primitive = primitive_, source_gradient, source_image, bn, g, channels, accumulate,
                          epsilon = bn->epsilon](ExecutionContext& context) {
     primitive->statistics_gradient(
         context,
@@ -545,8 +618,7 @@ void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buff
                                 g.width),
         source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height,
                              g.width),
-        values_of(bn->gamma()), values_of(bn->beta()), values_of(bn->mean()), values_of(bn->variance()), epsilon,
-        values_of(bn->gradient_for_gamma()), values_of(bn->gradient_for_beta()));
+        epsilon, bn->batch(), accumulate);
   });
   bn->gradients_encoded = true;
   bn->gradient_for_gamma()->will_write(command_buffer);
@@ -574,13 +646,12 @@ void CNNBatchNormalizationGradient::record(CommandBuffer& command_buffer,
                       g.height == source_image->height() && g.source_image == 0 &&
                       g.images == source_image->number_of_images();
   const bool all_channels = g.source_channel == 0 && channels == source_image->feature_channels();
+  bn->gradient_encoded = true;
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, bn, g, channels,
                          covers, all_channels, epsilon = bn->epsilon,
                          count = bn->statistics_count](ExecutionContext& context) {
     auto gradient = [&](const ImageRegion& dy, const ImageRegion& x, const ImageRegion& dx) {
-      primitive->gradient(context, dy, x, dx, values_of(bn->gamma()), values_of(bn->beta()), values_of(bn->mean()),
-                          values_of(bn->variance()), epsilon, values_of(bn->gradient_for_gamma()),
-                          values_of(bn->gradient_for_beta()), count);
+      primitive->gradient(context, dy, x, dx, epsilon, bn->batch(), count);
     };
     if (!all_channels)  // channels outside the normalization get no gradient
       context.fill_zero_image(*destination_gradient);

@@ -16,7 +16,7 @@ void State::check_bindable(const Image& source, const char* kernel) const {
                      "states are not reusable across batches, make a new one for this batch");
 }
 
-void State::check_source(const Image& source, const char* kernel) const {
+void State::check_source(const Image& source, const char* kernel) {
   if (source_identity_ == 0)
     fail<StateError>(kernel, ": this ", class_name(), " was not produced by a forward encode");
   if (source_identity_ != source.identity())

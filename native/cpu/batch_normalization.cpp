@@ -143,6 +143,8 @@ class ChannelSums {
   char* data_;
 };
 
+float* values_of(const std::shared_ptr<Buffer>& buffer) { return static_cast<float*>(buffer->data()); }
+
 class CpuBatchNormalization final : public BatchNormalizationPrimitive {
  public:
   explicit CpuBatchNormalization(const BatchNormalizationDescriptor& d)
@@ -150,8 +152,10 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
         relu_(d.fused_neuron.type == NeuronType::ReLU),
         other_(!d.fused_neuron.is_identity() && !relu_) {}
 
-  void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
-                  float* variance) const override {
+  void statistics(ExecutionContext& context, const ImageRegion& source, BatchNormalizationBatch& batch,
+                  int64_t before) const override {
+    float* mean = values_of(batch.mean());
+    float* variance = values_of(batch.variance());
     CpuContext& cpu = context_of(context);
     Float32Region x(cpu, source, 0, true);
     const int64_t channels = source.c;
@@ -169,22 +173,35 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
       double sum, squares;
       sums.total(c, &sum, &squares);
       const double m = sum / count;
-      mean[c] = static_cast<float>(shift[c] + m);
-      variance[c] = static_cast<float>(std::max(squares / count - m * m, 0.0));
+      const double batch_mean = shift[c] + m, batch_variance = std::max(squares / count - m * m, 0.0);
+      if (before == 0) {
+        mean[c] = static_cast<float>(batch_mean);
+        variance[c] = static_cast<float>(batch_variance);
+        continue;
+      }
+      // Chan's parallel formula: merge with the `before` values already in.
+      const double n = static_cast<double>(before), total = n + count, delta = batch_mean - mean[c];
+      mean[c] = static_cast<float>(mean[c] + delta * (count / total));
+      variance[c] = static_cast<float>((variance[c] * n + batch_variance * count) / total +
+                                       delta * delta * (n / total) * (count / total));
     }
   }
 
   void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-                 const float* gamma, const float* beta, const float* mean, const float* variance, float epsilon,
-                 float* kept_gamma, float* kept_beta) const override {
+                 const float* gamma, const float* beta, float epsilon, BatchNormalizationBatch& batch) const override {
+    normalize(context, source, destination, gamma, beta, values_of(batch.mean()), values_of(batch.variance()),
+              epsilon);
+    std::copy_n(gamma, source.c, values_of(batch.gamma()));
+    std::copy_n(beta, source.c, values_of(batch.beta()));
+  }
+
+  void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+                 const float* gamma, const float* beta, const float* mean, const float* variance,
+                 float epsilon) const override {
     CpuContext& cpu = context_of(context);
     Float32Region x(cpu, source, 0, true);
     Float32Region y(cpu, destination, 1, false);
     const int64_t channels = source.c;
-    if (kept_gamma) {
-      std::copy(gamma, gamma + channels, kept_gamma);
-      std::copy(beta, beta + channels, kept_beta);
-    }
     float* a = coefficients(cpu, channels, 2);
     float* b = a + channels;
     pre_activation(gamma, beta, mean, variance, epsilon, channels, a, b);
@@ -203,8 +220,11 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
   }
 
   void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                           const float* gamma, const float* beta, const float* mean, const float* variance,
-                           float epsilon, float* gradient_for_gamma, float* gradient_for_beta) const override {
+                           float epsilon, BatchNormalizationBatch& batch, bool accumulate) const override {
+    const float *gamma = values_of(batch.gamma()), *beta = values_of(batch.beta());
+    const float *mean = values_of(batch.mean()), *variance = values_of(batch.variance());
+    float* gradient_for_gamma = values_of(batch.gradient_for_gamma());
+    float* gradient_for_beta = values_of(batch.gradient_for_beta());
     CpuContext& cpu = context_of(context);
     Float32Region dy(cpu, source_gradient, 0, true);
     Float32Region x(cpu, source, 1, true);
@@ -235,15 +255,19 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     for (int64_t c = 0; c < channels; ++c) {
       double sum, products;
       sums.total(c, &sum, &products);
-      gradient_for_beta[c] = static_cast<float>(sum);
-      gradient_for_gamma[c] = static_cast<float>(products / std::sqrt(static_cast<double>(variance[c]) + epsilon));
+      const double for_gamma = products / std::sqrt(static_cast<double>(variance[c]) + epsilon);
+      gradient_for_beta[c] = static_cast<float>(accumulate ? gradient_for_beta[c] + sum : sum);
+      gradient_for_gamma[c] = static_cast<float>(accumulate ? gradient_for_gamma[c] + for_gamma : for_gamma);
     }
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                const ImageRegion& destination_gradient, const float* gamma, const float* beta, const float* mean,
-                const float* variance, float epsilon, const float* gradient_for_gamma, const float* gradient_for_beta,
+                const ImageRegion& destination_gradient, float epsilon, BatchNormalizationBatch& batch,
                 int64_t count) const override {
+    const float *gamma = values_of(batch.gamma()), *beta = values_of(batch.beta());
+    const float *mean = values_of(batch.mean()), *variance = values_of(batch.variance());
+    const float* gradient_for_gamma = values_of(batch.gradient_for_gamma());
+    const float* gradient_for_beta = values_of(batch.gradient_for_beta());
     CpuContext& cpu = context_of(context);
     Float32Region x(cpu, source, 1, true);
     Float32Region dx(cpu, destination_gradient, 2, false);

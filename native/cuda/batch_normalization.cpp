@@ -16,34 +16,41 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
  public:
   CudaBatchNormalization(int ordinal, const BatchNormalizationDescriptor& d) : neuron_(ordinal, d.fused_neuron) {}
 
-  void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
-                  float* variance) const override {
+  void statistics(ExecutionContext& context, const ImageRegion& source, BatchNormalizationBatch& batch,
+                  int64_t before) const override {
     CudaContext& cuda = context_of(context);
-    batch_normalization_statistics(source, mean, variance, sums(cuda, source), cuda.stream());
+    batch_normalization_statistics(source, values_of(batch.mean()), values_of(batch.variance()), before,
+                                   sums(cuda, source), cuda.stream());
   }
 
   void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-                 const float* gamma, const float* beta, const float* mean, const float* variance, float epsilon,
-                 float* kept_gamma, float* kept_beta) const override {
-    batch_normalization_normalize(neuron_.parameters(), source, destination, {gamma, beta, mean, variance, epsilon}, kept_gamma,
-                                  kept_beta, context_of(context).stream());
+                 const float* gamma, const float* beta, const float* mean, const float* variance,
+                 float epsilon) const override {
+    batch_normalization_normalize(neuron_.parameters(), source, destination, {gamma, beta, mean, variance, epsilon},
+                                  nullptr, nullptr, context_of(context).stream());
+  }
+
+  void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+                 const float* gamma, const float* beta, float epsilon, BatchNormalizationBatch& batch) const override {
+    batch_normalization_normalize(neuron_.parameters(), source, destination,
+                                  {gamma, beta, values_of(batch.mean()), values_of(batch.variance()), epsilon},
+                                  values_of(batch.gamma()), values_of(batch.beta()), context_of(context).stream());
   }
 
   void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                           const float* gamma, const float* beta, const float* mean, const float* variance,
-                           float epsilon, float* gradient_for_gamma, float* gradient_for_beta) const override {
+                           float epsilon, BatchNormalizationBatch& batch, bool accumulate) const override {
     CudaContext& cuda = context_of(context);
-    batch_normalization_statistics_gradient(neuron_.parameters(), source_gradient, source, {gamma, beta, mean, variance, epsilon},
-                                            gradient_for_gamma, gradient_for_beta, sums(cuda, source), cuda.stream());
+    batch_normalization_statistics_gradient(neuron_.parameters(), source_gradient, source, parameters(batch, epsilon),
+                                            values_of(batch.gradient_for_gamma()), values_of(batch.gradient_for_beta()),
+                                            accumulate, sums(cuda, source), cuda.stream());
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                const ImageRegion& destination_gradient, const float* gamma, const float* beta, const float* mean,
-                const float* variance, float epsilon, const float* gradient_for_gamma, const float* gradient_for_beta,
+                const ImageRegion& destination_gradient, float epsilon, BatchNormalizationBatch& batch,
                 int64_t count) const override {
     batch_normalization_gradient(neuron_.parameters(), source_gradient, source, destination_gradient,
-                                 {gamma, beta, mean, variance, epsilon}, gradient_for_gamma, gradient_for_beta, count,
-                                 context_of(context).stream());
+                                 parameters(batch, epsilon), values_of(batch.gradient_for_gamma()),
+                                 values_of(batch.gradient_for_beta()), count, context_of(context).stream());
   }
 
   void update_running_statistics(ExecutionContext& context, int64_t channels, const float* mean,
@@ -59,6 +66,14 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
   }
 
  private:
+  static float* values_of(const std::shared_ptr<Buffer>& buffer) { return static_cast<float*>(buffer->data()); }
+
+  // The batch's gamma, beta, mean and variance: what its training passes read.
+  static ChannelParameters parameters(const BatchNormalizationBatch& batch, float epsilon) {
+    return {values_of(batch.gamma()), values_of(batch.beta()), values_of(batch.mean()), values_of(batch.variance()),
+            epsilon};
+  }
+
   static void* sums(CudaContext& cuda, const ImageRegion& source) {
     return cuda.scratch(kSumsSlot, batch_normalization_sums_bytes(source));
   }

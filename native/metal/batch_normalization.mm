@@ -1,179 +1,98 @@
 // Batch normalization on metal: MPSCNNBatchNormalization, its statistics and
-// gradient kernels, and MPSXBatchNormalizationDataSource, the
-// <MPSCNNBatchNormalizationDataSource> that forwards to an mpsx data source.
+// gradient kernels over the real MPSCNNBatchNormalizationState.
 //
-// MPS keeps a batch's statistics, the gamma and beta its forward pass used
-// and their gradients in an MPSCNNBatchNormalizationState it allocates;
-// mpsx keeps them in its own state's buffers and hands the primitive their
-// addresses. So each encode that needs an MPS state makes one, runs MPS's
-// statistics kernel on it (the precondition of every MPS kernel that takes
-// one), and copies the given values in and the results out with blits.
+// Each mpsx batch normalization state's per-batch data is a MetalBatch: it
+// holds the MPSCNNBatchNormalizationState that MPSCNNBatchNormalizationStatistics
+// makes and accumulates into (one per batch, made by the first sub-batch's
+// statistics), which the forward, statistics gradient and gradient kernels
+// then read and update, each encoded once. mpsx's host-readable buffers of
+// the state (gamma, beta, mean, variance and the gradients) are copied from
+// the MPS state's buffers after the passes that change them.
 #include "mpsx/kernels/batch_normalization.h"
 
-#include <cfloat>
-#include <exception>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <utility>
 #include <vector>
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/kernels/normalization.h"
 #include "mpsx/registry.h"
 
-namespace {
-
-// Exceptions must not unwind through MPS's frames: a forwarded call keeps the
-// first one and answers `otherwise`; rethrowError throws it once MPS returns.
-template <class F, class R>
-R forwarded(std::exception_ptr& error, F&& call, R otherwise) {
-  try {
-    return call();
-  } catch (...) {
-    if (!error) error = std::current_exception();
-    return otherwise;
-  }
-}
-
-template <class F>
-void forwarded(std::exception_ptr& error, F&& call) {
-  try {
-    call();
-  } catch (...) {
-    if (!error) error = std::current_exception();
-  }
-}
-
-// Copies what the data source gave into `held` (MPS reads it until purge);
-// an array not given (None) becomes mpsx's default.
-float* hold(std::vector<float>& held, const mpsx::HostArray& given, int64_t channels, float otherwise,
-            const char* name) {
-  if (!given.data && !given.owner) {
-    held.assign(static_cast<size_t>(channels), otherwise);
-  } else {
-    if (given.count != static_cast<size_t>(channels))
-      mpsx::fail<mpsx::ShapeError>("MPSCNNBatchNormalizationDataSource: the data source's ", name, " holds ",
-                                   given.count, " values; expected ", channels, " (number_of_feature_channels)");
-    const float* values = static_cast<const float*>(given.data);
-    held.assign(values, values + given.count);
-  }
-  return held.data();
-}
-
-}  // namespace
-
-// An <MPSCNNBatchNormalizationDataSource> over an mpsx data source, native or
-// Python. MPS never sees NULL arrays: None becomes gamma and variance ones,
-// beta and mean zeros, as in mpsx. The optional update methods take MPS
-// states, which mpsx data sources (their update methods take mpsx states)
-// cannot read, and the coding methods have nothing to archive, so neither is
-// implemented.
-@interface MPSXBatchNormalizationDataSource : NSObject <MPSCNNBatchNormalizationDataSource>
-- (instancetype)initWithSource:(std::shared_ptr<mpsx::BatchNormalizationDataSource>)source NS_DESIGNATED_INITIALIZER;
+// The <MPSCNNBatchNormalizationDataSource> of the primitive's own
+// MPSCNNBatchNormalization kernels: the neutral normalization of
+// mpsx/kernels/normalization.h (every array a source does not give), since
+// every encode brings its gamma, beta, mean, variance and epsilon. It has
+// what MPS calls: the required methods and NSCopying's copy.
+@interface MPSXNeutralBatchNormalizationDataSource : NSObject <MPSCNNBatchNormalizationDataSource>
+- (instancetype)initWithChannels:(int64_t)channels NS_DESIGNATED_INITIALIZER;
 - (instancetype)init NS_UNAVAILABLE;
-// Throws the first exception a forwarded call caught.
-- (void)rethrowError;
 @end
 
-@implementation MPSXBatchNormalizationDataSource {
-  std::shared_ptr<mpsx::BatchNormalizationDataSource> _source;
+@implementation MPSXNeutralBatchNormalizationDataSource {
   std::vector<float> _gamma, _beta, _mean, _variance;
-  std::exception_ptr _error;
 }
 
-- (instancetype)initWithSource:(std::shared_ptr<mpsx::BatchNormalizationDataSource>)source {
-  if ((self = [super init])) _source = std::move(source);
+- (instancetype)initWithChannels:(int64_t)channels {
+  if ((self = [super init])) {
+    using mpsx::NormalizationArray;
+    const size_t count = static_cast<size_t>(channels);
+    _gamma.assign(count, mpsx::normalization_default(NormalizationArray::Gamma));
+    _beta.assign(count, mpsx::normalization_default(NormalizationArray::Beta));
+    _mean.assign(count, mpsx::normalization_default(NormalizationArray::Mean));
+    _variance.assign(count, mpsx::normalization_default(NormalizationArray::Variance));
+  }
   return self;
 }
 
-- (void)rethrowError {
-  if (std::exception_ptr error = std::exchange(_error, nullptr)) std::rethrow_exception(error);
-}
-
 - (NSUInteger)numberOfFeatureChannels {
-  return forwarded(_error, [&] { return static_cast<NSUInteger>(_source->number_of_feature_channels()); },
-                   NSUInteger{0});
+  return static_cast<NSUInteger>(_gamma.size());
 }
 
 - (float*)gamma {
-  return forwarded(
-      _error, [&] { return hold(_gamma, _source->gamma(), _source->number_of_feature_channels(), 1.0f, "gamma"); },
-      static_cast<float*>(nullptr));
+  return _gamma.data();
 }
 
 - (float*)beta {
-  return forwarded(
-      _error, [&] { return hold(_beta, _source->beta(), _source->number_of_feature_channels(), 0.0f, "beta"); },
-      static_cast<float*>(nullptr));
+  return _beta.data();
 }
 
 - (float*)mean {
-  return forwarded(
-      _error, [&] { return hold(_mean, _source->mean(), _source->number_of_feature_channels(), 0.0f, "mean"); },
-      static_cast<float*>(nullptr));
+  return _mean.data();
 }
 
 - (float*)variance {
-  return forwarded(_error,
-                   [&] {
-                     return hold(_variance, _source->variance(), _source->number_of_feature_channels(), 1.0f,
-                                 "variance");
-                   },
-                   static_cast<float*>(nullptr));
+  return _variance.data();
 }
 
 - (BOOL)load {
-  return forwarded(_error, [&] { return _source->load() ? YES : NO; }, NO);
+  return YES;
 }
 
+// The arrays are the source's own and never change: nothing to purge.
 - (void)purge {
-  for (std::vector<float>* held : {&_gamma, &_beta, &_mean, &_variance}) std::vector<float>().swap(*held);
-  forwarded(_error, [&] { _source->purge(); });
 }
 
 - (NSString*)label {
-  return forwarded(_error, [&] { return [NSString stringWithUTF8String:_source->label().c_str()]; },
-                   static_cast<NSString*>(nil));
+  return @"mpsx batch normalization";
 }
 
 - (float)epsilon {
-  return forwarded(_error, [&] { return _source->epsilon(); }, FLT_MIN);
+  return mpsx::kNormalizationDefaultEpsilon;
 }
 
-// A copy forwards to the same mpsx data source: it is one object to mpsx.
+// Immutable: a copy is the same values.
 - (id)copyWithZone:(NSZone*)zone {
-  return [[MPSXBatchNormalizationDataSource allocWithZone:zone] initWithSource:_source];
-}
-
-- (instancetype)copyWithZone:(NSZone*)zone device:(id<MTLDevice>)device {
-  return [self copyWithZone:zone];  // host arrays serve any device
+  return self;
 }
 
 @end
 
 namespace mpsx::metal {
 namespace {
-
-// The data source of the primitive's own MPS kernels: neutral values, since
-// every encode brings gamma, beta, mean, variance and epsilon of its own.
-class NeutralDataSource final : public BatchNormalizationDataSource {
- public:
-  explicit NeutralDataSource(int64_t channels) : channels_(channels) {}
-  bool load() override { return true; }
-  void purge() override {}
-  int64_t number_of_feature_channels() override { return channels_; }
-  HostArray gamma() override { return {}; }
-  HostArray beta() override { return {}; }
-  HostArray mean() override { return {}; }
-  HostArray variance() override { return {}; }
-  std::string label() override { return "mpsx batch normalization"; }
-
- private:
-  int64_t channels_;
-};
 
 // The clipRect of kernels without a destination image: the region's extent
 // from (0, 0).
@@ -184,6 +103,10 @@ MTLRegion extent_of(const ImageRegion& region) {
 NSUInteger bytes_of(int64_t channels) { return static_cast<NSUInteger>(channels) * sizeof(float); }
 
 BufferAddress address(MetalContext& metal, const float* values) { return metal.backend().address_of(values); }
+
+BufferAddress address(MetalContext& metal, const std::shared_ptr<Buffer>& buffer) {
+  return address(metal, static_cast<const float*>(buffer->data()));
+}
 
 // One of the MPS state's buffers: MPS's accessors may answer nil.
 BufferAddress in_state(id<MTLBuffer> buffer, const char* name) {
@@ -221,6 +144,36 @@ void copy(id<MTLCommandBuffer> command_buffer, std::initializer_list<Copy> copie
   [blit endEncoding];
 }
 
+// A state's per-batch data: mpsx's buffers, read by the host and by the
+// running-statistics update, and the MPS state every pass works on.
+class MetalBatch final : public BatchNormalizationBatch {
+ public:
+  using BatchNormalizationBatch::BatchNormalizationBatch;
+  // Made by the statistics of the batch's first sub-batch; nil before.
+  MPSCNNBatchNormalizationState* state = nil;
+
+  MPSCNNBatchNormalizationState* checked_state() const {
+    if (!state) fail<Error>("metal: the MPSCNNBatchNormalizationState was not made by a statistics encode");
+    return state;
+  }
+  // Copies the MPS state's statistics into mpsx's mean and variance.
+  void copy_statistics(MetalContext& metal) const {
+    copy(metal.command_buffer(),
+         {{in_state([state mean], "mean"), address(metal, mean())},
+          {in_state([state variance], "variance"), address(metal, variance())}},
+         bytes_of(channels()));
+  }
+  // Copies the MPS state's gradients for gamma and beta into mpsx's.
+  void copy_gradients(MetalContext& metal) const {
+    copy(metal.command_buffer(),
+         {{in_state([state gradientForGamma], "gradientForGamma"), address(metal, gradient_for_gamma())},
+          {in_state([state gradientForBeta], "gradientForBeta"), address(metal, gradient_for_beta())}},
+         bytes_of(channels()));
+  }
+};
+
+MetalBatch& metal_batch(BatchNormalizationBatch& batch) { return static_cast<MetalBatch&>(batch); }
+
 // What MPS's gradient kernels read as their primary image.
 struct Gradients {
   MPSImageBatch* images;
@@ -256,92 +209,114 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
         gradient_([[MPSCNNBatchNormalizationGradient alloc] initWithDevice:device fusedNeuronDescriptor:fused_neuron_]),
         zero_([[MPSCNNNeuron alloc]
               initWithDevice:device
-            neuronDescriptor:[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:MPSCNNNeuronTypeLinear a:0 b:0]]),
-        scale_([[MPSMatrixNeuron alloc] initWithDevice:device]) {}
+            neuronDescriptor:[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:MPSCNNNeuronTypeLinear a:0 b:0]]) {}
 
-  void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
-                  float* variance) const override {
-    if (source.element_count() == 0) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    MetalContext& metal = context_of(context);
-    MPSCNNBatchNormalizationState* state = batch_statistics(metal, source);
-    copy(metal.command_buffer(),
-         {{in_state([state mean], "mean"), address(metal, mean)},
-          {in_state([state variance], "variance"), address(metal, variance)}},
-         bytes_of(source.c));
+  std::shared_ptr<BatchNormalizationBatch> make_batch(const std::shared_ptr<Device>& device,
+                                                      int64_t channels) const override {
+    return std::make_shared<MetalBatch>(device, channels);
   }
 
+  // MPS accumulates the statistics of every sub-batch encoded into one
+  // state; the first sub-batch of a batch (before 0) starts a new state.
+  void statistics(ExecutionContext& context, const ImageRegion& source, BatchNormalizationBatch& data,
+                  int64_t before) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MetalContext& metal = context_of(context);
+    MetalBatch& batch = metal_batch(data);
+    if (before == 0 || !batch.state) {
+      MPSImage* image = image_of(source);
+      batch.state = [kernels_for(source.c).batch_normalization resultStateForSourceImage:image
+                                                                            sourceStates:nil
+                                                                        destinationImage:image];
+      if (!batch.state) fail<Error>("metal: MPSCNNBatchNormalization made no MPSCNNBatchNormalizationState");
+    }
+    if (source.element_count() == 0) return;
+    statistics_.offset = origin_of(source);
+    statistics_.clipRect = extent_of(source);
+    statistics_.sourceFeatureChannelOffset = feature_channel_offset(source);
+    [statistics_ encodeBatchToCommandBuffer:metal.command_buffer()
+                               sourceImages:images_of(source)
+                    batchNormalizationState:batch.state];
+    batch.copy_statistics(metal);
+  }
+
+  // Inference: MPS normalizes with the kernel's own four arrays, reloaded
+  // from the given ones in command buffer order.
   void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-                 const float* gamma, const float* beta, const float* mean, const float* variance, float epsilon,
-                 float* kept_gamma, float* kept_beta) const override {
+                 const float* gamma, const float* beta, const float* mean, const float* variance,
+                 float epsilon) const override {
     if (source.element_count() == 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     MetalContext& metal = context_of(context);
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
-    MPSCNNBatchNormalization* kernel = kernels_for(source.c).batch_normalization;
-    // Without a state MPS normalizes with the kernel's own four arrays:
-    // reload them from the given ones, in command buffer order.
-    [kernel reloadGammaAndBetaWithCommandBuffer:command_buffer
-                              gammaAndBetaState:[[MPSCNNNormalizationGammaAndBetaState alloc]
-                                                    initWithGamma:whole_buffer(metal, gamma, "gamma")
-                                                             beta:whole_buffer(metal, beta, "beta")]];
+    MPSCNNBatchNormalization* kernel = prepared(metal, source, destination, gamma, beta, epsilon);
     [kernel reloadMeanAndVarianceWithCommandBuffer:command_buffer
                               meanAndVarianceState:[[MPSCNNNormalizationMeanAndVarianceState alloc]
                                                        initWithMean:whole_buffer(metal, mean, "mean")
                                                            variance:whole_buffer(metal, variance, "variance")]];
-    kernel.epsilon = epsilon;
-    kernel.offset = origin_of(source);
-    kernel.clipRect = clip_rect_of(destination);
-    kernel.sourceFeatureChannelOffset = feature_channel_offset(source);
-    kernel.destinationFeatureChannelOffset = feature_channel_offset(destination);
     [kernel encodeBatchToCommandBuffer:command_buffer
                           sourceImages:images_of(source)
                      destinationImages:images_of(destination)];
-    if (kept_gamma)
-      copy(command_buffer,
-           {{address(metal, gamma), address(metal, kept_gamma)}, {address(metal, beta), address(metal, kept_beta)}},
-           bytes_of(source.c));
   }
 
+  // Training: the batch statistics of the MPS state; the state also takes
+  // the gamma and beta its gradients use.
+  void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+                 const float* gamma, const float* beta, float epsilon, BatchNormalizationBatch& data) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MetalContext& metal = context_of(context);
+    id<MTLCommandBuffer> command_buffer = metal.command_buffer();
+    MetalBatch& batch = metal_batch(data);
+    MPSCNNBatchNormalizationState* state = batch.checked_state();
+    copy(command_buffer,
+         {{address(metal, gamma), in_state([state gamma], "gamma")},
+          {address(metal, beta), in_state([state beta], "beta")},
+          {address(metal, gamma), address(metal, batch.gamma())},
+          {address(metal, beta), address(metal, batch.beta())}},
+         bytes_of(source.c));
+    if (source.element_count() == 0) return;
+    MPSCNNBatchNormalization* kernel = prepared(metal, source, destination, gamma, beta, epsilon);
+    [kernel encodeBatchToCommandBuffer:command_buffer
+                          sourceImages:images_of(source)
+               batchNormalizationState:state
+                     destinationImages:images_of(destination)];
+    batch.copy_statistics(metal);  // as the forward pass used them
+  }
+
+  // MPS adds each sub-batch's sums into the state's gradients; core starts a
+  // batch's sums (accumulate false) only on a state whose statistics
+  // gradient has not run, which MPS's state starts at zero.
   void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                           const float* gamma, const float* beta, const float* mean, const float* variance,
-                           float epsilon, float* gradient_for_gamma, float* gradient_for_beta) const override {
+                           float epsilon, BatchNormalizationBatch& data, bool) const override {
     if (source.element_count() == 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     MetalContext& metal = context_of(context);
-    MPSCNNBatchNormalizationState* state = training_state(metal, source, gamma, beta, mean, variance, epsilon);
-    encode_statistics_gradient(metal.command_buffer(), gradients_of(source_gradient), source, state);
-    copy(metal.command_buffer(),
-         {{in_state([state gradientForGamma], "gradientForGamma"), address(metal, gradient_for_gamma)},
-          {in_state([state gradientForBeta], "gradientForBeta"), address(metal, gradient_for_beta)}},
-         bytes_of(source.c));
+    MetalBatch& batch = metal_batch(data);
+    MPSCNNBatchNormalizationState* state = batch.checked_state();
+    kernels_for(source.c).batch_normalization.epsilon = epsilon;  // the gradient kernels read the state's kernel's
+    const Gradients dy = gradients_of(source_gradient);
+    set_sources(statistics_gradient_, dy, source);
+    statistics_gradient_.clipRect = extent_of(source);
+    [statistics_gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
+                                     sourceGradients:dy.images
+                                        sourceImages:images_of(source)
+                             batchNormalizationState:state];
+    batch.copy_gradients(metal);
   }
 
+  // MPS's gradient divides by the values its statistics accumulated: `count`.
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                const ImageRegion& destination_gradient, const float* gamma, const float* beta, const float* mean,
-                const float* variance, float epsilon, const float* gradient_for_gamma, const float* gradient_for_beta,
-                int64_t count) const override {
+                const ImageRegion& destination_gradient, float epsilon, BatchNormalizationBatch& data,
+                int64_t) const override {
     if (source.element_count() == 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
     MetalContext& metal = context_of(context);
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
-    MPSCNNBatchNormalizationState* state = training_state(metal, source, gamma, beta, mean, variance, epsilon);
+    MPSCNNBatchNormalizationState* state = metal_batch(data).checked_state();
+    kernels_for(source.c).batch_normalization.epsilon = epsilon;
     // Core signals "no source gradient" (dz = 0) with a default region, which
     // names no storage; MPS reads gradients only from images.
     const Gradients dy = source_gradient.storage ? gradients_of(source_gradient) : zeros_like(command_buffer, source);
-    // MPS's gradient wants a state its statistics gradient has run with; then
-    // the given sums replace the ones it found. MPS divides them by the
-    // pixels it normalizes, the contract by `count`: scale them by the ratio.
-    encode_statistics_gradient(command_buffer, dy, source, state);
-    scale_.alpha = static_cast<double>(source.n * source.h * source.w) / static_cast<double>(count);
-    [scale_ encodeToCommandBuffer:command_buffer
-                      inputMatrix:row(address(metal, gradient_for_gamma), source.c)
-                       biasVector:nil
-                     resultMatrix:row(in_state([state gradientForGamma], "gradientForGamma"), source.c)];
-    [scale_ encodeToCommandBuffer:command_buffer
-                      inputMatrix:row(address(metal, gradient_for_beta), source.c)
-                       biasVector:nil
-                     resultMatrix:row(in_state([state gradientForBeta], "gradientForBeta"), source.c)];
     set_sources(gradient_, dy, source);
     gradient_.clipRect = clip_rect_of(destination_gradient);
     gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
@@ -395,12 +370,11 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   const Kernels& kernels_for(int64_t channels) const {
     auto it = kernels_.find(channels);
     if (it != kernels_.end()) return it->second;
-    MPSXBatchNormalizationDataSource* source =
-        [[MPSXBatchNormalizationDataSource alloc] initWithSource:std::make_shared<NeutralDataSource>(channels)];
+    MPSXNeutralBatchNormalizationDataSource* source =
+        [[MPSXNeutralBatchNormalizationDataSource alloc] initWithChannels:channels];
     MPSCNNBatchNormalization* batch_normalization = [[MPSCNNBatchNormalization alloc] initWithDevice:device_
                                                                                          dataSource:source
                                                                               fusedNeuronDescriptor:fused_neuron_];
-    [source rethrowError];
     MPSMatrixSum* running_statistics = [[MPSMatrixSum alloc] initWithDevice:device_
                                                                       count:2
                                                                        rows:1
@@ -409,55 +383,29 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
     return kernels_.emplace(channels, Kernels{batch_normalization, running_statistics}).first->second;
   }
 
-  // A new MPS state holding the batch statistics of x's pixels.
-  MPSCNNBatchNormalizationState* batch_statistics(MetalContext& metal, const ImageRegion& x) const {
-    MPSImage* image = image_of(x);
-    MPSCNNBatchNormalizationState* state = [kernels_for(x.c).batch_normalization resultStateForSourceImage:image
-                                                                                              sourceStates:nil
-                                                                                          destinationImage:image];
-    if (!state) fail<Error>("metal: MPSCNNBatchNormalization made no MPSCNNBatchNormalizationState");
-    statistics_.offset = origin_of(x);
-    statistics_.clipRect = extent_of(x);
-    statistics_.sourceFeatureChannelOffset = feature_channel_offset(x);
-    [statistics_ encodeBatchToCommandBuffer:metal.command_buffer()
-                               sourceImages:images_of(x)
-                    batchNormalizationState:state];
-    return state;
+  // The kernel for source's channels with the given gamma and beta reloaded
+  // (in command buffer order), epsilon and the regions set.
+  MPSCNNBatchNormalization* prepared(MetalContext& metal, const ImageRegion& source, const ImageRegion& destination,
+                                     const float* gamma, const float* beta, float epsilon) const {
+    MPSCNNBatchNormalization* kernel = kernels_for(source.c).batch_normalization;
+    [kernel reloadGammaAndBetaWithCommandBuffer:metal.command_buffer()
+                              gammaAndBetaState:[[MPSCNNNormalizationGammaAndBetaState alloc]
+                                                    initWithGamma:whole_buffer(metal, gamma, "gamma")
+                                                             beta:whole_buffer(metal, beta, "beta")]];
+    kernel.epsilon = epsilon;
+    kernel.offset = origin_of(source);
+    kernel.clipRect = clip_rect_of(destination);
+    kernel.sourceFeatureChannelOffset = feature_channel_offset(source);
+    kernel.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    return kernel;
   }
 
-  // A new MPS state for a gradient over x, holding the given gamma, beta,
-  // mean and variance; the gradient kernels take epsilon from the state's
-  // batch normalization.
-  MPSCNNBatchNormalizationState* training_state(MetalContext& metal, const ImageRegion& x, const float* gamma,
-                                                const float* beta, const float* mean, const float* variance,
-                                                float epsilon) const {
-    MPSCNNBatchNormalizationState* state = batch_statistics(metal, x);
-    kernels_for(x.c).batch_normalization.epsilon = epsilon;
-    copy(metal.command_buffer(),
-         {{address(metal, gamma), in_state([state gamma], "gamma")},
-          {address(metal, beta), in_state([state beta], "beta")},
-          {address(metal, mean), in_state([state mean], "mean")},
-          {address(metal, variance), in_state([state variance], "variance")}},
-         bytes_of(x.c));
-    return state;
-  }
-
-  void encode_statistics_gradient(id<MTLCommandBuffer> command_buffer, const Gradients& dy, const ImageRegion& x,
-                                  MPSCNNBatchNormalizationState* state) const {
-    set_sources(statistics_gradient_, dy, x);
-    statistics_gradient_.clipRect = extent_of(x);
-    [statistics_gradient_ encodeBatchToCommandBuffer:command_buffer
-                                     sourceGradients:dy.images
-                                        sourceImages:images_of(x)
-                             batchNormalizationState:state];
-  }
-
-  // Zeros of x's extents, read by the statistics gradient and the gradient.
-  // Temporary images live in heaps that blits would need fences for, so a
-  // neuron f(x) = 0 * x + 0 writes them.
+  // Zeros of x's extents, read by the gradient. Temporary images live in
+  // heaps that blits would need fences for, so a neuron f(x) = 0 * x + 0
+  // writes them.
   Gradients zeros_like(id<MTLCommandBuffer> command_buffer, const ImageRegion& x) const {
     NSArray<MPSTemporaryImage*>* zeros = temporary_images(command_buffer, x.data_type, x.w, x.h, x.c, x.n);
-    for (MPSTemporaryImage* image in zeros) image.readCount = 2;
+    for (MPSTemporaryImage* image in zeros) image.readCount = 1;
     zero_.offset = origin_of(x);
     zero_.clipRect = extent_of(x);
     zero_.sourceFeatureChannelOffset = feature_channel_offset(x);
@@ -471,7 +419,6 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   MPSCNNBatchNormalizationStatisticsGradient* statistics_gradient_;
   MPSCNNBatchNormalizationGradient* gradient_;
   MPSCNNNeuron* zero_;
-  MPSMatrixNeuron* scale_;
   // The kernels' properties are set per encode: one encode at a time.
   mutable std::mutex mutex_;
   mutable std::map<int64_t, Kernels> kernels_;

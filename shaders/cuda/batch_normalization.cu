@@ -37,15 +37,29 @@ struct Moments {
   }
 };
 
+// The statistics of x's `count` values per channel, merged into mean and
+// variance, which hold those of `before` earlier values (0: replaced).
 template <class Index>
 struct Statistics {
   Strided<Index> x;
-  double count;
+  double count, before;
   float *mean, *variance;
   __device__ void operator()(int64_t c, const double (&sums)[2]) const {
     const double m = sums[0] / count;
-    mean[c] = static_cast<float>(x.load(static_cast<Index>(c) * x.c) + m);
-    variance[c] = static_cast<float>(fmax(sums[1] / count - m * m, 0.0));
+    const double batch_mean = x.load(static_cast<Index>(c) * x.c) + m;
+    const double batch_variance = fmax(sums[1] / count - m * m, 0.0);
+    if (before == 0) {
+      mean[c] = static_cast<float>(batch_mean);
+      variance[c] = static_cast<float>(batch_variance);
+      return;
+    }
+    // Chan's parallel formula.
+    const double total = before + count, delta = batch_mean - mean[c];
+    const double merged_mean = mean[c] + delta * (count / total);
+    const double merged_variance =
+        (variance[c] * before + batch_variance * count) / total + delta * delta * (before / total) * (count / total);
+    mean[c] = static_cast<float>(merged_mean);
+    variance[c] = static_cast<float>(merged_variance);
   }
 };
 
@@ -76,13 +90,21 @@ struct Products {
   }
 };
 
+// With `accumulate` the sums are added to those already there.
 struct GammaAndBetaGradients {
   const float* variance;
   float epsilon;
   float *gradient_for_gamma, *gradient_for_beta;
+  bool accumulate;
   __device__ void operator()(int64_t c, const double (&sums)[2]) const {
-    gradient_for_beta[c] = static_cast<float>(sums[0]);
-    gradient_for_gamma[c] = static_cast<float>(sums[1] / sqrt(static_cast<double>(variance[c]) + epsilon));
+    double for_beta = sums[0];
+    double for_gamma = sums[1] / sqrt(static_cast<double>(variance[c]) + epsilon);
+    if (accumulate) {
+      for_beta += gradient_for_beta[c];
+      for_gamma += gradient_for_gamma[c];
+    }
+    gradient_for_beta[c] = static_cast<float>(for_beta);
+    gradient_for_gamma[c] = static_cast<float>(for_gamma);
   }
 };
 
@@ -151,7 +173,7 @@ size_t batch_normalization_sums_bytes(const ImageRegion& x) {
   return channel_partials_bytes(channel_tiling(x), 2, x.c);
 }
 
-void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, void* sums,
+void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, int64_t before, void* sums,
                                     cudaStream_t stream) {
   if (x.element_count() == 0) return;
   const ChannelTiling t = channel_tiling(x);
@@ -159,7 +181,7 @@ void batch_normalization_statistics(const ImageRegion& x, float* mean, float* va
     using Index = decltype(index);
     const Strided<Index> from(x);
     sum_channels<2>(t, ChannelChunks<Index>(t, x), Moments<Index>{from},
-                    Statistics<Index>{from, static_cast<double>(t.pixels), mean, variance}, static_cast<double*>(sums),
+                    Statistics<Index>{from, static_cast<double>(t.pixels), static_cast<double>(before), mean, variance}, static_cast<double*>(sums),
                     stream);
   });
 }
@@ -178,14 +200,14 @@ void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRe
 
 void batch_normalization_statistics_gradient(const NeuronParameters& neuron, const ImageRegion& dy,
                                              const ImageRegion& x, const ChannelParameters& p,
-                                             float* gradient_for_gamma, float* gradient_for_beta, void* sums,
-                                             cudaStream_t stream) {
+                                             float* gradient_for_gamma, float* gradient_for_beta, bool accumulate,
+                                             void* sums, cudaStream_t stream) {
   if (x.element_count() == 0) return;
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {dy, x}), [&](auto index) {
     using Index = decltype(index);
     sum_channels<2>(t, ChannelChunks<Index>(t, x), Products<Index>{neuron, Strided<Index>(dy), Strided<Index>(x), p},
-                    GammaAndBetaGradients{p.variance, p.epsilon, gradient_for_gamma, gradient_for_beta},
+                    GammaAndBetaGradients{p.variance, p.epsilon, gradient_for_gamma, gradient_for_beta, accumulate},
                     static_cast<double*>(sums), stream);
   });
 }

@@ -26,8 +26,10 @@ struct ChannelParameters {
 // Bytes of device scratch the sums over `x`'s pixels need.
 size_t batch_normalization_sums_bytes(const ImageRegion& x);
 
-// Per-channel mean and biased variance over every pixel of x.
-void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, void* sums,
+// Per-channel mean and biased variance over every pixel of x, merged into
+// mean and variance, which hold those of `before` values per channel (0:
+// none, they are replaced).
+void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, int64_t before, void* sums,
                                     cudaStream_t stream);
 
 // y = neuron((x - mean) * gamma / sqrt(variance + epsilon) + beta); gamma and
@@ -38,10 +40,11 @@ void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRe
 
 // gradient_for_beta = sum of dz, gradient_for_gamma = sum of dz * (x - mean)
 // / sqrt(variance + epsilon); dz = neuron'(z) * dy, z the normalized x.
+// With `accumulate` the sums are added to the values already there.
 void batch_normalization_statistics_gradient(const NeuronParameters& neuron, const ImageRegion& dy,
                                              const ImageRegion& x, const ChannelParameters& p,
-                                             float* gradient_for_gamma, float* gradient_for_beta, void* sums,
-                                             cudaStream_t stream);
+                                             float* gradient_for_gamma, float* gradient_for_beta, bool accumulate,
+                                             void* sums, cudaStream_t stream);
 
 // dx through the statistics of `count` values per channel; dz is zero where
 // dy has no data.

@@ -17,6 +17,9 @@ from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 from mpsx.includes.state cimport CGradientState, CState
 
+cdef extern from "mpsx/kernels/normalization.h" namespace "mpsx" nogil:
+    const float kNormalizationDefaultEpsilon
+
 cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
     cdef cppclass CNormalizationGammaAndBetaState "mpsx::NormalizationGammaAndBetaState"(CState):
         CNormalizationGammaAndBetaState(shared_ptr[CBuffer] gamma, shared_ptr[CBuffer] beta) except +raise_py_error

@@ -27,10 +27,12 @@ class State {
   virtual const char* class_name() const { return "MPSState"; }
 
   // A state belongs to one batch of source images: the first forward encode
-  // binds it; any other batch raises StateError.
-  void check_bindable(const Image& source, const char* kernel) const;
-  void bind_source(const Image& source) { source_identity_ = source.identity(); }
-  void check_source(const Image& source, const char* kernel) const;
+  // binds it; any other batch raises StateError. A state that serves
+  // several sub-batches (batch normalization) overrides these; its
+  // check_source also selects the sub-batch whose gradient is encoded.
+  virtual void check_bindable(const Image& source, const char* kernel) const;
+  virtual void bind_source(const Image& source) { source_identity_ = source.identity(); }
+  virtual void check_source(const Image& source, const char* kernel);
   bool is_bound() const { return source_identity_ != 0; }
 
   // MPS -synchronizeOnCommandBuffer: for every buffer the state exposes.

@@ -14,6 +14,7 @@
 #include "mpsx/data_source.h"
 #include "mpsx/kernel.h"
 #include "mpsx/kernels/neuron.h"
+#include "mpsx/kernels/normalization.h"
 #include "mpsx/kernels/optimizer.h"
 #include "mpsx/pool.h"
 
@@ -59,8 +60,8 @@ class NormalizationMeanAndVarianceState : public State {
 
 // MPSCNNBatchNormalizationDataSource. Native (BatchNormalizationWeights) or a
 // Python object (mpsx/_data_sources.h). An array with no data and no owner is
-// one the source did not give (None): gamma then defaults to ones, beta and
-// mean to zeros, variance to ones. The update methods are the optional part
+// one the source did not give (None); it takes the defaults of
+// mpsx/kernels/normalization.h. The update methods are the optional part
 // of the protocol; supports_*() says whether the source implements them.
 class BatchNormalizationDataSource {
  public:
@@ -73,7 +74,7 @@ class BatchNormalizationDataSource {
   virtual HostArray mean() = 0;
   virtual HostArray variance() = 0;
   // MPS's default when the source has none.
-  virtual float epsilon() { return FLT_MIN; }
+  virtual float epsilon() { return kNormalizationDefaultEpsilon; }
   virtual std::string label() = 0;
 
   // CPU-side updates from the synchronized state; true if the values changed.
@@ -100,7 +101,7 @@ class BatchNormalizationDataSource {
 struct BatchNormalizationParameters {
   int64_t channels = 0;
   std::vector<float> gamma, beta, mean, variance;
-  float epsilon = FLT_MIN;
+  float epsilon = kNormalizationDefaultEpsilon;
   std::string label;
 };
 // Calls load, the getters asked for and purge. Throws ShapeError for arrays
@@ -173,19 +174,20 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   OptimizerVectorLists optimizer_vectors_;
 };
 
-// MPSCNNBatchNormalizationState: the statistics of one batch and the
-// gradients of gamma and beta, plus the gamma and beta its forward encode
-// used. The flags record, in encode order, which passes were encoded with it.
-class BatchNormalizationState : public GradientState {
+// The per-batch data of an MPSCNNBatchNormalizationState, made by the
+// backend's batch normalization primitive: float32 per-channel device
+// buffers of the batch statistics, the gamma and beta the forward pass used
+// and the gradients for gamma and beta, which the host reads after
+// synchronize. cpu and cuda compute in these buffers; metal derives from it
+// to hold the MPS state its kernels accumulate into.
+class BatchNormalizationBatch {
  public:
-  explicit BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel);
-  const char* class_name() const override { return "MPSCNNBatchNormalizationState"; }
-  void synchronize(CommandBuffer& command_buffer) override;
-  // MPS -reset: zeroes the statistics and gradients and forgets that they
-  // were encoded. Throws StateError while a pending command buffer writes them.
-  void reset();
+  // Zeroed buffers for `channels` channels (within kMaxDimension).
+  BatchNormalizationBatch(const std::shared_ptr<Device>& device, int64_t channels);
+  virtual ~BatchNormalizationBatch() = default;
+  BatchNormalizationBatch(const BatchNormalizationBatch&) = delete;
+  BatchNormalizationBatch& operator=(const BatchNormalizationBatch&) = delete;
 
-  const std::shared_ptr<const CNNBatchNormalization>& batch_normalization() const { return kernel_; }
   int64_t channels() const { return channels_; }
   const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
   const std::shared_ptr<Buffer>& beta() const { return beta_; }
@@ -194,20 +196,77 @@ class BatchNormalizationState : public GradientState {
   const std::shared_ptr<Buffer>& gradient_for_gamma() const { return gradient_for_gamma_; }
   const std::shared_ptr<Buffer>& gradient_for_beta() const { return gradient_for_beta_; }
 
-  // Set by the statistics encode: the values per channel they cover and
-  // the first feature channel they read.
+ private:
+  int64_t channels_;
+  std::shared_ptr<Buffer> gamma_, beta_, mean_, variance_, gradient_for_gamma_, gradient_for_beta_;
+};
+
+// MPSCNNBatchNormalizationState: the statistics of one batch, accumulated
+// over the sub-batches its statistics encodes covered, and the gradients of
+// gamma and beta, plus the gamma and beta its forward encode used; the data
+// lives in the backend's BatchNormalizationBatch. The flags and counts
+// record, in encode order, which passes were encoded with it; core checks
+// the order: statistics (one or more sub-batches), then forward encodes of
+// those sub-batches, statistics gradients, gradients.
+class BatchNormalizationState : public GradientState {
+ public:
+  explicit BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel);
+  const char* class_name() const override { return "MPSCNNBatchNormalizationState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  // MPS -reset: zeroes the statistics and gradients and forgets the
+  // sub-batches and passes encoded. Throws StateError while a pending
+  // command buffer writes them.
+  void reset();
+
+  // A state serves every sub-batch its statistics covered: encodes bind
+  // each, and a gradient encode selects the forward encode of its source
+  // images (the geometry and descriptors it checks and uses).
+  void check_bindable(const Image& source, const char* kernel) const override;
+  void bind_source(const Image& source) override;
+  void check_source(const Image& source, const char* kernel) override;
+  // Called by the forward encode once the GradientState fields describe it.
+  void remember_forward();
+  // Throws StateError unless statistics may still be accumulated: not after
+  // a forward, statistics gradient or gradient used the state.
+  void check_statistics_open(const char* kernel) const;
+
+  const std::shared_ptr<const CNNBatchNormalization>& batch_normalization() const { return kernel_; }
+  int64_t channels() const { return batch_->channels(); }
+  BatchNormalizationBatch& batch() const { return *batch_; }
+  const std::shared_ptr<Buffer>& gamma() const { return batch_->gamma(); }
+  const std::shared_ptr<Buffer>& beta() const { return batch_->beta(); }
+  const std::shared_ptr<Buffer>& mean() const { return batch_->mean(); }
+  const std::shared_ptr<Buffer>& variance() const { return batch_->variance(); }
+  const std::shared_ptr<Buffer>& gradient_for_gamma() const { return batch_->gradient_for_gamma(); }
+  const std::shared_ptr<Buffer>& gradient_for_beta() const { return batch_->gradient_for_beta(); }
+
+  // Set by the statistics encodes: the values per channel they cover, all
+  // sub-batches together, and the first feature channel they read.
   bool statistics_encoded = false;
   int64_t statistics_count = 0;
   int64_t statistics_channel = 0;
   // Set by the forward encode.
-  float epsilon = FLT_MIN;
-  // Set by the statistics gradient encode.
+  float epsilon = kNormalizationDefaultEpsilon;
+  // Set by the statistics gradient encodes.
   bool gradients_encoded = false;
+  // Set by the gradient encodes.
+  bool gradient_encoded = false;
 
  private:
+  // One sub-batch: its source images and, once encoded, its forward pass.
+  struct SubBatch {
+    uint64_t source = 0;
+    bool forward = false;
+    ImageDescriptor source_descriptor, destination_descriptor;
+    Geometry geometry;
+    uint64_t result_identity = 0;
+  };
+  const SubBatch* find(uint64_t source) const;
+
   std::shared_ptr<const CNNBatchNormalization> kernel_;
-  int64_t channels_;
-  std::shared_ptr<Buffer> gamma_, beta_, mean_, variance_, gradient_for_gamma_, gradient_for_beta_;
+  std::shared_ptr<BatchNormalizationBatch> batch_;
+  std::vector<SubBatch> sub_batches_;
+  uint64_t bound_ = 0;  // the source images of the encode under way
 };
 
 // Configuration of a batch normalization primitive.
@@ -219,35 +278,44 @@ struct BatchNormalizationDescriptor {
 // channels (float32 or float16) and float32 per-channel device arrays. z is
 // the normalized value before the fused neuron: (x - mean) * gamma /
 // sqrt(variance + epsilon) + beta; dz the gradient at z (the fused neuron's
-// gradient applied to the incoming one).
+// gradient applied to the incoming one). The training passes read and write
+// the per-batch data of a BatchNormalizationBatch the primitive made.
 class BatchNormalizationPrimitive {
  public:
   static constexpr const char* family = "batch normalization";
   using Descriptor = BatchNormalizationDescriptor;
   virtual ~BatchNormalizationPrimitive() = default;
-  // Per-channel mean and biased variance over every pixel of `source`.
-  virtual void statistics(ExecutionContext& context, const ImageRegion& source, float* mean,
-                          float* variance) const = 0;
-  // destination = neuron(z). Where kept_gamma is not null, gamma and beta
-  // are also copied to kept_gamma and kept_beta: the values a training state
-  // keeps for its gradients, written without a launch of their own.
+  // The per-batch data of a new state: by default the plain buffers.
+  virtual std::shared_ptr<BatchNormalizationBatch> make_batch(const std::shared_ptr<Device>& device,
+                                                              int64_t channels) const {
+    return std::make_shared<BatchNormalizationBatch>(device, channels);
+  }
+  // Merges the per-channel mean and biased variance over every pixel of
+  // `source` into the batch's, which cover `before` values per channel
+  // (0: none, they are replaced): the statistics of all the values together.
+  virtual void statistics(ExecutionContext& context, const ImageRegion& source, BatchNormalizationBatch& batch,
+                          int64_t before) const = 0;
+  // destination = neuron(z), with the running statistics (inference).
   virtual void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
                          const float* gamma, const float* beta, const float* mean, const float* variance,
-                         float epsilon, float* kept_gamma, float* kept_beta) const = 0;
-  // gradient_for_gamma = sum of dz * (x - mean) / sqrt(variance + epsilon),
-  // gradient_for_beta = sum of dz.
+                         float epsilon) const = 0;
+  // destination = neuron(z) with the batch's statistics (training); gamma
+  // and beta are also copied into the batch: the values its gradients use.
+  virtual void normalize(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
+                         const float* gamma, const float* beta, float epsilon, BatchNormalizationBatch& batch) const = 0;
+  // The batch's gradient_for_gamma = sum of dz * (x - mean) / sqrt(variance
+  // + epsilon), gradient_for_beta = sum of dz; added to the sums there with
+  // `accumulate` (a later sub-batch), replacing them otherwise.
   virtual void statistics_gradient(ExecutionContext& context, const ImageRegion& source_gradient,
-                                   const ImageRegion& source, const float* gamma, const float* beta,
-                                   const float* mean, const float* variance, float epsilon,
-                                   float* gradient_for_gamma, float* gradient_for_beta) const = 0;
+                                   const ImageRegion& source, float epsilon, BatchNormalizationBatch& batch,
+                                   bool accumulate) const = 0;
   // The gradient for the source through the batch statistics of `count`
-  // values per channel, from the sums statistics_gradient made. Without a
-  // source gradient (data null) dz is zero: pixels the statistics covered
-  // but the forward pass did not normalize.
+  // values per channel, from the sums statistics_gradient left in the
+  // batch. Without a source gradient (data null) dz is zero: pixels the
+  // statistics covered but the forward pass did not normalize.
   virtual void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
-                        const ImageRegion& destination_gradient, const float* gamma, const float* beta,
-                        const float* mean, const float* variance, float epsilon, const float* gradient_for_gamma,
-                        const float* gradient_for_beta, int64_t count) const = 0;
+                        const ImageRegion& destination_gradient, float epsilon, BatchNormalizationBatch& batch,
+                        int64_t count) const = 0;
   // result = (1 - momentum) * running + momentum * batch, the variance's
   // batch term scaled by `bessel`.
   virtual void update_running_statistics(ExecutionContext& context, int64_t channels, const float* mean,

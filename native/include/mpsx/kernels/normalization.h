@@ -1,0 +1,55 @@
+// What the normalization data sources (batch normalization now; instance
+// and group normalization share the gamma, beta and epsilon rules) do with
+// values a source does not give, written once: core, the metal adapter and
+// the Python side (mpsx/kernels/batch_normalization.pxi) all use these.
+#pragma once
+
+#include <cfloat>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mpsx/data_source.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+
+// MPS's epsilon for a data source that has none: FLT_MIN.
+inline constexpr float kNormalizationDefaultEpsilon = FLT_MIN;
+
+// The per-channel arrays of a normalization data source.
+enum class NormalizationArray { Gamma, Beta, Mean, Variance };
+
+inline const char* name_of(NormalizationArray array) {
+  switch (array) {
+    case NormalizationArray::Gamma: return "gamma";
+    case NormalizationArray::Beta: return "beta";
+    case NormalizationArray::Mean: return "mean";
+    case NormalizationArray::Variance: return "variance";
+  }
+  return "?";
+}
+
+// The value of every channel of an array the source did not give (None):
+// the identity normalization, gamma and variance ones, beta and mean zeros.
+inline constexpr float normalization_default(NormalizationArray array) {
+  return array == NormalizationArray::Gamma || array == NormalizationArray::Variance ? 1.0f : 0.0f;
+}
+
+// `given` as `channels` float32 into `out`: the default for an array with no
+// data and no owner (None); otherwise it must hold `channels` values, or
+// ShapeError naming `kernel`, the array and both counts.
+inline void take_normalization_array(const HostArray& given, NormalizationArray array, int64_t channels,
+                                     const char* kernel, std::vector<float>& out) {
+  if (!given.data && !given.owner) {
+    out.assign(static_cast<size_t>(channels), normalization_default(array));
+    return;
+  }
+  if (given.count != static_cast<size_t>(channels))
+    fail<ShapeError>(kernel, ": the data source's ", name_of(array), " holds ", given.count, " values; expected ",
+                     channels, " (number_of_feature_channels)");
+  const float* values = static_cast<const float*>(given.data);
+  out.assign(values, values + given.count);
+}
+
+}  // namespace mpsx
