@@ -17,7 +17,7 @@ SEED_FAMILIES = [
 
 # What mpsx has today.
 PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution", "Dropout",
-           "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
+           "InstanceNormalization", "LogSoftMax", "Neuron", "Pooling", "SoftMax", "Upsampling"}
 
 
 def weights(channels_in, channels_out):
@@ -69,6 +69,10 @@ BUILDERS = {
                                         mpsx.CNNConvolutionGradient(device, weights(4, 8))),
     "Dropout": lambda device: unary(mpsx.CNNDropout(device, 0.5, 7, (1, 1, 1)),
                                     mpsx.CNNDropoutGradient(device, 0.5, 7, (1, 1, 1))),
+    "InstanceNormalization": lambda device: unary(
+        mpsx.CNNInstanceNormalization(device, mpsx.InstanceNormalizationWeights(np.full(4, 1.5, np.float32),
+                                                                                np.zeros(4, np.float32))),
+        mpsx.CNNInstanceNormalizationGradient(device)),
     "LogSoftMax": lambda device: unary(mpsx.CNNLogSoftMax(device), mpsx.CNNLogSoftMaxGradient(device), "result"),
     "Neuron": lambda device: unary(mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH, 1, 1)),
                                    mpsx.CNNNeuronGradient(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH, 1, 1))),

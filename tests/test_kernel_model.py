@@ -48,6 +48,10 @@ UNARY = {
                            lambda d: mpsx.CNNUpsamplingNearestGradient(d, 2, 3), False),
     "bilinear upsampling": (lambda d: mpsx.CNNUpsamplingBilinear(d, 3, 2, True),
                             lambda d: mpsx.CNNUpsamplingBilinearGradient(d, 3, 2, True), False),
+    "instance normalization": (lambda d: mpsx.CNNInstanceNormalization(d, mpsx.InstanceNormalizationWeights(
+        np.linspace(0.5, 2, 4), np.linspace(-1, 1, 4))), lambda d: mpsx.CNNInstanceNormalizationGradient(d), False),
+    "group normalization": (lambda d: mpsx.CNNGroupNormalization(d, mpsx.GroupNormalizationWeights(
+        np.linspace(0.5, 2, 4), np.linspace(-1, 1, 4), 2)), lambda d: mpsx.CNNGroupNormalizationGradient(d), False),
 }
 WEIGHTS = weights(4, 8)
 
