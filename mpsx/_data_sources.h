@@ -189,3 +189,76 @@ class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSo
 };
 
 }  // namespace mpsx::python
+
+// ---------------------------------------------------------------- instance and group normalization
+
+#include "mpsx/kernels/group_normalization.h"
+
+namespace mpsx::python {
+
+// MPSCNNInstanceNormalizationDataSource and MPSCNNGroupNormalizationDataSource
+// calls, filled in when mpsx._kernels is imported. `instance` selects the
+// protocol's method names.
+struct GroupNormalizationDataSourceCalls {
+  int64_t (*integer)(PyObject* source, const char* attribute) = nullptr;
+  // update_gamma_and_beta_with_*_state_batch: the states as a list.
+  bool (*update)(PyObject* source, bool instance, const GroupNormalizationDataSource::States& states) = nullptr;
+  std::shared_ptr<NormalizationGammaAndBetaState> (*update_on_command_buffer)(
+      PyObject* source, bool instance, CommandBuffer& command_buffer,
+      const GroupNormalizationDataSource::States& states) = nullptr;
+};
+
+inline GroupNormalizationDataSourceCalls& group_normalization_data_source_calls() {
+  static GroupNormalizationDataSourceCalls calls;
+  return calls;
+}
+
+class PythonGroupNormalizationDataSource final : public GroupNormalizationDataSource {
+  static BatchNormalizationDataSourceCalls& common() { return batch_normalization_data_source_calls(); }
+  static GroupNormalizationDataSourceCalls& calls() { return group_normalization_data_source_calls(); }
+
+ public:
+  PythonGroupNormalizationDataSource(PyObject* source, bool instance) : source_(hold(source)), instance_(instance) {}
+  PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
+
+  bool load() override { return call_python([&] { return common().load(object()); }); }
+  void purge() override {
+    call_python([&] {
+      common().purge(object());
+      return true;
+    });
+  }
+  int64_t number_of_feature_channels() override {
+    return call_python([&] { return calls().integer(object(), "number_of_feature_channels"); });
+  }
+  int64_t number_of_groups() override {
+    return call_python([&] { return calls().integer(object(), "number_of_groups"); });
+  }
+  HostArray gamma() override { return call_python([&] { return common().array(object(), "gamma"); }); }
+  HostArray beta() override { return call_python([&] { return common().array(object(), "beta"); }); }
+  float epsilon() override { return call_python([&] { return common().epsilon(object()); }); }
+  std::string label() override { return call_python([&] { return common().label(object()); }); }
+
+  bool supports_update_gamma_and_beta() override {
+    return has(instance_ ? "update_gamma_and_beta_with_instance_normalization_state_batch"
+                         : "update_gamma_and_beta_with_group_normalization_state_batch");
+  }
+  bool update_gamma_and_beta(const States& states) override {
+    return call_python([&] { return calls().update(object(), instance_, states); });
+  }
+  bool supports_update_gamma_and_beta_on_command_buffer() override {
+    return has("update_gamma_and_beta_on_command_buffer");
+  }
+  std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
+      CommandBuffer& command_buffer, const States& states) override {
+    return call_python([&] { return calls().update_on_command_buffer(object(), instance_, command_buffer, states); });
+  }
+
+ private:
+  bool has(const char* attribute) { return call_python([&] { return common().has(object(), attribute); }); }
+
+  std::shared_ptr<void> source_;
+  bool instance_;
+};
+
+}  // namespace mpsx::python

@@ -664,3 +664,77 @@ FACTORIES.update({
     "CNNArithmetic": FACTORIES["CNNMultiply"],
     "CNNArithmeticGradient": FACTORIES["CNNMultiplyGradient"],
 })
+
+
+# instance and group normalization
+def _group_normalization(kind):
+    """Snippets of one family: kind "Instance" or "Group"."""
+    groups = "" if kind == "Instance" else "\n    number_of_groups = 2\n"
+    update = "instance" if kind == "Instance" else "group"
+    weights_groups = "" if kind == "Instance" else "number_of_groups, "
+    source = f"""
+class NormalizationSource(mpsx.CNN{kind}NormalizationDataSource):
+    epsilon = 1e-5{groups}
+    def number_of_feature_channels(self):
+        return 4
+
+    def gamma(self):
+        return np.ones(4, np.float32)
+
+    def beta(self):
+        return np.zeros(4, np.float32)
+
+    def label(self):
+        return "normalization"
+
+    def update_gamma_and_beta_with_{update}_normalization_state_batch(self, states):
+        return False
+
+data_source = NormalizationSource()
+source_image = mpsx.Image.from_numpy(dev, rng.standard_normal((2, 4, 5, 3)).astype(np.float32))
+source_images = source_image
+"""
+    forward = source + f"""
+normalization = mpsx.CNN{kind}Normalization(dev, data_source)
+"""
+    state = forward + """
+result, gradient_state = normalization.encode(cb, source_image, destination_state=True)
+source_gradient = mpsx.Image.from_numpy(dev, rng.standard_normal((2, 4, 5, 3)).astype(np.float32))
+"""
+    trained = state + f"""
+mpsx.CNN{kind}NormalizationGradient(dev).encode(cb, source_gradient, source_image, gradient_state)
+state = states = gradient_state
+"""
+    return {
+        f"CNN{kind}NormalizationDataSource": [source + "\nobj = data_source\n"],
+        f"{kind}NormalizationWeights": [source + f"""
+gamma = np.ones(4, np.float32)
+beta = np.zeros(4, np.float32)
+number_of_groups = 2
+epsilon = 1e-5
+optimizer = mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1)
+label = "normalization"
+obj = mpsx.{kind}NormalizationWeights(gamma, beta, {weights_groups}epsilon, optimizer, label)
+data_source = obj
+normalization = mpsx.CNN{kind}Normalization(dev, data_source)
+result, gradient_state = normalization.encode(cb, source_image, destination_state=True)
+mpsx.CNN{kind}NormalizationGradient(dev).encode(cb, source_image, source_image, gradient_state)
+states = gradient_state
+"""],
+        f"CNN{kind}Normalization": [trained + """
+obj = normalization
+destination_image = mpsx.Image.from_numpy(dev, np.zeros((2, 4, 5, 3), np.float32))
+gamma_and_beta_state = mpsx.CNNNormalizationGammaAndBetaState(dev, np.ones(4, np.float32), np.zeros(4, np.float32))
+"""],
+        f"CNN{kind}NormalizationGradientState": [state + "\nobj = gradient_state\nstate = gradient_state\n"],
+        f"CNN{kind}NormalizationGradient": [state + f"""
+obj = mpsx.CNN{kind}NormalizationGradient(dev)
+gradient_states = source_states = gradient_state
+source_gradients = source_gradient
+destination_gradient = mpsx.Image.from_numpy(dev, np.zeros((2, 4, 5, 3), np.float32))
+"""],
+    }
+
+
+FACTORIES.update(_group_normalization("Instance"))
+FACTORIES.update(_group_normalization("Group"))

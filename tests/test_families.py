@@ -17,8 +17,8 @@ SEED_FAMILIES = [
 
 # What mpsx has today.
 PRESENT = {"Arithmetic", "BatchNormalization", "BatchNormalizationStatistics", "Convolution",
-           "CrossChannelNormalization", "Dropout", "LocalContrastNormalization", "LogSoftMax", "Neuron", "Pooling",
-           "SoftMax", "SpatialNormalization", "Upsampling"}
+           "CrossChannelNormalization", "Dropout", "InstanceNormalization", "LocalContrastNormalization", "LogSoftMax",
+           "Neuron", "Pooling", "SoftMax", "SpatialNormalization", "Upsampling"}
 
 
 def weights(channels_in, channels_out):
@@ -74,6 +74,10 @@ BUILDERS = {
                                     mpsx.CNNDropoutGradient(device, 0.5, 7, (1, 1, 1))),
     "LocalContrastNormalization": lambda device: unary(mpsx.CNNLocalContrastNormalization(device, 3, 3),
                                                        mpsx.CNNLocalContrastNormalizationGradient(device, 3, 3)),
+    "InstanceNormalization": lambda device: unary(
+        mpsx.CNNInstanceNormalization(device, mpsx.InstanceNormalizationWeights(np.full(4, 1.5, np.float32),
+                                                                                np.zeros(4, np.float32))),
+        mpsx.CNNInstanceNormalizationGradient(device)),
     "LogSoftMax": lambda device: unary(mpsx.CNNLogSoftMax(device), mpsx.CNNLogSoftMaxGradient(device), "result"),
     "Neuron": lambda device: unary(mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH, 1, 1)),
                                    mpsx.CNNNeuronGradient(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH, 1, 1))),

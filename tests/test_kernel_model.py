@@ -54,6 +54,10 @@ UNARY = {
                             lambda d: mpsx.CNNUpsamplingBilinearGradient(d, 3, 2, True), False),
     "local contrast normalization": (lambda d: lcn(mpsx.CNNLocalContrastNormalization(d, 3, 3)),
                                      lambda d: lcn(mpsx.CNNLocalContrastNormalizationGradient(d, 3, 3)), False),
+    "instance normalization": (lambda d: mpsx.CNNInstanceNormalization(d, mpsx.InstanceNormalizationWeights(
+        np.linspace(0.5, 2, 4), np.linspace(-1, 1, 4))), lambda d: mpsx.CNNInstanceNormalizationGradient(d), False),
+    "group normalization": (lambda d: mpsx.CNNGroupNormalization(d, mpsx.GroupNormalizationWeights(
+        np.linspace(0.5, 2, 4), np.linspace(-1, 1, 4), 2)), lambda d: mpsx.CNNGroupNormalizationGradient(d), False),
 }
 WEIGHTS = weights(4, 8)
 

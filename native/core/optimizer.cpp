@@ -313,7 +313,7 @@ void NNOptimizer::encode_batch_normalization(CommandBuffer& command_buffer,
                                                      state_name, *device_);
   auto& source = state_of<BatchNormalizationState>(class_name(), source_state, "batch_normalization_source_state",
                                                    state_name, *device_);
-  auto& result = state_of<NormalizationGammaAndBetaState>(class_name(), result_state, "result_state",
+  (void)state_of<NormalizationGammaAndBetaState>(class_name(), result_state, "result_state",
                                                           "MPSCNNNormalizationGammaAndBetaState", *device_);
   if (!gradient.gradients_encoded)
     fail<StateError>(class_name(), ": the batch normalization gradient state has no gradients; encode ",
@@ -322,20 +322,33 @@ void NNOptimizer::encode_batch_normalization(CommandBuffer& command_buffer,
   if (source.channels() != channels)
     fail<ShapeError>(class_name(), ": the source state has ", source.channels(), " feature channels, the gradient state ",
                      channels);
+  encode_gamma_and_beta(command_buffer, gradient.gradient_for_gamma(), gradient.gradient_for_beta(), source.gamma(),
+                        source.beta(), channels, vectors, result_state, "batch_normalization_gradient_state",
+                        "batch_normalization_source_state");
+}
+
+void NNOptimizer::encode_gamma_and_beta(CommandBuffer& command_buffer, const std::shared_ptr<Buffer>& gradient_for_gamma,
+                                        const std::shared_ptr<Buffer>& gradient_for_beta,
+                                        const std::shared_ptr<Buffer>& gamma, const std::shared_ptr<Buffer>& beta,
+                                        int64_t channels, const OptimizerVectorLists& vectors,
+                                        const std::shared_ptr<State>& result_state, const char* gradient_operand,
+                                        const char* source_operand) {
+  check_command_buffer(command_buffer);
+  auto& result = state_of<NormalizationGammaAndBetaState>(class_name(), result_state, "result_state",
+                                                          "MPSCNNNormalizationGammaAndBetaState", *device_);
   result.check_fits(channels, class_name());
 
   Parameter p[kMaxParameters];
-  p[0].gradient = {gradient.gradient_for_gamma(), 0};
-  p[0].values = {source.gamma(), 0};
+  p[0].gradient = {gradient_for_gamma, 0};
+  p[0].values = {gamma, 0};
   p[0].result = {result.gamma(), 0};
-  p[1].gradient = {gradient.gradient_for_beta(), 0};
-  p[1].values = {source.beta(), 0};
+  p[1].gradient = {gradient_for_beta, 0};
+  p[1].values = {beta, 0};
   p[1].result = {result.beta(), 0};
   p[0].count = p[1].count = static_cast<size_t>(channels);
   static const char* const what[] = {"gamma", "beta"};
   size_t count = assign_lists(vectors, p, what, 2);
-  static const char* const operands[] = {"batch_normalization_gradient_state", "batch_normalization_source_state",
-                                         "result_state"};
+  const char* const operands[] = {gradient_operand, source_operand, "result_state"};
   check_overlaps(p, count, operands, what);
   record(command_buffer, p, count);
 }

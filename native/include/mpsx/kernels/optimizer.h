@@ -194,6 +194,15 @@ class NNOptimizer {
   void encode_batch_normalization(CommandBuffer& command_buffer, const std::shared_ptr<State>& gradient_state,
                                   const std::shared_ptr<State>& source_state, const OptimizerVectorLists& vectors,
                                   const std::shared_ptr<State>& result_state);
+  // What every normalization's gamma and beta update shares (batch,
+  // instance and group normalization): gamma and beta of `channels` float32
+  // values updated from their gradients into the result state.
+  void encode_gamma_and_beta(CommandBuffer& command_buffer, const std::shared_ptr<Buffer>& gradient_for_gamma,
+                             const std::shared_ptr<Buffer>& gradient_for_beta, const std::shared_ptr<Buffer>& gamma,
+                             const std::shared_ptr<Buffer>& beta, int64_t channels,
+                             const OptimizerVectorLists& vectors, const std::shared_ptr<State>& result_state,
+                             const char* gradient_operand = "gradient_state",
+                             const char* source_operand = "source_state");
 
   // Zeroed float32 vectors of the kinds this optimizer keeps, one per array
   // of counts[i] values: what a data source that trains itself holds.

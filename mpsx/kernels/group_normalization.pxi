@@ -1,0 +1,371 @@
+# MPSCNNGroupNormalization family and what MPSCNNInstanceNormalization
+# (kernels/instance_normalization.pxi) shares with it: one native model
+# (native/include/mpsx/kernels/group_normalization.h) serves both. Included
+# by _kernels.pyx after batch_normalization.pxi.
+
+from mpsx.includes.kernels.group_normalization cimport (
+    CCNNGroupNormalization, CCNNGroupNormalizationGradient, CCNNInstanceNormalization,
+    CCNNInstanceNormalizationGradient, CGroupNormalizationDataSource, CGroupNormalizationGradientState,
+    CGroupNormalizationKernel, CGroupNormalizationWeights, CPythonGroupNormalizationDataSource,
+    GroupNormalizationDataSourceCalls, group_normalization_data_source_calls)
+
+__all__ += ["CNNGroupNormalizationDataSource", "GroupNormalizationWeights", "CNNGroupNormalizationGradientState",
+            "CNNGroupNormalization", "CNNGroupNormalizationGradient"]
+
+
+class CNNGroupNormalizationDataSource:
+    """MPSCNNGroupNormalizationDataSource: subclass it and implement
+    number_of_feature_channels, number_of_groups (read-write; it must divide
+    the channels) and gamma().
+
+    gamma() and beta() return float32 arrays of number_of_feature_channels
+    values, or None (gamma ones, beta zeros). epsilon (an attribute or a
+    method) defaults to FLT_MIN as in MPS. load() / purge() bracket every
+    read; label(). Optional, as in MPS:
+    update_gamma_and_beta_with_group_normalization_state_batch(states) -> bool
+    (CPU side, after the command buffer completed, with the synchronized
+    states) and update_gamma_and_beta_on_command_buffer(command_buffer,
+    states) -> CNNNormalizationGammaAndBetaState or None (GPU side); both
+    receive the batch of states as a list: mpsx gives one state per encode,
+    whose gradients are already sums over its images, so summing the list's
+    gradients gives the batch's. copy(device).
+    """
+    epsilon = NORMALIZATION_DEFAULT_EPSILON
+    number_of_groups = 1
+
+    def number_of_feature_channels(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels")
+
+    def gamma(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement gamma()")
+
+    def beta(self):
+        return None
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return None
+
+    def copy(self, device):
+        import copy
+        return copy.deepcopy(self)
+
+
+# ---- the calls the runtime makes into Python data sources (_data_sources.h)
+
+cdef int64_t _gds_integer(object source, const char* attribute) except *:
+    name = attribute.decode()
+    return integer_argument(_value_of(source, name), f"{type(source).__name__}.{name}")
+
+
+# Kernels by address, so states handed to data sources know their kernel.
+_group_normalizations = weakref.WeakValueDictionary()
+
+
+cdef object wrap_group_normalization_state(const shared_ptr[CGroupNormalizationGradientState]& state):
+    kernel = _group_normalizations.get(<size_t>state.get().kernel().get())
+    cls = CNNInstanceNormalizationGradientState if isinstance(kernel, CNNInstanceNormalization) else \
+        CNNGroupNormalizationGradientState
+    cdef NNGradientState s = cls.__new__(cls)
+    s.c = <shared_ptr[CState]>state
+    s._kernel = kernel
+    return s
+
+
+cdef list _wrap_states(const vector[shared_ptr[CGroupNormalizationGradientState]]& states):
+    return [wrap_group_normalization_state(states[i]) for i in range(states.size())]
+
+
+cdef str _update_method(bint instance):
+    return ("update_gamma_and_beta_with_instance_normalization_state_batch" if instance
+            else "update_gamma_and_beta_with_group_normalization_state_batch")
+
+
+cdef cbool _gds_update(object source, cbool instance,
+                       const vector[shared_ptr[CGroupNormalizationGradientState]]& states) except *:
+    return bool(getattr(source, _update_method(instance))(_wrap_states(states)))
+
+
+cdef shared_ptr[CNormalizationGammaAndBetaState] _gds_update_on_command_buffer(
+        object source, cbool instance, CCommandBuffer& command_buffer,
+        const vector[shared_ptr[CGroupNormalizationGradientState]]& states) except *:
+    cdef shared_ptr[CNormalizationGammaAndBetaState] out
+    result = _checked_update(source, "update_gamma_and_beta_on_command_buffer",
+                             source.update_gamma_and_beta_on_command_buffer(_wrap_command_buffer(command_buffer),
+                                                                           _wrap_states(states)),
+                             CNNNormalizationGammaAndBetaState)
+    if result is not None:
+        out = static_pointer_cast[CNormalizationGammaAndBetaState, CState]((<State>result).shared())
+    return out
+
+
+cdef GroupNormalizationDataSourceCalls* _group_normalization_calls = &group_normalization_data_source_calls()
+_group_normalization_calls.integer = _gds_integer
+_group_normalization_calls.update = _gds_update
+_group_normalization_calls.update_on_command_buffer = _gds_update_on_command_buffer
+
+
+cdef shared_ptr[CGroupNormalizationDataSource] group_normalization_data_source_of(object source,
+                                                                                  bint instance) except *:
+    what = "an instance" if instance else "a group"
+    if isinstance(source, _NormalizationWeights):
+        if isinstance(source, InstanceNormalizationWeights) != instance:
+            raise TypeError(f"{what} normalization takes "
+                            f"{'InstanceNormalizationWeights' if instance else 'GroupNormalizationWeights'}, "
+                            f"given {type(source).__name__}")
+        return <shared_ptr[CGroupNormalizationDataSource]>(<_NormalizationWeights>source).shared()
+    if source is None:
+        raise TypeError(f"expected {what} normalization data source, given None")
+    needed = ("number_of_feature_channels", "gamma", "beta") + (() if instance else ("number_of_groups",))
+    missing = [m for m in needed if not hasattr(source, m)]
+    if missing:
+        raise TypeError(f"{what} normalization data source needs {', '.join(missing)}; "
+                        f"{type(source).__name__} has not")
+    return <shared_ptr[CGroupNormalizationDataSource]>make_native[CPythonGroupNormalizationDataSource](
+        <PyObject*>source, instance)
+
+
+# ---- native data sources
+
+cdef class _NormalizationWeights:
+    """What InstanceNormalizationWeights and GroupNormalizationWeights share."""
+    cdef shared_ptr[CGroupNormalizationWeights] c
+    cdef object _optimizer
+
+    cdef CGroupNormalizationWeights* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()
+
+    cdef shared_ptr[CGroupNormalizationWeights] shared(self) except *:
+        self.native()
+        return self.c
+
+    cdef _make(self, gamma, beta, int64_t groups, float epsilon, optimizer, label):
+        cdef vector[float] g = np.ascontiguousarray(gamma, dtype=np.float32).reshape(-1)
+        cdef vector[float] b = np.ascontiguousarray(beta, dtype=np.float32).reshape(-1)
+        cdef string name = ("" if label is None else str(label)).encode()
+        self.c = make_native[CGroupNormalizationWeights](g, b, groups, epsilon, name, optimizer_of(optimizer))
+        self._optimizer = optimizer
+
+    @property
+    def number_of_feature_channels(self):
+        return self.native().number_of_feature_channels()
+
+    cdef object _values(self, int which):
+        cdef HostArray a
+        cdef CGroupNormalizationWeights* w = self.native()
+        with nogil:
+            a = w.gamma() if which == 0 else w.beta()
+        return np.array(<const float[:a.count]><const float*>a.data, dtype=np.float32)
+
+    def gamma(self):
+        return self._values(0)
+
+    def beta(self):
+        return self._values(1)
+
+    @property
+    def epsilon(self):
+        return self.native().epsilon()
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return self.native().label().decode() or None
+
+    @property
+    def optimizer(self):
+        """The NNOptimizer that trains gamma and beta, or None."""
+        return self._optimizer
+
+    def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None, states):
+        """With an optimizer: gamma and beta after one update from the gradients of the batch of states
+        (one encode's state, alone or as its StateBatch), encoded on the command buffer."""
+        if self._optimizer is None:
+            raise TypeError(f"this {type(self).__name__} has no optimizer to update gamma and beta with")
+        cdef vector[shared_ptr[CGroupNormalizationGradientState]] batch
+        batch.push_back(static_pointer_cast[CGroupNormalizationGradientState, CState](_state_of(states, "states")))
+        return wrap_gamma_and_beta_state(self.native().update_gamma_and_beta_on_command_buffer(
+            command_buffer.native()[0], batch))
+
+
+cdef class GroupNormalizationWeights(_NormalizationWeights):
+    """A group normalization data source held natively:
+    GroupNormalizationWeights(gamma, beta, number_of_groups, epsilon=1e-5, optimizer=None, label=None).
+
+    With an optimizer (an NNOptimizer) gamma and beta train on the device, as
+    BatchNormalizationWeights does: gn.encode_gamma_and_beta_update(cb, state)
+    encodes the optimizer from the state's gradients and the kernel reloads
+    the result on the command buffer; gamma() and beta() follow once the
+    command buffer has completed without error."""
+
+    def __init__(self, gamma, beta, number_of_groups, float epsilon=1e-5, optimizer=None, label=None):
+        self._make(gamma, beta, integer_argument(number_of_groups, "number_of_groups"), epsilon, optimizer, label)
+
+    @property
+    def number_of_groups(self):
+        return self.native().number_of_groups()
+
+    @number_of_groups.setter
+    def number_of_groups(self, value):
+        self.native().set_number_of_groups(integer_argument(value, "number_of_groups"))
+
+    def copy(self, device=None):
+        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
+        return GroupNormalizationWeights(self.gamma(), self.beta(), self.number_of_groups, self.epsilon, optimizer,
+                                         self.label())
+
+    def __reduce__(self):
+        return (GroupNormalizationWeights, (self.gamma(), self.beta(), self.number_of_groups, self.epsilon,
+                                            self._optimizer, self.label()))
+
+
+# ---- states and kernels
+
+cdef class _NormalizationGradientState(NNGradientState):
+    """What the instance and group normalization gradient states share: float32
+    Buffers of one value per channel; synchronize(cb) before reading them."""
+
+    cdef shared_ptr[CGroupNormalizationGradientState] _group_state(self) except *:
+        return static_pointer_cast[CGroupNormalizationGradientState, CState](self.shared())
+
+    cdef Buffer _buffer(self, const shared_ptr[CBuffer]& buffer):
+        return wrap_buffer(buffer, np.float32, ((<CGroupNormalizationGradientState*>self.native()).channels(),))
+
+    @property
+    def gamma(self):
+        """The gamma the forward encode used."""
+        return self._buffer((<CGroupNormalizationGradientState*>self.native()).gamma())
+
+    @property
+    def beta(self):
+        """The beta the forward encode used."""
+        return self._buffer((<CGroupNormalizationGradientState*>self.native()).beta())
+
+    @property
+    def gradient_for_gamma(self):
+        """Summed over the images of the encode, after the gradient encode."""
+        return self._buffer((<CGroupNormalizationGradientState*>self.native()).gradient_for_gamma())
+
+    @property
+    def gradient_for_beta(self):
+        """Summed over the images of the encode, after the gradient encode."""
+        return self._buffer((<CGroupNormalizationGradientState*>self.native()).gradient_for_beta())
+
+
+cdef class CNNGroupNormalizationGradientState(_NormalizationGradientState):
+    """MPSCNNGroupNormalizationGradientState, made by CNNGroupNormalization's forward encode."""
+
+    @property
+    def group_normalization(self):
+        """The CNNGroupNormalization that made this state."""
+        self.native()
+        return self._kernel
+
+
+cdef class _NormalizationKernel(CNNUnaryKernel):
+    """What CNNInstanceNormalization and CNNGroupNormalization share."""
+    cdef object _data_source
+    cdef bint _instance
+    cdef object __weakref__
+
+    cdef _make(self, Device device, data_source, bint instance):
+        self._data_source = data_source
+        self._instance = instance
+        cdef shared_ptr[CGroupNormalizationDataSource] source = group_normalization_data_source_of(data_source,
+                                                                                                  instance)
+        if instance:
+            self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNInstanceNormalization](device.shared(), source),
+                      CNNInstanceNormalizationGradientState)
+        else:
+            self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNGroupNormalization](device.shared(), source),
+                      CNNGroupNormalizationGradientState)
+        _group_normalizations[<size_t>self.unary] = self
+
+    cdef CGroupNormalizationKernel* _normalization(self) except NULL:
+        return <CGroupNormalizationKernel*>self.unary_kernel()
+
+    @property
+    def data_source(self):
+        self.native()
+        return self._data_source
+
+    @property
+    def number_of_feature_channels(self):
+        return self._normalization().number_of_feature_channels()
+
+    @property
+    def epsilon(self):
+        return self._normalization().epsilon
+
+    @epsilon.setter
+    def epsilon(self, float value):
+        if not value >= 0:
+            raise ValueError(f"epsilon must be non-negative, given {value}")
+        self._normalization().epsilon = value
+
+    def reload_gamma_and_beta_from_data_source(self):
+        """CPU side: loads the data source's current gamma and beta; later encodes use them."""
+        self._normalization().reload_gamma_and_beta_from_data_source()
+
+    def reload_data_source(self, data_source):
+        """Takes a new data source of the same channel count: its gamma, beta and epsilon."""
+        cdef shared_ptr[CGroupNormalizationDataSource] source = group_normalization_data_source_of(
+            data_source, self._instance)
+        self._normalization().reload_data_source(source)
+        self._data_source = data_source
+
+    def reload_gamma_and_beta(self, CommandBuffer command_buffer not None,
+                              CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):
+        """GPU side: copies the state's gamma and beta in, ordered on the command buffer."""
+        self._normalization().reload_gamma_and_beta(
+            command_buffer.native()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.native())[0])
+
+    def encode_gamma_and_beta_update(self, CommandBuffer command_buffer not None, state):
+        """The gamma and beta update of MPS's training styles for hand-encoded
+        training (state: the encode's state or its StateBatch). A data source
+        with update_gamma_and_beta_on_command_buffer encodes its update now and
+        the kernel reloads the state it returns, on the command buffer; one
+        with the host update (update_gamma_and_beta_with_*_state_batch) is
+        called once the command buffer completed, with [state] synchronized,
+        and the kernel reloads from it when it returns True; if it raises,
+        the command buffer ends with status "error" and gamma and beta stay."""
+        cdef shared_ptr[CState] s = _state_of(state, "state")
+        if not isinstance(state if isinstance(state, State) else state[0], _NormalizationGradientState):
+            raise TypeError(f"expected a {self.state_class.__name__}, given {type(state).__name__}")
+        self._normalization().encode_gamma_and_beta_update(
+            command_buffer.native()[0], static_pointer_cast[CGroupNormalizationGradientState, CState](s))
+
+
+cdef class CNNGroupNormalization(_NormalizationKernel):
+    """MPSCNNGroupNormalization(device, data_source): per image, the mean and
+    biased variance of each group of number_of_feature_channels /
+    number_of_groups channels over H x W, then y = (x - mean) * gamma[c] /
+    sqrt(variance + epsilon) + beta[c]. data_source is a
+    GroupNormalizationWeights or implements CNNGroupNormalizationDataSource."""
+
+    def __init__(self, Device device not None, data_source):
+        self._make(device, data_source, False)
+
+    @property
+    def number_of_groups(self):
+        """The data source's number_of_groups at the last load (creation or reload)."""
+        return self._normalization().number_of_groups()
+
+
+cdef class CNNGroupNormalizationGradient(CNNGradientKernel):
+    """MPSCNNGroupNormalizationGradient(device): the gradient for the source, and
+    gradient_for_gamma / gradient_for_beta into the state."""
+
+    def __init__(self, Device device not None):
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNGroupNormalizationGradient](device.shared()))

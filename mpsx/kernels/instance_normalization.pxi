@@ -1,0 +1,99 @@
+# MPSCNNInstanceNormalization family (included by _kernels.pyx after
+# group_normalization.pxi, whose shared pieces it uses: instance
+# normalization is group normalization with one channel per group).
+
+from mpsx.includes.kernels.instance_normalization cimport kInstanceNormalizationGroups
+
+__all__ += ["CNNInstanceNormalizationDataSource", "InstanceNormalizationWeights",
+            "CNNInstanceNormalizationGradientState", "CNNInstanceNormalization", "CNNInstanceNormalizationGradient"]
+
+
+class CNNInstanceNormalizationDataSource:
+    """MPSCNNInstanceNormalizationDataSource: subclass it and implement
+    number_of_feature_channels and gamma().
+
+    gamma() and beta() return float32 arrays of number_of_feature_channels
+    values, or None (gamma ones, beta zeros). epsilon (an attribute or a
+    method) defaults to FLT_MIN as in MPS. load() / purge() bracket every
+    read; label(). Optional, as in MPS:
+    update_gamma_and_beta_with_instance_normalization_state_batch(states) ->
+    bool (CPU side, after the command buffer completed, with the synchronized
+    states) and update_gamma_and_beta_on_command_buffer(command_buffer,
+    states) -> CNNNormalizationGammaAndBetaState or None (GPU side); both
+    receive the batch of states as a list: mpsx gives one state per encode,
+    whose gradients are already sums over its images, so summing the list's
+    gradients gives the batch's. copy(device).
+    """
+    epsilon = NORMALIZATION_DEFAULT_EPSILON
+
+    def number_of_feature_channels(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels")
+
+    def gamma(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement gamma()")
+
+    def beta(self):
+        return None
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return None
+
+    def copy(self, device):
+        import copy
+        return copy.deepcopy(self)
+
+
+cdef class InstanceNormalizationWeights(_NormalizationWeights):
+    """An instance normalization data source held natively:
+    InstanceNormalizationWeights(gamma, beta, epsilon=1e-5, optimizer=None, label=None).
+
+    With an optimizer (an NNOptimizer) gamma and beta train on the device, as
+    BatchNormalizationWeights does: inorm.encode_gamma_and_beta_update(cb,
+    state) encodes the optimizer from the state's gradients and the kernel
+    reloads the result on the command buffer; gamma() and beta() follow once
+    the command buffer has completed without error."""
+
+    def __init__(self, gamma, beta, float epsilon=1e-5, optimizer=None, label=None):
+        self._make(gamma, beta, kInstanceNormalizationGroups, epsilon, optimizer, label)
+
+    def copy(self, device=None):
+        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
+        return InstanceNormalizationWeights(self.gamma(), self.beta(), self.epsilon, optimizer, self.label())
+
+    def __reduce__(self):
+        return (InstanceNormalizationWeights, (self.gamma(), self.beta(), self.epsilon, self._optimizer,
+                                               self.label()))
+
+
+cdef class CNNInstanceNormalizationGradientState(_NormalizationGradientState):
+    """MPSCNNInstanceNormalizationGradientState, made by CNNInstanceNormalization's forward encode."""
+
+    @property
+    def instance_normalization(self):
+        """The CNNInstanceNormalization that made this state."""
+        self.native()
+        return self._kernel
+
+
+cdef class CNNInstanceNormalization(_NormalizationKernel):
+    """MPSCNNInstanceNormalization(device, data_source): per image and channel,
+    y = (x - mean) * gamma[c] / sqrt(variance + epsilon) + beta[c], the mean
+    and biased variance over H x W. data_source is an
+    InstanceNormalizationWeights or implements CNNInstanceNormalizationDataSource."""
+
+    def __init__(self, Device device not None, data_source):
+        self._make(device, data_source, True)
+
+
+cdef class CNNInstanceNormalizationGradient(CNNGradientKernel):
+    """MPSCNNInstanceNormalizationGradient(device): the gradient for the source, and
+    gradient_for_gamma / gradient_for_beta into the state."""
+
+    def __init__(self, Device device not None):
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNInstanceNormalizationGradient](device.shared()))

@@ -1,0 +1,530 @@
+"""CNNInstanceNormalization and its gradient against torch (float64 on the
+CPU) and finite differences; data sources, reloads, the three update styles
+with PyTorch's trajectory, and bad input. The functions here without a test_
+prefix also serve tests/test_group_normalization.py (instance normalization
+is group normalization with one channel per group)."""
+
+import numpy as np
+import pytest
+import torch
+
+import helpers
+import mpsx
+import test_update_styles as styles
+
+FLT_MIN = np.finfo(np.float32).tiny
+
+
+def parameters(channels, seed=5):
+    rng = np.random.default_rng(seed)
+    return ((1 + 0.3 * rng.standard_normal(channels)).astype(np.float32),
+            (0.2 * rng.standard_normal(channels)).astype(np.float32))
+
+
+def kernel_for(device, groups, gamma, beta, epsilon=1e-5, **kw):
+    """groups None: an instance normalization."""
+    if groups is None:
+        return mpsx.CNNInstanceNormalization(device, mpsx.InstanceNormalizationWeights(gamma, beta, epsilon, **kw))
+    return mpsx.CNNGroupNormalization(device, mpsx.GroupNormalizationWeights(gamma, beta, groups, epsilon, **kw))
+
+
+def reference(x, dy, gamma, beta, groups, epsilon=1e-5):
+    """torch in float64: y, dx, dgamma, dbeta."""
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    g = torch.tensor(gamma, dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(beta, dtype=torch.float64, requires_grad=True)
+    if groups is None:
+        y = torch.nn.functional.instance_norm(t, weight=g, bias=b, eps=epsilon)
+    else:
+        y = torch.nn.functional.group_norm(t, groups, g, b, epsilon)
+    y.backward(torch.tensor(dy, dtype=torch.float64))
+    return y.detach().numpy(), t.grad.numpy(), g.grad.numpy(), b.grad.numpy()
+
+
+def forward_and_gradient(device, kernel, x, dy, dtype=np.float32):
+    """mpsx's y, dx, dgamma, dbeta over a batch."""
+    xs = mpsx.ImageBatch.from_numpy(device, x.astype(dtype))
+    dys = mpsx.ImageBatch.from_numpy(device, dy.astype(dtype))
+    gradient = kernel.gradient_kernels()[0]
+
+    def encode(cb):
+        y, states = kernel.encode_batch(cb, xs, destination_states=True)
+        dx = gradient.encode_batch(cb, dys, xs, states)
+        return y, dx, states[0].gradient_for_gamma, states[0].gradient_for_beta
+    cb = device.command_queue.command_buffer()
+    y, dx, dgamma, dbeta = encode(cb)
+    for item in (y, dx, dgamma, dbeta):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return y.to_numpy(), dx.to_numpy(), dgamma.to_numpy(copy=True), dbeta.to_numpy(copy=True)
+
+
+def check_against_torch(device, groups, shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype(dtype).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(dtype).astype(np.float32)
+    gamma, beta = parameters(shape[1])
+    got = forward_and_gradient(device, kernel_for(device, groups, gamma, beta), x, dy, dtype)
+    expected = reference(x, dy, gamma, beta, groups)
+    rtol, atol = helpers.tolerance(dtype)
+    for name, g, e in zip(("y", "dx", "dgamma", "dbeta"), got, expected):
+        scale = 1 if name in ("y", "dx") else shape[0] * shape[2] * shape[3]
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol * scale ** 0.5 * (4 if name == "dx" else 1),
+                                   err_msg=name)
+
+
+def check_finite_differences(device, groups, shape=(2, 2, 3, 3)):
+    """dx, dgamma, dbeta of mpsx against central differences of mpsx's own forward."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(shape).astype(np.float32)  # loss = sum(w * y)
+    gamma, beta = parameters(shape[1], 8)
+    _, dx, dgamma, dbeta = forward_and_gradient(device, kernel_for(device, groups, gamma, beta, 1e-3), x, w)
+
+    def loss(x, gamma, beta):
+        k = kernel_for(device, groups, gamma, beta, 1e-3)
+        y = helpers.read(device, lambda cb: k.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
+        return float((y.astype(np.float64) * w).sum())
+    h = 1e-2
+    for values, analytic in ((x, dx), (gamma, dgamma), (beta, dbeta)):
+        numeric = np.zeros(values.shape)
+        for i in np.ndindex(values.shape):
+            plus, minus = values.copy(), values.copy()
+            plus[i] += h
+            minus[i] -= h
+            args = [plus if values is v else v for v in (x, gamma, beta)]
+            f_plus = loss(*args)
+            args = [minus if values is v else v for v in (x, gamma, beta)]
+            numeric[i] = (f_plus - loss(*args)) / (2 * h)
+        np.testing.assert_allclose(analytic, numeric, rtol=2e-2, atol=2e-2)
+
+
+def check_clip_rect_and_offset(device, groups):
+    """The statistics cover the region the encode reads; the gradient is zero outside it."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 6, 7)).astype(np.float32)
+    dy = rng.standard_normal((2, 4, 4, 5)).astype(np.float32)
+    gamma, beta = parameters(4)
+    k = kernel_for(device, groups, gamma, beta)
+    k.offset = (1, 2, 0)
+    k.clip_rect = mpsx.Region(0, 0, 0, 4, 3, 2)
+    xs = mpsx.ImageBatch.from_numpy(device, x)
+    dys = mpsx.ImageBatch.from_numpy(device, dy)
+
+    def encode(cb):
+        dst = mpsx.ImageBatch.from_numpy(device, np.full((2, 4, 4, 5), 7, np.float32))
+        _, states = k.encode_batch(cb, xs, destination_images=dst, destination_states=True)
+        dx = k.gradient_kernels()[0].encode_batch(cb, dys, xs, states)
+        return dst, dx
+    y, dx = helpers.read(device, encode)
+    region = x[:, :, 2:5, 1:5]
+    ey, edx, _, _ = reference(region, dy[:, :, :3, :4], gamma, beta, groups)
+    np.testing.assert_allclose(y[:, :, :3, :4], ey, rtol=1e-4, atol=1e-5)
+    assert (y[:, :, 3:, :] == 7).all() and (y[:, :, :, 4:] == 7).all()  # outside clip_rect: untouched
+    np.testing.assert_allclose(dx[:, :, 2:5, 1:5], edx, rtol=1e-4, atol=1e-4)
+    mask = np.ones(dx.shape, bool)
+    mask[:, :, 2:5, 1:5] = False
+    assert (dx[mask] == 0).all()
+
+
+# ---------------------------------------------------------------- instance normalization
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 2), (3, 5, 7, 9), (2, 4, 1, 13)])
+def test_forward_and_gradient_against_torch(device, shape, dtype):
+    check_against_torch(device, None, shape, dtype)
+
+
+def test_finite_differences(device):
+    check_finite_differences(device, None)
+
+
+def test_clip_rect_and_offset(device):
+    check_clip_rect_and_offset(device, None)
+
+
+def test_source_feature_channel_offset(device):
+    """A kernel of 3 channels over channels 4..6 of 8; the gradient is zero in the others."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 8, 4, 5)).astype(np.float32)
+    dy = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    gamma, beta = parameters(3)
+    k = kernel_for(device, None, gamma, beta)
+    k.source_feature_channel_offset = 4
+    xs, dys = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)
+
+    def encode(cb):
+        y, states = k.encode_batch(cb, xs, destination_states=True)
+        return y, k.gradient_kernels()[0].encode_batch(cb, dys, xs, states)
+    y, dx = helpers.read(device, encode)
+    ey, edx, _, _ = reference(x[:, 4:7], dy, gamma, beta, None)
+    np.testing.assert_allclose(y, ey, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx[:, 4:7], edx, rtol=1e-4, atol=1e-4)
+    assert (dx[:, :4] == 0).all() and (dx[:, 7:] == 0).all()
+
+
+def test_single_image_encode_and_state(device):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    dy = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    gamma, beta = parameters(3)
+    k = kernel_for(device, None, gamma, beta)
+    image, gradient_image = mpsx.Image.from_numpy(device, x), mpsx.Image.from_numpy(device, dy)
+    gradient = mpsx.CNNInstanceNormalizationGradient(device)
+
+    def encode(cb):
+        y, state = k.encode(cb, image, destination_state=True)
+        dx = gradient.encode(cb, gradient_image, image, state)
+        return y, dx, state
+    cb = device.command_queue.command_buffer()
+    y, dx, state = encode(cb)
+    for item in (y, dx, state):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    ey, edx, eg, eb = reference(x, dy, gamma, beta, None)
+    np.testing.assert_allclose(y.to_numpy(), ey, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx.to_numpy(), edx, rtol=1e-4, atol=1e-4)
+    assert isinstance(state, mpsx.CNNInstanceNormalizationGradientState)
+    assert state.instance_normalization is k
+    np.testing.assert_allclose(state.gradient_for_gamma.to_numpy(), eg, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_beta.to_numpy(), eb, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(state.gamma.to_numpy(), gamma)
+    np.testing.assert_array_equal(state.beta.to_numpy(), beta)
+
+
+def test_gradient_kernels(device):
+    k = kernel_for(device, None, *parameters(2))
+    (g,) = k.gradient_kernels()
+    assert type(g) is mpsx.CNNInstanceNormalizationGradient
+
+
+class Source(mpsx.CNNInstanceNormalizationDataSource):
+    def __init__(self, gamma, beta=None, channels=None):
+        self.g, self.b, self.loads, self.purges = gamma, beta, 0, 0
+        self.channels = len(gamma) if channels is None else channels
+
+    def number_of_feature_channels(self):
+        return self.channels
+
+    def gamma(self):
+        return self.g
+
+    def beta(self):
+        return self.b
+
+    def load(self):
+        self.loads += 1
+        return True
+
+    def purge(self):
+        self.purges += 1
+
+
+def test_python_data_source_defaults_and_reloads(device):
+    """No beta: zeros; no epsilon: FLT_MIN; reload from the data source and from a gamma-and-beta state."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    gamma = np.array([1.0, 2.0, 0.5], np.float32)
+    src = Source(gamma)
+    k = mpsx.CNNInstanceNormalization(device, src)
+    assert k.epsilon == pytest.approx(FLT_MIN) and k.data_source is src
+    assert src.loads == src.purges == 1
+    xs = mpsx.ImageBatch.from_numpy(device, x)
+    y = helpers.read(device, lambda cb: k.encode_batch(cb, xs))
+    np.testing.assert_allclose(y, reference(x, x, gamma, np.zeros(3), None, FLT_MIN)[0], rtol=1e-4, atol=1e-4)
+    src.g, src.b = gamma * 2, np.ones(3, np.float32)
+    k.reload_gamma_and_beta_from_data_source()
+    y = helpers.read(device, lambda cb: k.encode_batch(cb, xs))
+    np.testing.assert_allclose(y, reference(x, x, gamma * 2, np.ones(3), None, FLT_MIN)[0], rtol=1e-4, atol=1e-4)
+    state = mpsx.CNNNormalizationGammaAndBetaState(device, np.ones(3, np.float32), np.full(3, -1, np.float32))
+
+    def encode(cb):
+        k.reload_gamma_and_beta(cb, state)
+        return k.encode_batch(cb, xs)
+    y = helpers.read(device, encode)
+    np.testing.assert_allclose(y, reference(x, x, np.ones(3), -np.ones(3), None, FLT_MIN)[0], rtol=1e-4, atol=1e-4)
+    k.epsilon = 0.5
+    k.reload_data_source(mpsx.InstanceNormalizationWeights(gamma, np.zeros(3, np.float32), 0.25))
+    assert k.epsilon == 0.25
+    y = helpers.read(device, lambda cb: k.encode_batch(cb, xs))
+    np.testing.assert_allclose(y, reference(x, x, gamma, np.zeros(3), None, 0.25)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_weights_train_with_an_optimizer(device):
+    """InstanceNormalizationWeights with SGD: gamma -= lr * dgamma after the command buffer completed."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 2, 4, 4)).astype(np.float32)
+    dy = rng.standard_normal((3, 2, 4, 4)).astype(np.float32)
+    gamma, beta = parameters(2)
+    w = mpsx.InstanceNormalizationWeights(gamma, beta, optimizer=mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=0.5))
+    k = mpsx.CNNInstanceNormalization(device, w)
+    xs, dys = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)
+
+    def encode(cb):
+        _, states = k.encode_batch(cb, xs, destination_states=True)
+        k.gradient_kernels()[0].encode_batch(cb, dys, xs, states)
+        k.encode_gamma_and_beta_update(cb, states)
+    helpers.run(device, encode)
+    _, _, eg, eb = reference(x, dy, gamma, beta, None)
+    np.testing.assert_allclose(w.gamma(), gamma - 0.5 * eg, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w.beta(), beta - 0.5 * eb, rtol=1e-4, atol=1e-5)
+    # and the kernel uses them
+    y = helpers.read(device, lambda cb: k.encode_batch(cb, xs))
+    np.testing.assert_allclose(y, reference(x, dy, gamma - 0.5 * eg, beta - 0.5 * eb, None)[0], rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_data_source_arrays_of_the_wrong_length(device):
+    with pytest.raises(mpsx.ShapeError, match=r"gamma holds 2 values; expected 3 \(number_of_feature_channels\)"):
+        mpsx.CNNInstanceNormalization(device, Source(np.ones(2, np.float32), channels=3))
+    with pytest.raises(mpsx.ShapeError, match=r"beta holds 4 values; expected 3"):
+        mpsx.CNNInstanceNormalization(device, Source(np.ones(3, np.float32), np.ones(4, np.float32)))
+    with pytest.raises(mpsx.ShapeError, match=r"expected 3 beta values \(as gamma\), given 2"):
+        mpsx.InstanceNormalizationWeights(np.ones(3, np.float32), np.ones(2, np.float32))
+    k = mpsx.CNNInstanceNormalization(device, src := Source(np.ones(3, np.float32)))
+    src.g = np.ones(5, np.float32)
+    with pytest.raises(mpsx.ShapeError, match="gamma holds 5 values; expected 3"):
+        k.reload_gamma_and_beta_from_data_source()
+    src.channels = 4
+    with pytest.raises(mpsx.ShapeError, match="now has 4 feature channels; the kernel was made for 3"):
+        k.reload_gamma_and_beta_from_data_source()
+
+
+def test_bad_images_and_states(device):
+    k = kernel_for(device, None, *parameters(3))
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(mpsx.ShapeError, match="expected source images of at least 3 feature channels"):
+        k.encode(cb, mpsx.Image.from_numpy(device, np.zeros((1, 2, 3, 3), np.float32)))
+    x = mpsx.Image.from_numpy(device, np.zeros((1, 3, 3, 3), np.float32))
+    _, state = k.encode(cb, x, destination_state=True)
+    with pytest.raises(TypeError, match="expected an MPSCNNGroupNormalizationGradientState, given an "
+                                        "MPSCNNInstanceNormalizationGradientState"):
+        mpsx.CNNGroupNormalizationGradient(device).encode(cb, x, x, state)
+    other = kernel_for(device, None, *parameters(3))
+    with pytest.raises(mpsx.StateError, match="has no gradients for gamma and beta"):
+        k.encode_gamma_and_beta_update(cb, state)
+    with pytest.raises(mpsx.StateError, match="was made by another MPSCNNInstanceNormalization"):
+        other.encode(cb, x, destination_state=state)
+    with pytest.raises(TypeError, match="InstanceNormalizationWeights"):
+        mpsx.CNNInstanceNormalization(device, mpsx.GroupNormalizationWeights(np.ones(2), np.ones(2), 2))
+    with pytest.raises(TypeError, match="needs number_of_feature_channels"):
+        mpsx.CNNInstanceNormalization(device, object())
+    cb.commit()
+    cb.wait_until_completed()
+
+
+def test_uninitialized_objects_raise(device):
+    for cls in (mpsx.CNNInstanceNormalization, mpsx.InstanceNormalizationWeights,
+                mpsx.CNNInstanceNormalizationGradientState, mpsx.CNNInstanceNormalizationGradient):
+        with pytest.raises(TypeError):
+            o = cls.__new__(cls)
+            for name in ("number_of_feature_channels", "gamma", "epsilon", "gradient_for_gamma", "kernel_offset_x"):
+                if hasattr(cls, name):
+                    v = getattr(o, name)
+                    v() if callable(v) else None
+
+
+class RaisingSource(Source):
+    def update_gamma_and_beta_with_instance_normalization_state_batch(self, states):
+        raise RuntimeError("update refused")
+
+
+def check_update_that_raises(device, kernel, source, gamma):
+    x = mpsx.ImageBatch.from_numpy(device, np.random.default_rng(1).standard_normal((2, len(gamma), 3, 3))
+                                   .astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    _, states = kernel.encode_batch(cb, x, destination_states=True)
+    kernel.gradient_kernels()[0].encode_batch(cb, x, x, states)
+    kernel.encode_gamma_and_beta_update(cb, states)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "error"
+    assert isinstance(cb.error, RuntimeError) and "update refused" in str(cb.error)
+    np.testing.assert_array_equal(source.g, gamma)
+    y = helpers.read(device, lambda cb: kernel.encode_batch(cb, x))  # the kernel still has the old values
+    np.testing.assert_allclose(y, helpers.read(device, lambda cb: kernel.encode_batch(cb, x)))
+    return y
+
+
+def test_an_update_that_raises_fails_the_command_buffer(device):
+    gamma = np.array([1.0, 2.0], np.float32)
+    src = RaisingSource(gamma.copy())
+    k = mpsx.CNNInstanceNormalization(device, src)
+    y = check_update_that_raises(device, k, src, gamma)
+    x = np.random.default_rng(1).standard_normal((2, 2, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(y, reference(x, x, gamma, np.zeros(2), None, FLT_MIN)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_data_source_without_updates(device):
+    k = mpsx.CNNInstanceNormalization(device, Source(np.ones(2, np.float32)))
+    x = mpsx.Image.from_numpy(device, np.ones((1, 2, 2, 2), np.float32))
+    cb = device.command_queue.command_buffer()
+    _, state = k.encode(cb, x, destination_state=True)
+    mpsx.CNNInstanceNormalizationGradient(device).encode(cb, x, x, state)
+    with pytest.raises(TypeError, match="implements neither update_gamma_and_beta_with_instance_normalization_"
+                                        "state_batch nor"):
+        k.encode_gamma_and_beta_update(cb, state)
+    cb.commit()
+    cb.wait_until_completed()
+
+
+# ---------------------------------------------------------------- the three update styles (seed 000)
+
+
+def torch_trajectory(p, x, labels):
+    """styles.torch_trajectory with instance normalization in place of batch normalization."""
+    N, C, C_IN, SIZE, CLASSES = styles.N, styles.C, styles.C_IN, styles.SIZE, styles.CLASSES
+    conv = torch.nn.Conv2d(C_IN, C, 3, padding=1)
+    conv.weight.data = torch.tensor(p["conv_w"]).permute(0, 3, 1, 2).contiguous()
+    conv.bias.data = torch.tensor(p["conv_b"])
+    norm = torch.nn.InstanceNorm2d(C, eps=styles.EPSILON, affine=True)
+    norm.weight.data, norm.bias.data = torch.tensor(p["gamma"]), torch.tensor(p["beta"])
+    fc = torch.nn.Linear(SIZE * SIZE * C, CLASSES)
+    fc.weight.data = torch.tensor(p["fc_w"]).reshape(CLASSES, -1)
+    fc.bias.data = torch.tensor(p["fc_b"])
+    optimizer = torch.optim.SGD([conv.weight, conv.bias, norm.weight, norm.bias, fc.weight, fc.bias], lr=styles.LR)
+    target = torch.tensor(labels.reshape(N, -1).argmax(1))
+    trajectory, losses = [], []
+    for _ in range(styles.STEPS):
+        optimizer.zero_grad()
+        h = torch.relu(norm(conv(torch.tensor(x))))
+        loss = torch.nn.functional.cross_entropy(fc(h.permute(0, 2, 3, 1).reshape(N, -1)), target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        trajectory.append(dict(
+            conv_w=conv.weight.detach().permute(0, 2, 3, 1).numpy().copy(), conv_b=conv.bias.detach().numpy().copy(),
+            gamma=norm.weight.detach().numpy().copy(), beta=norm.bias.detach().numpy().copy(),
+            fc_w=fc.weight.detach().reshape(CLASSES, SIZE, SIZE, C).numpy().copy(),
+            fc_b=fc.bias.detach().numpy().copy()))
+    return trajectory, losses
+
+
+class NormalizationSource(mpsx.CNNInstanceNormalizationDataSource):
+    epsilon = styles.EPSILON
+
+    def __init__(self, gamma, beta):
+        self.g, self.b = gamma.copy(), beta.copy()
+
+    def number_of_feature_channels(self):
+        return styles.C
+
+    def gamma(self):
+        return self.g
+
+    def beta(self):
+        return self.b
+
+    def update_gamma_and_beta_with_instance_normalization_state_batch(self, states):  # style 2
+        self.g = states[0].gamma.to_numpy() - styles.LR * sum(s.gradient_for_gamma.to_numpy() for s in states)
+        self.b = states[0].beta.to_numpy() - styles.LR * sum(s.gradient_for_beta.to_numpy() for s in states)
+        return True
+
+
+class Model(styles.Model):
+    """styles.Model with instance normalization: `bn` is the normalization kernel."""
+
+    def __init__(self, device, conv_source, norm_source, fc_source, kernel=mpsx.CNNInstanceNormalization):
+        super().__init__(device, conv_source, mpsx.BatchNormalizationWeights(
+            np.ones(styles.C), np.zeros(styles.C), np.zeros(styles.C), np.ones(styles.C)), fc_source)
+        self.bn = kernel(device, norm_source)
+        self.norm_gradient = self.bn.gradient_kernels()[0]
+
+    def encode(self, cb, x, labels):
+        y, conv_states = self.conv.encode_batch(cb, x, destination_states=True)
+        z, norm_states = self.bn.encode_batch(cb, y, destination_states=True)
+        h, relu_states = self.relu.encode_batch(cb, z, destination_states=True)
+        logits, fc_states = self.fc.encode_batch(cb, h, destination_states=True)
+        g = self.loss.encode_batch(cb, logits, labels)
+        g = self.fc_gradient.encode_batch(cb, g, h, fc_states)
+        g = self.relu_gradient.encode_batch(cb, g, z, relu_states)
+        g = self.norm_gradient.encode_batch(cb, g, y, norm_states)
+        self.conv_gradient.encode_batch(cb, g, x, conv_states)
+        return conv_states[0], norm_states[0], fc_states[0]
+
+
+def python_sourced_model(device, p, source=NormalizationSource, kernel=mpsx.CNNInstanceNormalization):
+    conv_d, fc_d = styles.descriptors()
+    conv_src = styles.ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
+    fc_src = styles.ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
+    norm_src = source(p["gamma"], p["beta"])
+    return conv_src, norm_src, fc_src, Model(device, conv_src, norm_src, fc_src, kernel)
+
+
+def style_1(device, source, kernel, torch_trajectory):
+    """Read the synchronized gradients after completion, update the data
+    sources on the host, then reload the kernels from them."""
+    p = styles.start()
+    x, labels = styles.batch()
+    conv_src, norm_src, fc_src, model = python_sourced_model(device, p, source, kernel)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    trajectory, losses = [], []
+    for _ in range(styles.STEPS):
+        cb = device.command_queue.command_buffer()
+        loss_labels = mpsx.CNNLossLabels(device, labels)
+        states = model.encode(cb, images, loss_labels)
+        for state in states + (loss_labels,):
+            state.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        conv_state, norm_state, fc_state = states
+        for src, state in ((conv_src, conv_state), (fc_src, fc_state)):
+            src.w = src.w - styles.LR * state.gradient_for_weights.to_numpy()
+            src.b = src.b - styles.LR * state.gradient_for_biases.to_numpy()
+        norm_src.g = norm_src.g - styles.LR * norm_state.gradient_for_gamma.to_numpy()
+        norm_src.b = norm_src.b - styles.LR * norm_state.gradient_for_beta.to_numpy()
+        model.conv.reload_weights_and_biases_from_data_source()
+        model.fc.reload_weights_and_biases_from_data_source()
+        model.bn.reload_gamma_and_beta_from_data_source()
+        losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
+        trajectory.append(dict(conv_w=conv_src.w, conv_b=conv_src.b, gamma=norm_src.g, beta=norm_src.b,
+                               fc_w=fc_src.w, fc_b=fc_src.b))
+    styles.check(trajectory, losses, *torch_trajectory(p, x, labels))
+
+
+def style_2(device, source, kernel, torch_trajectory):
+    """The data sources' update methods, called by the runtime once each command buffer has completed."""
+    p = styles.start()
+    x, labels = styles.batch()
+    conv_src, norm_src, fc_src, model = python_sourced_model(device, p, source, kernel)
+    trajectory, losses = styles.train_with_update_encodes(device, model, x, labels, lambda: dict(
+        conv_w=conv_src.w, conv_b=conv_src.b, gamma=norm_src.g, beta=norm_src.b, fc_w=fc_src.w, fc_b=fc_src.b))
+    styles.check(trajectory, losses, *torch_trajectory(p, x, labels))
+
+
+def style_3(device, weights, kernel, torch_trajectory):
+    """An optimizer encoded on the command buffer (native weights with SGD)
+    writes gamma and beta into a state the kernel reloads on the same command buffer."""
+    p = styles.start()
+    x, labels = styles.batch()
+    conv_d, fc_d = styles.descriptors()
+    sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=styles.LR)
+    conv_src = mpsx.ConvolutionWeights(conv_d, p["conv_w"], p["conv_b"], optimizer=sgd())
+    fc_src = mpsx.ConvolutionWeights(fc_d, p["fc_w"], p["fc_b"], optimizer=sgd())
+    norm_src = weights(p["gamma"], p["beta"], sgd())
+    model = Model(device, conv_src, norm_src, fc_src, kernel)
+    trajectory, losses = styles.train_with_update_encodes(device, model, x, labels, lambda: dict(
+        conv_w=conv_src.weights(), conv_b=conv_src.bias_terms(), gamma=norm_src.gamma(), beta=norm_src.beta(),
+        fc_w=fc_src.weights(), fc_b=fc_src.bias_terms()))
+    styles.check(trajectory, losses, *torch_trajectory(p, x, labels))
+
+
+def test_style_1_host_update_then_reload_from_data_source(device):
+    style_1(device, NormalizationSource, mpsx.CNNInstanceNormalization, torch_trajectory)
+
+
+def test_style_2_data_source_update(device):
+    style_2(device, NormalizationSource, mpsx.CNNInstanceNormalization, torch_trajectory)
+
+
+def test_style_3_update_encoded_on_the_command_buffer(device):
+    style_3(device, lambda g, b, o: mpsx.InstanceNormalizationWeights(g, b, styles.EPSILON, optimizer=o),
+            mpsx.CNNInstanceNormalization, torch_trajectory)
