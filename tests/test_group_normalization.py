@@ -159,3 +159,19 @@ def test_style_2_data_source_update(device):
 def test_style_3_update_encoded_on_the_command_buffer(device):
     shared.style_3(device, lambda g, b, o: mpsx.GroupNormalizationWeights(g, b, 2, styles.EPSILON, optimizer=o),
                    mpsx.CNNGroupNormalization, torch_trajectory)
+
+
+def test_native_weights_refuse_the_state_of_another_family(device):
+    weights = mpsx.GroupNormalizationWeights(np.ones(4, np.float32), np.zeros(4, np.float32), 2,
+                                             optimizer=mpsx.NNOptimizerStochasticGradientDescent(device,
+                                                                                                 learning_rate=0.1))
+    bn = mpsx.CNNBatchNormalization(device, mpsx.BatchNormalizationWeights(
+        np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32), np.ones(4, np.float32)))
+    x = mpsx.Image.from_numpy(device, np.ones((2, 4, 3, 3), np.float32))
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(TypeError, match="GroupNormalizationWeights: states must be the gradient state of an instance "
+                                        "or group normalization encode, given an MPSCNNBatchNormalizationState"):
+        weights.update_gamma_and_beta_on_command_buffer(cb, bn.result_state(x))
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"

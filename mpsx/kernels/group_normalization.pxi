@@ -8,6 +8,7 @@ from mpsx.includes.kernels.group_normalization cimport (
     CCNNInstanceNormalizationGradient, CGroupNormalizationDataSource, CGroupNormalizationGradientState,
     CGroupNormalizationKernel, CGroupNormalizationWeights, CPythonGroupNormalizationDataSource,
     GroupNormalizationDataSourceCalls, group_normalization_data_source_calls)
+from libcpp.memory cimport dynamic_pointer_cast
 
 __all__ += ["CNNGroupNormalizationDataSource", "GroupNormalizationWeights", "CNNGroupNormalizationGradientState",
             "CNNGroupNormalization", "CNNGroupNormalizationGradient"]
@@ -194,7 +195,11 @@ cdef class _NormalizationWeights:
         if self._optimizer is None:
             raise TypeError(f"this {type(self).__name__} has no optimizer to update gamma and beta with")
         cdef vector[shared_ptr[CGroupNormalizationGradientState]] batch
-        batch.push_back(static_pointer_cast[CGroupNormalizationGradientState, CState](_state_of(states, "states")))
+        cdef shared_ptr[CState] given = _state_of(states, "states")
+        batch.push_back(dynamic_pointer_cast[CGroupNormalizationGradientState, CState](given))
+        if not batch[0]:
+            raise TypeError(f"{type(self).__name__}: states must be the gradient state of an instance or group "
+                            f"normalization encode, given an {given.get().class_name().decode()}")
         return wrap_gamma_and_beta_state(self.native().update_gamma_and_beta_on_command_buffer(
             command_buffer.native()[0], batch))
 
