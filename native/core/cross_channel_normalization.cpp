@@ -11,40 +11,6 @@
 #include "mpsx/registry.h"
 
 namespace mpsx {
-namespace {
-
-// The normalization reads one source pixel per result pixel: every pixel the
-// clip region maps to must lie in the source (edge_mode has nothing to pad).
-void check_inside(const char* kernel, const Image& source, const Geometry& g) {
-  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
-      g.source_y + g.height > source.height())
-    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
-                     " region reads outside the ", source.width(), "x", source.height(), " source image");
-}
-
-}  // namespace
-
-CrossChannelNormalizationProperties::CrossChannelNormalizationProperties(const char* kernel, int64_t kernel_size)
-    : kernel_(kernel), kernel_size_(kernel_size) {
-  check_size(kernel_size, kernel, ": kernel_size");
-}
-
-void CrossChannelNormalizationProperties::set_alpha(float value) {
-  if (!(value >= 0.0f) || std::isinf(value))
-    fail<ArgumentError>(kernel_, ": alpha must be finite and non-negative, given ", value);
-  parameters_.alpha = value;
-}
-
-void CrossChannelNormalizationProperties::set_beta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": beta must be finite, given ", value);
-  parameters_.beta = value;
-}
-
-void CrossChannelNormalizationProperties::set_delta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": delta must be finite, given ", value);
-  parameters_.delta = value;
-}
-
 CNNCrossChannelNormalization::CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size)
     : UnaryKernel(std::move(device)),
       CrossChannelNormalizationProperties("MPSCNNCrossChannelNormalization", kernel_size) {
@@ -54,7 +20,7 @@ CNNCrossChannelNormalization::CNNCrossChannelNormalization(std::shared_ptr<Devic
 void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                           const std::shared_ptr<Image>& destination, const Geometry& g,
                                           const std::shared_ptr<State>&) {
-  check_inside(class_name(), *source, g);
+  check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
   CrossChannelNormalizationDescriptor d;
   d.gradient = false;

@@ -52,16 +52,6 @@ void DropoutGradientState::read_mask(void* destination) const {
 
 // ---------------------------------------------------------------- kernels
 
-namespace {
-// Dropout reads one source pixel per result pixel.
-void check_inside(const char* kernel, const Image& source, const Geometry& g) {
-  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
-      g.source_y + g.height > source.height())
-    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
-                     " region reads outside the ", source.width(), "x", source.height(), " source image");
-}
-}  // namespace
-
 CNNDropout::CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descriptor)
     : UnaryKernel(std::move(device)), descriptor_(descriptor) {
   descriptor_.validate(class_name());
@@ -85,7 +75,7 @@ void CNNDropout::check_state(const State& state) const {
 void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                         const std::shared_ptr<Image>& destination, const Geometry& g,
                         const std::shared_ptr<State>& given) {
-  check_inside(class_name(), *source, g);
+  check_reads_inside(*source, g);
   std::shared_ptr<DropoutGradientState> state = std::static_pointer_cast<DropoutGradientState>(given);
   if (!state) {
     state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));

@@ -271,10 +271,7 @@ void GroupNormalizationKernel::check_state(const State& state) const {
 void GroupNormalizationKernel::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                       const std::shared_ptr<Image>& destination, const Geometry& g,
                                       const std::shared_ptr<State>& state) {
-  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source->width() ||
-      g.source_y + g.height > source->height())
-    fail<ShapeError>(class_name(), ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
-                     " region reads outside the ", source->width(), "x", source->height(), " source image");
+  check_reads_inside(*source, g);
   Parameters p = parameters();
   auto s = std::static_pointer_cast<GroupNormalizationGradientState>(state);
   if (s && g.images > s->images())

@@ -135,6 +135,13 @@ void Kernel::check_source_channels(const Image& source, int64_t source_channels)
                      " feature channels, given ", source.feature_channels());
 }
 
+void Kernel::check_reads_inside(const Image& source, const Geometry& g) const {
+  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
+      g.source_y + g.height > source.height())
+    fail<ShapeError>(class_name(), ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
+                     " region reads outside the ", source.width(), "x", source.height(), " source image");
+}
+
 Region Kernel::clipped_region(const Image& destination) const {
   // check_properties() passed: every sum below is far inside int64_t.
   int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);

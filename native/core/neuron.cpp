@@ -19,13 +19,6 @@ void NeuronDescriptor::validate() const {
 }
 
 namespace {
-// The pointwise footprint a neuron reads: one source pixel per result pixel.
-void check_inside(const char* kernel, const Image& source, const Geometry& g) {
-  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
-      g.source_y + g.height > source.height())
-    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
-                     " region reads outside the ", source.width(), "x", source.height(), " source image");
-}
 // PReLU slopes are per feature channel of the source image.
 void check_slopes(const char* kernel, const NeuronDescriptor& d, const Image& source) {
   if (d.type == NeuronType::PReLU && static_cast<int64_t>(d.a_per_channel.size()) != source.feature_channels())
@@ -47,7 +40,7 @@ void CNNNeuron::check_source(const Image& source) const {
 
 void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                        const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
-  check_inside(class_name(), *source, g);
+  check_reads_inside(*source, g);
   command_buffer.record([primitive = primitive_, source, destination, g](ExecutionContext& context) {
     int64_t channels = source->feature_channels() - g.source_channel;
     primitive->forward(context,

@@ -9,26 +9,13 @@
 #include "mpsx/registry.h"
 
 namespace mpsx {
-namespace {
-
-// The softmax reads one source pixel per result pixel: every pixel the clip
-// region maps to must lie in the source (edge_mode has nothing to pad).
-void check_inside(const char* kernel, const Image& source, const Geometry& g) {
-  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
-      g.source_y + g.height > source.height())
-    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
-                     " region reads outside the ", source.width(), "x", source.height(), " source image");
-}
-
-}  // namespace
-
 CNNSoftMax::CNNSoftMax(std::shared_ptr<Device> device, bool log) : UnaryKernel(std::move(device)), log_(log) {
   primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
 
 void CNNSoftMax::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                         const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
-  check_inside(class_name(), *source, g);
+  check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
   SoftMaxDescriptor d;
   d.log = log_;

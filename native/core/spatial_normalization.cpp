@@ -13,48 +13,27 @@
 namespace mpsx {
 namespace {
 
-// Every pixel the clip region maps to must lie in the source (its window may
-// reach off the source, where it reads 0).
-void check_inside(const char* kernel, const Image& source, const Geometry& g) {
-  if (g.source_x < 0 || g.source_y < 0 || g.source_x + g.width > source.width() ||
-      g.source_y + g.height > source.height())
-    fail<ShapeError>(kernel, ": offset (", g.source_x, ", ", g.source_y, ") with a ", g.width, "x", g.height,
-                     " region reads outside the ", source.width(), "x", source.height(), " source image");
-}
-
 // Reads off the source are 0 (edge_mode ZERO); CLAMP is not implemented.
 void check_edge_mode(const char* kernel, EdgeMode mode) {
   if (mode != EdgeMode::Zero)
     fail<ArgumentError>(kernel, ": edge_mode must be ZERO (reads off the source are 0); CLAMP is not supported");
 }
 
-}  // namespace
-
-SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kernel, int64_t kernel_width,
-                                                               int64_t kernel_height)
-    : kernel_(kernel), kernel_size_(kernel_width) {
+// kernel_width, once it is checked to equal kernel_height.
+int64_t square_window(const char* kernel, int64_t kernel_width, int64_t kernel_height) {
   check_size(kernel_width, kernel, ": kernel_width");
   check_size(kernel_height, kernel, ": kernel_height");
   if (kernel_width != kernel_height)
     fail<ArgumentError>(kernel, ": kernel_width must equal kernel_height (MPS requires a square window), given ",
                         kernel_width, " and ", kernel_height);
+  return kernel_width;
 }
 
-void SpatialNormalizationProperties::set_alpha(float value) {
-  if (!(value >= 0.0f) || std::isinf(value))
-    fail<ArgumentError>(kernel_, ": alpha must be finite and non-negative, given ", value);
-  parameters_.alpha = value;
-}
+}  // namespace
 
-void SpatialNormalizationProperties::set_beta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": beta must be finite, given ", value);
-  parameters_.beta = value;
-}
-
-void SpatialNormalizationProperties::set_delta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": delta must be finite, given ", value);
-  parameters_.delta = value;
-}
+SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kernel, int64_t kernel_width,
+                                                               int64_t kernel_height)
+    : ResponseNormalizationProperties(kernel, square_window(kernel, kernel_width, kernel_height), "kernel_width") {}
 
 CNNSpatialNormalization::CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width,
                                                  int64_t kernel_height)
@@ -67,7 +46,7 @@ void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::s
                                           const std::shared_ptr<Image>& destination, const Geometry& g,
                                           const std::shared_ptr<State>&) {
   check_edge_mode(class_name(), edge_mode);
-  check_inside(class_name(), *source, g);
+  check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
   SpatialNormalizationDescriptor d;
   d.gradient = false;

@@ -127,6 +127,10 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Throws ShapeError unless `source` has the channels the kernel reads from
   // source_feature_channel_offset on.
   void check_source_channels(const Image& source, int64_t source_channels) const;
+  // Throws ShapeError unless the source pixels `g` maps its region to lie
+  // in `source`: kernels that read one source pixel per result pixel have
+  // nothing for edge_mode to pad.
+  void check_reads_inside(const Image& source, const Geometry& g) const;
   // The part of clip_rect inside `destination` (x, y, width, height);
   // throws ShapeError when they do not intersect.
   Region clipped_region(const Image& destination) const;

@@ -12,17 +12,13 @@
 #include <memory>
 
 #include "mpsx/kernel.h"
+#include "mpsx/kernels/normalization.h"
 
 namespace mpsx {
 
 class ExecutionContext;
 
-// alpha, beta and delta: read-write on the kernels, passed at every encode.
-struct CrossChannelNormalizationParameters {
-  float alpha = 1.0f;
-  float beta = 5.0f;
-  float delta = 1.0f;
-};
+using CrossChannelNormalizationParameters = ResponseNormalizationParameters;
 
 // One pass over fixed images and region extents: the key a kernel caches its
 // primitive under, and what a backend builds it from.
@@ -62,25 +58,7 @@ class CrossChannelNormalizationPrimitive {
                         const ImageRegion& destination_gradient) const = 0;
 };
 
-// The properties both kernels share: kernel_size (read-only, >= 1), alpha
-// (>= 0), beta, delta (finite).
-class CrossChannelNormalizationProperties {
- public:
-  CrossChannelNormalizationProperties(const char* kernel, int64_t kernel_size);
-  int64_t kernel_size() const { return kernel_size_; }
-  float alpha() const { return parameters_.alpha; }
-  float beta() const { return parameters_.beta; }
-  float delta() const { return parameters_.delta; }
-  void set_alpha(float value);
-  void set_beta(float value);
-  void set_delta(float value);
-  const CrossChannelNormalizationParameters& parameters() const { return parameters_; }
-
- private:
-  const char* kernel_;
-  int64_t kernel_size_;
-  CrossChannelNormalizationParameters parameters_;
-};
+using CrossChannelNormalizationProperties = ResponseNormalizationProperties;
 
 // MPSCNNCrossChannelNormalization.
 class CNNCrossChannelNormalization : public UnaryKernel, public CrossChannelNormalizationProperties {

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cfloat>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "mpsx/checked.h"
 #include "mpsx/data_source.h"
 #include "mpsx/errors.h"
 
@@ -51,5 +53,48 @@ inline void take_normalization_array(const HostArray& given, NormalizationArray 
   const float* values = static_cast<const float*>(given.data);
   out.assign(values, values + given.count);
 }
+
+// alpha, beta and delta of MPSCNNCrossChannelNormalization and
+// MPSCNNSpatialNormalization (same defaults and limits): read-write on the
+// kernels, passed at every encode.
+struct ResponseNormalizationParameters {
+  float alpha = 1.0f;
+  float beta = 5.0f;
+  float delta = 1.0f;
+};
+
+// The properties the forward and gradient kernels of both families have:
+// kernel_size (read-only, >= 1), alpha (>= 0), beta and delta (finite). A
+// value outside its limits raises ArgumentError and is not kept.
+class ResponseNormalizationProperties {
+ public:
+  ResponseNormalizationProperties(const char* kernel, int64_t kernel_size, const char* size_name = "kernel_size")
+      : kernel_(kernel), kernel_size_(kernel_size) {
+    check_size(kernel_size, kernel, ": ", size_name);
+  }
+  int64_t kernel_size() const { return kernel_size_; }
+  float alpha() const { return parameters_.alpha; }
+  float beta() const { return parameters_.beta; }
+  float delta() const { return parameters_.delta; }
+  void set_alpha(float value) {
+    if (!(value >= 0.0f) || std::isinf(value))
+      fail<ArgumentError>(kernel_, ": alpha must be finite and non-negative, given ", value);
+    parameters_.alpha = value;
+  }
+  void set_beta(float value) {
+    if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": beta must be finite, given ", value);
+    parameters_.beta = value;
+  }
+  void set_delta(float value) {
+    if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": delta must be finite, given ", value);
+    parameters_.delta = value;
+  }
+  const ResponseNormalizationParameters& parameters() const { return parameters_; }
+
+ private:
+  const char* kernel_;
+  int64_t kernel_size_;
+  ResponseNormalizationParameters parameters_;
+};
 
 }  // namespace mpsx

@@ -14,17 +14,13 @@
 #include <memory>
 
 #include "mpsx/kernel.h"
+#include "mpsx/kernels/normalization.h"
 
 namespace mpsx {
 
 class ExecutionContext;
 
-// alpha, beta and delta: read-write on the kernels, passed at every encode.
-struct SpatialNormalizationParameters {
-  float alpha = 1.0f;
-  float beta = 5.0f;
-  float delta = 1.0f;
-};
+using SpatialNormalizationParameters = ResponseNormalizationParameters;
 
 // One pass over fixed images and extents: the key a kernel caches its
 // primitive under, and what a backend builds it from.
@@ -69,22 +65,10 @@ class SpatialNormalizationPrimitive {
 
 // The properties both kernels share: kernel_width = kernel_height
 // (read-only), alpha (>= 0), beta, delta (finite).
-class SpatialNormalizationProperties {
+class SpatialNormalizationProperties : public ResponseNormalizationProperties {
  public:
+  // Throws ArgumentError unless kernel_width equals kernel_height.
   SpatialNormalizationProperties(const char* kernel, int64_t kernel_width, int64_t kernel_height);
-  int64_t kernel_size() const { return kernel_size_; }
-  float alpha() const { return parameters_.alpha; }
-  float beta() const { return parameters_.beta; }
-  float delta() const { return parameters_.delta; }
-  void set_alpha(float value);
-  void set_beta(float value);
-  void set_delta(float value);
-  const SpatialNormalizationParameters& parameters() const { return parameters_; }
-
- private:
-  const char* kernel_;
-  int64_t kernel_size_;
-  SpatialNormalizationParameters parameters_;
 };
 
 // MPSCNNSpatialNormalization.
