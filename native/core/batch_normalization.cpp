@@ -80,6 +80,16 @@ void NormalizationGammaAndBetaState::check_fits(int64_t channels, const char* ke
   check_buffer_fits(*beta_, channels, kernel, "beta");
 }
 
+void NormalizationGammaAndBetaState::record_copy_to(CommandBuffer& command_buffer, int64_t channels,
+                                                    const std::shared_ptr<Buffer>& gamma,
+                                                    const std::shared_ptr<Buffer>& beta) const {
+  command_buffer.record([gamma, beta, from_gamma = gamma_, from_beta = beta_,
+                         bytes = static_cast<size_t>(channels) * sizeof(float)](ExecutionContext& context) {
+    context.copy(gamma->data(), from_gamma->data(), bytes);
+    context.copy(beta->data(), from_beta->data(), bytes);
+  });
+}
+
 NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean,
                                                                      std::shared_ptr<Buffer> variance)
     : State(mean ? mean->device_ptr() : nullptr), mean_(std::move(mean)), variance_(std::move(variance)) {
@@ -402,11 +412,7 @@ void CNNBatchNormalization::reload_gamma_and_beta(CommandBuffer& command_buffer,
   check_device(state, "gamma and beta state");
   state.check_fits(channels_, class_name());
   Parameters p = parameters();
-  command_buffer.record([gamma = p.gamma, beta = p.beta, from_gamma = state.gamma(), from_beta = state.beta(),
-                         bytes = static_cast<size_t>(channels_) * sizeof(float)](ExecutionContext& context) {
-    context.copy(gamma->data(), from_gamma->data(), bytes);
-    context.copy(beta->data(), from_beta->data(), bytes);
-  });
+  state.record_copy_to(command_buffer, channels_, p.gamma, p.beta);
 }
 
 void CNNBatchNormalization::reload_mean_and_variance(CommandBuffer& command_buffer,

@@ -216,11 +216,7 @@ void GroupNormalizationKernel::reload_gamma_and_beta(CommandBuffer& command_buff
   check_device(state, "gamma and beta state");
   state.check_fits(channels_, class_name());
   Parameters p = parameters();
-  command_buffer.record([gamma = p.gamma, beta = p.beta, from_gamma = state.gamma(), from_beta = state.beta(),
-                         bytes = static_cast<size_t>(channels_) * sizeof(float)](ExecutionContext& context) {
-    context.copy(gamma->data(), from_gamma->data(), bytes);
-    context.copy(beta->data(), from_beta->data(), bytes);
-  });
+  state.record_copy_to(command_buffer, channels_, p.gamma, p.beta);
 }
 
 void GroupNormalizationKernel::encode_gamma_and_beta_update(

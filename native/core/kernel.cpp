@@ -565,29 +565,30 @@ bool operator!=(const Region& a, const Region& b) {
 
 void GradientKernel::check_properties() const {
   BinaryKernel::check_properties();
-  auto keep = [this](const char* property, const auto& given, const auto& initial) {
+  // Runs at every encode: nothing is spelled unless a property is refused.
+  auto keep = [this](const char* which, const char* property, const auto& given, const auto& initial) {
     if (given != initial)
-      fail<ArgumentError>(class_name(), ": ", property, " must keep its default ", spelled(initial), ", given ",
-                          spelled(given), "; a gradient kernel takes the forward geometry from its gradient state");
+      fail<ArgumentError>(class_name(), ": ", which, property, " must keep its default ", spelled(initial),
+                          ", given ", spelled(given), "; a gradient kernel takes the forward geometry from its ",
+                          "gradient state");
   };
   const BinarySource plain;
   for (bool second : {false, true}) {
     const BinarySource& b = second ? secondary : primary;
-    const std::string which = second ? "secondary" : "primary";
-    keep((which + "_offset").c_str(), b.offset, plain.offset);
-    keep((which + "_edge_mode").c_str(), b.edge_mode, plain.edge_mode);
-    keep((which + "_stride_in_pixels_x").c_str(), b.stride_x, plain.stride_x);
-    keep((which + "_stride_in_pixels_y").c_str(), b.stride_y, plain.stride_y);
-    keep((which + "_source_feature_channel_offset").c_str(), b.feature_channel_offset, plain.feature_channel_offset);
-    keep((which + "_source_feature_channel_max_count").c_str(), b.feature_channel_max_count,
-         plain.feature_channel_max_count);
+    const char* which = second ? "secondary" : "primary";
+    keep(which, "_offset", b.offset, plain.offset);
+    keep(which, "_edge_mode", b.edge_mode, plain.edge_mode);
+    keep(which, "_stride_in_pixels_x", b.stride_x, plain.stride_x);
+    keep(which, "_stride_in_pixels_y", b.stride_y, plain.stride_y);
+    keep(which, "_source_feature_channel_offset", b.feature_channel_offset, plain.feature_channel_offset);
+    keep(which, "_source_feature_channel_max_count", b.feature_channel_max_count, plain.feature_channel_max_count);
   }
-  keep("offset", offset, Offset{});
-  keep("clip_rect", clip_rect, kRectNoClip);
-  keep("source_feature_channel_offset", source_feature_channel_offset, int64_t{0});
-  keep("destination_feature_channel_offset", destination_feature_channel_offset, int64_t{0});
-  keep("kernel_offset_x", kernel_offset_x, int64_t{0});
-  keep("kernel_offset_y", kernel_offset_y, int64_t{0});
+  keep("", "offset", offset, Offset{});
+  keep("", "clip_rect", clip_rect, kRectNoClip);
+  keep("", "source_feature_channel_offset", source_feature_channel_offset, int64_t{0});
+  keep("", "destination_feature_channel_offset", destination_feature_channel_offset, int64_t{0});
+  keep("", "kernel_offset_x", kernel_offset_x, int64_t{0});
+  keep("", "kernel_offset_y", kernel_offset_y, int64_t{0});
 }
 
 std::string_view GradientKernel::forward_class_name() const {
@@ -671,7 +672,9 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
                                               const std::shared_ptr<State>& state,
                                               const std::shared_ptr<Image>& destination_gradient) {
   check_arguments(command_buffer, source_gradient, source_image, state);
-  ImageDescriptor expected = destination_image_descriptor(*source_gradient, *state);
+  // check_arguments checked the properties and the state.
+  ImageDescriptor expected = static_cast<const GradientState&>(*state).source_descriptor;
+  expected.channel_format = source_gradient->data_type();
   std::shared_ptr<Image> result = destination_gradient;
   if (result) {
     check_device(*result, "destination gradient");

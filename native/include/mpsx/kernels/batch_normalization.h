@@ -34,6 +34,10 @@ class NormalizationGammaAndBetaState : public State {
   void synchronize(CommandBuffer& command_buffer) override;
   // Throws ShapeError unless both buffers hold `channels` float32.
   void check_fits(int64_t channels, const char* kernel) const;
+  // Records the copy of the first `channels` values of gamma and beta into
+  // `gamma` and `beta`: how a normalization kernel reloads from the state.
+  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& gamma,
+                      const std::shared_ptr<Buffer>& beta) const;
 
   const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
   const std::shared_ptr<Buffer>& beta() const { return beta_; }
