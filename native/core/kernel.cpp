@@ -673,7 +673,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
                                               const std::shared_ptr<Image>& destination_gradient) {
   check_arguments(command_buffer, source_gradient, source_image, state);
   // check_arguments checked the properties and the state.
-  ImageDescriptor expected = static_cast<const GradientState&>(*state).source_descriptor;
+  ImageDescriptor expected = gradient_state_of(*state).source_descriptor;
   expected.channel_format = source_gradient->data_type();
   std::shared_ptr<Image> result = destination_gradient;
   if (result) {
