@@ -279,6 +279,34 @@ def test_weights_train_with_an_optimizer(device):
     np.testing.assert_allclose(y, reference(x, dy, gamma - 0.5 * eg, beta - 0.5 * eb, None)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_weights_follow_replayed_updates(device):
+    """A recorded step replayed three times leaves the weights of three encoded
+    steps; host reads between replays see each replay's completed update."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    gamma, beta = parameters(2)
+    w = mpsx.InstanceNormalizationWeights(gamma, beta, optimizer=mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=0.25, momentum_scale=0.5))
+    k = mpsx.CNNInstanceNormalization(device, w)
+    xs, dys = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)
+    cb = device.command_queue.command_buffer(replayable=True)
+    _, states = k.encode_batch(cb, xs, destination_states=True)
+    k.gradient_kernels()[0].encode_batch(cb, dys, xs, states)
+    k.encode_gamma_and_beta_update(cb, states)
+    g, b = gamma.astype(np.float64), beta.astype(np.float64)
+    vg, vb = np.zeros(2), np.zeros(2)
+    for step in range(3):
+        cb.commit() if step == 0 else cb.replay()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        _, _, eg, eb = reference(x, dy, g, b, None)
+        vg, vb = 0.5 * vg + eg, 0.5 * vb + eb
+        g, b = g - 0.25 * vg, b - 0.25 * vb
+        np.testing.assert_allclose(w.gamma(), g, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(w.beta(), b, rtol=1e-4, atol=1e-5)
+
+
 # ---------------------------------------------------------------- bad input
 
 

@@ -159,12 +159,12 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
   if (optimizer_) optimizer_vectors_ = optimizer_->new_vector_lists({channels, channels});
 }
 
-HostArray BatchNormalizationWeights::copy_of(Values& values, int which) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (values.device[0]) {
-    auto status = values.completion->status.load(std::memory_order_acquire);
+HostArray TrainedArrays::copy_of(std::mutex& mutex, int which) {
+  std::unique_lock<std::mutex> lock(mutex);
+  while (device_[0]) {
+    auto status = completion_->status.load(std::memory_order_acquire);
     if (status == CommandBufferStatus::Committed) {  // a replay rewrites them; it will complete
-      if (auto command_buffer = values.command_buffer.lock()) {
+      if (auto command_buffer = command_buffer_.lock()) {
         lock.unlock();
         command_buffer->wait_until_completed();
         lock.lock();
@@ -172,29 +172,27 @@ HostArray BatchNormalizationWeights::copy_of(Values& values, int which) {
       }
     }
     if (status == CommandBufferStatus::Completed) {
-      const size_t bytes = values.host[0].size() * sizeof(float);
-      for (int i = 0; i < 2; ++i)
-        values.device[i]->read(values.host[i].data(), 0, bytes, "the values of a BatchNormalizationWeights");
+      const size_t bytes = host[0].size() * sizeof(float);
+      for (int i = 0; i < 2; ++i) device_[i]->read(host[i].data(), 0, bytes, "the values of a normalization weights");
     }
     // Otherwise a replay failed and left them undefined: the host keeps what it read before.
-    values.device[0].reset();
-    values.device[1].reset();
+    device_[0].reset();
+    device_[1].reset();
   }
-  auto copy = std::make_shared<std::vector<float>>(values.host[which]);
+  auto copy = std::make_shared<std::vector<float>>(host[which]);
   return HostArray{copy->data(), copy->size(), DataType::Float32, copy, {}};
 }
 
-void BatchNormalizationWeights::complete_on(CommandBuffer& command_buffer, Values BatchNormalizationWeights::*values,
-                                            std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second) {
-  command_buffer.add_completed_handler([self = shared_from_this(), values, first = std::move(first),
+void TrainedArrays::complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
+                                std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second) {
+  command_buffer.add_completed_handler([this, owner = std::move(owner), &mutex, first = std::move(first),
                                         second = std::move(second)](CommandBuffer& done) {
     if (done.status() != CommandBufferStatus::Completed) return;  // a failed update changes nothing
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    Values& v = (*self).*values;
-    v.device[0] = first;
-    v.device[1] = second;
-    v.completion = done.completion();
-    v.command_buffer = done.shared_from_this();
+    std::lock_guard<std::mutex> lock(mutex);
+    device_[0] = first;
+    device_[1] = second;
+    completion_ = done.completion();
+    command_buffer_ = done.shared_from_this();
   });
 }
 
@@ -227,7 +225,7 @@ std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::up
   result->mean()->will_write(command_buffer);
   result->variance()->will_write(command_buffer);
   result->synchronize(command_buffer);  // the host reads them once the command buffer has completed
-  complete_on(command_buffer, &BatchNormalizationWeights::statistics_, result->mean(), result->variance());
+  statistics_.complete_on(command_buffer, shared_from_this(), mutex_, result->mean(), result->variance());
   return result;
 }
 
@@ -243,7 +241,7 @@ std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::updat
                                                              per_channel(optimizer_->device_ptr(), state->channels()));
   optimizer_->encode_batch_normalization(command_buffer, state, state, optimizer_vectors_, trained);
   trained->synchronize(command_buffer);  // the host reads them once the command buffer has completed
-  complete_on(command_buffer, &BatchNormalizationWeights::trained_, trained->gamma(), trained->beta());
+  trained_.complete_on(command_buffer, shared_from_this(), mutex_, trained->gamma(), trained->beta());
   return trained;
 }
 

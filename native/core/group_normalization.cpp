@@ -60,8 +60,8 @@ GroupNormalizationWeights::GroupNormalizationWeights(std::vector<float> gamma, s
     fail<ShapeError>(who, ": expected ", channels_, " beta values (as gamma), given ", beta.size());
   if (groups != 0) check_number_of_groups(groups, channels_, who);
   if (!(epsilon_ >= 0.0f)) fail<ArgumentError>(who, ": epsilon must be non-negative, given ", epsilon_);
-  host_[0] = std::move(gamma);
-  host_[1] = std::move(beta);
+  trained_.host[0] = std::move(gamma);
+  trained_.host[1] = std::move(beta);
   const size_t count = static_cast<size_t>(channels_);
   if (optimizer_) optimizer_vectors_ = optimizer_->new_vector_lists({count, count});
 }
@@ -77,18 +77,6 @@ void GroupNormalizationWeights::set_number_of_groups(int64_t groups) {
   groups_ = groups;
 }
 
-HostArray GroupNormalizationWeights::copy_of(int which) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (completed_[0]) {
-    const size_t bytes = static_cast<size_t>(channels_) * sizeof(float);
-    for (int i = 0; i < 2; ++i) completed_[i]->read(host_[i].data(), 0, bytes, "the values of a normalization weights");
-    completed_[0].reset();
-    completed_[1].reset();
-  }
-  auto copy = std::make_shared<std::vector<float>>(host_[which]);
-  return HostArray{copy->data(), copy->size(), DataType::Float32, copy, {}};
-}
-
 std::shared_ptr<NormalizationGammaAndBetaState> GroupNormalizationWeights::update_gamma_and_beta_on_command_buffer(
     CommandBuffer& command_buffer, const States& states) {
   const char* who = groups_ == 0 ? "InstanceNormalizationWeights" : "GroupNormalizationWeights";
@@ -99,21 +87,15 @@ std::shared_ptr<NormalizationGammaAndBetaState> GroupNormalizationWeights::updat
   const auto& state = states[0];
   if (state->channels() != channels_)
     fail<ShapeError>(who, ": the state has ", state->channels(), " feature channels, the weights ", channels_);
+  if (!state->gradients_encoded)
+    fail<StateError>(who, ": the ", state->class_name(), " has no gradients; encode its gradient kernel with it first");
   // New buffers each update, so the last completed values outlive later updates in flight.
   auto trained = make_pooled<NormalizationGammaAndBetaState>(floats(optimizer_->device_ptr(), channels_),
                                                              floats(optimizer_->device_ptr(), channels_));
-  if (!state->gradients_encoded)
-    fail<StateError>(who, ": the ", state->class_name(), " has no gradients; encode its gradient kernel with it first");
   optimizer_->encode_gamma_and_beta(command_buffer, state->gradient_for_gamma(), state->gradient_for_beta(),
                                     state->gamma(), state->beta(), channels_, optimizer_vectors_, trained);
   trained->synchronize(command_buffer);
-  command_buffer.add_completed_handler([self = shared_from_this(), gamma = trained->gamma(),
-                                        beta = trained->beta()](CommandBuffer& done) {
-    if (done.status() != CommandBufferStatus::Completed) return;  // a failed update changes nothing
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    self->completed_[0] = gamma;
-    self->completed_[1] = beta;
-  });
+  trained_.complete_on(command_buffer, shared_from_this(), mutex_, trained->gamma(), trained->beta());
   return trained;
 }
 

@@ -114,6 +114,31 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
                                                                  const char* kernel, bool gamma_and_beta,
                                                                  bool mean_and_variance);
 
+// Two per-channel arrays a native data source updates on the device (gamma
+// and beta; mean and variance): the host arrays and the device buffers of
+// the last update whose command buffer completed without error, not yet read
+// into them (none when null). Only that one update is held; each update
+// writes new buffers, so later updates in flight never touch it (a replay of
+// its own command buffer does: a host read waits for the replay). The owner's
+// mutex guards it.
+class TrainedArrays {
+ public:
+  std::vector<float> host[2];
+  // A copy of host[which] after reading the completed update in: the caller
+  // may keep it while later updates change the values.
+  HostArray copy_of(std::mutex& mutex, int which);
+  // Makes `first` and `second` the newest values once `command_buffer`
+  // completes without error; `owner` keeps this object and `mutex` alive
+  // until then.
+  void complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
+                   std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second);
+
+ private:
+  std::shared_ptr<Buffer> device_[2];
+  std::shared_ptr<const Completion> completion_;
+  std::weak_ptr<CommandBuffer> command_buffer_;
+};
+
 // A data source held natively: BatchNormalizationWeights(gamma, beta, mean,
 // variance, epsilon, momentum, optimizer). Its GPU-side mean and variance
 // update folds the state's batch statistics into the running statistics of
@@ -135,10 +160,10 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   bool load() override { return true; }
   void purge() override {}
   int64_t number_of_feature_channels() override { return static_cast<int64_t>(trained_.host[0].size()); }
-  HostArray gamma() override { return copy_of(trained_, 0); }
-  HostArray beta() override { return copy_of(trained_, 1); }
-  HostArray mean() override { return copy_of(statistics_, 0); }
-  HostArray variance() override { return copy_of(statistics_, 1); }
+  HostArray gamma() override { return trained_.copy_of(mutex_, 0); }
+  HostArray beta() override { return trained_.copy_of(mutex_, 1); }
+  HostArray mean() override { return statistics_.copy_of(mutex_, 0); }
+  HostArray variance() override { return statistics_.copy_of(mutex_, 1); }
   float epsilon() override { return epsilon_; }
   float momentum() const { return momentum_; }
   std::string label() override { return label_; }
@@ -151,27 +176,8 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
 
  private:
-  // Gamma and beta, or mean and variance: the host arrays and the device
-  // buffers of the last completed update not yet read into them (null when
-  // none). Only that one update is held; each update writes new buffers, so
-  // later updates in flight never touch it (a replay of its own command
-  // buffer does).
-  struct Values {
-    std::vector<float> host[2];
-    std::shared_ptr<Buffer> device[2];
-    std::shared_ptr<const Completion> completion;
-    std::weak_ptr<CommandBuffer> command_buffer;
-  };
-  // A copy of values.host[which] after reading the completed update in: the
-  // caller may keep it while later updates change the values.
-  HostArray copy_of(Values& values, int which);
-  // Makes `first` and `second` the newest values of `values` once
-  // `command_buffer` completes without error.
-  void complete_on(CommandBuffer& command_buffer, Values BatchNormalizationWeights::*values,
-                   std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second);
-
   std::mutex mutex_;
-  Values trained_, statistics_;  // gamma and beta; mean and variance
+  TrainedArrays trained_, statistics_;  // gamma and beta; mean and variance
   float epsilon_, momentum_;
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;

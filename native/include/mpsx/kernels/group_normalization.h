@@ -100,7 +100,8 @@ class GroupNormalizationDataSource {
 // instance normalization's weights, which have none), epsilon and an
 // optional optimizer that trains gamma and beta on the device from the
 // states' gradients, as BatchNormalizationWeights does. Its host values are
-// those of the last update whose command buffer completed without error.
+// those of the last update whose command buffer completed without error;
+// while a replay rewrites them, a host read waits for it.
 class GroupNormalizationWeights : public GroupNormalizationDataSource,
                                   public std::enable_shared_from_this<GroupNormalizationWeights> {
  public:
@@ -112,8 +113,8 @@ class GroupNormalizationWeights : public GroupNormalizationDataSource,
   int64_t number_of_groups() override;
   // Throws ArgumentError unless `groups` divides the channels.
   void set_number_of_groups(int64_t groups);
-  HostArray gamma() override { return copy_of(0); }
-  HostArray beta() override { return copy_of(1); }
+  HostArray gamma() override { return trained_.copy_of(mutex_, 0); }
+  HostArray beta() override { return trained_.copy_of(mutex_, 1); }
   float epsilon() override { return epsilon_; }
   std::string label() override { return label_; }
   const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
@@ -122,13 +123,9 @@ class GroupNormalizationWeights : public GroupNormalizationDataSource,
       CommandBuffer& command_buffer, const States& states) override;
 
  private:
-  HostArray copy_of(int which);
-
   std::mutex mutex_;
   int64_t channels_;
-  std::vector<float> host_[2];
-  // The buffers of the last completed update not yet read into host_.
-  std::shared_ptr<Buffer> completed_[2];
+  TrainedArrays trained_;  // gamma and beta
   int64_t groups_;
   float epsilon_;
   std::string label_;
