@@ -133,6 +133,20 @@ def test_properties_are_read_write_and_kernel_size_read_only(device):
         assert kernel.kernel_size == 4
 
 
+def test_parameters_set_between_encodes_are_used(device, rng):
+    # One kernel of one shape, its parameters changed between encodes (cuda:
+    # in and out of the range cuDNN's LRN takes: delta >= 1e-5, beta >= 0.01).
+    x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
+    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
+        for kernel in (forward, gradient):
+            kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
+        y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+        np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=1e-4, atol=1e-4)
+
+
 def test_gradient_finite_differences(device, rng):
     # Central differences of the device's own forward pass.
     shape = (1, 5, 2, 2)
