@@ -8,8 +8,10 @@
 // (command buffer order) and sets epsilon, as batch_normalization.mm does.
 // The forward encode makes one MPS gradient state per image (MPS's model)
 // and keeps the array in GroupNormalizationStatistics::backend; the gradient
-// encode hands them to MPS's gradient kernel, then sums their per-image
-// gradients for gamma and beta into mpsx's buffers with MPSMatrixSum.
+// encode reloads the forward's gamma, beta and epsilon into the states'
+// kernel, hands the states to MPS's gradient kernel, then sums their
+// per-image gradients for gamma and beta into mpsx's buffers with
+// MPSMatrixSum (mpsx's are sums over the encode's images).
 //
 // MPS's states expose no mean or variance (only gamma, beta and the
 // gradients), so on metal mpsx's statistics buffers (mean, variance) are left
@@ -276,20 +278,12 @@ class MetalGroupNormalization final : public GroupNormalizationPrimitive {
     const NSUInteger destination_channel = feature_channel_offset(destination_gradient);
     std::lock_guard<std::mutex> lock(encode_mutex());
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
-    // Later encodes may have reloaded the states' kernel: give it (and the
-    // states' own gamma and beta, where MPS has them) the values the forward
-    // encode used, whichever of them MPS's gradient reads.
+    // Later encodes may have reloaded the states' kernel: give it back the
+    // gamma, beta and epsilon the forward encode used (the state's copies),
+    // in case MPS's gradient reads them from the kernel. The states' own
+    // gamma and beta buffers stay as MPS made them: they may be the very
+    // buffers the forward reloaded from, which mpsx may have updated since.
     reload(metal, Classes::kernel_of(states[0]), gamma, beta, epsilon);
-    const BufferAddress gammas = address(metal, gamma);
-    const BufferAddress betas = address(metal, beta);
-    id<MTLBlitCommandEncoder> blit = [command_buffer blitCommandEncoder];
-    for (State* state in states) {
-      if (id<MTLBuffer> to = state.gamma)
-        [blit copyFromBuffer:gammas.buffer sourceOffset:gammas.offset toBuffer:to destinationOffset:0 size:bytes];
-      if (id<MTLBuffer> to = state.beta)
-        [blit copyFromBuffer:betas.buffer sourceOffset:betas.offset toBuffer:to destinationOffset:0 size:bytes];
-    }
-    [blit endEncoding];
 
     gradient_.primaryOffset = origin_of(source_gradient);
     gradient_.primarySourceFeatureChannelOffset = gradient_channel;
