@@ -16,7 +16,9 @@
 #include <string>
 
 #include "mpsx/backend.h"
+#include "mpsx/buffer.h"
 #include "mpsx/command_buffer.h"
+#include "mpsx/errors.h"
 #include "mpsx/image.h"
 #include "mpsx/kernels/neuron.h"
 
@@ -123,5 +125,37 @@ class MetalContext final : public ExecutionContext {
 };
 
 inline MetalContext& context_of(ExecutionContext& context) { return static_cast<MetalContext&>(context); }
+
+// For MPS's normalization kernels, whose weights, statistics and gradients
+// are float32 arrays in MTLBuffers (batch, instance and group normalization).
+
+// The bytes of `count` float32.
+inline NSUInteger bytes_of(int64_t count) { return static_cast<NSUInteger>(count) * sizeof(float); }
+
+inline BufferAddress address(MetalContext& metal, const float* values) { return metal.backend().address_of(values); }
+
+inline BufferAddress address(MetalContext& metal, const std::shared_ptr<Buffer>& buffer) {
+  return address(metal, static_cast<const float*>(buffer->data()));
+}
+
+// The MTLBuffer that holds `values` from its start: MPS's normalization
+// states (MPSCNNNormalizationGammaAndBetaState, ...MeanAndVarianceState)
+// take whole MTLBuffers. Throws Error for an array that starts inside one.
+inline id<MTLBuffer> whole_buffer(MetalContext& metal, const float* values, const char* kernel, const char* name) {
+  const BufferAddress a = address(metal, values);
+  if (a.offset != 0)
+    fail<Error>("metal: ", kernel, " reloads ", name, " from a whole MTLBuffer; the ", name, " array starts ",
+                a.offset, " bytes into one");
+  return a.buffer;
+}
+
+// `channels` float32 from `a`, as the one-row matrix MPS's matrix kernels take.
+inline MPSMatrix* row(const BufferAddress& a, int64_t channels) {
+  MPSMatrixDescriptor* descriptor = [MPSMatrixDescriptor matrixDescriptorWithRows:1
+                                                                          columns:static_cast<NSUInteger>(channels)
+                                                                         rowBytes:bytes_of(channels)
+                                                                         dataType:MPSDataTypeFloat32];
+  return [[MPSMatrix alloc] initWithBuffer:a.buffer offset:a.offset descriptor:descriptor];
+}
 
 }  // namespace mpsx::metal

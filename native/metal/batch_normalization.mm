@@ -100,36 +100,13 @@ MTLRegion extent_of(const ImageRegion& region) {
   return MTLRegionMake3D(0, 0, 0, static_cast<NSUInteger>(region.w), static_cast<NSUInteger>(region.h), 1);
 }
 
-NSUInteger bytes_of(int64_t channels) { return static_cast<NSUInteger>(channels) * sizeof(float); }
-
-BufferAddress address(MetalContext& metal, const float* values) { return metal.backend().address_of(values); }
-
-BufferAddress address(MetalContext& metal, const std::shared_ptr<Buffer>& buffer) {
-  return address(metal, static_cast<const float*>(buffer->data()));
-}
+// What whole_buffer names in its errors.
+constexpr const char* kBatchNormalization = "MPSCNNBatchNormalization";
 
 // One of the MPS state's buffers: MPS's accessors may answer nil.
 BufferAddress in_state(id<MTLBuffer> buffer, const char* name) {
   if (!buffer) fail<Error>("metal: MPS gave the MPSCNNBatchNormalizationState no ", name, " buffer");
   return {buffer, 0};
-}
-
-// MPS's normalization states hold whole MTLBuffers.
-id<MTLBuffer> whole_buffer(MetalContext& metal, const float* values, const char* name) {
-  const BufferAddress a = address(metal, values);
-  if (a.offset != 0)
-    fail<Error>("metal: MPSCNNBatchNormalization reloads ", name, " from a whole MTLBuffer; the ", name,
-                " array starts ", a.offset, " bytes into one");
-  return a.buffer;
-}
-
-// `channels` float32 from `a`, as the one-row matrix MPS's matrix kernels take.
-MPSMatrix* row(const BufferAddress& a, int64_t channels) {
-  MPSMatrixDescriptor* descriptor = [MPSMatrixDescriptor matrixDescriptorWithRows:1
-                                                                          columns:static_cast<NSUInteger>(channels)
-                                                                         rowBytes:bytes_of(channels)
-                                                                         dataType:MPSDataTypeFloat32];
-  return [[MPSMatrix alloc] initWithBuffer:a.buffer offset:a.offset descriptor:descriptor];
 }
 
 struct Copy {
@@ -250,10 +227,12 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
     MetalContext& metal = context_of(context);
     id<MTLCommandBuffer> command_buffer = metal.command_buffer();
     MPSCNNBatchNormalization* kernel = prepared(metal, source, destination, gamma, beta, epsilon);
+    id<MTLBuffer> means = whole_buffer(metal, mean, kBatchNormalization, "mean");
+    id<MTLBuffer> variances = whole_buffer(metal, variance, kBatchNormalization, "variance");
     [kernel reloadMeanAndVarianceWithCommandBuffer:command_buffer
                               meanAndVarianceState:[[MPSCNNNormalizationMeanAndVarianceState alloc]
-                                                       initWithMean:whole_buffer(metal, mean, "mean")
-                                                           variance:whole_buffer(metal, variance, "variance")]];
+                                                       initWithMean:means
+                                                           variance:variances]];
     [kernel encodeBatchToCommandBuffer:command_buffer
                           sourceImages:images_of(source)
                      destinationImages:images_of(destination)];
@@ -388,10 +367,11 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   MPSCNNBatchNormalization* prepared(MetalContext& metal, const ImageRegion& source, const ImageRegion& destination,
                                      const float* gamma, const float* beta, float epsilon) const {
     MPSCNNBatchNormalization* kernel = kernels_for(source.c).batch_normalization;
+    id<MTLBuffer> gammas = whole_buffer(metal, gamma, kBatchNormalization, "gamma");
+    id<MTLBuffer> betas = whole_buffer(metal, beta, kBatchNormalization, "beta");
     [kernel reloadGammaAndBetaWithCommandBuffer:metal.command_buffer()
-                              gammaAndBetaState:[[MPSCNNNormalizationGammaAndBetaState alloc]
-                                                    initWithGamma:whole_buffer(metal, gamma, "gamma")
-                                                             beta:whole_buffer(metal, beta, "beta")]];
+                              gammaAndBetaState:[[MPSCNNNormalizationGammaAndBetaState alloc] initWithGamma:gammas
+                                                                                                       beta:betas]];
     kernel.epsilon = epsilon;
     kernel.offset = origin_of(source);
     kernel.clipRect = clip_rect_of(destination);
