@@ -3,8 +3,9 @@ forward formula written here twice, independently: in torch (float64, average
 pooling over the zero-padded source, VAR = E[x^2] - M^2, gradients by
 autograd) and in numpy loops (two-pass variance, gradients by central finite
 differences). Window of destination pixel i: source [c - k/2, c + (k-1)/2]
-around its centre c = offset + i; pixels off the image read 0; M and VAR
-divide by kernel_width * kernel_height."""
+around its centre c = offset + i; pixels off the image read 0 (edge_mode
+ZERO) or the nearest pixel of the image (CLAMP: replicate padding in torch,
+clipped indices in numpy); M and VAR divide by kernel_width * kernel_height."""
 
 import numpy as np
 import pytest
@@ -21,17 +22,17 @@ UNIT = {"alpha": 1.0, "beta": 0.5, "delta": 1.0 / 1024, "p0": 1.0, "pm": 0.0, "p
 GENERAL = {"alpha": 0.8, "beta": 0.75, "delta": 0.5, "p0": 0.6, "pm": 0.25, "ps": 1.5}
 
 
-def torch_lcn(x, k, p, first=None, out=None):
+def torch_lcn(x, k, p, first=None, out=None, clamp=False):
     """The header's formula in torch. x: (N, C, H, W) float64 tensor; first:
     (row, column) of the top-left tap of destination (0, 0)'s window (default:
     windows centred on each pixel, the encode that makes its destination);
-    out: destination (height, width)."""
+    out: destination (height, width); clamp: replicate padding, else zeros."""
     n, c, h, w = x.shape
     fy, fx = first if first is not None else (-(k // 2), -(k // 2))
     oh, ow = out if out is not None else (h, w)
     pt, pl = max(0, -fy), max(0, -fx)
     pb, pr = max(0, fy + oh + k - 1 - h), max(0, fx + ow + k - 1 - w)
-    xp = F.pad(x, (pl, pr, pt, pb))
+    xp = F.pad(x, (pl, pr, pt, pb), mode="replicate" if clamp else "constant")
     region = xp[:, :, fy + pt:fy + pt + oh + k - 1, fx + pl:fx + pl + ow + k - 1]
     mean = F.avg_pool2d(region, k, stride=1)  # divides by k * k, zeros included
     variance = F.avg_pool2d(region * region, k, stride=1) - mean * mean
@@ -39,7 +40,7 @@ def torch_lcn(x, k, p, first=None, out=None):
     return p["pm"] + p["ps"] * (centre - p["p0"] * mean) * (p["delta"] + p["alpha"] * variance) ** (-p["beta"])
 
 
-def numpy_lcn(x, k, p, first, out):
+def numpy_lcn(x, k, p, first, out, clamp=False):
     """The same formula in plain numpy loops, float64, two-pass variance."""
     n, c, h, w = x.shape
     (fy, fx), (oh, ow) = first, out
@@ -50,6 +51,8 @@ def numpy_lcn(x, k, p, first, out):
             for a in range(k):
                 for b in range(k):
                     r, s = fy + i + a, fx + j + b
+                    if clamp:
+                        r, s = min(max(r, 0), h - 1), min(max(s, 0), w - 1)
                     if 0 <= r < h and 0 <= s < w:
                         window[:, :, a, b] = x[:, :, r, s]
             m = window.mean(axis=(2, 3))
@@ -59,16 +62,17 @@ def numpy_lcn(x, k, p, first, out):
     return y
 
 
-def make(device, k, p, gradient=False):
+def make(device, k, p, gradient=False, clamp=False):
     kernel = (mpsx.CNNLocalContrastNormalizationGradient if gradient else mpsx.CNNLocalContrastNormalization)(
         device, k, k)
     for name, value in p.items():
         setattr(kernel, name, value)
+    kernel.edge_mode = mpsx.ImageEdgeMode.CLAMP if clamp else mpsx.ImageEdgeMode.ZERO
     return kernel
 
 
-def forward_and_gradient(device, x, dy, k, p, data_type=np.float32):
-    forward, gradient = make(device, k, p), make(device, k, p, gradient=True)
+def forward_and_gradient(device, x, dy, k, p, data_type=np.float32, clamp=False):
+    forward, gradient = make(device, k, p, clamp=clamp), make(device, k, p, gradient=True, clamp=clamp)
     source = mpsx.ImageBatch.from_numpy(device, x.astype(data_type))
 
     def encode(cb):
@@ -79,37 +83,44 @@ def forward_and_gradient(device, x, dy, k, p, data_type=np.float32):
     return read(device, encode)
 
 
-def torch_reference(x, dy, k, p):
+def torch_reference(x, dy, k, p, clamp=False):
     xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    y = torch_lcn(xt, k, p)
+    y = torch_lcn(xt, k, p, clamp=clamp)
     y.backward(torch.tensor(dy, dtype=torch.float64))
     return y.detach().numpy(), xt.grad.numpy()
 
 
+@pytest.mark.parametrize("clamp", [False, True], ids=["zero", "clamp"])
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("p", [UNIT, GENERAL], ids=["unit", "general"])
-def test_forward_and_gradient_match_torch(device, rng, k, p):
+def test_forward_and_gradient_match_torch(device, rng, k, p, clamp):
     x = rng.standard_normal((2, 3, 7, 6))
     dy = rng.standard_normal((2, 3, 7, 6))
-    y, dx = forward_and_gradient(device, x, dy, k, p)
-    expected_y, expected_dx = torch_reference(x, dy, k, p)
+    y, dx = forward_and_gradient(device, x, dy, k, p, clamp=clamp)
+    expected_y, expected_dx = torch_reference(x, dy, k, p, clamp)
     np.testing.assert_allclose(y, expected_y, rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(dx, expected_dx, rtol=2e-4, atol=2e-4)
+    if clamp and k > 1:  # CLAMP changes the results near the edges
+        zero_y, zero_dx = torch_reference(x, dy, k, p)
+        assert not np.allclose(expected_y, zero_y, rtol=1e-3) and not np.allclose(expected_dx, zero_dx, rtol=1e-3)
 
 
-def test_numpy_and_torch_references_agree(rng):
+@pytest.mark.parametrize("clamp", [False, True], ids=["zero", "clamp"])
+def test_numpy_and_torch_references_agree(rng, clamp):
     # The two references are written independently; they must agree before either is trusted.
     x = rng.standard_normal((1, 2, 5, 6))
-    for k, first, out in [(3, (-1, -1), (5, 6)), (4, (-2, -2), (5, 6)), (3, (0, 1), (2, 3)), (2, (-1, 2), (4, 2))]:
-        expected = torch_lcn(torch.tensor(x), k, GENERAL, first, out).numpy()
-        np.testing.assert_allclose(numpy_lcn(x, k, GENERAL, first, out), expected, rtol=1e-10, atol=1e-12)
+    for k, first, out in [(3, (-1, -1), (5, 6)), (4, (-2, -2), (5, 6)), (3, (0, 1), (2, 3)), (2, (-1, 2), (4, 2)),
+                          (5, (-2, -2), (5, 6))]:
+        expected = torch_lcn(torch.tensor(x), k, GENERAL, first, out, clamp).numpy()
+        np.testing.assert_allclose(numpy_lcn(x, k, GENERAL, first, out, clamp), expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("k, p", [(3, GENERAL), (2, UNIT), (4, GENERAL)])
-def test_gradient_finite_differences(device, rng, k, p):
+@pytest.mark.parametrize("k, p, clamp", [(3, GENERAL, False), (2, UNIT, False), (4, GENERAL, False), (3, GENERAL, True),
+                                         (2, UNIT, True), (4, GENERAL, True), (5, GENERAL, True)])
+def test_gradient_finite_differences(device, rng, k, p, clamp):
     x = rng.standard_normal((1, 2, 4, 5))
     dy = rng.standard_normal((1, 2, 4, 5))
-    _, dx = forward_and_gradient(device, x, dy, k, p)
+    _, dx = forward_and_gradient(device, x, dy, k, p, clamp=clamp)
     first, out = (-(k // 2), -(k // 2)), (4, 5)
     numeric = np.zeros_like(x)
     eps = 1e-6
@@ -117,8 +128,8 @@ def test_gradient_finite_differences(device, rng, k, p):
         plus, minus = x.copy(), x.copy()
         plus[index] += eps
         minus[index] -= eps
-        numeric[index] = ((numpy_lcn(plus, k, p, first, out) - numpy_lcn(minus, k, p, first, out)) * dy).sum() / (
-            2 * eps)
+        numeric[index] = ((numpy_lcn(plus, k, p, first, out, clamp) - numpy_lcn(minus, k, p, first, out, clamp))
+                          * dy).sum() / (2 * eps)
     np.testing.assert_allclose(dx, numeric, rtol=1e-3, atol=1e-3)
 
 
@@ -147,13 +158,14 @@ def test_properties_read_back_as_float32(device):
             kernel.alpha = "1"
 
 
-def test_float16(device, rng):
+@pytest.mark.parametrize("k, clamp", [(3, False), (3, True), (4, True)])
+def test_float16(device, rng, k, clamp):
     x = rng.standard_normal((2, 4, 6, 5))
     dy = rng.standard_normal((2, 4, 6, 5))
     x16, dy16 = x.astype(np.float16).astype(np.float64), dy.astype(np.float16).astype(np.float64)
-    y, dx = forward_and_gradient(device, x16, dy16, 3, GENERAL, np.float16)
+    y, dx = forward_and_gradient(device, x16, dy16, k, GENERAL, np.float16, clamp)
     assert y.dtype == np.float16 and dx.dtype == np.float16
-    expected_y, expected_dx = torch_reference(x16, dy16, 3, GENERAL)
+    expected_y, expected_dx = torch_reference(x16, dy16, k, GENERAL, clamp)
     rtol, atol = tolerance(np.float16)
     np.testing.assert_allclose(y, expected_y, rtol=rtol, atol=atol)
     np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
@@ -191,6 +203,54 @@ def test_offset_clip_rect_and_channel_offsets(device, rng):
     np.testing.assert_allclose(dx, expected_dx, rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.parametrize("data_type", [np.float32, np.float16])
+@pytest.mark.parametrize("k", [3, 4])
+def test_clamp_offset_clip_rect_at_the_edges(device, rng, data_type, k):
+    # Centres on the bottom rows and the left columns of the source: the
+    # windows reach off it (clamped reads) and, inside it, past the region.
+    p = GENERAL
+    x = rng.standard_normal((2, 8, 7, 9)).astype(data_type).astype(np.float64)
+    dy_values = rng.standard_normal((2, 8, 6, 7)).astype(data_type).astype(np.float64)
+    forward, gradient = make(device, k, p, clamp=True), make(device, k, p, gradient=True, clamp=True)
+    forward.offset = (0, 4)
+    forward.clip_rect = (1, 2, 0, 5, 3, 2)
+    forward.source_feature_channel_offset = 4
+    forward.destination_feature_channel_offset = 4
+    source = mpsx.ImageBatch.from_numpy(device, x.astype(data_type))
+    destination = mpsx.ImageBatch.from_numpy(device, np.full((2, 8, 6, 7), 7.0, data_type))
+
+    def encode(cb):
+        _, states = forward.encode_batch(cb, source, destination, destination_states=True)
+        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy_values.astype(data_type)), source,
+                                   states)
+        return destination, dx
+
+    y, dx = read(device, encode)
+    # clip_rect origin (1, 2) is centred on source (0, 4): windows start at (-(k // 2), 4 - k // 2).
+    xt = torch.tensor(x[:, 4:], requires_grad=True)
+    expected = torch_lcn(xt, k, p, first=(4 - k // 2, -(k // 2)), out=(3, 5), clamp=True)
+    expected_y = np.full((2, 8, 6, 7), 7.0)
+    expected_y[:, 4:, 2:5, 1:6] = expected.detach().numpy()
+    rtol, atol = (2e-4, 2e-4) if data_type == np.float32 else tolerance(data_type)
+    np.testing.assert_allclose(y, expected_y, rtol=rtol, atol=atol)
+    expected.backward(torch.tensor(dy_values[:, 4:, 2:5, 1:6]))
+    expected_dx = np.zeros_like(x)
+    expected_dx[:, 4:] = xt.grad.numpy()
+    np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
+
+
+def test_windows_near_the_edges_read_the_edge_with_clamp(device, rng):
+    # The corner's 3x3 window with CLAMP: x00 four times, x01 and x10 twice, x11 once.
+    x = rng.uniform(1.0, 2.0, (1, 1, 3, 3))
+    kernel = make(device, 3, UNIT, clamp=True)
+    y = read(device, lambda cb: kernel.encode(cb, mpsx.Image.from_numpy(device, x.astype(np.float32))))
+    x32 = x.astype(np.float32).astype(np.float64)[0, 0]
+    window = np.array([[x32[0, 0], x32[0, 0], x32[0, 1]], [x32[0, 0], x32[0, 0], x32[0, 1]],
+                       [x32[1, 0], x32[1, 0], x32[1, 1]]])
+    m, var = window.mean(), window.var()
+    np.testing.assert_allclose(y[0, 0, 0, 0], (x32[0, 0] - m) / np.sqrt(1.0 / 1024 + var), rtol=1e-4)
+
+
 def test_windows_near_the_edges_read_zeros(device, rng):
     # Centres on the edge pixels: half the window is off the image, and still counts in N.
     x = rng.uniform(1.0, 2.0, (1, 1, 3, 3))
@@ -201,10 +261,11 @@ def test_windows_near_the_edges_read_zeros(device, rng):
     np.testing.assert_allclose(y[0, 0, 0, 0], (x[0, 0, 0, 0] - m) / np.sqrt(1.0 / 1024 + var), rtol=1e-4)
 
 
-def test_gradient_is_zero_for_images_before_offset_z(device, rng):
+@pytest.mark.parametrize("clamp", [False, True], ids=["zero", "clamp"])
+def test_gradient_is_zero_for_images_before_offset_z(device, rng, clamp):
     x = rng.standard_normal((3, 4, 4, 5))
     dy = rng.standard_normal((2, 4, 4, 5))
-    forward, gradient = make(device, 3, GENERAL), make(device, 3, GENERAL, gradient=True)
+    forward, gradient = make(device, 3, GENERAL, clamp=clamp), make(device, 3, GENERAL, gradient=True, clamp=clamp)
     forward.offset = (0, 0, 1)
     source = mpsx.ImageBatch.from_numpy(device, x.astype(np.float32))
 
@@ -213,7 +274,7 @@ def test_gradient_is_zero_for_images_before_offset_z(device, rng):
         return y, gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy.astype(np.float32)), source, states)
 
     y, dx = read(device, encode)
-    expected_y, expected_dx = torch_reference(x[1:], dy, 3, GENERAL)
+    expected_y, expected_dx = torch_reference(x[1:], dy, 3, GENERAL, clamp)
     np.testing.assert_allclose(y, expected_y, rtol=2e-4, atol=2e-4)
     np.testing.assert_array_equal(dx[0], 0)
     np.testing.assert_allclose(dx[1:], expected_dx, rtol=2e-4, atol=2e-4)
@@ -237,13 +298,31 @@ def test_single_images_and_result_state(device, rng):
     np.testing.assert_allclose(dx, expected_dx, rtol=2e-4, atol=2e-4)
 
 
-def test_gradient_kernels_keep_the_parameters(device):
+def test_gradient_kernels_keep_the_parameters(device, rng):
     forward = make(device, 5, GENERAL)
     made = forward.gradient_kernels()
     assert [type(g) for g in made] == [mpsx.CNNLocalContrastNormalizationGradient]
     assert (made[0].kernel_width, made[0].kernel_height) == (5, 5)
     assert [getattr(made[0], name) for name in PARAMETERS] == [np.float32(GENERAL[name]) for name in PARAMETERS]
     assert (made[0].secondary_kernel_width, made[0].secondary_kernel_height) == (5, 5)
+    assert made[0].edge_mode == mpsx.ImageEdgeMode.ZERO
+    # The forward edge mode reaches the gradient through the gradient
+    # kernel's own edge_mode, which gradient_kernels() copies.
+    forward.edge_mode = mpsx.ImageEdgeMode.CLAMP
+    (gradient,) = forward.gradient_kernels()
+    assert gradient.edge_mode == mpsx.ImageEdgeMode.CLAMP
+    x = rng.standard_normal((2, 2, 6, 5))
+    dy = rng.standard_normal(x.shape)
+    source = mpsx.ImageBatch.from_numpy(device, x.astype(np.float32))
+
+    def encode(cb):
+        y, states = forward.encode_batch(cb, source, destination_states=True)
+        return y, gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy.astype(np.float32)), source, states)
+
+    y, dx = read(device, encode)
+    expected_y, expected_dx = torch_reference(x, dy, 5, GENERAL, clamp=True)
+    np.testing.assert_allclose(y, expected_y, rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(dx, expected_dx, rtol=2e-4, atol=2e-4)
 
 
 def test_errors(device, rng):
@@ -287,6 +366,13 @@ def test_errors(device, rng):
     with pytest.raises(mpsx.ShapeError, match="source gradient"):
         mpsx.CNNLocalContrastNormalizationGradient(device, 3, 3).encode(
             cb, mpsx.Image.from_numpy(device, x[:, :2]), image, state)
+    refused = mpsx.CNNLocalContrastNormalizationGradient(device, 3, 3)
+    refused.secondary_edge_mode = mpsx.ImageEdgeMode.CLAMP
+    with pytest.raises(ValueError, match="MPSCNNLocalContrastNormalizationGradient: secondary_edge_mode must keep its "
+                                         "default ZERO, given CLAMP; a gradient kernel takes the forward geometry"):
+        refused.encode(cb, dy, image, state)
+    with pytest.raises(ValueError):
+        forward.edge_mode = 2
     count = cb.command_count
     cb.commit()
     cb.wait_until_completed()

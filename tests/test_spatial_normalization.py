@@ -1,6 +1,8 @@
 """CNNSpatialNormalization and its gradient against a float64 numpy reference
 of the header's forward formula, torch autograd through the same formula
-(pad + avg_pool2d) for the gradient, and finite differences."""
+(pad + avg_pool2d) for the gradient, and finite differences; edge_mode ZERO
+(zero padding) and CLAMP (replicate padding: the windows reach at most k//2
+pixels off the image)."""
 
 import numpy as np
 import pytest
@@ -12,13 +14,14 @@ from helpers import read, tolerance
 PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
 
 
-def reference(x, k, alpha, beta, delta):
+def reference(x, k, alpha, beta, delta, clamp=False):
     """y = x / (delta + alpha/(k*k) * N2)^beta, N2 over rows and columns
-    [i - k//2, i + (k-1)//2], pixels off the image 0; float64 numpy."""
+    [i - k//2, i + (k-1)//2], pixels off the image 0, or with clamp the
+    nearest pixel of the image; float64 numpy."""
     x = np.asarray(x, np.float64)
     n, c, h, w = x.shape
-    padded = np.zeros((n, c, h + k - 1, w + k - 1))
-    padded[:, :, k // 2:k // 2 + h, k // 2:k // 2 + w] = x ** 2
+    pads = ((0, 0), (0, 0), (k // 2, (k - 1) // 2), (k // 2, (k - 1) // 2))
+    padded = np.pad(x ** 2, pads, mode="edge" if clamp else "constant")
     sums = np.zeros_like(x)
     for dr in range(k):
         for dc in range(k):
@@ -26,28 +29,30 @@ def reference(x, k, alpha, beta, delta):
     return x / (delta + alpha / (k * k) * sums) ** beta
 
 
-def torch_forward(xt, k, alpha, beta, delta):
-    squares = torch.nn.functional.pad(xt * xt, (k // 2, (k - 1) // 2, k // 2, (k - 1) // 2))
+def torch_forward(xt, k, alpha, beta, delta, clamp=False):
+    squares = torch.nn.functional.pad(xt * xt, (k // 2, (k - 1) // 2, k // 2, (k - 1) // 2),
+                                      mode="replicate" if clamp else "constant")
     mean = torch.nn.functional.avg_pool2d(squares, k, stride=1)
     return xt / (delta + alpha * mean) ** beta
 
 
-def reference_gradient(x, dy, k, alpha, beta, delta, rows=None, columns=None):
+def reference_gradient(x, dy, k, alpha, beta, delta, rows=None, columns=None, clamp=False):
     """d sum(y[rows, columns] * dy) / dx by torch autograd (float64), y over
     the whole image; dx shaped as x."""
     xt = torch.from_numpy(np.asarray(x, np.float64)).requires_grad_()
-    y = torch_forward(xt, k, alpha, beta, delta)
+    y = torch_forward(xt, k, alpha, beta, delta, clamp)
     if rows is not None:
         y = y[:, :, rows, columns]
     y.backward(torch.from_numpy(np.asarray(dy, np.float64)))
     return xt.grad.numpy()
 
 
-def kernels(device, k, alpha, beta, delta):
+def kernels(device, k, alpha, beta, delta, clamp=False):
     forward = mpsx.CNNSpatialNormalization(device, k, k)
     gradient = mpsx.CNNSpatialNormalizationGradient(device, k, k)
     for kernel in (forward, gradient):
         kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
+        kernel.edge_mode = mpsx.ImageEdgeMode.CLAMP if clamp else mpsx.ImageEdgeMode.ZERO
     return forward, gradient
 
 
@@ -61,14 +66,28 @@ def forward_and_gradient(device, x, dy, forward, gradient, destination=None):
     return read(device, encode)
 
 
-def test_torch_formula_is_the_numpy_reference(rng):
+@pytest.mark.parametrize("clamp", [False, True])
+def test_torch_formula_is_the_numpy_reference(rng, clamp):
     for k, alpha, beta, delta in PARAMETERS:
         x = rng.standard_normal((2, 3, 5, 4))
-        np.testing.assert_allclose(torch_forward(torch.from_numpy(x), k, alpha, beta, delta).numpy(),
-                                   reference(x, k, alpha, beta, delta), rtol=1e-12)
+        np.testing.assert_allclose(torch_forward(torch.from_numpy(x), k, alpha, beta, delta, clamp).numpy(),
+                                   reference(x, k, alpha, beta, delta, clamp), rtol=1e-12)
 
 
-def test_reference_gradient_finite_differences(rng):
+def test_clamp_reference_by_hand():
+    # Replicate padding is the clamped read: a 1x1 image's windows read its
+    # one pixel k*k times; a 1x2 row's 2x2 windows read x0 at the first
+    # column (taps at columns -1 and 0) and x0, x1 at the second, twice each.
+    x = np.array([[[[2.0]]]])
+    np.testing.assert_allclose(reference(x, 3, 1.0, 0.5, 1.0, clamp=True), 2.0 / (1.0 + 4.0) ** 0.5)
+    np.testing.assert_allclose(reference(x, 3, 1.0, 0.5, 1.0), 2.0 / (1.0 + 4.0 / 9) ** 0.5)
+    x = np.array([[[[1.0, 3.0]]]])
+    t0, t1 = 1.0 + (4 * 1.0) / 4, 1.0 + (2 * 1.0 + 2 * 9.0) / 4
+    np.testing.assert_allclose(reference(x, 2, 1.0, 1.0, 1.0, clamp=True), [[[[1.0 / t0, 3.0 / t1]]]])
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+def test_reference_gradient_finite_differences(rng, clamp):
     # Central differences of the float64 numpy forward check the autograd
     # reference (and so the exact derivative the header's formula is not).
     for k, alpha, beta, delta in PARAMETERS:
@@ -80,21 +99,25 @@ def test_reference_gradient_finite_differences(rng):
             plus, minus = x.copy(), x.copy()
             plus[i] += eps
             minus[i] -= eps
-            numeric[i] = np.sum((reference(plus, k, alpha, beta, delta) - reference(minus, k, alpha, beta, delta))
-                                * dy) / (2 * eps)
-        np.testing.assert_allclose(reference_gradient(x, dy, k, alpha, beta, delta), numeric, rtol=1e-6, atol=1e-8)
+            numeric[i] = np.sum((reference(plus, k, alpha, beta, delta, clamp=clamp)
+                                 - reference(minus, k, alpha, beta, delta, clamp=clamp)) * dy) / (2 * eps)
+        np.testing.assert_allclose(reference_gradient(x, dy, k, alpha, beta, delta, clamp=clamp), numeric,
+                                   rtol=1e-6, atol=1e-8)
 
 
+@pytest.mark.parametrize("clamp", [False, True])
 @pytest.mark.parametrize("parameters", PARAMETERS)
 @pytest.mark.parametrize("shape", [(1, 3, 7, 5), (3, 2, 4, 6), (2, 5, 1, 3), (1, 1, 9, 2)])
-def test_forward_and_gradient(device, rng, parameters, shape):
+def test_forward_and_gradient(device, rng, parameters, shape, clamp):
     k, alpha, beta, delta = parameters
     x = rng.standard_normal(shape).astype(np.float32)
     dy = rng.standard_normal(shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, *parameters))
+    y, dx = forward_and_gradient(device, x, dy, *kernels(device, *parameters, clamp=clamp))
     assert y.shape == shape and dx.shape == shape and y.dtype == np.float32
-    np.testing.assert_allclose(y, reference(x, *parameters), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, reference_gradient(x, dy, *parameters), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y, reference(x, *parameters, clamp=clamp), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, *parameters, clamp=clamp), rtol=1e-4, atol=1e-5)
+    if clamp and k > 1:  # CLAMP changes the results near the edges
+        assert not np.allclose(reference(x, *parameters), reference(x, *parameters, clamp=True), rtol=1e-3)
 
 
 def test_defaults(device, rng):
@@ -120,12 +143,13 @@ def test_properties(device):
                 setattr(kernel, name, 3)
 
 
-def test_gradient_finite_differences(device, rng):
+@pytest.mark.parametrize("k, clamp", [(3, False), (3, True), (2, True)])
+def test_gradient_finite_differences(device, rng, k, clamp):
     shape = (1, 2, 3, 4)
-    k, alpha, beta, delta = 3, 1.5, 0.75, 1.0
+    alpha, beta, delta = 1.5, 0.75, 1.0
     x = rng.standard_normal(shape)
     dy = rng.standard_normal(shape)
-    forward, gradient = kernels(device, k, alpha, beta, delta)
+    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
 
     def loss(values):
         y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
@@ -142,15 +166,17 @@ def test_gradient_finite_differences(device, rng):
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 
 
-def test_float16(device, rng):
-    k, alpha, beta, delta = 3, 1.0, 0.75, 1.0
+@pytest.mark.parametrize("k, clamp", [(3, False), (3, True), (4, True)])
+def test_float16(device, rng, k, clamp):
+    alpha, beta, delta = 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 3, 5, 6)).astype(np.float16)
     dy = rng.standard_normal(x.shape).astype(np.float16)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
+    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta, clamp))
     assert y.dtype == np.float16 and dx.dtype == np.float16
     rtol, atol = tolerance(np.float16)
-    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=rtol, atol=atol)
-    np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta, clamp), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta, clamp=clamp), rtol=rtol,
+                               atol=atol)
 
 
 @pytest.mark.parametrize("data_type", [np.float32, np.float16])
@@ -180,18 +206,48 @@ def test_clip_rect_offset_and_channel_offsets(device, rng, data_type):
     np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
 
 
-def test_offset_z_and_batches(device, rng):
+@pytest.mark.parametrize("data_type", [np.float32, np.float16])
+@pytest.mark.parametrize("k", [3, 4])
+def test_clamp_clip_rect_at_the_edges(device, rng, data_type, k):
+    # A region in the bottom-left corner of the source: its windows reach off
+    # the image (clamped) and, inside it, past the region (read as they are).
+    alpha, beta, delta = 2.0, 0.75, 0.5
+    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
+    forward, gradient = kernels(device, k, alpha, beta, delta, clamp=True)
+    forward.offset = (0, 4, 0)
+    forward.clip_rect = (1, 2, 0, 3, 2, 2)
+    forward.source_feature_channel_offset = 4
+    forward.destination_feature_channel_offset = 4
+    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
+    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
+    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    rtol, atol = tolerance(data_type)
+    # clipRect.origin (1, 2) reads source (0, 4): rows 4:6, columns 0:3.
+    expected = np.full((2, 12, 5, 5), 7.0)
+    expected[:, 4:8, 2:4, 1:4] = reference(x[:, 4:], k, alpha, beta, delta, clamp=True)[:, :, 4:6, 0:3]
+    np.testing.assert_allclose(y, expected, rtol=rtol, atol=atol)
+    expected_dx = np.zeros(x.shape)
+    expected_dx[:, 4:] = reference_gradient(x[:, 4:], dy[:, 4:8, 2:4, 1:4], k, alpha, beta, delta, slice(4, 6),
+                                            slice(0, 3), clamp=True)
+    np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
+    zero_padded = reference_gradient(x[:, 4:], dy[:, 4:8, 2:4, 1:4], k, alpha, beta, delta, slice(4, 6), slice(0, 3))
+    assert not np.allclose(expected_dx[:, 4:], zero_padded, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+def test_offset_z_and_batches(device, rng, clamp):
     k, alpha, beta, delta = 3, 1.0, 0.75, 2.0
     x = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)
     dy = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    forward, gradient = kernels(device, k, alpha, beta, delta)
+    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
     forward.offset = (0, 0, 1)
     y, dx = forward_and_gradient(device, x, dy, forward, gradient)
     assert y.shape == (3, 3, 3, 4)
-    np.testing.assert_allclose(y, reference(x[1:], k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y, reference(x[1:], k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(dx[0], 0)
-    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    forward, gradient = kernels(device, k, alpha, beta, delta)
+    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, k, alpha, beta, delta, clamp=clamp), rtol=1e-4,
+                               atol=1e-5)
+    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
     items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]
 
     def encode(cb):
@@ -200,20 +256,21 @@ def test_offset_z_and_batches(device, rng):
         return ys, dxs
 
     ys, dxs = read(device, encode)
-    np.testing.assert_allclose(ys, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], k, alpha, beta, delta), rtol=1e-4,
-                               atol=1e-5)
+    np.testing.assert_allclose(ys, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], k, alpha, beta, delta, clamp=clamp),
+                               rtol=1e-4, atol=1e-5)
 
 
-def test_in_place(device, rng):
+@pytest.mark.parametrize("clamp", [False, True])
+def test_in_place(device, rng, clamp):
     if device.backend == "metal":
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 3, 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     image = mpsx.Image.from_numpy(device, x)
-    forward, _ = kernels(device, k, alpha, beta, delta)
+    forward, _ = kernels(device, k, alpha, beta, delta, clamp)
     y = read(device, lambda cb: forward.encode(cb, image, image))
-    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
 
 
 def test_gradient_kernels_keep_the_parameters(device, rng):
@@ -223,10 +280,19 @@ def test_gradient_kernels_keep_the_parameters(device, rng):
     assert [type(g) for g in made] == [mpsx.CNNSpatialNormalizationGradient]
     g = made[0]
     assert (g.kernel_width, g.kernel_height, g.alpha, g.beta, g.delta) == (2, 2, 2.5, 0.5, 3.0)
+    assert g.edge_mode == mpsx.ImageEdgeMode.ZERO
     x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
     _, dx = forward_and_gradient(device, x, dy, forward, g)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0), rtol=1e-4, atol=1e-5)
+    # The forward edge mode reaches the gradient through the gradient
+    # kernel's own edge_mode, which gradient_kernels() copies.
+    forward.edge_mode = mpsx.ImageEdgeMode.CLAMP
+    (g,) = forward.gradient_kernels()
+    assert g.edge_mode == mpsx.ImageEdgeMode.CLAMP
+    y, dx = forward_and_gradient(device, x, dy, forward, g)
+    np.testing.assert_allclose(y, reference(x, 2, 2.5, 0.5, 3.0, clamp=True), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0, clamp=True), rtol=1e-4, atol=1e-5)
 
 
 def test_errors(device, rng):
@@ -267,15 +333,13 @@ def test_errors(device, rng):
     with pytest.raises(mpsx.ShapeError, match=r"MPSCNNSpatialNormalizationGradient: expected a source gradient "
                                               r"shaped as the forward result, 1x3x4x4 \(NxCxHxW\), given 1x3x3x4"):
         gradient.encode(cb, mpsx.Image.from_numpy(device, x[:, :, :3]), image, state)
-    clamped = mpsx.CNNSpatialNormalization(device, 3, 3)
-    clamped.edge_mode = mpsx.ImageEdgeMode.CLAMP
-    with pytest.raises(ValueError, match="MPSCNNSpatialNormalization: edge_mode must be ZERO \\(reads off the source "
-                                         "are 0\\); CLAMP is not supported"):
-        clamped.encode(cb, image)
-    clamped_gradient = mpsx.CNNSpatialNormalizationGradient(device, 3, 3)
-    clamped_gradient.edge_mode = mpsx.ImageEdgeMode.CLAMP
-    with pytest.raises(ValueError, match="MPSCNNSpatialNormalizationGradient: edge_mode must be ZERO"):
-        clamped_gradient.encode(cb, dy, image, state)
+    with pytest.raises(ValueError, match="MPSCNNSpatialNormalizationGradient: secondary_edge_mode must keep its "
+                                         "default ZERO, given CLAMP; a gradient kernel takes the forward geometry"):
+        refused = mpsx.CNNSpatialNormalizationGradient(device, 3, 3)
+        refused.secondary_edge_mode = mpsx.ImageEdgeMode.CLAMP
+        refused.encode(cb, dy, image, state)
+    with pytest.raises(ValueError):
+        forward.edge_mode = 2
     shifted = mpsx.CNNSpatialNormalization(device, 3, 3)
     shifted.offset = (0, 1, 0)
     with pytest.raises(mpsx.ShapeError, match=r"MPSCNNSpatialNormalization: offset \(0, 1\) with a 4x4 region reads "

@@ -10,7 +10,8 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
     """MPSCNNLocalContrastNormalization(device, kernel_width, kernel_height), width == height.
 
     Per feature channel, with the mean M and variance VAR of the kernel_width x kernel_height window
-    around each pixel (pixels off the source read 0; both divide by kernel_width * kernel_height):
+    around each pixel (pixels off the source read 0 with edge_mode ZERO, the nearest pixel of the
+    source image with CLAMP; both divide by kernel_width * kernel_height):
     y = pm + ps * (x - p0 * M) / (delta + alpha * VAR)^beta. Kernel defaults: alpha 0, beta 0.5,
     delta 1/1024, p0 1, pm 0, ps 1.
     """
@@ -83,7 +84,8 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
     """MPSCNNLocalContrastNormalizationGradient(device, kernel_width, kernel_height): the exact
     derivative of CNNLocalContrastNormalization's formula, computed with this kernel's properties
-    (set them as on the forward kernel); the state must come from a forward kernel of the same size.
+    and edge_mode (set them as on the forward kernel; gradient_kernels() does); the state must come
+    from a forward kernel of the same size.
     """
 
     def __init__(self, Device device not None, kernel_width, kernel_height):

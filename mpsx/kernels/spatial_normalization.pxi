@@ -11,7 +11,8 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
     """MPSCNNSpatialNormalization: per feature channel, y = x / T^beta with
     T = delta + alpha/(k*k) * the sum of x^2 over the k x k window (rows and
     columns [i - k//2, i + (k-1)//2]); pixels off the source read 0 (edge_mode
-    ZERO only). kernel_width must equal kernel_height."""
+    ZERO) or the nearest pixel of the source image (CLAMP). kernel_width must
+    equal kernel_height."""
 
     def __init__(self, Device device not None, kernel_width, kernel_height):
         self._set(<shared_ptr[CUnaryKernel]>make_cnn_spatial_normalization(
@@ -60,10 +61,12 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
 cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
     """MPSCNNSpatialNormalizationGradient: the exact derivative of the forward
     formula, dx(p) = [p written] dy(p) T(p)^-beta - (2 alpha beta / (k*k)) x(p)
-    * sum over the written o whose window holds p of dy(o) x(o) T(o)^(-beta-1)
-    (the header prints it without the 1/(k*k) and with T(p) for each T(o)).
-    The source image (secondary) is the forward source; set alpha, beta and
-    delta as on the forward kernel."""
+    * sum over the written o whose window reads p (once per read: with CLAMP
+    an edge pixel is read by the taps beyond its edge too) of dy(o) x(o)
+    T(o)^(-beta-1) (the header prints it without the 1/(k*k) and with T(p)
+    for each T(o)). The source image (secondary) is the forward source; set
+    alpha, beta, delta and edge_mode as on the forward kernel
+    (gradient_kernels() does)."""
 
     def __init__(self, Device device not None, kernel_width, kernel_height):
         self._set(<shared_ptr[CGradientKernel]>make_cnn_spatial_normalization_gradient(

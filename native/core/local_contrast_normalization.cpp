@@ -23,9 +23,11 @@ void check_centres(const char* kernel, const Image& source, const Geometry& g, i
                      " region centres windows outside the ", source.width(), "x", source.height(), " source image");
 }
 
-LocalContrastNormalizationPass pass_of(const LocalContrastNormalizationParameters& p, const Geometry& g) {
+LocalContrastNormalizationPass pass_of(const LocalContrastNormalizationParameters& p, EdgeMode edge_mode,
+                                       const Geometry& g) {
   LocalContrastNormalizationPass pass;
   pass.parameters = p;
+  pass.edge_mode = edge_mode;
   pass.first_x = g.source_x;
   pass.first_y = g.source_y;
   return pass;
@@ -68,7 +70,7 @@ void CNNLocalContrastNormalization::record(CommandBuffer& command_buffer, const 
     s->kernel_width = lcn_kernel_width();
     s->kernel_height = lcn_kernel_height();
   }
-  LocalContrastNormalizationPass pass = pass_of(parameters, g);
+  LocalContrastNormalizationPass pass = pass_of(parameters, edge_mode, g);
   command_buffer.record([primitive = primitive_, source, destination, g, pass](ExecutionContext& context) {
     int64_t channels = source->feature_channels() - g.source_channel;
     primitive->forward(context, pass,
@@ -83,6 +85,7 @@ std::vector<std::shared_ptr<GradientKernel>> CNNLocalContrastNormalization::make
   auto gradient =
       std::make_shared<CNNLocalContrastNormalizationGradient>(device_ptr(), lcn_kernel_width(), lcn_kernel_height());
   gradient->parameters = parameters;
+  gradient->edge_mode = edge_mode;  // the gradient reads the forward edge mode from its own, as pooling's does
   return {gradient};
 }
 
@@ -119,7 +122,7 @@ void CNNLocalContrastNormalizationGradient::record(CommandBuffer& command_buffer
       context.fill_zero_image(*destination_gradient);
     });
   }
-  LocalContrastNormalizationPass pass = pass_of(parameters, g);
+  LocalContrastNormalizationPass pass = pass_of(parameters, edge_mode, g);
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g,
                          pass](ExecutionContext& context) {
     int64_t channels = source_image->feature_channels() - g.source_channel;

@@ -13,12 +13,6 @@
 namespace mpsx {
 namespace {
 
-// Reads off the source are 0 (edge_mode ZERO); CLAMP is not implemented.
-void check_edge_mode(const char* kernel, EdgeMode mode) {
-  if (mode != EdgeMode::Zero)
-    fail<ArgumentError>(kernel, ": edge_mode must be ZERO (reads off the source are 0); CLAMP is not supported");
-}
-
 // kernel_width, once it is checked to equal kernel_height.
 int64_t square_window(const char* kernel, int64_t kernel_width, int64_t kernel_height) {
   check_size(kernel_width, kernel, ": kernel_width");
@@ -45,12 +39,12 @@ CNNSpatialNormalization::CNNSpatialNormalization(std::shared_ptr<Device> device,
 void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                           const std::shared_ptr<Image>& destination, const Geometry& g,
                                           const std::shared_ptr<State>&) {
-  check_edge_mode(class_name(), edge_mode);
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
   SpatialNormalizationDescriptor d;
   d.gradient = false;
   d.kernel_size = kernel_size();
+  d.edge_mode = edge_mode;
   d.images = g.images;
   d.channels = channels;
   d.height = g.height;
@@ -78,6 +72,7 @@ std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradi
   gradient->set_alpha(alpha());
   gradient->set_beta(beta());
   gradient->set_delta(delta());
+  gradient->edge_mode = edge_mode;  // the gradient reads the forward edge mode from its own, as pooling's does
   return {gradient};
 }
 
@@ -96,12 +91,12 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
   // The forward encode's geometry: it read the forward source at
   // (source_image, source_channel, source_y, source_x) and wrote its result
   // at (destination_image, destination_channel, y, x), `channels` deep.
-  check_edge_mode(class_name(), edge_mode);
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = destination_gradient->feature_channels() - g.source_channel;
   SpatialNormalizationDescriptor d;
   d.gradient = true;
   d.kernel_size = kernel_size();
+  d.edge_mode = edge_mode;
   d.images = g.images;
   d.channels = channels;
   d.height = g.height;

@@ -23,29 +23,49 @@ inline float* at_mutable(const ImageRegion& r, int64_t n, int64_t c, int64_t y, 
   return static_cast<float*>(r.data) + n * r.stride.n + c * r.stride.c + y * r.stride.h + x * r.stride.w;
 }
 
+// The pixel a window tap at position v of an axis of n pixels reads: v, or
+// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (CLAMP).
+inline int64_t tap(EdgeMode mode, int64_t v, int64_t n) {
+  if (v >= 0 && v < n) return v;
+  if (mode == EdgeMode::Zero) return -1;
+  return v < 0 ? 0 : n - 1;
+}
+
+// How many taps of [first, last] read pixel p of an axis of n pixels: the
+// tap at p, and with CLAMP the taps beyond the edge p is on.
+inline int64_t reads(EdgeMode mode, int64_t p, int64_t n, int64_t first, int64_t last) {
+  int64_t low = p, high = p;
+  if (mode == EdgeMode::Clamp && p == 0) low = std::min(first, p);
+  if (mode == EdgeMode::Clamp && p == n - 1) high = std::max(last, p);
+  return std::max<int64_t>(0, std::min(high, last) - std::max(low, first) + 1);
+}
+
+// What the tap at (xx, yy) reads in channel c of image n.
+inline double tap_value(const ImageRegion& x, EdgeMode mode, int64_t n, int64_t c, int64_t yy, int64_t xx) {
+  const int64_t ty = tap(mode, yy, x.h), tx = tap(mode, xx, x.w);
+  return ty < 0 || tx < 0 ? 0.0 : static_cast<double>(*at(x, n, c, ty, tx));
+}
+
 // Mean and T = delta + alpha * variance of the window whose top-left tap is
-// (wx, wy) in channel c of image n; pixels off the source count as 0.
+// (wx, wy) in channel c of image n; taps off the source read as `mode` says
+// and count in N either way.
 struct Stats {
   double mean, t;
 };
-Stats stats(const ImageRegion& x, int64_t n, int64_t c, int64_t wx, int64_t wy, int64_t kw, int64_t kh,
-            const LocalContrastNormalizationParameters& p) {
-  const int64_t x0 = std::max<int64_t>(wx, 0), x1 = std::min<int64_t>(wx + kw, x.w);
-  const int64_t y0 = std::max<int64_t>(wy, 0), y1 = std::min<int64_t>(wy + kh, x.h);
+Stats stats(const ImageRegion& x, EdgeMode mode, int64_t n, int64_t c, int64_t wx, int64_t wy, int64_t kw,
+            int64_t kh, const LocalContrastNormalizationParameters& p) {
   const double taps = static_cast<double>(kw) * static_cast<double>(kh);
   double sum = 0;
-  for (int64_t yy = y0; yy < y1; ++yy)
-    for (int64_t xx = x0; xx < x1; ++xx) sum += *at(x, n, c, yy, xx);
+  for (int64_t yy = wy; yy < wy + kh; ++yy)
+    for (int64_t xx = wx; xx < wx + kw; ++xx) sum += tap_value(x, mode, n, c, yy, xx);
   const double mean = sum / taps;
   // Two passes: the variance is never below 0 by rounding.
   double squares = 0;
-  for (int64_t yy = y0; yy < y1; ++yy)
-    for (int64_t xx = x0; xx < x1; ++xx) {
-      double d = *at(x, n, c, yy, xx) - mean;
+  for (int64_t yy = wy; yy < wy + kh; ++yy)
+    for (int64_t xx = wx; xx < wx + kw; ++xx) {
+      double d = tap_value(x, mode, n, c, yy, xx) - mean;
       squares += d * d;
     }
-  const double outside = taps - static_cast<double>(std::max<int64_t>(x1 - x0, 0) * std::max<int64_t>(y1 - y0, 0));
-  squares += outside * mean * mean;
   return {mean, static_cast<double>(p.delta) + static_cast<double>(p.alpha) * (squares / taps)};
 }
 
@@ -72,7 +92,7 @@ class CpuLocalContrastNormalization final : public LocalContrastNormalizationPri
         for (int64_t ox = 0; ox < y.w; ++ox) {
           const int64_t wx = pass.first_x + ox;
           for (int64_t c = 0; c < y.c; ++c) {
-            Stats s = stats(x, n, c, wx, wy, kw, kh, p);
+            Stats s = stats(x, pass.edge_mode, n, c, wx, wy, kw, kh, p);
             double centre = *at(x, n, c, wy + kh / 2, wx + kw / 2);
             double value = p.pm + p.ps * (centre - p.p0 * s.mean) * std::pow(s.t, -static_cast<double>(p.beta));
             *at_mutable(y, n, c, oy, ox) = static_cast<float>(value);
@@ -85,7 +105,8 @@ class CpuLocalContrastNormalization final : public LocalContrastNormalizationPri
 
   // With A = dy * ps * T^-beta and B = A * (2 alpha beta / N) * (x_centre -
   // p0 * M) / T per centre, a source pixel v gets
-  //   A of the centre at v - sum over the windows reading v of
+  //   A of the centre at v - sum over the windows reading v (each as often as
+  //   its taps read v) of
   //   (A * p0 / N + B * (v - M)).
   void gradient(ExecutionContext& context, const LocalContrastNormalizationPass& pass,
                 const ImageRegion& source_gradient, const ImageRegion& source_image,
@@ -112,7 +133,7 @@ class CpuLocalContrastNormalization final : public LocalContrastNormalizationPri
         for (int64_t ox = 0; ox < dy.w; ++ox) {
           const int64_t wx = pass.first_x + ox;
           for (int64_t c = 0; c < dy.c; ++c) {
-            Stats s = stats(x, n, c, wx, wy, kw, kh, p);
+            Stats s = stats(x, pass.edge_mode, n, c, wx, wy, kw, kh, p);
             double centre = *at(x, n, c, wy + kh / 2, wx + kw / 2);
             double a = static_cast<double>(*at(dy, n, c, oy, ox)) * p.ps *
                        std::pow(s.t, -static_cast<double>(p.beta));
@@ -125,26 +146,41 @@ class CpuLocalContrastNormalization final : public LocalContrastNormalizationPri
         }
       }
     });
+    // Per source pixel (sx, sy): the centres whose windows read it, counted
+    // reads(...) times each. ZERO: oy in [sy - first_y - kh + 1, sy - first_y],
+    // once each. CLAMP: for sy on an edge, any centre whose window reaches
+    // beyond that edge too (every centre row is a candidate; reads() is 0 for
+    // the others). Likewise for columns.
+    const bool clamp = pass.edge_mode == EdgeMode::Clamp;
     detail::parallel_chunks(dx.n * dx.h, rows_per_chunk(dx.w, dx.c, kw * kh), [&](int64_t first, int64_t rows) {
       for (int64_t row = first; row < first + rows; ++row) {
         const int64_t n = row / dx.h, sy = row % dx.h;
-        // Centres whose windows read row sy: oy in [sy - first_y - kh + 1, sy - first_y].
-        const int64_t oy0 = std::max<int64_t>(sy - pass.first_y - kh + 1, 0);
-        const int64_t oy1 = std::min<int64_t>(sy - pass.first_y + 1, dy.h);
+        int64_t oy0 = std::max<int64_t>(sy - pass.first_y - kh + 1, 0);
+        int64_t oy1 = std::min<int64_t>(sy - pass.first_y + 1, dy.h);
+        if (clamp && sy == 0) oy0 = 0;
+        if (clamp && sy == dx.h - 1) oy1 = dy.h;
         const int64_t centre_y = sy - pass.first_y - kh / 2;
         for (int64_t sx = 0; sx < dx.w; ++sx) {
-          const int64_t ox0 = std::max<int64_t>(sx - pass.first_x - kw + 1, 0);
-          const int64_t ox1 = std::min<int64_t>(sx - pass.first_x + 1, dy.w);
+          int64_t ox0 = std::max<int64_t>(sx - pass.first_x - kw + 1, 0);
+          int64_t ox1 = std::min<int64_t>(sx - pass.first_x + 1, dy.w);
+          if (clamp && sx == 0) ox0 = 0;
+          if (clamp && sx == dx.w - 1) ox1 = dy.w;
           const int64_t centre_x = sx - pass.first_x - kw / 2;
           const bool is_centre = centre_y >= 0 && centre_y < dy.h && centre_x >= 0 && centre_x < dy.w;
           for (int64_t c = 0; c < dx.c; ++c) {
             double sum_b = 0, sum_c = 0;
-            for (int64_t oy = oy0; oy < oy1; ++oy)
+            for (int64_t oy = oy0; oy < oy1; ++oy) {
+              const int64_t wy = pass.first_y + oy;
+              const int64_t reads_y = reads(pass.edge_mode, sy, dx.h, wy, wy + kh - 1);
+              if (reads_y == 0) continue;
               for (int64_t ox = ox0; ox < ox1; ++ox) {
+                const int64_t wx = pass.first_x + ox;
+                const double m = static_cast<double>(reads_y * reads(pass.edge_mode, sx, dx.w, wx, wx + kw - 1));
                 const double* t = term(n, oy, ox, c);
-                sum_b += t[1];
-                sum_c += t[2];
+                sum_b += m * t[1];
+                sum_c += m * t[2];
               }
+            }
             double value = -static_cast<double>(*at(x, n, c, sy, sx)) * sum_b - sum_c;
             if (is_centre) value += term(n, centre_y, centre_x, c)[0];
             *at_mutable(dx, n, c, sy, sx) = static_cast<float>(value);

@@ -19,18 +19,39 @@ namespace {
 // region, in (image, row, column, channel) order.
 constexpr size_t kFirstSlot = 3;
 
+// The pixel a window tap at position v of an axis of n pixels reads: v, or
+// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (CLAMP).
+inline int64_t tap(EdgeMode mode, int64_t v, int64_t n) {
+  if (v >= 0 && v < n) return v;
+  if (mode == EdgeMode::Zero) return -1;
+  return v < 0 ? 0 : n - 1;
+}
+
+// How many taps of [first, last] read pixel p of an axis of n pixels: the
+// tap at p, and with CLAMP the taps beyond the edge p is on.
+inline int64_t reads(EdgeMode mode, int64_t p, int64_t n, int64_t first, int64_t last) {
+  int64_t low = p, high = p;
+  if (mode == EdgeMode::Clamp && p == 0) low = std::min(first, p);
+  if (mode == EdgeMode::Clamp && p == n - 1) high = std::max(last, p);
+  return std::max<int64_t>(0, std::min(high, last) - std::max(low, first) + 1);
+}
+
 // T(o) = delta + alpha/(k*k) * the sum of x^2 over the window of source pixel
-// (row, column), channel offset `c` of the whole-image region x.
+// (row, column), channel offset `c` of the whole-image region x, taps off
+// the image read as the edge mode says.
 inline float denominator(const SpatialNormalizationDescriptor& d, const SpatialNormalizationParameters& p,
                          const ImageRegion& x, const float* image, int64_t c, int64_t row, int64_t column) {
-  const int64_t top = std::max<int64_t>(0, row - d.before()), bottom = std::min(x.h - 1, row + d.after());
-  const int64_t left = std::max<int64_t>(0, column - d.before()), right = std::min(x.w - 1, column + d.after());
   double sum = 0.0;
-  for (int64_t r = top; r <= bottom; ++r)
-    for (int64_t q = left; q <= right; ++q) {
-      const float v = image[r * x.stride.h + q * x.stride.w + c * x.stride.c];
+  for (int64_t r = row - d.before(); r <= row + d.after(); ++r) {
+    const int64_t tr = tap(d.edge_mode, r, x.h);
+    if (tr < 0) continue;
+    for (int64_t q = column - d.before(); q <= column + d.after(); ++q) {
+      const int64_t tq = tap(d.edge_mode, q, x.w);
+      if (tq < 0) continue;
+      const float v = image[tr * x.stride.h + tq * x.stride.w + c * x.stride.c];
       sum += double(v) * v;
     }
+  }
   return p.delta + p.alpha / static_cast<float>(d.kernel_size * d.kernel_size) * static_cast<float>(sum);
 }
 
@@ -110,10 +131,14 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
       }
     });
     // Pass 2, per pixel s of the whole source: dx(s) = [s written] direct(s)
-    // - (2 alpha beta / (k*k)) x(s) * the sum of spread(o) over the written
-    // o whose window holds s: rows o in [s - after, s + before], and columns.
-    // It reads x(s) and scratch only, so dx may be x or dy.
+    // - (2 alpha beta / (k*k)) x(s) * the sum over the written o of
+    // reads(s, o) * spread(o), reads(s, o) the number of taps of o's window
+    // that read s: the o in rows [s - after, s + before] once each, and with
+    // CLAMP, for s on an edge, any o whose window reaches beyond that edge
+    // (every written row is a candidate; reads() is 0 for the others).
+    // Likewise for columns. It reads x(s) and scratch only, so dx may be x or dy.
     const float scale = 2.0f * p.alpha * p.beta / static_cast<float>(d_.kernel_size * d_.kernel_size);
+    const bool clamp = d_.edge_mode == EdgeMode::Clamp;
     float* out = dxr.data();
     const int64_t pixels = x.n * x.h * x.w;
     const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(channels, 1));
@@ -122,16 +147,30 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
         const int64_t n = s / (x.h * x.w), row = (s / x.w) % x.h, column = s % x.w;
         // The written region's rows and columns, relative to its origin.
         const int64_t r = row - d_.source_y, q = column - d_.source_x;
-        const int64_t top = std::max<int64_t>(0, r - d_.after()), bottom = std::min(d_.height - 1, r + d_.before());
-        const int64_t left = std::max<int64_t>(0, q - d_.after()), right = std::min(d_.width - 1, q + d_.before());
+        int64_t top = std::max<int64_t>(0, r - d_.after()), bottom = std::min(d_.height - 1, r + d_.before());
+        int64_t left = std::max<int64_t>(0, q - d_.after()), right = std::min(d_.width - 1, q + d_.before());
+        if (clamp && row == 0) top = 0;
+        if (clamp && row == x.h - 1) bottom = d_.height - 1;
+        if (clamp && column == 0) left = 0;
+        if (clamp && column == x.w - 1) right = d_.width - 1;
         const bool written = r >= 0 && r < d_.height && q >= 0 && q < d_.width;
         const float* a = in + detail::pixel_offset(x, n, row, column);
         float* b = out + detail::pixel_offset(dx, n, row, column);
         for (int64_t c = 0; c < channels; ++c) {
           double sum = 0.0;
-          for (int64_t o_row = top; o_row <= bottom; ++o_row)
-            for (int64_t o_column = left; o_column <= right; ++o_column)
-              sum += spread[((n * d_.height + o_row) * d_.width + o_column) * channels + c];
+          for (int64_t o_row = top; o_row <= bottom; ++o_row) {
+            const int64_t o_source_row = o_row + d_.source_y;
+            const int64_t reads_row =
+                reads(d_.edge_mode, row, x.h, o_source_row - d_.before(), o_source_row + d_.after());
+            if (reads_row == 0) continue;
+            for (int64_t o_column = left; o_column <= right; ++o_column) {
+              const int64_t o_source_column = o_column + d_.source_x;
+              const int64_t reads_column =
+                  reads(d_.edge_mode, column, x.w, o_source_column - d_.before(), o_source_column + d_.after());
+              sum += static_cast<double>(reads_row * reads_column) *
+                     spread[((n * d_.height + o_row) * d_.width + o_column) * channels + c];
+            }
+          }
           const float first_term = written ? direct[((n * d_.height + r) * d_.width + q) * channels + c] : 0.0f;
           b[c * dx.stride.c] = first_term - scale * a[c * x.stride.c] * static_cast<float>(sum);
         }

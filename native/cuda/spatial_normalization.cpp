@@ -49,6 +49,7 @@ class CudaSpatialNormalization final : public SpatialNormalizationPrimitive {
     w.scale = p.alpha / static_cast<float>(d_.kernel_size * d_.kernel_size);
     w.beta = p.beta;
     w.delta = p.delta;
+    w.clamp = d_.edge_mode == EdgeMode::Clamp;
     return w;
   }
 

@@ -16,6 +16,10 @@ MPSOffset window_centre(const LocalContrastNormalizationDescriptor& d, const Loc
   return MPSOffset{pass.first_x + d.kernel_width / 2, pass.first_y + d.kernel_height / 2, 0};
 }
 
+MPSImageEdgeMode edge_mode_of(const LocalContrastNormalizationPass& pass) {
+  return pass.edge_mode == EdgeMode::Clamp ? MPSImageEdgeModeClamp : MPSImageEdgeModeZero;
+}
+
 // The properties of either class (the forward kernel and its gradient declare the same ones).
 template <class Kernel>
 void set_parameters(Kernel* kernel, const LocalContrastNormalizationParameters& p) {
@@ -38,9 +42,6 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
                                                                                    kernelWidth:ns(d.kernel_width)
                                                                                   kernelHeight:ns(d.kernel_height)]
                              : nil) {
-    // Window pixels off the image read 0, as on cpu and cuda.
-    forward_.edgeMode = MPSImageEdgeModeZero;
-    if (gradient_) gradient_.secondaryEdgeMode = MPSImageEdgeModeZero;
   }
 
   void forward(ExecutionContext& context, const LocalContrastNormalizationPass& pass, const ImageRegion& source,
@@ -64,6 +65,8 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
                                                         sourceStates:nil
                                                     destinationImage:source_gradients];
     set_parameters(gradient_, pass.parameters);
+    gradient_.primaryEdgeMode = MPSImageEdgeModeZero;  // dy is read at the centres only
+    gradient_.secondaryEdgeMode = edge_mode_of(pass);  // the forward pass's, for the source image
     gradient_.primaryOffset = origin_of(source_gradient);
     gradient_.secondaryOffset = window_centre(d_, pass);
     gradient_.clipRect = clip_rect_of(destination_gradient);
@@ -83,6 +86,7 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
   void set_forward(const LocalContrastNormalizationPass& pass, const ImageRegion& source,
                    const ImageRegion& destination) const {
     set_parameters(forward_, pass.parameters);
+    forward_.edgeMode = edge_mode_of(pass);  // what window pixels off the image read, as on cpu and cuda
     forward_.offset = window_centre(d_, pass);
     forward_.clipRect = clip_rect_of(destination);
     forward_.sourceFeatureChannelOffset = feature_channel_offset(source);

@@ -30,6 +30,9 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
   MetalSpatialNormalization(id<MTLDevice> device, const SpatialNormalizationDescriptor& d) {
     const NSUInteger size = static_cast<NSUInteger>(d.kernel_size);
     offset_ = MPSOffset{static_cast<NSInteger>(d.source_x), static_cast<NSInteger>(d.source_y), 0};
+    // What window taps off the source read: the forward kernel's edgeMode;
+    // on the gradient it belongs to the secondary (forward source) image.
+    edge_mode_ = d.edge_mode == EdgeMode::Clamp ? MPSImageEdgeModeClamp : MPSImageEdgeModeZero;
     // The gradient pass makes its states with the forward kernel too.
     forward_ = [[MPSCNNSpatialNormalization alloc] initWithDevice:device kernelWidth:size kernelHeight:size];
     if (d.gradient)
@@ -60,6 +63,8 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
     gradient_.alpha = p.alpha;
     gradient_.beta = p.beta;
     gradient_.delta = p.delta;
+    gradient_.primaryEdgeMode = MPSImageEdgeModeZero;  // dy is read inside the written region only
+    gradient_.secondaryEdgeMode = edge_mode_;
     gradient_.primaryOffset = origin_of(source_gradient);
     gradient_.secondaryOffset = origin_of(source);
     gradient_.clipRect = clip_rect_of(destination_gradient);
@@ -82,6 +87,7 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
     forward_.beta = p.beta;
     forward_.delta = p.delta;
     forward_.offset = offset_;
+    forward_.edgeMode = edge_mode_;
     forward_.clipRect = clip_rect_of(destination);
     forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
     forward_.sourceFeatureChannelMaxCount = exact_channels(source);
@@ -89,6 +95,7 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
   }
 
   MPSOffset offset_;
+  MPSImageEdgeMode edge_mode_ = MPSImageEdgeModeZero;
   MPSCNNSpatialNormalization* forward_ = nil;
   MPSCNNSpatialNormalizationGradient* gradient_ = nil;
 };

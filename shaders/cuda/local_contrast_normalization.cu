@@ -14,33 +14,56 @@ using Index = int64_t;
 struct LcnWindow {
   int64_t kw, kh;    // kernel size
   int64_t first_x, first_y;  // top-left tap of the window of pixel (0, 0)
-  int64_t width, height;     // source size (pixels off it read 0)
+  int64_t width, height;     // source size (pixels off it read 0, or with clamp the nearest pixel)
+  bool clamp;                // edge_mode CLAMP
 };
 
 struct Stats {
   float mean, t;
 };
 
+// The pixel a window tap at position v of an axis of n pixels reads: v, or
+// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (clamp).
+// As tap() in native/cpu/local_contrast_normalization.cpp.
+__device__ int64_t tap(bool clamp, int64_t v, int64_t n) {
+  if (v >= 0 && v < n) return v;
+  if (!clamp) return -1;
+  return v < 0 ? 0 : n - 1;
+}
+
+// How many taps of [first, last] read pixel p of an axis of n pixels: the
+// tap at p, and with clamp the taps beyond the edge p is on. As reads() in
+// native/cpu/local_contrast_normalization.cpp.
+__device__ int64_t reads(bool clamp, int64_t p, int64_t n, int64_t first, int64_t last) {
+  int64_t low = p, high = p;
+  if (clamp && p == 0) low = min(first, p);
+  if (clamp && p == n - 1) high = max(last, p);
+  return max(min(high, last) - max(low, first) + 1, int64_t{0});
+}
+
+// What the tap at (xx, yy) reads in channel c of image n.
+__device__ float tap_value(const LcnWindow& w, const Strided<Index>& x, Index n, Index c, int64_t yy, int64_t xx) {
+  const int64_t ty = tap(w.clamp, yy, w.height), tx = tap(w.clamp, xx, w.width);
+  return ty < 0 || tx < 0 ? 0.0f : x.load(x.at(n, c, ty, tx));
+}
+
 // Mean and T = delta + alpha * variance of the window of normalized pixel
-// (ox, oy) in channel c of image n, both divided by kw * kh.
+// (ox, oy) in channel c of image n, both divided by kw * kh; taps off the
+// source read as tap() says and count either way.
 __device__ Stats window_stats(const LcnWindow& w, const LocalContrastNormalizationParameters& p, const Strided<Index>& x,
                               Index n, Index c, Index ox, Index oy) {
   const int64_t wx = w.first_x + ox, wy = w.first_y + oy;
-  const int64_t x0 = max(wx, int64_t{0}), x1 = min(wx + w.kw, w.width);
-  const int64_t y0 = max(wy, int64_t{0}), y1 = min(wy + w.kh, w.height);
   const float taps = static_cast<float>(w.kw * w.kh);
   float sum = 0.0f;
-  for (int64_t yy = y0; yy < y1; ++yy)
-    for (int64_t xx = x0; xx < x1; ++xx) sum += x.load(x.at(n, c, yy, xx));
+  for (int64_t yy = wy; yy < wy + w.kh; ++yy)
+    for (int64_t xx = wx; xx < wx + w.kw; ++xx) sum += tap_value(w, x, n, c, yy, xx);
   const float mean = sum / taps;
   float squares = 0.0f;
-  for (int64_t yy = y0; yy < y1; ++yy)
-    for (int64_t xx = x0; xx < x1; ++xx) {
-      const float d = x.load(x.at(n, c, yy, xx)) - mean;
+  for (int64_t yy = wy; yy < wy + w.kh; ++yy)
+    for (int64_t xx = wx; xx < wx + w.kw; ++xx) {
+      const float d = tap_value(w, x, n, c, yy, xx) - mean;
       squares += d * d;
     }
-  const int64_t inside = (x1 > x0 ? x1 - x0 : 0) * (y1 > y0 ? y1 - y0 : 0);
-  squares += static_cast<float>(w.kw * w.kh - inside) * mean * mean;
   return {mean, p.delta + p.alpha * (squares / taps)};
 }
 
@@ -55,8 +78,13 @@ __global__ void forward_kernel(LcnWindow w, LocalContrastNormalizationParameters
   }
 }
 
-// dx(v) = A(centre at v) - sum over the windows reading v of (A * p0 / N + B * (v - M)),
-// with A = dy * ps * T^-beta and B = A * (2 alpha beta / N) * (x_centre - p0 * M) / T.
+// dx(v) = A(centre at v) - sum over the windows reading v, each as often as
+// its taps read v (reads()), of (A * p0 / N + B * (v - M)), with
+// A = dy * ps * T^-beta and B = A * (2 alpha beta / N) * (x_centre - p0 * M) / T.
+// The candidate windows: ZERO, oy in [sy - first_y - kh + 1, sy - first_y];
+// clamp, for sy on an edge, every centre row up to that edge too (reads() is
+// 0 for the others). Likewise for columns. As pass 2 in
+// native/cpu/local_contrast_normalization.cpp.
 __global__ void gradient_kernel(LcnWindow w, LocalContrastNormalizationParameters p, Extents<Index> e,
                                 Strided<Index> dy, Index dy_width, Index dy_height, Strided<Index> x,
                                 Strided<Index> dx, Index count) {
@@ -66,26 +94,36 @@ __global__ void gradient_kernel(LcnWindow w, LocalContrastNormalizationParameter
     const Index c = e.element(i, &n, &sy, &sx);
     const float v = x.load(x.at(n, c, sy, sx));
     // Normalized pixels whose windows read (sx, sy).
-    const int64_t oy0 = max(sy - w.first_y - w.kh + 1, int64_t{0}), oy1 = min(sy - w.first_y + 1, dy_height);
-    const int64_t ox0 = max(sx - w.first_x - w.kw + 1, int64_t{0}), ox1 = min(sx - w.first_x + 1, dy_width);
+    int64_t oy0 = max(sy - w.first_y - w.kh + 1, int64_t{0}), oy1 = min(sy - w.first_y + 1, dy_height);
+    int64_t ox0 = max(sx - w.first_x - w.kw + 1, int64_t{0}), ox1 = min(sx - w.first_x + 1, dy_width);
+    if (w.clamp && sy == 0) oy0 = 0;
+    if (w.clamp && sy == w.height - 1) oy1 = dy_height;
+    if (w.clamp && sx == 0) ox0 = 0;
+    if (w.clamp && sx == w.width - 1) ox1 = dy_width;
     const int64_t centre_x = sx - w.first_x - w.kw / 2, centre_y = sy - w.first_y - w.kh / 2;
     float value = 0.0f;
-    for (int64_t oy = oy0; oy < oy1; ++oy)
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
+      const int64_t wy = w.first_y + oy;
+      const int64_t reads_y = reads(w.clamp, sy, w.height, wy, wy + w.kh - 1);
+      if (reads_y == 0) continue;
       for (int64_t ox = ox0; ox < ox1; ++ox) {
+        const int64_t wx = w.first_x + ox;
+        const float m = static_cast<float>(reads_y * reads(w.clamp, sx, w.width, wx, wx + w.kw - 1));
         const Stats s = window_stats(w, p, x, n, c, ox, oy);
         const float centre = x.load(x.at(n, c, w.first_y + oy + w.kh / 2, w.first_x + ox + w.kw / 2));
         const float a = dy.load(dy.at(n, c, oy, ox)) * p.ps * powf(s.t, -p.beta);
         const float b = a * (2.0f * p.alpha * p.beta / taps) * (centre - p.p0 * s.mean) / s.t;
-        value -= a * p.p0 / taps + b * (v - s.mean);
+        value -= m * (a * p.p0 / taps + b * (v - s.mean));
         if (ox == centre_x && oy == centre_y) value += a;
       }
+    }
     dx.store(dx.at(n, c, sy, sx), value);
   }
 }
 
 LcnWindow window_of(const LocalContrastNormalizationDescriptor& d, const LocalContrastNormalizationPass& pass,
                  const ImageRegion& x) {
-  return {d.kernel_width, d.kernel_height, pass.first_x, pass.first_y, x.w, x.h};
+  return {d.kernel_width, d.kernel_height, pass.first_x, pass.first_y, x.w, x.h, pass.edge_mode == EdgeMode::Clamp};
 }
 
 }  // namespace

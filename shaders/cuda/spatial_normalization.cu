@@ -9,22 +9,43 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
+// The pixel a window tap at position v of an axis of n pixels reads: v, or
+// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (clamp).
+// As tap() in native/cpu/spatial_normalization.cpp.
+__device__ __forceinline__ int64_t tap(bool clamp, int64_t v, int64_t n) {
+  if (v >= 0 && v < n) return v;
+  if (!clamp) return -1;
+  return v < 0 ? 0 : n - 1;
+}
+
+// How many taps of [first, last] read pixel p of an axis of n pixels: the
+// tap at p, and with clamp the taps beyond the edge p is on. As reads() in
+// native/cpu/spatial_normalization.cpp.
+__device__ __forceinline__ int64_t reads(bool clamp, int64_t p, int64_t n, int64_t first, int64_t last) {
+  int64_t low = p, high = p;
+  if (clamp && p == 0) low = first < p ? first : p;
+  if (clamp && p == n - 1) high = last > p ? last : p;
+  const int64_t count = (high < last ? high : last) - (low > first ? low : first) + 1;
+  return count > 0 ? count : 0;
+}
+
 // T at source pixel (row, column), channel c of image `image` of the whole
-// source x: delta + scale * the sum of x^2 over the window inside x.
-// Signed 64-bit coordinates: windows reach off the image.
+// source x: delta + scale * the sum of x^2 over the window, taps off x read
+// as tap() says. Signed 64-bit coordinates: windows reach off the image.
 template <class Index>
 __device__ __forceinline__ float denominator(const SpatialWindow& w, const Strided<Index>& x, int64_t x_height,
                                              int64_t x_width, Index image, Index c, int64_t row, int64_t column) {
-  const int64_t top = row - w.before > 0 ? row - w.before : 0;
-  const int64_t bottom = row + w.after < x_height - 1 ? row + w.after : x_height - 1;
-  const int64_t left = column - w.before > 0 ? column - w.before : 0;
-  const int64_t right = column + w.after < x_width - 1 ? column + w.after : x_width - 1;
   float sum = 0.0f;
-  for (int64_t r = top; r <= bottom; ++r)
-    for (int64_t q = left; q <= right; ++q) {
-      const float v = x.load(x.at(image, c, static_cast<Index>(r), static_cast<Index>(q)));
+  for (int64_t r = row - w.before; r <= row + w.after; ++r) {
+    const int64_t tr = tap(w.clamp, r, x_height);
+    if (tr < 0) continue;
+    for (int64_t q = column - w.before; q <= column + w.after; ++q) {
+      const int64_t tq = tap(w.clamp, q, x_width);
+      if (tq < 0) continue;
+      const float v = x.load(x.at(image, c, static_cast<Index>(tr), static_cast<Index>(tq)));
       sum += v * v;
     }
+  }
   return w.delta + w.scale * sum;
 }
 
@@ -73,26 +94,42 @@ __global__ void gradient_factors(SpatialWindow w, Extents<Index> e, Strided<Inde
 }
 
 // Gradient pass 2, per element of the whole source (extents of x): the
-// gather over the written o whose window holds it, rows o in
-// [s - after, s + before] (relative to the written region), and columns.
-// Reads x at its own element and the factors only, so dx may be x or dy.
+// gather over the written o of reads(s, o) * factors[elements + o]: the o in
+// rows [s - after, s + before] (relative to the written region) once each,
+// and with clamp, for s on an edge, any o whose window reaches beyond that
+// edge (every written row is a candidate; reads() is 0 for the others).
+// Likewise for columns. Reads x at its own element and the factors only, so
+// dx may be x or dy. Line for line as pass 2 in native/cpu/spatial_normalization.cpp.
 template <class Index>
 __global__ void gradient_apply(SpatialWindow w, Extents<Index> source_extents, Strided<Index> x, Strided<Index> dx,
-                               int64_t height, int64_t width, Index channels, const float* factors,
-                               Index region_elements, Index elements) {
+                               int64_t x_height, int64_t x_width, int64_t height, int64_t width, Index channels,
+                               const float* factors, Index region_elements, Index elements) {
   for (Index i = grid_first<Index>(); i < elements; i += grid_step<Index>()) {
     Index image, row, column;
     const Index c = source_extents.element(i, &image, &row, &column);
     const int64_t r = int64_t(row) - w.origin_y, q = int64_t(column) - w.origin_x;
-    const int64_t top = r - w.after > 0 ? r - w.after : 0;
-    const int64_t bottom = r + w.before < height - 1 ? r + w.before : height - 1;
-    const int64_t left = q - w.after > 0 ? q - w.after : 0;
-    const int64_t right = q + w.before < width - 1 ? q + w.before : width - 1;
+    int64_t top = r - w.after > 0 ? r - w.after : 0;
+    int64_t bottom = r + w.before < height - 1 ? r + w.before : height - 1;
+    int64_t left = q - w.after > 0 ? q - w.after : 0;
+    int64_t right = q + w.before < width - 1 ? q + w.before : width - 1;
+    if (w.clamp && int64_t(row) == 0) top = 0;
+    if (w.clamp && int64_t(row) == x_height - 1) bottom = height - 1;
+    if (w.clamp && int64_t(column) == 0) left = 0;
+    if (w.clamp && int64_t(column) == x_width - 1) right = width - 1;
     const int64_t base = int64_t(image) * height * width;
     float sum = 0.0f;
-    for (int64_t o_row = top; o_row <= bottom; ++o_row)
-      for (int64_t o_column = left; o_column <= right; ++o_column)
-        sum += factors[region_elements + ((base + o_row * width + o_column) * channels + c)];
+    for (int64_t o_row = top; o_row <= bottom; ++o_row) {
+      const int64_t o_source_row = o_row + w.origin_y;
+      const int64_t reads_row = reads(w.clamp, row, x_height, o_source_row - w.before, o_source_row + w.after);
+      if (reads_row == 0) continue;
+      for (int64_t o_column = left; o_column <= right; ++o_column) {
+        const int64_t o_source_column = o_column + w.origin_x;
+        const int64_t reads_column =
+            reads(w.clamp, column, x_width, o_source_column - w.before, o_source_column + w.after);
+        sum += static_cast<float>(reads_row * reads_column) *
+               factors[region_elements + ((base + o_row * width + o_column) * channels + c)];
+      }
+    }
     const bool written = r >= 0 && r < height && q >= 0 && q < width;
     const float direct = written ? factors[((base + r * width + q) * channels + c)] : 0.0f;
     dx.store(dx.at(image, c, row, column), direct - 2.0f * w.scale * w.beta * x.load(x.at(image, c, row, column)) * sum);
@@ -127,7 +164,8 @@ void spatial_normalization_gradient(const SpatialWindow& window, const ImageRegi
           window, Extents<Index>(dy), Strided<Index>(dy), Strided<Index>(x), x.h, x.w, factors,
           static_cast<Index>(region_elements));
     gradient_apply<Index><<<blocks_for(elements, kThreads), kThreads, 0, stream>>>(
-        window, Extents<Index>(x), Strided<Index>(x), Strided<Index>(dx), dy.h, dy.w, static_cast<Index>(dy.c),
+        window, Extents<Index>(x), Strided<Index>(x), Strided<Index>(dx), x.h, x.w, dy.h, dy.w,
+        static_cast<Index>(dy.c),
         factors, static_cast<Index>(region_elements), static_cast<Index>(elements));
   });
 }

@@ -39,11 +39,13 @@ struct LocalContrastNormalizationDescriptor {
 // (first_x + x + kernel_width / 2, first_y + y + kernel_height / 2), always
 // inside the source; its window covers source columns
 // [first_x + x, first_x + x + kernel_width) and the rows likewise. Window
-// pixels off the source read 0. With N = kernel_width * kernel_height:
+// pixels off the source read 0 (edge_mode ZERO) or the nearest source pixel
+// (CLAMP: x(clamp(row), clamp(column))). With N = kernel_width * kernel_height:
 //   M = sum(window) / N,  VAR = sum((window - M)^2) / N,  T = delta + alpha * VAR
 //   y = pm + ps * (x_centre - p0 * M) * T^-beta
 struct LocalContrastNormalizationPass {
   LocalContrastNormalizationParameters parameters;
+  EdgeMode edge_mode = EdgeMode::Zero;
   int64_t first_x = 0, first_y = 0;
 };
 
@@ -58,8 +60,10 @@ class LocalContrastNormalizationPrimitive {
   virtual void forward(ExecutionContext& context, const LocalContrastNormalizationPass& pass,
                        const ImageRegion& source, const ImageRegion& destination) const = 0;
   // Writes every pixel of destination_gradient: the exact derivative of the
-  // forward formula summed over the windows that read each pixel, times the
-  // source gradient; zero where no window reads.
+  // forward formula summed over the windows that read each pixel (as often
+  // as each reads it: with CLAMP a window reads an edge pixel once per tap
+  // at or beyond that edge), times the source gradient; zero where no window
+  // reads.
   virtual void gradient(ExecutionContext& context, const LocalContrastNormalizationPass& pass,
                         const ImageRegion& source_gradient, const ImageRegion& source_image,
                         const ImageRegion& destination_gradient) const = 0;
@@ -109,7 +113,8 @@ class CNNLocalContrastNormalization : public UnaryKernel, public LocalContrastNo
   std::shared_ptr<const LocalContrastNormalizationPrimitive> primitive_;
 };
 
-// Computes with its own properties (MPS: they must be the forward kernel's);
+// Computes with its own properties and edge_mode (MPS: they must be the
+// forward kernel's; make_gradient_kernels copies them, as pooling's does);
 // where the windows lie comes from the state, which must come from a forward
 // kernel of the same size.
 class CNNLocalContrastNormalizationGradient : public GradientKernel, public LocalContrastNormalizationSettings {

@@ -3,11 +3,14 @@
 // kernel_height),
 //   y(i,j) = x(i,j) / T(i,j)^beta,  T = delta + alpha/(k*k) * N2(i,j),
 // N2 the sum of x^2 over rows [i - floor(k/2), i + floor((k-1)/2)] and the
-// same columns around j, pixels off the source reading 0; and the exact
+// same columns around j, pixels off the source reading 0 (edge_mode ZERO) or
+// the nearest source pixel (CLAMP: x(clamp(r), clamp(q))); and the exact
 // derivative of that formula (the header's lacks the 1/(k*k) and uses T(i,j)
 // where each neighbour's own T belongs):
 //   dx(p) = [p written] dy(p) T(p)^-beta
-//           - (2 alpha beta / (k*k)) x(p) sum_{o written, p in window(o)} dy(o) x(o) T(o)^(-beta-1).
+//           - (2 alpha beta / (k*k)) x(p) sum_{o written} m(p, o) dy(o) x(o) T(o)^(-beta-1),
+// m(p, o) the number of reads of p by the window of o (0 or 1 with ZERO; with
+// CLAMP an edge pixel is also read by the taps beyond the edge).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,7 @@ using SpatialNormalizationParameters = ResponseNormalizationParameters;
 struct SpatialNormalizationDescriptor {
   bool gradient = false;  // built for the gradient pass, else the forward pass
   int64_t kernel_size = 5;
+  EdgeMode edge_mode = EdgeMode::Zero;  // what window taps off the source read
   // The written region: images x channels x height x width, whose pixel
   // (0, 0) is pixel (source_x, source_y) of the source.
   int64_t images = 0, channels = 0, height = 0, width = 0;
@@ -42,7 +46,7 @@ struct SpatialNormalizationDescriptor {
   int64_t after() const { return (kernel_size - 1) / 2; }
 
   bool operator==(const SpatialNormalizationDescriptor& o) const {
-    return gradient == o.gradient && kernel_size == o.kernel_size && images == o.images && channels == o.channels &&
+    return gradient == o.gradient && kernel_size == o.kernel_size && edge_mode == o.edge_mode && images == o.images && channels == o.channels &&
            height == o.height && width == o.width && source_x == o.source_x && source_y == o.source_y &&
            source == o.source && secondary == o.secondary && destination == o.destination;
   }
@@ -89,7 +93,8 @@ class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationP
 
 // MPSCNNSpatialNormalizationGradient: the secondary image is the forward
 // source; the destination gradient is shaped as the forward source. Its own
-// alpha, beta and delta are used (MPS: they must equal the forward kernel's).
+// alpha, beta, delta and edge_mode are used (MPS: they must equal the forward
+// kernel's; make_gradient_kernels copies them), as the pooling gradients do.
 class CNNSpatialNormalizationGradient : public GradientKernel, public SpatialNormalizationProperties {
  public:
   CNNSpatialNormalizationGradient(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
