@@ -5,7 +5,11 @@
 // of one image is instance normalization of that image (per channel mean and
 // biased variance over H x W, 1 / sqrt(variance + epsilon), then gamma and
 // beta), and its backward pass with use_scale | use_shift gives dx, dgamma
-// and dbeta from the saved mean and variance. oneDNN 3.2 has no group
+// and dbeta from the saved mean and variance. The forward statistics are
+// ours (moments() below), given to oneDNN with use_global_stats: oneDNN's
+// forward_training sums in float32 over the whole image, which lost up to
+// 1e-4 of y on 512 x 512 images and more on values far from zero, where the
+// loops keep float64 precision. oneDNN 3.2 has no group
 // normalization primitive (3.3 adds it), so groups of several channels run
 // the loops below (float64 sums, one (image, group) per task), and so do
 // - images whose pixels are not one dense NHWC block (a clip rect or offset
@@ -18,6 +22,7 @@
 #include "mpsx/kernels/group_normalization.h"
 #include "mpsx/registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -31,8 +36,48 @@ namespace mpsx::cpu {
 namespace {
 
 // Scratch slots: 0-2 hold Float32Region copies of float16 regions, 3 the
-// per-image dgamma and dbeta of the oneDNN gradient.
-constexpr size_t kDiffSlot = 3;
+// per-image sums of moments() or dgamma and dbeta of the oneDNN gradient.
+constexpr size_t kSumsSlot = 3;
+// Pixels summed in float before the sums fold into double (as the batch
+// normalization's loops do): few enough for float's precision, enough for
+// the float loop to run at full width.
+constexpr int64_t kBlock = 128;
+
+// Per channel mean and biased variance of one image of `pixels` dense NHWC
+// pixels: float sums about the first pixel's values (which keep
+// E[d^2] - E[d]^2 well conditioned) over blocks of pixels, folded into
+// float64. `sums` holds 2 * channels doubles and 2 * channels floats.
+MPSX_CPU_CLONES
+void moments(const float* __restrict x, int64_t pixels, int64_t channels, double* __restrict sums,
+             float* __restrict mean, float* __restrict variance) {
+  double* sum = sums;
+  double* squares = sums + channels;
+  float* s = reinterpret_cast<float*>(sums + 2 * channels);
+  float* q = s + channels;
+  const float* shift = x;
+  for (int64_t c = 0; c < channels; ++c) sum[c] = squares[c] = 0.0;
+  for (int64_t first = 0; first < pixels; first += kBlock) {
+    const int64_t end = std::min(pixels, first + kBlock);
+    for (int64_t c = 0; c < channels; ++c) s[c] = q[c] = 0.0f;
+    for (int64_t p = first; p < end; ++p) {
+      const float* v = x + p * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float d = v[c] - shift[c];
+        s[c] += d;
+        q[c] += d * d;
+      }
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      sum[c] += s[c];
+      squares[c] += q[c];
+    }
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    const double m = sum[c] / static_cast<double>(pixels);
+    mean[c] = static_cast<float>(shift[c] + m);
+    variance[c] = static_cast<float>(std::max(squares[c] / static_cast<double>(pixels) - m * m, 0.0));
+  }
+}
 
 inline int64_t at(const ImageRegion& r, int64_t n, int64_t c, int64_t y, int64_t x) {
   return n * r.stride.n + c * r.stride.c + y * r.stride.h + x * r.stride.w;
@@ -231,13 +276,23 @@ class CpuGroupNormalization final : public GroupNormalizationPrimitive {
     if (!b) return false;
     float* means = static_cast<float*>(statistics.mean->data());
     float* variances = static_cast<float*>(statistics.variance->data());
+    // Statistics index n * groups + c, groups == c. Every image is read
+    // before any is written: y may be x.
+    const int64_t channels = x.c;
+    const size_t per_image = static_cast<size_t>(2 * channels) * (sizeof(double) + sizeof(float));
+    char* sums = static_cast<char*>(cpu.scratch(kSumsSlot, static_cast<size_t>(x.n) * per_image));
+    detail::parallel_chunks(x.n, 1, [&](int64_t first, int64_t images) {
+      for (int64_t n = first; n < first + images; ++n)
+        moments(static_cast<const float*>(x.data) + n * x.stride.n, x.h * x.w, channels,
+                reinterpret_cast<double*>(sums + n * per_image), means + n * channels, variances + n * channels);
+    });
     b->set(2, gamma);
     b->set(3, beta);
     for (int64_t n = 0; n < x.n; ++n) {
       b->set(0, static_cast<const float*>(x.data) + n * x.stride.n);
       b->set(1, static_cast<float*>(y.data) + n * y.stride.n);
-      b->set(4, means + n * x.c);  // statistics index n * groups + c, groups == c
-      b->set(5, variances + n * x.c);
+      b->set(4, means + n * channels);
+      b->set(5, variances + n * channels);
       b->execute(cpu);
     }
     cpu.stream().wait();
@@ -258,7 +313,7 @@ class CpuGroupNormalization final : public GroupNormalizationPrimitive {
     const float* means = static_cast<const float*>(statistics.mean->data());
     const float* variances = static_cast<const float*>(statistics.variance->data());
     // Per image: dgamma then dbeta (images x channels is the statistics' size: no overflow).
-    float* diffs = static_cast<float*>(cpu.scratch(kDiffSlot, static_cast<size_t>(2 * x.n * channels) * sizeof(float)));
+    float* diffs = static_cast<float*>(cpu.scratch(kSumsSlot, static_cast<size_t>(2 * x.n * channels) * sizeof(float)));
     b->set(3, gamma);
     for (int64_t n = 0; n < x.n; ++n) {
       b->set(0, static_cast<const float*>(x.data) + n * x.stride.n);
@@ -321,11 +376,13 @@ class CpuGroupNormalization final : public GroupNormalizationPrimitive {
     b->channels = memory::desc({shape.c}, memory::data_type::f32, memory::format_tag::a);
     const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
     try {
-      dnnl::batch_normalization_forward::primitive_desc forward(engine_, dnnl::prop_kind::forward_training, b->image,
-                                                                b->image, shape.epsilon, flags);
-      if (!shape.gradient) {
-        b->primitive = dnnl::batch_normalization_forward(forward);
+      if (!shape.gradient) {  // the statistics are given (moments())
+        b->primitive = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(
+            engine_, dnnl::prop_kind::forward_inference, b->image, b->image, shape.epsilon,
+            flags | dnnl::normalization_flags::use_global_stats));
       } else {
+        const dnnl::batch_normalization_forward::primitive_desc forward(
+            engine_, dnnl::prop_kind::forward_training, b->image, b->image, shape.epsilon, flags);
         b->primitive = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
             engine_, dnnl::prop_kind::backward, b->image, b->image, b->image, shape.epsilon, flags, forward));
       }
