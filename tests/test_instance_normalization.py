@@ -556,3 +556,132 @@ def test_style_2_data_source_update(device):
 def test_style_3_update_encoded_on_the_command_buffer(device):
     style_3(device, lambda g, b, o: mpsx.InstanceNormalizationWeights(g, b, styles.EPSILON, optimizer=o),
             mpsx.CNNInstanceNormalization, torch_trajectory)
+
+
+# ---------------------------------------------------------------- dense images, sub-regions, in place
+# cpu runs instance normalization on oneDNN's batch normalization one image at
+# a time where each image of the region is one dense NHWC block, and on loops
+# elsewhere: these cases reach both paths (every device runs them).
+
+
+def quantized(a, dtype):
+    """a as the image of `dtype` stores it, in float32."""
+    return a.astype(dtype).astype(np.float32)
+
+
+def check_all(got, expected, dtype, pixels):
+    rtol, atol = helpers.tolerance(dtype)
+    for name, g, e in zip(("y", "dx", "dgamma", "dbeta"), got, expected):
+        scale = 1 if name in ("y", "dx") else pixels
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol * scale ** 0.5 * (4 if name == "dx" else 1),
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("epsilon", [1e-5, 0.5])
+def test_one_encode_over_several_images(device, dtype, epsilon):
+    """One Image of 3 images, one encode (one region of 3 images), odd sizes;
+    epsilon enters as 1 / sqrt(variance + epsilon), as torch reads it."""
+    rng = np.random.default_rng(11)
+    x = quantized(rng.standard_normal((3, 5, 7, 9)) * 3 - 1, dtype)
+    dy = quantized(rng.standard_normal(x.shape), dtype)
+    gamma, beta = parameters(5, 12)
+    k = kernel_for(device, None, gamma, beta, epsilon)
+    image, gradient_image = mpsx.Image.from_numpy(device, x.astype(dtype)), mpsx.Image.from_numpy(device, dy.astype(dtype))
+
+    def encode(cb):
+        y, state = k.encode(cb, image, destination_state=True)
+        dx = k.gradient_kernels()[0].encode(cb, gradient_image, image, state)
+        return y, dx, state.gradient_for_gamma, state.gradient_for_beta
+    got = helpers.read(device, encode)
+    check_all(got, reference(x, dy, gamma, beta, None, epsilon), dtype, 3 * 7 * 9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("region", ["images", "pixels", "channels"])
+def test_regions_within_larger_images(device, region, dtype):
+    """The normalization of part of a batch of 4 images x 8 channels x 5 x 7:
+    images 1..3 whole (dense images at an offset), a 3 x 4 window of every
+    image (offset and clip rect), or channels 4..6; the gradient is zero
+    outside what was read."""
+    rng = np.random.default_rng(13)
+    x = quantized(rng.standard_normal((4, 8, 5, 7)) * 2 + 1, dtype)
+    images, channels, rows, columns = slice(None), slice(None), slice(None), slice(None)
+    if region == "images":
+        images = slice(1, 4)
+    elif region == "pixels":
+        rows, columns = slice(1, 4), slice(2, 6)
+    else:
+        channels = slice(4, 7)
+    read = x[images, channels, rows, columns]
+    dy = quantized(rng.standard_normal(read.shape), dtype)
+    gamma, beta = parameters(read.shape[1], 14)
+    k = kernel_for(device, None, gamma, beta)
+    k.offset = (columns.start or 0, rows.start or 0, images.start or 0)
+    k.source_feature_channel_offset = channels.start or 0
+    if region == "pixels":
+        k.clip_rect = mpsx.Region(0, 0, 0, read.shape[3], read.shape[2], read.shape[0])
+    source = mpsx.Image.from_numpy(device, x.astype(dtype))
+    gradient_image = mpsx.Image.from_numpy(device, dy.astype(dtype))
+
+    def encode(cb):
+        destination = mpsx.Image.from_numpy(device, np.zeros(read.shape, dtype))
+        _, state = k.encode(cb, source, destination, destination_state=True)
+        dx = k.gradient_kernels()[0].encode(cb, gradient_image, source, state)
+        return destination, dx, state.gradient_for_gamma, state.gradient_for_beta
+    y, dx, dgamma, dbeta = helpers.read(device, encode)
+    assert dx.shape == x.shape
+    inside = np.zeros(x.shape, bool)
+    inside[images, channels, rows, columns] = True
+    assert (dx[~inside] == 0).all()
+    check_all((y, dx[inside].reshape(read.shape), dgamma, dbeta), reference(read, dy, gamma, beta, None), dtype,
+              read.shape[0] * read.shape[2] * read.shape[3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_forward_in_place(device, dtype):
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    rng = np.random.default_rng(15)
+    x = quantized(rng.standard_normal((3, 4, 5, 6)) * 2 - 0.5, dtype)
+    gamma, beta = parameters(4, 16)
+    k = kernel_for(device, None, gamma, beta)
+    image = mpsx.Image.from_numpy(device, x.astype(dtype))
+    y = helpers.read(device, lambda cb: k.encode(cb, image, image))
+    np.testing.assert_allclose(y, reference(x, x, gamma, beta, None)[0], *helpers.tolerance(dtype))
+    np.testing.assert_allclose(image.to_numpy(), y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("over", ["source_gradient", "source"])
+def test_gradient_in_place(device, over, dtype):
+    """dx written over dy (dgamma and dbeta still come from the dy given) or
+    over the forward source x (which the gradient reads)."""
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    rng = np.random.default_rng(17)
+    x = quantized(rng.standard_normal((3, 4, 5, 6)) * 2 - 0.5, dtype)
+    dy = quantized(rng.standard_normal(x.shape), dtype)
+    gamma, beta = parameters(4, 18)
+    k = kernel_for(device, None, gamma, beta)
+    image, gradient_image = mpsx.Image.from_numpy(device, x.astype(dtype)), mpsx.Image.from_numpy(device, dy.astype(dtype))
+
+    def encode(cb):
+        y, state = k.encode(cb, image, destination_state=True)
+        target = gradient_image if over == "source_gradient" else image
+        dx = k.gradient_kernels()[0].encode(cb, gradient_image, image, state, target)
+        return y, dx, state.gradient_for_gamma, state.gradient_for_beta
+    got = helpers.read(device, encode)
+    check_all(got, reference(x, dy, gamma, beta, None), dtype, 3 * 5 * 6)
+    np.testing.assert_allclose((gradient_image if over == "source_gradient" else image).to_numpy(), got[1])
+
+
+def test_large_images_far_from_zero(device):
+    """Statistics over 256 x 257 pixels of values 100 standard deviations
+    from zero keep float32 accuracy (float32 running sums lose it)."""
+    rng = np.random.default_rng(19)
+    x = (100 + rng.standard_normal((2, 3, 256, 257))).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    gamma, beta = parameters(3, 20)
+    got = forward_and_gradient(device, kernel_for(device, None, gamma, beta), x, dy)
+    check_all(got, reference(x, dy, gamma, beta, None), np.float32, 2 * 256 * 257)
