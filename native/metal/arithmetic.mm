@@ -19,12 +19,6 @@ NSUInteger stride_of(int64_t extent, int64_t destination_extent) {
   return extent == 1 && destination_extent > 1 ? 0 : 1;
 }
 
-void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
-  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
-      destination.image < source.image + source.n)
-    fail<ArgumentError>(kernel, ": MPS kernels may not write the images they read (in place); write the result elsewhere");
-}
-
 class MetalArithmetic final : public ArithmeticPrimitive {
  public:
   MetalArithmetic(id<MTLDevice> device, ArithmeticOperation operation) : operation_(operation) {

@@ -126,6 +126,15 @@ class MetalContext final : public ExecutionContext {
 
 inline MetalContext& context_of(ExecutionContext& context) { return static_cast<MetalContext&>(context); }
 
+// MPSCNNKernel: "destinationImage may not alias sourceImage". Throws
+// ArgumentError naming `kernel` when the regions share an image.
+inline void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
+  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
+      destination.image < source.image + source.n)
+    fail<ArgumentError>(kernel,
+                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
+}
+
 // For MPS's normalization kernels, whose weights, statistics and gradients
 // are float32 arrays in MTLBuffers (batch, instance and group normalization).
 

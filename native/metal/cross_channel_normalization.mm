@@ -9,14 +9,6 @@
 namespace mpsx::metal {
 namespace {
 
-// MPSCNNKernel: "destinationImage may not alias sourceImage".
-void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
-  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
-      destination.image < source.image + source.n)
-    fail<ArgumentError>(kernel,
-                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
-}
-
 // The channels the window runs over, exactly (a count rounded up to whole
 // slices would read channels beyond the region).
 NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }

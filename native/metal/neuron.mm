@@ -15,14 +15,6 @@ static_assert(static_cast<int32_t>(NeuronType::GeLU) == static_cast<int32_t>(MPS
                   static_cast<int32_t>(NeuronType::Count) == static_cast<int32_t>(MPSCNNNeuronTypeCount),
               "NeuronType is MPSCNNNeuronType");
 
-// MPSCNNKernel: "destinationImage may not alias sourceImage".
-void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
-  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
-      destination.image < source.image + source.n)
-    fail<ArgumentError>(kernel,
-                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
-}
-
 // The forward kernel and its gradient, built from one neuron descriptor.
 struct NeuronKernels {
   MPSCNNNeuron* neuron;

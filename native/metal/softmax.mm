@@ -9,14 +9,6 @@
 namespace mpsx::metal {
 namespace {
 
-// MPSCNNKernel: "destinationImage may not alias sourceImage".
-void check_distinct(const char* kernel, const ImageRegion& source, const ImageRegion& destination) {
-  if (source.storage == destination.storage && source.image < destination.image + destination.n &&
-      destination.image < source.image + source.n)
-    fail<ArgumentError>(kernel,
-                        ": MPS kernels may not write the images they read (in place); write the result elsewhere");
-}
-
 // The channels a reduction runs over, exactly: a count rounded up to whole
 // slices would sum channels beyond the region (a source gradient's region
 // may end inside a slice of a wider image). MPS truncates counts past the
