@@ -134,6 +134,21 @@ def test_defaults(device, rng):
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
 
 
+def test_parameters_set_between_encodes_are_used(device, rng):
+    # One kernel of one shape, its parameters changed between encodes (cuda:
+    # in and out of the range cuDNN's divisive normalization takes: delta >=
+    # 1e-5, beta >= 0.01).
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
+    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
+        for kernel in (forward, gradient):
+            kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
+        y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+        np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=1e-4, atol=1e-4)
+
+
 def test_properties(device):
     for kernel in (mpsx.CNNSpatialNormalization(device, 4, 4), mpsx.CNNSpatialNormalizationGradient(device, 4, 4)):
         kernel.alpha, kernel.beta, kernel.delta = 0.0, -0.5, 0.25

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -161,5 +162,54 @@ class Float32Region {
   ImageRegion original_;
   ImageRegion view_;
 };
+
+// For cuDNN's legacy normalizations (LRN, divisive normalization): a tensor
+// descriptor of an image region, its strides included.
+class RegionTensor {
+ public:
+  RegionTensor();
+  ~RegionTensor();
+  RegionTensor(const RegionTensor&) = delete;
+  RegionTensor& operator=(const RegionTensor&) = delete;
+  operator cudnnTensorDescriptor_t() const { return descriptor_; }
+  // False when cuDNN cannot describe the region (its data type, int extents).
+  bool set(const ImageRegion& region);
+
+ private:
+  cudnnTensorDescriptor_t descriptor_ = nullptr;
+};
+
+// What cuDNN's legacy LRN and divisive normalization run with: the LRN
+// descriptor (a window of n and an encode's alpha, beta and k, set again
+// only when they change) and the descriptors of up to four regions, set on
+// first use (a primitive's regions keep their extents and strides). Once
+// cuDNN refuses the regions, it answers false for good and the caller runs
+// its own kernels. Guard it with `mutex`.
+class CudnnNormalization {
+ public:
+  explicit CudnnNormalization(unsigned n);
+  ~CudnnNormalization();
+  CudnnNormalization(const CudnnNormalization&) = delete;
+  CudnnNormalization& operator=(const CudnnNormalization&) = delete;
+  // False where cuDNN does not take the parameters (CUDNN_LRN_MIN_K,
+  // CUDNN_LRN_MIN_BETA) or the regions.
+  bool prepare(float alpha, float beta, float k, std::initializer_list<const ImageRegion*> regions);
+  // False, for good, when cuDNN refused a call's descriptors (before
+  // launching anything); throws for other errors.
+  bool ran(cudnnStatus_t status);
+
+  std::mutex mutex;
+  cudnnLRNDescriptor_t lrn = nullptr;
+  RegionTensor tensors[4];
+
+ private:
+  unsigned n_;
+  float alpha_ = -1.0f, beta_ = -1.0f, k_ = -1.0f;
+  bool described_ = false, refused_ = false;
+};
+
+// Whether the memory of two regions overlaps (cuDNN's legacy kernels do
+// not run in place).
+bool overlap(const ImageRegion& a, const ImageRegion& b);
 
 }  // namespace mpsx::cuda

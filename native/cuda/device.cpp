@@ -1,3 +1,4 @@
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -293,5 +294,49 @@ std::vector<std::unique_ptr<Backend>> enumerate() {
 // GPUs rank above the cpu.
 const bool registered = (register_backend(10, &enumerate), true);
 }  // namespace
+
+RegionTensor::RegionTensor() { MPSX_CUDA_CHECK(cudnnCreateTensorDescriptor(&descriptor_)); }
+
+RegionTensor::~RegionTensor() { cudnnDestroyTensorDescriptor(descriptor_); }
+
+bool RegionTensor::set(const ImageRegion& r) {
+  const int64_t values[] = {r.n, r.c, r.h, r.w, r.stride.n, r.stride.c, r.stride.h, r.stride.w};
+  for (int64_t v : values)
+    if (v > INT_MAX) return false;
+  if (r.data_type != DataType::Float32 && r.data_type != DataType::Float16) return false;
+  const cudnnDataType_t type = r.data_type == DataType::Float32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_HALF;
+  return cudnnSetTensor4dDescriptorEx(descriptor_, type, int(r.n), int(r.c), int(r.h), int(r.w), int(r.stride.n),
+                                      int(r.stride.c), int(r.stride.h), int(r.stride.w)) == CUDNN_STATUS_SUCCESS;
+}
+
+CudnnNormalization::CudnnNormalization(unsigned n) : n_(n) { MPSX_CUDA_CHECK(cudnnCreateLRNDescriptor(&lrn)); }
+
+CudnnNormalization::~CudnnNormalization() { cudnnDestroyLRNDescriptor(lrn); }
+
+bool CudnnNormalization::prepare(float alpha, float beta, float k, std::initializer_list<const ImageRegion*> regions) {
+  if (refused_ || !(k >= CUDNN_LRN_MIN_K && beta >= CUDNN_LRN_MIN_BETA)) return false;
+  if (!described_) {
+    size_t i = 0;
+    for (const ImageRegion* r : regions)
+      if (!tensors[i++].set(*r)) return !(refused_ = true);
+    described_ = true;
+  }
+  if (alpha == alpha_ && beta == beta_ && k == k_) return true;
+  if (cudnnSetLRNDescriptor(lrn, n_, alpha, beta, k) != CUDNN_STATUS_SUCCESS) return false;
+  alpha_ = alpha, beta_ = beta, k_ = k;
+  return true;
+}
+
+bool CudnnNormalization::ran(cudnnStatus_t status) {
+  if (status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM) return !(refused_ = true);
+  MPSX_CUDA_CHECK(status);
+  return true;
+}
+
+bool overlap(const ImageRegion& a, const ImageRegion& b) {
+  const char* a0 = static_cast<const char*>(a.data);
+  const char* b0 = static_cast<const char*>(b.data);
+  return a0 < b0 + b.span() * size_of(b.data_type) && b0 < a0 + a.span() * size_of(a.data_type);
+}
 
 }  // namespace mpsx::cuda
