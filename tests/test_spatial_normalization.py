@@ -379,11 +379,15 @@ def test_classes(device):
 
 
 # Whole source images, odd k, edge mode ZERO: on cpu oneDNN's
-# lrn_within_channel runs these (the loops the rest).
+# lrn_within_channel runs these (the loops the rest): its reference kernel,
+# and with 8 or 16 channels a multiple its jit kernels (whose backward pass
+# reads a workspace).
 @pytest.mark.parametrize("data_type", [np.float32, np.float16])
-@pytest.mark.parametrize("k, shape", [(1, (2, 3, 5, 4)), (5, (3, 4, 9, 7)), (7, (2, 1, 3, 2)), (3, (1, 17, 1, 6))])
+@pytest.mark.parametrize("k, shape", [(1, (2, 3, 5, 4)), (5, (3, 4, 9, 7)), (7, (2, 1, 3, 2)), (3, (1, 17, 1, 6)),
+                                      (3, (2, 8, 6, 7)), (5, (2, 16, 3, 2)), (5, (2, 64, 9, 10)),
+                                      (1, (2, 48, 5, 3)), (7, (1, 24, 11, 6))])
 def test_whole_images_odd_windows(device, rng, data_type, k, shape):
-    alpha, beta, delta = 2.5, 0.6, 0.75
+    alpha, beta, delta = 2.5, 0.75, 0.6  # oneDNN's jit kernels take beta 0.75 only
     x = rng.standard_normal(shape).astype(data_type)
     dy = rng.standard_normal(shape).astype(data_type)
     y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
@@ -393,14 +397,15 @@ def test_whole_images_odd_windows(device, rng, data_type, k, shape):
     np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=rtol, atol=atol)
 
 
+@pytest.mark.parametrize("channels", [3, 16])
 @pytest.mark.parametrize("into", ["source_gradient", "source"])
-def test_gradient_in_place(device, rng, into):
+def test_gradient_in_place(device, rng, into, channels):
     # The destination gradient written over the source gradient or over the
     # forward source (both shaped as the forward source here).
     if device.backend == "metal":
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 5, 1.5, 0.75, 1.0
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    x = rng.standard_normal((2, channels, 6, 5)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
     forward, gradient = kernels(device, k, alpha, beta, delta)
     source = mpsx.Image.from_numpy(device, x)
@@ -433,11 +438,12 @@ def test_channels_of_the_source_image_as_destination(device, rng):
 
 def test_many_parameter_sets(device, rng):
     # More parameter sets than a kernel keeps primitives for (cpu: 4), each
-    # set twice, float32 and float16 images through the same kernels.
+    # set twice, images of several types and channel counts (cpu: oneDNN's
+    # reference and jit kernels) through the same kernels.
     forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
     sets = [(0.5 + i, 0.25 + 0.1 * i, 1.0 + 0.5 * i) for i in range(6)]
-    for data_type in (np.float32, np.float16):
-        x = rng.standard_normal((2, 3, 5, 4)).astype(data_type)
+    for data_type, channels in ((np.float32, 3), (np.float16, 3), (np.float32, 16)):
+        x = rng.standard_normal((2, channels, 5, 4)).astype(data_type)
         dy = rng.standard_normal(x.shape).astype(data_type)
         rtol, atol = tolerance(data_type)
         for alpha, beta, delta in sets + sets[::-1]:

@@ -95,34 +95,47 @@ const float* readable(CpuContext& cpu, const ImageRegion& r, bool overlaps, size
   return static_cast<const float*>(copy);
 }
 
-// oneDNN arguments: forward src, dst; backward src, diff_dst, diff_src.
-constexpr int kForwardArguments[] = {DNNL_ARG_SRC, DNNL_ARG_DST};
-constexpr int kGradientArguments[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+// Scratch slots of the gradient's forward-training pass: its workspace and
+// its result (not kept).
+constexpr size_t kWorkspaceSlot = kFirstSlot + 2, kTrainingSlot = kFirstSlot + 3;
 
-// The oneDNN primitive of one set of alpha, beta and delta (oneDNN bakes
-// them in).
+// The oneDNN primitives of one set of alpha, beta and delta (oneDNN bakes
+// them in): the forward or backward pass, and for a backward pass that reads
+// a workspace (its jit kernels do, its reference kernel does not) the
+// forward-training pass that writes it.
 struct Built {
   SpatialNormalizationParameters p;
-  dnnl::primitive primitive;
+  dnnl::primitive primitive, training;
+  dnnl::memory::desc workspace_desc;
+  size_t workspace_bytes = 0;
 };
 
-// The memory objects of one queue's context: made on its first encode,
-// then each execution only points them at its data, so the steady state
-// allocates nothing. Only the context's worker thread uses it.
+// Memory slots: x, y or dy, dx, workspace, the training pass's result.
+enum { kX, kY, kDy = kY, kDx, kWorkspace, kTrainingResult, kMemories };
+
+// The memory objects of one queue's context for one Built: made on its first
+// encode, then each execution only points them at its data, so the steady
+// state allocates nothing. Only the context's worker thread uses it.
 struct Binding {
   const CpuContext* context = nullptr;
+  std::shared_ptr<const Built> built;
+  dnnl::memory memory[kMemories];
   int count = 0;
-  dnnl::memory memory[3];
-  dnnl_exec_arg_t arguments[3];
+  dnnl_exec_arg_t arguments[4];
+  dnnl_exec_arg_t training_arguments[3];
 
   void set(int slot, const void* data) const { memory[slot].set_data_handle(const_cast<void*>(data)); }
-  void execute(CpuContext& cpu, const Built& built) const {
-    dnnl::error::wrap_c_api(dnnl_primitive_execute(built.primitive.get(), cpu.stream().get(), count, arguments),
+  void execute(CpuContext& cpu) const {
+    if (built->workspace_bytes > 0)
+      dnnl::error::wrap_c_api(
+          dnnl_primitive_execute(built->training.get(), cpu.stream().get(), 3, training_arguments),
+          "could not execute a spatial normalization primitive");
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(built->primitive.get(), cpu.stream().get(), count, arguments),
                             "could not execute a spatial normalization primitive");
   }
 };
 
-// At most this many parameter sets and context bindings are kept per
+// At most this many parameter sets (and context bindings) are kept per
 // primitive; the oldest make way (a running command keeps its own).
 constexpr size_t kMaxKept = 4;
 
@@ -157,12 +170,11 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     CpuContext& cpu = context_of(context);
     Float32Region xr(cpu, source, 0, true);
     Float32Region yr(cpu, destination, 1, false);
-    std::shared_ptr<const Built> built;
     std::shared_ptr<const Binding> binding;
-    if (onednn(cpu, p, built, binding)) {
-      binding->set(0, readable(cpu, xr.region(), overlap(xr.region(), yr.region()), kFirstSlot));
-      binding->set(1, yr.data());
-      binding->execute(cpu, *built);
+    if (onednn(cpu, p, binding)) {
+      binding->set(kX, readable(cpu, xr.region(), overlap(xr.region(), yr.region()), kFirstSlot));
+      binding->set(kY, yr.data());
+      binding->execute(cpu);
       cpu.stream().wait();
       return yr.store();
     }
@@ -198,13 +210,16 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     const ImageRegion& dy = dyr.region();
     const ImageRegion& x = xr.region();
     const ImageRegion& dx = dxr.region();
-    std::shared_ptr<const Built> built;
     std::shared_ptr<const Binding> binding;
-    if (onednn(cpu, p, built, binding)) {
-      binding->set(0, readable(cpu, x, overlap(dx, x), kFirstSlot));
-      binding->set(1, readable(cpu, dy, overlap(dx, dy), kFirstSlot + 1));
-      binding->set(2, dxr.data());
-      binding->execute(cpu, *built);
+    if (onednn(cpu, p, binding)) {
+      binding->set(kX, readable(cpu, x, overlap(dx, x), kFirstSlot));
+      binding->set(kDy, readable(cpu, dy, overlap(dx, dy), kFirstSlot + 1));
+      binding->set(kDx, dxr.data());
+      if (const size_t bytes = binding->built->workspace_bytes) {
+        binding->set(kWorkspace, cpu.scratch(kWorkspaceSlot, bytes));
+        binding->set(kTrainingResult, cpu.scratch(kTrainingSlot, bytes_));
+      }
+      binding->execute(cpu);
       cpu.stream().wait();
       return dxr.store();
     }
@@ -279,13 +294,14 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
  private:
   size_t bytes() const { return bytes_; }
 
-  // The oneDNN primitive for `p` (built on the first use of a parameter set)
-  // and the memory objects of `cpu`; false where the loops run. The lock
+  // The oneDNN primitives for `p` (built on the first use of a parameter
+  // set) and the memory objects of `cpu` for them; false where the loops run. The lock
   // guards queues that share the kernel.
-  bool onednn(CpuContext& cpu, const SpatialNormalizationParameters& p, std::shared_ptr<const Built>& built,
+  bool onednn(CpuContext& cpu, const SpatialNormalizationParameters& p,
               std::shared_ptr<const Binding>& binding) const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!onednn_) return false;
+    std::shared_ptr<const Built> built;
     for (const auto& b : built_)
       if (b->p.alpha == p.alpha && b->p.beta == p.beta && b->p.delta == p.delta) built = b;
     if (!built) {
@@ -294,24 +310,37 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
       keep(built_, next_built_, built);
     }
     for (const auto& b : bindings_)
-      if (b->context == &cpu) binding = b;
-    if (!binding) {
-      auto b = std::make_shared<Binding>();
-      b->context = &cpu;
-      b->count = d_.gradient ? 3 : 2;
-      const int* slots = d_.gradient ? kGradientArguments : kForwardArguments;
-      for (int i = 0; i < b->count; ++i) {
-        b->memory[i] = dnnl::memory(descs_[i], engine_, nullptr);
-        b->arguments[i] = dnnl_exec_arg_t{slots[i], b->memory[i].get()};
+      if (b->context == &cpu && b->built == built) binding = b;
+    if (binding) return true;
+    auto b = std::make_shared<Binding>();
+    b->context = &cpu;
+    b->built = built;
+    for (int i = 0; i < (d_.gradient ? 3 : 2); ++i) b->memory[i] = dnnl::memory(descs_[i], engine_, nullptr);
+    if (!d_.gradient) {
+      b->count = 2;
+      b->arguments[0] = {DNNL_ARG_SRC, b->memory[kX].get()};
+      b->arguments[1] = {DNNL_ARG_DST, b->memory[kY].get()};
+    } else {
+      b->count = 3;
+      b->arguments[0] = {DNNL_ARG_SRC, b->memory[kX].get()};
+      b->arguments[1] = {DNNL_ARG_DIFF_DST, b->memory[kDy].get()};
+      b->arguments[2] = {DNNL_ARG_DIFF_SRC, b->memory[kDx].get()};
+      if (built->workspace_bytes > 0) {
+        b->memory[kWorkspace] = dnnl::memory(built->workspace_desc, engine_, nullptr);
+        b->memory[kTrainingResult] = dnnl::memory(dense_desc(), engine_, nullptr);
+        b->arguments[b->count++] = {DNNL_ARG_WORKSPACE, b->memory[kWorkspace].get()};
+        b->training_arguments[0] = {DNNL_ARG_SRC, b->memory[kX].get()};
+        b->training_arguments[1] = {DNNL_ARG_DST, b->memory[kTrainingResult].get()};
+        b->training_arguments[2] = {DNNL_ARG_WORKSPACE, b->memory[kWorkspace].get()};
       }
-      binding = b;
-      keep(bindings_, next_binding_, binding);
     }
+    binding = b;
+    keep(bindings_, next_binding_, binding);
     return true;
   }
 
   // nullptr (and the loops from then on) where oneDNN refuses the
-  // configuration or its backward pass would want a workspace.
+  // configuration.
   std::shared_ptr<const Built> build(const SpatialNormalizationParameters& p) const {
     try {
       auto b = std::make_shared<Built>();
@@ -320,24 +349,30 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
       const dnnl::memory::dim size = d_.kernel_size;
       if (!d_.gradient) {
         b->primitive = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(
-            engine_, dnnl::prop_kind::forward_inference, algorithm, descs_[0], descs_[1], size, p.alpha, p.beta,
+            engine_, dnnl::prop_kind::forward_inference, algorithm, descs_[kX], descs_[kY], size, p.alpha, p.beta,
             p.delta));
       } else {
+        // The backward pass reads the forward pass's workspace where it has
+        // one: the gradient runs the forward pass into scratch first.
         const dnnl::lrn_forward::primitive_desc hint(engine_, dnnl::prop_kind::forward_training, algorithm,
-                                                     descs_[0], descs_[0], size, p.alpha, p.beta, p.delta);
-        if (hint.workspace_desc().get_size() > 0) {
-          onednn_ = false;
-          return nullptr;
-        }
-        // diff_src dx, diff_dst dy, src x.
+                                                     descs_[kX], dense_desc(), size, p.alpha, p.beta, p.delta);
+        b->workspace_desc = hint.workspace_desc();
+        b->workspace_bytes = b->workspace_desc.get_size();
+        if (b->workspace_bytes > 0) b->training = dnnl::lrn_forward(hint);
         b->primitive = dnnl::lrn_backward(dnnl::lrn_backward::primitive_desc(
-            engine_, algorithm, descs_[2], descs_[1], descs_[0], size, p.alpha, p.beta, p.delta, hint));
+            engine_, algorithm, descs_[kDx], descs_[kDy], descs_[kX], size, p.alpha, p.beta, p.delta, hint));
       }
       return b;
     } catch (const dnnl::error&) {  // a configuration oneDNN does not take: the loops
       onednn_ = false;
       return nullptr;
     }
+  }
+
+  // Dense NHWC float32 of the region's extents.
+  dnnl::memory::desc dense_desc() const {
+    return dnnl::memory::desc({d_.images, d_.channels, d_.height, d_.width}, dnnl::memory::data_type::f32,
+                              {d_.height * d_.width * d_.channels, 1, d_.width * d_.channels, d_.channels});
   }
 
   // oneDNN descriptor of a region of the descriptor's extents in `image`, as
