@@ -379,9 +379,9 @@ def test_classes(device):
 
 
 # Whole source images, odd k, edge mode ZERO: on cpu oneDNN's
-# lrn_within_channel runs these (the loops the rest): its reference kernel,
-# and with 8 or 16 channels a multiple its jit kernels (whose backward pass
-# reads a workspace).
+# lrn_within_channel runs those of these where it has a jit kernel (k <= 5,
+# beta 0.75, channels a multiple of 8 or 16; its backward pass reads a
+# workspace), the loops the rest.
 @pytest.mark.parametrize("data_type", [np.float32, np.float16])
 @pytest.mark.parametrize("k, shape", [(1, (2, 3, 5, 4)), (5, (3, 4, 9, 7)), (7, (2, 1, 3, 2)), (3, (1, 17, 1, 6)),
                                       (3, (2, 8, 6, 7)), (5, (2, 16, 3, 2)), (5, (2, 64, 9, 10)),
@@ -397,7 +397,19 @@ def test_whole_images_odd_windows(device, rng, data_type, k, shape):
     np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("channels", [3, 16])
+@pytest.mark.parametrize("channels", [3, 16, 32])
+def test_forward_in_place_whole_images(device, rng, channels):
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    k, alpha, beta, delta = 5, 1.5, 0.75, 1.0
+    x = rng.standard_normal((2, channels, 6, 5)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    forward, _ = kernels(device, k, alpha, beta, delta)
+    y = read(device, lambda cb: forward.encode(cb, image, image))
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [3, 16, 32])
 @pytest.mark.parametrize("into", ["source_gradient", "source"])
 def test_gradient_in_place(device, rng, into, channels):
     # The destination gradient written over the source gradient or over the
@@ -438,10 +450,11 @@ def test_channels_of_the_source_image_as_destination(device, rng):
 
 def test_many_parameter_sets(device, rng):
     # More parameter sets than a kernel keeps primitives for (cpu: 4), each
-    # set twice, images of several types and channel counts (cpu: oneDNN's
-    # reference and jit kernels) through the same kernels.
+    # set twice, images of several types and channel counts through the same
+    # kernels (cpu: oneDNN's jit kernels for 16 channels and beta 0.75, with
+    # three sets of alpha and delta; the loops the rest).
     forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
-    sets = [(0.5 + i, 0.25 + 0.1 * i, 1.0 + 0.5 * i) for i in range(6)]
+    sets = [(0.5 + i, 0.75 if i % 2 else 0.25 + 0.1 * i, 1.0 + 0.5 * i) for i in range(6)]
     for data_type, channels in ((np.float32, 3), (np.float16, 3), (np.float32, 16)):
         x = rng.standard_normal((2, channels, 5, 4)).astype(data_type)
         dy = rng.standard_normal(x.shape).astype(data_type)

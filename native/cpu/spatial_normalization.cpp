@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backend.h"
@@ -20,10 +21,13 @@ namespace {
 // computes alpha/(n*n): MPS's T for edge mode ZERO and an odd n (whose window
 // is centred, taps off the image read 0), forward and backward (its backward
 // pass is the exact derivative, borders included; checked against the loops'
-// formula, batches and channel subsets with strides, n = 1 to 9). It runs
-// there when the written region is the whole source image (oneDNN reads
-// only the tensor it writes). Even n (oneDNN's window is centred, MPS's is
-// not), CLAMP and sub-regions run the loops below.
+// formula for its reference and jit kernels, batches and channel subsets
+// with strides, n = 1 to 9). It runs there when the written region is the
+// whole source image (oneDNN reads only the tensor it writes) and oneDNN
+// picks a jit kernel (dense NHWC, channels a multiple of 8 or 16, n <= 5,
+// beta 0.75 in 3.2): its reference kernel is slower than the loops below.
+// Even n (oneDNN's window is centred, MPS's is not), CLAMP, sub-regions and
+// the rest run the loops.
 
 // Scratch slots (Float32Region takes 0 to 2): the loops' per element of the
 // written region, in (image, row, column, channel) order; oneDNN's copies of
@@ -306,9 +310,9 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
       if (b->p.alpha == p.alpha && b->p.beta == p.beta && b->p.delta == p.delta) built = b;
     if (!built) {
       built = build(p);
-      if (!built) return false;
       keep(built_, next_built_, built);
     }
+    if (!built->primitive) return false;
     for (const auto& b : bindings_)
       if (b->context == &cpu && b->built == built) binding = b;
     if (binding) return true;
@@ -339,34 +343,40 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     return true;
   }
 
-  // nullptr (and the loops from then on) where oneDNN refuses the
-  // configuration.
+  // Built with no primitive (the loops, for this parameter set) where
+  // oneDNN refuses the configuration or would run its reference kernel:
+  // that recomputes every neighbour's T in the backward pass (k^4 work per
+  // element) and measured several times slower than the loops here.
   std::shared_ptr<const Built> build(const SpatialNormalizationParameters& p) const {
+    auto b = std::make_shared<Built>();
+    b->p = p;
+    const auto reference = [](const auto& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; };
     try {
-      auto b = std::make_shared<Built>();
-      b->p = p;
       const auto algorithm = dnnl::algorithm::lrn_within_channel;
       const dnnl::memory::dim size = d_.kernel_size;
       if (!d_.gradient) {
-        b->primitive = dnnl::lrn_forward(dnnl::lrn_forward::primitive_desc(
-            engine_, dnnl::prop_kind::forward_inference, algorithm, descs_[kX], descs_[kY], size, p.alpha, p.beta,
-            p.delta));
+        const dnnl::lrn_forward::primitive_desc pd(engine_, dnnl::prop_kind::forward_inference, algorithm,
+                                                   descs_[kX], descs_[kY], size, p.alpha, p.beta, p.delta);
+        if (!reference(pd)) b->primitive = dnnl::lrn_forward(pd);
       } else {
         // The backward pass reads the forward pass's workspace where it has
-        // one: the gradient runs the forward pass into scratch first.
+        // one (the jit kernels): the gradient runs the forward pass into
+        // scratch first.
         const dnnl::lrn_forward::primitive_desc hint(engine_, dnnl::prop_kind::forward_training, algorithm,
                                                      descs_[kX], dense_desc(), size, p.alpha, p.beta, p.delta);
-        b->workspace_desc = hint.workspace_desc();
-        b->workspace_bytes = b->workspace_desc.get_size();
-        if (b->workspace_bytes > 0) b->training = dnnl::lrn_forward(hint);
-        b->primitive = dnnl::lrn_backward(dnnl::lrn_backward::primitive_desc(
-            engine_, algorithm, descs_[kDx], descs_[kDy], descs_[kX], size, p.alpha, p.beta, p.delta, hint));
+        const dnnl::lrn_backward::primitive_desc pd(engine_, algorithm, descs_[kDx], descs_[kDy], descs_[kX], size,
+                                                    p.alpha, p.beta, p.delta, hint);
+        if (!reference(hint) && !reference(pd)) {
+          b->workspace_desc = hint.workspace_desc();
+          b->workspace_bytes = b->workspace_desc.get_size();
+          if (b->workspace_bytes > 0) b->training = dnnl::lrn_forward(hint);
+          b->primitive = dnnl::lrn_backward(pd);
+        }
       }
-      return b;
     } catch (const dnnl::error&) {  // a configuration oneDNN does not take: the loops
-      onednn_ = false;
-      return nullptr;
+      b->primitive = dnnl::primitive();
     }
+    return b;
   }
 
   // Dense NHWC float32 of the region's extents.
