@@ -376,3 +376,93 @@ def test_classes(device):
     for cls in (mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient):
         with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
             cls.__new__(cls).kernel_width
+
+
+# Whole source images, odd k, edge mode ZERO: on cpu oneDNN's
+# lrn_within_channel runs those of these where it has a jit kernel (k <= 5,
+# beta 0.75, channels a multiple of 8 or 16; its backward pass reads a
+# workspace), the loops the rest.
+@pytest.mark.parametrize("data_type", [np.float32, np.float16])
+@pytest.mark.parametrize("k, shape", [(1, (2, 3, 5, 4)), (5, (3, 4, 9, 7)), (7, (2, 1, 3, 2)), (3, (1, 17, 1, 6)),
+                                      (3, (2, 8, 6, 7)), (5, (2, 16, 3, 2)), (5, (2, 64, 9, 10)),
+                                      (1, (2, 48, 5, 3)), (7, (1, 24, 11, 6))])
+def test_whole_images_odd_windows(device, rng, data_type, k, shape):
+    alpha, beta, delta = 2.5, 0.75, 0.6  # oneDNN's jit kernels take beta 0.75 only
+    x = rng.standard_normal(shape).astype(data_type)
+    dy = rng.standard_normal(shape).astype(data_type)
+    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
+    assert y.dtype == data_type and dx.dtype == data_type
+    rtol, atol = tolerance(data_type)
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("channels", [3, 16, 32])
+def test_forward_in_place_whole_images(device, rng, channels):
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    k, alpha, beta, delta = 5, 1.5, 0.75, 1.0
+    x = rng.standard_normal((2, channels, 6, 5)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    forward, _ = kernels(device, k, alpha, beta, delta)
+    y = read(device, lambda cb: forward.encode(cb, image, image))
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [3, 16, 32])
+@pytest.mark.parametrize("into", ["source_gradient", "source"])
+def test_gradient_in_place(device, rng, into, channels):
+    # The destination gradient written over the source gradient or over the
+    # forward source (both shaped as the forward source here).
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    k, alpha, beta, delta = 5, 1.5, 0.75, 1.0
+    x = rng.standard_normal((2, channels, 6, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    forward, gradient = kernels(device, k, alpha, beta, delta)
+    source = mpsx.Image.from_numpy(device, x)
+    dy_image = mpsx.Image.from_numpy(device, dy)
+
+    def encode(cb):
+        y, state = forward.encode(cb, source, destination_state=True)
+        return y, gradient.encode(cb, dy_image, source, state, dy_image if into == "source_gradient" else source)
+
+    y, dx = read(device, encode)
+    np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+
+
+def test_channels_of_the_source_image_as_destination(device, rng):
+    # Channels 4:8 of an image normalized into its channels 0:4: the regions
+    # interleave in memory without sharing an element.
+    if device.backend == "metal":
+        pytest.skip("MPS kernels may not write the images they read")
+    k, alpha, beta, delta = 3, 2.0, 0.75, 0.5
+    x = rng.standard_normal((2, 8, 5, 4)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    forward, _ = kernels(device, k, alpha, beta, delta)
+    forward.source_feature_channel_offset = 4
+    y = read(device, lambda cb: forward.encode(cb, image, image))
+    expected = x.astype(np.float64)
+    expected[:, 0:4] = reference(x[:, 4:8], k, alpha, beta, delta)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_many_parameter_sets(device, rng):
+    # More parameter sets than a kernel keeps primitives for (cpu: 4), each
+    # set twice, images of several types and channel counts through the same
+    # kernels (cpu: oneDNN's jit kernels for 16 channels and beta 0.75, with
+    # three sets of alpha and delta; the loops the rest).
+    forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
+    sets = [(0.5 + i, 0.75 if i % 2 else 0.25 + 0.1 * i, 1.0 + 0.5 * i) for i in range(6)]
+    for data_type, channels in ((np.float32, 3), (np.float16, 3), (np.float32, 16)):
+        x = rng.standard_normal((2, channels, 5, 4)).astype(data_type)
+        dy = rng.standard_normal(x.shape).astype(data_type)
+        rtol, atol = tolerance(data_type)
+        for alpha, beta, delta in sets + sets[::-1]:
+            for kernel in (forward, gradient):
+                kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
+            y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+            np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=rtol, atol=atol)
+            np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=rtol,
+                                       atol=max(atol, 1e-4))

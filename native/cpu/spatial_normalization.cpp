@@ -5,18 +5,33 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #include "backend.h"
 
 namespace mpsx::cpu {
 namespace {
 
-// Plain C++: oneDNN's lrn_within_channel is documented with alpha/n, not
-// MPS's alpha/(k*k), and its even windows and borders are not documented to
-// match MPS's.
+// oneDNN's lrn_within_channel is documented as x / (k + alpha/n * the sum of
+// x^2 over the n x n window)^beta, but oneDNN 3.2 (the version built here)
+// computes alpha/(n*n): MPS's T for edge mode ZERO and an odd n (whose window
+// is centred, taps off the image read 0), forward and backward (its backward
+// pass is the exact derivative, borders included; checked against the loops'
+// formula for its reference and jit kernels, batches and channel subsets
+// with strides, n = 1 to 9). It runs there when the written region is the
+// whole source image (oneDNN reads only the tensor it writes) and oneDNN
+// picks a jit kernel (dense NHWC, channels a multiple of 8 or 16, n <= 5,
+// beta 0.75 in 3.2): its reference kernel is slower than the loops below.
+// Even n (oneDNN's window is centred, MPS's is not), CLAMP, sub-regions and
+// the rest run the loops.
 
-// Scratch slots (Float32Region takes 0 to 2): per element of the written
-// region, in (image, row, column, channel) order.
+// Scratch slots (Float32Region takes 0 to 2): the loops' per element of the
+// written region, in (image, row, column, channel) order; oneDNN's copies of
+// inputs its output overlaps.
 constexpr size_t kFirstSlot = 3;
 
 // The pixel a window tap at position v of an axis of n pixels reads: v, or
@@ -66,19 +81,107 @@ void for_region_pixels(const SpatialNormalizationDescriptor& d, F&& f) {
   });
 }
 
+// Whether float32 regions a and b share memory.
+bool overlap(const ImageRegion& a, const ImageRegion& b) {
+  const float* pa = static_cast<const float*>(a.data);
+  const float* pb = static_cast<const float*>(b.data);
+  return a.element_count() > 0 && b.element_count() > 0 && pa < pb + b.span() && pb < pa + a.span();
+}
+
+// The data of float32 region r, or where `overlaps` a copy of its span in
+// scratch `slot` (same strides), so that oneDNN (which does not run in
+// place) can write over the original.
+const float* readable(CpuContext& cpu, const ImageRegion& r, bool overlaps, size_t slot) {
+  if (!overlaps) return static_cast<const float*>(r.data);
+  const size_t bytes = static_cast<size_t>(r.span()) * sizeof(float);
+  void* copy = cpu.scratch(slot, bytes);
+  std::memcpy(copy, r.data, bytes);
+  return static_cast<const float*>(copy);
+}
+
+// Scratch slots of the gradient's forward-training pass: its workspace and
+// its result (not kept).
+constexpr size_t kWorkspaceSlot = kFirstSlot + 2, kTrainingSlot = kFirstSlot + 3;
+
+// The oneDNN primitives of one set of alpha, beta and delta (oneDNN bakes
+// them in): the forward or backward pass, and for a backward pass that reads
+// a workspace (its jit kernels do, its reference kernel does not) the
+// forward-training pass that writes it.
+struct Built {
+  SpatialNormalizationParameters p;
+  dnnl::primitive primitive, training;
+  dnnl::memory::desc workspace_desc;
+  size_t workspace_bytes = 0;
+};
+
+// Memory slots: x, y or dy, dx, workspace, the training pass's result.
+enum { kX, kY, kDy = kY, kDx, kWorkspace, kTrainingResult, kMemories };
+
+// The memory objects of one queue's context for one Built: made on its first
+// encode, then each execution only points them at its data, so the steady
+// state allocates nothing. Only the context's worker thread uses it.
+struct Binding {
+  const CpuContext* context = nullptr;
+  std::shared_ptr<const Built> built;
+  dnnl::memory memory[kMemories];
+  int count = 0;
+  dnnl_exec_arg_t arguments[4];
+  dnnl_exec_arg_t training_arguments[3];
+
+  void set(int slot, const void* data) const { memory[slot].set_data_handle(const_cast<void*>(data)); }
+  void execute(CpuContext& cpu) const {
+    if (built->workspace_bytes > 0)
+      dnnl::error::wrap_c_api(
+          dnnl_primitive_execute(built->training.get(), cpu.stream().get(), 3, training_arguments),
+          "could not execute a spatial normalization primitive");
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(built->primitive.get(), cpu.stream().get(), count, arguments),
+                            "could not execute a spatial normalization primitive");
+  }
+};
+
+// At most this many parameter sets (and context bindings) are kept per
+// primitive; the oldest make way (a running command keeps its own).
+constexpr size_t kMaxKept = 4;
+
+template <class T>
+void keep(std::vector<std::shared_ptr<const T>>& kept, size_t& next, std::shared_ptr<const T> made) {
+  if (kept.size() < kMaxKept) return kept.push_back(std::move(made));
+  kept[next] = std::move(made);
+  next = (next + 1) % kMaxKept;
+}
+
 class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
  public:
-  explicit CpuSpatialNormalization(const SpatialNormalizationDescriptor& d)
+  CpuSpatialNormalization(const CpuBackend& backend, const SpatialNormalizationDescriptor& d)
       : d_(d),
         bytes_(checked_bytes(checked_count({d.images, d.height, d.width, d.channels},
                                            "MPSCNNSpatialNormalization: the region's element count"),
-                             sizeof(float), "MPSCNNSpatialNormalization: the scratch size")) {}
+                             sizeof(float), "MPSCNNSpatialNormalization: the scratch size")),
+        engine_(backend.engine()) {
+    const ImageDescriptor& x = d.gradient ? d.secondary : d.source;
+    onednn_ = d.kernel_size % 2 == 1 && d.edge_mode == EdgeMode::Zero && d.source_x == 0 && d.source_y == 0 &&
+              x.width == d.width && x.height == d.height && d.images > 0 && d.channels > 0;
+    if (!onednn_) return;
+    // Forward: source x, destination y. Gradient: source dy, secondary x,
+    // destination dx. All of the region's extents here.
+    descs_[0] = region_desc(backend, x);
+    descs_[1] = region_desc(backend, d.gradient ? d.source : d.destination);
+    if (d.gradient) descs_[2] = region_desc(backend, d.destination);
+  }
 
   void forward(ExecutionContext& context, const SpatialNormalizationParameters& p, const ImageRegion& source,
                const ImageRegion& destination) const override {
     CpuContext& cpu = context_of(context);
     Float32Region xr(cpu, source, 0, true);
     Float32Region yr(cpu, destination, 1, false);
+    std::shared_ptr<const Binding> binding;
+    if (onednn(cpu, p, binding)) {
+      binding->set(kX, readable(cpu, xr.region(), overlap(xr.region(), yr.region()), kFirstSlot));
+      binding->set(kY, yr.data());
+      binding->execute(cpu);
+      cpu.stream().wait();
+      return yr.store();
+    }
     const ImageRegion& x = xr.region();
     const ImageRegion& y = yr.region();
     const int64_t channels = d_.channels;
@@ -111,6 +214,19 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     const ImageRegion& dy = dyr.region();
     const ImageRegion& x = xr.region();
     const ImageRegion& dx = dxr.region();
+    std::shared_ptr<const Binding> binding;
+    if (onednn(cpu, p, binding)) {
+      binding->set(kX, readable(cpu, x, overlap(dx, x), kFirstSlot));
+      binding->set(kDy, readable(cpu, dy, overlap(dx, dy), kFirstSlot + 1));
+      binding->set(kDx, dxr.data());
+      if (const size_t bytes = binding->built->workspace_bytes) {
+        binding->set(kWorkspace, cpu.scratch(kWorkspaceSlot, bytes));
+        binding->set(kTrainingResult, cpu.scratch(kTrainingSlot, bytes_));
+      }
+      binding->execute(cpu);
+      cpu.stream().wait();
+      return dxr.store();
+    }
     const int64_t channels = d_.channels;
     // Pass 1, per element o of the written region: direct = dy(o) T(o)^-beta
     // and spread = dy(o) x(o) T(o)^(-beta-1).
@@ -182,13 +298,118 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
  private:
   size_t bytes() const { return bytes_; }
 
+  // The oneDNN primitives for `p` (built on the first use of a parameter
+  // set) and the memory objects of `cpu` for them; false where the loops run. The lock
+  // guards queues that share the kernel.
+  bool onednn(CpuContext& cpu, const SpatialNormalizationParameters& p,
+              std::shared_ptr<const Binding>& binding) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!onednn_) return false;
+    std::shared_ptr<const Built> built;
+    for (const auto& b : built_)
+      if (b->p.alpha == p.alpha && b->p.beta == p.beta && b->p.delta == p.delta) built = b;
+    if (!built) {
+      built = build(p);
+      keep(built_, next_built_, built);
+    }
+    if (!built->primitive) return false;
+    for (const auto& b : bindings_)
+      if (b->context == &cpu && b->built == built) binding = b;
+    if (binding) return true;
+    auto b = std::make_shared<Binding>();
+    b->context = &cpu;
+    b->built = built;
+    for (int i = 0; i < (d_.gradient ? 3 : 2); ++i) b->memory[i] = dnnl::memory(descs_[i], engine_, nullptr);
+    if (!d_.gradient) {
+      b->count = 2;
+      b->arguments[0] = {DNNL_ARG_SRC, b->memory[kX].get()};
+      b->arguments[1] = {DNNL_ARG_DST, b->memory[kY].get()};
+    } else {
+      b->count = 3;
+      b->arguments[0] = {DNNL_ARG_SRC, b->memory[kX].get()};
+      b->arguments[1] = {DNNL_ARG_DIFF_DST, b->memory[kDy].get()};
+      b->arguments[2] = {DNNL_ARG_DIFF_SRC, b->memory[kDx].get()};
+      if (built->workspace_bytes > 0) {
+        b->memory[kWorkspace] = dnnl::memory(built->workspace_desc, engine_, nullptr);
+        b->memory[kTrainingResult] = dnnl::memory(dense_desc(), engine_, nullptr);
+        b->arguments[b->count++] = {DNNL_ARG_WORKSPACE, b->memory[kWorkspace].get()};
+        b->training_arguments[0] = {DNNL_ARG_SRC, b->memory[kX].get()};
+        b->training_arguments[1] = {DNNL_ARG_DST, b->memory[kTrainingResult].get()};
+        b->training_arguments[2] = {DNNL_ARG_WORKSPACE, b->memory[kWorkspace].get()};
+      }
+    }
+    binding = b;
+    keep(bindings_, next_binding_, binding);
+    return true;
+  }
+
+  // Built with no primitive (the loops, for this parameter set) where
+  // oneDNN refuses the configuration or would run its reference kernel:
+  // that recomputes every neighbour's T in the backward pass (k^4 work per
+  // element) and measured several times slower than the loops here.
+  std::shared_ptr<const Built> build(const SpatialNormalizationParameters& p) const {
+    auto b = std::make_shared<Built>();
+    b->p = p;
+    const auto reference = [](const auto& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; };
+    try {
+      const auto algorithm = dnnl::algorithm::lrn_within_channel;
+      const dnnl::memory::dim size = d_.kernel_size;
+      if (!d_.gradient) {
+        const dnnl::lrn_forward::primitive_desc pd(engine_, dnnl::prop_kind::forward_inference, algorithm,
+                                                   descs_[kX], descs_[kY], size, p.alpha, p.beta, p.delta);
+        if (!reference(pd)) b->primitive = dnnl::lrn_forward(pd);
+      } else {
+        // The backward pass reads the forward pass's workspace where it has
+        // one (the jit kernels): the gradient runs the forward pass into
+        // scratch first.
+        const dnnl::lrn_forward::primitive_desc hint(engine_, dnnl::prop_kind::forward_training, algorithm,
+                                                     descs_[kX], dense_desc(), size, p.alpha, p.beta, p.delta);
+        const dnnl::lrn_backward::primitive_desc pd(engine_, algorithm, descs_[kDx], descs_[kDy], descs_[kX], size,
+                                                    p.alpha, p.beta, p.delta, hint);
+        if (!reference(hint) && !reference(pd)) {
+          b->workspace_desc = hint.workspace_desc();
+          b->workspace_bytes = b->workspace_desc.get_size();
+          if (b->workspace_bytes > 0) b->training = dnnl::lrn_forward(hint);
+          b->primitive = dnnl::lrn_backward(pd);
+        }
+      }
+    } catch (const dnnl::error&) {  // a configuration oneDNN does not take: the loops
+      b->primitive = dnnl::primitive();
+    }
+    return b;
+  }
+
+  // Dense NHWC float32 of the region's extents.
+  dnnl::memory::desc dense_desc() const {
+    return dnnl::memory::desc({d_.images, d_.channels, d_.height, d_.width}, dnnl::memory::data_type::f32,
+                              {d_.height * d_.width * d_.channels, 1, d_.width * d_.channels, d_.channels});
+  }
+
+  // oneDNN descriptor of a region of the descriptor's extents in `image`, as
+  // Float32Region presents it: the image's own strides for float32, dense
+  // NHWC otherwise.
+  dnnl::memory::desc region_desc(const CpuBackend& backend, const ImageDescriptor& image) const {
+    const ImageLayout s = image.channel_format == DataType::Float32
+                              ? backend.image_layout(image)
+                              : ImageLayout{d_.height * d_.width * d_.channels, 1, d_.width * d_.channels, d_.channels};
+    return dnnl::memory::desc({d_.images, d_.channels, d_.height, d_.width}, dnnl::memory::data_type::f32,
+                              {s.n, s.c, s.h, s.w});
+  }
+
   SpatialNormalizationDescriptor d_;
   size_t bytes_;
+  dnnl::engine engine_;
+  mutable bool onednn_ = false;
+  dnnl::memory::desc descs_[3];
+  mutable std::mutex mutex_;
+  mutable std::vector<std::shared_ptr<const Built>> built_;
+  mutable std::vector<std::shared_ptr<const Binding>> bindings_;
+  mutable size_t next_built_ = 0, next_binding_ = 0;
 };
 
 std::unique_ptr<SpatialNormalizationPrimitive> make_spatial_normalization(
-    Backend&, const SpatialNormalizationDescriptor& descriptor) {
-  return std::make_unique<CpuSpatialNormalization>(descriptor);
+    Backend& backend, const SpatialNormalizationDescriptor& descriptor) {
+  return std::make_unique<CpuSpatialNormalization>(static_cast<CpuBackend&>(backend), descriptor);
 }
 
 const RegisterPrimitive<SpatialNormalizationPrimitive> registered("cpu", make_spatial_normalization);
