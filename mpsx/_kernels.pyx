@@ -654,3 +654,12 @@ include "kernels/cross_channel_normalization.pxi"
 include "kernels/spatial_normalization.pxi"
 include "kernels/group_normalization.pxi"
 include "kernels/instance_normalization.pxi"
+
+# ---------------------------------------------------------------- the graph
+
+include "graph/graph.pxi"
+include "graph/neuron.pxi"
+include "graph/pooling.pxi"
+include "graph/convolution.pxi"
+include "graph/loss.pxi"
+include "graph/arithmetic.pxi"

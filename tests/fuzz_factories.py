@@ -738,3 +738,91 @@ destination_gradient = mpsx.Image.from_numpy(dev, np.zeros((2, 4, 5, 3), np.floa
 
 FACTORIES.update(_group_normalization("Instance"))
 FACTORIES.update(_group_normalization("Group"))
+
+
+# NNGraph and its nodes: a small training model (conv, relu, max pool, fully
+# connected, softmax cross entropy) whose weights train on the device.
+GRAPH_MODEL = """
+class Handle:
+    def __init__(self, label):
+        self.label = label
+
+handle = Handle("images")
+source = mpsx.NNImageNode(handle)
+sgd = mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1)
+weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 2, 4), np.full((4, 3, 3, 2), 0.1, np.float32),
+                                  np.zeros(4, np.float32), optimizer=sgd)
+conv = mpsx.CNNConvolutionNode(source, weights)
+descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+relu = mpsx.CNNNeuronNode(conv.result_image, descriptor)
+pool = mpsx.CNNPoolingMaxNode(relu.result_image, 2)
+fc_weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 4, 3), np.full((3, 3, 3, 4), 0.1, np.float32),
+                                     np.zeros(3, np.float32), optimizer=sgd)
+fc = mpsx.CNNFullyConnectedNode(pool.result_image, fc_weights)
+loss_descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor)
+loss.input_labels.handle = Handle("labels")
+gradient_image = source_gradient = mpsx.NNImageNode()
+gradient_images = [gradient_image]
+left_source = conv.result_image
+right_source = relu.result_image
+filter_size = 2
+stride = 2
+kernel_width = kernel_height = stride_in_pixels_x = stride_in_pixels_y = 2
+"""
+
+
+def graph_node(make, extra=""):
+    return GRAPH_MODEL + extra + f"\nobj = value = {make}\n"
+
+
+def graph_gradient_node(forward):
+    return GRAPH_MODEL + f"""
+obj = value = {forward}.gradient_filter_with_source(gradient_image)
+source_image = {forward}.source_images[0]
+gradient_state = convolution_gradient_state = {forward}.result_state
+"""
+
+
+GRAPH = GRAPH_MODEL + """
+result_image = loss.training_graph()[0].result_image
+result_image.synchronize_resource = True
+result_image_is_needed = True
+labels = np.zeros((2, 3, 1, 1), np.float32)
+labels[:, 0] = 1
+source_images = [mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 2, 6, 6)).astype(np.float32))]
+source_states = [mpsx.CNNLossLabels(dev, labels)]
+obj = mpsx.NNGraph(dev, result_image, result_image_is_needed)
+"""
+
+FACTORIES.update({
+    "NNImageNode": [GRAPH_MODEL + "\nobj = value = relu.result_image\n", "\nobj = value = mpsx.NNImageNode()\n"],
+    "NNGradientStateNode": [graph_node("relu.result_state")],
+    "CNNConvolutionGradientStateNode": [graph_node("conv.result_state")],
+    "NNLabelsNode": [graph_node("loss.input_labels")],
+    "CNNNeuronNode": [graph_node("relu")],
+    "CNNNeuronGradientNode": [graph_gradient_node("relu")],
+    "CNNPoolingMaxNode": [graph_node("pool")],
+    "CNNPoolingAverageNode": [graph_node("mpsx.CNNPoolingAverageNode(relu.result_image, 2)")],
+    "CNNPoolingL2NormNode": [graph_node("mpsx.CNNPoolingL2NormNode(relu.result_image, 2)")],
+    "CNNDilatedPoolingMaxNode": [graph_node("mpsx.CNNDilatedPoolingMaxNode(relu.result_image, 2, 1, 2)",
+                                            "\ndilation_rate = 2\n")],
+    "CNNPoolingMaxGradientNode": [graph_gradient_node("pool")],
+    "CNNPoolingAverageGradientNode": [graph_gradient_node("mpsx.CNNPoolingAverageNode(relu.result_image, 2)")],
+    "CNNPoolingL2NormGradientNode": [graph_gradient_node("mpsx.CNNPoolingL2NormNode(relu.result_image, 2)")],
+    "CNNDilatedPoolingMaxGradientNode": [graph_gradient_node("mpsx.CNNDilatedPoolingMaxNode(relu.result_image, 2, 1, 2)")],
+    "CNNConvolutionNode": [graph_node("conv")],
+    "CNNFullyConnectedNode": [graph_node("fc")],
+    "CNNConvolutionGradientNode": [graph_gradient_node("conv")],
+    "CNNFullyConnectedGradientNode": [graph_gradient_node("fc")],
+    "CNNLossNode": [graph_node("loss")],
+    "NNAdditionNode": [graph_node("mpsx.NNAdditionNode(left_source, right_source)")],
+    "NNGraph": [GRAPH],
+})
+FACTORIES.update({
+    "NNStateNode": FACTORIES["NNGradientStateNode"],
+    "NNFilterNode": FACTORIES["CNNNeuronNode"],
+    "NNGradientFilterNode": FACTORIES["CNNNeuronGradientNode"],
+    "CNNPoolingNode": FACTORIES["CNNPoolingMaxNode"],
+    "CNNPoolingGradientNode": FACTORIES["CNNPoolingMaxGradientNode"],
+})

@@ -460,17 +460,21 @@ std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::current_weight
 }
 
 void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffer,
-                                                    const std::shared_ptr<ConvolutionGradientState>& gradient_state) {
+                                                    const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                                                    bool on_command_buffer) {
   check_command_buffer(command_buffer);
   if (!gradient_state) fail<TypeMismatchError>(class_name(), ": expected a gradient state, given None");
   check_state(*gradient_state);
   if (!gradient_state->encoded || !gradient_state->weights)
     fail<StateError>(class_name(), ": the gradient state was not produced by a forward encode");
+  if (!on_command_buffer && !data_source_->supports_update())
+    fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's update, which it does not "
+                                          "implement");
   // The weights the forward pass used, which the gradients belong to.
   auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
   auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
   encode_update(
-      command_buffer, class_name(), "update", data_source_->supports_update_on_command_buffer(),
+      command_buffer, class_name(), "update", on_command_buffer && data_source_->supports_update_on_command_buffer(),
       data_source_->supports_update(), *gradient_state,
       [&] { return data_source_->update_on_command_buffer(command_buffer, gradient_state, used); },
       [&](const ConvolutionWeightsAndBiasesState& updated) { reload_weights_and_biases(command_buffer, updated); },

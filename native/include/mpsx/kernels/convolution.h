@@ -273,8 +273,11 @@ class CNNConvolution : public UnaryKernel {
   // update is called once the command buffer has completed, with the
   // synchronized gradients, and the kernel then reloads from it. An update
   // that throws fails the command buffer and leaves the weights as they were.
+  // Without `on_command_buffer` (the graph's training style Cpu) the host
+  // update runs even where the data source has the other.
   void encode_weights_and_bias_update(CommandBuffer& command_buffer,
-                                      const std::shared_ptr<ConvolutionGradientState>& gradient_state);
+                                      const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                                      bool on_command_buffer = true);
 
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;

@@ -1,0 +1,172 @@
+# MPSCNNPooling{Max,Average,L2Norm}Node, MPSCNNDilatedPoolingMaxNode and their
+# gradient nodes (native/include/mpsx/graph/pooling.h). The nodes clamp at
+# the edges, as MPS's pooling nodes do.
+
+from mpsx.includes.graph.pooling cimport CCNNPoolingGradientNode, CCNNPoolingNode, PoolingNodeWindow
+from mpsx.includes.kernels.pooling cimport PoolingKind as CPoolingKind
+
+__all__ += ["CNNPoolingNode", "CNNPoolingMaxNode", "CNNPoolingAverageNode", "CNNPoolingL2NormNode",
+            "CNNDilatedPoolingMaxNode", "CNNPoolingGradientNode", "CNNPoolingMaxGradientNode",
+            "CNNPoolingAverageGradientNode", "CNNPoolingL2NormGradientNode", "CNNDilatedPoolingMaxGradientNode"]
+
+
+cdef PoolingNodeWindow _pooling_node_window(int kind, kernel_width, kernel_height, stride_x, stride_y,
+                                            dilation_x=1, dilation_y=1) except *:
+    cdef PoolingNodeWindow w
+    w.kind = <CPoolingKind>kind
+    w.kernel_width = integer_argument(kernel_width, "kernel_width")
+    w.kernel_height = integer_argument(kernel_height, "kernel_height")
+    w.stride_x = integer_argument(stride_x, "stride_in_pixels_x")
+    w.stride_y = integer_argument(stride_y, "stride_in_pixels_y")
+    w.dilation_x = integer_argument(dilation_x, "dilation_rate_x")
+    w.dilation_y = integer_argument(dilation_y, "dilation_rate_y")
+    return w
+
+
+cdef class CNNPoolingNode(NNFilterNode):
+    """MPSCNNPoolingNode: the base of the pooling nodes."""
+    _kind = -1
+
+    def __init__(self, source, filter_size=None, stride=None, *, kernel_width=None, kernel_height=None,
+                 stride_in_pixels_x=None, stride_in_pixels_y=None):
+        """(source, filter_size, stride=filter_size), or (source, kernel_width=, kernel_height=,
+        stride_in_pixels_x=, stride_in_pixels_y=)."""
+        if type(self)._kind < 0:
+            raise TypeError("CNNPoolingNode is abstract; make a CNNPoolingMaxNode, ...AverageNode or ...L2NormNode")
+        kw, kh, sx, sy = _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_in_pixels_x,
+                                        stride_in_pixels_y)
+        self._make(source, _pooling_node_window(type(self)._kind, kw, kh, sx, sy))
+
+    cdef _make(self, source, PoolingNodeWindow window):
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNPoolingNode](_image_node_argument(source, "source").c, window)
+
+    cdef const PoolingNodeWindow* window(self) except NULL:
+        return &(<CCNNPoolingNode*>self.native()).window()
+
+    @property
+    def kernel_width(self):
+        return self.window().kernel_width
+
+    @property
+    def kernel_height(self):
+        return self.window().kernel_height
+
+    @property
+    def stride_in_pixels_x(self):
+        return self.window().stride_x
+
+    @property
+    def stride_in_pixels_y(self):
+        return self.window().stride_y
+
+
+def _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_x, stride_y):
+    if filter_size is not None:
+        if kernel_width is not None or kernel_height is not None:
+            raise TypeError("give filter_size or kernel_width/kernel_height, not both")
+        stride = filter_size if stride is None else stride
+        return filter_size, filter_size, stride, stride
+    if kernel_width is None or kernel_height is None:
+        raise TypeError("expected filter_size, or kernel_width and kernel_height")
+    return (kernel_width, kernel_height, kernel_width if stride_x is None else stride_x,
+            kernel_height if stride_y is None else stride_y)
+
+
+cdef class CNNPoolingMaxNode(CNNPoolingNode):
+    """MPSCNNPoolingMaxNode."""
+    _kind = 0
+
+
+cdef class CNNPoolingAverageNode(CNNPoolingNode):
+    """MPSCNNPoolingAverageNode."""
+    _kind = 1
+
+
+cdef class CNNPoolingL2NormNode(CNNPoolingNode):
+    """MPSCNNPoolingL2NormNode."""
+    _kind = 2
+
+
+cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
+    """MPSCNNDilatedPoolingMaxNode(source, filter_size, stride, dilation_rate), or keywords with
+    dilation_rate_x / dilation_rate_y."""
+    _kind = 3
+
+    def __init__(self, source, filter_size=None, stride=None, dilation_rate=None, *, kernel_width=None,
+                 kernel_height=None, stride_in_pixels_x=None, stride_in_pixels_y=None, dilation_rate_x=None,
+                 dilation_rate_y=None):
+        sizes = _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_in_pixels_x,
+                               stride_in_pixels_y)
+        dx = dilation_rate if dilation_rate_x is None else dilation_rate_x
+        dy = dilation_rate if dilation_rate_y is None else dilation_rate_y
+        kw, kh, sx, sy = sizes
+        self._make(source, _pooling_node_window(3, kw, kh, sx, sy, 1 if dx is None else dx, 1 if dy is None else dy))
+
+    @property
+    def dilation_rate_x(self):
+        return self.window().dilation_x
+
+    @property
+    def dilation_rate_y(self):
+        return self.window().dilation_y
+
+
+cdef class CNNPoolingGradientNode(NNGradientFilterNode):
+    """MPSCNNPoolingGradientNode(source_gradient, source_image, gradient_state, kernel_width, kernel_height,
+    stride_in_pixels_x, stride_in_pixels_y, padding_policy=None): the base of the pooling gradient nodes."""
+    _kind = -1
+
+    def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_width,
+                 kernel_height, stride_in_pixels_x, stride_in_pixels_y, padding_policy=None, *, dilation_rate_x=1,
+                 dilation_rate_y=1):
+        if type(self)._kind < 0:
+            raise TypeError("CNNPoolingGradientNode is abstract; make a CNNPoolingMaxGradientNode, ...")
+        cdef PoolingNodeWindow w = _pooling_node_window(type(self)._kind, kernel_width, kernel_height,
+                                                        stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x,
+                                                        dilation_rate_y)
+        cdef int64_t policy = int(NNPaddingMethod.SIZE_SAME) if padding_policy is None else \
+            integer_argument(padding_policy, "padding_policy")
+        if not 0 <= policy <= 0xFFFFFFFF:
+            raise ValueError(f"padding_policy must be an NNPaddingMethod (a 32-bit unsigned int), given {policy}")
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNPoolingGradientNode](
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, gradient_state.c, w, <uint32_t>policy)
+
+    cdef const PoolingNodeWindow* window(self) except NULL:
+        return &(<CCNNPoolingGradientNode*>self.native()).window()
+
+    @property
+    def kernel_width(self):
+        return self.window().kernel_width
+
+    @property
+    def kernel_height(self):
+        return self.window().kernel_height
+
+    @property
+    def stride_in_pixels_x(self):
+        return self.window().stride_x
+
+    @property
+    def stride_in_pixels_y(self):
+        return self.window().stride_y
+
+
+cdef class CNNPoolingMaxGradientNode(CNNPoolingGradientNode):
+    """MPSCNNPoolingMaxGradientNode."""
+    _kind = 0
+
+
+cdef class CNNPoolingAverageGradientNode(CNNPoolingGradientNode):
+    """MPSCNNPoolingAverageGradientNode."""
+    _kind = 1
+
+
+cdef class CNNPoolingL2NormGradientNode(CNNPoolingGradientNode):
+    """MPSCNNPoolingL2NormGradientNode."""
+    _kind = 2
+
+
+cdef class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
+    """MPSCNNDilatedPoolingMaxGradientNode."""
+    _kind = 3

@@ -1,0 +1,82 @@
+# cdef extern declarations of native/include/mpsx/graph.h
+from mpsx.includes.errors cimport raise_py_error
+from libc.stdint cimport uint8_t, uint32_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+from mpsx.includes.image cimport CImage
+from mpsx.includes.state cimport CState
+
+cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
+    cdef cppclass CFilterNode "mpsx::FilterNode"
+
+    cdef cppclass CImageNode "mpsx::ImageNode":
+        CImageNode(shared_ptr[void] handle)
+        shared_ptr[void] handle
+        bool export_from_graph
+        bool synchronize_resource
+        bool stop_gradient
+        shared_ptr[CFilterNode] producer()
+
+    cdef enum class StateNodeKind "mpsx::StateNodeKind"(uint8_t):
+        Gradient "mpsx::StateNodeKind::Gradient"
+        ConvolutionGradient "mpsx::StateNodeKind::ConvolutionGradient"
+        BinaryGradient "mpsx::StateNodeKind::BinaryGradient"
+        Labels "mpsx::StateNodeKind::Labels"
+
+    cdef cppclass CStateNode "mpsx::StateNode":
+        CStateNode(StateNodeKind kind, shared_ptr[void] handle)
+        shared_ptr[void] handle
+        bool export_from_graph
+        bool synchronize_resource
+        StateNodeKind kind()
+        const char* class_name()
+        shared_ptr[CFilterNode] producer()
+
+    cdef enum class TrainingStyle "mpsx::TrainingStyle"(uint8_t):
+        pass
+
+    cdef cppclass CFilterNode "mpsx::FilterNode":
+        const char* class_name()
+        vector[shared_ptr[CImageNode]] sources()
+        vector[shared_ptr[CStateNode]] source_states()
+        shared_ptr[CImageNode] result_image() except +raise_py_error
+        vector[shared_ptr[CStateNode]] result_states() except +raise_py_error
+        string label
+        uint32_t padding_policy
+        bool is_gradient()
+        bool is_trainable()
+        TrainingStyle training_style
+        vector[shared_ptr[CFilterNode]] gradient_filters(const vector[shared_ptr[CImageNode]]& gradients) except +raise_py_error
+
+    cdef cppclass CGraphEncoded "mpsx::NNGraph::Encoded":
+        shared_ptr[CImage] result
+        vector[shared_ptr[CImage]] intermediate_images
+        vector[shared_ptr[CState]] result_states
+
+    cdef cppclass CNNGraph "mpsx::NNGraph":
+        CNNGraph(shared_ptr[CDevice] device, vector[shared_ptr[CImageNode]] results,
+                 vector[bool] results_are_needed) except +raise_py_error
+        const shared_ptr[CDevice]& device()
+        vector[shared_ptr[CImageNode]] source_images()
+        vector[shared_ptr[CStateNode]] source_states()
+        vector[shared_ptr[CImageNode]] intermediate_images()
+        vector[shared_ptr[CStateNode]] result_states()
+        const shared_ptr[CImageNode]& result()
+        bool result_image_is_needed()
+        size_t step_count()
+        CGraphEncoded encode(CCommandBuffer& command_buffer, const vector[shared_ptr[CImage]]& source_images,
+                             const vector[shared_ptr[CState]]& source_states) except +raise_py_error
+        void reload_from_data_sources() except +raise_py_error
+
+cdef extern from "_graph.h" namespace "mpsx::python":
+    ctypedef object (*WrapFilterNode)(const shared_ptr[CFilterNode]&)
+    ctypedef object (*WrapImageNode)(const shared_ptr[CImageNode]&)
+    vector[shared_ptr[CFilterNode]] python_training_graph(const shared_ptr[CFilterNode]& last,
+                                                          shared_ptr[CImageNode] source_gradient, object handler,
+                                                          WrapFilterNode wrap_filter,
+                                                          WrapImageNode wrap_image) except +raise_py_error

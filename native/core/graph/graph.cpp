@@ -1,0 +1,393 @@
+#include "mpsx/graph.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
+#include "mpsx/errors.h"
+#include "mpsx/graph/arithmetic.h"
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+constexpr size_t kNoSlot = SIZE_MAX;
+
+const char* StateNode::class_name() const {
+  switch (kind_) {
+    case StateNodeKind::Gradient: return "MPSNNGradientStateNode";
+    case StateNodeKind::ConvolutionGradient: return "MPSCNNConvolutionGradientStateNode";
+    case StateNodeKind::BinaryGradient: return "MPSNNBinaryGradientStateNode";
+    case StateNodeKind::Labels: return "MPSNNLabelsNode";
+  }
+  return "MPSNNStateNode";
+}
+
+// ---------------------------------------------------------------- filter nodes
+
+FilterNode::FilterNode(std::vector<std::shared_ptr<ImageNode>> sources,
+                       std::vector<std::shared_ptr<StateNode>> source_states, uint32_t default_padding)
+    : padding_policy(default_padding), sources_(std::move(sources)), source_states_(std::move(source_states)) {
+  result_image_.producer_ = this;
+  for (const auto& s : sources_)
+    if (!s) fail<TypeMismatchError>("a filter node: expected an NNImageNode source, given None");
+  for (const auto& s : source_states_)
+    if (!s) fail<TypeMismatchError>("a filter node: expected an NNStateNode, given None");
+}
+
+std::shared_ptr<FilterNode> ImageNode::producer() const {
+  return producer_ ? producer_->shared_from_this() : nullptr;
+}
+
+std::shared_ptr<FilterNode> StateNode::producer() const {
+  return producer_ ? producer_->shared_from_this() : nullptr;
+}
+
+std::shared_ptr<ImageNode> FilterNode::result_image() {
+  return std::shared_ptr<ImageNode>(shared_from_this(), &result_image_);
+}
+
+std::vector<std::shared_ptr<StateNode>> FilterNode::result_states() {
+  if (!result_states_made_) {
+    for (StateNodeKind kind : result_state_kinds()) result_states_.emplace_back(kind).producer_ = this;
+    result_states_made_ = true;
+  }
+  std::vector<std::shared_ptr<StateNode>> states;
+  for (StateNode& state : result_states_) states.emplace_back(shared_from_this(), &state);
+  return states;
+}
+
+std::vector<std::shared_ptr<FilterNode>> FilterNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>&) {
+  fail<TypeMismatchError>(class_name(), " has no gradient filter");
+}
+
+std::vector<std::shared_ptr<FilterNode>> FilterNode::gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  if (is_gradient())
+    fail<TypeMismatchError>(class_name(), ": a gradient filter makes no gradient filters (no gradients of gradients)");
+  if (gradient_images.empty())
+    fail<ArgumentError>(class_name(), ": expected the gradient image of the result, given none");
+  for (const auto& g : gradient_images)
+    if (!g) fail<TypeMismatchError>(class_name(), ": expected an NNImageNode gradient, given None");
+  auto made = make_gradient_filters(gradient_images);
+  for (const auto& filter : made) filter->training_style = training_style;
+  return made;
+}
+
+std::shared_ptr<FilterNode> FilterNode::gradient_filter(const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  auto filters = gradient_filters(gradient_images);
+  return filters.front();
+}
+
+// ---------------------------------------------------------------- training graph
+
+namespace {
+
+// Filters reachable backwards from `last` through source images, producers
+// first (a post-order).
+std::vector<std::shared_ptr<FilterNode>> upstream(const std::shared_ptr<FilterNode>& last, bool through_states) {
+  std::vector<std::shared_ptr<FilterNode>> order;
+  std::unordered_set<const FilterNode*> seen, open;
+  // Iterative depth-first search, so deep graphs do not exhaust the stack.
+  struct Frame {
+    std::shared_ptr<FilterNode> filter;
+    size_t next = 0;
+  };
+  std::vector<Frame> stack{{last, 0}};
+  seen.insert(last.get());
+  open.insert(last.get());
+  while (!stack.empty()) {
+    Frame& frame = stack.back();
+    const FilterNode& f = *frame.filter;
+    const size_t images = f.sources().size();
+    const size_t inputs = images + (through_states ? f.source_states().size() : 0);
+    if (frame.next < inputs) {
+      const size_t i = frame.next++;
+      std::shared_ptr<FilterNode> producer =
+          i < images ? f.sources()[i]->producer() : f.source_states()[i - images]->producer();
+      if (!producer) continue;
+      if (open.count(producer.get()))
+        fail<ArgumentError>(f.class_name(), ": the graph has a cycle through ", producer->class_name());
+      if (!seen.insert(producer.get()).second) continue;
+      open.insert(producer.get());
+      stack.push_back({std::move(producer), 0});
+      continue;
+    }
+    open.erase(frame.filter.get());
+    order.push_back(std::move(frame.filter));
+    stack.pop_back();
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<FilterNode>> training_graph(const std::shared_ptr<FilterNode>& last,
+                                                        std::shared_ptr<ImageNode> source_gradient,
+                                                        const TrainingNodeHandler& handler) {
+  if (!last) fail<TypeMismatchError>("training_graph: expected a filter node, given None");
+  if (last->is_gradient())
+    fail<TypeMismatchError>(last->class_name(), ": training_graph starts at the last inference filter, given a "
+                                                "gradient filter");
+  const std::vector<std::shared_ptr<FilterNode>> forward = upstream(last, false);
+  // The gradient of each image so far, summed as they arrive.
+  std::unordered_map<const ImageNode*, std::shared_ptr<ImageNode>> gradients;
+  std::vector<std::shared_ptr<FilterNode>> termini;
+  std::unordered_set<const FilterNode*> consumed;  // gradient filters whose result feeds another
+  std::vector<std::shared_ptr<FilterNode>> made;
+
+  auto add_gradient = [&](const std::shared_ptr<ImageNode>& image, std::shared_ptr<ImageNode> gradient,
+                          const std::shared_ptr<FilterNode>& inference) {
+    auto& sum = gradients[image.get()];
+    if (!sum) {
+      sum = std::move(gradient);
+    } else {  // an image read by several filters: its gradients add up
+      auto addition = make_addition_node(sum, gradient);
+      addition->training_style = inference->training_style;
+      for (const auto& g : {sum, gradient})
+        if (auto p = g->producer()) consumed.insert(p.get());
+      made.push_back(addition);
+      if (handler) handler(addition, inference, image, sum);
+      sum = addition->result_image();
+    }
+  };
+
+  // `last` itself: its result's gradient is given, or is its result (a loss
+  // node's result is its gradient).
+  std::shared_ptr<ImageNode> first = source_gradient ? std::move(source_gradient) : last->result_image();
+  gradients[last->result_image().get()] = first;
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    const std::shared_ptr<FilterNode>& f = *it;
+    auto found = gradients.find(f->result_image().get());
+    std::shared_ptr<ImageNode> gradient = found == gradients.end() ? nullptr : found->second;
+    if (!gradient) continue;  // nothing downstream asked for this filter's gradient
+    if (f == last && !source_gradient && f->result_is_gradient()) {
+      // The loss: its result is the gradient of its source.
+      add_gradient(f->sources().front(), gradient, f);
+      continue;
+    }
+    if (auto p = gradient->producer()) consumed.insert(p.get());
+    std::vector<std::shared_ptr<FilterNode>> filters = f->gradient_filters({gradient});
+    for (size_t i = 0; i < filters.size(); ++i) {
+      const std::shared_ptr<FilterNode>& g = filters[i];
+      const std::shared_ptr<ImageNode>& source = f->sources()[std::min(i, f->sources().size() - 1)];
+      made.push_back(g);
+      if (handler) {
+        handler(g, f, source, gradient);
+      } else {
+        g->result_image()->handle = source->handle;
+      }
+      if (!source->stop_gradient && source->producer()) add_gradient(source, g->result_image(), f);
+    }
+  }
+  for (const auto& g : made)
+    if (!consumed.count(g.get())) termini.push_back(g);
+  return termini;
+}
+
+// ---------------------------------------------------------------- NNGraph
+
+namespace {
+
+class UnaryStep final : public GraphStep {
+ public:
+  UnaryStep(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots)
+      : kernel_(std::move(kernel)),
+        source_(slots.sources.at(0)),
+        result_(slots.result),
+        state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]) {}
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    UnaryKernel::Encoded r = kernel_->encode(command_buffer, values.images[source_], nullptr, nullptr, state_ != kNoSlot);
+    values.images[result_] = std::move(r.image);
+    if (state_ != kNoSlot) values.states[state_] = std::move(r.state);
+  }
+
+ private:
+  std::shared_ptr<UnaryKernel> kernel_;
+  size_t source_, result_, state_;
+};
+
+class GradientStep final : public GraphStep {
+ public:
+  GradientStep(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots)
+      : kernel_(std::move(kernel)),
+        gradient_(slots.sources.at(0)),
+        source_(slots.sources.at(1)),
+        state_(slots.source_states.at(0)),
+        result_(slots.result) {}
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    values.images[result_] =
+        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], values.states[state_], nullptr);
+  }
+
+ private:
+  std::shared_ptr<GradientKernel> kernel_;
+  size_t gradient_, source_, state_, result_;
+};
+
+}  // namespace
+
+std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots) {
+  return std::make_unique<UnaryStep>(std::move(kernel), slots);
+}
+
+std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots) {
+  return std::make_unique<GradientStep>(std::move(kernel), slots);
+}
+
+NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<ImageNode>> results,
+                 std::vector<bool> results_are_needed)
+    : device_(std::move(device)), results_(std::move(results)), results_needed_(std::move(results_are_needed)) {
+  if (!device_) fail<TypeMismatchError>("NNGraph: expected a Device, given None");
+  if (results_.empty()) fail<ArgumentError>("NNGraph: expected at least one result image, given none");
+  if (results_needed_.size() != results_.size())
+    fail<ArgumentError>("NNGraph: expected one results_are_needed flag per result image (", results_.size(),
+                        "), given ", results_needed_.size());
+  for (const auto& r : results_) {
+    if (!r) fail<TypeMismatchError>("NNGraph: expected NNImageNode results, given None");
+    if (!r->producer()) fail<ArgumentError>("NNGraph: a result image is a source image: no filter writes it");
+  }
+  // Every filter the results reach, producers first; then the required
+  // ones: those writing a needed result and those updating weights, with
+  // every filter they read from.
+  std::vector<std::shared_ptr<FilterNode>> all;
+  std::unordered_set<const FilterNode*> listed;
+  for (const auto& r : results_)
+    for (auto& f : upstream(r->producer(), true))
+      if (listed.insert(f.get()).second) all.push_back(std::move(f));
+  std::unordered_set<const FilterNode*> required;
+  std::vector<const FilterNode*> pending;
+  for (size_t i = 0; i < results_.size(); ++i)
+    if (results_needed_[i]) pending.push_back(results_[i]->producer().get());
+  for (const auto& f : all)
+    if (f->is_gradient() && f->updates_weights()) pending.push_back(f.get());
+  while (!pending.empty()) {
+    const FilterNode* f = pending.back();
+    pending.pop_back();
+    if (!required.insert(f).second) continue;
+    for (const auto& s : f->sources())
+      if (s->producer()) pending.push_back(s->producer().get());
+    for (const auto& s : f->source_states())
+      if (s->producer()) pending.push_back(s->producer().get());
+  }
+  for (const auto& f : all)
+    if (required.count(f.get())) filters_.push_back(f);
+  if (filters_.empty())
+    fail<ArgumentError>("NNGraph: nothing to encode: no result is needed and no gradient filter updates weights");
+
+  // Slots: every image and state node the required filters read or write.
+  std::unordered_map<const ImageNode*, size_t> image_slots;
+  std::unordered_map<const StateNode*, size_t> state_slots;
+  std::unordered_set<const StateNode*> read_states;
+  auto image_slot = [&](const std::shared_ptr<ImageNode>& node) {
+    auto [it, added] = image_slots.emplace(node.get(), image_slots.size());
+    if (added && !(node->producer() && required.count(node->producer().get()))) {
+      source_images_.push_back(node);
+      source_image_slots_.push_back(it->second);
+    }
+    return it->second;
+  };
+  auto state_slot = [&](const std::shared_ptr<StateNode>& node) {
+    auto [it, added] = state_slots.emplace(node.get(), state_slots.size());
+    if (added && !(node->producer() && required.count(node->producer().get()))) {
+      source_states_.push_back(node);
+      source_state_slots_.push_back(it->second);
+    }
+    return it->second;
+  };
+  for (const auto& f : filters_)
+    for (const auto& s : f->source_states()) read_states.insert(s.get());
+  std::vector<StepSlots> slots(filters_.size());
+  for (size_t i = 0; i < filters_.size(); ++i) {
+    const auto& f = filters_[i];
+    StepSlots& s = slots[i];
+    s.device = device_;
+    for (const auto& source : f->sources()) s.sources.push_back(image_slot(source));
+    for (const auto& state : f->source_states()) s.source_states.push_back(state_slot(state));
+  }
+  for (size_t i = 0; i < filters_.size(); ++i) {
+    const auto& f = filters_[i];
+    StepSlots& s = slots[i];
+    s.result = image_slot(f->result_image());
+    for (const auto& state : f->result_states()) {
+      const bool wanted = read_states.count(state.get()) || state->export_from_graph;
+      s.result_states.push_back(wanted ? state_slot(state) : kNoSlot);
+      if (state->export_from_graph) {
+        result_states_.push_back(state);
+        result_state_slots_.push_back(state_slots.at(state.get()));
+      }
+    }
+    std::shared_ptr<ImageNode> result = f->result_image();
+    if (result->synchronize_resource) synchronized_images_.push_back(s.result);
+    for (const auto& state : f->result_states())
+      if (state->synchronize_resource && state_slots.count(state.get()))
+        synchronized_states_.push_back(state_slots.at(state.get()));
+    if (result->export_from_graph && result != results_[0]) {
+      intermediate_images_.push_back(result);
+      intermediate_slots_.push_back(s.result);
+    }
+  }
+  for (size_t i = 1; i < results_.size(); ++i)
+    if (results_needed_[i] && !results_[i]->export_from_graph) {
+      intermediate_images_.push_back(results_[i]);
+      intermediate_slots_.push_back(image_slots.at(results_[i].get()));
+    }
+  result_slot_ = results_needed_[0] ? image_slots.at(results_[0].get()) : kNoSlot;
+  std::unordered_map<const FilterNode*, std::shared_ptr<Kernel>> kernels;
+  for (size_t i = 0; i < filters_.size(); ++i) {
+    slots[i].kernels = &kernels;
+    steps_.push_back(filters_[i]->compile(slots[i]));
+    slots[i].kernels = nullptr;
+  }
+  values_.images.resize(image_slots.size());
+  values_.states.resize(state_slots.size());
+}
+
+NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                                 const std::vector<std::shared_ptr<State>>& source_states) {
+  command_buffer.check_encodable();
+  if (source_images.size() != source_images_.size())
+    fail<ArgumentError>("NNGraph: expected ", source_images_.size(), " source images (source_image_handles), given ",
+                        source_images.size());
+  if (source_states.size() != source_states_.size())
+    fail<ArgumentError>("NNGraph: expected ", source_states_.size(), " source states (source_state_handles), given ",
+                        source_states.size());
+  for (size_t i = 0; i < source_images.size(); ++i) {
+    if (!source_images[i]) fail<TypeMismatchError>("NNGraph: expected source image ", i, ", given None");
+    values_.images[source_image_slots_[i]] = source_images[i];
+  }
+  for (size_t i = 0; i < source_states.size(); ++i) {
+    if (!source_states[i]) fail<TypeMismatchError>("NNGraph: expected source state ", i, ", given None");
+    values_.states[source_state_slots_[i]] = source_states[i];
+  }
+  Encoded encoded;
+  try {
+    for (const auto& step : steps_) step->encode(command_buffer, values_);
+    for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);
+    for (size_t slot : synchronized_states_)
+      if (values_.states[slot]) values_.states[slot]->synchronize(command_buffer);
+    if (result_slot_ != kNoSlot) encoded.result = values_.images[result_slot_];
+    for (size_t slot : intermediate_slots_) encoded.intermediate_images.push_back(values_.images[slot]);
+    for (size_t slot : result_state_slots_) encoded.result_states.push_back(values_.states[slot]);
+  } catch (...) {
+    for (auto& image : values_.images) image.reset();
+    for (auto& state : values_.states) state.reset();
+    throw;
+  }
+  // The graph keeps nothing of an encode: the command buffer holds what it reads.
+  for (auto& image : values_.images) image.reset();
+  for (auto& state : values_.states) state.reset();
+  return encoded;
+}
+
+void NNGraph::reload_from_data_sources() {
+  for (const auto& step : steps_) step->reload_from_data_source();
+}
+
+}  // namespace mpsx

@@ -1,0 +1,242 @@
+// MPSNNGraph and its nodes (MPSNNGraph.h, MPSNNGraphNodes.h): image and
+// state nodes connect filter nodes; a filter node of every family makes its
+// gradient node; training_graph mirrors an inference graph backwards; NNGraph
+// compiles the nodes a set of results needs into steps once and encodes
+// them in one call.
+//
+// Ownership runs backwards, towards the sources, as in MPS: a filter owns its
+// result image and states (a pointer to one shares the filter's ownership),
+// and a filter keeps its sources alive, so that holding the last result
+// image holds the whole graph.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <unordered_map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpsx/image.h"
+#include "mpsx/state.h"
+
+namespace mpsx {
+
+class CommandBuffer;
+class Device;
+class FilterNode;
+
+// An MPSHandle: whatever the caller names a node with. Native code keeps it
+// and gives it back; it never looks inside (Python: a reference to the
+// object).
+using NodeHandle = std::shared_ptr<void>;
+
+// MPSNNImageNode.
+class ImageNode {
+ public:
+  explicit ImageNode(NodeHandle handle = nullptr) : handle(std::move(handle)) {}
+  NodeHandle handle;
+  bool export_from_graph = false;
+  bool synchronize_resource = false;
+  // training_graph does not go past this image.
+  bool stop_gradient = false;
+  // The filter that writes this image; null for a source of the graph.
+  std::shared_ptr<FilterNode> producer() const;
+
+ private:
+  friend class FilterNode;
+  FilterNode* producer_ = nullptr;  // the owner of a result image
+};
+
+// What a state node carries, which decides the filters it may feed.
+enum class StateNodeKind : uint8_t {
+  Gradient,             // MPSNNGradientStateNode
+  ConvolutionGradient,  // MPSCNNConvolutionGradientStateNode
+  BinaryGradient,       // MPSNNBinaryGradientStateNode (arithmetic)
+  Labels,               // MPSNNLabelsNode: the loss labels, a source state
+};
+
+// MPSNNStateNode and its subclasses (kind).
+class StateNode {
+ public:
+  explicit StateNode(StateNodeKind kind, NodeHandle handle = nullptr) : handle(std::move(handle)), kind_(kind) {}
+  NodeHandle handle;
+  bool export_from_graph = false;
+  bool synchronize_resource = false;
+  StateNodeKind kind() const { return kind_; }
+  const char* class_name() const;
+  // The filter that makes this state; null for a source state (labels).
+  std::shared_ptr<FilterNode> producer() const;
+
+ private:
+  friend class FilterNode;
+  StateNodeKind kind_;
+  FilterNode* producer_ = nullptr;  // the owner of a result state
+};
+
+// MPSNNTrainingStyle: which of the data source's updates a trainable node's
+// gradient calls; the gradient nodes made from a node take its style.
+enum class TrainingStyle : uint8_t { None = 0, Cpu = 1, Gpu = 2 };
+
+// The images and states of one encode of a compiled graph, by the slots the
+// graph gave its nodes when it compiled.
+struct GraphValues {
+  std::vector<std::shared_ptr<Image>> images;
+  std::vector<std::shared_ptr<State>> states;
+};
+
+// One filter of a compiled graph: its kernels, made once, and the slots it
+// reads and writes.
+class GraphStep {
+ public:
+  virtual ~GraphStep() = default;
+  virtual void encode(CommandBuffer& command_buffer, GraphValues& values) = 0;
+  // -reloadFromDataSources for filters with a data source.
+  virtual void reload_from_data_source() {}
+};
+
+class Kernel;
+class UnaryKernel;
+class GradientKernel;
+
+// What a filter node compiles against: the device, the slots of its images
+// and states, and the kernels of the filters compiled before it (a gradient
+// filter updates its forward filter's weights).
+struct StepSlots {
+  std::shared_ptr<Device> device;
+  std::unordered_map<const FilterNode*, std::shared_ptr<Kernel>>* kernels = nullptr;
+  std::vector<size_t> sources, source_states;
+  size_t result = 0;
+  // SIZE_MAX where no needed filter reads the result state: none is made.
+  std::vector<size_t> result_states;
+};
+
+// MPSNNFilterNode.
+class FilterNode : public std::enable_shared_from_this<FilterNode> {
+ public:
+  virtual ~FilterNode() = default;
+  // The MPS class name, for messages.
+  virtual const char* class_name() const = 0;
+
+  const std::vector<std::shared_ptr<ImageNode>>& sources() const { return sources_; }
+  const std::vector<std::shared_ptr<StateNode>>& source_states() const { return source_states_; }
+  std::shared_ptr<ImageNode> result_image();
+  // The result states (resultStates); a filter that makes none has none.
+  std::vector<std::shared_ptr<StateNode>> result_states();
+
+  std::string label;
+  // MPSNNPaddingMethod bits; the filter's default unless set.
+  uint32_t padding_policy;
+
+  // -gradientFilterWithSources: / -gradientFiltersWithSources:, the forward
+  // source images and result states wired in. Gradient filters throw.
+  virtual bool is_gradient() const { return false; }
+  std::shared_ptr<FilterNode> gradient_filter(const std::vector<std::shared_ptr<ImageNode>>& gradient_images);
+  std::vector<std::shared_ptr<FilterNode>> gradient_filters(
+      const std::vector<std::shared_ptr<ImageNode>>& gradient_images);
+
+  // MPSNNTrainableNode's trainingStyle, for the filters that have one.
+  virtual bool is_trainable() const { return false; }
+  TrainingStyle training_style = TrainingStyle::Gpu;
+  // Whether this (gradient) filter updates weights: the graph keeps it
+  // though no needed result reads it.
+  virtual bool updates_weights() const { return false; }
+  // Whether the result image is the gradient of the source (a loss node):
+  // training_graph starts from its source.
+  virtual bool result_is_gradient() const { return false; }
+
+  // The kernels and encode of this filter in a graph on `slots.device`.
+  virtual std::unique_ptr<GraphStep> compile(const StepSlots& slots) const = 0;
+
+ protected:
+  FilterNode(std::vector<std::shared_ptr<ImageNode>> sources, std::vector<std::shared_ptr<StateNode>> source_states,
+             uint32_t default_padding);
+  // The state kinds of resultStates (none by default).
+  virtual std::vector<StateNodeKind> result_state_kinds() const { return {}; }
+  // One gradient filter per source that gets a gradient, made with the
+  // gradient of this filter's result; the default has none (TypeError).
+  virtual std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
+      const std::vector<std::shared_ptr<ImageNode>>& gradient_images);
+
+ private:
+  std::vector<std::shared_ptr<ImageNode>> sources_;
+  std::vector<std::shared_ptr<StateNode>> source_states_;
+  ImageNode result_image_;
+  std::deque<StateNode> result_states_;  // made on first ask
+  bool result_states_made_ = false;
+};
+
+// The steps most filters compile to: a forward kernel of one source, writing
+// its result (and result state where one is read), and a gradient kernel of
+// (gradient, forward source or result, state). `padding_policy` goes to the
+// forward kernel.
+std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots);
+std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots);
+
+// -trainingGraphWithSourceGradient:nodeHandler: on `last`: the gradient
+// filters of every filter between the graph's sources and `last`, summed
+// with addition filters where an image feeds several filters, stopping at
+// stop_gradient images. The handler sees (gradient, inference, inference
+// source, gradient source) for each new gradient filter. Returns the termini.
+using TrainingNodeHandler = std::function<void(const std::shared_ptr<FilterNode>& gradient,
+                                               const std::shared_ptr<FilterNode>& inference,
+                                               const std::shared_ptr<ImageNode>& inference_source,
+                                               const std::shared_ptr<ImageNode>& gradient_source)>;
+std::vector<std::shared_ptr<FilterNode>> training_graph(const std::shared_ptr<FilterNode>& last,
+                                                        std::shared_ptr<ImageNode> source_gradient,
+                                                        const TrainingNodeHandler& handler);
+
+// MPSNNGraph: compiled at construction from the filters that the needed
+// results and the weight updates require.
+class NNGraph {
+ public:
+  // initWithDevice:resultImages:resultsAreNeeded: (one result: the
+  // resultImage form). The first result is what encode returns.
+  NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<ImageNode>> results,
+          std::vector<bool> results_are_needed);
+
+  const std::shared_ptr<Device>& device() const { return device_; }
+  // The order encode takes its source images and states in.
+  const std::vector<std::shared_ptr<ImageNode>>& source_images() const { return source_images_; }
+  const std::vector<std::shared_ptr<StateNode>>& source_states() const { return source_states_; }
+  // Exported intermediate images (and the results after the first), and the
+  // exported states, in the order encode returns them.
+  const std::vector<std::shared_ptr<ImageNode>>& intermediate_images() const { return intermediate_images_; }
+  const std::vector<std::shared_ptr<StateNode>>& result_states() const { return result_states_; }
+  const std::shared_ptr<ImageNode>& result() const { return results_[0]; }
+  bool result_image_is_needed() const { return results_needed_[0]; }
+  size_t step_count() const { return steps_.size(); }
+
+  struct Encoded {
+    std::shared_ptr<Image> result;  // null unless the result is needed
+    std::vector<std::shared_ptr<Image>> intermediate_images;
+    std::vector<std::shared_ptr<State>> result_states;
+  };
+  // encodeBatchToCommandBuffer:sourceImages:sourceStates:intermediateImages:
+  // destinationStates:, each Image a batch. Checks the counts before
+  // encoding; a step that throws leaves what it recorded to the caller's
+  // discard.
+  Encoded encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                 const std::vector<std::shared_ptr<State>>& source_states);
+  // -reloadFromDataSources.
+  void reload_from_data_sources();
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::vector<std::shared_ptr<ImageNode>> results_;
+  std::vector<bool> results_needed_;
+  std::vector<std::shared_ptr<ImageNode>> source_images_, intermediate_images_;
+  std::vector<std::shared_ptr<StateNode>> source_states_, result_states_;
+  // Slots of the sources, exported intermediates and results, exported states.
+  std::vector<size_t> source_image_slots_, source_state_slots_, intermediate_slots_, result_state_slots_;
+  // Written images and states whose node asks for synchronize_resource.
+  std::vector<size_t> synchronized_images_, synchronized_states_;
+  size_t result_slot_ = 0;
+  std::vector<std::unique_ptr<GraphStep>> steps_;
+  // Kept nodes: the steps refer to their slots only.
+  std::vector<std::shared_ptr<FilterNode>> filters_;
+  GraphValues values_;
+};
+
+}  // namespace mpsx

@@ -1,0 +1,302 @@
+"""NNGraph and its nodes: inference graphs against numpy, training graphs
+built with training_graph against PyTorch, and the graph's bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+import mpsx
+
+N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 3
+
+
+class Handle:
+    def __init__(self, label):
+        self.label = label
+
+    def __repr__(self):
+        return f"Handle({self.label!r})"
+
+
+def parameters(seed=3):
+    rng = np.random.default_rng(seed)
+    return dict(conv_w=(rng.standard_normal((C, 3, 3, C_IN)) * 0.3).astype(np.float32),
+                conv_b=(rng.standard_normal(C) * 0.1).astype(np.float32),
+                fc_w=(rng.standard_normal((CLASSES, SIZE // 2, SIZE // 2, C)) * 0.1).astype(np.float32),
+                fc_b=(rng.standard_normal(CLASSES) * 0.1).astype(np.float32))
+
+
+def batch(seed=4):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
+    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
+    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    return x, labels
+
+
+def loss_descriptor():
+    d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+    d.reduce_across_batch = True
+    return d
+
+
+def model(p, optimizer=None, data_source=None):
+    """conv 3x3 same -> relu -> max pool 2 -> fully connected -> softmax cross entropy, as nodes; the
+    weights ConvolutionWeights (with `optimizer`) or data_source(descriptor, weights, biases)."""
+    conv_d = mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C)
+    fc_d = mpsx.CNNConvolutionDescriptor(SIZE // 2, SIZE // 2, C, CLASSES)
+    if data_source is None:
+        data_source = lambda d, w, b: mpsx.ConvolutionWeights(d, w, b, optimizer=optimizer)
+    conv_w = data_source(conv_d, p["conv_w"], p["conv_b"])
+    fc_w = data_source(fc_d, p["fc_w"], p["fc_b"])
+    source = mpsx.NNImageNode(Handle("images"))
+    conv = mpsx.CNNConvolutionNode(source, conv_w)
+    relu = mpsx.CNNNeuronNode(conv.result_image, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    pool = mpsx.CNNPoolingMaxNode(relu.result_image, 2)
+    fc = mpsx.CNNFullyConnectedNode(pool.result_image, fc_w)
+    loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor())
+    loss.input_labels.handle = Handle("labels")
+    return dict(source=source, conv=conv, relu=relu, pool=pool, fc=fc, loss=loss, conv_w=conv_w, fc_w=fc_w)
+
+
+def torch_trajectory(p, x, labels, steps=STEPS):
+    conv = torch.nn.Conv2d(C_IN, C, 3, padding=1)
+    conv.weight.data = torch.tensor(p["conv_w"]).permute(0, 3, 1, 2).contiguous()
+    conv.bias.data = torch.tensor(p["conv_b"])
+    fc = torch.nn.Linear((SIZE // 2) ** 2 * C, CLASSES)
+    fc.weight.data = torch.tensor(p["fc_w"]).reshape(CLASSES, -1)
+    fc.bias.data = torch.tensor(p["fc_b"])
+    optimizer = torch.optim.SGD([conv.weight, conv.bias, fc.weight, fc.bias], lr=LR)
+    target = torch.tensor(labels.reshape(N, -1).argmax(1))
+    for _ in range(steps):
+        optimizer.zero_grad()
+        h = torch.nn.functional.max_pool2d(torch.relu(conv(torch.tensor(x))), 2)
+        loss = torch.nn.functional.cross_entropy(fc(h.permute(0, 2, 3, 1).reshape(N, -1)), target)
+        loss.backward()
+        optimizer.step()
+    return dict(conv_w=conv.weight.detach().permute(0, 2, 3, 1).numpy(), conv_b=conv.bias.detach().numpy(),
+                fc_w=fc.weight.detach().reshape(CLASSES, SIZE // 2, SIZE // 2, C).numpy(),
+                fc_b=fc.bias.detach().numpy())
+
+
+def test_inference_graph_against_numpy(device, rng):
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    source = mpsx.NNImageNode(Handle("x"))
+    relu = mpsx.CNNNeuronNode(source, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    pool = mpsx.CNNPoolingMaxNode(relu.result_image, 2)
+    pool.result_image.synchronize_resource = True  # the host reads it
+    graph = mpsx.NNGraph(device, pool.result_image)
+    assert [h.label for h in graph.source_image_handles] == ["x"]
+    assert graph.number_of_filters == 2
+    cb = device.command_queue.command_buffer()
+    y = graph.encode(cb, [mpsx.Image.from_numpy(device, x)])
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    # Padding SIZE_SAME with the remainder top left: the 5 columns pool as
+    # [-1, 0], [1, 2], [3, 4], and MPS's pooling nodes clamp column -1 to 0.
+    r = np.maximum(x, 0)
+    padded = np.concatenate([r[..., :1], r], axis=3)
+    expected = padded.reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5))
+    np.testing.assert_allclose(y.to_numpy(), expected, rtol=1e-6)
+
+
+def test_gradient_filters_are_wired_to_the_forward_node(device):
+    m = model(parameters())
+    g = mpsx.NNImageNode()
+    gradient = m["relu"].gradient_filter_with_source(g)
+    assert isinstance(gradient, mpsx.CNNNeuronGradientNode)
+    assert gradient.source_images == [g, m["conv"].result_image]
+    assert gradient.source_states == [m["relu"].result_state]
+    assert isinstance(m["conv"].result_state, mpsx.CNNConvolutionGradientStateNode)
+    assert isinstance(m["loss"].input_labels, mpsx.NNLabelsNode)
+    pool_gradient = m["pool"].gradient_filter_with_source(g)
+    assert isinstance(pool_gradient, mpsx.CNNPoolingMaxGradientNode)
+    assert (pool_gradient.kernel_width, pool_gradient.stride_in_pixels_x) == (2, 2)
+    with pytest.raises(TypeError, match="no gradients of gradients"):
+        gradient.gradient_filter_with_source(g)
+    with pytest.raises(TypeError, match="MPSCNNLossNode has no gradient filter"):
+        m["loss"].gradient_filter_with_source(g)
+
+
+def test_training_graph_mirrors_the_model(device):
+    m = model(parameters())
+    seen = []
+    termini = m["loss"].training_graph(node_handler=lambda *a: seen.append(a))
+    kinds = [type(a[0]).__name__ for a in seen]
+    assert kinds == ["CNNFullyConnectedGradientNode", "CNNPoolingMaxGradientNode", "CNNNeuronGradientNode",
+                     "CNNConvolutionGradientNode"]
+    assert [type(a[1]).__name__ for a in seen] == ["CNNFullyConnectedNode", "CNNPoolingMaxNode", "CNNNeuronNode",
+                                                 "CNNConvolutionNode"]
+    assert seen[0][2] == m["pool"].result_image and seen[0][3] == m["loss"].result_image
+    assert len(termini) == 1 and isinstance(termini[0], mpsx.CNNConvolutionGradientNode)
+    # Without a handler each gradient result takes its inference source's handle.
+    termini = model(parameters())["loss"].training_graph()
+    assert termini[0].result_image.handle.label == "images"
+
+
+class HostSGD(mpsx.CNNConvolutionDataSource):
+    """Weights held in numpy, updated by the host update (training style CPU)."""
+
+    def __init__(self, descriptor, weights, biases):
+        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        return self.w
+
+    def bias_terms(self):
+        return self.b
+
+    def update(self, gradient_state, source_state):
+        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - \
+            LR * gradient_state.gradient_for_weights.to_numpy()
+        self.b = source_state.biases.to_numpy() - LR * gradient_state.gradient_for_biases.to_numpy()
+        return True
+
+
+@pytest.mark.parametrize("style", ["gpu", "cpu"])
+def test_training_graph_trains_as_pytorch(device, style):
+    p = parameters()
+    x, labels = batch()
+    if style == "cpu":  # the host update of a Python data source
+        m = model(p, data_source=HostSGD)
+    else:  # ConvolutionWeights with an optimizer, on the command buffer
+        m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
+    m["conv"].training_style = style
+    m["fc"].training_style = style
+    termini = m["loss"].training_graph()
+    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    assert graph.source_image_handles[0].label == "images"
+    assert [h.label for h in graph.source_state_handles] == ["labels"]
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(STEPS):
+        cb = device.command_queue.command_buffer()
+        assert graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)]) is None
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+    expected = torch_trajectory(p, x, labels)
+    np.testing.assert_allclose(m["conv_w"].weights(), expected["conv_w"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m["conv_w"].bias_terms(), expected["conv_b"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m["fc_w"].weights(), expected["fc_w"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m["fc_w"].bias_terms(), expected["fc_b"], rtol=1e-4, atol=1e-5)
+
+
+def test_a_recorded_graph_step_replays(device):
+    """One training step of the graph recorded on a replayable command buffer and replayed gives the
+    weights of steps encoded one by one."""
+    p = parameters()
+    x, labels = batch()
+    sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
+    m = model(p, optimizer=sgd())
+    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    images, loss_labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, labels)
+    cb = device.command_queue.command_buffer(replayable=True)
+    graph.encode_batch(cb, [images], [loss_labels])
+    for step in range(STEPS):
+        cb.commit() if step == 0 else cb.replay()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+    expected = torch_trajectory(p, x, labels)
+    np.testing.assert_allclose(m["conv_w"].weights(), expected["conv_w"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m["fc_w"].bias_terms(), expected["fc_b"], rtol=1e-4, atol=1e-5)
+
+
+def test_training_style_cpu_needs_the_host_update(device):
+    m = model(parameters(), optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
+    m["fc"].training_style = "cpu"
+    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    x, labels = batch()
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(TypeError, match="training style CPU calls the data source's update"):
+        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [mpsx.CNNLossLabels(device, labels)])
+    cb.commit()  # nothing of the failed encode is left on it
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+    np.testing.assert_array_equal(m["fc_w"].weights(), parameters()["fc_w"])
+
+
+def test_training_style_none_leaves_the_weights(device):
+    p = parameters()
+    x, labels = batch()
+    m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
+    m["conv"].training_style = mpsx.NNTrainingStyle.NONE
+    termini = m["loss"].training_graph()
+    termini[0].result_image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, termini[0].result_image, True)
+    cb = device.command_queue.command_buffer()
+    dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [mpsx.CNNLossLabels(device, labels)])
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    np.testing.assert_array_equal(m["conv_w"].weights(), p["conv_w"])
+    assert not np.allclose(m["fc_w"].weights(), p["fc_w"])  # its style stays gpu
+    # The gradient of the images through the whole model, against torch autograd.
+    xt = torch.tensor(x, requires_grad=True)
+    conv = torch.nn.functional.conv2d(xt, torch.tensor(p["conv_w"]).permute(0, 3, 1, 2), torch.tensor(p["conv_b"]),
+                                      padding=1)
+    h = torch.nn.functional.max_pool2d(torch.relu(conv), 2).permute(0, 2, 3, 1).reshape(N, -1)
+    logits = h @ torch.tensor(p["fc_w"]).reshape(CLASSES, -1).T + torch.tensor(p["fc_b"])
+    torch.nn.functional.cross_entropy(logits, torch.tensor(labels.reshape(N, -1).argmax(1))).backward()
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_pruning_keeps_what_results_and_updates_need(device):
+    m = model(parameters())
+    inference = mpsx.NNGraph(device, m["pool"].result_image)
+    assert inference.number_of_filters == 3
+    termini = m["loss"].training_graph()
+    full = mpsx.NNGraph(device, termini[0].result_image, True)
+    assert full.number_of_filters == 9  # 5 forward, 4 gradient
+    # The gradient nodes take the style their forward node has when they are made.
+    m = model(parameters())
+    m["conv"].training_style = "none"
+    m["fc"].training_style = "none"
+    termini = m["loss"].training_graph()
+    assert mpsx.NNGraph(device, termini[0].result_image, True).number_of_filters == 9
+    # No result needed and no weights to update: nothing to encode.
+    with pytest.raises(ValueError, match="nothing to encode"):
+        mpsx.NNGraph(device, termini[0].result_image, False)
+
+
+def test_bad_input(device):
+    m = model(parameters())
+    graph = mpsx.NNGraph(device, m["fc"].result_image)
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(ValueError, match=r"expected 1 source images \(source_image_handles\), given 0"):
+        graph.encode(cb, [])
+    with pytest.raises(ValueError, match="a result image is a source image"):
+        mpsx.NNGraph(device, mpsx.NNImageNode())
+    with pytest.raises(TypeError, match="expected an NNImageNode"):
+        mpsx.CNNNeuronNode(None, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    with pytest.raises(TypeError, match="a handle is an object with a label"):
+        mpsx.NNImageNode(3)
+    with pytest.raises(TypeError):
+        mpsx.NNStateNode()
+    with pytest.raises(AttributeError):
+        m["relu"].training_style = "gpu"  # not a trainable node
+    with pytest.raises(ValueError, match="training_style must be"):
+        m["conv"].training_style = "sometimes"
+    loss = m["loss"]
+    termini = loss.training_graph()
+    g = mpsx.NNGraph(device, termini[0].result_image, True)
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(ValueError, match=r"expected 1 source states"):
+        g.encode(cb, [mpsx.Image.from_numpy(device, batch()[0])])
+    # An error in a node handler comes back as itself, and nothing is made.
+    with pytest.raises(KeyError, match="handler"):
+        model(parameters())["loss"].training_graph(node_handler=lambda *a: {}["handler"])
+
+
+@pytest.mark.parametrize("cls", [mpsx.NNImageNode, mpsx.NNFilterNode, mpsx.CNNNeuronNode, mpsx.NNGraph,
+                                 mpsx.CNNConvolutionNode, mpsx.CNNPoolingMaxNode, mpsx.CNNLossNode])
+def test_uninitialized_objects_raise(device, cls):
+    obj = cls.__new__(cls)
+    repr(obj)
+    for name in ("result_image", "handle", "source_image_handles", "label"):
+        if hasattr(cls, name):
+            with pytest.raises(TypeError):
+                getattr(obj, name)
