@@ -262,6 +262,87 @@ def test_pruning_keeps_what_results_and_updates_need(device):
         mpsx.NNGraph(device, termini[0].result_image, False)
 
 
+def test_execute_async_calls_the_handler_once_with_the_result(device, rng):
+    import threading
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    relu = mpsx.CNNNeuronNode(mpsx.NNImageNode(Handle("x")), mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    graph = mpsx.NNGraph(device, relu.result_image)
+    done, calls = threading.Event(), []
+
+    def handler(result, error):
+        calls.append((result.to_numpy(), error))
+        done.set()
+    graph.execute_async([mpsx.Image.from_numpy(device, x)], handler)
+    assert done.wait(30)
+    assert len(calls) == 1 and calls[0][1] is None
+    np.testing.assert_array_equal(calls[0][0], np.maximum(x, 0))
+    with pytest.raises(TypeError, match="callable"):
+        graph.execute_async([mpsx.Image.from_numpy(device, x)], None)
+    training = mpsx.NNGraph(device, model(parameters())["loss"].training_graph()[0].result_image, True)
+    with pytest.raises(ValueError, match="takes no source states"):
+        training.execute_async([mpsx.Image.from_numpy(device, batch()[0])], handler)
+
+
+def test_several_results_exports_and_stop_gradient(device, rng):
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    source = mpsx.NNImageNode(Handle("x"))
+    relu = mpsx.CNNNeuronNode(source, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    relu.result_image.handle = Handle("relu")
+    relu.result_image.export_from_graph = True
+    relu.result_image.synchronize_resource = True
+    pool = mpsx.CNNPoolingAverageNode(relu.result_image, 2)
+    pool.result_image.handle = Handle("pool")
+    pool.result_image.synchronize_resource = True
+    sigmoid = mpsx.CNNNeuronNode(relu.result_image, mpsx.NNNeuronDescriptor(mpsx.NeuronType.SIGMOID))
+    sigmoid.result_image.synchronize_resource = True
+    sigmoid.result_image.handle = Handle("sigmoid")
+    graph = mpsx.NNGraph(device, result_images=[pool.result_image, sigmoid.result_image],
+                         results_are_needed=[True, True])
+    assert graph.number_of_filters == 3
+    assert [h.label for h in graph.intermediate_image_handles] == ["relu", "sigmoid"]
+    assert graph.result_handle.label == "pool"
+    cb = device.command_queue.command_buffer()
+    result, intermediates = graph.encode(cb, [mpsx.Image.from_numpy(device, x)], intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    r = np.maximum(x, 0)
+    np.testing.assert_allclose(result.to_numpy(), r.reshape(2, 3, 2, 2, 2, 2).mean(axis=(3, 5)), rtol=1e-6)
+    np.testing.assert_allclose(intermediates[0].to_numpy(), r, rtol=1e-6)
+    np.testing.assert_allclose(intermediates[1].to_numpy(), 1 / (1 + np.exp(-r)), rtol=1e-5)
+    # A result not needed prunes what only it needs.
+    assert mpsx.NNGraph(device, result_images=[pool.result_image, sigmoid.result_image],
+                        results_are_needed=[True, False]).number_of_filters == 2
+    # stop_gradient: training_graph does not go past the image.
+    m = model(parameters())
+    m["relu"].result_image.stop_gradient = True
+    termini = m["loss"].training_graph()
+    assert [type(t).__name__ for t in termini] == ["CNNPoolingMaxGradientNode"]
+
+
+def test_reload_from_data_sources(device, rng):
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+
+    class Source(HostSGD):
+        pass
+    p = parameters()
+    source = Source(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"])
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")), source)
+    conv.result_image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, conv.result_image)
+
+    def run():
+        cb = device.command_queue.command_buffer()
+        y = graph.encode(cb, [mpsx.Image.from_numpy(device, x)])
+        cb.commit()
+        cb.wait_until_completed()
+        return y.to_numpy()
+    before = run()
+    source.b = source.b + 1
+    np.testing.assert_array_equal(run(), before)  # loaded when the graph was made
+    graph.reload_from_data_sources()
+    np.testing.assert_allclose(run(), before + 1, rtol=1e-5, atol=1e-6)
+
+
 def test_bad_input(device):
     m = model(parameters())
     graph = mpsx.NNGraph(device, m["fc"].result_image)

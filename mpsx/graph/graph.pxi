@@ -407,6 +407,25 @@ cdef class NNGraph:
         """MPS -reloadFromDataSources: every filter with a data source reloads it now."""
         self.native().reload_from_data_sources()
 
+    def execute_async(self, source_images, completion_handler):
+        """MPS -executeAsyncWithSourceImages:completionHandler: encodes the graph on a command buffer of
+        the device's queue and commits it; completion_handler(result, error) is called once when it has
+        completed, on any thread (error None on success). Returns the result image, whose contents are
+        valid in the handler. A graph with source states (loss labels) cannot run this way."""
+        if not callable(completion_handler):
+            raise TypeError(f"expected a callable completion handler, given {type(completion_handler).__name__}")
+        if self.native().source_states().size():
+            raise ValueError(f"execute_async takes no source states; this graph needs "
+                             f"{self.native().source_states().size()} (use encode)")
+        command_buffer = self.device.command_queue.command_buffer()
+        result = self.encode(command_buffer, source_images)
+        if result is not None:
+            result.synchronize(command_buffer)
+        command_buffer.add_completed_handler(
+            lambda cb: completion_handler(result, cb.error if cb.status != "completed" else None))
+        command_buffer.commit()
+        return result
+
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, source_states=None,
                      intermediate_images=False, destination_states=False):
         """Encodes the graph over batches: one ImageBatch (or list of Images) per source handle, one state
