@@ -100,6 +100,9 @@ std::unique_ptr<GraphStep> CNNConvolutionGradientNode::compile(const StepSlots& 
   std::shared_ptr<CNNConvolutionGradient> kernel = fully_connected_
                                                        ? std::make_shared<CNNFullyConnectedGradient>(slots.device, weights)
                                                        : std::make_shared<CNNConvolutionGradient>(slots.device, weights);
+  // Nothing reads the gradient of the source (the first convolution of a
+  // model): only the weights' gradients are computed.
+  if (!slots.result_needed) kernel->gradient_option = ConvolutionGradientOption::WeightsAndBias;
   return std::make_unique<ConvolutionGradientStep>(std::move(kernel), std::move(forward), training_style, slots);
 }
 

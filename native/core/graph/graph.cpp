@@ -311,10 +311,17 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     for (const auto& source : f->sources()) s.sources.push_back(image_slot(source));
     for (const auto& state : f->source_states()) s.source_states.push_back(state_slot(state));
   }
+  std::unordered_set<const ImageNode*> read_images;
+  for (const auto& f : filters_)
+    for (const auto& source : f->sources()) read_images.insert(source.get());
+  for (size_t i = 0; i < results_.size(); ++i)
+    if (results_needed_[i]) read_images.insert(results_[i].get());
   for (size_t i = 0; i < filters_.size(); ++i) {
     const auto& f = filters_[i];
     StepSlots& s = slots[i];
     s.result = image_slot(f->result_image());
+    const ImageNode& written = *f->result_image();
+    s.result_needed = read_images.count(&written) || written.export_from_graph || written.synchronize_resource;
     for (const auto& state : f->result_states()) {
       const bool wanted = read_states.count(state.get()) || state->export_from_graph;
       s.result_states.push_back(wanted ? state_slot(state) : kNoSlot);

@@ -108,6 +108,11 @@ struct StepSlots {
   std::unordered_map<const FilterNode*, std::shared_ptr<Kernel>>* kernels = nullptr;
   std::vector<size_t> sources, source_states;
   size_t result = 0;
+  // Whether anything reads the result image: a filter of the graph, the
+  // caller (a needed result, an export) or the host (synchronize_resource).
+  // A filter may skip computing it where it has other work (a gradient
+  // filter's weight gradients).
+  bool result_needed = true;
   // SIZE_MAX where no needed filter reads the result state: none is made.
   std::vector<size_t> result_states;
 };
