@@ -180,4 +180,23 @@ void apply_neuron(const NeuronDescriptor& d, const ImageRegion& x, const ImageRe
 void apply_neuron_gradient(const NeuronDescriptor& d, const ImageRegion& dy, const ImageRegion& x,
                            const ImageRegion& dx, int64_t first_channel);
 
+// Window taps of the spatial normalizations (spatial, local contrast) along
+// one axis, edge mode by edge mode.
+// The pixel a window tap at position v of an axis of n pixels reads: v, or
+// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (CLAMP).
+inline int64_t tap(EdgeMode mode, int64_t v, int64_t n) {
+  if (v >= 0 && v < n) return v;
+  if (mode == EdgeMode::Zero) return -1;
+  return v < 0 ? 0 : n - 1;
+}
+
+// How many taps of [first, last] read pixel p of an axis of n pixels: the
+// tap at p, and with CLAMP the taps beyond the edge p is on.
+inline int64_t reads(EdgeMode mode, int64_t p, int64_t n, int64_t first, int64_t last) {
+  int64_t low = p, high = p;
+  if (mode == EdgeMode::Clamp && p == 0) low = std::min(first, p);
+  if (mode == EdgeMode::Clamp && p == n - 1) high = std::max(last, p);
+  return std::max<int64_t>(0, std::min(high, last) - std::max(low, first) + 1);
+}
+
 }  // namespace mpsx::cpu

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "backend.h"
+#include "normalization.h"
 
 namespace mpsx::cpu {
 namespace {
@@ -14,9 +15,6 @@ namespace {
 // Scratch slots: 0-2 hold float32 copies of float16 regions, 3 the per-thread
 // sums, 4 the per-thread values of the fused neuron, 5 per-channel coefficients.
 constexpr size_t kSumsSlot = 3, kNeuronSlot = 4, kCoefficientSlot = 5;
-// Pixels summed in float before the sums fold into double: few enough for
-// float's precision, enough for the float loop to run at full width.
-constexpr int64_t kBlock = 128;
 // Values the fused neuron works on at a time, so they stay in L1.
 constexpr int64_t kNeuronValues = 4096;
 
@@ -33,29 +31,6 @@ ImageRegion run_region(const float* data, int64_t pixels, int64_t channels) {
   return r;
 }
 
-// s += x - shift, q += (x - shift)^2 per channel, over pixels folded in
-// blocks into the double sums.
-MPSX_CPU_CLONES
-void add_moments(const float* __restrict x, int64_t pixels, int64_t channels, const float* __restrict shift,
-                 float* __restrict s, float* __restrict q, double* __restrict sum, double* __restrict squares) {
-  for (int64_t first = 0; first < pixels; first += kBlock) {
-    const int64_t end = std::min(pixels, first + kBlock);
-    for (int64_t c = 0; c < channels; ++c) s[c] = q[c] = 0.0f;
-    for (int64_t p = first; p < end; ++p) {
-      const float* v = x + p * channels;
-      for (int64_t c = 0; c < channels; ++c) {
-        const float d = v[c] - shift[c];
-        s[c] += d;
-        q[c] += d * d;
-      }
-    }
-    for (int64_t c = 0; c < channels; ++c) {
-      sum[c] += s[c];
-      squares[c] += q[c];
-    }
-  }
-}
-
 // s += dz, q += dz * (x - mean) per channel, folded as add_moments. With
 // `relu`, dz is the leaky ReLU's gradient at z = x * a + b applied to `g`;
 // otherwise g is dz.
@@ -64,8 +39,8 @@ void add_products(const float* __restrict g, const float* __restrict x, int64_t 
                   const float* __restrict mean, const float* __restrict a, const float* __restrict b, bool relu,
                   float slope, float* __restrict s, float* __restrict q, double* __restrict sum,
                   double* __restrict products) {
-  for (int64_t first = 0; first < pixels; first += kBlock) {
-    const int64_t end = std::min(pixels, first + kBlock);
+  for (int64_t first = 0; first < pixels; first += kMomentBlock) {
+    const int64_t end = std::min(pixels, first + kMomentBlock);
     for (int64_t c = 0; c < channels; ++c) s[c] = q[c] = 0.0f;
     for (int64_t p = first; p < end; ++p) {
       const float* gp = g + p * channels;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "normalization.h"
 
 namespace mpsx::cpu {
 namespace {
@@ -38,16 +39,11 @@ namespace {
 // Scratch slots: 0-2 hold Float32Region copies of float16 regions, 3 the
 // per-image sums of moments() or dgamma and dbeta of the oneDNN gradient.
 constexpr size_t kSumsSlot = 3;
-// Pixels summed in float before the sums fold into double (as the batch
-// normalization's loops do): few enough for float's precision, enough for
-// the float loop to run at full width.
-constexpr int64_t kBlock = 128;
 
 // Per channel mean and biased variance of one image of `pixels` dense NHWC
 // pixels: float sums about the first pixel's values (which keep
 // E[d^2] - E[d]^2 well conditioned) over blocks of pixels, folded into
 // float64. `sums` holds 2 * channels doubles and 2 * channels floats.
-MPSX_CPU_CLONES
 void moments(const float* __restrict x, int64_t pixels, int64_t channels, double* __restrict sums,
              float* __restrict mean, float* __restrict variance) {
   double* sum = sums;
@@ -56,22 +52,7 @@ void moments(const float* __restrict x, int64_t pixels, int64_t channels, double
   float* q = s + channels;
   const float* shift = x;
   for (int64_t c = 0; c < channels; ++c) sum[c] = squares[c] = 0.0;
-  for (int64_t first = 0; first < pixels; first += kBlock) {
-    const int64_t end = std::min(pixels, first + kBlock);
-    for (int64_t c = 0; c < channels; ++c) s[c] = q[c] = 0.0f;
-    for (int64_t p = first; p < end; ++p) {
-      const float* v = x + p * channels;
-      for (int64_t c = 0; c < channels; ++c) {
-        const float d = v[c] - shift[c];
-        s[c] += d;
-        q[c] += d * d;
-      }
-    }
-    for (int64_t c = 0; c < channels; ++c) {
-      sum[c] += s[c];
-      squares[c] += q[c];
-    }
-  }
+  add_moments(x, pixels, channels, shift, s, q, sum, squares);
   for (int64_t c = 0; c < channels; ++c) {
     const double m = sum[c] / static_cast<double>(pixels);
     mean[c] = static_cast<float>(shift[c] + m);

@@ -23,23 +23,6 @@ inline float* at_mutable(const ImageRegion& r, int64_t n, int64_t c, int64_t y, 
   return static_cast<float*>(r.data) + n * r.stride.n + c * r.stride.c + y * r.stride.h + x * r.stride.w;
 }
 
-// The pixel a window tap at position v of an axis of n pixels reads: v, or
-// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (CLAMP).
-inline int64_t tap(EdgeMode mode, int64_t v, int64_t n) {
-  if (v >= 0 && v < n) return v;
-  if (mode == EdgeMode::Zero) return -1;
-  return v < 0 ? 0 : n - 1;
-}
-
-// How many taps of [first, last] read pixel p of an axis of n pixels: the
-// tap at p, and with CLAMP the taps beyond the edge p is on.
-inline int64_t reads(EdgeMode mode, int64_t p, int64_t n, int64_t first, int64_t last) {
-  int64_t low = p, high = p;
-  if (mode == EdgeMode::Clamp && p == 0) low = std::min(first, p);
-  if (mode == EdgeMode::Clamp && p == n - 1) high = std::max(last, p);
-  return std::max<int64_t>(0, std::min(high, last) - std::max(low, first) + 1);
-}
-
 // What the tap at (xx, yy) reads in channel c of image n.
 inline double tap_value(const ImageRegion& x, EdgeMode mode, int64_t n, int64_t c, int64_t yy, int64_t xx) {
   const int64_t ty = tap(mode, yy, x.h), tx = tap(mode, xx, x.w);

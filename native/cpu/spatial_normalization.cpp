@@ -34,23 +34,6 @@ namespace {
 // inputs its output overlaps.
 constexpr size_t kFirstSlot = 3;
 
-// The pixel a window tap at position v of an axis of n pixels reads: v, or
-// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (CLAMP).
-inline int64_t tap(EdgeMode mode, int64_t v, int64_t n) {
-  if (v >= 0 && v < n) return v;
-  if (mode == EdgeMode::Zero) return -1;
-  return v < 0 ? 0 : n - 1;
-}
-
-// How many taps of [first, last] read pixel p of an axis of n pixels: the
-// tap at p, and with CLAMP the taps beyond the edge p is on.
-inline int64_t reads(EdgeMode mode, int64_t p, int64_t n, int64_t first, int64_t last) {
-  int64_t low = p, high = p;
-  if (mode == EdgeMode::Clamp && p == 0) low = std::min(first, p);
-  if (mode == EdgeMode::Clamp && p == n - 1) high = std::max(last, p);
-  return std::max<int64_t>(0, std::min(high, last) - std::max(low, first) + 1);
-}
-
 // T(o) = delta + alpha/(k*k) * the sum of x^2 over the window of source pixel
 // (row, column), channel offset `c` of the whole-image region x, taps off
 // the image read as the edge mode says.

@@ -5,6 +5,7 @@
 #include "local_contrast_normalization.cuh"
 
 #include "elements.cuh"
+#include "window_taps.cuh"
 
 namespace mpsx::cuda {
 namespace {
@@ -21,25 +22,6 @@ struct LcnWindow {
 struct Stats {
   float mean, t;
 };
-
-// The pixel a window tap at position v of an axis of n pixels reads: v, or
-// off the source -1 (ZERO: the tap reads 0) or the nearest pixel (clamp).
-// As tap() in native/cpu/local_contrast_normalization.cpp.
-__device__ int64_t tap(bool clamp, int64_t v, int64_t n) {
-  if (v >= 0 && v < n) return v;
-  if (!clamp) return -1;
-  return v < 0 ? 0 : n - 1;
-}
-
-// How many taps of [first, last] read pixel p of an axis of n pixels: the
-// tap at p, and with clamp the taps beyond the edge p is on. As reads() in
-// native/cpu/local_contrast_normalization.cpp.
-__device__ int64_t reads(bool clamp, int64_t p, int64_t n, int64_t first, int64_t last) {
-  int64_t low = p, high = p;
-  if (clamp && p == 0) low = min(first, p);
-  if (clamp && p == n - 1) high = max(last, p);
-  return max(min(high, last) - max(low, first) + 1, int64_t{0});
-}
 
 // What the tap at (xx, yy) reads in channel c of image n.
 __device__ float tap_value(const LcnWindow& w, const Strided<Index>& x, Index n, Index c, int64_t yy, int64_t xx) {
