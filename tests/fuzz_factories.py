@@ -826,3 +826,46 @@ FACTORIES.update({
     "CNNPoolingNode": FACTORIES["CNNPoolingMaxNode"],
     "CNNPoolingGradientNode": FACTORIES["CNNPoolingMaxGradientNode"],
 })
+
+
+# Softmax, dropout and upsampling nodes over the model's relu. A gradient
+# node's valid arguments come from one forward node (their constructors check
+# that the state, the source image and the parameters are that node's); the
+# softmax gradients read the forward result.
+UNARY_NODE_ARGUMENTS = """
+keep_probability = 0.5
+seed = 3
+mask_stride_in_pixels = (1, 1, 1)
+integer_scale_factor_x = 2
+integer_scale_factor_y = 3
+scale_factor_x = 2.0
+scale_factor_y = 3.0
+align_corners = True
+"""
+
+
+def graph_unary_gradient_node(forward, reads_result=False):
+    return GRAPH_MODEL + UNARY_NODE_ARGUMENTS + f"""
+forward = {forward}
+obj = value = forward.gradient_filter_with_source(gradient_image)
+source_image = forward.{"result_image" if reads_result else "source_images[0]"}
+gradient_state = forward.result_state
+"""
+
+
+FACTORIES.update({
+    "CNNSoftMaxNode": [graph_node("mpsx.CNNSoftMaxNode(relu.result_image)")],
+    "CNNLogSoftMaxNode": [graph_node("mpsx.CNNLogSoftMaxNode(relu.result_image)")],
+    "CNNSoftMaxGradientNode": [graph_unary_gradient_node("mpsx.CNNSoftMaxNode(relu.result_image)", True)],
+    "CNNLogSoftMaxGradientNode": [graph_unary_gradient_node("mpsx.CNNLogSoftMaxNode(relu.result_image)", True)],
+    "CNNDropoutNode": [graph_node("mpsx.CNNDropoutNode(relu.result_image, 0.5, 3)", UNARY_NODE_ARGUMENTS)],
+    "CNNDropoutGradientNode": [graph_unary_gradient_node("mpsx.CNNDropoutNode(relu.result_image, 0.5, 3)")],
+    "CNNUpsamplingNearestNode": [graph_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)",
+                                            UNARY_NODE_ARGUMENTS)],
+    "CNNUpsamplingBilinearNode": [graph_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)",
+                                             UNARY_NODE_ARGUMENTS)],
+    "CNNUpsamplingNearestGradientNode": [
+        graph_unary_gradient_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)")],
+    "CNNUpsamplingBilinearGradientNode": [
+        graph_unary_gradient_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)")],
+})

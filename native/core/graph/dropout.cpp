@@ -1,0 +1,59 @@
+#include "mpsx/graph/dropout.h"
+
+#include "mpsx/errors.h"
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+namespace {
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+}
+
+CNNDropoutNode::CNNDropoutNode(std::shared_ptr<ImageNode> source, DropoutDescriptor descriptor)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding), descriptor_(descriptor) {
+  descriptor_.validate(class_name());
+}
+
+std::unique_ptr<GraphStep> CNNDropoutNode::compile(const StepSlots& slots) const {
+  auto kernel = std::make_shared<CNNDropout>(slots.device, descriptor_);
+  kernel->padding_method = padding_policy;
+  return unary_step(std::move(kernel), slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNDropoutNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  return {std::make_shared<CNNDropoutGradientNode>(gradient_images.front(), sources().front(), result_states().front(),
+                                                   descriptor_)};
+}
+
+CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source_gradient,
+                                               std::shared_ptr<ImageNode> source_image,
+                                               std::shared_ptr<StateNode> gradient_state, DropoutDescriptor descriptor)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+      descriptor_(descriptor) {
+  descriptor_.validate(class_name());
+  const std::shared_ptr<StateNode>& state = source_states().front();
+  std::shared_ptr<FilterNode> producer = state->producer();
+  auto* forward = dynamic_cast<const CNNDropoutNode*>(producer.get());
+  if (!forward)
+    fail<TypeMismatchError>(class_name(), ": expected the gradient state (result_state) of an MPSCNNDropoutNode, given ",
+                            producer ? "the state of an " : "an ",
+                            producer ? producer->class_name() : state->class_name());
+  const DropoutDescriptor& f = forward->descriptor();
+  if (f.keep_probability != descriptor_.keep_probability || f.mask_stride_x != descriptor_.mask_stride_x ||
+      f.mask_stride_y != descriptor_.mask_stride_y || f.mask_stride_z != descriptor_.mask_stride_z)
+    fail<ArgumentError>(class_name(), ": the MPSCNNDropoutNode of the state has keep_probability ",
+                        f.keep_probability, " and mask_stride_in_pixels (", f.mask_stride_x, ", ", f.mask_stride_y,
+                        ", ", f.mask_stride_z, "); given keep_probability ", descriptor_.keep_probability,
+                        " and mask_stride_in_pixels (", descriptor_.mask_stride_x, ", ", descriptor_.mask_stride_y,
+                        ", ", descriptor_.mask_stride_z, ")");
+  if (sources()[1] != producer->sources().front())
+    fail<ArgumentError>(class_name(), ": source_image must be the source image of the MPSCNNDropoutNode whose state "
+                                      "it is given, given another image");
+}
+
+std::unique_ptr<GraphStep> CNNDropoutGradientNode::compile(const StepSlots& slots) const {
+  return gradient_step(std::make_shared<CNNDropoutGradient>(slots.device, descriptor_), slots);
+}
+
+}  // namespace mpsx

@@ -1,0 +1,51 @@
+#include "mpsx/graph/softmax.h"
+
+#include "mpsx/errors.h"
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+namespace {
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+}
+
+CNNSoftMaxNode::CNNSoftMaxNode(std::shared_ptr<ImageNode> source, bool log)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding), log_(log) {}
+
+std::unique_ptr<GraphStep> CNNSoftMaxNode::compile(const StepSlots& slots) const {
+  auto kernel = std::make_shared<CNNSoftMax>(slots.device, log_);
+  kernel->padding_method = padding_policy;
+  return unary_step(std::move(kernel), slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNSoftMaxNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  // The secondary source is the forward result, not the forward source.
+  return {std::make_shared<CNNSoftMaxGradientNode>(gradient_images.front(), result_image(), result_states().front(),
+                                                   log_)};
+}
+
+CNNSoftMaxGradientNode::CNNSoftMaxGradientNode(std::shared_ptr<ImageNode> source_gradient,
+                                               std::shared_ptr<ImageNode> source_image,
+                                               std::shared_ptr<StateNode> gradient_state, bool log)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+      log_(log) {
+  const std::shared_ptr<StateNode>& state = source_states().front();
+  std::shared_ptr<FilterNode> producer = state->producer();
+  auto* forward = dynamic_cast<const CNNSoftMaxNode*>(producer.get());
+  const char* expected = log_ ? "MPSCNNLogSoftMaxNode" : "MPSCNNSoftMaxNode";
+  if (!forward || forward->is_log() != log_)
+    fail<TypeMismatchError>(class_name(), ": expected the gradient state (result_state) of an ", expected,
+                            ", given ", producer ? "the state of an " : "an ",
+                            producer ? producer->class_name() : state->class_name());
+  if (sources()[1] != producer->result_image())
+    fail<ArgumentError>(class_name(), ": source_image must be the result image of the ", expected,
+                        " whose state it is given (the gradient reads the forward result), given another image");
+}
+
+std::unique_ptr<GraphStep> CNNSoftMaxGradientNode::compile(const StepSlots& slots) const {
+  // gradient_step passes sources[1], the forward result, as the secondary image.
+  return gradient_step(std::make_shared<CNNSoftMaxGradient>(slots.device, log_), slots);
+}
+
+}  // namespace mpsx

@@ -1,0 +1,206 @@
+"""CNNSoftMaxNode, CNNLogSoftMaxNode and their gradient nodes: forward results
+and gradients against PyTorch autograd, a chain built with training_graph, a
+convolution trained through a softmax node against PyTorch SGD, properties and
+bad input."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mpsx
+
+N, C_IN, C, SIZE, CLASSES, LR, STEPS = 3, 2, 4, 4, 3, 0.5, 3
+
+
+class Handle:
+    def __init__(self, label):
+        self.label = label
+
+
+def run(device, results, inputs):
+    """Encodes a graph of `results` with the source images of `inputs` (by handle label); the results as
+    numpy arrays."""
+    for r in results:
+        r.synchronize_resource = True
+    graph = mpsx.NNGraph(device, result_images=results)
+    sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+    cb = device.command_queue.command_buffer()
+    first, rest = graph.encode(cb, sources, intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return [first.to_numpy()] + [r.to_numpy() for r in rest]
+
+
+def node_class(log):
+    return mpsx.CNNLogSoftMaxNode if log else mpsx.CNNSoftMaxNode
+
+
+def torch_softmax(log):
+    return F.log_softmax if log else F.softmax
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_forward_and_gradient_match_torch_autograd(device, rng, log):
+    x = (rng.standard_normal((2, 5, 3, 4)) * 2).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
+    node = node_class(log)(source)
+    gradient = node.gradient_filter_with_source(g)
+    y, dx = run(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch_softmax(log)(xt, dim=1)
+    yt.backward(torch.tensor(dy))
+    np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_training_graph_of_a_chain_matches_torch_autograd(device, rng):
+    """x -> softmax -> log-softmax: each gradient node reads its own forward node's result."""
+    x = rng.standard_normal((2, 6, 2, 3)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
+    softmax = mpsx.CNNSoftMaxNode(source)
+    log_softmax = mpsx.CNNLogSoftMaxNode(softmax.result_image)
+    seen = []
+    termini = log_softmax.training_graph(g, lambda *a: seen.append(a))
+    assert [type(a[0]) for a in seen] == [mpsx.CNNLogSoftMaxGradientNode, mpsx.CNNSoftMaxGradientNode]
+    assert seen[0][0].source_images == [g, log_softmax.result_image]
+    assert seen[1][0].source_images == [seen[0][0].result_image, softmax.result_image]
+    assert termini == [seen[1][0]]
+    (dx,) = run(device, [termini[0].result_image], dict(x=x, dy=dy))
+    xt = torch.tensor(x, requires_grad=True)
+    F.log_softmax(F.softmax(xt, dim=1), dim=1).backward(torch.tensor(dy))
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_convolution_trains_through_the_node_as_pytorch(device, rng, log):
+    """conv 3x3 -> (log-)softmax -> fully connected -> softmax cross entropy, SGD on the graph and in torch."""
+    conv_w = (rng.standard_normal((C, 3, 3, C_IN)) * 0.5).astype(np.float32)
+    conv_b = (rng.standard_normal(C) * 0.1).astype(np.float32)
+    fc_w = (rng.standard_normal((CLASSES, SIZE, SIZE, C)) * 0.5).astype(np.float32)
+    fc_b = (rng.standard_normal(CLASSES) * 0.1).astype(np.float32)
+    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
+    target = rng.integers(0, CLASSES, N)
+    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
+    labels[np.arange(N), target] = 1
+
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
+    conv_weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), conv_w, conv_b, optimizer=sgd)
+    fc_weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES), fc_w, fc_b,
+                                         optimizer=sgd)
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")), conv_weights)
+    node = node_class(log)(conv.result_image)
+    fc = mpsx.CNNFullyConnectedNode(node.result_image, fc_weights)
+    descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+    descriptor.reduce_across_batch = True
+    loss = mpsx.CNNLossNode(fc.result_image, descriptor)
+    termini = loss.training_graph()
+    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    assert graph.number_of_filters == 7  # 4 forward, 3 gradient
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(STEPS):
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+
+    tw = torch.tensor(conv_w).permute(0, 3, 1, 2).contiguous().requires_grad_()
+    tb = torch.tensor(conv_b, requires_grad=True)
+    fw = torch.tensor(fc_w).reshape(CLASSES, -1).requires_grad_()
+    fb = torch.tensor(fc_b, requires_grad=True)
+    optimizer = torch.optim.SGD([tw, tb, fw, fb], lr=LR)
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        h = torch_softmax(log)(F.conv2d(torch.tensor(x), tw, tb, padding=1), dim=1)
+        logits = h.permute(0, 2, 3, 1).reshape(N, -1) @ fw.T + fb
+        F.cross_entropy(logits, torch.tensor(target)).backward()
+        optimizer.step()
+    np.testing.assert_allclose(conv_weights.weights(), tw.detach().permute(0, 2, 3, 1).numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(conv_weights.bias_terms(), tb.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fc_weights.weights(), fw.detach().reshape(fc_w.shape).numpy(), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(conv_weights.weights(), conv_w)  # the softmax passed a gradient on
+
+
+def test_properties_and_wiring(device):
+    source, g = mpsx.NNImageNode(), mpsx.NNImageNode()
+    for log in (False, True):
+        node = node_class(log).node_with_source(source)
+        assert type(node) is node_class(log)
+        assert node.source_images == [source]
+        assert isinstance(node.result_state, mpsx.NNGradientStateNode)
+        assert node.result_image.producer == node
+        assert node.padding_policy == mpsx.NNPaddingMethod.SIZE_SAME
+        gradient = node.gradient_filter_with_source(g)
+        # The secondary source is the forward *result*; the state is the forward's.
+        assert gradient.source_images == [g, node.result_image]
+        assert gradient.source_states == [node.result_state]
+        assert isinstance(gradient, mpsx.NNGradientFilterNode)
+        # Made by hand, as MPS's initWithSourceGradient:sourceImage:gradientState:.
+        cls = mpsx.CNNLogSoftMaxGradientNode if log else mpsx.CNNSoftMaxGradientNode
+        by_hand = cls(g, node.result_image, node.result_state)
+        assert by_hand.source_images == gradient.source_images
+
+
+def test_a_gradient_node_made_by_hand_computes_the_same(device, rng):
+    x = rng.standard_normal((1, 3, 2, 2)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
+    node = mpsx.CNNSoftMaxNode(source)
+    by_hand = mpsx.CNNSoftMaxGradientNode(g, node.result_image, node.result_state)
+    (dx,) = run(device, [by_hand.result_image], dict(x=x, dy=dy))
+    xt = torch.tensor(x, requires_grad=True)
+    F.softmax(xt, dim=1).backward(torch.tensor(dy))
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_bad_input(device):
+    source, g = mpsx.NNImageNode(), mpsx.NNImageNode()
+    softmax, log_softmax = mpsx.CNNSoftMaxNode(source), mpsx.CNNLogSoftMaxNode(source)
+    relu = mpsx.CNNNeuronNode(source, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    with pytest.raises(TypeError, match="expected an NNImageNode, given NoneType"):
+        mpsx.CNNSoftMaxNode(None)
+    with pytest.raises(TypeError, match="expected an NNImageNode, given int"):
+        mpsx.CNNLogSoftMaxNode(3)
+    with pytest.raises(TypeError, match="MPSCNNSoftMaxGradientNode: expected the gradient state .* of an "
+                                        "MPSCNNSoftMaxNode, given the state of an MPSCNNLogSoftMaxNode"):
+        mpsx.CNNSoftMaxGradientNode(g, log_softmax.result_image, log_softmax.result_state)
+    with pytest.raises(TypeError, match="given the state of an MPSCNNNeuronNode"):
+        mpsx.CNNLogSoftMaxGradientNode(g, relu.result_image, relu.result_state)
+    with pytest.raises(ValueError, match="source_image must be the result image of the MPSCNNSoftMaxNode"):
+        mpsx.CNNSoftMaxGradientNode(g, source, softmax.result_state)  # the forward source, not its result
+    with pytest.raises(TypeError):
+        mpsx.CNNSoftMaxGradientNode(g, softmax.result_image, None)
+    with pytest.raises(TypeError, match="no gradients of gradients"):
+        softmax.gradient_filter_with_source(g).gradient_filter_with_source(g)
+    with pytest.raises(AttributeError):
+        softmax.training_style = "gpu"  # not a trainable node
+
+
+def test_a_graph_refuses_images_of_another_shape_before_encoding(device, rng):
+    source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
+    node = mpsx.CNNSoftMaxNode(source)
+    graph = mpsx.NNGraph(device, node.gradient_filter_with_source(g).result_image)
+    images = {"x": mpsx.Image.from_numpy(device, rng.standard_normal((1, 3, 2, 2)).astype(np.float32)),
+              "dy": mpsx.Image.from_numpy(device, rng.standard_normal((1, 3, 2, 3)).astype(np.float32))}
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(mpsx.ShapeError, match="source gradient shaped as the forward result"):
+        graph.encode(cb, [images[h.label] for h in graph.source_image_handles])
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+
+
+@pytest.mark.parametrize("cls", [mpsx.CNNSoftMaxNode, mpsx.CNNLogSoftMaxNode, mpsx.CNNSoftMaxGradientNode,
+                                 mpsx.CNNLogSoftMaxGradientNode])
+def test_uninitialized_objects_raise(device, cls):
+    obj = cls.__new__(cls)
+    repr(obj)
+    for name in ("result_image", "result_state", "source_images", "label"):
+        with pytest.raises(TypeError):
+            getattr(obj, name)
+    with pytest.raises(TypeError):
+        obj.gradient_filter_with_source(mpsx.NNImageNode())
