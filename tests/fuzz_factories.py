@@ -826,3 +826,17 @@ FACTORIES.update({
     "CNNPoolingNode": FACTORIES["CNNPoolingMaxNode"],
     "CNNPoolingGradientNode": FACTORIES["CNNPoolingMaxGradientNode"],
 })
+FACTORIES.update({
+    "CNNCrossChannelNormalizationNode": [graph_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)",
+                                                    "\nkernel_size = 3\n")],
+    "CNNCrossChannelNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)") + "\nkernel_size = 3\n"],
+    "CNNSpatialNormalizationNode": [graph_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)",
+                                               "\nkernel_size = 2\n")],
+    "CNNSpatialNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
+    "CNNLocalContrastNormalizationNode": [graph_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)",
+                                                     "\nkernel_size = 2\n")],
+    "CNNLocalContrastNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
+})
