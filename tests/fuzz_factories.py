@@ -868,4 +868,18 @@ FACTORIES.update({
         graph_unary_gradient_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)")],
     "CNNUpsamplingBilinearGradientNode": [
         graph_unary_gradient_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)")],
+
+FACTORIES.update({
+    "CNNCrossChannelNormalizationNode": [graph_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)",
+                                                    "\nkernel_size = 3\n")],
+    "CNNCrossChannelNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)") + "\nkernel_size = 3\n"],
+    "CNNSpatialNormalizationNode": [graph_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)",
+                                               "\nkernel_size = 2\n")],
+    "CNNSpatialNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
+    "CNNLocalContrastNormalizationNode": [graph_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)",
+                                                     "\nkernel_size = 2\n")],
+    "CNNLocalContrastNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
 })

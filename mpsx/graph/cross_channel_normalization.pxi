@@ -1,0 +1,91 @@
+# MPSCNNCrossChannelNormalizationNode and its gradient node
+# (native/include/mpsx/graph/cross_channel_normalization.h).
+
+from mpsx.includes.graph.cross_channel_normalization cimport (
+    CCNNCrossChannelNormalizationGradientNode, CCNNCrossChannelNormalizationNode)
+
+__all__ += ["CNNCrossChannelNormalizationNode", "CNNCrossChannelNormalizationGradientNode"]
+
+
+cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
+    """MPSCNNCrossChannelNormalizationNode(source, kernel_size): local response normalization over
+    kernel_size feature channels (CNNCrossChannelNormalization). alpha 1.0, beta 5.0, delta 1.0 by default;
+    the gradient node takes them when it is made."""
+
+    def __init__(self, source, kernel_size):
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationNode](
+            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size"))
+
+    @classmethod
+    def node_with_source(cls, source, kernel_size):
+        return cls(source, kernel_size)
+
+    cdef CCNNCrossChannelNormalizationNode* node(self) except NULL:
+        return <CCNNCrossChannelNormalizationNode*>self.native()
+
+    @property
+    def kernel_size_in_feature_channels(self):
+        return self.node().kernel_size()
+
+    @kernel_size_in_feature_channels.setter
+    def kernel_size_in_feature_channels(self, value):
+        self.node().set_kernel_size(integer_argument(value, "kernel_size_in_feature_channels"))
+
+    @property
+    def alpha(self):
+        """Default 1.0; finite and non-negative."""
+        return self.node().parameters().alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        self.node().set_alpha(float_argument(value, "alpha"))
+
+    @property
+    def beta(self):
+        """Default 5.0."""
+        return self.node().parameters().beta
+
+    @beta.setter
+    def beta(self, value):
+        self.node().set_beta(float_argument(value, "beta"))
+
+    @property
+    def delta(self):
+        """Default 1.0."""
+        return self.node().parameters().delta
+
+    @delta.setter
+    def delta(self, value):
+        self.node().set_delta(float_argument(value, "delta"))
+
+
+cdef class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
+    """MPSCNNCrossChannelNormalizationGradientNode(source_gradient, source_image, gradient_state, kernel_size):
+    gradient_state the result state of a CNNCrossChannelNormalizationNode, whose alpha, beta and delta it
+    takes when made (read-only here; MPS's gradient node has none). The graph refuses to compile it if its
+    forward node's kernel size or parameters changed since."""
+
+    def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_size):
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationGradientNode](
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, gradient_state.c,
+            integer_argument(kernel_size, "kernel_size"))
+
+    cdef CCNNCrossChannelNormalizationGradientNode* node(self) except NULL:
+        return <CCNNCrossChannelNormalizationGradientNode*>self.native()
+
+    @property
+    def kernel_size(self):
+        return self.node().kernel_size()
+
+    @property
+    def alpha(self):
+        return self.node().parameters().alpha
+
+    @property
+    def beta(self):
+        return self.node().parameters().beta
+
+    @property
+    def delta(self):
+        return self.node().parameters().delta

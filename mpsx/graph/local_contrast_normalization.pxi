@@ -1,0 +1,177 @@
+# MPSCNNLocalContrastNormalizationNode and its gradient node
+# (native/include/mpsx/graph/local_contrast_normalization.h).
+
+from mpsx.includes.graph.local_contrast_normalization cimport (
+    CCNNLocalContrastNormalizationGradientNode, CCNNLocalContrastNormalizationNode)
+
+__all__ += ["CNNLocalContrastNormalizationNode", "CNNLocalContrastNormalizationGradientNode"]
+
+
+cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
+    """MPSCNNLocalContrastNormalizationNode(source, kernel_size): y = pm + ps * (x - p0 * M) /
+    (delta + alpha * VAR)^beta over a kernel_size x kernel_size window (CNNLocalContrastNormalization),
+    edge mode ZERO. The node's defaults are the header's for the node: alpha 1.0 (the kernel's is 0.0),
+    beta 0.5, delta 1/1024, p0 1, pm 0, ps 1. The gradient node copies the sizes and parameters when it is
+    made."""
+
+    def __init__(self, source, kernel_size):
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationNode](
+            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size"))
+
+    @classmethod
+    def node_with_source(cls, source, kernel_size):
+        return cls(source, kernel_size)
+
+    cdef CCNNLocalContrastNormalizationNode* node(self) except NULL:
+        return <CCNNLocalContrastNormalizationNode*>self.native()
+
+    @property
+    def kernel_width(self):
+        """Read-write; must equal kernel_height when the graph compiles."""
+        return self.node().kernel_width()
+
+    @kernel_width.setter
+    def kernel_width(self, value):
+        self.node().set_kernel_width(integer_argument(value, "kernel_width"))
+
+    @property
+    def kernel_height(self):
+        return self.node().kernel_height()
+
+    @kernel_height.setter
+    def kernel_height(self, value):
+        self.node().set_kernel_height(integer_argument(value, "kernel_height"))
+
+    @property
+    def alpha(self):
+        """Default 1.0 (the kernel's default is 0.0)."""
+        return self.node().parameters.alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        self.node().parameters.alpha = <float>float_argument(value, "alpha")
+
+    @property
+    def beta(self):
+        """Default 0.5."""
+        return self.node().parameters.beta
+
+    @beta.setter
+    def beta(self, value):
+        self.node().parameters.beta = <float>float_argument(value, "beta")
+
+    @property
+    def delta(self):
+        """Default 1/1024."""
+        return self.node().parameters.delta
+
+    @delta.setter
+    def delta(self, value):
+        self.node().parameters.delta = <float>float_argument(value, "delta")
+
+    @property
+    def p0(self):
+        """Default 1.0."""
+        return self.node().parameters.p0
+
+    @p0.setter
+    def p0(self, value):
+        self.node().parameters.p0 = <float>float_argument(value, "p0")
+
+    @property
+    def pm(self):
+        """Default 0.0."""
+        return self.node().parameters.pm
+
+    @pm.setter
+    def pm(self, value):
+        self.node().parameters.pm = <float>float_argument(value, "pm")
+
+    @property
+    def ps(self):
+        """Default 1.0."""
+        return self.node().parameters.ps
+
+    @ps.setter
+    def ps(self, value):
+        self.node().parameters.ps = <float>float_argument(value, "ps")
+
+
+cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
+    """MPSCNNLocalContrastNormalizationGradientNode(source_gradient, source_image, gradient_state,
+    kernel_width, kernel_height): gradient_state the result state of a CNNLocalContrastNormalizationNode.
+    Made by hand it has the header's defaults for this node (alpha 0.0, as the kernel); made by
+    gradient_filter_with_source it copies the forward node's sizes and parameters. The graph refuses to
+    compile it unless they are its forward node's."""
+
+    def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_width,
+                 kernel_height):
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationGradientNode](
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, gradient_state.c,
+            integer_argument(kernel_width, "kernel_width"), integer_argument(kernel_height, "kernel_height"))
+
+    cdef CCNNLocalContrastNormalizationGradientNode* node(self) except NULL:
+        return <CCNNLocalContrastNormalizationGradientNode*>self.native()
+
+    @property
+    def kernel_width(self):
+        return self.node().kernel_width()
+
+    @property
+    def kernel_height(self):
+        return self.node().kernel_height()
+
+    @property
+    def alpha(self):
+        """Default 0.0 (the header's default for the gradient node made by hand); gradient_filter_with_source copies the forward node's."""
+        return self.node().parameters.alpha
+
+    @alpha.setter
+    def alpha(self, value):
+        self.node().parameters.alpha = <float>float_argument(value, "alpha")
+
+    @property
+    def beta(self):
+        """Default 0.5."""
+        return self.node().parameters.beta
+
+    @beta.setter
+    def beta(self, value):
+        self.node().parameters.beta = <float>float_argument(value, "beta")
+
+    @property
+    def delta(self):
+        """Default 1/1024."""
+        return self.node().parameters.delta
+
+    @delta.setter
+    def delta(self, value):
+        self.node().parameters.delta = <float>float_argument(value, "delta")
+
+    @property
+    def p0(self):
+        """Default 1.0."""
+        return self.node().parameters.p0
+
+    @p0.setter
+    def p0(self, value):
+        self.node().parameters.p0 = <float>float_argument(value, "p0")
+
+    @property
+    def pm(self):
+        """Default 0.0."""
+        return self.node().parameters.pm
+
+    @pm.setter
+    def pm(self, value):
+        self.node().parameters.pm = <float>float_argument(value, "pm")
+
+    @property
+    def ps(self):
+        """Default 1.0."""
+        return self.node().parameters.ps
+
+    @ps.setter
+    def ps(self, value):
+        self.node().parameters.ps = <float>float_argument(value, "ps")

@@ -1,0 +1,102 @@
+#include "mpsx/graph/cross_channel_normalization.h"
+
+#include <cmath>
+
+#include "mpsx/checked.h"
+#include "mpsx/errors.h"
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+namespace {
+
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+constexpr const char* kForward = "MPSCNNCrossChannelNormalizationNode";
+
+// The forward node that makes `state`, or TypeMismatchError naming `node`.
+const CNNCrossChannelNormalizationNode& forward_of(const char* node, const std::shared_ptr<StateNode>& state) {
+  if (!state) fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given None");
+  std::shared_ptr<FilterNode> producer = state->producer();
+  auto forward = dynamic_cast<const CNNCrossChannelNormalizationNode*>(producer.get());
+  if (!forward)
+    fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given ",
+                            producer ? "the result state of an " : "a source state ",
+                            producer ? producer->class_name() : state->class_name());
+  return *forward;  // the state shares its producer's ownership
+}
+
+void check_matches(const char* node, const char* name, double mine, double forward) {
+  if (mine != forward)
+    fail<ArgumentError>(node, ": ", name, " is ", mine, " but its forward node's is ", forward,
+                        " (a gradient node copies its forward node's parameters when it is made; make it again after "
+                        "changing the forward node)");
+}
+
+}  // namespace
+
+CNNCrossChannelNormalizationNode::CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source,
+                                                                   int64_t kernel_size)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding), kernel_size_(kernel_size) {
+  check_size(kernel_size, kForward, ": kernel_size");
+}
+
+void CNNCrossChannelNormalizationNode::set_kernel_size(int64_t value) {
+  check_size(value, kForward, ": kernel_size_in_feature_channels");
+  kernel_size_ = value;
+}
+
+void CNNCrossChannelNormalizationNode::set_alpha(float value) {
+  if (!(value >= 0.0f) || std::isinf(value))
+    fail<ArgumentError>(kForward, ": alpha must be finite and non-negative, given ", value);
+  parameters_.alpha = value;
+}
+
+void CNNCrossChannelNormalizationNode::set_beta(float value) {
+  if (!std::isfinite(value)) fail<ArgumentError>(kForward, ": beta must be finite, given ", value);
+  parameters_.beta = value;
+}
+
+void CNNCrossChannelNormalizationNode::set_delta(float value) {
+  if (!std::isfinite(value)) fail<ArgumentError>(kForward, ": delta must be finite, given ", value);
+  parameters_.delta = value;
+}
+
+std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {
+  auto kernel = std::make_shared<CNNCrossChannelNormalization>(slots.device, kernel_size_);
+  kernel->set_alpha(parameters_.alpha);
+  kernel->set_beta(parameters_.beta);
+  kernel->set_delta(parameters_.delta);
+  kernel->padding_method = padding_policy;
+  return unary_step(std::move(kernel), slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNCrossChannelNormalizationNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  return {std::make_shared<CNNCrossChannelNormalizationGradientNode>(gradient_images.front(), sources().front(),
+                                                                     result_states().front(), kernel_size_)};
+}
+
+CNNCrossChannelNormalizationGradientNode::CNNCrossChannelNormalizationGradientNode(
+    std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
+    std::shared_ptr<StateNode> gradient_state, int64_t kernel_size)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+      kernel_size_(kernel_size),
+      parameters_(forward_of(class_name(), source_states().front()).parameters()) {
+  check_size(kernel_size, class_name(), ": kernel_size");
+}
+
+std::unique_ptr<GraphStep> CNNCrossChannelNormalizationGradientNode::compile(const StepSlots& slots) const {
+  const CNNCrossChannelNormalizationNode& forward = forward_of(class_name(), source_states().front());
+  check_matches(class_name(), "kernel_size", static_cast<double>(kernel_size_),
+                static_cast<double>(forward.kernel_size()));
+  check_matches(class_name(), "alpha", parameters_.alpha, forward.parameters().alpha);
+  check_matches(class_name(), "beta", parameters_.beta, forward.parameters().beta);
+  check_matches(class_name(), "delta", parameters_.delta, forward.parameters().delta);
+  auto kernel = std::make_shared<CNNCrossChannelNormalizationGradient>(slots.device, kernel_size_);
+  kernel->set_alpha(parameters_.alpha);
+  kernel->set_beta(parameters_.beta);
+  kernel->set_delta(parameters_.delta);
+  return gradient_step(std::move(kernel), slots);
+}
+
+}  // namespace mpsx

@@ -1,0 +1,107 @@
+#include "mpsx/graph/local_contrast_normalization.h"
+
+#include <cmath>
+
+#include "mpsx/checked.h"
+#include "mpsx/errors.h"
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+namespace {
+
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+constexpr const char* kForward = "MPSCNNLocalContrastNormalizationNode";
+constexpr const char* kGradient = "MPSCNNLocalContrastNormalizationGradientNode";
+
+// The forward node that makes `state`, or TypeMismatchError naming `node`.
+const CNNLocalContrastNormalizationNode& forward_of(const char* node, const std::shared_ptr<StateNode>& state) {
+  if (!state) fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given None");
+  std::shared_ptr<FilterNode> producer = state->producer();
+  auto forward = dynamic_cast<const CNNLocalContrastNormalizationNode*>(producer.get());
+  if (!forward)
+    fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given ",
+                            producer ? "the result state of an " : "a source state ",
+                            producer ? producer->class_name() : state->class_name());
+  return *forward;  // the state shares its producer's ownership
+}
+
+void check_matches(const char* name, double mine, double forward) {
+  if (mine != forward && !(std::isnan(mine) && std::isnan(forward)))
+    fail<ArgumentError>(kGradient, ": ", name, " is ", mine, " but its forward node's is ", forward,
+                        " (a gradient node copies its forward node's parameters when it is made; set the same "
+                        "value on both, or make it again after changing the forward node)");
+}
+
+template <class K>
+std::shared_ptr<K> make_kernel(const char* node, const std::shared_ptr<Device>& device, int64_t kernel_width,
+                               int64_t kernel_height, const LocalContrastNormalizationParameters& parameters) {
+  if (kernel_width != kernel_height)
+    fail<ArgumentError>(node, ": kernel_width (", kernel_width, ") must equal kernel_height (", kernel_height, ")");
+  auto kernel = std::make_shared<K>(device, kernel_width, kernel_height);
+  kernel->parameters = parameters;
+  return kernel;
+}
+
+}  // namespace
+
+CNNLocalContrastNormalizationNode::CNNLocalContrastNormalizationNode(std::shared_ptr<ImageNode> source,
+                                                                     int64_t kernel_size)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding), kernel_width_(kernel_size), kernel_height_(kernel_size) {
+  check_size(kernel_size, kForward, ": kernel_size");
+  parameters.alpha = 1.0f;  // MPSCNNLocalContrastNormalizationNode's default; the kernel's is 0
+}
+
+void CNNLocalContrastNormalizationNode::set_kernel_width(int64_t value) {
+  check_size(value, kForward, ": kernel_width");
+  kernel_width_ = value;
+}
+
+void CNNLocalContrastNormalizationNode::set_kernel_height(int64_t value) {
+  check_size(value, kForward, ": kernel_height");
+  kernel_height_ = value;
+}
+
+std::unique_ptr<GraphStep> CNNLocalContrastNormalizationNode::compile(const StepSlots& slots) const {
+  auto kernel =
+      make_kernel<CNNLocalContrastNormalization>(kForward, slots.device, kernel_width_, kernel_height_, parameters);
+  kernel->padding_method = padding_policy;
+  return unary_step(std::move(kernel), slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNLocalContrastNormalizationNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  auto gradient = std::make_shared<CNNLocalContrastNormalizationGradientNode>(
+      gradient_images.front(), sources().front(), result_states().front(), kernel_width_, kernel_height_);
+  gradient->parameters = parameters;
+  return {gradient};
+}
+
+CNNLocalContrastNormalizationGradientNode::CNNLocalContrastNormalizationGradientNode(
+    std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
+    std::shared_ptr<StateNode> gradient_state, int64_t kernel_width, int64_t kernel_height)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+      kernel_width_(kernel_width),
+      kernel_height_(kernel_height) {
+  check_size(kernel_width, kGradient, ": kernel_width");
+  check_size(kernel_height, kGradient, ": kernel_height");
+  forward_of(kGradient, source_states().front());
+}
+
+std::unique_ptr<GraphStep> CNNLocalContrastNormalizationGradientNode::compile(const StepSlots& slots) const {
+  const CNNLocalContrastNormalizationNode& forward = forward_of(kGradient, source_states().front());
+  check_matches("kernel_width", static_cast<double>(kernel_width_), static_cast<double>(forward.kernel_width()));
+  check_matches("kernel_height", static_cast<double>(kernel_height_), static_cast<double>(forward.kernel_height()));
+  const LocalContrastNormalizationParameters& f = forward.parameters;
+  check_matches("alpha", parameters.alpha, f.alpha);
+  check_matches("beta", parameters.beta, f.beta);
+  check_matches("delta", parameters.delta, f.delta);
+  check_matches("p0", parameters.p0, f.p0);
+  check_matches("pm", parameters.pm, f.pm);
+  check_matches("ps", parameters.ps, f.ps);
+  return gradient_step(make_kernel<CNNLocalContrastNormalizationGradient>(kGradient, slots.device, kernel_width_,
+                                                                          kernel_height_, parameters),
+                       slots);
+}
+
+}  // namespace mpsx

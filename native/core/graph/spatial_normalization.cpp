@@ -1,0 +1,125 @@
+#include "mpsx/graph/spatial_normalization.h"
+
+#include <cmath>
+
+#include "mpsx/checked.h"
+#include "mpsx/errors.h"
+#include "mpsx/kernel.h"
+
+namespace mpsx {
+
+namespace {
+
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+constexpr const char* kForward = "MPSCNNSpatialNormalizationNode";
+constexpr const char* kGradient = "MPSCNNSpatialNormalizationGradientNode";
+
+// The forward node that makes `state`, or TypeMismatchError naming `node`.
+const CNNSpatialNormalizationNode& forward_of(const char* node, const std::shared_ptr<StateNode>& state) {
+  if (!state) fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given None");
+  std::shared_ptr<FilterNode> producer = state->producer();
+  auto forward = dynamic_cast<const CNNSpatialNormalizationNode*>(producer.get());
+  if (!forward)
+    fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given ",
+                            producer ? "the result state of an " : "a source state ",
+                            producer ? producer->class_name() : state->class_name());
+  return *forward;  // the state shares its producer's ownership
+}
+
+void check_matches(const char* node, const char* name, double mine, double forward) {
+  if (mine != forward)
+    fail<ArgumentError>(node, ": ", name, " is ", mine, " but its forward node's is ", forward,
+                        " (a gradient node copies its forward node's parameters when it is made; set the same "
+                        "value on both, or make it again after changing the forward node)");
+}
+
+}  // namespace
+
+SpatialNormalizationNodeSettings::SpatialNormalizationNodeSettings(const char* node, int64_t kernel_width,
+                                                                   int64_t kernel_height)
+    : node_(node), kernel_width_(kernel_width), kernel_height_(kernel_height) {
+  check_size(kernel_width, node, ": kernel_width");
+  check_size(kernel_height, node, ": kernel_height");
+}
+
+void SpatialNormalizationNodeSettings::set_kernel_width(int64_t value) {
+  check_size(value, node_, ": kernel_width");
+  kernel_width_ = value;
+}
+
+void SpatialNormalizationNodeSettings::set_kernel_height(int64_t value) {
+  check_size(value, node_, ": kernel_height");
+  kernel_height_ = value;
+}
+
+void SpatialNormalizationNodeSettings::set_alpha(float value) {
+  if (!(value >= 0.0f) || std::isinf(value))
+    fail<ArgumentError>(node_, ": alpha must be finite and non-negative, given ", value);
+  parameters_.alpha = value;
+}
+
+void SpatialNormalizationNodeSettings::set_beta(float value) {
+  if (!std::isfinite(value)) fail<ArgumentError>(node_, ": beta must be finite, given ", value);
+  parameters_.beta = value;
+}
+
+void SpatialNormalizationNodeSettings::set_delta(float value) {
+  if (!std::isfinite(value)) fail<ArgumentError>(node_, ": delta must be finite, given ", value);
+  parameters_.delta = value;
+}
+
+template <class K>
+std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const std::shared_ptr<Device>& device) const {
+  if (kernel_width_ != kernel_height_)
+    fail<ArgumentError>(node_, ": kernel_width (", kernel_width_, ") must equal kernel_height (", kernel_height_,
+                        ")");
+  auto kernel = std::make_shared<K>(device, kernel_width_, kernel_height_);
+  kernel->set_alpha(parameters_.alpha);
+  kernel->set_beta(parameters_.beta);
+  kernel->set_delta(parameters_.delta);
+  return kernel;
+}
+
+CNNSpatialNormalizationNode::CNNSpatialNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding),
+      SpatialNormalizationNodeSettings(kForward, kernel_size, kernel_size) {}
+
+std::unique_ptr<GraphStep> CNNSpatialNormalizationNode::compile(const StepSlots& slots) const {
+  auto kernel = make_kernel<CNNSpatialNormalization>(slots.device);
+  kernel->padding_method = padding_policy;
+  return unary_step(std::move(kernel), slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNSpatialNormalizationNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  auto gradient = std::make_shared<CNNSpatialNormalizationGradientNode>(gradient_images.front(), sources().front(),
+                                                                        result_states().front(), kernel_width());
+  gradient->set_kernel_height(kernel_height());
+  gradient->set_alpha(parameters().alpha);
+  gradient->set_beta(parameters().beta);
+  gradient->set_delta(parameters().delta);
+  return {gradient};
+}
+
+CNNSpatialNormalizationGradientNode::CNNSpatialNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
+                                                                         std::shared_ptr<ImageNode> source_image,
+                                                                         std::shared_ptr<StateNode> gradient_state,
+                                                                         int64_t kernel_size)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+      SpatialNormalizationNodeSettings(kGradient, kernel_size, kernel_size) {
+  forward_of(kGradient, source_states().front());
+}
+
+std::unique_ptr<GraphStep> CNNSpatialNormalizationGradientNode::compile(const StepSlots& slots) const {
+  const CNNSpatialNormalizationNode& forward = forward_of(kGradient, source_states().front());
+  check_matches(kGradient, "kernel_width", static_cast<double>(kernel_width()),
+                static_cast<double>(forward.kernel_width()));
+  check_matches(kGradient, "kernel_height", static_cast<double>(kernel_height()),
+                static_cast<double>(forward.kernel_height()));
+  check_matches(kGradient, "alpha", parameters().alpha, forward.parameters().alpha);
+  check_matches(kGradient, "beta", parameters().beta, forward.parameters().beta);
+  check_matches(kGradient, "delta", parameters().delta, forward.parameters().delta);
+  return gradient_step(make_kernel<CNNSpatialNormalizationGradient>(slots.device), slots);
+}
+
+}  // namespace mpsx

@@ -1,0 +1,229 @@
+"""CNNCrossChannelNormalizationNode and its gradient node in NNGraph: forward
+results and input gradients against torch.nn.functional.local_response_norm
+and autograd (float64), a model with a trainable convolution and fully
+connected layer around the node trained by training_graph against PyTorch SGD,
+the properties and their defaults (MPSNNGraphNodes.h), and bad input."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mpsx
+from test_graph import Handle, loss_descriptor
+
+N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 8, 5, 3, 0.1, 3
+
+
+def torch_norm(x, k, alpha, beta, delta):
+    return F.local_response_norm(x, k, alpha, beta, delta)
+
+
+def run_graph(device, graph, inputs):
+    """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
+    intermediate images as numpy."""
+    images = [mpsx.ImageBatch.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+    cb = device.command_queue.command_buffer()
+    result, intermediates = graph.encode_batch(cb, images, intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return result.to_numpy(), [i.to_numpy() for i in intermediates]
+
+
+def forward_and_gradient(device, node, gradient, x, dy):
+    """y and dx of a forward node and a gradient node reading the gradient image 'dy'."""
+    for image in (node.result_image, gradient.result_image):
+        image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, result_images=[node.result_image, gradient.result_image])
+    assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
+    y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
+    return y, dx
+
+
+def torch_reference(x, dy, k, alpha, beta, delta):
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = torch_norm(xt, k, alpha, beta, delta)
+    y.backward(torch.tensor(dy, dtype=torch.float64))
+    return y.detach().numpy(), xt.grad.numpy()
+
+
+@pytest.mark.parametrize("k, alpha, beta, delta", [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5),
+                                                   (1, 1.0, 0.75, 2.0)])
+def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
+    x = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    node = mpsx.CNNCrossChannelNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
+    node.alpha, node.beta, node.delta = alpha, beta, delta
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    assert isinstance(gradient, mpsx.CNNCrossChannelNormalizationGradientNode)
+    assert (gradient.kernel_size, gradient.alpha, gradient.beta, gradient.delta) == (k, alpha, beta, delta)
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = torch_reference(x, dy, k, alpha, beta, delta)
+    assert y.shape == x.shape and dx.shape == x.shape
+    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
+
+
+def test_gradient_node_made_by_hand(device, rng):
+    """The header's initializer: it takes its forward node's parameters from the gradient state."""
+    x = rng.standard_normal((1, 5, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    source = mpsx.NNImageNode(Handle("x"))
+    node = mpsx.CNNCrossChannelNormalizationNode(source, 3)
+    node.alpha, node.beta, node.delta = 0.25, 0.5, 2.0
+    gradient = mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(Handle("dy")), source,
+                                                             node.result_state, 3)
+    assert (gradient.alpha, gradient.beta, gradient.delta) == (0.25, 0.5, 2.0)
+    assert gradient.source_states == [node.result_state]
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = torch_reference(x, dy, 3, 0.25, 0.5, 2.0)
+    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
+
+
+def parameters(seed=5):
+    rng = np.random.default_rng(seed)
+    return dict(conv_w=(rng.standard_normal((C, 3, 3, C_IN)) * 0.5).astype(np.float32),
+                conv_b=(rng.standard_normal(C) * 0.1).astype(np.float32),
+                fc_w=(rng.standard_normal((CLASSES, SIZE, SIZE, C)) * 0.1).astype(np.float32),
+                fc_b=(rng.standard_normal(CLASSES) * 0.1).astype(np.float32))
+
+
+def batch(seed=6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
+    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
+    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    return x, labels
+
+
+NORM = dict(k=3, alpha=2.0, beta=0.75, delta=1.0)
+
+
+def test_training_graph_trains_as_pytorch(device):
+    """conv 3x3 -> cross-channel normalization -> fully connected -> softmax cross entropy, trained by the
+    graph training_graph makes, against the same model in PyTorch with SGD."""
+    p = parameters()
+    x, labels = batch()
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
+    conv_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"],
+                                     optimizer=sgd)
+    fc_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES), p["fc_w"], p["fc_b"],
+                                   optimizer=sgd)
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("images")), conv_w)
+    norm = mpsx.CNNCrossChannelNormalizationNode(conv.result_image, NORM["k"])
+    norm.alpha, norm.beta, norm.delta = NORM["alpha"], NORM["beta"], NORM["delta"]
+    fc = mpsx.CNNFullyConnectedNode(norm.result_image, fc_w)
+    loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor())
+    loss.input_labels.handle = Handle("labels")
+    seen = []
+    termini = loss.training_graph(node_handler=lambda g, f, *_: seen.append((g, f)))
+    made = {type(f).__name__: g for g, f in seen}
+    assert isinstance(made["CNNCrossChannelNormalizationNode"], mpsx.CNNCrossChannelNormalizationGradientNode)
+    assert made["CNNCrossChannelNormalizationNode"].alpha == NORM["alpha"]
+    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(STEPS):
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+
+    w = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in p.items()}
+    optimizer = torch.optim.SGD(list(w.values()), lr=LR)
+    target = torch.tensor(labels.reshape(N, -1).argmax(1))
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        h = F.conv2d(torch.tensor(x, dtype=torch.float64), w["conv_w"].permute(0, 3, 1, 2), w["conv_b"], padding=1)
+        h = torch_norm(h, NORM["k"], NORM["alpha"], NORM["beta"], NORM["delta"])
+        logits = h.permute(0, 2, 3, 1).reshape(N, -1) @ w["fc_w"].reshape(CLASSES, -1).T + w["fc_b"]
+        F.cross_entropy(logits, target).backward()
+        optimizer.step()
+    np.testing.assert_allclose(conv_w.weights(), w["conv_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(conv_w.bias_terms(), w["conv_b"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fc_w.weights(), w["fc_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(conv_w.weights(), p["conv_w"], atol=1e-4)  # it trained
+
+
+def test_defaults_and_properties(device):
+    node = mpsx.CNNCrossChannelNormalizationNode(mpsx.NNImageNode(), 5)
+    # MPSCNNNormalizationNode's defaults: alpha 1, beta 5, delta 1.
+    assert (node.kernel_size_in_feature_channels, node.alpha, node.beta, node.delta) == (5, 1.0, 5.0, 1.0)
+    assert node.padding_policy == mpsx.NNPaddingMethod.SIZE_SAME
+    assert [type(s) for s in node.result_states] == [mpsx.NNGradientStateNode]
+    node.kernel_size_in_feature_channels = 3
+    node.alpha, node.beta, node.delta = 0.1, -0.5, 0.25
+    assert (node.kernel_size_in_feature_channels, node.alpha, node.beta, node.delta) == \
+        (3, np.float32(0.1), -0.5, 0.25)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    assert (gradient.kernel_size, gradient.alpha, gradient.beta, gradient.delta) == (3, np.float32(0.1), -0.5, 0.25)
+    for name in ("kernel_size", "alpha", "beta", "delta"):  # MPS's gradient node has none of its own
+        with pytest.raises(AttributeError):
+            setattr(gradient, name, 1)
+    assert mpsx.CNNCrossChannelNormalizationNode.node_with_source(mpsx.NNImageNode(), 2).kernel_size_in_feature_channels == 2
+
+
+def test_forward_changed_after_the_gradient_node_was_made(device):
+    node = mpsx.CNNCrossChannelNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    node.beta = 0.5
+    assert gradient.beta == 5.0  # copied when made
+    with pytest.raises(ValueError, match=r"beta is 5 but its forward node's is 0.5"):
+        mpsx.NNGraph(device, gradient.result_image)
+    mpsx.NNGraph(device, node.result_image)  # the forward node alone compiles
+    node.beta = 5.0
+    node.kernel_size_in_feature_channels = 4
+    with pytest.raises(ValueError, match=r"kernel_size is 3 but its forward node's is 4"):
+        mpsx.NNGraph(device, gradient.result_image)
+    # Made again, it takes the new values.
+    again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    assert again.kernel_size == 4
+    mpsx.NNGraph(device, again.result_image)
+
+
+def test_bad_input(device):
+    source = mpsx.NNImageNode()
+    with pytest.raises(ValueError, match="kernel_size must be positive, given 0"):
+        mpsx.CNNCrossChannelNormalizationNode(source, 0)
+    with pytest.raises(TypeError):
+        mpsx.CNNCrossChannelNormalizationNode(source, 2.5)
+    with pytest.raises(TypeError, match="expected an NNImageNode"):
+        mpsx.CNNCrossChannelNormalizationNode(None, 3)
+    node = mpsx.CNNCrossChannelNormalizationNode(source, 3)
+    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
+                        ("delta", float("inf"))):
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            setattr(node, name, value)
+    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+    with pytest.raises(TypeError, match="alpha must be a float"):
+        node.alpha = "1"
+    with pytest.raises(ValueError, match="kernel_size_in_feature_channels must be positive"):
+        node.kernel_size_in_feature_channels = -3
+    assert node.kernel_size_in_feature_channels == 3
+    with pytest.raises(AttributeError):
+        node.training_style = "gpu"  # not trainable
+    # A gradient state of another family.
+    pool = mpsx.CNNPoolingMaxNode(source, 2)
+    with pytest.raises(TypeError, match="expected the result state of an MPSCNNCrossChannelNormalizationNode, given "
+                                        "the result state of an MPSCNNPoolingMaxNode"):
+        mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3)
+    with pytest.raises(TypeError):
+        mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    with pytest.raises(TypeError, match="no gradients of gradients"):
+        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+
+
+@pytest.mark.parametrize("cls", [mpsx.CNNCrossChannelNormalizationNode, mpsx.CNNCrossChannelNormalizationGradientNode])
+def test_uninitialized_objects_raise(cls):
+    obj = cls.__new__(cls)
+    repr(obj)
+    for name in ("result_image", "alpha", "beta", "delta", "kernel_size", "kernel_size_in_feature_channels"):
+        if hasattr(cls, name):
+            with pytest.raises(TypeError):
+                getattr(obj, name)
+    if hasattr(cls, "alpha") and cls is mpsx.CNNCrossChannelNormalizationNode:
+        with pytest.raises(TypeError):
+            obj.alpha = 1.0

@@ -1,0 +1,247 @@
+"""CNNLocalContrastNormalizationNode and its gradient node in NNGraph:
+forward results and input gradients against the torch formula of
+tests/test_local_contrast_normalization.py and autograd (float64), a model
+with a trainable convolution and fully connected layer around the node trained
+by training_graph against PyTorch SGD, the properties and their defaults
+(MPSNNGraphNodes.h: the node's alpha is 1, the gradient node's and the
+kernel's 0), and bad input."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mpsx
+from test_graph import Handle, loss_descriptor
+from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
+
+N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
+NODE_DEFAULTS = {"alpha": 1.0, "beta": 0.5, "delta": 1.0 / 1024, "p0": 1.0, "pm": 0.0, "ps": 1.0}
+GRADIENT_DEFAULTS = dict(NODE_DEFAULTS, alpha=0.0)
+
+
+def run_graph(device, graph, inputs):
+    """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
+    intermediate images as numpy."""
+    images = [mpsx.ImageBatch.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+    cb = device.command_queue.command_buffer()
+    result, intermediates = graph.encode_batch(cb, images, intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return result.to_numpy(), [i.to_numpy() for i in intermediates]
+
+
+def forward_and_gradient(device, node, gradient, x, dy):
+    """y and dx of a forward node and a gradient node reading the gradient image 'dy'."""
+    for image in (node.result_image, gradient.result_image):
+        image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, result_images=[node.result_image, gradient.result_image])
+    assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
+    y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
+    return y, dx
+
+
+def torch_reference(x, dy, k, p):
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = torch_lcn(xt, k, p)
+    y.backward(torch.tensor(dy, dtype=torch.float64))
+    return y.detach().numpy(), xt.grad.numpy()
+
+
+def values(node):
+    return {name: getattr(node, name) for name in PARAMETERS}
+
+
+def as_float32(p):
+    return {name: np.float32(value) for name, value in p.items()}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+@pytest.mark.parametrize("p", [UNIT, GENERAL, None], ids=["unit", "general", "node-defaults"])
+def test_forward_and_gradient_match_torch(device, rng, k, p):
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
+    for name, value in (p or {}).items():
+        setattr(node, name, value)
+    p = p or NODE_DEFAULTS
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    assert isinstance(gradient, mpsx.CNNLocalContrastNormalizationGradientNode)
+    assert (gradient.kernel_width, gradient.kernel_height) == (k, k)
+    assert values(gradient) == as_float32(p)
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = torch_reference(x, dy, k, p)
+    assert y.shape == x.shape and dx.shape == x.shape
+    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
+
+
+def test_gradient_node_made_by_hand(device, rng):
+    """The header's initializer: the gradient node's header defaults (alpha 0, unlike the forward node's 1),
+    which must be set as on the forward node."""
+    x = rng.standard_normal((1, 2, 5, 4)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    source = mpsx.NNImageNode(Handle("x"))
+    node = mpsx.CNNLocalContrastNormalizationNode(source, 3)
+    gradient = mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(Handle("dy")), source,
+                                                              node.result_state, 3, 3)
+    assert values(gradient) == as_float32(GRADIENT_DEFAULTS)
+    assert values(node) == as_float32(NODE_DEFAULTS)
+    with pytest.raises(ValueError, match="alpha is 0 but its forward node's is 1"):
+        mpsx.NNGraph(device, gradient.result_image)
+    for name, value in GENERAL.items():
+        setattr(node, name, value)
+        setattr(gradient, name, value)
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = torch_reference(x, dy, 3, GENERAL)
+    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
+
+
+def parameters(seed=5):
+    rng = np.random.default_rng(seed)
+    return dict(conv_w=(rng.standard_normal((C, 3, 3, C_IN)) * 0.5).astype(np.float32),
+                conv_b=(rng.standard_normal(C) * 0.1).astype(np.float32),
+                fc_w=(rng.standard_normal((CLASSES, SIZE, SIZE, C)) * 0.1).astype(np.float32),
+                fc_b=(rng.standard_normal(CLASSES) * 0.1).astype(np.float32))
+
+
+def batch(seed=6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
+    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
+    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    return x, labels
+
+
+NORM = dict(k=3, alpha=0.8, beta=0.75, delta=0.5, p0=0.6, pm=0.25, ps=1.5)
+
+
+def test_training_graph_trains_as_pytorch(device):
+    """conv 3x3 -> local contrast normalization -> fully connected -> softmax cross entropy, trained by the
+    graph training_graph makes, against the same model in PyTorch with SGD."""
+    p = parameters()
+    x, labels = batch()
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
+    conv_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"],
+                                     optimizer=sgd)
+    fc_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES), p["fc_w"], p["fc_b"],
+                                   optimizer=sgd)
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("images")), conv_w)
+    norm = mpsx.CNNLocalContrastNormalizationNode(conv.result_image, NORM["k"])
+    for name in PARAMETERS:
+        setattr(norm, name, NORM[name])
+    fc = mpsx.CNNFullyConnectedNode(norm.result_image, fc_w)
+    loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor())
+    loss.input_labels.handle = Handle("labels")
+    seen = []
+    termini = loss.training_graph(node_handler=lambda g, f, *_: seen.append((g, f)))
+    made = {type(f).__name__: g for g, f in seen}
+    assert isinstance(made["CNNLocalContrastNormalizationNode"], mpsx.CNNLocalContrastNormalizationGradientNode)
+    assert made["CNNLocalContrastNormalizationNode"].p0 == np.float32(NORM["p0"])
+    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(STEPS):
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+
+    w = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in p.items()}
+    optimizer = torch.optim.SGD(list(w.values()), lr=LR)
+    target = torch.tensor(labels.reshape(N, -1).argmax(1))
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        h = F.conv2d(torch.tensor(x, dtype=torch.float64), w["conv_w"].permute(0, 3, 1, 2), w["conv_b"], padding=1)
+        h = torch_lcn(h, NORM["k"], NORM)
+        logits = h.permute(0, 2, 3, 1).reshape(N, -1) @ w["fc_w"].reshape(CLASSES, -1).T + w["fc_b"]
+        F.cross_entropy(logits, target).backward()
+        optimizer.step()
+    np.testing.assert_allclose(conv_w.weights(), w["conv_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(conv_w.bias_terms(), w["conv_b"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fc_w.weights(), w["fc_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(conv_w.weights(), p["conv_w"], atol=1e-4)  # it trained
+
+
+def test_defaults_and_properties(device):
+    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(), 5)
+    assert (node.kernel_width, node.kernel_height) == (5, 5)
+    assert values(node) == as_float32(NODE_DEFAULTS)
+    assert node.padding_policy == mpsx.NNPaddingMethod.SIZE_SAME
+    assert [type(s) for s in node.result_states] == [mpsx.NNGradientStateNode]
+    node.kernel_width = node.kernel_height = 3
+    for i, name in enumerate(PARAMETERS):
+        setattr(node, name, 0.1 * (i + 1) - 0.3)  # any float, negative ones too, as on the kernels
+    expected = {name: np.float32(0.1 * (i + 1) - 0.3) for i, name in enumerate(PARAMETERS)}
+    assert values(node) == expected
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    assert (gradient.kernel_width, gradient.kernel_height) == (3, 3)
+    assert values(gradient) == expected
+    for name in ("kernel_width", "kernel_height"):  # read-only on the gradient node (header)
+        with pytest.raises(AttributeError):
+            setattr(gradient, name, 3)
+    gradient.ps = 2.0
+    assert gradient.ps == 2.0 and node.ps == np.float32(0.3)
+    assert mpsx.CNNLocalContrastNormalizationNode.node_with_source(mpsx.NNImageNode(), 2).kernel_width == 2
+
+
+def test_forward_changed_after_the_gradient_node_was_made(device):
+    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    node.pm = 0.5
+    assert gradient.pm == 0.0  # copied when made
+    with pytest.raises(ValueError, match=r"pm is 0 but its forward node's is 0.5"):
+        mpsx.NNGraph(device, gradient.result_image)
+    gradient.pm = 0.5  # set on both: it compiles
+    mpsx.NNGraph(device, gradient.result_image)
+    node.kernel_width = node.kernel_height = 5
+    with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
+        mpsx.NNGraph(device, gradient.result_image)
+    # NaN on both sides counts as the same value.
+    again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    node.alpha = again.alpha = float("nan")
+    mpsx.NNGraph(device, again.result_image)
+
+
+def test_bad_input(device):
+    source = mpsx.NNImageNode()
+    with pytest.raises(ValueError, match="kernel_size must be positive, given 0"):
+        mpsx.CNNLocalContrastNormalizationNode(source, 0)
+    with pytest.raises(TypeError):
+        mpsx.CNNLocalContrastNormalizationNode(source, "3")
+    with pytest.raises(TypeError, match="expected an NNImageNode"):
+        mpsx.CNNLocalContrastNormalizationNode(None, 3)
+    node = mpsx.CNNLocalContrastNormalizationNode(source, 3)
+    with pytest.raises(TypeError, match="p0 must be a float"):
+        node.p0 = "1"
+    with pytest.raises(ValueError, match="kernel_width must be positive"):
+        node.kernel_width = 0
+    assert node.kernel_width == 3
+    node.kernel_height = 4
+    with pytest.raises(ValueError, match=r"kernel_width \(3\) must equal kernel_height \(4\)"):
+        mpsx.NNGraph(device, node.result_image)
+    with pytest.raises(AttributeError):
+        node.training_style = "gpu"  # not trainable
+    pool = mpsx.CNNPoolingMaxNode(source, 2)
+    with pytest.raises(TypeError, match="expected the result state of an MPSCNNLocalContrastNormalizationNode, "
+                                        "given the result state of an MPSCNNPoolingMaxNode"):
+        mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3, 3)
+    with pytest.raises(ValueError, match="kernel_height must be positive"):
+        mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, node.result_state, 3, -1)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    with pytest.raises(TypeError, match="no gradients of gradients"):
+        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+
+
+@pytest.mark.parametrize("cls", [mpsx.CNNLocalContrastNormalizationNode,
+                                 mpsx.CNNLocalContrastNormalizationGradientNode])
+def test_uninitialized_objects_raise(cls):
+    obj = cls.__new__(cls)
+    repr(obj)
+    for name in ("result_image", "kernel_width", "kernel_height") + PARAMETERS:
+        with pytest.raises(TypeError):
+            getattr(obj, name)
+    with pytest.raises(TypeError):
+        obj.alpha = 1.0

@@ -1,0 +1,238 @@
+"""CNNSpatialNormalizationNode and its gradient node in NNGraph: forward
+results and input gradients against the torch formula of
+tests/test_spatial_normalization.py (pad + avg_pool2d) and autograd
+(float64), a model with a trainable convolution and fully connected layer
+around the node trained by training_graph against PyTorch SGD, the properties
+and their defaults (MPSNNGraphNodes.h), and bad input."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mpsx
+from test_graph import Handle, loss_descriptor
+from test_spatial_normalization import torch_forward
+
+N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
+
+
+def torch_norm(x, k, alpha, beta, delta):
+    return torch_forward(x, k, alpha, beta, delta)
+
+
+def run_graph(device, graph, inputs):
+    """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
+    intermediate images as numpy."""
+    images = [mpsx.ImageBatch.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+    cb = device.command_queue.command_buffer()
+    result, intermediates = graph.encode_batch(cb, images, intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return result.to_numpy(), [i.to_numpy() for i in intermediates]
+
+
+def forward_and_gradient(device, node, gradient, x, dy):
+    """y and dx of a forward node and a gradient node reading the gradient image 'dy'."""
+    for image in (node.result_image, gradient.result_image):
+        image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, result_images=[node.result_image, gradient.result_image])
+    assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
+    y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
+    return y, dx
+
+
+def torch_reference(x, dy, k, alpha, beta, delta):
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = torch_norm(xt, k, alpha, beta, delta)
+    y.backward(torch.tensor(dy, dtype=torch.float64))
+    return y.detach().numpy(), xt.grad.numpy()
+
+
+@pytest.mark.parametrize("k, alpha, beta, delta", [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5),
+                                                   (1, 1.0, 0.75, 2.0)])
+def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
+    node.alpha, node.beta, node.delta = alpha, beta, delta
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    assert isinstance(gradient, mpsx.CNNSpatialNormalizationGradientNode)
+    assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
+        (k, k, alpha, beta, delta)
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = torch_reference(x, dy, k, alpha, beta, delta)
+    assert y.shape == x.shape and dx.shape == x.shape
+    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
+
+
+def test_gradient_node_made_by_hand(device, rng):
+    """The header's initializer: the header's defaults, which must be set as on the forward node."""
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    source = mpsx.NNImageNode(Handle("x"))
+    node = mpsx.CNNSpatialNormalizationNode(source, 3)
+    node.alpha, node.beta, node.delta = 0.25, 0.5, 2.0
+    gradient = mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(Handle("dy")), source, node.result_state, 3)
+    assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
+        (3, 3, 1.0, 5.0, 1.0)
+    with pytest.raises(ValueError, match="alpha is 1 but its forward node's is 0.25"):
+        mpsx.NNGraph(device, gradient.result_image)
+    gradient.alpha, gradient.beta, gradient.delta = 0.25, 0.5, 2.0
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = torch_reference(x, dy, 3, 0.25, 0.5, 2.0)
+    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
+
+
+def parameters(seed=5):
+    rng = np.random.default_rng(seed)
+    return dict(conv_w=(rng.standard_normal((C, 3, 3, C_IN)) * 0.5).astype(np.float32),
+                conv_b=(rng.standard_normal(C) * 0.1).astype(np.float32),
+                fc_w=(rng.standard_normal((CLASSES, SIZE, SIZE, C)) * 0.1).astype(np.float32),
+                fc_b=(rng.standard_normal(CLASSES) * 0.1).astype(np.float32))
+
+
+def batch(seed=6):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
+    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
+    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    return x, labels
+
+
+NORM = dict(k=3, alpha=2.0, beta=0.75, delta=1.0)
+
+
+def test_training_graph_trains_as_pytorch(device):
+    """conv 3x3 -> spatial normalization -> fully connected -> softmax cross entropy, trained by the
+    graph training_graph makes, against the same model in PyTorch with SGD."""
+    p = parameters()
+    x, labels = batch()
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
+    conv_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"],
+                                     optimizer=sgd)
+    fc_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES), p["fc_w"], p["fc_b"],
+                                   optimizer=sgd)
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("images")), conv_w)
+    norm = mpsx.CNNSpatialNormalizationNode(conv.result_image, NORM["k"])
+    norm.alpha, norm.beta, norm.delta = NORM["alpha"], NORM["beta"], NORM["delta"]
+    fc = mpsx.CNNFullyConnectedNode(norm.result_image, fc_w)
+    loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor())
+    loss.input_labels.handle = Handle("labels")
+    seen = []
+    termini = loss.training_graph(node_handler=lambda g, f, *_: seen.append((g, f)))
+    made = {type(f).__name__: g for g, f in seen}
+    assert isinstance(made["CNNSpatialNormalizationNode"], mpsx.CNNSpatialNormalizationGradientNode)
+    assert made["CNNSpatialNormalizationNode"].alpha == NORM["alpha"]
+    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(STEPS):
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+
+    w = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in p.items()}
+    optimizer = torch.optim.SGD(list(w.values()), lr=LR)
+    target = torch.tensor(labels.reshape(N, -1).argmax(1))
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        h = F.conv2d(torch.tensor(x, dtype=torch.float64), w["conv_w"].permute(0, 3, 1, 2), w["conv_b"], padding=1)
+        h = torch_norm(h, NORM["k"], NORM["alpha"], NORM["beta"], NORM["delta"])
+        logits = h.permute(0, 2, 3, 1).reshape(N, -1) @ w["fc_w"].reshape(CLASSES, -1).T + w["fc_b"]
+        F.cross_entropy(logits, target).backward()
+        optimizer.step()
+    np.testing.assert_allclose(conv_w.weights(), w["conv_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(conv_w.bias_terms(), w["conv_b"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fc_w.weights(), w["fc_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(conv_w.weights(), p["conv_w"], atol=1e-4)  # it trained
+
+
+def test_defaults_and_properties(device):
+    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(), 5)
+    # The header's defaults: alpha 1, beta 5, delta 1, kernelHeight = kernelWidth = kernelSize.
+    assert (node.kernel_width, node.kernel_height, node.alpha, node.beta, node.delta) == (5, 5, 1.0, 5.0, 1.0)
+    assert node.padding_policy == mpsx.NNPaddingMethod.SIZE_SAME
+    assert [type(s) for s in node.result_states] == [mpsx.NNGradientStateNode]
+    node.kernel_width = node.kernel_height = 3
+    node.alpha, node.beta, node.delta = 0.1, -0.5, 0.25
+    assert (node.kernel_width, node.kernel_height, node.alpha, node.beta, node.delta) == \
+        (3, 3, np.float32(0.1), -0.5, 0.25)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
+        (3, 3, np.float32(0.1), -0.5, 0.25)
+    gradient.kernel_width = 4  # read-write on the gradient node too (header)
+    assert gradient.kernel_width == 4
+    assert mpsx.CNNSpatialNormalizationNode.node_with_source(mpsx.NNImageNode(), 2).kernel_height == 2
+
+
+def test_forward_changed_after_the_gradient_node_was_made(device):
+    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    node.delta = 0.5
+    assert gradient.delta == 1.0  # copied when made
+    with pytest.raises(ValueError, match=r"delta is 1 but its forward node's is 0.5"):
+        mpsx.NNGraph(device, gradient.result_image)
+    gradient.delta = 0.5  # set on both: it compiles
+    mpsx.NNGraph(device, gradient.result_image)
+    node.kernel_width = node.kernel_height = 5
+    with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
+        mpsx.NNGraph(device, gradient.result_image)
+    again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    assert (again.kernel_width, again.delta) == (5, 0.5)
+    mpsx.NNGraph(device, again.result_image)
+
+
+def test_bad_input(device):
+    source = mpsx.NNImageNode()
+    with pytest.raises(ValueError, match="kernel_width must be positive, given 0"):
+        mpsx.CNNSpatialNormalizationNode(source, 0)
+    with pytest.raises(TypeError):
+        mpsx.CNNSpatialNormalizationNode(source, 2.5)
+    with pytest.raises(TypeError, match="expected an NNImageNode"):
+        mpsx.CNNSpatialNormalizationNode(None, 3)
+    node = mpsx.CNNSpatialNormalizationNode(source, 3)
+    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
+                        ("delta", float("inf"))):
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            setattr(node, name, value)
+    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+    with pytest.raises(TypeError, match="beta must be a float"):
+        node.beta = None
+    with pytest.raises(ValueError, match="kernel_height must be positive"):
+        node.kernel_height = -3
+    with pytest.raises(ValueError, match="kernel_height must be at most"):
+        node.kernel_height = 1 << 40
+    assert node.kernel_height == 3
+    # Unequal sizes: refused when the graph compiles, as the kernels refuse them.
+    node.kernel_width = 5
+    with pytest.raises(ValueError, match=r"kernel_width \(5\) must equal kernel_height \(3\)"):
+        mpsx.NNGraph(device, node.result_image)
+    with pytest.raises(AttributeError):
+        node.training_style = "gpu"  # not trainable
+    pool = mpsx.CNNPoolingMaxNode(source, 2)
+    with pytest.raises(TypeError, match="expected the result state of an MPSCNNSpatialNormalizationNode, given "
+                                        "the result state of an MPSCNNPoolingMaxNode"):
+        mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3)
+    with pytest.raises(TypeError):
+        mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    with pytest.raises(TypeError, match="no gradients of gradients"):
+        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+
+
+@pytest.mark.parametrize("cls", [mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode])
+def test_uninitialized_objects_raise(cls):
+    obj = cls.__new__(cls)
+    repr(obj)
+    for name in ("result_image", "alpha", "beta", "delta", "kernel_width", "kernel_height"):
+        with pytest.raises(TypeError):
+            getattr(obj, name)
+    with pytest.raises(TypeError):
+        obj.alpha = 1.0
+    with pytest.raises(TypeError):
+        obj.kernel_width = 3
