@@ -850,6 +850,30 @@ forward = {forward}
 obj = value = forward.gradient_filter_with_source(gradient_image)
 source_image = forward.{"result_image" if reads_result else "source_images[0]"}
 gradient_state = forward.result_state
+
+# The normalization nodes of the graph (batch, group, instance), fed by the
+# model's convolution (4 channels) and trained by its optimizer.
+GRAPH_NORMALIZATION = """
+ones, zeros = np.ones(4, np.float32), np.zeros(4, np.float32)
+bn_weights = mpsx.BatchNormalizationWeights(ones, zeros, zeros, ones, 1e-5, optimizer=sgd)
+bn = mpsx.CNNBatchNormalizationNode(conv.result_image, bn_weights)
+group_weights = mpsx.GroupNormalizationWeights(ones, zeros, 2, optimizer=sgd)
+gn = mpsx.CNNGroupNormalizationNode(conv.result_image, group_weights)
+instance_weights = mpsx.InstanceNormalizationWeights(ones, zeros, optimizer=sgd)
+inn = mpsx.CNNInstanceNormalizationNode(conv.result_image, instance_weights)
+flags = mpsx.CNNBatchNormalizationFlags.CALCULATE_STATISTICS_ALWAYS
+"""
+
+
+def graph_normalization_node(node, weights):
+    return GRAPH_MODEL + GRAPH_NORMALIZATION + f"\ndata_source = {weights}\nobj = value = {node}\n"
+
+
+def graph_normalization_gradient_node(forward):
+    return GRAPH_MODEL + GRAPH_NORMALIZATION + f"""
+obj = value = {forward}.gradient_filter_with_source(gradient_image)
+source_image = {forward}.source_images[0]
+gradient_state = {forward}.result_state
 """
 
 
@@ -882,4 +906,11 @@ FACTORIES.update({
                                                      "\nkernel_size = 2\n")],
     "CNNLocalContrastNormalizationGradientNode": [
         graph_gradient_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
+
+    "CNNBatchNormalizationNode": [graph_normalization_node("bn", "bn_weights")],
+    "CNNBatchNormalizationGradientNode": [graph_normalization_gradient_node("bn")],
+    "CNNGroupNormalizationNode": [graph_normalization_node("gn", "group_weights")],
+    "CNNGroupNormalizationGradientNode": [graph_normalization_gradient_node("gn")],
+    "CNNInstanceNormalizationNode": [graph_normalization_node("inn", "instance_weights")],
+    "CNNInstanceNormalizationGradientNode": [graph_normalization_gradient_node("inn")],
 })

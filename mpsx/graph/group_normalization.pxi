@@ -1,0 +1,72 @@
+# MPSCNNGroupNormalizationNode and MPSCNNGroupNormalizationGradientNode
+# (native/include/mpsx/graph/group_normalization.h): trainable. The instance
+# normalization nodes (graph/instance_normalization.pxi) derive from what
+# this file's _NormalizationNode and _NormalizationGradientNode share.
+
+from mpsx.includes.graph.group_normalization cimport CCNNGroupNormalizationGradientNode, CCNNGroupNormalizationNode
+
+__all__ += ["CNNGroupNormalizationNode", "CNNGroupNormalizationGradientNode"]
+
+
+cdef class _NormalizationNode(NNFilterNode):
+    """What the group and instance normalization nodes share."""
+    cdef object _data_source
+
+    @property
+    def data_source(self):
+        """The data source given (None on a node that training_graph's node handler sees again)."""
+        self.native()
+        return self._data_source
+
+    @property
+    def training_style(self):
+        """MPSNNTrainingStyle: GPU (default) updates gamma and beta on the command buffer where the data source
+        can and on the host otherwise, CPU calls its host update, NONE leaves them; the gradient nodes made
+        from this node take it."""
+        return _get_training_style(self)
+
+    @training_style.setter
+    def training_style(self, value):
+        _set_training_style(self, value)
+
+
+cdef class _NormalizationGradientNode(NNGradientFilterNode):
+    """What the group and instance normalization gradient nodes share."""
+
+    @property
+    def training_style(self):
+        """MPSNNTrainingStyle, taken from the forward node when made from it."""
+        return _get_training_style(self)
+
+    @training_style.setter
+    def training_style(self, value):
+        _set_training_style(self, value)
+
+
+cdef class CNNGroupNormalizationNode(_NormalizationNode):
+    """MPSCNNGroupNormalizationNode(source, data_source): data_source a GroupNormalizationWeights or any object
+    implementing the CNNGroupNormalizationDataSource protocol."""
+
+    def __init__(self, source, data_source):
+        cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationNode](
+            image, group_normalization_data_source_of(data_source, False))
+        self._data_source = data_source
+
+    @classmethod
+    def node_with_source(cls, source, data_source):
+        return cls(source, data_source)
+
+
+cdef class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
+    """MPSCNNGroupNormalizationGradientNode(source_gradient, source_image, gradient_state): gradient_state the
+    result state of a CNNGroupNormalizationNode; updates its gamma and beta as the training style says."""
+
+    def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationGradientNode](
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, gradient_state.c)
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        return cls(source_gradient, source_image, gradient_state)

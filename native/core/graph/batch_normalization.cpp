@@ -1,0 +1,183 @@
+#include "mpsx/graph/batch_normalization.h"
+
+#include <cstdint>
+
+#include "mpsx/data_source.h"
+#include "mpsx/errors.h"
+
+namespace mpsx {
+
+namespace {
+
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+constexpr size_t kNoSlot = SIZE_MAX;
+
+// Training: a new state, the statistics of the whole batch into it, and the
+// normalization with them. Inference: the running statistics, no state.
+class BatchNormalizationStep final : public GraphStep {
+ public:
+  BatchNormalizationStep(std::shared_ptr<CNNBatchNormalization> kernel,
+                         std::shared_ptr<CNNBatchNormalizationStatistics> statistics, const StepSlots& slots)
+      : kernel_(std::move(kernel)),
+        statistics_(std::move(statistics)),
+        source_(slots.sources.at(0)),
+        result_(slots.result),
+        state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]) {}
+
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    const std::shared_ptr<Image>& source = values.images[source_];
+    if (!statistics_) {
+      values.images[result_] = kernel_->encode(command_buffer, source, nullptr, nullptr, false).image;
+      return;
+    }
+    std::shared_ptr<State> state = kernel_->result_state(*source);
+    statistics_->encode_batch(command_buffer, source, state);
+    values.images[result_] = kernel_->encode(command_buffer, source, nullptr, state, true).image;
+    if (state_ != kNoSlot) values.states[state_] = std::move(state);
+  }
+
+  void reload_from_data_source() override {
+    kernel_->reload_gamma_and_beta_from_data_source();
+    kernel_->reload_mean_and_variance_from_data_source();
+  }
+
+ private:
+  std::shared_ptr<CNNBatchNormalization> kernel_;
+  std::shared_ptr<CNNBatchNormalizationStatistics> statistics_;
+  size_t source_, result_, state_;
+};
+
+// What a gradient step calls for each pair of values.
+enum class Update : uint8_t { None, Kernel, Host };
+
+class BatchNormalizationGradientStep final : public GraphStep {
+ public:
+  BatchNormalizationGradientStep(std::shared_ptr<CNNBatchNormalization> forward, Update gamma_and_beta,
+                                 Update mean_and_variance, const StepSlots& slots)
+      : forward_(std::move(forward)),
+        statistics_gradient_(std::make_shared<CNNBatchNormalizationStatisticsGradient>(slots.device, NeuronDescriptor{})),
+        gradient_(std::make_shared<CNNBatchNormalizationGradient>(slots.device, NeuronDescriptor{})),
+        gamma_and_beta_(gamma_and_beta),
+        mean_and_variance_(mean_and_variance),
+        source_gradient_(slots.sources.at(0)),
+        source_(slots.sources.at(1)),
+        state_(slots.source_states.at(0)),
+        result_(slots.result) {}
+
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    const std::shared_ptr<Image>& gradient = values.images[source_gradient_];
+    const std::shared_ptr<Image>& source = values.images[source_];
+    auto state = std::dynamic_pointer_cast<BatchNormalizationState>(values.states[state_]);
+    if (!state)
+      fail<TypeMismatchError>("MPSCNNBatchNormalizationGradientNode: expected an MPSCNNBatchNormalizationState, given ",
+                              values.states[state_] ? values.states[state_]->class_name() : "None");
+    // The statistics gradient over the whole batch, then the gradient.
+    statistics_gradient_->encode_batch(command_buffer, gradient, source, state);
+    values.images[result_] = gradient_->encode(command_buffer, gradient, source, state, nullptr);
+    const std::shared_ptr<CNNBatchNormalization>& forward = forward_;
+    if (gamma_and_beta_ == Update::Kernel) {
+      forward->encode_gamma_and_beta_update(command_buffer, state);
+    } else if (gamma_and_beta_ == Update::Host) {
+      encode_update(
+          command_buffer, forward->class_name(), "update_gamma_and_beta", false, true, *state,
+          [] { return std::shared_ptr<NormalizationGammaAndBetaState>(); },
+          [](const NormalizationGammaAndBetaState&) {},
+          [forward, state] {
+            if (forward->data_source()->update_gamma_and_beta(state)) forward->reload_gamma_and_beta_from_data_source();
+          });
+    }
+    if (mean_and_variance_ == Update::Kernel) {
+      forward->encode_mean_and_variance_update(command_buffer, state);
+    } else if (mean_and_variance_ == Update::Host) {
+      encode_update(
+          command_buffer, forward->class_name(), "update_mean_and_variance", false, true, *state,
+          [] { return std::shared_ptr<NormalizationMeanAndVarianceState>(); },
+          [](const NormalizationMeanAndVarianceState&) {},
+          [forward, state] {
+            if (forward->data_source()->update_mean_and_variance(state))
+              forward->reload_mean_and_variance_from_data_source();
+          });
+    }
+  }
+
+ private:
+  std::shared_ptr<CNNBatchNormalization> forward_;
+  std::shared_ptr<CNNBatchNormalizationStatisticsGradient> statistics_gradient_;
+  std::shared_ptr<CNNBatchNormalizationGradient> gradient_;
+  Update gamma_and_beta_, mean_and_variance_;
+  size_t source_gradient_, source_, state_, result_;
+};
+
+}  // namespace
+
+CNNBatchNormalizationNode::CNNBatchNormalizationNode(std::shared_ptr<ImageNode> source,
+                                                     std::shared_ptr<BatchNormalizationDataSource> data_source)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding), data_source_(std::move(data_source)) {
+  if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a batch normalization data source, given None");
+}
+
+std::unique_ptr<GraphStep> CNNBatchNormalizationNode::compile(const StepSlots& slots) const {
+  const bool state_used = !slots.result_states.empty() && slots.result_states[0] != kNoSlot;
+  if (flags == BatchNormalizationFlags::CalculateStatisticsNever && state_used)
+    fail<ArgumentError>(class_name(), ": the graph uses its result state (a gradient filter reads it, or it is "
+                                      "exported), but flags CalculateStatisticsNever compute no batch statistics "
+                                      "for it");
+  auto kernel = std::make_shared<CNNBatchNormalization>(slots.device, data_source_, NeuronDescriptor{});
+  kernel->padding_method = padding_policy;
+  (*slots.kernels)[this] = kernel;
+  const bool statistics = flags == BatchNormalizationFlags::CalculateStatisticsAlways ||
+                          (flags == BatchNormalizationFlags::CalculateStatisticsAutomatic && state_used);
+  return std::make_unique<BatchNormalizationStep>(
+      std::move(kernel), statistics ? std::make_shared<CNNBatchNormalizationStatistics>(slots.device) : nullptr, slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNBatchNormalizationNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  return {std::make_shared<CNNBatchNormalizationGradientNode>(gradient_images.front(), sources().front(),
+                                                              result_states().front())};
+}
+
+CNNBatchNormalizationGradientNode::CNNBatchNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
+                                                                     std::shared_ptr<ImageNode> source_image,
+                                                                     std::shared_ptr<StateNode> gradient_state)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
+                 kDefaultPadding) {
+  std::shared_ptr<FilterNode> producer = source_states().front()->producer();
+  if (!std::dynamic_pointer_cast<CNNBatchNormalizationNode>(producer))
+    fail<TypeMismatchError>(class_name(), ": expected the result state of an MPSCNNBatchNormalizationNode, given ",
+                            producer ? std::string("the result state of an ") + producer->class_name()
+                                     : std::string("an ") + source_states().front()->class_name());
+}
+
+std::unique_ptr<GraphStep> CNNBatchNormalizationGradientNode::compile(const StepSlots& slots) const {
+  const std::shared_ptr<FilterNode> producer = source_states().front()->producer();
+  auto found = slots.kernels->find(producer.get());
+  auto forward =
+      found == slots.kernels->end() ? nullptr : std::dynamic_pointer_cast<CNNBatchNormalization>(found->second);
+  if (!forward)
+    fail<ArgumentError>(class_name(), ": its forward batch normalization is not in the graph");
+  BatchNormalizationDataSource& source = *forward->data_source();
+  Update gamma_and_beta = Update::None, mean_and_variance = Update::None;
+  if (training_style == TrainingStyle::Gpu) {
+    // The kernel's updates take the data source's command buffer update
+    // where it has one, else its host update.
+    if (source.supports_update_gamma_and_beta_on_command_buffer() || source.supports_update_gamma_and_beta())
+      gamma_and_beta = Update::Kernel;
+    if (source.supports_update_mean_and_variance_on_command_buffer() || source.supports_update_mean_and_variance())
+      mean_and_variance = Update::Kernel;
+    if (gamma_and_beta == Update::None && mean_and_variance == Update::None)
+      fail<TypeMismatchError>(class_name(), ": training style GPU updates through the data source, which implements "
+                                            "none of update_gamma_and_beta, update_mean_and_variance and their "
+                                            "_on_command_buffer forms (training style NONE leaves the values)");
+  } else if (training_style == TrainingStyle::Cpu) {
+    if (source.supports_update_gamma_and_beta()) gamma_and_beta = Update::Host;
+    if (source.supports_update_mean_and_variance()) mean_and_variance = Update::Host;
+    if (gamma_and_beta == Update::None && mean_and_variance == Update::None)
+      fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's host updates, "
+                                            "update_gamma_and_beta and update_mean_and_variance, which it implements "
+                                            "neither of");
+  }
+  return std::make_unique<BatchNormalizationGradientStep>(std::move(forward), gamma_and_beta, mean_and_variance, slots);
+}
+
+}  // namespace mpsx
