@@ -850,6 +850,40 @@ forward = {forward}
 obj = value = forward.gradient_filter_with_source(gradient_image)
 source_image = forward.{"result_image" if reads_result else "source_images[0]"}
 gradient_state = forward.result_state
+"""
+
+
+FACTORIES.update({
+    "CNNSoftMaxNode": [graph_node("mpsx.CNNSoftMaxNode(relu.result_image)")],
+    "CNNLogSoftMaxNode": [graph_node("mpsx.CNNLogSoftMaxNode(relu.result_image)")],
+    "CNNSoftMaxGradientNode": [graph_unary_gradient_node("mpsx.CNNSoftMaxNode(relu.result_image)", True)],
+    "CNNLogSoftMaxGradientNode": [graph_unary_gradient_node("mpsx.CNNLogSoftMaxNode(relu.result_image)", True)],
+    "CNNDropoutNode": [graph_node("mpsx.CNNDropoutNode(relu.result_image, 0.5, 3)", UNARY_NODE_ARGUMENTS)],
+    "CNNDropoutGradientNode": [graph_unary_gradient_node("mpsx.CNNDropoutNode(relu.result_image, 0.5, 3)")],
+    "CNNUpsamplingNearestNode": [graph_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)",
+                                            UNARY_NODE_ARGUMENTS)],
+    "CNNUpsamplingBilinearNode": [graph_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)",
+                                             UNARY_NODE_ARGUMENTS)],
+    "CNNUpsamplingNearestGradientNode": [
+        graph_unary_gradient_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)")],
+    "CNNUpsamplingBilinearGradientNode": [
+        graph_unary_gradient_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)")],
+})
+FACTORIES.update({
+    "CNNCrossChannelNormalizationNode": [graph_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)",
+                                                    "\nkernel_size = 3\n")],
+    "CNNCrossChannelNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)") + "\nkernel_size = 3\n"],
+    "CNNSpatialNormalizationNode": [graph_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)",
+                                               "\nkernel_size = 2\n")],
+    "CNNSpatialNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
+    "CNNLocalContrastNormalizationNode": [graph_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)",
+                                                     "\nkernel_size = 2\n")],
+    "CNNLocalContrastNormalizationGradientNode": [
+        graph_gradient_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
+})
+
 
 # The normalization nodes of the graph (batch, group, instance), fed by the
 # model's convolution (4 channels) and trained by its optimizer.
@@ -878,35 +912,6 @@ gradient_state = {forward}.result_state
 
 
 FACTORIES.update({
-    "CNNSoftMaxNode": [graph_node("mpsx.CNNSoftMaxNode(relu.result_image)")],
-    "CNNLogSoftMaxNode": [graph_node("mpsx.CNNLogSoftMaxNode(relu.result_image)")],
-    "CNNSoftMaxGradientNode": [graph_unary_gradient_node("mpsx.CNNSoftMaxNode(relu.result_image)", True)],
-    "CNNLogSoftMaxGradientNode": [graph_unary_gradient_node("mpsx.CNNLogSoftMaxNode(relu.result_image)", True)],
-    "CNNDropoutNode": [graph_node("mpsx.CNNDropoutNode(relu.result_image, 0.5, 3)", UNARY_NODE_ARGUMENTS)],
-    "CNNDropoutGradientNode": [graph_unary_gradient_node("mpsx.CNNDropoutNode(relu.result_image, 0.5, 3)")],
-    "CNNUpsamplingNearestNode": [graph_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)",
-                                            UNARY_NODE_ARGUMENTS)],
-    "CNNUpsamplingBilinearNode": [graph_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)",
-                                             UNARY_NODE_ARGUMENTS)],
-    "CNNUpsamplingNearestGradientNode": [
-        graph_unary_gradient_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)")],
-    "CNNUpsamplingBilinearGradientNode": [
-        graph_unary_gradient_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)")],
-
-FACTORIES.update({
-    "CNNCrossChannelNormalizationNode": [graph_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)",
-                                                    "\nkernel_size = 3\n")],
-    "CNNCrossChannelNormalizationGradientNode": [
-        graph_gradient_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)") + "\nkernel_size = 3\n"],
-    "CNNSpatialNormalizationNode": [graph_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)",
-                                               "\nkernel_size = 2\n")],
-    "CNNSpatialNormalizationGradientNode": [
-        graph_gradient_node("mpsx.CNNSpatialNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
-    "CNNLocalContrastNormalizationNode": [graph_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)",
-                                                     "\nkernel_size = 2\n")],
-    "CNNLocalContrastNormalizationGradientNode": [
-        graph_gradient_node("mpsx.CNNLocalContrastNormalizationNode(relu.result_image, 2)") + "\nkernel_size = 2\n"],
-
     "CNNBatchNormalizationNode": [graph_normalization_node("bn", "bn_weights")],
     "CNNBatchNormalizationGradientNode": [graph_normalization_gradient_node("bn")],
     "CNNGroupNormalizationNode": [graph_normalization_node("gn", "group_weights")],
