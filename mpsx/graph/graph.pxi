@@ -250,7 +250,7 @@ cdef class NNFilterNode:
         return self.native().label.decode()
 
     @label.setter
-    def label(self, str value):
+    def label(self, str value not None):
         self.native().label = value.encode()
 
     @property
