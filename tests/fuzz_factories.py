@@ -919,3 +919,52 @@ FACTORIES.update({
     "CNNInstanceNormalizationNode": [graph_normalization_node("inn", "instance_weights")],
     "CNNInstanceNormalizationGradientNode": [graph_normalization_gradient_node("inn")],
 })
+
+
+# Arithmetic, concatenation and convolution transpose nodes (graph-multi).
+GRAPH_MULTI = """
+sources = [left_source, right_source]
+is_secondary_source_filter = False
+transpose_weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 4, 2), np.full((2, 3, 3, 4), 0.1, np.float32),
+                                            np.zeros(2, np.float32), optimizer=sgd)
+weights = transpose_weights
+convolution_gradient_state = conv.result_state
+"""
+
+
+def graph_multi_node(make):
+    return graph_node(make, GRAPH_MULTI)
+
+
+def graph_multi_gradient_node(forward, index=0):
+    return GRAPH_MODEL + GRAPH_MULTI + f"""
+forward = {forward}
+obj = value = forward.gradient_filters_with_source(gradient_image)[{index}]
+source_image = obj.source_images[1]
+gradient_state = convolution_transpose_gradient_state = forward.result_state
+is_secondary_source_filter = {bool(index)}
+"""
+
+
+TRANSPOSE = "mpsx.CNNConvolutionTransposeNode(relu.result_image, conv.result_state, transpose_weights)"
+FACTORIES.update({
+    "NNBinaryGradientStateNode": [graph_multi_node("mpsx.NNAdditionNode(left_source, right_source).result_state")],
+    "NNAdditionNode": [graph_multi_node("mpsx.NNAdditionNode(left_source, right_source)")],
+    "NNSubtractionNode": [graph_multi_node("mpsx.NNSubtractionNode(left_source, right_source)")],
+    "NNMultiplicationNode": [graph_multi_node("mpsx.NNMultiplicationNode(sources=sources)")],
+    "NNDivisionNode": [graph_multi_node("mpsx.NNDivisionNode(left_source, right_source)")],
+    "NNComparisonNode": [graph_multi_node("mpsx.NNComparisonNode(left_source, right_source)")],
+    "NNAdditionGradientNode": [graph_multi_gradient_node("mpsx.NNAdditionNode(left_source, right_source)"),
+                               graph_multi_gradient_node("mpsx.NNAdditionNode(left_source, right_source)", 1)],
+    "NNSubtractionGradientNode": [graph_multi_gradient_node("mpsx.NNSubtractionNode(left_source, right_source)", 1)],
+    "NNMultiplicationGradientNode": [graph_multi_gradient_node("mpsx.NNMultiplicationNode(left_source, right_source)")],
+    "NNConcatenationNode": [graph_multi_node("mpsx.NNConcatenationNode(sources)")],
+    "NNConcatenationGradientNode": [graph_multi_gradient_node("mpsx.NNConcatenationNode(sources)", 1)],
+    "CNNConvolutionTransposeNode": [graph_multi_node(TRANSPOSE)],
+    "CNNConvolutionTransposeGradientNode": [graph_multi_gradient_node(TRANSPOSE)],
+    "CNNConvolutionTransposeGradientStateNode": [graph_multi_node(TRANSPOSE + ".result_state")],
+})
+FACTORIES.update({
+    "NNBinaryArithmeticNode": FACTORIES["NNAdditionNode"],
+    "NNArithmeticGradientNode": FACTORIES["NNAdditionGradientNode"],
+})

@@ -1,13 +1,302 @@
-# MPSNNAdditionNode (native/include/mpsx/graph/arithmetic.h).
+# MPSNNBinaryArithmeticNode (MPSNNAdditionNode, MPSNNSubtractionNode, MPSNNMultiplicationNode,
+# MPSNNDivisionNode, MPSNNComparisonNode), MPSNNBinaryGradientStateNode and MPSNNArithmeticGradientNode
+# (Addition, Subtraction, Multiplication) (native/include/mpsx/graph/arithmetic.h).
 
-from mpsx.includes.graph.arithmetic cimport CNNAdditionNode
+from mpsx.includes.graph.arithmetic cimport CNNArithmeticGradientNode, CNNBinaryArithmeticNode
 
-__all__ += ["NNAdditionNode"]
+__all__ += ["NNBinaryGradientStateNode", "NNBinaryArithmeticNode", "NNAdditionNode", "NNSubtractionNode",
+            "NNMultiplicationNode", "NNDivisionNode", "NNComparisonNode", "NNArithmeticGradientNode",
+            "NNAdditionGradientNode", "NNSubtractionGradientNode", "NNMultiplicationGradientNode"]
 
 
-cdef class NNAdditionNode(NNFilterNode):
-    """MPSNNAdditionNode(left_source, right_source)."""
+cdef class NNBinaryGradientStateNode(NNStateNode):
+    """MPSNNBinaryGradientStateNode: the result state of an addition, subtraction or multiplication node,
+    read by its two gradient nodes."""
 
-    def __init__(self, left_source, right_source):
-        self.c = <shared_ptr[CFilterNode]>make_native[CNNAdditionNode](
-            _image_node_argument(left_source, "left_source").c, _image_node_argument(right_source, "right_source").c)
+
+cdef int64_t _stride_argument(object value, str name) except? -1:
+    cdef int64_t stride = integer_argument(value, name)
+    if stride not in (0, 1):
+        raise ValueError(f"{name} must be 0 (broadcast) or 1, given {stride}")
+    return stride
+
+
+cdef class NNBinaryArithmeticNode(NNFilterNode):
+    """MPSNNBinaryArithmeticNode: clamp((primary_scale * left) op (secondary_scale * right) + bias,
+    minimum_value, maximum_value); strides of 0 broadcast a source along x, y or feature channels. Use a
+    subclass: NNAdditionNode(left_source, right_source) or NNAdditionNode(sources=[left, right])."""
+    _operation = None
+
+    def __init__(self, left_source=None, right_source=None, *, sources=None):
+        if type(self)._operation is None:
+            raise TypeError("NNBinaryArithmeticNode is abstract; make an NNAdditionNode, NNSubtractionNode, "
+                            "NNMultiplicationNode, NNDivisionNode or NNComparisonNode")
+        if sources is not None:
+            if left_source is not None or right_source is not None:
+                raise TypeError(f"{type(self).__name__}: give left_source and right_source, or sources, not both")
+            sources = list(sources) if isinstance(sources, (list, tuple)) else sources
+            if not isinstance(sources, list) or len(sources) != 2:
+                raise ValueError(f"{type(self).__name__}: sources must be a list of two NNImageNodes, given "
+                                 f"{sources!r}")
+            left_source, right_source = sources
+        self.c = <shared_ptr[CFilterNode]>make_native[CNNBinaryArithmeticNode](
+            <ArithmeticOperation><int>type(self)._operation, _image_node_argument(left_source, "left_source").c,
+            _image_node_argument(right_source, "right_source").c)
+
+    @classmethod
+    def node_with_sources(cls, sources):
+        return cls(sources=sources)
+
+    cdef CNNBinaryArithmeticNode* arithmetic(self) except NULL:
+        return <CNNBinaryArithmeticNode*>self.native()
+
+    @property
+    def binary_gradient_state(self):
+        """The result state, an NNBinaryGradientStateNode (None for division and comparison)."""
+        return self.result_state
+
+    @property
+    def primary_scale(self):
+        return self.arithmetic().parameters.primary_scale
+
+    @primary_scale.setter
+    def primary_scale(self, value):
+        self.arithmetic().parameters.primary_scale = <float>float_argument(value, "primary_scale")
+
+    @property
+    def secondary_scale(self):
+        return self.arithmetic().parameters.secondary_scale
+
+    @secondary_scale.setter
+    def secondary_scale(self, value):
+        self.arithmetic().parameters.secondary_scale = <float>float_argument(value, "secondary_scale")
+
+    @property
+    def bias(self):
+        return self.arithmetic().parameters.bias
+
+    @bias.setter
+    def bias(self, value):
+        self.arithmetic().parameters.bias = <float>float_argument(value, "bias")
+
+    @property
+    def minimum_value(self):
+        return self.arithmetic().parameters.minimum
+
+    @minimum_value.setter
+    def minimum_value(self, value):
+        self.arithmetic().parameters.minimum = <float>float_argument(value, "minimum_value")
+
+    @property
+    def maximum_value(self):
+        return self.arithmetic().parameters.maximum
+
+    @maximum_value.setter
+    def maximum_value(self, value):
+        self.arithmetic().parameters.maximum = <float>float_argument(value, "maximum_value")
+
+    @property
+    def primary_stride_in_pixels_x(self):
+        return self.arithmetic().primary_stride_in_pixels_x
+
+    @primary_stride_in_pixels_x.setter
+    def primary_stride_in_pixels_x(self, value):
+        self.arithmetic().primary_stride_in_pixels_x = _stride_argument(value, "primary_stride_in_pixels_x")
+
+    @property
+    def primary_stride_in_pixels_y(self):
+        return self.arithmetic().primary_stride_in_pixels_y
+
+    @primary_stride_in_pixels_y.setter
+    def primary_stride_in_pixels_y(self, value):
+        self.arithmetic().primary_stride_in_pixels_y = _stride_argument(value, "primary_stride_in_pixels_y")
+
+    @property
+    def primary_stride_in_feature_channels(self):
+        return self.arithmetic().primary_stride_in_feature_channels
+
+    @primary_stride_in_feature_channels.setter
+    def primary_stride_in_feature_channels(self, value):
+        self.arithmetic().primary_stride_in_feature_channels = _stride_argument(value, "primary_stride_in_feature_channels")
+
+    @property
+    def secondary_stride_in_pixels_x(self):
+        return self.arithmetic().secondary_stride_in_pixels_x
+
+    @secondary_stride_in_pixels_x.setter
+    def secondary_stride_in_pixels_x(self, value):
+        self.arithmetic().secondary_stride_in_pixels_x = _stride_argument(value, "secondary_stride_in_pixels_x")
+
+    @property
+    def secondary_stride_in_pixels_y(self):
+        return self.arithmetic().secondary_stride_in_pixels_y
+
+    @secondary_stride_in_pixels_y.setter
+    def secondary_stride_in_pixels_y(self, value):
+        self.arithmetic().secondary_stride_in_pixels_y = _stride_argument(value, "secondary_stride_in_pixels_y")
+
+    @property
+    def secondary_stride_in_feature_channels(self):
+        return self.arithmetic().secondary_stride_in_feature_channels
+
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value):
+        self.arithmetic().secondary_stride_in_feature_channels = _stride_argument(value, "secondary_stride_in_feature_channels")
+
+
+cdef class NNAdditionNode(NNBinaryArithmeticNode):
+    """MPSNNAdditionNode: left + right."""
+    _operation = 0
+
+
+cdef class NNSubtractionNode(NNBinaryArithmeticNode):
+    """MPSNNSubtractionNode: left - right."""
+    _operation = 1
+
+
+cdef class NNMultiplicationNode(NNBinaryArithmeticNode):
+    """MPSNNMultiplicationNode: left * right."""
+    _operation = 2
+
+
+cdef class NNDivisionNode(NNBinaryArithmeticNode):
+    """MPSNNDivisionNode: left / right; no gradient."""
+    _operation = 3
+
+
+cdef class NNComparisonNode(NNBinaryArithmeticNode):
+    """MPSNNComparisonNode: 1 where left comparison_type right holds, else 0; no gradient."""
+    _operation = 4
+
+    @property
+    def comparison_type(self):
+        """MPSNNComparisonType, EQUAL by default."""
+        return NNComparisonType(<int>self.arithmetic().parameters.comparison)
+
+    @comparison_type.setter
+    def comparison_type(self, value):
+        cdef int64_t t = integer_argument(value, "comparison_type")
+        if not 0 <= t <= 5:
+            raise ValueError(f"comparison_type must be an NNComparisonType (0 to 5), given {t}")
+        self.arithmetic().parameters.comparison = <CComparisonType><int>t
+
+
+cdef class NNArithmeticGradientNode(NNGradientFilterNode):
+    """MPSNNArithmeticGradientNode(source_gradient, source_image, gradient_state, is_secondary_source_filter):
+    the gradient of the primary or secondary source of an arithmetic node. source_image is the forward image
+    the gradient reads: for addition and subtraction the image whose gradient it computes, for
+    multiplication the other one. Use a subclass; the forward node's gradient_filters_with_sources makes
+    both, wired."""
+    _operation = None
+
+    def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None,
+                 is_secondary_source_filter):
+        if type(self)._operation is None:
+            raise TypeError("NNArithmeticGradientNode is abstract; make an NNAdditionGradientNode, "
+                            "NNSubtractionGradientNode or NNMultiplicationGradientNode")
+        if not isinstance(is_secondary_source_filter, (bool, int)):
+            raise TypeError(f"is_secondary_source_filter: expected a bool, given "
+                            f"{type(is_secondary_source_filter).__name__}")
+        self.c = <shared_ptr[CFilterNode]>make_native[CNNArithmeticGradientNode](
+            <ArithmeticOperation><int>type(self)._operation,
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, gradient_state.c,
+            <cbool>bool(is_secondary_source_filter))
+
+    @classmethod
+    def with_gradient_images(cls, gradient_images, forward_filter, is_secondary_source_filter):
+        """MPS -initWithGradientImages:forwardFilter:isSecondarySourceFilter:: the gradient node of
+        forward_filter's primary or secondary source, its source image and state wired in."""
+        if not isinstance(forward_filter, NNBinaryArithmeticNode):
+            raise TypeError(f"forward_filter: expected an arithmetic node, given {type(forward_filter).__name__}")
+        node = forward_filter.gradient_filters_with_sources(gradient_images)[1 if is_secondary_source_filter else 0]
+        if type(node) is not cls:
+            raise TypeError(f"{cls.__name__}: forward_filter is a {type(forward_filter).__name__}, whose gradient "
+                            f"is a {type(node).__name__}")
+        return node
+
+    cdef CNNArithmeticGradientNode* gradient(self) except NULL:
+        return <CNNArithmeticGradientNode*>self.native()
+
+    @property
+    def is_secondary_source_filter(self):
+        return self.gradient().is_secondary_source_filter()
+
+    @property
+    def primary_scale(self):
+        return self.gradient().primary_scale
+
+    @primary_scale.setter
+    def primary_scale(self, value):
+        self.gradient().primary_scale = <float>float_argument(value, "primary_scale")
+
+    @property
+    def secondary_scale(self):
+        return self.gradient().secondary_scale
+
+    @secondary_scale.setter
+    def secondary_scale(self, value):
+        self.gradient().secondary_scale = <float>float_argument(value, "secondary_scale")
+
+    @property
+    def bias(self):
+        return self.gradient().bias
+
+    @bias.setter
+    def bias(self, value):
+        self.gradient().bias = <float>float_argument(value, "bias")
+
+    @property
+    def minimum_value(self):
+        return self.gradient().minimum_value
+
+    @minimum_value.setter
+    def minimum_value(self, value):
+        self.gradient().minimum_value = <float>float_argument(value, "minimum_value")
+
+    @property
+    def maximum_value(self):
+        return self.gradient().maximum_value
+
+    @maximum_value.setter
+    def maximum_value(self, value):
+        self.gradient().maximum_value = <float>float_argument(value, "maximum_value")
+
+    @property
+    def secondary_stride_in_pixels_x(self):
+        return self.gradient().secondary_stride_in_pixels_x
+
+    @secondary_stride_in_pixels_x.setter
+    def secondary_stride_in_pixels_x(self, value):
+        self.gradient().secondary_stride_in_pixels_x = _stride_argument(value, "secondary_stride_in_pixels_x")
+
+    @property
+    def secondary_stride_in_pixels_y(self):
+        return self.gradient().secondary_stride_in_pixels_y
+
+    @secondary_stride_in_pixels_y.setter
+    def secondary_stride_in_pixels_y(self, value):
+        self.gradient().secondary_stride_in_pixels_y = _stride_argument(value, "secondary_stride_in_pixels_y")
+
+    @property
+    def secondary_stride_in_feature_channels(self):
+        return self.gradient().secondary_stride_in_feature_channels
+
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value):
+        self.gradient().secondary_stride_in_feature_channels = _stride_argument(value, "secondary_stride_in_feature_channels")
+
+
+cdef class NNAdditionGradientNode(NNArithmeticGradientNode):
+    """MPSNNAdditionGradientNode."""
+    _operation = 0
+
+
+cdef class NNSubtractionGradientNode(NNArithmeticGradientNode):
+    """MPSNNSubtractionGradientNode."""
+    _operation = 1
+
+
+cdef class NNMultiplicationGradientNode(NNArithmeticGradientNode):
+    """MPSNNMultiplicationGradientNode."""
+    _operation = 2

@@ -191,6 +191,10 @@ cdef NNStateNode _wrap_state_node(const shared_ptr[CStateNode]& node):
     cdef NNStateNode out
     if kind == StateNodeKind.ConvolutionGradient:
         out = CNNConvolutionGradientStateNode.__new__(CNNConvolutionGradientStateNode)
+    elif kind == StateNodeKind.ConvolutionTransposeGradient:
+        out = CNNConvolutionTransposeGradientStateNode.__new__(CNNConvolutionTransposeGradientStateNode)
+    elif kind == StateNodeKind.BinaryGradient:
+        out = NNBinaryGradientStateNode.__new__(NNBinaryGradientStateNode)
     elif kind == StateNodeKind.Labels:
         out = NNLabelsNode.__new__(NNLabelsNode)
     else:

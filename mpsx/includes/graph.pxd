@@ -26,6 +26,7 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         Gradient "mpsx::StateNodeKind::Gradient"
         ConvolutionGradient "mpsx::StateNodeKind::ConvolutionGradient"
         BinaryGradient "mpsx::StateNodeKind::BinaryGradient"
+        ConvolutionTransposeGradient "mpsx::StateNodeKind::ConvolutionTransposeGradient"
         Labels "mpsx::StateNodeKind::Labels"
 
     cdef cppclass CStateNode "mpsx::StateNode":

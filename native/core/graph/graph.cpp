@@ -23,6 +23,7 @@ const char* StateNode::class_name() const {
     case StateNodeKind::Gradient: return "MPSNNGradientStateNode";
     case StateNodeKind::ConvolutionGradient: return "MPSCNNConvolutionGradientStateNode";
     case StateNodeKind::BinaryGradient: return "MPSNNBinaryGradientStateNode";
+    case StateNodeKind::ConvolutionTransposeGradient: return "MPSCNNConvolutionTransposeGradientStateNode";
     case StateNodeKind::Labels: return "MPSNNLabelsNode";
   }
   return "MPSNNStateNode";

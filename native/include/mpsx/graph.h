@@ -54,6 +54,7 @@ enum class StateNodeKind : uint8_t {
   Gradient,             // MPSNNGradientStateNode
   ConvolutionGradient,  // MPSCNNConvolutionGradientStateNode
   BinaryGradient,       // MPSNNBinaryGradientStateNode (arithmetic)
+  ConvolutionTransposeGradient,  // MPSCNNConvolutionTransposeGradientStateNode
   Labels,               // MPSNNLabelsNode: the loss labels, a source state
 };
 

@@ -1,0 +1,82 @@
+# MPSCNNConvolutionTransposeNode, its gradient state node and gradient node
+# (native/include/mpsx/graph/convolution_transpose.h): trainable.
+
+from mpsx.includes.graph.convolution_transpose cimport (
+    CCNNConvolutionTransposeGradientNode, CCNNConvolutionTransposeNode)
+
+__all__ += ["CNNConvolutionTransposeNode", "CNNConvolutionTransposeGradientNode",
+            "CNNConvolutionTransposeGradientStateNode"]
+
+
+cdef class CNNConvolutionTransposeGradientStateNode(CNNConvolutionGradientStateNode):
+    """MPSCNNConvolutionTransposeGradientStateNode: the result state of a convolution transpose node."""
+
+
+cdef class CNNConvolutionTransposeNode(NNFilterNode):
+    """MPSCNNConvolutionTransposeNode(source, convolution_gradient_state, weights): weights a
+    ConvolutionWeights or any CNNConvolutionDataSource; convolution_gradient_state None, or the result state
+    of the convolution node this transpose undoes, whose source size (and mirrored windows) the result takes.
+    Not a subclass of CNNConvolutionNode here (MPS's is)."""
+    cdef object _weights
+
+    def __init__(self, source, convolution_gradient_state, weights):
+        cdef shared_ptr[CStateNode] state
+        if convolution_gradient_state is not None:
+            if not isinstance(convolution_gradient_state, NNStateNode):
+                raise TypeError(f"convolution_gradient_state: expected a CNNConvolutionGradientStateNode or None, "
+                                f"given {type(convolution_gradient_state).__name__}")
+            (<NNStateNode>convolution_gradient_state).native()
+            state = (<NNStateNode>convolution_gradient_state).c
+        self._weights = weights
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNConvolutionTransposeNode](
+            _image_node_argument(source, "source").c, state, convolution_data_source_of(weights))
+
+    @property
+    def weights(self):
+        return self._weights
+
+    @property
+    def training_style(self):
+        """MPSNNTrainingStyle: GPU (default) updates the weights on the command buffer where the data source
+        can, CPU calls its host update, NONE leaves them; the gradient nodes made from this node take it."""
+        return _get_training_style(self)
+
+    @training_style.setter
+    def training_style(self, value):
+        _set_training_style(self, value)
+
+    @property
+    def accumulator_precision(self):
+        return "half" if (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision == \
+            AccumulatorPrecision.Half else "float"
+
+    @accumulator_precision.setter
+    def accumulator_precision(self, value):
+        if value not in ("half", "float"):
+            raise ValueError(f"accumulator_precision must be 'half' or 'float', given {value!r}")
+        (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision = \
+            AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
+
+
+cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
+    """MPSCNNConvolutionTransposeGradientNode(source_gradient, source_image,
+    convolution_transpose_gradient_state, weights=None): weights None takes the forward transpose's."""
+
+    def __init__(self, source_gradient, source_image, NNStateNode convolution_transpose_gradient_state not None,
+                 weights=None):
+        cdef shared_ptr[CConvolutionDataSource] source
+        if weights is not None:
+            source = convolution_data_source_of(weights)
+        convolution_transpose_gradient_state.native()
+        self.c = <shared_ptr[CFilterNode]>make_native[CCNNConvolutionTransposeGradientNode](
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, convolution_transpose_gradient_state.c, source)
+
+    @property
+    def training_style(self):
+        """MPSNNTrainingStyle: GPU (default), CPU or NONE, as the forward node's when made from it."""
+        return _get_training_style(self)
+
+    @training_style.setter
+    def training_style(self, value):
+        _set_training_style(self, value)

@@ -1,0 +1,16 @@
+# cdef extern declarations of native/include/mpsx/graph/concatenation.h
+from mpsx.includes.errors cimport raise_py_error
+from libc.stdint cimport int64_t
+from libcpp.memory cimport shared_ptr
+from libcpp.vector cimport vector
+
+from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+
+cdef extern from "mpsx/graph/concatenation.h" namespace "mpsx" nogil:
+    cdef cppclass CNNConcatenationNode "mpsx::NNConcatenationNode"(CFilterNode):
+        CNNConcatenationNode(vector[shared_ptr[CImageNode]] sources) except +raise_py_error
+
+    cdef cppclass CNNConcatenationGradientNode "mpsx::NNConcatenationGradientNode"(CFilterNode):
+        CNNConcatenationGradientNode(shared_ptr[CImageNode] source_gradient, shared_ptr[CImageNode] source_image,
+                                     shared_ptr[CStateNode] gradient_state, int64_t index) except +raise_py_error
+        int64_t index()

@@ -1,0 +1,117 @@
+#include "mpsx/graph/convolution_transpose.h"
+
+#include "mpsx/errors.h"
+
+namespace mpsx {
+
+namespace {
+
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+constexpr size_t kNoSlot = SIZE_MAX;
+
+class TransposeForwardStep final : public GraphStep {
+ public:
+  TransposeForwardStep(std::shared_ptr<CNNConvolutionTranspose> kernel, const StepSlots& slots)
+      : kernel_(std::move(kernel)),
+        source_(slots.sources.at(0)),
+        coupled_(slots.source_states.empty() ? kNoSlot : slots.source_states[0]),
+        result_(slots.result),
+        state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]) {}
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    std::shared_ptr<State> coupled = coupled_ == kNoSlot ? nullptr : values.states[coupled_];
+    auto r = kernel_->encode(command_buffer, values.images[source_], coupled, nullptr, nullptr, state_ != kNoSlot);
+    values.images[result_] = std::move(r.image);
+    if (state_ != kNoSlot) values.states[state_] = std::move(r.state);
+  }
+  void reload_from_data_source() override { kernel_->reload_weights_and_biases_from_data_source(); }
+
+ private:
+  std::shared_ptr<CNNConvolutionTranspose> kernel_;
+  size_t source_, coupled_, result_, state_;
+};
+
+class TransposeGradientStep final : public GraphStep {
+ public:
+  TransposeGradientStep(std::shared_ptr<CNNConvolutionTransposeGradient> kernel,
+                        std::shared_ptr<CNNConvolutionTranspose> forward, TrainingStyle style, const StepSlots& slots)
+      : kernel_(std::move(kernel)),
+        forward_(std::move(forward)),
+        style_(style),
+        gradient_(slots.sources.at(0)),
+        source_(slots.sources.at(1)),
+        state_(slots.source_states.at(0)),
+        result_(slots.result) {}
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    const std::shared_ptr<State>& state = values.states[state_];
+    values.images[result_] =
+        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], state, nullptr);
+    if (style_ == TrainingStyle::None) return;
+    forward_->encode_weights_and_bias_update(command_buffer, std::static_pointer_cast<ConvolutionGradientState>(state),
+                                            style_ == TrainingStyle::Gpu);
+  }
+
+ private:
+  std::shared_ptr<CNNConvolutionTransposeGradient> kernel_;
+  std::shared_ptr<CNNConvolutionTranspose> forward_;
+  TrainingStyle style_;
+  size_t gradient_, source_, state_, result_;
+};
+
+std::vector<std::shared_ptr<StateNode>> optional_state(std::shared_ptr<StateNode> state) {
+  if (!state) return {};
+  return {std::move(state)};
+}
+
+}  // namespace
+
+CNNConvolutionTransposeNode::CNNConvolutionTransposeNode(std::shared_ptr<ImageNode> source,
+                                                         std::shared_ptr<StateNode> convolution_gradient_state,
+                                                         std::shared_ptr<ConvolutionDataSource> weights)
+    : FilterNode({std::move(source)}, optional_state(std::move(convolution_gradient_state)), kDefaultPadding),
+      weights_(std::move(weights)) {
+  if (!weights_) fail<TypeMismatchError>(class_name(), ": expected a convolution data source, given None");
+  if (!source_states().empty() && source_states().front()->kind() != StateNodeKind::ConvolutionGradient)
+    fail<TypeMismatchError>(class_name(), ": expected the CNNConvolutionGradientStateNode of a convolution node "
+                                          "(or None), given ", source_states().front()->class_name());
+}
+
+std::unique_ptr<GraphStep> CNNConvolutionTransposeNode::compile(const StepSlots& slots) const {
+  auto kernel = std::make_shared<CNNConvolutionTranspose>(slots.device, weights_);
+  kernel->padding_method = padding_policy;
+  kernel->accumulator_precision = accumulator_precision;
+  kernel->label = label;
+  (*slots.kernels)[this] = kernel;
+  return std::make_unique<TransposeForwardStep>(std::move(kernel), slots);
+}
+
+std::vector<std::shared_ptr<FilterNode>> CNNConvolutionTransposeNode::make_gradient_filters(
+    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
+  return {std::make_shared<CNNConvolutionTransposeGradientNode>(gradient_images.front(), sources().front(),
+                                                                result_states().front(), weights_)};
+}
+
+CNNConvolutionTransposeGradientNode::CNNConvolutionTransposeGradientNode(
+    std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
+    std::shared_ptr<StateNode> gradient_state, std::shared_ptr<ConvolutionDataSource> weights)
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+      weights_(std::move(weights)) {
+  if (source_states().front()->kind() != StateNodeKind::ConvolutionTransposeGradient)
+    fail<TypeMismatchError>(class_name(), ": expected a CNNConvolutionTransposeGradientStateNode, given ",
+                            source_states().front()->class_name());
+}
+
+std::unique_ptr<GraphStep> CNNConvolutionTransposeGradientNode::compile(const StepSlots& slots) const {
+  const std::shared_ptr<FilterNode>& producer = source_states().front()->producer();
+  auto found = producer ? slots.kernels->find(producer.get()) : slots.kernels->end();
+  auto forward =
+      found == slots.kernels->end() ? nullptr : std::dynamic_pointer_cast<CNNConvolutionTranspose>(found->second);
+  if (!forward)
+    fail<ArgumentError>(class_name(), ": its forward convolution transpose is not in the graph; a gradient filter "
+                                      "updates the weights of the filter its state comes from");
+  const std::shared_ptr<ConvolutionDataSource>& weights = weights_ ? weights_ : forward->data_source();
+  auto kernel = std::make_shared<CNNConvolutionTransposeGradient>(slots.device, weights);
+  kernel->label = label;
+  return std::make_unique<TransposeGradientStep>(std::move(kernel), std::move(forward), training_style, slots);
+}
+
+}  // namespace mpsx
