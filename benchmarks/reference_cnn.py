@@ -46,96 +46,20 @@ def random_batch(batch_size, seed=1):
     return images, labels
 
 
-class ReferenceCNN:
-    """The reference CNN trained by hand-encoded kernels: one command buffer
-    per step holds the forward pass, the loss, the backward pass and the SGD
-    updates, which reload the kernels' weights on the command buffer."""
+class TrainingSteps:
+    """The step plumbing both mpsx models share: two input slots (the host
+    writes one while the last step still reads the other), a recorded
+    replayable step, and the loss of the last step. A model sets
+    self.device and self.batch_size, calls _inputs() and has
+    encode_step(cb, images, labels)."""
 
-    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float"):
-        self.device = device
-        self.batch_size = batch_size
-        self.initial_parameters = p = initial_parameters(seed)
-        self.learning_rate, self.momentum = learning_rate, momentum
-        relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
-        self.sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
-                                                             momentum_scale=momentum)
-        self.layers = []
-        cb = device.command_queue.command_buffer()
-        for i, (cin, cout) in enumerate(CHANNELS):
-            source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, cin, cout), p[f"conv{i}.weight"],
-                                             p[f"conv{i}.bias"])
-            bn_source = mpsx.BatchNormalizationWeights(p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32),
-                                                       np.ones(cout, np.float32), EPSILON)
-            conv = mpsx.CNNConvolution(device, source)
-            conv.accumulator_precision = accumulator_precision
-            bn = mpsx.CNNBatchNormalization(device, bn_source, fused_neuron_descriptor=relu)
-            self.layers.append(dict(
-                conv=conv, conv_gradient=mpsx.CNNConvolutionGradient(device, source), bn=bn,
-                statistics=mpsx.CNNBatchNormalizationStatistics(device),
-                statistics_gradient=mpsx.CNNBatchNormalizationStatisticsGradient(device, relu),
-                bn_gradient=mpsx.CNNBatchNormalizationGradient(device, relu),
-                weights=conv.export_weights_and_biases(cb),
-                gamma_and_beta=mpsx.CNNNormalizationGammaAndBetaState(device, p[f"bn{i}.gamma"], p[f"bn{i}.beta"]),
-                momenta=[mpsx.Vector(device, n) for n in (cout * 9 * cin, cout, cout, cout)]))
-        fc_source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES), p["fc.weight"],
-                                            p["fc.bias"])
-        self.layers[0]["conv_gradient"].gradient_option = \
-            mpsx.CNNConvolutionGradientOption.GRADIENT_WITH_WEIGHTS_AND_BIAS
-        self.fc = mpsx.CNNFullyConnected(device, fc_source)
-        self.fc.accumulator_precision = accumulator_precision
-        self.fc_gradient = mpsx.CNNFullyConnectedGradient(device, fc_source)
-        self.fc_weights = self.fc.export_weights_and_biases(cb)
-        self.fc_momenta = [mpsx.Vector(device, CLASSES * 64 * 64), mpsx.Vector(device, CLASSES)]
-        cb.commit()
-        cb.wait_until_completed()
-        self.pool = mpsx.CNNPoolingMax(device, 2, 2)
-        self.pool_gradient = mpsx.CNNPoolingMaxGradient(device, 2, 2)
-        descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
-        descriptor.reduce_across_batch = True
-        self.cross_entropy = mpsx.CNNLoss(device, descriptor)
-        # Two input slots: the host writes one while the last step still reads the other.
-        self.inputs = [mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=32, height=32, feature_channels=3,
-                                                                   number_of_images=batch_size)) for _ in range(2)]
+    def _inputs(self):
+        self.inputs = [mpsx.ImageBatch(self.device, mpsx.ImageDescriptor(width=32, height=32, feature_channels=3,
+                                                                        number_of_images=self.batch_size))
+                       for _ in range(2)]
         self.slot = 0
         self.pending = [None, None]
         self.last = None
-
-    def encode_step(self, cb, images, labels):
-        """Encodes one training step onto cb."""
-        records, x = [], images
-        for i, layer in enumerate(self.layers):
-            conv_input = x
-            y, conv_states = layer["conv"].encode_batch(cb, x, destination_states=True)
-            bn_state = layer["bn"].result_state(y)
-            layer["statistics"].encode_batch(cb, y, bn_state)
-            x = layer["bn"].encode_batch(cb, y, batch_normalization_state=bn_state)  # with the fused ReLU
-            pooling = None
-            if i % 2 == 1:
-                pooling = (x,)
-                x, pool_states = self.pool.encode_batch(cb, x, destination_states=True)
-                pooling += (pool_states,)
-            records.append((conv_input, conv_states, y, bn_state, pooling))
-        logits, fc_states = self.fc.encode_batch(cb, x, destination_states=True)
-        gradient = self.cross_entropy.encode_batch(cb, logits, labels)
-        gradient = self.fc_gradient.encode_batch(cb, gradient, x, fc_states)
-        self._update_convolution(cb, self.fc, fc_states, self.fc_weights, self.fc_momenta)
-        for layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(self.layers, records))):
-            if pooling:
-                gradient = self.pool_gradient.encode_batch(cb, gradient, pooling[0], pooling[1])
-            layer["statistics_gradient"].encode_batch(cb, gradient, y, bn_state)
-            gradient = layer["bn_gradient"].encode_batch(cb, gradient, y, bn_state)
-            # The first convolution's source needs no gradient (weights and bias only).
-            gradient = layer["conv_gradient"].encode_batch(cb, gradient, conv_input, conv_states)
-            self._update_convolution(cb, layer["conv"], conv_states, layer["weights"], layer["momenta"][:2])
-            self.sgd.encode(cb, batch_normalization_state=bn_state, input_momentum_vectors=layer["momenta"][2:],
-                            result_state=layer["gamma_and_beta"])
-            layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
-            layer["bn"].encode_mean_and_variance_update(cb, bn_state)
-
-    def _update_convolution(self, cb, conv, states, weights, momenta):
-        self.sgd.encode(cb, convolution_gradient_state=states[0], convolution_source_state=weights,
-                        input_momentum_vectors=momenta, result_state=weights)
-        conv.reload_weights_and_biases(cb, weights)
 
     def train_step(self, images, labels):
         """One step on numpy images (N, 3, 32, 32) and one-hot labels (N, 10, 1, 1).
@@ -187,6 +111,143 @@ class ReferenceCNN:
         if cb.status != "completed":
             raise cb.error
         return float(labels.loss_image().to_numpy()[0, 0, 0, 0])
+
+
+class ReferenceCNN(TrainingSteps):
+    """The reference CNN trained by hand-encoded kernels: one command buffer
+    per step holds the forward pass, the loss, the backward pass and the SGD
+    updates, which reload the kernels' weights on the command buffer."""
+
+    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float"):
+        self.device = device
+        self.batch_size = batch_size
+        self.initial_parameters = p = initial_parameters(seed)
+        self.learning_rate, self.momentum = learning_rate, momentum
+        relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+        self.sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
+                                                             momentum_scale=momentum)
+        self.layers = []
+        cb = device.command_queue.command_buffer()
+        for i, (cin, cout) in enumerate(CHANNELS):
+            source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, cin, cout), p[f"conv{i}.weight"],
+                                             p[f"conv{i}.bias"])
+            bn_source = mpsx.BatchNormalizationWeights(p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32),
+                                                       np.ones(cout, np.float32), EPSILON)
+            conv = mpsx.CNNConvolution(device, source)
+            conv.accumulator_precision = accumulator_precision
+            bn = mpsx.CNNBatchNormalization(device, bn_source, fused_neuron_descriptor=relu)
+            self.layers.append(dict(
+                conv=conv, conv_gradient=mpsx.CNNConvolutionGradient(device, source), bn=bn,
+                statistics=mpsx.CNNBatchNormalizationStatistics(device),
+                statistics_gradient=mpsx.CNNBatchNormalizationStatisticsGradient(device, relu),
+                bn_gradient=mpsx.CNNBatchNormalizationGradient(device, relu),
+                weights=conv.export_weights_and_biases(cb),
+                gamma_and_beta=mpsx.CNNNormalizationGammaAndBetaState(device, p[f"bn{i}.gamma"], p[f"bn{i}.beta"]),
+                momenta=[mpsx.Vector(device, n) for n in (cout * 9 * cin, cout, cout, cout)]))
+        fc_source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES), p["fc.weight"],
+                                            p["fc.bias"])
+        self.layers[0]["conv_gradient"].gradient_option = \
+            mpsx.CNNConvolutionGradientOption.GRADIENT_WITH_WEIGHTS_AND_BIAS
+        self.fc = mpsx.CNNFullyConnected(device, fc_source)
+        self.fc.accumulator_precision = accumulator_precision
+        self.fc_gradient = mpsx.CNNFullyConnectedGradient(device, fc_source)
+        self.fc_weights = self.fc.export_weights_and_biases(cb)
+        self.fc_momenta = [mpsx.Vector(device, CLASSES * 64 * 64), mpsx.Vector(device, CLASSES)]
+        cb.commit()
+        cb.wait_until_completed()
+        self.pool = mpsx.CNNPoolingMax(device, 2, 2)
+        self.pool_gradient = mpsx.CNNPoolingMaxGradient(device, 2, 2)
+        descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+        descriptor.reduce_across_batch = True
+        self.cross_entropy = mpsx.CNNLoss(device, descriptor)
+        self._inputs()
+
+    def encode_step(self, cb, images, labels):
+        """Encodes one training step onto cb."""
+        records, x = [], images
+        for i, layer in enumerate(self.layers):
+            conv_input = x
+            y, conv_states = layer["conv"].encode_batch(cb, x, destination_states=True)
+            bn_state = layer["bn"].result_state(y)
+            layer["statistics"].encode_batch(cb, y, bn_state)
+            x = layer["bn"].encode_batch(cb, y, batch_normalization_state=bn_state)  # with the fused ReLU
+            pooling = None
+            if i % 2 == 1:
+                pooling = (x,)
+                x, pool_states = self.pool.encode_batch(cb, x, destination_states=True)
+                pooling += (pool_states,)
+            records.append((conv_input, conv_states, y, bn_state, pooling))
+        logits, fc_states = self.fc.encode_batch(cb, x, destination_states=True)
+        gradient = self.cross_entropy.encode_batch(cb, logits, labels)
+        gradient = self.fc_gradient.encode_batch(cb, gradient, x, fc_states)
+        self._update_convolution(cb, self.fc, fc_states, self.fc_weights, self.fc_momenta)
+        for layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(self.layers, records))):
+            if pooling:
+                gradient = self.pool_gradient.encode_batch(cb, gradient, pooling[0], pooling[1])
+            layer["statistics_gradient"].encode_batch(cb, gradient, y, bn_state)
+            gradient = layer["bn_gradient"].encode_batch(cb, gradient, y, bn_state)
+            # The first convolution's source needs no gradient (weights and bias only).
+            gradient = layer["conv_gradient"].encode_batch(cb, gradient, conv_input, conv_states)
+            self._update_convolution(cb, layer["conv"], conv_states, layer["weights"], layer["momenta"][:2])
+            self.sgd.encode(cb, batch_normalization_state=bn_state, input_momentum_vectors=layer["momenta"][2:],
+                            result_state=layer["gamma_and_beta"])
+            layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
+            layer["bn"].encode_mean_and_variance_update(cb, bn_state)
+
+    def _update_convolution(self, cb, conv, states, weights, momenta):
+        self.sgd.encode(cb, convolution_gradient_state=states[0], convolution_source_state=weights,
+                        input_momentum_vectors=momenta, result_state=weights)
+        conv.reload_weights_and_biases(cb, weights)
+
+class Handle:
+    """An MPSHandle: a label."""
+
+    def __init__(self, label):
+        self.label = label
+
+
+class GraphReferenceCNN(TrainingSteps):
+    """The reference CNN as an NNGraph made with training_graph: each step is
+    one native call. Convolution weights are ConvolutionWeights training on
+    the device with SGD momentum (training style GPU), or what
+    data_source(descriptor, weights, biases) makes (with `style`);
+    normalization weights train on the device."""
+
+    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
+                 data_source=None, style="gpu"):
+        self.device, self.batch_size = device, batch_size
+        self.initial_parameters = p = initial_parameters(seed)
+        sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
+                                                                momentum_scale=momentum)
+        if data_source is None:
+            data_source = lambda descriptor, w, b: mpsx.ConvolutionWeights(descriptor, w, b, optimizer=sgd())
+        relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+        x = mpsx.NNImageNode(Handle("images"))
+        trainable = []
+        for i, (cin, cout) in enumerate(CHANNELS):
+            conv = mpsx.CNNConvolutionNode(x, data_source(mpsx.CNNConvolutionDescriptor(3, 3, cin, cout),
+                                                          p[f"conv{i}.weight"], p[f"conv{i}.bias"]))
+            bn = mpsx.CNNBatchNormalizationNode(conv.result_image, mpsx.BatchNormalizationWeights(
+                p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32), np.ones(cout, np.float32), EPSILON,
+                optimizer=sgd()))
+            x = mpsx.CNNNeuronNode(bn.result_image, relu).result_image
+            if i % 2 == 1:
+                x = mpsx.CNNPoolingMaxNode(x, 2).result_image
+            trainable.append(conv)
+        fc = mpsx.CNNFullyConnectedNode(x, data_source(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES),
+                                                       p["fc.weight"], p["fc.bias"]))
+        for node in trainable + [fc]:
+            node.training_style = style
+            node.accumulator_precision = accumulator_precision
+        descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+        descriptor.reduce_across_batch = True
+        loss = mpsx.CNNLossNode(fc.result_image, descriptor)
+        loss.input_labels.handle = Handle("labels")
+        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False)
+        self._inputs()
+
+    def encode_step(self, cb, images, labels):
+        self.graph.encode_batch(cb, [images], [labels])
 
 
 class TorchReferenceCNN:

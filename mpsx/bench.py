@@ -128,6 +128,11 @@ def training_steps(device, batch_size, steps, with_torch, tensor_float32):
     model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
     model.record_step()
     result["mpsx replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
+    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision)
+    result["nngraph"] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
+    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision)
+    graph.record_step()
+    result["nngraph replay"] = time_steps(lambda: graph.replay_step(images, labels), graph.wait, steps)
     if with_torch:
         import torch
         saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
@@ -177,9 +182,10 @@ def main(argv=None):
         return
     steps = 3 if args.quick else 7 if device.backend == "cpu" else 50
     print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms")
-    print("  mpsx: encoded each step / one recorded command buffer replayed; torch: eager / CUDA graph replay")
+    print("  mpsx: hand-encoded each step / one recorded command buffer replayed; nngraph: the same model as an"
+          " NNGraph (training_graph), encoded each step / replayed; torch: eager / CUDA graph replay")
     graphs = device.backend == "cuda" and torch is not None
-    header = f"  {'math':>7} {'batch':>5} {'mpsx':>8} {'replay':>8}"
+    header = f"  {'math':>7} {'batch':>5} {'mpsx':>8} {'replay':>8} {'nngraph':>8} {'replay':>8}"
     if torch is not None:
         header += f" {'torch':>8} {'torch/mpsx':>11}"
     if graphs:
@@ -190,7 +196,7 @@ def main(argv=None):
         for batch_size in (32, 256):
             r = training_steps(device, batch_size, steps, torch is not None, tensor_float32)
             line = f"  {'tf32' if tensor_float32 else 'float32':>7} {batch_size:5d} {r['mpsx'] * 1e3:8.3f}" \
-                   f" {r['mpsx replay'] * 1e3:8.3f}"
+                   f" {r['mpsx replay'] * 1e3:8.3f} {r['nngraph'] * 1e3:8.3f} {r['nngraph replay'] * 1e3:8.3f}"
             if "torch" in r:
                 line += f" {r['torch'] * 1e3:8.3f} {r['torch'] / r['mpsx']:10.2f}x"
             if "torch graph" in r:

@@ -6,15 +6,9 @@ import numpy as np
 import pytest
 
 import mpsx
-from mpsx.benchmarks.reference_cnn import (
-    CHANNELS, CLASSES, EPSILON, ReferenceCNN, TorchReferenceCNN, random_batch)
+from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, ReferenceCNN, TorchReferenceCNN, random_batch
 
 BATCH, STEPS, LR, MOMENTUM = 8, 5, 0.001, 0.9
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
 
 
 class HostSGD(mpsx.CNNConvolutionDataSource):
@@ -42,59 +36,36 @@ class HostSGD(mpsx.CNNConvolutionDataSource):
         return True
 
 
-def reference_graph(device, p, style):
-    """The reference CNN as nodes; its weights train on the device (gpu) or, for the convolutions, in a
-    host update (cpu)."""
-    sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR, momentum_scale=MOMENTUM)
-
-    def weights(descriptor, w, b):
-        if style == "cpu":
-            return HostSGD(descriptor, w, b)
-        return mpsx.ConvolutionWeights(descriptor, w, b, optimizer=sgd())
-    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
-    x = mpsx.NNImageNode(Handle("images"))
-    for i, (cin, cout) in enumerate(CHANNELS):
-        conv = mpsx.CNNConvolutionNode(x, weights(mpsx.CNNConvolutionDescriptor(3, 3, cin, cout),
-                                                  p[f"conv{i}.weight"], p[f"conv{i}.bias"]))
-        bn = mpsx.CNNBatchNormalizationNode(conv.result_image, mpsx.BatchNormalizationWeights(
-            p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32), np.ones(cout, np.float32), EPSILON,
-            optimizer=sgd()))
-        x = mpsx.CNNNeuronNode(bn.result_image, relu).result_image
-        if i % 2 == 1:
-            x = mpsx.CNNPoolingMaxNode(x, 2).result_image
-        conv.training_style = style
-    fc = mpsx.CNNFullyConnectedNode(x, weights(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES), p["fc.weight"],
-                                               p["fc.bias"]))
-    fc.training_style = style
-    descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
-    descriptor.reduce_across_batch = True
-    loss = mpsx.CNNLossNode(fc.result_image, descriptor)
-    loss.input_labels.handle = Handle("labels")
-    return mpsx.NNGraph(device, loss.training_graph()[0].result_image, False)
-
-
 @pytest.mark.parametrize("style", ["gpu", "cpu"])
 def test_reference_cnn_through_the_graph_matches_hand_encoded_and_pytorch(device, style):
     hand = ReferenceCNN(device, BATCH, learning_rate=LR, momentum=MOMENTUM)
     torch_model = TorchReferenceCNN(hand.initial_parameters, learning_rate=LR, momentum=MOMENTUM)
-    graph = reference_graph(device, hand.initial_parameters, style)
-    assert [h.label for h in graph.source_image_handles] == ["images"]
-    assert [h.label for h in graph.source_state_handles] == ["labels"]
+    model = GraphReferenceCNN(device, BATCH, learning_rate=LR, momentum=MOMENTUM,
+                              data_source=HostSGD if style == "cpu" else None, style=style)
+    assert [h.label for h in model.graph.source_image_handles] == ["images"]
+    assert [h.label for h in model.graph.source_state_handles] == ["labels"]
     images, labels = random_batch(BATCH)
-    batch = mpsx.ImageBatch.from_numpy(device, images)
     graph_losses, hand_losses, torch_losses = [], [], []
     for _ in range(STEPS):
-        loss_labels = mpsx.CNNLossLabels(device, labels)
-        cb = device.command_queue.command_buffer()
-        graph.encode_batch(cb, [batch], [loss_labels])
-        loss_labels.synchronize(cb)
-        cb.commit()
-        cb.wait_until_completed()
-        assert cb.status == "completed", cb.error
-        graph_losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
+        model.train_step(images, labels)
+        graph_losses.append(model.loss())
         hand.train_step(images, labels)
         hand_losses.append(hand.loss())
         torch_losses.append(torch_model.train_step(images, labels).item())
     np.testing.assert_allclose(graph_losses, hand_losses, rtol=1e-4)
     np.testing.assert_allclose(graph_losses, torch_losses, rtol=1e-4)
     assert graph_losses[-1] < graph_losses[0]
+
+
+def test_a_recorded_graph_step_replays_as_the_hand_encoded_one(device):
+    images, labels = random_batch(4)
+    hand, model = ReferenceCNN(device, 4), GraphReferenceCNN(device, 4)
+    hand.record_step()
+    model.record_step()
+    hand_losses, graph_losses = [], []
+    for _ in range(3):
+        hand.replay_step(images, labels)
+        model.replay_step(images, labels)
+        hand_losses.append(hand.loss())
+        graph_losses.append(model.loss())
+    np.testing.assert_allclose(graph_losses, hand_losses, rtol=1e-4)
