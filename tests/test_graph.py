@@ -343,6 +343,31 @@ def test_reload_from_data_sources(device, rng):
     np.testing.assert_allclose(run(), before + 1, rtol=1e-5, atol=1e-6)
 
 
+def test_an_encode_while_the_graph_encodes_is_refused(device):
+    """A data source whose update (run during the graph's encode) encodes the same graph again gets a
+    StateError, not a deadlock or a corrupted encode."""
+    caught = []
+
+    class Reentrant(HostSGD):
+        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+            try:
+                graph.encode_batch(device.command_queue.command_buffer(), [images], [labels])
+            except mpsx.StateError as e:
+                caught.append(str(e))
+            return None
+    p = parameters()
+    m = model(p, data_source=Reentrant)
+    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    x, y = batch()
+    images, labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, y)
+    cb = device.command_queue.command_buffer()
+    graph.encode_batch(cb, [images], [labels])
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    assert caught and all("the graph is being encoded already" in c for c in caught)
+
+
 def test_bad_input(device):
     m = model(parameters())
     graph = mpsx.NNGraph(device, m["fc"].result_image)

@@ -360,6 +360,10 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
 NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
                                  const std::vector<std::shared_ptr<State>>& source_states) {
   command_buffer.check_encodable();
+  // Not a wait: a thread waiting here while holding what the encoding thread
+  // needs (Python's GIL, for a data source's update) would never return.
+  std::unique_lock<std::mutex> lock(encode_mutex_, std::try_to_lock);
+  if (!lock) fail<StateError>("NNGraph: the graph is being encoded already (by another thread, or by a data source its encode called); encode it from one thread at a time");
   if (source_images.size() != source_images_.size())
     fail<ArgumentError>("NNGraph: expected ", source_images_.size(), " source images (source_image_handles), given ",
                         source_images.size());
@@ -395,6 +399,8 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
 }
 
 void NNGraph::reload_from_data_sources() {
+  std::unique_lock<std::mutex> lock(encode_mutex_, std::try_to_lock);
+  if (!lock) fail<StateError>("NNGraph: reload_from_data_sources while another thread encodes this graph");
   for (const auto& step : steps_) step->reload_from_data_source();
 }
 

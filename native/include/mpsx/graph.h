@@ -15,6 +15,7 @@
 #include <functional>
 #include <unordered_map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -242,6 +243,9 @@ class NNGraph {
   std::vector<std::unique_ptr<GraphStep>> steps_;
   // Kept nodes: the steps refer to their slots only.
   std::vector<std::shared_ptr<FilterNode>> filters_;
+  // Held while encoding: the encodes share the slots, so an encode from a
+  // second thread meanwhile is refused (StateError).
+  std::mutex encode_mutex_;
   GraphValues values_;
 };
 
