@@ -349,7 +349,6 @@ cdef class NNGraph:
     NNGraph(device, result_images=[...], results_are_needed=[...]): compiles the filters the needed
     results and the weight updates require, once."""
     cdef shared_ptr[CNNGraph] c
-    cdef Device _device
 
     def __init__(self, Device device not None, result_image=None, result_image_is_needed=True, *,
                  result_images=None, results_are_needed=None):
@@ -365,7 +364,6 @@ cdef class NNGraph:
         for flag in flags:
             needed.push_back(bool(flag))
         self.c = make_native[CNNGraph](device.shared(), _image_nodes(results, "result_images"), needed)
-        self._device = device
 
     cdef CNNGraph* native(self) except NULL:
         if not self.c:
