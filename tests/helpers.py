@@ -64,3 +64,13 @@ def run_isolated(device, code, timeout=60):
                               timeout=timeout)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+class Handle:
+    """An MPSHandle for graph nodes: a label."""
+
+    def __init__(self, label):
+        self.label = label
+
+    def __repr__(self):
+        return f"Handle({self.label!r})"

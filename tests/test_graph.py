@@ -6,16 +6,9 @@ import pytest
 import torch
 
 import mpsx
+from helpers import Handle
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 3
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
-
-    def __repr__(self):
-        return f"Handle({self.label!r})"
 
 
 def parameters(seed=3):

@@ -8,13 +8,9 @@ import pytest
 import torch
 
 import mpsx
+from helpers import Handle
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
 
 
 def parameters(seed=5):

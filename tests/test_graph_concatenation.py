@@ -8,13 +8,9 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
+from helpers import Handle
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 5, 3, 0.1, 3
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
 
 
 def run(device, graph, by_label, batch=False, **kwargs):

@@ -8,13 +8,9 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
+from helpers import Handle
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 6, 3, 0.1, 3
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
 
 
 def model(device, rng, style="gpu"):

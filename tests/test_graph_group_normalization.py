@@ -7,13 +7,9 @@ import pytest
 import torch
 
 import mpsx
+from helpers import Handle
 
 N, C, H, W, GROUPS, CLASSES, LR, STEPS, EPSILON = 3, 4, 4, 5, 2, 3, 0.1, 3, 1e-5
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
 
 
 def parameters(seed=7):

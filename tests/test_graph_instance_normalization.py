@@ -8,13 +8,9 @@ import numpy as np
 import torch
 
 import mpsx
+from helpers import Handle
 
 C, LR, EPSILON = 3, 0.05, 1e-3
-
-
-class Handle:
-    def __init__(self, label):
-        self.label = label
 
 
 class Source(mpsx.CNNInstanceNormalizationDataSource):
