@@ -968,3 +968,7 @@ FACTORIES.update({
     "NNBinaryArithmeticNode": FACTORIES["NNAdditionNode"],
     "NNArithmeticGradientNode": FACTORIES["NNAdditionGradientNode"],
 })
+
+FACTORIES.update({
+    "NNInitialGradientNode": [graph_node("mpsx.NNInitialGradientNode(pool.result_image)")],
+})

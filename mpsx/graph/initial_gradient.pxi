@@ -1,0 +1,18 @@
+# MPSNNInitialGradientNode (native/include/mpsx/graph/initial_gradient.h).
+
+from mpsx.includes.graph.initial_gradient cimport CNNInitialGradientNode
+
+__all__ += ["NNInitialGradientNode"]
+
+
+cdef class NNInitialGradientNode(NNFilterNode):
+    """MPSNNInitialGradientNode(source): a gradient of ones shaped as the source, to start
+    training_graph at any output (the gradient of the sum of that output)."""
+
+    def __init__(self, source):
+        self.c = <shared_ptr[CFilterNode]>make_native[CNNInitialGradientNode](
+            _image_node_argument(source, "source").c)
+
+    @classmethod
+    def node_with_source(cls, source):
+        return cls(source)

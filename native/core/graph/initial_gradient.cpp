@@ -1,0 +1,25 @@
+#include "mpsx/graph/initial_gradient.h"
+
+#include "mpsx/kernels/neuron.h"
+
+namespace mpsx {
+
+namespace {
+constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+}
+
+NNInitialGradientNode::NNInitialGradientNode(std::shared_ptr<ImageNode> source)
+    : FilterNode({std::move(source)}, {}, kDefaultPadding) {}
+
+// Ones shaped as the source: the linear neuron 0 * x + 1.
+std::unique_ptr<GraphStep> NNInitialGradientNode::compile(const StepSlots& slots) const {
+  NeuronDescriptor ones;
+  ones.type = NeuronType::Linear;
+  ones.a = 0.0f;
+  ones.b = 1.0f;
+  auto kernel = std::make_shared<CNNNeuron>(slots.device, ones);
+  kernel->padding_method = padding_policy;
+  return unary_step(std::move(kernel), slots);
+}
+
+}  // namespace mpsx
