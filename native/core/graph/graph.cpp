@@ -159,17 +159,15 @@ std::vector<std::shared_ptr<FilterNode>> training_graph(const std::shared_ptr<Fi
     }
   };
 
-  // `last` itself: its result's gradient is given, or is its result (a loss
-  // node's result is its gradient).
-  std::shared_ptr<ImageNode> first = source_gradient ? std::move(source_gradient) : last->result_image();
-  gradients[last->result_image().get()] = first;
+  // The gradient of `last`'s result: the one given, or its result itself.
+  gradients[last->result_image().get()] = source_gradient ? std::move(source_gradient) : last->result_image();
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const std::shared_ptr<FilterNode>& f = *it;
     auto found = gradients.find(f->result_image().get());
     std::shared_ptr<ImageNode> gradient = found == gradients.end() ? nullptr : found->second;
     if (!gradient) continue;  // nothing downstream asked for this filter's gradient
-    if (f == last && !source_gradient && f->result_is_gradient()) {
-      // The loss: its result is the gradient of its source.
+    if (f == last && f->result_is_gradient()) {
+      // A loss or initial gradient: that gradient is its source's.
       add_gradient(f->sources().front(), gradient, f);
       continue;
     }
