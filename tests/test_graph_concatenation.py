@@ -152,8 +152,8 @@ def test_bad_input(device, rng):
         mpsx.NNConcatenationGradientNode(g, g, cat.result_state)
     assert mpsx.NNConcatenationGradientNode(g, b, cat.result_state).source_index == 1
     relu = mpsx.CNNNeuronNode(a, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
-    with pytest.raises(TypeError, match="expected the result state of an NNConcatenationNode, given the state "
-                                        "of a MPSCNNNeuronNode"):
+    with pytest.raises(TypeError, match="expected the result state of an MPSNNConcatenationNode, given the result "
+                                        "state of an MPSCNNNeuronNode"):
         mpsx.NNConcatenationGradientNode(g, a, relu.result_state)
     graph = mpsx.NNGraph(device, cat.result_image)
     cb = device.command_queue.command_buffer()

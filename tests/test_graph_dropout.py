@@ -171,7 +171,7 @@ def test_bad_input(device):
         mpsx.CNNDropoutGradientNode(g, source, node.result_state, 0.25, 1, (1, 1, 1))
     with pytest.raises(ValueError, match=r"mask_stride_in_pixels \(1, 1, 1\); given .* \(0, 1, 1\)"):
         mpsx.CNNDropoutGradientNode(g, source, node.result_state, 0.5, 1, (0, 1, 1))
-    with pytest.raises(TypeError, match="expected the gradient state .* of an MPSCNNDropoutNode, given the state of "
+    with pytest.raises(TypeError, match="expected the result state of an MPSCNNDropoutNode, given the result state of "
                                         "an MPSCNNSoftMaxNode"):
         mpsx.CNNDropoutGradientNode(g, source, softmax.result_state, 0.5, 1, (1, 1, 1))
     with pytest.raises(ValueError, match="source_image must be the source image of the MPSCNNDropoutNode"):

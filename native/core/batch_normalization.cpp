@@ -447,13 +447,15 @@ void CNNBatchNormalization::check_update_state(const std::shared_ptr<BatchNormal
 }
 
 void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_buffer,
-                                                         const std::shared_ptr<BatchNormalizationState>& state) {
+                                                         const std::shared_ptr<BatchNormalizationState>& state,
+                                                         bool on_command_buffer) {
   check_command_buffer(command_buffer);
   check_update_state(state, true);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
   encode_update(
       command_buffer, class_name(), "update_gamma_and_beta",
-      data_source_->supports_update_gamma_and_beta_on_command_buffer(), data_source_->supports_update_gamma_and_beta(),
+      on_command_buffer && data_source_->supports_update_gamma_and_beta_on_command_buffer(),
+      data_source_->supports_update_gamma_and_beta(),
       *state, [&] { return data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, state); },
       [&](const NormalizationGammaAndBetaState& updated) { reload_gamma_and_beta(command_buffer, updated); },
       [self, state] {
@@ -462,13 +464,14 @@ void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_
 }
 
 void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& command_buffer,
-                                                            const std::shared_ptr<BatchNormalizationState>& state) {
+                                                            const std::shared_ptr<BatchNormalizationState>& state,
+                                                            bool on_command_buffer) {
   check_command_buffer(command_buffer);
   check_update_state(state, false);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
   encode_update(
       command_buffer, class_name(), "update_mean_and_variance",
-      data_source_->supports_update_mean_and_variance_on_command_buffer(),
+      on_command_buffer && data_source_->supports_update_mean_and_variance_on_command_buffer(),
       data_source_->supports_update_mean_and_variance(), *state,
       [&] { return data_source_->update_mean_and_variance_on_command_buffer(command_buffer, state); },
       [&](const NormalizationMeanAndVarianceState& updated) { reload_mean_and_variance(command_buffer, updated); },

@@ -202,7 +202,8 @@ void GroupNormalizationKernel::reload_gamma_and_beta(CommandBuffer& command_buff
 }
 
 void GroupNormalizationKernel::encode_gamma_and_beta_update(
-    CommandBuffer& command_buffer, const std::shared_ptr<GroupNormalizationGradientState>& state) {
+    CommandBuffer& command_buffer, const std::shared_ptr<GroupNormalizationGradientState>& state,
+    bool on_command_buffer) {
   check_command_buffer(command_buffer);
   if (!state) fail<TypeMismatchError>(class_name(), ": expected an ", state_class_name(), ", given None");
   check_device(*state, "state");
@@ -217,7 +218,7 @@ void GroupNormalizationKernel::encode_gamma_and_beta_update(
       command_buffer, class_name(),
       kind_ == GroupNormalizationKind::Instance ? "update_gamma_and_beta_with_instance_normalization_state_batch"
                                                 : "update_gamma_and_beta_with_group_normalization_state_batch",
-      data_source_->supports_update_gamma_and_beta_on_command_buffer(),
+      on_command_buffer && data_source_->supports_update_gamma_and_beta_on_command_buffer(),
       data_source_->supports_update_gamma_and_beta(), *state,
       [&] { return data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, states); },
       [&](const NormalizationGammaAndBetaState& updated) { reload_gamma_and_beta(command_buffer, updated); },

@@ -2,7 +2,6 @@
 
 #include <cstdint>
 
-#include "mpsx/data_source.h"
 #include "mpsx/errors.h"
 
 namespace mpsx {
@@ -47,18 +46,21 @@ class BatchNormalizationStep final : public GraphStep {
   size_t source_, result_, state_;
 };
 
-// What a gradient step calls for each pair of values.
-enum class Update : uint8_t { None, Kernel, Host };
+// Which of the forward kernel's updates a gradient step encodes, and in
+// which style: on the command buffer where the data source can (GPU), or its
+// host updates only (CPU).
+struct Updates {
+  bool gamma_and_beta = false, mean_and_variance = false, on_command_buffer = true;
+};
 
 class BatchNormalizationGradientStep final : public GraphStep {
  public:
-  BatchNormalizationGradientStep(std::shared_ptr<CNNBatchNormalization> forward, Update gamma_and_beta,
-                                 Update mean_and_variance, const StepSlots& slots)
+  BatchNormalizationGradientStep(std::shared_ptr<CNNBatchNormalization> forward, Updates updates,
+                                 const StepSlots& slots)
       : forward_(std::move(forward)),
         statistics_gradient_(std::make_shared<CNNBatchNormalizationStatisticsGradient>(slots.device, NeuronDescriptor{})),
         gradient_(std::make_shared<CNNBatchNormalizationGradient>(slots.device, NeuronDescriptor{})),
-        gamma_and_beta_(gamma_and_beta),
-        mean_and_variance_(mean_and_variance),
+        updates_(updates),
         source_gradient_(slots.sources.at(0)),
         source_(slots.sources.at(1)),
         state_(slots.source_states.at(0)),
@@ -74,37 +76,17 @@ class BatchNormalizationGradientStep final : public GraphStep {
     // The statistics gradient over the whole batch, then the gradient.
     statistics_gradient_->encode_batch(command_buffer, gradient, source, state);
     values.images[result_] = gradient_->encode(command_buffer, gradient, source, state, nullptr);
-    const std::shared_ptr<CNNBatchNormalization>& forward = forward_;
-    if (gamma_and_beta_ == Update::Kernel) {
-      forward->encode_gamma_and_beta_update(command_buffer, state);
-    } else if (gamma_and_beta_ == Update::Host) {
-      encode_update(
-          command_buffer, forward->class_name(), "update_gamma_and_beta", false, true, *state,
-          [] { return std::shared_ptr<NormalizationGammaAndBetaState>(); },
-          [](const NormalizationGammaAndBetaState&) {},
-          [forward, state] {
-            if (forward->data_source()->update_gamma_and_beta(state)) forward->reload_gamma_and_beta_from_data_source();
-          });
-    }
-    if (mean_and_variance_ == Update::Kernel) {
-      forward->encode_mean_and_variance_update(command_buffer, state);
-    } else if (mean_and_variance_ == Update::Host) {
-      encode_update(
-          command_buffer, forward->class_name(), "update_mean_and_variance", false, true, *state,
-          [] { return std::shared_ptr<NormalizationMeanAndVarianceState>(); },
-          [](const NormalizationMeanAndVarianceState&) {},
-          [forward, state] {
-            if (forward->data_source()->update_mean_and_variance(state))
-              forward->reload_mean_and_variance_from_data_source();
-          });
-    }
+    if (updates_.gamma_and_beta)
+      forward_->encode_gamma_and_beta_update(command_buffer, state, updates_.on_command_buffer);
+    if (updates_.mean_and_variance)
+      forward_->encode_mean_and_variance_update(command_buffer, state, updates_.on_command_buffer);
   }
 
  private:
   std::shared_ptr<CNNBatchNormalization> forward_;
   std::shared_ptr<CNNBatchNormalizationStatisticsGradient> statistics_gradient_;
   std::shared_ptr<CNNBatchNormalizationGradient> gradient_;
-  Update gamma_and_beta_, mean_and_variance_;
+  Updates updates_;
   size_t source_gradient_, source_, state_, result_;
 };
 
@@ -142,42 +124,34 @@ CNNBatchNormalizationGradientNode::CNNBatchNormalizationGradientNode(std::shared
                                                                      std::shared_ptr<StateNode> gradient_state)
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
                  kDefaultPadding) {
-  std::shared_ptr<FilterNode> producer = source_states().front()->producer();
-  if (!std::dynamic_pointer_cast<CNNBatchNormalizationNode>(producer))
-    fail<TypeMismatchError>(class_name(), ": expected the result state of an MPSCNNBatchNormalizationNode, given ",
-                            producer ? std::string("the result state of an ") + producer->class_name()
-                                     : std::string("an ") + source_states().front()->class_name());
+  forward_node_of<CNNBatchNormalizationNode>(class_name(), "MPSCNNBatchNormalizationNode", source_states().front());
 }
 
 std::unique_ptr<GraphStep> CNNBatchNormalizationGradientNode::compile(const StepSlots& slots) const {
-  const std::shared_ptr<FilterNode> producer = source_states().front()->producer();
-  auto found = slots.kernels->find(producer.get());
-  auto forward =
-      found == slots.kernels->end() ? nullptr : std::dynamic_pointer_cast<CNNBatchNormalization>(found->second);
-  if (!forward)
-    fail<ArgumentError>(class_name(), ": its forward batch normalization is not in the graph");
+  std::shared_ptr<CNNBatchNormalization> forward = forward_kernel<CNNBatchNormalization>(slots, *this);
   BatchNormalizationDataSource& source = *forward->data_source();
-  Update gamma_and_beta = Update::None, mean_and_variance = Update::None;
+  Updates updates;
   if (training_style == TrainingStyle::Gpu) {
     // The kernel's updates take the data source's command buffer update
     // where it has one, else its host update.
-    if (source.supports_update_gamma_and_beta_on_command_buffer() || source.supports_update_gamma_and_beta())
-      gamma_and_beta = Update::Kernel;
-    if (source.supports_update_mean_and_variance_on_command_buffer() || source.supports_update_mean_and_variance())
-      mean_and_variance = Update::Kernel;
-    if (gamma_and_beta == Update::None && mean_and_variance == Update::None)
+    updates.gamma_and_beta =
+        source.supports_update_gamma_and_beta_on_command_buffer() || source.supports_update_gamma_and_beta();
+    updates.mean_and_variance =
+        source.supports_update_mean_and_variance_on_command_buffer() || source.supports_update_mean_and_variance();
+    if (!updates.gamma_and_beta && !updates.mean_and_variance)
       fail<TypeMismatchError>(class_name(), ": training style GPU updates through the data source, which implements "
                                             "none of update_gamma_and_beta, update_mean_and_variance and their "
                                             "_on_command_buffer forms (training style NONE leaves the values)");
   } else if (training_style == TrainingStyle::Cpu) {
-    if (source.supports_update_gamma_and_beta()) gamma_and_beta = Update::Host;
-    if (source.supports_update_mean_and_variance()) mean_and_variance = Update::Host;
-    if (gamma_and_beta == Update::None && mean_and_variance == Update::None)
+    updates.gamma_and_beta = source.supports_update_gamma_and_beta();
+    updates.mean_and_variance = source.supports_update_mean_and_variance();
+    updates.on_command_buffer = false;
+    if (!updates.gamma_and_beta && !updates.mean_and_variance)
       fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's host updates, "
                                             "update_gamma_and_beta and update_mean_and_variance, which it implements "
                                             "neither of");
   }
-  return std::make_unique<BatchNormalizationGradientStep>(std::move(forward), gamma_and_beta, mean_and_variance, slots);
+  return std::make_unique<BatchNormalizationGradientStep>(std::move(forward), updates, slots);
 }
 
 }  // namespace mpsx

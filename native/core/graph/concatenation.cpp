@@ -162,13 +162,8 @@ NNConcatenationGradientNode::NNConcatenationGradientNode(std::shared_ptr<ImageNo
                                                          std::shared_ptr<StateNode> gradient_state, int64_t index)
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
       index_(index) {
-  const std::shared_ptr<StateNode>& state = source_states().front();
-  auto forward = std::dynamic_pointer_cast<NNConcatenationNode>(state->producer());
-  if (!forward)
-    fail<TypeMismatchError>(class_name(), ": expected the result state of an NNConcatenationNode, given ",
-                            state->producer() ? std::string("the state of a ") + state->producer()->class_name()
-                                              : std::string("a source state"));
-  const auto& forward_sources = forward->sources();
+  const auto& forward_sources =
+      forward_node_of<NNConcatenationNode>(class_name(), "MPSNNConcatenationNode", source_states().front()).sources();
   if (index_ < 0) {
     for (size_t i = 0; i < forward_sources.size() && index_ < 0; ++i)
       if (forward_sources[i] == sources()[1]) index_ = int64_t(i);

@@ -38,18 +38,6 @@ class ConvolutionGradientStep final : public GraphStep {
   size_t gradient_, source_, state_, result_;
 };
 
-class ConvolutionForwardStep final : public GraphStep {
- public:
-  ConvolutionForwardStep(std::shared_ptr<CNNConvolution> kernel, const StepSlots& slots)
-      : kernel_(std::move(kernel)), step_(unary_step(kernel_, slots)) {}
-  void encode(CommandBuffer& command_buffer, GraphValues& values) override { step_->encode(command_buffer, values); }
-  void reload_from_data_source() override { kernel_->reload_weights_and_biases_from_data_source(); }
-
- private:
-  std::shared_ptr<CNNConvolution> kernel_;
-  std::unique_ptr<GraphStep> step_;
-};
-
 }  // namespace
 
 CNNConvolutionNode::CNNConvolutionNode(std::shared_ptr<ImageNode> source, std::shared_ptr<ConvolutionDataSource> weights,
@@ -66,7 +54,7 @@ std::unique_ptr<GraphStep> CNNConvolutionNode::compile(const StepSlots& slots) c
   kernel->padding_method = padding_policy;
   kernel->accumulator_precision = accumulator_precision;
   (*slots.kernels)[this] = kernel;
-  return std::make_unique<ConvolutionForwardStep>(std::move(kernel), slots);
+  return unary_step(kernel, slots, [kernel] { kernel->reload_weights_and_biases_from_data_source(); });
 }
 
 std::vector<std::shared_ptr<FilterNode>> CNNConvolutionNode::make_gradient_filters(
@@ -89,12 +77,7 @@ CNNConvolutionGradientNode::CNNConvolutionGradientNode(std::shared_ptr<ImageNode
 }
 
 std::unique_ptr<GraphStep> CNNConvolutionGradientNode::compile(const StepSlots& slots) const {
-  const std::shared_ptr<FilterNode>& producer = source_states().front()->producer();
-  auto found = producer ? slots.kernels->find(producer.get()) : slots.kernels->end();
-  auto forward = found == slots.kernels->end() ? nullptr : std::dynamic_pointer_cast<CNNConvolution>(found->second);
-  if (!forward)
-    fail<ArgumentError>(class_name(), ": its forward convolution is not in the graph; a gradient filter updates "
-                                      "the weights of the convolution its state comes from");
+  std::shared_ptr<CNNConvolution> forward = forward_kernel<CNNConvolution>(slots, *this);
   // nil weights take the forward's, as MPS's gradient node does.
   const std::shared_ptr<ConvolutionDataSource>& weights = weights_ ? weights_ : forward->data_source();
   std::shared_ptr<CNNConvolutionGradient> kernel = fully_connected_

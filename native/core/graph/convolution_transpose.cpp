@@ -101,13 +101,7 @@ CNNConvolutionTransposeGradientNode::CNNConvolutionTransposeGradientNode(
 }
 
 std::unique_ptr<GraphStep> CNNConvolutionTransposeGradientNode::compile(const StepSlots& slots) const {
-  const std::shared_ptr<FilterNode>& producer = source_states().front()->producer();
-  auto found = producer ? slots.kernels->find(producer.get()) : slots.kernels->end();
-  auto forward =
-      found == slots.kernels->end() ? nullptr : std::dynamic_pointer_cast<CNNConvolutionTranspose>(found->second);
-  if (!forward)
-    fail<ArgumentError>(class_name(), ": its forward convolution transpose is not in the graph; a gradient filter "
-                                      "updates the weights of the filter its state comes from");
+  std::shared_ptr<CNNConvolutionTranspose> forward = forward_kernel<CNNConvolutionTranspose>(slots, *this);
   const std::shared_ptr<ConvolutionDataSource>& weights = weights_ ? weights_ : forward->data_source();
   auto kernel = std::make_shared<CNNConvolutionTransposeGradient>(slots.device, weights);
   kernel->label = label;

@@ -13,25 +13,6 @@ namespace {
 constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr const char* kForward = "MPSCNNCrossChannelNormalizationNode";
 
-// The forward node that makes `state`, or TypeMismatchError naming `node`.
-const CNNCrossChannelNormalizationNode& forward_of(const char* node, const std::shared_ptr<StateNode>& state) {
-  if (!state) fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given None");
-  std::shared_ptr<FilterNode> producer = state->producer();
-  auto forward = dynamic_cast<const CNNCrossChannelNormalizationNode*>(producer.get());
-  if (!forward)
-    fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given ",
-                            producer ? "the result state of an " : "a source state ",
-                            producer ? producer->class_name() : state->class_name());
-  return *forward;  // the state shares its producer's ownership
-}
-
-void check_matches(const char* node, const char* name, double mine, double forward) {
-  if (mine != forward)
-    fail<ArgumentError>(node, ": ", name, " is ", mine, " but its forward node's is ", forward,
-                        " (a gradient node copies its forward node's parameters when it is made; make it again after "
-                        "changing the forward node)");
-}
-
 }  // namespace
 
 CNNCrossChannelNormalizationNode::CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source,
@@ -81,17 +62,17 @@ CNNCrossChannelNormalizationGradientNode::CNNCrossChannelNormalizationGradientNo
     std::shared_ptr<StateNode> gradient_state, int64_t kernel_size)
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
       kernel_size_(kernel_size),
-      parameters_(forward_of(class_name(), source_states().front()).parameters()) {
+      parameters_(forward_node_of<CNNCrossChannelNormalizationNode>(class_name(), kForward, source_states().front()).parameters()) {
   check_size(kernel_size, class_name(), ": kernel_size");
 }
 
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationGradientNode::compile(const StepSlots& slots) const {
-  const CNNCrossChannelNormalizationNode& forward = forward_of(class_name(), source_states().front());
-  check_matches(class_name(), "kernel_size", static_cast<double>(kernel_size_),
+  const CNNCrossChannelNormalizationNode& forward = forward_node_of<CNNCrossChannelNormalizationNode>(class_name(), kForward, source_states().front());
+  check_forward_parameter(class_name(), "kernel_size", static_cast<double>(kernel_size_),
                 static_cast<double>(forward.kernel_size()));
-  check_matches(class_name(), "alpha", parameters_.alpha, forward.parameters().alpha);
-  check_matches(class_name(), "beta", parameters_.beta, forward.parameters().beta);
-  check_matches(class_name(), "delta", parameters_.delta, forward.parameters().delta);
+  check_forward_parameter(class_name(), "alpha", parameters_.alpha, forward.parameters().alpha);
+  check_forward_parameter(class_name(), "beta", parameters_.beta, forward.parameters().beta);
+  check_forward_parameter(class_name(), "delta", parameters_.delta, forward.parameters().delta);
   auto kernel = std::make_shared<CNNCrossChannelNormalizationGradient>(slots.device, kernel_size_);
   kernel->set_alpha(parameters_.alpha);
   kernel->set_beta(parameters_.beta);

@@ -32,14 +32,9 @@ CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
       descriptor_(descriptor) {
   descriptor_.validate(class_name());
-  const std::shared_ptr<StateNode>& state = source_states().front();
-  std::shared_ptr<FilterNode> producer = state->producer();
-  auto* forward = dynamic_cast<const CNNDropoutNode*>(producer.get());
-  if (!forward)
-    fail<TypeMismatchError>(class_name(), ": expected the gradient state (result_state) of an MPSCNNDropoutNode, given ",
-                            producer ? "the state of an " : "an ",
-                            producer ? producer->class_name() : state->class_name());
-  const DropoutDescriptor& f = forward->descriptor();
+  const CNNDropoutNode& forward =
+      forward_node_of<CNNDropoutNode>(class_name(), "MPSCNNDropoutNode", source_states().front());
+  const DropoutDescriptor& f = forward.descriptor();
   if (f.keep_probability != descriptor_.keep_probability || f.mask_stride_x != descriptor_.mask_stride_x ||
       f.mask_stride_y != descriptor_.mask_stride_y || f.mask_stride_z != descriptor_.mask_stride_z)
     fail<ArgumentError>(class_name(), ": the MPSCNNDropoutNode of the state has keep_probability ",
@@ -47,7 +42,7 @@ CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source
                         ", ", f.mask_stride_z, "); given keep_probability ", descriptor_.keep_probability,
                         " and mask_stride_in_pixels (", descriptor_.mask_stride_x, ", ", descriptor_.mask_stride_y,
                         ", ", descriptor_.mask_stride_z, ")");
-  if (sources()[1] != producer->sources().front())
+  if (sources()[1] != forward.sources().front())
     fail<ArgumentError>(class_name(), ": source_image must be the source image of the MPSCNNDropoutNode whose state "
                                       "it is given, given another image");
 }

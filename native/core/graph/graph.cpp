@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -84,6 +85,27 @@ std::vector<std::shared_ptr<FilterNode>> FilterNode::gradient_filters(
 std::shared_ptr<FilterNode> FilterNode::gradient_filter(const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
   auto filters = gradient_filters(gradient_images);
   return filters.front();
+}
+
+void fail_forward_state(const char* gradient, const char* forward, const StateNode* state) {
+  if (!state) fail<TypeMismatchError>(gradient, ": expected the result state of an ", forward, ", given None");
+  std::shared_ptr<FilterNode> producer = state->producer();
+  if (producer)
+    fail<TypeMismatchError>(gradient, ": expected the result state of an ", forward, ", given the result state of an ",
+                            producer->class_name());
+  fail<TypeMismatchError>(gradient, ": expected the result state of an ", forward, ", given an ", state->class_name());
+}
+
+void check_forward_parameter(const char* gradient, const char* name, double mine, double forward) {
+  if (mine != forward && !(std::isnan(mine) && std::isnan(forward)))
+    fail<ArgumentError>(gradient, ": ", name, " is ", mine, " but its forward node's is ", forward,
+                        " (a gradient node copies its forward node's parameters when it is made; set the same "
+                        "value on both, or make it again after changing the forward node)");
+}
+
+void fail_forward_not_compiled(const char* gradient) {
+  fail<ArgumentError>(gradient, ": its forward filter is not in the graph; a gradient filter updates the filter "
+                                "its state comes from");
 }
 
 // ---------------------------------------------------------------- training graph
@@ -196,8 +218,9 @@ namespace {
 
 class UnaryStep final : public GraphStep {
  public:
-  UnaryStep(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots)
+  UnaryStep(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots, std::function<void()> reload)
       : kernel_(std::move(kernel)),
+        reload_(std::move(reload)),
         source_(slots.sources.at(0)),
         result_(slots.result),
         state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]) {}
@@ -206,9 +229,13 @@ class UnaryStep final : public GraphStep {
     values.images[result_] = std::move(r.image);
     if (state_ != kNoSlot) values.states[state_] = std::move(r.state);
   }
+  void reload_from_data_source() override {
+    if (reload_) reload_();
+  }
 
  private:
   std::shared_ptr<UnaryKernel> kernel_;
+  std::function<void()> reload_;
   size_t source_, result_, state_;
 };
 
@@ -232,8 +259,9 @@ class GradientStep final : public GraphStep {
 
 }  // namespace
 
-std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots) {
-  return std::make_unique<UnaryStep>(std::move(kernel), slots);
+std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots,
+                                      std::function<void()> reload) {
+  return std::make_unique<UnaryStep>(std::move(kernel), slots, std::move(reload));
 }
 
 std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots) {

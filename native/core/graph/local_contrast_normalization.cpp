@@ -14,25 +14,6 @@ constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentere
 constexpr const char* kForward = "MPSCNNLocalContrastNormalizationNode";
 constexpr const char* kGradient = "MPSCNNLocalContrastNormalizationGradientNode";
 
-// The forward node that makes `state`, or TypeMismatchError naming `node`.
-const CNNLocalContrastNormalizationNode& forward_of(const char* node, const std::shared_ptr<StateNode>& state) {
-  if (!state) fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given None");
-  std::shared_ptr<FilterNode> producer = state->producer();
-  auto forward = dynamic_cast<const CNNLocalContrastNormalizationNode*>(producer.get());
-  if (!forward)
-    fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given ",
-                            producer ? "the result state of an " : "a source state ",
-                            producer ? producer->class_name() : state->class_name());
-  return *forward;  // the state shares its producer's ownership
-}
-
-void check_matches(const char* name, double mine, double forward) {
-  if (mine != forward && !(std::isnan(mine) && std::isnan(forward)))
-    fail<ArgumentError>(kGradient, ": ", name, " is ", mine, " but its forward node's is ", forward,
-                        " (a gradient node copies its forward node's parameters when it is made; set the same "
-                        "value on both, or make it again after changing the forward node)");
-}
-
 template <class K>
 std::shared_ptr<K> make_kernel(const char* node, const std::shared_ptr<Device>& device, int64_t kernel_width,
                                int64_t kernel_height, const LocalContrastNormalizationParameters& parameters) {
@@ -85,20 +66,20 @@ CNNLocalContrastNormalizationGradientNode::CNNLocalContrastNormalizationGradient
       kernel_height_(kernel_height) {
   check_size(kernel_width, kGradient, ": kernel_width");
   check_size(kernel_height, kGradient, ": kernel_height");
-  forward_of(kGradient, source_states().front());
+  forward_node_of<CNNLocalContrastNormalizationNode>(kGradient, kForward, source_states().front());
 }
 
 std::unique_ptr<GraphStep> CNNLocalContrastNormalizationGradientNode::compile(const StepSlots& slots) const {
-  const CNNLocalContrastNormalizationNode& forward = forward_of(kGradient, source_states().front());
-  check_matches("kernel_width", static_cast<double>(kernel_width_), static_cast<double>(forward.kernel_width()));
-  check_matches("kernel_height", static_cast<double>(kernel_height_), static_cast<double>(forward.kernel_height()));
+  const CNNLocalContrastNormalizationNode& forward = forward_node_of<CNNLocalContrastNormalizationNode>(kGradient, kForward, source_states().front());
+  check_forward_parameter(kGradient, "kernel_width", static_cast<double>(kernel_width_), static_cast<double>(forward.kernel_width()));
+  check_forward_parameter(kGradient, "kernel_height", static_cast<double>(kernel_height_), static_cast<double>(forward.kernel_height()));
   const LocalContrastNormalizationParameters& f = forward.parameters;
-  check_matches("alpha", parameters.alpha, f.alpha);
-  check_matches("beta", parameters.beta, f.beta);
-  check_matches("delta", parameters.delta, f.delta);
-  check_matches("p0", parameters.p0, f.p0);
-  check_matches("pm", parameters.pm, f.pm);
-  check_matches("ps", parameters.ps, f.ps);
+  check_forward_parameter(kGradient, "alpha", parameters.alpha, f.alpha);
+  check_forward_parameter(kGradient, "beta", parameters.beta, f.beta);
+  check_forward_parameter(kGradient, "delta", parameters.delta, f.delta);
+  check_forward_parameter(kGradient, "p0", parameters.p0, f.p0);
+  check_forward_parameter(kGradient, "pm", parameters.pm, f.pm);
+  check_forward_parameter(kGradient, "ps", parameters.ps, f.ps);
   return gradient_step(make_kernel<CNNLocalContrastNormalizationGradient>(kGradient, slots.device, kernel_width_,
                                                                           kernel_height_, parameters),
                        slots);

@@ -31,14 +31,10 @@ CNNSoftMaxGradientNode::CNNSoftMaxGradientNode(std::shared_ptr<ImageNode> source
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
       log_(log) {
   const std::shared_ptr<StateNode>& state = source_states().front();
-  std::shared_ptr<FilterNode> producer = state->producer();
-  auto* forward = dynamic_cast<const CNNSoftMaxNode*>(producer.get());
   const char* expected = log_ ? "MPSCNNLogSoftMaxNode" : "MPSCNNSoftMaxNode";
-  if (!forward || forward->is_log() != log_)
-    fail<TypeMismatchError>(class_name(), ": expected the gradient state (result_state) of an ", expected,
-                            ", given ", producer ? "the state of an " : "an ",
-                            producer ? producer->class_name() : state->class_name());
-  if (sources()[1] != producer->result_image())
+  if (forward_node_of<CNNSoftMaxNode>(class_name(), expected, state).is_log() != log_)
+    fail_forward_state(class_name(), expected, state.get());
+  if (sources()[1] != state->producer()->result_image())
     fail<ArgumentError>(class_name(), ": source_image must be the result image of the ", expected,
                         " whose state it is given (the gradient reads the forward result), given another image");
 }

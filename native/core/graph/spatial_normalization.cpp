@@ -14,25 +14,6 @@ constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentere
 constexpr const char* kForward = "MPSCNNSpatialNormalizationNode";
 constexpr const char* kGradient = "MPSCNNSpatialNormalizationGradientNode";
 
-// The forward node that makes `state`, or TypeMismatchError naming `node`.
-const CNNSpatialNormalizationNode& forward_of(const char* node, const std::shared_ptr<StateNode>& state) {
-  if (!state) fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given None");
-  std::shared_ptr<FilterNode> producer = state->producer();
-  auto forward = dynamic_cast<const CNNSpatialNormalizationNode*>(producer.get());
-  if (!forward)
-    fail<TypeMismatchError>(node, ": expected the result state of an ", kForward, ", given ",
-                            producer ? "the result state of an " : "a source state ",
-                            producer ? producer->class_name() : state->class_name());
-  return *forward;  // the state shares its producer's ownership
-}
-
-void check_matches(const char* node, const char* name, double mine, double forward) {
-  if (mine != forward)
-    fail<ArgumentError>(node, ": ", name, " is ", mine, " but its forward node's is ", forward,
-                        " (a gradient node copies its forward node's parameters when it is made; set the same "
-                        "value on both, or make it again after changing the forward node)");
-}
-
 }  // namespace
 
 SpatialNormalizationNodeSettings::SpatialNormalizationNodeSettings(const char* node, int64_t kernel_width,
@@ -107,18 +88,18 @@ CNNSpatialNormalizationGradientNode::CNNSpatialNormalizationGradientNode(std::sh
                                                                          int64_t kernel_size)
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
       SpatialNormalizationNodeSettings(kGradient, kernel_size, kernel_size) {
-  forward_of(kGradient, source_states().front());
+  forward_node_of<CNNSpatialNormalizationNode>(kGradient, kForward, source_states().front());
 }
 
 std::unique_ptr<GraphStep> CNNSpatialNormalizationGradientNode::compile(const StepSlots& slots) const {
-  const CNNSpatialNormalizationNode& forward = forward_of(kGradient, source_states().front());
-  check_matches(kGradient, "kernel_width", static_cast<double>(kernel_width()),
+  const CNNSpatialNormalizationNode& forward = forward_node_of<CNNSpatialNormalizationNode>(kGradient, kForward, source_states().front());
+  check_forward_parameter(kGradient, "kernel_width", static_cast<double>(kernel_width()),
                 static_cast<double>(forward.kernel_width()));
-  check_matches(kGradient, "kernel_height", static_cast<double>(kernel_height()),
+  check_forward_parameter(kGradient, "kernel_height", static_cast<double>(kernel_height()),
                 static_cast<double>(forward.kernel_height()));
-  check_matches(kGradient, "alpha", parameters().alpha, forward.parameters().alpha);
-  check_matches(kGradient, "beta", parameters().beta, forward.parameters().beta);
-  check_matches(kGradient, "delta", parameters().delta, forward.parameters().delta);
+  check_forward_parameter(kGradient, "alpha", parameters().alpha, forward.parameters().alpha);
+  check_forward_parameter(kGradient, "beta", parameters().beta, forward.parameters().beta);
+  check_forward_parameter(kGradient, "delta", parameters().delta, forward.parameters().delta);
   return gradient_step(make_kernel<CNNSpatialNormalizationGradient>(slots.device), slots);
 }
 

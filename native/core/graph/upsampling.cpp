@@ -59,19 +59,15 @@ CNNUpsamplingGradientNode::CNNUpsamplingGradientNode(std::shared_ptr<ImageNode> 
     fail<ArgumentError>("an upsampling gradient node: unknown kind ", static_cast<int32_t>(kind_),
                         "; expected 0 (nearest) or 1 (bilinear)");
   const std::shared_ptr<StateNode>& state = source_states().front();
-  std::shared_ptr<FilterNode> producer = state->producer();
-  auto* forward = dynamic_cast<const CNNUpsamplingNode*>(producer.get());
-  if (!forward || forward->kind() != kind_)
-    fail<TypeMismatchError>(class_name(), ": expected the gradient state (result_state) of an ", node_name(kind_, false),
-                            ", given ", producer ? "the state of an " : "an ",
-                            producer ? producer->class_name() : state->class_name());
+  const CNNUpsamplingNode* forward = &forward_node_of<CNNUpsamplingNode>(class_name(), node_name(kind_, false), state);
+  if (forward->kind() != kind_) fail_forward_state(class_name(), node_name(kind_, false), state.get());
   // Compared as doubles, so no value (NaN, huge) is converted first.
   if (!(scale_x == static_cast<double>(forward->scale_factor_x()) &&
         scale_y == static_cast<double>(forward->scale_factor_y())))
     fail<ArgumentError>(class_name(), ": scale_factor_x and scale_factor_y must be the forward node's, ",
                         forward->scale_factor_x(), " and ", forward->scale_factor_y(), "; given ", scale_x, " and ",
                         scale_y);
-  if (sources()[1] != producer->sources().front())
+  if (sources()[1] != forward->sources().front())
     fail<ArgumentError>(class_name(), ": source_image must be the source image of the ", node_name(kind_, false),
                         " whose state it is given, given another image");
   scale_x_ = forward->scale_factor_x();

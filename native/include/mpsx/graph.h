@@ -176,11 +176,42 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
 
 // The steps most filters compile to: a forward kernel of one source, writing
 // its result (and result state where one is read), and a gradient kernel of
-// (gradient, forward source or result, state). `padding_policy` goes to the
-// forward kernel.
-std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots);
+// (gradient, forward source or result, state). The filter sets its kernel's
+// padding policy; `reload` is the step's reload_from_data_source (filters
+// with a data source).
+std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots,
+                                      std::function<void()> reload = {});
 std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots);
 
+// What gradient nodes check against the forward node of their state.
+//
+// TypeMismatchError: `gradient` expected the result state of a `forward`
+// node and was given `state` (None, a source state, or another node's).
+[[noreturn]] void fail_forward_state(const char* gradient, const char* forward, const StateNode* state);
+// The node of type N whose result state `state` is (the state shares its
+// ownership), or fail_forward_state.
+template <class N>
+const N& forward_node_of(const char* gradient, const char* forward, const std::shared_ptr<StateNode>& state) {
+  std::shared_ptr<FilterNode> producer = state ? state->producer() : nullptr;
+  auto* node = dynamic_cast<const N*>(producer.get());
+  if (!node) fail_forward_state(gradient, forward, state.get());
+  return *node;
+}
+// A parameter a gradient node copied from its forward node when it was made:
+// ArgumentError naming both values unless they are equal (NaN equals NaN).
+void check_forward_parameter(const char* gradient, const char* name, double mine, double forward);
+// ArgumentError: `gradient`'s forward filter did not compile into this graph.
+[[noreturn]] void fail_forward_not_compiled(const char* gradient);
+// The kernel of type K that the filter making `gradient`'s first source
+// state compiled to (its gradient updates that kernel's weights).
+template <class K>
+std::shared_ptr<K> forward_kernel(const StepSlots& slots, const FilterNode& gradient) {
+  const std::shared_ptr<FilterNode> producer = gradient.source_states().front()->producer();
+  auto found = producer ? slots.kernels->find(producer.get()) : slots.kernels->end();
+  auto kernel = found == slots.kernels->end() ? nullptr : std::dynamic_pointer_cast<K>(found->second);
+  if (!kernel) fail_forward_not_compiled(gradient.class_name());
+  return kernel;
+}
 // -trainingGraphWithSourceGradient:nodeHandler: on `last`: the gradient
 // filters of every filter between the graph's sources and `last`, summed
 // with addition filters where an image feeds several filters, stopping at

@@ -362,11 +362,15 @@ class CNNBatchNormalization : public UnaryKernel {
   // state it returns, on the command buffer; otherwise the CPU-side update
   // runs once the command buffer has completed, with the synchronized state,
   // and the kernel then reloads from the data source. An update that throws
-  // fails the command buffer and leaves the values as they were.
+  // fails the command buffer and leaves the values as they were. Without
+  // `on_command_buffer` (the graph's training style CPU) the CPU-side update
+  // runs even where the data source has the other.
   void encode_gamma_and_beta_update(CommandBuffer& command_buffer,
-                                    const std::shared_ptr<BatchNormalizationState>& state);
+                                    const std::shared_ptr<BatchNormalizationState>& state,
+                                    bool on_command_buffer = true);
   void encode_mean_and_variance_update(CommandBuffer& command_buffer,
-                                       const std::shared_ptr<BatchNormalizationState>& state);
+                                       const std::shared_ptr<BatchNormalizationState>& state,
+                                       bool on_command_buffer = true);
 
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;

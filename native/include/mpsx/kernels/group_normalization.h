@@ -195,10 +195,11 @@ class GroupNormalizationKernel : public UnaryKernel {
   // GPU side: copy the state's values in, ordered on the command buffer.
   void reload_gamma_and_beta(CommandBuffer& command_buffer, const NormalizationGammaAndBetaState& state);
   // The update of MPS's training styles for hand-encoded training, as
-  // CNNBatchNormalization::encode_gamma_and_beta_update; the data source
-  // receives the batch of states [state].
+  // CNNBatchNormalization::encode_gamma_and_beta_update (on_command_buffer
+  // too); the data source receives the batch of states [state].
   void encode_gamma_and_beta_update(CommandBuffer& command_buffer,
-                                    const std::shared_ptr<GroupNormalizationGradientState>& state);
+                                    const std::shared_ptr<GroupNormalizationGradientState>& state,
+                                    bool on_command_buffer = true);
 
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
