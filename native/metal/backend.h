@@ -63,6 +63,9 @@ NSUInteger feature_channel_offset(const ImageRegion& region);
 // The region's channels rounded up to whole slices, for the feature channel
 // max counts.
 NSUInteger slice_channels(const ImageRegion& region);
+// A region's channels exactly, for kernels whose channel count must not be
+// rounded up to whole slices (it would read or write channels beyond it).
+inline NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
 // The MPSNNNeuronDescriptor of a neuron (neuron.mm); a PReLU one with the
 // slopes from `first_slope` on.
 MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope = 0);

@@ -9,10 +9,6 @@
 namespace mpsx::metal {
 namespace {
 
-// The channels the window runs over, exactly (a count rounded up to whole
-// slices would read channels beyond the region).
-NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
-
 // MPSCNNCrossChannelNormalization(+Gradient), with alpha, beta and delta set
 // at every encode. On metal the values are what Apple's kernels compute.
 class MetalCrossChannelNormalization final : public CrossChannelNormalizationPrimitive {

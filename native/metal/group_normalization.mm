@@ -147,10 +147,6 @@
 namespace mpsx::metal {
 namespace {
 
-// The channels normalized, exactly (a count rounded up to whole slices would
-// read or write channels beyond the region).
-NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
-
 // One lock for every primitive of the family: a gradient primitive sets
 // properties of (and reloads) the forward kernel that made its states, which
 // belongs to another primitive.

@@ -9,12 +9,6 @@
 namespace mpsx::metal {
 namespace {
 
-// The channels a reduction runs over, exactly: a count rounded up to whole
-// slices would sum channels beyond the region (a source gradient's region
-// may end inside a slice of a wider image). MPS truncates counts past the
-// image's end.
-NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
-
 class MetalSoftMax final : public SoftMaxPrimitive {
  public:
   MetalSoftMax(id<MTLDevice> device, const SoftMaxDescriptor& d) : d_(d) {

@@ -9,10 +9,6 @@
 namespace mpsx::metal {
 namespace {
 
-// The channels normalized, exactly (a count rounded up to whole slices would
-// write channels beyond the region).
-NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
-
 // MPSCNNSpatialNormalization(+Gradient), with alpha, beta and delta set at
 // every encode. The source regions cover whole images: the forward offset is
 // the written region's origin in the source. On metal the values are what
