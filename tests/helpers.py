@@ -74,3 +74,25 @@ class Handle:
 
     def __repr__(self):
         return f"Handle({self.label!r})"
+
+
+def run_graph(device, graph, inputs):
+    """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
+    intermediate images as numpy."""
+    images = [mpsx.ImageBatch.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+    cb = device.command_queue.command_buffer()
+    result, intermediates = graph.encode_batch(cb, images, intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return result.to_numpy(), [i.to_numpy() for i in intermediates]
+
+
+def forward_and_gradient(device, node, gradient, x, dy):
+    """y and dx of a forward node and a gradient node reading the gradient image 'dy'."""
+    for image in (node.result_image, gradient.result_image):
+        image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, result_images=[node.result_image, gradient.result_image])
+    assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
+    y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
+    return y, dx

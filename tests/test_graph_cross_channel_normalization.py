@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
+from helpers import run_graph, forward_and_gradient
 from test_graph import Handle, loss_descriptor
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 8, 5, 3, 0.1, 3
@@ -17,28 +18,6 @@ N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 8, 5, 3, 0.1, 3
 
 def torch_norm(x, k, alpha, beta, delta):
     return F.local_response_norm(x, k, alpha, beta, delta)
-
-
-def run_graph(device, graph, inputs):
-    """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
-    intermediate images as numpy."""
-    images = [mpsx.ImageBatch.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
-    cb = device.command_queue.command_buffer()
-    result, intermediates = graph.encode_batch(cb, images, intermediate_images=True)
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
-    return result.to_numpy(), [i.to_numpy() for i in intermediates]
-
-
-def forward_and_gradient(device, node, gradient, x, dy):
-    """y and dx of a forward node and a gradient node reading the gradient image 'dy'."""
-    for image in (node.result_image, gradient.result_image):
-        image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=[node.result_image, gradient.result_image])
-    assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
-    y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
-    return y, dx
 
 
 def torch_reference(x, dy, k, alpha, beta, delta):
