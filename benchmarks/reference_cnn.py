@@ -211,10 +211,11 @@ class GraphReferenceCNN(TrainingSteps):
     one native call. Convolution weights are ConvolutionWeights training on
     the device with SGD momentum (training style GPU), or what
     data_source(descriptor, weights, biases) makes (with `style`);
-    normalization weights train on the device."""
+    normalization weights train on the device. `format` is the graph's
+    image format (float32 here; MPS's default is float16)."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
-                 data_source=None, style="gpu"):
+                 data_source=None, style="gpu", format=mpsx.DataType.FLOAT32):
         self.device, self.batch_size = device, batch_size
         self.initial_parameters = p = initial_parameters(seed)
         sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
@@ -243,7 +244,7 @@ class GraphReferenceCNN(TrainingSteps):
         descriptor.reduce_across_batch = True
         loss = mpsx.CNNLossNode(fc.result_image, descriptor)
         loss.input_labels.handle = Handle("labels")
-        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False)
+        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format)
         self._inputs()
 
     def encode_step(self, cb, images, labels):

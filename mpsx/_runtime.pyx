@@ -172,6 +172,15 @@ cdef class Device:
         return self.native().bytes_in_use()
 
     @property
+    def peak_bytes_in_use(self):
+        """The most bytes_in_use has been since the device was made or reset_peak_bytes_in_use()."""
+        return self.native().peak_bytes_in_use()
+
+    def reset_peak_bytes_in_use(self):
+        """Starts peak_bytes_in_use again from the bytes in use now."""
+        self.native().reset_peak_bytes_in_use()
+
+    @property
     def bytes_cached(self):
         """Device memory kept by the caching allocator for reuse."""
         return self.native().bytes_cached()

@@ -112,10 +112,40 @@ def time_steps(step, wait, steps):
     return statistics.median(times)
 
 
+def step_memory(device, step, wait):
+    """Peak device bytes a warm step adds to what is in use before it."""
+    wait()
+    device.reset_peak_bytes_in_use()
+    before = device.bytes_in_use
+    step()
+    wait()
+    return device.peak_bytes_in_use - before
+
+
+def graph_encode_time(model, images, labels, repeats=200):
+    """Median seconds of one NNGraph encode_batch call of a whole training
+    step (the command buffers are committed outside the timing)."""
+    model.train_step(images, labels)
+    model.wait()
+    times = []
+    inputs = model.inputs[0]
+    loss_labels = mpsx.CNNLossLabels(model.device, labels)
+    for _ in range(repeats):
+        cb = model.device.command_queue.command_buffer()
+        start = time.perf_counter()
+        model.graph.encode_batch(cb, [inputs], [loss_labels])
+        times.append(time.perf_counter() - start)
+        cb.commit()
+        cb.wait_until_completed()
+    return statistics.median(times)
+
+
 def training_steps(device, batch_size, steps, with_torch, tensor_float32):
     """Seconds per training step of the reference CNN (benchmarks/): encoded
-    each step and replayed from one recording, and the same model in PyTorch
-    eager and, on cuda, replayed as a CUDA graph. Every step copies its batch
+    each step and replayed from one recording, by hand and as an NNGraph in
+    float32 and float16 (MPS's default graph format), and the same model in
+    PyTorch eager and, on cuda, replayed as a CUDA graph; the peak device
+    memory of a hand-encoded and a graph step. Every step copies its batch
     from host memory. With tensor_float32, forward convolutions and the fully
     connected layer may use TF32 tensor cores on both sides (mpsx's
     accumulator_precision "half", PyTorch's allow_tf32)."""
@@ -125,14 +155,19 @@ def training_steps(device, batch_size, steps, with_torch, tensor_float32):
     images, labels = reference_cnn.random_batch(batch_size)
     model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
     result["mpsx"] = time_steps(lambda: model.train_step(images, labels), model.wait, steps)
+    result["mpsx memory"] = step_memory(device, lambda: model.train_step(images, labels), model.wait)
     model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
     model.record_step()
     result["mpsx replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
-    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision)
-    result["nngraph"] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
-    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision)
-    graph.record_step()
-    result["nngraph replay"] = time_steps(lambda: graph.replay_step(images, labels), graph.wait, steps)
+    for name, data_type in (("nngraph", mpsx.DataType.FLOAT32), ("nngraph float16", mpsx.DataType.FLOAT16)):
+        graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=data_type)
+        result[name] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
+        result[name + " memory"] = step_memory(device, lambda: graph.train_step(images, labels), graph.wait)
+        if data_type == mpsx.DataType.FLOAT32:
+            result["nngraph encode"] = graph_encode_time(graph, images, labels)
+        graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=data_type)
+        graph.record_step()
+        result[name + " replay"] = time_steps(lambda: graph.replay_step(images, labels), graph.wait, steps)
     if with_torch:
         import torch
         saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
@@ -183,25 +218,39 @@ def main(argv=None):
     steps = 3 if args.quick else 7 if device.backend == "cpu" else 50
     print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms")
     print("  mpsx: hand-encoded each step / one recorded command buffer replayed; nngraph: the same model as an"
-          " NNGraph (training_graph), encoded each step / replayed; torch: eager / CUDA graph replay")
+          " NNGraph (training_graph), float32 images, encoded each step / replayed; torch: eager / CUDA graph replay")
     graphs = device.backend == "cuda" and torch is not None
-    header = f"  {'math':>7} {'batch':>5} {'mpsx':>8} {'replay':>8} {'nngraph':>8} {'replay':>8}"
+    header = f"  {'math':>7} {'batch':>5} {'mpsx':>8} {'replay':>8} {'nngraph':>8} {'replay':>8} {'graph/hand':>10}"
     if torch is not None:
         header += f" {'torch':>8} {'torch/mpsx':>11}"
     if graphs:
         header += f" {'graph':>8} {'graph/replay':>13}"
     print(header)
     # TF32 only where there are tensor cores for it (PyTorch's default for cuDNN there).
+    results = []
     for tensor_float32 in (False, True) if device.backend == "cuda" else (False,):
         for batch_size in (32, 256):
             r = training_steps(device, batch_size, steps, torch is not None, tensor_float32)
-            line = f"  {'tf32' if tensor_float32 else 'float32':>7} {batch_size:5d} {r['mpsx'] * 1e3:8.3f}" \
-                   f" {r['mpsx replay'] * 1e3:8.3f} {r['nngraph'] * 1e3:8.3f} {r['nngraph replay'] * 1e3:8.3f}"
+            math = "tf32" if tensor_float32 else "float32"
+            results.append((math, batch_size, r))
+            line = f"  {math:>7} {batch_size:5d} {r['mpsx'] * 1e3:8.3f}" \
+                   f" {r['mpsx replay'] * 1e3:8.3f} {r['nngraph'] * 1e3:8.3f} {r['nngraph replay'] * 1e3:8.3f}" \
+                   f" {r['nngraph replay'] / r['mpsx replay']:9.2f}x"
             if "torch" in r:
                 line += f" {r['torch'] * 1e3:8.3f} {r['torch'] / r['mpsx']:10.2f}x"
             if "torch graph" in r:
                 line += f" {r['torch graph'] * 1e3:8.3f} {r['torch graph'] / r['mpsx replay']:12.2f}x"
             print(line)
+    print("\nNNGraph step: float16 images (the graph's format, MPS's default) encoded each step / replayed, median"
+          " ms; peak device memory a step adds, MiB (hand-encoded, graph float32, graph float16); one encode_batch"
+          " call of the whole step, us")
+    print(f"  {'math':>7} {'batch':>5} {'f16':>8} {'replay':>8} {'hand MiB':>9} {'graph MiB':>10} {'f16 MiB':>8}"
+          f" {'encode us':>10}")
+    for math, batch_size, r in results:
+        print(f"  {math:>7} {batch_size:5d} {r['nngraph float16'] * 1e3:8.3f} {r['nngraph float16 replay'] * 1e3:8.3f}"
+              f" {r['mpsx memory'] / 2**20:9.2f} {r['nngraph memory'] / 2**20:10.2f}"
+              f" {r['nngraph float16 memory'] / 2**20:8.2f} {r['nngraph encode'] * 1e6:10.1f}")
+
 
 if __name__ == "__main__":
     main()

@@ -76,6 +76,13 @@ class Handle:
         return f"Handle({self.label!r})"
 
 
+def float32_graph(*args, **kwargs):
+    """mpsx.NNGraph with float32 images (format FLOAT32, where MPS's default is FLOAT16): the graph tests
+    compare against float64 references."""
+    kwargs.setdefault("format", mpsx.DataType.FLOAT32)
+    return mpsx.NNGraph(*args, **kwargs)
+
+
 def run_graph(device, graph, inputs):
     """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
     intermediate images as numpy."""
@@ -92,7 +99,7 @@ def forward_and_gradient(device, node, gradient, x, dy):
     """y and dx of a forward node and a gradient node reading the gradient image 'dy'."""
     for image in (node.result_image, gradient.result_image):
         image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=[node.result_image, gradient.result_image])
+    graph = float32_graph(device, result_images=[node.result_image, gradient.result_image])
     assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
     y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
     return y, dx

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 3
 
@@ -78,7 +78,7 @@ def test_inference_graph_against_numpy(device, rng):
     relu = mpsx.CNNNeuronNode(source, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
     pool = mpsx.CNNPoolingMaxNode(relu.result_image, 2)
     pool.result_image.synchronize_resource = True  # the host reads it
-    graph = mpsx.NNGraph(device, pool.result_image)
+    graph = float32_graph(device, pool.result_image)
     assert [h.label for h in graph.source_image_handles] == ["x"]
     assert graph.number_of_filters == 2
     cb = device.command_queue.command_buffer()
@@ -161,7 +161,7 @@ def test_training_graph_trains_as_pytorch(device, style):
     m["conv"].training_style = style
     m["fc"].training_style = style
     termini = m["loss"].training_graph()
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     assert graph.source_image_handles[0].label == "images"
     assert [h.label for h in graph.source_state_handles] == ["labels"]
     images = mpsx.ImageBatch.from_numpy(device, x)
@@ -185,7 +185,7 @@ def test_a_recorded_graph_step_replays(device):
     x, labels = batch()
     sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
     m = model(p, optimizer=sgd())
-    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
     images, loss_labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, labels)
     cb = device.command_queue.command_buffer(replayable=True)
     graph.encode_batch(cb, [images], [loss_labels])
@@ -201,7 +201,7 @@ def test_a_recorded_graph_step_replays(device):
 def test_training_style_cpu_needs_the_host_update(device):
     m = model(parameters(), optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
     m["fc"].training_style = "cpu"
-    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
     x, labels = batch()
     cb = device.command_queue.command_buffer()
     with pytest.raises(TypeError, match="training style CPU calls the data source's update"):
@@ -219,7 +219,7 @@ def test_training_style_none_leaves_the_weights(device):
     m["conv"].training_style = mpsx.NNTrainingStyle.NONE
     termini = m["loss"].training_graph()
     termini[0].result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, termini[0].result_image, True)
+    graph = float32_graph(device, termini[0].result_image, True)
     cb = device.command_queue.command_buffer()
     dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [mpsx.CNNLossLabels(device, labels)])
     cb.commit()
@@ -239,27 +239,27 @@ def test_training_style_none_leaves_the_weights(device):
 
 def test_pruning_keeps_what_results_and_updates_need(device):
     m = model(parameters())
-    inference = mpsx.NNGraph(device, m["pool"].result_image)
+    inference = float32_graph(device, m["pool"].result_image)
     assert inference.number_of_filters == 3
     termini = m["loss"].training_graph()
-    full = mpsx.NNGraph(device, termini[0].result_image, True)
+    full = float32_graph(device, termini[0].result_image, True)
     assert full.number_of_filters == 9  # 5 forward, 4 gradient
     # The gradient nodes take the style their forward node has when they are made.
     m = model(parameters())
     m["conv"].training_style = "none"
     m["fc"].training_style = "none"
     termini = m["loss"].training_graph()
-    assert mpsx.NNGraph(device, termini[0].result_image, True).number_of_filters == 9
+    assert float32_graph(device, termini[0].result_image, True).number_of_filters == 9
     # No result needed and no weights to update: nothing to encode.
     with pytest.raises(ValueError, match="nothing to encode"):
-        mpsx.NNGraph(device, termini[0].result_image, False)
+        float32_graph(device, termini[0].result_image, False)
 
 
 def test_execute_async_calls_the_handler_once_with_the_result(device, rng):
     import threading
     x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
     relu = mpsx.CNNNeuronNode(mpsx.NNImageNode(Handle("x")), mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
-    graph = mpsx.NNGraph(device, relu.result_image)
+    graph = float32_graph(device, relu.result_image)
     done, calls = threading.Event(), []
 
     def handler(result, error):
@@ -271,7 +271,7 @@ def test_execute_async_calls_the_handler_once_with_the_result(device, rng):
     np.testing.assert_array_equal(calls[0][0], np.maximum(x, 0))
     with pytest.raises(TypeError, match="callable"):
         graph.execute_async([mpsx.Image.from_numpy(device, x)], None)
-    training = mpsx.NNGraph(device, model(parameters())["loss"].training_graph()[0].result_image, True)
+    training = float32_graph(device, model(parameters())["loss"].training_graph()[0].result_image, True)
     with pytest.raises(ValueError, match="takes no source states"):
         training.execute_async([mpsx.Image.from_numpy(device, batch()[0])], handler)
 
@@ -289,7 +289,7 @@ def test_several_results_exports_and_stop_gradient(device, rng):
     sigmoid = mpsx.CNNNeuronNode(relu.result_image, mpsx.NNNeuronDescriptor(mpsx.NeuronType.SIGMOID))
     sigmoid.result_image.synchronize_resource = True
     sigmoid.result_image.handle = Handle("sigmoid")
-    graph = mpsx.NNGraph(device, result_images=[pool.result_image, sigmoid.result_image],
+    graph = float32_graph(device, result_images=[pool.result_image, sigmoid.result_image],
                          results_are_needed=[True, True])
     assert graph.number_of_filters == 3
     assert [h.label for h in graph.intermediate_image_handles] == ["relu", "sigmoid"]
@@ -303,7 +303,7 @@ def test_several_results_exports_and_stop_gradient(device, rng):
     np.testing.assert_allclose(intermediates[0].to_numpy(), r, rtol=1e-6)
     np.testing.assert_allclose(intermediates[1].to_numpy(), 1 / (1 + np.exp(-r)), rtol=1e-5)
     # A result not needed prunes what only it needs.
-    assert mpsx.NNGraph(device, result_images=[pool.result_image, sigmoid.result_image],
+    assert float32_graph(device, result_images=[pool.result_image, sigmoid.result_image],
                         results_are_needed=[True, False]).number_of_filters == 2
     # stop_gradient: training_graph does not go past the image.
     m = model(parameters())
@@ -321,7 +321,7 @@ def test_reload_from_data_sources(device, rng):
     source = Source(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"])
     conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")), source)
     conv.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, conv.result_image)
+    graph = float32_graph(device, conv.result_image)
 
     def run():
         cb = device.command_queue.command_buffer()
@@ -350,7 +350,7 @@ def test_an_encode_while_the_graph_encodes_is_refused(device):
             return None
     p = parameters()
     m = model(p, data_source=Reentrant)
-    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
     x, y = batch()
     images, labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, y)
     cb = device.command_queue.command_buffer()
@@ -363,12 +363,12 @@ def test_an_encode_while_the_graph_encodes_is_refused(device):
 
 def test_bad_input(device):
     m = model(parameters())
-    graph = mpsx.NNGraph(device, m["fc"].result_image)
+    graph = float32_graph(device, m["fc"].result_image)
     cb = device.command_queue.command_buffer()
     with pytest.raises(ValueError, match=r"expected 1 source images \(source_image_handles\), given 0"):
         graph.encode(cb, [])
     with pytest.raises(ValueError, match="a result image is a source image"):
-        mpsx.NNGraph(device, mpsx.NNImageNode())
+        float32_graph(device, mpsx.NNImageNode())
     with pytest.raises(TypeError, match="expected an NNImageNode"):
         mpsx.CNNNeuronNode(None, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
     with pytest.raises(TypeError, match="a handle is an object with a label"):
@@ -381,7 +381,7 @@ def test_bad_input(device):
         m["conv"].training_style = "sometimes"
     loss = m["loss"]
     termini = loss.training_graph()
-    g = mpsx.NNGraph(device, termini[0].result_image, True)
+    g = float32_graph(device, termini[0].result_image, True)
     cb = device.command_queue.command_buffer()
     with pytest.raises(ValueError, match=r"expected 1 source states"):
         g.encode(cb, [mpsx.Image.from_numpy(device, batch()[0])])

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 6, 3, 0.1, 3
 
@@ -139,7 +139,7 @@ def test_training_graph_trains_as_pytorch(device, name):
     assert len(termini) == 1 and isinstance(termini[0], mpsx.CNNConvolutionGradientNode)
     dx_node = termini[0].result_image
     dx_node.synchronize_resource = True
-    graph = mpsx.NNGraph(device, dx_node, True)
+    graph = float32_graph(device, dx_node, True)
     images, loss_labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, labels)
     dxs = []
     for _ in range(STEPS):
@@ -171,7 +171,7 @@ def test_training_graph_sums_the_gradients_of_an_image_read_twice(device):
 
 def inference(device, node, *arrays):
     node.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, node.result_image)
+    graph = float32_graph(device, node.result_image)
     cb = device.command_queue.command_buffer()
     y = graph.encode(cb, [mpsx.Image.from_numpy(device, a) for a in arrays])
     cb.commit()
@@ -233,7 +233,7 @@ def test_broadcast_gradient_is_summed_as_pytorch(device, rng):
     secondary.result_image.synchronize_resource = True
     primary.result_image.export_from_graph = True
     primary.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=[secondary.result_image, primary.result_image])
+    graph = float32_graph(device, result_images=[secondary.result_image, primary.result_image])
     dy = rng.standard_normal((N, C, SIZE, SIZE)).astype(np.float32)
     by_handle = {"x": x, "s": scale, "dy": dy}
     cb = device.command_queue.command_buffer()
@@ -317,9 +317,9 @@ def test_bad_input(device):
     primary.secondary_stride_in_pixels_x = 0
     primary.result_image.synchronize_resource = True
     with pytest.raises(ValueError, match="must be the forward node's strides"):
-        mpsx.NNGraph(device, primary.result_image)
+        float32_graph(device, primary.result_image)
     # Shapes the kernel refuses raise at encode, naming the node's kernel.
-    graph = mpsx.NNGraph(device, node.result_image)
+    graph = float32_graph(device, node.result_image)
     cb = device.command_queue.command_buffer()
     with pytest.raises(mpsx.ShapeError, match="MPSCNNAdd"):
         graph.encode(cb, [mpsx.Image.from_numpy(device, np.zeros((1, 4, 2, 2), np.float32)),

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
 
@@ -178,7 +178,7 @@ def test_training_graph_trains_as_pytorch(device, style):
     m = model(device, p, style)
     termini = m["loss"].training_graph()
     assert [type(t).__name__ for t in termini] == ["CNNConvolutionGradientNode"]
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     for _ in range(STEPS):
         assert run(device, graph, x, labels) is None
     expected = torch_training(p, x, labels)
@@ -204,7 +204,7 @@ def test_input_gradient_against_autograd_and_style_none(device):
     assert bn_gradient.source_images == [seen[1].result_image, m["conv"].result_image]
     assert bn_gradient.source_states == [m["bn"].result_state]
     termini[0].result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, termini[0].result_image, True)
+    graph = float32_graph(device, termini[0].result_image, True)
     dx = run(device, graph, x, labels)
     _, bn, _, forward = torch_model(p)
     xt = torch.tensor(x, requires_grad=True)
@@ -229,7 +229,7 @@ def test_gradient_node_by_hand_gives_gamma_and_beta_gradients(device, rng):
     assert isinstance(gradient, mpsx.CNNBatchNormalizationGradientNode)
     assert gradient.training_style == mpsx.NNTrainingStyle.CPU
     gradient.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, gradient.result_image)
+    graph = float32_graph(device, gradient.result_image)
     assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
     cb = device.command_queue.command_buffer()
     dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)])
@@ -252,7 +252,7 @@ def inference(device, p, x, flags=None):
     if flags is not None:
         bn.flags = flags
     bn.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, bn.result_image)
+    graph = float32_graph(device, bn.result_image)
     assert graph.number_of_filters == 1
     return run(device, graph, x).to_numpy(), w
 
@@ -285,12 +285,13 @@ def test_inference_graph_of_a_trained_model_uses_what_training_left(device):
     p = parameters()
     x, labels = batch()
     m = model(device, p, "gpu")
-    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
     for _ in range(STEPS):
         run(device, graph, x, labels)
     m["fc"].result_image.synchronize_resource = True
-    inference_graph = mpsx.NNGraph(device, m["fc"].result_image)
-    assert inference_graph.number_of_filters == 4
+    inference_graph = float32_graph(device, m["fc"].result_image)
+    # conv, batch normalization with the ReLU fused into it, fc
+    assert (inference_graph.number_of_filters, inference_graph.number_of_fused_filters) == (3, 1)
     logits = run(device, inference_graph, x).to_numpy()
     conv, bn, fc, forward = torch_model(p)
     optimizer = torch.optim.SGD([conv.weight, conv.bias, bn.weight, bn.bias, fc.weight, fc.bias], lr=LR)
@@ -343,12 +344,12 @@ def test_bad_input(device):
     m["bn"].flags = mpsx.CNNBatchNormalizationFlags.CALCULATE_STATISTICS_NEVER
     termini = m["loss"].training_graph()
     with pytest.raises(ValueError, match="CalculateStatisticsNever"):
-        mpsx.NNGraph(device, termini[0].result_image, False)
+        float32_graph(device, termini[0].result_image, False)
     # Training style CPU with a data source that has no host update.
     m = model(device, p, "gpu")
     m["bn"].training_style = "cpu"
     with pytest.raises(TypeError, match="training style CPU calls the data source's host updates"):
-        mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+        float32_graph(device, m["loss"].training_graph()[0].result_image, False)
 
 
 class NoUpdates(mpsx.CNNBatchNormalizationDataSource):
@@ -367,9 +368,9 @@ def test_a_data_source_without_updates(device):
     bn = mpsx.CNNBatchNormalizationNode(m["conv"].result_image, NoUpdates())
     loss = mpsx.CNNLossNode(mpsx.CNNFullyConnectedNode(bn.result_image, m["fc_w"]).result_image, loss_descriptor())
     with pytest.raises(TypeError, match="training style GPU updates through the data source"):
-        mpsx.NNGraph(device, loss.training_graph()[0].result_image, False)
+        float32_graph(device, loss.training_graph()[0].result_image, False)
     bn.training_style = "none"
-    assert mpsx.NNGraph(device, loss.training_graph()[0].result_image, False).number_of_filters == 7
+    assert float32_graph(device, loss.training_graph()[0].result_image, False).number_of_filters == 7
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNBatchNormalizationNode, mpsx.CNNBatchNormalizationGradientNode])

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 5, 3, 0.1, 3
 
@@ -31,7 +31,7 @@ def test_inference_pads_each_source_to_four_channels(device, rng, channels):
     nodes = [mpsx.NNImageNode(Handle(str(i))) for i in range(len(channels))]
     cat = mpsx.NNConcatenationNode(nodes)
     cat.result_image.synchronize_resource = True
-    y = run(device, mpsx.NNGraph(device, cat.result_image), {str(i): a for i, a in enumerate(arrays)}).to_numpy()
+    y = run(device, float32_graph(device, cat.result_image), {str(i): a for i, a in enumerate(arrays)}).to_numpy()
     expected = np.concatenate([np.pad(a, ((0, 0), (0, -a.shape[1] % 4), (0, 0), (0, 0))) for a in arrays], axis=1)
     np.testing.assert_array_equal(y, expected)
 
@@ -46,7 +46,7 @@ def test_gradient_nodes_slice_the_gradient(device, rng):
     ga.result_image.synchronize_resource = True
     gb.result_image.synchronize_resource = True
     gb.result_image.export_from_graph = True
-    graph = mpsx.NNGraph(device, result_images=[ga.result_image, gb.result_image])
+    graph = float32_graph(device, result_images=[ga.result_image, gb.result_image])
     xa, xb = rng.standard_normal((2, 3, 3, 4)).astype(np.float32), rng.standard_normal((2, 6, 3, 4)).astype(
         np.float32)
     dy = rng.standard_normal((2, 12, 3, 4)).astype(np.float32)
@@ -94,7 +94,7 @@ def test_two_branches_concatenated_then_convolved_train_as_pytorch(device, branc
     termini = loss.training_graph()
     assert len(termini) == 1 and isinstance(termini[0], mpsx.CNNNeuronGradientNode)
     termini[0].result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, termini[0].result_image, True)
+    graph = float32_graph(device, termini[0].result_image, True)
     dxs = [run(device, graph, {"x": x}, batch=True, source_states=[mpsx.CNNLossLabels(device, labels)])
            for _ in range(STEPS)]
 
@@ -129,7 +129,7 @@ def test_one_image_concatenated_twice_gets_both_gradients(device, rng):
     termini = cat.training_graph(source_gradient=g)
     assert len(termini) == 1 and isinstance(termini[0], mpsx.CNNNeuronGradientNode)
     termini[0].result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, termini[0].result_image)
+    graph = float32_graph(device, termini[0].result_image)
     xv = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
     dy = rng.standard_normal((2, 8, 3, 3)).astype(np.float32)
     dx = run(device, graph, {"x": xv, "g": dy}).to_numpy()
@@ -155,14 +155,14 @@ def test_bad_input(device, rng):
     with pytest.raises(TypeError, match="expected the result state of an MPSNNConcatenationNode, given the result "
                                         "state of an MPSCNNNeuronNode"):
         mpsx.NNConcatenationGradientNode(g, a, relu.result_state)
-    graph = mpsx.NNGraph(device, cat.result_image)
+    graph = float32_graph(device, cat.result_image)
     cb = device.command_queue.command_buffer()
     with pytest.raises(mpsx.ShapeError, match=r"source 1 is 1x4x3x2 \(NxCxHxW\)"):
         graph.encode(cb, [mpsx.Image.from_numpy(device, np.zeros((1, 4, 2, 3), np.float32)),
                           mpsx.Image.from_numpy(device, np.zeros((1, 4, 3, 2), np.float32))])
     # A gradient that is not shaped as the concatenation's result.
     ga = cat.gradient_filters_with_source(g)[0]
-    graph = mpsx.NNGraph(device, ga.result_image)
+    graph = float32_graph(device, ga.result_image)
     arrays = {"a": np.zeros((1, 4, 2, 2), np.float32), "b": np.zeros((1, 4, 2, 2), np.float32),
               None: np.zeros((1, 4, 2, 2), np.float32)}
     with pytest.raises(mpsx.ShapeError, match="shaped as the concatenation's result, 1x8x2x2"):

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 6, 3, 0.1, 3
 
@@ -60,7 +60,7 @@ def test_transpose_restores_a_strided_convolution_and_trains_as_pytorch(device):
     termini[0].result_image.synchronize_resource = True
     m["transpose"].result_image.export_from_graph = True
     m["transpose"].result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, termini[0].result_image, True)
+    graph = float32_graph(device, termini[0].result_image, True)
     dxs, restored = [], []
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
@@ -98,7 +98,7 @@ def test_training_style_none_leaves_the_transpose_weights(device):
     x = rng.standard_normal((N, C, SIZE, SIZE)).astype(np.float32)
     labels = np.zeros((N, CLASSES, 1, 1), np.float32)
     labels[:, 0] = 1
-    graph = mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
     cb = device.command_queue.command_buffer()
     graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [mpsx.CNNLossLabels(device, labels)])
     cb.commit()
@@ -132,7 +132,7 @@ def test_properties_and_defaults(device):
     free = mpsx.CNNConvolutionTransposeNode(mpsx.NNImageNode(Handle("x")), None, ws)
     assert free.source_states == []
     free.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, free.result_image)
+    graph = float32_graph(device, free.result_image)
     cb = device.command_queue.command_buffer()
     y = graph.encode(cb, [mpsx.Image.from_numpy(device, np.ones((1, 2, 3, 3), np.float32))])
     cb.commit()

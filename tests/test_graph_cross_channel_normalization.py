@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import run_graph, forward_and_gradient
+from helpers import run_graph, forward_and_gradient, float32_graph
 from test_graph import Handle, loss_descriptor
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 8, 5, 3, 0.1, 3
@@ -101,7 +101,7 @@ def test_training_graph_trains_as_pytorch(device):
     made = {type(f).__name__: g for g, f in seen}
     assert isinstance(made["CNNCrossChannelNormalizationNode"], mpsx.CNNCrossChannelNormalizationGradientNode)
     assert made["CNNCrossChannelNormalizationNode"].alpha == NORM["alpha"]
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     images = mpsx.ImageBatch.from_numpy(device, x)
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
@@ -150,16 +150,16 @@ def test_forward_changed_after_the_gradient_node_was_made(device):
     node.beta = 0.5
     assert gradient.beta == 5.0  # copied when made
     with pytest.raises(ValueError, match=r"beta is 5 but its forward node's is 0.5"):
-        mpsx.NNGraph(device, gradient.result_image)
-    mpsx.NNGraph(device, node.result_image)  # the forward node alone compiles
+        float32_graph(device, gradient.result_image)
+    float32_graph(device, node.result_image)  # the forward node alone compiles
     node.beta = 5.0
     node.kernel_size_in_feature_channels = 4
     with pytest.raises(ValueError, match=r"kernel_size is 3 but its forward node's is 4"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     # Made again, it takes the new values.
     again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     assert again.kernel_size == 4
-    mpsx.NNGraph(device, again.result_image)
+    float32_graph(device, again.result_image)
 
 
 def test_bad_input(device):

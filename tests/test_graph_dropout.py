@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 3, 2, 4, 4, 3, 0.3, 3
 
@@ -20,7 +20,7 @@ def run(device, results, inputs):
     numpy arrays."""
     for r in results:
         r.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=results)
+    graph = float32_graph(device, result_images=results)
     sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
     cb = device.command_queue.command_buffer()
     first, rest = graph.encode(cb, sources, intermediate_images=True)
@@ -101,7 +101,7 @@ def test_convolution_trains_through_dropout_as_pytorch(device, rng):
     loss = mpsx.CNNLossNode(fc.result_image, descriptor)
     termini = loss.training_graph()
     dropout.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=[termini[0].result_image, dropout.result_image],
+    graph = float32_graph(device, result_images=[termini[0].result_image, dropout.result_image],
                          results_are_needed=[False, True])
 
     tw = torch.tensor(conv_w).permute(0, 3, 1, 2).contiguous().requires_grad_()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C, H, W, GROUPS, CLASSES, LR, STEPS, EPSILON = 3, 4, 4, 5, 2, 3, 0.1, 3, 1e-5
 
@@ -102,7 +102,7 @@ def test_forward_against_torch(device, rng, kind):
     x = rng.standard_normal((2, C, 3, 6)).astype(np.float32) * 3 + 1
     node = node_class(kind)(mpsx.NNImageNode(Handle("x")), weights(device, kind, p, "none"))
     node.result_image.synchronize_resource = True
-    y = run(device, mpsx.NNGraph(device, node.result_image), [x]).to_numpy()
+    y = run(device, float32_graph(device, node.result_image), [x]).to_numpy()
     expected = torch_normalization(kind, torch.tensor(x), torch.tensor(p["gamma"]), torch.tensor(p["beta"]))
     np.testing.assert_allclose(y, expected.numpy(), rtol=1e-4, atol=1e-5)
 
@@ -122,7 +122,7 @@ def test_gradient_filter_against_autograd(device, rng, kind):
     assert gradient.training_style == mpsx.NNTrainingStyle.CPU
     assert gradient.source_states == [node.result_state]
     gradient.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, gradient.result_image)
+    graph = float32_graph(device, gradient.result_image)
     assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
     dx = run(device, graph, [x, dy]).to_numpy()
     xt = torch.tensor(x, requires_grad=True)
@@ -158,7 +158,7 @@ def test_training_graph_trains_as_pytorch(device, kind, style):
     m = model(device, kind, p, style)
     termini = m["loss"].training_graph()
     assert [type(t).__name__ for t in termini] == [type(m["norm"]).__name__.replace("Node", "GradientNode")]
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     for _ in range(STEPS):
         run(device, graph, [x], labels)
     gamma = torch.tensor(p["gamma"], requires_grad=True)
@@ -190,7 +190,7 @@ def test_style_none_leaves_gamma_and_beta_and_gives_the_input_gradient(device, k
     termini = m["loss"].training_graph()
     assert termini[0].training_style == mpsx.NNTrainingStyle.NONE
     termini[0].result_image.synchronize_resource = True
-    dx = run(device, mpsx.NNGraph(device, termini[0].result_image, True), [x], labels).to_numpy()
+    dx = run(device, float32_graph(device, termini[0].result_image, True), [x], labels).to_numpy()
     g, b = gamma_beta(m["w"])
     np.testing.assert_array_equal(g, p["gamma"])
     np.testing.assert_array_equal(b, p["beta"])
@@ -241,12 +241,12 @@ def test_bad_input(device):
     m = model(device, "group", p, "gpu")
     m["norm"].training_style = "cpu"
     with pytest.raises(TypeError, match="training style CPU calls the data source's host update_gamma_and_beta"):
-        mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+        float32_graph(device, m["loss"].training_graph()[0].result_image, False)
     # Training style GPU with weights that have no optimizer: nothing to update gamma and beta with.
     m = model(device, "group", p, "none")
     m["norm"].training_style = "gpu"
     with pytest.raises(TypeError, match="training style GPU updates gamma and beta through the data source"):
-        mpsx.NNGraph(device, m["loss"].training_graph()[0].result_image, False)
+        float32_graph(device, m["loss"].training_graph()[0].result_image, False)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNGroupNormalizationNode, mpsx.CNNGroupNormalizationGradientNode,

@@ -6,14 +6,14 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 
 def test_ones_shaped_as_the_source(device, rng):
     x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
     seed = mpsx.NNInitialGradientNode(mpsx.NNImageNode(Handle("x")))
     seed.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, seed.result_image)
+    graph = float32_graph(device, seed.result_image)
     cb = device.command_queue.command_buffer()
     ones = graph.encode(cb, [mpsx.Image.from_numpy(device, x)])
     cb.commit()
@@ -31,7 +31,7 @@ def test_training_graph_from_an_output_gives_the_gradient_of_its_sum(device, rng
     assert [type(t).__name__ for t in termini] == ["CNNNeuronGradientNode"]
     dx = termini[0].result_image
     dx.synchronize_resource = True
-    graph = mpsx.NNGraph(device, dx)
+    graph = float32_graph(device, dx)
     assert [h.label for h in graph.source_image_handles] == ["x"]
     cb = device.command_queue.command_buffer()
     result = graph.encode(cb, [mpsx.Image.from_numpy(device, x)])

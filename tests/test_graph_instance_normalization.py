@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 C, LR, EPSILON = 3, 0.05, 1e-3
 
@@ -48,7 +48,7 @@ def test_two_instance_normalizations_in_a_chain_against_autograd(device, rng):
     termini = b.training_graph(mpsx.NNImageNode(Handle("dy")))
     assert [type(t).__name__ for t in termini] == ["CNNNeuronGradientNode"]
     termini[0].result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, termini[0].result_image)
+    graph = float32_graph(device, termini[0].result_image)
     assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
     cb = device.command_queue.command_buffer()
     dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)])

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import run_graph, forward_and_gradient
+from helpers import run_graph, forward_and_gradient, float32_graph
 from test_graph import Handle, loss_descriptor
 from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
 
@@ -68,7 +68,7 @@ def test_gradient_node_made_by_hand(device, rng):
     assert values(gradient) == as_float32(GRADIENT_DEFAULTS)
     assert values(node) == as_float32(NODE_DEFAULTS)
     with pytest.raises(ValueError, match="alpha is 0 but its forward node's is 1"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     for name, value in GENERAL.items():
         setattr(node, name, value)
         setattr(gradient, name, value)
@@ -119,7 +119,7 @@ def test_training_graph_trains_as_pytorch(device):
     made = {type(f).__name__: g for g, f in seen}
     assert isinstance(made["CNNLocalContrastNormalizationNode"], mpsx.CNNLocalContrastNormalizationGradientNode)
     assert made["CNNLocalContrastNormalizationNode"].p0 == np.float32(NORM["p0"])
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     images = mpsx.ImageBatch.from_numpy(device, x)
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
@@ -172,16 +172,16 @@ def test_forward_changed_after_the_gradient_node_was_made(device):
     node.pm = 0.5
     assert gradient.pm == 0.0  # copied when made
     with pytest.raises(ValueError, match=r"pm is 0 but its forward node's is 0.5"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     gradient.pm = 0.5  # set on both: it compiles
-    mpsx.NNGraph(device, gradient.result_image)
+    float32_graph(device, gradient.result_image)
     node.kernel_width = node.kernel_height = 5
     with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     # NaN on both sides counts as the same value.
     again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     node.alpha = again.alpha = float("nan")
-    mpsx.NNGraph(device, again.result_image)
+    float32_graph(device, again.result_image)
 
 
 def test_bad_input(device):
@@ -200,7 +200,7 @@ def test_bad_input(device):
     assert node.kernel_width == 3
     node.kernel_height = 4
     with pytest.raises(ValueError, match=r"kernel_width \(3\) must equal kernel_height \(4\)"):
-        mpsx.NNGraph(device, node.result_image)
+        float32_graph(device, node.result_image)
     with pytest.raises(AttributeError):
         node.training_style = "gpu"  # not trainable
     pool = mpsx.CNNPoolingMaxNode(source, 2)

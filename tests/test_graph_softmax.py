@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 3, 2, 4, 4, 3, 0.5, 3
 
@@ -19,7 +19,7 @@ def run(device, results, inputs):
     numpy arrays."""
     for r in results:
         r.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=results)
+    graph = float32_graph(device, result_images=results)
     sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
     cb = device.command_queue.command_buffer()
     first, rest = graph.encode(cb, sources, intermediate_images=True)
@@ -94,7 +94,7 @@ def test_convolution_trains_through_the_node_as_pytorch(device, rng, log):
     descriptor.reduce_across_batch = True
     loss = mpsx.CNNLossNode(fc.result_image, descriptor)
     termini = loss.training_graph()
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     assert graph.number_of_filters == 7  # 4 forward, 3 gradient
     images = mpsx.ImageBatch.from_numpy(device, x)
     for _ in range(STEPS):
@@ -179,7 +179,7 @@ def test_bad_input(device):
 def test_a_graph_refuses_images_of_another_shape_before_encoding(device, rng):
     source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
     node = mpsx.CNNSoftMaxNode(source)
-    graph = mpsx.NNGraph(device, node.gradient_filter_with_source(g).result_image)
+    graph = float32_graph(device, node.gradient_filter_with_source(g).result_image)
     images = {"x": mpsx.Image.from_numpy(device, rng.standard_normal((1, 3, 2, 2)).astype(np.float32)),
               "dy": mpsx.Image.from_numpy(device, rng.standard_normal((1, 3, 2, 3)).astype(np.float32))}
     cb = device.command_queue.command_buffer()

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import run_graph, forward_and_gradient
+from helpers import run_graph, forward_and_gradient, float32_graph
 from test_graph import Handle, loss_descriptor
 from test_spatial_normalization import torch_forward
 
@@ -58,7 +58,7 @@ def test_gradient_node_made_by_hand(device, rng):
     assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
         (3, 3, 1.0, 5.0, 1.0)
     with pytest.raises(ValueError, match="alpha is 1 but its forward node's is 0.25"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     gradient.alpha, gradient.beta, gradient.delta = 0.25, 0.5, 2.0
     y, dx = forward_and_gradient(device, node, gradient, x, dy)
     expected_y, expected_dx = torch_reference(x, dy, 3, 0.25, 0.5, 2.0)
@@ -106,7 +106,7 @@ def test_training_graph_trains_as_pytorch(device):
     made = {type(f).__name__: g for g, f in seen}
     assert isinstance(made["CNNSpatialNormalizationNode"], mpsx.CNNSpatialNormalizationGradientNode)
     assert made["CNNSpatialNormalizationNode"].alpha == NORM["alpha"]
-    graph = mpsx.NNGraph(device, termini[0].result_image, False)
+    graph = float32_graph(device, termini[0].result_image, False)
     images = mpsx.ImageBatch.from_numpy(device, x)
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
@@ -155,15 +155,15 @@ def test_forward_changed_after_the_gradient_node_was_made(device):
     node.delta = 0.5
     assert gradient.delta == 1.0  # copied when made
     with pytest.raises(ValueError, match=r"delta is 1 but its forward node's is 0.5"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     gradient.delta = 0.5  # set on both: it compiles
-    mpsx.NNGraph(device, gradient.result_image)
+    float32_graph(device, gradient.result_image)
     node.kernel_width = node.kernel_height = 5
     with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
-        mpsx.NNGraph(device, gradient.result_image)
+        float32_graph(device, gradient.result_image)
     again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     assert (again.kernel_width, again.delta) == (5, 0.5)
-    mpsx.NNGraph(device, again.result_image)
+    float32_graph(device, again.result_image)
 
 
 def test_bad_input(device):
@@ -190,7 +190,7 @@ def test_bad_input(device):
     # Unequal sizes: refused when the graph compiles, as the kernels refuse them.
     node.kernel_width = 5
     with pytest.raises(ValueError, match=r"kernel_width \(5\) must equal kernel_height \(3\)"):
-        mpsx.NNGraph(device, node.result_image)
+        float32_graph(device, node.result_image)
     with pytest.raises(AttributeError):
         node.training_style = "gpu"  # not trainable
     pool = mpsx.CNNPoolingMaxNode(source, 2)

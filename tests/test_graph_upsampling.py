@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 
 N, C_IN, C, SIZE, SCALE, CLASSES, LR, STEPS = 3, 2, 3, 3, 2, 3, 0.2, 3
 
@@ -20,7 +20,7 @@ def run(device, results, inputs):
     numpy arrays."""
     for r in results:
         r.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=results)
+    graph = float32_graph(device, result_images=results)
     sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
     cb = device.command_queue.command_buffer()
     first, rest = graph.encode(cb, sources, intermediate_images=True)
@@ -102,7 +102,7 @@ def test_convolution_trains_through_upsampling_as_pytorch(device, rng, mode, ali
     descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
     descriptor.reduce_across_batch = True
     loss = mpsx.CNNLossNode(fc.result_image, descriptor)
-    graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False)
+    graph = float32_graph(device, loss.training_graph()[0].result_image, False)
     images = mpsx.ImageBatch.from_numpy(device, x)
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
@@ -197,7 +197,7 @@ def test_bad_input(device):
 def test_a_graph_refuses_an_image_too_large_to_upsample_before_encoding(device):
     source = mpsx.NNImageNode(Handle("x"))
     node = mpsx.CNNUpsamplingNearestNode(source, 2**30, 1)
-    graph = mpsx.NNGraph(device, node.result_image)
+    graph = float32_graph(device, node.result_image)
     cb = device.command_queue.command_buffer()
     with pytest.raises(mpsx.ShapeError, match="image sizes must be at most"):
         graph.encode(cb, [mpsx.Image.from_numpy(device, np.ones((1, 1, 1, 2), np.float32))])

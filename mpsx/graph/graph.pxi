@@ -15,6 +15,16 @@ __all__ += ["NNImageNode", "NNStateNode", "NNGradientStateNode", "CNNConvolution
             "NNTrainingStyle"]
 
 
+cdef CDataType _graph_format(object value, str what) except *:
+    try:
+        data_type = DataType(value)
+    except (ValueError, TypeError):
+        raise TypeError(f"{what}: expected DataType.FLOAT16 or DataType.FLOAT32, given {value!r}") from None
+    if data_type not in (DataType.FLOAT16, DataType.FLOAT32):
+        raise ValueError(f"{what}: expected DataType.FLOAT16 or DataType.FLOAT32, given {data_type!r}")
+    return <CDataType><int>data_type
+
+
 class NNTrainingStyle(enum.IntEnum):
     """MPSNNTrainingStyle: which update a trainable node's gradient calls (training_style)."""
     NONE = 0
@@ -91,6 +101,25 @@ cdef class NNImageNode:
     @stop_gradient.setter
     def stop_gradient(self, cbool value):
         self.native().stop_gradient = value
+
+    @property
+    def format(self):
+        """The storage of the image the graph makes (DataType.FLOAT16 or FLOAT32); None (the default) takes
+        the graph's format."""
+        cdef CImageNode* node = self.native()
+        cdef CDataType value
+        if not node.format.has_value():
+            return None
+        value = node.format.value()
+        return DataType(<int>value)
+
+    @format.setter
+    def format(self, value):
+        cdef CImageNode* node = self.native()
+        if value is None:
+            node.format.reset()
+        else:
+            node.format = _graph_format(value, "NNImageNode.format")
 
     @property
     def producer(self):
@@ -351,7 +380,7 @@ cdef class NNGraph:
     cdef shared_ptr[CNNGraph] c
 
     def __init__(self, Device device not None, result_image=None, result_image_is_needed=True, *,
-                 result_images=None, results_are_needed=None):
+                 result_images=None, results_are_needed=None, format=None):
         cdef vector[cbool] needed
         if (result_image is None) == (result_images is None):
             raise TypeError("NNGraph: give result_image or result_images, not both")
@@ -364,6 +393,8 @@ cdef class NNGraph:
         for flag in flags:
             needed.push_back(bool(flag))
         self.c = make_native[CNNGraph](device.shared(), _image_nodes(results, "result_images"), needed)
+        if format is not None:
+            self.format = format
 
     cdef CNNGraph* native(self) except NULL:
         if not self.c:
@@ -402,8 +433,24 @@ cdef class NNGraph:
 
     @property
     def number_of_filters(self):
-        """How many filters the graph encodes (after pruning)."""
+        """How many filters the graph encodes (after pruning and fusion)."""
         return self.native().step_count()
+
+    @property
+    def number_of_fused_filters(self):
+        """How many filters compiled into another's step (a neuron fused into the normalization before it,
+        and its gradient into the normalization's gradient)."""
+        return self.native().fused_count()
+
+    @property
+    def format(self):
+        """MPSNNGraph.format: the storage of the images the graph makes whose node sets none:
+        DataType.FLOAT16 (MPS's default) or DataType.FLOAT32. Read at each encode."""
+        return DataType(<int>self.native().format())
+
+    @format.setter
+    def format(self, value):
+        self.native().set_format(_graph_format(value, "NNGraph.format"))
 
     def reload_from_data_sources(self):
         """MPS -reloadFromDataSources: every filter with a data source reloads it now."""

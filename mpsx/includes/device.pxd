@@ -19,6 +19,8 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
         shared_ptr[CCommandQueue] new_command_queue() except +raise_py_error
         void trim()
         size_t bytes_in_use()
+        size_t peak_bytes_in_use()
+        void reset_peak_bytes_in_use()
         size_t bytes_cached()
 
 cdef extern from "mpsx/backend.h" namespace "mpsx" nogil:

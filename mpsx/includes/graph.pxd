@@ -3,6 +3,7 @@ from mpsx.includes.errors cimport raise_py_error
 from libc.stdint cimport uint8_t, uint32_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
+from libcpp.optional cimport optional
 from libcpp.string cimport string
 from libcpp.vector cimport vector
 
@@ -10,6 +11,7 @@ from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage
 from mpsx.includes.state cimport CState
+from mpsx.includes.types cimport DataType
 
 cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
     cdef cppclass CFilterNode "mpsx::FilterNode"
@@ -20,6 +22,7 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         bool export_from_graph
         bool synchronize_resource
         bool stop_gradient
+        optional[DataType] format
         shared_ptr[CFilterNode] producer()
 
     cdef enum class StateNodeKind "mpsx::StateNodeKind"(uint8_t):
@@ -70,6 +73,9 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         const shared_ptr[CImageNode]& result()
         bool result_image_is_needed()
         size_t step_count()
+        size_t fused_count()
+        DataType format()
+        void set_format(DataType format) except +raise_py_error
         CGraphEncoded encode(CCommandBuffer& command_buffer, const vector[shared_ptr[CImage]]& source_images,
                              const vector[shared_ptr[CState]]& source_states) except +raise_py_error
         void reload_from_data_sources() except +raise_py_error

@@ -145,6 +145,7 @@ void* Device::allocate(size_t bytes, size_t* capacity) {
     cache_[cls.index].blocks.pop_back();
     bytes_cached_ -= cls.bytes;
     bytes_in_use_ += cls.bytes;
+    peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
     cache_lock_.unlock();
     return data;
   }
@@ -158,6 +159,7 @@ void* Device::allocate(size_t bytes, size_t* capacity) {
   }
   cache_lock_.lock();
   bytes_in_use_ += cls.bytes;
+  peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
   if (cache_.size() <= cls.index) cache_.resize(cls.index + 1);
   CachedClass& cached = cache_[cls.index];
   cached.bytes = cls.bytes;
@@ -194,6 +196,19 @@ size_t Device::bytes_in_use() const {
   size_t n = bytes_in_use_;
   cache_lock_.unlock();
   return n;
+}
+
+size_t Device::peak_bytes_in_use() const {
+  cache_lock_.lock();
+  size_t n = peak_bytes_in_use_;
+  cache_lock_.unlock();
+  return n;
+}
+
+void Device::reset_peak_bytes_in_use() {
+  cache_lock_.lock();
+  peak_bytes_in_use_ = bytes_in_use_;
+  cache_lock_.unlock();
 }
 
 size_t Device::bytes_cached() const {

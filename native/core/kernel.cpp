@@ -110,6 +110,11 @@ ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_
   return d;
 }
 
+std::shared_ptr<Image> Kernel::new_destination(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) const {
+  if (destination_image_allocator) return destination_image_allocator->image(command_buffer, descriptor, *this);
+  return make_pooled<Image>(device_ptr(), descriptor);
+}
+
 void Kernel::check_properties() const {
   for (auto [value, name] : {std::pair{offset.x, "offset.x"}, {offset.y, "offset.y"}, {offset.z, "offset.z"},
                              {clip_rect.x, "clip_rect.x"}, {clip_rect.y, "clip_rect.y"}, {clip_rect.z, "clip_rect.z"}})
@@ -279,11 +284,11 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
                        source_offset());
   } else if (plan_.repeats(*this, *source)) {
     offset = plan_.offset;
-    result = make_pooled<Image>(device_ptr(), plan_.destination);
+    result = new_destination(command_buffer, plan_.destination);
     geometry = plan_.geometry;
   } else {
     ImageDescriptor d = destination_descriptor(*source);
-    result = make_pooled<Image>(device_ptr(), d);
+    result = new_destination(command_buffer, d);
     geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
                        source_offset());
     if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
@@ -501,7 +506,7 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
   if (result) {
     geometry = resolve(*primary_image, *secondary_image, *result);
   } else {
-    result = make_pooled<Image>(device_ptr(), d);
+    result = new_destination(command_buffer, d);
     geometry = resolve(*primary_image, *secondary_image, *result);
   }
   if (!state && want_state) state = new_result_state();
@@ -689,7 +694,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
       fail<TypeMismatchError>(class_name(), ": the destination gradient must be float32 or float16, given ",
                               name_of(result->data_type()));
   } else {
-    result = make_pooled<Image>(device_ptr(), expected);
+    result = new_destination(command_buffer, expected);
   }
   record(command_buffer, source_gradient, source_image, state, result);
   result->buffer()->will_write(command_buffer);

@@ -107,7 +107,7 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
     check_device(*result, "destination image");
     check_floating(*result, class_name(), "destination image");
   } else {
-    result = make_pooled<Image>(device_ptr(), apply_padding(*source, Window{}, s.feature_channels));
+    result = new_destination(command_buffer, apply_padding(*source, Window{}, s.feature_channels));
   }
   Geometry g = resolve(*source, *result, Window{}, s.feature_channels, s.feature_channels, offset);
   if (g.source_x != 0 || g.source_y != 0 || g.width != s.width || g.height != s.height || g.source_image != 0)

@@ -89,7 +89,7 @@ std::vector<StateNodeKind> NNBinaryArithmeticNode::result_state_kinds() const {
 }
 
 std::unique_ptr<GraphStep> NNBinaryArithmeticNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNArithmetic>(slots.device, operation());
+  auto kernel = graph_kernel<CNNArithmetic>(slots, operation());
   kernel->parameters = parameters;
   kernel->primary.stride_x = primary_stride_in_pixels_x;
   kernel->primary.stride_y = primary_stride_in_pixels_y;
@@ -168,7 +168,7 @@ std::unique_ptr<GraphStep> NNArithmeticGradientNode::compile(const StepSlots& sl
                           secondary_stride_in_pixels_y, ") must be the forward node's strides of the ",
                           second ? "secondary" : "primary", " image this filter reads (", x, ", ", y, ")");
   }
-  auto kernel = std::make_shared<CNNArithmeticGradient>(slots.device, operation_, secondary_);
+  auto kernel = graph_kernel<CNNArithmeticGradient>(slots, operation_, secondary_);
   kernel->primary_scale = primary_scale;
   kernel->secondary_scale = secondary_scale;
   kernel->bias = bias;

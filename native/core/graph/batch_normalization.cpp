@@ -11,6 +11,11 @@ namespace {
 constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr size_t kNoSlot = SIZE_MAX;
 
+// The neuron fused after the normalization (identity if none).
+NeuronDescriptor neuron_of(const StepSlots& slots) {
+  return slots.fused_neuron ? *slots.fused_neuron : NeuronDescriptor{};
+}
+
 // Training: a new state, the statistics of the whole batch into it, and the
 // normalization with them. Inference: the running statistics, no state.
 class BatchNormalizationStep final : public GraphStep {
@@ -58,8 +63,8 @@ class BatchNormalizationGradientStep final : public GraphStep {
   BatchNormalizationGradientStep(std::shared_ptr<CNNBatchNormalization> forward, Updates updates,
                                  const StepSlots& slots)
       : forward_(std::move(forward)),
-        statistics_gradient_(std::make_shared<CNNBatchNormalizationStatisticsGradient>(slots.device, NeuronDescriptor{})),
-        gradient_(std::make_shared<CNNBatchNormalizationGradient>(slots.device, NeuronDescriptor{})),
+        statistics_gradient_(graph_kernel<CNNBatchNormalizationStatisticsGradient>(slots, neuron_of(slots))),
+        gradient_(graph_kernel<CNNBatchNormalizationGradient>(slots, neuron_of(slots))),
         updates_(updates),
         source_gradient_(slots.sources.at(0)),
         source_(slots.sources.at(1)),
@@ -104,13 +109,13 @@ std::unique_ptr<GraphStep> CNNBatchNormalizationNode::compile(const StepSlots& s
     fail<ArgumentError>(class_name(), ": the graph uses its result state (a gradient filter reads it, or it is "
                                       "exported), but flags CalculateStatisticsNever compute no batch statistics "
                                       "for it");
-  auto kernel = std::make_shared<CNNBatchNormalization>(slots.device, data_source_, NeuronDescriptor{});
+  auto kernel = graph_kernel<CNNBatchNormalization>(slots, data_source_, neuron_of(slots));
   kernel->padding_method = padding_policy;
   (*slots.kernels)[this] = kernel;
   const bool statistics = flags == BatchNormalizationFlags::CalculateStatisticsAlways ||
                           (flags == BatchNormalizationFlags::CalculateStatisticsAutomatic && state_used);
   return std::make_unique<BatchNormalizationStep>(
-      std::move(kernel), statistics ? std::make_shared<CNNBatchNormalizationStatistics>(slots.device) : nullptr, slots);
+      std::move(kernel), statistics ? graph_kernel<CNNBatchNormalizationStatistics>(slots) : nullptr, slots);
 }
 
 std::vector<std::shared_ptr<FilterNode>> CNNBatchNormalizationNode::make_gradient_filters(

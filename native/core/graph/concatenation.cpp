@@ -34,13 +34,14 @@ class ConcatenationState final : public State {
 
 class ConcatenationStep final : public GraphStep {
  public:
-  ConcatenationStep(const std::shared_ptr<Device>& device, const StepSlots& slots)
-      : device_(device),
+  explicit ConcatenationStep(const StepSlots& slots)
+      : device_(slots.device),
         sources_(slots.sources),
         result_(slots.result),
-        state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]) {
+        state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]),
+        allocator_(slots.allocator) {
     for (size_t i = 0; i < sources_.size(); ++i)
-      copies_.push_back(std::make_shared<CNNNeuron>(device, NeuronDescriptor{}));
+      copies_.push_back(graph_kernel<CNNNeuron>(slots, NeuronDescriptor{}));
   }
 
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
@@ -61,7 +62,7 @@ class ConcatenationStep final : public GraphStep {
       total += round_up_4(s.feature_channels());
     }
     d.feature_channels = total;
-    auto result = std::make_shared<Image>(device_, d);
+    std::shared_ptr<Image> result = allocator_->image(command_buffer, d, *copies_[0]);
     if (padded)  // the channels that round each source up to 4 are zero
       command_buffer.record([result](ExecutionContext& context) { context.fill_zero_image(*result); });
     for (size_t i = 0; i < sources_.size(); ++i) {
@@ -82,6 +83,7 @@ class ConcatenationStep final : public GraphStep {
   std::shared_ptr<Device> device_;
   std::vector<size_t> sources_;
   size_t result_, state_;
+  std::shared_ptr<ImageAllocator> allocator_;
   std::vector<std::shared_ptr<CNNNeuron>> copies_;
 };
 
@@ -89,14 +91,14 @@ class ConcatenationStep final : public GraphStep {
 // count, the zeros one value per image broadcast over the rest.
 class ConcatenationGradientStep final : public GraphStep {
  public:
-  ConcatenationGradientStep(const std::shared_ptr<Device>& device, int64_t index, const StepSlots& slots)
-      : device_(device),
+  ConcatenationGradientStep(int64_t index, const StepSlots& slots)
+      : device_(slots.device),
         index_(index),
         gradient_(slots.sources.at(0)),
         source_(slots.sources.at(1)),
         state_(slots.source_states.at(0)),
         result_(slots.result),
-        slice_(std::make_shared<CNNArithmetic>(device, ArithmeticOperation::Add)) {
+        slice_(graph_kernel<CNNArithmetic>(slots, ArithmeticOperation::Add)) {
     slice_->secondary.stride_x = slice_->secondary.stride_y = 0;
     slice_->secondary_stride_in_feature_channels = 0;
   }
@@ -145,7 +147,7 @@ NNConcatenationNode::NNConcatenationNode(std::vector<std::shared_ptr<ImageNode>>
 }
 
 std::unique_ptr<GraphStep> NNConcatenationNode::compile(const StepSlots& slots) const {
-  return std::make_unique<ConcatenationStep>(slots.device, slots);
+  return std::make_unique<ConcatenationStep>(slots);
 }
 
 std::vector<std::shared_ptr<FilterNode>> NNConcatenationNode::make_gradient_filters(
@@ -175,7 +177,7 @@ NNConcatenationGradientNode::NNConcatenationGradientNode(std::shared_ptr<ImageNo
 }
 
 std::unique_ptr<GraphStep> NNConcatenationGradientNode::compile(const StepSlots& slots) const {
-  return std::make_unique<ConcatenationGradientStep>(slots.device, index_, slots);
+  return std::make_unique<ConcatenationGradientStep>(index_, slots);
 }
 
 }  // namespace mpsx

@@ -49,8 +49,8 @@ CNNConvolutionNode::CNNConvolutionNode(std::shared_ptr<ImageNode> source, std::s
 
 std::unique_ptr<GraphStep> CNNConvolutionNode::compile(const StepSlots& slots) const {
   std::shared_ptr<CNNConvolution> kernel = fully_connected_
-                                               ? std::make_shared<CNNFullyConnected>(slots.device, weights_)
-                                               : std::make_shared<CNNConvolution>(slots.device, weights_);
+                                               ? graph_kernel<CNNFullyConnected>(slots, weights_)
+                                               : graph_kernel<CNNConvolution>(slots, weights_);
   kernel->padding_method = padding_policy;
   kernel->accumulator_precision = accumulator_precision;
   (*slots.kernels)[this] = kernel;
@@ -81,8 +81,8 @@ std::unique_ptr<GraphStep> CNNConvolutionGradientNode::compile(const StepSlots& 
   // nil weights take the forward's, as MPS's gradient node does.
   const std::shared_ptr<ConvolutionDataSource>& weights = weights_ ? weights_ : forward->data_source();
   std::shared_ptr<CNNConvolutionGradient> kernel = fully_connected_
-                                                       ? std::make_shared<CNNFullyConnectedGradient>(slots.device, weights)
-                                                       : std::make_shared<CNNConvolutionGradient>(slots.device, weights);
+                                                       ? graph_kernel<CNNFullyConnectedGradient>(slots, weights)
+                                                       : graph_kernel<CNNConvolutionGradient>(slots, weights);
   // Nothing reads the gradient of the source (the first convolution of a
   // model): only the weights' gradients are computed.
   if (!slots.result_needed) kernel->gradient_option = ConvolutionGradientOption::WeightsAndBias;

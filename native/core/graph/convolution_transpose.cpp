@@ -76,7 +76,7 @@ CNNConvolutionTransposeNode::CNNConvolutionTransposeNode(std::shared_ptr<ImageNo
 }
 
 std::unique_ptr<GraphStep> CNNConvolutionTransposeNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNConvolutionTranspose>(slots.device, weights_);
+  auto kernel = graph_kernel<CNNConvolutionTranspose>(slots, weights_);
   kernel->padding_method = padding_policy;
   kernel->accumulator_precision = accumulator_precision;
   kernel->label = label;
@@ -103,7 +103,7 @@ CNNConvolutionTransposeGradientNode::CNNConvolutionTransposeGradientNode(
 std::unique_ptr<GraphStep> CNNConvolutionTransposeGradientNode::compile(const StepSlots& slots) const {
   std::shared_ptr<CNNConvolutionTranspose> forward = forward_kernel<CNNConvolutionTranspose>(slots, *this);
   const std::shared_ptr<ConvolutionDataSource>& weights = weights_ ? weights_ : forward->data_source();
-  auto kernel = std::make_shared<CNNConvolutionTransposeGradient>(slots.device, weights);
+  auto kernel = graph_kernel<CNNConvolutionTransposeGradient>(slots, weights);
   kernel->label = label;
   return std::make_unique<TransposeGradientStep>(std::move(kernel), std::move(forward), training_style, slots);
 }

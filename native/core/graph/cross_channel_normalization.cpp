@@ -43,7 +43,7 @@ void CNNCrossChannelNormalizationNode::set_delta(float value) {
 }
 
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNCrossChannelNormalization>(slots.device, kernel_size_);
+  auto kernel = graph_kernel<CNNCrossChannelNormalization>(slots, kernel_size_);
   kernel->set_alpha(parameters_.alpha);
   kernel->set_beta(parameters_.beta);
   kernel->set_delta(parameters_.delta);
@@ -73,7 +73,7 @@ std::unique_ptr<GraphStep> CNNCrossChannelNormalizationGradientNode::compile(con
   check_forward_parameter(class_name(), "alpha", parameters_.alpha, forward.parameters().alpha);
   check_forward_parameter(class_name(), "beta", parameters_.beta, forward.parameters().beta);
   check_forward_parameter(class_name(), "delta", parameters_.delta, forward.parameters().delta);
-  auto kernel = std::make_shared<CNNCrossChannelNormalizationGradient>(slots.device, kernel_size_);
+  auto kernel = graph_kernel<CNNCrossChannelNormalizationGradient>(slots, kernel_size_);
   kernel->set_alpha(parameters_.alpha);
   kernel->set_beta(parameters_.beta);
   kernel->set_delta(parameters_.delta);

@@ -15,7 +15,7 @@ CNNDropoutNode::CNNDropoutNode(std::shared_ptr<ImageNode> source, DropoutDescrip
 }
 
 std::unique_ptr<GraphStep> CNNDropoutNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNDropout>(slots.device, descriptor_);
+  auto kernel = graph_kernel<CNNDropout>(slots, descriptor_);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -48,7 +48,7 @@ CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source
 }
 
 std::unique_ptr<GraphStep> CNNDropoutGradientNode::compile(const StepSlots& slots) const {
-  return gradient_step(std::make_shared<CNNDropoutGradient>(slots.device, descriptor_), slots);
+  return gradient_step(graph_kernel<CNNDropoutGradient>(slots, descriptor_), slots);
 }
 
 }  // namespace mpsx

@@ -13,7 +13,9 @@
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
 #include "mpsx/graph/arithmetic.h"
+#include "mpsx/graph/neuron.h"
 #include "mpsx/kernel.h"
+#include "mpsx/pool.h"
 
 namespace mpsx {
 
@@ -268,6 +270,109 @@ std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel,
   return std::make_unique<GradientStep>(std::move(kernel), slots);
 }
 
+// The images of a graph's encode: each step's result in the step's format,
+// and the storage of images no later step reads handed to the next steps
+// that ask for that size, within the encode (the command buffer runs its
+// commands in order, so a later command may write what an earlier one has
+// finished reading).
+class GraphImageAllocator final : public ImageAllocator {
+ public:
+  DataType format = DataType::Float16;
+
+  std::shared_ptr<Image> image(CommandBuffer&, const ImageDescriptor& descriptor, const Kernel& kernel) override {
+    ImageDescriptor d = descriptor;
+    d.channel_format = format;
+    for (size_t i = 0; i < free_.size(); ++i)
+      if (free_[i]->descriptor() == d) {
+        std::shared_ptr<Image> image = std::move(free_[i]);
+        free_[i] = std::move(free_.back());
+        free_.pop_back();
+        return image;
+      }
+    return make_pooled<Image>(kernel.device_ptr(), d);
+  }
+  void release(const std::shared_ptr<Image>& image) {
+    if (image) free_.push_back(image);
+  }
+  void clear() { free_.clear(); }
+
+ private:
+  std::vector<std::shared_ptr<Image>> free_;
+};
+
+namespace {
+
+// The fusions of a graph's filters: a neuron after a filter that fuses one
+// runs in that filter's step, and the neuron's gradient in the filter's
+// gradient, where nothing else reads the images between them.
+struct Fusions {
+  std::unordered_map<const FilterNode*, const NeuronDescriptor*> neuron;  // of each fusing filter
+  std::unordered_set<const FilterNode*> absorbed;                          // the neurons and their gradients
+  // Images that are not made: each stands for another (the fused filter
+  // writes the neuron's result; its gradient reads the neuron's source
+  // gradient).
+  std::unordered_map<const ImageNode*, std::shared_ptr<ImageNode>> alias;
+
+  std::shared_ptr<ImageNode> resolve(std::shared_ptr<ImageNode> image) const {
+    for (auto it = alias.find(image.get()); it != alias.end(); it = alias.find(image.get())) image = it->second;
+    return image;
+  }
+};
+
+Fusions find_fusions(const std::vector<std::shared_ptr<FilterNode>>& filters,
+                     const std::unordered_set<const ImageNode*>& needed_results) {
+  std::unordered_map<const ImageNode*, std::vector<FilterNode*>> readers;
+  for (const auto& f : filters)
+    for (const auto& s : f->sources()) readers[s.get()].push_back(f.get());
+  auto kept_in_graph = [&](const ImageNode& image) {
+    return !image.export_from_graph && !image.synchronize_resource && !needed_results.count(&image);
+  };
+  auto state_kept_in_graph = [](const StateNode& state) { return !state.export_from_graph && !state.synchronize_resource; };
+  Fusions fusions;
+  for (const auto& f : filters) {
+    if (f->is_gradient() || !f->fuses_neuron()) continue;
+    const std::shared_ptr<ImageNode> result = f->result_image();
+    if (!kept_in_graph(*result)) continue;
+    // One neuron reads the result; the others reading it are that neuron's
+    // gradients, each read by nothing but this filter's gradient.
+    CNNNeuronNode* neuron = nullptr;
+    std::vector<std::pair<CNNNeuronGradientNode*, const FilterNode*>> gradients;
+    bool fusable = true;
+    for (FilterNode* reader : readers[result.get()]) {
+      if (auto* n = dynamic_cast<CNNNeuronNode*>(reader)) {
+        fusable = fusable && !neuron;
+        neuron = n;
+      } else if (auto* g = dynamic_cast<CNNNeuronGradientNode*>(reader)) {
+        const std::vector<FilterNode*>& next = readers[g->result_image().get()];
+        const FilterNode* forward_gradient = next.size() == 1 ? next[0] : nullptr;
+        fusable = fusable && g->sources()[1] == result && forward_gradient && forward_gradient->fuses_neuron() &&
+                  forward_gradient->is_gradient() && forward_gradient->sources()[0] == g->result_image() &&
+                  forward_gradient->source_states()[0]->producer() == f && kept_in_graph(*g->result_image()) &&
+                  !fusions.neuron.count(forward_gradient);
+        gradients.emplace_back(g, forward_gradient);
+      } else {
+        fusable = false;
+      }
+    }
+    if (!fusable || !neuron) continue;
+    const std::vector<std::shared_ptr<StateNode>> states = neuron->result_states();
+    for (const auto& [g, forward_gradient] : gradients)
+      fusable = fusable && g->source_states()[0] == states[0] && g->descriptor() == neuron->descriptor();
+    if (!fusable || !state_kept_in_graph(*states[0])) continue;
+    fusions.neuron[f.get()] = &neuron->descriptor();
+    fusions.alias[result.get()] = neuron->result_image();
+    fusions.absorbed.insert(neuron);
+    for (const auto& [g, forward_gradient] : gradients) {
+      fusions.neuron[forward_gradient] = &neuron->descriptor();
+      fusions.alias[g->result_image().get()] = g->sources()[0];
+      fusions.absorbed.insert(g);
+    }
+  }
+  return fusions;
+}
+
+}  // namespace
+
 NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<ImageNode>> results,
                  std::vector<bool> results_are_needed)
     : device_(std::move(device)), results_(std::move(results)), results_needed_(std::move(results_are_needed)) {
@@ -303,15 +408,24 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     for (const auto& s : f->source_states())
       if (s->producer()) pending.push_back(s->producer().get());
   }
+  std::vector<std::shared_ptr<FilterNode>> kept;
   for (const auto& f : all)
-    if (required.count(f.get())) filters_.push_back(f);
-  if (filters_.empty())
+    if (required.count(f.get())) kept.push_back(f);
+  if (kept.empty())
     fail<ArgumentError>("NNGraph: nothing to encode: no result is needed and no gradient filter updates weights");
+  std::unordered_set<const ImageNode*> needed_results;
+  for (size_t i = 0; i < results_.size(); ++i)
+    if (results_needed_[i]) needed_results.insert(results_[i].get());
+  const Fusions fusions = find_fusions(kept, needed_results);
+  for (const auto& f : kept)
+    if (!fusions.absorbed.count(f.get())) filters_.push_back(f);
+  fused_count_ = fusions.absorbed.size();
 
   // Slots: every image and state node the required filters read or write.
   std::unordered_map<const ImageNode*, size_t> image_slots;
   std::unordered_map<const StateNode*, size_t> state_slots;
   std::unordered_set<const StateNode*> read_states;
+  std::vector<bool> written_slots;
   auto image_slot = [&](const std::shared_ptr<ImageNode>& node) {
     auto [it, added] = image_slots.emplace(node.get(), image_slots.size());
     if (added && !(node->producer() && required.count(node->producer().get()))) {
@@ -335,20 +449,21 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     const auto& f = filters_[i];
     StepSlots& s = slots[i];
     s.device = device_;
-    for (const auto& source : f->sources()) s.sources.push_back(image_slot(source));
+    for (const auto& source : f->sources()) s.sources.push_back(image_slot(fusions.resolve(source)));
     for (const auto& state : f->source_states()) s.source_states.push_back(state_slot(state));
   }
   std::unordered_set<const ImageNode*> read_images;
   for (const auto& f : filters_)
-    for (const auto& source : f->sources()) read_images.insert(source.get());
+    for (const auto& source : f->sources()) read_images.insert(fusions.resolve(source).get());
   for (size_t i = 0; i < results_.size(); ++i)
     if (results_needed_[i]) read_images.insert(results_[i].get());
   for (size_t i = 0; i < filters_.size(); ++i) {
     const auto& f = filters_[i];
     StepSlots& s = slots[i];
-    s.result = image_slot(f->result_image());
-    const ImageNode& written = *f->result_image();
-    s.result_needed = read_images.count(&written) || written.export_from_graph || written.synchronize_resource;
+    const std::shared_ptr<ImageNode> result = fusions.resolve(f->result_image());
+    s.result = image_slot(result);
+    step_formats_.push_back(result->format);
+    s.result_needed = read_images.count(result.get()) || result->export_from_graph || result->synchronize_resource;
     for (const auto& state : f->result_states()) {
       const bool wanted = read_states.count(state.get()) || state->export_from_graph;
       s.result_states.push_back(wanted ? state_slot(state) : kNoSlot);
@@ -357,7 +472,6 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
         result_state_slots_.push_back(state_slots.at(state.get()));
       }
     }
-    std::shared_ptr<ImageNode> result = f->result_image();
     if (result->synchronize_resource) synchronized_images_.push_back(s.result);
     for (const auto& state : f->result_states())
       if (state->synchronize_resource && state_slots.count(state.get()))
@@ -366,6 +480,8 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
       intermediate_images_.push_back(result);
       intermediate_slots_.push_back(s.result);
     }
+    auto fused = fusions.neuron.find(f.get());
+    if (fused != fusions.neuron.end()) s.fused_neuron = fused->second;
   }
   for (size_t i = 1; i < results_.size(); ++i)
     if (results_needed_[i] && !results_[i]->export_from_graph) {
@@ -373,14 +489,49 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
       intermediate_slots_.push_back(image_slots.at(results_[i].get()));
     }
   result_slot_ = results_needed_[0] ? image_slots.at(results_[0].get()) : kNoSlot;
+
+  // The memory plan: an image the caller never sees is released after the
+  // last step that reads it (or after the step writing it, if none does);
+  // an in-place filter takes its source's storage when it is its last reader.
+  std::vector<bool> kept_for_caller(image_slots.size(), false);
+  for (size_t slot : source_image_slots_) kept_for_caller[slot] = true;
+  for (size_t slot : intermediate_slots_) kept_for_caller[slot] = true;
+  for (size_t slot : synchronized_images_) kept_for_caller[slot] = true;
+  if (result_slot_ != kNoSlot) kept_for_caller[result_slot_] = true;
+  std::vector<size_t> last_step(image_slots.size(), kNoSlot);
+  for (size_t i = 0; i < filters_.size(); ++i) {
+    last_step[slots[i].result] = i;
+    for (size_t slot : slots[i].sources) last_step[slot] = i;
+  }
+  released_after_.resize(filters_.size());
+  released_before_.assign(filters_.size(), kNoSlot);
+  // Metal's kernels refuse to write over their source.
+  const bool in_place = std::string(device_->backend_name()) != "metal";
+  for (size_t slot = 0; slot < last_step.size(); ++slot) {
+    if (kept_for_caller[slot] || last_step[slot] == kNoSlot) continue;
+    const size_t i = last_step[slot];
+    if (in_place && filters_[i]->writes_in_place() && slots[i].sources[0] == slot && slots[i].result != slot)
+      released_before_[i] = slot;
+    else
+      released_after_[i].push_back(slot);
+  }
+
+  allocator_ = std::make_shared<GraphImageAllocator>();
   std::unordered_map<const FilterNode*, std::shared_ptr<Kernel>> kernels;
   for (size_t i = 0; i < filters_.size(); ++i) {
     slots[i].kernels = &kernels;
+    slots[i].allocator = allocator_;
     steps_.push_back(filters_[i]->compile(slots[i]));
     slots[i].kernels = nullptr;
   }
   values_.images.resize(image_slots.size());
   values_.states.resize(state_slots.size());
+}
+
+void NNGraph::set_format(DataType format) {
+  if (format != DataType::Float16 && format != DataType::Float32)
+    fail<ArgumentError>("NNGraph: format must be float16 or float32, given ", name_of(format));
+  format_ = format;
 }
 
 NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
@@ -406,7 +557,12 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
   }
   Encoded encoded;
   try {
-    for (const auto& step : steps_) step->encode(command_buffer, values_);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      allocator_->format = step_formats_[i].value_or(format_);
+      if (released_before_[i] != kNoSlot) allocator_->release(values_.images[released_before_[i]]);
+      steps_[i]->encode(command_buffer, values_);
+      for (size_t slot : released_after_[i]) allocator_->release(values_.images[slot]);
+    }
     for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);
     for (size_t slot : synchronized_states_)
       if (values_.states[slot]) values_.states[slot]->synchronize(command_buffer);
@@ -414,11 +570,13 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
     for (size_t slot : intermediate_slots_) encoded.intermediate_images.push_back(values_.images[slot]);
     for (size_t slot : result_state_slots_) encoded.result_states.push_back(values_.states[slot]);
   } catch (...) {
+    allocator_->clear();
     for (auto& image : values_.images) image.reset();
     for (auto& state : values_.states) state.reset();
     throw;
   }
   // The graph keeps nothing of an encode: the command buffer holds what it reads.
+  allocator_->clear();
   for (auto& image : values_.images) image.reset();
   for (auto& state : values_.states) state.reset();
   return encoded;

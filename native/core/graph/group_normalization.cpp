@@ -57,9 +57,9 @@ CNNGroupNormalizationNode::CNNGroupNormalizationNode(std::shared_ptr<ImageNode> 
 std::unique_ptr<GraphStep> CNNGroupNormalizationNode::compile(const StepSlots& slots) const {
   std::shared_ptr<GroupNormalizationKernel> kernel;
   if (kind_ == GroupNormalizationKind::Instance)
-    kernel = std::make_shared<CNNInstanceNormalization>(slots.device, data_source_);
+    kernel = graph_kernel<CNNInstanceNormalization>(slots, data_source_);
   else
-    kernel = std::make_shared<CNNGroupNormalization>(slots.device, data_source_);
+    kernel = graph_kernel<CNNGroupNormalization>(slots, data_source_);
   kernel->padding_method = padding_policy;
   (*slots.kernels)[this] = kernel;
   return unary_step(kernel, slots, [kernel] { kernel->reload_gamma_and_beta_from_data_source(); });
@@ -98,9 +98,9 @@ std::unique_ptr<GraphStep> CNNGroupNormalizationGradientNode::compile(const Step
                                           "which it does not implement");
   std::shared_ptr<GradientKernel> kernel;
   if (kind_ == GroupNormalizationKind::Instance)
-    kernel = std::make_shared<CNNInstanceNormalizationGradient>(slots.device);
+    kernel = graph_kernel<CNNInstanceNormalizationGradient>(slots);
   else
-    kernel = std::make_shared<CNNGroupNormalizationGradient>(slots.device);
+    kernel = graph_kernel<CNNGroupNormalizationGradient>(slots);
   return std::make_unique<GroupNormalizationGradientStep>(std::move(kernel), std::move(forward), training_style,
                                                           slots);
 }

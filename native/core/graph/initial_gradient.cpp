@@ -17,7 +17,7 @@ std::unique_ptr<GraphStep> NNInitialGradientNode::compile(const StepSlots& slots
   ones.type = NeuronType::Linear;
   ones.a = 0.0f;
   ones.b = 1.0f;
-  auto kernel = std::make_shared<CNNNeuron>(slots.device, ones);
+  auto kernel = graph_kernel<CNNNeuron>(slots, ones);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }

@@ -15,11 +15,11 @@ constexpr const char* kForward = "MPSCNNLocalContrastNormalizationNode";
 constexpr const char* kGradient = "MPSCNNLocalContrastNormalizationGradientNode";
 
 template <class K>
-std::shared_ptr<K> make_kernel(const char* node, const std::shared_ptr<Device>& device, int64_t kernel_width,
+std::shared_ptr<K> make_kernel(const char* node, const StepSlots& slots, int64_t kernel_width,
                                int64_t kernel_height, const LocalContrastNormalizationParameters& parameters) {
   if (kernel_width != kernel_height)
     fail<ArgumentError>(node, ": kernel_width (", kernel_width, ") must equal kernel_height (", kernel_height, ")");
-  auto kernel = std::make_shared<K>(device, kernel_width, kernel_height);
+  auto kernel = graph_kernel<K>(slots, kernel_width, kernel_height);
   kernel->parameters = parameters;
   return kernel;
 }
@@ -45,7 +45,7 @@ void CNNLocalContrastNormalizationNode::set_kernel_height(int64_t value) {
 
 std::unique_ptr<GraphStep> CNNLocalContrastNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel =
-      make_kernel<CNNLocalContrastNormalization>(kForward, slots.device, kernel_width_, kernel_height_, parameters);
+      make_kernel<CNNLocalContrastNormalization>(kForward, slots, kernel_width_, kernel_height_, parameters);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -80,7 +80,7 @@ std::unique_ptr<GraphStep> CNNLocalContrastNormalizationGradientNode::compile(co
   check_forward_parameter(kGradient, "p0", parameters.p0, f.p0);
   check_forward_parameter(kGradient, "pm", parameters.pm, f.pm);
   check_forward_parameter(kGradient, "ps", parameters.ps, f.ps);
-  return gradient_step(make_kernel<CNNLocalContrastNormalizationGradient>(kGradient, slots.device, kernel_width_,
+  return gradient_step(make_kernel<CNNLocalContrastNormalizationGradient>(kGradient, slots, kernel_width_,
                                                                           kernel_height_, parameters),
                        slots);
 }

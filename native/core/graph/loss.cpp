@@ -33,7 +33,7 @@ CNNLossNode::CNNLossNode(std::shared_ptr<ImageNode> source, LossDescriptor descr
       descriptor_(std::move(descriptor)) {}
 
 std::unique_ptr<GraphStep> CNNLossNode::compile(const StepSlots& slots) const {
-  return std::make_unique<LossStep>(std::make_shared<CNNLoss>(slots.device, descriptor_), slots);
+  return std::make_unique<LossStep>(graph_kernel<CNNLoss>(slots, descriptor_), slots);
 }
 
 }  // namespace mpsx

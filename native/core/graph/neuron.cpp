@@ -14,7 +14,7 @@ CNNNeuronNode::CNNNeuronNode(std::shared_ptr<ImageNode> source, NeuronDescriptor
 }
 
 std::unique_ptr<GraphStep> CNNNeuronNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNNeuron>(slots.device, descriptor_);
+  auto kernel = graph_kernel<CNNNeuron>(slots, descriptor_);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -34,7 +34,7 @@ CNNNeuronGradientNode::CNNNeuronGradientNode(std::shared_ptr<ImageNode> source_g
 }
 
 std::unique_ptr<GraphStep> CNNNeuronGradientNode::compile(const StepSlots& slots) const {
-  return gradient_step(std::make_shared<CNNNeuronGradient>(slots.device, descriptor_), slots);
+  return gradient_step(graph_kernel<CNNNeuronGradient>(slots, descriptor_), slots);
 }
 
 }  // namespace mpsx

@@ -22,9 +22,9 @@ const char* node_name(PoolingKind kind, bool gradient) {
 
 // The kernels check the window (and the kind) as they are made.
 template <class K>
-std::shared_ptr<K> pooling_kernel(const std::shared_ptr<Device>& device, const PoolingNodeWindow& w,
+std::shared_ptr<K> pooling_kernel(const StepSlots& slots, const PoolingNodeWindow& w,
                                   uint32_t padding_policy) {
-  auto kernel = std::make_shared<K>(device, w.kind, w.kernel_width, w.kernel_height, w.stride_x, w.stride_y,
+  auto kernel = graph_kernel<K>(slots, w.kind, w.kernel_width, w.kernel_height, w.stride_x, w.stride_y,
                                     w.dilation_x, w.dilation_y);
   kernel->edge_mode = EdgeMode::Clamp;  // MPS's pooling nodes clamp
   kernel->padding_method = padding_policy;
@@ -43,7 +43,7 @@ CNNPoolingNode::CNNPoolingNode(std::shared_ptr<ImageNode> source, PoolingNodeWin
 const char* CNNPoolingNode::class_name() const { return node_name(window_.kind, false); }
 
 std::unique_ptr<GraphStep> CNNPoolingNode::compile(const StepSlots& slots) const {
-  return unary_step(pooling_kernel<CNNPooling>(slots.device, window_, padding_policy), slots);
+  return unary_step(pooling_kernel<CNNPooling>(slots, window_, padding_policy), slots);
 }
 
 std::vector<std::shared_ptr<FilterNode>> CNNPoolingNode::make_gradient_filters(
@@ -65,7 +65,7 @@ CNNPoolingGradientNode::CNNPoolingGradientNode(std::shared_ptr<ImageNode> source
 const char* CNNPoolingGradientNode::class_name() const { return node_name(window_.kind, true); }
 
 std::unique_ptr<GraphStep> CNNPoolingGradientNode::compile(const StepSlots& slots) const {
-  return gradient_step(pooling_kernel<CNNPoolingGradient>(slots.device, window_, padding_policy), slots);
+  return gradient_step(pooling_kernel<CNNPoolingGradient>(slots, window_, padding_policy), slots);
 }
 
 }  // namespace mpsx

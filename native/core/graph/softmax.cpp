@@ -13,7 +13,7 @@ CNNSoftMaxNode::CNNSoftMaxNode(std::shared_ptr<ImageNode> source, bool log)
     : FilterNode({std::move(source)}, {}, kDefaultPadding), log_(log) {}
 
 std::unique_ptr<GraphStep> CNNSoftMaxNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNSoftMax>(slots.device, log_);
+  auto kernel = graph_kernel<CNNSoftMax>(slots, log_);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -41,7 +41,7 @@ CNNSoftMaxGradientNode::CNNSoftMaxGradientNode(std::shared_ptr<ImageNode> source
 
 std::unique_ptr<GraphStep> CNNSoftMaxGradientNode::compile(const StepSlots& slots) const {
   // gradient_step passes sources[1], the forward result, as the secondary image.
-  return gradient_step(std::make_shared<CNNSoftMaxGradient>(slots.device, log_), slots);
+  return gradient_step(graph_kernel<CNNSoftMaxGradient>(slots, log_), slots);
 }
 
 }  // namespace mpsx

@@ -50,11 +50,11 @@ void SpatialNormalizationNodeSettings::set_delta(float value) {
 }
 
 template <class K>
-std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const std::shared_ptr<Device>& device) const {
+std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const StepSlots& slots) const {
   if (kernel_width_ != kernel_height_)
     fail<ArgumentError>(node_, ": kernel_width (", kernel_width_, ") must equal kernel_height (", kernel_height_,
                         ")");
-  auto kernel = std::make_shared<K>(device, kernel_width_, kernel_height_);
+  auto kernel = graph_kernel<K>(slots, kernel_width_, kernel_height_);
   kernel->set_alpha(parameters_.alpha);
   kernel->set_beta(parameters_.beta);
   kernel->set_delta(parameters_.delta);
@@ -66,7 +66,7 @@ CNNSpatialNormalizationNode::CNNSpatialNormalizationNode(std::shared_ptr<ImageNo
       SpatialNormalizationNodeSettings(kForward, kernel_size, kernel_size) {}
 
 std::unique_ptr<GraphStep> CNNSpatialNormalizationNode::compile(const StepSlots& slots) const {
-  auto kernel = make_kernel<CNNSpatialNormalization>(slots.device);
+  auto kernel = make_kernel<CNNSpatialNormalization>(slots);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -100,7 +100,7 @@ std::unique_ptr<GraphStep> CNNSpatialNormalizationGradientNode::compile(const St
   check_forward_parameter(kGradient, "alpha", parameters().alpha, forward.parameters().alpha);
   check_forward_parameter(kGradient, "beta", parameters().beta, forward.parameters().beta);
   check_forward_parameter(kGradient, "delta", parameters().delta, forward.parameters().delta);
-  return gradient_step(make_kernel<CNNSpatialNormalizationGradient>(slots.device), slots);
+  return gradient_step(make_kernel<CNNSpatialNormalizationGradient>(slots), slots);
 }
 
 }  // namespace mpsx

@@ -37,7 +37,7 @@ CNNUpsamplingNode::CNNUpsamplingNode(std::shared_ptr<ImageNode> source, Upsampli
 const char* CNNUpsamplingNode::class_name() const { return node_name(kind_, false); }
 
 std::unique_ptr<GraphStep> CNNUpsamplingNode::compile(const StepSlots& slots) const {
-  auto kernel = std::make_shared<CNNUpsampling>(slots.device, kind_, scale_x_, scale_y_, align_corners_);
+  auto kernel = graph_kernel<CNNUpsampling>(slots, kind_, scale_x_, scale_y_, align_corners_);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -79,7 +79,7 @@ const char* CNNUpsamplingGradientNode::class_name() const { return node_name(kin
 
 std::unique_ptr<GraphStep> CNNUpsamplingGradientNode::compile(const StepSlots& slots) const {
   return gradient_step(
-      std::make_shared<CNNUpsamplingGradient>(slots.device, kind_, scale_x_, scale_y_, align_corners_), slots);
+      graph_kernel<CNNUpsamplingGradient>(slots, kind_, scale_x_, scale_y_, align_corners_), slots);
 }
 
 }  // namespace mpsx

@@ -48,6 +48,10 @@ class Device : public std::enable_shared_from_this<Device> {
   void trim();
   size_t bytes_in_use() const;
   size_t bytes_cached() const;
+  // The most bytes_in_use has been since the device was made or the last
+  // reset (which sets it to bytes_in_use).
+  size_t peak_bytes_in_use() const;
+  void reset_peak_bytes_in_use();
 
  private:
   std::unique_ptr<Backend> backend_;
@@ -62,6 +66,7 @@ class Device : public std::enable_shared_from_this<Device> {
   };
   std::vector<CachedClass> cache_;  // by size class
   size_t bytes_in_use_ = 0;
+  size_t peak_bytes_in_use_ = 0;
   size_t bytes_cached_ = 0;
 };
 

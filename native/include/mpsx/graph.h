@@ -16,10 +16,12 @@
 #include <unordered_map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mpsx/image.h"
+#include "mpsx/kernel.h"
 #include "mpsx/state.h"
 
 namespace mpsx {
@@ -27,6 +29,8 @@ namespace mpsx {
 class CommandBuffer;
 class Device;
 class FilterNode;
+class GraphImageAllocator;
+struct NeuronDescriptor;
 
 // An MPSHandle: whatever the caller names a node with. Native code keeps it
 // and gives it back; it never looks inside (Python: a reference to the
@@ -42,6 +46,8 @@ class ImageNode {
   bool synchronize_resource = false;
   // training_graph does not go past this image.
   bool stop_gradient = false;
+  // The storage of the image (float32 or float16); unset, the graph's format.
+  std::optional<DataType> format;
   // The filter that writes this image; null for a source of the graph.
   std::shared_ptr<FilterNode> producer() const;
 
@@ -98,7 +104,6 @@ class GraphStep {
   virtual void reload_from_data_source() {}
 };
 
-class Kernel;
 class UnaryKernel;
 class GradientKernel;
 
@@ -117,7 +122,22 @@ struct StepSlots {
   bool result_needed = true;
   // SIZE_MAX where no needed filter reads the result state: none is made.
   std::vector<size_t> result_states;
+  // The neuron that follows the filter, fused into it (fuses_neuron()): a
+  // forward filter applies it to its result, which is the neuron's; its
+  // gradient filter takes the gradient of the neuron's result. Null if none.
+  const NeuronDescriptor* fused_neuron = nullptr;
+  // The graph's allocator of the images its kernels make.
+  std::shared_ptr<ImageAllocator> allocator;
 };
+
+// A kernel of a graph: made on the graph's device, making its destinations
+// with the graph's allocator.
+template <class K, class... Args>
+std::shared_ptr<K> graph_kernel(const StepSlots& slots, Args&&... args) {
+  auto kernel = std::make_shared<K>(slots.device, std::forward<Args>(args)...);
+  kernel->destination_image_allocator = slots.allocator;
+  return kernel;
+}
 
 // MPSNNFilterNode.
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
@@ -152,6 +172,12 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Whether the result image is the gradient of the source (a loss node):
   // training_graph starts from its source.
   virtual bool result_is_gradient() const { return false; }
+  // Whether compile takes a following neuron in StepSlots::fused_neuron
+  // (a forward filter and the gradient filter it makes).
+  virtual bool fuses_neuron() const { return false; }
+  // Whether the filter may write its result over its first source where
+  // nothing reads that source later (an elementwise filter).
+  virtual bool writes_in_place() const { return false; }
 
   // The kernels and encode of this filter in a graph on `slots.device`.
   virtual std::unique_ptr<GraphStep> compile(const StepSlots& slots) const = 0;
@@ -245,6 +271,13 @@ class NNGraph {
   const std::shared_ptr<ImageNode>& result() const { return results_[0]; }
   bool result_image_is_needed() const { return results_needed_[0]; }
   size_t step_count() const { return steps_.size(); }
+  // MPSNNGraph.format: the storage of the images the graph makes whose node
+  // sets none; float16 (MPS's default) or float32, else ArgumentError.
+  DataType format() const { return format_; }
+  void set_format(DataType format);
+  // Filters that compiled into another's step (a neuron fused into the
+  // normalization before it, and its gradient).
+  size_t fused_count() const { return fused_count_; }
 
   struct Encoded {
     std::shared_ptr<Image> result;  // null unless the result is needed
@@ -272,6 +305,15 @@ class NNGraph {
   std::vector<size_t> synchronized_images_, synchronized_states_;
   size_t result_slot_ = 0;
   std::vector<std::unique_ptr<GraphStep>> steps_;
+  // The memory plan: the format of each step's result, the images whose
+  // last reader each step is (their storage goes to later steps of the same
+  // encode), and the steps that write over their first source.
+  DataType format_ = DataType::Float16;
+  std::vector<std::optional<DataType>> step_formats_;
+  std::vector<std::vector<size_t>> released_after_;
+  std::vector<size_t> released_before_;
+  std::shared_ptr<GraphImageAllocator> allocator_;
+  size_t fused_count_ = 0;
   // Kept nodes: the steps refer to their slots only.
   std::vector<std::shared_ptr<FilterNode>> filters_;
   // Held while encoding: the encodes share the slots, so an encode from a

@@ -19,6 +19,7 @@ namespace mpsx {
 class CommandBuffer;
 class Device;
 class GradientKernel;
+class Kernel;
 
 // The footprint of a kernel's window in the source image.
 struct Window {
@@ -74,6 +75,16 @@ class PrimitiveCache {
   size_t last_ = 0;
 };
 
+// MPSImageAllocator: makes the destination of an encode that returns an
+// image. Without one a kernel makes a new image of the descriptor.
+class ImageAllocator {
+ public:
+  virtual ~ImageAllocator() = default;
+  // An image of `descriptor`'s size, float32 or float16, for `kernel`.
+  virtual std::shared_ptr<Image> image(CommandBuffer& command_buffer, const ImageDescriptor& descriptor,
+                                       const Kernel& kernel) = 0;
+};
+
 class Kernel : public std::enable_shared_from_this<Kernel> {
  public:
   explicit Kernel(std::shared_ptr<Device> device);
@@ -95,6 +106,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   uint32_t padding_method =
       padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
   std::string label;
+  // MPSKernel's destinationImageAllocator (native only; the graph gives its
+  // kernels its own).
+  std::shared_ptr<ImageAllocator> destination_image_allocator;
 
   // Throws unless commands may be encoded onto `command_buffer`, a command
   // buffer of this kernel's device: every call that encodes checks it first.
@@ -124,6 +138,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // descriptor query and result state calls it first, so the arithmetic of
   // the padding policy and of resolve() stays within int64_t.
   virtual void check_properties() const;
+  // The destination of an encode given none: destination_image_allocator's,
+  // or a new image of `descriptor`.
+  std::shared_ptr<Image> new_destination(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) const;
   // Throws ShapeError unless `source` has the channels the kernel reads from
   // source_feature_channel_offset on.
   void check_source_channels(const Image& source, int64_t source_channels) const;

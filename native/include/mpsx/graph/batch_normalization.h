@@ -31,6 +31,7 @@ class CNNBatchNormalizationNode final : public FilterNode {
                             std::shared_ptr<BatchNormalizationDataSource> data_source);
   const char* class_name() const override { return "MPSCNNBatchNormalizationNode"; }
   bool is_trainable() const override { return true; }
+  bool fuses_neuron() const override { return true; }
   const std::shared_ptr<BatchNormalizationDataSource>& data_source() const { return data_source_; }
   BatchNormalizationFlags flags = BatchNormalizationFlags::CalculateStatisticsAutomatic;
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
@@ -59,6 +60,7 @@ class CNNBatchNormalizationGradientNode final : public FilterNode {
   bool is_gradient() const override { return true; }
   bool is_trainable() const override { return true; }
   bool updates_weights() const override { return training_style != TrainingStyle::None; }
+  bool fuses_neuron() const override { return true; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 };
 

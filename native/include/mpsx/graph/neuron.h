@@ -11,6 +11,7 @@ class CNNNeuronNode final : public FilterNode {
   CNNNeuronNode(std::shared_ptr<ImageNode> source, NeuronDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNNeuronNode"; }
   const NeuronDescriptor& descriptor() const { return descriptor_; }
+  bool writes_in_place() const override { return true; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:

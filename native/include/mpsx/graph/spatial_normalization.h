@@ -28,7 +28,7 @@ class SpatialNormalizationNodeSettings {
  protected:
   // Both kernels of a compiled graph, made with these settings.
   template <class K>
-  std::shared_ptr<K> make_kernel(const std::shared_ptr<Device>& device) const;
+  std::shared_ptr<K> make_kernel(const StepSlots& slots) const;
 
  private:
   const char* node_;
