@@ -1,0 +1,97 @@
+"""The examples: the U-Net of examples/train_unet_graph.py (benchmarks/unet.py)
+trains as the same model does in PyTorch, and every example script runs and
+prints finite losses."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpsx.benchmarks.unet import GraphUNet, TorchUNet, synthetic_batch
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+BATCH, SIZE, STEPS, LR, MOMENTUM = 3, 10, 3, 0.05, 0.9
+
+
+@pytest.mark.parametrize("upsampling", ["bilinear", "nearest"])
+def test_unet_trains_as_pytorch(device, upsampling):
+    """Three SGD momentum steps through the graph against the same model in
+    float64 PyTorch from the same weights: the losses, the weights and the
+    updates themselves (weights minus initial weights)."""
+    model = GraphUNet(device, BATCH, size=SIZE, learning_rate=LR, momentum=MOMENTUM, upsampling=upsampling)
+    reference = TorchUNet(model.initial_parameters, learning_rate=LR, momentum=MOMENTUM, upsampling=upsampling)
+    # 13 forward filters; 12 gradient filters (two per addition and
+    # concatenation) and the two addition nodes training_graph adds for the
+    # images read twice (the encoder's result and the pooled one).
+    assert model.graph.number_of_filters == 29
+    losses, expected = [], []
+    for step in range(STEPS):
+        images, labels = synthetic_batch(BATCH, SIZE, seed=step)
+        losses.append(model.train_step(images, labels))
+        expected.append(reference.train_step(images, labels))
+    np.testing.assert_allclose(losses, expected, rtol=1e-4)
+    initial, trained, reference_trained = model.initial_parameters, model.parameters(), reference.parameters()
+    assert trained.keys() == reference_trained.keys() == initial.keys()
+    for name in initial:
+        np.testing.assert_allclose(trained[name], reference_trained[name], rtol=1e-4, atol=1e-6, err_msg=name)
+        update, reference_update = trained[name] - initial[name], reference_trained[name] - initial[name]
+        scale = np.abs(reference_update).max()
+        # The encoder's bias comes before batch normalization: its gradient is
+        # zero up to rounding, so only the absolute floor applies there.
+        np.testing.assert_allclose(update, reference_update, rtol=0, atol=1e-3 * scale + 1e-6, err_msg=name)
+        if name != "enc.bias":
+            assert scale > 1e-4, name  # the parameter trained
+
+
+def test_unet_bad_arguments(device):
+    with pytest.raises(ValueError, match="upsampling must be 'bilinear' or 'nearest', given 'cubic'"):
+        GraphUNet(device, 2, upsampling="cubic")
+    with pytest.raises(ValueError, match="size must be even .*, given 9"):
+        GraphUNet(device, 2, size=9)
+
+
+def synthetic_labels_reference(images):
+    padded = np.pad(images[:, 0].astype(np.float64), ((0, 0), (1, 1), (1, 1)))
+    n, h, w = images.shape[0], images.shape[2], images.shape[3]
+    out = np.zeros((n, h, w))
+    for y in range(h):
+        for x in range(w):
+            out[:, y, x] = images[:, 0, y, x] > padded[:, y:y + 3, x:x + 3].mean(axis=(1, 2))
+    return out
+
+
+def test_synthetic_labels_mark_pixels_above_their_neighbourhood_mean():
+    images, labels = synthetic_batch(2, 6, seed=3)
+    assert images.shape == (2, 1, 6, 6) and labels.shape == (2, 2, 6, 6)
+    np.testing.assert_array_equal(labels[:, 1], synthetic_labels_reference(images))
+    np.testing.assert_array_equal(labels.sum(axis=1), 1)
+
+
+def run_example(script, *args):
+    """Runs an example on cpu; returns the losses it printed."""
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--device", "cpu", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [float(v) for v in re.findall(r"^step +\d+ +loss (\S+)", done.stdout, re.MULTILINE)]
+
+
+def test_the_reference_cnn_examples_print_the_same_decreasing_losses():
+    """The hand-encoded example and the graph one in each training style train
+    the same model from the same weights: the same losses, falling."""
+    hand = run_example("train_reference_cnn.py", "--batch-size", "4", "--steps", "3")
+    assert len(hand) == 3 and np.all(np.isfinite(hand))
+    assert hand[2] < hand[1] < hand[0]
+    for style in ("gpu", "cpu", "none"):
+        graph = run_example("train_reference_cnn_graph.py", "--batch-size", "4", "--steps", "3", "--style", style)
+        np.testing.assert_allclose(graph, hand, rtol=1e-4, err_msg=style)
+
+
+def test_the_unet_example_prints_finite_losses():
+    losses = run_example("train_unet_graph.py", "--batch-size", "4", "--steps", "3", "--size", "8")
+    assert len(losses) == 3 and np.all(np.isfinite(losses))
+    # Two classes: the first loss is near log 2 (PyTorch's initialization).
+    assert 0.5 < losses[0] < 0.9
+    assert all(0 < loss < 2 for loss in losses)
