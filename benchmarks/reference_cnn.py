@@ -206,54 +206,6 @@ class Handle:
         self.label = label
 
 
-class StateWeights(mpsx.CNNConvolutionDataSource):
-    """Convolution weights kept in a CNNConvolutionWeightsAndBiasesState on the
-    device, with their SGD momentum vectors, for updates encoded by hand (a
-    graph of training style NONE). weights() and bias_terms() read the state
-    on the host: synchronize it on the command buffer of the update and let
-    that complete before a kernel reloads from this data source."""
-
-    def __init__(self, device, descriptor, weights, biases):
-        self._descriptor, self.shape = descriptor, weights.shape
-        self.state = mpsx.CNNConvolutionWeightsAndBiasesState(device, weights, biases)
-        self.momenta = [mpsx.Vector(device, weights.size), mpsx.Vector(device, biases.size)]
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.state.weights.to_numpy().reshape(self.shape)
-
-    def bias_terms(self):
-        return self.state.biases.to_numpy()
-
-
-class StateGammaAndBeta(mpsx.CNNBatchNormalizationDataSource):
-    """Gamma and beta kept in a CNNNormalizationGammaAndBetaState on the device,
-    with their SGD momentum vectors, for updates encoded by hand; read on the
-    host as StateWeights. The running mean and variance stay 0 and 1."""
-
-    def __init__(self, device, gamma, beta, epsilon):
-        self.channels, self.epsilon = len(gamma), epsilon
-        self.state = mpsx.CNNNormalizationGammaAndBetaState(device, gamma, beta)
-        self.momenta = [mpsx.Vector(device, self.channels), mpsx.Vector(device, self.channels)]
-
-    def number_of_feature_channels(self):
-        return self.channels
-
-    def gamma(self):
-        return self.state.gamma.to_numpy()
-
-    def beta(self):
-        return self.state.beta.to_numpy()
-
-    def mean(self):
-        return np.zeros(self.channels, np.float32)
-
-    def variance(self):
-        return np.ones(self.channels, np.float32)
-
-
 class GraphReferenceCNN(TrainingSteps):
     """The reference CNN as an NNGraph made with training_graph: each step is
     one native call. Convolution weights are ConvolutionWeights training on
@@ -266,29 +218,26 @@ class GraphReferenceCNN(TrainingSteps):
     updates nothing. It exports the states its gradient nodes fill (each
     convolution's and the fully connected layer's convolution_gradient_state,
     each batch normalization's result state), and encode_step encodes the SGD
-    momentum updates from them by hand, on the same command buffer after the
-    graph, into states held by StateWeights / StateGammaAndBeta data sources.
-    The graph's kernels take the new values with reload_from_data_sources()
-    before the next step's encode, once the last step has completed (the
-    exported states do not lead to the graph's kernels, so they cannot reload
-    on the command buffer; see tests/test_graph_reference_cnn.py). The
-    running mean and variance are not updated in this style, and a step of
-    this style cannot be recorded for replay."""
+    momentum updates from them by hand on the same command buffer after the
+    graph, reloading the graph's kernels (state.convolution,
+    state.batch_normalization) on the command buffer, as ReferenceCNN does:
+    the step replays like the others."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
                  data_source=None, style="gpu", format=mpsx.DataType.FLOAT32):
         if style not in ("gpu", "cpu", "none"):
             raise ValueError(f"style must be 'gpu', 'cpu' or 'none', given {style!r}")
         if style == "none" and data_source is not None:
-            raise ValueError("style 'none' keeps the weights in its own data sources (StateWeights); "
+            raise ValueError("style 'none' updates the weights by hand from the states the graph exports; "
                              f"given data_source={data_source!r}")
         self.device, self.batch_size, self.style = device, batch_size, style
         self.initial_parameters = p = initial_parameters(seed)
         sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
                                                                 momentum_scale=momentum)
         if style == "none":
-            data_source = lambda descriptor, w, b: StateWeights(device, descriptor, w, b)
-            bn_source = lambda g, b: StateGammaAndBeta(device, g, b, EPSILON)
+            data_source = lambda descriptor, w, b: mpsx.ConvolutionWeights(descriptor, w, b)
+            bn_source = lambda g, b: mpsx.BatchNormalizationWeights(g, b, np.zeros(len(g), np.float32),
+                                                                    np.ones(len(g), np.float32), EPSILON)
         else:
             if data_source is None:
                 data_source = lambda descriptor, w, b: mpsx.ConvolutionWeights(descriptor, w, b, optimizer=sgd())
@@ -306,13 +255,13 @@ class GraphReferenceCNN(TrainingSteps):
             if i % 2 == 1:
                 x = mpsx.CNNPoolingMaxNode(x, 2).result_image
             trainable.append(conv)
-            exported[f"conv{i}"] = (conv.convolution_gradient_state, conv.weights)
-            exported[f"bn{i}"] = (bn.result_state, bn.data_source)
+            exported[f"conv{i}"] = (conv.convolution_gradient_state, (p[f"conv{i}.weight"], p[f"conv{i}.bias"]))
+            exported[f"bn{i}"] = (bn.result_state, (p[f"bn{i}.gamma"], p[f"bn{i}.beta"]))
             if style == "none":
                 bn.training_style = "none"
         fc = mpsx.CNNFullyConnectedNode(x, data_source(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES),
                                                        p["fc.weight"], p["fc.bias"]))
-        exported["fc"] = (fc.convolution_gradient_state, fc.weights)
+        exported["fc"] = (fc.convolution_gradient_state, (p["fc.weight"], p["fc.bias"]))
         for node in trainable + [fc]:
             node.training_style = style
             node.accumulator_precision = accumulator_precision
@@ -324,43 +273,35 @@ class GraphReferenceCNN(TrainingSteps):
             for label, (state, _) in exported.items():
                 state.export_from_graph = True
                 state.handle = Handle(label)
-            self.sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
-                                                                 momentum_scale=momentum)
-            self._unloaded = None  # the command buffer of the last hand update the kernels have not reloaded
-        # With style none no gradient node updates weights, so the graph keeps
-        # the first convolution's gradient node (which fills its exported
-        # state) only for a needed result: the gradient of the images.
-        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, style == "none", format=format)
+            self.sgd = sgd()
+        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format)
         if style == "none":
-            self.exported = [exported[h.label][1] for h in self.graph.result_state_handles]
+            # What the hand updates write and read, in result_state_handles order.
+            self.updated = []
+            for h in self.graph.result_state_handles:
+                first, second = exported[h.label][1]
+                if h.label.startswith("bn"):
+                    state = mpsx.CNNNormalizationGammaAndBetaState(device, first, second)
+                else:
+                    state = mpsx.CNNConvolutionWeightsAndBiasesState(device, first, second)
+                self.updated.append((state, [mpsx.Vector(device, first.size), mpsx.Vector(device, second.size)]))
         self._inputs()
 
     def encode_step(self, cb, images, labels):
         if self.style != "none":
             self.graph.encode_batch(cb, [images], [labels])
             return
-        if self._unloaded is not None:
-            last, self._unloaded = self._unloaded, None
-            last.wait_until_completed()
-            if last.status != "completed":
-                raise last.error
-            self.graph.reload_from_data_sources()
         _, states = self.graph.encode_batch(cb, [images], [labels], destination_states=True)
-        for source, state in zip(self.exported, states):
-            if isinstance(source, StateWeights):
-                self.sgd.encode(cb, convolution_gradient_state=state, convolution_source_state=source.state,
-                                input_momentum_vectors=source.momenta, result_state=source.state)
+        for state, (updated, momenta) in zip(states, self.updated):
+            if isinstance(state, mpsx.CNNConvolutionGradientState):
+                self.sgd.encode(cb, convolution_gradient_state=state, convolution_source_state=updated,
+                                input_momentum_vectors=momenta, result_state=updated)
+                state.convolution.reload_weights_and_biases(cb, updated)
             else:
-                self.sgd.encode(cb, batch_normalization_state=state, input_momentum_vectors=source.momenta,
-                                result_state=source.state)
-            source.state.synchronize(cb)
-        self._unloaded = cb
-
-    def record_step(self):
-        if self.style == "none":
-            raise NotImplementedError("style 'none' reloads the graph's kernels on the host between steps, which "
-                                      "a replay would not repeat; record a step of style 'gpu' or 'cpu'")
-        super().record_step()
+                self.sgd.encode(cb, batch_normalization_state=state, input_momentum_vectors=momenta,
+                                result_state=updated)
+                state.batch_normalization.reload_gamma_and_beta(cb, updated)
+                state.batch_normalization.encode_mean_and_variance_update(cb, state)
 
 
 class TorchReferenceCNN:

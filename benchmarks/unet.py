@@ -65,10 +65,11 @@ def synthetic_batch(batch_size, size=16, seed=1):
 class GraphUNet:
     """The U-Net as an NNGraph made with training_graph; each train_step is
     one graph encode (forward, loss, backward, SGD updates) on one command
-    buffer."""
+    buffer. `format` is the graph's image format (float32 here; MPS's default
+    is float16)."""
 
     def __init__(self, device, batch_size, size=16, channels=8, learning_rate=0.05, momentum=0.9, seed=0,
-                 upsampling="bilinear"):
+                 upsampling="bilinear", format=mpsx.DataType.FLOAT32):
         if upsampling not in ("bilinear", "nearest"):
             raise ValueError(f"upsampling must be 'bilinear' or 'nearest', given {upsampling!r}")
         if size % 2:
@@ -104,7 +105,7 @@ class GraphUNet:
         loss = mpsx.CNNLossNode(head.result_image, descriptor)
         loss.input_labels.handle = Handle("labels")
         self.nodes = dict(enc=enc, bn=bn, mid=mid, residual=residual, up=up, skip=skip, dec=dec, head=head, loss=loss)
-        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False)
+        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format)
         self.inputs = mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=size, height=size, feature_channels=1,
                                                                    number_of_images=batch_size))
 

@@ -25,8 +25,9 @@ def test_unet_trains_as_pytorch(device, upsampling):
     reference = TorchUNet(model.initial_parameters, learning_rate=LR, momentum=MOMENTUM, upsampling=upsampling)
     # 13 forward filters; 12 gradient filters (two per addition and
     # concatenation) and the two addition nodes training_graph adds for the
-    # images read twice (the encoder's result and the pooled one).
-    assert model.graph.number_of_filters == 29
+    # images read twice (the encoder's result and the pooled one); the
+    # encoder's ReLU and its gradient fused into its batch normalization.
+    assert (model.graph.number_of_filters, model.graph.number_of_fused_filters) == (27, 2)
     losses, expected = [], []
     for step in range(STEPS):
         images, labels = synthetic_batch(BATCH, SIZE, seed=step)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import mpsx
-from mpsx.benchmarks.reference_cnn import (GraphReferenceCNN, Handle, ReferenceCNN, StateGammaAndBeta, StateWeights,
-                                           TorchReferenceCNN, random_batch)
+from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, Handle, ReferenceCNN, TorchReferenceCNN, random_batch
+from helpers import float32_graph
 
 BATCH, STEPS, LR, MOMENTUM = 8, 5, 0.001, 0.9
 
@@ -61,9 +61,10 @@ def test_reference_cnn_through_the_graph_matches_hand_encoded_and_pytorch(device
     assert graph_losses[-1] < graph_losses[0]
 
 
-def test_a_recorded_graph_step_replays_as_the_hand_encoded_one(device):
+@pytest.mark.parametrize("style", ["gpu", "none"])
+def test_a_recorded_graph_step_replays_as_the_hand_encoded_one(device, style):
     images, labels = random_batch(4)
-    hand, model = ReferenceCNN(device, 4), GraphReferenceCNN(device, 4)
+    hand, model = ReferenceCNN(device, 4), GraphReferenceCNN(device, 4, style=style)
     hand.record_step()
     model.record_step()
     hand_losses, graph_losses = [], []
@@ -79,38 +80,43 @@ def test_style_none_trains_nothing_in_the_graph_and_exports_the_gradient_states(
     model = GraphReferenceCNN(device, 2, style="none")
     labels = [h.label for h in model.graph.result_state_handles]
     assert labels == ["conv0", "bn0", "conv1", "bn1", "conv2", "bn2", "conv3", "bn3", "fc"]
-    assert [type(s) for s in model.exported] == [StateWeights, StateGammaAndBeta] * 4 + [StateWeights]
-    # Every forward and gradient node: 4 x (convolution, normalization, ReLU)
-    # + 2 pooling + fully connected + loss, their 15 gradient nodes (the
-    # first convolution's kept for the needed gradient of the images).
-    assert model.graph.number_of_filters == 31
+    # Every forward and gradient node but the neurons, fused into the
+    # normalizations: 4 x (convolution, normalization) + 2 pooling + fully
+    # connected + loss, and their 11 gradient nodes (the first convolution's
+    # kept, though its result is not needed, for the state it fills).
+    assert (model.graph.number_of_filters, model.graph.number_of_fused_filters) == (23, 8)
     images, labels = random_batch(2)
     cb = device.command_queue.command_buffer()
     loss_labels = mpsx.CNNLossLabels(device, labels)
     model.inputs[0].write(images)
-    model.graph.encode_batch(cb, [model.inputs[0]], [loss_labels])  # the graph alone: no hand updates
+    # The graph alone, no hand updates: the states hold gradients, the weights are unchanged.
+    result, states = model.graph.encode_batch(cb, [model.inputs[0]], [loss_labels], destination_states=True)
+    assert result is None
+    assert [type(s) for s in states] == [mpsx.CNNConvolutionGradientState, mpsx.CNNBatchNormalizationState] * 4 + \
+        [mpsx.CNNConvolutionGradientState]
+    for state in states:
+        state.synchronize(cb)
+    exported = states[0].convolution.export_weights_and_biases(cb)
+    exported.synchronize(cb)
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed", cb.error
-    model.graph.reload_from_data_sources()
-    first = model.exported[0]
-    np.testing.assert_array_equal(first.weights(), model.initial_parameters["conv0.weight"])
-    np.testing.assert_array_equal(model.exported[1].gamma(), model.initial_parameters["bn0.gamma"])
+    assert isinstance(states[-1].convolution, mpsx.CNNFullyConnected)
+    assert np.abs(states[0].gradient_for_weights.to_numpy()).max() > 0
+    np.testing.assert_array_equal(exported.weights.to_numpy().reshape(model.initial_parameters["conv0.weight"].shape),
+                                  model.initial_parameters["conv0.weight"])
 
 
 def test_style_none_bad_arguments(device):
     with pytest.raises(ValueError, match=r"style must be 'gpu', 'cpu' or 'none', given 'host'"):
         GraphReferenceCNN(device, 2, style="host")
-    with pytest.raises(ValueError, match="style 'none' keeps the weights in its own data sources"):
+    with pytest.raises(ValueError, match="style 'none' updates the weights by hand"):
         GraphReferenceCNN(device, 2, style="none", data_source=HostSGD)
-    with pytest.raises(NotImplementedError, match="record a step of style 'gpu' or 'cpu'"):
-        GraphReferenceCNN(device, 2, style="none").record_step()
 
 
 # Training style NONE as MPS means it: the graph exports the gradient states
-# and the caller updates the graph's kernels on the command buffer. Two gaps
-# keep GraphReferenceCNN(style="none") on a host reload instead; each test
-# below is the MPS flow on one convolution, against PyTorch SGD.
+# and the caller updates the graph's kernels on the command buffer; the tests
+# below are that flow on one convolution, against PyTorch SGD.
 
 N, C_IN, C_OUT, SIZE, TINY_LR = 2, 3, 4, 5, 0.1
 
@@ -129,7 +135,7 @@ def tiny_none_graph(device, result_image_is_needed):
     descriptor.reduce_across_batch = True  # the mean over the batch, as PyTorch's
     loss = mpsx.CNNLossNode(conv.result_image, descriptor)
     loss.input_labels.handle = Handle("labels")
-    graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, result_image_is_needed)
+    graph = float32_graph(device, loss.training_graph()[0].result_image, result_image_is_needed)
     return graph, w, b, x
 
 
@@ -150,10 +156,6 @@ def labels_for(device):
     return mpsx.CNNLossLabels(device, np.zeros((N, C_OUT, SIZE, SIZE), np.float32))
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
-    "NNGraph's pruning does not count exported result states: with every trainable node of style NONE and the "
-    "last gradient not needed it raises 'nothing to encode' (and with other needed results it would drop the "
-    "gradient node that fills an exported state), so a NONE graph must compute the gradient of its images"))
 def test_exported_states_keep_the_gradient_nodes_that_fill_them(device):
     graph, w, b, x = tiny_none_graph(device, result_image_is_needed=False)
     weights = mpsx.CNNConvolutionWeightsAndBiasesState(device, w, b)
@@ -170,11 +172,6 @@ def test_exported_states_keep_the_gradient_nodes_that_fill_them(device):
     np.testing.assert_allclose(weights.biases.to_numpy(), expected_b, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "NNGraph.encode returns its exported states as bare mpsx.State objects: not CNNConvolutionGradientState / "
-    "CNNBatchNormalizationState, with no convolution / batch_normalization to reach the graph's kernels "
-    "(MPSCNNConvolutionGradientState.convolution), so hand-encoded updates cannot reload them on the command "
-    "buffer, and a NONE step cannot be replayed"))
 def test_exported_states_lead_to_the_graph_kernels_for_updates_on_the_command_buffer(device):
     graph, w, b, x = tiny_none_graph(device, result_image_is_needed=True)
     weights = mpsx.CNNConvolutionWeightsAndBiasesState(device, w, b)

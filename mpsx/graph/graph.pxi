@@ -528,6 +528,18 @@ cdef object _wrap_graph_image(const shared_ptr[CImage]& image, cbool batch):
 
 
 cdef State _wrap_graph_state(const shared_ptr[CState]& state):
-    cdef State out = State.__new__(State)
+    # The class of the state's kernel family where the graph exports one a caller may use.
+    cdef bytes name = state.get().class_name()
+    cls = _GRAPH_STATE_CLASSES.get(name, State)
+    if cls is CNNBatchNormalizationState:
+        return wrap_batch_normalization_state(static_pointer_cast[CBatchNormalizationState, CState](state))
+    cdef State out = cls.__new__(cls)
     out.c = state
     return out
+
+
+_GRAPH_STATE_CLASSES = {
+    b"MPSNNGradientState": NNGradientState,
+    b"MPSCNNConvolutionGradientState": CNNConvolutionGradientState,
+    b"MPSCNNBatchNormalizationState": CNNBatchNormalizationState,
+}

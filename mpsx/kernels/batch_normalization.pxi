@@ -105,6 +105,18 @@ cdef float _bds_epsilon(object source) except *:
 _batch_normalizations = weakref.WeakValueDictionary()
 
 
+cdef extern from *:
+    """
+    // The batch normalization a state's encode ran, to reload its parameters.
+    static std::shared_ptr<mpsx::CNNBatchNormalization> mpsx_forward_batch_normalization(
+        const mpsx::BatchNormalizationState& s) {
+      return std::const_pointer_cast<mpsx::CNNBatchNormalization>(s.batch_normalization());
+    }
+    """
+    shared_ptr[CCNNBatchNormalization] _forward_batch_normalization "mpsx_forward_batch_normalization"(
+        const CBatchNormalizationState&)
+
+
 cdef object wrap_batch_normalization_state(const shared_ptr[CBatchNormalizationState]& state):
     cdef CNNBatchNormalizationState s = CNNBatchNormalizationState.__new__(CNNBatchNormalizationState)
     s.c = <shared_ptr[CState]>state
@@ -420,7 +432,14 @@ cdef class CNNBatchNormalizationState(NNGradientState):
 
     @property
     def batch_normalization(self):
-        """The CNNBatchNormalization that made this state."""
+        """The CNNBatchNormalization that made this state: for a state an NNGraph exports, the graph's own
+        kernel (no data_source), so that updates encoded by hand can reload it."""
+        cdef CNNBatchNormalization kernel
+        if self._kernel is None:
+            kernel = CNNBatchNormalization.__new__(CNNBatchNormalization)
+            kernel._set(<shared_ptr[CUnaryKernel]>_forward_batch_normalization(
+                (<CBatchNormalizationState*>self.native())[0]), CNNBatchNormalizationState)
+            self._kernel = kernel
         return self._kernel
 
     def reset(self):

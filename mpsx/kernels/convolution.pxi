@@ -254,6 +254,16 @@ cdef cbool _cds_has(object source, const char* attribute) except *:
     return callable(getattr(source, attribute.decode(), None))
 
 
+cdef extern from *:
+    """
+    // The convolution a state's encode ran, to reload its weights (MPS's state.convolution).
+    static std::shared_ptr<mpsx::CNNConvolution> mpsx_forward_convolution(const mpsx::ConvolutionGradientState& s) {
+      return std::const_pointer_cast<mpsx::CNNConvolution>(s.convolution());
+    }
+    """
+    shared_ptr[CCNNConvolution] _forward_convolution "mpsx_forward_convolution"(const CConvolutionGradientState&)
+
+
 cdef object wrap_convolution_gradient_state(shared_ptr[CConvolutionGradientState] state):
     cdef CNNConvolutionGradientState s = CNNConvolutionGradientState.__new__(CNNConvolutionGradientState)
     s.c = <shared_ptr[CState]>state
@@ -452,7 +462,16 @@ cdef class CNNConvolutionGradientState(NNGradientState):
 
     @property
     def convolution(self):
-        """The CNNConvolution whose encode produced this state."""
+        """The CNNConvolution whose encode produced this state: for a state an NNGraph exports, the graph's
+        own kernel (no data_source), so that updates encoded by hand can reload it."""
+        cdef CNNConvolution kernel
+        if self._kernel is None:
+            kernel_class = CNNFullyConnected if self._gradient_state().convolution().get().class_name() == \
+                b"MPSCNNFullyConnected" else CNNConvolution
+            kernel = kernel_class.__new__(kernel_class)
+            kernel._set(<shared_ptr[CUnaryKernel]>_forward_convolution(self._gradient_state()[0]),
+                        CNNConvolutionGradientState)
+            self._kernel = kernel
         return self._kernel
 
 

@@ -386,8 +386,9 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     if (!r->producer()) fail<ArgumentError>("NNGraph: a result image is a source image: no filter writes it");
   }
   // Every filter the results reach, producers first; then the required
-  // ones: those writing a needed result and those updating weights, with
-  // every filter they read from.
+  // ones: those writing a needed result, those updating weights and the
+  // trainable gradient filters filling an exported state with the weights'
+  // gradients (training style NONE), with every filter they read from.
   std::vector<std::shared_ptr<FilterNode>> all;
   std::unordered_set<const FilterNode*> listed;
   for (const auto& r : results_)
@@ -397,8 +398,14 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
   std::vector<const FilterNode*> pending;
   for (size_t i = 0; i < results_.size(); ++i)
     if (results_needed_[i]) pending.push_back(results_[i]->producer().get());
+  auto fills_exported_state = [](const FilterNode& f) {
+    if (!f.is_trainable()) return false;
+    for (const auto& s : f.source_states())
+      if (s->export_from_graph) return true;
+    return false;
+  };
   for (const auto& f : all)
-    if (f->is_gradient() && f->updates_weights()) pending.push_back(f.get());
+    if (f->is_gradient() && (f->updates_weights() || fills_exported_state(*f))) pending.push_back(f.get());
   while (!pending.empty()) {
     const FilterNode* f = pending.back();
     pending.pop_back();
@@ -412,7 +419,8 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
   for (const auto& f : all)
     if (required.count(f.get())) kept.push_back(f);
   if (kept.empty())
-    fail<ArgumentError>("NNGraph: nothing to encode: no result is needed and no gradient filter updates weights");
+    fail<ArgumentError>("NNGraph: nothing to encode: no result is needed, and no gradient filter updates weights or "
+                        "fills an exported state");
   std::unordered_set<const ImageNode*> needed_results;
   for (size_t i = 0; i < results_.size(); ++i)
     if (results_needed_[i]) needed_results.insert(results_[i].get());
