@@ -972,3 +972,48 @@ FACTORIES.update({
 FACTORIES.update({
     "NNInitialGradientNode": [graph_node("mpsx.NNInitialGradientNode(pool.result_image)")],
 })
+
+# The separated losses: labels and weights are images shaped as the source.
+SEPARATED_LOSS = """
+loss_descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM)
+source_image = mpsx.Image.from_numpy(dev, rng.standard_normal((2, 3, 2, 2)).astype(np.float32))
+source_images = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 3, 2, 2)).astype(np.float32))
+labels = mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 3, 2, 2)).astype(np.float32))
+weights = mpsx.ImageBatch.from_numpy(dev, np.ones((2, 3, 2, 2), np.float32))
+forward = mpsx.NNForwardLoss(dev, loss_descriptor)
+"""
+FORWARD_LOSS_NODE = """
+labels_node = mpsx.NNImageNode(Handle("labels"))
+weights_node = mpsx.NNImageNode(Handle("weights"))
+forward_loss = mpsx.NNForwardLossNode(fc.result_image, labels_node, weights_node, loss_descriptor)
+labels, weights = labels_node, weights_node
+source_image = fc.result_image
+gradient_state = forward_loss.result_state
+is_labels_gradient_filter = True
+"""
+
+FACTORIES.update({
+    "NNForwardLoss": [SEPARATED_LOSS + """
+obj = forward
+destination_state = destination_states = True
+destination_image = mpsx.Image.from_numpy(dev, np.zeros((2, 1, 1, 1), np.float32))
+destination_images = mpsx.ImageBatch.from_numpy(dev, np.zeros((2, 1, 1, 1), np.float32))
+"""],
+    "NNLossGradient": [SEPARATED_LOSS + """
+_, source_state = forward.encode(cb, source_image, labels, weights, destination_state=True)
+_, source_states = forward.encode_batch(cb, source_images, labels, weights, destination_states=True)
+source_gradient = mpsx.Image.from_numpy(dev, np.ones((2, 1, 1, 1), np.float32))
+source_gradients = mpsx.ImageBatch.from_numpy(dev, np.ones((2, 1, 1, 1), np.float32))
+destination_gradient = mpsx.Image.from_numpy(dev, np.zeros((2, 3, 2, 2), np.float32))
+destination_gradients = mpsx.ImageBatch.from_numpy(dev, np.zeros((2, 3, 2, 2), np.float32))
+obj = mpsx.NNLossGradient(dev, loss_descriptor)
+"""],
+    "NNLossGradientState": [SEPARATED_LOSS + """
+_, obj = forward.encode(cb, source_image, labels, weights, destination_state=True)
+"""],
+    "NNForwardLossNode": [graph_node("forward_loss", FORWARD_LOSS_NODE +
+                                     "sources = [fc.result_image, labels_node, weights_node]\n")],
+    "NNLossGradientNode": [graph_node("forward_loss.gradient_filters_with_source(gradient_image)[1]",
+                                      FORWARD_LOSS_NODE +
+                                      "sources = [gradient_image, fc.result_image, labels_node, weights_node]\n")],
+})

@@ -1,8 +1,74 @@
-# MPSCNNLossNode (native/include/mpsx/graph/loss.h).
+# MPSCNNLossNode, MPSNNForwardLossNode and MPSNNLossGradientNode (native/include/mpsx/graph/loss.h).
 
-from mpsx.includes.graph.loss cimport CCNNLossNode
+from cpython.ref cimport PyObject
+from mpsx.includes.graph.loss cimport CCNNLossNode, CLossCallback, CNNForwardLossNode as CForwardLossNode
+from mpsx.includes.graph.loss cimport CNNLossGradientNode as CLossGradientNode
 
-__all__ += ["CNNLossNode"]
+__all__ += ["CNNLossNode", "NNForwardLossNode", "NNLossGradientNode"]
+
+cdef extern from *:
+    """
+    #include "mpsx/graph/loss.h"
+    #include "_callbacks.h"
+    namespace mpsx::python {
+    using WrapLossImage = PyObject* (*)(const std::shared_ptr<mpsx::Image>&);
+    // An MPSNNLossCallback in Python: an object with
+    // scalar_weight_for_source_image(source_image, destination_image) -> float.
+    class PythonLossCallback final : public mpsx::LossCallback {
+     public:
+      PythonLossCallback(PyObject* object, WrapLossImage wrap) : object_(hold(object)), wrap_(wrap) {}
+      float scalar_weight(const std::shared_ptr<mpsx::Image>& source,
+                          const std::shared_ptr<mpsx::Image>& destination) override {
+        Gil gil;
+        PyObject* s = wrap_(source);
+        PyObject* d = s ? wrap_(destination) : nullptr;
+        PyObject* result = nullptr;
+        if (s && d)
+          result = PyObject_CallMethod(object(), "scalar_weight_for_source_image", "OO", s, d);
+        Py_XDECREF(s);
+        Py_XDECREF(d);
+        if (!result) throw fetch_foreign_error();
+        double value = PyFloat_AsDouble(result);
+        Py_DECREF(result);
+        if (value == -1.0 && PyErr_Occurred()) throw fetch_foreign_error();
+        return static_cast<float>(value);
+      }
+      PyObject* object() const { return static_cast<PyObject*>(object_.get()); }
+
+     private:
+      std::shared_ptr<void> object_;
+      WrapLossImage wrap_;
+    };
+    inline std::shared_ptr<mpsx::LossCallback> make_python_loss_callback(PyObject* object, WrapLossImage wrap) {
+      return std::make_shared<PythonLossCallback>(object, wrap);
+    }
+    // The Python object of a callback (borrowed), or None.
+    inline PyObject* python_loss_callback_object(const std::shared_ptr<mpsx::LossCallback>& callback) {
+      auto* python = dynamic_cast<PythonLossCallback*>(callback.get());
+      return python ? python->object() : Py_None;
+    }
+    }  // namespace mpsx::python
+    """
+    ctypedef object (*WrapLossImage "mpsx::python::WrapLossImage")(const shared_ptr[CImage]&)
+    shared_ptr[CLossCallback] make_python_loss_callback "mpsx::python::make_python_loss_callback"(
+        object callback, WrapLossImage wrap)
+    PyObject* python_loss_callback_object "mpsx::python::python_loss_callback_object"(
+        const shared_ptr[CLossCallback]& callback)
+
+
+cdef object _wrap_loss_callback_image(const shared_ptr[CImage]& image):
+    return wrap_image(image)
+
+
+cdef shared_ptr[CLossCallback] _loss_callback_argument(object value) except *:
+    cdef shared_ptr[CLossCallback] none
+    if value is None:
+        return none
+    if not callable(getattr(value, "scalar_weight_for_source_image", None)):
+        raise TypeError(f"property_call_back: expected None or an object with a "
+                        f"scalar_weight_for_source_image(source_image, destination_image) method, "
+                        f"given {type(value).__name__}")
+    return make_python_loss_callback(value, _wrap_loss_callback_image)
 
 
 cdef class CNNLossNode(NNFilterNode):
@@ -16,3 +82,188 @@ cdef class CNNLossNode(NNFilterNode):
     @property
     def input_labels(self):
         return _wrap_state_node((<CCNNLossNode*>self.native()).input_labels())
+
+
+cdef CNNLossDescriptor _loss_descriptor_of(const CLossDescriptor& desc):
+    cdef CNNLossDescriptor d = CNNLossDescriptor.__new__(CNNLossDescriptor)
+    d.desc = desc
+    return d
+
+
+cdef shared_ptr[CImageNode] _optional_image_node(object node, str name) except *:
+    cdef shared_ptr[CImageNode] none
+    if node is None:
+        return none
+    return _image_node_argument(node, name).c
+
+
+cdef CNNLossDescriptor _loss_descriptor_argument(object value):
+    if not isinstance(value, CNNLossDescriptor):
+        raise TypeError(f"loss_descriptor: expected a CNNLossDescriptor, given {type(value).__name__}")
+    return value
+
+
+cdef class NNForwardLossNode(NNFilterNode):
+    """MPSNNForwardLossNode(source, labels, weights=None, loss_descriptor): an NNForwardLoss of source against
+    the labels (and per-value weights) image nodes, which are sources of the graph like any image; its result
+    image is the loss values. NNForwardLossNode(source, labels, loss_descriptor) is the form without weights.
+    Its gradient_filter_with_source(gradient of the loss values) is an NNLossGradientNode of the source;
+    gradient_filters_with_source also returns the labels' (is_labels_gradient_filter). training_graph needs
+    that gradient: start it at an NNInitialGradientNode on result_image (ones), or pass source_gradient."""
+
+    def __init__(self, source, labels, weights=None, loss_descriptor=None):
+        if isinstance(weights, CNNLossDescriptor) and loss_descriptor is None:
+            weights, loss_descriptor = None, weights
+        cdef CNNLossDescriptor d = _loss_descriptor_argument(loss_descriptor)
+        self.c = <shared_ptr[CFilterNode]>make_native[CForwardLossNode](
+            _image_node_argument(source, "source").c, _image_node_argument(labels, "labels").c,
+            _optional_image_node(weights, "weights"), d.desc)
+
+    @classmethod
+    def node_with_sources(cls, sources, loss_descriptor):
+        """MPS +nodeWithSources:lossDescriptor:: sources [source, labels] or [source, labels, weights]."""
+        sources = list(sources)
+        if len(sources) not in (2, 3):
+            raise ValueError(f"NNForwardLossNode: expected 2 or 3 sources (source, labels[, weights]), "
+                             f"given {len(sources)}")
+        return cls(sources[0], sources[1], sources[2] if len(sources) == 3 else None, loss_descriptor)
+
+    cdef CForwardLossNode* loss_node(self) except NULL:
+        return <CForwardLossNode*>self.native()
+
+    @property
+    def loss_descriptor(self):
+        return _loss_descriptor_of(self.loss_node().descriptor())
+
+    @property
+    def loss_type(self):
+        return self.loss_descriptor.loss_type
+
+    @property
+    def reduction_type(self):
+        return self.loss_descriptor.reduction_type
+
+    @property
+    def number_of_classes(self):
+        return self.loss_descriptor.number_of_classes
+
+    @property
+    def reduce_across_batch(self):
+        return self.loss_descriptor.reduce_across_batch
+
+    @property
+    def weight(self):
+        return self.loss_descriptor.weight
+
+    @property
+    def label_smoothing(self):
+        return self.loss_descriptor.label_smoothing
+
+    @property
+    def epsilon(self):
+        return self.loss_descriptor.epsilon
+
+    @property
+    def delta(self):
+        return self.loss_descriptor.delta
+
+    @property
+    def property_call_back(self):
+        """None, or an object whose scalar_weight_for_source_image(source_image, destination_image) gives the
+        kernel's weight at each encode of the graph."""
+        return <object>python_loss_callback_object(self.loss_node().property_call_back)
+
+    @property_call_back.setter
+    def property_call_back(self, value):
+        self.loss_node().property_call_back = _loss_callback_argument(value)
+
+
+cdef class NNLossGradientNode(NNGradientFilterNode):
+    """MPSNNLossGradientNode(source_gradient, source_image, labels, weights=None, gradient_state=None,
+    loss_descriptor, is_labels_gradient_filter=False): an NNLossGradient of the loss values' gradient, with
+    the forward source, labels and weights image nodes; gradient_state (optional) is the forward loss node's
+    result state, whose values (weight, label smoothing, epsilon, delta) it then uses. A property_call_back
+    sets its weight at each encode instead."""
+
+    def __init__(self, source_gradient, source_image, labels, weights=None, gradient_state=None,
+                 loss_descriptor=None, is_labels_gradient_filter=False):
+        cdef CNNLossDescriptor d = _loss_descriptor_argument(loss_descriptor)
+        cdef shared_ptr[CStateNode] state
+        if gradient_state is not None:
+            if not isinstance(gradient_state, NNStateNode):
+                raise TypeError(f"gradient_state: expected None or an NNGradientStateNode, given "
+                                f"{type(gradient_state).__name__}")
+            state = (<NNStateNode>gradient_state).c
+            if not state:
+                raise_uninitialized(gradient_state)
+        if not isinstance(is_labels_gradient_filter, (bool, int)):
+            raise TypeError(f"is_labels_gradient_filter: expected a bool, given "
+                            f"{type(is_labels_gradient_filter).__name__}")
+        self.c = <shared_ptr[CFilterNode]>make_native[CLossGradientNode](
+            _image_node_argument(source_gradient, "source_gradient").c,
+            _image_node_argument(source_image, "source_image").c, _image_node_argument(labels, "labels").c,
+            _optional_image_node(weights, "weights"), state, d.desc, <cbool>bool(is_labels_gradient_filter))
+
+    @classmethod
+    def node_with_sources(cls, sources, gradient_state, loss_descriptor, is_labels_gradient_filter=False):
+        """MPS -initWithSources:gradientState:lossDescriptor:isLabelsGradientFilter:: sources
+        [source gradient, source (logits), labels] or [..., weights]."""
+        sources = list(sources)
+        if len(sources) not in (3, 4):
+            raise ValueError(f"NNLossGradientNode: expected 3 or 4 sources (source gradient, source, labels"
+                             f"[, weights]), given {len(sources)}")
+        return cls(sources[0], sources[1], sources[2], sources[3] if len(sources) == 4 else None, gradient_state,
+                   loss_descriptor, is_labels_gradient_filter)
+
+    cdef CLossGradientNode* gradient_node(self) except NULL:
+        return <CLossGradientNode*>self.native()
+
+    @property
+    def is_labels_gradient_filter(self):
+        return self.gradient_node().is_labels_gradient_filter()
+
+    @property
+    def loss_descriptor(self):
+        return _loss_descriptor_of(self.gradient_node().descriptor())
+
+    @property
+    def loss_type(self):
+        return self.loss_descriptor.loss_type
+
+    @property
+    def reduction_type(self):
+        return self.loss_descriptor.reduction_type
+
+    @property
+    def number_of_classes(self):
+        return self.loss_descriptor.number_of_classes
+
+    @property
+    def reduce_across_batch(self):
+        return self.loss_descriptor.reduce_across_batch
+
+    @property
+    def weight(self):
+        return self.loss_descriptor.weight
+
+    @property
+    def label_smoothing(self):
+        return self.loss_descriptor.label_smoothing
+
+    @property
+    def epsilon(self):
+        return self.loss_descriptor.epsilon
+
+    @property
+    def delta(self):
+        return self.loss_descriptor.delta
+
+    @property
+    def property_call_back(self):
+        """None, or an object whose scalar_weight_for_source_image(source_image, destination_image) gives the
+        kernel's weight at each encode of the graph (in place of the forward state's)."""
+        return <object>python_loss_callback_object(self.gradient_node().property_call_back)
+
+    @property_call_back.setter
+    def property_call_back(self, value):
+        self.gradient_node().property_call_back = _loss_callback_argument(value)

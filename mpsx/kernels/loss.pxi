@@ -1,10 +1,12 @@
 # MPSCNNLoss, MPSCNNLossDescriptor and MPSCNNLossLabels (included by _kernels.pyx).
 
 from mpsx.includes.kernels.loss cimport (
-    CCNNLoss, CCNNLossLabels, LossDescriptor as CLossDescriptor, LossType as CLossType,
-    ReductionType as CReductionType)
+    CCNNLoss, CCNNLossLabels, CForwardLossEncoded, CLossGradientState, CNNForwardLoss as CNNForwardLossKernel,
+    CNNLossGradient as CNNLossGradientKernel, CSeparatedLoss, LossDescriptor as CLossDescriptor,
+    LossType as CLossType, ReductionType as CReductionType)
 
-__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "CNNLossLabels", "CNNLoss"]
+__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "CNNLossLabels", "CNNLoss", "NNForwardLoss",
+            "NNLossGradient", "NNLossGradientState"]
 
 
 class CNNLossType(enum.IntEnum):
@@ -297,3 +299,262 @@ cdef class CNNLoss(CNNKernel):
 
     def __reduce__(self):
         return (CNNLoss, (self.device, self.loss_descriptor))
+
+
+# ---------------------------------------------------------------- separated losses
+
+
+cdef class NNLossGradientState(NNGradientState):
+    """The result state of NNForwardLoss (an MPSNNGradientState in MPS): the weight,
+    label_smoothing, epsilon and delta of the forward encode, which NNLossGradient uses in
+    place of its own when given it."""
+
+    cdef CLossGradientState* loss_state(self) except NULL:
+        return <CLossGradientState*>self.native()
+
+    @property
+    def weight(self):
+        return self.loss_state().weight
+
+    @property
+    def label_smoothing(self):
+        return self.loss_state().label_smoothing
+
+    @property
+    def epsilon(self):
+        return self.loss_state().epsilon
+
+    @property
+    def delta(self):
+        return self.loss_state().delta
+
+
+cdef shared_ptr[CImage] _loss_images(CommandBuffer command_buffer, object images, str name, bint optional) except *:
+    """The native batch of an ImageBatch, an Image or a list of Images (None where optional)."""
+    cdef shared_ptr[CImage] none
+    if images is None:
+        if optional:
+            return none
+        raise TypeError(f"{name}: expected an mpsx.ImageBatch, an mpsx.Image or a list of mpsx.Image, given None")
+    return image_of(_batch_of(command_buffer, images))
+
+
+cdef shared_ptr[CImage] _loss_destination(object image, str name) except *:
+    cdef shared_ptr[CImage] none
+    if image is None:
+        return none
+    return image_of(image)
+
+
+cdef class _SeparatedLoss(CNNKernel):
+    """The properties NNForwardLoss and NNLossGradient share (MPSCNNLoss.h)."""
+    cdef CSeparatedLoss* separated
+
+    cdef CSeparatedLoss* separated_loss(self) except NULL:
+        self.native()
+        return self.separated
+
+    @property
+    def loss_descriptor(self):
+        """The descriptor with the current weight, label_smoothing, epsilon and delta."""
+        cdef CNNLossDescriptor d = CNNLossDescriptor.__new__(CNNLossDescriptor)
+        d.desc = self.separated_loss().loss_descriptor()
+        return d
+
+    @property
+    def loss_type(self):
+        return CNNLossType(<uint32_t>self.separated_loss().loss_descriptor().loss_type)
+
+    @property
+    def reduction_type(self):
+        return CNNReductionType(<int>self.separated_loss().loss_descriptor().reduction_type)
+
+    @property
+    def reduce_across_batch(self):
+        return self.separated_loss().loss_descriptor().reduce_across_batch
+
+    @property
+    def number_of_classes(self):
+        return self.separated_loss().loss_descriptor().number_of_classes
+
+    @property
+    def weight(self):
+        return self.separated_loss().weight
+
+    @weight.setter
+    def weight(self, float value):
+        self.separated_loss().weight = value
+
+    @property
+    def label_smoothing(self):
+        return self.separated_loss().label_smoothing
+
+    @label_smoothing.setter
+    def label_smoothing(self, float value):
+        self.separated_loss().label_smoothing = value
+
+    @property
+    def epsilon(self):
+        return self.separated_loss().epsilon
+
+    @epsilon.setter
+    def epsilon(self, float value):
+        self.separated_loss().epsilon = value
+
+    @property
+    def delta(self):
+        return self.separated_loss().delta
+
+    @delta.setter
+    def delta(self, float value):
+        self.separated_loss().delta = value
+
+
+cdef NNLossGradientState _wrap_loss_state(const shared_ptr[CLossGradientState]& state, object kernel):
+    cdef NNLossGradientState s = NNLossGradientState.__new__(NNLossGradientState)
+    s.c = <shared_ptr[CState]>state
+    s._kernel = kernel
+    return s
+
+
+cdef class NNForwardLoss(_SeparatedLoss):
+    """MPSNNForwardLoss(device, loss_descriptor): the loss values of a batch against labels
+    (and optional per-value weights) given as images, as CNNLoss computes them, without a
+    gradient: one value per image (1x1x1; the batch's in the first image, the others 0, with
+    reduce_across_batch), or for reduction NONE the weighted loss of every value. Its result
+    state carries weight, label_smoothing, epsilon and delta to NNLossGradient. offset and
+    clip_rect must keep their defaults."""
+    cdef CNNForwardLossKernel* forward
+
+    def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
+        cdef shared_ptr[CNNForwardLossKernel] kernel = make_native[CNNForwardLossKernel](device.shared(),
+                                                                                         loss_descriptor.desc)
+        self.kernel = <shared_ptr[CKernel]>kernel
+        self.separated = <CSeparatedLoss*>kernel.get()
+        self.forward = kernel.get()
+
+    cdef CNNForwardLossKernel* forward_loss(self) except NULL:
+        self.native()
+        return self.forward
+
+    cdef object _encode(self, CommandBuffer command_buffer, source_images, labels, weights, destination_states,
+                        destination_images, bint batch):
+        cdef bint want = False
+        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        cdef CForwardLossEncoded r
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            r = self.forward_loss().encode(
+                command_buffer.native()[0], _loss_images(command_buffer, source_images, "source_images", False),
+                _loss_images(command_buffer, labels, "labels", False),
+                _loss_images(command_buffer, weights, "weights", True),
+                _loss_destination(destination_images, "destination_images"), given, want)
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        out = wrap_image_batch(r.image) if batch else wrap_image(r.image)
+        if not want:
+            return out
+        state = _wrap_loss_state(r.state, self)
+        return out, (StateBatch(state, r.image.get().number_of_images()) if batch else state)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, weights=None,
+                     destination_states=False, destination_images=None):
+        """Encodes the loss of source_images (an ImageBatch or a list of Images) against labels
+        (and weights) of the same size; returns the loss ImageBatch, and the StateBatch with
+        destination_states=True (or a state made by result_state)."""
+        return self._encode(command_buffer, source_images, labels, weights, destination_states, destination_images,
+                            True)
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels, weights=None,
+               destination_state=False, Image destination_image=None):
+        """The same for an Image (a batch of its images); returns the loss Image (and the state)."""
+        return self._encode(command_buffer, source_image, labels, weights, destination_state, destination_image,
+                            False)
+
+    def result_state(self, source_image, source_states=None, destination_image=None):
+        """MPS -resultStateBatchForSourceImage:...: a state for encode_batch(..., destination_states=state)."""
+        return _wrap_loss_state(self.forward_loss().result_state(image_of(_first_image(source_image)).get()[0]), self)
+
+    def destination_image_descriptor(self, source_images, source_states=None):
+        """The loss image's descriptor: 1x1x1 per image, or the source's size for reduction NONE."""
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self.forward_loss().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
+        return d
+
+    def __reduce__(self):
+        return (NNForwardLoss, (self.device, self.loss_descriptor))
+
+
+cdef class NNLossGradient(_SeparatedLoss):
+    """MPSNNLossGradient(device, loss_descriptor): the gradient of NNForwardLoss's loss values
+    with respect to its source (or its labels, with compute_label_gradients), given the gradient
+    of those values: one per loss value for reduction NONE, else a 1x1x1 gradient per image
+    (with reduce_across_batch the first image's applies to every image, the first loss image
+    holding the batch's loss). With a source state (NNForwardLoss's result state) its weight,
+    label_smoothing, epsilon and delta are used in place of the kernel's. An MPSCNNBinaryKernel
+    in MPS; here its primary/secondary properties are not offered (offset and clip_rect must
+    keep their defaults)."""
+    cdef CNNLossGradientKernel* gradient
+
+    def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
+        cdef shared_ptr[CNNLossGradientKernel] kernel = make_native[CNNLossGradientKernel](device.shared(),
+                                                                                           loss_descriptor.desc)
+        self.kernel = <shared_ptr[CKernel]>kernel
+        self.separated = <CSeparatedLoss*>kernel.get()
+        self.gradient = kernel.get()
+
+    cdef CNNLossGradientKernel* loss_gradient(self) except NULL:
+        self.native()
+        return self.gradient
+
+    @property
+    def compute_label_gradients(self):
+        return self.loss_gradient().compute_label_gradients
+
+    @compute_label_gradients.setter
+    def compute_label_gradients(self, bint value):
+        self.loss_gradient().compute_label_gradients = value
+
+    cdef object _encode(self, CommandBuffer command_buffer, source_gradients, source_images, labels, weights,
+                        source_states, destination_gradients, bint batch):
+        cdef shared_ptr[CState] state
+        cdef shared_ptr[CImage] result
+        cdef CommandBufferMark mark = command_buffer.native().mark()
+        try:
+            if source_states is not None:
+                state = _state_of(source_states, "source_states")
+            result = self.loss_gradient().encode(
+                command_buffer.native()[0],
+                _loss_images(command_buffer, source_gradients, "source_gradients", False),
+                _loss_images(command_buffer, source_images, "source_images", False),
+                _loss_images(command_buffer, labels, "labels", False),
+                _loss_images(command_buffer, weights, "weights", True), state,
+                _loss_destination(destination_gradients, "destination_gradients"))
+        except BaseException:
+            command_buffer.native().discard_since(mark)
+            raise
+        return wrap_image_batch(result) if batch else wrap_image(result)
+
+    def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images, labels,
+                     weights=None, source_states=None, destination_gradients=None):
+        """Returns the gradient ImageBatch (source_images' size)."""
+        return self._encode(command_buffer, source_gradients, source_images, labels, weights, source_states,
+                            destination_gradients, True)
+
+    def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
+               Image source_image not None, labels, weights=None, source_state=None,
+               Image destination_gradient=None):
+        """The same for Images (each a batch of its images); returns the gradient Image."""
+        return self._encode(command_buffer, source_gradient, source_image, labels, weights, source_state,
+                            destination_gradient, False)
+
+    def destination_image_descriptor(self, source_gradients, source_images):
+        """The gradient's descriptor: the source's size in the source gradient's data type."""
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = self.loss_gradient().destination_image_descriptor(
+            image_of(_first_image(source_gradients)).get()[0], image_of(_first_image(source_images)).get()[0])
+        return d
+
+    def __reduce__(self):
+        return (NNLossGradient, (self.device, self.loss_descriptor))

@@ -1,6 +1,7 @@
 #include "mpsx/kernels/loss.h"
 
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "mpsx/backend.h"
@@ -134,6 +135,204 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
   });
   result->buffer()->will_write(command_buffer);
   loss->buffer()->will_write(command_buffer);
+  return result;
+}
+
+}  // namespace mpsx
+
+// ---------------------------------------------------------------- separated losses
+
+namespace mpsx {
+
+SeparatedLoss::SeparatedLoss(std::shared_ptr<Device> device, LossDescriptor descriptor)
+    : Kernel(std::move(device)), weight(descriptor.weight), label_smoothing(descriptor.label_smoothing),
+      epsilon(descriptor.epsilon), delta(descriptor.delta), descriptor_(descriptor) {
+  descriptor_.validate();
+  primitive_ = make_primitive<LossPrimitive>(this->device().backend(), descriptor_);
+}
+
+LossDescriptor SeparatedLoss::loss_descriptor() const {
+  LossDescriptor d = descriptor_;
+  d.weight = weight;
+  d.label_smoothing = label_smoothing;
+  d.epsilon = epsilon;
+  d.delta = delta;
+  return d;
+}
+
+void SeparatedLoss::check_properties() const {
+  Kernel::check_properties();
+  if (!(offset == Offset{}) || !(clip_rect == kRectNoClip) || destination_feature_channel_offset != 0 ||
+      source_feature_channel_offset != 0)
+    fail<ArgumentError>(class_name(), ": offset, clip_rect and the feature channel offsets must keep their defaults "
+                                      "(the loss covers whole images); given offset (", offset.x, ", ", offset.y, ", ",
+                        offset.z, "), clip_rect origin (", clip_rect.x, ", ", clip_rect.y, "), source feature channel "
+                        "offset ", source_feature_channel_offset, ", destination feature channel offset ",
+                        destination_feature_channel_offset);
+}
+
+void SeparatedLoss::check_inputs(const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& labels,
+                                 const std::shared_ptr<Image>& weights) const {
+  if (!source) fail<TypeMismatchError>(class_name(), ": expected source images, given None");
+  if (!labels) fail<TypeMismatchError>(class_name(), ": expected labels images, given None");
+  check_device(*source, "source image");
+  check_device(*labels, "labels image");
+  check_floating(*source, class_name(), "source image");
+  check_floating(*labels, class_name(), "labels image");
+  const ImageDescriptor& s = source->descriptor();
+  if (!same_size(labels->descriptor(), s))
+    fail<ShapeError>(class_name(), ": expected labels of the source images' size ", nchw(s), ", given ",
+                     nchw(labels->descriptor()));
+  if (weights) {
+    check_device(*weights, "weights image");
+    check_floating(*weights, class_name(), "weights image");
+    if (!same_size(weights->descriptor(), s))
+      fail<ShapeError>(class_name(), ": expected weights of the source images' size ", nchw(s), ", given ",
+                       nchw(weights->descriptor()));
+  }
+}
+
+ImageDescriptor SeparatedLoss::loss_size(const Image& source) const {
+  ImageDescriptor d;
+  d.channel_format = source.data_type();
+  d.number_of_images = source.number_of_images();
+  if (descriptor_.reduction_type == ReductionType::None) {
+    d.width = source.width();
+    d.height = source.height();
+    d.feature_channels = source.feature_channels();
+  }
+  return d;
+}
+
+ImageDescriptor NNForwardLoss::destination_image_descriptor(const Image& source) const {
+  check_properties();
+  check_floating(source, class_name(), "source image");
+  return loss_size(source);
+}
+
+std::shared_ptr<LossGradientState> NNForwardLoss::result_state(const Image& source) const {
+  check_properties();
+  check_floating(source, class_name(), "source image");
+  auto state = std::make_shared<LossGradientState>(device_ptr());
+  state->forward_class = class_name();
+  state->source_descriptor = source.descriptor();
+  state->destination_descriptor = loss_size(source);
+  return state;
+}
+
+NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                             const std::shared_ptr<Image>& labels,
+                                             const std::shared_ptr<Image>& weights,
+                                             const std::shared_ptr<Image>& destination,
+                                             const std::shared_ptr<State>& state, bool want_state) {
+  check_command_buffer(command_buffer);
+  check_properties();
+  check_inputs(source, labels, weights);
+  const ImageDescriptor expected = loss_size(*source);
+  std::shared_ptr<Image> result = destination;
+  if (result) {
+    check_device(*result, "destination image");
+    check_floating(*result, class_name(), "destination image");
+    if (!same_size(result->descriptor(), expected))
+      fail<ShapeError>(class_name(), ": expected a destination of the loss image's size ", nchw(expected),
+                       ", given ", nchw(result->descriptor()));
+  }
+  std::shared_ptr<LossGradientState> filled;
+  if (state) {
+    filled = std::dynamic_pointer_cast<LossGradientState>(state);
+    if (!filled || !filled->forward_class || std::string_view(filled->forward_class) != class_name())
+      fail<TypeMismatchError>(class_name(), ": expected a result state of an MPSNNForwardLoss, given an ",
+                              state->class_name());
+    check_device(*filled, "destination state");
+    if (!same_size(filled->source_descriptor, source->descriptor()))
+      fail<ShapeError>(class_name(), ": the destination state was made for source images of ",
+                       nchw(filled->source_descriptor), ", given ", nchw(source->descriptor()));
+    filled->check_bindable(*source, class_name());
+  } else if (want_state) {
+    filled = result_state(*source);
+  }
+  if (!result) result = make_pooled<Image>(device_ptr(), expected);
+
+  const LossDescriptor d = loss_descriptor();
+  if (filled) {
+    filled->bind_source(*source);
+    filled->weight = d.weight;
+    filled->label_smoothing = d.label_smoothing;
+    filled->epsilon = d.epsilon;
+    filled->delta = d.delta;
+    filled->encoded = true;
+  }
+  command_buffer.record([primitive = primitive_, d, source, labels, weights, result](ExecutionContext& context) {
+    primitive->forward_loss(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},
+                            result->whole());
+  });
+  result->buffer()->will_write(command_buffer);
+  return {result, filled};
+}
+
+ImageDescriptor NNLossGradient::destination_image_descriptor(const Image& source_gradient, const Image& source) const {
+  check_properties();
+  check_floating(source_gradient, class_name(), "source gradient");
+  check_floating(source, class_name(), "source image");
+  ImageDescriptor d = source.descriptor();
+  d.channel_format = source_gradient.data_type();
+  return d;
+}
+
+std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
+                                              const std::shared_ptr<Image>& source_gradient,
+                                              const std::shared_ptr<Image>& source,
+                                              const std::shared_ptr<Image>& labels,
+                                              const std::shared_ptr<Image>& weights,
+                                              const std::shared_ptr<State>& state,
+                                              const std::shared_ptr<Image>& destination) {
+  check_command_buffer(command_buffer);
+  check_properties();
+  if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected source gradients, given None");
+  check_inputs(source, labels, weights);
+  check_device(*source_gradient, "source gradient");
+  check_floating(*source_gradient, class_name(), "source gradient");
+  const ImageDescriptor expected_gradient = loss_size(*source);
+  if (!same_size(source_gradient->descriptor(), expected_gradient))
+    fail<ShapeError>(class_name(), ": expected source gradients of the loss image's size ", nchw(expected_gradient),
+                     descriptor_.reduction_type == ReductionType::None ? " (reduction NONE: one per loss value)"
+                                                                       : " (a reduced loss: one value per image)",
+                     ", given ", nchw(source_gradient->descriptor()));
+  LossDescriptor d = loss_descriptor();
+  if (state) {
+    auto forward = std::dynamic_pointer_cast<LossGradientState>(state);
+    if (!forward || !forward->forward_class || std::string_view(forward->forward_class) != "MPSNNForwardLoss")
+      fail<TypeMismatchError>(class_name(), ": expected the result state of an MPSNNForwardLoss, given an ",
+                              state->class_name());
+    check_device(*forward, "source state");
+    if (!forward->encoded)
+      fail<StateError>(class_name(), ": the source state was not filled by an MPSNNForwardLoss encode");
+    if (!same_size(forward->source_descriptor, source->descriptor()))
+      fail<ShapeError>(class_name(), ": the source state is of an MPSNNForwardLoss over source images of ",
+                       nchw(forward->source_descriptor), ", given source images of ", nchw(source->descriptor()));
+    forward->check_source(*source, class_name());
+    d.weight = forward->weight;
+    d.label_smoothing = forward->label_smoothing;
+    d.epsilon = forward->epsilon;
+    d.delta = forward->delta;
+  }
+  const ImageDescriptor expected = destination_image_descriptor(*source_gradient, *source);
+  std::shared_ptr<Image> result = destination;
+  if (result) {
+    check_device(*result, "destination gradient");
+    check_floating(*result, class_name(), "destination gradient");
+    if (!same_size(result->descriptor(), expected))
+      fail<ShapeError>(class_name(), ": expected a destination gradient of the source images' size ", nchw(expected),
+                       ", given ", nchw(result->descriptor()));
+  } else {
+    result = make_pooled<Image>(device_ptr(), expected);
+  }
+  command_buffer.record([primitive = primitive_, d, source_gradient, source, labels, weights, result,
+                         labels_gradient = compute_label_gradients](ExecutionContext& context) {
+    primitive->loss_gradient(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},
+                             source_gradient->whole(), result->whole(), labels_gradient);
+  });
+  result->buffer()->will_write(command_buffer);
   return result;
 }
 

@@ -58,6 +58,46 @@ class MetalLoss final : public LossPrimitive {
     descriptor.epsilon = d.epsilon;
     descriptor.delta = d.delta;
     loss_ = [[MPSCNNLoss alloc] initWithDevice:device lossDescriptor:descriptor];
+    forward_ = [[MPSNNForwardLoss alloc] initWithDevice:device lossDescriptor:descriptor];
+    gradient_ = [[MPSNNLossGradient alloc] initWithDevice:device lossDescriptor:descriptor];
+  }
+
+  // MPSNNForwardLoss with the kernel's values at encode time.
+  void forward_loss(ExecutionContext& context, const LossDescriptor& d, const ImageRegion& source,
+                    const ImageRegion& labels, const ImageRegion& weights, const ImageRegion& loss) const override {
+    MetalContext& metal = context_of(context);
+    std::lock_guard<std::mutex> lock(mutex_);
+    forward_.weight = d.weight;
+    forward_.labelSmoothing = d.label_smoothing;
+    forward_.epsilon = d.epsilon;
+    forward_.delta = d.delta;
+    [forward_ encodeBatchToCommandBuffer:metal.command_buffer()
+                            sourceImages:images_of(source)
+                                  labels:images_of(labels)
+                                 weights:weights.storage ? images_of(weights) : nil
+                       destinationStates:nil
+                       destinationImages:images_of(loss)];
+  }
+
+  // MPSNNLossGradient with the values core resolved (the forward state's or
+  // the kernel's); no MPS state is passed, so these are the ones used.
+  void loss_gradient(ExecutionContext& context, const LossDescriptor& d, const ImageRegion& source,
+                     const ImageRegion& labels, const ImageRegion& weights, const ImageRegion& source_gradient,
+                     const ImageRegion& gradient, bool labels_gradient) const override {
+    MetalContext& metal = context_of(context);
+    std::lock_guard<std::mutex> lock(mutex_);
+    gradient_.weight = d.weight;
+    gradient_.labelSmoothing = d.label_smoothing;
+    gradient_.epsilon = d.epsilon;
+    gradient_.delta = d.delta;
+    gradient_.computeLabelGradients = labels_gradient;
+    [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
+                          sourceGradients:images_of(source_gradient)
+                             sourceImages:images_of(source)
+                                   labels:images_of(labels)
+                                  weights:weights.storage ? images_of(weights) : nil
+                             sourceStates:nil
+                     destinationGradients:images_of(gradient)];
   }
 
   void loss_and_gradient(ExecutionContext& context, const ImageRegion& source, const ImageRegion& labels,
@@ -117,6 +157,8 @@ class MetalLoss final : public LossPrimitive {
   id<MTLDevice> device_;
   bool per_value_;
   MPSCNNLoss* loss_;
+  MPSNNForwardLoss* forward_;
+  MPSNNLossGradient* gradient_;
   mutable std::mutex mutex_;
 };
 

@@ -445,4 +445,183 @@ void loss_and_gradient(const LossDescriptor& d, const ImageRegion& y, const Imag
   if (!k.per_value_loss) fold_kernel<<<1, kThreads, 0, stream>>>(k);
 }
 
+// ---------------------------------------------------------------- MPSNNLossGradient
+//
+// Written plainly: a block per image counts non-zero weights where
+// SUM_BY_NON_ZERO_WEIGHTS needs them, one thread computes every image's
+// scale (the reduction's divisor times the image's source gradient for
+// reduced losses), and one thread per pixel writes the gradient of its
+// values. native/cpu/loss.cpp has the same math with the reasoning.
+
+namespace {
+
+struct Gradient {
+  LossType type;
+  ReductionType reduction;
+  float weight, keep, spread, delta, epsilon, share;
+  bool smooth, per_pixel, across, labels;
+  ImageRegion y, t, w, s, g;
+  double* scales;  // [images]: counts first, where counted
+};
+
+__device__ __forceinline__ float gradient_weight(const Gradient& k, int64_t offset) {
+  return k.w.data ? k.weight * load(k.w.data, offset, k.w.data_type) : k.weight;
+}
+
+// dy and dt of the loss of one value, for the types with one loss per value.
+__device__ void derivatives(const Gradient& k, float y, float t, float* dy, float* dt) {
+  switch (k.type) {
+    case LossType::MeanAbsoluteError: {
+      float diff = y - t;
+      *dy = static_cast<float>((diff > 0) - (diff < 0));
+      *dt = -*dy;
+      return;
+    }
+    case LossType::MeanSquaredError: *dy = 2 * (y - t); *dt = -*dy; return;
+    case LossType::SigmoidCrossEntropy: {
+      float label = k.smooth ? t * k.keep + k.spread : t;
+      *dy = sigmoid(y) - label;
+      *dt = -y * (k.smooth ? k.keep : 1.0f);
+      return;
+    }
+    case LossType::CategoricalCrossEntropy: *dy = t == 0 ? 0.0f : -t / y; *dt = -logf(y); return;
+    case LossType::Hinge: {
+      float sign = 2 * t - 1, margin = 1 - sign * y;
+      *dy = margin > 0 ? -sign : 0.0f;
+      *dt = margin > 0 ? -2 * y : 0.0f;
+      return;
+    }
+    case LossType::Huber: {
+      float diff = y - t;
+      *dy = fabsf(diff) <= k.delta ? diff : (diff > 0 ? k.delta : -k.delta);
+      *dt = -*dy;
+      return;
+    }
+    case LossType::CosineDistance: *dy = -t; *dt = -y; return;
+    case LossType::Log:
+      *dy = -t / (y + k.epsilon) + (1 - t) / (1 - y + k.epsilon);
+      *dt = logf(1 - y + k.epsilon) - logf(y + k.epsilon);
+      return;
+    case LossType::KullbackLeiblerDivergence: *dy = -t; *dt = logf(t) + 1 - y; return;
+    default: *dy = 0; *dt = 0; return;
+  }
+}
+
+// One block per image: its losses of non-zero weight into scales[image].
+__global__ void gradient_count_kernel(const __grid_constant__ Gradient k) {
+  const int64_t n = blockIdx.x, pixels = k.y.h * k.y.w;
+  double count = 0;
+  for (int64_t p = threadIdx.x; p < pixels; p += blockDim.x) {
+    const int64_t row = p / k.y.w, column = p % k.y.w;
+    int64_t nonzero = 0;
+    for (int64_t c = 0; c < k.y.c; ++c)
+      nonzero += load(k.w.data, offset_of(k.w, n, c, row, column), k.w.data_type) != 0;
+    count += k.per_pixel ? (nonzero > 0) : nonzero;
+  }
+  count = block_sum(count);
+  if (threadIdx.x == 0) k.scales[n] = count;
+}
+
+// One thread: every image's scale.
+__global__ void gradient_scale_kernel(const __grid_constant__ Gradient k, bool counted) {
+  const int64_t images = k.y.n;
+  const double losses_per_image =
+      static_cast<double>(k.y.h) * k.y.w * (k.per_pixel ? 1 : k.y.c);
+  double total = 0;
+  for (int64_t i = 0; i < images; ++i) {
+    if (k.reduction == ReductionType::SumByNonZeroWeights && !counted)
+      k.scales[i] = k.weight != 0 ? losses_per_image : 0.0;
+    total += k.scales[i];
+  }
+  for (int64_t i = 0; i < images; ++i) {
+    double scale = 1.0;
+    if (k.reduction == ReductionType::Mean) scale = 1.0 / (losses_per_image * (k.across ? images : 1));
+    if (k.reduction == ReductionType::SumByNonZeroWeights) {
+      double divisor = k.across ? total : k.scales[i];
+      scale = divisor > 0 ? 1.0 / divisor : 0.0;
+    }
+    if (k.reduction != ReductionType::None)
+      scale *= load(k.s.data, offset_of(k.s, k.across ? 0 : i, 0, 0, 0), k.s.data_type);
+    k.scales[i] = scale;
+  }
+}
+
+// One thread per pixel: the gradient of its values.
+__global__ void gradient_kernel(const __grid_constant__ Gradient k) {
+  const int64_t pixels = k.y.h * k.y.w;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (index >= k.y.n * pixels) return;
+  const int64_t n = index / pixels, p = index % pixels, row = p / k.y.w, column = p % k.y.w;
+  const float scale = static_cast<float>(k.scales[n]);
+  const bool per_value_gradient = k.reduction == ReductionType::None;
+  auto source_gradient = [&](int64_t c) {
+    return per_value_gradient ? load(k.s.data, offset_of(k.s, n, c, row, column), k.s.data_type) : 1.0f;
+  };
+  auto y_at = [&](int64_t c) { return load(k.y.data, offset_of(k.y, n, c, row, column), k.y.data_type); };
+  auto t_at = [&](int64_t c) { return load(k.t.data, offset_of(k.t, n, c, row, column), k.t.data_type); };
+  auto w_at = [&](int64_t c) { return gradient_weight(k, k.w.data ? offset_of(k.w, n, c, row, column) : 0); };
+  auto write = [&](int64_t c, float value) { store(k.g.data, offset_of(k.g, n, c, row, column), k.g.data_type, value); };
+
+  if (k.type == LossType::SoftMaxCrossEntropy) {
+    float m = y_at(0);
+    for (int64_t c = 1; c < k.y.c; ++c) m = maximum(m, y_at(c));
+    float sum_exp = 0;
+    for (int64_t c = 0; c < k.y.c; ++c) sum_exp += expf(y_at(c) - m);
+    const float log_sum = m + logf(sum_exp);
+    float weighted_labels = 0;
+    for (int64_t c = 0; c < k.y.c; ++c) {
+      float label = k.smooth ? t_at(c) * k.keep + k.spread : t_at(c);
+      weighted_labels += w_at(c) * source_gradient(c) * label;
+    }
+    for (int64_t c = 0; c < k.y.c; ++c) {
+      float y = y_at(c), label = k.smooth ? t_at(c) * k.keep + k.spread : t_at(c);
+      float mc = w_at(c) * source_gradient(c);
+      write(c, k.labels ? scale * (-mc * (k.smooth ? k.keep : 1.0f) * (y - log_sum))
+                        : scale * (expf(y - log_sum) * weighted_labels - mc * label));
+    }
+    return;
+  }
+  for (int64_t c = 0; c < k.y.c; ++c) {
+    float mc = w_at(c) * source_gradient(c), dy = 0, dt = 0;
+    if (mc != 0) derivatives(k, y_at(c), t_at(c), &dy, &dt);
+    write(c, scale * mc * (k.labels ? dt : dy));
+  }
+}
+
+}  // namespace
+
+size_t loss_gradient_scratch_bytes(const ImageRegion& y) { return static_cast<size_t>(y.n) * sizeof(double); }
+
+void loss_gradient(const LossDescriptor& d, const ImageRegion& y, const ImageRegion& t, const ImageRegion& w,
+                   const ImageRegion& source_gradient, const ImageRegion& g, bool labels_gradient, void* scratch,
+                   cudaStream_t stream) {
+  if (y.n == 0 || y.c == 0 || y.h == 0 || y.w == 0) return;
+  Gradient k;
+  k.type = d.loss_type;
+  k.reduction = d.reduction_type;
+  k.weight = d.weight;
+  k.keep = 1.0f - d.label_smoothing;
+  k.smooth = d.label_smoothing > 0;
+  k.spread = d.loss_type == LossType::SoftMaxCrossEntropy
+                 ? d.label_smoothing / static_cast<float>(d.number_of_classes)
+                 : 0.5f * d.label_smoothing;
+  k.delta = d.delta;
+  k.epsilon = d.epsilon;
+  k.share = 1.0f / static_cast<float>(y.c);
+  k.per_pixel = d.loss_per_pixel();
+  k.across = d.reduce_across_batch && d.reduction_type != ReductionType::None;
+  k.labels = labels_gradient;
+  k.y = y;
+  k.t = t;
+  k.w = w;
+  k.s = source_gradient;
+  k.g = g;
+  k.scales = static_cast<double*>(scratch);
+  const bool counted = d.reduction_type == ReductionType::SumByNonZeroWeights && w.data && d.weight != 0;
+  if (counted) gradient_count_kernel<<<static_cast<unsigned>(y.n), kThreads, 0, stream>>>(k);
+  gradient_scale_kernel<<<1, 1, 0, stream>>>(k, counted);
+  const int64_t total = y.n * y.h * y.w;
+  gradient_kernel<<<static_cast<unsigned>((total + kThreads - 1) / kThreads), kThreads, 0, stream>>>(k);
+}
+
 }  // namespace mpsx::cuda

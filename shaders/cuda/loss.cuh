@@ -20,4 +20,13 @@ size_t loss_scratch_bytes(const LossDescriptor& d, const ImageRegion& y);
 void loss_and_gradient(const LossDescriptor& d, const ImageRegion& y, const ImageRegion& t, const ImageRegion& w,
                        const ImageRegion& g, const ImageRegion& loss, void* scratch, cudaStream_t stream);
 
+// The device scratch memory loss_gradient needs (one double per image).
+size_t loss_gradient_scratch_bytes(const ImageRegion& y);
+
+// MPSNNLossGradient (LossPrimitive::loss_gradient): g = sum over the loss
+// values l of source_gradient(l) * dl/dy, or dl/dt with `labels_gradient`.
+void loss_gradient(const LossDescriptor& d, const ImageRegion& y, const ImageRegion& t, const ImageRegion& w,
+                   const ImageRegion& source_gradient, const ImageRegion& g, bool labels_gradient, void* scratch,
+                   cudaStream_t stream);
+
 }  // namespace mpsx::cuda

@@ -8,7 +8,7 @@ from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage, ImageDescriptor
 from mpsx.includes.kernel cimport CKernel
-from mpsx.includes.state cimport CState
+from mpsx.includes.state cimport CGradientState, CState
 
 cdef extern from "mpsx/kernels/loss.h" namespace "mpsx" nogil:
     cdef enum class LossType "mpsx::LossType"(uint32_t):
@@ -43,3 +43,39 @@ cdef extern from "mpsx/kernels/loss.h" namespace "mpsx" nogil:
                                   const shared_ptr[CCNNLossLabels]& labels,
                                   const shared_ptr[CImage]& destination) except +raise_py_error
         ImageDescriptor destination_image_descriptor(const CImage& source) except +raise_py_error
+
+    cdef cppclass CLossGradientState "mpsx::LossGradientState"(CGradientState):
+        float weight
+        float label_smoothing
+        float epsilon
+        float delta
+
+    cdef cppclass CSeparatedLoss "mpsx::SeparatedLoss"(CKernel):
+        float weight
+        float label_smoothing
+        float epsilon
+        float delta
+        LossDescriptor loss_descriptor()
+
+    cdef cppclass CForwardLossEncoded "mpsx::NNForwardLoss::Encoded":
+        shared_ptr[CImage] image
+        shared_ptr[CLossGradientState] state
+
+    cdef cppclass CNNForwardLoss "mpsx::NNForwardLoss"(CSeparatedLoss):
+        CNNForwardLoss(shared_ptr[CDevice] device, LossDescriptor descriptor) except +raise_py_error
+        CForwardLossEncoded encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source,
+                                   const shared_ptr[CImage]& labels, const shared_ptr[CImage]& weights,
+                                   const shared_ptr[CImage]& destination, const shared_ptr[CState]& state,
+                                   bool want_state) except +raise_py_error
+        ImageDescriptor destination_image_descriptor(const CImage& source) except +raise_py_error
+        shared_ptr[CLossGradientState] result_state(const CImage& source) except +raise_py_error
+
+    cdef cppclass CNNLossGradient "mpsx::NNLossGradient"(CSeparatedLoss):
+        CNNLossGradient(shared_ptr[CDevice] device, LossDescriptor descriptor) except +raise_py_error
+        bool compute_label_gradients
+        shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source_gradient,
+                                  const shared_ptr[CImage]& source, const shared_ptr[CImage]& labels,
+                                  const shared_ptr[CImage]& weights, const shared_ptr[CState]& state,
+                                  const shared_ptr[CImage]& destination) except +raise_py_error
+        ImageDescriptor destination_image_descriptor(const CImage& source_gradient,
+                                                     const CImage& source) except +raise_py_error

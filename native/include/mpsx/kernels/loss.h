@@ -1,4 +1,5 @@
-// MPSCNNLoss, MPSCNNLossDescriptor and MPSCNNLossLabels.
+// MPSCNNLoss, MPSCNNLossDescriptor and MPSCNNLossLabels; the separated
+// losses MPSNNForwardLoss and MPSNNLossGradient.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +97,23 @@ class LossPrimitive {
   virtual void loss_and_gradient(ExecutionContext& context, const ImageRegion& source, const ImageRegion& labels,
                                  const ImageRegion& weights, const ImageRegion& gradient,
                                  const ImageRegion& loss) const = 0;
+  // MPSNNForwardLoss: the loss image alone (as loss_and_gradient writes it),
+  // for `d`: the primitive's descriptor with the kernel's weight,
+  // label_smoothing, epsilon and delta at encode time.
+  virtual void forward_loss(ExecutionContext& context, const LossDescriptor& d, const ImageRegion& source,
+                            const ImageRegion& labels, const ImageRegion& weights, const ImageRegion& loss) const = 0;
+  // MPSNNLossGradient: `gradient` = sum over the loss values l that
+  // forward_loss writes of source_gradient(l) * dl/dy, or dl/dt with
+  // `labels_gradient` (y the source, t the labels). source_gradient has one
+  // value per loss value for ReductionType::None, else one per image (1x1x1;
+  // across the batch the first image's gradient applies to every image, as
+  // the first loss image holds the batch's loss). The reductions' divisors
+  // are constants (SUM_BY_NON_ZERO_WEIGHTS counts the weights, not the
+  // source gradient).
+  virtual void loss_gradient(ExecutionContext& context, const LossDescriptor& d, const ImageRegion& source,
+                             const ImageRegion& labels, const ImageRegion& weights,
+                             const ImageRegion& source_gradient, const ImageRegion& gradient,
+                             bool labels_gradient) const = 0;
 };
 
 // MPSCNNLoss: encode computes the loss into the labels' loss image and
@@ -120,6 +138,87 @@ class CNNLoss : public Kernel {
 
   LossDescriptor descriptor_;
   std::shared_ptr<const LossPrimitive> primitive_;
+};
+
+// The state MPSNNForwardLoss makes (its result state, an MPSNNGradientState
+// in MPS): the dynamic values of the forward encode, which the gradient uses
+// in place of its own.
+class LossGradientState : public GradientState {
+ public:
+  using GradientState::GradientState;
+  float weight = 1.0f, label_smoothing = 0.0f, epsilon = 1e-7f, delta = 1.0f;
+};
+
+// The read-only and read-write properties the separated losses share.
+class SeparatedLoss : public Kernel {
+ public:
+  SeparatedLoss(std::shared_ptr<Device> device, LossDescriptor descriptor);
+  // Read-write, as MPS's (the descriptor's values at first).
+  float weight, label_smoothing, epsilon, delta;
+  // The descriptor with the current read-write values.
+  LossDescriptor loss_descriptor() const;
+
+ protected:
+  // Throws ArgumentError for an offset or clip_rect away from its default,
+  // which the separated losses do not support.
+  void check_properties() const override;
+  // The source, labels and weights (may be null) checks of both kernels.
+  void check_inputs(const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& labels,
+                    const std::shared_ptr<Image>& weights) const;
+  // The size of the loss image for `source`: one value per image (1x1x1),
+  // or the source's size for ReductionType::None.
+  ImageDescriptor loss_size(const Image& source) const;
+
+  LossDescriptor descriptor_;
+  std::shared_ptr<const LossPrimitive> primitive_;
+};
+
+// MPSNNForwardLoss: the loss values of a batch against labels (and
+// per-value weights) given as images, with no gradient; its result state
+// carries weight, label_smoothing, epsilon and delta to MPSNNLossGradient.
+class NNForwardLoss final : public SeparatedLoss {
+ public:
+  using SeparatedLoss::SeparatedLoss;
+  const char* class_name() const override { return "MPSNNForwardLoss"; }
+
+  struct Encoded {
+    std::shared_ptr<Image> image;
+    std::shared_ptr<LossGradientState> state;
+  };
+  // -encodeBatchToCommandBuffer:sourceImages:labels:weights:
+  // destinationStates:destinationImages: (weights and destination may be
+  // null; with a state or want_state the result state is filled).
+  Encoded encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                 const std::shared_ptr<Image>& labels, const std::shared_ptr<Image>& weights,
+                 const std::shared_ptr<Image>& destination, const std::shared_ptr<State>& state, bool want_state);
+  // The loss image's descriptor: N images of 1x1x1, or the source's size
+  // for ReductionType::None, in the source's data type.
+  ImageDescriptor destination_image_descriptor(const Image& source) const;
+  // -resultStateBatchForSourceImage:...
+  std::shared_ptr<LossGradientState> result_state(const Image& source) const;
+};
+
+// MPSNNLossGradient: the gradient of MPSNNForwardLoss's loss values with
+// respect to its source (or its labels, with compute_label_gradients),
+// given the gradient of those loss values. An MPSCNNBinaryKernel in MPS; here
+// a kernel of its own, whose encode takes the five inputs of MPS's.
+class NNLossGradient final : public SeparatedLoss {
+ public:
+  using SeparatedLoss::SeparatedLoss;
+  const char* class_name() const override { return "MPSNNLossGradient"; }
+  bool compute_label_gradients = false;
+
+  // -encodeBatchToCommandBuffer:sourceGradients:sourceImages:labels:weights:
+  // sourceStates:[destinationGradients:]. With a state (an NNForwardLoss
+  // result state) its weight, label_smoothing, epsilon and delta are used in
+  // place of the kernel's.
+  std::shared_ptr<Image> encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& labels,
+                                const std::shared_ptr<Image>& weights, const std::shared_ptr<State>& state,
+                                const std::shared_ptr<Image>& destination);
+  // The gradient's descriptor: the source's size in the source gradient's
+  // data type.
+  ImageDescriptor destination_image_descriptor(const Image& source_gradient, const Image& source) const;
 };
 
 }  // namespace mpsx
