@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle
+from helpers import Handle, float32_graph
 from test_graph import C, C_IN, CLASSES, LR, N, SIZE, STEPS, batch, parameters, torch_trajectory
 
 LT = mpsx.CNNLossType
@@ -55,7 +55,7 @@ def test_training_graph_from_initial_gradient_trains_as_pytorch(device):
     assert labels_gradient.is_labels_gradient_filter
     assert labels_gradient.result_image.handle.label == "labels"  # the default handler copies the handle
     conv_gradient = next(t for t in termini if isinstance(t, mpsx.CNNConvolutionGradientNode))
-    graph = mpsx.NNGraph(device, conv_gradient.result_image, False)
+    graph = float32_graph(device, conv_gradient.result_image, False)
     assert sorted(h.label for h in graph.source_image_handles) == ["images", "labels"]
     assert graph.source_state_handles == []
     for _ in range(STEPS):
@@ -84,7 +84,7 @@ def test_input_and_labels_gradients_match_torch_autograd(device, rng, reduction)
     dt = next(t for t in termini if isinstance(t, mpsx.NNLossGradientNode)).result_image
     for image in (dx, dt, m["loss"].result_image):
         image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=[dx, dt, m["loss"].result_image])
+    graph = float32_graph(device, result_images=[dx, dt, m["loss"].result_image])
     assert sorted(h.label for h in graph.source_image_handles) == ["images", "labels", "weights"]
     got_dx, (got_dt, got_loss) = encode(device, graph, {"images": x, "labels": labels, "weights": weights})
 
@@ -132,7 +132,7 @@ def test_property_call_back_sets_the_weight(device, rng):
     scaled.property_call_back = gradient_scale
     for node in (loss, plain, labels_node, scaled):
         node.result_image.synchronize_resource = True
-    graph = mpsx.NNGraph(device, result_images=[loss.result_image, plain.result_image, labels_node.result_image,
+    graph = float32_graph(device, result_images=[loss.result_image, plain.result_image, labels_node.result_image,
                                                 scaled.result_image])
     dl = rng.uniform(0.5, 1.5, (2, 1, 1, 1)).astype(np.float32)
     values, (dx, dt, dx_scaled) = encode(device, graph, {"x": x, "labels": labels, "g": dl})

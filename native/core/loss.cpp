@@ -251,7 +251,7 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
   } else if (want_state) {
     filled = result_state(*source);
   }
-  if (!result) result = make_pooled<Image>(device_ptr(), expected);
+  if (!result) result = new_destination(command_buffer, expected);
 
   const LossDescriptor d = loss_descriptor();
   if (filled) {
@@ -325,7 +325,7 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
       fail<ShapeError>(class_name(), ": expected a destination gradient of the source images' size ", nchw(expected),
                        ", given ", nchw(result->descriptor()));
   } else {
-    result = make_pooled<Image>(device_ptr(), expected);
+    result = new_destination(command_buffer, expected);
   }
   command_buffer.record([primitive = primitive_, d, source_gradient, source, labels, weights, result,
                          labels_gradient = compute_label_gradients](ExecutionContext& context) {

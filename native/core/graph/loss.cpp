@@ -43,10 +43,11 @@ std::vector<std::shared_ptr<ImageNode>> loss_sources(const char* node, std::vect
 }
 
 // The weight a callback sets, called with the source and the destination
-// the kernel is about to write (made here, as MPS hands it one).
-std::shared_ptr<Image> call_back(LossCallback& callback, SeparatedLoss& kernel, const std::shared_ptr<Image>& source,
-                                 const ImageDescriptor& destination) {
-  auto image = make_pooled<Image>(kernel.device_ptr(), destination);
+// the kernel is about to write (made here, by the graph's allocator, as MPS
+// hands it one).
+std::shared_ptr<Image> call_back(CommandBuffer& command_buffer, LossCallback& callback, SeparatedLoss& kernel,
+                                 const std::shared_ptr<Image>& source, const ImageDescriptor& destination) {
+  auto image = kernel.destination_image_allocator->image(command_buffer, destination, kernel);
   kernel.weight = callback.scalar_weight(source, image);
   return image;
 }
@@ -54,7 +55,7 @@ std::shared_ptr<Image> call_back(LossCallback& callback, SeparatedLoss& kernel, 
 class ForwardLossStep final : public GraphStep {
  public:
   ForwardLossStep(std::shared_ptr<const NNForwardLossNode> node, const StepSlots& slots)
-      : node_(std::move(node)), kernel_(std::make_shared<NNForwardLoss>(slots.device, node_->descriptor())),
+      : node_(std::move(node)), kernel_(graph_kernel<NNForwardLoss>(slots, node_->descriptor())),
         source_(slots.sources.at(0)), labels_(slots.sources.at(1)),
         weights_(slots.sources.size() > 2 ? slots.sources[2] : kNoSlot), result_(slots.result),
         state_(slots.result_states.empty() ? kNoSlot : slots.result_states[0]) {}
@@ -62,7 +63,7 @@ class ForwardLossStep final : public GraphStep {
     const std::shared_ptr<Image>& source = values.images[source_];
     std::shared_ptr<Image> destination;
     if (node_->property_call_back && source)
-      destination = call_back(*node_->property_call_back, *kernel_, source,
+      destination = call_back(command_buffer, *node_->property_call_back, *kernel_, source,
                               kernel_->destination_image_descriptor(*source));
     NNForwardLoss::Encoded r =
         kernel_->encode(command_buffer, source, values.images[labels_],
@@ -81,7 +82,7 @@ class ForwardLossStep final : public GraphStep {
 class LossGradientStep final : public GraphStep {
  public:
   LossGradientStep(std::shared_ptr<const NNLossGradientNode> node, const StepSlots& slots)
-      : node_(std::move(node)), kernel_(std::make_shared<NNLossGradient>(slots.device, node_->descriptor())),
+      : node_(std::move(node)), kernel_(graph_kernel<NNLossGradient>(slots, node_->descriptor())),
         gradient_(slots.sources.at(0)), source_(slots.sources.at(1)), labels_(slots.sources.at(2)),
         weights_(slots.sources.size() > 3 ? slots.sources[3] : kNoSlot),
         state_(slots.source_states.empty() ? kNoSlot : slots.source_states[0]), result_(slots.result) {
@@ -95,7 +96,7 @@ class LossGradientStep final : public GraphStep {
     if (node_->property_call_back && gradient && source) {
       // The callback's weight replaces the forward state's; the other values
       // are the descriptor's, as the forward node's.
-      destination = call_back(*node_->property_call_back, *kernel_, source,
+      destination = call_back(command_buffer, *node_->property_call_back, *kernel_, source,
                               kernel_->destination_image_descriptor(*gradient, *source));
       state = nullptr;
     }
