@@ -140,6 +140,24 @@ def graph_encode_time(model, images, labels, repeats=200):
     return statistics.median(times)
 
 
+def graph_call_time(device, repeats=2000):
+    """Median seconds of encode_batch of a one-neuron graph on a 1x4x4x4
+    image: the fixed cost of a call from Python into a graph's native encode."""
+    handle = type("Handle", (), {"label": "x"})()
+    relu = mpsx.CNNNeuronNode(mpsx.NNImageNode(handle), mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    graph = mpsx.NNGraph(device, relu.result_image, format=mpsx.DataType.FLOAT32)
+    image = mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=4, height=4, feature_channels=4))
+    cb = device.command_queue.command_buffer()
+    times = []
+    for i in range(repeats):
+        start = time.perf_counter()
+        graph.encode_batch(cb, [image])
+        times.append(time.perf_counter() - start)
+    cb.commit()
+    cb.wait_until_completed()
+    return statistics.median(times)
+
+
 def training_steps(device, batch_size, steps, with_torch, tensor_float32):
     """Seconds per training step of the reference CNN (benchmarks/): encoded
     each step and replayed from one recording, by hand and as an NNGraph in
@@ -246,10 +264,12 @@ def main(argv=None):
           " call of the whole step, us")
     print(f"  {'math':>7} {'batch':>5} {'f16':>8} {'replay':>8} {'hand MiB':>9} {'graph MiB':>10} {'f16 MiB':>8}"
           f" {'encode us':>10}")
+    call = graph_call_time(device)
     for math, batch_size, r in results:
         print(f"  {math:>7} {batch_size:5d} {r['nngraph float16'] * 1e3:8.3f} {r['nngraph float16 replay'] * 1e3:8.3f}"
               f" {r['mpsx memory'] / 2**20:9.2f} {r['nngraph memory'] / 2**20:10.2f}"
               f" {r['nngraph float16 memory'] / 2**20:8.2f} {r['nngraph encode'] * 1e6:10.1f}")
+    print(f"  a call from Python into a graph's encode (a one-neuron graph, 1x4x4x4): {call * 1e6:.2f} us")
 
 
 if __name__ == "__main__":
