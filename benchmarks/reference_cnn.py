@@ -206,6 +206,34 @@ class Handle:
         self.label = label
 
 
+class HostSGD(mpsx.CNNConvolutionDataSource):
+    """Convolution weights in numpy, trained by SGD (with momentum) in the
+    data source's host update: training style CPU."""
+
+    def __init__(self, descriptor, weights, biases, learning_rate=0.001, momentum=0.0):
+        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
+        self.learning_rate, self.momentum = learning_rate, momentum
+        self.mw, self.mb = np.zeros_like(self.w), np.zeros_like(self.b)
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        return self.w
+
+    def bias_terms(self):
+        return self.b
+
+    def update(self, gradient_state, source_state):
+        # MPS's momentum: m = momentum * m + learning_rate * g; value -= m
+        self.mw = self.momentum * self.mw + self.learning_rate * \
+            gradient_state.gradient_for_weights.to_numpy().reshape(self.w.shape)
+        self.mb = self.momentum * self.mb + self.learning_rate * gradient_state.gradient_for_biases.to_numpy()
+        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - self.mw
+        self.b = source_state.biases.to_numpy() - self.mb
+        return True
+
+
 class GraphReferenceCNN(TrainingSteps):
     """The reference CNN as an NNGraph made with training_graph: each step is
     one native call. Convolution weights are ConvolutionWeights training on

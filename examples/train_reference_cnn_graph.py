@@ -12,40 +12,14 @@ updates by hand after it.
 """
 
 import argparse
+import functools
 import time
 
-import numpy as np
 
 import mpsx
-from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, random_batch
+from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, HostSGD, random_batch
 
 LEARNING_RATE, MOMENTUM = 0.001, 0.9
-
-
-class HostSGD(mpsx.CNNConvolutionDataSource):
-    """Weights in numpy, trained by SGD momentum in the data source's host update (training style CPU)."""
-
-    def __init__(self, descriptor, weights, biases):
-        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
-        self.mw, self.mb = np.zeros_like(self.w), np.zeros_like(self.b)
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.w
-
-    def bias_terms(self):
-        return self.b
-
-    def update(self, gradient_state, source_state):
-        # MPS's momentum: m = momentum * m + learning_rate * g; value -= m
-        self.mw = MOMENTUM * self.mw + LEARNING_RATE * gradient_state.gradient_for_weights.to_numpy().reshape(
-            self.w.shape)
-        self.mb = MOMENTUM * self.mb + LEARNING_RATE * gradient_state.gradient_for_biases.to_numpy()
-        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - self.mw
-        self.b = source_state.biases.to_numpy() - self.mb
-        return True
 
 
 def main():
@@ -59,7 +33,7 @@ def main():
 
     device = mpsx.Device(args.device)
     model = GraphReferenceCNN(device, args.batch_size, learning_rate=LEARNING_RATE, momentum=MOMENTUM,
-                              data_source=HostSGD if args.style == "cpu" else None, style=args.style)
+                              data_source=functools.partial(HostSGD, learning_rate=LEARNING_RATE, momentum=MOMENTUM) if args.style == "cpu" else None, style=args.style)
     images, labels = random_batch(args.batch_size)
     print(f"training the reference CNN through an NNGraph of {model.graph.number_of_filters} filters on "
           f"{device.name}, batch {args.batch_size}, training style {args.style}")

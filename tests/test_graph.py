@@ -1,12 +1,15 @@
 """NNGraph and its nodes: inference graphs against numpy, training graphs
 built with training_graph against PyTorch, and the graph's bad input."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 
 import mpsx
 from helpers import Handle, float32_graph
+from mpsx.benchmarks.reference_cnn import HostSGD
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 3
 
@@ -128,34 +131,12 @@ def test_training_graph_mirrors_the_model(device):
     assert termini[0].result_image.handle.label == "images"
 
 
-class HostSGD(mpsx.CNNConvolutionDataSource):
-    """Weights held in numpy, updated by the host update (training style CPU)."""
-
-    def __init__(self, descriptor, weights, biases):
-        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.w
-
-    def bias_terms(self):
-        return self.b
-
-    def update(self, gradient_state, source_state):
-        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - \
-            LR * gradient_state.gradient_for_weights.to_numpy()
-        self.b = source_state.biases.to_numpy() - LR * gradient_state.gradient_for_biases.to_numpy()
-        return True
-
-
 @pytest.mark.parametrize("style", ["gpu", "cpu"])
 def test_training_graph_trains_as_pytorch(device, style):
     p = parameters()
     x, labels = batch()
     if style == "cpu":  # the host update of a Python data source
-        m = model(p, data_source=HostSGD)
+        m = model(p, data_source=functools.partial(HostSGD, learning_rate=LR))
     else:  # ConvolutionWeights with an optimizer, on the command buffer
         m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
     m["conv"].training_style = style
@@ -315,10 +296,8 @@ def test_several_results_exports_and_stop_gradient(device, rng):
 def test_reload_from_data_sources(device, rng):
     x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
 
-    class Source(HostSGD):
-        pass
     p = parameters()
-    source = Source(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"])
+    source = HostSGD(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"])
     conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")), source)
     conv.result_image.synchronize_resource = True
     graph = float32_graph(device, conv.result_image)

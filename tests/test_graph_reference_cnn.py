@@ -4,40 +4,18 @@ model (benchmarks/reference_cnn.py) and of PyTorch, from the same weights,
 whether the graph updates the weights (styles GPU and CPU) or exports the
 gradient states for updates encoded by hand (style NONE)."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
 
 import mpsx
-from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, Handle, ReferenceCNN, TorchReferenceCNN, random_batch
+from mpsx.benchmarks.reference_cnn import (GraphReferenceCNN, Handle, HostSGD, ReferenceCNN, TorchReferenceCNN,
+                                           random_batch)
 from helpers import float32_graph
 
 BATCH, STEPS, LR, MOMENTUM = 8, 5, 0.001, 0.9
-
-
-class HostSGD(mpsx.CNNConvolutionDataSource):
-    """Weights in numpy with SGD momentum in their host update (training style CPU)."""
-
-    def __init__(self, descriptor, weights, biases):
-        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
-        self.mw, self.mb = np.zeros_like(self.w), np.zeros_like(self.b)
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.w
-
-    def bias_terms(self):
-        return self.b
-
-    def update(self, gradient_state, source_state):
-        # MPS's momentum: m = momentum * m + lr * g; value -= m
-        self.mw = MOMENTUM * self.mw + LR * gradient_state.gradient_for_weights.to_numpy().reshape(self.w.shape)
-        self.mb = MOMENTUM * self.mb + LR * gradient_state.gradient_for_biases.to_numpy()
-        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - self.mw
-        self.b = source_state.biases.to_numpy() - self.mb
-        return True
 
 
 @pytest.mark.parametrize("style", ["gpu", "cpu", "none"])
@@ -45,7 +23,7 @@ def test_reference_cnn_through_the_graph_matches_hand_encoded_and_pytorch(device
     hand = ReferenceCNN(device, BATCH, learning_rate=LR, momentum=MOMENTUM)
     torch_model = TorchReferenceCNN(hand.initial_parameters, learning_rate=LR, momentum=MOMENTUM)
     model = GraphReferenceCNN(device, BATCH, learning_rate=LR, momentum=MOMENTUM,
-                              data_source=HostSGD if style == "cpu" else None, style=style)
+                              data_source=functools.partial(HostSGD, learning_rate=LR, momentum=MOMENTUM) if style == "cpu" else None, style=style)
     assert [h.label for h in model.graph.source_image_handles] == ["images"]
     assert [h.label for h in model.graph.source_state_handles] == ["labels"]
     images, labels = random_batch(BATCH)
