@@ -1,5 +1,5 @@
-// training_graph with a Python node handler. Compiled into the extension
-// modules only.
+// training_graph with a Python node handler, and the loss nodes' Python
+// callback. Compiled into the extension modules only.
 #pragma once
 
 #include <Python.h>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mpsx/graph.h"
+#include "mpsx/graph/loss.h"
 #include "_callbacks.h"
 
 namespace mpsx::python {
@@ -40,6 +41,43 @@ inline std::vector<std::shared_ptr<FilterNode>> python_training_graph(const std:
     };
   }
   return training_graph(last, std::move(source_gradient), call);
+}
+
+using WrapLossImage = PyObject* (*)(const std::shared_ptr<mpsx::Image>&);
+// An MPSNNLossCallback in Python: an object with
+// scalar_weight_for_source_image(source_image, destination_image) -> float.
+class PythonLossCallback final : public mpsx::LossCallback {
+ public:
+  PythonLossCallback(PyObject* object, WrapLossImage wrap) : object_(hold(object)), wrap_(wrap) {}
+  float scalar_weight(const std::shared_ptr<mpsx::Image>& source,
+                      const std::shared_ptr<mpsx::Image>& destination) override {
+    Gil gil;
+    PyObject* s = wrap_(source);
+    PyObject* d = s ? wrap_(destination) : nullptr;
+    PyObject* result = nullptr;
+    if (s && d)
+      result = PyObject_CallMethod(object(), "scalar_weight_for_source_image", "OO", s, d);
+    Py_XDECREF(s);
+    Py_XDECREF(d);
+    if (!result) throw fetch_foreign_error();
+    double value = PyFloat_AsDouble(result);
+    Py_DECREF(result);
+    if (value == -1.0 && PyErr_Occurred()) throw fetch_foreign_error();
+    return static_cast<float>(value);
+  }
+  PyObject* object() const { return static_cast<PyObject*>(object_.get()); }
+
+ private:
+  std::shared_ptr<void> object_;
+  WrapLossImage wrap_;
+};
+inline std::shared_ptr<mpsx::LossCallback> make_python_loss_callback(PyObject* object, WrapLossImage wrap) {
+  return std::make_shared<PythonLossCallback>(object, wrap);
+}
+// The Python object of a callback (borrowed), or None.
+inline PyObject* python_loss_callback_object(const std::shared_ptr<mpsx::LossCallback>& callback) {
+  auto* python = dynamic_cast<PythonLossCallback*>(callback.get());
+  return python ? python->object() : Py_None;
 }
 
 }  // namespace mpsx::python

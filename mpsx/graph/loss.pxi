@@ -1,60 +1,12 @@
 # MPSCNNLossNode, MPSNNForwardLossNode and MPSNNLossGradientNode (native/include/mpsx/graph/loss.h).
 
 from cpython.ref cimport PyObject
-from mpsx.includes.graph.loss cimport CCNNLossNode, CLossCallback, CNNForwardLossNode as CForwardLossNode
+from mpsx.includes.graph.loss cimport (
+    CCNNLossNode, CLossCallback, CNNForwardLossNode as CForwardLossNode, WrapLossImage, make_python_loss_callback,
+    python_loss_callback_object)
 from mpsx.includes.graph.loss cimport CNNLossGradientNode as CLossGradientNode
 
 __all__ += ["CNNLossNode", "NNForwardLossNode", "NNLossGradientNode"]
-
-cdef extern from *:
-    """
-    #include "mpsx/graph/loss.h"
-    #include "_callbacks.h"
-    namespace mpsx::python {
-    using WrapLossImage = PyObject* (*)(const std::shared_ptr<mpsx::Image>&);
-    // An MPSNNLossCallback in Python: an object with
-    // scalar_weight_for_source_image(source_image, destination_image) -> float.
-    class PythonLossCallback final : public mpsx::LossCallback {
-     public:
-      PythonLossCallback(PyObject* object, WrapLossImage wrap) : object_(hold(object)), wrap_(wrap) {}
-      float scalar_weight(const std::shared_ptr<mpsx::Image>& source,
-                          const std::shared_ptr<mpsx::Image>& destination) override {
-        Gil gil;
-        PyObject* s = wrap_(source);
-        PyObject* d = s ? wrap_(destination) : nullptr;
-        PyObject* result = nullptr;
-        if (s && d)
-          result = PyObject_CallMethod(object(), "scalar_weight_for_source_image", "OO", s, d);
-        Py_XDECREF(s);
-        Py_XDECREF(d);
-        if (!result) throw fetch_foreign_error();
-        double value = PyFloat_AsDouble(result);
-        Py_DECREF(result);
-        if (value == -1.0 && PyErr_Occurred()) throw fetch_foreign_error();
-        return static_cast<float>(value);
-      }
-      PyObject* object() const { return static_cast<PyObject*>(object_.get()); }
-
-     private:
-      std::shared_ptr<void> object_;
-      WrapLossImage wrap_;
-    };
-    inline std::shared_ptr<mpsx::LossCallback> make_python_loss_callback(PyObject* object, WrapLossImage wrap) {
-      return std::make_shared<PythonLossCallback>(object, wrap);
-    }
-    // The Python object of a callback (borrowed), or None.
-    inline PyObject* python_loss_callback_object(const std::shared_ptr<mpsx::LossCallback>& callback) {
-      auto* python = dynamic_cast<PythonLossCallback*>(callback.get());
-      return python ? python->object() : Py_None;
-    }
-    }  // namespace mpsx::python
-    """
-    ctypedef object (*WrapLossImage "mpsx::python::WrapLossImage")(const shared_ptr[CImage]&)
-    shared_ptr[CLossCallback] make_python_loss_callback "mpsx::python::make_python_loss_callback"(
-        object callback, WrapLossImage wrap)
-    PyObject* python_loss_callback_object "mpsx::python::python_loss_callback_object"(
-        const shared_ptr[CLossCallback]& callback)
-
 
 cdef object _wrap_loss_callback_image(const shared_ptr[CImage]& image):
     return wrap_image(image)

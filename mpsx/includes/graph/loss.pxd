@@ -1,9 +1,11 @@
 # cdef extern declarations of native/include/mpsx/graph/loss.h
 from mpsx.includes.errors cimport raise_py_error
 from libcpp cimport bool
+from cpython.ref cimport PyObject
 from libcpp.memory cimport shared_ptr
 
 from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.image cimport CImage
 from mpsx.includes.kernels.loss cimport LossDescriptor
 
 cdef extern from "mpsx/graph/loss.h" namespace "mpsx" nogil:
@@ -29,3 +31,8 @@ cdef extern from "mpsx/graph/loss.h" namespace "mpsx" nogil:
         const LossDescriptor& descriptor()
         bool is_labels_gradient_filter()
         shared_ptr[CLossCallback] property_call_back
+
+cdef extern from "_graph.h" namespace "mpsx::python":
+    ctypedef object (*WrapLossImage)(const shared_ptr[CImage]&)
+    shared_ptr[CLossCallback] make_python_loss_callback(object callback, WrapLossImage wrap)
+    PyObject* python_loss_callback_object(const shared_ptr[CLossCallback]& callback)
