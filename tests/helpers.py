@@ -103,3 +103,59 @@ def forward_and_gradient(device, node, gradient, x, dy):
     assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
     y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
     return y, dx
+
+
+def train_between_convolution_and_fully_connected(device, make_node, torch_layer, c_in=2, c=4, size=5, classes=3,
+                                                   n=4, lr=0.1, steps=3, seed=5, node_size=None):
+    """conv 3x3 (c_in -> c, same) -> make_node(image node) -> fully connected (over the node's result,
+    node_size x node_size, the source's size unless given) -> softmax cross entropy,
+    trained `steps` SGD steps by the graph training_graph makes, against the same model in float64
+    PyTorch with torch_layer(tensor) in place of the node: asserts that the weights agree and moved.
+    Returns {forward node class name: the gradient node training_graph made for it}."""
+    import torch
+    import torch.nn.functional as F
+    rng = np.random.default_rng(seed)
+    node_size = node_size or size
+    p = dict(conv_w=(rng.standard_normal((c, 3, 3, c_in)) * 0.5).astype(np.float32),
+             conv_b=(rng.standard_normal(c) * 0.1).astype(np.float32),
+             fc_w=(rng.standard_normal((classes, node_size, node_size, c)) * 0.1).astype(np.float32),
+             fc_b=(rng.standard_normal(classes) * 0.1).astype(np.float32))
+    x = rng.standard_normal((n, c_in, size, size)).astype(np.float32)
+    labels = np.zeros((n, classes, 1, 1), np.float32)
+    labels[np.arange(n), rng.integers(0, classes, n)] = 1
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=lr)
+    conv_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, c_in, c), p["conv_w"], p["conv_b"],
+                                     optimizer=sgd)
+    fc_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(node_size, node_size, c, classes), p["fc_w"],
+                                   p["fc_b"], optimizer=sgd)
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("images")), conv_w)
+    fc = mpsx.CNNFullyConnectedNode(make_node(conv.result_image).result_image, fc_w)
+    descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+    descriptor.reduce_across_batch = True
+    loss = mpsx.CNNLossNode(fc.result_image, descriptor)
+    loss.input_labels.handle = Handle("labels")
+    seen = []
+    termini = loss.training_graph(node_handler=lambda g, f, *_: seen.append((g, f)))
+    graph = float32_graph(device, termini[0].result_image, False)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(steps):
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+
+    w = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in p.items()}
+    optimizer = torch.optim.SGD(list(w.values()), lr=lr)
+    target = torch.tensor(labels.reshape(n, -1).argmax(1))
+    for _ in range(steps):
+        optimizer.zero_grad()
+        h = F.conv2d(torch.tensor(x, dtype=torch.float64), w["conv_w"].permute(0, 3, 1, 2), w["conv_b"], padding=1)
+        logits = torch_layer(h).permute(0, 2, 3, 1).reshape(n, -1) @ w["fc_w"].reshape(classes, -1).T + w["fc_b"]
+        F.cross_entropy(logits, target).backward()
+        optimizer.step()
+    np.testing.assert_allclose(conv_w.weights(), w["conv_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(conv_w.bias_terms(), w["conv_b"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fc_w.weights(), w["fc_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(conv_w.weights(), p["conv_w"], atol=1e-4)  # it trained
+    return {type(f).__name__: g for g, f in seen}

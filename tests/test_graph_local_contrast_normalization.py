@@ -9,11 +9,10 @@ kernel's 0), and bad input."""
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import mpsx
-from helpers import run_graph, forward_and_gradient, float32_graph
-from test_graph import Handle, loss_descriptor
+from helpers import float32_graph, forward_and_gradient, train_between_convolution_and_fully_connected
+from test_graph import Handle
 from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
@@ -78,70 +77,22 @@ def test_gradient_node_made_by_hand(device, rng):
     np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
 
 
-def parameters(seed=5):
-    rng = np.random.default_rng(seed)
-    return dict(conv_w=(rng.standard_normal((C, 3, 3, C_IN)) * 0.5).astype(np.float32),
-                conv_b=(rng.standard_normal(C) * 0.1).astype(np.float32),
-                fc_w=(rng.standard_normal((CLASSES, SIZE, SIZE, C)) * 0.1).astype(np.float32),
-                fc_b=(rng.standard_normal(CLASSES) * 0.1).astype(np.float32))
-
-
-def batch(seed=6):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
-    return x, labels
-
-
 NORM = dict(k=3, alpha=0.8, beta=0.75, delta=0.5, p0=0.6, pm=0.25, ps=1.5)
 
 
 def test_training_graph_trains_as_pytorch(device):
     """conv 3x3 -> local contrast normalization -> fully connected -> softmax cross entropy, trained by the
     graph training_graph makes, against the same model in PyTorch with SGD."""
-    p = parameters()
-    x, labels = batch()
-    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
-    conv_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), p["conv_w"], p["conv_b"],
-                                     optimizer=sgd)
-    fc_w = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES), p["fc_w"], p["fc_b"],
-                                   optimizer=sgd)
-    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("images")), conv_w)
-    norm = mpsx.CNNLocalContrastNormalizationNode(conv.result_image, NORM["k"])
-    for name in PARAMETERS:
-        setattr(norm, name, NORM[name])
-    fc = mpsx.CNNFullyConnectedNode(norm.result_image, fc_w)
-    loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor())
-    loss.input_labels.handle = Handle("labels")
-    seen = []
-    termini = loss.training_graph(node_handler=lambda g, f, *_: seen.append((g, f)))
-    made = {type(f).__name__: g for g, f in seen}
+    def make_node(image):
+        norm = mpsx.CNNLocalContrastNormalizationNode(image, NORM["k"])
+        for name in PARAMETERS:
+            setattr(norm, name, NORM[name])
+        return norm
+    made = train_between_convolution_and_fully_connected(device, make_node, lambda h: torch_lcn(h, NORM["k"], NORM),
+                                                         c_in=C_IN, c=C, size=SIZE, classes=CLASSES, n=N, lr=LR,
+                                                         steps=STEPS)
     assert isinstance(made["CNNLocalContrastNormalizationNode"], mpsx.CNNLocalContrastNormalizationGradientNode)
     assert made["CNNLocalContrastNormalizationNode"].p0 == np.float32(NORM["p0"])
-    graph = float32_graph(device, termini[0].result_image, False)
-    images = mpsx.ImageBatch.from_numpy(device, x)
-    for _ in range(STEPS):
-        cb = device.command_queue.command_buffer()
-        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
-        cb.commit()
-        cb.wait_until_completed()
-        assert cb.status == "completed", cb.error
-
-    w = {name: torch.tensor(value, dtype=torch.float64, requires_grad=True) for name, value in p.items()}
-    optimizer = torch.optim.SGD(list(w.values()), lr=LR)
-    target = torch.tensor(labels.reshape(N, -1).argmax(1))
-    for _ in range(STEPS):
-        optimizer.zero_grad()
-        h = F.conv2d(torch.tensor(x, dtype=torch.float64), w["conv_w"].permute(0, 3, 1, 2), w["conv_b"], padding=1)
-        h = torch_lcn(h, NORM["k"], NORM)
-        logits = h.permute(0, 2, 3, 1).reshape(N, -1) @ w["fc_w"].reshape(CLASSES, -1).T + w["fc_b"]
-        F.cross_entropy(logits, target).backward()
-        optimizer.step()
-    np.testing.assert_allclose(conv_w.weights(), w["conv_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(conv_w.bias_terms(), w["conv_b"].detach().numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(fc_w.weights(), w["fc_w"].detach().numpy(), rtol=1e-4, atol=1e-5)
-    assert not np.allclose(conv_w.weights(), p["conv_w"], atol=1e-4)  # it trained
 
 
 def test_defaults_and_properties(device):

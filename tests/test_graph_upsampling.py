@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, train_between_convolution_and_fully_connected
 
 N, C_IN, C, SIZE, SCALE, CLASSES, LR, STEPS = 3, 2, 3, 3, 2, 3, 0.2, 3
 
@@ -80,51 +80,12 @@ def test_training_graph_of_a_chain_matches_torch_autograd(device, rng):
 
 
 @pytest.mark.parametrize("mode, align_corners", MODES, ids=MODE_IDS)
-def test_convolution_trains_through_upsampling_as_pytorch(device, rng, mode, align_corners):
+def test_convolution_trains_through_upsampling_as_pytorch(device, mode, align_corners):
     """conv 3x3 -> upsampling x2 -> fully connected -> softmax cross entropy, SGD on the graph and in torch."""
-    up = SIZE * SCALE
-    conv_w = (rng.standard_normal((C, 3, 3, C_IN)) * 0.5).astype(np.float32)
-    conv_b = (rng.standard_normal(C) * 0.1).astype(np.float32)
-    fc_w = (rng.standard_normal((CLASSES, up, up, C)) * 0.2).astype(np.float32)
-    fc_b = (rng.standard_normal(CLASSES) * 0.1).astype(np.float32)
-    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
-    target = rng.integers(0, CLASSES, N)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), target] = 1
-
-    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)
-    conv_weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C), conv_w, conv_b, optimizer=sgd)
-    fc_weights = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(up, up, C, CLASSES), fc_w, fc_b,
-                                         optimizer=sgd)
-    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")), conv_weights)
-    node = make_node(conv.result_image, mode, align_corners, SCALE, SCALE)
-    fc = mpsx.CNNFullyConnectedNode(node.result_image, fc_weights)
-    descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
-    descriptor.reduce_across_batch = True
-    loss = mpsx.CNNLossNode(fc.result_image, descriptor)
-    graph = float32_graph(device, loss.training_graph()[0].result_image, False)
-    images = mpsx.ImageBatch.from_numpy(device, x)
-    for _ in range(STEPS):
-        cb = device.command_queue.command_buffer()
-        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
-        cb.commit()
-        cb.wait_until_completed()
-        assert cb.status == "completed", cb.error
-
-    tw = torch.tensor(conv_w).permute(0, 3, 1, 2).contiguous().requires_grad_()
-    tb = torch.tensor(conv_b, requires_grad=True)
-    fw = torch.tensor(fc_w).reshape(CLASSES, -1).requires_grad_()
-    fb = torch.tensor(fc_b, requires_grad=True)
-    optimizer = torch.optim.SGD([tw, tb, fw, fb], lr=LR)
-    for _ in range(STEPS):
-        optimizer.zero_grad()
-        h = torch_upsample(F.conv2d(torch.tensor(x), tw, tb, padding=1), mode, align_corners, SCALE, SCALE)
-        logits = h.permute(0, 2, 3, 1).reshape(N, -1) @ fw.T + fb
-        F.cross_entropy(logits, torch.tensor(target)).backward()
-        optimizer.step()
-    np.testing.assert_allclose(conv_weights.weights(), tw.detach().permute(0, 2, 3, 1).numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(conv_weights.bias_terms(), tb.detach().numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(fc_weights.weights(), fw.detach().reshape(fc_w.shape).numpy(), rtol=1e-4, atol=1e-5)
+    train_between_convolution_and_fully_connected(
+        device, lambda image: make_node(image, mode, align_corners, SCALE, SCALE),
+        lambda h: torch_upsample(h, mode, align_corners, SCALE, SCALE), c_in=C_IN, c=C, size=SIZE, classes=CLASSES,
+        n=N, lr=LR, steps=STEPS, node_size=SIZE * SCALE)
 
 
 def test_properties_and_wiring(device):
