@@ -130,6 +130,27 @@ def test_the_reference_cnn_trains_in_float16_within_float16_tolerance(device):
     np.testing.assert_allclose(losses, expected, rtol=1e-2)
 
 
+def test_output_state_is_temporary_is_kept_and_states_stay_readable(device, rng):
+    p = parameters(rng)
+    x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
+    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
+    labels[:, 0] = 1
+    dx = model(p)
+    state = dx.producer.source_states[0]  # the first convolution's gradient state
+    state.export_from_graph = True
+    graph = float32_graph(device, dx, False)
+    assert graph.output_state_is_temporary is False
+    graph.output_state_is_temporary = True
+    assert graph.output_state_is_temporary is True
+    cb = device.command_queue.command_buffer()
+    _, (exported,) = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [mpsx.CNNLossLabels(device, labels)],
+                                        destination_states=True)
+    exported.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert np.abs(exported.gradient_for_weights.to_numpy()).max() > 0
+
+
 # ---------------------------------------------------------------- memory plan
 
 def test_neurons_write_over_a_source_nothing_reads_later(device, rng):

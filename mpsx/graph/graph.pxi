@@ -443,6 +443,16 @@ cdef class NNGraph:
         return self.native().fused_count()
 
     @property
+    def output_state_is_temporary(self):
+        """MPSNNGraph.outputStateIsTemporary (default False). mpsx states are reference counted, so the
+        states encode returns are valid and readable after synchronize either way."""
+        return self.native().output_state_is_temporary
+
+    @output_state_is_temporary.setter
+    def output_state_is_temporary(self, cbool value):
+        self.native().output_state_is_temporary = value
+
+    @property
     def format(self):
         """MPSNNGraph.format: the storage of the images the graph makes whose node sets none:
         DataType.FLOAT16 (MPS's default) or DataType.FLOAT32. Read at each encode."""

@@ -75,6 +75,7 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         size_t step_count()
         size_t fused_count()
         DataType format()
+        bool output_state_is_temporary
         void set_format(DataType format) except +raise_py_error
         CGraphEncoded encode(CCommandBuffer& command_buffer, const vector[shared_ptr[CImage]]& source_images,
                              const vector[shared_ptr[CState]]& source_states) except +raise_py_error
