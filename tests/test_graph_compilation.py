@@ -143,8 +143,8 @@ def test_output_state_is_temporary_is_kept_and_states_stay_readable(device, rng)
     graph.output_state_is_temporary = True
     assert graph.output_state_is_temporary is True
     cb = device.command_queue.command_buffer()
-    _, (exported,) = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [mpsx.CNNLossLabels(device, labels)],
-                                        destination_states=True)
+    images, loss_labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, labels)
+    _, (exported,) = graph.encode_batch(cb, [images], [loss_labels], destination_states=True)
     exported.synchronize(cb)
     cb.commit()
     cb.wait_until_completed()
