@@ -28,5 +28,6 @@ from mpsx._runtime import (
 )
 from mpsx._kernels import *  # noqa: F401,F403 (each kernel family lists its names in __all__)
 from mpsx._kernels import __all__ as _kernel_names
+from mpsx.persistence import load, save
 
 __version__ = "0.1.0"

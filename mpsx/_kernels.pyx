@@ -23,6 +23,7 @@ from mpsx._runtime cimport (
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
 
 from mpsx._runtime import StateBatch, _batch_of
+from mpsx.persistence import reduce as persistence_reduce
 
 # The public names of this module; each family's .pxi adds its own.
 __all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",

@@ -29,6 +29,7 @@ from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport DataType as CDataType, kMaxDimension, size_of
 
 from mpsx._errors import DeviceMismatchError, MPSXError, StateError
+from mpsx.persistence import device_of, reduce as persistence_reduce
 
 
 class DataType(enum.IntEnum):
@@ -142,6 +143,14 @@ cdef class Device:
         elif not isinstance(name, str):
             raise TypeError(f"Device name must be a str or None, given {type(name).__name__}")
         self.c = CDevice.named(name.encode())
+
+    def __mpsx_state__(self):
+        return {"device": self.name}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        # The device given to load or copy, else the one saved where this process has it.
+        return device_of(state, device)
 
     def __reduce__(self):
         return (Device, (self.name,))
@@ -645,9 +654,16 @@ cdef class ImageDescriptor:
     def __hash__(self):
         return hash((self.channel_format, self.shape))
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.channel_format, self.width, self.height, self.feature_channels,
+                              self.number_of_images)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (ImageDescriptor, (self.channel_format, self.width, self.height, self.feature_channels,
-                                  self.number_of_images))
+        return persistence_reduce(self)
 
     def __repr__(self):
         return (f"mpsx.ImageDescriptor({self.channel_format!r}, width={self.width}, height={self.height}, "
@@ -782,8 +798,15 @@ cdef class Images:
     def device(self):
         return wrap_device(self.native().device_ptr())
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, self.to_numpy())}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls.from_numpy(*state["arguments"])
+
     def __reduce__(self):
-        return (type(self).from_numpy, (self.device, self.to_numpy()))
+        return persistence_reduce(self)
 
     def __repr__(self):
         if not self.c:

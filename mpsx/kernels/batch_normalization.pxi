@@ -314,9 +314,16 @@ cdef class BatchNormalizationWeights:
         return BatchNormalizationWeights(self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
                                          self.momentum, optimizer, self.label())
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
+                              self.momentum, self._optimizer, self.label())}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (BatchNormalizationWeights, (self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
-                                            self.momentum, self._optimizer, self.label()))
+        return persistence_reduce(self)
 
 
 cdef object wrap_gamma_and_beta_state(const shared_ptr[CNormalizationGammaAndBetaState]& state):

@@ -104,16 +104,23 @@ cdef class CNNConvolutionDescriptor:
         return (self.desc.output_feature_channels, self.desc.kernel_height, self.desc.kernel_width,
                 self.desc.input_feature_channels // self.desc.groups)
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.kernel_width, self.kernel_height, self.input_feature_channels,
+                              self.output_feature_channels, self.stride_in_pixels_x,
+                              self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
+                              self.groups, self.fused_neuron_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (CNNConvolutionDescriptor, (self.kernel_width, self.kernel_height, self.input_feature_channels,
-                                           self.output_feature_channels, self.stride_in_pixels_x,
-                                           self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
-                                           self.groups, self.fused_neuron_descriptor))
+        return persistence_reduce(self)
 
     def __eq__(self, other):
         if not isinstance(other, CNNConvolutionDescriptor):
             return NotImplemented
-        return self.__reduce__()[1][:9] == other.__reduce__()[1][:9] and \
+        return self.__mpsx_state__()["arguments"][:9] == other.__mpsx_state__()["arguments"][:9] and \
             self.fused_neuron_descriptor == other.fused_neuron_descriptor
 
     def __repr__(self):
@@ -399,9 +406,16 @@ cdef class ConvolutionWeights:
         optimizer = None if self._optimizer is None else self._optimizer.copy(device)
         return ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), optimizer, self.label())
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.descriptor(), self.weights(), self.bias_terms(), self._optimizer,
+                              self.label())}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (ConvolutionWeights, (self.descriptor(), self.weights(), self.bias_terms(), self._optimizer,
-                                     self.label()))
+        return persistence_reduce(self)
 
 
 cdef class CNNConvolutionWeightsAndBiasesState(State):

@@ -230,9 +230,16 @@ cdef class GroupNormalizationWeights(_NormalizationWeights):
         return GroupNormalizationWeights(self.gamma(), self.beta(), self.number_of_groups, self.epsilon, optimizer,
                                          self.label())
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.gamma(), self.beta(), self.number_of_groups, self.epsilon,
+                              self._optimizer, self.label())}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (GroupNormalizationWeights, (self.gamma(), self.beta(), self.number_of_groups, self.epsilon,
-                                            self._optimizer, self.label()))
+        return persistence_reduce(self)
 
 
 # ---- states and kernels

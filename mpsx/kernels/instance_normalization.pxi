@@ -66,9 +66,16 @@ cdef class InstanceNormalizationWeights(_NormalizationWeights):
         optimizer = None if self._optimizer is None else self._optimizer.copy(device)
         return InstanceNormalizationWeights(self.gamma(), self.beta(), self.epsilon, optimizer, self.label())
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.gamma(), self.beta(), self.epsilon, self._optimizer,
+                              self.label())}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (InstanceNormalizationWeights, (self.gamma(), self.beta(), self.epsilon, self._optimizer,
-                                               self.label()))
+        return persistence_reduce(self)
 
 
 cdef class CNNInstanceNormalizationGradientState(_NormalizationGradientState):

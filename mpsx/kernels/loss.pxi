@@ -117,9 +117,16 @@ cdef class CNNLossDescriptor:
     def delta(self, float value):
         self.desc.delta = value
 
+    def __mpsx_state__(self):
+        return {"arguments": (int(self.loss_type), int(self.reduction_type), self.weight, self.label_smoothing,
+                              self.number_of_classes, self.epsilon, self.delta, self.reduce_across_batch)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return _loss_descriptor(*state["arguments"])
+
     def __reduce__(self):
-        return (_loss_descriptor, (int(self.loss_type), int(self.reduction_type), self.weight, self.label_smoothing,
-                                   self.number_of_classes, self.epsilon, self.delta, self.reduce_across_batch))
+        return persistence_reduce(self)
 
     def __eq__(self, other):
         return isinstance(other, CNNLossDescriptor) and self.desc == (<CNNLossDescriptor>other).desc
@@ -297,8 +304,15 @@ cdef class CNNLoss(CNNKernel):
     def delta(self):
         return self.loss_kernel().loss_descriptor().delta
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, self.loss_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (CNNLoss, (self.device, self.loss_descriptor))
+        return persistence_reduce(self)
 
 
 # ---------------------------------------------------------------- separated losses
@@ -482,8 +496,15 @@ cdef class NNForwardLoss(_SeparatedLoss):
         d.c = self.forward_loss().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, self.loss_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNForwardLoss, (self.device, self.loss_descriptor))
+        return persistence_reduce(self)
 
 
 cdef class NNLossGradient(_SeparatedLoss):
@@ -556,5 +577,12 @@ cdef class NNLossGradient(_SeparatedLoss):
             image_of(_first_image(source_gradients)).get()[0], image_of(_first_image(source_images)).get()[0])
         return d
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, self.loss_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNLossGradient, (self.device, self.loss_descriptor))
+        return persistence_reduce(self)

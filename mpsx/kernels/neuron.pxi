@@ -47,11 +47,18 @@ cdef class NNNeuronDescriptor:
             return None
         return np.array(<const float[:self.desc.a_per_channel.size()]>self.desc.a_per_channel.data(), dtype=np.float32)
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.neuron_type, self.a, self.b, self.c, self.data)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNNeuronDescriptor, (self.neuron_type, self.a, self.b, self.c, self.data))
+        return persistence_reduce(self)
 
     def __eq__(self, other):
-        return isinstance(other, NNNeuronDescriptor) and self.__reduce__() [1][:4] == other.__reduce__()[1][:4] \
+        return isinstance(other, NNNeuronDescriptor) and self.__mpsx_state__()["arguments"][:4] == other.__mpsx_state__()["arguments"][:4] \
             and np.array_equal(self.data if self.data is not None else [], other.data if other.data is not None else [])
 
     def __repr__(self):

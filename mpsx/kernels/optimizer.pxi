@@ -105,10 +105,17 @@ cdef class NNOptimizerDescriptor:
     def regularization_scale(self, float value):
         self.desc.regularization_scale = value
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.learning_rate, self.gradient_rescale, self.apply_gradient_clipping,
+                              self.gradient_clip_max, self.gradient_clip_min, self.regularization_type,
+                              self.regularization_scale)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNOptimizerDescriptor, (self.learning_rate, self.gradient_rescale, self.apply_gradient_clipping,
-                                        self.gradient_clip_max, self.gradient_clip_min, self.regularization_type,
-                                        self.regularization_scale))
+        return persistence_reduce(self)
 
     def __eq__(self, other):
         return isinstance(other, NNOptimizerDescriptor) and self.desc == (<NNOptimizerDescriptor>other).desc
@@ -273,8 +280,9 @@ cdef class NNOptimizer:
 
     def copy(self, device=None):
         """A new optimizer with these settings (Adam's time step included) on device (default: this one's)."""
-        make, arguments = self.__reduce__()
-        return make(self.device if device is None else device, *arguments[1:])
+        self.native()
+        arguments = self.__mpsx_state__()["arguments"]
+        return type(self)(self.device if device is None else device, *arguments[1:])
 
     cdef _encode_vectors(self, CommandBuffer command_buffer, gradient, values, const OptimizerVectors& vectors,
                          result):
@@ -371,9 +379,16 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
             self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
                                  result_values_vector)
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, None, self.momentum_scale, self.use_nesterov_momentum,
+                              self.optimizer_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNOptimizerStochasticGradientDescent,
-                (self.device, None, self.momentum_scale, self.use_nesterov_momentum, self.optimizer_descriptor))
+        return persistence_reduce(self)
 
 
 cdef uint64_t _time_step(object value) except? 0:
@@ -467,9 +482,16 @@ cdef class NNOptimizerAdam(NNOptimizer):
             self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
                                  result_values_vector)
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, None, self.beta1, self.beta2, self.epsilon, self.time_step,
+                              self.optimizer_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNOptimizerAdam, (self.device, None, self.beta1, self.beta2, self.epsilon, self.time_step,
-                                  self.optimizer_descriptor))
+        return persistence_reduce(self)
 
 
 cdef class NNOptimizerRMSProp(NNOptimizer):
@@ -519,5 +541,12 @@ cdef class NNOptimizerRMSProp(NNOptimizer):
             self._encode_vectors(command_buffer, input_gradient_vector, input_values_vector, vectors,
                                  result_values_vector)
 
+    def __mpsx_state__(self):
+        return {"arguments": (self.device, None, self.decay, self.epsilon, self.optimizer_descriptor)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
     def __reduce__(self):
-        return (NNOptimizerRMSProp, (self.device, None, self.decay, self.epsilon, self.optimizer_descriptor))
+        return persistence_reduce(self)

@@ -1,0 +1,246 @@
+"""mpsx.save, mpsx.load and copies: MPS's NSSecureCoding and copyWithZone:device:.
+
+A saved object is one safetensors file: its metadata holds a JSON description
+of the object under "mpsx" and the format version under "mpsx.format"; its
+tensors are the arrays the description names. Loading parses JSON and reads
+tensors through the safetensors package, so nothing in a file is executed,
+and classes are looked up by name, never imported.
+
+A class takes part by defining
+    __mpsx_state__(self) -> dict   the values that remake it: JSON scalars,
+                                   numpy arrays, lists, tuples, dicts with
+                                   str keys, and other such objects
+    __mpsx_restore__(cls, state, device) (a classmethod) -> the object
+mpsx's classes do; pickle and copy.deepcopy go through the same description
+(their __reduce__ is mpsx.persistence.reduce). A Python object of another
+class (a data source subclass) is saved through its __dict__, its class
+named as pickle would; loading it needs its module imported first.
+"""
+
+import json
+import math
+import sys
+
+import numpy as np
+
+from mpsx._errors import MPSXError
+
+FORMAT_VERSION = 1
+_DESCRIPTION_KEY, _VERSION_KEY = "mpsx", "mpsx.format"
+# Deeper descriptions are refused: nothing mpsx saves nests this far.
+_MAX_DEPTH = 64
+
+
+# ---------------------------------------------------------------- describing
+
+class _Describer:
+    def __init__(self):
+        self.tensors = {}
+
+    def describe(self, obj, where="the object"):
+        """{"class": name, "state": encoded state} of an object."""
+        cls = type(obj)
+        if hasattr(cls, "__mpsx_restore__") and hasattr(obj, "__mpsx_state__"):
+            state = obj.__mpsx_state__()
+        elif cls.__module__.split(".")[0] != "mpsx" and hasattr(obj, "__dict__"):
+            state = dict(vars(obj))
+        else:
+            raise TypeError(f"mpsx.save: {where} is a {_class_name(cls)}, which mpsx cannot save")
+        return {"class": _class_name(cls), "state": self.encode(state, f"{where} ({cls.__name__})", 0)}
+
+    def encode(self, value, where, depth):
+        if depth > _MAX_DEPTH:
+            raise TypeError(f"mpsx.save: {where} nests more than {_MAX_DEPTH} levels")
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        if isinstance(value, (float, np.floating)):
+            value = float(value)
+            return value if math.isfinite(value) else {"$float": repr(value)}
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "fiub" or value.dtype.byteorder == ">":
+                raise TypeError(f"mpsx.save: {where} holds an array of dtype {value.dtype}, which mpsx cannot save")
+            name = str(len(self.tensors))
+            self.tensors[name] = np.ascontiguousarray(value)
+            return {"$tensor": name}
+        if isinstance(value, (list, tuple)):
+            items = [self.encode(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+            return {"$tuple": items} if isinstance(value, tuple) else items
+        if isinstance(value, dict):
+            for key in value:
+                if not isinstance(key, str):
+                    raise TypeError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must be str")
+            return {"$dict": {k: self.encode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
+        return {"$object": self.describe(value, where)}
+
+
+def _class_name(cls):
+    if cls.__module__.split(".")[0] == "mpsx":
+        return "mpsx." + cls.__name__
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+# ---------------------------------------------------------------- restoring
+
+def _fail(what):
+    raise MPSXError(f"mpsx.load: {what}")
+
+
+def _resolve(name):
+    """The class a description names: an mpsx class, or one of a module already imported."""
+    if not isinstance(name, str):
+        _fail(f"expected a class name (a string), given {type(name).__name__}")
+    if name.startswith("mpsx."):
+        import mpsx
+        cls = getattr(mpsx, name[5:], None)
+        if not isinstance(cls, type) or not hasattr(cls, "__mpsx_restore__"):
+            _fail(f"unknown mpsx class {name!r}")
+        return cls
+    module, _, qualname = name.partition(":")
+    if not module or not qualname:
+        _fail(f"unknown class {name!r}; expected 'mpsx.Name' or 'module:QualifiedName'")
+    if module not in sys.modules:
+        _fail(f"the file holds an object of class {qualname} of module {module}, which is not imported; import it "
+              f"first (mpsx.load imports nothing and runs no code from the file)")
+    cls = sys.modules[module]
+    for part in qualname.split("."):
+        cls = getattr(cls, part, None)
+    if not isinstance(cls, type):
+        _fail(f"module {module} has no class {qualname}")
+    return cls
+
+
+class _Restorer:
+    def __init__(self, tensor, device):
+        self.tensor, self.device = tensor, device
+
+    def restore(self, description, depth=0):
+        if not isinstance(description, dict) or set(description) != {"class", "state"}:
+            _fail(f"expected an object description {{'class': ..., 'state': ...}}, given {_kind(description)}")
+        cls = _resolve(description["class"])
+        state = self.decode(description["state"], depth + 1)
+        if hasattr(cls, "__mpsx_restore__"):
+            if not isinstance(state, dict):
+                _fail(f"expected the state of {cls.__name__} as a dict, given {_kind(state)}")
+            try:
+                return cls.__mpsx_restore__(state, self.device)
+            except MPSXError:
+                raise
+            except (TypeError, ValueError, KeyError) as e:
+                _fail(f"the state of {cls.__name__} does not make one: {type(e).__name__}: {e}")
+        if not isinstance(state, dict):
+            _fail(f"expected the attributes of {cls.__name__} as a dict, given {_kind(state)}")
+        obj = cls.__new__(cls)
+        obj.__dict__.update(state)
+        return obj
+
+    def decode(self, value, depth):
+        if depth > _MAX_DEPTH:
+            _fail(f"the description nests more than {_MAX_DEPTH} levels")
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, list):
+            return [self.decode(v, depth + 1) for v in value]
+        if not isinstance(value, dict) or len(value) != 1:
+            _fail(f"expected a value, given {_kind(value)}")
+        (marker, content), = value.items()
+        if marker == "$tensor":
+            return self.tensor(content)
+        if marker == "$float":
+            if content not in ("nan", "inf", "-inf"):
+                _fail(f"expected 'nan', 'inf' or '-inf' for a float, given {_kind(content)}")
+            return float(content)
+        if marker == "$tuple" and isinstance(content, list):
+            return tuple(self.decode(v, depth + 1) for v in content)
+        if marker == "$dict" and isinstance(content, dict):
+            return {k: self.decode(v, depth + 1) for k, v in content.items()}
+        if marker == "$object":
+            return self.restore(content, depth + 1)
+        _fail(f"expected a value, given {_kind(value)}")
+
+
+def _kind(value):
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+# ---------------------------------------------------------------- API
+
+def _header(obj):
+    describer = _Describer()
+    description = describer.describe(obj)
+    return json.dumps(description, allow_nan=False, separators=(",", ":")), describer.tensors
+
+
+def save(obj, path):
+    """Writes obj (a descriptor, data source, kernel, optimizer or graph) to path, as
+    JSON plus safetensors."""
+    import safetensors.numpy
+    text, tensors = _header(obj)
+    safetensors.numpy.save_file(tensors, str(path),
+                                metadata={_DESCRIPTION_KEY: text, _VERSION_KEY: str(FORMAT_VERSION)})
+
+
+def load(path, device=None):
+    """The object saved at path, its kernels on device (default: the best device). A
+    plain safetensors file of tensors (a PyTorch state_dict, say) gives a dict of
+    numpy arrays by name."""
+    import safetensors
+    try:
+        with safetensors.safe_open(str(path), framework="numpy") as f:
+            metadata = f.metadata() or {}
+            names = set(f.keys())
+            if _DESCRIPTION_KEY not in metadata:
+                return {name: f.get_tensor(name) for name in sorted(names)}
+            version = metadata.get(_VERSION_KEY)
+            if not isinstance(version, str) or not version.isdigit():
+                _fail(f"{path}: expected a format version, given {version!r}")
+            if int(version) > FORMAT_VERSION:
+                _fail(f"{path} was written in format {version} by a newer mpsx; this one reads format "
+                      f"{FORMAT_VERSION} and older")
+            try:
+                description = json.loads(metadata[_DESCRIPTION_KEY])
+            except (ValueError, RecursionError) as e:
+                _fail(f"{path}: the description is not JSON: {e}")
+
+            def tensor(name):
+                if not isinstance(name, str) or name not in names:
+                    _fail(f"{path}: the description names tensor {_kind(name)}, which the file does not hold")
+                return f.get_tensor(name)
+            return _Restorer(tensor, device).restore(description)
+    except safetensors.SafetensorError as e:  # not a safetensors file, or a damaged one
+        _fail(f"{path} is not a readable safetensors file: {e}")
+    except OSError as e:
+        _fail(f"{path}: {e}")
+
+
+def copy(obj, device=None):
+    """An independent copy of obj made through its description, its kernels on device:
+    MPS's copyWithZone:device:."""
+    text, tensors = _header(obj)
+    return _Restorer(lambda name: tensors[name].copy(), device).restore(json.loads(text))
+
+
+def _unpickle(text, tensors):
+    return _Restorer(lambda name: tensors[name], None).restore(json.loads(text))
+
+
+def reduce(obj):
+    """obj.__reduce__ for mpsx classes: pickle and copy.deepcopy through the description."""
+    text, tensors = _header(obj)
+    return _unpickle, (text, tensors)
+
+
+def device_of(state, device):
+    """The device an object restores onto: the one given, else the one it was saved from
+    where this process has it, else the best one."""
+    import mpsx
+    if device is not None:
+        if not isinstance(device, mpsx.Device):
+            raise TypeError(f"expected an mpsx.Device, given {type(device).__name__}")
+        return device
+    name = state.get("device")
+    if isinstance(name, str) and name in [d.name for d in mpsx.devices()]:
+        return mpsx.Device(name)
+    return mpsx.Device()
