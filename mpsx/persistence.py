@@ -42,7 +42,7 @@ class _Describer:
         cls = type(obj)
         if hasattr(cls, "__mpsx_restore__") and hasattr(obj, "__mpsx_state__"):
             state = obj.__mpsx_state__()
-        elif cls.__module__.split(".")[0] != "mpsx" and hasattr(obj, "__dict__"):
+        elif _extends_mpsx(cls) and hasattr(obj, "__dict__"):  # a Python data source, say
             state = dict(vars(obj))
         else:
             raise TypeError(f"mpsx.save: {where} is a {_class_name(cls)}, which mpsx cannot save")
@@ -73,6 +73,11 @@ class _Describer:
                     raise TypeError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must be str")
             return {"$dict": {k: self.encode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
         return {"$object": self.describe(value, where)}
+
+
+def _extends_mpsx(cls):
+    """A class of the caller's deriving from one of mpsx's (a data source protocol)."""
+    return cls.__module__.split(".")[0] != "mpsx" and any(c.__module__.split(".")[0] == "mpsx" for c in cls.__mro__)
 
 
 def _class_name(cls):
@@ -125,10 +130,12 @@ class _Restorer:
                 _fail(f"expected the state of {cls.__name__} as a dict, given {_kind(state)}")
             try:
                 return cls.__mpsx_restore__(state, self.device)
-            except MPSXError:
-                raise
-            except (TypeError, ValueError, KeyError) as e:
+            except Exception as e:  # what the constructors refuse, as a load error
+                if isinstance(e, MPSXError) and str(e).startswith("mpsx.load: "):
+                    raise
                 _fail(f"the state of {cls.__name__} does not make one: {type(e).__name__}: {e}")
+        if not _extends_mpsx(cls):
+            _fail(f"class {description['class']} is not an mpsx class or a subclass of one (a data source)")
         if not isinstance(state, dict):
             _fail(f"expected the attributes of {cls.__name__} as a dict, given {_kind(state)}")
         obj = cls.__new__(cls)

@@ -1,0 +1,280 @@
+"""mpsx.save / mpsx.load, pickle, deepcopy and copies through one description
+(mpsx/persistence.py): round trips of descriptors, data sources, optimizers
+and losses; Python data source subclasses; and files made to hurt: each gives
+an MPSXError, runs nothing, and allocates no more than the file holds."""
+
+import copy
+import json
+import pickle
+import struct
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import mpsx
+from mpsx import persistence
+from helpers import run_isolated
+
+
+def descriptors():
+    prelu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.PRELU, data=np.array([0.1, 0.2, 0.3], np.float32))
+    conv = mpsx.CNNConvolutionDescriptor(3, 5, 6, 4, 2, 1, 1, 2, 2, mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH,
+                                                                                            a=1.5, b=0.5))
+    loss = mpsx.CNNLossDescriptor(mpsx.CNNLossType.HUBER, mpsx.CNNReductionType.SUM)
+    loss.delta, loss.weight, loss.reduce_across_batch = 0.25, 2.0, True
+    return [mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, 7, 3, 5, 2), prelu, conv, loss,
+            mpsx.NNOptimizerDescriptor(0.01, 0.5, True, 2.0, -3.0, mpsx.NNRegularizationType.L2, 1e-4)]
+
+
+def data_sources(device):
+    rng = np.random.default_rng(0)
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    w, b = rng.standard_normal((4, 3, 3, 2)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    g, beta = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    adam = mpsx.NNOptimizerAdam(device, learning_rate=0.01, beta1=0.8, beta2=0.99, epsilon=1e-6)
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.1, momentum_scale=0.9,
+                                                    use_nesterov_momentum=True)
+    return [mpsx.ConvolutionWeights(d, w, b, optimizer=adam, label="conv"),
+            mpsx.ConvolutionWeights(d, w, None),
+            mpsx.BatchNormalizationWeights(g, beta, np.abs(g), np.abs(beta) + 1, 1e-3, 0.5, sgd, "bn"),
+            mpsx.InstanceNormalizationWeights(g, beta, 1e-4, sgd, "in"),
+            mpsx.GroupNormalizationWeights(g, beta, 2, 1e-4, None, "gn")]
+
+
+def optimizers(device):
+    return [mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.1, momentum_scale=0.9),
+            mpsx.NNOptimizerAdam(device, learning_rate=0.01, beta1=0.8, time_step=7),
+            mpsx.NNOptimizerRMSProp(device, learning_rate=0.01, decay=0.8, epsilon=1e-5)]
+
+
+def losses(device):
+    d = descriptors()[3]
+    return [mpsx.CNNLoss(device, d), mpsx.NNForwardLoss(device, d), mpsx.NNLossGradient(device, d)]
+
+
+def same(a, b):
+    """Whether two persisted objects say the same: their descriptions, arrays compared by value."""
+    (text_a, tensors_a), (text_b, tensors_b) = persistence.reduce(a)[1], persistence.reduce(b)[1]
+    return text_a == text_b and tensors_a.keys() == tensors_b.keys() and \
+        all(np.array_equal(tensors_a[k], tensors_b[k]) for k in tensors_a)
+
+
+def round_trips(obj, device, path):
+    mpsx.save(obj, path)
+    return {"load": mpsx.load(path, device), "pickle": pickle.loads(pickle.dumps(obj)),
+            "deepcopy": copy.deepcopy(obj), "copy": persistence.copy(obj, device)}
+
+
+def test_descriptors_round_trip(device, tmp_path):
+    for obj in descriptors():
+        for how, back in round_trips(obj, device, tmp_path / "d.mpsx").items():
+            assert type(back) is type(obj), how
+            assert same(back, obj), (how, obj)
+    # The values themselves, not only the description.
+    back = mpsx.load(tmp_path / "d.mpsx")
+    assert (back.learning_rate, back.regularization_type, back.gradient_clip_min) == \
+        (pytest.approx(0.01), mpsx.NNRegularizationType.L2, -3.0)
+
+
+def test_data_sources_optimizers_and_losses_round_trip(device, tmp_path):
+    for obj in data_sources(device) + optimizers(device) + losses(device):
+        for how, back in round_trips(obj, device, tmp_path / "o.mpsx").items():
+            assert type(back) is type(obj) and back is not obj, how
+            assert same(back, obj), (how, obj)
+    w = mpsx.load(tmp_path / "o.mpsx")  # the last: an NNLossGradient
+    assert w.device == device and w.loss_descriptor.loss_type == mpsx.CNNLossType.HUBER
+    mpsx.save(data_sources(device)[0], tmp_path / "w.mpsx")
+    w = mpsx.load(tmp_path / "w.mpsx", device)
+    np.testing.assert_array_equal(w.weights(), data_sources(device)[0].weights())
+    assert (w.label(), w.optimizer.beta1, w.optimizer.device) == ("conv", pytest.approx(0.8), device)
+
+
+def test_a_file_restores_onto_the_device_given(device, tmp_path):
+    mpsx.save(mpsx.NNOptimizerAdam(mpsx.Device("cpu"), learning_rate=0.5), tmp_path / "a.mpsx")
+    assert mpsx.load(tmp_path / "a.mpsx", device).device == device
+    assert mpsx.load(tmp_path / "a.mpsx").device == mpsx.Device("cpu")  # the saved one, present here
+
+
+class Scaled(mpsx.CNNConvolutionDataSource):
+    """A Python data source: saved through its attributes."""
+
+    def __init__(self, descriptor, weights, scale):
+        self._descriptor, self.w, self.scale = descriptor, weights, scale
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        return self.w * self.scale
+
+
+def test_a_python_data_source_is_saved_through_its_attributes(device, tmp_path):
+    source = Scaled(mpsx.CNNConvolutionDescriptor(1, 1, 2, 3), np.arange(6, dtype=np.float32).reshape(3, 1, 1, 2),
+                    {"factor": 2.0, "tags": ("a", None)})
+    source.scale = 2.0
+    mpsx.save(source, tmp_path / "s.mpsx")
+    back = mpsx.load(tmp_path / "s.mpsx")
+    assert type(back) is Scaled and back.scale == 2.0 and back.descriptor() == source.descriptor()
+    np.testing.assert_array_equal(back.weights(), source.weights())
+    # Its module must be imported: loading imports nothing.
+    module = sys.modules.pop(Scaled.__module__)
+    try:
+        with pytest.raises(mpsx.MPSXError, match=r"of module test_persistence, which is not imported; import it first"):
+            mpsx.load(tmp_path / "s.mpsx")
+    finally:
+        sys.modules[Scaled.__module__] = module
+    # What cannot be described is refused when saving, naming where it is.
+    source.scale = lambda: 2
+    with pytest.raises(TypeError, match=r"mpsx.save: the object \(Scaled\)\['scale'\] is a builtins:function, "
+                                        r"which mpsx cannot save"):
+        mpsx.save(source, tmp_path / "bad.mpsx")
+    with pytest.raises(TypeError, match=r"mpsx.save: the object is a mpsx.CommandQueue, which mpsx cannot save"):
+        mpsx.save(device.command_queue, tmp_path / "q.mpsx")
+
+
+def test_a_plain_safetensors_file_loads_as_arrays(tmp_path):
+    import safetensors.numpy
+    weights = {"conv.weight": np.ones((4, 2, 3, 3), np.float32), "conv.bias": np.arange(4, dtype=np.float32)}
+    safetensors.numpy.save_file(weights, str(tmp_path / "torch.safetensors"))
+    loaded = mpsx.load(tmp_path / "torch.safetensors")
+    assert loaded.keys() == weights.keys()
+    for name in weights:
+        np.testing.assert_array_equal(loaded[name], weights[name])
+
+
+# ---------------------------------------------------------------- files made to hurt
+
+def safetensors_bytes(header, data=b""):
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def valid_header(description, tensors=None, version="1"):
+    header = {"__metadata__": {"mpsx": json.dumps(description), "mpsx.format": version}}
+    header.update(tensors or {})
+    return header
+
+
+def nested(depth):
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+DESCRIPTOR = {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": [0, 4, 4, 2, 1]}}}
+
+
+def test_a_handmade_valid_file_loads(tmp_path):
+    """The crafted files below differ from this one in one point each."""
+    path = tmp_path / "ok.mpsx"
+    path.write_bytes(safetensors_bytes(valid_header(DESCRIPTOR)))
+    d = mpsx.load(path)
+    assert (d.width, d.feature_channels) == (4, 2)
+
+
+HOSTILE = {
+    "empty file": b"",
+    "truncated header length": b"\x10\x00\x00",
+    "header length past the end": struct.pack("<Q", 1 << 40) + b"{}",
+    "header not JSON": struct.pack("<Q", 4) + b"{{{{",
+    "a pickle renamed": pickle.dumps({"a": np.ones(3)}),
+    "tensor bytes disagree with its shape": safetensors_bytes(
+        valid_header(DESCRIPTOR, {"0": {"dtype": "F32", "shape": [4], "data_offsets": [0, 12]}}), b"\0" * 12),
+    "a huge declared shape": safetensors_bytes(
+        valid_header(DESCRIPTOR, {"0": {"dtype": "F32", "shape": [1 << 40, 1 << 20], "data_offsets": [0, 8]}}),
+        b"\0" * 8),
+    "offsets past the data": safetensors_bytes(
+        valid_header(DESCRIPTOR, {"0": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1 << 30]}}), b"\0" * 8),
+    "description not JSON": safetensors_bytes({"__metadata__": {"mpsx": "{'class':", "mpsx.format": "1"}}),
+    "a newer format": safetensors_bytes(valid_header(DESCRIPTOR, version="2")),
+    "no format version": safetensors_bytes({"__metadata__": {"mpsx": json.dumps(DESCRIPTOR)}}),
+    "an unknown class": safetensors_bytes(valid_header({"class": "mpsx.Nonesuch", "state": {"$dict": {}}})),
+    "a class outside mpsx that is not a class": safetensors_bytes(
+        valid_header({"class": "os:system", "state": {"$dict": {}}})),
+    "a class of an imported module that is not mpsx's": safetensors_bytes(
+        valid_header({"class": "subprocess:Popen", "state": {"$dict": {"args": "true"}}})),
+    "a module not imported": safetensors_bytes(
+        valid_header({"class": "evil_module_xyz:Payload", "state": {"$dict": {}}})),
+    "a class name of another type": safetensors_bytes(valid_header({"class": 7, "state": {"$dict": {}}})),
+    "state of the wrong type": safetensors_bytes(valid_header({"class": "mpsx.ImageDescriptor", "state": [1, 2]})),
+    "arguments of the wrong types": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": ["x", {"$dict": {}}, 4, 2, 1]}}})),
+    "a missing argument": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {}}})),
+    "a tensor the file does not hold": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": {"$tensor": "9"}}}})),
+    "an unknown marker": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$eval": "__import__('os')"}})),
+    "a bad float": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": [{"$float": "1e999999"}]}}})),
+    "nesting too deep": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": nested(100)}}})),
+    "JSON nested past the parser's stack": safetensors_bytes(
+        {"__metadata__": {"mpsx": "[" * 100000 + "]" * 100000, "mpsx.format": "1"}}),
+    "huge sizes in a descriptor": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": [0, 1 << 62, 1 << 62, 1 << 62, 1]}}})),
+    "huge sizes in data source weights": safetensors_bytes(valid_header(
+        {"class": "mpsx.ConvolutionWeights", "state": {"$dict": {"arguments": [
+            {"$object": {"class": "mpsx.CNNConvolutionDescriptor", "state": {"$dict": {"arguments": [
+                1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 1, 1, 1, 1, None]}}}},
+            {"$tensor": "0"}, None, None, None]}}},
+        {"0": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}), b"\0" * 8),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_a_crafted_file_is_refused_clearly(tmp_path, case):
+    path = tmp_path / "hostile.mpsx"
+    path.write_bytes(HOSTILE[case])
+    with pytest.raises(mpsx.MPSXError, match=r"^mpsx.load: ") as raised:
+        mpsx.load(path)
+    assert len(str(raised.value)) < 2000  # clear, not a dump
+    assert "evil_module_xyz" not in sys.modules
+
+
+def test_mutated_files_load_or_are_refused(device):
+    """A valid file of several objects, mutated byte by byte many times: every load gives an object
+    or an MPSXError, in a process of its own (a crash would fail the test)."""
+    printed = run_isolated(device, """
+        import os, random, tempfile
+        import numpy as np
+        rng = np.random.default_rng(0)
+        d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+        obj = {"weights": mpsx.ConvolutionWeights(d, rng.standard_normal((4, 3, 3, 2)).astype(np.float32),
+                                                  np.zeros(4, np.float32),
+                                                  optimizer=mpsx.NNOptimizerAdam(device, learning_rate=0.1)),
+               "loss": mpsx.CNNLoss(device, mpsx.CNNLossDescriptor(mpsx.CNNLossType.HUBER,
+                                                                    mpsx.CNNReductionType.SUM)),
+               "neuron": mpsx.NNNeuronDescriptor(mpsx.NeuronType.PRELU, data=np.ones(4, np.float32))}
+        directory = tempfile.mkdtemp()
+        path = os.path.join(directory, "valid.mpsx")
+
+        class Holder(mpsx.CNNConvolutionDataSource):  # a Python object holding the others, of module __main__
+            pass
+        holder = Holder()
+        holder.__dict__.update(obj)
+        mpsx.save(holder, path)
+        data = open(path, "rb").read()
+        random.seed(1)
+        outcomes = {"loaded": 0, "refused": 0}
+        for i in range(400):
+            mutated = bytearray(data)
+            for _ in range(random.choice([1, 1, 2, 8])):
+                position = random.randrange(len(mutated))
+                mutated[position] = random.choice([0, 255, random.randrange(256), ord('"'), ord("9"), ord("{")])
+            if random.random() < 0.1:
+                mutated = mutated[:random.randrange(len(mutated))]
+            with open(path, "wb") as f:
+                f.write(mutated)
+            try:
+                mpsx.load(path, device)
+                outcomes["loaded"] += 1
+            except mpsx.MPSXError:
+                outcomes["refused"] += 1
+        print(outcomes["loaded"], outcomes["refused"])
+    """, timeout=300)
+    loaded, refused = map(int, printed.split())
+    assert loaded + refused == 400 and refused > 100
