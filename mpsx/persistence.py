@@ -251,3 +251,79 @@ def device_of(state, device):
     if isinstance(name, str) and name in [d.name for d in mpsx.devices()]:
         return mpsx.Device(name)
     return mpsx.Device()
+
+
+# ---------------------------------------------------------------- PyTorch weights
+
+def weights_from_torch(descriptor, weight):
+    """PyTorch weights as mpsx's OHWI for a convolution `descriptor`: a Conv2d's
+    [out, in / groups, kh, kw], or a Linear's [out, C * H * W] over a C x H x W
+    input flattened in PyTorch's (C, H, W) order, H x W the descriptor's kernel
+    size (a fully connected layer)."""
+    weight = np.asarray(weight, np.float32)
+    out, kh, kw = descriptor.output_feature_channels, descriptor.kernel_height, descriptor.kernel_width
+    cin = descriptor.input_feature_channels // descriptor.groups
+    if weight.ndim == 2:
+        if weight.shape != (out, cin * kh * kw):
+            raise ValueError(f"expected linear weights of shape {(out, cin * kh * kw)} for {descriptor!r}, "
+                             f"given {weight.shape}")
+        weight = weight.reshape(out, cin, kh, kw)
+    if weight.shape != (out, cin, kh, kw):
+        raise ValueError(f"expected OIHW weights of shape {(out, cin, kh, kw)} for {descriptor!r}, given {weight.shape}")
+    return np.ascontiguousarray(weight.transpose(0, 2, 3, 1))
+
+
+def weights_to_torch(weight, linear=False):
+    """mpsx OHWI weights in PyTorch's layout: OIHW, or [out, C * H * W] for a Linear."""
+    weight = np.ascontiguousarray(np.asarray(weight, np.float32).transpose(0, 3, 1, 2))
+    return weight.reshape(len(weight), -1) if linear else weight
+
+
+def torch_state_dict(data_sources):
+    """{name: data source} as the arrays of a PyTorch state_dict, in PyTorch's
+    names and layouts: "name.weight" and "name.bias" of a convolution or (for a
+    fully connected descriptor whose kernel covers its input, given as
+    ("linear", data source)) a Linear; "name.weight", "name.bias",
+    "name.running_mean", "name.running_var" of a batch normalization.
+    safetensors.numpy.save_file writes it for torch's safetensors loader."""
+    import mpsx
+    arrays = {}
+    for name, source in data_sources.items():
+        linear = isinstance(source, tuple) and source[0] == "linear"
+        source = source[1] if linear else source
+        if isinstance(source, mpsx.BatchNormalizationWeights):
+            arrays.update({f"{name}.weight": source.gamma(), f"{name}.bias": source.beta(),
+                           f"{name}.running_mean": source.mean(), f"{name}.running_var": source.variance()})
+        elif hasattr(source, "descriptor") and hasattr(source, "weights"):
+            arrays[f"{name}.weight"] = weights_to_torch(source.weights(), linear)
+            bias = source.bias_terms() if hasattr(source, "bias_terms") else None
+            if bias is not None:
+                arrays[f"{name}.bias"] = np.asarray(bias, np.float32)
+        else:
+            raise TypeError(f"torch_state_dict: {name} is a {type(source).__name__}; expected convolution or batch "
+                            f"normalization weights")
+    return arrays
+
+
+def convolution_weights_from_torch(descriptor, state_dict, name, optimizer=None):
+    """ConvolutionWeights of the Conv2d or Linear `name` of a PyTorch state_dict
+    (numpy arrays, as mpsx.load reads a safetensors file)."""
+    import mpsx
+    weight = _entry(state_dict, f"{name}.weight")
+    bias = state_dict.get(f"{name}.bias")
+    return mpsx.ConvolutionWeights(descriptor, weights_from_torch(descriptor, weight),
+                                   None if bias is None else np.asarray(bias, np.float32), optimizer=optimizer)
+
+
+def batch_normalization_weights_from_torch(state_dict, name, epsilon=1e-5, momentum=0.1, optimizer=None):
+    """BatchNormalizationWeights of the BatchNorm2d `name` of a PyTorch state_dict."""
+    import mpsx
+    return mpsx.BatchNormalizationWeights(*(np.asarray(_entry(state_dict, f"{name}.{k}"), np.float32)
+                                            for k in ("weight", "bias", "running_mean", "running_var")),
+                                          epsilon, momentum, optimizer)
+
+
+def _entry(state_dict, key):
+    if key not in state_dict:
+        raise KeyError(f"the state_dict has no {key!r}; it has {sorted(state_dict)[:20]}")
+    return state_dict[key]

@@ -278,3 +278,61 @@ def test_mutated_files_load_or_are_refused(device):
     """, timeout=300)
     loaded, refused = map(int, printed.split())
     assert loaded + refused == 400 and refused > 100
+
+
+# ---------------------------------------------------------------- PyTorch weights
+
+def test_pytorch_weights_load_into_data_sources_and_back(device, tmp_path):
+    """A PyTorch state_dict saved with safetensors runs in mpsx kernels as in PyTorch, and mpsx's weights
+    written as a state_dict load into the PyTorch model."""
+    import safetensors.numpy
+    import safetensors.torch
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 5 * 5, 3))
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+        model[1].weight.uniform_(0.5, 1.5)
+    model.eval()
+    safetensors.torch.save_file(model.state_dict(), str(tmp_path / "model.safetensors"))
+    state_dict = mpsx.load(tmp_path / "model.safetensors")
+    conv_d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    fc_d = mpsx.CNNConvolutionDescriptor(5, 5, 4, 3)
+    sources = {"0": persistence.convolution_weights_from_torch(conv_d, state_dict, "0"),
+               "1": persistence.batch_normalization_weights_from_torch(state_dict, "1"),
+               "3": ("linear", persistence.convolution_weights_from_torch(fc_d, state_dict, "3"))}
+    x = np.random.default_rng(1).standard_normal((2, 2, 5, 5)).astype(np.float32)
+    cb = device.command_queue.command_buffer()
+    y = mpsx.CNNConvolution(device, sources["0"]).encode(cb, mpsx.Image.from_numpy(device, x))
+    y = mpsx.CNNBatchNormalization(device, sources["1"]).encode(cb, y)
+    logits = mpsx.CNNFullyConnected(device, sources["3"][1]).encode(cb, y)
+    logits.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    with torch.no_grad():
+        expected = model(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(logits.to_numpy().reshape(2, 3), expected, rtol=1e-4, atol=1e-5)
+    # And back: the same arrays under PyTorch's names, which the model loads.
+    arrays = persistence.torch_state_dict(sources)
+    safetensors.numpy.save_file(arrays, str(tmp_path / "back.safetensors"))
+    other = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 5 * 5, 3))
+    missing = other.load_state_dict(safetensors.torch.load_file(str(tmp_path / "back.safetensors")), strict=False)
+    assert missing.missing_keys == [] and missing.unexpected_keys == []
+    for key, value in model.state_dict().items():
+        if key != "1.num_batches_tracked":
+            np.testing.assert_array_equal(other.state_dict()[key].numpy(), value.numpy(), err_msg=key)
+
+
+def test_pytorch_weights_of_the_wrong_shape_or_name(device):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    with pytest.raises(ValueError, match=r"expected OIHW weights of shape \(4, 2, 3, 3\) for .*, given \(4, 3, 3, 3\)"):
+        persistence.weights_from_torch(d, np.zeros((4, 3, 3, 3), np.float32))
+    with pytest.raises(ValueError, match=r"expected linear weights of shape \(4, 18\)"):
+        persistence.weights_from_torch(d, np.zeros((4, 17), np.float32))
+    with pytest.raises(KeyError, match=r"the state_dict has no 'conv.weight'; it has \['fc.weight'\]"):
+        persistence.convolution_weights_from_torch(d, {"fc.weight": np.zeros(1)}, "conv")
+    with pytest.raises(TypeError, match=r"torch_state_dict: q is a CommandQueue"):
+        persistence.torch_state_dict({"q": device.command_queue})
