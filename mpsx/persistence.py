@@ -36,9 +36,15 @@ _MAX_DEPTH = 64
 class _Describer:
     def __init__(self):
         self.tensors = {}
+        # Objects described so far, by id, with their index: an object met
+        # again (a node two filters read) is {"$ref": index}.
+        self.seen = {}
+        self.kept = []  # keeps them alive, so ids are not reused meanwhile
 
     def describe(self, obj, where="the object"):
         """{"class": name, "state": encoded state} of an object."""
+        self.seen[id(obj)] = len(self.seen)
+        self.kept.append(obj)
         cls = type(obj)
         if hasattr(cls, "__mpsx_restore__") and hasattr(obj, "__mpsx_state__"):
             state = obj.__mpsx_state__()
@@ -72,6 +78,8 @@ class _Describer:
                 if not isinstance(key, str):
                     raise TypeError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must be str")
             return {"$dict": {k: self.encode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
+        if id(value) in self.seen:
+            return {"$ref": self.seen[id(value)]}
         return {"$object": self.describe(value, where)}
 
 
@@ -119,12 +127,20 @@ def _resolve(name):
 class _Restorer:
     def __init__(self, tensor, device):
         self.tensor, self.device = tensor, device
+        self.made = []  # by the order the describer met them; None while one is being made
 
     def restore(self, description, depth=0):
         if not isinstance(description, dict) or set(description) != {"class", "state"}:
             _fail(f"expected an object description {{'class': ..., 'state': ...}}, given {_kind(description)}")
         cls = _resolve(description["class"])
+        index = len(self.made)
+        self.made.append(None)
         state = self.decode(description["state"], depth + 1)
+        obj = self._make(cls, state, description)
+        self.made[index] = obj
+        return obj
+
+    def _make(self, cls, state, description):
         if hasattr(cls, "__mpsx_restore__"):
             if not isinstance(state, dict):
                 _fail(f"expected the state of {cls.__name__} as a dict, given {_kind(state)}")
@@ -164,6 +180,10 @@ class _Restorer:
             return {k: self.decode(v, depth + 1) for k, v in content.items()}
         if marker == "$object":
             return self.restore(content, depth + 1)
+        if marker == "$ref":
+            if type(content) is not int or not 0 <= content < len(self.made) or self.made[content] is None:
+                _fail(f"expected a reference to an object made before, given {_kind(content)}")
+            return self.made[content]
         _fail(f"expected a value, given {_kind(value)}")
 
 

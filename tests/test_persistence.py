@@ -134,6 +134,16 @@ def test_a_python_data_source_is_saved_through_its_attributes(device, tmp_path):
         mpsx.save(device.command_queue, tmp_path / "q.mpsx")
 
 
+def test_an_object_met_twice_is_one_object_after_loading(device, tmp_path):
+    weights = data_sources(device)[1]
+    holder = Scaled(weights.descriptor(), weights.weights(), 1.0)
+    holder.pair = [weights, {"again": weights}]
+    mpsx.save(holder, tmp_path / "h.mpsx")
+    back = mpsx.load(tmp_path / "h.mpsx")
+    assert back.pair[0] is back.pair[1]["again"] and isinstance(back.pair[0], mpsx.ConvolutionWeights)
+    assert pickle.loads(pickle.dumps(holder)).pair[0] is not weights
+
+
 def test_a_plain_safetensors_file_loads_as_arrays(tmp_path):
     import safetensors.numpy
     weights = {"conv.weight": np.ones((4, 2, 3, 3), np.float32), "conv.bias": np.arange(4, dtype=np.float32)}
@@ -208,6 +218,10 @@ HOSTILE = {
         {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": {"$tensor": "9"}}}})),
     "an unknown marker": safetensors_bytes(valid_header(
         {"class": "mpsx.ImageDescriptor", "state": {"$eval": "__import__('os')"}})),
+    "a reference to an object not made": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": [{"$ref": 5}]}}})),
+    "a reference to the object being made": safetensors_bytes(valid_header(
+        {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": [{"$ref": 0}]}}})),
     "a bad float": safetensors_bytes(valid_header(
         {"class": "mpsx.ImageDescriptor", "state": {"$dict": {"arguments": [{"$float": "1e999999"}]}}})),
     "nesting too deep": safetensors_bytes(valid_header(
