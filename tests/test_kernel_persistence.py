@@ -258,17 +258,62 @@ CASES = [
        arithmetic_gradient(getattr(mpsx, name)))
       for name in ("CNNAdd", "CNNSubtract", "CNNMultiply")],
 ]
+
+def loss_descriptor():
+    return mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM, weight=0.5,
+                                  label_smoothing=0.0, delta=2.0)
+
+
+def loss_inputs(d):
+    return image(d, (2, 3, 4, 5), 0), image(d, (2, 3, 4, 5), 2)
+
+
+def run_loss(kernel):
+    d = kernel.device
+    x, t = loss_inputs(d)
+    labels = mpsx.CNNLossLabels(d, np.asarray(t))
+
+    def encode(cb):
+        gradient = kernel.encode(cb, x, labels)
+        labels.synchronize(cb)
+        return [gradient]
+    return results(d, encode) + [labels.loss_image().to_numpy()]
+
+
+def run_forward_loss(kernel):
+    d = kernel.device
+    x, t = loss_inputs(d)
+    return results(d, lambda cb: [kernel.encode(cb, x, t)])
+
+
+def run_loss_gradient(kernel):
+    d = kernel.device
+    x, t = loss_inputs(d)
+    forward = mpsx.NNForwardLoss(d, loss_descriptor())
+
+    def encode(cb):
+        loss, state = forward.encode(cb, x, t, destination_state=True)
+        return [kernel.encode(cb, image(d, loss.shape, 1), x, t, source_state=state)]
+    return results(d, encode)
+
+
+CASES += [
+    ("CNNLoss", lambda d: with_properties(mpsx.CNNLoss(d, loss_descriptor())), run_loss),
+    ("NNForwardLoss", lambda d: with_properties(mpsx.NNForwardLoss(d, loss_descriptor()), weight=0.25, delta=1.5),
+     run_forward_loss),
+    ("NNLossGradient", lambda d: with_properties(mpsx.NNLossGradient(d, loss_descriptor()), weight=0.25,
+                                                 compute_label_gradients=True), run_loss_gradient),
+]
 CASE_IDS = [f"{name}-{i}" for i, (name, _, _) in enumerate(CASES)]
 
 
 def kernel_classes():
-    """Every public class that is a kernel and can be made, but the losses (tests/test_loss.py)."""
+    """Every public class that is a kernel and can be made."""
     abstract = {"CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "CNNPooling",
                 "CNNPoolingGradient", "CNNUpsampling", "CNNUpsamplingGradient", "CNNArithmetic",
                 "CNNArithmeticGradient"}
-    losses = {"CNNLoss", "NNForwardLoss", "NNLossGradient"}
     return {name for name in dir(mpsx) if isinstance(getattr(mpsx, name), type)
-            and issubclass(getattr(mpsx, name), mpsx.CNNKernel) and name not in abstract | losses}
+            and issubclass(getattr(mpsx, name), mpsx.CNNKernel) and name not in abstract}
 
 
 def test_every_kernel_class_has_a_case():
