@@ -23,7 +23,7 @@ from mpsx._runtime cimport (
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
 
 from mpsx._runtime import StateBatch, _batch_of
-from mpsx.persistence import reduce as persistence_reduce
+from mpsx.persistence import copy as persistence_copy, reduce as persistence_reduce
 
 # The public names of this module; each family's .pxi adds its own.
 __all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",
@@ -248,6 +248,59 @@ cdef class CNNKernel:
     def label(self, value):
         self.native().label = str(value).encode()
 
+    # ---- persistence: MPS's NSSecureCoding and copyWithZone:device: (mpsx/persistence.py)
+    #
+    # A kernel's state is its device, the rest of its constructor's arguments
+    # (each class's _mpsx_arguments()) and the properties a user can set: each
+    # class names its own in _mpsx_properties, and a kernel saves those of its
+    # class and of every base class.
+
+    _mpsx_properties = ("offset", "clip_rect", "edge_mode", "padding", "source_feature_channel_offset",
+                        "destination_feature_channel_offset", "label")
+
+    def _mpsx_arguments(self):
+        """The constructor's arguments after the device: none unless a class says otherwise."""
+        return ()
+
+    @classmethod
+    def _mpsx_property_names(cls):
+        names = []
+        for klass in reversed(cls.__mro__):
+            names += [n for n in vars(klass).get("_mpsx_properties", ()) if n not in names]
+        return names
+
+    def __mpsx_state__(self):
+        self.native()
+        return {"arguments": (self.device,) + tuple(self._mpsx_arguments()),
+                "properties": {name: getattr(self, name) for name in self._mpsx_property_names()}}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        properties = state["properties"]
+        if not isinstance(properties, dict):
+            raise TypeError(f"expected the properties of {cls.__name__} as a dict, given {type(properties).__name__}")
+        known = cls._mpsx_property_names()
+        for name in properties:
+            if name not in known:
+                raise ValueError(f"{cls.__name__} has no property {name!r} to restore")
+        kernel = cls(*state["arguments"])
+        for name, value in properties.items():
+            setattr(kernel, name, value)
+        kernel._mpsx_restored(state)
+        return kernel
+
+    def _mpsx_restored(self, state):
+        """What a class restores after its properties (a convolution's current weights)."""
+        pass
+
+    def __reduce__(self):
+        return persistence_reduce(self)
+
+    def copy(self, device=None):
+        """MPS -copyWithZone:device:: an independent copy, on device (default: this kernel's device,
+        else the best one), made through the kernel's saved description."""
+        return persistence_copy(self, device)
+
     def gradient_kernels(self):
         """The gradient kernels of this forward kernel, one per source image it reads (a binary kernel's
         primary, then its secondary), made with its parameters and data source, as the graph's
@@ -415,6 +468,12 @@ cdef class CNNBinaryKernel(CNNKernel):
         d.c = self.binary_kernel().destination_image_descriptor(image_of(source_images[0]).get()[0],
                                                                 image_of(source_images[1]).get()[0])
         return d
+
+    _mpsx_properties = (
+        "primary_offset", "primary_edge_mode", "primary_stride_in_pixels_x", "primary_stride_in_pixels_y",
+        "primary_source_feature_channel_offset", "primary_source_feature_channel_max_count",
+        "secondary_offset", "secondary_edge_mode", "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
+        "secondary_source_feature_channel_offset", "secondary_source_feature_channel_max_count")
 
     @property
     def primary_offset(self):
@@ -609,6 +668,8 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
                                                                   _state_of(source_states, "source_states").get()[0])
         return d
 
+    _mpsx_properties = ("kernel_offset_x", "kernel_offset_y")
+
     @property
     def kernel_offset_x(self):
         return self.gradient_kernel().kernel_offset_x
@@ -626,6 +687,15 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
         self.gradient_kernel().kernel_offset_y = integer_argument(value, "kernel_offset_y")
 
 
+
+
+cdef object _saved_data_source(kernel):
+    """The data source a kernel's saved state names."""
+    source = kernel.data_source
+    if source is None:
+        raise TypeError(f"mpsx.save: this {type(kernel).__name__} has no data source (an NNGraph's own kernel); "
+                        f"save the graph instead")
+    return source
 
 
 cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKernel forward):

@@ -37,6 +37,9 @@ cdef class CNNArithmetic(CNNBinaryKernel):
     cdef CCNNArithmetic* arithmetic(self) except NULL:
         return <CCNNArithmetic*>self.binary_kernel()
 
+    _mpsx_properties = ("primary_scale", "secondary_scale", "bias", "minimum_value", "maximum_value",
+                        "primary_stride_in_feature_channels", "secondary_stride_in_feature_channels")
+
     @property
     def primary_scale(self):
         return self.arithmetic().parameters.primary_scale
@@ -131,6 +134,8 @@ cdef class NNCompare(CNNArithmetic):
     def __init__(self, Device device not None):
         self._make(device, ArithmeticOperation.Compare)
 
+    _mpsx_properties = ("comparison_type", "threshold")
+
     @property
     def comparison_type(self):
         return NNComparisonType(<int>self.arithmetic().parameters.comparison)
@@ -164,6 +169,12 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     cdef CCNNArithmeticGradient* arithmetic(self) except NULL:
         return <CCNNArithmeticGradient*>self.gradient_kernel()
+
+    _mpsx_properties = ("primary_scale", "secondary_scale", "bias", "minimum_value", "maximum_value",
+                        "secondary_stride_in_feature_channels")
+
+    def _mpsx_arguments(self):
+        return (self.is_secondary_source_filter,)
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State gradient_state not None, Image destination_gradient=None):

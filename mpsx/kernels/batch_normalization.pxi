@@ -479,6 +479,11 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
     cdef CCNNBatchNormalization* _batch_normalization(self) except NULL:
         return <CCNNBatchNormalization*>self.unary_kernel()
 
+    _mpsx_properties = ("epsilon",)
+
+    def _mpsx_arguments(self):
+        return (_saved_data_source(self), self.fused_neuron_descriptor)
+
     @property
     def data_source(self):
         return self._data_source
@@ -612,6 +617,9 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
     def fused_neuron_descriptor(self):
         return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient_kernel()).fused_neuron())
 
+    def _mpsx_arguments(self):
+        return (self.fused_neuron_descriptor,)
+
     def encode(self, *args, **kwargs):
         raise TypeError("MPSCNNBatchNormalizationStatisticsGradient has no single-image encode; "
                         "use encode_batch (an Image is a batch of its images)")
@@ -641,6 +649,9 @@ cdef class CNNBatchNormalizationGradient(CNNGradientKernel):
     @property
     def fused_neuron_descriptor(self):
         return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient_kernel()).fused_neuron())
+
+    def _mpsx_arguments(self):
+        return (self.fused_neuron_descriptor,)
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State batch_normalization_state not None,

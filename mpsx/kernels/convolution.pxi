@@ -559,6 +559,36 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         self._convolution().accumulator_precision = \
             AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
 
+    # Saved: the data source, by its own description, and the weights and biases
+    # the kernel holds now (a reload or a training update may have changed them),
+    # which the restored kernel reloads.
+    _mpsx_properties = ("accumulator_precision",)
+
+    def _mpsx_arguments(self):
+        return (_saved_data_source(self),)
+
+    def __mpsx_state__(self):
+        state = CNNUnaryKernel.__mpsx_state__(self)
+        command_buffer = self.device.command_queue.command_buffer()
+        exported = self.export_weights_and_biases(command_buffer)
+        exported.synchronize(command_buffer)
+        command_buffer.commit()
+        command_buffer.wait_until_completed()
+        if command_buffer.error is not None:
+            raise command_buffer.error
+        state["weights"] = exported.weights.to_numpy(copy=True)
+        state["biases"] = None if exported.biases is None else exported.biases.to_numpy(copy=True)
+        return state
+
+    def _mpsx_restored(self, state):
+        weights = CNNConvolutionWeightsAndBiasesState(self.device, state["weights"], state["biases"])
+        command_buffer = self.device.command_queue.command_buffer()
+        self.reload_weights_and_biases(command_buffer, weights)
+        command_buffer.commit()
+        command_buffer.wait_until_completed()
+        if command_buffer.error is not None:
+            raise command_buffer.error
+
     def reload_weights_and_biases_from_data_source(self):
         """CPU side: loads the data source's current weights; later encodes use them."""
         self._convolution().reload_weights_and_biases_from_data_source()
@@ -623,6 +653,11 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
 
     cdef _made_from(self, CNNKernel forward):
         self._data_source = forward.data_source
+
+    _mpsx_properties = ("gradient_option",)
+
+    def _mpsx_arguments(self):
+        return (_saved_data_source(self),)
 
     @property
     def data_source(self):

@@ -72,6 +72,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         s._convolution_gradient_state = convolution_state
         return s
 
+    _mpsx_properties = ("kernel_offset_x", "kernel_offset_y")
+
     @property
     def kernel_offset_x(self):
         return self._transpose().kernel_offset_x

@@ -19,6 +19,11 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
         self._set(<shared_ptr[CUnaryKernel]>make_cnn_cross_channel_normalization(
             device.shared(), integer_argument(kernel_size, "kernel_size")), NNGradientState)
 
+    _mpsx_properties = ("alpha", "beta", "delta")
+
+    def _mpsx_arguments(self):
+        return (self.kernel_size,)
+
     cdef CCrossChannelNormalizationProperties* properties(self) except NULL:
         return <CCrossChannelNormalizationProperties*><CCNNCrossChannelNormalization*>self.unary_kernel()
 
@@ -64,6 +69,11 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
     def __init__(self, Device device not None, kernel_size):
         self._set(<shared_ptr[CGradientKernel]>make_cnn_cross_channel_normalization_gradient(
             device.shared(), integer_argument(kernel_size, "kernel_size")))
+
+    _mpsx_properties = ("alpha", "beta", "delta")
+
+    def _mpsx_arguments(self):
+        return (self.kernel_size,)
 
     cdef CCrossChannelNormalizationProperties* properties(self) except NULL:
         return <CCrossChannelNormalizationProperties*><CCNNCrossChannelNormalizationGradient*>self.gradient_kernel()

@@ -60,6 +60,9 @@ cdef class CNNDropout(CNNUnaryKernel):
             device.shared(), _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)),
             CNNDropoutGradientState)
 
+    def _mpsx_arguments(self):
+        return (self.keep_probability, self.seed, self.mask_stride_in_pixels)
+
     @property
     def keep_probability(self):
         return (<CCNNDropout*>self.unary_kernel()).dropout_descriptor().keep_probability
@@ -81,6 +84,9 @@ cdef class CNNDropoutGradient(CNNGradientKernel):
     def __init__(self, Device device not None, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNDropoutGradient](
             device.shared(), _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)))
+
+    def _mpsx_arguments(self):
+        return (self.keep_probability, self.seed, self.mask_stride_in_pixels)
 
     @property
     def keep_probability(self):

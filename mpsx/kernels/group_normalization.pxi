@@ -307,6 +307,11 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
     cdef CGroupNormalizationKernel* _normalization(self) except NULL:
         return <CGroupNormalizationKernel*>self.unary_kernel()
 
+    _mpsx_properties = ("epsilon",)
+
+    def _mpsx_arguments(self):
+        return (_saved_data_source(self),)
+
     @property
     def data_source(self):
         self.native()

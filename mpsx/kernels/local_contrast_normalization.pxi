@@ -21,6 +21,11 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
             device.shared(), integer_argument(kernel_width, "kernel_width"),
             integer_argument(kernel_height, "kernel_height")), NNGradientState)
 
+    _mpsx_properties = ("alpha", "beta", "delta", "p0", "pm", "ps")
+
+    def _mpsx_arguments(self):
+        return (self.kernel_width, self.kernel_height)
+
     cdef CCNNLocalContrastNormalization* lcn(self) except NULL:
         return <CCNNLocalContrastNormalization*>self.unary_kernel()
 
@@ -92,6 +97,11 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNLocalContrastNormalizationGradient](
             device.shared(), integer_argument(kernel_width, "kernel_width"),
             integer_argument(kernel_height, "kernel_height")))
+
+    _mpsx_properties = ("alpha", "beta", "delta", "p0", "pm", "ps")
+
+    def _mpsx_arguments(self):
+        return (self.kernel_width, self.kernel_height)
 
     cdef CCNNLocalContrastNormalizationGradient* lcn(self) except NULL:
         return <CCNNLocalContrastNormalizationGradient*>self.gradient_kernel()

@@ -304,15 +304,8 @@ cdef class CNNLoss(CNNKernel):
     def delta(self):
         return self.loss_kernel().loss_descriptor().delta
 
-    def __mpsx_state__(self):
-        return {"arguments": (self.device, self.loss_descriptor)}
-
-    @classmethod
-    def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
-
-    def __reduce__(self):
-        return persistence_reduce(self)
+    def _mpsx_arguments(self):
+        return (self.loss_descriptor,)
 
 
 # ---------------------------------------------------------------- separated losses
@@ -367,6 +360,9 @@ cdef class _SeparatedLoss(CNNKernel):
     cdef CSeparatedLoss* separated_loss(self) except NULL:
         self.native()
         return self.separated
+
+    def _mpsx_arguments(self):
+        return (self.loss_descriptor,)
 
     @property
     def loss_descriptor(self):
@@ -496,16 +492,6 @@ cdef class NNForwardLoss(_SeparatedLoss):
         d.c = self.forward_loss().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
-    def __mpsx_state__(self):
-        return {"arguments": (self.device, self.loss_descriptor)}
-
-    @classmethod
-    def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
-
-    def __reduce__(self):
-        return persistence_reduce(self)
-
 
 cdef class NNLossGradient(_SeparatedLoss):
     """MPSNNLossGradient(device, loss_descriptor): the gradient of NNForwardLoss's loss values
@@ -528,6 +514,8 @@ cdef class NNLossGradient(_SeparatedLoss):
     cdef CNNLossGradientKernel* loss_gradient(self) except NULL:
         self.native()
         return self.gradient
+
+    _mpsx_properties = ("compute_label_gradients",)
 
     @property
     def compute_label_gradients(self):
@@ -576,13 +564,3 @@ cdef class NNLossGradient(_SeparatedLoss):
         d.c = self.loss_gradient().destination_image_descriptor(
             image_of(_first_image(source_gradients)).get()[0], image_of(_first_image(source_images)).get()[0])
         return d
-
-    def __mpsx_state__(self):
-        return {"arguments": (self.device, self.loss_descriptor)}
-
-    @classmethod
-    def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
-
-    def __reduce__(self):
-        return persistence_reduce(self)

@@ -80,6 +80,9 @@ cdef class CNNNeuron(CNNUnaryKernel):
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNNeuron](device.shared(), neuron_descriptor.desc), NNGradientState)
 
+    def _mpsx_arguments(self):
+        return (self.neuron_descriptor,)
+
     @property
     def neuron_descriptor(self):
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
@@ -108,6 +111,9 @@ cdef class CNNNeuronGradient(CNNGradientKernel):
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNNeuronGradient](device.shared(), neuron_descriptor.desc))
+
+    def _mpsx_arguments(self):
+        return (self.neuron_descriptor,)
 
     @property
     def neuron_descriptor(self):

@@ -1,7 +1,7 @@
 # MPSCNNPooling, its subclasses and their gradients (included by _kernels.pyx).
 
 from mpsx.includes.kernels.pooling cimport (
-    CCNNPooling, CCNNPoolingGradient, PoolingKind, kAllSourceSize, make_cnn_pooling, make_cnn_pooling_gradient)
+    CCNNPooling, CCNNPoolingGradient, PoolingKind, PoolingWindow, kAllSourceSize, make_cnn_pooling, make_cnn_pooling_gradient)
 
 __all__ += ["CNNPooling", "CNNPoolingMax", "CNNPoolingAverage", "CNNPoolingL2Norm", "CNNDilatedPoolingMax",
             "CNNPoolingGradient", "CNNPoolingMaxGradient", "CNNPoolingAverageGradient", "CNNPoolingL2NormGradient",
@@ -61,6 +61,12 @@ cdef class CNNPooling(CNNUnaryKernel):
     def stride_in_pixels_y(self):
         return self.pooling_kernel().pooling_window().stride_y
 
+    def _mpsx_arguments(self):
+        cdef PoolingWindow w = self.pooling_kernel().pooling_window()
+        if isinstance(self, (CNNDilatedPoolingMax, CNNDilatedPoolingMaxGradient)):
+            return (w.kernel_width, w.kernel_height, w.dilation_x, w.dilation_y, w.stride_x, w.stride_y)
+        return (w.kernel_width, w.kernel_height, w.stride_x, w.stride_y)
+
 
 cdef class CNNPoolingMax(CNNPooling):
     """MPSCNNPoolingMax: the maximum of each window (with edge_mode ZERO, reads
@@ -81,6 +87,8 @@ cdef class CNNPoolingAverage(CNNPooling):
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.Average, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
+
+    _mpsx_properties = ("zero_pad_size_x", "zero_pad_size_y")
 
     @property
     def zero_pad_size_x(self):
@@ -159,6 +167,14 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
     def stride_in_pixels_y(self):
         return self.pooling_kernel().pooling_window().stride_y
 
+    def _mpsx_arguments(self):
+        cdef PoolingWindow w = self.pooling_kernel().pooling_window()
+        if isinstance(self, (CNNDilatedPoolingMax, CNNDilatedPoolingMaxGradient)):
+            return (w.kernel_width, w.kernel_height, w.dilation_x, w.dilation_y, w.stride_x, w.stride_y)
+        return (w.kernel_width, w.kernel_height, w.stride_x, w.stride_y)
+
+    _mpsx_properties = ("source_size",)
+
     @property
     def source_size(self):
         """MPS sourceSize: (width, height, depth) of the source gradient pixels and
@@ -195,6 +211,8 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
         self._make(device, PoolingKind.Average, kernel_width, kernel_height, stride_in_pixels_x, stride_in_pixels_y)
+
+    _mpsx_properties = ("zero_pad_size_x", "zero_pad_size_y")
 
     @property
     def zero_pad_size_x(self):

@@ -19,6 +19,11 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
             device.shared(), integer_argument(kernel_width, "kernel_width"),
             integer_argument(kernel_height, "kernel_height")), NNGradientState)
 
+    _mpsx_properties = ("alpha", "beta", "delta")
+
+    def _mpsx_arguments(self):
+        return (self.kernel_width, self.kernel_height)
+
     cdef CSpatialNormalizationProperties* properties(self) except NULL:
         return <CSpatialNormalizationProperties*><CCNNSpatialNormalization*>self.unary_kernel()
 
@@ -72,6 +77,11 @@ cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
         self._set(<shared_ptr[CGradientKernel]>make_cnn_spatial_normalization_gradient(
             device.shared(), integer_argument(kernel_width, "kernel_width"),
             integer_argument(kernel_height, "kernel_height")))
+
+    _mpsx_properties = ("alpha", "beta", "delta")
+
+    def _mpsx_arguments(self):
+        return (self.kernel_width, self.kernel_height)
 
     cdef CSpatialNormalizationProperties* properties(self) except NULL:
         return <CSpatialNormalizationProperties*><CCNNSpatialNormalizationGradient*>self.gradient_kernel()

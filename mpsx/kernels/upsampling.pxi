@@ -22,11 +22,22 @@ cdef bint _align_corners(object value) except -1:
     return bool(value)
 
 
+cdef tuple _upsampling_arguments(kernel):
+    # The integer scale factors, and align_corners where the constructor takes it (bilinear).
+    scales = (int(kernel.scale_factor_x), int(kernel.scale_factor_y))
+    if isinstance(kernel, (CNNUpsamplingBilinear, CNNUpsamplingBilinearGradient)):
+        return scales + (kernel.align_corners,)
+    return scales
+
+
 cdef class CNNUpsampling(CNNUnaryKernel):
     """MPSCNNUpsampling: each source image scaled up by integer factors."""
 
     cdef CCNNUpsampling* _upsampling(self) except NULL:
         return <CCNNUpsampling*>self.unary_kernel()
+
+    def _mpsx_arguments(self):
+        return _upsampling_arguments(self)
 
     @property
     def scale_factor_x(self):
@@ -67,6 +78,9 @@ cdef class CNNUpsamplingGradient(CNNGradientKernel):
 
     cdef CCNNUpsamplingGradient* _upsampling(self) except NULL:
         return <CCNNUpsamplingGradient*>self.gradient_kernel()
+
+    def _mpsx_arguments(self):
+        return _upsampling_arguments(self)
 
     @property
     def scale_factor_x(self):
