@@ -196,13 +196,14 @@ def _kind(value):
 
 def _header(obj):
     describer = _Describer()
-    description = describer.describe(obj)
+    description = describer.encode(obj, "the object", 0)
     return json.dumps(description, allow_nan=False, separators=(",", ":")), describer.tensors
 
 
 def save(obj, path):
-    """Writes obj (a descriptor, data source, kernel, optimizer or graph) to path, as
-    JSON plus safetensors."""
+    """Writes obj (a descriptor, data source, kernel, optimizer or graph, or a list,
+    tuple or str-keyed dict of them: a checkpoint) to path, as JSON plus
+    safetensors. Objects met twice are saved once and shared after loading."""
     import safetensors.numpy
     text, tensors = _header(obj)
     safetensors.numpy.save_file(tensors, str(path),
@@ -235,7 +236,7 @@ def load(path, device=None):
                 if not isinstance(name, str) or name not in names:
                     _fail(f"{path}: the description names tensor {_kind(name)}, which the file does not hold")
                 return f.get_tensor(name)
-            return _Restorer(tensor, device).restore(description)
+            return _Restorer(tensor, device).decode(description, 0)
     except safetensors.SafetensorError as e:  # not a safetensors file, or a damaged one
         _fail(f"{path} is not a readable safetensors file: {e}")
     except OSError as e:
@@ -246,11 +247,11 @@ def copy(obj, device=None):
     """An independent copy of obj made through its description, its kernels on device:
     MPS's copyWithZone:device:."""
     text, tensors = _header(obj)
-    return _Restorer(lambda name: tensors[name].copy(), device).restore(json.loads(text))
+    return _Restorer(lambda name: tensors[name].copy(), device).decode(json.loads(text), 0)
 
 
 def _unpickle(text, tensors):
-    return _Restorer(lambda name: tensors[name], None).restore(json.loads(text))
+    return _Restorer(lambda name: tensors[name], None).decode(json.loads(text), 0)
 
 
 def reduce(obj):

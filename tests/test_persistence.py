@@ -134,6 +134,15 @@ def test_a_python_data_source_is_saved_through_its_attributes(device, tmp_path):
         mpsx.save(device.command_queue, tmp_path / "q.mpsx")
 
 
+def test_a_checkpoint_of_several_objects_shares_what_they_share(device, tmp_path):
+    weights = data_sources(device)[0]
+    conv, gradient = mpsx.CNNConvolution(device, weights), mpsx.CNNConvolutionGradient(device, weights)
+    mpsx.save({"forward": conv, "gradient": gradient, "step": 3}, tmp_path / "checkpoint.mpsx")
+    back = mpsx.load(tmp_path / "checkpoint.mpsx")
+    assert back["step"] == 3 and back["forward"].data_source is back["gradient"].data_source
+    assert back["forward"].data_source.optimizer.beta1 == pytest.approx(0.8)
+
+
 def test_an_object_met_twice_is_one_object_after_loading(device, tmp_path):
     weights = data_sources(device)[1]
     holder = Scaled(weights.descriptor(), weights.weights(), 1.0)
@@ -162,7 +171,7 @@ def safetensors_bytes(header, data=b""):
 
 
 def valid_header(description, tensors=None, version="1"):
-    header = {"__metadata__": {"mpsx": json.dumps(description), "mpsx.format": version}}
+    header = {"__metadata__": {"mpsx": json.dumps({"$object": description}), "mpsx.format": version}}
     header.update(tensors or {})
     return header
 
@@ -200,7 +209,9 @@ HOSTILE = {
         valid_header(DESCRIPTOR, {"0": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1 << 30]}}), b"\0" * 8),
     "description not JSON": safetensors_bytes({"__metadata__": {"mpsx": "{'class':", "mpsx.format": "1"}}),
     "a newer format": safetensors_bytes(valid_header(DESCRIPTOR, version="2")),
-    "no format version": safetensors_bytes({"__metadata__": {"mpsx": json.dumps(DESCRIPTOR)}}),
+    "no format version": safetensors_bytes({"__metadata__": {"mpsx": json.dumps({"$object": DESCRIPTOR})}}),
+    "a description that is not a value": safetensors_bytes(
+        {"__metadata__": {"mpsx": json.dumps(DESCRIPTOR), "mpsx.format": "1"}}),
     "an unknown class": safetensors_bytes(valid_header({"class": "mpsx.Nonesuch", "state": {"$dict": {}}})),
     "a class outside mpsx that is not a class": safetensors_bytes(
         valid_header({"class": "os:system", "state": {"$dict": {}}})),
