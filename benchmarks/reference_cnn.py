@@ -129,7 +129,8 @@ class ReferenceCNN(TrainingSteps):
     per step holds the forward pass, the loss, the backward pass and the SGD
     (or Adam) updates, which reload the kernels' weights on the command
     buffer. state_dict() / load_state_dict() checkpoint what training
-    changes, as a dict of mpsx objects that mpsx.save saves."""
+    changes, as a dict of mpsx objects (mpsx.save takes one object: save the
+    dict as an attribute of one)."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
                  optimizer="sgd"):
@@ -194,7 +195,7 @@ class ReferenceCNN(TrainingSteps):
     def state_dict(self):
         """What training changes, by name, once the last step has completed: the weights,
         gamma and beta and running statistics the kernels use, the optimizers (Adam's time
-        step) and their vectors. mpsx.save(model.state_dict(), path) checkpoints the model."""
+        step) and their vectors: what a checkpoint saves."""
         self.wait()
         state = {"optimizers": self.optimizers, "vectors": self.vectors, "fc.weights": self.fc_weights}
         cb = self.device.command_queue.command_buffer()
@@ -404,8 +405,8 @@ class GraphReferenceCNN(TrainingSteps):
         self._inputs()
 
     def state_dict(self):
-        """The data sources by name, once the last step has completed: mpsx.save(model.state_dict(),
-        path) checkpoints the model (styles "gpu" and "cpu" with native data sources)."""
+        """The data sources by name, once the last step has completed: what a checkpoint saves
+        (styles "gpu" and "cpu" with native data sources)."""
         self.wait()
         return dict(self.sources)
 
