@@ -5,7 +5,8 @@ Input N x 3 x 32 x 32; four 3x3 convolutions (3->32, 32->32, 32->64, 64->64,
 "same" padding, bias), each followed by batch normalization with training
 statistics and ReLU; 2x2 max pooling after the second and the fourth; a fully
 connected layer 64*8*8 -> 10; softmax cross-entropy, mean over the batch; SGD
-with momentum 0.9 on every weight, bias, gamma and beta.
+with momentum 0.9 on every weight, bias, gamma and beta (or Adam, one
+optimizer per layer's weights and biases and per gamma and beta).
 """
 
 import time
@@ -113,19 +114,40 @@ class TrainingSteps:
         return float(labels.loss_image().to_numpy()[0, 0, 0, 0])
 
 
+def optimizer_factory(device, optimizer, learning_rate, momentum):
+    """What makes the optimizer of one set of trained values: SGD with momentum, or Adam."""
+    if optimizer == "sgd":
+        return lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
+                                                                 momentum_scale=momentum)
+    if optimizer == "adam":
+        return lambda: mpsx.NNOptimizerAdam(device, learning_rate=learning_rate)
+    raise ValueError(f"optimizer must be 'sgd' or 'adam', given {optimizer!r}")
+
+
 class ReferenceCNN(TrainingSteps):
     """The reference CNN trained by hand-encoded kernels: one command buffer
     per step holds the forward pass, the loss, the backward pass and the SGD
-    updates, which reload the kernels' weights on the command buffer."""
+    (or Adam) updates, which reload the kernels' weights on the command
+    buffer. state_dict() / load_state_dict() checkpoint what training
+    changes, as a dict of mpsx objects (mpsx.save takes one object: save the
+    dict as an attribute of one)."""
 
-    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float"):
+    def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
+                 optimizer="sgd"):
         self.device = device
         self.batch_size = batch_size
         self.initial_parameters = p = initial_parameters(seed)
         self.learning_rate, self.momentum = learning_rate, momentum
         relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
-        self.sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
-                                                             momentum_scale=momentum)
+        make_optimizer = optimizer_factory(device, optimizer, learning_rate, momentum)
+        # SGD keeps nothing between steps, so one serves every update; each Adam counts its own steps.
+        self.sgd = make_optimizer()
+        self.optimizers = {}
+        for name in [f"{kind}{i}" for i in range(len(CHANNELS)) for kind in ("conv", "bn")] + ["fc"]:
+            self.optimizers[name] = self.sgd if optimizer == "sgd" else make_optimizer()
+        # The optimizer's vectors of each update, [weights, biases] or [gamma, beta], by kind.
+        self.vector_kinds = ("momentum",) if optimizer == "sgd" else ("momentum", "velocity")
+        self.vectors = {}
         self.layers = []
         cb = device.command_queue.command_buffer()
         for i, (cin, cout) in enumerate(CHANNELS):
@@ -142,8 +164,9 @@ class ReferenceCNN(TrainingSteps):
                 statistics_gradient=mpsx.CNNBatchNormalizationStatisticsGradient(device, relu),
                 bn_gradient=mpsx.CNNBatchNormalizationGradient(device, relu),
                 weights=conv.export_weights_and_biases(cb),
-                gamma_and_beta=mpsx.CNNNormalizationGammaAndBetaState(device, p[f"bn{i}.gamma"], p[f"bn{i}.beta"]),
-                momenta=[mpsx.Vector(device, n) for n in (cout * 9 * cin, cout, cout, cout)]))
+                gamma_and_beta=mpsx.CNNNormalizationGammaAndBetaState(device, p[f"bn{i}.gamma"], p[f"bn{i}.beta"])))
+            self._add_vectors(f"conv{i}", cout * 9 * cin, cout)
+            self._add_vectors(f"bn{i}", cout, cout)
         fc_source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES), p["fc.weight"],
                                             p["fc.bias"])
         self.layers[0]["conv_gradient"].gradient_option = \
@@ -152,7 +175,7 @@ class ReferenceCNN(TrainingSteps):
         self.fc.accumulator_precision = accumulator_precision
         self.fc_gradient = mpsx.CNNFullyConnectedGradient(device, fc_source)
         self.fc_weights = self.fc.export_weights_and_biases(cb)
-        self.fc_momenta = [mpsx.Vector(device, CLASSES * 64 * 64), mpsx.Vector(device, CLASSES)]
+        self._add_vectors("fc", CLASSES * 64 * 64, CLASSES)
         cb.commit()
         cb.wait_until_completed()
         self.pool = mpsx.CNNPoolingMax(device, 2, 2)
@@ -161,6 +184,56 @@ class ReferenceCNN(TrainingSteps):
         descriptor.reduce_across_batch = True
         self.cross_entropy = mpsx.CNNLoss(device, descriptor)
         self._inputs()
+
+    def _add_vectors(self, name, *counts):
+        self.vectors[name] = {kind: [mpsx.Vector(self.device, n) for n in counts] for kind in self.vector_kinds}
+
+    def _encode_update(self, cb, name, **states):
+        vectors = {f"input_{kind}_vectors": v for kind, v in self.vectors[name].items()}
+        self.optimizers[name].encode(cb, **states, **vectors)
+
+    def state_dict(self):
+        """What training changes, by name, once the last step has completed: the weights,
+        gamma and beta and running statistics the kernels use, the optimizers (Adam's time
+        step) and their vectors: what a checkpoint saves."""
+        self.wait()
+        state = {"optimizers": self.optimizers, "vectors": self.vectors, "fc.weights": self.fc_weights}
+        cb = self.device.command_queue.command_buffer()
+        for i, layer in enumerate(self.layers):
+            source = layer["bn"].data_source  # its host mean and variance follow the kernel's updates
+            state[f"conv{i}.weights"] = layer["weights"]
+            state[f"bn{i}.gamma_and_beta"] = layer["gamma_and_beta"]
+            state[f"bn{i}.mean_and_variance"] = mpsx.CNNNormalizationMeanAndVarianceState(
+                self.device, source.mean(), source.variance())
+        # The updates wrote them in place without synchronize; a later command buffer makes them readable.
+        for vectors in self.vectors.values():
+            for vector in sum(vectors.values(), []):
+                vector.synchronize(cb)
+        for name in state:
+            if name.endswith(("weights", "gamma_and_beta")):
+                state[name].synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        return state
+
+    def load_state_dict(self, state):
+        """Continues from what state_dict() returned (or mpsx.load of it on this model's device):
+        the kernels reload its values and the updates use its optimizers and vectors."""
+        self.wait()
+        cb = self.device.command_queue.command_buffer()
+        self.optimizers, self.vectors = dict(state["optimizers"]), dict(state["vectors"])
+        self.fc_weights = state["fc.weights"]
+        self.fc.reload_weights_and_biases(cb, self.fc_weights)
+        for i, layer in enumerate(self.layers):
+            layer["weights"] = state[f"conv{i}.weights"]
+            layer["conv"].reload_weights_and_biases(cb, layer["weights"])
+            layer["gamma_and_beta"] = state[f"bn{i}.gamma_and_beta"]
+            layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
+            layer["bn"].reload_mean_and_variance(cb, state[f"bn{i}.mean_and_variance"])
+        cb.commit()
+        cb.wait_until_completed()
+        if cb.status != "completed":
+            raise cb.error
 
     def encode_step(self, cb, images, labels):
         """Encodes one training step onto cb."""
@@ -180,23 +253,23 @@ class ReferenceCNN(TrainingSteps):
         logits, fc_states = self.fc.encode_batch(cb, x, destination_states=True)
         gradient = self.cross_entropy.encode_batch(cb, logits, labels)
         gradient = self.fc_gradient.encode_batch(cb, gradient, x, fc_states)
-        self._update_convolution(cb, self.fc, fc_states, self.fc_weights, self.fc_momenta)
-        for layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(self.layers, records))):
+        self._update_convolution(cb, "fc", self.fc, fc_states, self.fc_weights)
+        for i, layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(
+                range(len(self.layers)), self.layers, records))):
             if pooling:
                 gradient = self.pool_gradient.encode_batch(cb, gradient, pooling[0], pooling[1])
             layer["statistics_gradient"].encode_batch(cb, gradient, y, bn_state)
             gradient = layer["bn_gradient"].encode_batch(cb, gradient, y, bn_state)
             # The first convolution's source needs no gradient (weights and bias only).
             gradient = layer["conv_gradient"].encode_batch(cb, gradient, conv_input, conv_states)
-            self._update_convolution(cb, layer["conv"], conv_states, layer["weights"], layer["momenta"][:2])
-            self.sgd.encode(cb, batch_normalization_state=bn_state, input_momentum_vectors=layer["momenta"][2:],
-                            result_state=layer["gamma_and_beta"])
+            self._update_convolution(cb, f"conv{i}", layer["conv"], conv_states, layer["weights"])
+            self._encode_update(cb, f"bn{i}", batch_normalization_state=bn_state, result_state=layer["gamma_and_beta"])
             layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
             layer["bn"].encode_mean_and_variance_update(cb, bn_state)
 
-    def _update_convolution(self, cb, conv, states, weights, momenta):
-        self.sgd.encode(cb, convolution_gradient_state=states[0], convolution_source_state=weights,
-                        input_momentum_vectors=momenta, result_state=weights)
+    def _update_convolution(self, cb, name, conv, states, weights):
+        self._encode_update(cb, name, convolution_gradient_state=states[0], convolution_source_state=weights,
+                            result_state=weights)
         conv.reload_weights_and_biases(cb, weights)
 
 class Handle:
@@ -249,19 +322,27 @@ class GraphReferenceCNN(TrainingSteps):
     momentum updates from them by hand on the same command buffer after the
     graph, reloading the graph's kernels (state.convolution,
     state.batch_normalization) on the command buffer, as ReferenceCNN does:
-    the step replays like the others."""
+    the step replays like the others.
+
+    optimizer: "sgd" (with momentum) or "adam", one per data source. The data
+    sources (ConvolutionWeights and BatchNormalizationWeights, with their
+    optimizers and optimizer state) checkpoint the model: state_dict() gives
+    them by name once the last step has completed, and
+    GraphReferenceCNN(..., sources=mpsx.load(path, device)) continues from
+    them."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
-                 data_source=None, style="gpu", format=mpsx.DataType.FLOAT32):
+                 data_source=None, style="gpu", format=mpsx.DataType.FLOAT32, optimizer="sgd", sources=None):
         if style not in ("gpu", "cpu", "none"):
             raise ValueError(f"style must be 'gpu', 'cpu' or 'none', given {style!r}")
-        if style == "none" and data_source is not None:
+        if style == "none" and (data_source is not None or sources is not None):
             raise ValueError("style 'none' updates the weights by hand from the states the graph exports; "
-                             f"given data_source={data_source!r}")
+                             f"given data_source={data_source!r}, sources={sources!r}")
         self.device, self.batch_size, self.style = device, batch_size, style
         self.initial_parameters = p = initial_parameters(seed)
-        sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=learning_rate,
-                                                                momentum_scale=momentum)
+        sgd = optimizer_factory(device, optimizer, learning_rate, momentum)
+        if style == "none" and optimizer != "sgd":
+            raise ValueError(f"style 'none' trains with SGD, given optimizer={optimizer!r}")
         if style == "none":
             data_source = lambda descriptor, w, b: mpsx.ConvolutionWeights(descriptor, w, b)
             bn_source = lambda g, b: mpsx.BatchNormalizationWeights(g, b, np.zeros(len(g), np.float32),
@@ -272,13 +353,21 @@ class GraphReferenceCNN(TrainingSteps):
             bn_source = lambda g, b: mpsx.BatchNormalizationWeights(g, b, np.zeros(len(g), np.float32),
                                                                     np.ones(len(g), np.float32), EPSILON,
                                                                     optimizer=sgd())
+        self.sources = {}
+
+        def source(name, make, *arguments):
+            self.sources[name] = sources[name] if sources is not None else make(*arguments)
+            return self.sources[name]
+
         relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
         x = mpsx.NNImageNode(Handle("images"))
         trainable, exported = [], {}
         for i, (cin, cout) in enumerate(CHANNELS):
-            conv = mpsx.CNNConvolutionNode(x, data_source(mpsx.CNNConvolutionDescriptor(3, 3, cin, cout),
-                                                          p[f"conv{i}.weight"], p[f"conv{i}.bias"]))
-            bn = mpsx.CNNBatchNormalizationNode(conv.result_image, bn_source(p[f"bn{i}.gamma"], p[f"bn{i}.beta"]))
+            conv = mpsx.CNNConvolutionNode(x, source(f"conv{i}", data_source,
+                                                     mpsx.CNNConvolutionDescriptor(3, 3, cin, cout),
+                                                     p[f"conv{i}.weight"], p[f"conv{i}.bias"]))
+            bn = mpsx.CNNBatchNormalizationNode(conv.result_image,
+                                                source(f"bn{i}", bn_source, p[f"bn{i}.gamma"], p[f"bn{i}.beta"]))
             x = mpsx.CNNNeuronNode(bn.result_image, relu).result_image
             if i % 2 == 1:
                 x = mpsx.CNNPoolingMaxNode(x, 2).result_image
@@ -287,8 +376,8 @@ class GraphReferenceCNN(TrainingSteps):
             exported[f"bn{i}"] = (bn.result_state, (p[f"bn{i}.gamma"], p[f"bn{i}.beta"]))
             if style == "none":
                 bn.training_style = "none"
-        fc = mpsx.CNNFullyConnectedNode(x, data_source(mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES),
-                                                       p["fc.weight"], p["fc.bias"]))
+        fc = mpsx.CNNFullyConnectedNode(x, source("fc", data_source, mpsx.CNNConvolutionDescriptor(8, 8, 64, CLASSES),
+                                                  p["fc.weight"], p["fc.bias"]))
         exported["fc"] = (fc.convolution_gradient_state, (p["fc.weight"], p["fc.bias"]))
         for node in trainable + [fc]:
             node.training_style = style
@@ -314,6 +403,12 @@ class GraphReferenceCNN(TrainingSteps):
                     state = mpsx.CNNConvolutionWeightsAndBiasesState(device, first, second)
                 self.updated.append((state, [mpsx.Vector(device, first.size), mpsx.Vector(device, second.size)]))
         self._inputs()
+
+    def state_dict(self):
+        """The data sources by name, once the last step has completed: what a checkpoint saves
+        (styles "gpu" and "cpu" with native data sources)."""
+        self.wait()
+        return dict(self.sources)
 
     def encode_step(self, cb, images, labels):
         if self.style != "none":

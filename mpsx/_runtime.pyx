@@ -599,6 +599,18 @@ cdef class Vector:
     def __len__(self):
         return self.native().length()
 
+    def __mpsx_state__(self):
+        """The device and the values, read on the host: after synchronize(cb) on the command buffer
+        that last wrote them, once it has completed (SynchronizationError before)."""
+        return {"device": self.device, "values": self.to_numpy()}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return Vector.from_numpy(state["device"], state["values"])
+
+    def __reduce__(self):
+        return persistence_reduce(self)
+
     def __repr__(self):
         if not self.c:
             return uninitialized_repr(self)
@@ -900,6 +912,24 @@ cdef class State:
     def synchronize(self, CommandBuffer command_buffer not None):
         """MPS -synchronizeOnCommandBuffer: for every buffer the state exposes."""
         self.native().synchronize(command_buffer.native()[0])
+
+    def _saved_values(self):
+        """The constructor's arguments after the device: the values of a state made from values
+        (weights and biases, gamma and beta, mean and variance), which define how it is saved."""
+        raise TypeError(f"mpsx cannot save a {type(self).__name__}: it belongs to the encode that made it; only "
+                        f"states made from values (weights and biases, gamma and beta, mean and variance) are saved")
+
+    def __mpsx_state__(self):
+        """The device and the values, read on the host: after synchronize(cb) on the command buffer
+        that last wrote them, once it has completed (SynchronizationError before)."""
+        return {"arguments": (self.device,) + tuple(self._saved_values())}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return cls(*state["arguments"])
+
+    def __reduce__(self):
+        return persistence_reduce(self)
 
     def __repr__(self):
         if not self.c:

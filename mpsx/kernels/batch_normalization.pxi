@@ -308,19 +308,33 @@ cdef class BatchNormalizationWeights:
         return wrap_gamma_and_beta_state(self.native().update_gamma_and_beta_on_command_buffer(
             command_buffer.native()[0], batch_normalization_state._batch_state()))
 
+    def optimizer_state(self):
+        """The vectors the data source keeps for its optimizer, {kind: [gamma's, beta's]} (kinds:
+        momentum, velocity, sum_of_squares) as float32 arrays, as the last update left them: read
+        once its command buffer has completed. Empty without an optimizer. Adam's time step is the
+        optimizer's."""
+        return optimizer_state_of(self.native().optimizer_vectors(), "BatchNormalizationWeights")
+
+    def set_optimizer_state(self, state):
+        """Writes what optimizer_state() returned (the same kinds and sizes) before the next update."""
+        set_optimizer_state_of(self.native().optimizer_vectors(), state, "BatchNormalizationWeights")
+
     def copy(self, device=None):
-        """The current values, with a copy of the optimizer on device (its vectors start from zero)."""
+        """The current values, with a copy of the optimizer and its state on device."""
         optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        return BatchNormalizationWeights(self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
+        copy = BatchNormalizationWeights(self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
                                          self.momentum, optimizer, self.label())
+        copy.set_optimizer_state(self.optimizer_state())
+        return copy
 
     def __mpsx_state__(self):
         return {"arguments": (self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
-                              self.momentum, self._optimizer, self.label())}
+                              self.momentum, self._optimizer, self.label()),
+                "optimizer_state": self.optimizer_state()}
 
     @classmethod
     def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
+        return _restore_with_optimizer_state(cls, state)
 
     def __reduce__(self):
         return persistence_reduce(self)
@@ -362,6 +376,9 @@ cdef class CNNNormalizationGammaAndBetaState(State):
         cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.native()).beta()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
+    def _saved_values(self):
+        return self.gamma.to_numpy(copy=True), self.beta.to_numpy(copy=True)
+
 
 cdef object wrap_mean_and_variance_state(const shared_ptr[CNormalizationMeanAndVarianceState]& state):
     cdef CNNNormalizationMeanAndVarianceState s = \
@@ -395,6 +412,9 @@ cdef class CNNNormalizationMeanAndVarianceState(State):
     def variance(self):
         cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.native()).variance()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
+
+    def _saved_values(self):
+        return self.mean.to_numpy(copy=True), self.variance.to_numpy(copy=True)
 
 
 cdef class CNNBatchNormalizationState(NNGradientState):

@@ -401,18 +401,31 @@ cdef class ConvolutionWeights:
         """The NNOptimizer that trains the weights, or None."""
         return self._optimizer
 
+    def optimizer_state(self):
+        """The vectors the data source keeps for its optimizer, {kind: [weights', biases']} (kinds:
+        momentum, velocity, sum_of_squares) as float32 arrays, as the last update left them: read
+        once its command buffer has completed. Empty without an optimizer. Adam's time step is the
+        optimizer's."""
+        return optimizer_state_of(self.native().optimizer_vectors(), "ConvolutionWeights")
+
+    def set_optimizer_state(self, state):
+        """Writes what optimizer_state() returned (the same kinds and sizes) before the next update."""
+        set_optimizer_state_of(self.native().optimizer_vectors(), state, "ConvolutionWeights")
+
     def copy(self, device=None):
-        """The current values, with a copy of the optimizer on device (its vectors start from zero)."""
+        """The current values, with a copy of the optimizer and its state on device."""
         optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        return ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), optimizer, self.label())
+        copy = ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), optimizer, self.label())
+        copy.set_optimizer_state(self.optimizer_state())
+        return copy
 
     def __mpsx_state__(self):
         return {"arguments": (self.descriptor(), self.weights(), self.bias_terms(), self._optimizer,
-                              self.label())}
+                              self.label()), "optimizer_state": self.optimizer_state()}
 
     @classmethod
     def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
+        return _restore_with_optimizer_state(cls, state)
 
     def __reduce__(self):
         return persistence_reduce(self)
@@ -451,6 +464,12 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
     @property
     def biases_offset(self):
         return (<CConvolutionWeightsAndBiasesState*>self.native()).biases_offset()
+
+    def _saved_values(self):
+        """The weights and biases past the offsets (saved as a state with offsets 0)."""
+        biases = self.biases
+        return (self.weights.to_numpy(copy=True)[self.weights_offset // 4:],
+                None if biases is None else biases.to_numpy(copy=True)[self.biases_offset // 4:])
 
 
 cdef class CNNConvolutionGradientState(NNGradientState):

@@ -189,6 +189,21 @@ cdef class _NormalizationWeights:
         """The NNOptimizer that trains gamma and beta, or None."""
         return self._optimizer
 
+    def optimizer_state(self):
+        """The vectors the data source keeps for its optimizer, {kind: [gamma's, beta's]} (kinds:
+        momentum, velocity, sum_of_squares) as float32 arrays, as the last update left them: read
+        once its command buffer has completed. Empty without an optimizer. Adam's time step is the
+        optimizer's."""
+        return optimizer_state_of(self.native().optimizer_vectors(), type(self).__name__)
+
+    def set_optimizer_state(self, state):
+        """Writes what optimizer_state() returned (the same kinds and sizes) before the next update."""
+        set_optimizer_state_of(self.native().optimizer_vectors(), state, type(self).__name__)
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        return _restore_with_optimizer_state(cls, state)
+
     def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None, states):
         """With an optimizer: gamma and beta after one update from the gradients of the batch of states
         (one encode's state, alone or as its StateBatch), encoded on the command buffer."""
@@ -226,17 +241,16 @@ cdef class GroupNormalizationWeights(_NormalizationWeights):
         self.native().set_number_of_groups(integer_argument(value, "number_of_groups"))
 
     def copy(self, device=None):
+        """The current values, with a copy of the optimizer and its state on device."""
         optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        return GroupNormalizationWeights(self.gamma(), self.beta(), self.number_of_groups, self.epsilon, optimizer,
+        copy = GroupNormalizationWeights(self.gamma(), self.beta(), self.number_of_groups, self.epsilon, optimizer,
                                          self.label())
+        copy.set_optimizer_state(self.optimizer_state())
+        return copy
 
     def __mpsx_state__(self):
         return {"arguments": (self.gamma(), self.beta(), self.number_of_groups, self.epsilon,
-                              self._optimizer, self.label())}
-
-    @classmethod
-    def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
+                              self._optimizer, self.label()), "optimizer_state": self.optimizer_state()}
 
     def __reduce__(self):
         return persistence_reduce(self)

@@ -63,16 +63,15 @@ cdef class InstanceNormalizationWeights(_NormalizationWeights):
         self._make(gamma, beta, kInstanceNormalizationGroups, epsilon, optimizer, label)
 
     def copy(self, device=None):
+        """The current values, with a copy of the optimizer and its state on device."""
         optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        return InstanceNormalizationWeights(self.gamma(), self.beta(), self.epsilon, optimizer, self.label())
+        copy = InstanceNormalizationWeights(self.gamma(), self.beta(), self.epsilon, optimizer, self.label())
+        copy.set_optimizer_state(self.optimizer_state())
+        return copy
 
     def __mpsx_state__(self):
         return {"arguments": (self.gamma(), self.beta(), self.epsilon, self._optimizer,
-                              self.label())}
-
-    @classmethod
-    def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
+                              self.label()), "optimizer_state": self.optimizer_state()}
 
     def __reduce__(self):
         return persistence_reduce(self)

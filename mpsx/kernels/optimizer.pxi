@@ -7,10 +7,12 @@ from libc.stdint cimport uint64_t
 
 from mpsx.includes.buffer cimport CVector
 from mpsx.includes.kernels.optimizer cimport (
-    CNNOptimizer, CNNOptimizerAdam, CNNOptimizerRMSProp, CNNOptimizerStochasticGradientDescent,
+    CKeptOptimizerVectors, CNNOptimizer, CNNOptimizerAdam, OptimizerVectorKind, CNNOptimizerRMSProp,
+    CNNOptimizerStochasticGradientDescent,
     OptimizerDescriptor as COptimizerDescriptor, OptimizerVectorLists, OptimizerVectors,
     RegularizationType as CRegularizationType)
 from mpsx._runtime cimport Vector
+from mpsx._errors import ShapeError
 
 __all__ += ["NNRegularizationType", "NNOptimizerDescriptor", "NNOptimizer", "NNOptimizerStochasticGradientDescent",
             "NNOptimizerAdam", "NNOptimizerRMSProp"]
@@ -180,6 +182,78 @@ cdef bint _state_form(bint vectors_given, bint states_given) except -1:
                         "result_values_vector) or states (convolution_gradient_state, convolution_source_state, "
                         "batch_normalization_state, ..., result_state), not both")
     return states_given
+
+
+# The kinds of vectors a data source keeps for its optimizer, in native order (OptimizerVectorKind).
+_OPTIMIZER_VECTOR_KINDS = ("momentum", "velocity", "maximum_velocity", "sum_of_squares")
+
+
+cdef dict optimizer_state_of(CKeptOptimizerVectors& kept, str owner):
+    """The optimizer vectors a data source keeps, {kind: [weights' (gamma's), biases' (beta's)]}
+    as float32 arrays: what the last completed update left (SynchronizationError while one is
+    in flight). Empty without an optimizer."""
+    cdef bytes name = owner.encode()
+    cdef dict state = {}
+    cdef float[::1] view
+    cdef size_t i, n
+    for k, kind in enumerate(_OPTIMIZER_VECTOR_KINDS):
+        arrays = []
+        for i in range(kept.count(<OptimizerVectorKind><uint32_t>k)):
+            n = kept.length(<OptimizerVectorKind><uint32_t>k, i)
+            a = np.empty(n, dtype=np.float32)
+            if n:
+                view = a
+                kept.read(<OptimizerVectorKind><uint32_t>k, i, &view[0], n, name)
+            arrays.append(a)
+        if arrays:
+            state[kind] = arrays
+    return state
+
+
+cdef set_optimizer_state_of(CKeptOptimizerVectors& kept, object state, str owner):
+    """Writes what optimizer_state_of read into the vectors a data source keeps; the kinds and
+    counts must be those its optimizer keeps."""
+    cdef bytes name = owner.encode()
+    cdef const float[::1] view
+    cdef size_t i, n, count
+    if not isinstance(state, dict):
+        raise TypeError(f"{owner}: the optimizer state must be a dict of lists of arrays, given "
+                        f"{type(state).__name__}")
+    kept_kinds = {kind: kept.count(<OptimizerVectorKind><uint32_t>k)
+                  for k, kind in enumerate(_OPTIMIZER_VECTOR_KINDS)
+                  if kept.count(<OptimizerVectorKind><uint32_t>k)}
+    if set(state) != set(kept_kinds):
+        raise ValueError(f"{owner}: its optimizer keeps {sorted(kept_kinds) or 'no'} vectors, the optimizer state "
+                         f"given has {sorted(state, key=str) or 'none'}")
+    writes = []
+    for k, kind in enumerate(_OPTIMIZER_VECTOR_KINDS):
+        if kind not in state:
+            continue
+        arrays = state[kind]
+        if not isinstance(arrays, (list, tuple)) or len(arrays) != kept_kinds[kind]:
+            raise ValueError(f"{owner}: its optimizer keeps {kept_kinds[kind]} {kind} vector(s), given "
+                             f"{len(arrays) if isinstance(arrays, (list, tuple)) else type(arrays).__name__}")
+        for i, array in enumerate(arrays):
+            a = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+            n = kept.length(<OptimizerVectorKind><uint32_t>k, i)
+            if a.shape[0] != n:
+                raise ShapeError(f"{owner}: {kind} vector {i} of its optimizer holds {n} values, given {a.shape[0]}")
+            writes.append((k, i, a))
+    # Checked first, so that a bad state changes nothing.
+    for k, i, a in writes:
+        count = a.shape[0]
+        if count:
+            view = a
+            kept.write(<OptimizerVectorKind><uint32_t>k, i, &view[0], count, name)
+
+
+def _restore_with_optimizer_state(cls, state):
+    """A data source that trains itself from its state: its arguments, then its optimizer's
+    vectors (a state saved without them restores them zeroed)."""
+    source = cls(*state["arguments"])
+    if "optimizer_state" in state:
+        source.set_optimizer_state(state["optimizer_state"])
+    return source
 
 
 cdef shared_ptr[CNNOptimizer] optimizer_of(object optimizer) except *:

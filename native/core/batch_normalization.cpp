@@ -156,7 +156,7 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
     fail<ArgumentError>("BatchNormalizationWeights: epsilon must be non-negative, given ", epsilon_);
   if (!(momentum_ >= 0.0f && momentum_ <= 1.0f))
     fail<ArgumentError>("BatchNormalizationWeights: momentum must be in [0, 1], given ", momentum_);
-  if (optimizer_) optimizer_vectors_ = optimizer_->new_vector_lists({channels, channels});
+  if (optimizer_) optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, {channels, channels});
 }
 
 HostArray TrainedArrays::copy_of(std::mutex& mutex, int which) {
@@ -239,8 +239,9 @@ std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::updat
   // New buffers each update, so the last completed values outlive later updates in flight.
   auto trained = make_pooled<NormalizationGammaAndBetaState>(per_channel(optimizer_->device_ptr(), state->channels()),
                                                              per_channel(optimizer_->device_ptr(), state->channels()));
-  optimizer_->encode_batch_normalization(command_buffer, state, state, optimizer_vectors_, trained);
+  optimizer_->encode_batch_normalization(command_buffer, state, state, optimizer_vectors_.lists(), trained);
   trained->synchronize(command_buffer);  // the host reads them once the command buffer has completed
+  optimizer_vectors_.synchronize(command_buffer);
   trained_.complete_on(command_buffer, shared_from_this(), mutex_, trained->gamma(), trained->beta());
   return trained;
 }

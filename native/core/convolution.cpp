@@ -231,26 +231,35 @@ HostArray ConvolutionWeights::bias_terms() {
   return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}, {}};
 }
 
+void ConvolutionWeights::prepare_training() {
+  if (trained_ || !optimizer_) return;
+  // Every update writes all of it: without bias terms it has no biases
+  // and the optimizer's lists have the weights' vectors alone.
+  const std::shared_ptr<Device>& device = optimizer_->device_ptr();
+  std::vector<size_t> counts{weights_.size()};
+  std::shared_ptr<Buffer> biases;
+  if (!biases_.empty()) {
+    biases = std::make_shared<Buffer>(device, biases_.size() * sizeof(float));
+    counts.push_back(biases_.size());
+  }
+  trained_ = std::make_shared<ConvolutionWeightsAndBiasesState>(
+      std::make_shared<Buffer>(device, weights_.size() * sizeof(float)), std::move(biases));
+  optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, counts);
+}
+
+KeptOptimizerVectors& ConvolutionWeights::optimizer_vectors() {
+  prepare_training();
+  return optimizer_vectors_;
+}
+
 std::shared_ptr<ConvolutionWeightsAndBiasesState> ConvolutionWeights::update_on_command_buffer(
     CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
     const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) {
-  if (!trained_) {
-    // Every update writes all of it: without bias terms it has no biases
-    // and the optimizer's lists have the weights' vectors alone.
-    const std::shared_ptr<Device>& device = optimizer_->device_ptr();
-    std::vector<size_t> counts{weights_.size()};
-    std::shared_ptr<Buffer> biases;
-    if (!biases_.empty()) {
-      biases = std::make_shared<Buffer>(device, biases_.size() * sizeof(float));
-      counts.push_back(biases_.size());
-    }
-    trained_ = std::make_shared<ConvolutionWeightsAndBiasesState>(
-        std::make_shared<Buffer>(device, weights_.size() * sizeof(float)), std::move(biases));
-    optimizer_vectors_ = optimizer_->new_vector_lists(counts);
-  }
-  optimizer_->encode(command_buffer, gradient_state, source_state, optimizer_vectors_, trained_);
+  prepare_training();
+  optimizer_->encode(command_buffer, gradient_state, source_state, optimizer_vectors_.lists(), trained_);
   // So that host reads need no more than the command buffer's completion.
   trained_->synchronize(command_buffer);
+  optimizer_vectors_.synchronize(command_buffer);
   trained_is_newer_ = true;
   return trained_;
 }

@@ -63,7 +63,7 @@ GroupNormalizationWeights::GroupNormalizationWeights(std::vector<float> gamma, s
   trained_.host[0] = std::move(gamma);
   trained_.host[1] = std::move(beta);
   const size_t count = static_cast<size_t>(channels_);
-  if (optimizer_) optimizer_vectors_ = optimizer_->new_vector_lists({count, count});
+  if (optimizer_) optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, {count, count});
 }
 
 int64_t GroupNormalizationWeights::number_of_groups() {
@@ -93,8 +93,9 @@ std::shared_ptr<NormalizationGammaAndBetaState> GroupNormalizationWeights::updat
   auto trained = make_pooled<NormalizationGammaAndBetaState>(floats(optimizer_->device_ptr(), channels_),
                                                              floats(optimizer_->device_ptr(), channels_));
   optimizer_->encode_gamma_and_beta(command_buffer, state->gradient_for_gamma(), state->gradient_for_beta(),
-                                    state->gamma(), state->beta(), channels_, optimizer_vectors_, trained);
+                                    state->gamma(), state->beta(), channels_, optimizer_vectors_.lists(), trained);
   trained->synchronize(command_buffer);
+  optimizer_vectors_.synchronize(command_buffer);
   trained_.complete_on(command_buffer, shared_from_this(), mutex_, trained->gamma(), trained->beta());
   return trained;
 }

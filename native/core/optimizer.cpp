@@ -367,6 +367,68 @@ OptimizerVectorLists NNOptimizer::new_vector_lists(const std::vector<size_t>& co
   return lists;
 }
 
+// ---------------------------------------------------------------- kept vectors
+
+namespace {
+const char* const kVectorKindNames[] = {"momentum", "velocity", "maximum velocity", "sum of squares"};
+
+std::vector<std::shared_ptr<Vector>> OptimizerVectorLists::*list_of(OptimizerVectorKind kind) {
+  static constexpr std::vector<std::shared_ptr<Vector>> OptimizerVectorLists::*kLists[] = {
+      &OptimizerVectorLists::momentum, &OptimizerVectorLists::velocity, &OptimizerVectorLists::maximum_velocity,
+      &OptimizerVectorLists::sum_of_squares};
+  if (kind >= OptimizerVectorKind::Count)
+    fail<ArgumentError>("unknown optimizer vector kind ", static_cast<uint32_t>(kind), "; expected 0 to ",
+                        static_cast<uint32_t>(OptimizerVectorKind::Count) - 1);
+  return kLists[static_cast<uint32_t>(kind)];
+}
+}  // namespace
+
+KeptOptimizerVectors::KeptOptimizerVectors(const NNOptimizer& optimizer, const std::vector<size_t>& counts)
+    : lists_(optimizer.new_vector_lists(counts)) {}
+
+size_t KeptOptimizerVectors::count(OptimizerVectorKind kind) const { return (lists_.*list_of(kind)).size(); }
+
+size_t KeptOptimizerVectors::length(OptimizerVectorKind kind, size_t index) const {
+  const auto& list = lists_.*list_of(kind);
+  return index < list.size() ? list[index]->length() : 0;
+}
+
+const Vector& KeptOptimizerVectors::at(OptimizerVectorKind kind, size_t index, size_t count,
+                                       const char* owner) const {
+  const auto& list = lists_.*list_of(kind);
+  const char* name = kVectorKindNames[static_cast<uint32_t>(kind)];
+  if (index >= list.size())
+    fail<ArgumentError>(owner, ": its optimizer keeps ", list.size(), " ", name, " vector(s), given index ", index);
+  const Vector& vector = *list[index];
+  if (count != vector.length())
+    fail<ShapeError>(owner, ": ", name, " vector ", index, " of its optimizer holds ", vector.length(),
+                     " values, given ", count);
+  return vector;
+}
+
+void KeptOptimizerVectors::read(OptimizerVectorKind kind, size_t index, float* destination, size_t count,
+                                const char* owner) const {
+  const Vector& vector = at(kind, index, count, owner);
+  const std::string what = detail::concat("the ", kVectorKindNames[static_cast<uint32_t>(kind)], " vector ", index,
+                                          " of the optimizer of a ", owner);
+  vector.buffer()->read(destination, 0, count * sizeof(float), what.c_str());
+}
+
+void KeptOptimizerVectors::write(OptimizerVectorKind kind, size_t index, const float* source, size_t count,
+                                 const char* owner) {
+  const Vector& vector = at(kind, index, count, owner);
+  if (vector.buffer()->written_by_pending_command_buffer())
+    fail<StateError>(owner, ": an update of its optimizer's ", kVectorKindNames[static_cast<uint32_t>(kind)],
+                     " vectors is in flight; wait until its command buffer has completed before setting them");
+  vector.buffer()->write(source, 0, count * sizeof(float));
+}
+
+void KeptOptimizerVectors::synchronize(CommandBuffer& command_buffer) const {
+  for (auto list : {&OptimizerVectorLists::momentum, &OptimizerVectorLists::velocity,
+                    &OptimizerVectorLists::maximum_velocity, &OptimizerVectorLists::sum_of_squares})
+    for (const auto& vector : lists_.*list) vector->buffer()->synchronize(command_buffer);
+}
+
 // ---------------------------------------------------------------- SGD
 
 NNOptimizerStochasticGradientDescent::NNOptimizerStochasticGradientDescent(std::shared_ptr<Device> device,

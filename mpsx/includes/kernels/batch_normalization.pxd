@@ -1,6 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/batch_normalization.h
 from mpsx.includes.errors cimport raise_py_error
-from mpsx.includes.kernels.optimizer cimport CNNOptimizer
+from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t
 from libcpp cimport bool
@@ -48,6 +48,7 @@ cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
         float epsilon()
         float momentum()
         string label()
+        CKeptOptimizerVectors& optimizer_vectors()
         shared_ptr[CNormalizationMeanAndVarianceState] update_mean_and_variance_on_command_buffer(
             CCommandBuffer& command_buffer, const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error
         shared_ptr[CNormalizationGammaAndBetaState] update_gamma_and_beta_on_command_buffer(

@@ -14,7 +14,7 @@ from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
-from mpsx.includes.kernels.optimizer cimport CNNOptimizer
+from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from mpsx.includes.state cimport CGradientState, CState
 from mpsx.includes.types cimport DataType
 
@@ -44,6 +44,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         const vector[float]& weight_values() except +raise_py_error
         const vector[float]& bias_values() except +raise_py_error
         void set_values(vector[float] weights, vector[float] biases) except +raise_py_error
+        CKeptOptimizerVectors& optimizer_vectors() except +raise_py_error
 
     cdef cppclass CConvolutionWeightsAndBiasesState "mpsx::ConvolutionWeightsAndBiasesState"(CState):
         CConvolutionWeightsAndBiasesState(shared_ptr[CBuffer] weights, shared_ptr[CBuffer] biases,

@@ -14,7 +14,7 @@ from mpsx.includes.device cimport CDevice
 from mpsx.includes.errors cimport raise_py_error
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.batch_normalization cimport CNormalizationGammaAndBetaState
-from mpsx.includes.kernels.optimizer cimport CNNOptimizer
+from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from mpsx.includes.state cimport CGradientState
 
 cdef extern from "mpsx/kernels/group_normalization.h" namespace "mpsx" nogil:
@@ -27,6 +27,7 @@ cdef extern from "mpsx/kernels/group_normalization.h" namespace "mpsx" nogil:
         int64_t number_of_feature_channels()
         int64_t number_of_groups()
         void set_number_of_groups(int64_t groups) except +raise_py_error
+        CKeptOptimizerVectors& optimizer_vectors()
         HostArray gamma() except +raise_py_error
         HostArray beta() except +raise_py_error
         float epsilon()

@@ -32,6 +32,17 @@ cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:
     cdef cppclass OptimizerVectorLists "mpsx::OptimizerVectorLists":
         vector[shared_ptr[CVector]] momentum, velocity, maximum_velocity, sum_of_squares
 
+    cdef enum class OptimizerVectorKind "mpsx::OptimizerVectorKind"(uint32_t):
+        Count "mpsx::OptimizerVectorKind::Count"
+
+    cdef cppclass CKeptOptimizerVectors "mpsx::KeptOptimizerVectors":
+        size_t count(OptimizerVectorKind kind) except +raise_py_error
+        size_t length(OptimizerVectorKind kind, size_t index) except +raise_py_error
+        void read(OptimizerVectorKind kind, size_t index, float* destination, size_t count,
+                  const char* owner) except +raise_py_error
+        void write(OptimizerVectorKind kind, size_t index, const float* source, size_t count,
+                   const char* owner) except +raise_py_error
+
     cdef cppclass CNNOptimizer "mpsx::NNOptimizer":
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()

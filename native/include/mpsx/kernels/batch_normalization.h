@@ -171,6 +171,9 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
   const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
+  // The optimizer's vectors for gamma and beta (none without an optimizer):
+  // read after the last update completed, written before the next.
+  KeptOptimizerVectors& optimizer_vectors() { return optimizer_vectors_; }
   bool supports_update_gamma_and_beta_on_command_buffer() override { return optimizer_ != nullptr; }
   std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;
@@ -181,7 +184,7 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   float epsilon_, momentum_;
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;
-  OptimizerVectorLists optimizer_vectors_;
+  KeptOptimizerVectors optimizer_vectors_;
 };
 
 // The per-batch data of an MPSCNNBatchNormalizationState, made by the

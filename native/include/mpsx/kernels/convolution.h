@@ -142,6 +142,10 @@ class ConvolutionWeights : public ConvolutionDataSource {
   void set_values(std::vector<float> weights, std::vector<float> biases);
 
   const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
+  // The optimizer's vectors (none without an optimizer), made zeroed on the
+  // first call or update: read after the last update completed, written
+  // before the next.
+  KeptOptimizerVectors& optimizer_vectors();
   bool supports_update_on_command_buffer() override { return optimizer_ != nullptr; }
   std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
@@ -150,13 +154,15 @@ class ConvolutionWeights : public ConvolutionDataSource {
  private:
   // Copies the trained weights to the host copies if an update wrote them since.
   void read_trained();
+  // Makes what the updates write, and the optimizer's vectors, on the first call.
+  void prepare_training();
 
   ConvolutionDescriptor descriptor_;
   std::vector<float> weights_, biases_;
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;
   std::shared_ptr<ConvolutionWeightsAndBiasesState> trained_;  // what the updates write
-  OptimizerVectorLists optimizer_vectors_;
+  KeptOptimizerVectors optimizer_vectors_;
   bool trained_is_newer_ = false;
 };
 

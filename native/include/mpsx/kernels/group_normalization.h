@@ -118,6 +118,9 @@ class GroupNormalizationWeights : public GroupNormalizationDataSource,
   float epsilon() override { return epsilon_; }
   std::string label() override { return label_; }
   const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
+  // The optimizer's vectors for gamma and beta (none without an optimizer):
+  // read after the last update completed, written before the next.
+  KeptOptimizerVectors& optimizer_vectors() { return optimizer_vectors_; }
   bool supports_update_gamma_and_beta_on_command_buffer() override { return optimizer_ != nullptr; }
   std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
       CommandBuffer& command_buffer, const States& states) override;
@@ -130,7 +133,7 @@ class GroupNormalizationWeights : public GroupNormalizationDataSource,
   float epsilon_;
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;
-  OptimizerVectorLists optimizer_vectors_;
+  KeptOptimizerVectors optimizer_vectors_;
 };
 
 // Checks `groups` against `channels` for `who`: ArgumentError unless it is

@@ -258,6 +258,39 @@ class NNOptimizer {
   PrimitiveCache<OptimizerConfiguration, OptimizerPrimitive> primitives_;
 };
 
+// The kinds of OptimizerVectorLists, in their order.
+enum class OptimizerVectorKind : uint32_t { Momentum, Velocity, MaximumVelocity, SumOfSquares, Count };
+
+// The optimizer state a data source that trains itself keeps (ConvolutionWeights
+// and the normalization weights): zeroed float32 vectors of the kinds its
+// optimizer keeps, one per trained array (weights or gamma first, biases or
+// beta second), which every update it encodes overwrites in place. Adam's
+// time step lives in the optimizer. The host reads them once every update
+// encoded with them has completed (SynchronizationError before) and writes
+// them while none is in flight (StateError otherwise): what saving and
+// restoring a data source does, so that training resumes exactly.
+class KeptOptimizerVectors {
+ public:
+  KeptOptimizerVectors() = default;  // none: no optimizer
+  KeptOptimizerVectors(const NNOptimizer& optimizer, const std::vector<size_t>& counts);
+  const OptimizerVectorLists& lists() const { return lists_; }
+  // How many vectors of a kind (0 for a kind the optimizer does not keep).
+  size_t count(OptimizerVectorKind kind) const;
+  size_t length(OptimizerVectorKind kind, size_t index) const;
+  // Host copies of vector `index` of `kind`, `count` values; `owner` names
+  // the data source in messages. ArgumentError for an index or count that
+  // does not fit (ShapeError for the count).
+  void read(OptimizerVectorKind kind, size_t index, float* destination, size_t count, const char* owner) const;
+  void write(OptimizerVectorKind kind, size_t index, const float* source, size_t count, const char* owner);
+  // Encoded after each update: its writes become host readable once the
+  // command buffer has completed.
+  void synchronize(CommandBuffer& command_buffer) const;
+
+ private:
+  const Vector& at(OptimizerVectorKind kind, size_t index, size_t count, const char* owner) const;
+  OptimizerVectorLists lists_;
+};
+
 // MPSNNOptimizerStochasticGradientDescent:
 //   without a momentum vector: variable -= learningRate * g
 //   momentum:  m = momentumScale * m + learningRate * g;  variable -= m
