@@ -129,8 +129,7 @@ class ReferenceCNN(TrainingSteps):
     per step holds the forward pass, the loss, the backward pass and the SGD
     (or Adam) updates, which reload the kernels' weights on the command
     buffer. state_dict() / load_state_dict() checkpoint what training
-    changes, as a dict of mpsx objects (mpsx.save takes one object: save the
-    dict as an attribute of one)."""
+    changes, as a dict of mpsx objects (mpsx.save(model.state_dict(), path))."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
                  optimizer="sgd"):
