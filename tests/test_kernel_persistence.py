@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mpsx
-from helpers import run
+from helpers import assert_same_run, run
 
 # ---------------------------------------------------------------- inputs and passes
 
@@ -355,7 +355,7 @@ def test_copy_encodes_exactly_as_the_original(device, tmp_path, name, make, run_
     got = run_kernel(made)
     assert len(got) == len(expected) > 0
     for e, g in zip(expected, got):
-        np.testing.assert_array_equal(g, e)
+        assert_same_run(device, g, e)
 
 
 # Non-default values of the properties every kernel has; a class sets those it has.

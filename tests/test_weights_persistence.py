@@ -12,7 +12,7 @@ import pytest
 
 import mpsx
 
-from helpers import run_isolated
+from helpers import assert_same_run, run_isolated
 
 N_STEPS, M_STEPS = 2, 2
 
@@ -133,10 +133,10 @@ def values(sources):
     return out
 
 
-def assert_same(got, expected):
+def assert_same(device, got, expected):
     assert sorted(got) == sorted(expected)
     for name in expected:
-        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+        assert_same_run(device, got[name], expected[name], err_msg=name)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -164,7 +164,7 @@ for i in range({N_STEPS}, {N_STEPS + M_STEPS}):
 np.savez({str(tmp_path / "resumed.npz")!r}, **values(sources))
 """, timeout=120)
     resumed = dict(np.load(tmp_path / "resumed.npz"))
-    assert_same(resumed, values(uninterrupted))
+    assert_same(device, resumed, values(uninterrupted))
     if optimizer == "adam":
         assert resumed["conv.time_step"] == N_STEPS + M_STEPS
 
@@ -425,5 +425,5 @@ train(model, range({N_STEPS}, {N_STEPS + M_STEPS}))
 np.savez({str(tmp_path / "resumed.npz")!r}, **reference_values(model))
 """, timeout=300)
     resumed = dict(np.load(tmp_path / "resumed.npz"))
-    assert_same(resumed, expected)
+    assert_same(device, resumed, expected)
     assert any(name.endswith("momentum0") and np.any(a) for name, a in resumed.items())
