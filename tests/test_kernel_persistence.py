@@ -466,3 +466,20 @@ def test_unknown_properties_are_refused(device, tmp_path):
     with pytest.raises(ValueError, match="CNNNeuron has no property 'encode' to restore"):
         mpsx.CNNNeuron.__mpsx_restore__(state, device)
 
+
+
+def test_a_copy_to_another_device_and_back(device):
+    """copyWithZone:device: across devices: a GPU kernel copied to cpu and back computes what it did
+    (within the devices' float32 rounding); on cpu alone, onto cpu."""
+    weights = convolution_weights(3, 3, 3, 4)
+    kernel = mpsx.CNNConvolution(device, weights)
+    kernel.offset = mpsx.Offset(1, 1, 0)
+    x = np.random.default_rng(2).standard_normal((2, 3, 6, 5)).astype(np.float32)
+    cpu = mpsx.Device("cpu")
+    there = kernel.copy(cpu)
+    back = there.copy(device)
+    assert (there.device, back.device) == (cpu, device) and back.offset == kernel.offset
+    expected = convolution_result(kernel, mpsx.Image.from_numpy(device, x))
+    np.testing.assert_allclose(convolution_result(there, mpsx.Image.from_numpy(cpu, x)), expected, rtol=1e-4,
+                               atol=1e-5)
+    assert_same_run(device, convolution_result(back, mpsx.Image.from_numpy(device, x)), expected)
