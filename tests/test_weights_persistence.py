@@ -13,6 +13,7 @@ import pytest
 import mpsx
 
 from helpers import run_isolated
+from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, ReferenceCNN, random_batch
 
 N_STEPS, M_STEPS = 2, 2
 
@@ -373,9 +374,6 @@ def test_states_of_one_encode_are_not_saved(device):
 
 # ---------------------------------------------------------------- the reference CNN
 
-from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, ReferenceCNN, random_batch
-
-
 def train(model, steps):
     for step in steps:
         model.train_step(*random_batch(2, seed=10 + step))
@@ -402,18 +400,7 @@ def reference_values(model):
             if isinstance(optimizer, mpsx.NNOptimizerAdam):
                 out[name + ".time_step"] = np.array(optimizer.time_step)
         return out
-    for name, source in model.state_dict().items():
-        if isinstance(source, mpsx.ConvolutionWeights):
-            out[name + ".w"], out[name + ".b"] = source.weights(), source.bias_terms()
-        else:
-            out[name + ".g"], out[name + ".b"] = source.gamma(), source.beta()
-            out[name + ".m"], out[name + ".v"] = source.mean(), source.variance()
-        for kind, arrays in source.optimizer_state().items():
-            for i, a in enumerate(arrays):
-                out[f"{name}.{kind}{i}"] = a
-        if isinstance(source.optimizer, mpsx.NNOptimizerAdam):
-            out[name + ".time_step"] = np.array(source.optimizer.time_step)
-    return out
+    return values(model.state_dict())
 
 
 def make(device, kind, optimizer, sources=None):
