@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import mpsx
+from mpsx.benchmarks.reference_cnn import HostSGD
 from helpers import Handle, float32_graph
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
@@ -31,28 +32,6 @@ def batch(seed=6):
     labels = np.zeros((N, CLASSES, 1, 1), np.float32)
     labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
     return x, labels
-
-
-class HostConvolution(mpsx.CNNConvolutionDataSource):
-    """Weights in numpy, plain SGD in the host update (training style CPU)."""
-
-    def __init__(self, descriptor, weights, biases):
-        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.w
-
-    def bias_terms(self):
-        return self.b
-
-    def update(self, gradient_state, source_state):
-        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - \
-            LR * gradient_state.gradient_for_weights.to_numpy()
-        self.b = source_state.biases.to_numpy() - LR * gradient_state.gradient_for_biases.to_numpy()
-        return True
 
 
 class HostNormalization(mpsx.CNNBatchNormalizationDataSource):
@@ -102,8 +81,8 @@ def model(device, p, style):
     conv_d = mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C)
     fc_d = mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES)
     if style == "cpu":
-        conv_w = HostConvolution(conv_d, p["conv_w"], p["conv_b"])
-        fc_w = HostConvolution(fc_d, p["fc_w"], p["fc_b"])
+        conv_w = HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=LR)
+        fc_w = HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=LR)
         bn_w = HostNormalization(p)
     else:
         sgd = lambda: mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR)

@@ -260,29 +260,10 @@ def test_peak_bytes_in_use(device):
 
 # ---------------------------------------------------------------- fusion
 
-class Normalization(mpsx.CNNBatchNormalizationDataSource):
-    """Fixed gamma and beta, no updates (training style NONE)."""
-
-    def __init__(self, gamma, beta):
-        self.g, self.b = gamma, beta
-
-    def number_of_feature_channels(self):
-        return len(self.g)
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
-
-    def mean(self):
-        return np.zeros(len(self.g), np.float32)
-
-    def variance(self):
-        return np.ones(len(self.g), np.float32)
-
-    def epsilon(self):
-        return EPSILON
+def normalization(gamma, beta):
+    """Fixed gamma and beta, mean 0 and variance 1, no optimizer (training style NONE)."""
+    return mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(len(gamma), np.float32),
+                                          np.ones(len(gamma), np.float32), EPSILON)
 
 
 def normalization_model(rng, neuron, export=None):
@@ -291,7 +272,7 @@ def normalization_model(rng, neuron, export=None):
     gradient the neuron's gradient node writes."""
     gamma = (1 + rng.standard_normal(C) * 0.2).astype(np.float32)
     beta = (rng.standard_normal(C) * 0.2).astype(np.float32)
-    bn = mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(Handle("x")), Normalization(gamma, beta))
+    bn = mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(Handle("x")), normalization(gamma, beta))
     bn.training_style = "none"
     neuron = mpsx.CNNNeuronNode(bn.result_image, neuron)
     d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM)
@@ -340,7 +321,7 @@ def test_batch_normalization_runs_its_neuron_and_the_neuron_gradient(device, rng
 
 def test_no_fusion_where_the_normalization_feeds_more_than_its_neuron(device, rng):
     bn = mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(Handle("x")),
-                                        Normalization(np.ones(C, np.float32), np.zeros(C, np.float32)))
+                                        normalization(np.ones(C, np.float32), np.zeros(C, np.float32)))
     relu = mpsx.CNNNeuronNode(bn.result_image, RELU)
     both = mpsx.NNAdditionNode(relu.result_image, bn.result_image)
     graph = float32_graph(device, both.result_image)

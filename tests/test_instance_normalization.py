@@ -481,8 +481,8 @@ class Model(styles.Model):
 
 def python_sourced_model(device, p, source=NormalizationSource, kernel=mpsx.CNNInstanceNormalization):
     conv_d, fc_d = styles.descriptors()
-    conv_src = styles.ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
-    fc_src = styles.ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
+    conv_src = styles.HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=styles.LR)
+    fc_src = styles.HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=styles.LR)
     norm_src = source(p["gamma"], p["beta"])
     return conv_src, norm_src, fc_src, Model(device, conv_src, norm_src, fc_src, kernel)
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import mpsx
+from mpsx.benchmarks.reference_cnn import HostSGD
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 4
 EPSILON = 1e-5
@@ -59,28 +60,6 @@ def torch_trajectory(p, x, labels):
             fc_w=fc.weight.detach().reshape(CLASSES, SIZE, SIZE, C).numpy().copy(),
             fc_b=fc.bias.detach().numpy().copy()))
     return trajectory, losses
-
-
-class ConvolutionSource(mpsx.CNNConvolutionDataSource):
-    """Weights held in numpy, updated on the host (styles 1 and 2)."""
-
-    def __init__(self, descriptor, weights, biases):
-        self._descriptor, self.w, self.b = descriptor, weights.copy(), biases.copy()
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.w
-
-    def bias_terms(self):
-        return self.b
-
-    def update(self, gradient_state, source_state):  # style 2: called by the runtime
-        self.w = source_state.weights.to_numpy().reshape(self.w.shape) - \
-            LR * gradient_state.gradient_for_weights.to_numpy()
-        self.b = source_state.biases.to_numpy() - LR * gradient_state.gradient_for_biases.to_numpy()
-        return True
 
 
 class NormalizationSource(mpsx.CNNBatchNormalizationDataSource):
@@ -157,8 +136,8 @@ def check(trajectory, losses, expected_trajectory, expected_losses):
 def python_sourced_model(device, p):
     """The model over Python data sources holding the parameters p."""
     conv_d, fc_d = descriptors()
-    conv_src = ConvolutionSource(conv_d, p["conv_w"], p["conv_b"])
-    fc_src = ConvolutionSource(fc_d, p["fc_w"], p["fc_b"])
+    conv_src = HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=LR)
+    fc_src = HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=LR)
     bn_src = NormalizationSource(p["gamma"], p["beta"])
     return conv_src, bn_src, fc_src, Model(device, conv_src, bn_src, fc_src)
 

@@ -320,12 +320,9 @@ cdef class BatchNormalizationWeights:
         set_optimizer_state_of(self.native().optimizer_vectors(), state, "BatchNormalizationWeights")
 
     def copy(self, device=None):
-        """The current values, with a copy of the optimizer and its state on device."""
-        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        copy = BatchNormalizationWeights(self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,
-                                         self.momentum, optimizer, self.label())
-        copy.set_optimizer_state(self.optimizer_state())
-        return copy
+        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
+        its state, through the data source's saved description."""
+        return persistence_copy(self, device)
 
     def __mpsx_state__(self):
         return {"arguments": (self.gamma(), self.beta(), self.mean(), self.variance(), self.epsilon,

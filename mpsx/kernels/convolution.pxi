@@ -413,11 +413,9 @@ cdef class ConvolutionWeights:
         set_optimizer_state_of(self.native().optimizer_vectors(), state, "ConvolutionWeights")
 
     def copy(self, device=None):
-        """The current values, with a copy of the optimizer and its state on device."""
-        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        copy = ConvolutionWeights(self.descriptor(), self.weights(), self.bias_terms(), optimizer, self.label())
-        copy.set_optimizer_state(self.optimizer_state())
-        return copy
+        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
+        its state, through the data source's saved description."""
+        return persistence_copy(self, device)
 
     def __mpsx_state__(self):
         return {"arguments": (self.descriptor(), self.weights(), self.bias_terms(), self._optimizer,

@@ -241,12 +241,9 @@ cdef class GroupNormalizationWeights(_NormalizationWeights):
         self.native().set_number_of_groups(integer_argument(value, "number_of_groups"))
 
     def copy(self, device=None):
-        """The current values, with a copy of the optimizer and its state on device."""
-        optimizer = None if self._optimizer is None else self._optimizer.copy(device)
-        copy = GroupNormalizationWeights(self.gamma(), self.beta(), self.number_of_groups, self.epsilon, optimizer,
-                                         self.label())
-        copy.set_optimizer_state(self.optimizer_state())
-        return copy
+        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
+        its state, through the data source's saved description."""
+        return persistence_copy(self, device)
 
     def __mpsx_state__(self):
         return {"arguments": (self.gamma(), self.beta(), self.number_of_groups, self.epsilon,

@@ -353,10 +353,10 @@ cdef class NNOptimizer:
         self.native().label = str(value).encode()
 
     def copy(self, device=None):
-        """A new optimizer with these settings (Adam's time step included) on device (default: this one's)."""
+        """A new optimizer with these settings (Adam's time step included) on device (default: this one's),
+        through its saved description."""
         self.native()
-        arguments = self.__mpsx_state__()["arguments"]
-        return type(self)(self.device if device is None else device, *arguments[1:])
+        return persistence_copy(self, device)
 
     cdef _encode_vectors(self, CommandBuffer command_buffer, gradient, values, const OptimizerVectors& vectors,
                          result):

@@ -138,11 +138,7 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
   return result;
 }
 
-}  // namespace mpsx
-
 // ---------------------------------------------------------------- separated losses
-
-namespace mpsx {
 
 SeparatedLoss::SeparatedLoss(std::shared_ptr<Device> device, LossDescriptor descriptor)
     : Kernel(std::move(device)), weight(descriptor.weight), label_smoothing(descriptor.label_smoothing),

@@ -76,6 +76,7 @@ class MetalBackend final : public Backend {
   explicit MetalBackend(id<MTLDevice> device);
   const char* kind() const override { return "metal"; }
   bool host_addressable() const override { return true; }
+  bool writes_in_place() const override { return false; }
   std::string device_name() const override { return "metal"; }
   // Shared storage: on unified memory the buffer's contents pointer is a
   // host address, so host copies are plain memcpy once the GPU is done.

@@ -1,14 +1,12 @@
 #include "mpsx/graph.h"
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdint>
-#include <map>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -513,8 +511,7 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
   }
   released_after_.resize(filters_.size());
   released_before_.assign(filters_.size(), kNoSlot);
-  // Metal's kernels refuse to write over their source.
-  const bool in_place = std::string(device_->backend_name()) != "metal";
+  const bool in_place = device_->backend().writes_in_place();
   for (size_t slot = 0; slot < last_step.size(); ++slot) {
     if (kept_for_caller[slot] || last_step[slot] == kNoSlot) continue;
     const size_t i = last_step[slot];

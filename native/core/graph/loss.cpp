@@ -3,7 +3,6 @@
 #include <climits>
 
 #include "mpsx/errors.h"
-#include "mpsx/pool.h"
 
 namespace mpsx {
 

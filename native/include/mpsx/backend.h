@@ -63,6 +63,10 @@ class Backend {
 
   virtual BackendLimits limits() const { return {}; }
 
+  // Whether an elementwise kernel may write its result over its source (an
+  // NNGraph's in-place neurons); MPS's kernels refuse it.
+  virtual bool writes_in_place() const { return true; }
+
   // Memory. allocate throws OutOfMemoryError.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* data, size_t bytes) = 0;
