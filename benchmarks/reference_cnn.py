@@ -409,6 +409,23 @@ class GraphReferenceCNN(TrainingSteps):
         self.wait()
         return dict(self.sources)
 
+    def checkpoint(self):
+        """The graph itself with its data sources by name, once the last step has completed (styles "gpu"
+        and "cpu"): mpsx.save writes it whole, and from_checkpoint continues from what mpsx.load reads."""
+        if self.style == "none":
+            raise ValueError("style 'none' keeps its updates outside the graph; checkpoint state_dict() instead")
+        self.wait()
+        return {"graph": self.graph, "sources": dict(self.sources)}
+
+    @classmethod
+    def from_checkpoint(cls, device, batch_size, checkpoint):
+        """The model of a loaded checkpoint(): its graph trains on, its data sources are the graph's."""
+        model = cls.__new__(cls)
+        model.device, model.batch_size, model.style = device, batch_size, "gpu"
+        model.graph, model.sources = checkpoint["graph"], checkpoint["sources"]
+        model._inputs()
+        return model
+
     def encode_step(self, cb, images, labels):
         if self.style != "none":
             self.graph.encode_batch(cb, [images], [labels])

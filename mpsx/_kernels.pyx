@@ -23,7 +23,8 @@ from mpsx._runtime cimport (
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
 
 from mpsx._runtime import StateBatch, _batch_of
-from mpsx.persistence import copy as persistence_copy, reduce as persistence_reduce
+from mpsx.persistence import (
+    copy as persistence_copy, device_of, property_names, reduce as persistence_reduce, restore_properties)
 
 # The public names of this module; each family's .pxi adds its own.
 __all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",
@@ -262,30 +263,15 @@ cdef class CNNKernel:
         """The constructor's arguments after the device: none unless a class says otherwise."""
         return ()
 
-    @classmethod
-    def _mpsx_property_names(cls):
-        names = []
-        for klass in reversed(cls.__mro__):
-            names += [n for n in vars(klass).get("_mpsx_properties", ()) if n not in names]
-        return names
-
     def __mpsx_state__(self):
         self.native()
         return {"arguments": (self.device,) + tuple(self._mpsx_arguments()),
-                "properties": {name: getattr(self, name) for name in self._mpsx_property_names()}}
+                "properties": {name: getattr(self, name) for name in property_names(type(self))}}
 
     @classmethod
     def __mpsx_restore__(cls, state, device):
-        properties = state["properties"]
-        if not isinstance(properties, dict):
-            raise TypeError(f"expected the properties of {cls.__name__} as a dict, given {type(properties).__name__}")
-        known = cls._mpsx_property_names()
-        for name in properties:
-            if name not in known:
-                raise ValueError(f"{cls.__name__} has no property {name!r} to restore")
         kernel = cls(*state["arguments"])
-        for name, value in properties.items():
-            setattr(kernel, name, value)
+        restore_properties(kernel, state["properties"], property_names(cls))
         kernel._mpsx_restored(state)
         return kernel
 

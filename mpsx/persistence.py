@@ -11,6 +11,14 @@ A class takes part by defining
                                    numpy arrays, lists, tuples, dicts with
                                    str keys, and other such objects
     __mpsx_restore__(cls, state, device) (a classmethod) -> the object
+and may define
+    __mpsx_identity__(self)        what makes two objects the same one (a
+                                   wrapper of a native node: the node), by
+                                   default the object itself
+    __mpsx_dependencies__(self)    the objects it is made from: they are
+                                   described first, in order, so that a
+                                   graph's description stays flat however
+                                   deep the graph
 mpsx's classes do; pickle and copy.deepcopy go through the same description
 (their __reduce__ is mpsx.persistence.reduce). A Python object of another
 class (a data source subclass) is saved through its __dict__, its class
@@ -42,17 +50,42 @@ class _Describer:
         self.kept = []  # keeps them alive, so ids are not reused meanwhile
 
     def describe(self, obj, where="the object"):
-        """{"class": name, "state": encoded state} of an object."""
-        self.seen[id(obj)] = len(self.seen)
+        """{"class": name, "state": encoded state} of an object, with "before": the
+        descriptions of the objects it depends on not described yet."""
+        self.seen[_identity(obj)] = len(self.seen)
         self.kept.append(obj)
         cls = type(obj)
         if hasattr(cls, "__mpsx_restore__") and hasattr(obj, "__mpsx_state__"):
+            before = [self.encode(d, where, 0) for d in self.undescribed_dependencies(obj)]
             state = obj.__mpsx_state__()
         elif _extends_mpsx(cls) and hasattr(obj, "__dict__"):  # a Python data source, say
-            state = dict(vars(obj))
+            before, state = [], dict(vars(obj))
         else:
             raise TypeError(f"mpsx.save: {where} is a {_class_name(cls)}, which mpsx cannot save")
-        return {"class": _class_name(cls), "state": self.encode(state, f"{where} ({cls.__name__})", 0)}
+        description = {"class": _class_name(cls), "state": self.encode(state, f"{where} ({cls.__name__})", 0)}
+        if before:
+            description["before"] = before
+        return description
+
+    def undescribed_dependencies(self, obj):
+        """What obj depends on (__mpsx_dependencies__, transitively) and is not described yet,
+        dependencies first; without recursion, so a graph of any depth goes."""
+        order, listed = [], set()
+        stack = [iter(_dependencies(obj))]
+        path = []
+        while stack:
+            for d in stack[-1]:
+                key = _identity(d)
+                if key not in self.seen and key not in listed:
+                    listed.add(key)
+                    path.append(d)
+                    stack.append(iter(_dependencies(d)))
+                    break
+            else:
+                stack.pop()
+                if path:
+                    order.append(path.pop())
+        return order
 
     def encode(self, value, where, depth):
         if depth > _MAX_DEPTH:
@@ -78,18 +111,33 @@ class _Describer:
                 if not isinstance(key, str):
                     raise TypeError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must be str")
             return {"$dict": {k: self.encode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
-        if id(value) in self.seen:
-            return {"$ref": self.seen[id(value)]}
+        if _identity(value) in self.seen:
+            return {"$ref": self.seen[_identity(value)]}
         return {"$object": self.describe(value, where)}
+
+
+def _identity(obj):
+    identity = getattr(obj, "__mpsx_identity__", None)
+    return id(obj) if identity is None else identity()
+
+
+def _dependencies(obj):
+    dependencies = getattr(obj, "__mpsx_dependencies__", None)
+    return () if dependencies is None else dependencies()
+
+
+def _is_mpsx_class(cls):
+    """One of the classes mpsx exports (a subclass elsewhere in the package, the benchmarks', is not)."""
+    return cls.__module__.split(".")[0] == "mpsx" and getattr(sys.modules["mpsx"], cls.__name__, None) is cls
 
 
 def _extends_mpsx(cls):
     """A class of the caller's deriving from one of mpsx's (a data source protocol)."""
-    return cls.__module__.split(".")[0] != "mpsx" and any(c.__module__.split(".")[0] == "mpsx" for c in cls.__mro__)
+    return not _is_mpsx_class(cls) and any(_is_mpsx_class(c) for c in cls.__mro__)
 
 
 def _class_name(cls):
-    if cls.__module__.split(".")[0] == "mpsx":
+    if _is_mpsx_class(cls):
         return "mpsx." + cls.__name__
     return f"{cls.__module__}:{cls.__qualname__}"
 
@@ -104,7 +152,7 @@ def _resolve(name):
     """The class a description names: an mpsx class, or one of a module already imported."""
     if not isinstance(name, str):
         _fail(f"expected a class name (a string), given {type(name).__name__}")
-    if name.startswith("mpsx."):
+    if name.startswith("mpsx.") and ":" not in name:
         import mpsx
         cls = getattr(mpsx, name[5:], None)
         if not isinstance(cls, type) or not hasattr(cls, "__mpsx_restore__"):
@@ -130,11 +178,17 @@ class _Restorer:
         self.made = []  # by the order the describer met them; None while one is being made
 
     def restore(self, description, depth=0):
-        if not isinstance(description, dict) or set(description) != {"class", "state"}:
+        if not isinstance(description, dict) or not {"class", "state"} <= set(description) <= {"class", "state",
+                                                                                               "before"}:
             _fail(f"expected an object description {{'class': ..., 'state': ...}}, given {_kind(description)}")
         cls = _resolve(description["class"])
         index = len(self.made)
         self.made.append(None)
+        before = description.get("before", [])
+        if not isinstance(before, list):
+            _fail(f"expected a list of the objects made before, given {_kind(before)}")
+        for dependency in before:
+            self.decode(dependency, depth + 1)
         state = self.decode(description["state"], depth + 1)
         obj = self._make(cls, state, description)
         self.made[index] = obj
@@ -248,6 +302,26 @@ def copy(obj, device=None):
     MPS's copyWithZone:device:."""
     text, tensors = _header(obj)
     return _Restorer(lambda name: tensors[name].copy(), device).decode(json.loads(text), 0)
+
+
+def property_names(cls):
+    """The settable properties an object of cls saves: the _mpsx_properties of cls and
+    of its bases, bases first."""
+    names = []
+    for klass in reversed(cls.__mro__):
+        names += [n for n in vars(klass).get("_mpsx_properties", ()) if n not in names]
+    return names
+
+
+def restore_properties(obj, properties, names):
+    """Sets the saved properties of obj, each one of names."""
+    if not isinstance(properties, dict):
+        raise TypeError(f"expected the properties of {type(obj).__name__} as a dict, given {type(properties).__name__}")
+    for name in properties:
+        if name not in names:
+            raise ValueError(f"{type(obj).__name__} has no property {name!r} to restore")
+    for name, value in properties.items():
+        setattr(obj, name, value)
 
 
 def _unpickle(text, tensors):

@@ -1017,3 +1017,17 @@ _, obj = forward.encode(cb, source_image, labels, weights, destination_state=Tru
                                       FORWARD_LOSS_NODE +
                                       "sources = [gradient_image, fc.result_image, labels_node, weights_node]\n")],
 })
+FACTORIES.update({
+    "NNHandle": ["""
+obj = mpsx.NNHandle("images")
+label = "labels"
+"""],
+    "NNLossCallback": ["""
+class Scale(mpsx.NNLossCallback):
+    def scalar_weight_for_source_image(self, source_image, destination_image):
+        return 2.0
+
+obj = Scale()
+source_image = destination_image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 1, 1), np.float32))
+"""],
+})

@@ -1,6 +1,8 @@
 """Helpers the tests share (imported as `helpers`)."""
 
+import copy
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -52,6 +54,20 @@ def assert_same_run(device, got, expected, err_msg=""):
         np.testing.assert_array_equal(got, expected, err_msg=err_msg)
     else:
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=err_msg)
+
+
+def same(a, b):
+    """Whether two persisted objects say the same: their descriptions, arrays compared by value."""
+    (text_a, tensors_a), (text_b, tensors_b) = mpsx.persistence.reduce(a)[1], mpsx.persistence.reduce(b)[1]
+    return text_a == text_b and tensors_a.keys() == tensors_b.keys() and \
+        all(np.array_equal(tensors_a[k], tensors_b[k]) for k in tensors_a)
+
+
+def round_trips(obj, device, path):
+    """obj through mpsx.save and mpsx.load, pickle, copy.deepcopy and mpsx.persistence.copy, by name."""
+    mpsx.save(obj, path)
+    return {"load": mpsx.load(path, device), "pickle": pickle.loads(pickle.dumps(obj)),
+            "deepcopy": copy.deepcopy(obj), "copy": mpsx.persistence.copy(obj, device)}
 
 
 def gpu_only(device):

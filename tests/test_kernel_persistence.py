@@ -339,7 +339,7 @@ COPIES = {
 
 def state_of(kernel):
     """The properties a kernel saves, by name."""
-    return {name: getattr(kernel, name) for name in type(kernel)._mpsx_property_names()}
+    return {name: getattr(kernel, name) for name in mpsx.persistence.property_names(type(kernel))}
 
 
 @pytest.mark.parametrize("how", COPIES)
@@ -376,7 +376,7 @@ BASE_PROPERTIES = {
 @pytest.mark.parametrize("name, make, run_kernel", CASES, ids=CASE_IDS)
 def test_every_settable_property_survives(device, tmp_path, name, make, run_kernel, how):
     kernel = make(device)
-    names = type(kernel)._mpsx_property_names()
+    names = mpsx.persistence.property_names(type(kernel))
     for property_name, value in BASE_PROPERTIES.items():
         if property_name in names:
             setattr(kernel, property_name, value)

@@ -15,7 +15,7 @@ import pytest
 
 import mpsx
 from mpsx import persistence
-from helpers import run_isolated
+from helpers import round_trips, run_isolated, same
 
 
 def descriptors():
@@ -52,19 +52,6 @@ def optimizers(device):
 def losses(device):
     d = descriptors()[3]
     return [mpsx.CNNLoss(device, d), mpsx.NNForwardLoss(device, d), mpsx.NNLossGradient(device, d)]
-
-
-def same(a, b):
-    """Whether two persisted objects say the same: their descriptions, arrays compared by value."""
-    (text_a, tensors_a), (text_b, tensors_b) = persistence.reduce(a)[1], persistence.reduce(b)[1]
-    return text_a == text_b and tensors_a.keys() == tensors_b.keys() and \
-        all(np.array_equal(tensors_a[k], tensors_b[k]) for k in tensors_a)
-
-
-def round_trips(obj, device, path):
-    mpsx.save(obj, path)
-    return {"load": mpsx.load(path, device), "pickle": pickle.loads(pickle.dumps(obj)),
-            "deepcopy": copy.deepcopy(obj), "copy": persistence.copy(obj, device)}
 
 
 def test_descriptors_round_trip(device, tmp_path):

@@ -409,29 +409,39 @@ def make(device, kind, optimizer, sources=None):
     return GraphReferenceCNN(device, 2, learning_rate=0.01, optimizer=optimizer, sources=sources)
 
 
+def resume(device, kind, optimizer, path):
+    """The model of kind continued from the checkpoint at path."""
+    if kind == "saved graph":
+        return GraphReferenceCNN.from_checkpoint(device, 2, mpsx.load(path, device))
+    model = make(device, kind, optimizer, None if kind == "hand" else mpsx.load(path, device))
+    if kind == "hand":
+        model.load_state_dict(mpsx.load(path, device))
+    return model
+
+
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-@pytest.mark.parametrize("kind", ["hand", "graph"])
+@pytest.mark.parametrize("kind", ["hand", "graph", "saved graph"])
 def test_reference_cnn_resumes_exactly_in_a_new_process(device, tmp_path, kind, optimizer):
+    """kind "graph" builds the graph again over the saved data sources; "saved graph" loads the graph
+    itself (nodes, handles, training styles, format) with them."""
     uninterrupted = make(device, kind, optimizer)
     train(uninterrupted, range(N_STEPS + M_STEPS))
     expected = reference_values(uninterrupted)
 
     paused = make(device, kind, optimizer)
     train(paused, range(N_STEPS))
-    mpsx.save(paused.state_dict(), tmp_path / "checkpoint.safetensors")
+    mpsx.save(paused.checkpoint() if kind == "saved graph" else paused.state_dict(),
+              tmp_path / "checkpoint.safetensors")
     saved = reference_values(paused)
-    load = "model.load_state_dict(mpsx.load(path, device))" if kind == "hand" else ""
     isolated(device, f"""
-path = {str(tmp_path / "checkpoint.safetensors")!r}
-model = make(device, {kind!r}, {optimizer!r}, None if {kind!r} == "hand" else mpsx.load(path, device))
-{load}
-if {kind!r} == "graph":  # the hand model reloads its kernels on the first step's command buffer
+model = resume(device, {kind!r}, {optimizer!r}, {str(tmp_path / "checkpoint.safetensors")!r})
+if {kind!r} != "hand":  # the hand model reloads its kernels on the first step's command buffer
     np.savez({str(tmp_path / "loaded.npz")!r}, **reference_values(model))
 train(model, range({N_STEPS}, {N_STEPS + M_STEPS}))
 np.savez({str(tmp_path / "resumed.npz")!r}, **reference_values(model))
 """, timeout=300)
     resumed = dict(np.load(tmp_path / "resumed.npz"))
-    if kind == "graph":
+    if kind != "hand":
         assert_resumed(device, optimizer, resumed, expected, dict(np.load(tmp_path / "loaded.npz")), saved)
     else:
         assert_resumed(device, optimizer, resumed, expected, None, None)

@@ -25,6 +25,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
     """MPSNNBinaryArithmeticNode: clamp((primary_scale * left) op (secondary_scale * right) + bias,
     minimum_value, maximum_value); strides of 0 broadcast a source along x, y or feature channels. Use a
     subclass: NNAdditionNode(left_source, right_source) or NNAdditionNode(sources=[left, right])."""
+    _mpsx_properties = ("primary_scale", "secondary_scale", "bias", "minimum_value", "maximum_value",
+                        "primary_stride_in_pixels_x", "primary_stride_in_pixels_y", "primary_stride_in_feature_channels",
+                        "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
+                        "secondary_stride_in_feature_channels")
     _operation = None
 
     def __init__(self, left_source=None, right_source=None, *, sources=None):
@@ -39,13 +43,16 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
                 raise ValueError(f"{type(self).__name__}: sources must be a list of two NNImageNodes, given "
                                  f"{sources!r}")
             left_source, right_source = sources
-        self.c = <shared_ptr[CFilterNode]>make_native[CNNBinaryArithmeticNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CNNBinaryArithmeticNode](
             <ArithmeticOperation><int>type(self)._operation, _image_node_argument(left_source, "left_source").c,
-            _image_node_argument(right_source, "right_source").c)
+            _image_node_argument(right_source, "right_source").c), (left_source, right_source))
 
     @classmethod
     def node_with_sources(cls, sources):
         return cls(sources=sources)
+
+    def _natively_made_arguments(self):
+        return tuple(self.source_images)
 
     cdef CNNBinaryArithmeticNode* arithmetic(self) except NULL:
         return <CNNBinaryArithmeticNode*>self.native()
@@ -166,6 +173,7 @@ cdef class NNDivisionNode(NNBinaryArithmeticNode):
 
 cdef class NNComparisonNode(NNBinaryArithmeticNode):
     """MPSNNComparisonNode: 1 where left comparison_type right holds, else 0; no gradient."""
+    _mpsx_properties = ("comparison_type",)
     _operation = 4
 
     @property
@@ -187,6 +195,9 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
     the gradient reads: for addition and subtraction the image whose gradient it computes, for
     multiplication the other one. Use a subclass; the forward node's gradient_filters_with_sources makes
     both, wired."""
+    _mpsx_properties = ("primary_scale", "secondary_scale", "bias", "minimum_value", "maximum_value",
+                        "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
+                        "secondary_stride_in_feature_channels")
     _operation = None
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None,
@@ -197,11 +208,12 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
         if not isinstance(is_secondary_source_filter, (bool, int)):
             raise TypeError(f"is_secondary_source_filter: expected a bool, given "
                             f"{type(is_secondary_source_filter).__name__}")
-        self.c = <shared_ptr[CFilterNode]>make_native[CNNArithmeticGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CNNArithmeticGradientNode](
             <ArithmeticOperation><int>type(self)._operation,
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
-            <cbool>bool(is_secondary_source_filter))
+            <cbool>bool(is_secondary_source_filter)),
+            (source_gradient, source_image, gradient_state, bool(is_secondary_source_filter)))
 
     @classmethod
     def with_gradient_images(cls, gradient_images, forward_filter, is_secondary_source_filter):

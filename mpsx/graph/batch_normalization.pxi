@@ -20,13 +20,11 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
     implementing the CNNBatchNormalizationDataSource protocol. With flags CALCULATE_STATISTICS_AUTOMATIC (the
     default) the node normalizes with the statistics of the batch where the graph uses its result state
     (training), and with the data source's mean and variance otherwise."""
-    cdef object _data_source
-
+    _mpsx_properties = ("flags", "training_style")
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNBatchNormalizationNode](
-            image, batch_normalization_data_source_of(data_source))
-        self._data_source = data_source
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNBatchNormalizationNode](
+            image, batch_normalization_data_source_of(data_source)), (source, data_source))
 
     @classmethod
     def node_with_source(cls, source, data_source):
@@ -34,9 +32,8 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
 
     @property
     def data_source(self):
-        """The data source given (None on a node that training_graph's node handler sees again)."""
-        self.native()
-        return self._data_source
+        """The data source given."""
+        return self._made_with()[0][1]
 
     @property
     def flags(self):
@@ -66,11 +63,13 @@ cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
     """MPSCNNBatchNormalizationGradientNode(source_gradient, source_image, gradient_state): gradient_state the
     result state of a CNNBatchNormalizationNode. Runs the statistics gradient over the whole batch, then the
     gradient, and updates the forward node's values as its training style says."""
+    _mpsx_properties = ("training_style",)
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNBatchNormalizationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNBatchNormalizationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c)
+            _image_node_argument(source_image, "source_image").c, gradient_state.c),
+            (source_gradient, source_image, gradient_state))
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):

@@ -14,7 +14,8 @@ cdef class NNConcatenationNode(NNFilterNode):
     def __init__(self, sources):
         if isinstance(sources, NNImageNode) or not isinstance(sources, (list, tuple)):
             raise TypeError(f"sources: expected a list of NNImageNodes, given {type(sources).__name__}")
-        self.c = <shared_ptr[CFilterNode]>make_native[CNNConcatenationNode](_image_nodes(sources, "sources"))
+        self._made(<shared_ptr[CFilterNode]>make_native[CNNConcatenationNode](_image_nodes(sources, "sources")),
+            (list(sources),))
 
     @classmethod
     def node_with_sources(cls, sources):
@@ -35,9 +36,10 @@ cdef class NNConcatenationGradientNode(NNGradientFilterNode):
     occurrence where it is given twice). gradient_state is the concatenation's result_state."""
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CNNConcatenationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CNNConcatenationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c, -1)
+            _image_node_argument(source_image, "source_image").c, gradient_state.c, -1),
+            (source_gradient, source_image, gradient_state))
 
     @property
     def source_index(self):

@@ -10,18 +10,17 @@ __all__ += ["CNNConvolutionNode", "CNNFullyConnectedNode", "CNNConvolutionGradie
 cdef class CNNConvolutionNode(NNFilterNode):
     """MPSCNNConvolutionNode(source, weights): weights a ConvolutionWeights or any object implementing
     the CNNConvolutionDataSource protocol."""
-    cdef object _weights
+    _mpsx_properties = ("training_style", "accumulator_precision")
     _fully_connected = False
 
     def __init__(self, source, weights):
-        self._weights = weights
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNConvolutionNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNConvolutionNode](
             _image_node_argument(source, "source").c, convolution_data_source_of(weights),
-            <cbool>type(self)._fully_connected)
+            <cbool>type(self)._fully_connected), (source, weights))
 
     @property
     def weights(self):
-        return self._weights
+        return self._made_with()[0][1]
 
     @property
     def training_style(self):
@@ -59,6 +58,7 @@ cdef class CNNFullyConnectedNode(CNNConvolutionNode):
 cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
     """MPSCNNConvolutionGradientNode(source_gradient, source_image, convolution_gradient_state, weights=None):
     weights None takes the forward convolution's."""
+    _mpsx_properties = ("training_style",)
     _fully_connected = False
 
     def __init__(self, source_gradient, source_image, NNStateNode convolution_gradient_state not None,
@@ -66,10 +66,10 @@ cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
         cdef shared_ptr[CConvolutionDataSource] source
         if weights is not None:
             source = convolution_data_source_of(weights)
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNConvolutionGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNConvolutionGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, convolution_gradient_state.c, source,
-            <cbool>type(self)._fully_connected)
+            <cbool>type(self)._fully_connected), (source_gradient, source_image, convolution_gradient_state, weights))
 
     @property
     def training_style(self):

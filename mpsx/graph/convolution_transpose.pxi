@@ -17,7 +17,7 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
     ConvolutionWeights or any CNNConvolutionDataSource; convolution_gradient_state None, or the result state
     of the convolution node this transpose undoes, whose source size (and mirrored windows) the result takes.
     Not a subclass of CNNConvolutionNode here (MPS's is)."""
-    cdef object _weights
+    _mpsx_properties = ("training_style", "accumulator_precision")
 
     def __init__(self, source, convolution_gradient_state, weights):
         cdef shared_ptr[CStateNode] state
@@ -27,13 +27,13 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
                                 f"given {type(convolution_gradient_state).__name__}")
             (<NNStateNode>convolution_gradient_state).native()
             state = (<NNStateNode>convolution_gradient_state).c
-        self._weights = weights
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNConvolutionTransposeNode](
-            _image_node_argument(source, "source").c, state, convolution_data_source_of(weights))
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNConvolutionTransposeNode](
+            _image_node_argument(source, "source").c, state, convolution_data_source_of(weights)),
+            (source, convolution_gradient_state, weights))
 
     @property
     def weights(self):
-        return self._weights
+        return self._made_with()[0][2]
 
     @property
     def training_style(self):
@@ -61,6 +61,7 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
     """MPSCNNConvolutionTransposeGradientNode(source_gradient, source_image,
     convolution_transpose_gradient_state, weights=None): weights None takes the forward transpose's."""
+    _mpsx_properties = ("training_style",)
 
     def __init__(self, source_gradient, source_image, NNStateNode convolution_transpose_gradient_state not None,
                  weights=None):
@@ -68,9 +69,10 @@ cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
         if weights is not None:
             source = convolution_data_source_of(weights)
         convolution_transpose_gradient_state.native()
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNConvolutionTransposeGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNConvolutionTransposeGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, convolution_transpose_gradient_state.c, source)
+            _image_node_argument(source_image, "source_image").c, convolution_transpose_gradient_state.c, source),
+            (source_gradient, source_image, convolution_transpose_gradient_state, weights))
 
     @property
     def training_style(self):

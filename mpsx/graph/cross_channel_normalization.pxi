@@ -11,10 +11,12 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
     """MPSCNNCrossChannelNormalizationNode(source, kernel_size): local response normalization over
     kernel_size feature channels (CNNCrossChannelNormalization). alpha 1.0, beta 5.0, delta 1.0 by default;
     the gradient node takes them when it is made."""
+    _mpsx_properties = ("kernel_size_in_feature_channels", "alpha", "beta", "delta")
 
     def __init__(self, source, kernel_size):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationNode](
-            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size"))
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationNode](
+            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size")),
+            (source, kernel_size))
 
     @classmethod
     def node_with_source(cls, source, kernel_size):
@@ -66,10 +68,10 @@ cdef class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
     forward node's kernel size or parameters changed since."""
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_size):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
-            integer_argument(kernel_size, "kernel_size"))
+            integer_argument(kernel_size, "kernel_size")), (source_gradient, source_image, gradient_state, kernel_size))
 
     cdef CCNNCrossChannelNormalizationGradientNode* node(self) except NULL:
         return <CCNNCrossChannelNormalizationGradientNode*>self.native()

@@ -14,9 +14,10 @@ cdef class CNNDropoutNode(NNFilterNode):
     keep_probability where the mask keeps the element, else 0. The mask is the state's (result_state)."""
 
     def __init__(self, source, keep_probability=0.5, seed=0, mask_stride_in_pixels=(1, 1, 1)):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNDropoutNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNDropoutNode](
             _image_node_argument(source, "source").c,
-            _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels))
+            _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)),
+            (source, keep_probability, seed, mask_stride_in_pixels))
 
     @classmethod
     def node_with_source(cls, source, keep_probability=0.5, seed=0, mask_stride_in_pixels=(1, 1, 1)):
@@ -43,10 +44,11 @@ cdef class CNNDropoutGradientNode(NNGradientFilterNode):
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, keep_probability, seed,
                  mask_stride_in_pixels):
         gradient_state.native()
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNDropoutGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNDropoutGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
-            _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels))
+            _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)),
+            (source_gradient, source_image, gradient_state, keep_probability, seed, mask_stride_in_pixels))
 
     @property
     def keep_probability(self):

@@ -10,7 +10,7 @@ from mpsx.includes.graph cimport (
     python_training_graph)
 from mpsx.includes.errors cimport hold
 
-__all__ += ["NNImageNode", "NNStateNode", "NNGradientStateNode", "CNNConvolutionGradientStateNode",
+__all__ += ["NNHandle", "NNImageNode", "NNStateNode", "NNGradientStateNode", "CNNConvolutionGradientStateNode",
             "NNLabelsNode", "NNFilterNode", "NNGradientFilterNode", "NNGraph",
             "NNTrainingStyle"]
 
@@ -30,6 +30,47 @@ class NNTrainingStyle(enum.IntEnum):
     NONE = 0
     CPU = 1
     GPU = 2
+
+
+class NNHandle:
+    """An MPSHandle: names an image or state node of a graph by its label. A graph saves the handles of
+    its nodes; a handle of a class mpsx cannot save comes back as an NNHandle of its label."""
+    label = ""
+
+    def __init__(self, label):
+        self.label = str(label)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.label == self.label
+
+    def __hash__(self):
+        return hash(self.label)
+
+    def __repr__(self):
+        return f"NNHandle({self.label!r})"
+
+    def __mpsx_identity__(self):
+        # A value: equal NNHandles save as one (a handle mpsx cannot save becomes an NNHandle at each node
+        # it names). A subclass may hold more than its label: itself.
+        return ("NNHandle", self.label) if type(self) is NNHandle and len(vars(self)) == 1 else id(self)
+
+    def __mpsx_state__(self):
+        return dict(vars(self))
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        if not isinstance(state.get("label"), str):
+            raise TypeError(f"expected the label of an NNHandle as a str, given {type(state.get('label')).__name__}")
+        handle = cls.__new__(cls)
+        handle.__dict__.update(state)
+        return handle
+
+
+cdef object _saved_handle(object handle):
+    # What a node's handle saves as: itself where mpsx can save it, else its label.
+    if handle is None or hasattr(type(handle), "__mpsx_restore__") or isinstance(handle, NNHandle):
+        return handle
+    return NNHandle(handle.label)
 
 
 cdef shared_ptr[void] _handle_of(object handle) except *:
@@ -126,6 +167,34 @@ cdef class NNImageNode:
         """The filter node that writes this image; None for a source of the graph."""
         return _wrap_filter_node(self.native().producer())
 
+    # ---- persistence (mpsx/persistence.py): a source image by its properties, a result by its producer,
+    # which saves the properties of its result image.
+
+    def __mpsx_identity__(self):
+        return ("node", <size_t>self.native())
+
+    def __mpsx_dependencies__(self):
+        producer = self.producer
+        return () if producer is None else (producer,)
+
+    def __mpsx_state__(self):
+        producer = self.producer
+        return {"producer": producer} if producer is not None else _node_properties(self, _IMAGE_NODE_PROPERTIES)
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        if "producer" in state:
+            if not isinstance(state["producer"], NNFilterNode):
+                raise TypeError(f"expected the producer of an image node as an NNFilterNode, given "
+                                f"{type(state['producer']).__name__}")
+            return state["producer"].result_image
+        node = cls()
+        restore_properties(node, state, _IMAGE_NODE_PROPERTIES)
+        return node
+
+    def __reduce__(self):
+        return persistence_reduce(self)
+
     def __eq__(self, other):
         return isinstance(other, NNImageNode) and (<NNImageNode>other).c.get() == self.c.get()
 
@@ -136,6 +205,16 @@ cdef class NNImageNode:
         if not self.c:
             return uninitialized_repr(self)
         return f"<mpsx.NNImageNode handle={self.handle!r}>"
+
+
+_IMAGE_NODE_PROPERTIES = ("handle", "export_from_graph", "synchronize_resource", "stop_gradient", "format")
+_STATE_NODE_PROPERTIES = ("handle", "export_from_graph", "synchronize_resource")
+
+
+cdef dict _node_properties(node, tuple names):
+    properties = {name: getattr(node, name) for name in names}
+    properties["handle"] = _saved_handle(properties["handle"])
+    return properties
 
 
 cdef NNImageNode _wrap_image_node(const shared_ptr[CImageNode]& node):
@@ -188,6 +267,43 @@ cdef class NNStateNode:
     @synchronize_resource.setter
     def synchronize_resource(self, cbool value):
         self.native().synchronize_resource = value
+
+    @property
+    def producer(self):
+        """The filter node that makes this state; None for a source state (a loss node's labels)."""
+        return _wrap_filter_node(self.native().producer())
+
+    # ---- persistence: a result state by its producer and place; the producer saves its properties. A
+    # loss node's labels save with the loss node.
+
+    def __mpsx_identity__(self):
+        return ("node", <size_t>self.native())
+
+    def __mpsx_dependencies__(self):
+        producer = self.producer
+        return () if producer is None else (producer,)
+
+    def __mpsx_state__(self):
+        producer = self.producer
+        if producer is None:
+            raise TypeError("mpsx.save: a loss node's labels node saves with its loss node; save that node or the "
+                            "graph")
+        return {"producer": producer, "index": producer.result_states.index(self)}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        producer, index = state["producer"], state["index"]
+        if not isinstance(producer, NNFilterNode):
+            raise TypeError(f"expected the producer of a state node as an NNFilterNode, given "
+                            f"{type(producer).__name__}")
+        states = producer.result_states
+        if type(index) is not int or not 0 <= index < len(states):
+            raise ValueError(f"expected the index of one of the {len(states)} result states of a "
+                             f"{type(producer).__name__}, given {index!r}")
+        return states[index]
+
+    def __reduce__(self):
+        return persistence_reduce(self)
 
     def __eq__(self, other):
         return isinstance(other, NNStateNode) and (<NNStateNode>other).c.get() == self.c.get()
@@ -252,6 +368,17 @@ cdef class NNFilterNode:
         if not self.c:
             raise_uninitialized(self)
         return self.c.get()
+
+    cdef _made(self, shared_ptr[CFilterNode] node, tuple arguments, dict keywords=None):
+        """Takes the native node a constructor made, with the arguments it made it from (what saving the
+        node describes: the node keeps them, as its wrappers come and go)."""
+        node.get().made_with = hold((arguments, keywords or {}))
+        self.c = node
+
+    cdef object _made_with(self):
+        """(arguments, keywords) of the constructor that made this node; None for one made natively."""
+        cdef CFilterNode* node = self.native()
+        return <object><PyObject*>node.made_with.get() if node.made_with else None
 
     @property
     def result_image(self):
@@ -321,6 +448,77 @@ cdef class NNFilterNode:
             raise TypeError(f"node_handler must be callable, given {type(node_handler).__name__}")
         return [_wrap_filter_node(f) for f in python_training_graph(self.c, gradient, node_handler,
                                                                        _wrap_filter_object, _wrap_image_object)]
+
+    # ---- persistence (mpsx/persistence.py): a node made by its constructor saves the constructor's
+    # arguments, one made by gradient_filters its forward node and gradient images; each saves the
+    # properties of its class (_mpsx_properties), its result image and states and the source states it made
+    # (a loss node's labels).
+
+    _mpsx_properties = ("label", "padding_policy")
+
+    def __mpsx_identity__(self):
+        return ("node", <size_t>self.native())
+
+    def __mpsx_dependencies__(self):
+        cdef CFilterNode* node = self.native()
+        made_from = [_wrap_image_node(s).producer for s in node.sources()]
+        made_from += [_wrap_state_node(s).producer for s in node.source_states()]
+        if node.gradient_origin().has_value():
+            made_from.append(_wrap_filter_node(node.gradient_origin().value().forward))
+            made_from += [_wrap_image_node(g).producer for g in node.gradient_origin().value().gradient_images]
+        return [f for f in made_from if f is not None]
+
+    def __mpsx_state__(self):
+        cdef CFilterNode* node = self.native()
+        state = {"properties": {name: getattr(self, name) for name in property_names(type(self))}}
+        made_with = self._made_with()
+        if made_with is not None:
+            state["arguments"], state["keywords"] = made_with
+        elif node.gradient_origin().has_value():
+            state["gradient_of"] = _wrap_filter_node(node.gradient_origin().value().forward)
+            state["gradient_images"] = [_wrap_image_node(g) for g in node.gradient_origin().value().gradient_images]
+            state["index"] = node.gradient_origin().value().index
+        else:
+            state["arguments"], state["keywords"] = self._natively_made_arguments(), {}
+        state["result_image"] = _node_properties(self.result_image, _IMAGE_NODE_PROPERTIES)
+        state["result_states"] = [_node_properties(s, _STATE_NODE_PROPERTIES) for s in self.result_states]
+        state["source_states"] = [None if s.producer is not None else _node_properties(s, _STATE_NODE_PROPERTIES)
+                                  for s in self.source_states]
+        return state
+
+    def _natively_made_arguments(self):
+        """The constructor's arguments of a node native code made (training_graph's additions)."""
+        raise TypeError(f"mpsx.save: this {type(self).__name__} was made natively; mpsx cannot save it")
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        if "gradient_of" in state:
+            forward, index = state["gradient_of"], state["index"]
+            if not isinstance(forward, NNFilterNode):
+                raise TypeError(f"expected the forward node of a gradient node, given {type(forward).__name__}")
+            made = forward.gradient_filters_with_sources(state["gradient_images"])
+            if type(index) is not int or not 0 <= index < len(made):
+                raise ValueError(f"expected the index of one of the {len(made)} gradient nodes of a "
+                                 f"{type(forward).__name__}, given {index!r}")
+            node = made[index]
+            if type(node) is not cls:
+                raise TypeError(f"a {type(forward).__name__} makes a {type(node).__name__} there, not a {cls.__name__}")
+        else:
+            node = cls(*state["arguments"], **state["keywords"])
+        restore_properties(node, state["properties"], property_names(cls))
+        restore_properties(node.result_image, state["result_image"], _IMAGE_NODE_PROPERTIES)
+        for what, states, saved in (("result", node.result_states, state["result_states"]),
+                                    ("source", node.source_states, state["source_states"])):
+            if not isinstance(saved, list) or len(saved) != len(states):
+                raise ValueError(f"expected the properties of the {len(states)} {what} states of a {cls.__name__}, "
+                                 f"given {saved!r:.60}")
+            for state_node, properties in zip(states, saved):
+                if properties is not None:
+                    restore_properties(state_node, properties, _STATE_NODE_PROPERTIES)
+        return node
+
+    def __reduce__(self):
+        return persistence_reduce(self)
 
     def __eq__(self, other):
         return isinstance(other, NNFilterNode) and (<NNFilterNode>other).c.get() == self.c.get()
@@ -430,6 +628,33 @@ cdef class NNGraph:
     @property
     def result_image_is_needed(self):
         return self.native().result_image_is_needed()
+
+    # ---- persistence: MPSNNGraph's NSSecureCoding and copyWithZone:device:. The nodes the results reach
+    # are described first, producers first; then the graph by its constructor's arguments and settings.
+
+    def __mpsx_dependencies__(self):
+        return [_wrap_image_node(r).producer for r in self.native().results()]
+
+    def __mpsx_state__(self):
+        cdef CNNGraph* graph = self.native()
+        return {"device": self.device.name, "results": [_wrap_image_node(r) for r in graph.results()],
+                "results_are_needed": [bool(needed) for needed in graph.results_are_needed()],
+                "format": int(self.format), "output_state_is_temporary": graph.output_state_is_temporary}
+
+    @classmethod
+    def __mpsx_restore__(cls, state, device):
+        graph = cls(device_of(state, device), result_images=state["results"],
+                    results_are_needed=state["results_are_needed"], format=state["format"])
+        graph.output_state_is_temporary = state["output_state_is_temporary"]
+        return graph
+
+    def __reduce__(self):
+        return persistence_reduce(self)
+
+    def copy(self, device=None):
+        """MPS -copyWithZone:device:: an independent graph on device (default: this graph's), its nodes
+        and data sources copied, made through the graph's saved description."""
+        return persistence_copy(self, device)
 
     @property
     def number_of_filters(self):

@@ -10,13 +10,11 @@ __all__ += ["CNNGroupNormalizationNode", "CNNGroupNormalizationGradientNode"]
 
 cdef class _NormalizationNode(NNFilterNode):
     """What the group and instance normalization nodes share."""
-    cdef object _data_source
-
+    _mpsx_properties = ("training_style",)
     @property
     def data_source(self):
-        """The data source given (None on a node that training_graph's node handler sees again)."""
-        self.native()
-        return self._data_source
+        """The data source given."""
+        return self._made_with()[0][1]
 
     @property
     def training_style(self):
@@ -32,6 +30,7 @@ cdef class _NormalizationNode(NNFilterNode):
 
 cdef class _NormalizationGradientNode(NNGradientFilterNode):
     """What the group and instance normalization gradient nodes share."""
+    _mpsx_properties = ("training_style",)
 
     @property
     def training_style(self):
@@ -49,9 +48,8 @@ cdef class CNNGroupNormalizationNode(_NormalizationNode):
 
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationNode](
-            image, group_normalization_data_source_of(data_source, False))
-        self._data_source = data_source
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationNode](
+            image, group_normalization_data_source_of(data_source, False)), (source, data_source))
 
     @classmethod
     def node_with_source(cls, source, data_source):
@@ -63,9 +61,10 @@ cdef class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
     result state of a CNNGroupNormalizationNode; updates its gamma and beta as the training style says."""
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c)
+            _image_node_argument(source_image, "source_image").c, gradient_state.c),
+            (source_gradient, source_image, gradient_state))
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):

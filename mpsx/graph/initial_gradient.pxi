@@ -10,8 +10,8 @@ cdef class NNInitialGradientNode(NNFilterNode):
     training_graph at any output (the gradient of the sum of that output)."""
 
     def __init__(self, source):
-        self.c = <shared_ptr[CFilterNode]>make_native[CNNInitialGradientNode](
-            _image_node_argument(source, "source").c)
+        self._made(<shared_ptr[CFilterNode]>make_native[CNNInitialGradientNode](
+            _image_node_argument(source, "source").c), (source,))
 
     @classmethod
     def node_with_source(cls, source):

@@ -14,9 +14,8 @@ cdef class CNNInstanceNormalizationNode(_NormalizationNode):
 
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNInstanceNormalizationNode](
-            image, group_normalization_data_source_of(data_source, True))
-        self._data_source = data_source
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNInstanceNormalizationNode](
+            image, group_normalization_data_source_of(data_source, True)), (source, data_source))
 
     @classmethod
     def node_with_source(cls, source, data_source):
@@ -28,9 +27,10 @@ cdef class CNNInstanceNormalizationGradientNode(_NormalizationGradientNode):
     result state of a CNNInstanceNormalizationNode; updates its gamma and beta as the training style says."""
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNInstanceNormalizationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNInstanceNormalizationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c)
+            _image_node_argument(source_image, "source_image").c, gradient_state.c),
+            (source_gradient, source_image, gradient_state))
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):

@@ -13,10 +13,12 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
     edge mode ZERO. The node's defaults are the header's for the node: alpha 1.0 (the kernel's is 0.0),
     beta 0.5, delta 1/1024, p0 1, pm 0, ps 1. The gradient node copies the sizes and parameters when it is
     made."""
+    _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta", "p0", "pm", "ps")
 
     def __init__(self, source, kernel_size):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationNode](
-            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size"))
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationNode](
+            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size")),
+            (source, kernel_size))
 
     @classmethod
     def node_with_source(cls, source, kernel_size):
@@ -103,13 +105,15 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
     Made by hand it has the header's defaults for this node (alpha 0.0, as the kernel); made by
     gradient_filter_with_source it copies the forward node's sizes and parameters. The graph refuses to
     compile it unless they are its forward node's."""
+    _mpsx_properties = ("alpha", "beta", "delta", "p0", "pm", "ps")
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_width,
                  kernel_height):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
-            integer_argument(kernel_width, "kernel_width"), integer_argument(kernel_height, "kernel_height"))
+            integer_argument(kernel_width, "kernel_width"), integer_argument(kernel_height, "kernel_height")),
+            (source_gradient, source_image, gradient_state, kernel_width, kernel_height))
 
     cdef CCNNLocalContrastNormalizationGradientNode* node(self) except NULL:
         return <CCNNLocalContrastNormalizationGradientNode*>self.native()

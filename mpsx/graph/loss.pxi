@@ -6,10 +6,19 @@ from mpsx.includes.graph.loss cimport (
     python_loss_callback_object)
 from mpsx.includes.graph.loss cimport CNNLossGradientNode as CLossGradientNode
 
-__all__ += ["CNNLossNode", "NNForwardLossNode", "NNLossGradientNode"]
+__all__ += ["CNNLossNode", "NNForwardLossNode", "NNLossGradientNode", "NNLossCallback"]
 
 cdef object _wrap_loss_callback_image(const shared_ptr[CImage]& image):
     return wrap_image(image)
+
+
+class NNLossCallback:
+    """MPSNNLossCallback: subclass it and implement scalar_weight_for_source_image(source_image,
+    destination_image) -> float, the weight of a loss node's kernel at each encode of the graph. A
+    subclass is saved with its graph through its attributes, as data sources are."""
+
+    def scalar_weight_for_source_image(self, source_image, destination_image):
+        raise NotImplementedError(f"{type(self).__name__} must implement scalar_weight_for_source_image()")
 
 
 cdef shared_ptr[CLossCallback] _loss_callback_argument(object value) except *:
@@ -28,8 +37,8 @@ cdef class CNNLossNode(NNFilterNode):
     (input_labels, an NNLabelsNode) go to the graph as a source state (a CNNLossLabels)."""
 
     def __init__(self, source, CNNLossDescriptor loss_descriptor not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNLossNode](_image_node_argument(source, "source").c,
-                                                                    loss_descriptor.desc)
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNLossNode](_image_node_argument(source, "source").c,
+                                                                    loss_descriptor.desc), (source, loss_descriptor))
 
     @property
     def input_labels(self):
@@ -62,14 +71,15 @@ cdef class NNForwardLossNode(NNFilterNode):
     Its gradient_filter_with_source(gradient of the loss values) is an NNLossGradientNode of the source;
     gradient_filters_with_source also returns the labels' (is_labels_gradient_filter). training_graph needs
     that gradient: start it at an NNInitialGradientNode on result_image (ones), or pass source_gradient."""
+    _mpsx_properties = ("property_call_back",)
 
     def __init__(self, source, labels, weights=None, loss_descriptor=None):
         if isinstance(weights, CNNLossDescriptor) and loss_descriptor is None:
             weights, loss_descriptor = None, weights
         cdef CNNLossDescriptor d = _loss_descriptor_argument(loss_descriptor)
-        self.c = <shared_ptr[CFilterNode]>make_native[CForwardLossNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CForwardLossNode](
             _image_node_argument(source, "source").c, _image_node_argument(labels, "labels").c,
-            _optional_image_node(weights, "weights"), d.desc)
+            _optional_image_node(weights, "weights"), d.desc), (source, labels, weights, d))
 
     @classmethod
     def node_with_sources(cls, sources, loss_descriptor):
@@ -136,6 +146,7 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
     the forward source, labels and weights image nodes; gradient_state (optional) is the forward loss node's
     result state, whose values (weight, label smoothing, epsilon, delta) it then uses. A property_call_back
     sets its weight at each encode instead."""
+    _mpsx_properties = ("property_call_back",)
 
     def __init__(self, source_gradient, source_image, labels, weights=None, gradient_state=None,
                  loss_descriptor=None, is_labels_gradient_filter=False):
@@ -151,10 +162,11 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
         if not isinstance(is_labels_gradient_filter, (bool, int)):
             raise TypeError(f"is_labels_gradient_filter: expected a bool, given "
                             f"{type(is_labels_gradient_filter).__name__}")
-        self.c = <shared_ptr[CFilterNode]>make_native[CLossGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CLossGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, _image_node_argument(labels, "labels").c,
-            _optional_image_node(weights, "weights"), state, d.desc, <cbool>bool(is_labels_gradient_filter))
+            _optional_image_node(weights, "weights"), state, d.desc, <cbool>bool(is_labels_gradient_filter)),
+            (source_gradient, source_image, labels, weights, gradient_state, d, bool(is_labels_gradient_filter)))
 
     @classmethod
     def node_with_sources(cls, sources, gradient_state, loss_descriptor, is_labels_gradient_filter=False):

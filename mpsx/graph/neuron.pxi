@@ -9,8 +9,8 @@ cdef class CNNNeuronNode(NNFilterNode):
     """MPSCNNNeuronNode(source, descriptor): descriptor an NNNeuronDescriptor."""
 
     def __init__(self, source, NNNeuronDescriptor descriptor not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNNeuronNode](_image_node_argument(source, "source").c,
-                                                                      descriptor.desc)
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNNeuronNode](_image_node_argument(source, "source").c,
+                                                                      descriptor.desc), (source, descriptor))
 
     @classmethod
     def node_with_source(cls, source, descriptor):
@@ -28,9 +28,10 @@ cdef class CNNNeuronGradientNode(NNGradientFilterNode):
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None,
                  NNNeuronDescriptor descriptor not None):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNNeuronGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNNeuronGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c, descriptor.desc)
+            _image_node_argument(source_image, "source_image").c, gradient_state.c, descriptor.desc),
+            (source_gradient, source_image, gradient_state, descriptor))
 
     @property
     def descriptor(self):

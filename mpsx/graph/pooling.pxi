@@ -35,10 +35,12 @@ cdef class CNNPoolingNode(NNFilterNode):
             raise TypeError("CNNPoolingNode is abstract; make a CNNPoolingMaxNode, ...AverageNode or ...L2NormNode")
         kw, kh, sx, sy = _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_in_pixels_x,
                                         stride_in_pixels_y)
-        self._make(source, _pooling_node_window(type(self)._kind, kw, kh, sx, sy))
+        self._make(source, _pooling_node_window(type(self)._kind, kw, kh, sx, sy),
+                   {"kernel_width": kw, "kernel_height": kh, "stride_in_pixels_x": sx, "stride_in_pixels_y": sy})
 
-    cdef _make(self, source, PoolingNodeWindow window):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNPoolingNode](_image_node_argument(source, "source").c, window)
+    cdef _make(self, source, PoolingNodeWindow window, dict keywords):
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNPoolingNode](
+            _image_node_argument(source, "source").c, window), (source,), keywords)
 
     cdef const PoolingNodeWindow* window(self) except NULL:
         return &(<CCNNPoolingNode*>self.native()).window()
@@ -100,7 +102,10 @@ cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
         dx = dilation_rate if dilation_rate_x is None else dilation_rate_x
         dy = dilation_rate if dilation_rate_y is None else dilation_rate_y
         kw, kh, sx, sy = sizes
-        self._make(source, _pooling_node_window(3, kw, kh, sx, sy, 1 if dx is None else dx, 1 if dy is None else dy))
+        dx, dy = 1 if dx is None else dx, 1 if dy is None else dy
+        self._make(source, _pooling_node_window(3, kw, kh, sx, sy, dx, dy),
+                   {"kernel_width": kw, "kernel_height": kh, "stride_in_pixels_x": sx, "stride_in_pixels_y": sy,
+                    "dilation_rate_x": dx, "dilation_rate_y": dy})
 
     @property
     def dilation_rate_x(self):
@@ -128,9 +133,12 @@ cdef class CNNPoolingGradientNode(NNGradientFilterNode):
             integer_argument(padding_policy, "padding_policy")
         if not 0 <= policy <= 0xFFFFFFFF:
             raise ValueError(f"padding_policy must be an NNPaddingMethod (a 32-bit unsigned int), given {policy}")
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNPoolingGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNPoolingGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c, w, <uint32_t>policy)
+            _image_node_argument(source_image, "source_image").c, gradient_state.c, w, <uint32_t>policy),
+            (source_gradient, source_image, gradient_state, kernel_width, kernel_height, stride_in_pixels_x,
+             stride_in_pixels_y, padding_policy),
+            {"dilation_rate_x": dilation_rate_x, "dilation_rate_y": dilation_rate_y})
 
     cdef const PoolingNodeWindow* window(self) except NULL:
         return &(<CCNNPoolingGradientNode*>self.native()).window()

@@ -10,8 +10,8 @@ __all__ += ["CNNSoftMaxNode", "CNNLogSoftMaxNode", "CNNSoftMaxGradientNode", "CN
 cdef class CNNSoftMaxNode(NNFilterNode):
     """MPSCNNSoftMaxNode(source): softmax over the feature channels of each pixel."""
     def __init__(self, source):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNSoftMaxNode](_image_node_argument(source, "source").c,
-                                                                       <cbool>False)
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNSoftMaxNode](_image_node_argument(source, "source").c,
+                                                                       <cbool>False), (source,))
 
     @classmethod
     def node_with_source(cls, source):
@@ -22,8 +22,8 @@ cdef class CNNLogSoftMaxNode(NNFilterNode):
     """MPSCNNLogSoftMaxNode(source): log-softmax over the feature channels of each pixel."""
 
     def __init__(self, source):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNSoftMaxNode](_image_node_argument(source, "source").c,
-                                                                       <cbool>True)
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNSoftMaxNode](_image_node_argument(source, "source").c,
+                                                                       <cbool>True), (source,))
 
     @classmethod
     def node_with_source(cls, source):
@@ -32,10 +32,11 @@ cdef class CNNLogSoftMaxNode(NNFilterNode):
 
 cdef _make_softmax_gradient_node(NNFilterNode node, source_gradient, source_image, NNStateNode gradient_state,
                                  cbool log):
+    arguments = (source_gradient, source_image, gradient_state)
     gradient_state.native()
-    node.c = <shared_ptr[CFilterNode]>make_native[CCNNSoftMaxGradientNode](
+    node._made(<shared_ptr[CFilterNode]>make_native[CCNNSoftMaxGradientNode](
         _image_node_argument(source_gradient, "source_gradient").c,
-        _image_node_argument(source_image, "source_image").c, gradient_state.c, log)
+        _image_node_argument(source_image, "source_image").c, gradient_state.c, log), arguments)
 
 
 cdef class CNNSoftMaxGradientNode(NNGradientFilterNode):

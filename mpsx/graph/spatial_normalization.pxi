@@ -11,10 +11,12 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
     """MPSCNNSpatialNormalizationNode(source, kernel_size): per feature channel over a kernel_size x
     kernel_size window (CNNSpatialNormalization), edge mode ZERO. alpha 1.0, beta 5.0, delta 1.0 by default;
     the gradient node copies the sizes and parameters when it is made."""
+    _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta")
 
     def __init__(self, source, kernel_size):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNSpatialNormalizationNode](
-            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size"))
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNSpatialNormalizationNode](
+            _image_node_argument(source, "source").c, integer_argument(kernel_size, "kernel_size")),
+            (source, kernel_size))
 
     @classmethod
     def node_with_source(cls, source, kernel_size):
@@ -73,12 +75,13 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
     gradient_state the result state of a CNNSpatialNormalizationNode. Made by hand it has the header's
     defaults; made by gradient_filter_with_source it copies the forward node's sizes and parameters. The
     graph refuses to compile it unless they are its forward node's."""
+    _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta")
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_size):
-        self.c = <shared_ptr[CFilterNode]>make_native[CCNNSpatialNormalizationGradientNode](
+        self._made(<shared_ptr[CFilterNode]>make_native[CCNNSpatialNormalizationGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
-            integer_argument(kernel_size, "kernel_size"))
+            integer_argument(kernel_size, "kernel_size")), (source_gradient, source_image, gradient_state, kernel_size))
 
     cdef CSpatialNormalizationNodeSettings* settings(self) except NULL:
         return <CSpatialNormalizationNodeSettings*><CCNNSpatialNormalizationGradientNode*>self.native()

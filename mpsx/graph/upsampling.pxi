@@ -9,10 +9,13 @@ __all__ += ["CNNUpsamplingNearestNode", "CNNUpsamplingBilinearNode", "CNNUpsampl
 
 cdef _make_upsampling_node(NNFilterNode node, source, UpsamplingKind kind, integer_scale_factor_x,
                            integer_scale_factor_y, cbool align_corners):
-    node.c = <shared_ptr[CFilterNode]>make_native[CCNNUpsamplingNode](
+    arguments = (source, integer_scale_factor_x, integer_scale_factor_y)
+    if kind == UpsamplingKind.Bilinear:
+        arguments += (align_corners,)
+    node._made(<shared_ptr[CFilterNode]>make_native[CCNNUpsamplingNode](
         _image_node_argument(source, "source").c, kind,
         _scale_factor(integer_scale_factor_x, "integer_scale_factor_x"),
-        _scale_factor(integer_scale_factor_y, "integer_scale_factor_y"), align_corners)
+        _scale_factor(integer_scale_factor_y, "integer_scale_factor_y"), align_corners), arguments)
 
 
 cdef class CNNUpsamplingNearestNode(NNFilterNode):
@@ -63,11 +66,12 @@ cdef class CNNUpsamplingBilinearNode(NNFilterNode):
 
 cdef _make_upsampling_gradient_node(NNFilterNode node, source_gradient, source_image, NNStateNode gradient_state,
                                     UpsamplingKind kind, scale_factor_x, scale_factor_y):
+    arguments = (source_gradient, source_image, gradient_state, scale_factor_x, scale_factor_y)
     gradient_state.native()
-    node.c = <shared_ptr[CFilterNode]>make_native[CCNNUpsamplingGradientNode](
+    node._made(<shared_ptr[CFilterNode]>make_native[CCNNUpsamplingGradientNode](
         _image_node_argument(source_gradient, "source_gradient").c,
         _image_node_argument(source_image, "source_image").c, gradient_state.c, kind,
-        float_argument(scale_factor_x, "scale_factor_x"), float_argument(scale_factor_y, "scale_factor_y"))
+        float_argument(scale_factor_x, "scale_factor_x"), float_argument(scale_factor_y, "scale_factor_y")), arguments)
 
 
 cdef class CNNUpsamplingNearestGradientNode(NNGradientFilterNode):

@@ -44,8 +44,15 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
     cdef enum class TrainingStyle "mpsx::TrainingStyle"(uint8_t):
         pass
 
+    cdef cppclass CGradientOrigin "mpsx::FilterNode::GradientOrigin":
+        shared_ptr[CFilterNode] forward
+        vector[shared_ptr[CImageNode]] gradient_images
+        size_t index
+
     cdef cppclass CFilterNode "mpsx::FilterNode":
         const char* class_name()
+        shared_ptr[void] made_with
+        const optional[CGradientOrigin]& gradient_origin()
         vector[shared_ptr[CImageNode]] sources()
         vector[shared_ptr[CStateNode]] source_states()
         shared_ptr[CImageNode] result_image() except +raise_py_error
@@ -72,6 +79,8 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         vector[shared_ptr[CStateNode]] result_states()
         const shared_ptr[CImageNode]& result()
         bool result_image_is_needed()
+        vector[shared_ptr[CImageNode]] results()
+        vector[bool] results_are_needed()
         size_t step_count()
         size_t fused_count()
         DataType format()

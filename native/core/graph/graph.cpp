@@ -78,7 +78,10 @@ std::vector<std::shared_ptr<FilterNode>> FilterNode::gradient_filters(
   for (const auto& g : gradient_images)
     if (!g) fail<TypeMismatchError>(class_name(), ": expected an NNImageNode gradient, given None");
   auto made = make_gradient_filters(gradient_images);
-  for (const auto& filter : made) filter->training_style = training_style;
+  for (size_t i = 0; i < made.size(); ++i) {
+    made[i]->training_style = training_style;
+    made[i]->gradient_origin_ = GradientOrigin{shared_from_this(), gradient_images, i};
+  }
   return made;
 }
 

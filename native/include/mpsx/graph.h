@@ -163,6 +163,19 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   std::vector<std::shared_ptr<FilterNode>> gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images);
 
+  // What the binding made this filter from (Python: its constructor's
+  // arguments), kept so that a saved graph can make it again; native code
+  // never looks inside. Null for a filter made natively.
+  std::shared_ptr<void> made_with;
+  // A filter gradient_filters made: the forward filter, the gradient images
+  // it was given, and this filter's place among those it made.
+  struct GradientOrigin {
+    std::shared_ptr<FilterNode> forward;
+    std::vector<std::shared_ptr<ImageNode>> gradient_images;
+    size_t index = 0;
+  };
+  const std::optional<GradientOrigin>& gradient_origin() const { return gradient_origin_; }
+
   // MPSNNTrainableNode's trainingStyle, for the filters that have one.
   virtual bool is_trainable() const { return false; }
   TrainingStyle training_style = TrainingStyle::Gpu;
@@ -198,6 +211,7 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   ImageNode result_image_;
   std::deque<StateNode> result_states_;  // made on first ask
   bool result_states_made_ = false;
+  std::optional<GradientOrigin> gradient_origin_;
 };
 
 // The steps most filters compile to: a forward kernel of one source, writing
@@ -270,6 +284,9 @@ class NNGraph {
   const std::vector<std::shared_ptr<StateNode>>& result_states() const { return result_states_; }
   const std::shared_ptr<ImageNode>& result() const { return results_[0]; }
   bool result_image_is_needed() const { return results_needed_[0]; }
+  // The results and whether each is needed, as constructed.
+  const std::vector<std::shared_ptr<ImageNode>>& results() const { return results_; }
+  const std::vector<bool>& results_are_needed() const { return results_needed_; }
   size_t step_count() const { return steps_.size(); }
   // MPSNNGraph.format: the storage of the images the graph makes whose node
   // sets none; float16 (MPS's default) or float32, else ArgumentError.
