@@ -426,8 +426,8 @@ def test_a_crafted_graph_file_is_refused_clearly(device, tmp_path, what):
 def test_what_cannot_be_saved(device, tmp_path):
     """A loss node's labels alone, a callback of a class mpsx cannot restore and a data source of a
     plain class are refused when saving, naming what."""
-    loss = mpsx.CNNLossNode(mpsx.NNImageNode(), mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR,
-                                                                        mpsx.CNNReductionType.SUM))
+    d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM)
+    loss = mpsx.CNNLossNode(mpsx.NNImageNode(), d)
     with pytest.raises(TypeError, match="labels node saves with its loss node"):
         mpsx.save(loss.input_labels, tmp_path / "labels.mpsx")
 
@@ -435,10 +435,7 @@ def test_what_cannot_be_saved(device, tmp_path):
         def scalar_weight_for_source_image(self, source_image, destination_image):
             return 1.0
 
-    forward = mpsx.NNForwardLossNode(mpsx.NNImageNode(), mpsx.NNImageNode(), loss.loss_descriptor
-                                     if hasattr(loss, "loss_descriptor") else
-                                     mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR,
-                                                            mpsx.CNNReductionType.SUM))
+    forward = mpsx.NNForwardLossNode(mpsx.NNImageNode(), mpsx.NNImageNode(), d)
     forward.property_call_back = Callback()
     with pytest.raises(TypeError, match="Callback, which mpsx cannot save"):
         mpsx.save(forward, tmp_path / "callback.mpsx")

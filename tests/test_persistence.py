@@ -261,6 +261,9 @@ def test_mutated_files_load_or_are_refused(device):
                "loss": mpsx.CNNLoss(device, mpsx.CNNLossDescriptor(mpsx.CNNLossType.HUBER,
                                                                     mpsx.CNNReductionType.SUM)),
                "neuron": mpsx.NNNeuronDescriptor(mpsx.NeuronType.PRELU, data=np.ones(4, np.float32))}
+        relu = mpsx.CNNNeuronNode(mpsx.NNImageNode(mpsx.NNHandle("x")), obj["neuron"])
+        gradient = relu.gradient_filter_with_source(mpsx.NNImageNode(mpsx.NNHandle("dy")))
+        obj["graph"] = mpsx.NNGraph(device, result_images=[relu.result_image, gradient.result_image])
         directory = tempfile.mkdtemp()
         path = os.path.join(directory, "valid.mpsx")
 
