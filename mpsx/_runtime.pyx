@@ -181,6 +181,19 @@ cdef class Device:
         return self.native().bytes_in_use()
 
     @property
+    def deterministic(self):
+        """Whether kernels pick only algorithms whose results repeat bit for bit, run after run and in
+        another process (default False): on cuda, cuDNN engines without the nondeterministic note, chosen
+        by cuDNN's heuristics instead of by timing (slower, as PyTorch's cudnn.deterministic). A kernel's
+        algorithms are chosen at its first encode of a shape: set this before. cpu always repeats; metal
+        leaves it to MPS."""
+        return self.native().deterministic()
+
+    @deterministic.setter
+    def deterministic(self, bint value):
+        self.native().set_deterministic(value)
+
+    @property
     def peak_bytes_in_use(self):
         """The most bytes_in_use has been since the device was made or reset_peak_bytes_in_use()."""
         return self.native().peak_bytes_in_use()

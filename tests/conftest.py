@@ -16,3 +16,13 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def repeatable(device):
+    """The device with deterministic set for the test (both processes of a resume test set it): cuDNN's
+    fastest engines (a weight gradient summed with atomics, an engine chosen by timing) need not give the
+    same bits twice, so the runs to compare could not be equal on a GPU without it."""
+    device.deterministic = True
+    yield device
+    device.deterministic = False

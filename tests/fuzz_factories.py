@@ -1021,6 +1021,7 @@ FACTORIES.update({
     "NNHandle": ["""
 obj = mpsx.NNHandle("images")
 label = "labels"
+other = mpsx.NNHandle("images")
 """],
     "NNLossCallback": ["""
 class Scale(mpsx.NNLossCallback):

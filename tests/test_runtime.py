@@ -633,3 +633,27 @@ def test_objects_of_another_device_are_refused(rng):
                                                        f"on device {second.name}"):
         relu(second).encode_batch(cb, [image, mpsx.Image.from_numpy(second, np.zeros((1, 2, 3, 3), np.float32))])
     assert cb.command_count == 0
+
+
+def test_deterministic_runs_repeat_bit_for_bit(device):
+    """Device.deterministic: False by default, settable; set, two trainings of the reference CNN graph from the
+    same weights on the same batches end with the same bits (on cuda: no nondeterministic cuDNN engine,
+    none chosen by timing), here with the kernels made after it was set."""
+    from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, random_batch
+    assert device.deterministic is False
+    device.deterministic = True
+    try:
+        assert mpsx.Device(device.name).deterministic is True  # the device's setting, not the wrapper's
+        runs = []
+        for _ in range(2):
+            model = GraphReferenceCNN(device, 8, learning_rate=0.01, optimizer="adam")
+            for step in range(3):
+                model.train_step(*random_batch(8, seed=step))
+            runs.append({name: source.weights() if hasattr(source, "weights") else source.gamma()
+                         for name, source in model.state_dict().items()})
+        assert runs[0].keys() and runs[0].keys() == runs[1].keys()
+        for name in runs[0]:
+            np.testing.assert_array_equal(runs[0][name], runs[1][name], err_msg=name)
+    finally:
+        device.deterministic = False
+    assert device.deterministic is False

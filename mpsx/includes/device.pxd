@@ -15,6 +15,8 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
         const string& name()
         const char* backend_name()
         bint host_addressable()
+        bint deterministic()
+        void set_deterministic(bint value)
         const shared_ptr[CCommandQueue]& command_queue() except +raise_py_error
         shared_ptr[CCommandQueue] new_command_queue() except +raise_py_error
         void trim()

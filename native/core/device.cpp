@@ -90,6 +90,8 @@ Device::~Device() { trim(); }
 const char* Device::backend_name() const { return backend_->kind(); }
 
 bool Device::host_addressable() const { return backend_->host_addressable(); }
+bool Device::deterministic() const { return backend_->deterministic; }
+void Device::set_deterministic(bool value) { backend_->deterministic = value; }
 
 const std::vector<std::shared_ptr<Device>>& Device::all() {
   static const std::vector<std::shared_ptr<Device>> devices = [] {

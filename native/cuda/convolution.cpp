@@ -88,7 +88,7 @@ QueryHandles& query_handles() {
 // Whether the engine computes as the convolution asks: never on inputs
 // converted to a narrower type; in exact float32 products and sums unless
 // TF32 tensor cores are allowed.
-bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_float32) {
+bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_float32, bool deterministic) {
   CudnnBackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine;
   int64_t count = 0;
@@ -101,6 +101,7 @@ bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_float32
     return false;
   for (int64_t i = 0; i < count; ++i) {
     if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) return false;
+    if (deterministic && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
     if (!tensor_float32 && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
                             notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
       return false;
@@ -406,7 +407,7 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
                                  &count, raw.data()) != CUDNN_STATUS_SUCCESS)
       continue;
     for (int64_t i = 0; i < count && candidates.size() < kTunedEngines; ++i) {
-      if (!computes_as_asked(configs[i], s.tensor_float32)) continue;
+      if (!computes_as_asked(configs[i], s.tensor_float32, s.deterministic)) continue;
       CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
@@ -423,10 +424,11 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
     }
   }
   if (candidates.empty()) return nullptr;
-  // Plans for unaligned operands are built while a queue runs: they take the
-  // heuristics' first choice instead of timing on the device.
-  std::unique_ptr<Plan> result =
-      alignment == 16 ? fastest(handle, std::move(candidates), bytes) : std::move(candidates.front());
+  // Plans for unaligned operands are built while a queue runs, and a
+  // deterministic convolution's must be the same in every process: they
+  // take the heuristics' first choice instead of timing on the device.
+  std::unique_ptr<Plan> result = alignment == 16 && !s.deterministic ? fastest(handle, std::move(candidates), bytes)
+                                                                     : std::move(candidates.front());
   parts.push_back(std::move(convolution));
   parts.push_back(std::move(operation));
   parts.push_back(std::move(graph));
@@ -577,7 +579,7 @@ void gemm(CudaContext& context, bool tensor_float32, cublasOperation_t a_op, cub
                                   &beta, c, CUDA_R_32F, ldc, gemm_compute(tensor_float32), CUBLAS_GEMM_DEFAULT));
 }
 
-CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s) {
+CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s, bool deterministic) {
   CudnnConvolutionShape c;
   static_cast<ConvolutionWindow&>(c) = s;
   c.images = s.images;
@@ -588,6 +590,7 @@ CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s) {
   c.y_height = s.height;
   c.y_width = s.width;
   c.tensor_float32 = s.accumulator_precision == AccumulatorPrecision::Half;
+  c.deterministic = deterministic;
   return c;
 }
 
@@ -611,8 +614,10 @@ CudnnPasses cudnn_passes(const ConvolutionShape& s) {
 // transposes of those.
 class CudaConvolution final : public ConvolutionPrimitive {
  public:
-  CudaConvolution(int ordinal, const ConvolutionShape& s) : s_(s) {
-    if (!is_matrix_product(s)) cudnn_ = std::make_unique<CudnnConvolution>(ordinal, cudnn_shape(s), cudnn_passes(s));
+  CudaConvolution(const CudaBackend& backend, const ConvolutionShape& s) : s_(s) {
+    if (!is_matrix_product(s))
+      cudnn_ = std::make_unique<CudnnConvolution>(backend.ordinal(), cudnn_shape(s, backend.deterministic),
+                                                  cudnn_passes(s));
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
@@ -673,7 +678,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
 };
 
 std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
-  return std::make_unique<CudaConvolution>(static_cast<CudaBackend&>(backend).ordinal(), shape);
+  return std::make_unique<CudaConvolution>(static_cast<CudaBackend&>(backend), shape);
 }
 
 const RegisterPrimitive<ConvolutionPrimitive> registered("cuda", make_convolution);

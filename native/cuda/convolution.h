@@ -55,6 +55,7 @@ struct CudnnConvolutionShape : ConvolutionWindow {
   int64_t x_channels = 0, x_height = 0, x_width = 0;
   int64_t y_channels = 0, y_height = 0, y_width = 0;
   bool tensor_float32 = false;  // products on TF32 tensor cores
+  bool deterministic = false;   // Backend::deterministic when it was made
 };
 
 // The regions a pass will be given: their data type and their images'

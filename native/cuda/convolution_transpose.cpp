@@ -16,7 +16,7 @@ namespace {
 // cpu backend's deconvolution; that filter is the weights rotated by 180
 // degrees (MPS convolves the expanded source with the weights as given), with
 // in and out exchanged because cuDNN's filter leads with the channels of y.
-CudnnConvolutionShape cudnn_shape(const ConvolutionTransposeShape& s) {
+CudnnConvolutionShape cudnn_shape(const ConvolutionTransposeShape& s, bool deterministic) {
   CudnnConvolutionShape c;
   static_cast<ConvolutionWindow&>(c) = s;
   c.images = s.images;
@@ -26,6 +26,7 @@ CudnnConvolutionShape cudnn_shape(const ConvolutionTransposeShape& s) {
   c.y_channels = s.input_channels;
   c.y_height = s.source_height;
   c.y_width = s.source_width;
+  c.deterministic = deterministic;
   return c;
 }
 
@@ -48,7 +49,7 @@ CudnnPasses cudnn_passes(const ConvolutionTransposeShape& s) {
 // biases' gradient sums the whole destination gradient, reached or not.
 class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
  public:
-  CudaConvolutionTranspose(int ordinal, const ConvolutionTransposeShape& s) : s_(s) {
+  CudaConvolutionTranspose(const CudaBackend& backend, const ConvolutionTransposeShape& s) : s_(s) {
     filter_shape_.input_channels = s.input_channels;
     filter_shape_.output_channels = s.output_channels;
     filter_shape_.groups = s.groups;
@@ -56,7 +57,9 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
     filter_shape_.kernel_width = s.kernel_width;
     reaches_all_ = s.reads_source() && s.reached_y == 0 && s.reached_x == 0 && s.reached_height == s.height &&
                    s.reached_width == s.width;
-    if (s.reads_source()) cudnn_ = std::make_unique<CudnnConvolution>(ordinal, cudnn_shape(s), cudnn_passes(s));
+    if (s.reads_source())
+      cudnn_ = std::make_unique<CudnnConvolution>(backend.ordinal(), cudnn_shape(s, backend.deterministic),
+                                                  cudnn_passes(s));
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
@@ -118,7 +121,7 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
 };
 
 std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
-  return std::make_unique<CudaConvolutionTranspose>(static_cast<CudaBackend&>(backend).ordinal(), shape);
+  return std::make_unique<CudaConvolutionTranspose>(static_cast<CudaBackend&>(backend), shape);
 }
 
 const RegisterPrimitive<ConvolutionTransposePrimitive> registered("cuda", make_convolution_transpose);

@@ -3,6 +3,7 @@
 // command buffers and builds the primitive of each kernel family.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
@@ -62,6 +63,13 @@ class Backend {
   virtual bool host_addressable() const { return false; }
 
   virtual BackendLimits limits() const { return {}; }
+
+  // Device.deterministic: the kernels' primitives built from now on use
+  // only algorithms whose results repeat bit for bit, run after run and
+  // process after process (cuda: cuDNN engines without the nondeterministic
+  // note, the heuristics' first rather than the fastest timed). cpu's always
+  // repeat; metal leaves the choice to MPS.
+  std::atomic<bool> deterministic{false};
 
   // Whether an elementwise kernel may write its result over its source (an
   // NNGraph's in-place neurons); MPS's kernels refuse it.

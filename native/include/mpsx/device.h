@@ -31,6 +31,9 @@ class Device : public std::enable_shared_from_this<Device> {
   const char* backend_name() const;
   Backend& backend() const { return *backend_; }
   bool host_addressable() const;
+  // Backend::deterministic.
+  bool deterministic() const;
+  void set_deterministic(bool value);
 
   const std::shared_ptr<CommandQueue>& command_queue();
   std::shared_ptr<CommandQueue> new_command_queue();
