@@ -132,8 +132,8 @@ class ReferenceCNN(TrainingSteps):
     changes, as a dict of mpsx objects (mpsx.save(model.state_dict(), path))."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
-                 optimizer="sgd"):
-        self.device = device
+                 optimizer="sgd", process_group=None):
+        self.device, self.process_group = device, process_group
         self.batch_size = batch_size
         self.initial_parameters = p = initial_parameters(seed)
         self.learning_rate, self.momentum = learning_rate, momentum
@@ -252,7 +252,10 @@ class ReferenceCNN(TrainingSteps):
         logits, fc_states = self.fc.encode_batch(cb, x, destination_states=True)
         gradient = self.cross_entropy.encode_batch(cb, logits, labels)
         gradient = self.fc_gradient.encode_batch(cb, gradient, x, fc_states)
-        self._update_convolution(cb, "fc", self.fc, fc_states, self.fc_weights)
+        # Each update follows its gradient; with a process group they wait for one all-reduce of them all.
+        updates = []
+        update = updates.append if self.process_group else lambda u: u[1]()
+        update(([fc_states[0]], lambda: self._update_convolution(cb, "fc", self.fc, fc_states, self.fc_weights)))
         for i, layer, (conv_input, conv_states, y, bn_state, pooling) in reversed(list(zip(
                 range(len(self.layers)), self.layers, records))):
             if pooling:
@@ -261,10 +264,18 @@ class ReferenceCNN(TrainingSteps):
             gradient = layer["bn_gradient"].encode_batch(cb, gradient, y, bn_state)
             # The first convolution's source needs no gradient (weights and bias only).
             gradient = layer["conv_gradient"].encode_batch(cb, gradient, conv_input, conv_states)
-            self._update_convolution(cb, f"conv{i}", layer["conv"], conv_states, layer["weights"])
-            self._encode_update(cb, f"bn{i}", batch_normalization_state=bn_state, result_state=layer["gamma_and_beta"])
-            layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
-            layer["bn"].encode_mean_and_variance_update(cb, bn_state)
+            update(([conv_states[0], bn_state], lambda i=i, layer=layer, conv_states=conv_states, bn_state=bn_state:
+                    self._update_layer(cb, i, layer, conv_states, bn_state)))
+        if updates:
+            self.process_group.all_reduce(cb, [s for states, _ in updates for s in states], op="mean")
+            for _, run in updates:
+                run()
+
+    def _update_layer(self, cb, i, layer, conv_states, bn_state):
+        self._update_convolution(cb, f"conv{i}", layer["conv"], conv_states, layer["weights"])
+        self._encode_update(cb, f"bn{i}", batch_normalization_state=bn_state, result_state=layer["gamma_and_beta"])
+        layer["bn"].reload_gamma_and_beta(cb, layer["gamma_and_beta"])
+        layer["bn"].encode_mean_and_variance_update(cb, bn_state)
 
     def _update_convolution(self, cb, name, conv, states, weights):
         self._encode_update(cb, name, convolution_gradient_state=states[0], convolution_source_state=weights,
@@ -331,7 +342,8 @@ class GraphReferenceCNN(TrainingSteps):
     them."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
-                 data_source=None, style="gpu", format=mpsx.DataType.FLOAT32, optimizer="sgd", sources=None):
+                 data_source=None, style="gpu", format=mpsx.DataType.FLOAT32, optimizer="sgd", sources=None,
+                 process_group=None):
         if style not in ("gpu", "cpu", "none"):
             raise ValueError(f"style must be 'gpu', 'cpu' or 'none', given {style!r}")
         if style == "none" and (data_source is not None or sources is not None):
@@ -390,7 +402,8 @@ class GraphReferenceCNN(TrainingSteps):
                 state.export_from_graph = True
                 state.handle = Handle(label)
             self.sgd = sgd()
-        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format)
+        self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format,
+                                  data_parallel=process_group)
         if style == "none":
             # What the hand updates write and read, in result_state_handles order.
             self.updated = []

@@ -6,6 +6,7 @@ through oneDNN. The public names are those of API.md.
 
 from mpsx._errors import (
     DeviceMismatchError,
+    DistributedError,
     MPSXError,
     OutOfMemoryError,
     ShapeError,
@@ -16,6 +17,7 @@ from mpsx._runtime import (
     Buffer,
     CommandBuffer,
     CommandQueue,
+    Communicator,
     DataType,
     Device,
     Image,
@@ -29,5 +31,6 @@ from mpsx._runtime import (
 from mpsx._kernels import *  # noqa: F401,F403 (each kernel family lists its names in __all__)
 from mpsx._kernels import __all__ as _kernel_names
 from mpsx.persistence import load, save
+from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 
 __version__ = "0.1.0"

@@ -51,6 +51,8 @@ inline int raise_py_error() {
     set_error("DeviceMismatchError", e.what());
   } catch (const mpsx::OutOfMemoryError& e) {
     set_error("OutOfMemoryError", e.what());
+  } catch (const mpsx::DistributedError& e) {
+    set_error("DistributedError", e.what());
   } catch (const mpsx::Error& e) {
     set_error("MPSXError", e.what());
   } catch (const std::bad_alloc&) {

@@ -23,3 +23,7 @@ class DeviceMismatchError(MPSXError):
 
 class OutOfMemoryError(MPSXError, MemoryError):
     """The device could not provide the memory asked for."""
+
+
+class DistributedError(MPSXError):
+    """A data-parallel group that cannot be joined, or a collective that failed or timed out (a peer died)."""

@@ -10,6 +10,7 @@ from libcpp.memory cimport shared_ptr
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport CCommandBuffer, CCommandQueue
 from mpsx.includes.device cimport CDevice
+from mpsx.includes.distributed cimport CCommunicator
 from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.state cimport CState
 
@@ -130,3 +131,12 @@ cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image)
 cdef Buffer wrap_buffer(const shared_ptr[CBuffer]& buffer, object dtype, tuple shape)
 cdef shared_ptr[CImage] image_of(object images) except *
 cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype, str name) except *
+
+
+cdef class Communicator:
+    cdef shared_ptr[CCommunicator] c
+
+    cdef inline CCommunicator* native(self) except NULL:
+        if not self.c:
+            raise_uninitialized(self)
+        return self.c.get()

@@ -959,3 +959,105 @@ class StateBatch(tuple):
         if not 0 <= n <= kMaxDimension:  # one state per image
             raise ValueError(f"StateBatch count must be between 0 and {kMaxDimension}, given {n}")
         return tuple.__new__(cls, (state,) * n)
+
+
+# ---------------------------------------------------------------- data parallel
+
+from mpsx.includes.distributed cimport (
+    CCollectiveDescriptor, CCommunicator, ReduceOperation, host_all_reduce as host_all_reduce_of, new_group_id)
+from cpython.ref cimport PyObject
+
+
+cdef int _call_host_all_reduce(PyObject* function, float* data, size_t count, int mean) except -1:
+    values = np.asarray(<float[:count]> data)
+    (<object>function)(values, "mean" if mean else "sum")
+    return 0
+
+
+def _new_group_id(Device device not None, str library=""):
+    """What rank 0 makes and hands the others before they join a group (NCCL's unique id; b"" on cpu)."""
+    return new_group_id(device.native()[0], library.encode())
+
+
+cdef class Communicator:
+    """A member of a data-parallel group: one process per device. mpsx.distributed.init makes it
+    (Communicator(device, rank, world_size, group_id, library, host_all_reduce, timeout, bucket_bytes))."""
+
+    def __init__(self, Device device not None, rank, world_size, bytes group_id=b"", str library="",
+                 host_all_reduce=None, double timeout=300, bucket_bytes=25 << 20):
+        cdef CCollectiveDescriptor d
+        cdef int64_t bucket = integer_argument(bucket_bytes, "bucket_bytes")
+        cdef int64_t r = integer_argument(rank, "rank"), n = integer_argument(world_size, "world_size")
+        if bucket < 4:
+            raise ValueError(f"bucket_bytes: expected at least 4 bytes, given {bucket}")
+        if not 1 <= n <= 1 << 24 or not 0 <= r < n:
+            raise ValueError(f"expected a world size of 1 to 2^24 and a rank in [0, world size), given rank {r} of "
+                             f"world size {n}")
+        d.rank, d.world_size, d.timeout_seconds = <int>r, <int>n, timeout
+        d.unique_id, d.library = group_id, library.encode()
+        if host_all_reduce is not None:
+            if not callable(host_all_reduce):
+                raise TypeError(f"host_all_reduce: expected a callable, given {type(host_all_reduce).__name__}")
+            d.host_all_reduce = host_all_reduce_of(host_all_reduce, _call_host_all_reduce)
+        self.c = make_native[CCommunicator](device.shared(), d, <size_t>bucket)
+
+    @property
+    def rank(self):
+        return self.native().rank()
+
+    @property
+    def world_size(self):
+        return self.native().world_size()
+
+    @property
+    def device(self):
+        return wrap_device(self.native().device())
+
+    @property
+    def bucket_bytes(self):
+        return self.native().bucket_bytes()
+
+    @property
+    def collective_calls(self):
+        """Collective calls encoded so far (one per bucket)."""
+        return self.native().collective_calls()
+
+    def encode_all_reduce(self, CommandBuffer command_buffer not None, items, op="sum"):
+        """All-reduces in place, over the group, the float32 values of Buffers and Vectors and the trainable
+        gradients of gradient states (a convolution's weights and biases, a normalization's gamma and beta),
+        packed into buckets of bucket_bytes: one collective call each. op "sum" or "mean"."""
+        cdef CCommunicator* communicator = self.native()
+        cdef vector[shared_ptr[CBuffer]] buffers
+        cdef ReduceOperation operation
+        if op == "sum":
+            operation = ReduceOperation.Sum
+        elif op == "mean":
+            operation = ReduceOperation.Mean
+        else:
+            raise ValueError(f"op: expected 'sum' or 'mean', given {op!r}")
+        if isinstance(items, (Buffer, Vector, State)):
+            items = (items,)
+        for item in items:
+            if isinstance(item, Buffer):
+                (<Buffer>item).native()
+                buffers.push_back((<Buffer>item).c)
+            elif isinstance(item, Vector):
+                if (<Vector>item).native().data_type() != CDataType.Float32:
+                    raise TypeError(f"all_reduce: expected float32 vectors, given one of "
+                                    f"{DataType(<int>(<Vector>item).native().data_type())!r}")
+                buffers.push_back((<Vector>item).native().buffer())
+            elif isinstance(item, State):
+                before = buffers.size()
+                (<State>item).native().append_trainable_gradients(buffers)
+                if buffers.size() == before:
+                    raise TypeError(f"all_reduce: a {type(item).__name__} has no trainable gradients to reduce")
+            else:
+                raise TypeError(f"all_reduce: expected Buffers, Vectors or gradient states, given "
+                                f"{type(item).__name__}")
+        communicator.encode_all_reduce(command_buffer.native()[0], buffers, operation)
+
+    def __repr__(self):
+        if not self.c:
+            return uninitialized_repr(self)
+        return f"<mpsx.Communicator rank {self.rank} of {self.world_size} on {self.device.name}>"
+

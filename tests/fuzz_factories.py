@@ -1032,3 +1032,21 @@ obj = Scale()
 source_image = destination_image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 1, 1), np.float32))
 """],
 })
+FACTORIES.update({
+    # A group of one on the fuzzed device (NCCL's on cuda); joining a larger group waits at most `timeout`.
+    "Communicator": ["""
+from mpsx.distributed import _nccl_library
+library = _nccl_library() if dev.backend == "cuda" else ""
+group_id = mpsx._runtime._new_group_id(dev, library)
+device = dev
+rank = 0
+world_size = 1
+timeout = 2.0
+bucket_bytes = 64
+obj = mpsx.Communicator(dev, rank, world_size, group_id, library, None, timeout, bucket_bytes)
+command_buffer = cb
+items = [mpsx.Vector(dev, 4), mpsx.Vector(dev, 40)]
+op = "mean"
+"""],
+})
+

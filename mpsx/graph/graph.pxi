@@ -6,7 +6,8 @@ from cpython.ref cimport PyObject
 from libcpp cimport bool as cbool
 
 from mpsx.includes.graph cimport (
-    CFilterNode, CGraphEncoded, CImageNode, CNNGraph, CStateNode, StateNodeKind, TrainingStyle as CTrainingStyle,
+    CCommunicator, CFilterNode, CGraphEncoded, CImageNode, CNNGraph, CStateNode, StateNodeKind,
+    TrainingStyle as CTrainingStyle,
     python_training_graph)
 from mpsx.includes.errors cimport hold
 
@@ -578,7 +579,7 @@ cdef class NNGraph:
     cdef shared_ptr[CNNGraph] c
 
     def __init__(self, Device device not None, result_image=None, result_image_is_needed=True, *,
-                 result_images=None, results_are_needed=None, format=None):
+                 result_images=None, results_are_needed=None, format=None, data_parallel=None):
         cdef vector[cbool] needed
         if (result_image is None) == (result_images is None):
             raise TypeError("NNGraph: give result_image or result_images, not both")
@@ -593,6 +594,8 @@ cdef class NNGraph:
         self.c = make_native[CNNGraph](device.shared(), _image_nodes(results, "result_images"), needed)
         if format is not None:
             self.format = format
+        if data_parallel is not None:
+            self.data_parallel = data_parallel
 
     cdef CNNGraph* native(self) except NULL:
         if not self.c:
@@ -686,6 +689,30 @@ cdef class NNGraph:
     @format.setter
     def format(self, value):
         self.native().set_format(_graph_format(value, "NNGraph.format"))
+
+    @property
+    def data_parallel(self):
+        """None, or the mpsx.distributed group (a ProcessGroup or its Communicator) the graph trains with:
+        each encode all-reduces the mean over the group of every trainable node's gradients, in buckets, and
+        encodes the updates after it. Not saved with the graph."""
+        cdef Communicator communicator
+        if not self.native().data_parallel():
+            return None
+        communicator = Communicator.__new__(Communicator)
+        communicator.c = self.native().data_parallel()
+        return communicator
+
+    @data_parallel.setter
+    def data_parallel(self, value):
+        cdef shared_ptr[CCommunicator] communicator
+        if value is not None:
+            value = getattr(value, "communicator", value)
+            if not isinstance(value, Communicator):
+                raise TypeError(f"data_parallel: expected None or an mpsx.distributed group, given "
+                                f"{type(value).__name__}")
+            (<Communicator>value).native()
+            communicator = (<Communicator>value).c
+        self.native().set_data_parallel(communicator)
 
     def reload_from_data_sources(self):
         """MPS -reloadFromDataSources: every filter with a data source reloads it now."""

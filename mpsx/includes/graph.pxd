@@ -9,6 +9,7 @@ from libcpp.vector cimport vector
 
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
+from mpsx.includes.distributed cimport CCommunicator
 from mpsx.includes.image cimport CImage
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport DataType
@@ -89,6 +90,8 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         CGraphEncoded encode(CCommandBuffer& command_buffer, const vector[shared_ptr[CImage]]& source_images,
                              const vector[shared_ptr[CState]]& source_states) except +raise_py_error
         void reload_from_data_sources() except +raise_py_error
+        const shared_ptr[CCommunicator]& data_parallel()
+        void set_data_parallel(shared_ptr[CCommunicator] communicator) except +raise_py_error
 
 cdef extern from "_graph.h" namespace "mpsx::python":
     ctypedef object (*WrapFilterNode)(const shared_ptr[CFilterNode]&)

@@ -2,6 +2,9 @@
 from mpsx.includes.errors cimport raise_py_error
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
+from libcpp.vector cimport vector
+
+from mpsx.includes.buffer cimport CBuffer
 
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
@@ -13,6 +16,7 @@ cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
         const char* class_name()
         bool is_bound()
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
+        void append_trainable_gradients(vector[shared_ptr[CBuffer]]& gradients)
 
     cdef cppclass CGradientState "mpsx::GradientState"(CState):
         bool encoded

@@ -81,6 +81,11 @@ class BatchNormalizationGradientStep final : public GraphStep {
     // The statistics gradient over the whole batch, then the gradient.
     statistics_gradient_->encode_batch(command_buffer, gradient, source, state);
     values.images[result_] = gradient_->encode(command_buffer, gradient, source, state, nullptr);
+    if (updates_.gamma_and_beta || updates_.mean_and_variance) update_or_defer(*this, command_buffer, values, state);
+  }
+
+  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& generic) override {
+    auto state = std::static_pointer_cast<BatchNormalizationState>(generic);
     if (updates_.gamma_and_beta)
       forward_->encode_gamma_and_beta_update(command_buffer, state, updates_.on_command_buffer);
     if (updates_.mean_and_variance)

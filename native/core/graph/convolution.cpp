@@ -26,7 +26,10 @@ class ConvolutionGradientStep final : public GraphStep {
     const std::shared_ptr<State>& state = values.states[state_];
     values.images[result_] = kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], state,
                                              nullptr);
-    if (style_ == TrainingStyle::None) return;
+    if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
+  }
+
+  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& state) override {
     forward_->encode_weights_and_bias_update(command_buffer, std::static_pointer_cast<ConvolutionGradientState>(state),
                                             style_ == TrainingStyle::Gpu);
   }

@@ -9,6 +9,7 @@
 #include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
+#include "mpsx/distributed.h"
 #include "mpsx/errors.h"
 #include "mpsx/graph/arithmetic.h"
 #include "mpsx/graph/neuron.h"
@@ -564,12 +565,27 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
     values_.states[source_state_slots_[i]] = source_states[i];
   }
   Encoded encoded;
+  // Whatever an encode leaves deferred is dropped, thrown or not.
+  struct ClearDeferred {
+    NNGraph& graph;
+    ~ClearDeferred() {
+      graph.values_.deferred_updates = nullptr;
+      graph.deferred_.clear();
+      graph.gradients_.clear();
+    }
+  } clear_deferred{*this};
   try {
+    if (data_parallel_) values_.deferred_updates = &deferred_;
     for (size_t i = 0; i < steps_.size(); ++i) {
       allocator_->format = step_formats_[i].value_or(format_);
       if (released_before_[i] != kNoSlot) allocator_->release(values_.images[released_before_[i]]);
       steps_[i]->encode(command_buffer, values_);
       for (size_t slot : released_after_[i]) allocator_->release(values_.images[slot]);
+    }
+    if (!deferred_.empty()) {
+      for (const auto& [step, state] : deferred_) state->append_trainable_gradients(gradients_);
+      data_parallel_->encode_all_reduce(command_buffer, gradients_, ReduceOperation::Mean);
+      for (const auto& [step, state] : deferred_) step->encode_update(command_buffer, state);
     }
     for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);
     for (size_t slot : synchronized_states_)
@@ -588,6 +604,15 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
   for (auto& image : values_.images) image.reset();
   for (auto& state : values_.states) state.reset();
   return encoded;
+}
+
+void NNGraph::set_data_parallel(std::shared_ptr<Communicator> communicator) {
+  if (communicator && communicator->device() != device_)
+    fail<DeviceMismatchError>("NNGraph: data_parallel: the group's device is ", communicator->device()->name(),
+                              ", the graph's ", device_->name());
+  std::unique_lock<std::mutex> lock(encode_mutex_, std::try_to_lock);
+  if (!lock) fail<StateError>("NNGraph: data_parallel set while another thread encodes this graph");
+  data_parallel_ = std::move(communicator);
 }
 
 void NNGraph::reload_from_data_sources() {

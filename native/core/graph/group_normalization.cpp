@@ -31,8 +31,12 @@ class GroupNormalizationGradientStep final : public GraphStep {
                               values.states[state_] ? values.states[state_]->class_name() : "None");
     values.images[result_] =
         kernel_->encode(command_buffer, values.images[source_gradient_], values.images[source_], state, nullptr);
-    if (style_ != TrainingStyle::None)
-      forward_->encode_gamma_and_beta_update(command_buffer, state, style_ == TrainingStyle::Gpu);
+    if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
+  }
+
+  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& state) override {
+    forward_->encode_gamma_and_beta_update(
+        command_buffer, std::static_pointer_cast<GroupNormalizationGradientState>(state), style_ == TrainingStyle::Gpu);
   }
 
  private:

@@ -59,6 +59,13 @@ class OutOfMemoryError : public Error {
   using Error::Error;
 };
 
+// A data-parallel group that cannot be joined, or a collective that failed
+// or timed out (a peer died) -> mpsx.DistributedError.
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An exception raised by user code called from the runtime (a Python data
 // source, a completed handler). The payload is the original exception object,
 // owned opaquely so the runtime does not depend on Python.

@@ -27,6 +27,8 @@
 namespace mpsx {
 
 class CommandBuffer;
+class Buffer;
+class Communicator;
 class Device;
 class FilterNode;
 class GraphImageAllocator;
@@ -89,9 +91,14 @@ enum class TrainingStyle : uint8_t { None = 0, Cpu = 1, Gpu = 2 };
 
 // The images and states of one encode of a compiled graph, by the slots the
 // graph gave its nodes when it compiled.
+class GraphStep;
 struct GraphValues {
   std::vector<std::shared_ptr<Image>> images;
   std::vector<std::shared_ptr<State>> states;
+  // Set while a data-parallel graph encodes: the trainable gradient steps
+  // leave their updates here, with the state whose gradients they read, for
+  // the graph to encode after it has all-reduced those gradients.
+  std::vector<std::pair<GraphStep*, std::shared_ptr<State>>>* deferred_updates = nullptr;
 };
 
 // One filter of a compiled graph: its kernels, made once, and the slots it
@@ -102,7 +109,20 @@ class GraphStep {
   virtual void encode(CommandBuffer& command_buffer, GraphValues& values) = 0;
   // -reloadFromDataSources for filters with a data source.
   virtual void reload_from_data_source() {}
+  // A trainable gradient step's update of its forward filter's values from
+  // the gradients in `state` (update_or_defer calls it).
+  virtual void encode_update(CommandBuffer& /*command_buffer*/, const std::shared_ptr<State>& /*state*/) {}
 };
+
+// What a trainable gradient step does after its gradient encode: its update
+// now, or, in a data-parallel graph, after the graph's all-reduce.
+inline void update_or_defer(GraphStep& step, CommandBuffer& command_buffer, GraphValues& values,
+                            const std::shared_ptr<State>& state) {
+  if (values.deferred_updates)
+    values.deferred_updates->emplace_back(&step, state);
+  else
+    step.encode_update(command_buffer, state);
+}
 
 class UnaryKernel;
 class GradientKernel;
@@ -312,6 +332,12 @@ class NNGraph {
                  const std::vector<std::shared_ptr<State>>& source_states);
   // -reloadFromDataSources.
   void reload_from_data_sources();
+  // Data-parallel training (null: none): each encode all-reduces, as the
+  // mean over the group, the gradients every trainable gradient filter
+  // computed (in buckets), and encodes their updates after it.
+  // DeviceMismatchError for a group of another device.
+  const std::shared_ptr<Communicator>& data_parallel() const { return data_parallel_; }
+  void set_data_parallel(std::shared_ptr<Communicator> communicator);
 
  private:
   std::shared_ptr<Device> device_;
@@ -340,6 +366,10 @@ class NNGraph {
   // second thread meanwhile is refused (StateError).
   std::mutex encode_mutex_;
   GraphValues values_;
+  std::shared_ptr<Communicator> data_parallel_;
+  // A data-parallel encode's deferred updates and the gradients they read.
+  std::vector<std::pair<GraphStep*, std::shared_ptr<State>>> deferred_;
+  std::vector<std::shared_ptr<Buffer>> gradients_;
 };
 
 }  // namespace mpsx

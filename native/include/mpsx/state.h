@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "mpsx/image.h"
 #include "mpsx/types.h"
 
 namespace mpsx {
 
+class Buffer;
 class CommandBuffer;
 class Device;
 struct Completion;
@@ -37,6 +39,11 @@ class State {
 
   // MPS -synchronizeOnCommandBuffer: for every buffer the state exposes.
   virtual void synchronize(CommandBuffer& command_buffer);
+  // Appends the gradients of the trainable values the gradient encode that
+  // used this state wrote (a convolution's weights and biases, a
+  // normalization's gamma and beta): what a data-parallel step all-reduces.
+  // None by default.
+  virtual void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& /*gradients*/) const {}
 
  private:
   std::shared_ptr<Device> device_;

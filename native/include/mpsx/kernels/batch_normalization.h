@@ -226,6 +226,10 @@ class BatchNormalizationState : public GradientState {
   explicit BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel);
   const char* class_name() const override { return "MPSCNNBatchNormalizationState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
+    gradients.push_back(gradient_for_gamma());
+    gradients.push_back(gradient_for_beta());
+  }
   // MPS -reset: zeroes the statistics and gradients and forgets the
   // sub-batches and passes encoded. Throws StateError while a pending
   // command buffer writes them.

@@ -198,6 +198,10 @@ class ConvolutionGradientState : public GradientState {
   ConvolutionGradientState(std::shared_ptr<const CNNConvolution> convolution);
   const char* class_name() const override { return "MPSCNNConvolutionGradientState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
+    gradients.push_back(gradient_for_weights_);
+    if (gradient_for_biases_) gradients.push_back(gradient_for_biases_);
+  }
 
   const std::shared_ptr<const CNNConvolution>& convolution() const { return convolution_; }
   const std::shared_ptr<Buffer>& gradient_for_weights() const { return gradient_for_weights_; }

@@ -1,0 +1,45 @@
+# cdef extern declarations of native/include/mpsx/distributed.h
+from mpsx.includes.errors cimport raise_py_error
+from cpython.ref cimport PyObject
+from libc.stdint cimport uint8_t, uint64_t
+from libcpp.functional cimport function
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.command_buffer cimport CCommandBuffer
+from mpsx.includes.device cimport CDevice
+
+cdef extern from "mpsx/distributed.h" namespace "mpsx" nogil:
+    cdef enum class ReduceOperation "mpsx::ReduceOperation"(uint8_t):
+        Sum "mpsx::ReduceOperation::Sum"
+        Mean "mpsx::ReduceOperation::Mean"
+
+    cdef cppclass HostAllReduce "std::function<void(float*, size_t, mpsx::ReduceOperation)>":
+        pass
+
+    cdef cppclass CCollectiveDescriptor "mpsx::CollectiveDescriptor":
+        int rank
+        int world_size
+        string unique_id
+        string library
+        HostAllReduce host_all_reduce
+        double timeout_seconds
+
+    cdef cppclass CCommunicator "mpsx::Communicator":
+        CCommunicator(shared_ptr[CDevice] device, const CCollectiveDescriptor& descriptor,
+                      size_t bucket_bytes) except +raise_py_error
+        int rank()
+        int world_size()
+        const shared_ptr[CDevice]& device()
+        size_t bucket_bytes()
+        uint64_t collective_calls()
+        void encode_all_reduce(CCommandBuffer& command_buffer, const vector[shared_ptr[CBuffer]]& buffers,
+                               ReduceOperation operation) except +raise_py_error
+
+    string new_group_id(CDevice& device, const string& library) except +raise_py_error
+
+cdef extern from "_distributed.h" namespace "mpsx::python":
+    ctypedef int (*HostAllReduceCall)(PyObject* function, float* data, size_t count, int mean) except -1
+    HostAllReduce host_all_reduce(object function, HostAllReduceCall call)

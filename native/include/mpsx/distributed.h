@@ -1,0 +1,109 @@
+// Data-parallel training past one device. MPS users copy a graph to each
+// device (copyWithZone:device:) and sum the gradients between them; mpsx sums
+// them with the field's libraries, NCCL on cuda and MPI on cpu, one process
+// per device. A Communicator all-reduces float32 buffers as commands of a
+// command buffer, ordered with the kernels around them on the queue (cuda:
+// on its stream, captured into the CUDA graph of a replayable command buffer),
+// packing many small buffers into few collective calls (buckets), as
+// PyTorch's DDP does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mpsx {
+
+class Backend;
+class Buffer;
+class CommandBuffer;
+class Device;
+class ExecutionContext;
+class State;
+
+enum class ReduceOperation : uint8_t { Sum, Mean };
+
+// What makes a backend's collective: this process's place in the group, and
+// what the backend's library needs to join it.
+struct CollectiveDescriptor {
+  int rank = 0;
+  int world_size = 1;
+  // cuda: the NCCL unique id rank 0 made (unique_id()), given to every rank;
+  // the path of libnccl.so.2 to load (empty: the loader's search).
+  std::string unique_id;
+  std::string library;
+  // cpu: the all-reduce of a host array in place over the group (the
+  // binding's MPI), called on the queue's worker thread.
+  std::function<void(float* data, size_t count, ReduceOperation operation)> host_all_reduce;
+  // How long joining the group, or one collective, may take before the
+  // others are given up: a DistributedError then, never a hang.
+  double timeout_seconds = 300;
+};
+
+// A backend's collective library (the primitive of family "distributed").
+class CollectivePrimitive {
+ public:
+  static constexpr const char* family = "distributed";
+  using Descriptor = CollectiveDescriptor;
+  virtual ~CollectivePrimitive() = default;
+  // Launches the all-reduce of `count` float32 values at `data` (device
+  // memory), in place, ordered after the context's earlier work.
+  virtual void all_reduce(ExecutionContext& context, float* data, size_t count, ReduceOperation operation) = 0;
+  // After a command buffer with collectives completed: throws
+  // DistributedError if one of them failed or timed out (a peer died) since.
+  virtual void check() {}
+};
+
+// One process's member of a data-parallel group on `device`.
+class Communicator {
+ public:
+  // DistributedError if the group cannot be joined within the timeout.
+  Communicator(std::shared_ptr<Device> device, const CollectiveDescriptor& descriptor, size_t bucket_bytes);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const std::shared_ptr<Device>& device() const { return device_; }
+  size_t bucket_bytes() const { return bucket_bytes_; }
+  // Collective calls encoded so far (one per bucket).
+  uint64_t collective_calls() const { return collective_calls_; }
+
+  // All-reduces the float32 contents of the buffers in place: buffers
+  // packed in order into buckets of at most bucket_bytes, one collective
+  // call each; a buffer larger than a bucket is reduced where it is.
+  // ArgumentError for a buffer of another device or a length that is not
+  // whole float32 values, before anything is encoded.
+  void encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
+                         ReduceOperation operation);
+
+ private:
+  std::shared_ptr<Device> device_;
+  int rank_, world_size_;
+  size_t bucket_bytes_;
+  std::shared_ptr<CollectivePrimitive> collective_;
+  std::mutex mutex_;
+  // The packed buckets, by their place in an encode, grown as needed; a
+  // command buffer that read one keeps it alive.
+  std::vector<std::shared_ptr<Buffer>> buckets_;
+  uint64_t collective_calls_ = 0;
+};
+
+// What rank 0 of a group makes and hands the others before they all join:
+// NCCL's unique id on cuda (from the libnccl.so.2 at the descriptor's path,
+// empty: the loader's search), nothing on cpu (MPI has its own launcher).
+struct GroupIdPrimitive {
+  static constexpr const char* family = "distributed group id";
+  using Descriptor = std::string;
+  virtual ~GroupIdPrimitive() = default;
+  virtual std::string make() = 0;
+};
+
+// The id of a new group on `device`'s backend, made with the library at
+// `library`: DistributedError naming what failed to load.
+std::string new_group_id(Device& device, const std::string& library);
+
+}  // namespace mpsx

@@ -1,0 +1,237 @@
+"""mpsx.distributed: all-reduce as commands of a command buffer (NCCL on cuda, MPI on cpu), bucketed and
+replayable; data-parallel training, hand-encoded and as an NNGraph, equal to one process on the whole
+batch; a rank that dies or hangs ends the run with a clear error. Runs with a group of one on every
+device, and with two MPI processes on cpu (tests/distributed_worker.py); the two-GPU runs are in
+tools/multi_gpu_check.sh."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import mpsx
+from mpsx._runtime import _new_group_id
+from mpsx.distributed import Communicator, _exchange, _nccl_library
+from helpers import run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def group_of_one(device, **keywords):
+    """A Communicator of a group of one on device: NCCL's on cuda, the cpu backend's on cpu."""
+    library = _nccl_library() if device.backend == "cuda" else ""
+    if device.backend == "metal":
+        pytest.skip("MPS has no collectives: metal runs no data-parallel group")
+    return Communicator(device, 0, 1, _new_group_id(device, library), library, **keywords)
+
+
+def vectors(device, *lengths):
+    out = []
+    for i, n in enumerate(lengths):
+        v = mpsx.Vector(device, n)
+        v.write(np.arange(n, dtype=np.float32) + i)
+        out.append(v)
+    return out
+
+
+def read(device, items):
+    cb = device.command_queue.command_buffer()
+    for v in items:
+        v.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    return [v.to_numpy().copy() for v in items]
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_a_group_of_one_keeps_the_values(device, op):
+    communicator = group_of_one(device)
+    assert (communicator.rank, communicator.world_size, communicator.device) == (0, 1, device)
+    items = vectors(device, 3, 1000, 0, 5)
+    expected = read(device, items)
+    run(device, lambda cb: communicator.encode_all_reduce(cb, items, op))
+    for got, e in zip(read(device, items), expected):
+        np.testing.assert_array_equal(got, e)
+
+
+@pytest.mark.parametrize("bucket_bytes, calls", [(16, 4), (32, 2), (1 << 20, 1), (4, 4)])
+def test_small_buffers_share_buckets(device, bucket_bytes, calls):
+    """Four vectors of 3 values (12 bytes) and an empty one: packed in order into buckets of bucket_bytes, one
+    collective call each; a vector larger than a bucket goes alone, where it is."""
+    communicator = group_of_one(device, bucket_bytes=bucket_bytes)
+    items = vectors(device, 3, 3, 0, 3, 3)
+    expected = read(device, items)
+    run(device, lambda cb: communicator.encode_all_reduce(cb, items, "sum"))
+    assert communicator.collective_calls == calls
+    for got, e in zip(read(device, items), expected):
+        np.testing.assert_array_equal(got, e)
+
+
+def test_an_all_reduce_replays(device):
+    communicator = group_of_one(device, bucket_bytes=32)
+    items = vectors(device, 3, 3, 3)
+    cb = device.command_queue.command_buffer(replayable=True)
+    communicator.encode_all_reduce(cb, items, "mean")
+    cb.commit()
+    cb.wait_until_completed()
+    for _ in range(3):
+        cb.replay()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+    assert communicator.collective_calls == 2  # encoded once, replayed without encoding
+
+
+def test_bad_input(device):
+    communicator = group_of_one(device)
+    cb = device.command_queue.command_buffer()
+    (v,) = vectors(device, 4)
+    with pytest.raises(ValueError, match="'sum' or 'mean'"):
+        communicator.encode_all_reduce(cb, [v], "max")
+    with pytest.raises(TypeError, match="Buffers, Vectors or gradient states, given int"):
+        communicator.encode_all_reduce(cb, [v, 3], "sum")
+    with pytest.raises(TypeError, match="float32 vectors"):
+        communicator.encode_all_reduce(cb, [mpsx.Vector(device, 4, mpsx.DataType.FLOAT16)], "sum")
+    with pytest.raises(TypeError, match="no trainable gradients"):
+        communicator.encode_all_reduce(cb, [mpsx.CNNNormalizationGammaAndBetaState(device, np.ones(2, np.float32),
+                                                                                  np.ones(2, np.float32))], "sum")
+    assert cb.command_count == 0
+    for other in mpsx.devices():
+        if other != device:
+            with pytest.raises(mpsx.DeviceMismatchError, match="the group's device is"):
+                communicator.encode_all_reduce(cb, vectors(other, 2), "sum")
+            with pytest.raises(mpsx.DeviceMismatchError, match="the group's device is"):
+                communicator.encode_all_reduce(other.command_queue.command_buffer(), [v], "sum")
+    cb.commit()
+    with pytest.raises(mpsx.StateError):
+        communicator.encode_all_reduce(cb, [v], "sum")
+    library = _nccl_library() if device.backend == "cuda" else ""
+    for rank, world in ((1, 1), (-1, 2), (0, 0)):
+        with pytest.raises(ValueError, match="rank|world size"):
+            Communicator(device, rank, world, _new_group_id(device, library), library)
+    with pytest.raises(ValueError, match="bucket_bytes"):
+        Communicator(device, 0, 1, _new_group_id(device, library), library, bucket_bytes=0)
+    with pytest.raises(ValueError, match="timeout"):
+        Communicator(device, 0, 1, _new_group_id(device, library), library, timeout=0)
+    with pytest.raises(ValueError, match="backend"):
+        mpsx.distributed.init(backend="gloo")
+    with pytest.raises(mpsx.DistributedError, match="init"):
+        mpsx.distributed.group()
+    graph = mpsx.NNGraph(device, mpsx.CNNNeuronNode(mpsx.NNImageNode(),
+                                                    mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).result_image)
+    with pytest.raises(TypeError, match="data_parallel"):
+        graph.data_parallel = 3
+    assert graph.data_parallel is None
+    graph.data_parallel = communicator
+    assert graph.data_parallel.rank == 0
+
+
+def test_a_cpu_group_of_more_than_one_needs_mpi():
+    with pytest.raises(ValueError, match="MPI all-reduce"):
+        Communicator(mpsx.Device("cpu"), 0, 2)
+
+
+def test_rank_0_waits_no_longer_than_the_timeout():
+    """NCCL's rendezvous (torchrun's MASTER_ADDR and MASTER_PORT): a rank that cannot reach rank 0, and a
+    rank 0 that no other rank reaches, give up after the timeout with a DistributedError."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(mpsx.DistributedError, match="could not reach rank 0"):
+        _exchange(b"", 1, 2, "127.0.0.1", port, 1.0)
+    with pytest.raises(mpsx.DistributedError, match="did they start"):
+        _exchange(b"id", 0, 2, "127.0.0.1", port, 1.0)
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("model", ["hand", "graph"])
+def test_a_group_of_one_trains_as_no_group(device, model):
+    """The reference CNN (with batch normalization) with a group of one: the same weights as without a
+    group (the updates wait for the all-reduce; nothing between reads what they change)."""
+    from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, ReferenceCNN, random_batch
+    communicator = group_of_one(device)
+    device.deterministic = True
+    try:
+        runs = []
+        for process_group in (None, mpsx.distributed.ProcessGroup(communicator, "test", 0)):
+            m = (ReferenceCNN if model == "hand" else GraphReferenceCNN)(device, 4, learning_rate=0.01,
+                                                                          process_group=process_group)
+            for step in range(2):
+                m.train_step(*random_batch(4, seed=step))
+            m.wait()
+            runs.append(weights_of(m))
+    finally:
+        device.deterministic = False
+    assert communicator.collective_calls == 2
+    for name in runs[0]:
+        np.testing.assert_array_equal(runs[0][name], runs[1][name], err_msg=name)
+
+
+def weights_of(model):
+    out = {}
+    for name, value in model.state_dict().items():
+        if hasattr(value, "weights") and callable(value.weights):
+            out[name] = value.weights()
+        elif isinstance(value, mpsx.CNNConvolutionWeightsAndBiasesState):
+            out[name] = value.weights.to_numpy().copy()
+    assert out
+    return out
+
+
+# ---------------------------------------------------------------- two MPI processes on cpu
+
+def mpi_command(n):
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.skip("needs mpi4py and an MPI library (pip install mpi4py mpich)")
+    mpiexec = shutil.which("mpiexec")
+    if not mpiexec:
+        pytest.skip("needs mpiexec (pip install mpich)")
+    return [mpiexec, "-n", str(n), sys.executable, os.path.join(HERE, "distributed_worker.py")]
+
+
+def launch(command, timeout=120):
+    # Open MPI's mpiexec refuses root without these (containers run as root); MPICH ignores them.
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+    start = time.monotonic()
+    done = subprocess.run(command, cwd="/", env=env, capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - start
+
+
+@pytest.mark.parametrize("mode", ["hand", "graph"])
+def test_two_mpi_processes_train_as_one_on_the_whole_batch(tmp_path, mode):
+    """Each of two ranks trains on half the batch and all-reduces the mean of the gradients: after 3 SGD
+    momentum steps the weights are those of one process on the whole batch, within float32 rounding."""
+    base = mpi_command(1)
+    one, _ = launch(base + [mode, str(tmp_path / "one.npz"), "--backend", "mpi"])
+    assert one.returncode == 0, one.stderr
+    two, _ = launch(mpi_command(2) + [mode, str(tmp_path / "two.npz"), "--backend", "mpi"])
+    assert two.returncode == 0, two.stderr
+    assert "rank 1 of 2 done" in two.stdout
+    expected, got = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    from distributed_worker import parameters
+    assert not np.allclose(expected["conv0.weights"], parameters()["conv0"][0])  # it trained
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("how", ["fail", "hang"])
+def test_a_rank_that_dies_or_hangs_ends_the_run(tmp_path, how):
+    """A rank that raises ends every rank (MPI_Abort) with its message; one that stops taking part makes the
+    others' all-reduce give up after the timeout (3 s) with a DistributedError: never a hang."""
+    done, seconds = launch(mpi_command(2) + ["graph", str(tmp_path / "out.npz"), "--backend", "mpi", f"--{how}",
+                                             "1", "--timeout", "3"], timeout=90)
+    assert done.returncode != 0
+    assert seconds < 60
+    if how == "fail":
+        assert "rank 1 fails on purpose" in done.stderr
+    else:
+        assert "DistributedError" in done.stderr and "did not finish within 3" in done.stderr

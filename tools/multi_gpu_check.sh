@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Data-parallel checks on a machine with two or more NVIDIA GPUs (the device
+# tool's nvidia-h200-x2): builds the cuda backend (tools/gpu_check.sh's
+# build), then, through torchrun with NCCL,
+#   - tests/distributed_worker.py (hand and graph) on 2 GPUs against 1 GPU on
+#     the whole batch (float32 tolerance);
+#   - a rank that raises and one that hangs (the others must fail within the
+#     timeout);
+#   - examples/train_data_parallel.py --replay at batch 256 per GPU on 1 and 2
+#     GPUs, and the same model under PyTorch DDP, in one session.
+# Logs and figures go to $OUT (default build/multi_gpu).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/build/multi_gpu}
+mkdir -p "$out"
+OUT=$out bash "$root/tools/gpu_check.sh" "$root/tests/test_distributed.py" > "$out/gpu_check.log" 2>&1
+echo "gpu_check (build + test_distributed on cuda:0): exit $?"; tail -3 "$out/gpu_check.log"
+grep -E "^(FAILED|E   )" "$out/test_distributed.log" | head -40
+deps=$(ls -d /tmp/mpsx-deps/lib/python3*/site-packages 2>/dev/null | head -1)
+export PYTHONPATH=$root/build/cuda/stage${deps:+:$deps} PYTHONUNBUFFERED=1
+cd /tmp
+worker=$root/tests/distributed_worker.py
+status=0
+for mode in hand graph; do
+  torchrun --nproc_per_node=1 "$worker" $mode "$out/$mode-1.npz" --backend nccl > "$out/$mode-1.log" 2>&1 || status=1
+  torchrun --nproc_per_node=2 "$worker" $mode "$out/$mode-2.npz" --backend nccl > "$out/$mode-2.log" 2>&1 || status=1
+  python3 -c "
+import numpy as np, sys
+a, b = np.load('$out/$mode-1.npz'), np.load('$out/$mode-2.npz')
+worst = max(float(np.abs(a[k] - b[k]).max() / (np.abs(a[k]).max() + 1e-6)) for k in a)
+print('$mode: 2 GPUs vs 1 on the whole batch, largest relative difference', worst)
+for k in a: np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-6, err_msg=k)
+" || status=1
+done
+for how in fail hang; do
+  start=$(date +%s)
+  timeout 120 torchrun --nproc_per_node=2 "$worker" graph "$out/x.npz" --backend nccl --$how 1 --timeout 10 \
+    > "$out/$how.log" 2>&1
+  code=$?
+  echo "--$how 1: exit $code after $(( $(date +%s) - start )) s; $(grep -o 'DistributedError: [^\"]*' "$out/$how.log" | head -1)"
+  [ $code -ne 0 ] && [ $code -ne 124 ] || status=1
+done
+example=$root/examples/train_data_parallel.py
+for n in 1 2; do
+  torchrun --nproc_per_node=$n "$example" --replay --batch-size 256 --steps 100 --json 2>&1 | grep '^{' | tee -a "$out/throughput.jsonl"
+  torchrun --nproc_per_node=$n "$example" --peer torch --batch-size 256 --steps 100 --json 2>&1 | grep '^{' | tee -a "$out/throughput.jsonl"
+done
+exit $status
