@@ -5,7 +5,7 @@ momentum steps on this rank's share of a fixed batch, hand-encoded (all_reduce o
 the updates) or as an NNGraph with data_parallel. Rank 0 writes the weights to OUT (.npz).
 
     python distributed_worker.py hand|graph OUT [--backend mpi|nccl] [--steps K] [--batch N] [--fail R]
-                                 [--hang R] [--timeout S]
+                                 [--hang R] [--timeout S] [--bucket-bytes B]
 
 --fail R: rank R raises before its first step; --hang R: rank R sleeps instead of taking part."""
 
@@ -109,8 +109,9 @@ def main():
     parser.add_argument("--fail", type=int, default=-1)
     parser.add_argument("--hang", type=int, default=-1)
     parser.add_argument("--timeout", type=float, default=60)
+    parser.add_argument("--bucket-bytes", type=int, default=25 << 20)
     a = parser.parse_args()
-    group = mpsx.distributed.init(backend=a.backend, timeout=a.timeout)
+    group = mpsx.distributed.init(backend=a.backend, timeout=a.timeout, bucket_bytes=a.bucket_bytes)
     device = group.device
     if group.rank == a.fail:
         raise RuntimeError(f"rank {group.rank} fails on purpose")

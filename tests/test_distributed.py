@@ -149,12 +149,15 @@ def test_rank_0_waits_no_longer_than_the_timeout():
     assert time.monotonic() - start < 10
 
 
-@pytest.mark.parametrize("model", ["hand", "graph"])
-def test_a_group_of_one_trains_as_no_group(device, model):
+@pytest.mark.parametrize("model, bucket_bytes, calls", [("hand", 25 << 20, 2), ("graph", 25 << 20, 2),
+                                                         ("graph", 4096, 24)])
+def test_a_group_of_one_trains_as_no_group(device, model, bucket_bytes, calls):
     """The reference CNN (with batch normalization) with a group of one: the same weights as without a
-    group (the updates wait for the all-reduce; nothing between reads what they change)."""
+    group (the updates wait for the all-reduce; nothing between reads what they change). With small buckets
+    the graph launches each bucket's all-reduce during the backward pass, beside it (cuda: on a stream of
+    the collective's own), and joins before the updates."""
     from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, ReferenceCNN, random_batch
-    communicator = group_of_one(device)
+    communicator = group_of_one(device, bucket_bytes=bucket_bytes)
     device.deterministic = True
     try:
         runs = []
@@ -167,7 +170,7 @@ def test_a_group_of_one_trains_as_no_group(device, model):
             runs.append(weights_of(m))
     finally:
         device.deterministic = False
-    assert communicator.collective_calls == 2
+    assert communicator.collective_calls == calls
     for name in runs[0]:
         np.testing.assert_array_equal(runs[0][name], runs[1][name], err_msg=name)
 
@@ -206,14 +209,16 @@ def launch(command, timeout=120):
     return done, time.monotonic() - start
 
 
-@pytest.mark.parametrize("mode", ["hand", "graph"])
-def test_two_mpi_processes_train_as_one_on_the_whole_batch(tmp_path, mode):
+@pytest.mark.parametrize("mode, bucket_bytes", [("hand", 25 << 20), ("graph", 25 << 20), ("graph", 256)])
+def test_two_mpi_processes_train_as_one_on_the_whole_batch(tmp_path, mode, bucket_bytes):
     """Each of two ranks trains on half the batch and all-reduces the mean of the gradients: after 3 SGD
-    momentum steps the weights are those of one process on the whole batch, within float32 rounding."""
+    momentum steps the weights are those of one process on the whole batch, within float32 rounding (with
+    small buckets, the graph's all-reduces during its backward pass)."""
     base = mpi_command(1)
     one, _ = launch(base + [mode, str(tmp_path / "one.npz"), "--backend", "mpi"])
     assert one.returncode == 0, one.stderr
-    two, _ = launch(mpi_command(2) + [mode, str(tmp_path / "two.npz"), "--backend", "mpi"])
+    two, _ = launch(mpi_command(2) + [mode, str(tmp_path / "two.npz"), "--backend", "mpi", "--bucket-bytes",
+                                      str(bucket_bytes)])
     assert two.returncode == 0, two.stderr
     assert "rank 1 of 2 done" in two.stdout
     expected, got = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")

@@ -7,7 +7,8 @@
 #   - a rank that raises and one that hangs (the others must fail within the
 #     timeout);
 #   - examples/train_data_parallel.py --replay at batch 256 per GPU on 1 and 2
-#     GPUs, and the same model under PyTorch DDP, in one session.
+#     GPUs, and the same model under PyTorch DDP, in one session
+#     (MPSX_MULTI_GPU_PEERS="mpsx" leaves DDP out).
 # Logs and figures go to $OUT (default build/multi_gpu).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,14 +22,17 @@ export PYTHONPATH=$root/build/cuda/stage${deps:+:$deps} PYTHONUNBUFFERED=1
 cd /tmp
 worker=$root/tests/distributed_worker.py
 status=0
-for mode in hand graph; do
+# The graph with 256-byte buckets launches its all-reduces during the backward pass (overlapped).
+for run in hand:33554432 graph:33554432 graph:256; do
+  mode=${run%%:*} bucket=${run##*:}
   torchrun --nproc_per_node=1 "$worker" $mode "$out/$mode-1.npz" --backend nccl > "$out/$mode-1.log" 2>&1 || status=1
-  torchrun --nproc_per_node=2 "$worker" $mode "$out/$mode-2.npz" --backend nccl > "$out/$mode-2.log" 2>&1 || status=1
+  torchrun --nproc_per_node=2 "$worker" $mode "$out/$mode-2.npz" --backend nccl --bucket-bytes $bucket \
+    > "$out/$mode-2.log" 2>&1 || status=1
   python3 -c "
 import numpy as np, sys
 a, b = np.load('$out/$mode-1.npz'), np.load('$out/$mode-2.npz')
 worst = max(float(np.abs(a[k] - b[k]).max() / (np.abs(a[k]).max() + 1e-6)) for k in a)
-print('$mode: 2 GPUs vs 1 on the whole batch, largest relative difference', worst)
+print('$mode, buckets of $bucket bytes: 2 GPUs vs 1 on the whole batch, largest relative difference', worst)
 for k in a: np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-6, err_msg=k)
 " || status=1
 done
@@ -41,8 +45,12 @@ for how in fail hang; do
   [ $code -ne 0 ] && [ $code -ne 124 ] || status=1
 done
 example=$root/examples/train_data_parallel.py
+peers=${MPSX_MULTI_GPU_PEERS:-"mpsx torch"}
 for n in 1 2; do
-  torchrun --nproc_per_node=$n "$example" --replay --batch-size 256 --steps 100 --json 2>&1 | grep '^{' | tee -a "$out/throughput.jsonl"
-  torchrun --nproc_per_node=$n "$example" --peer torch --batch-size 256 --steps 100 --json 2>&1 | grep '^{' | tee -a "$out/throughput.jsonl"
+  for peer in $peers; do
+    flags=$([ $peer = torch ] && echo "--peer torch" || echo "--replay")
+    torchrun --nproc_per_node=$n "$example" $flags --batch-size 256 --steps 200 --json 2>&1 | grep '^{' \
+      | tee -a "$out/throughput.jsonl"
+  done
 done
 exit $status

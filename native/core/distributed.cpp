@@ -29,6 +29,49 @@ Communicator::~Communicator() = default;
 
 void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                                      ReduceOperation operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (overlapping_)
+    fail<StateError>("all_reduce: overlapped all-reduces of this group wait for encode_join on their command buffer");
+  next_bucket_ = 0;
+  encode(command_buffer, buffers, operation, false);
+}
+
+void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
+                                                const std::vector<std::shared_ptr<Buffer>>& buffers,
+                                                ReduceOperation operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (overlapping_ && overlapping_ != &command_buffer)
+    fail<StateError>("all_reduce: overlapped all-reduces of this group wait for encode_join on another command "
+                     "buffer");
+  if (!overlapping_) next_bucket_ = 0;
+  encode(command_buffer, buffers, operation, true);
+  overlapping_ = &command_buffer;
+}
+
+void Communicator::encode_join(CommandBuffer& command_buffer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!overlapping_) return;
+  if (overlapping_ != &command_buffer)
+    fail<StateError>("all_reduce: join on another command buffer than the overlapped all-reduces'");
+  const std::shared_ptr<CollectivePrimitive> collective = collective_;
+  command_buffer.record([collective](ExecutionContext& context) { collective->join(context); });
+  for (const Unpack& u : unpacks_) {
+    command_buffer.record([u](ExecutionContext& context) {
+      context.copy(u.buffer->data(), static_cast<char*>(u.bucket->data()) + u.offset, u.buffer->length());
+    });
+  }
+  unpacks_.clear();
+  overlapping_ = nullptr;
+}
+
+void Communicator::forget_overlapped() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  unpacks_.clear();
+  overlapping_ = nullptr;
+}
+
+void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
+                          ReduceOperation operation, bool overlapped) {
   command_buffer.check_encodable();
   if (&command_buffer.device() != device_.get())
     fail<DeviceMismatchError>("all_reduce: the command buffer is of ", command_buffer.device().name(),
@@ -42,15 +85,19 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
       fail<ArgumentError>("all_reduce: expected buffers of whole float32 values, given buffer ", i, " of ",
                           buffers[i]->length(), " bytes");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
   auto reduce = [&](std::shared_ptr<Buffer> buffer, size_t bytes) {
-    command_buffer.record([collective, buffer, bytes, operation](ExecutionContext& context) {
-      collective->all_reduce(context, static_cast<float*>(buffer->data()), bytes / sizeof(float), operation);
+    buffer->will_write(command_buffer);
+    command_buffer.record([collective, buffer, bytes, operation, overlapped](ExecutionContext& context) {
+      auto* data = static_cast<float*>(buffer->data());
+      if (overlapped)
+        collective->all_reduce_overlapped(context, data, bytes / sizeof(float), operation);
+      else
+        collective->all_reduce(context, data, bytes / sizeof(float), operation);
     });
     ++collective_calls_;
   };
-  size_t next = 0, bucket = 0;
+  size_t next = 0;
   while (next < buffers.size()) {
     if (buffers[next]->length() == 0) {
       ++next;
@@ -60,13 +107,12 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
     size_t end = next, bytes = 0;
     while (end < buffers.size() && bytes + buffers[end]->length() <= bucket_bytes_) bytes += buffers[end++]->length();
     if (end <= next + 1) {  // one buffer, or one larger than a bucket: where it is
-      buffers[next]->will_write(command_buffer);
       reduce(buffers[next], buffers[next]->length());
       next = std::max(end, next + 1);
       continue;
     }
-    if (buckets_.size() <= bucket) buckets_.resize(bucket + 1);
-    std::shared_ptr<Buffer>& packed = buckets_[bucket++];
+    if (buckets_.size() <= next_bucket_) buckets_.resize(next_bucket_ + 1);
+    std::shared_ptr<Buffer>& packed = buckets_[next_bucket_++];
     if (!packed || packed->length() < bytes) packed = std::make_shared<Buffer>(device_, bytes);
     size_t offset = 0;
     for (size_t i = next; i < end; ++i) {
@@ -76,15 +122,18 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
       });
       offset += b->length();
     }
-    packed->will_write(command_buffer);
     reduce(packed, bytes);
     offset = 0;
     for (size_t i = next; i < end; ++i) {
       const std::shared_ptr<Buffer>& b = buffers[i];
       b->will_write(command_buffer);
-      command_buffer.record([packed, b, offset](ExecutionContext& context) {
-        context.copy(b->data(), static_cast<char*>(packed->data()) + offset, b->length());
-      });
+      if (overlapped) {
+        unpacks_.push_back({packed, b, offset});
+      } else {
+        command_buffer.record([packed, b, offset](ExecutionContext& context) {
+          context.copy(b->data(), static_cast<char*>(packed->data()) + offset, b->length());
+        });
+      }
       offset += b->length();
     }
     next = end;

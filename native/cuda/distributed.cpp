@@ -8,8 +8,8 @@
 // aborts the communicator, which ends the waiting kernels, and the command
 // buffer fails with a DistributedError. It watches the launch itself (the
 // first collective of a group connects to the peers, waiting on the host)
-// and an event recorded after each collective (an event record node of a
-// replayed CUDA graph): either unfinished for the timeout is given up.
+// and an event recorded after each collective: either unfinished for the
+// timeout is given up. The replays of a CUDA graph are not watched yet.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -82,7 +82,7 @@ void check_nccl(const Nccl& n, NcclResult result, const char* call) {
 class NcclCollective final : public CollectivePrimitive {
  public:
   NcclCollective(const CudaBackend& backend, const CollectiveDescriptor& d)
-      : nccl_(nccl(d.library)), rank_(d.rank), world_size_(d.world_size),
+      : nccl_(nccl(d.library)), ordinal_(backend.ordinal()), rank_(d.rank), world_size_(d.world_size),
         timeout_(std::chrono::duration<double>(d.timeout_seconds)) {
     if (d.unique_id.size() != sizeof(NcclUniqueId))
       fail<ArgumentError>("NCCL: expected the group's unique id of ", sizeof(NcclUniqueId), " bytes (rank 0's "
@@ -125,21 +125,44 @@ class NcclCollective final : public CollectivePrimitive {
     wake_.notify_all();
     watchdog_.join();
     cudaEventDestroy(done_);
+    if (collective_stream_) {
+      cudaStreamSynchronize(collective_stream_);
+      cudaStreamDestroy(collective_stream_);
+      cudaEventDestroy(fork_);
+      cudaEventDestroy(joined_);
+    }
     if (aborted_) return;
     nccl_.comm_destroy(comm_);
   }
 
   void all_reduce(ExecutionContext& context, float* data, size_t count, ReduceOperation operation) override {
     if (aborted_) fail<DistributedError>(error());
+    launch(data, count, operation, context_of(context).stream());
+  }
+
+  // Forks to the collective stream after the queue's work so far; join waits for the last collective there
+  // (the stream runs them in order).
+  void all_reduce_overlapped(ExecutionContext& context, float* data, size_t count,
+                             ReduceOperation operation) override {
+    if (aborted_) fail<DistributedError>(error());
     CudaContext& cuda = context_of(context);
     cudaStream_t stream = cuda.stream();
-    launching_since_ = std::chrono::steady_clock::now().time_since_epoch().count();
-    NcclResult result = nccl_.all_reduce(data, data, count, kNcclFloat32,
-                                         operation == ReduceOperation::Mean ? kNcclAvg : kNcclSum, comm_, stream);
-    launching_since_ = 0;
-    if (aborted_) fail<DistributedError>(error());  // the watchdog ended a call that waited for a peer
-    check_nccl(nccl_, result, "ncclAllReduce");
-    MPSX_CUDA_CHECK(cudaEventRecord(done_, stream));
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (!collective_stream_) {
+      DeviceScope scope(ordinal_);
+      MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&collective_stream_, cudaStreamNonBlocking));
+      MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+      MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+    }
+    MPSX_CUDA_CHECK(cudaEventRecord(fork_, stream));
+    MPSX_CUDA_CHECK(cudaStreamWaitEvent(collective_stream_, fork_, 0));
+    launch(data, count, operation, collective_stream_);
+    MPSX_CUDA_CHECK(cudaEventRecord(joined_, collective_stream_));
+  }
+
+  void join(ExecutionContext& context) override {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (collective_stream_) MPSX_CUDA_CHECK(cudaStreamWaitEvent(context_of(context).stream(), joined_, 0));
   }
 
   void check() override {
@@ -147,6 +170,18 @@ class NcclCollective final : public CollectivePrimitive {
   }
 
  private:
+  void launch(float* data, size_t count, ReduceOperation operation, cudaStream_t stream) {
+    launching_since_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    NcclResult result = nccl_.all_reduce(data, data, count, kNcclFloat32,
+                                         operation == ReduceOperation::Mean ? kNcclAvg : kNcclSum, comm_, stream);
+    launching_since_ = 0;
+    if (aborted_) fail<DistributedError>(error());  // the watchdog ended a call that waited for a peer
+    check_nccl(nccl_, result, "ncclAllReduce");
+    // Captured into a CUDA graph, the record only orders the capture: the watchdog sees the collectives
+    // of the first run of a replayable command buffer, not of its replays.
+    MPSX_CUDA_CHECK(cudaEventRecord(done_, stream));
+  }
+
   void watch() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stopping_) {
@@ -187,6 +222,7 @@ class NcclCollective final : public CollectivePrimitive {
   }
 
   const Nccl& nccl_;
+  int ordinal_;
   int rank_, world_size_;
   std::chrono::duration<double> timeout_;
   NcclComm comm_ = nullptr;
@@ -196,6 +232,11 @@ class NcclCollective final : public CollectivePrimitive {
   std::atomic<bool> aborted_{false};
   std::string error_;
   cudaEvent_t done_ = nullptr;  // recorded after each collective
+  // The stream overlapped collectives run on, made on first use, and the
+  // event that forks to it.
+  std::mutex streams_mutex_;
+  cudaStream_t collective_stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr, joined_ = nullptr;
   // When the launch under way began (steady_clock ticks), 0 when none is.
   std::atomic<int64_t> launching_since_{0};
   bool waiting_ = false;        // since_ when the watchdog first saw it unfinished

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "mpsx/backend.h"
+#include "mpsx/buffer.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/distributed.h"
@@ -572,6 +573,7 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
       graph.values_.deferred_updates = nullptr;
       graph.deferred_.clear();
       graph.gradients_.clear();
+      if (graph.data_parallel_) graph.data_parallel_->forget_overlapped();
     }
   } clear_deferred{*this};
   try {
@@ -579,12 +581,24 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
     for (size_t i = 0; i < steps_.size(); ++i) {
       allocator_->format = step_formats_[i].value_or(format_);
       if (released_before_[i] != kNoSlot) allocator_->release(values_.images[released_before_[i]]);
+      const size_t deferred = deferred_.size();
       steps_[i]->encode(command_buffer, values_);
       for (size_t slot : released_after_[i]) allocator_->release(values_.images[slot]);
+      // A bucket's worth of new gradients: its all-reduce runs beside the rest of the backward pass.
+      if (deferred_.size() > deferred) {
+        deferred_.back().second->append_trainable_gradients(gradients_);
+        size_t bytes = 0;
+        for (const auto& g : gradients_) bytes += g ? g->length() : 0;
+        if (bytes >= data_parallel_->bucket_bytes()) {
+          data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean);
+          gradients_.clear();
+        }
+      }
     }
     if (!deferred_.empty()) {
-      for (const auto& [step, state] : deferred_) state->append_trainable_gradients(gradients_);
-      data_parallel_->encode_all_reduce(command_buffer, gradients_, ReduceOperation::Mean);
+      if (!gradients_.empty())
+        data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean);
+      data_parallel_->encode_join(command_buffer);
       for (const auto& [step, state] : deferred_) step->encode_update(command_buffer, state);
     }
     for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);

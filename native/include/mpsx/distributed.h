@@ -53,6 +53,15 @@ class CollectivePrimitive {
   // Launches the all-reduce of `count` float32 values at `data` (device
   // memory), in place, ordered after the context's earlier work.
   virtual void all_reduce(ExecutionContext& context, float* data, size_t count, ReduceOperation operation) = 0;
+  // The same, overlapped: launched after the context's work so far, on a
+  // stream of the collective's own, so that the context's later work runs
+  // meanwhile, until join makes it wait for every collective launched so
+  // far. Backends with one queue of work (cpu) reduce at once.
+  virtual void all_reduce_overlapped(ExecutionContext& context, float* data, size_t count,
+                                     ReduceOperation operation) {
+    all_reduce(context, data, count, operation);
+  }
+  virtual void join(ExecutionContext& /*context*/) {}
   // After a command buffer with collectives completed: throws
   // DistributedError if one of them failed or timed out (a peer died) since.
   virtual void check() {}
@@ -79,6 +88,16 @@ class Communicator {
   // whole float32 values, before anything is encoded.
   void encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                          ReduceOperation operation);
+  // The overlapped form, for a graph's backward pass: the buckets' all-
+  // reduces run beside the commands encoded after them until encode_join
+  // (on the same command buffer), which makes later commands wait and
+  // unpacks the buckets. Nothing may read or write the buffers in between.
+  void encode_all_reduce_overlapped(CommandBuffer& command_buffer,
+                                    const std::vector<std::shared_ptr<Buffer>>& buffers, ReduceOperation operation);
+  void encode_join(CommandBuffer& command_buffer);
+  // Drops what overlapped all-reduces left to join, for an encode that failed
+  // (its command buffer discards their commands).
+  void forget_overlapped();
 
  private:
   std::shared_ptr<Device> device_;
@@ -90,6 +109,18 @@ class Communicator {
   // command buffer that read one keeps it alive.
   std::vector<std::shared_ptr<Buffer>> buckets_;
   uint64_t collective_calls_ = 0;
+  // Overlapped buckets of the command buffer being encoded, unpacked at
+  // encode_join, and the next bucket's place.
+  struct Unpack {
+    std::shared_ptr<Buffer> bucket, buffer;
+    size_t offset;
+  };
+  std::vector<Unpack> unpacks_;
+  const CommandBuffer* overlapping_ = nullptr;
+  size_t next_bucket_ = 0;
+
+  void encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
+              ReduceOperation operation, bool overlapped);
 };
 
 // What rank 0 of a group makes and hands the others before they all join:
