@@ -51,7 +51,7 @@ class ProcessGroup:
         """Encodes an all-reduce over the group, in place, on command_buffer (see all_reduce)."""
         self.communicator.encode_all_reduce(command_buffer, items, op)
 
-    def barrier(self, timeout=None):
+    def barrier(self):
         """Waits until every rank is here: an all-reduce of one value, on the device's queue."""
         buffer = mpsx.Vector(self.device, 1)
         cb = self.device.command_queue.command_buffer()
