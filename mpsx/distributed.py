@@ -211,7 +211,9 @@ def _abort_on_exception(comm):
 
     def hook(kind, value, traceback):
         previous(kind, value, traceback)
+        sys.stdout.flush()
         sys.stderr.flush()
+        time.sleep(0.5)  # the launcher forwards what this rank printed before MPI_Abort ends the others
         comm.Abort(1)
     sys.excepthook = hook
 
