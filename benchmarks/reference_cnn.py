@@ -282,13 +282,6 @@ class ReferenceCNN(TrainingSteps):
                             result_state=weights)
         conv.reload_weights_and_biases(cb, weights)
 
-class Handle:
-    """An MPSHandle: a label."""
-
-    def __init__(self, label):
-        self.label = label
-
-
 class HostSGD(mpsx.CNNConvolutionDataSource):
     """Convolution weights in numpy, trained by SGD (with momentum) in the
     data source's host update: training style CPU."""
@@ -371,7 +364,7 @@ class GraphReferenceCNN(TrainingSteps):
             return self.sources[name]
 
         relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
-        x = mpsx.NNImageNode(Handle("images"))
+        x = mpsx.NNImageNode(mpsx.NNHandle("images"))
         trainable, exported = [], {}
         for i, (cin, cout) in enumerate(CHANNELS):
             conv = mpsx.CNNConvolutionNode(x, source(f"conv{i}", data_source,
@@ -396,11 +389,11 @@ class GraphReferenceCNN(TrainingSteps):
         descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
         descriptor.reduce_across_batch = True
         loss = mpsx.CNNLossNode(fc.result_image, descriptor)
-        loss.input_labels.handle = Handle("labels")
+        loss.input_labels.handle = mpsx.NNHandle("labels")
         if style == "none":
             for label, (state, _) in exported.items():
                 state.export_from_graph = True
-                state.handle = Handle(label)
+                state.handle = mpsx.NNHandle(label)
             self.sgd = sgd()
         self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format,
                                   data_parallel=process_group)

@@ -23,7 +23,6 @@ import numpy as np
 
 import mpsx
 
-from .reference_cnn import Handle
 
 CLASSES = 2
 EPSILON = 1e-5
@@ -86,7 +85,7 @@ class GraphUNet:
         self.bn_weights = mpsx.BatchNormalizationWeights(p["bn.gamma"], p["bn.beta"], np.zeros(channels, np.float32),
                                                          np.ones(channels, np.float32), EPSILON, optimizer=sgd())
         relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
-        images = mpsx.NNImageNode(Handle("images"))
+        images = mpsx.NNImageNode(mpsx.NNHandle("images"))
         enc = mpsx.CNNConvolutionNode(images, self.weights["enc"])
         bn = mpsx.CNNBatchNormalizationNode(enc.result_image, self.bn_weights)
         e = mpsx.CNNNeuronNode(bn.result_image, relu).result_image
@@ -103,7 +102,7 @@ class GraphUNet:
         descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
         descriptor.reduce_across_batch = True  # the mean over every pixel of the batch
         loss = mpsx.CNNLossNode(head.result_image, descriptor)
-        loss.input_labels.handle = Handle("labels")
+        loss.input_labels.handle = mpsx.NNHandle("labels")
         self.nodes = dict(enc=enc, bn=bn, mid=mid, residual=residual, up=up, skip=skip, dec=dec, head=head, loss=loss)
         self.graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=format)
         self.inputs = mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=size, height=size, feature_channels=1,

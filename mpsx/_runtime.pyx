@@ -22,6 +22,8 @@ from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
 from mpsx.includes.device cimport CDevice, backend_load_errors
+from mpsx.includes.distributed cimport (
+    CCollectiveDescriptor, CCommunicator, ReduceOperation, host_all_reduce as host_all_reduce_of, new_group_id)
 from mpsx.includes.errors cimport raise_stored
 from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.registry cimport unregister_primitive
@@ -962,10 +964,6 @@ class StateBatch(tuple):
 
 
 # ---------------------------------------------------------------- data parallel
-
-from mpsx.includes.distributed cimport (
-    CCollectiveDescriptor, CCommunicator, ReduceOperation, host_all_reduce as host_all_reduce_of, new_group_id)
-from cpython.ref cimport PyObject
 
 
 cdef int _call_host_all_reduce(PyObject* function, float* data, size_t count, int mean) except -1:

@@ -143,8 +143,7 @@ def graph_encode_time(model, images, labels, repeats=200):
 def graph_call_time(device, repeats=2000):
     """Median seconds of encode_batch of a one-neuron graph on a 1x4x4x4
     image: the fixed cost of a call from Python into a graph's native encode."""
-    from mpsx.benchmarks.reference_cnn import Handle
-    relu = mpsx.CNNNeuronNode(mpsx.NNImageNode(Handle("x")), mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    relu = mpsx.CNNNeuronNode(mpsx.NNImageNode(mpsx.NNHandle("x")), mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
     graph = mpsx.NNGraph(device, relu.result_image, format=mpsx.DataType.FLOAT32)
     image = mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=4, height=4, feature_channels=4))
     cb = device.command_queue.command_buffer()

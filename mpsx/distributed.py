@@ -30,7 +30,7 @@ import mpsx
 from mpsx._errors import DistributedError
 from mpsx._runtime import Communicator, _new_group_id
 
-__all__ = ["init", "all_reduce", "ProcessGroup", "Communicator", "group", "destroy"]
+__all__ = ["init", "all_reduce", "rank", "world_size", "ProcessGroup", "Communicator", "group", "destroy"]
 
 _group = None
 
@@ -223,6 +223,16 @@ def group():
     if _group is None:
         raise DistributedError("mpsx.distributed.init() was not called")
     return _group
+
+
+def rank():
+    """This process's rank in the group of init()."""
+    return group().rank
+
+
+def world_size():
+    """The number of processes in the group of init()."""
+    return group().world_size
 
 
 def all_reduce(command_buffer, items, op="sum"):

@@ -112,6 +112,7 @@ def main():
     parser.add_argument("--bucket-bytes", type=int, default=25 << 20)
     a = parser.parse_args()
     group = mpsx.distributed.init(backend=a.backend, timeout=a.timeout, bucket_bytes=a.bucket_bytes)
+    assert (mpsx.distributed.rank(), mpsx.distributed.world_size()) == (group.rank, group.world_size)
     device = group.device
     if group.rank == a.fail:
         raise RuntimeError(f"rank {group.rank} fails on purpose")

@@ -92,7 +92,8 @@ def run_isolated(device, code, timeout=60):
 
 
 class Handle:
-    """An MPSHandle for graph nodes: a label."""
+    """An MPSHandle of the caller's own class (any object with a label, as MPS takes), not mpsx.NNHandle: the
+    graph tests name nodes with it, and the persistence tests check that it saves as an NNHandle."""
 
     def __init__(self, label):
         self.label = label

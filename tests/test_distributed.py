@@ -119,8 +119,9 @@ def test_bad_input(device):
         Communicator(device, 0, 1, _new_group_id(device, library), library, timeout=0)
     with pytest.raises(ValueError, match="backend"):
         mpsx.distributed.init(backend="gloo")
-    with pytest.raises(mpsx.DistributedError, match="init"):
-        mpsx.distributed.group()
+    for before_init in (mpsx.distributed.group, mpsx.distributed.rank, mpsx.distributed.world_size):
+        with pytest.raises(mpsx.DistributedError, match="init"):
+            before_init()
     graph = mpsx.NNGraph(device, mpsx.CNNNeuronNode(mpsx.NNImageNode(),
                                                     mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).result_image)
     with pytest.raises(TypeError, match="data_parallel"):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mpsx
-from mpsx.benchmarks.reference_cnn import (GraphReferenceCNN, Handle, HostSGD, ReferenceCNN, TorchReferenceCNN,
+from mpsx.benchmarks.reference_cnn import (GraphReferenceCNN, HostSGD, ReferenceCNN, TorchReferenceCNN,
                                            random_batch)
 from helpers import float32_graph
 
@@ -105,14 +105,14 @@ def tiny_none_graph(device, result_image_is_needed):
     w = (rng.standard_normal((C_OUT, 3, 3, C_IN)) * 0.3).astype(np.float32)
     b = (rng.standard_normal(C_OUT) * 0.1).astype(np.float32)
     x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
-    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")),
+    conv = mpsx.CNNConvolutionNode(mpsx.NNImageNode(mpsx.NNHandle("x")),
                                    mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C_OUT), w, b))
     conv.training_style = "none"
     conv.convolution_gradient_state.export_from_graph = True
     descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.MEAN)
     descriptor.reduce_across_batch = True  # the mean over the batch, as PyTorch's
     loss = mpsx.CNNLossNode(conv.result_image, descriptor)
-    loss.input_labels.handle = Handle("labels")
+    loss.input_labels.handle = mpsx.NNHandle("labels")
     graph = float32_graph(device, loss.training_graph()[0].result_image, result_image_is_needed)
     return graph, w, b, x
 

@@ -69,7 +69,7 @@ class NNHandle:
 
 cdef object _saved_handle(object handle):
     # What a node's handle saves as: itself where mpsx can save it, else its label.
-    if handle is None or hasattr(type(handle), "__mpsx_restore__") or isinstance(handle, NNHandle):
+    if handle is None or hasattr(type(handle), "__mpsx_restore__"):
         return handle
     return NNHandle(handle.label)
 

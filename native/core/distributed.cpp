@@ -29,23 +29,37 @@ Communicator::~Communicator() = default;
 
 void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                                      ReduceOperation operation) {
+  check(command_buffer, buffers);
   std::lock_guard<std::mutex> lock(mutex_);
   if (overlapping_)
     fail<StateError>("all_reduce: overlapped all-reduces of this group wait for encode_join on their command buffer");
   next_bucket_ = 0;
   encode(command_buffer, buffers, operation, false);
+  const std::shared_ptr<CollectivePrimitive> collective = collective_;
+  // A collective that failed or timed out after launching fails the command buffer once it has run.
+  command_buffer.add_host_step([collective] { collective->check(); });
 }
 
 void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
                                                 const std::vector<std::shared_ptr<Buffer>>& buffers,
                                                 ReduceOperation operation) {
+  check(command_buffer, buffers);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (overlapping_ && overlapping_ != &command_buffer)
-    fail<StateError>("all_reduce: overlapped all-reduces of this group wait for encode_join on another command "
-                     "buffer");
-  if (!overlapping_) next_bucket_ = 0;
-  encode(command_buffer, buffers, operation, true);
-  overlapping_ = &command_buffer;
+  if (overlapping_ && (overlapping_ != &command_buffer || overlapped_operation_ != operation))
+    fail<StateError>("all_reduce: overlapped all-reduces of this group wait for encode_join on their command buffer");
+  if (!overlapping_) {
+    overlapping_ = &command_buffer;
+    overlapped_operation_ = operation;
+    next_bucket_ = 0;
+  }
+  for (const auto& b : buffers) {
+    filling_.push_back(b);
+    filling_bytes_ += b->length();
+  }
+  if (filling_bytes_ < bucket_bytes_) return;
+  encode(command_buffer, filling_, operation, true);
+  filling_.clear();
+  filling_bytes_ = 0;
 }
 
 void Communicator::encode_join(CommandBuffer& command_buffer) {
@@ -53,6 +67,7 @@ void Communicator::encode_join(CommandBuffer& command_buffer) {
   if (!overlapping_) return;
   if (overlapping_ != &command_buffer)
     fail<StateError>("all_reduce: join on another command buffer than the overlapped all-reduces'");
+  if (!filling_.empty()) encode(command_buffer, filling_, overlapped_operation_, true);
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
   command_buffer.record([collective](ExecutionContext& context) { collective->join(context); });
   for (const Unpack& u : unpacks_) {
@@ -60,18 +75,22 @@ void Communicator::encode_join(CommandBuffer& command_buffer) {
       context.copy(u.buffer->data(), static_cast<char*>(u.bucket->data()) + u.offset, u.buffer->length());
     });
   }
+  command_buffer.add_host_step([collective] { collective->check(); });
+  filling_.clear();
+  filling_bytes_ = 0;
   unpacks_.clear();
   overlapping_ = nullptr;
 }
 
 void Communicator::forget_overlapped() {
   std::lock_guard<std::mutex> lock(mutex_);
+  filling_.clear();
+  filling_bytes_ = 0;
   unpacks_.clear();
   overlapping_ = nullptr;
 }
 
-void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
-                          ReduceOperation operation, bool overlapped) {
+void Communicator::check(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers) const {
   command_buffer.check_encodable();
   if (&command_buffer.device() != device_.get())
     fail<DeviceMismatchError>("all_reduce: the command buffer is of ", command_buffer.device().name(),
@@ -85,6 +104,11 @@ void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::
       fail<ArgumentError>("all_reduce: expected buffers of whole float32 values, given buffer ", i, " of ",
                           buffers[i]->length(), " bytes");
   }
+}
+
+// Records the buckets of `buffers` (checked); overlapped, leaves the unpacks to encode_join.
+void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
+                          ReduceOperation operation, bool overlapped) {
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
   auto reduce = [&](std::shared_ptr<Buffer> buffer, size_t bytes) {
     buffer->will_write(command_buffer);
@@ -138,8 +162,6 @@ void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::
     }
     next = end;
   }
-  // A collective that failed or timed out after launching fails the command buffer once it has run.
-  command_buffer.add_host_step([collective] { collective->check(); });
 }
 
 std::string new_group_id(Device& device, const std::string& library) {

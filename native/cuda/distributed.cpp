@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <thread>
 
@@ -49,7 +50,7 @@ struct Nccl {
 // NCCL from `library`, loaded once per path.
 const Nccl& nccl(const std::string& library) {
   static std::mutex mutex;
-  static std::vector<std::pair<std::string, Nccl>> loaded;
+  static std::deque<std::pair<std::string, Nccl>> loaded;  // collectives keep references: a deque keeps them valid
   std::lock_guard<std::mutex> lock(mutex);
   for (const auto& [path, n] : loaded)
     if (path == library) return n;

@@ -584,20 +584,15 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
       const size_t deferred = deferred_.size();
       steps_[i]->encode(command_buffer, values_);
       for (size_t slot : released_after_[i]) allocator_->release(values_.images[slot]);
-      // A bucket's worth of new gradients: its all-reduce runs beside the rest of the backward pass.
+      // The new gradients go to the group's filling bucket, whose all-reduce runs beside the rest of the
+      // backward pass once it is full.
       if (deferred_.size() > deferred) {
+        gradients_.clear();
         deferred_.back().second->append_trainable_gradients(gradients_);
-        size_t bytes = 0;
-        for (const auto& g : gradients_) bytes += g ? g->length() : 0;
-        if (bytes >= data_parallel_->bucket_bytes()) {
-          data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean);
-          gradients_.clear();
-        }
+        data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean);
       }
     }
     if (!deferred_.empty()) {
-      if (!gradients_.empty())
-        data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean);
       data_parallel_->encode_join(command_buffer);
       for (const auto& [step, state] : deferred_) step->encode_update(command_buffer, state);
     }

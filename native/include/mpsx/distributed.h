@@ -88,9 +88,10 @@ class Communicator {
   // whole float32 values, before anything is encoded.
   void encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                          ReduceOperation operation);
-  // The overlapped form, for a graph's backward pass: the buckets' all-
-  // reduces run beside the commands encoded after them until encode_join
-  // (on the same command buffer), which makes later commands wait and
+  // The overlapped form, for a graph's backward pass, buffers given as they
+  // are computed: each bucket they fill launches its all-reduce, which runs
+  // beside the commands encoded after it; encode_join (on the same command
+  // buffer) launches the rest, makes later commands wait for them all and
   // unpacks the buckets. Nothing may read or write the buffers in between.
   void encode_all_reduce_overlapped(CommandBuffer& command_buffer,
                                     const std::vector<std::shared_ptr<Buffer>>& buffers, ReduceOperation operation);
@@ -109,16 +110,21 @@ class Communicator {
   // command buffer that read one keeps it alive.
   std::vector<std::shared_ptr<Buffer>> buckets_;
   uint64_t collective_calls_ = 0;
-  // Overlapped buckets of the command buffer being encoded, unpacked at
+  // The overlapped all-reduces of the command buffer being encoded: the
+  // buffers of the bucket still filling, the launched buckets' unpacks for
   // encode_join, and the next bucket's place.
   struct Unpack {
     std::shared_ptr<Buffer> bucket, buffer;
     size_t offset;
   };
-  std::vector<Unpack> unpacks_;
   const CommandBuffer* overlapping_ = nullptr;
+  ReduceOperation overlapped_operation_ = ReduceOperation::Sum;
+  std::vector<std::shared_ptr<Buffer>> filling_;
+  size_t filling_bytes_ = 0;
+  std::vector<Unpack> unpacks_;
   size_t next_bucket_ = 0;
 
+  void check(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers) const;
   void encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
               ReduceOperation operation, bool overlapped);
 };

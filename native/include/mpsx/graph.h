@@ -367,7 +367,8 @@ class NNGraph {
   std::mutex encode_mutex_;
   GraphValues values_;
   std::shared_ptr<Communicator> data_parallel_;
-  // A data-parallel encode's deferred updates and the gradients they read.
+  // A data-parallel encode's deferred updates, and the gradients of the last
+  // (reused, as deferred_ is).
   std::vector<std::pair<GraphStep*, std::shared_ptr<State>>> deferred_;
   std::vector<std::shared_ptr<Buffer>> gradients_;
 };
