@@ -4,6 +4,7 @@ Runs on Apple GPUs through MPS, on NVIDIA GPUs through cuDNN and on any CPU
 through oneDNN. The public names are those of API.md.
 """
 
+from mpsx._version import __version__
 from mpsx._errors import (
     DeviceMismatchError,
     DistributedError,
@@ -33,4 +34,3 @@ from mpsx._kernels import __all__ as _kernel_names
 from mpsx.persistence import load, save
 from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 
-__version__ = "0.1.0"
