@@ -1,7 +1,9 @@
 """mpsx: the MetalPerformanceShaders CNN training model for Python.
 
 Runs on Apple GPUs through MPS, on NVIDIA GPUs through cuDNN and on any CPU
-through oneDNN. The public names are those of API.md.
+through oneDNN. The documentation (docs/ in the source distribution) has a
+page per kernel family, the graph, persistence and the backends;
+docs/semantics.md says what mpsx decided where MPS leaves a choice.
 """
 
 from mpsx._version import __version__
