@@ -45,4 +45,6 @@ html_theme = "alabaster"
 html_title = f"mpsx {release}"
 html_show_sourcelink = False
 html_copy_source = False
-html_theme_options = {"page_width": "1160px", "sidebar_width": "240px"}
+html_show_sphinx = False
+# The site links to nothing outside itself.
+html_theme_options = {"page_width": "1160px", "sidebar_width": "240px", "show_powered_by": False}

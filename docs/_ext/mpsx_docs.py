@@ -10,7 +10,8 @@
   names (``mpsx.CNNKernel``, not ``mpsx._kernels.CNNKernel``), and methods
   without the ``self`` of the signatures Cython embeds.
 - The build warns (an error with -W) for every public name of mpsx and
-  mpsx.distributed that no page documents, so a new class without docs fails.
+  mpsx.distributed that no page documents, so a new class without docs fails,
+  and for any link out of the site.
 """
 
 import enum
@@ -210,6 +211,13 @@ def check_coverage(app, env):
             logger.warning(f"{name} is on no page of the documentation: add it to the page of its family")
 
 
+def no_outside_links(app, doctree, docname):
+    """Warns for a link out of the site: it documents the shipped files only."""
+    for reference in doctree.findall(nodes.reference):
+        if re.match(r"^[a-z][a-z+.-]*:", reference.get("refuri", "")):
+            logger.warning(f"a link out of the site: {reference['refuri']}", location=reference)
+
+
 def stop_at_public_bases(app, config):
     """Each class shows what it and its private bases define; the members of a
     public base (or a builtin one) are on that base's entry."""
@@ -223,4 +231,5 @@ def setup(app):
     app.connect("autodoc-process-bases", public_bases)
     app.connect("autodoc-process-signature", drop_self)
     app.connect("env-check-consistency", check_coverage)
+    app.connect("doctree-resolved", no_outside_links)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
