@@ -1,5 +1,5 @@
-"""The reference CNN of DESIGN.md, hand-encoded MPS style, and the same model
-in PyTorch. Every performance figure and the example use it.
+"""The reference CNN, hand-encoded MPS style, through an NNGraph, and the same
+model in PyTorch. Every performance figure and the examples use it.
 
 Input N x 3 x 32 x 32; four 3x3 convolutions (3->32, 32->32, 32->64, 64->64,
 "same" padding, bias), each followed by batch normalization with training

@@ -1,9 +1,12 @@
 """mpsx: the MetalPerformanceShaders CNN training model for Python.
 
 Runs on Apple GPUs through MPS, on NVIDIA GPUs through cuDNN and on any CPU
-through oneDNN. The public names are those of API.md.
+through oneDNN. The documentation (docs/ in the source distribution) has a
+page per kernel family, the graph, persistence and the backends;
+docs/semantics.md says what mpsx decided where MPS leaves a choice.
 """
 
+from mpsx._version import __version__
 from mpsx._errors import (
     DeviceMismatchError,
     DistributedError,
@@ -33,4 +36,3 @@ from mpsx._kernels import __all__ as _kernel_names
 from mpsx.persistence import load, save
 from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 
-__version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The exceptions mpsx raises (API.md, "Errors")."""
+"""The exceptions mpsx raises. Every one derives from MPSXError; ShapeError is also a ValueError."""
 
 
 class MPSXError(Exception):

@@ -376,7 +376,7 @@ def test_weight_states_must_hold_exactly_the_filter(device, rng):
 
 
 def test_gradient_states_are_spent_with_their_batch(device, rng):
-    # Seed 000: states are not usable across batches. A state whose forward command
+    # MPS: states are not usable across batches. A state whose forward command
     # buffer completed belongs to a finished batch, even for the same image.
     source, _, _ = make(device, rng, 3, 3, 2, 2)
     conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)

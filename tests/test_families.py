@@ -1,4 +1,4 @@
-"""The table of MPSCNNGradientKernel families (seed 001) mpsx has: for each
+"""The table of MPSCNNGradientKernel families mpsx has: for each
 one, its forward and gradient kernels are made on every device and one
 training step through them gives gradients shaped as their sources, so the
 table is a test, not a claim. Each family's own test file checks values."""

@@ -1,6 +1,6 @@
 """Crash-isolated fuzzing of every public mpsx class.
 
-The errors contract (API.md, DESIGN.md "Errors"): bad input gets a clear
+The errors contract (README.md, "Bad input"): bad input gets a clear
 exception naming what was expected and what was given (TypeError, ValueError
 or mpsx.ShapeError, IndexError, an mpsx.MPSXError, MemoryError), raised before
 anything is enqueued; nothing is lost or corrupted; never a crash or a hang.

@@ -1,4 +1,4 @@
-"""The reference CNN of DESIGN.md trained through an NNGraph made with
+"""The reference CNN trained through an NNGraph made with
 training_graph: its losses over 5 steps equal those of the hand-encoded
 model (benchmarks/reference_cnn.py) and of PyTorch, from the same weights,
 whether the graph updates the weights (styles GPU and CPU) or exports the

@@ -404,7 +404,7 @@ def test_a_data_source_without_updates(device):
     cb.wait_until_completed()
 
 
-# ---------------------------------------------------------------- the three update styles (seed 000)
+# ---------------------------------------------------------------- the three update styles of MPS
 
 
 def torch_trajectory(p, x, labels):

@@ -1,4 +1,4 @@
-"""The kernel model shared by every family (DESIGN.md, "The kernel model"):
+"""The kernel model shared by every family (docs/kernels/index.rst):
 gradient kernels are binary kernels that take the forward geometry from their
 state, forward kernels make their gradient kernels, and a family a backend
 lacks is a clear error when a kernel of it is made."""

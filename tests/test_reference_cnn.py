@@ -1,4 +1,4 @@
-"""The reference CNN of DESIGN.md (benchmarks/reference_cnn.py), hand-encoded,
+"""The reference CNN (benchmarks/reference_cnn.py), hand-encoded,
 against the same model in PyTorch from the same initial weights."""
 
 import numpy as np

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Type-checks the metal backend (native/metal/*.mm, or the files given)
-# against Apple's macOS SDK headers with clang, as DESIGN.md shows: arm64 and
+# against Apple's macOS SDK headers with clang (docs/metal.md): arm64 and
 # x86_64, -fobjc-arc -Wall -Werror -fsyntax-only. Skips, saying so, unless
 # MPSX_MACOS_SDK names an SDK (hexops/sdk-macos-12.0's root/, for example).
 #   MPSX_MACOS_SDK=/path/to/sdk tools/check_metal.sh [FILE.mm ...]

@@ -47,7 +47,7 @@ class Loaded {
   DataSource& source_;
 };
 
-// The update styles of a trainable kernel's data source, seed 000: the
+// The update styles of a trainable kernel's data source, as in MPS: the
 // update encoded on the command buffer, whose result state (if any) the
 // kernel reloads from with `reload`; else the host update, run after the
 // command buffer completed with the synchronized `gradients`, which reloads
