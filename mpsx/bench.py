@@ -140,13 +140,19 @@ def torch_kernels(device, shape, counts, repeats, budget):
         torch.ops.aten.convolution_backward(dy, x, weight, [c], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
                                             [True, True, True])
 
-    with torch.no_grad():
-        return {
-            "relu": timed("relu", lambda: F.relu(x)),
-            "convolution": timed("convolution", lambda: F.conv2d(x, weight, bias, padding=1)),
-            "convolution gradient": timed("convolution gradient", conv_backward,
-                                          lambda: F.conv2d(x, weight, bias, padding=1)),
-        }
+    # float32 math as mpsx's kernels (accumulator_precision "float"); PyTorch allows TF32 in cuDNN by default.
+    saved = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.no_grad():
+            return {
+                "relu": timed("relu", lambda: F.relu(x)),
+                "convolution": timed("convolution", lambda: F.conv2d(x, weight, bias, padding=1)),
+                "convolution gradient": timed("convolution gradient", conv_backward,
+                                              lambda: F.conv2d(x, weight, bias, padding=1)),
+            }
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved
 
 
 def kernel_figures(device, batch_size, quick, torch):
@@ -391,7 +397,10 @@ def machine_info(device, torch):
     info = {"mpsx": mpsx.__version__, "device": device.name, "backend": device.backend,
             "processor": processor(), "cpus": os.cpu_count(),
             "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "platform": platform.platform(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            # Other processes on the cpus slow the cpu backend's OpenMP threads most: read cpu figures with it.
+            "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+            "platform": platform.platform(),
             "python": platform.python_version(), "numpy": np.__version__,
             "torch": torch.__version__ if torch else None, "torch_threads": torch.get_num_threads() if torch else None,
             "torch_device": str(torch_device(device)[0]) if torch else None, "gpu": None}
@@ -431,7 +440,9 @@ def main(argv=None):
           + (f"; PyTorch {torch.__version__}" if torch else "; PyTorch not installed"))
     if device.backend == "cpu":
         print(f"{machine['processor']}, {machine['usable_cpus']} cpus"
-              + (f"; torch threads {machine['torch_threads']}" if torch else ""))
+              + (f"; torch threads {machine['torch_threads']}" if torch else "")
+              + (f"; load average {machine['load_average_1min']:.2f}" if machine["load_average_1min"] is not None
+                 else ""))
     elif machine["gpu"]:
         print(machine["gpu"])
 
