@@ -2,6 +2,7 @@
 trains as the same model does in PyTorch, every example script runs and
 prints finite losses, and the digits example learns its held-out split."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -117,3 +118,14 @@ def test_the_digits_example_learns_the_held_out_split(device, tmp_path):
     assert f"plot: {plot}" in out
     data = plot.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+
+
+@pytest.mark.parametrize("arguments", [["--epochs", "0"], ["--batch-size", "0"]])
+def test_the_digits_example_refuses_an_empty_run(arguments, capsys):
+    spec = importlib.util.spec_from_file_location("train_digits", EXAMPLES / "train_digits.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with pytest.raises(SystemExit) as raised:
+        example.main(arguments)
+    assert raised.value.code == 2
+    assert "--epochs and --batch-size must be at least 1, given" in capsys.readouterr().err
