@@ -1,7 +1,8 @@
 """The examples: the U-Net of examples/train_unet_graph.py (benchmarks/unet.py)
-trains as the same model does in PyTorch, and every example script runs and
-prints finite losses."""
+trains as the same model does in PyTorch, every example script runs and
+prints finite losses, and the digits example learns its held-out split."""
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -71,28 +72,60 @@ def test_synthetic_labels_mark_pixels_above_their_neighbourhood_mean():
     np.testing.assert_array_equal(labels.sum(axis=1), 1)
 
 
-def run_example(script, *args):
-    """Runs an example on cpu; returns the losses it printed."""
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--device", "cpu", *args],
+def run_example(script, *args, device="cpu"):
+    """Runs an example; returns what it printed."""
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--device", device, *args],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return [float(v) for v in re.findall(r"^step +\d+ +loss (\S+)", done.stdout, re.MULTILINE)]
+    return done.stdout
+
+
+def example_losses(script, *args):
+    """Runs an example on cpu; returns the losses it printed."""
+    return [float(v) for v in re.findall(r"^step +\d+ +loss (\S+)", run_example(script, *args), re.MULTILINE)]
 
 
 def test_the_reference_cnn_examples_print_the_same_decreasing_losses():
     """The hand-encoded example and the graph one in each training style train
     the same model from the same weights: the same losses, falling."""
-    hand = run_example("train_reference_cnn.py", "--batch-size", "4", "--steps", "3")
+    hand = example_losses("train_reference_cnn.py", "--batch-size", "4", "--steps", "3")
     assert len(hand) == 3 and np.all(np.isfinite(hand))
     assert hand[2] < hand[1] < hand[0]
     for style in ("gpu", "cpu", "none"):
-        graph = run_example("train_reference_cnn_graph.py", "--batch-size", "4", "--steps", "3", "--style", style)
+        graph = example_losses("train_reference_cnn_graph.py", "--batch-size", "4", "--steps", "3", "--style", style)
         np.testing.assert_allclose(graph, hand, rtol=1e-4, err_msg=style)
 
 
 def test_the_unet_example_prints_finite_losses():
-    losses = run_example("train_unet_graph.py", "--batch-size", "4", "--steps", "3", "--size", "8")
+    losses = example_losses("train_unet_graph.py", "--batch-size", "4", "--steps", "3", "--size", "8")
     assert len(losses) == 3 and np.all(np.isfinite(losses))
     # Two classes: the first loss is near log 2 (PyTorch's initialization).
     assert 0.5 < losses[0] < 0.9
     assert all(0 < loss < 2 for loss in losses)
+
+
+def test_the_digits_example_learns_the_held_out_split(device, tmp_path):
+    """Three epochs on scikit-learn's digits: the test accuracy (chance is 0.1) is past what a model
+    that did not learn reaches, the training loss falls, and the plot is a PNG."""
+    plot = tmp_path / "curves.png"
+    out = run_example("train_digits.py", "--epochs", "3", "--plot", str(plot), device=device.name)
+    assert f"device: {device.name} ({device.backend} backend)" in out
+    epochs = re.findall(r"^epoch +(\d+) +loss (\S+) +test accuracy (\S+)$", out, re.MULTILINE)
+    assert [int(e) for e, _, _ in epochs] == [1, 2, 3]
+    losses, accuracies = [float(v) for _, v, _ in epochs], [float(v) for _, _, v in epochs]
+    assert losses[2] < losses[0] < np.log(10) * 2
+    assert accuracies[-1] >= 0.9
+    assert f"plot: {plot}" in out
+    data = plot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+
+
+@pytest.mark.parametrize("arguments", [["--epochs", "0"], ["--batch-size", "0"]])
+def test_the_digits_example_refuses_an_empty_run(arguments, capsys):
+    spec = importlib.util.spec_from_file_location("train_digits", EXAMPLES / "train_digits.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with pytest.raises(SystemExit) as raised:
+        example.main(arguments)
+    assert raised.value.code == 2
+    assert "--epochs and --batch-size must be at least 1, given" in capsys.readouterr().err

@@ -1,0 +1,81 @@
+"""python -m mpsx.bench at its smallest settings: every kernel has its encode
+and executed times, the JSON's figures have the units it names, and the plot
+is a PNG. Nothing here asserts a speed."""
+
+import json
+import math
+import sys
+
+import pytest
+
+from mpsx import bench
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+COUNTS = {"kernels_per_command_buffer", "command_buffers", "batch", "steps"}
+
+
+def check_units(record):
+    """Every number is a count, a time in seconds, a size in bytes or a ratio, as its name says."""
+    for key, value in record.items():
+        if key in COUNTS:
+            assert isinstance(value, int) and value >= 1, (key, value)
+        elif key.endswith("_s"):
+            assert isinstance(value, float) and 0 < value < 60 and math.isfinite(value), (key, value)
+        elif key.endswith("_bytes"):
+            assert isinstance(value, int) and value >= 0, (key, value)
+        elif "_over_" in key:
+            numerator, denominator = key.split("_over_")
+            assert value == pytest.approx(record[numerator + "_s"] / record[denominator + "_s"]), key
+        else:
+            assert not isinstance(value, (int, float)), f"{key}: a number without a unit in its name"
+
+
+def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    figures, plot = tmp_path / "bench.json", tmp_path / "steps.png"
+    bench.main(["--device", device.name, "--quick", "--batch-sizes", "2", "--json", str(figures),
+                "--plot", str(plot)])
+    out = capsys.readouterr().out
+    for column in ("encode us", "executed us", "torch us", "torch/mpsx executed"):
+        assert column in out
+    result = json.loads(figures.read_text())
+    assert result["units"]["time"] == "s" and result["units"]["memory"] == "bytes"
+    assert result["machine"]["device"] == device.name and result["machine"]["torch"] == torch.__version__
+    kernels = {(r["kernel"], tuple(r["shape"])): r for r in result["kernels"]}
+    assert set(kernels) == {(k, s) for k in bench.KERNELS for s in [(1, 4, 4, 4), (2, 32, 32, 32)]}
+    for record in kernels.values():
+        check_units(record)
+        assert {"mpsx_encode_s", "mpsx_executed_s", "torch_executed_s"} <= record.keys()
+        # Each command buffer's executed time runs from the same start past its encodes.
+        assert record["mpsx_executed_s"] >= record["mpsx_encode_s"]
+    maths = ["float32", "tf32"] if device.backend == "cuda" else ["float32"]
+    assert [(r["math"], r["batch"]) for r in result["steps"]] == [(m, 2) for m in maths]
+    for record in result["steps"]:
+        check_units(record)
+        assert {"mpsx_s", "mpsx_replay_s", "nngraph_s", "nngraph_replay_s", "torch_s"} <= record.keys()
+        assert ("torch_graph_s" in record) == (device.backend == "cuda")
+    assert result["graph_call_s"] > 0
+    data = plot.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--skip-steps", "--plot", "x.png"], "--plot draws the training steps, which --skip-steps leaves out"),
+    (["--batch-sizes", "0"], "--batch-sizes must be at least 1, given [0]"),
+])
+def test_the_bench_refuses_bad_arguments(arguments, message, capsys):
+    with pytest.raises(SystemExit) as raised:
+        bench.main(arguments)
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_bench_names_the_package_a_plot_needs(monkeypatch, tmp_path, capsys):
+    """Without matplotlib, --plot says what to install before measuring anything."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(SystemExit) as raised:
+        bench.main(["--quick", "--plot", str(tmp_path / "x.png")])
+    assert raised.value.code == 2
+    out, err = capsys.readouterr()
+    assert "--plot needs matplotlib: pip install matplotlib" in err
+    assert out == "" and not (tmp_path / "x.png").exists()
