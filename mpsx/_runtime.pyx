@@ -406,7 +406,7 @@ cdef Copy _copy_argument(object copy) except *:
 cdef tuple _int_pair(object value, str name):
     """A (first, second) pair of ints that fit int32 (DLPack's devices and versions)."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise TypeError(f"{name} must be None or a tuple of 2 ints, given {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a tuple of 2 ints, given {type(value).__name__} {value!r}")
     first, second = integer_argument(value[0], f"{name}[0]"), integer_argument(value[1], f"{name}[1]")
     if not (-2**31 <= first < 2**31 and -2**31 <= second < 2**31):
         raise ValueError(f"{name} must be 32-bit ints, given {value!r}")

@@ -62,7 +62,8 @@ DataType data_type_of(DLDataType t, ImportAs as) {
     if (t.code == kDLUInt && t.bits == 8) return DataType::UInt8;
     if (t.code == kDLBfloat && t.bits == 16 && image) return DataType::BFloat16;
   }
-  fail<TypeMismatchError>("expected a float32, float16, ", image ? "bfloat16 " : "", "or uint8 tensor, given ",
+  fail<TypeMismatchError>(image ? "expected a float32, float16, bfloat16 or uint8 tensor, given "
+                                : "expected a float32, float16 or uint8 tensor, given ",
                           type_name(t));
 }
 
@@ -367,18 +368,17 @@ ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versi
                      ", given one of ", t.ndim, " dims");
   if (t.ndim > 0 && !t.shape) fail<ShapeError>("the tensor has ", t.ndim, " dims and no shape");
   plan.shape.assign(t.shape, t.shape + t.ndim);
+  int64_t count = 1;
+  for (int64_t extent : plan.shape) {
+    if (extent < 0) fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
+    count = checked_mul(count, extent, "the element count of the tensor of shape ", dims_text(t.shape, t.ndim));
+  }
+  checked_bytes(count, size_of(plan.data_type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
   std::vector<int64_t> strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim) : row_major(plan.shape);
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    if (plan.shape[i] < 0)
-      fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
-    if (strides[i] < 0)
+  for (int64_t stride : strides)
+    if (stride < 0)
       fail<ShapeError>("the tensor's strides ", dims_text(strides.data(), t.ndim), " are negative, which mpsx cannot ",
                        "represent; copy it in its own library first");
-  }
-  int64_t count = 1;
-  for (int64_t extent : plan.shape)
-    count = checked_mul(count, extent, "the element count of the tensor of shape ", dims_text(t.shape, t.ndim));
-  checked_bytes(count, size_of(plan.data_type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
   // The last element's offset, so that a copy or a view stays inside the tensor.
   int64_t span = 0;
   if (count > 0)
