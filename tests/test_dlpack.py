@@ -441,7 +441,8 @@ def test_numpy_arrays_come_in(device, rng):
     if device.backend == "cuda":
         with pytest.raises(mpsx.DeviceMismatchError, match=r"a tensor on DLPack device CPU cannot be imported into "
                                                            r"device cuda:\d+, which takes tensors on CUDA:\d+; move "
-                                                           r"the tensor to that device first"):
+                                                           r"the tensor to that device first, or copy a host array in "
+                                                           r"with from_numpy\(\)"):
             mpsx.Image.from_dlpack(device, x)
         return
     np.testing.assert_array_equal(mpsx.Image.from_dlpack(device, x).to_numpy(), x)
@@ -594,6 +595,9 @@ BAD_TENSORS = {
     "negative strides": (dict(strides=(24, 1, -8, 2)), mpsx.ShapeError,
                          r"the tensor's strides \(24, 1, -8, 2\) are negative, which mpsx cannot represent"),
     "null data": (dict(data=0), ValueError, "the tensor has 24 elements and a null data pointer"),
+    "past the address space": (dict(data=2**64 - 64), mpsx.ShapeError,
+                               "the tensor's memory, 92 bytes from byte 0 of .*, runs past the end of the address "
+                               "space"),
     "DLPack 2": (dict(version=(2, 0)), BufferError, r"the tensor is of DLPack 2.0; mpsx reads DLPack 1.x"),
     "no shape": (dict(shape=(), ndim=4), mpsx.ShapeError, "the tensor has 4 dims and no shape"),
     "other device": (dict(device=(7, 0)), mpsx.DeviceMismatchError,
@@ -680,8 +684,8 @@ def test_tensors_of_another_device_are_refused(device):
     if not torch.cuda.is_available():
         pytest.skip("torch sees no GPU: a GPU tensor into the cpu device is tried where it does")
     with pytest.raises(mpsx.DeviceMismatchError, match=r"a tensor on DLPack device CUDA:0 cannot be imported into "
-                                                       r"device cpu, which takes tensors on CPU \(from_numpy copies "
-                                                       r"host arrays in\)"):
+                                                       r"device cpu, which takes tensors on CPU; move the tensor to "
+                                                       r"that device first$"):
         mpsx.Image.from_dlpack(cpu, torch.zeros(1, 1, 2, 2, device="cuda:0"))
     if device.backend == "cuda" and torch.cuda.device_count() > 1:
         other = 1 - int(device.name.split(":")[1])

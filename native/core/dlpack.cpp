@@ -334,8 +334,8 @@ void check_device(const Device& device, int32_t device_type, int32_t device_id) 
   if (own.device_type == given.device_type && own.device_id == given.device_id) return;
   fail<DeviceMismatchError>("a tensor on DLPack device ", name_of(given), " cannot be imported into device ",
                             device.name(), ", which takes tensors on ", name_of(own),
-                            own.device_type == kDLCPU ? " (from_numpy copies host arrays in)" : "",
-                            "; move the tensor to that device first");
+                            "; move the tensor to that device first",
+                            given.device_type == kDLCPU ? ", or copy a host array in with from_numpy()" : "");
 }
 
 ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versioned, ImportAs as, Copy copy) {
@@ -387,7 +387,12 @@ ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versi
                                  &span))
         fail<ShapeError>("the tensor's extent in memory overflows: shape ", dims_text(t.shape, t.ndim), ", strides ",
                          dims_text(strides.data(), t.ndim));
-  checked_bytes(span + (count > 0), size_of(plan.data_type), "the tensor's extent in memory");
+  const size_t extent = checked_bytes(span, size_of(plan.data_type), "the tensor's extent in memory");
+  uintptr_t last = 0;
+  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data), t.byte_offset, &last) ||
+      __builtin_add_overflow(last, extent, &last))
+    fail<ShapeError>("the tensor's memory, ", extent, " bytes from byte ", t.byte_offset, " of ", t.data,
+                     ", runs past the end of the address space");
   if (count > 0 && !t.data) fail<ArgumentError>("the tensor has ", count, " elements and a null data pointer");
   void* data = static_cast<char*>(t.data) + t.byte_offset;
 
