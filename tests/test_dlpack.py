@@ -501,6 +501,8 @@ def test_buffers_take_any_shape(device, rng):
     assert scalar.shape == () and scalar.to_numpy() == 2.5
     empty = mpsx.Buffer.from_dlpack(device, tensor(device, np.zeros((0, 3), np.float32)))
     assert empty.shape == (0, 3) and empty.to_numpy().shape == (0, 3)
+    wide = mpsx.Buffer.from_dlpack(device, Crafted(t, (2**20, 0, 2**20), data=0))
+    assert wide.shape == (2**20, 0, 2**20) and wide.length == 0 and wide.to_numpy().shape == (2**20, 0, 2**20)
     five = tensor(device, rng.standard_normal((2, 3, 2, 3, 2)).astype(np.float32)).permute(4, 2, 0, 3, 1)
     with pytest.raises(mpsx.ShapeError, match="has more than 4 dims that are not contiguous, which mpsx cannot copy"):
         mpsx.Buffer.from_dlpack(device, five)
@@ -584,6 +586,9 @@ BAD_TENSORS = {
     "float32 x4 lanes": (dict(dtype=(2, 32, 4)), TypeError, "given float32 x4"),
     "complex64": (dict(dtype=(5, 64, 1)), TypeError, "given complex64"),
     "zero size": (dict(shape=(1, 0, 3, 4)), ValueError, "image feature_channels must be positive, given 0"),
+    "zero size, huge others": (dict(shape=(0, 2**40, 2**40, 2**40)), mpsx.ShapeError,
+                               r"the element count of the tensor of shape \(0, 1099511627776, 1099511627776, "
+                               r"1099511627776\) overflows"),
     "negative size": (dict(shape=(1, 2, -3, 4)), ValueError, r"the tensor's dims must be at least 0, given shape "
                                                              r"\(1, 2, -3, 4\)"),
     "too wide": (dict(shape=(1, 1, 1, 2**31)), ValueError, "image width must be at most 1073741824, given 2147483648"),

@@ -1,5 +1,6 @@
 #include "mpsx/dlpack.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -122,12 +123,14 @@ Exported exported(const View& view, bool versioned) {
   return {&holder->managed, true};
 }
 
+// Strides of a compact row-major tensor of `shape`, whose dims' product fits
+// int64_t when its dims of 0 count as 1.
 std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= shape[i];
+    stride *= std::max<int64_t>(shape[i], 1);
   }
   return strides;
 }
@@ -290,10 +293,11 @@ Exported export_buffer(const std::shared_ptr<Buffer>& buffer, DataType data_type
                        const ExportRequest& request) {
   if (shape.size() > static_cast<size_t>(kMaxDimensions))
     fail<ShapeError>("DLPack exports of at most ", kMaxDimensions, " dims, given ", shape.size());
-  int64_t count = 1;
+  int64_t count = 1, volume = 1;
   for (int64_t extent : shape) {
     if (extent < 0) fail<ArgumentError>("buffer dims must be at least 0, given ", extent);
-    count = checked_mul(count, extent, "the element count of a buffer");
+    volume = checked_mul(volume, std::max<int64_t>(extent, 1), "the element count of a buffer");
+    count *= extent;
   }
   const size_t bytes = checked_bytes(count, size_of(data_type), "the byte count of a buffer");
   if (bytes > buffer->length())
@@ -368,12 +372,18 @@ ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versi
                      ", given one of ", t.ndim, " dims");
   if (t.ndim > 0 && !t.shape) fail<ShapeError>("the tensor has ", t.ndim, " dims and no shape");
   plan.shape.assign(t.shape, t.shape + t.ndim);
-  int64_t count = 1;
+  // Dims of 0 count as 1 here too: row-major strides (a buffer's, on the
+  // host as in DLPack) then fit, even of an empty tensor.
+  int64_t volume = 1;
+  bool empty = false;
   for (int64_t extent : plan.shape) {
     if (extent < 0) fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
-    count = checked_mul(count, extent, "the element count of the tensor of shape ", dims_text(t.shape, t.ndim));
+    volume = checked_mul(volume, std::max<int64_t>(extent, 1), "the element count of the tensor of shape ",
+                         dims_text(t.shape, t.ndim));
+    empty = empty || extent == 0;
   }
-  checked_bytes(count, size_of(plan.data_type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
+  checked_bytes(volume, size_of(plan.data_type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
+  const int64_t count = empty ? 0 : volume;
   std::vector<int64_t> strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim) : row_major(plan.shape);
   for (int64_t stride : strides)
     if (stride < 0)
