@@ -434,7 +434,8 @@ cdef object _dlpack_capsule_of(Device device, object tensor):
         dlpack, dlpack_device = tensor.__dlpack__, tensor.__dlpack_device__
     except AttributeError:
         raise TypeError(f"expected a DLPack tensor (an object with __dlpack__ and __dlpack_device__: a torch, "
-                        f"numpy >= 1.23, cupy or jax array) or a DLPack capsule, given {type(tensor).__name__}") from None
+                        f"numpy >= 1.23, cupy or jax array) or a DLPack capsule, given "
+                        f"{type(tensor).__name__}") from None
     where = dlpack_device()
     device_type, device_id = _int_pair(where, "__dlpack_device__()")
     check_device(device.native()[0], device_type, device_id)
@@ -577,8 +578,8 @@ cdef class Buffer:
 
         MPS: none (mpsx)
         """
-        cdef shared_ptr[CBuffer] buffer = self.c
         self.native()
+        cdef shared_ptr[CBuffer] buffer = self.c
         cdef ExportRequest request = _export_request(buffer.get().device(), stream, max_version, dl_device, copy)
         cdef CDataType data_type = data_type_of_numpy(self._dtype)
         cdef vector[int64_t] shape = self._shape

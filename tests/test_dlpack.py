@@ -297,9 +297,10 @@ def test_export_arguments_are_checked(device, rng):
             exporter.__dlpack__(stream=-1)
             exporter.__dlpack__(stream=2)
         else:
-            with pytest.raises(ValueError, match=r"stream must be None for a tensor in host memory \(DLPack CPU\), "
-                                                 r"given 5"):
+            with pytest.raises(ValueError, match=r"stream must be None \(or -1\) for a tensor in host memory "
+                                                 r"\(DLPack CPU\), given 5"):
                 exporter.__dlpack__(stream=5)
+            exporter.__dlpack__(stream=-1)
 
 
 def test_exports_wait_for_the_last_write(device, rng):

@@ -208,8 +208,9 @@ ExportRequest export_request(const Device& device, bool versioned, bool has_stre
   const DLDevice own = device_of(device);
   if (has_dl_device && (dl_device.device_type != own.device_type || dl_device.device_id != own.device_id)) {
     if (dl_device.device_type != kDLCPU || dl_device.device_id != 0)
-      fail<BufferError>("memory of device ", device.name(), " (DLPack ", name_of(own), ") cannot be exported to DLPack ",
-                        "device ", name_of(dl_device), "; only to its own or, by a copy, to the CPU");
+      fail<BufferError>("memory of device ", device.name(), " (DLPack ", name_of(own),
+                        ") cannot be exported to DLPack device ", name_of(dl_device),
+                        "; only to its own or, by a copy, to the CPU");
     if (copy == Copy::Never)
       fail<BufferError>("memory of device ", device.name(), " reaches the CPU only by a copy, and copy=False refuses ",
                         "one; to_numpy() copies it too");
@@ -219,14 +220,16 @@ ExportRequest export_request(const Device& device, bool versioned, bool has_stre
   if (own.device_type == kDLCPU || r.to_host) {
     // No streams on the host: the consumer reads once the export returns.
     if (has_stream && stream != -1)
-      fail<ArgumentError>("stream must be None for a tensor in host memory (DLPack ", name_of(own), "), given ",
-                          stream);
+      fail<ArgumentError>("stream must be None (or -1) for a tensor in host memory (DLPack ", name_of(own),
+                          "), given ", stream);
+    r.ordered = !has_stream;
     return r;
   }
   if (!has_stream) stream = 1;  // DLPack: None is CUDA's legacy default stream
   if (stream == 0 || stream < -1)
     fail<ArgumentError>("stream must be None, -1, 1 (the legacy default stream), 2 (the per-thread default stream) "
-                        "or a CUDA stream handle, given ", stream, (stream == 0 ? " (DLPack disallows 0 as ambiguous)" : ""));
+                        "or a CUDA stream handle, given ", stream,
+                        stream == 0 ? " (DLPack disallows 0 as ambiguous)" : "");
   r.ordered = stream != -1;
   r.stream = r.ordered ? stream : 0;
   return r;
@@ -377,14 +380,16 @@ ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versi
   int64_t volume = 1;
   bool empty = false;
   for (int64_t extent : plan.shape) {
-    if (extent < 0) fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
+    if (extent < 0)
+      fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
     volume = checked_mul(volume, std::max<int64_t>(extent, 1), "the element count of the tensor of shape ",
                          dims_text(t.shape, t.ndim));
     empty = empty || extent == 0;
   }
   checked_bytes(volume, size_of(plan.data_type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
   const int64_t count = empty ? 0 : volume;
-  std::vector<int64_t> strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim) : row_major(plan.shape);
+  const std::vector<int64_t> strides =
+      t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim) : row_major(plan.shape);
   for (int64_t stride : strides)
     if (stride < 0)
       fail<ShapeError>("the tensor's strides ", dims_text(strides.data(), t.ndim), " are negative, which mpsx cannot ",
