@@ -9,7 +9,6 @@ and jax where they import."""
 import ctypes
 import gc
 import threading
-import time
 import weakref
 
 import numpy as np
@@ -323,10 +322,10 @@ def test_exports_wait_for_the_last_write(device, rng):
     opened = threading.Timer(0.3, gate.set)
     opened.start()
     try:
-        start = time.monotonic()
+        assert cb2.status == "committed"
         t = torch.from_dlpack(z)  # no synchronize: DLPack's ordering, not a host read
-        if device.backend == "cpu":
-            assert time.monotonic() - start > 0.2 and cb2.status == "completed"
+        if device.backend != "cuda":
+            assert cb2.status == "completed"  # waited for
         np.testing.assert_allclose(host(t), 6 * x, rtol=1e-6)
     finally:
         gate.set()
