@@ -148,6 +148,8 @@ class CudaExecutor final : public Executor {
 
   // An event recorded now on the queue's stream follows every command
   // buffer submitted so far: submit launches all of one before returning.
+  // (A command buffer turns "committed" just before its submit; commit holds
+  // the GIL throughout, so no export from Python sees one in between.)
   bool order_stream_after_submitted(int64_t stream) override {
     std::lock_guard<std::mutex> launching(launch_mutex_);
     DeviceScope scope(context_.ordinal());
