@@ -41,6 +41,8 @@ inline int raise_py_error() {
     set_error("ShapeError", e.what());
   } catch (const mpsx::ArgumentError& e) {
     PyErr_SetString(PyExc_ValueError, e.what());
+  } catch (const mpsx::BufferError& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
   } catch (const mpsx::TypeMismatchError& e) {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const mpsx::SynchronizationError& e) {

@@ -9,10 +9,10 @@ import enum
 
 import numpy as np
 
-from cpython.pycapsule cimport PyCapsule_New, PyCapsule_IsValid, PyCapsule_GetPointer
-from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
+from cpython.pycapsule cimport (
+    PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_GetPointer, PyCapsule_IsValid, PyCapsule_New, PyCapsule_SetName)
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint64_t
-from libc.stdlib cimport malloc, free
 from libcpp.memory cimport shared_ptr
 from mpsx.includes.errors cimport make_native
 from libcpp.string cimport string
@@ -22,6 +22,11 @@ from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
 from mpsx.includes.device cimport CDevice, backend_load_errors
+from mpsx.includes.dlpack cimport (
+    Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,
+    check_device, device_of as dlpack_device_of, export_buffer, export_image, export_request, import_buffer,
+    import_image, import_stream, kTensorCapsule, kUsedTensorCapsule, kUsedVersionedCapsule, kVersionedCapsule,
+    plan_import, release)
 from mpsx.includes.distributed cimport (
     CCollectiveDescriptor, CCommunicator, ReduceOperation, host_all_reduce as host_all_reduce_of, new_group_id)
 from mpsx.includes.errors cimport raise_stored
@@ -365,52 +370,111 @@ cdef Buffer wrap_buffer(const shared_ptr[CBuffer]& buffer, object dtype, tuple s
     return b
 
 
-# DLPack ABI (dlpack.h, v0.8): the structs a capsule named "dltensor" carries.
-cdef extern from *:
-    """
-    #include <cstdint>
-    struct MPSXDLDevice { int32_t device_type; int32_t device_id; };
-    struct MPSXDLDataType { uint8_t code; uint8_t bits; uint16_t lanes; };
-    struct MPSXDLTensor {
-      void* data; MPSXDLDevice device; int32_t ndim; MPSXDLDataType dtype;
-      int64_t* shape; int64_t* strides; uint64_t byte_offset;
-    };
-    struct MPSXDLManagedTensor {
-      MPSXDLTensor dl_tensor; void* manager_ctx; void (*deleter)(MPSXDLManagedTensor*);
-    };
-    """
-    ctypedef struct MPSXDLDevice:
-        int32_t device_type
-        int32_t device_id
-    ctypedef struct MPSXDLDataType:
-        uint8_t code
-        uint8_t bits
-        uint16_t lanes
-    ctypedef struct MPSXDLTensor:
-        void* data
-        MPSXDLDevice device
-        int32_t ndim
-        MPSXDLDataType dtype
-        int64_t* shape
-        int64_t* strides
-        uint64_t byte_offset
-    ctypedef struct MPSXDLManagedTensor:
-        MPSXDLTensor dl_tensor
-        void* manager_ctx
-        void (*deleter)(MPSXDLManagedTensor*) noexcept
+# ---------------------------------------------------------------- DLPack
+
+cdef void _dlpack_capsule_destructor(object capsule) noexcept:
+    # A capsule no consumer took still owns its tensor.
+    cdef DLManagedTensor* managed
+    cdef DLManagedTensorVersioned* versioned
+    if PyCapsule_IsValid(capsule, kTensorCapsule):
+        managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, kTensorCapsule)
+        if managed.deleter != NULL:
+            managed.deleter(managed)
+    elif PyCapsule_IsValid(capsule, kVersionedCapsule):
+        versioned = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, kVersionedCapsule)
+        if versioned.deleter != NULL:
+            versioned.deleter(versioned)
 
 
-cdef void _dlpack_deleter(MPSXDLManagedTensor* managed) noexcept with gil:
-    if managed == NULL:
-        return
-    Py_DECREF(<object>managed.manager_ctx)
-    free(managed.dl_tensor.shape)
-    free(managed)
+cdef object _capsule(const Exported& exported):
+    try:
+        return PyCapsule_New(exported.managed, kVersionedCapsule if exported.versioned else kTensorCapsule,
+                             _dlpack_capsule_destructor)
+    except BaseException:
+        release(exported)
+        raise
 
 
-cdef void _dlpack_capsule_deleter(object capsule) noexcept:
-    if PyCapsule_IsValid(capsule, b"dltensor"):  # never consumed
-        _dlpack_deleter(<MPSXDLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor"))
+cdef Copy _copy_argument(object copy) except *:
+    if copy is None:
+        return Copy.IfNeeded
+    if isinstance(copy, (bool, np.bool_)):
+        return Copy.Always if copy else Copy.Never
+    raise TypeError(f"copy must be None, True or False, given {type(copy).__name__} {copy!r}")
+
+
+cdef tuple _int_pair(object value, str name):
+    """A (first, second) pair of ints that fit int32 (DLPack's devices and versions)."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{name} must be a tuple of 2 ints, given {type(value).__name__} {value!r}")
+    first, second = integer_argument(value[0], f"{name}[0]"), integer_argument(value[1], f"{name}[1]")
+    if not (-2**31 <= first < 2**31 and -2**31 <= second < 2**31):
+        raise ValueError(f"{name} must be 32-bit ints, given {value!r}")
+    return first, second
+
+
+cdef ExportRequest _export_request(const CDevice& device, object stream, object max_version, object dl_device,
+                                   object copy) except *:
+    """__dlpack__'s arguments, checked as the DLPack protocol defines them."""
+    cdef bint versioned = max_version is not None and _int_pair(max_version, "max_version")[0] >= 1
+    cdef DLDevice to
+    if dl_device is not None:
+        to.device_type, to.device_id = _int_pair(dl_device, "dl_device")
+    cdef Copy c = _copy_argument(copy)
+    cdef int64_t s = 0 if stream is None else integer_argument(stream, "stream")
+    return export_request(device, versioned, stream is not None, s, dl_device is not None, to, c)
+
+
+cdef object _dlpack_capsule_of(Device device, object tensor):
+    """`tensor` if it is a capsule, else the capsule its __dlpack__ gives once its device was checked: its work
+    ordered before mpsx's import stream (the DLPack stream protocol), as a versioned capsule where it makes one."""
+    if PyCapsule_CheckExact(tensor):
+        return tensor
+    try:
+        dlpack, dlpack_device = tensor.__dlpack__, tensor.__dlpack_device__
+    except AttributeError:
+        raise TypeError(f"expected a DLPack tensor (an object with __dlpack__ and __dlpack_device__: a torch, "
+                        f"numpy >= 1.23, cupy or jax array) or a DLPack capsule, given "
+                        f"{type(tensor).__name__}") from None
+    where = dlpack_device()
+    device_type, device_id = _int_pair(where, "__dlpack_device__()")
+    check_device(device.native()[0], device_type, device_id)
+    cdef int64_t stream = import_stream(device.native()[0])
+    stream_argument = stream if stream else None
+    try:
+        return dlpack(stream=stream_argument, max_version=(1, 0))
+    except TypeError:
+        # Producers older than DLPack 1.0 (numpy < 2.1, torch < 2.4) take no max_version.
+        return dlpack(stream=stream_argument)
+
+
+cdef object _import_dlpack(Device device, object tensor, ImportAs import_as, object copy):
+    """What from_dlpack makes: an Image, ImageBatch or Buffer of `tensor`."""
+    cdef Copy c = _copy_argument(copy)
+    device.native()
+    capsule = _dlpack_capsule_of(device, tensor)
+    cdef bint versioned = PyCapsule_IsValid(capsule, kVersionedCapsule)
+    cdef const char* name
+    if not versioned and not PyCapsule_IsValid(capsule, kTensorCapsule):
+        name = PyCapsule_GetName(capsule)
+        given = "an unnamed capsule" if name == NULL else f"a capsule named {name.decode(errors='replace')!r}"
+        if name != NULL and name.startswith(b"used_"):
+            raise ValueError(f"the DLPack capsule was consumed already ({given}): a capsule gives its tensor once; "
+                             f"ask the producer's __dlpack__() for a new one")
+        raise TypeError(f"expected a DLPack capsule named 'dltensor' or 'dltensor_versioned', given {given}")
+    name = kVersionedCapsule if versioned else kTensorCapsule
+    cdef ImportPlan plan = plan_import(device.shared(), PyCapsule_GetPointer(capsule, name), versioned, import_as, c)
+    # Consumed: mpsx calls the tensor's deleter from now on.
+    PyCapsule_SetName(capsule, kUsedVersionedCapsule if versioned else kUsedTensorCapsule)
+    cdef shared_ptr[CImage] image
+    cdef shared_ptr[CBuffer] buffer
+    if import_as == ImportAs.Buffer:
+        with nogil:
+            buffer = import_buffer(plan)
+        return wrap_buffer(buffer, numpy_of(plan.data_type), tuple(plan.shape))
+    with nogil:
+        image = import_image(plan)
+    return wrap_image(image) if import_as == ImportAs.Image else wrap_image_batch(image)
 
 
 cdef class Buffer:
@@ -494,44 +558,49 @@ cdef class Buffer:
         pass
 
     def __dlpack_device__(self):
-        backend = self.native().device().backend_name()
-        if backend == b"cuda":
-            return (2, int(self.device.name.split(":")[1]))
-        if self._host_addressable():  # cpu, and metal's unified memory
-            return (1, 0)
-        raise BufferError(f"DLPack export is not available on the {backend.decode()} backend")
+        """(device type, device id) of the buffer for DLPack: (1, 0), the CPU, on cpu and metal (unified
+        memory), (2, ordinal), CUDA, on cuda.
 
-    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        """A DLPack capsule of the buffer, for torch.from_dlpack, cupy and jax without a copy.
-
-        As for host reads, what a command buffer wrote must be synchronized and
-        completed: the consumer's stream then needs no ordering with ours.
+        MPS: none (mpsx)
         """
-        self.native().check_exportable(b"the buffer")
-        device_type, device_id = self.__dlpack_device__()
-        cdef MPSXDLManagedTensor* managed = <MPSXDLManagedTensor*>malloc(sizeof(MPSXDLManagedTensor))
-        cdef int ndim = len(self._shape)
-        cdef int64_t* shape = <int64_t*>malloc(sizeof(int64_t) * 2 * max(ndim, 1))
-        cdef int i
-        cdef int64_t stride = 1
-        for i in range(ndim - 1, -1, -1):
-            shape[i] = self._shape[i]
-            shape[ndim + i] = stride
-            stride *= self._shape[i]
-        managed.dl_tensor.data = self.native().data()
-        managed.dl_tensor.device.device_type = device_type
-        managed.dl_tensor.device.device_id = device_id
-        managed.dl_tensor.ndim = ndim
-        managed.dl_tensor.dtype.code = 2 if self._dtype.kind == "f" else 1
-        managed.dl_tensor.dtype.bits = self._dtype.itemsize * 8
-        managed.dl_tensor.dtype.lanes = 1
-        managed.dl_tensor.shape = shape
-        managed.dl_tensor.strides = shape + ndim
-        managed.dl_tensor.byte_offset = 0
-        Py_INCREF(self)
-        managed.manager_ctx = <void*>self
-        managed.deleter = _dlpack_deleter
-        return PyCapsule_New(managed, b"dltensor", _dlpack_capsule_deleter)
+        cdef DLDevice d = dlpack_device_of(self.native().device())
+        return (d.device_type, d.device_id)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the buffer's values (its dtype and shape, row-major), for ``torch.from_dlpack``,
+        ``numpy.from_dlpack``, cupy and jax: the buffer's own memory, or with ``copy=True`` a copy on the device.
+
+        As the DLPack protocol defines the arguments: ``stream`` is the consumer's stream on cuda, made to wait
+        for the command buffer that last writes the buffer (committed, not necessarily completed; ``-1``: no
+        ordering); on the host this waits for it instead. No ``synchronize`` is needed. ``max_version`` of
+        (1, 0) or later gives a versioned capsule. ``dl_device=(1, 0)`` on cuda gives a host copy.
+        The consumer aliases the buffer: what later command buffers write, it sees.
+
+        MPS: none (mpsx)
+        """
+        self.native()
+        cdef shared_ptr[CBuffer] buffer = self.c
+        cdef ExportRequest request = _export_request(buffer.get().device(), stream, max_version, dl_device, copy)
+        cdef CDataType data_type = data_type_of_numpy(self._dtype)
+        cdef vector[int64_t] shape = self._shape
+        cdef Exported exported
+        with nogil:
+            exported = export_buffer(buffer, data_type, shape, request)
+        return _capsule(exported)
+
+    @staticmethod
+    def from_dlpack(Device device not None, tensor, *, copy=None):
+        """A buffer of a DLPack tensor's values (torch, numpy >= 1.23, cupy or jax; or a DLPack capsule), on
+        ``device``, which the tensor must be on: float32, float16 or uint8, of any shape up to 8 dims.
+
+        A row-major tensor is shared without a copy (``copy=None``, the default): the buffer keeps the tensor
+        alive, and each side sees what the other writes. Other strides, a read-only tensor or ``copy=True``
+        give a copy on the device; ``copy=False`` raises ``BufferError`` where sharing is impossible. On cuda
+        the producer's pending work is ordered before mpsx's through the DLPack stream protocol.
+
+        MPS: none (mpsx)
+        """
+        return _import_dlpack(device, tensor, ImportAs.Buffer, copy)
 
     def __repr__(self):
         if not self.c:
@@ -825,6 +894,40 @@ cdef class Images:
     def device(self):
         return wrap_device(self.native().device_ptr())
 
+    def __dlpack_device__(self):
+        """(device type, device id) of the images for DLPack: (1, 0), the CPU, on cpu and metal (where
+        ``__dlpack__(copy=True)`` copies them to), (2, ordinal), CUDA, on cuda.
+
+        MPS: none (mpsx)
+        """
+        cdef DLDevice d = dlpack_device_of(self.native().device())
+        return (d.device_type, d.device_id)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of the images as an (N, C, H, W) tensor, as ``to_numpy()`` shapes them, for
+        ``torch.from_dlpack``, ``numpy.from_dlpack``, cupy and jax.
+
+        On cpu and cuda it shares the images' memory, whose NHWC layout its strides describe (in PyTorch, an
+        NCHW tensor in the channels_last memory format): the consumer sees what later command buffers write,
+        and they see what it writes. ``copy=True`` gives a dense (N, C, H, W) copy on the device. Metal keeps
+        pixels in textures, which DLPack cannot describe: there ``copy=True`` (or ``to_numpy()``) copies them
+        to host memory, and anything else raises ``BufferError``.
+
+        As the DLPack protocol defines the arguments: ``stream`` is the consumer's stream on cuda, made to wait
+        for the command buffer that last writes the images (committed, not necessarily completed; ``-1``: no
+        ordering); on the host this waits for it instead. No ``synchronize`` is needed. ``max_version`` of
+        (1, 0) or later gives a versioned capsule. ``dl_device=(1, 0)`` on cuda gives a host copy, read as
+        ``to_numpy()`` reads.
+
+        MPS: none (mpsx)
+        """
+        cdef shared_ptr[CImage] image = self.shared()
+        cdef ExportRequest request = _export_request(image.get().device(), stream, max_version, dl_device, copy)
+        cdef Exported exported
+        with nogil:
+            exported = export_image(image, request)
+        return _capsule(exported)
+
     def __mpsx_state__(self):
         return {"arguments": (self.device, self.to_numpy())}
 
@@ -858,6 +961,22 @@ cdef class Image(Images):
         _from_numpy(&image.c, device, array, False)
         return image
 
+    @staticmethod
+    def from_dlpack(Device device not None, tensor, *, copy=None):
+        """An image of a DLPack tensor (torch, numpy >= 1.23, cupy or jax; or a DLPack capsule) of shape
+        (N, C, H, W) or (C, H, W), float32, float16, bfloat16 or uint8, on ``device``, which the tensor must be on.
+
+        A tensor laid out as the device lays out images is shared without a copy (``copy=None``, the default):
+        on cpu and cuda an NHWC one, in PyTorch ``x.contiguous(memory_format=torch.channels_last)``. The image
+        keeps the tensor alive, and each side sees what the other writes. Other strides, a read-only tensor or
+        ``copy=True`` give a copy on the device (metal: always); ``copy=False`` raises ``BufferError`` where
+        sharing is impossible. On cuda the producer's pending work is ordered before mpsx's through the DLPack
+        stream protocol, never through the host.
+
+        MPS: none (mpsx)
+        """
+        return _import_dlpack(device, tensor, ImportAs.Image, copy)
+
     @property
     def descriptor(self):
         return wrap_descriptor(self.native().descriptor())
@@ -879,6 +998,15 @@ cdef class ImageBatch(Images):
         cdef ImageBatch batch = ImageBatch.__new__(ImageBatch)
         _from_numpy(&batch.c, device, array, True)
         return batch
+
+    @staticmethod
+    def from_dlpack(Device device not None, tensor, *, copy=None):
+        """A batch of the N images of an (N, C, H, W) DLPack tensor, shared or copied as ``Image.from_dlpack``
+        does.
+
+        MPS: none (mpsx)
+        """
+        return _import_dlpack(device, tensor, ImportAs.ImageBatch, copy)
 
     def __len__(self):
         return self.native().number_of_images()

@@ -337,6 +337,9 @@ obj.wait_until_completed()
     "Buffer": ["""
 obj = mpsx.Vector.from_numpy(dev, np.arange(4, dtype=np.float32)).buffer
 dtype = np.float32
+tensor = np.arange(4, dtype=np.float32) if dev.backend != "cuda" else obj
+max_version = (1, 0)
+dl_device = obj.__dlpack_device__()
 """, state_of(CONVOLUTION, CONVOLUTION_SOURCE) + """
 obj = obj.gradient_for_weights  # written by the command buffer: not readable before completion
 """],
@@ -359,16 +362,22 @@ value = mpsx.ImageDescriptor(channel_format, width, height, feature_channels, nu
 descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 1)
 obj = mpsx.Image(dev, descriptor)
 array = rng.standard_normal((1, 2, 5, 6)).astype(np.float32)
+tensor = array if dev.backend != "cuda" else obj
+max_version = (1, 0)
+dl_device = obj.__dlpack_device__()
 """, """
 descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, 3, 3, 4, 2)
 array = rng.standard_normal((2, 4, 3, 3)).astype(np.float16)
 obj = mpsx.Image.from_numpy(dev, array)
+tensor = array.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) if dev.backend != "cuda" else obj  # NHWC: shared
 """],
     "ImageBatch": ["""
 descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 3)
 obj = mpsx.ImageBatch(dev, descriptor)
 array = rng.standard_normal((3, 2, 5, 6)).astype(np.float32)
 key = 1
+tensor = array if dev.backend != "cuda" else obj
+max_version = (1, 0)
 """],
     "State": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
     "NNGradientState": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],

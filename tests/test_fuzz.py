@@ -1104,7 +1104,15 @@ class Case:
                 options.append(lambda change=change: (zeros(self.resized(shape, change)), None))
         if dtype.startswith("float"):
             options += plain(f"np.full({shape}, np.nan, {d})")
+        # DLPack capsules: a fresh one (what from_dlpack takes too) and one a consumer took already.
+        options += plain(f"np.zeros({shape}, {d}).__dlpack__()")
+        options.append(lambda: (self.consumed_capsule(shape), None))
         return options
+
+    def consumed_capsule(self, shape):
+        name = self.let("used_capsule", f"np.zeros({shape}, np.float32).__dlpack__()")
+        self.lines.append(f"mpsx.Buffer.from_dlpack(mpsx.Device('cpu'), {name})")
+        return name
 
     def resized(self, shape, change):
         """shape with one dimension changed."""

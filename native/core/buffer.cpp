@@ -22,7 +22,12 @@ Buffer::Buffer(std::shared_ptr<Device> device, size_t length)
   capacity_ = capacity;
 }
 
-Buffer::~Buffer() { device_->release(data_, capacity_); }
+Buffer::Buffer(std::shared_ptr<Device> device, void* data, size_t length, std::shared_ptr<void> owner)
+    : device_(std::move(device)), data_(data), length_(length), id_(next_buffer_id.fetch_add(1)), owner_(std::move(owner)) {}
+
+Buffer::~Buffer() {
+  if (!owner_) device_->release(data_, capacity_);
+}
 
 void Buffer::will_write(const CommandBuffer& writer) {
   writer_ = writer.completion();
@@ -69,9 +74,31 @@ void Buffer::read(void* destination, size_t offset, size_t bytes, const char* wh
   device_->backend().copy_to_host(destination, static_cast<const char*>(data_) + offset, bytes);
 }
 
-void Buffer::check_exportable(const char* what) const {
-  check_host_readable(what);
-  device_->backend().wait_for_host_writes();
+void Buffer::prepare_export(const char* what, bool ordered, int64_t stream) const {
+  Backend& backend = device_->backend();
+  if (writer_) {
+    switch (writer_->status.load(std::memory_order_acquire)) {
+      case CommandBufferStatus::Completed: break;
+      case CommandBufferStatus::Error:
+        fail<SynchronizationError>(what, " was to be written by a command buffer that failed; its contents are undefined");
+      case CommandBufferStatus::NotEnqueued:
+        fail<SynchronizationError>(what, " is written by a command buffer that was not committed; commit it before ",
+                                   "handing ", what, " to another library");
+      case CommandBufferStatus::Committed:
+        if (!ordered) break;
+        // A queue that is gone has finished its command buffers.
+        if (auto queue = writer_->queue.lock())
+          if (!(stream && queue->executor().order_stream_after_submitted(stream))) queue->wait_until_idle();
+        if (writer_->status.load(std::memory_order_acquire) == CommandBufferStatus::Error)
+          fail<SynchronizationError>(what, " was to be written by a command buffer that failed; its contents are ",
+                                     "undefined");
+    }
+  }
+  if (!ordered) return;
+  if (stream)
+    backend.order_stream_after_host_writes(stream);
+  else
+    backend.wait_for_host_writes();
 }
 
 void Buffer::write(const void* source, size_t offset, size_t bytes) {

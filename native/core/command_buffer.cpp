@@ -70,6 +70,7 @@ const char* status_name(CommandBufferStatus s) {
 
 CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable)
     : queue_(std::move(queue)), replayable_(replayable), completion_(std::make_shared<Completion>()), completion_const_(completion_) {
+  completion_->queue = queue_;
   blocks_.reserve(4);
 }
 

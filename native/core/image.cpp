@@ -173,6 +173,16 @@ Image::Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor) 
   buffer_ = make_pooled<Buffer>(std::move(device), bytes);
 }
 
+Image::Image(std::shared_ptr<Buffer> buffer, const ImageDescriptor& descriptor)
+    : buffer_(std::move(buffer)), descriptor_(descriptor) {
+  descriptor_.validate();
+  layout_ = buffer_->device().backend().image_layout(descriptor_);
+  if (byte_length() > buffer_->length())
+    fail<ShapeError>("an image of ", descriptor_.number_of_images, "x", descriptor_.feature_channels, "x",
+                     descriptor_.height, "x", descriptor_.width, " ", name_of(descriptor_.channel_format), " needs ",
+                     byte_length(), " bytes; the buffer has ", buffer_->length());
+}
+
 Image::Image(const Image& base, int64_t first, int64_t count)
     : buffer_(base.buffer_), storage_(base.storage_), descriptor_(base.descriptor_), layout_(base.layout_) {
   if (first < 0 || count <= 0 || count > base.number_of_images() - first)

@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   CpuBackend();
   const char* kind() const override { return "cpu"; }
   bool host_addressable() const override { return true; }
+  bool runs_on_foreign_memory() const override { return true; }
   std::string device_name() const override { return "cpu"; }
   void* allocate(size_t bytes) override;
   void deallocate(void* data, size_t bytes) override;

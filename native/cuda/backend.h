@@ -43,6 +43,12 @@ class CudaBackend final : public Backend {
   void write_region(const ImageRegion& host, const ImageRegion& device) override;
   void wait_for_host_writes() override;
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
+  dlpack::DLDevice dlpack_device() const override { return {dlpack::kDLCUDA, ordinal_}; }
+  bool runs_on_foreign_memory() const override { return true; }
+  void copy_device_region(const ImageRegion& from, const ImageRegion& to) override;
+  int64_t import_stream() override;
+  void order_after_import() override;
+  void order_stream_after_host_writes(int64_t stream) override;
   BackendLimits limits() const override {
     BackendLimits limits;
     // channel_tiling (shaders/cuda/channels.cuh): 32 channels a block row,
@@ -111,6 +117,8 @@ class CudaContext final : public ExecutionContext {
   void fill_zero(void* destination, size_t bytes) override;
 
   int ordinal() const { return ordinal_; }
+  // The stream as it is, for other threads: copies still pending stay so.
+  cudaStream_t stream_handle() const { return stream_; }
   // The stream, every copy asked for so far launched on it.
   cudaStream_t stream() {
     flush_copies();

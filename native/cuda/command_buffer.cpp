@@ -105,6 +105,7 @@ class CudaExecutor final : public Executor {
   }
 
   void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
+    std::lock_guard<std::mutex> launching(launch_mutex_);
     DeviceScope scope(context_.ordinal());
     try {
       backend_.order_after_host_writes(context_.stream(), host_writes_seen_);
@@ -143,6 +144,22 @@ class CudaExecutor final : public Executor {
     if (!event) return;
     DeviceScope scope(state_->ordinal);
     cudaEventSynchronize(event);
+  }
+
+  // An event recorded now on the queue's stream follows every command
+  // buffer submitted so far: submit launches all of one before returning.
+  // (A command buffer turns "committed" just before its submit; commit holds
+  // the GIL throughout, so no export from Python sees one in between.)
+  bool order_stream_after_submitted(int64_t stream) override {
+    std::lock_guard<std::mutex> launching(launch_mutex_);
+    DeviceScope scope(context_.ordinal());
+    cudaEvent_t event = nullptr;
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    cudaError_t status = cudaEventRecord(event, context_.stream_handle());
+    if (status == cudaSuccess) status = cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(stream), event, 0);
+    cudaEventDestroy(event);  // the wait stays
+    check(status, "ordering a DLPack consumer's stream after the queue");
+    return true;
   }
 
   void wait_until_idle() override {
@@ -217,6 +234,9 @@ class CudaExecutor final : public Executor {
   }
 
   CudaBackend& backend_;
+  // Held while submit launches, so that another thread's event follows
+  // whole command buffers (and no CUDA graph capture is under way).
+  std::mutex launch_mutex_;
   uint64_t host_writes_seen_ = 0;
   CudaContext context_;
   std::shared_ptr<CompletionState> state_;

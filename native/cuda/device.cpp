@@ -154,6 +154,33 @@ void CudaBackend::order_after_host_writes(cudaStream_t stream, uint64_t& seen) {
   seen = host_writes_;
 }
 
+void CudaBackend::copy_device_region(const ImageRegion& from, const ImageRegion& to) {
+  DeviceScope scope(ordinal_);
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  // On the transfer stream, after host writes and imports; waited for, since
+  // the other library may reuse its memory once this returns.
+  copy_region(from, to, transfer_stream());
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  transfers_done();
+}
+
+int64_t CudaBackend::import_stream() {
+  DeviceScope scope(ordinal_);
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  return reinterpret_cast<int64_t>(transfer_stream());
+}
+
+void CudaBackend::order_after_import() {
+  std::lock_guard<std::mutex> lock(transfer_mutex_);
+  enqueued_host_write();
+}
+
+void CudaBackend::order_stream_after_host_writes(int64_t stream) {
+  DeviceScope scope(ordinal_);
+  uint64_t seen = 0;
+  order_after_host_writes(reinterpret_cast<cudaStream_t>(stream), seen);
+}
+
 ImageLayout CudaBackend::image_layout(const ImageDescriptor& d) const {
   // NHWC: what cuDNN's fast convolutions and tensor cores work in.
   return ImageLayout{d.height * d.width * d.feature_channels, 1, d.width * d.feature_channels, d.feature_channels};

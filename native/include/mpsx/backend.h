@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpsx/dlpack.h"
 #include "mpsx/image.h"
 
 namespace mpsx {
@@ -30,6 +31,10 @@ class Executor {
   // Blocks until the device has run a submitted command buffer, where the
   // waiting thread can tell sooner than finish() would wake it.
   virtual void wait_for_device(const CommandBuffer&) {}
+  // Makes another library's `stream` (a handle of the device's API, as
+  // DLPack passes it) wait for the command buffers submitted so far. False
+  // where the backend has no streams: the caller waits on the host.
+  virtual bool order_stream_after_submitted(int64_t /*stream*/) { return false; }
 };
 
 // Stops an executor's thread: sets `stopping` under `mutex`, wakes the thread
@@ -93,6 +98,30 @@ class Backend {
   virtual void wait_for_host_writes() {}
   // Strides for a new image of this descriptor.
   virtual ImageLayout image_layout(const ImageDescriptor& descriptor) const = 0;
+
+  // DLPack. Where allocate()'s memory is, as __dlpack_device__ says: kDLCPU
+  // where host_addressable, else BufferError.
+  virtual dlpack::DLDevice dlpack_device() const;
+  // Whether kernels run on memory mpsx did not allocate, so that another
+  // library's tensors are imported without a copy: cpu and cuda; metal
+  // encodes its own MTLBuffers and textures only.
+  virtual bool runs_on_foreign_memory() const { return false; }
+  // Copies between two regions of this device's memory (either may be
+  // another library's) of equal extents and data type, in any layouts; done
+  // on return, after the host writes and imports before it. The default
+  // copies on the host where host_addressable.
+  virtual void copy_device_region(const ImageRegion& from, const ImageRegion& to);
+  // The stream another library's work is ordered before when mpsx imports
+  // its memory (cuda: the stream host writes go on, as a cudaStream_t); 0
+  // where the backend has no streams.
+  virtual int64_t import_stream() { return 0; }
+  // Called once another library ordered its work before import_stream():
+  // command buffers committed later, and host reads, wait for it as for
+  // host writes.
+  virtual void order_after_import() {}
+  // Makes another library's `stream` wait for the host writes not yet done
+  // (wait_for_host_writes without blocking, where the backend has streams).
+  virtual void order_stream_after_host_writes(int64_t /*stream*/) { wait_for_host_writes(); }
   // Storage for a new image where the backend keeps images as objects of its
   // own (metal: MPSImages); null where they live in Buffers (cpu, cuda).
   // Throws ArgumentError for a descriptor the backend cannot hold.

@@ -17,6 +17,9 @@ class Buffer {
  public:
   // Memory from the device's caching allocator; contents undefined.
   Buffer(std::shared_ptr<Device> device, size_t length);
+  // Another library's memory on `device` (DLPack), which `owner` keeps until
+  // the buffer is freed; it never goes to the allocator.
+  Buffer(std::shared_ptr<Device> device, void* data, size_t length, std::shared_ptr<void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -37,9 +40,14 @@ class Buffer {
   void synchronize(CommandBuffer& command_buffer);
   // Throws SynchronizationError naming `what` if the host may not read now.
   void check_host_readable(const char* what) const;
-  // check_host_readable, then waits for host writes still under way: before
-  // the memory is handed to another library (DLPack).
-  void check_exportable(const char* what) const;
+  // Before the memory is handed to another library (DLPack): throws
+  // SynchronizationError naming `what` unless the last command buffer that
+  // writes it was committed and has not failed. With `ordered`, the other
+  // library's `stream` (a handle of the device's API; 0 for one on the host)
+  // is then made to wait for that command buffer and the host writes, or
+  // this waits for them. No synchronize() is needed: DLPack's streams, not
+  // MPS's host access rules, order what the other library reads.
+  void prepare_export(const char* what, bool ordered, int64_t stream) const;
   bool written_by_pending_command_buffer() const;
 
   // Blocking host copies; read checks check_host_readable first.
@@ -54,6 +62,7 @@ class Buffer {
   size_t length_ = 0;
   size_t capacity_ = 0;
   uint64_t id_ = 0;
+  std::shared_ptr<void> owner_;
   std::shared_ptr<const Completion> writer_;
   std::shared_ptr<const Completion> synchronized_on_;
 };

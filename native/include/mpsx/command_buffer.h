@@ -30,6 +30,9 @@ enum class CommandBufferStatus : uint8_t { NotEnqueued, Committed, Completed, Er
 // The part of a command buffer that resources refer to after it is gone.
 struct Completion {
   std::atomic<CommandBufferStatus> status{CommandBufferStatus::NotEnqueued};
+  // The queue that runs the command buffer, for ordering or waiting for a
+  // pending write when memory is handed to another library (DLPack).
+  std::weak_ptr<CommandQueue> queue;
   bool done() const {
     auto s = status.load(std::memory_order_acquire);
     return s == CommandBufferStatus::Completed || s == CommandBufferStatus::Error;

@@ -53,6 +53,14 @@ class DeviceMismatchError : public Error {
   using Error::Error;
 };
 
+// Memory that cannot be shared with another library as asked (DLPack: a
+// layout it cannot describe, a copy the caller refused) -> BufferError, as
+// the buffer protocol and DLPack raise.
+class BufferError : public Error {
+ public:
+  using Error::Error;
+};
+
 // The device could not provide memory -> MemoryError.
 class OutOfMemoryError : public Error {
  public:

@@ -82,6 +82,9 @@ class Image {
   Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor);
   // A view of images [first, first + count) of `base`, sharing its storage.
   Image(const Image& base, int64_t first, int64_t count);
+  // The pixels in `buffer` (another library's memory, DLPack), laid out as
+  // the backend lays out new images.
+  Image(std::shared_ptr<Buffer> buffer, const ImageDescriptor& descriptor);
 
   const ImageDescriptor& descriptor() const { return descriptor_; }
   int64_t width() const { return descriptor_.width; }
