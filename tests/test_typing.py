@@ -110,5 +110,5 @@ def test_the_declared_constructor_signature_is_the_constructors(name, cls):
 def test_stubs_and_py_typed_are_installed_beside_the_modules():
     package = Path(mpsx.__file__).parent
     assert (package / "py.typed").is_file()
-    for module in ("__init__", "_runtime", "_kernels"):
+    for module in ("__init__", "_runtime", "_kernels", "distributed", "persistence"):
         assert (package / f"{module}.pyi").is_file(), f"{module}.pyi is missing from {package}"
