@@ -2,28 +2,49 @@
 
 
 class MPSXError(Exception):
-    """Base of every mpsx error."""
+    """The base of every mpsx error (MPS reports errors through NSError and ``MTLCommandBuffer.error``).
+
+    MPS: none (mpsx)
+    """
 
 
 class ShapeError(MPSXError, ValueError):
-    """An image, weight or buffer whose shape or size does not fit."""
+    """An image, weight or buffer whose shape or size does not fit; also a ValueError.
+
+    MPS: none (mpsx)
+    """
 
 
 class SynchronizationError(MPSXError):
-    """Host access to memory a command buffer writes, without synchronize and completion."""
+    """Host access to memory a command buffer writes, without ``synchronize`` and completion.
+
+    MPS: none (mpsx)
+    """
 
 
 class StateError(MPSXError):
-    """A state used with another batch, a command buffer used after commit, and the like."""
+    """A state used with another batch, a command buffer used after commit, and the like.
+
+    MPS: none (mpsx)
+    """
 
 
 class DeviceMismatchError(MPSXError):
-    """Objects of different devices mixed in one call."""
+    """Objects of different devices mixed in one call.
+
+    MPS: none (mpsx)
+    """
 
 
 class OutOfMemoryError(MPSXError, MemoryError):
-    """The device could not provide the memory asked for."""
+    """The device could not provide the memory asked for; also a MemoryError.
+
+    MPS: none (mpsx)
+    """
 
 
 class DistributedError(MPSXError):
-    """A data-parallel group that cannot be joined, or a collective that failed or timed out (a peer died)."""
+    """A data-parallel group that cannot be joined, or a collective that failed or timed out (a peer died).
+
+    MPS: none (mpsx)
+    """

@@ -1,4 +1,7 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+# cython: language_level=3, boundscheck=False, wraparound=False, binding=True
+# binding=True: functions and methods are introspectable (inspect.signature). An extension class declares its
+# constructor's signature as its docstring's first line, "Name(parameters)" then a "--" line (CPython's
+# __text_signature__), for help() and inspect.signature; tests/test_typing.py checks it against __init__.
 """Kernel classes: MPSCNNKernel and MPSCNNGradientKernel families."""
 
 import enum
@@ -32,20 +35,49 @@ __all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel"
 
 
 Offset = namedtuple("Offset", "x y z", defaults=(0, 0, 0), module="mpsx")
-Offset.__doc__ = "MPSOffset: where clip_rect.origin lands in the source; z is the first source image."
+Offset.__doc__ = """Where a kernel's ``clip_rect.origin`` lands in a source image, in pixels; z is the first source
+image read.
+
+MPS: MPSOffset
+"""
 
 Region = namedtuple("Region", "x y z width height depth", module="mpsx")
-Region.__doc__ = "MTLRegion of clip_rect: z is the first destination image, depth the number of images."
+Region.__doc__ = """A kernel's ``clip_rect``: the region of the destination written, x, y and width, height in pixels;
+z is the first destination image and depth the number of images.
+
+MPS: MTLRegion
+"""
+
+for _field, _doc in ((Offset.x, "The offset in x.\n\nMPS: MPSOffset.x"),
+                     (Offset.y, "The offset in y.\n\nMPS: MPSOffset.y"),
+                     (Offset.z, "The offset in images.\n\nMPS: MPSOffset.z"),
+                     (Region.x, "The first column written.\n\nMPS: MTLRegion.origin.x"),
+                     (Region.y, "The first row written.\n\nMPS: MTLRegion.origin.y"),
+                     (Region.z, "The first image written.\n\nMPS: MTLRegion.origin.z"),
+                     (Region.width, "The number of columns written.\n\nMPS: MTLRegion.size.width"),
+                     (Region.height, "The number of rows written.\n\nMPS: MTLRegion.size.height"),
+                     (Region.depth, "The number of images written.\n\nMPS: MTLRegion.size.depth")):
+    _field.__doc__ = _doc
 
 
 class ImageEdgeMode(enum.IntEnum):
-    """MPSImageEdgeMode: what reads past the edge of the source return."""
+    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel.
+
+    MPS: MPSImageEdgeMode
+    """
     ZERO = 0
     CLAMP = 1
 
 
 class NNPaddingMethod(enum.IntFlag):
-    """MPSNNPaddingMethod bits: size, alignment and where odd padding goes."""
+    """The bits of a padding policy: how a kernel that makes its destination sizes it and places its windows.
+
+    ALIGN_* and ADD_REMAINDER_TO_* place the windows, SIZE_* sizes the destination (valid only, same, full), CUSTOM
+    (in MPS, a padding object's own method sizes the destination) changes nothing in mpsx, and EXCLUDE_EDGES makes
+    average pooling divide by the taps inside the source (Caffe). Values combine with ``|``.
+
+    MPS: MPSNNPaddingMethod
+    """
     ALIGN_CENTERED = 0
     ALIGN_TOP_LEFT = 1
     ALIGN_BOTTOM_RIGHT = 2
@@ -61,7 +93,11 @@ class NNPaddingMethod(enum.IntFlag):
 
 
 class NeuronType(enum.IntEnum):
-    """MPSCNNNeuronType."""
+    """The activation functions of CNNNeuron and fused neurons; ``a``, ``b`` and ``c`` of an NNNeuronDescriptor are
+    their parameters as MPSCNNNeuronType.h defines them.
+
+    MPS: MPSCNNNeuronType
+    """
     NONE = 0
     RELU = 1
     LINEAR = 2
@@ -142,17 +178,33 @@ cdef shared_ptr[CState] _state_of(object states, str name) except *:
 
 
 cdef class NNGradientState(State):
-    """MPSNNGradientState: the forward geometry a gradient kernel needs."""
+    """The state a forward encode leaves for its gradient kernel: the forward geometry, and where the family needs it,
+    what the forward pass computed. Made by kernels, never directly.
+
+    MPS: MPSNNGradientState
+    """
     cdef object _kernel  # the forward kernel that made it
 
     @property
     def kernel(self):
-        """The forward kernel whose encode produced this state."""
+        """The forward kernel whose encode made this state.
+
+        MPS: none (mpsx)
+        """
         return self._kernel
 
 
 cdef class CNNKernel:
-    """MPSCNNKernel: properties shared by every kernel."""
+    """CNNKernel(*args, **kwargs)
+--
+
+    The base of every mpsx kernel: its device, label, and the geometry properties of MPSCNNKernel (offset,
+    clip_rect, edge mode, padding policy, feature channel offsets). Abstract (TypeError).
+
+    Kernels are saved, pickled and copied through ``mpsx.save``, ``pickle`` and ``copy(device)``.
+
+    MPS: MPSKernel
+    """
     cdef shared_ptr[CKernel] kernel
 
     def __init__(self, *args, **kwargs):
@@ -167,11 +219,19 @@ cdef class CNNKernel:
 
     @property
     def device(self):
+        """The device the kernel encodes for.
+
+        MPS: MPSKernel.device
+        """
         return wrap_device(self.native().device_ptr())
 
     @property
     def offset(self):
-        """MPSOffset of clip_rect.origin in the source; set by the padding policy on encode."""
+        """Where ``clip_rect.origin`` lands in the source image: an Offset (x, y, z), z being the first source image
+        read. Set it as a tuple of ints; an encode that returns a new image sets it from the padding policy.
+
+        MPS: MPSCNNKernel.offset
+        """
         o = self.native().offset
         return Offset(o.x, o.y, o.z)
 
@@ -181,7 +241,11 @@ cdef class CNNKernel:
 
     @property
     def clip_rect(self):
-        """The destination region written, or None for the whole destination (MPSRectNoClip)."""
+        """The region of the destination the kernel writes, a Region (x, y, z, width, height, depth: z is the first
+        destination image and depth the number of images), or None for the whole destination.
+
+        MPS: MPSCNNKernel.clipRect
+        """
         r = self.native().clip_rect
         if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
                 and r.x == 0 and r.y == 0 and r.z == 0:
@@ -207,6 +271,10 @@ cdef class CNNKernel:
 
     @property
     def edge_mode(self):
+        """What reads past the edge of the source return (an ImageEdgeMode; default ZERO).
+
+        MPS: MPSCNNKernel.edgeMode
+        """
         return ImageEdgeMode(<int>self.native().edge_mode)
 
     @edge_mode.setter
@@ -215,7 +283,11 @@ cdef class CNNKernel:
 
     @property
     def padding(self):
-        """The MPSNNPaddingMethod the encodes that return an image use."""
+        """The padding policy (NNPaddingMethod bits) the encodes that return a new image use to size it and set
+        ``offset``.
+
+        MPS: MPSCNNKernel.padding
+        """
         return NNPaddingMethod(self.native().padding_method)
 
     @padding.setter
@@ -227,6 +299,11 @@ cdef class CNNKernel:
 
     @property
     def destination_feature_channel_offset(self):
+        """The first feature channel of the destination the kernel writes (default 0): how concatenation writes its
+        inputs side by side.
+
+        MPS: MPSCNNKernel.destinationFeatureChannelOffset
+        """
         return self.native().destination_feature_channel_offset
 
     @destination_feature_channel_offset.setter
@@ -235,6 +312,10 @@ cdef class CNNKernel:
 
     @property
     def source_feature_channel_offset(self):
+        """The first feature channel of the source the kernel reads (default 0).
+
+        MPS: MPSCNNKernel.sourceFeatureChannelOffset
+        """
         return self.native().source_feature_channel_offset
 
     @source_feature_channel_offset.setter
@@ -243,6 +324,10 @@ cdef class CNNKernel:
 
     @property
     def label(self):
+        """A string that names the kernel (default ``""``).
+
+        MPS: MPSKernel.label
+        """
         return self.native().label.decode()
 
     @label.setter
@@ -283,14 +368,20 @@ cdef class CNNKernel:
         return persistence_reduce(self)
 
     def copy(self, device=None):
-        """MPS -copyWithZone:device:: an independent copy, on device (default: this kernel's device,
-        else the best one), made through the kernel's saved description."""
+        """An independent copy of the kernel on ``device`` (default: this kernel's device, else the best one), made
+        through its saved description: the data source and current weights are copied too.
+
+        MPS: -[MPSKernel copyWithZone:device:]
+        """
         return persistence_copy(self, device)
 
     def gradient_kernels(self):
-        """The gradient kernels of this forward kernel, one per source image it reads (a binary kernel's
-        primary, then its secondary), made with its parameters and data source, as the graph's
-        gradient_filters_with_sources makes them; [] where MPS has no gradient (comparison, division, loss)."""
+        """The gradient kernels of this forward kernel, one per source image it reads (a binary kernel's primary, then
+        its secondary), made with its parameters and data source, as the graph's ``gradient_filters_with_sources``
+        makes them; ``[]`` where MPS has no gradient (comparison, division, loss).
+
+        MPS: none (mpsx)
+        """
         cdef vector[shared_ptr[CGradientKernel]] made = self.native().make_gradient_kernels()
         return [_wrap_gradient_kernel(made[i], self) for i in range(made.size())]
 
@@ -301,7 +392,11 @@ cdef class CNNKernel:
 
 
 cdef class CNNUnaryKernel(CNNKernel):
-    """A forward kernel of one source image."""
+    """A forward kernel of one source image: its encodes, result state and destination descriptor. Abstract
+    (TypeError): each family's kernel derives from it.
+
+    MPS: MPSCNNKernel
+    """
     cdef CUnaryKernel* unary
     cdef object state_class
 
@@ -322,10 +417,14 @@ cdef class CNNUnaryKernel(CNNKernel):
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
                Image destination_image=None, destination_state=False):
-        """Encodes the kernel; returns the destination image, and its state with destination_state=True.
+        """Encodes the kernel on ``command_buffer`` for ``source_image``; returns the destination image, and with
+        ``destination_state=True`` also the state its gradient needs (or pass a state made by ``result_state`` to
+        fill that one).
 
-        Without destination_image the padding policy sizes a new image and
-        sets offset, as MPS's encode that returns an image.
+        Without ``destination_image`` the padding policy sizes a new image and sets ``offset``, as MPS's encode that
+        returns an image; with one the kernel writes into it. Raises before encoding anything for bad arguments.
+
+        MPS: -[MPSCNNKernel encodeToCommandBuffer:sourceImage:destinationState:destinationStateIsTemporary:]
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
@@ -341,8 +440,12 @@ cdef class CNNUnaryKernel(CNNKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, destination_images=None,
                      destination_states=False):
-        """Encodes over a batch (an ImageBatch or a list of Images); returns an ImageBatch,
-        and a StateBatch with destination_states=True."""
+        """Encodes the kernel over a batch (an ImageBatch or a list of Images); returns an ImageBatch, and with
+        ``destination_states=True`` also a StateBatch (one state per image; the same state for families whose state
+        is reused across the batch).
+
+        MPS: -[MPSCNNKernel encodeBatchToCommandBuffer:sourceImages:destinationStates:destinationStateIsTemporary:]
+        """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
@@ -361,20 +464,30 @@ cdef class CNNUnaryKernel(CNNKernel):
         return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
 
     def result_state(self, source_image, source_states=None, destination_image=None):
-        """MPS -resultStateForSourceImage:sourceStates:destinationImage: a state for encode(..., destination_state=state)."""
+        """A new state for ``encode(..., destination_state=state)`` on images like ``source_image``. ``source_states``
+        and ``destination_image`` are accepted as in MPS and not needed.
+
+        MPS: -[MPSCNNKernel resultStateForSourceImage:sourceStates:destinationImage:]
+        """
         return self._wrap_state(self.unary_kernel().result_state(image_of(source_image).get()[0]))
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The descriptor of the destination the padding policy implies; the kernel is left as it was
-        (the encode that returns an image sets offset)."""
+        """The descriptor of the destination an encode without one would make for ``source_images`` (an image, a batch
+        or a list of images); unlike that encode, it leaves ``offset`` as it was.
+
+        MPS: -[MPSCNNKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.unary_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
 
 cdef class CNNBinaryKernel(CNNKernel):
-    """MPSCNNBinaryKernel: a forward kernel of a primary and a secondary image, each with its own
-    offset, edge mode, strides and feature channel slice."""
+    """A forward kernel of a primary and a secondary image, each with its own offset, edge mode, strides and feature
+    channel slice. Abstract (TypeError): arithmetic and the gradient kernels derive from it.
+
+    MPS: MPSCNNBinaryKernel
+    """
     cdef CBinaryKernel* binary
     cdef object state_class
 
@@ -399,10 +512,13 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     def encode(self, CommandBuffer command_buffer not None, Image primary_image not None,
                Image secondary_image not None, Image destination_image=None, destination_state=False):
-        """Encodes the kernel; returns the destination image, and its state with destination_state=True.
+        """Encodes the kernel for ``primary_image`` and ``secondary_image``; returns the destination image, and with
+        ``destination_state=True`` also the state its gradients need (or pass a state made by ``result_state``).
 
-        Without destination_image a new one is made as destination_image_descriptor says; the
-        offsets are used as set.
+        Without ``destination_image`` a new one is made as ``destination_image_descriptor`` says; the offsets are
+        used as set.
+
+        MPS: -[MPSCNNBinaryKernel encodeToCommandBuffer:primaryImage:secondaryImage:destinationState:destinationStateIsTemporary:]
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
@@ -419,8 +535,11 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, primary_images, secondary_images,
                      destination_images=None, destination_states=False):
-        """Encodes over batches (ImageBatch or lists of Images); returns an ImageBatch, and a
-        StateBatch with destination_states=True."""
+        """Encodes the kernel over batches (ImageBatches or lists of Images); returns an ImageBatch, and with
+        ``destination_states=True`` also a StateBatch.
+
+        MPS: -[MPSCNNBinaryKernel encodeBatchToCommandBuffer:primaryImages:secondaryImages:destinationStates:destinationStateIsTemporary:]
+        """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
@@ -441,13 +560,20 @@ cdef class CNNBinaryKernel(CNNKernel):
         return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
 
     def result_state(self, primary_image, secondary_image, source_states=None, destination_image=None):
-        """MPS -resultStateForPrimaryImage:secondaryImage:...: a state for encode(..., destination_state=state)."""
+        """A new state for ``encode(..., destination_state=state)`` on images like ``primary_image`` and
+        ``secondary_image``. ``source_states`` and ``destination_image`` are accepted as in MPS and not needed.
+
+        MPS: -[MPSCNNBinaryKernel resultStateForPrimaryImage:secondaryImage:sourceStates:destinationImage:]
+        """
         return self._wrap_state(self.binary_kernel().result_state(image_of(primary_image).get()[0],
                                                                   image_of(secondary_image).get()[0]))
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The descriptor of the destination an encode without one makes; source_images is
-        [primary, secondary] (Images or ImageBatches). No side effects."""
+        """The descriptor of the destination an encode without one would make; ``source_images`` is
+        ``[primary, secondary]`` (Images or ImageBatches). ValueError for another length; no side effects.
+
+        MPS: -[MPSCNNBinaryKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         if not isinstance(source_images, (list, tuple)) or len(source_images) != 2:
             raise ValueError("source_images must be [primary_image, secondary_image]")
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
@@ -463,7 +589,11 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_offset(self):
-        """MPSOffset of clip_rect.origin in the primary image; z is its first image."""
+        """Where ``clip_rect.origin`` lands in the primary image: an Offset (x, y, z), z being its first image. Set it
+        as a tuple of ints.
+
+        MPS: MPSCNNBinaryKernel.primaryOffset
+        """
         o = self.source(False).offset
         return Offset(o.x, o.y, o.z)
 
@@ -473,6 +603,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_edge_mode(self):
+        """What reads past the edge of the primary image return (an ImageEdgeMode; default ZERO).
+
+        MPS: MPSCNNBinaryKernel.primaryEdgeMode
+        """
         return ImageEdgeMode(<int>self.source(False).edge_mode)
 
     @primary_edge_mode.setter
@@ -481,6 +615,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_stride_in_pixels_x(self):
+        """The primary image's stride in x (default 1); 0 broadcasts one column of it over the destination.
+
+        MPS: MPSCNNBinaryKernel.primaryStrideInPixelsX
+        """
         return self.source(False).stride_x
 
     @primary_stride_in_pixels_x.setter
@@ -489,6 +627,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_stride_in_pixels_y(self):
+        """The primary image's stride in y (default 1); 0 broadcasts one row of it over the destination.
+
+        MPS: MPSCNNBinaryKernel.primaryStrideInPixelsY
+        """
         return self.source(False).stride_y
 
     @primary_stride_in_pixels_y.setter
@@ -497,6 +639,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_source_feature_channel_offset(self):
+        """The first feature channel of the primary image the kernel reads (default 0).
+
+        MPS: MPSCNNBinaryKernel.primarySourceFeatureChannelOffset
+        """
         return self.source(False).feature_channel_offset
 
     @primary_source_feature_channel_offset.setter
@@ -505,7 +651,11 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_source_feature_channel_max_count(self):
-        """Feature channels read at most from the channel offset on; default: all (2**63 - 1)."""
+        """The most feature channels of the primary image read from ``primary_source_feature_channel_offset`` on;
+        default all (2**63 - 1).
+
+        MPS: MPSCNNBinaryKernel.primarySourceFeatureChannelMaxCount
+        """
         return self.source(False).feature_channel_max_count
 
     @primary_source_feature_channel_max_count.setter
@@ -514,23 +664,47 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def primary_kernel_width(self):
+        """The width of the window the kernel reads of the primary image per destination pixel: a gradient kernel's
+        forward window for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.primaryKernelWidth
+        """
         return self.binary_kernel().kernel_width(False)
 
     @property
     def primary_kernel_height(self):
+        """The height of the window the kernel reads of the primary image per destination pixel: a gradient kernel's
+        forward window for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.primaryKernelHeight
+        """
         return self.binary_kernel().kernel_height(False)
 
     @property
     def primary_dilation_rate_x(self):
+        """The dilation in x of the window the kernel reads of the primary image: a gradient kernel's forward dilation
+        for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.primaryDilationRateX
+        """
         return self.binary_kernel().dilation_rate_x(False)
 
     @property
     def primary_dilation_rate_y(self):
+        """The dilation in y of the window the kernel reads of the primary image: a gradient kernel's forward dilation
+        for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.primaryDilationRateY
+        """
         return self.binary_kernel().dilation_rate_y(False)
 
     @property
     def secondary_offset(self):
-        """MPSOffset of clip_rect.origin in the secondary image; z is its first image."""
+        """Where ``clip_rect.origin`` lands in the secondary image: an Offset (x, y, z), z being its first image. Set
+        it as a tuple of ints.
+
+        MPS: MPSCNNBinaryKernel.secondaryOffset
+        """
         o = self.source(True).offset
         return Offset(o.x, o.y, o.z)
 
@@ -540,6 +714,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def secondary_edge_mode(self):
+        """What reads past the edge of the secondary image return (an ImageEdgeMode; default ZERO).
+
+        MPS: MPSCNNBinaryKernel.secondaryEdgeMode
+        """
         return ImageEdgeMode(<int>self.source(True).edge_mode)
 
     @secondary_edge_mode.setter
@@ -548,6 +726,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def secondary_stride_in_pixels_x(self):
+        """The secondary image's stride in x (default 1); 0 broadcasts one column of it over the destination.
+
+        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsX
+        """
         return self.source(True).stride_x
 
     @secondary_stride_in_pixels_x.setter
@@ -556,6 +738,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def secondary_stride_in_pixels_y(self):
+        """The secondary image's stride in y (default 1); 0 broadcasts one row of it over the destination.
+
+        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsY
+        """
         return self.source(True).stride_y
 
     @secondary_stride_in_pixels_y.setter
@@ -564,6 +750,10 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def secondary_source_feature_channel_offset(self):
+        """The first feature channel of the secondary image the kernel reads (default 0).
+
+        MPS: MPSCNNBinaryKernel.secondarySourceFeatureChannelOffset
+        """
         return self.source(True).feature_channel_offset
 
     @secondary_source_feature_channel_offset.setter
@@ -572,7 +762,11 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def secondary_source_feature_channel_max_count(self):
-        """Feature channels read at most from the channel offset on; default: all (2**63 - 1)."""
+        """The most feature channels of the secondary image read from ``secondary_source_feature_channel_offset`` on;
+        default all (2**63 - 1).
+
+        MPS: MPSCNNBinaryKernel.secondarySourceFeatureChannelMaxCount
+        """
         return self.source(True).feature_channel_max_count
 
     @secondary_source_feature_channel_max_count.setter
@@ -581,26 +775,50 @@ cdef class CNNBinaryKernel(CNNKernel):
 
     @property
     def secondary_kernel_width(self):
+        """The width of the window the kernel reads of the secondary image per destination pixel: a gradient kernel's
+        forward window for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.secondaryKernelWidth
+        """
         return self.binary_kernel().kernel_width(True)
 
     @property
     def secondary_kernel_height(self):
+        """The height of the window the kernel reads of the secondary image per destination pixel: a gradient kernel's
+        forward window for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.secondaryKernelHeight
+        """
         return self.binary_kernel().kernel_height(True)
 
     @property
     def secondary_dilation_rate_x(self):
+        """The dilation in x of the window the kernel reads of the secondary image: a gradient kernel's forward
+        dilation for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.secondaryDilationRateX
+        """
         return self.binary_kernel().dilation_rate_x(True)
 
     @property
     def secondary_dilation_rate_y(self):
+        """The dilation in y of the window the kernel reads of the secondary image: a gradient kernel's forward
+        dilation for its secondary image, else 1.
+
+        MPS: MPSCNNBinaryKernel.secondaryDilationRateY
+        """
         return self.binary_kernel().dilation_rate_y(True)
 
 
 cdef class CNNGradientKernel(CNNBinaryKernel):
-    """MPSCNNGradientKernel: the backward pass of a forward kernel, a binary kernel whose primary image is
-    the gradient of the forward result and whose secondary image is the forward source (or, for softmax and
-    log-softmax, the forward result). The forward geometry comes from the gradient state at every encode;
-    the primary and secondary properties, clip_rect and kernel offsets keep their defaults."""
+    """The backward pass of a forward kernel: a binary kernel whose primary image is the gradient of the forward result
+    and whose secondary image is the forward source (for softmax and log-softmax, the forward result).
+
+    The forward geometry comes from the gradient state at every encode; the primary and secondary properties,
+    ``clip_rect`` and the kernel offsets keep their defaults. Abstract (TypeError).
+
+    MPS: MPSCNNGradientKernel
+    """
     cdef CGradientKernel* gradient
 
     cdef _set(self, shared_ptr[CGradientKernel] kernel):
@@ -617,13 +835,21 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
         pass
 
     def result_state(self, *args, **kwargs):
-        """Gradient kernels make no result state (MPS returns nil)."""
+        """None: gradient kernels make no result state (MPS returns nil).
+
+        MPS: -[MPSCNNBinaryKernel resultStateForPrimaryImage:secondaryImage:sourceStates:destinationImage:]
+        """
         self.native()
         return None
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State gradient_state not None, Image destination_gradient=None):
-        """Gradient with respect to the forward source, from the gradient of the forward result."""
+        """Encodes the gradient with respect to the forward source: ``source_gradient`` is the gradient of the forward
+        result, ``source_image`` the forward source and ``gradient_state`` the state the forward encode made.
+        Returns ``destination_gradient``, or a new image the size of the forward source.
+
+        MPS: -[MPSCNNGradientKernel encodeToCommandBuffer:sourceGradient:sourceImage:gradientState:destinationGradient:]
+        """
         cdef shared_ptr[CImage] destination
         if destination_gradient is not None:
             destination = destination_gradient.shared()
@@ -632,6 +858,11 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      gradient_states, destination_gradients=None):
+        """The same over batches (ImageBatches or lists of Images); ``gradient_states`` is the forward encode's
+        StateBatch or its state. Returns an ImageBatch.
+
+        MPS: -[MPSCNNGradientKernel encodeBatchToCommandBuffer:sourceGradients:sourceImages:gradientStates:destinationGradients:]
+        """
         cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
         cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
         cdef shared_ptr[CImage] result
@@ -646,8 +877,12 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
         return wrap_image_batch(result)
 
     def destination_image_descriptor(self, source_images, source_states):
-        """The descriptor of the gradient of the forward source: its size, in the data type of the source
-        gradient (source_images: [source_gradient, source_image] as MPS passes them, or the source gradient)."""
+        """The descriptor of the gradient of the forward source: its size, in the data type of the source gradient.
+        ``source_images`` is ``[source_gradient, source_image]`` as MPS passes them, or the source gradient;
+        ``source_states`` the gradient state.
+
+        MPS: -[MPSCNNBinaryKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         cdef shared_ptr[CImage] gradient = image_of(_first_image(source_images))
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.gradient_kernel().destination_image_descriptor(gradient.get()[0],
@@ -658,6 +893,11 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
 
     @property
     def kernel_offset_x(self):
+        """An offset in x added to where each window is read (default 0): the effective offset is the source offset
+        times the stride plus the kernel offset.
+
+        MPS: MPSCNNGradientKernel.kernelOffsetX
+        """
         return self.gradient_kernel().kernel_offset_x
 
     @kernel_offset_x.setter
@@ -666,6 +906,10 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
 
     @property
     def kernel_offset_y(self):
+        """An offset in y added to where each window is read (default 0), as ``kernel_offset_x``.
+
+        MPS: MPSCNNGradientKernel.kernelOffsetY
+        """
         return self.gradient_kernel().kernel_offset_y
 
     @kernel_offset_y.setter

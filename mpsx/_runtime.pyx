@@ -1,4 +1,7 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+# cython: language_level=3, boundscheck=False, wraparound=False, binding=True
+# binding=True: functions and methods are introspectable (inspect.signature). An extension class declares its
+# constructor's signature as its docstring's first line, "Name(parameters)" then a "--" line (CPython's
+# __text_signature__), for help() and inspect.signature; tests/test_typing.py checks it against __init__.
 """Device, CommandQueue, CommandBuffer, Buffer, Vector, images and states."""
 
 import atexit
@@ -40,7 +43,13 @@ from mpsx.persistence import device_of, reduce as persistence_reduce
 
 
 class DataType(enum.IntEnum):
-    """MPSDataType: the formats of images, weights and vectors."""
+    """The data types of images, weights, vectors and buffers.
+
+    FLOAT32, FLOAT16 and UINT8 map to numpy's float32, float16 and uint8; BFLOAT16 has no numpy type and is read as
+    float32.
+
+    MPS: MPSDataType
+    """
     FLOAT32 = 0
     FLOAT16 = 1
     BFLOAT16 = 2
@@ -132,16 +141,25 @@ def _unregister_primitive(family, backend_kind):
 
 
 def devices():
-    """Every usable device, best first."""
+    """Every usable device, best first (metal, then cuda, then cpu).
+
+    MPS: MTLCopyAllDevices()
+    """
     cdef const vector[shared_ptr[CDevice]]* all_devices = &CDevice.all()
     return [wrap_device(all_devices[0][i]) for i in range(all_devices.size())]
 
 
 cdef class Device:
-    """MTLDevice: a backend (cpu, cuda or metal) and its default command queue.
+    """Device(name=None)
+--
 
-    Device(name=None): "cpu", "cuda", "cuda:1", "metal"; None picks the best
-    device present, or the one the MPSX_DEVICE environment variable names.
+    A device: one backend (``"cpu"``, ``"cuda"`` or ``"metal"``) and its default command queue.
+
+    ``name`` is ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"metal"``; None picks the best device present, or the one
+    the ``MPSX_DEVICE`` environment variable names (MPS's ``MTLCreateSystemDefaultDevice()``). Raises ValueError for
+    a device this machine does not have. Devices compare equal when they are the same device.
+
+    MPS: MTLDevice
     """
 
     def __init__(self, name=None):
@@ -164,36 +182,60 @@ cdef class Device:
 
     @property
     def name(self):
+        """The device's name, such as ``"cpu"``, ``"cuda:0"`` or ``"metal"``.
+
+        MPS: MTLDevice.name
+        """
         return self.native().name().decode()
 
     @property
     def backend(self):
+        """The backend that runs the device's commands: ``"cpu"``, ``"cuda"`` or ``"metal"``.
+
+        MPS: none (mpsx)
+        """
         return self.native().backend_name().decode()
 
     @property
     def command_queue(self):
-        """The device's default command queue."""
+        """The device's default command queue, made once per device (what most code encodes on).
+
+        MPS: none (mpsx)
+        """
         cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
         q.c = self.native().command_queue()
         return q
 
     def new_command_queue(self):
+        """A new command queue of this device; its command buffers run in their own commit order, independently of
+        other queues'.
+
+        MPS: -[MTLDevice newCommandQueue]
+        """
         cdef CommandQueue q = CommandQueue.__new__(CommandQueue)
         q.c = self.native().new_command_queue()
         return q
 
     @property
     def bytes_in_use(self):
-        """Device memory held by live buffers and images."""
+        """Device memory held by live buffers and images, in bytes (Metal's ``currentAllocatedSize`` also counts what
+        mpsx's allocator caches: ``bytes_in_use + bytes_cached``).
+
+        MPS: none (mpsx)
+        """
         return self.native().bytes_in_use()
 
     @property
     def deterministic(self):
-        """Whether kernels pick only algorithms whose results repeat bit for bit, run after run and in
-        another process (default False): on cuda, cuDNN engines without the nondeterministic note, chosen
-        by cuDNN's heuristics instead of by timing (slower, as PyTorch's cudnn.deterministic). A kernel's
-        algorithms are chosen at its first encode of a shape: set this before. cpu always repeats; metal
-        leaves it to MPS."""
+        """Whether kernels pick only algorithms whose results repeat bit for bit, run after run and in another process
+        (default False).
+
+        On cuda: cuDNN engines without the nondeterministic note, chosen by cuDNN's heuristics instead of by timing
+        (slower, as PyTorch's ``cudnn.deterministic``). A kernel's algorithms are chosen at its first encode of a
+        shape: set this before. cpu always repeats; metal leaves it to MPS.
+
+        MPS: none (mpsx)
+        """
         return self.native().deterministic()
 
     @deterministic.setter
@@ -202,20 +244,32 @@ cdef class Device:
 
     @property
     def peak_bytes_in_use(self):
-        """The most bytes_in_use has been since the device was made or reset_peak_bytes_in_use()."""
+        """The most ``bytes_in_use`` has been since the device was made or ``reset_peak_bytes_in_use()`` was called.
+
+        MPS: none (mpsx)
+        """
         return self.native().peak_bytes_in_use()
 
     def reset_peak_bytes_in_use(self):
-        """Starts peak_bytes_in_use again from the bytes in use now."""
+        """Starts ``peak_bytes_in_use`` again from the bytes in use now.
+
+        MPS: none (mpsx)
+        """
         self.native().reset_peak_bytes_in_use()
 
     @property
     def bytes_cached(self):
-        """Device memory kept by the caching allocator for reuse."""
+        """Device memory the caching allocator keeps for reuse, in bytes (not counted in ``bytes_in_use``).
+
+        MPS: none (mpsx)
+        """
         return self.native().bytes_cached()
 
     def empty_cache(self):
-        """Returns the memory the caching allocator keeps to the backend."""
+        """Returns the memory the caching allocator keeps to the backend.
+
+        MPS: none (mpsx)
+        """
         self.native().trim()
 
     def __eq__(self, other):
@@ -244,28 +298,45 @@ atexit.register(_drain_at_exit)
 # ---------------------------------------------------------------- command buffers
 
 cdef class CommandQueue:
-    """MTLCommandQueue: runs its command buffers in commit order."""
+    """CommandQueue()
+--
+
+    A queue of command buffers of one device, run in commit order.
+
+    Not made directly (TypeError): ``Device.command_queue`` is the default queue, ``Device.new_command_queue()``
+    makes another.
+
+    MPS: MTLCommandQueue
+    """
 
     def __init__(self):
         raise TypeError("make command queues with Device.new_command_queue() or Device.command_queue")
 
     @property
     def device(self):
+        """The device the queue's commands run on.
+
+        MPS: MTLCommandQueue.device
+        """
         return wrap_device(self.native().device_ptr())
 
     def command_buffer(self, bint replayable=False):
         """A new command buffer of this queue.
 
-        replayable=True keeps what is encoded onto it after it completes, so
-        that replay() runs the same commands again (on cuda, as one CUDA graph
-        launch).
+        ``replayable=True`` keeps what is encoded onto it after it completes, so that ``replay()`` runs the same
+        commands again (on cuda, as one CUDA graph launch).
+
+        MPS: -[MTLCommandQueue commandBuffer]
         """
         cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
         cb.c = self.native().command_buffer(replayable)
         return cb
 
     def wait_until_idle(self):
-        """Blocks until every committed command buffer of the queue has finished."""
+        """Blocks until every committed command buffer of the queue has finished.
+
+        MPS: none (mpsx)
+        """
         cdef CCommandQueue* queue = self.native()
         with nogil:
             queue.wait_until_idle()
@@ -283,10 +354,15 @@ _STATUS = ("not_enqueued", "committed", "completed", "error")
 
 
 cdef class CommandBuffer:
-    """MTLCommandBuffer: commands encoded onto it run after commit().
+    """CommandBuffer()
+--
 
-    Used as a context manager it commits and waits on exit (unless the body
-    raised). It keeps every resource encoded onto it alive until it completes.
+    Commands encoded onto it run, in order, after ``commit()``.
+
+    Used as a context manager it commits and waits on exit (unless the body raised). It keeps every resource encoded
+    onto it alive until it completes. Not made directly (TypeError): ``CommandQueue.command_buffer()`` makes one.
+
+    MPS: MTLCommandBuffer
     """
 
     def __init__(self):
@@ -294,38 +370,63 @@ cdef class CommandBuffer:
 
     @property
     def device(self):
+        """The device the command buffer's commands run on.
+
+        MPS: MTLCommandBuffer.device
+        """
         return wrap_device(self.native().device_ptr())
 
     def commit(self):
+        """Submits the command buffer to its queue; it runs after the command buffers committed before it. Nothing can
+        be encoded onto it afterwards (StateError).
+
+        MPS: -[MTLCommandBuffer commit]
+        """
         self.native().commit()
 
     def replay(self):
-        """Runs the encoded commands once more, after the last run completed.
+        """Runs the encoded commands once more, after the last run completed (a replayable command buffer only).
 
-        The commands read and write the same images, states and buffers with
-        the arguments they were encoded with: write new inputs into the source
-        images in place between replays. Completed handlers and data source
-        updates run again after each replay.
+        The commands read and write the same images, states and buffers with the arguments they were encoded with:
+        write new inputs into the source images in place between replays. Completed handlers and data source updates
+        run again after each replay.
+
+        MPS: none (mpsx)
         """
         self.native().replay()
 
     @property
     def replayable(self):
+        """Whether the command buffer keeps its commands for ``replay()``
+        (``CommandQueue.command_buffer(replayable=True)``).
+
+        MPS: none (mpsx)
+        """
         return self.native().replayable()
 
     def wait_until_completed(self):
+        """Blocks until the command buffer has completed (or failed: see ``status`` and ``error``).
+
+        MPS: -[MTLCommandBuffer waitUntilCompleted]
+        """
         cdef CCommandBuffer* command_buffer = self.native()
         with nogil:
             command_buffer.wait_until_completed()
 
     @property
     def status(self):
-        """"not_enqueued", "committed", "completed" or "error"."""
+        """``"not_enqueued"``, ``"committed"``, ``"completed"`` or ``"error"``.
+
+        MPS: MTLCommandBuffer.status
+        """
         return _STATUS[<int>self.native().status()]
 
     @property
     def error(self):
-        """The exception raised while the command buffer ran, or None."""
+        """The exception raised while the command buffer ran (status ``"error"``), or None.
+
+        MPS: MTLCommandBuffer.error
+        """
         if self.native().status() != CommandBufferStatus.Error:
             return None
         try:
@@ -336,11 +437,20 @@ cdef class CommandBuffer:
 
     @property
     def command_count(self):
-        """Number of commands encoded so far."""
+        """The number of commands encoded so far.
+
+        MPS: none (mpsx)
+        """
         return self.native().command_count()
 
     def add_completed_handler(self, handler):
-        """Calls handler(command_buffer) once the command buffer completed, on any thread."""
+        """Calls ``handler(command_buffer)`` once the command buffer has completed or failed, on any thread.
+
+        What the handler raises is reported through ``sys.unraisablehook``; it cannot fail the command buffer.
+        TypeError for a handler that is not callable.
+
+        MPS: -[MTLCommandBuffer addCompletedHandler:]
+        """
         if not callable(handler):
             raise TypeError(f"expected a callable completed handler, given {type(handler).__name__}")
         self.native().add_completed_handler(completed_handler(handler, _call_completed_handler))
@@ -478,11 +588,16 @@ cdef object _import_dlpack(Device device, object tensor, ImportAs import_as, obj
 
 
 cdef class Buffer:
-    """MTLBuffer: device memory; gradient and weight buffers carry a dtype and shape.
+    """Buffer()
+--
 
-    Host access (to_numpy, numpy.asarray, DLPack) follows MPS rules: memory a
-    command buffer writes is readable only after synchronize(command_buffer)
-    and completion; earlier reads raise SynchronizationError.
+    Device memory; the gradient and weight buffers of states carry a dtype and shape.
+
+    Host access (``to_numpy``, ``numpy.asarray``, DLPack) follows MPS rules: memory a command buffer writes is
+    readable only after ``synchronize(command_buffer)`` and its completion; earlier reads raise
+    SynchronizationError. Not made directly (TypeError): buffers come from states, vectors and kernels.
+
+    MPS: MTLBuffer
     """
 
     def __init__(self):
@@ -490,23 +605,41 @@ cdef class Buffer:
 
     @property
     def length(self):
-        """Length in bytes."""
+        """The buffer's length in bytes.
+
+        MPS: MTLBuffer.length
+        """
         return self.native().length()
 
     @property
     def device(self):
+        """The device that holds the buffer.
+
+        MPS: MTLResource.device
+        """
         return wrap_device(self.native().device_ptr())
 
     @property
     def dtype(self):
+        """The numpy dtype of the buffer's values.
+
+        MPS: none (mpsx)
+        """
         return self._dtype
 
     @property
     def shape(self):
+        """The shape of the buffer's values, as ``to_numpy()`` returns them.
+
+        MPS: none (mpsx)
+        """
         return self._shape
 
     def synchronize(self, CommandBuffer command_buffer not None):
-        """MPS -synchronizeOnCommandBuffer: makes the command buffer's writes readable after completion."""
+        """Makes what ``command_buffer`` writes into the buffer readable on the host once it has completed.
+
+        MPS: -[MTLBlitCommandEncoder synchronizeResource:]
+        """
         self.native().synchronize(command_buffer.native()[0])
 
     cdef bint _host_addressable(self) except -1:
@@ -515,8 +648,11 @@ cdef class Buffer:
     def to_numpy(self, copy=None):
         """The contents as a numpy array of the buffer's dtype and shape.
 
-        Where the host addresses device memory (cpu; metal's shared storage on
-        unified memory) this is a view of the buffer unless copy=True.
+        Where the host addresses device memory (cpu; metal's shared storage on unified memory) this is a view of the
+        buffer unless ``copy=True``; elsewhere a copy. Raises SynchronizationError for memory a command buffer wrote
+        that was not synchronized, or whose command buffer has not completed.
+
+        MPS: MTLBuffer.contents
         """
         self.native().check_host_readable(b"the buffer")
         if self._host_addressable() and not copy:
@@ -628,7 +764,16 @@ cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object d
 
 
 cdef class Vector:
-    """MPSVector: `length` values of one data type, in a Buffer."""
+    """Vector(device, length, data_type=DataType.FLOAT32)
+--
+
+    ``length`` values of one data type (FLOAT32 by default), zero at first, in a Buffer.
+
+    Optimizers keep their momentum, velocity and sums of squares in vectors, and update plain vectors of values.
+    ValueError for a negative length. As ``-[MPSVector initWithDevice:descriptor:]``.
+
+    MPS: MPSVector
+    """
 
     def __init__(self, Device device not None, length, data_type=DataType.FLOAT32):
         cdef int64_t n = integer_argument(length, "Vector length")
@@ -639,7 +784,11 @@ cdef class Vector:
 
     @staticmethod
     def from_numpy(Device device not None, array):
-        """A vector holding a copy of a 1-D float32 or float16 array."""
+        """A new vector on ``device`` holding a copy of a 1-D float32 or float16 array (ValueError for another number
+        of dimensions, TypeError for another dtype).
+
+        MPS: -[MPSVector initWithDevice:descriptor:]
+        """
         a = np.ascontiguousarray(array)
         if a.ndim != 1:
             raise ValueError(f"expected a 1-D array, given shape {a.shape}")
@@ -648,7 +797,10 @@ cdef class Vector:
         return v
 
     cpdef write(self, array):
-        """Copies a 1-D array of the vector's length and type into it."""
+        """Copies a 1-D array of the vector's length into it, converted to the vector's data type (a host write).
+
+        MPS: MTLBuffer.contents
+        """
         a = np.ascontiguousarray(array, dtype=numpy_of(self.native().data_type()))
         if a.shape != (self.native().length(),):
             raise ValueError(f"expected an array of shape ({self.native().length()},), given {a.shape}")
@@ -658,26 +810,49 @@ cdef class Vector:
 
     @property
     def length(self):
+        """The number of values.
+
+        MPS: MPSVector.length
+        """
         return self.native().length()
 
     @property
     def data_type(self):
+        """The data type of the values.
+
+        MPS: MPSVector.dataType
+        """
         return DataType(<int>self.native().data_type())
 
     @property
     def device(self):
+        """The device that holds the vector.
+
+        MPS: MPSVector.device
+        """
         return wrap_device(self.native().buffer().get().device_ptr())
 
     @property
     def buffer(self):
+        """The Buffer holding the values (shape ``(length,)``).
+
+        MPS: MPSVector.data
+        """
         return wrap_buffer(self.native().buffer(), numpy_of(self.native().data_type()),
                            (self.native().length(),))
 
     def synchronize(self, CommandBuffer command_buffer not None):
+        """Makes what ``command_buffer`` writes into the vector readable on the host once it has completed.
+
+        MPS: -[MPSVector synchronizeOnCommandBuffer:]
+        """
         self.native().buffer().get().synchronize(command_buffer.native()[0])
 
     def to_numpy(self):
-        """A copy of the values."""
+        """A copy of the values (SynchronizationError for unsynchronized device writes).
+
+        MPS: MTLBuffer.contents
+        """
         return self.buffer.to_numpy(copy=True)
 
     def __len__(self):
@@ -704,7 +879,19 @@ cdef class Vector:
 # ---------------------------------------------------------------- images
 
 cdef class ImageDescriptor:
-    """MPSImageDescriptor."""
+    """ImageDescriptor(channel_format=DataType.FLOAT32, width=None, height=None, feature_channels=None,
+        number_of_images=1)
+--
+
+    The format and size of an image: ``number_of_images`` images of ``feature_channels`` x ``height`` x ``width``
+    values of ``channel_format``.
+
+    ``width``, ``height`` and ``feature_channels`` are required (keywords allowed, as in MPS's factory); ValueError
+    for sizes out of the limits of docs/semantics.md. Descriptors compare equal by format and shape. As
+    ``+[MPSImageDescriptor imageDescriptorWithChannelFormat:width:height:featureChannels:numberOfImages:usage:]``.
+
+    MPS: MPSImageDescriptor
+    """
 
     def __init__(self, channel_format=DataType.FLOAT32, width=None, height=None, feature_channels=None,
                  number_of_images=1):
@@ -719,27 +906,50 @@ cdef class ImageDescriptor:
 
     @property
     def channel_format(self):
+        """The data type of the values.
+
+        MPS: MPSImageDescriptor.channelFormat
+        """
         return DataType(<int>self.c.channel_format)
 
     @property
     def width(self):
+        """The width in pixels.
+
+        MPS: MPSImageDescriptor.width
+        """
         return self.c.width
 
     @property
     def height(self):
+        """The height in pixels.
+
+        MPS: MPSImageDescriptor.height
+        """
         return self.c.height
 
     @property
     def feature_channels(self):
+        """The number of feature channels per pixel.
+
+        MPS: MPSImageDescriptor.featureChannels
+        """
         return self.c.feature_channels
 
     @property
     def number_of_images(self):
+        """The number of images.
+
+        MPS: MPSImageDescriptor.numberOfImages
+        """
         return self.c.number_of_images
 
     @property
     def shape(self):
-        """(number_of_images, feature_channels, height, width)."""
+        """``(number_of_images, feature_channels, height, width)``: the shape of the image as a numpy array.
+
+        MPS: none (mpsx)
+        """
         return (self.c.number_of_images, self.c.feature_channels, self.c.height, self.c.width)
 
     def __eq__(self, other):
@@ -846,14 +1056,26 @@ cdef _write(const shared_ptr[CImage]& image, array):
 # Images are made per encode: a freelist spares their allocation.
 @cython.freelist(256)
 cdef class Images:
-    """What Image and ImageBatch share: N images of one size and format in
-    one allocation, read and written on the host as (N, C, H, W) arrays."""
+    """Images(*args)
+--
+
+    What Image and ImageBatch share: N images of one size and format in one allocation, read and written on the host
+    as (N, C, H, W) arrays. Not made directly (TypeError).
+
+    MPS: MPSImage
+    """
 
     def __init__(self, *args):
         raise TypeError("make an mpsx.Image or an mpsx.ImageBatch")
 
     def to_numpy(self):
-        """(N, C, H, W) copy; raises SynchronizationError for unsynchronized GPU writes."""
+        """A copy of the values as an (N, C, H, W) array of the image's data type.
+
+        Raises SynchronizationError for values a command buffer wrote that were not synchronized, or whose command
+        buffer has not completed.
+
+        MPS: -[MPSImage readBytes:dataLayout:imageIndex:]
+        """
         return _to_numpy(self.shared())
 
     def __array__(self, dtype=None, copy=None):
@@ -861,37 +1083,67 @@ cdef class Images:
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def write(self, array):
-        """Copies an array of the images' shape in (host write)."""
+        """Copies an array of the images' shape (N, C, H, W; (C, H, W) for one image) in, converted to their data type
+        (a host write). ValueError for another shape.
+
+        MPS: -[MPSImage writeBytes:dataLayout:imageIndex:]
+        """
         _write(self.shared(), array)
 
     def synchronize(self, CommandBuffer command_buffer not None):
-        """MPS -synchronizeOnCommandBuffer: the host may read after completion."""
+        """Makes what ``command_buffer`` writes into the images readable on the host once it has completed.
+
+        MPS: -[MPSImage synchronizeOnCommandBuffer:]
+        """
         self.native().synchronize(command_buffer.native()[0])
 
     @property
     def width(self):
+        """The width in pixels.
+
+        MPS: MPSImage.width
+        """
         return self.native().width()
 
     @property
     def height(self):
+        """The height in pixels.
+
+        MPS: MPSImage.height
+        """
         return self.native().height()
 
     @property
     def feature_channels(self):
+        """The number of feature channels per pixel.
+
+        MPS: MPSImage.featureChannels
+        """
         return self.native().feature_channels()
 
     @property
     def data_type(self):
+        """The data type of the values.
+
+        MPS: MPSImage.featureChannelFormat
+        """
         return DataType(<int>self.native().data_type())
 
     @property
     def shape(self):
-        """(number_of_images, feature_channels, height, width)."""
+        """``(number_of_images, feature_channels, height, width)``.
+
+        MPS: none (mpsx)
+        """
         return (self.native().number_of_images(), self.native().feature_channels(),
                 self.native().height(), self.native().width())
 
     @property
     def device(self):
+        """The device that holds the images.
+
+        MPS: MPSImage.device
+        """
         return wrap_device(self.native().device_ptr())
 
     def __dlpack_device__(self):
@@ -946,10 +1198,17 @@ cdef class Images:
 
 
 cdef class Image(Images):
-    """MPSImage: number_of_images x feature_channels x height x width values.
+    """Image(device, descriptor)
+--
 
-    Image(device, descriptor) allocates one; Image.from_numpy(device, array)
-    copies an (N, C, H, W) or (C, H, W) float32, float16 or uint8 array in.
+    An image: ``number_of_images`` x ``feature_channels`` x ``height`` x ``width`` values, allocated on ``device``
+    as ``descriptor`` says (zero at first).
+
+    ``Image.from_numpy(device, array)`` copies an (N, C, H, W) or (C, H, W) float32, float16 or uint8 array in. An
+    image of several images is one MPSImage with ``numberOfImages`` > 1, which kernels treat as a batch. As
+    ``-[MPSImage initWithDevice:imageDescriptor:]``.
+
+    MPS: MPSImage
     """
 
     def __init__(self, Device device not None, ImageDescriptor descriptor not None):
@@ -957,6 +1216,11 @@ cdef class Image(Images):
 
     @staticmethod
     def from_numpy(Device device not None, array):
+        """A new image on ``device`` holding a copy of an (N, C, H, W) or (C, H, W) array (float32, float16 or uint8;
+        float64 is converted to float32). ValueError for another number of dimensions.
+
+        MPS: -[MPSImage writeBytes:dataLayout:imageIndex:]
+        """
         cdef Image image = Image.__new__(Image)
         _from_numpy(&image.c, device, array, False)
         return image
@@ -979,22 +1243,44 @@ cdef class Image(Images):
 
     @property
     def descriptor(self):
+        """The image's descriptor.
+
+        MPS: none (mpsx)
+        """
         return wrap_descriptor(self.native().descriptor())
 
     @property
     def number_of_images(self):
+        """The number of images.
+
+        MPS: MPSImage.numberOfImages
+        """
         return self.native().number_of_images()
 
 
 cdef class ImageBatch(Images):
-    """MPSImageBatch: N images in one allocation; len(batch), batch[i] -> Image."""
+    """ImageBatch(device, descriptor)
+--
+
+    N images in one allocation, as ``descriptor`` says (``descriptor.number_of_images`` is the batch size).
+
+    ``len(batch)`` is N; ``batch[i]`` is image i and ``batch[i:j]`` a batch of images i to j - 1, each sharing the
+    batch's memory; iterating yields the images. ``ImageBatch.from_numpy(device, array)`` copies an (N, C, H, W)
+    array in.
+
+    MPS: MPSImageBatch
+    """
 
     def __init__(self, Device device not None, ImageDescriptor descriptor not None):
-        """descriptor.number_of_images is the batch size."""
         self.c = make_native[CImage](device.shared(), descriptor.c)
 
     @staticmethod
     def from_numpy(Device device not None, array):
+        """A new batch on ``device`` holding a copy of an (N, C, H, W) array (float32, float16 or uint8; float64 is
+        converted to float32). ValueError for another number of dimensions.
+
+        MPS: -[MPSImage writeBytes:dataLayout:imageIndex:]
+        """
         cdef ImageBatch batch = ImageBatch.__new__(ImageBatch)
         _from_numpy(&batch.c, device, array, True)
         return batch
@@ -1034,7 +1320,10 @@ cdef class ImageBatch(Images):
 
     @property
     def descriptor(self):
-        """The descriptor of one image of the batch."""
+        """The descriptor of one image of the batch (``number_of_images`` 1).
+
+        MPS: none (mpsx)
+        """
         cdef ImageDescriptor d = wrap_descriptor(self.native().descriptor())
         d.c.number_of_images = 1
         return d
@@ -1043,17 +1332,33 @@ cdef class ImageBatch(Images):
 # ---------------------------------------------------------------- states
 
 cdef class State:
-    """MPSState: what a forward encode leaves for its gradient, for one batch."""
+    """State()
+--
+
+    What a forward encode leaves for its gradient, for one batch, and the base of every state class.
+
+    States come from kernels (``result_state`` or ``encode(..., destination_state=True)``); made directly it raises
+    TypeError.
+
+    MPS: MPSState
+    """
 
     def __init__(self):
         raise TypeError("states come from kernels (result_state or encode(..., destination_state=True))")
 
     @property
     def device(self):
+        """The device that holds the state's buffers.
+
+        MPS: none (mpsx)
+        """
         return wrap_device(self.native().device_ptr())
 
     def synchronize(self, CommandBuffer command_buffer not None):
-        """MPS -synchronizeOnCommandBuffer: for every buffer the state exposes."""
+        """Makes what ``command_buffer`` writes into the state's buffers readable on the host once it has completed.
+
+        MPS: -[MPSState synchronizeOnCommandBuffer:]
+        """
         self.native().synchronize(command_buffer.native()[0])
 
     def _saved_values(self):
@@ -1081,8 +1386,13 @@ cdef class State:
 
 
 class StateBatch(tuple):
-    """MPSStateBatch: one state per image of a batch. For kernels whose state is
-    reused across the batch every item is the same state."""
+    """One state per image of a batch: ``count`` times ``state``, a tuple.
+
+    Encodes over a batch return one; for kernels whose state is reused across the batch (convolution, batch
+    normalization) every item is the same state. ValueError for a count out of range.
+
+    MPS: MPSStateBatch
+    """
 
     def __new__(cls, state, count):
         n = integer_argument(count, "StateBatch count")
@@ -1106,8 +1416,19 @@ def _new_group_id(Device device not None, str library=""):
 
 
 cdef class Communicator:
-    """A member of a data-parallel group: one process per device. mpsx.distributed.init makes it
-    (Communicator(device, rank, world_size, group_id, library, host_all_reduce, timeout, bucket_bytes))."""
+    """Communicator(device, rank, world_size, group_id=b"", library="", host_all_reduce=None, timeout=300,
+        bucket_bytes=26214400)
+--
+
+    A member of a data-parallel group, one process per device, that encodes the group's collectives.
+
+    ``mpsx.distributed.init`` makes it: rank ``rank`` of ``world_size``; ``group_id`` and ``library`` are NCCL's
+    unique id and library path on cuda; ``host_all_reduce(values, op)`` sums a float32 array in place across the
+    group on cpu (MPI); a collective that does not finish within ``timeout`` seconds fails with DistributedError;
+    ``bucket_bytes`` is the size of the buckets gradients are packed into.
+
+    MPS: none (mpsx)
+    """
 
     def __init__(self, Device device not None, rank, world_size, bytes group_id=b"", str library="",
                  host_all_reduce=None, double timeout=300, bucket_bytes=25 << 20):
@@ -1129,29 +1450,55 @@ cdef class Communicator:
 
     @property
     def rank(self):
+        """This process's rank in the group.
+
+        MPS: none (mpsx)
+        """
         return self.native().rank()
 
     @property
     def world_size(self):
+        """The number of processes in the group.
+
+        MPS: none (mpsx)
+        """
         return self.native().world_size()
 
     @property
     def device(self):
+        """The device whose buffers this member reduces.
+
+        MPS: none (mpsx)
+        """
         return wrap_device(self.native().device())
 
     @property
     def bucket_bytes(self):
+        """The size, in bytes, of the buckets gradients are packed into: one collective call each.
+
+        MPS: none (mpsx)
+        """
         return self.native().bucket_bytes()
 
     @property
     def collective_calls(self):
-        """Collective calls encoded so far (one per bucket)."""
+        """The collective calls encoded so far (one per bucket).
+
+        MPS: none (mpsx)
+        """
         return self.native().collective_calls()
 
     def encode_all_reduce(self, CommandBuffer command_buffer not None, items, op="sum"):
-        """All-reduces in place, over the group, the float32 values of Buffers and Vectors and the trainable
-        gradients of gradient states (a convolution's weights and biases, a normalization's gamma and beta),
-        packed into buckets of bucket_bytes: one collective call each. op "sum" or "mean"."""
+        """Encodes, on ``command_buffer``, an all-reduce over the group in place of the float32 values of Buffers and
+        Vectors and of the trainable gradients of gradient states (a convolution's weights and biases, a
+        normalization's gamma and beta).
+
+        ``items`` is one of those or a sequence of them; they are packed into buckets of ``bucket_bytes``, one
+        collective call each. ``op`` is ``"sum"`` or ``"mean"``. TypeError for another item, ValueError for another
+        op.
+
+        MPS: none (mpsx)
+        """
         cdef CCommunicator* communicator = self.native()
         cdef vector[shared_ptr[CBuffer]] buffers
         cdef ReduceOperation operation

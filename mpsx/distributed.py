@@ -36,23 +36,53 @@ _group = None
 
 
 class ProcessGroup:
-    """This process's place in a data-parallel group: rank, world_size, local_rank, its device, the
-    backend ("nccl" or "mpi") and the Communicator that encodes its collectives."""
+    """This process's place in a data-parallel group: ``rank``, ``world_size``, ``local_rank`` (its rank on this
+    machine), its ``device``, the ``backend`` (``"nccl"`` or ``"mpi"``) and the ``communicator`` (a Communicator)
+    that encodes its collectives. ``init`` makes it.
+
+    MPS: none (mpsx)
+    """
 
     def __init__(self, communicator, backend, local_rank, mpi_comm=None):
         self.communicator, self.backend, self.local_rank = communicator, backend, local_rank
         self._mpi = mpi_comm
 
-    rank = property(lambda self: self.communicator.rank)
-    world_size = property(lambda self: self.communicator.world_size)
-    device = property(lambda self: self.communicator.device)
+    @property
+    def rank(self):
+        """This process's rank in the group.
+
+        MPS: none (mpsx)
+        """
+        return self.communicator.rank
+
+    @property
+    def world_size(self):
+        """The number of processes in the group.
+
+        MPS: none (mpsx)
+        """
+        return self.communicator.world_size
+
+    @property
+    def device(self):
+        """The device this process trains on.
+
+        MPS: none (mpsx)
+        """
+        return self.communicator.device
 
     def all_reduce(self, command_buffer, items, op="sum"):
-        """Encodes an all-reduce over the group, in place, on command_buffer (see all_reduce)."""
+        """Encodes an all-reduce over the group, in place, on ``command_buffer`` (see ``all_reduce``).
+
+        MPS: none (mpsx)
+        """
         self.communicator.encode_all_reduce(command_buffer, items, op)
 
     def barrier(self):
-        """Waits until every rank is here: an all-reduce of one value, on the device's queue."""
+        """Waits until every rank is here: an all-reduce of one value, on the device's queue.
+
+        MPS: none (mpsx)
+        """
         buffer = mpsx.Vector(self.device, 1)
         cb = self.device.command_queue.command_buffer()
         self.all_reduce(cb, buffer)
@@ -142,12 +172,16 @@ def _mpi_all_reduce(comm, timeout):
 
 
 def init(backend=None, rank=None, world_size=None, device=None, timeout=300.0, bucket_bytes=25 << 20):
-    """Joins the data-parallel group of this process and returns it (also mpsx.distributed.group()).
+    """Joins the data-parallel group of this process and returns it (also ``mpsx.distributed.group()``).
 
-    backend: "nccl" (cuda devices) or "mpi" (cpu); by default "mpi" when launched by mpirun or on a machine
-    without a GPU, else "nccl". rank and world_size default to the launcher's (RANK / WORLD_SIZE, or MPI's);
-    device to cuda:LOCAL_RANK for nccl and cpu for mpi. A rank that cannot join, or a collective that does
-    not finish, within `timeout` seconds raises DistributedError instead of waiting forever."""
+    ``backend``: ``"nccl"`` (cuda devices) or ``"mpi"`` (cpu); by default ``"mpi"`` when launched by mpirun or on a
+    machine without a GPU, else ``"nccl"``. ``rank`` and ``world_size`` default to the launcher's (RANK /
+    WORLD_SIZE, or MPI's); ``device`` to ``cuda:LOCAL_RANK`` for nccl and cpu for mpi. A rank that cannot join, or a
+    collective that does not finish, within ``timeout`` seconds raises DistributedError instead of waiting forever.
+    ``bucket_bytes`` is the size of the buckets gradients are all-reduced in. DistributedError if called twice.
+
+    MPS: none (mpsx)
+    """
     global _group
     if _group is not None:
         raise DistributedError(f"mpsx.distributed.init was called already: {_group!r}")
@@ -219,31 +253,46 @@ def _abort_on_exception(comm):
 
 
 def group():
-    """The group init joined; DistributedError before init."""
+    """The group ``init`` joined; DistributedError before ``init``.
+
+    MPS: none (mpsx)
+    """
     if _group is None:
         raise DistributedError("mpsx.distributed.init() was not called")
     return _group
 
 
 def rank():
-    """This process's rank in the group of init()."""
+    """This process's rank in the group of ``init()``.
+
+    MPS: none (mpsx)
+    """
     return group().rank
 
 
 def world_size():
-    """The number of processes in the group of init()."""
+    """The number of processes in the group of ``init()``.
+
+    MPS: none (mpsx)
+    """
     return group().world_size
 
 
 def all_reduce(command_buffer, items, op="sum"):
-    """Encodes on command_buffer an all-reduce over the group of init(), in place, of Buffers, Vectors and
-    the trainable gradients of gradient states (a convolution's weights and biases, a normalization's gamma
-    and beta), ordered with the commands around it and replayed with it; op "sum" or "mean". Many small
-    gradients go in few calls (buckets of bucket_bytes, 25 MiB by default, as DDP's)."""
+    """Encodes on ``command_buffer`` an all-reduce over the group of ``init()``, in place, of Buffers, Vectors and the
+    trainable gradients of gradient states (a convolution's weights and biases, a normalization's gamma and beta),
+    ordered with the commands around it and replayed with it; ``op`` ``"sum"`` or ``"mean"``. Many small gradients
+    go in few calls (buckets of ``bucket_bytes``, 25 MiB by default, as DDP's).
+
+    MPS: none (mpsx)
+    """
     group().all_reduce(command_buffer, items, op)
 
 
 def destroy():
-    """Leaves the group (a later init joins a new one)."""
+    """Leaves the group (a later ``init`` joins a new one).
+
+    MPS: none (mpsx)
+    """
     global _group
     _group = None

@@ -255,9 +255,12 @@ def _header(obj):
 
 
 def save(obj, path):
-    """Writes obj (a descriptor, data source, kernel, optimizer or graph, or a list,
-    tuple or str-keyed dict of them: a checkpoint) to path, as JSON plus
-    safetensors. Objects met twice are saved once and shared after loading."""
+    """Writes ``obj`` (a descriptor, data source, kernel, optimizer or graph, or a list, tuple or str-keyed dict of
+    them: a checkpoint) to ``path``, as JSON plus safetensors. Objects met twice are saved once and shared after
+    loading. TypeError for an object mpsx cannot save.
+
+    MPS: -[MPSKernel encodeWithCoder:]
+    """
     import safetensors.numpy
     text, tensors = _header(obj)
     safetensors.numpy.save_file(tensors, str(path),
@@ -265,9 +268,12 @@ def save(obj, path):
 
 
 def load(path, device=None):
-    """The object saved at path, its kernels on device (default: the best device). A
-    plain safetensors file of tensors (a PyTorch state_dict, say) gives a dict of
-    numpy arrays by name."""
+    """The object saved at ``path``, its kernels on ``device`` (default: the device it was saved from where this
+    process has it, else the best one). A plain safetensors file of tensors (a PyTorch ``state_dict``, say) gives a
+    dict of numpy arrays by name. MPSXError for a file mpsx cannot read.
+
+    MPS: -[MPSKernel initWithCoder:device:]
+    """
     import safetensors
     try:
         with safetensors.safe_open(str(path), framework="numpy") as f:
@@ -298,15 +304,20 @@ def load(path, device=None):
 
 
 def copy(obj, device=None):
-    """An independent copy of obj made through its description, its kernels on device:
-    MPS's copyWithZone:device:."""
+    """An independent copy of ``obj`` made through its description, its kernels on ``device``.
+
+    MPS: -[MPSKernel copyWithZone:device:]
+    """
     text, tensors = _header(obj)
     return _Restorer(lambda name: tensors[name].copy(), device).decode(json.loads(text), 0)
 
 
 def property_names(cls):
-    """The settable properties an object of cls saves: the _mpsx_properties of cls and
-    of its bases, bases first."""
+    """The settable properties an object of ``cls`` saves: the ``_mpsx_properties`` of ``cls`` and of its bases, bases
+    first.
+
+    MPS: none (mpsx)
+    """
     names = []
     for klass in reversed(cls.__mro__):
         names += [n for n in vars(klass).get("_mpsx_properties", ()) if n not in names]
@@ -314,7 +325,10 @@ def property_names(cls):
 
 
 def restore_properties(obj, properties, names):
-    """Sets the saved properties of obj, each one of names."""
+    """Sets the saved ``properties`` (a dict) of ``obj``, each one of ``names``; TypeError or ValueError otherwise.
+
+    MPS: none (mpsx)
+    """
     if not isinstance(properties, dict):
         raise TypeError(f"expected the properties of {type(obj).__name__} as a dict, given {type(properties).__name__}")
     for name in properties:
@@ -329,14 +343,20 @@ def _unpickle(text, tensors):
 
 
 def reduce(obj):
-    """obj.__reduce__ for mpsx classes: pickle and copy.deepcopy through the description."""
+    """``obj.__reduce__`` for mpsx classes: pickle and ``copy.deepcopy`` through the description.
+
+    MPS: none (mpsx)
+    """
     text, tensors = _header(obj)
     return _unpickle, (text, tensors)
 
 
 def device_of(state, device):
-    """The device an object restores onto: the one given, else the one it was saved from
-    where this process has it, else the best one."""
+    """The device an object restores onto: ``device`` if given, else the one ``state`` was saved from where this
+    process has it, else the best one.
+
+    MPS: none (mpsx)
+    """
     import mpsx
     if device is not None:
         if not isinstance(device, mpsx.Device):
@@ -351,10 +371,12 @@ def device_of(state, device):
 # ---------------------------------------------------------------- PyTorch weights
 
 def weights_from_torch(descriptor, weight):
-    """PyTorch weights as mpsx's OHWI for a convolution `descriptor`: a Conv2d's
-    [out, in / groups, kh, kw], or a Linear's [out, C * H * W] over a C x H x W
-    input flattened in PyTorch's (C, H, W) order, H x W the descriptor's kernel
-    size (a fully connected layer)."""
+    """PyTorch weights as mpsx's OHWI for a convolution ``descriptor``: a Conv2d's [out, in / groups, kh, kw], or a
+    Linear's [out, C * H * W] over a C x H x W input flattened in PyTorch's (C, H, W) order, H x W the descriptor's
+    kernel size (a fully connected layer). ValueError for another shape.
+
+    MPS: none (mpsx)
+    """
     weight = np.asarray(weight, np.float32)
     out, kh, kw = descriptor.output_feature_channels, descriptor.kernel_height, descriptor.kernel_width
     cin = descriptor.input_feature_channels // descriptor.groups
@@ -369,18 +391,23 @@ def weights_from_torch(descriptor, weight):
 
 
 def weights_to_torch(weight, linear=False):
-    """mpsx OHWI weights in PyTorch's layout: OIHW, or [out, C * H * W] for a Linear."""
+    """mpsx OHWI weights in PyTorch's layout: OIHW, or [out, C * H * W] for a Linear (``linear=True``).
+
+    MPS: none (mpsx)
+    """
     weight = np.ascontiguousarray(np.asarray(weight, np.float32).transpose(0, 3, 1, 2))
     return weight.reshape(len(weight), -1) if linear else weight
 
 
 def torch_state_dict(data_sources):
-    """{name: data source} as the arrays of a PyTorch state_dict, in PyTorch's
-    names and layouts: "name.weight" and "name.bias" of a convolution or (for a
-    fully connected descriptor whose kernel covers its input, given as
-    ("linear", data source)) a Linear; "name.weight", "name.bias",
-    "name.running_mean", "name.running_var" of a batch normalization.
-    safetensors.numpy.save_file writes it for torch's safetensors loader."""
+    """``{name: data source}`` as the arrays of a PyTorch ``state_dict``, in PyTorch's names and layouts:
+    ``name.weight`` and ``name.bias`` of a convolution or (for a fully connected descriptor whose kernel covers its
+    input, given as ``("linear", data source)``) a Linear; ``name.weight``, ``name.bias``, ``name.running_mean``,
+    ``name.running_var`` of a batch normalization. ``safetensors.numpy.save_file`` writes it for torch's safetensors
+    loader.
+
+    MPS: none (mpsx)
+    """
     import mpsx
     arrays = {}
     for name, source in data_sources.items():
@@ -401,8 +428,11 @@ def torch_state_dict(data_sources):
 
 
 def convolution_weights_from_torch(descriptor, state_dict, name, optimizer=None):
-    """ConvolutionWeights of the Conv2d or Linear `name` of a PyTorch state_dict
-    (numpy arrays, as mpsx.load reads a safetensors file)."""
+    """ConvolutionWeights of the Conv2d or Linear ``name`` of a PyTorch ``state_dict`` (numpy arrays, as ``mpsx.load``
+    reads a safetensors file). KeyError for a name the state_dict lacks.
+
+    MPS: none (mpsx)
+    """
     import mpsx
     weight = _entry(state_dict, f"{name}.weight")
     bias = state_dict.get(f"{name}.bias")
@@ -411,7 +441,11 @@ def convolution_weights_from_torch(descriptor, state_dict, name, optimizer=None)
 
 
 def batch_normalization_weights_from_torch(state_dict, name, epsilon=1e-5, momentum=0.1, optimizer=None):
-    """BatchNormalizationWeights of the BatchNorm2d `name` of a PyTorch state_dict."""
+    """BatchNormalizationWeights of the BatchNorm2d ``name`` of a PyTorch ``state_dict``. KeyError for a name the
+    state_dict lacks.
+
+    MPS: none (mpsx)
+    """
     import mpsx
     return mpsx.BatchNormalizationWeights(*(np.asarray(_entry(state_dict, f"{name}.{k}"), np.float32)
                                             for k in ("weight", "bias", "running_mean", "running_var")),

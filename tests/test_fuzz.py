@@ -175,48 +175,6 @@ def parameters(function, drop_self):
     return tuple(params[1:] if drop_self and params else params)
 
 
-def parse_signature(text):
-    """Params of an embedded Cython signature's argument list, e.g.
-    "Device device, int64_t kernel_width, stride_in_pixels_x=None"."""
-    tokens, depth, current = [], 0, ""
-    for char in text:
-        depth += char in "([{"
-        depth -= char in ")]}"
-        if char == "," and depth == 0:
-            tokens.append(current)
-            current = ""
-        else:
-            current += char
-    tokens.append(current)
-    kind, params = inspect.Parameter.POSITIONAL_OR_KEYWORD, []
-    for token in (t.strip() for t in tokens if t.strip()):
-        if token == "/":
-            params = [dataclasses.replace(p, kind=inspect.Parameter.POSITIONAL_ONLY) for p in params]
-        elif token == "*":
-            kind = inspect.Parameter.KEYWORD_ONLY
-        elif token.startswith("**"):
-            params.append(Param(token[2:], inspect.Parameter.VAR_KEYWORD, False))
-        elif token.startswith("*"):
-            params.append(Param(token[1:], inspect.Parameter.VAR_POSITIONAL, False))
-            kind = inspect.Parameter.KEYWORD_ONLY
-        else:
-            head, equals, _ = token.partition("=")
-            name = re.sub(r"\s+(not|or)\s+None$", "", head.strip()).split()[-1]
-            params.append(Param(name, kind, not equals))
-    return tuple(params)
-
-
-def constructor_parameters(cls):
-    """The constructor's parameters: inspect's where it can tell, else those of the
-    signature Cython embeds in the docstring of the class that defines __init__."""
-    found = parameters(cls, drop_self=False)
-    if found is not None and not any(p.kind == p.VAR_POSITIONAL for p in found):
-        return found
-    owner = next((k for k in cls.__mro__ if "__init__" in vars(k)), object)
-    match = re.match(rf"{owner.__name__}\((.*)\)$", (owner.__doc__ or "").split("\n")[0])
-    return parse_signature(match.group(1)) if match else found
-
-
 def members(cls):
     """The methods and properties mpsx itself defines on cls (enums and exceptions: none)."""
     if issubclass(cls, (enum.Enum, BaseException)):
@@ -248,7 +206,7 @@ class Catalog:
         self.enums = {n: c for n, c in self.classes.items() if issubclass(c, enum.Enum)}
         # An enum's constructor: its value (the rest is Python's functional API for new enums).
         self.constructors = {n: (Param("value", inspect.Parameter.POSITIONAL_OR_KEYWORD, True),) if n in self.enums
-                             else constructor_parameters(c) if n in self.classes else parameters(c, drop_self=False)
+                             else parameters(c, drop_self=False)
                              for n, c in self.callables.items()}
         self.data_source_bases = sorted(n for n in self.classes if n.endswith("DataSource"))
         # Every class with members needs a factory: without one its members cannot be driven.

@@ -16,7 +16,7 @@ fi
 ninja -C "$build"
 stage=$build/stage/mpsx
 mkdir -p "$stage"
-for f in "$root"/mpsx/*.py; do ln -sf "$f" "$stage/"; done
+for f in "$root"/mpsx/*.py "$root"/mpsx/*.pyi "$root"/mpsx/py.typed; do ln -sf "$f" "$stage/"; done
 for f in "$build"/*.so; do ln -sf "$f" "$stage/"; done
 ln -sfn "$root/benchmarks" "$stage/benchmarks"
 echo "staged: PYTHONPATH=$build/stage"

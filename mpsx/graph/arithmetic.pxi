@@ -10,8 +10,10 @@ __all__ += ["NNBinaryGradientStateNode", "NNBinaryArithmeticNode", "NNAdditionNo
 
 
 cdef class NNBinaryGradientStateNode(NNStateNode):
-    """MPSNNBinaryGradientStateNode: the result state of an addition, subtraction or multiplication node,
-    read by its two gradient nodes."""
+    """The result state of an addition, subtraction or multiplication node, read by its two gradient nodes.
+
+    MPS: MPSNNBinaryGradientStateNode
+    """
 
 
 cdef int64_t _stride_argument(object value, str name) except? -1:
@@ -22,9 +24,17 @@ cdef int64_t _stride_argument(object value, str name) except? -1:
 
 
 cdef class NNBinaryArithmeticNode(NNFilterNode):
-    """MPSNNBinaryArithmeticNode: clamp((primary_scale * left) op (secondary_scale * right) + bias,
-    minimum_value, maximum_value); strides of 0 broadcast a source along x, y or feature channels. Use a
-    subclass: NNAdditionNode(left_source, right_source) or NNAdditionNode(sources=[left, right])."""
+    """NNBinaryArithmeticNode(left_source=None, right_source=None, *, sources=None)
+--
+
+    Arithmetic of two sources in a graph (CNNArithmetic):
+    ``clamp((primary_scale * left) op (secondary_scale * right) + bias, minimum_value, maximum_value)``; strides of
+    0 broadcast a source along x, y or feature channels. Abstract (TypeError): make a subclass with
+    ``(left_source, right_source)`` or ``(sources=[left, right])``. As
+    ``-[MPSNNBinaryArithmeticNode initWithLeftSource:rightSource:]``.
+
+    MPS: MPSNNBinaryArithmeticNode
+    """
     _mpsx_properties = ("primary_scale", "secondary_scale", "bias", "minimum_value", "maximum_value",
                         "primary_stride_in_pixels_x", "primary_stride_in_pixels_y", "primary_stride_in_feature_channels",
                         "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
@@ -49,6 +59,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @classmethod
     def node_with_sources(cls, sources):
+        """A new node of ``sources`` ``[left, right]``.
+
+        MPS: +[MPSNNBinaryArithmeticNode nodeWithSources:]
+        """
         return cls(sources=sources)
 
     def _natively_made_arguments(self):
@@ -59,11 +73,18 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def binary_gradient_state(self):
-        """The result state, an NNBinaryGradientStateNode (None for division and comparison)."""
+        """The result state, an NNBinaryGradientStateNode (None for division and comparison).
+
+        MPS: MPSNNFilterNode.resultState
+        """
         return self.result_state
 
     @property
     def primary_scale(self):
+        """The factor of the primary (left) source (default 1).
+
+        MPS: MPSNNBinaryArithmeticNode.primaryScale
+        """
         return self.arithmetic().parameters.primary_scale
 
     @primary_scale.setter
@@ -72,6 +93,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def secondary_scale(self):
+        """The factor of the secondary (right) source (default 1).
+
+        MPS: MPSNNBinaryArithmeticNode.secondaryScale
+        """
         return self.arithmetic().parameters.secondary_scale
 
     @secondary_scale.setter
@@ -80,6 +105,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def bias(self):
+        """The term added after the operation (default 0).
+
+        MPS: MPSNNBinaryArithmeticNode.bias
+        """
         return self.arithmetic().parameters.bias
 
     @bias.setter
@@ -88,6 +117,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def minimum_value(self):
+        """The lower clamp of the result (default -FLT_MAX).
+
+        MPS: MPSNNBinaryArithmeticNode.minimumValue
+        """
         return self.arithmetic().parameters.minimum
 
     @minimum_value.setter
@@ -96,6 +129,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def maximum_value(self):
+        """The upper clamp of the result (default FLT_MAX).
+
+        MPS: MPSNNBinaryArithmeticNode.maximumValue
+        """
         return self.arithmetic().parameters.maximum
 
     @maximum_value.setter
@@ -104,6 +141,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def primary_stride_in_pixels_x(self):
+        """The primary source's stride in x, 0 (broadcast) or 1 (default).
+
+        MPS: MPSNNBinaryArithmeticNode.primaryStrideInPixelsX
+        """
         return self.arithmetic().primary_stride_in_pixels_x
 
     @primary_stride_in_pixels_x.setter
@@ -112,6 +153,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def primary_stride_in_pixels_y(self):
+        """The primary source's stride in y, 0 (broadcast) or 1 (default).
+
+        MPS: MPSNNBinaryArithmeticNode.primaryStrideInPixelsY
+        """
         return self.arithmetic().primary_stride_in_pixels_y
 
     @primary_stride_in_pixels_y.setter
@@ -120,6 +165,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def primary_stride_in_feature_channels(self):
+        """The primary source's stride over feature channels, 0 (broadcast) or 1 (default).
+
+        MPS: MPSNNBinaryArithmeticNode.primaryStrideInFeatureChannels
+        """
         return self.arithmetic().primary_stride_in_feature_channels
 
     @primary_stride_in_feature_channels.setter
@@ -128,6 +177,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def secondary_stride_in_pixels_x(self):
+        """The secondary source's stride in x, 0 (broadcast) or 1 (default).
+
+        MPS: MPSNNBinaryArithmeticNode.secondaryStrideInPixelsX
+        """
         return self.arithmetic().secondary_stride_in_pixels_x
 
     @secondary_stride_in_pixels_x.setter
@@ -136,6 +189,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def secondary_stride_in_pixels_y(self):
+        """The secondary source's stride in y, 0 (broadcast) or 1 (default).
+
+        MPS: MPSNNBinaryArithmeticNode.secondaryStrideInPixelsY
+        """
         return self.arithmetic().secondary_stride_in_pixels_y
 
     @secondary_stride_in_pixels_y.setter
@@ -144,6 +201,10 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @property
     def secondary_stride_in_feature_channels(self):
+        """The secondary source's stride over feature channels, 0 (broadcast) or 1 (default).
+
+        MPS: MPSNNBinaryArithmeticNode.secondaryStrideInFeatureChannels
+        """
         return self.arithmetic().secondary_stride_in_feature_channels
 
     @secondary_stride_in_feature_channels.setter
@@ -152,33 +213,51 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
 
 cdef class NNAdditionNode(NNBinaryArithmeticNode):
-    """MPSNNAdditionNode: left + right."""
+    """``left + right`` (CNNAdd).
+
+    MPS: MPSNNAdditionNode
+    """
     _operation = 0
 
 
 cdef class NNSubtractionNode(NNBinaryArithmeticNode):
-    """MPSNNSubtractionNode: left - right."""
+    """``left - right`` (CNNSubtract).
+
+    MPS: MPSNNSubtractionNode
+    """
     _operation = 1
 
 
 cdef class NNMultiplicationNode(NNBinaryArithmeticNode):
-    """MPSNNMultiplicationNode: left * right."""
+    """``left * right`` (CNNMultiply).
+
+    MPS: MPSNNMultiplicationNode
+    """
     _operation = 2
 
 
 cdef class NNDivisionNode(NNBinaryArithmeticNode):
-    """MPSNNDivisionNode: left / right; no gradient."""
+    """``left / right`` (CNNDivide); it has no gradient.
+
+    MPS: MPSNNDivisionNode
+    """
     _operation = 3
 
 
 cdef class NNComparisonNode(NNBinaryArithmeticNode):
-    """MPSNNComparisonNode: 1 where left comparison_type right holds, else 0; no gradient."""
+    """1 where ``left comparison_type right`` holds, else 0 (NNCompare); it has no gradient.
+
+    MPS: MPSNNComparisonNode
+    """
     _mpsx_properties = ("comparison_type",)
     _operation = 4
 
     @property
     def comparison_type(self):
-        """MPSNNComparisonType, EQUAL by default."""
+        """The comparison, an NNComparisonType (default EQUAL); ValueError for another value.
+
+        MPS: MPSNNComparisonNode.comparisonType
+        """
         return NNComparisonType(<int>self.arithmetic().parameters.comparison)
 
     @comparison_type.setter
@@ -190,11 +269,17 @@ cdef class NNComparisonNode(NNBinaryArithmeticNode):
 
 
 cdef class NNArithmeticGradientNode(NNGradientFilterNode):
-    """MPSNNArithmeticGradientNode(source_gradient, source_image, gradient_state, is_secondary_source_filter):
-    the gradient of the primary or secondary source of an arithmetic node. source_image is the forward image
-    the gradient reads: for addition and subtraction the image whose gradient it computes, for
-    multiplication the other one. Use a subclass; the forward node's gradient_filters_with_sources makes
-    both, wired."""
+    """NNArithmeticGradientNode(source_gradient, source_image, gradient_state, is_secondary_source_filter)
+--
+
+    The gradient node of the primary or secondary source of an arithmetic node. ``source_image`` is the forward
+    image the gradient reads: for addition and subtraction the image whose gradient it computes, for multiplication
+    the other one. Abstract (TypeError): use a subclass; the forward node's ``gradient_filters_with_sources`` makes
+    both, wired. As
+    ``-[MPSNNArithmeticGradientNode initWithSourceGradient:sourceImage:gradientState:isSecondarySourceFilter:]``.
+
+    MPS: MPSNNArithmeticGradientNode
+    """
     _mpsx_properties = ("primary_scale", "secondary_scale", "bias", "minimum_value", "maximum_value",
                         "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
                         "secondary_stride_in_feature_channels")
@@ -217,8 +302,11 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @classmethod
     def with_gradient_images(cls, gradient_images, forward_filter, is_secondary_source_filter):
-        """MPS -initWithGradientImages:forwardFilter:isSecondarySourceFilter:: the gradient node of
-        forward_filter's primary or secondary source, its source image and state wired in."""
+        """The gradient node of ``forward_filter``'s primary or secondary source, its source image and state wired in.
+        TypeError for a forward node whose gradient is not of this class.
+
+        MPS: -[MPSNNArithmeticGradientNode initWithGradientImages:forwardFilter:isSecondarySourceFilter:]
+        """
         if not isinstance(forward_filter, NNBinaryArithmeticNode):
             raise TypeError(f"forward_filter: expected an arithmetic node, given {type(forward_filter).__name__}")
         node = forward_filter.gradient_filters_with_sources(gradient_images)[1 if is_secondary_source_filter else 0]
@@ -232,10 +320,18 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def is_secondary_source_filter(self):
+        """Whether this node makes the gradient for the secondary (right) source.
+
+        MPS: MPSNNArithmeticGradientNode.isSecondarySourceFilter
+        """
         return self.gradient().is_secondary_source_filter()
 
     @property
     def primary_scale(self):
+        """The factor of the primary (left) source in the forward node (default 1).
+
+        MPS: MPSNNArithmeticGradientNode.primaryScale
+        """
         return self.gradient().primary_scale
 
     @primary_scale.setter
@@ -244,6 +340,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def secondary_scale(self):
+        """The factor of the secondary (right) source in the forward node (default 1).
+
+        MPS: MPSNNArithmeticGradientNode.secondaryScale
+        """
         return self.gradient().secondary_scale
 
     @secondary_scale.setter
@@ -252,6 +352,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def bias(self):
+        """The term added after the operation in the forward node (default 0).
+
+        MPS: MPSNNArithmeticGradientNode.bias
+        """
         return self.gradient().bias
 
     @bias.setter
@@ -260,6 +364,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def minimum_value(self):
+        """The lower clamp of the result in the forward node (default -FLT_MAX).
+
+        MPS: MPSNNArithmeticGradientNode.minimumValue
+        """
         return self.gradient().minimum_value
 
     @minimum_value.setter
@@ -268,6 +376,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def maximum_value(self):
+        """The upper clamp of the result in the forward node (default FLT_MAX).
+
+        MPS: MPSNNArithmeticGradientNode.maximumValue
+        """
         return self.gradient().maximum_value
 
     @maximum_value.setter
@@ -276,6 +388,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def secondary_stride_in_pixels_x(self):
+        """The secondary source's stride in x, 0 (broadcast) or 1 (default), the forward node's.
+
+        MPS: MPSNNArithmeticGradientNode.secondaryStrideInPixelsX
+        """
         return self.gradient().secondary_stride_in_pixels_x
 
     @secondary_stride_in_pixels_x.setter
@@ -284,6 +400,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def secondary_stride_in_pixels_y(self):
+        """The secondary source's stride in y, 0 (broadcast) or 1 (default), the forward node's.
+
+        MPS: MPSNNArithmeticGradientNode.secondaryStrideInPixelsY
+        """
         return self.gradient().secondary_stride_in_pixels_y
 
     @secondary_stride_in_pixels_y.setter
@@ -292,6 +412,10 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @property
     def secondary_stride_in_feature_channels(self):
+        """The secondary source's stride over feature channels, 0 (broadcast) or 1 (default), the forward node's.
+
+        MPS: MPSNNArithmeticGradientNode.secondaryStrideInFeatureChannels
+        """
         return self.gradient().secondary_stride_in_feature_channels
 
     @secondary_stride_in_feature_channels.setter
@@ -300,15 +424,24 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
 
 cdef class NNAdditionGradientNode(NNArithmeticGradientNode):
-    """MPSNNAdditionGradientNode."""
+    """The gradient node of an NNAdditionNode.
+
+    MPS: MPSNNAdditionGradientNode
+    """
     _operation = 0
 
 
 cdef class NNSubtractionGradientNode(NNArithmeticGradientNode):
-    """MPSNNSubtractionGradientNode."""
+    """The gradient node of an NNSubtractionNode.
+
+    MPS: MPSNNSubtractionGradientNode
+    """
     _operation = 1
 
 
 cdef class NNMultiplicationGradientNode(NNArithmeticGradientNode):
-    """MPSNNMultiplicationGradientNode."""
+    """The gradient node of an NNMultiplicationNode.
+
+    MPS: MPSNNMultiplicationGradientNode
+    """
     _operation = 2

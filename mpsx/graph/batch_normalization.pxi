@@ -8,7 +8,12 @@ __all__ += ["CNNBatchNormalizationFlags", "CNNBatchNormalizationNode", "CNNBatch
 
 
 class CNNBatchNormalizationFlags(enum.IntEnum):
-    """MPSCNNBatchNormalizationFlags: when a CNNBatchNormalizationNode computes batch statistics."""
+    """When a CNNBatchNormalizationNode computes batch statistics: CALCULATE_STATISTICS_AUTOMATIC (DEFAULT) where the
+    graph uses its result state (training), CALCULATE_STATISTICS_ALWAYS, or CALCULATE_STATISTICS_NEVER (the data
+    source's mean and variance).
+
+    MPS: MPSCNNBatchNormalizationFlags
+    """
     CALCULATE_STATISTICS_AUTOMATIC = 0  # where the graph uses the result state (training)
     DEFAULT = 0
     CALCULATE_STATISTICS_ALWAYS = 1
@@ -16,10 +21,17 @@ class CNNBatchNormalizationFlags(enum.IntEnum):
 
 
 cdef class CNNBatchNormalizationNode(NNFilterNode):
-    """MPSCNNBatchNormalizationNode(source, data_source): data_source a BatchNormalizationWeights or any object
-    implementing the CNNBatchNormalizationDataSource protocol. With flags CALCULATE_STATISTICS_AUTOMATIC (the
-    default) the node normalizes with the statistics of the batch where the graph uses its result state
-    (training), and with the data source's mean and variance otherwise."""
+    """CNNBatchNormalizationNode(source, data_source)
+--
+
+    Batch normalization in a graph (CNNBatchNormalization): ``data_source`` a BatchNormalizationWeights or any
+    object implementing the CNNBatchNormalizationDataSource protocol. With ``flags`` CALCULATE_STATISTICS_AUTOMATIC
+    (the default) the node normalizes with the statistics of the batch where the graph uses its result state
+    (training), and with the data source's mean and variance otherwise. Trainable. As
+    ``-[MPSCNNBatchNormalizationNode initWithSource:dataSource:]``.
+
+    MPS: MPSCNNBatchNormalizationNode
+    """
     _mpsx_properties = ("flags", "training_style")
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
@@ -28,16 +40,27 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, data_source):
+        """The same as ``CNNBatchNormalizationNode(...)``: a new node.
+
+        MPS: +[MPSCNNBatchNormalizationNode nodeWithSource:dataSource:]
+        """
         return cls(source, data_source)
 
     @property
     def data_source(self):
-        """The data source given."""
+        """The data source given.
+
+        MPS: none (mpsx)
+        """
         return self._made_with()[0][1]
 
     @property
     def flags(self):
-        """CNNBatchNormalizationFlags (default CALCULATE_STATISTICS_AUTOMATIC)."""
+        """When the node computes batch statistics, a CNNBatchNormalizationFlags (default
+        CALCULATE_STATISTICS_AUTOMATIC); ValueError for another value.
+
+        MPS: MPSCNNBatchNormalizationNode.flags
+        """
         return CNNBatchNormalizationFlags(<uint32_t>(<CCNNBatchNormalizationNode*>self.native()).flags)
 
     @flags.setter
@@ -49,9 +72,12 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle: GPU (default) runs each of the data source's updates (gamma and beta, mean and
-        variance) on the command buffer where it can and on the host otherwise, CPU its host updates, NONE
-        none; the gradient nodes made from this node take it."""
+        """How the gradient runs the data source's updates (gamma and beta, mean and variance): GPU (default) on the
+        command buffer where it can and on the host otherwise, CPU on the host, NONE not at all; the gradient nodes
+        made from this node take it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter
@@ -60,9 +86,15 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
 
 
 cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
-    """MPSCNNBatchNormalizationGradientNode(source_gradient, source_image, gradient_state): gradient_state the
-    result state of a CNNBatchNormalizationNode. Runs the statistics gradient over the whole batch, then the
-    gradient, and updates the forward node's values as its training style says."""
+    """CNNBatchNormalizationGradientNode(source_gradient, source_image, gradient_state)
+--
+
+    The gradient node of a CNNBatchNormalizationNode (``gradient_state`` its result state). Runs the statistics
+    gradient over the whole batch, then the gradient, and updates the forward node's values as its training style
+    says. As ``-[MPSCNNBatchNormalizationGradientNode initWithSourceGradient:sourceImage:gradientState:]``.
+
+    MPS: MPSCNNBatchNormalizationGradientNode
+    """
     _mpsx_properties = ("training_style",)
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
@@ -73,11 +105,18 @@ cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        """The same as ``CNNBatchNormalizationGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNBatchNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
+        """
         return cls(source_gradient, source_image, gradient_state)
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle, taken from the forward node when made from it."""
+        """How this gradient updates the forward node's values (NNTrainingStyle), the forward node's when made from it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter

@@ -8,8 +8,14 @@ __all__ += ["CNNConvolutionNode", "CNNFullyConnectedNode", "CNNConvolutionGradie
 
 
 cdef class CNNConvolutionNode(NNFilterNode):
-    """MPSCNNConvolutionNode(source, weights): weights a ConvolutionWeights or any object implementing
-    the CNNConvolutionDataSource protocol."""
+    """CNNConvolutionNode(source, weights)
+--
+
+    A convolution of a graph: ``weights`` is a ConvolutionWeights or any object implementing the
+    CNNConvolutionDataSource protocol. Trainable. As ``-[MPSCNNConvolutionNode initWithSource:weights:]``.
+
+    MPS: MPSCNNConvolutionNode
+    """
     _mpsx_properties = ("training_style", "accumulator_precision")
     _fully_connected = False
 
@@ -20,12 +26,20 @@ cdef class CNNConvolutionNode(NNFilterNode):
 
     @property
     def weights(self):
+        """The data source given.
+
+        MPS: none (mpsx)
+        """
         return self._made_with()[0][1]
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle: GPU (default) updates the weights on the command buffer where the data source
-        can, CPU calls its host update, NONE leaves them; the gradient nodes made from this node take it."""
+        """How the gradient updates the weights: GPU (default) on the command buffer where the data source can, CPU
+        through its host update, NONE not at all (an NNTrainingStyle, or ``"gpu"``, ``"cpu"``, ``"none"``); the
+        gradient nodes made from this node take it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter
@@ -34,11 +48,18 @@ cdef class CNNConvolutionNode(NNFilterNode):
 
     @property
     def convolution_gradient_state(self):
-        """The result state, a CNNConvolutionGradientStateNode."""
+        """The result state, a CNNConvolutionGradientStateNode.
+
+        MPS: MPSCNNConvolutionNode.convolutionGradientState
+        """
         return self.result_state
 
     @property
     def accumulator_precision(self):
+        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise).
+
+        MPS: MPSCNNConvolutionNode.accumulatorPrecision
+        """
         return "half" if (<CCNNConvolutionNode*>self.native()).accumulator_precision == AccumulatorPrecision.Half \
             else "float"
 
@@ -51,13 +72,23 @@ cdef class CNNConvolutionNode(NNFilterNode):
 
 
 cdef class CNNFullyConnectedNode(CNNConvolutionNode):
-    """MPSCNNFullyConnectedNode(source, weights)."""
+    """A fully connected layer of a graph (CNNFullyConnected), made as CNNConvolutionNode. As
+    ``-[MPSCNNFullyConnectedNode initWithSource:weights:]``.
+
+    MPS: MPSCNNFullyConnectedNode
+    """
     _fully_connected = True
 
 
 cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
-    """MPSCNNConvolutionGradientNode(source_gradient, source_image, convolution_gradient_state, weights=None):
-    weights None takes the forward convolution's."""
+    """CNNConvolutionGradientNode(source_gradient, source_image, convolution_gradient_state, weights=None)
+--
+
+    The gradient node of a CNNConvolutionNode; ``weights`` None takes the forward convolution's. As
+    ``-[MPSCNNConvolutionGradientNode initWithSourceGradient:sourceImage:convolutionGradientState:weights:]``.
+
+    MPS: MPSCNNConvolutionGradientNode
+    """
     _mpsx_properties = ("training_style",)
     _fully_connected = False
 
@@ -73,8 +104,10 @@ cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle: GPU (default) updates the weights on the command buffer where the data source
-        can, CPU calls its host update, NONE leaves them; the gradient nodes made from this node take it."""
+        """How this gradient updates the weights (NNTrainingStyle), the forward node's when made from it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter
@@ -83,5 +116,9 @@ cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
 
 
 cdef class CNNFullyConnectedGradientNode(CNNConvolutionGradientNode):
-    """MPSCNNFullyConnectedGradientNode."""
+    """The gradient node of a CNNFullyConnectedNode. As
+    ``-[MPSCNNFullyConnectedGradientNode initWithSourceGradient:sourceImage:convolutionGradientState:weights:]``.
+
+    MPS: MPSCNNFullyConnectedGradientNode
+    """
     _fully_connected = True

@@ -9,14 +9,23 @@ __all__ += ["CNNConvolutionTransposeNode", "CNNConvolutionTransposeGradientNode"
 
 
 cdef class CNNConvolutionTransposeGradientStateNode(CNNConvolutionGradientStateNode):
-    """MPSCNNConvolutionTransposeGradientStateNode: the result state of a convolution transpose node."""
+    """The result state of a convolution transpose node, read by its gradient node.
+
+    MPS: MPSCNNConvolutionTransposeGradientStateNode
+    """
 
 
 cdef class CNNConvolutionTransposeNode(NNFilterNode):
-    """MPSCNNConvolutionTransposeNode(source, convolution_gradient_state, weights): weights a
-    ConvolutionWeights or any CNNConvolutionDataSource; convolution_gradient_state None, or the result state
-    of the convolution node this transpose undoes, whose source size (and mirrored windows) the result takes.
-    Not a subclass of CNNConvolutionNode here (MPS's is)."""
+    """CNNConvolutionTransposeNode(source, convolution_gradient_state, weights)
+--
+
+    A convolution transpose of a graph: ``weights`` a ConvolutionWeights or any CNNConvolutionDataSource;
+    ``convolution_gradient_state`` None, or the result state of the convolution node this transpose undoes, whose
+    source size (and mirrored windows) the result takes. Not a subclass of CNNConvolutionNode here (MPS's is).
+    Trainable. As ``-[MPSCNNConvolutionTransposeNode initWithSource:convolutionGradientState:weights:]``.
+
+    MPS: MPSCNNConvolutionTransposeNode
+    """
     _mpsx_properties = ("training_style", "accumulator_precision")
 
     def __init__(self, source, convolution_gradient_state, weights):
@@ -33,12 +42,19 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 
     @property
     def weights(self):
+        """The data source given.
+
+        MPS: none (mpsx)
+        """
         return self._made_with()[0][2]
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle: GPU (default) updates the weights on the command buffer where the data source
-        can, CPU calls its host update, NONE leaves them; the gradient nodes made from this node take it."""
+        """How the gradient updates the weights: GPU (default) on the command buffer where the data source can, CPU
+        through its host update, NONE not at all; the gradient nodes made from this node take it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter
@@ -47,6 +63,10 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 
     @property
     def accumulator_precision(self):
+        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise).
+
+        MPS: MPSCNNConvolutionNode.accumulatorPrecision
+        """
         return "half" if (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision == \
             AccumulatorPrecision.Half else "float"
 
@@ -59,8 +79,15 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 
 
 cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
-    """MPSCNNConvolutionTransposeGradientNode(source_gradient, source_image,
-    convolution_transpose_gradient_state, weights=None): weights None takes the forward transpose's."""
+    """CNNConvolutionTransposeGradientNode(source_gradient, source_image, convolution_transpose_gradient_state,
+        weights=None)
+--
+
+    The gradient node of a CNNConvolutionTransposeNode; ``weights`` None takes the forward transpose's. As
+    ``-[MPSCNNConvolutionTransposeGradientNode initWithSourceGradient:sourceImage:convolutionTransposeGradientState:weights:]``.
+
+    MPS: MPSCNNConvolutionTransposeGradientNode
+    """
     _mpsx_properties = ("training_style",)
 
     def __init__(self, source_gradient, source_image, NNStateNode convolution_transpose_gradient_state not None,
@@ -76,7 +103,10 @@ cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle: GPU (default), CPU or NONE, as the forward node's when made from it."""
+        """How this gradient updates the weights (NNTrainingStyle), the forward node's when made from it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter

@@ -8,9 +8,15 @@ __all__ += ["CNNCrossChannelNormalizationNode", "CNNCrossChannelNormalizationGra
 
 
 cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
-    """MPSCNNCrossChannelNormalizationNode(source, kernel_size): local response normalization over
-    kernel_size feature channels (CNNCrossChannelNormalization). alpha 1.0, beta 5.0, delta 1.0 by default;
-    the gradient node takes them when it is made."""
+    """CNNCrossChannelNormalizationNode(source, kernel_size)
+--
+
+    Local response normalization over ``kernel_size`` feature channels in a graph (CNNCrossChannelNormalization).
+    alpha 1.0, beta 5.0, delta 1.0 by default; the gradient node takes them when it is made. As
+    ``-[MPSCNNCrossChannelNormalizationNode initWithSource:kernelSize:]``.
+
+    MPS: MPSCNNCrossChannelNormalizationNode
+    """
     _mpsx_properties = ("kernel_size_in_feature_channels", "alpha", "beta", "delta")
 
     def __init__(self, source, kernel_size):
@@ -20,6 +26,10 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, kernel_size):
+        """The same as ``CNNCrossChannelNormalizationNode(...)``: a new node.
+
+        MPS: +[MPSCNNCrossChannelNormalizationNode nodeWithSource:kernelSize:]
+        """
         return cls(source, kernel_size)
 
     cdef CCNNCrossChannelNormalizationNode* node(self) except NULL:
@@ -27,6 +37,10 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
     @property
     def kernel_size_in_feature_channels(self):
+        """The number of feature channels of the window.
+
+        MPS: MPSCNNCrossChannelNormalizationNode.kernelSizeInFeatureChannels
+        """
         return self.node().kernel_size()
 
     @kernel_size_in_feature_channels.setter
@@ -35,7 +49,10 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
     @property
     def alpha(self):
-        """Default 1.0; finite and non-negative."""
+        """The scale of the window's sum of squares (default 1.0; finite, not negative).
+
+        MPS: MPSCNNNormalizationNode.alpha
+        """
         return self.node().parameters().alpha
 
     @alpha.setter
@@ -44,7 +61,10 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
     @property
     def beta(self):
-        """Default 5.0."""
+        """The exponent of the denominator (default 5.0).
+
+        MPS: MPSCNNNormalizationNode.beta
+        """
         return self.node().parameters().beta
 
     @beta.setter
@@ -53,7 +73,10 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
     @property
     def delta(self):
-        """Default 1.0."""
+        """The offset of the denominator (default 1.0).
+
+        MPS: MPSCNNNormalizationNode.delta
+        """
         return self.node().parameters().delta
 
     @delta.setter
@@ -62,10 +85,16 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
 
 cdef class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
-    """MPSCNNCrossChannelNormalizationGradientNode(source_gradient, source_image, gradient_state, kernel_size):
-    gradient_state the result state of a CNNCrossChannelNormalizationNode, whose alpha, beta and delta it
-    takes when made (read-only here; MPS's gradient node has none). The graph refuses to compile it if its
-    forward node's kernel size or parameters changed since."""
+    """CNNCrossChannelNormalizationGradientNode(source_gradient, source_image, gradient_state, kernel_size)
+--
+
+    The gradient node of a CNNCrossChannelNormalizationNode (``gradient_state`` its result state), whose alpha, beta
+    and delta it takes when made (read-only here; MPS's gradient node has none). The graph refuses to compile it if
+    its forward node's kernel size or parameters changed since. As
+    ``-[MPSCNNCrossChannelNormalizationGradientNode initWithSourceGradient:sourceImage:gradientState:kernelSize:]``.
+
+    MPS: MPSCNNCrossChannelNormalizationGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_size):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationGradientNode](
@@ -78,16 +107,32 @@ cdef class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def kernel_size(self):
+        """The number of feature channels of the forward window.
+
+        MPS: MPSCNNCrossChannelNormalizationGradientNode.kernelSize
+        """
         return self.node().kernel_size()
 
     @property
     def alpha(self):
+        """The forward node's alpha.
+
+        MPS: none (mpsx)
+        """
         return self.node().parameters().alpha
 
     @property
     def beta(self):
+        """The forward node's beta.
+
+        MPS: none (mpsx)
+        """
         return self.node().parameters().beta
 
     @property
     def delta(self):
+        """The forward node's delta.
+
+        MPS: none (mpsx)
+        """
         return self.node().parameters().delta

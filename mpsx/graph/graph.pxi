@@ -27,15 +27,23 @@ cdef CDataType _graph_format(object value, str what) except *:
 
 
 class NNTrainingStyle(enum.IntEnum):
-    """MPSNNTrainingStyle: which update a trainable node's gradient calls (training_style)."""
+    """Which update a trainable node's gradient calls: NONE (no update), CPU (the data source's host update, after the
+    command buffer completed) or GPU (its update on the command buffer, right after the gradient pass).
+
+    MPS: MPSNNTrainingStyle
+    """
     NONE = 0
     CPU = 1
     GPU = 2
 
 
 class NNHandle:
-    """An MPSHandle: names an image or state node of a graph by its label. A graph saves the handles of
-    its nodes; a handle of a class mpsx cannot save comes back as an NNHandle of its label."""
+    """Names an image or state node of a graph by its ``label`` (any object with a ``label`` attribute is a handle). A
+    graph saves the handles of its nodes; a handle of a class mpsx cannot save comes back as an NNHandle of its
+    label. Handles compare equal by label.
+
+    MPS: MPSHandle
+    """
     label = ""
 
     def __init__(self, label):
@@ -89,7 +97,15 @@ cdef object _handle_object(const shared_ptr[void]& handle):
 
 
 cdef class NNImageNode:
-    """MPSNNImageNode(handle=None): an image of a graph, a source unless a filter's result_image."""
+    """NNImageNode(handle=None)
+--
+
+    An image of a graph: a source of the graph unless it is a filter node's ``result_image``. ``handle`` names it
+    (None by default): the graph's ``source_image_handles`` say which image an encode takes where. As
+    ``-[MPSNNImageNode initWithHandle:]``.
+
+    MPS: MPSNNImageNode
+    """
     cdef shared_ptr[CImageNode] c
 
     def __init__(self, handle=None):
@@ -97,11 +113,18 @@ cdef class NNImageNode:
 
     @classmethod
     def node_with_handle(cls, handle):
+        """A new source image node named by ``handle``.
+
+        MPS: +[MPSNNImageNode nodeWithHandle:]
+        """
         return cls(handle)
 
     @classmethod
     def exported_node_with_handle(cls, handle):
-        """A node with export_from_graph set: the graph returns it among its intermediate images."""
+        """A new image node with ``export_from_graph`` set: the graph returns it among its intermediate images.
+
+        MPS: +[MPSNNImageNode exportedNodeWithHandle:]
+        """
         node = cls(handle)
         node.export_from_graph = True
         return node
@@ -113,6 +136,11 @@ cdef class NNImageNode:
 
     @property
     def handle(self):
+        """The object that names the image (anything with a ``label``), or None. TypeError for an object without a
+        label.
+
+        MPS: MPSNNImageNode.handle
+        """
         return _handle_object(self.native().handle)
 
     @handle.setter
@@ -121,6 +149,10 @@ cdef class NNImageNode:
 
     @property
     def export_from_graph(self):
+        """Whether the graph returns this image among its intermediate images (default False).
+
+        MPS: MPSNNImageNode.exportFromGraph
+        """
         return self.native().export_from_graph
 
     @export_from_graph.setter
@@ -129,6 +161,10 @@ cdef class NNImageNode:
 
     @property
     def synchronize_resource(self):
+        """Whether the graph synchronizes the exported image for host reads (default False).
+
+        MPS: MPSNNImageNode.synchronizeResource
+        """
         return self.native().synchronize_resource
 
     @synchronize_resource.setter
@@ -137,7 +173,10 @@ cdef class NNImageNode:
 
     @property
     def stop_gradient(self):
-        """training_graph does not propagate gradients past this image."""
+        """Whether ``training_graph`` stops propagating gradients at this image (default False).
+
+        MPS: MPSNNImageNode.stopGradient
+        """
         return self.native().stop_gradient
 
     @stop_gradient.setter
@@ -146,8 +185,11 @@ cdef class NNImageNode:
 
     @property
     def format(self):
-        """The storage of the image the graph makes (DataType.FLOAT16 or FLOAT32); None (the default) takes
-        the graph's format."""
+        """The storage of the image the graph makes: DataType.FLOAT16 or FLOAT32; None (the default) takes the graph's
+        ``format``. TypeError or ValueError for another value.
+
+        MPS: MPSNNImageNode.format
+        """
         cdef CImageNode* node = self.native()
         cdef CDataType value
         if not node.format.has_value():
@@ -165,7 +207,10 @@ cdef class NNImageNode:
 
     @property
     def producer(self):
-        """The filter node that writes this image; None for a source of the graph."""
+        """The filter node whose result this image is; None for a source of the graph.
+
+        MPS: none (mpsx)
+        """
         return _wrap_filter_node(self.native().producer())
 
     # ---- persistence (mpsx/persistence.py): a source image by its properties, a result by its producer,
@@ -234,7 +279,14 @@ cdef NNImageNode _image_node_argument(object node, str name):
 
 
 cdef class NNStateNode:
-    """MPSNNStateNode: a state a filter makes for its gradient (result_state), or the labels of a loss."""
+    """NNStateNode(*args, **kwargs)
+--
+
+    A state of a graph: a state a filter node makes for its gradient (``result_state``), or the labels of a loss
+    node. Made by filter nodes, never directly (TypeError).
+
+    MPS: MPSNNStateNode
+    """
     cdef shared_ptr[CStateNode] c
 
     def __init__(self, *args, **kwargs):
@@ -247,6 +299,10 @@ cdef class NNStateNode:
 
     @property
     def handle(self):
+        """The object that names the state (anything with a ``label``), or None.
+
+        MPS: MPSNNStateNode.handle
+        """
         return _handle_object(self.native().handle)
 
     @handle.setter
@@ -255,6 +311,10 @@ cdef class NNStateNode:
 
     @property
     def export_from_graph(self):
+        """Whether the graph returns this state among its result states (default False).
+
+        MPS: MPSNNStateNode.exportFromGraph
+        """
         return self.native().export_from_graph
 
     @export_from_graph.setter
@@ -263,6 +323,10 @@ cdef class NNStateNode:
 
     @property
     def synchronize_resource(self):
+        """Whether the graph synchronizes the exported state for host reads (default False).
+
+        MPS: MPSNNStateNode.synchronizeResource
+        """
         return self.native().synchronize_resource
 
     @synchronize_resource.setter
@@ -271,7 +335,10 @@ cdef class NNStateNode:
 
     @property
     def producer(self):
-        """The filter node that makes this state; None for a source state (a loss node's labels)."""
+        """The filter node that makes this state; None for a source state (a loss node's labels).
+
+        MPS: none (mpsx)
+        """
         return _wrap_filter_node(self.native().producer())
 
     # ---- persistence: a result state by its producer and place; the producer saves its properties. A
@@ -319,15 +386,25 @@ cdef class NNStateNode:
 
 
 cdef class NNGradientStateNode(NNStateNode):
-    """MPSNNGradientStateNode."""
+    """The result state of a forward filter node that its gradient node reads.
+
+    MPS: MPSNNGradientStateNode
+    """
 
 
 cdef class CNNConvolutionGradientStateNode(NNGradientStateNode):
-    """MPSCNNConvolutionGradientStateNode."""
+    """The result state of a convolution or fully connected node, read by its gradient node (and by a convolution
+    transpose node that undoes the convolution).
+
+    MPS: MPSCNNConvolutionGradientStateNode
+    """
 
 
 cdef class NNLabelsNode(NNStateNode):
-    """MPSNNLabelsNode: the labels of a loss node, given to the graph as a source state."""
+    """The labels of a loss node, given to the graph as a source state (a CNNLossLabels).
+
+    MPS: MPSNNLabelsNode
+    """
 
 
 cdef NNStateNode _wrap_state_node(const shared_ptr[CStateNode]& node):
@@ -359,7 +436,14 @@ cdef vector[shared_ptr[CImageNode]] _image_nodes(object nodes, str name) except 
 
 
 cdef class NNFilterNode:
-    """MPSNNFilterNode: a filter of a graph; each family's node class derives from it."""
+    """NNFilterNode(*args, **kwargs)
+--
+
+    A filter of a graph: its sources, results and gradient nodes. Abstract (TypeError): each kernel family's node
+    class derives from it.
+
+    MPS: MPSNNFilterNode
+    """
     cdef shared_ptr[CFilterNode] c
 
     def __init__(self, *args, **kwargs):
@@ -383,27 +467,51 @@ cdef class NNFilterNode:
 
     @property
     def result_image(self):
+        """The image node this filter writes.
+
+        MPS: MPSNNFilterNode.resultImage
+        """
         return _wrap_image_node(self.native().result_image())
 
     @property
     def result_states(self):
+        """The state nodes this filter makes (for its gradient), as a list.
+
+        MPS: MPSNNFilterNode.resultStates
+        """
         return [_wrap_state_node(s) for s in self.native().result_states()]
 
     @property
     def result_state(self):
+        """The first of ``result_states``, or None.
+
+        MPS: MPSNNFilterNode.resultState
+        """
         states = self.result_states
         return states[0] if states else None
 
     @property
     def source_images(self):
+        """The image nodes this filter reads, as a list.
+
+        MPS: none (mpsx)
+        """
         return [_wrap_image_node(s) for s in self.native().sources()]
 
     @property
     def source_states(self):
+        """The state nodes this filter reads (a gradient node's gradient state, a loss node's labels), as a list.
+
+        MPS: none (mpsx)
+        """
         return [_wrap_state_node(s) for s in self.native().source_states()]
 
     @property
     def label(self):
+        """A string that names the filter (default ``""``).
+
+        MPS: MPSNNFilterNode.label
+        """
         return self.native().label.decode()
 
     @label.setter
@@ -412,7 +520,10 @@ cdef class NNFilterNode:
 
     @property
     def padding_policy(self):
-        """MPSNNPaddingMethod of the filter's kernel (the filter's default unless set)."""
+        """The padding policy (NNPaddingMethod bits) of the filter's kernel: the filter's default unless set.
+
+        MPS: MPSNNFilterNode.paddingPolicy
+        """
         return NNPaddingMethod(self.native().padding_policy)
 
     @padding_policy.setter
@@ -423,25 +534,46 @@ cdef class NNFilterNode:
         self.native().padding_policy = <uint32_t>method
 
     def gradient_filters_with_sources(self, gradient_images):
-        """One gradient node per source that gets a gradient, the forward sources and states wired in."""
+        """One gradient node per source of this filter that gets a gradient, given the gradient images of its results
+        (image nodes), with the forward sources and states wired in; a binary node returns its primary's, then its
+        secondary's.
+
+        MPS: -[MPSNNFilterNode gradientFiltersWithSources:]
+        """
         return [_wrap_filter_node(f) for f in
                 self.native().gradient_filters(_image_nodes(gradient_images, "gradient_images"))]
 
     def gradient_filters_with_source(self, gradient_image):
+        """``gradient_filters_with_sources([gradient_image])``.
+
+        MPS: -[MPSNNFilterNode gradientFiltersWithSource:]
+        """
         return self.gradient_filters_with_sources([gradient_image])
 
     def gradient_filter_with_sources(self, gradient_images):
+        """The first of ``gradient_filters_with_sources(gradient_images)``.
+
+        MPS: -[MPSNNFilterNode gradientFilterWithSources:]
+        """
         return self.gradient_filters_with_sources(gradient_images)[0]
 
     def gradient_filter_with_source(self, gradient_image):
-        """MPS -gradientFilterWithSource: the gradient node of this filter."""
+        """The gradient node of this filter, given the gradient image of its result (an image node).
+
+        MPS: -[MPSNNFilterNode gradientFilterWithSource:]
+        """
         return self.gradient_filters_with_sources([gradient_image])[0]
 
     def training_graph(self, source_gradient=None, node_handler=None):
-        """MPS -trainingGraphWithSourceGradient:nodeHandler: on the last inference node; returns the termini.
+        """Builds the gradient nodes of the graph that ends at this node (a loss node, or any node with
+        ``source_gradient`` given) back to its sources, and returns the termini of the training graph.
 
-        node_handler(gradient_node, inference_node, inference_source, gradient_source) is called for each
-        new node; without one each gradient result takes its inference source's handle."""
+        ``node_handler(gradient_node, inference_node, inference_source, gradient_source)`` is called for each new
+        node; without one each gradient result takes its inference source's handle. Where several nodes read one
+        image their gradients are summed by NNAdditionNodes.
+
+        MPS: -[MPSNNFilterNode trainingGraphWithSourceGradient:nodeHandler:]
+        """
         cdef shared_ptr[CImageNode] gradient
         if source_gradient is not None:
             gradient = _image_node_argument(source_gradient, "source_gradient").c
@@ -534,7 +666,10 @@ cdef class NNFilterNode:
 
 
 cdef class NNGradientFilterNode(NNFilterNode):
-    """MPSNNGradientFilterNode: a gradient node makes no gradient nodes of its own."""
+    """A gradient node: it makes no gradient nodes of its own (its ``gradient_filter*`` methods raise).
+
+    MPS: MPSNNGradientFilterNode
+    """
 
 
 cdef object _get_training_style(NNFilterNode node):
@@ -573,9 +708,23 @@ cdef object _wrap_image_object(const shared_ptr[CImageNode]& node):
 
 
 cdef class NNGraph:
-    """MPSNNGraph(device, result_image, result_image_is_needed=True), or
-    NNGraph(device, result_images=[...], results_are_needed=[...]): compiles the filters the needed
-    results and the weight updates require, once."""
+    """NNGraph(device, result_image=None, result_image_is_needed=True, *, result_images=None,
+        results_are_needed=None, format=None, data_parallel=None)
+--
+
+    A graph of filter nodes compiled for a device: the filters the needed results and the weight updates require,
+    compiled once, encoded in one native call per step.
+
+    ``NNGraph(device, result_image, result_image_is_needed=True)`` or
+    ``NNGraph(device, result_images=[...], results_are_needed=[...])``: ``result_image_is_needed=False`` (the usual
+    choice for training, where the last gradient only updates weights) makes ``encode`` return None and lets that
+    computation be pruned. ``format`` (DataType.FLOAT16, MPS's default, or FLOAT32) sets the storage of the images
+    the graph makes; ``data_parallel`` a data-parallel group (see ``data_parallel``). TypeError for both or neither
+    of ``result_image`` and ``result_images``. As ``-[MPSNNGraph initWithDevice:resultImage:resultImageIsNeeded:]``
+    and ``-[MPSNNGraph initWithDevice:resultImages:resultsAreNeeded:]``.
+
+    MPS: MPSNNGraph
+    """
     cdef shared_ptr[CNNGraph] c
 
     def __init__(self, Device device not None, result_image=None, result_image_is_needed=True, *,
@@ -604,32 +753,58 @@ cdef class NNGraph:
 
     @property
     def device(self):
+        """The device the graph encodes for.
+
+        MPS: MPSKernel.device
+        """
         return wrap_device(self.native().device())
 
     @property
     def source_image_handles(self):
-        """The handles of the source images, in the order encode takes them."""
+        """The handles of the source images, in the order ``encode`` takes them.
+
+        MPS: MPSNNGraph.sourceImageHandles
+        """
         return [_handle_object(n.get().handle) for n in self.native().source_images()]
 
     @property
     def source_state_handles(self):
-        """The handles of the source states (the labels of loss nodes), in the order encode takes them."""
+        """The handles of the source states (the labels of loss nodes), in the order ``encode`` takes them.
+
+        MPS: MPSNNGraph.sourceStateHandles
+        """
         return [_handle_object(n.get().handle) for n in self.native().source_states()]
 
     @property
     def intermediate_image_handles(self):
+        """The handles of the exported intermediate images, in the order ``encode`` returns them.
+
+        MPS: MPSNNGraph.intermediateImageHandles
+        """
         return [_handle_object(n.get().handle) for n in self.native().intermediate_images()]
 
     @property
     def result_state_handles(self):
+        """The handles of the exported result states, in the order ``encode`` returns them.
+
+        MPS: MPSNNGraph.resultStateHandles
+        """
         return [_handle_object(n.get().handle) for n in self.native().result_states()]
 
     @property
     def result_handle(self):
+        """The handle of the result image.
+
+        MPS: MPSNNGraph.resultHandle
+        """
         return _handle_object(self.native().result().get().handle)
 
     @property
     def result_image_is_needed(self):
+        """Whether ``encode`` returns the result image.
+
+        MPS: MPSNNGraph.resultImageIsNeeded
+        """
         return self.native().result_image_is_needed()
 
     # ---- persistence: MPSNNGraph's NSSecureCoding and copyWithZone:device:. The nodes the results reach
@@ -655,25 +830,37 @@ cdef class NNGraph:
         return persistence_reduce(self)
 
     def copy(self, device=None):
-        """MPS -copyWithZone:device:: an independent graph on device (default: this graph's), its nodes
-        and data sources copied, made through the graph's saved description."""
+        """An independent graph on ``device`` (default: this graph's), its nodes and data sources copied, made through
+        the graph's saved description.
+
+        MPS: -[MPSNNGraph copyWithZone:device:]
+        """
         return persistence_copy(self, device)
 
     @property
     def number_of_filters(self):
-        """How many filters the graph encodes (after pruning and fusion)."""
+        """How many filters the graph encodes (after pruning and fusion).
+
+        MPS: none (mpsx)
+        """
         return self.native().step_count()
 
     @property
     def number_of_fused_filters(self):
-        """How many filters compiled into another's step (a neuron fused into the normalization before it,
-        and its gradient into the normalization's gradient)."""
+        """How many filters compiled into another's step (a neuron fused into the normalization before it, and its
+        gradient into the normalization's gradient).
+
+        MPS: none (mpsx)
+        """
         return self.native().fused_count()
 
     @property
     def output_state_is_temporary(self):
-        """MPSNNGraph.outputStateIsTemporary (default False). mpsx states are reference counted, so the
-        states encode returns are valid and readable after synchronize either way."""
+        """Whether the states ``encode`` returns are temporary (default False). mpsx states are reference counted, so
+        they are valid and readable after synchronize either way.
+
+        MPS: MPSNNGraph.outputStateIsTemporary
+        """
         return self.native().output_state_is_temporary
 
     @output_state_is_temporary.setter
@@ -682,8 +869,11 @@ cdef class NNGraph:
 
     @property
     def format(self):
-        """MPSNNGraph.format: the storage of the images the graph makes whose node sets none:
-        DataType.FLOAT16 (MPS's default) or DataType.FLOAT32. Read at each encode."""
+        """The storage of the images the graph makes whose node sets none: DataType.FLOAT16 (MPS's default) or
+        DataType.FLOAT32. Read at each encode.
+
+        MPS: MPSNNGraph.format
+        """
         return DataType(<int>self.native().format())
 
     @format.setter
@@ -692,9 +882,12 @@ cdef class NNGraph:
 
     @property
     def data_parallel(self):
-        """None, or the mpsx.distributed group (a ProcessGroup or its Communicator) the graph trains with:
-        each encode all-reduces the mean over the group of every trainable node's gradients, in buckets, and
-        encodes the updates after it. Not saved with the graph."""
+        """None, or the ``mpsx.distributed`` group (a ProcessGroup or its Communicator) the graph trains with: each
+        encode all-reduces the mean over the group of every trainable node's gradients, in buckets, and encodes the
+        updates after it. Not saved with the graph.
+
+        MPS: none (mpsx)
+        """
         cdef Communicator communicator
         if not self.native().data_parallel():
             return None
@@ -715,14 +908,20 @@ cdef class NNGraph:
         self.native().set_data_parallel(communicator)
 
     def reload_from_data_sources(self):
-        """MPS -reloadFromDataSources: every filter with a data source reloads it now."""
+        """Every filter with a data source reloads it now; the caller makes sure no encoded work still runs.
+
+        MPS: -[MPSNNGraph reloadFromDataSources]
+        """
         self.native().reload_from_data_sources()
 
     def execute_async(self, source_images, completion_handler):
-        """MPS -executeAsyncWithSourceImages:completionHandler: encodes the graph on a command buffer of
-        the device's queue and commits it; completion_handler(result, error) is called once when it has
-        completed, on any thread (error None on success). Returns the result image, whose contents are
-        valid in the handler. A graph with source states (loss labels) cannot run this way."""
+        """Encodes the graph on a command buffer of the device's queue and commits it;
+        ``completion_handler(result, error)`` is called once it has completed, on any thread (error None on
+        success). Returns the result image, whose contents are valid in the handler. A graph with source states
+        (loss labels) cannot run this way (ValueError).
+
+        MPS: -[MPSNNGraph executeAsyncWithSourceImages:completionHandler:]
+        """
         if not callable(completion_handler):
             raise TypeError(f"expected a callable completion handler, given {type(completion_handler).__name__}")
         if self.native().source_states().size():
@@ -739,15 +938,23 @@ cdef class NNGraph:
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, source_states=None,
                      intermediate_images=False, destination_states=False):
-        """Encodes the graph over batches: one ImageBatch (or list of Images) per source handle, one state
-        (CNNLossLabels for loss labels) per source state handle. Returns the result batch (None unless
-        needed), and the intermediate images and destination states where asked."""
+        """Encodes the graph over batches: one ImageBatch (or list of Images) per source image handle, one state (a
+        CNNLossLabels for loss labels) per source state handle. Returns the result batch (None unless needed), and
+        with ``intermediate_images=True`` / ``destination_states=True`` a tuple with the exported intermediate
+        images and result states too.
+
+        MPS: -[MPSNNGraph encodeBatchToCommandBuffer:sourceImages:sourceStates:intermediateImages:destinationStates:]
+        """
         return self._encode(command_buffer, source_images, source_states, intermediate_images, destination_states,
                             True)
 
     def encode(self, CommandBuffer command_buffer not None, source_images, source_states=None,
                intermediate_images=False, destination_states=False):
-        """Encodes the graph: one Image per source handle (an Image is a batch of its images)."""
+        """Encodes the graph: one Image per source image handle (an Image is a batch of its images), as
+        ``encode_batch``.
+
+        MPS: -[MPSNNGraph encodeToCommandBuffer:sourceImages:sourceStates:intermediateImages:destinationStates:]
+        """
         return self._encode(command_buffer, source_images, source_states, intermediate_images, destination_states,
                             False)
 

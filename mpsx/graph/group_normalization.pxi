@@ -9,18 +9,27 @@ __all__ += ["CNNGroupNormalizationNode", "CNNGroupNormalizationGradientNode"]
 
 
 cdef class _NormalizationNode(NNFilterNode):
-    """What the group and instance normalization nodes share."""
+    """What the group and instance normalization nodes share.
+
+    MPS: MPSCNNGroupNormalizationNode
+    """
     _mpsx_properties = ("training_style",)
     @property
     def data_source(self):
-        """The data source given."""
+        """The data source given.
+
+        MPS: none (mpsx)
+        """
         return self._made_with()[0][1]
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle: GPU (default) updates gamma and beta on the command buffer where the data source
-        can and on the host otherwise, CPU calls its host update, NONE leaves them; the gradient nodes made
-        from this node take it."""
+        """How the gradient updates gamma and beta: GPU (default) on the command buffer where the data source can and
+        on the host otherwise, CPU through its host update, NONE not at all; the gradient nodes made from this node
+        take it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter
@@ -29,12 +38,18 @@ cdef class _NormalizationNode(NNFilterNode):
 
 
 cdef class _NormalizationGradientNode(NNGradientFilterNode):
-    """What the group and instance normalization gradient nodes share."""
+    """What the group and instance normalization gradient nodes share.
+
+    MPS: MPSCNNGroupNormalizationGradientNode
+    """
     _mpsx_properties = ("training_style",)
 
     @property
     def training_style(self):
-        """MPSNNTrainingStyle, taken from the forward node when made from it."""
+        """How this gradient updates gamma and beta (NNTrainingStyle), the forward node's when made from it.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
         return _get_training_style(self)
 
     @training_style.setter
@@ -43,8 +58,15 @@ cdef class _NormalizationGradientNode(NNGradientFilterNode):
 
 
 cdef class CNNGroupNormalizationNode(_NormalizationNode):
-    """MPSCNNGroupNormalizationNode(source, data_source): data_source a GroupNormalizationWeights or any object
-    implementing the CNNGroupNormalizationDataSource protocol."""
+    """CNNGroupNormalizationNode(source, data_source)
+--
+
+    Group normalization in a graph (CNNGroupNormalization): ``data_source`` a GroupNormalizationWeights or any
+    object implementing the CNNGroupNormalizationDataSource protocol. Trainable. As
+    ``-[MPSCNNGroupNormalizationNode initWithSource:dataSource:]``.
+
+    MPS: MPSCNNGroupNormalizationNode
+    """
 
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
@@ -53,12 +75,23 @@ cdef class CNNGroupNormalizationNode(_NormalizationNode):
 
     @classmethod
     def node_with_source(cls, source, data_source):
+        """The same as ``CNNGroupNormalizationNode(...)``: a new node.
+
+        MPS: +[MPSCNNGroupNormalizationNode nodeWithSource:dataSource:]
+        """
         return cls(source, data_source)
 
 
 cdef class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
-    """MPSCNNGroupNormalizationGradientNode(source_gradient, source_image, gradient_state): gradient_state the
-    result state of a CNNGroupNormalizationNode; updates its gamma and beta as the training style says."""
+    """CNNGroupNormalizationGradientNode(source_gradient, source_image, gradient_state)
+--
+
+    The gradient node of a CNNGroupNormalizationNode (``gradient_state`` its result state); updates its gamma and
+    beta as the training style says. As
+    ``-[MPSCNNGroupNormalizationGradientNode initWithSourceGradient:sourceImage:gradientState:]``.
+
+    MPS: MPSCNNGroupNormalizationGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNGroupNormalizationGradientNode](
@@ -68,4 +101,8 @@ cdef class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        """The same as ``CNNGroupNormalizationGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNGroupNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
+        """
         return cls(source_gradient, source_image, gradient_state)

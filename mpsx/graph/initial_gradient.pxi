@@ -6,8 +6,14 @@ __all__ += ["NNInitialGradientNode"]
 
 
 cdef class NNInitialGradientNode(NNFilterNode):
-    """MPSNNInitialGradientNode(source): a gradient of ones shaped as the source, to start
-    training_graph at any output (the gradient of the sum of that output)."""
+    """NNInitialGradientNode(source)
+--
+
+    A gradient of ones shaped as the source, to start ``training_graph`` at any output (the gradient of the sum of
+    that output). As ``-[MPSNNInitialGradientNode initWithSource:]``.
+
+    MPS: MPSNNInitialGradientNode
+    """
 
     def __init__(self, source):
         self._made(<shared_ptr[CFilterNode]>make_native[CNNInitialGradientNode](
@@ -15,4 +21,8 @@ cdef class NNInitialGradientNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source):
+        """The same as ``NNInitialGradientNode(...)``: a new node.
+
+        MPS: +[MPSNNInitialGradientNode nodeWithSource:]
+        """
         return cls(source)

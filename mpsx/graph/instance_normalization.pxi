@@ -9,8 +9,15 @@ __all__ += ["CNNInstanceNormalizationNode", "CNNInstanceNormalizationGradientNod
 
 
 cdef class CNNInstanceNormalizationNode(_NormalizationNode):
-    """MPSCNNInstanceNormalizationNode(source, data_source): data_source an InstanceNormalizationWeights or any
-    object implementing the CNNInstanceNormalizationDataSource protocol."""
+    """CNNInstanceNormalizationNode(source, data_source)
+--
+
+    Instance normalization in a graph (CNNInstanceNormalization): ``data_source`` an InstanceNormalizationWeights or
+    any object implementing the CNNInstanceNormalizationDataSource protocol. Trainable. As
+    ``-[MPSCNNInstanceNormalizationNode initWithSource:dataSource:]``.
+
+    MPS: MPSCNNInstanceNormalizationNode
+    """
 
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
@@ -19,12 +26,23 @@ cdef class CNNInstanceNormalizationNode(_NormalizationNode):
 
     @classmethod
     def node_with_source(cls, source, data_source):
+        """The same as ``CNNInstanceNormalizationNode(...)``: a new node.
+
+        MPS: +[MPSCNNInstanceNormalizationNode nodeWithSource:dataSource:]
+        """
         return cls(source, data_source)
 
 
 cdef class CNNInstanceNormalizationGradientNode(_NormalizationGradientNode):
-    """MPSCNNInstanceNormalizationGradientNode(source_gradient, source_image, gradient_state): gradient_state the
-    result state of a CNNInstanceNormalizationNode; updates its gamma and beta as the training style says."""
+    """CNNInstanceNormalizationGradientNode(source_gradient, source_image, gradient_state)
+--
+
+    The gradient node of a CNNInstanceNormalizationNode (``gradient_state`` its result state); updates its gamma and
+    beta as the training style says. As
+    ``-[MPSCNNInstanceNormalizationGradientNode initWithSourceGradient:sourceImage:gradientState:]``.
+
+    MPS: MPSCNNInstanceNormalizationGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNInstanceNormalizationGradientNode](
@@ -34,4 +52,8 @@ cdef class CNNInstanceNormalizationGradientNode(_NormalizationGradientNode):
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        """The same as ``CNNInstanceNormalizationGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNInstanceNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
+        """
         return cls(source_gradient, source_image, gradient_state)

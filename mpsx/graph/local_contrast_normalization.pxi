@@ -8,11 +8,17 @@ __all__ += ["CNNLocalContrastNormalizationNode", "CNNLocalContrastNormalizationG
 
 
 cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
-    """MPSCNNLocalContrastNormalizationNode(source, kernel_size): y = pm + ps * (x - p0 * M) /
-    (delta + alpha * VAR)^beta over a kernel_size x kernel_size window (CNNLocalContrastNormalization),
-    edge mode ZERO. The node's defaults are the header's for the node: alpha 1.0 (the kernel's is 0.0),
-    beta 0.5, delta 1/1024, p0 1, pm 0, ps 1. The gradient node copies the sizes and parameters when it is
-    made."""
+    """CNNLocalContrastNormalizationNode(source, kernel_size)
+--
+
+    Local contrast normalization in a graph (CNNLocalContrastNormalization):
+    ``y = pm + ps * (x - p0 * M) / (delta + alpha * VAR)^beta`` over a ``kernel_size`` x ``kernel_size`` window,
+    edge mode ZERO. The node's defaults are the header's for the node: alpha 1.0 (the kernel's is 0.0), beta 0.5,
+    delta 1/1024, p0 1, pm 0, ps 1. The gradient node copies the sizes and parameters when it is made. As
+    ``-[MPSCNNLocalContrastNormalizationNode initWithSource:kernelSize:]``.
+
+    MPS: MPSCNNLocalContrastNormalizationNode
+    """
     _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta", "p0", "pm", "ps")
 
     def __init__(self, source, kernel_size):
@@ -22,6 +28,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, kernel_size):
+        """The same as ``CNNLocalContrastNormalizationNode(...)``: a new node.
+
+        MPS: +[MPSCNNLocalContrastNormalizationNode nodeWithSource:kernelSize:]
+        """
         return cls(source, kernel_size)
 
     cdef CCNNLocalContrastNormalizationNode* node(self) except NULL:
@@ -29,7 +39,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def kernel_width(self):
-        """Read-write; must equal kernel_height when the graph compiles."""
+        """The width of the window; it must equal ``kernel_height`` when the graph compiles.
+
+        MPS: MPSCNNLocalContrastNormalizationNode.kernelWidth
+        """
         return self.node().kernel_width()
 
     @kernel_width.setter
@@ -38,6 +51,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNLocalContrastNormalizationNode.kernelHeight
+        """
         return self.node().kernel_height()
 
     @kernel_height.setter
@@ -46,7 +63,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def alpha(self):
-        """Default 1.0 (the kernel's default is 0.0)."""
+        """The scale of the window's variance (default 1.0; the kernel's is 0.0).
+
+        MPS: MPSCNNNormalizationNode.alpha
+        """
         return self.node().parameters.alpha
 
     @alpha.setter
@@ -55,7 +75,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def beta(self):
-        """Default 0.5."""
+        """The exponent of the denominator (default 0.5).
+
+        MPS: MPSCNNNormalizationNode.beta
+        """
         return self.node().parameters.beta
 
     @beta.setter
@@ -64,7 +87,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def delta(self):
-        """Default 1/1024."""
+        """The offset of the denominator (default 1/1024).
+
+        MPS: MPSCNNNormalizationNode.delta
+        """
         return self.node().parameters.delta
 
     @delta.setter
@@ -73,7 +99,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def p0(self):
-        """Default 1.0."""
+        """The factor of the mean subtracted (default 1.0).
+
+        MPS: MPSCNNLocalContrastNormalizationNode.p0
+        """
         return self.node().parameters.p0
 
     @p0.setter
@@ -82,7 +111,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def pm(self):
-        """Default 0.0."""
+        """The offset of the result (default 0.0).
+
+        MPS: MPSCNNLocalContrastNormalizationNode.pm
+        """
         return self.node().parameters.pm
 
     @pm.setter
@@ -91,7 +123,10 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @property
     def ps(self):
-        """Default 1.0."""
+        """The scale of the result (default 1.0).
+
+        MPS: MPSCNNLocalContrastNormalizationNode.ps
+        """
         return self.node().parameters.ps
 
     @ps.setter
@@ -100,11 +135,18 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
 
 cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
-    """MPSCNNLocalContrastNormalizationGradientNode(source_gradient, source_image, gradient_state,
-    kernel_width, kernel_height): gradient_state the result state of a CNNLocalContrastNormalizationNode.
-    Made by hand it has the header's defaults for this node (alpha 0.0, as the kernel); made by
-    gradient_filter_with_source it copies the forward node's sizes and parameters. The graph refuses to
-    compile it unless they are its forward node's."""
+    """CNNLocalContrastNormalizationGradientNode(source_gradient, source_image, gradient_state, kernel_width,
+        kernel_height)
+--
+
+    The gradient node of a CNNLocalContrastNormalizationNode (``gradient_state`` its result state). Made by hand it
+    has the header's defaults for this node (alpha 0.0, as the kernel); made by ``gradient_filter_with_source`` it
+    copies the forward node's sizes and parameters. The graph refuses to compile it unless they are its forward
+    node's. As
+    ``-[MPSCNNLocalContrastNormalizationGradientNode initWithSourceGradient:sourceImage:gradientState:kernelWidth:kernelHeight:]``.
+
+    MPS: MPSCNNLocalContrastNormalizationGradientNode
+    """
     _mpsx_properties = ("alpha", "beta", "delta", "p0", "pm", "ps")
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_width,
@@ -120,15 +162,27 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def kernel_width(self):
+        """The width of the window.
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.kernelWidth
+        """
         return self.node().kernel_width()
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.kernelHeight
+        """
         return self.node().kernel_height()
 
     @property
     def alpha(self):
-        """Default 0.0 (the header's default for the gradient node made by hand); gradient_filter_with_source copies the forward node's."""
+        """The scale of the window's variance (default 0.0 made by hand; ``gradient_filter_with_source`` copies the
+        forward node's).
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.alpha
+        """
         return self.node().parameters.alpha
 
     @alpha.setter
@@ -137,7 +191,10 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def beta(self):
-        """Default 0.5."""
+        """The exponent of the denominator (default 0.5).
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.beta
+        """
         return self.node().parameters.beta
 
     @beta.setter
@@ -146,7 +203,10 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def delta(self):
-        """Default 1/1024."""
+        """The offset of the denominator (default 1/1024).
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.delta
+        """
         return self.node().parameters.delta
 
     @delta.setter
@@ -155,7 +215,10 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def p0(self):
-        """Default 1.0."""
+        """The factor of the mean subtracted (default 1.0).
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.p0
+        """
         return self.node().parameters.p0
 
     @p0.setter
@@ -164,7 +227,10 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def pm(self):
-        """Default 0.0."""
+        """The offset of the result (default 0.0).
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.pm
+        """
         return self.node().parameters.pm
 
     @pm.setter
@@ -173,7 +239,10 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def ps(self):
-        """Default 1.0."""
+        """The scale of the result (default 1.0).
+
+        MPS: MPSCNNLocalContrastNormalizationGradientNode.ps
+        """
         return self.node().parameters.ps
 
     @ps.setter

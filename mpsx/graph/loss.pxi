@@ -13,11 +13,18 @@ cdef object _wrap_loss_callback_image(const shared_ptr[CImage]& image):
 
 
 class NNLossCallback:
-    """MPSNNLossCallback: subclass it and implement scalar_weight_for_source_image(source_image,
-    destination_image) -> float, the weight of a loss node's kernel at each encode of the graph. A
-    subclass is saved with its graph through its attributes, as data sources are."""
+    """The weight callback of a loss node: subclass it and implement
+    ``scalar_weight_for_source_image(source_image, destination_image)`` -> float, the weight of the node's kernel at
+    each encode of the graph. A subclass is saved with its graph through its attributes, as data sources are.
+
+    MPS: MPSNNLossCallback
+    """
 
     def scalar_weight_for_source_image(self, source_image, destination_image):
+        """The weight for this encode; a subclass must implement it (NotImplementedError here).
+
+        MPS: -[MPSNNLossCallback scalarWeightForSourceImage:destinationImage:]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement scalar_weight_for_source_image()")
 
 
@@ -33,8 +40,15 @@ cdef shared_ptr[CLossCallback] _loss_callback_argument(object value) except *:
 
 
 cdef class CNNLossNode(NNFilterNode):
-    """MPSCNNLossNode(source, loss_descriptor): its result image is the gradient of the source; the labels
-    (input_labels, an NNLabelsNode) go to the graph as a source state (a CNNLossLabels)."""
+    """CNNLossNode(source, loss_descriptor)
+--
+
+    A loss of a graph (CNNLoss): its result image is the gradient of the source; the labels (``input_labels``, an
+    NNLabelsNode) go to the graph as a source state (a CNNLossLabels). As
+    ``-[MPSCNNLossNode initWithSource:lossDescriptor:]``.
+
+    MPS: MPSCNNLossNode
+    """
 
     def __init__(self, source, CNNLossDescriptor loss_descriptor not None):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNLossNode](_image_node_argument(source, "source").c,
@@ -42,6 +56,10 @@ cdef class CNNLossNode(NNFilterNode):
 
     @property
     def input_labels(self):
+        """The labels node: set its handle, and give the graph a CNNLossLabels for it.
+
+        MPS: MPSCNNLossNode.inputLabels
+        """
         return _wrap_state_node((<CCNNLossNode*>self.native()).input_labels())
 
 
@@ -65,12 +83,20 @@ cdef CNNLossDescriptor _loss_descriptor_argument(object value):
 
 
 cdef class NNForwardLossNode(NNFilterNode):
-    """MPSNNForwardLossNode(source, labels, weights=None, loss_descriptor): an NNForwardLoss of source against
-    the labels (and per-value weights) image nodes, which are sources of the graph like any image; its result
-    image is the loss values. NNForwardLossNode(source, labels, loss_descriptor) is the form without weights.
-    Its gradient_filter_with_source(gradient of the loss values) is an NNLossGradientNode of the source;
-    gradient_filters_with_source also returns the labels' (is_labels_gradient_filter). training_graph needs
-    that gradient: start it at an NNInitialGradientNode on result_image (ones), or pass source_gradient."""
+    """NNForwardLossNode(source, labels, weights=None, loss_descriptor=None)
+--
+
+    A forward loss of a graph (NNForwardLoss) of ``source`` against the ``labels`` (and per-value ``weights``) image
+    nodes, which are sources of the graph like any image; its result image is the loss values.
+    ``NNForwardLossNode(source, labels, loss_descriptor)`` is the form without weights.
+
+    Its ``gradient_filter_with_source`` (the gradient of the loss values) is an NNLossGradientNode of the source;
+    ``gradient_filters_with_source`` also returns the labels' (``is_labels_gradient_filter``). ``training_graph``
+    needs that gradient: start it at an NNInitialGradientNode on ``result_image`` (ones), or pass
+    ``source_gradient``. As ``-[MPSNNForwardLossNode initWithSource:labels:weights:lossDescriptor:]``.
+
+    MPS: MPSNNForwardLossNode
+    """
     _mpsx_properties = ("property_call_back",)
 
     def __init__(self, source, labels, weights=None, loss_descriptor=None):
@@ -83,7 +109,10 @@ cdef class NNForwardLossNode(NNFilterNode):
 
     @classmethod
     def node_with_sources(cls, sources, loss_descriptor):
-        """MPS +nodeWithSources:lossDescriptor:: sources [source, labels] or [source, labels, weights]."""
+        """A new node of ``sources`` ``[source, labels]`` or ``[source, labels, weights]`` (ValueError otherwise).
+
+        MPS: +[MPSNNForwardLossNode nodeWithSources:lossDescriptor:]
+        """
         sources = list(sources)
         if len(sources) not in (2, 3):
             raise ValueError(f"NNForwardLossNode: expected 2 or 3 sources (source, labels[, weights]), "
@@ -95,44 +124,84 @@ cdef class NNForwardLossNode(NNFilterNode):
 
     @property
     def loss_descriptor(self):
+        """A copy of the node's loss descriptor.
+
+        MPS: none (mpsx)
+        """
         return _loss_descriptor_of(self.loss_node().descriptor())
 
     @property
     def loss_type(self):
+        """The loss function.
+
+        MPS: MPSNNForwardLossNode.lossType
+        """
         return self.loss_descriptor.loss_type
 
     @property
     def reduction_type(self):
+        """The reduction.
+
+        MPS: MPSNNForwardLossNode.reductionType
+        """
         return self.loss_descriptor.reduction_type
 
     @property
     def number_of_classes(self):
+        """The number of classes label smoothing spreads over.
+
+        MPS: MPSNNForwardLossNode.numberOfClasses
+        """
         return self.loss_descriptor.number_of_classes
 
     @property
     def reduce_across_batch(self):
+        """Whether the reduction runs over the whole batch.
+
+        MPS: MPSNNForwardLossNode.reduceAcrossBatch
+        """
         return self.loss_descriptor.reduce_across_batch
 
     @property
     def weight(self):
+        """The factor of every loss value.
+
+        MPS: MPSNNForwardLossNode.weight
+        """
         return self.loss_descriptor.weight
 
     @property
     def label_smoothing(self):
+        """The label smoothing.
+
+        MPS: MPSNNForwardLossNode.labelSmoothing
+        """
         return self.loss_descriptor.label_smoothing
 
     @property
     def epsilon(self):
+        """The epsilon of LOG and the cross entropies.
+
+        MPS: MPSNNForwardLossNode.epsilon
+        """
         return self.loss_descriptor.epsilon
 
     @property
     def delta(self):
+        """HUBER's threshold.
+
+        MPS: MPSNNForwardLossNode.delta
+        """
         return self.loss_descriptor.delta
 
     @property
     def property_call_back(self):
-        """None, or an object whose scalar_weight_for_source_image(source_image, destination_image) gives the
-        kernel's weight at each encode of the graph."""
+        """None, or an object whose ``scalar_weight_for_source_image(source_image, destination_image)`` gives the
+        kernel's weight at each encode of the graph (an NNLossCallback). TypeError for an object without that
+        method.
+
+        MPS: MPSNNForwardLossNode.propertyCallBack
+        """
         return <object>python_loss_callback_object(self.loss_node().property_call_back)
 
     @property_call_back.setter
@@ -141,11 +210,18 @@ cdef class NNForwardLossNode(NNFilterNode):
 
 
 cdef class NNLossGradientNode(NNGradientFilterNode):
-    """MPSNNLossGradientNode(source_gradient, source_image, labels, weights=None, gradient_state=None,
-    loss_descriptor, is_labels_gradient_filter=False): an NNLossGradient of the loss values' gradient, with
-    the forward source, labels and weights image nodes; gradient_state (optional) is the forward loss node's
-    result state, whose values (weight, label smoothing, epsilon, delta) it then uses. A property_call_back
-    sets its weight at each encode instead."""
+    """NNLossGradientNode(source_gradient, source_image, labels, weights=None, gradient_state=None,
+        loss_descriptor=None, is_labels_gradient_filter=False)
+--
+
+    The gradient node of an NNForwardLossNode: an NNLossGradient of the loss values' gradient, with the forward
+    source, labels and weights image nodes; ``gradient_state`` (optional) is the forward loss node's result state,
+    whose values (weight, label smoothing, epsilon, delta) it then uses. A ``property_call_back`` sets its weight at
+    each encode instead. As
+    ``-[MPSNNLossGradientNode initWithSourceGradient:sourceImage:labels:weights:gradientState:lossDescriptor:isLabelsGradientFilter:]``.
+
+    MPS: MPSNNLossGradientNode
+    """
     _mpsx_properties = ("property_call_back",)
 
     def __init__(self, source_gradient, source_image, labels, weights=None, gradient_state=None,
@@ -170,8 +246,11 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
 
     @classmethod
     def node_with_sources(cls, sources, gradient_state, loss_descriptor, is_labels_gradient_filter=False):
-        """MPS -initWithSources:gradientState:lossDescriptor:isLabelsGradientFilter:: sources
-        [source gradient, source (logits), labels] or [..., weights]."""
+        """A new node of ``sources`` ``[source gradient, source (logits), labels]`` or ``[..., weights]`` (ValueError
+        otherwise).
+
+        MPS: +[MPSNNLossGradientNode nodeWithSources:gradientState:lossDescriptor:isLabelsGradientFilter:]
+        """
         sources = list(sources)
         if len(sources) not in (3, 4):
             raise ValueError(f"NNLossGradientNode: expected 3 or 4 sources (source gradient, source, labels"
@@ -184,48 +263,91 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
 
     @property
     def is_labels_gradient_filter(self):
+        """Whether the node makes the gradient for the labels instead of the source.
+
+        MPS: MPSNNLossGradientNode.isLabelsGradientFilter
+        """
         return self.gradient_node().is_labels_gradient_filter()
 
     @property
     def loss_descriptor(self):
+        """A copy of the node's loss descriptor.
+
+        MPS: none (mpsx)
+        """
         return _loss_descriptor_of(self.gradient_node().descriptor())
 
     @property
     def loss_type(self):
+        """The loss function.
+
+        MPS: MPSNNLossGradientNode.lossType
+        """
         return self.loss_descriptor.loss_type
 
     @property
     def reduction_type(self):
+        """The reduction.
+
+        MPS: MPSNNLossGradientNode.reductionType
+        """
         return self.loss_descriptor.reduction_type
 
     @property
     def number_of_classes(self):
+        """The number of classes label smoothing spreads over.
+
+        MPS: MPSNNLossGradientNode.numberOfClasses
+        """
         return self.loss_descriptor.number_of_classes
 
     @property
     def reduce_across_batch(self):
+        """Whether the reduction runs over the whole batch.
+
+        MPS: MPSNNLossGradientNode.reduceAcrossBatch
+        """
         return self.loss_descriptor.reduce_across_batch
 
     @property
     def weight(self):
+        """The factor of every loss value.
+
+        MPS: MPSNNLossGradientNode.weight
+        """
         return self.loss_descriptor.weight
 
     @property
     def label_smoothing(self):
+        """The label smoothing.
+
+        MPS: MPSNNLossGradientNode.labelSmoothing
+        """
         return self.loss_descriptor.label_smoothing
 
     @property
     def epsilon(self):
+        """The epsilon of LOG and the cross entropies.
+
+        MPS: MPSNNLossGradientNode.epsilon
+        """
         return self.loss_descriptor.epsilon
 
     @property
     def delta(self):
+        """HUBER's threshold.
+
+        MPS: MPSNNLossGradientNode.delta
+        """
         return self.loss_descriptor.delta
 
     @property
     def property_call_back(self):
-        """None, or an object whose scalar_weight_for_source_image(source_image, destination_image) gives the
-        kernel's weight at each encode of the graph (in place of the forward state's)."""
+        """None, or an object whose ``scalar_weight_for_source_image(source_image, destination_image)`` gives the
+        kernel's weight at each encode of the graph (in place of the forward state's).
+
+        MPS: MPSNNLossGradientNode.propertyCallBack
+        """
         return <object>python_loss_callback_object(self.gradient_node().property_call_back)
 
     @property_call_back.setter

@@ -6,7 +6,14 @@ __all__ += ["CNNNeuronNode", "CNNNeuronGradientNode"]
 
 
 cdef class CNNNeuronNode(NNFilterNode):
-    """MPSCNNNeuronNode(source, descriptor): descriptor an NNNeuronDescriptor."""
+    """CNNNeuronNode(source, descriptor)
+--
+
+    A neuron of a graph: the activation function of ``descriptor`` (an NNNeuronDescriptor) on ``source``. As
+    ``+[MPSCNNNeuronNode nodeWithSource:descriptor:]``.
+
+    MPS: MPSCNNNeuronNode
+    """
 
     def __init__(self, source, NNNeuronDescriptor descriptor not None):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNNeuronNode](_image_node_argument(source, "source").c,
@@ -14,17 +21,32 @@ cdef class CNNNeuronNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, descriptor):
+        """The same as ``CNNNeuronNode(...)``: a new node.
+
+        MPS: +[MPSCNNNeuronNode nodeWithSource:descriptor:]
+        """
         return cls(source, descriptor)
 
     @property
     def descriptor(self):
+        """A copy of the node's neuron descriptor.
+
+        MPS: none (mpsx)
+        """
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
         d.desc = (<CCNNNeuronNode*>self.native()).descriptor()
         return d
 
 
 cdef class CNNNeuronGradientNode(NNGradientFilterNode):
-    """MPSCNNNeuronGradientNode(source_gradient, source_image, gradient_state, descriptor)."""
+    """CNNNeuronGradientNode(source_gradient, source_image, gradient_state, descriptor)
+--
+
+    The gradient node of a CNNNeuronNode. As
+    ``-[MPSCNNNeuronGradientNode initWithSourceGradient:sourceImage:gradientState:descriptor:]``.
+
+    MPS: MPSCNNNeuronGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None,
                  NNNeuronDescriptor descriptor not None):
@@ -35,6 +57,10 @@ cdef class CNNNeuronGradientNode(NNGradientFilterNode):
 
     @property
     def descriptor(self):
+        """A copy of the node's neuron descriptor.
+
+        MPS: MPSCNNNeuronGradientNode.descriptor
+        """
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
         d.desc = (<CCNNNeuronGradientNode*>self.native()).descriptor()
         return d

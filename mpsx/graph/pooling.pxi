@@ -24,13 +24,20 @@ cdef PoolingNodeWindow _pooling_node_window(int kind, kernel_width, kernel_heigh
 
 
 cdef class CNNPoolingNode(NNFilterNode):
-    """MPSCNNPoolingNode: the base of the pooling nodes."""
+    """CNNPoolingNode(source, filter_size=None, stride=None, *, kernel_width=None, kernel_height=None,
+        stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The base of the pooling nodes: ``(source, filter_size, stride=filter_size)``, or
+    ``(source, kernel_width=..., kernel_height=..., stride_in_pixels_x=..., stride_in_pixels_y=...)`` (strides
+    default to the window). Their edge mode is CLAMP, as MPS's pooling nodes'. Abstract (TypeError).
+
+    MPS: MPSCNNPoolingNode
+    """
     _kind = -1
 
     def __init__(self, source, filter_size=None, stride=None, *, kernel_width=None, kernel_height=None,
                  stride_in_pixels_x=None, stride_in_pixels_y=None):
-        """(source, filter_size, stride=filter_size), or (source, kernel_width=, kernel_height=,
-        stride_in_pixels_x=, stride_in_pixels_y=)."""
         if type(self)._kind < 0:
             raise TypeError("CNNPoolingNode is abstract; make a CNNPoolingMaxNode, ...AverageNode or ...L2NormNode")
         kw, kh, sx, sy = _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_in_pixels_x,
@@ -47,18 +54,34 @@ cdef class CNNPoolingNode(NNFilterNode):
 
     @property
     def kernel_width(self):
+        """The width of the window.
+
+        MPS: MPSCNNPoolingNode.kernelWidth
+        """
         return self.window().kernel_width
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNPoolingNode.kernelHeight
+        """
         return self.window().kernel_height
 
     @property
     def stride_in_pixels_x(self):
+        """The stride in x.
+
+        MPS: MPSCNNPoolingNode.strideInPixelsX
+        """
         return self.window().stride_x
 
     @property
     def stride_in_pixels_y(self):
+        """The stride in y.
+
+        MPS: MPSCNNPoolingNode.strideInPixelsY
+        """
         return self.window().stride_y
 
 
@@ -75,23 +98,44 @@ def _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_x, s
 
 
 cdef class CNNPoolingMaxNode(CNNPoolingNode):
-    """MPSCNNPoolingMaxNode."""
+    """Max pooling of a graph (CNNPoolingMax), made as CNNPoolingNode says. As
+    ``-[MPSCNNPoolingMaxNode initWithSource:filterSize:stride:]``.
+
+    MPS: MPSCNNPoolingMaxNode
+    """
     _kind = 0
 
 
 cdef class CNNPoolingAverageNode(CNNPoolingNode):
-    """MPSCNNPoolingAverageNode."""
+    """Average pooling of a graph (CNNPoolingAverage), made as CNNPoolingNode says. As
+    ``-[MPSCNNPoolingAverageNode initWithSource:filterSize:stride:]``.
+
+    MPS: MPSCNNPoolingAverageNode
+    """
     _kind = 1
 
 
 cdef class CNNPoolingL2NormNode(CNNPoolingNode):
-    """MPSCNNPoolingL2NormNode."""
+    """L2-norm pooling of a graph (CNNPoolingL2Norm), made as CNNPoolingNode says. As
+    ``-[MPSCNNPoolingL2NormNode initWithSource:filterSize:stride:]``.
+
+    MPS: MPSCNNPoolingL2NormNode
+    """
     _kind = 2
 
 
 cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
-    """MPSCNNDilatedPoolingMaxNode(source, filter_size, stride, dilation_rate), or keywords with
-    dilation_rate_x / dilation_rate_y."""
+    """CNNDilatedPoolingMaxNode(source, filter_size=None, stride=None, dilation_rate=None, *, kernel_width=None,
+        kernel_height=None, stride_in_pixels_x=None, stride_in_pixels_y=None, dilation_rate_x=None,
+        dilation_rate_y=None)
+--
+
+    Dilated max pooling of a graph (CNNDilatedPoolingMax): ``(source, filter_size, stride, dilation_rate)``, or
+    keywords with ``dilation_rate_x`` / ``dilation_rate_y`` (default 1). As
+    ``-[MPSCNNDilatedPoolingMaxNode initWithSource:filterSize:stride:dilationRate:]``.
+
+    MPS: MPSCNNDilatedPoolingMaxNode
+    """
     _kind = 3
 
     def __init__(self, source, filter_size=None, stride=None, dilation_rate=None, *, kernel_width=None,
@@ -109,16 +153,33 @@ cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
 
     @property
     def dilation_rate_x(self):
+        """The distance in x between the window's taps.
+
+        MPS: MPSCNNDilatedPoolingMaxNode.dilationRateX
+        """
         return self.window().dilation_x
 
     @property
     def dilation_rate_y(self):
+        """The distance in y between the window's taps.
+
+        MPS: MPSCNNDilatedPoolingMaxNode.dilationRateY
+        """
         return self.window().dilation_y
 
 
 cdef class CNNPoolingGradientNode(NNGradientFilterNode):
-    """MPSCNNPoolingGradientNode(source_gradient, source_image, gradient_state, kernel_width, kernel_height,
-    stride_in_pixels_x, stride_in_pixels_y, padding_policy=None): the base of the pooling gradient nodes."""
+    """CNNPoolingGradientNode(source_gradient, source_image, gradient_state, kernel_width, kernel_height,
+        stride_in_pixels_x, stride_in_pixels_y, padding_policy=None, *, dilation_rate_x=1, dilation_rate_y=1)
+--
+
+    The base of the pooling gradient nodes: the forward window and strides, and the padding policy (default
+    NNPaddingMethod.SIZE_SAME); the dilated gradient takes ``dilation_rate_x`` / ``dilation_rate_y``. Abstract
+    (TypeError). As
+    ``-[MPSCNNPoolingGradientNode initWithSourceGradient:sourceImage:gradientState:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:paddingPolicy:]``.
+
+    MPS: MPSCNNPoolingGradientNode
+    """
     _kind = -1
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_width,
@@ -145,36 +206,64 @@ cdef class CNNPoolingGradientNode(NNGradientFilterNode):
 
     @property
     def kernel_width(self):
+        """The width of the window.
+
+        MPS: MPSCNNPoolingGradientNode.kernelWidth
+        """
         return self.window().kernel_width
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNPoolingGradientNode.kernelHeight
+        """
         return self.window().kernel_height
 
     @property
     def stride_in_pixels_x(self):
+        """The stride in x.
+
+        MPS: MPSCNNPoolingGradientNode.strideInPixelsX
+        """
         return self.window().stride_x
 
     @property
     def stride_in_pixels_y(self):
+        """The stride in y.
+
+        MPS: MPSCNNPoolingGradientNode.strideInPixelsY
+        """
         return self.window().stride_y
 
 
 cdef class CNNPoolingMaxGradientNode(CNNPoolingGradientNode):
-    """MPSCNNPoolingMaxGradientNode."""
+    """The gradient node of a CNNPoolingMaxNode.
+
+    MPS: MPSCNNPoolingMaxGradientNode
+    """
     _kind = 0
 
 
 cdef class CNNPoolingAverageGradientNode(CNNPoolingGradientNode):
-    """MPSCNNPoolingAverageGradientNode."""
+    """The gradient node of a CNNPoolingAverageNode.
+
+    MPS: MPSCNNPoolingAverageGradientNode
+    """
     _kind = 1
 
 
 cdef class CNNPoolingL2NormGradientNode(CNNPoolingGradientNode):
-    """MPSCNNPoolingL2NormGradientNode."""
+    """The gradient node of a CNNPoolingL2NormNode.
+
+    MPS: MPSCNNPoolingL2NormGradientNode
+    """
     _kind = 2
 
 
 cdef class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
-    """MPSCNNDilatedPoolingMaxGradientNode."""
+    """The gradient node of a CNNDilatedPoolingMaxNode (give ``dilation_rate_x`` and ``dilation_rate_y``).
+
+    MPS: MPSCNNDilatedPoolingMaxGradientNode
+    """
     _kind = 3

@@ -8,18 +8,34 @@ __all__ += ["CNNSoftMaxNode", "CNNLogSoftMaxNode", "CNNSoftMaxGradientNode", "CN
 
 
 cdef class CNNSoftMaxNode(NNFilterNode):
-    """MPSCNNSoftMaxNode(source): softmax over the feature channels of each pixel."""
+    """CNNSoftMaxNode(source)
+--
+
+    Softmax over the feature channels of each pixel (CNNSoftMax).
+
+    MPS: MPSCNNSoftMaxNode
+    """
     def __init__(self, source):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNSoftMaxNode](_image_node_argument(source, "source").c,
                                                                        <cbool>False), (source,))
 
     @classmethod
     def node_with_source(cls, source):
+        """The same as ``CNNSoftMaxNode(...)``: a new node.
+
+        MPS: +[MPSCNNSoftMaxNode nodeWithSource:]
+        """
         return cls(source)
 
 
 cdef class CNNLogSoftMaxNode(NNFilterNode):
-    """MPSCNNLogSoftMaxNode(source): log-softmax over the feature channels of each pixel."""
+    """CNNLogSoftMaxNode(source)
+--
+
+    Log-softmax over the feature channels of each pixel (CNNLogSoftMax).
+
+    MPS: MPSCNNLogSoftMaxNode
+    """
 
     def __init__(self, source):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNSoftMaxNode](_image_node_argument(source, "source").c,
@@ -27,6 +43,10 @@ cdef class CNNLogSoftMaxNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source):
+        """The same as ``CNNLogSoftMaxNode(...)``: a new node.
+
+        MPS: +[MPSCNNLogSoftMaxNode nodeWithSource:]
+        """
         return cls(source)
 
 
@@ -40,16 +60,28 @@ cdef _make_softmax_gradient_node(NNFilterNode node, source_gradient, source_imag
 
 
 cdef class CNNSoftMaxGradientNode(NNGradientFilterNode):
-    """MPSCNNSoftMaxGradientNode(source_gradient, source_image, gradient_state): source_image is the forward
-    node's result image (the gradient reads the forward result), gradient_state its result_state."""
+    """CNNSoftMaxGradientNode(source_gradient, source_image, gradient_state)
+--
+
+    The gradient node of a CNNSoftMaxNode: ``source_image`` is the forward node's result image (the gradient reads
+    the forward result), ``gradient_state`` its result state.
+
+    MPS: MPSCNNSoftMaxGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         _make_softmax_gradient_node(self, source_gradient, source_image, gradient_state, False)
 
 
 cdef class CNNLogSoftMaxGradientNode(NNGradientFilterNode):
-    """MPSCNNLogSoftMaxGradientNode(source_gradient, source_image, gradient_state): source_image is the
-    forward node's result image (the gradient reads the forward result), gradient_state its result_state."""
+    """CNNLogSoftMaxGradientNode(source_gradient, source_image, gradient_state)
+--
+
+    The gradient node of a CNNLogSoftMaxNode: ``source_image`` is the forward node's result image (the gradient
+    reads the forward result), ``gradient_state`` its result state.
+
+    MPS: MPSCNNLogSoftMaxGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         _make_softmax_gradient_node(self, source_gradient, source_image, gradient_state, True)

@@ -8,9 +8,15 @@ __all__ += ["CNNSpatialNormalizationNode", "CNNSpatialNormalizationGradientNode"
 
 
 cdef class CNNSpatialNormalizationNode(NNFilterNode):
-    """MPSCNNSpatialNormalizationNode(source, kernel_size): per feature channel over a kernel_size x
-    kernel_size window (CNNSpatialNormalization), edge mode ZERO. alpha 1.0, beta 5.0, delta 1.0 by default;
-    the gradient node copies the sizes and parameters when it is made."""
+    """CNNSpatialNormalizationNode(source, kernel_size)
+--
+
+    Spatial normalization in a graph (CNNSpatialNormalization) over a ``kernel_size`` x ``kernel_size`` window, edge
+    mode ZERO. alpha 1.0, beta 5.0, delta 1.0 by default; the gradient node copies the sizes and parameters when it
+    is made. As ``-[MPSCNNSpatialNormalizationNode initWithSource:kernelSize:]``.
+
+    MPS: MPSCNNSpatialNormalizationNode
+    """
     _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta")
 
     def __init__(self, source, kernel_size):
@@ -20,6 +26,10 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, kernel_size):
+        """The same as ``CNNSpatialNormalizationNode(...)``: a new node.
+
+        MPS: +[MPSCNNSpatialNormalizationNode nodeWithSource:kernelSize:]
+        """
         return cls(source, kernel_size)
 
     cdef CSpatialNormalizationNodeSettings* settings(self) except NULL:
@@ -27,7 +37,10 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     @property
     def kernel_width(self):
-        """Read-write; must equal kernel_height when the graph compiles."""
+        """The width of the window; it must equal ``kernel_height`` when the graph compiles.
+
+        MPS: MPSCNNSpatialNormalizationNode.kernelWidth
+        """
         return self.settings().kernel_width()
 
     @kernel_width.setter
@@ -36,6 +49,10 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNSpatialNormalizationNode.kernelHeight
+        """
         return self.settings().kernel_height()
 
     @kernel_height.setter
@@ -44,7 +61,10 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     @property
     def alpha(self):
-        """Default 1.0; finite and non-negative."""
+        """The scale of the window's sum of squares (default 1.0; finite, not negative).
+
+        MPS: MPSCNNNormalizationNode.alpha
+        """
         return self.settings().parameters().alpha
 
     @alpha.setter
@@ -53,7 +73,10 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     @property
     def beta(self):
-        """Default 5.0."""
+        """The exponent of the denominator (default 5.0).
+
+        MPS: MPSCNNNormalizationNode.beta
+        """
         return self.settings().parameters().beta
 
     @beta.setter
@@ -62,7 +85,10 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     @property
     def delta(self):
-        """Default 1.0."""
+        """The offset of the denominator (default 1.0).
+
+        MPS: MPSCNNNormalizationNode.delta
+        """
         return self.settings().parameters().delta
 
     @delta.setter
@@ -71,10 +97,16 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
 
 cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
-    """MPSCNNSpatialNormalizationGradientNode(source_gradient, source_image, gradient_state, kernel_size):
-    gradient_state the result state of a CNNSpatialNormalizationNode. Made by hand it has the header's
-    defaults; made by gradient_filter_with_source it copies the forward node's sizes and parameters. The
-    graph refuses to compile it unless they are its forward node's."""
+    """CNNSpatialNormalizationGradientNode(source_gradient, source_image, gradient_state, kernel_size)
+--
+
+    The gradient node of a CNNSpatialNormalizationNode (``gradient_state`` its result state). Made by hand it has
+    the header's defaults; made by ``gradient_filter_with_source`` it copies the forward node's sizes and
+    parameters. The graph refuses to compile it unless they are its forward node's. As
+    ``-[MPSCNNSpatialNormalizationGradientNode initWithSourceGradient:sourceImage:gradientState:kernelSize:]``.
+
+    MPS: MPSCNNSpatialNormalizationGradientNode
+    """
     _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta")
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, kernel_size):
@@ -88,7 +120,10 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def kernel_width(self):
-        """Read-write; must be the forward node's when the graph compiles."""
+        """The width of the window; it must be the forward node's when the graph compiles.
+
+        MPS: MPSCNNSpatialNormalizationGradientNode.kernelWidth
+        """
         return self.settings().kernel_width()
 
     @kernel_width.setter
@@ -97,6 +132,10 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def kernel_height(self):
+        """The height of the window; it must be the forward node's when the graph compiles.
+
+        MPS: MPSCNNSpatialNormalizationGradientNode.kernelHeight
+        """
         return self.settings().kernel_height()
 
     @kernel_height.setter
@@ -105,7 +144,10 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def alpha(self):
-        """Default 1.0; finite and non-negative."""
+        """The scale of the window's sum of squares (default 1.0; finite, not negative).
+
+        MPS: MPSCNNSpatialNormalizationGradientNode.alpha
+        """
         return self.settings().parameters().alpha
 
     @alpha.setter
@@ -114,7 +156,10 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def beta(self):
-        """Default 5.0."""
+        """The exponent of the denominator (default 5.0).
+
+        MPS: MPSCNNSpatialNormalizationGradientNode.beta
+        """
         return self.settings().parameters().beta
 
     @beta.setter
@@ -123,7 +168,10 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
 
     @property
     def delta(self):
-        """Default 1.0."""
+        """The offset of the denominator (default 1.0).
+
+        MPS: MPSCNNSpatialNormalizationGradientNode.delta
+        """
         return self.settings().parameters().delta
 
     @delta.setter

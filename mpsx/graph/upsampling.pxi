@@ -19,8 +19,14 @@ cdef _make_upsampling_node(NNFilterNode node, source, UpsamplingKind kind, integ
 
 
 cdef class CNNUpsamplingNearestNode(NNFilterNode):
-    """MPSCNNUpsamplingNearestNode(source, integer_scale_factor_x, integer_scale_factor_y): each source
-    pixel repeated over a block, as CNNUpsamplingNearest."""
+    """CNNUpsamplingNearestNode(source, integer_scale_factor_x, integer_scale_factor_y)
+--
+
+    Nearest-neighbour upsampling in a graph (CNNUpsamplingNearest): each source pixel repeated over a block. As
+    ``-[MPSCNNUpsamplingNearestNode initWithSource:integerScaleFactorX:integerScaleFactorY:]``.
+
+    MPS: MPSCNNUpsamplingNearestNode
+    """
 
     def __init__(self, source, integer_scale_factor_x, integer_scale_factor_y):
         _make_upsampling_node(self, source, UpsamplingKind.Nearest, integer_scale_factor_x, integer_scale_factor_y,
@@ -28,20 +34,38 @@ cdef class CNNUpsamplingNearestNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, integer_scale_factor_x, integer_scale_factor_y):
+        """The same as ``CNNUpsamplingNearestNode(...)``: a new node.
+
+        MPS: +[MPSCNNUpsamplingNearestNode nodeWithSource:integerScaleFactorX:integerScaleFactorY:]
+        """
         return cls(source, integer_scale_factor_x, integer_scale_factor_y)
 
     @property
     def scale_factor_x(self):
+        """The factor in x (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingNearestNode.scaleFactorX
+        """
         return float((<CCNNUpsamplingNode*>self.native()).scale_factor_x())
 
     @property
     def scale_factor_y(self):
+        """The factor in y (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingNearestNode.scaleFactorY
+        """
         return float((<CCNNUpsamplingNode*>self.native()).scale_factor_y())
 
 
 cdef class CNNUpsamplingBilinearNode(NNFilterNode):
-    """MPSCNNUpsamplingBilinearNode(source, integer_scale_factor_x, integer_scale_factor_y,
-    align_corners=False): bilinear interpolation, as CNNUpsamplingBilinear."""
+    """CNNUpsamplingBilinearNode(source, integer_scale_factor_x, integer_scale_factor_y, align_corners=False)
+--
+
+    Bilinear upsampling in a graph (CNNUpsamplingBilinear). As
+    ``-[MPSCNNUpsamplingBilinearNode initWithSource:integerScaleFactorX:integerScaleFactorY:alignCorners:]``.
+
+    MPS: MPSCNNUpsamplingBilinearNode
+    """
 
     def __init__(self, source, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
         _make_upsampling_node(self, source, UpsamplingKind.Bilinear, integer_scale_factor_x, integer_scale_factor_y,
@@ -49,18 +73,34 @@ cdef class CNNUpsamplingBilinearNode(NNFilterNode):
 
     @classmethod
     def node_with_source(cls, source, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
+        """The same as ``CNNUpsamplingBilinearNode(...)``: a new node.
+
+        MPS: +[MPSCNNUpsamplingBilinearNode nodeWithSource:integerScaleFactorX:integerScaleFactorY:alignCorners:]
+        """
         return cls(source, integer_scale_factor_x, integer_scale_factor_y, align_corners)
 
     @property
     def scale_factor_x(self):
+        """The factor in x (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingBilinearNode.scaleFactorX
+        """
         return float((<CCNNUpsamplingNode*>self.native()).scale_factor_x())
 
     @property
     def scale_factor_y(self):
+        """The factor in y (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingBilinearNode.scaleFactorY
+        """
         return float((<CCNNUpsamplingNode*>self.native()).scale_factor_y())
 
     @property
     def align_corners(self):
+        """Whether the corner pixel centres of source and result align.
+
+        MPS: MPSCNNUpsamplingBilinearNode.alignCorners
+        """
         return (<CCNNUpsamplingNode*>self.native()).align_corners()
 
 
@@ -75,8 +115,15 @@ cdef _make_upsampling_gradient_node(NNFilterNode node, source_gradient, source_i
 
 
 cdef class CNNUpsamplingNearestGradientNode(NNGradientFilterNode):
-    """MPSCNNUpsamplingNearestGradientNode(source_gradient, source_image, gradient_state, scale_factor_x,
-    scale_factor_y): the scale factors (numbers, as MPS's doubles) must be the forward node's."""
+    """CNNUpsamplingNearestGradientNode(source_gradient, source_image, gradient_state, scale_factor_x,
+        scale_factor_y)
+--
+
+    The gradient node of a CNNUpsamplingNearestNode: the scale factors (numbers, as MPS's doubles) must be the
+    forward node's.
+
+    MPS: MPSCNNUpsamplingNearestGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, scale_factor_x,
                  scale_factor_y):
@@ -85,17 +132,31 @@ cdef class CNNUpsamplingNearestGradientNode(NNGradientFilterNode):
 
     @property
     def scale_factor_x(self):
+        """The factor in x (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingNearestGradientNode.scaleFactorX
+        """
         return float((<CCNNUpsamplingGradientNode*>self.native()).scale_factor_x())
 
     @property
     def scale_factor_y(self):
+        """The factor in y (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingNearestGradientNode.scaleFactorY
+        """
         return float((<CCNNUpsamplingGradientNode*>self.native()).scale_factor_y())
 
 
 cdef class CNNUpsamplingBilinearGradientNode(NNGradientFilterNode):
-    """MPSCNNUpsamplingBilinearGradientNode(source_gradient, source_image, gradient_state, scale_factor_x,
-    scale_factor_y): the scale factors must be the forward node's; align_corners (which MPS's node does not
-    take) is the forward node's."""
+    """CNNUpsamplingBilinearGradientNode(source_gradient, source_image, gradient_state, scale_factor_x,
+        scale_factor_y)
+--
+
+    The gradient node of a CNNUpsamplingBilinearNode: the scale factors must be the forward node's;
+    ``align_corners`` (which MPS's node does not take) is the forward node's.
+
+    MPS: MPSCNNUpsamplingBilinearGradientNode
+    """
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None, scale_factor_x,
                  scale_factor_y):
@@ -104,12 +165,24 @@ cdef class CNNUpsamplingBilinearGradientNode(NNGradientFilterNode):
 
     @property
     def scale_factor_x(self):
+        """The factor in x (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingBilinearGradientNode.scaleFactorX
+        """
         return float((<CCNNUpsamplingGradientNode*>self.native()).scale_factor_x())
 
     @property
     def scale_factor_y(self):
+        """The factor in y (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingBilinearGradientNode.scaleFactorY
+        """
         return float((<CCNNUpsamplingGradientNode*>self.native()).scale_factor_y())
 
     @property
     def align_corners(self):
+        """Whether the forward node aligned the corners (MPS's gradient node has no such property).
+
+        MPS: none (mpsx)
+        """
         return (<CCNNUpsamplingGradientNode*>self.native()).align_corners()

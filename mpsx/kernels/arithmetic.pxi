@@ -10,7 +10,11 @@ __all__ += ["NNComparisonType", "CNNArithmetic", "CNNAdd", "CNNSubtract", "CNNMu
 
 
 class NNComparisonType(enum.IntEnum):
-    """MPSNNComparisonType."""
+    """The comparisons of NNCompare: EQUAL and NOT_EQUAL within ``threshold``, LESS, LESS_OR_EQUAL, GREATER,
+    GREATER_OR_EQUAL.
+
+    MPS: MPSNNComparisonType
+    """
     EQUAL = 0
     NOT_EQUAL = 1
     LESS = 2
@@ -20,15 +24,21 @@ class NNComparisonType(enum.IntEnum):
 
 
 cdef class CNNArithmeticGradientState(NNGradientState):
-    """MPSCNNArithmeticGradientState: what the arithmetic gradients need of a forward encode
-    (both source shapes, the broadcasting and the geometry). Made by result_state or
-    encode(..., destination_state=True)."""
+    """What the arithmetic gradients need of a forward encode (both source shapes, the broadcasting and the geometry).
+    Made by ``result_state`` or ``encode(..., destination_state=True)``.
+
+    MPS: MPSCNNArithmeticGradientState
+    """
 
 
 cdef class CNNArithmetic(CNNBinaryKernel):
-    """MPSCNNArithmetic: clamp((primary_scale * x) op (secondary_scale * y) + bias, minimum_value,
-    maximum_value) per value; strides of 0 broadcast the primary (x) or secondary (y) image along
-    x, y or feature channels. Use a subclass."""
+    """Arithmetic of two images, per value:
+    ``clamp((primary_scale * x) op (secondary_scale * y) + bias, minimum_value, maximum_value)``. Strides of 0
+    broadcast the primary (x) or secondary (y) image along x, y or the feature channels. Abstract (TypeError): use a
+    subclass.
+
+    MPS: MPSCNNArithmetic
+    """
 
     cdef _make(self, Device device, ArithmeticOperation operation):
         self._set_binary(<shared_ptr[CBinaryKernel]>make_native[CCNNArithmetic](device.shared(), operation),
@@ -42,6 +52,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def primary_scale(self):
+        """The factor of the primary image (default 1).
+
+        MPS: MPSCNNArithmetic.primaryScale
+        """
         return self.arithmetic().parameters.primary_scale
 
     @primary_scale.setter
@@ -50,6 +64,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def secondary_scale(self):
+        """The factor of the secondary image (default 1).
+
+        MPS: MPSCNNArithmetic.secondaryScale
+        """
         return self.arithmetic().parameters.secondary_scale
 
     @secondary_scale.setter
@@ -58,6 +76,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def bias(self):
+        """The term added after the operation (default 0).
+
+        MPS: MPSCNNArithmetic.bias
+        """
         return self.arithmetic().parameters.bias
 
     @bias.setter
@@ -66,6 +88,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def minimum_value(self):
+        """The lower clamp of the result (default -FLT_MAX).
+
+        MPS: MPSCNNArithmetic.minimumValue
+        """
         return self.arithmetic().parameters.minimum
 
     @minimum_value.setter
@@ -74,6 +100,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def maximum_value(self):
+        """The upper clamp of the result (default FLT_MAX).
+
+        MPS: MPSCNNArithmetic.maximumValue
+        """
         return self.arithmetic().parameters.maximum
 
     @maximum_value.setter
@@ -82,6 +112,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def primary_stride_in_feature_channels(self):
+        """The primary image's stride over feature channels (default 1); 0 broadcasts one channel of it over all.
+
+        MPS: MPSCNNArithmetic.primaryStrideInFeatureChannels
+        """
         return self.arithmetic().primary_stride_in_feature_channels
 
     @primary_stride_in_feature_channels.setter
@@ -91,6 +125,10 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @property
     def secondary_stride_in_feature_channels(self):
+        """The secondary image's stride over feature channels (default 1); 0 broadcasts one channel of it over all.
+
+        MPS: MPSCNNArithmetic.secondaryStrideInFeatureChannels
+        """
         return self.arithmetic().secondary_stride_in_feature_channels
 
     @secondary_stride_in_feature_channels.setter
@@ -100,36 +138,68 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
 
 cdef class CNNAdd(CNNArithmetic):
-    """MPSCNNAdd: (primary_scale * x) + (secondary_scale * y) + bias, clamped."""
+    """CNNAdd(device)
+--
+
+    ``(primary_scale * x) + (secondary_scale * y) + bias``, clamped. As ``-[MPSCNNAdd initWithDevice:]``.
+
+    MPS: MPSCNNAdd
+    """
 
     def __init__(self, Device device not None):
         self._make(device, ArithmeticOperation.Add)
 
 
 cdef class CNNSubtract(CNNArithmetic):
-    """MPSCNNSubtract: (primary_scale * x) - (secondary_scale * y) + bias, clamped."""
+    """CNNSubtract(device)
+--
+
+    ``(primary_scale * x) - (secondary_scale * y) + bias``, clamped. As ``-[MPSCNNSubtract initWithDevice:]``.
+
+    MPS: MPSCNNSubtract
+    """
 
     def __init__(self, Device device not None):
         self._make(device, ArithmeticOperation.Subtract)
 
 
 cdef class CNNMultiply(CNNArithmetic):
-    """MPSCNNMultiply: (primary_scale * x) * (secondary_scale * y) + bias, clamped."""
+    """CNNMultiply(device)
+--
+
+    ``(primary_scale * x) * (secondary_scale * y) + bias``, clamped. As ``-[MPSCNNMultiply initWithDevice:]``.
+
+    MPS: MPSCNNMultiply
+    """
 
     def __init__(self, Device device not None):
         self._make(device, ArithmeticOperation.Multiply)
 
 
 cdef class CNNDivide(CNNArithmetic):
-    """MPSCNNDivide: (primary_scale * x) / (secondary_scale * y) + bias, clamped."""
+    """CNNDivide(device)
+--
+
+    ``(primary_scale * x) / (secondary_scale * y) + bias``, clamped. MPS has no gradient of it. As
+    ``-[MPSCNNDivide initWithDevice:]``.
+
+    MPS: MPSCNNDivide
+    """
 
     def __init__(self, Device device not None):
         self._make(device, ArithmeticOperation.Divide)
 
 
 cdef class NNCompare(CNNArithmetic):
-    """MPSNNCompare: 1.0 where x comparison_type y holds, else 0.0 (EQUAL: |x - y| <= threshold,
-    NOT_EQUAL: |x - y| > threshold); scales and bias are not used, the clamp is."""
+    """NNCompare(device)
+--
+
+    1.0 where ``x comparison_type y`` holds, else 0.0 (EQUAL: ``|x - y| <= threshold``, NOT_EQUAL:
+    ``|x - y| > threshold``); the scales and bias are not used, the clamp is. MPS has no gradient of it. As
+    ``-[MPSNNCompare initWithDevice:]``.
+
+    MPS: MPSNNCompare
+    """
 
     def __init__(self, Device device not None):
         self._make(device, ArithmeticOperation.Compare)
@@ -138,6 +208,10 @@ cdef class NNCompare(CNNArithmetic):
 
     @property
     def comparison_type(self):
+        """The comparison, an NNComparisonType (default EQUAL).
+
+        MPS: MPSNNCompare.comparisonType
+        """
         return NNComparisonType(<int>self.arithmetic().parameters.comparison)
 
     @comparison_type.setter
@@ -146,6 +220,10 @@ cdef class NNCompare(CNNArithmetic):
 
     @property
     def threshold(self):
+        """The tolerance of EQUAL and NOT_EQUAL (default 0).
+
+        MPS: MPSNNCompare.threshold
+        """
         return self.arithmetic().parameters.threshold
 
     @threshold.setter
@@ -154,11 +232,15 @@ cdef class NNCompare(CNNArithmetic):
 
 
 cdef class CNNArithmeticGradient(CNNGradientKernel):
-    """MPSCNNArithmeticGradient: the gradient for the primary (is_secondary_source_filter False)
-    or the secondary forward image. primary_scale and secondary_scale are the forward's; bias is
-    ignored and the clamp is not differentiated. source_image is the forward image this filter
-    reads: for Add and Subtract the image whose gradient it makes, for Multiply the other one.
-    Use a subclass."""
+    """The gradient for the primary (``is_secondary_source_filter`` False) or the secondary forward image.
+
+    ``primary_scale`` and ``secondary_scale`` are the forward's; ``bias`` is ignored and the clamp is not
+    differentiated. ``source_image`` is the forward image this filter reads: for Add and Subtract the image whose
+    gradient it makes, for Multiply the other one. Gradients are summed over the dimensions the forward image
+    broadcast along. Abstract (TypeError): use a subclass.
+
+    MPS: MPSCNNArithmeticGradient
+    """
 
     cdef _make(self, Device device, ArithmeticOperation operation, is_secondary_source_filter):
         if not isinstance(is_secondary_source_filter, (bool, np.bool_)):
@@ -178,7 +260,12 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State gradient_state not None, Image destination_gradient=None):
-        """Gradient for this filter's forward image, from the gradient of the forward result."""
+        """Encodes the gradient for this filter's forward image from ``source_gradient`` (the gradient of the forward
+        result), ``source_image`` (see the class) and the forward encode's ``gradient_state``; returns
+        ``destination_gradient`` or a new image the size of that forward image.
+
+        MPS: -[MPSCNNGradientKernel encodeToCommandBuffer:sourceGradient:sourceImage:gradientState:destinationGradient:]
+        """
         cdef shared_ptr[CImage] destination
         if destination_gradient is not None:
             destination = destination_gradient.shared()
@@ -187,6 +274,10 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      gradient_states, destination_gradients=None):
+        """``encode`` over batches (ImageBatches or lists of Images); returns an ImageBatch.
+
+        MPS: -[MPSCNNGradientKernel encodeBatchToCommandBuffer:sourceGradients:sourceImages:gradientStates:destinationGradients:]
+        """
         cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
         cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
         cdef shared_ptr[CImage] result
@@ -202,10 +293,18 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @property
     def is_secondary_source_filter(self):
+        """Whether this filter makes the gradient for the secondary forward image.
+
+        MPS: MPSCNNArithmeticGradient.isSecondarySourceFilter
+        """
         return self.arithmetic().is_secondary_source_filter()
 
     @property
     def primary_scale(self):
+        """The factor of the primary image in the forward kernel (default 1).
+
+        MPS: MPSCNNArithmeticGradient.primaryScale
+        """
         return self.arithmetic().primary_scale
 
     @primary_scale.setter
@@ -214,6 +313,10 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @property
     def secondary_scale(self):
+        """The factor of the secondary image in the forward kernel (default 1).
+
+        MPS: MPSCNNArithmeticGradient.secondaryScale
+        """
         return self.arithmetic().secondary_scale
 
     @secondary_scale.setter
@@ -222,6 +325,10 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @property
     def bias(self):
+        """The term added after the operation in the forward kernel (default 0).
+
+        MPS: MPSCNNArithmeticGradient.bias
+        """
         return self.arithmetic().bias
 
     @bias.setter
@@ -230,6 +337,10 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @property
     def minimum_value(self):
+        """The lower clamp of the result in the forward kernel (default -FLT_MAX).
+
+        MPS: MPSCNNArithmeticGradient.minimumValue
+        """
         return self.arithmetic().minimum_value
 
     @minimum_value.setter
@@ -238,6 +349,10 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @property
     def maximum_value(self):
+        """The upper clamp of the result in the forward kernel (default FLT_MAX).
+
+        MPS: MPSCNNArithmeticGradient.maximumValue
+        """
         return self.arithmetic().maximum_value
 
     @maximum_value.setter
@@ -246,6 +361,11 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @property
     def secondary_stride_in_feature_channels(self):
+        """The secondary image's stride over feature channels (default 1); 0 broadcasts one channel of it over all in
+        the forward kernel.
+
+        MPS: MPSCNNArithmeticGradient.secondaryStrideInFeatureChannels
+        """
         return self.arithmetic().secondary_stride_in_feature_channels
 
     @secondary_stride_in_feature_channels.setter
@@ -255,24 +375,45 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
 
 cdef class CNNAddGradient(CNNArithmeticGradient):
-    """MPSCNNAddGradient: primary_scale (or secondary_scale) times the incoming gradient, summed
-    over the dimensions the forward image broadcast along."""
+    """CNNAddGradient(device, is_secondary_source_filter)
+--
+
+    The gradient of CNNAdd: ``primary_scale`` (or ``secondary_scale``) times the incoming gradient, summed over the
+    dimensions the forward image broadcast along. TypeError for an ``is_secondary_source_filter`` that is not a
+    bool. As ``-[MPSCNNAddGradient initWithDevice:isSecondarySourceFilter:]``.
+
+    MPS: MPSCNNAddGradient
+    """
 
     def __init__(self, Device device not None, is_secondary_source_filter):
         self._make(device, ArithmeticOperation.Add, is_secondary_source_filter)
 
 
 cdef class CNNSubtractGradient(CNNArithmeticGradient):
-    """MPSCNNSubtractGradient: primary_scale times the incoming gradient for the primary image,
-    -secondary_scale times it for the secondary, summed over broadcast dimensions."""
+    """CNNSubtractGradient(device, is_secondary_source_filter)
+--
+
+    The gradient of CNNSubtract: ``primary_scale`` times the incoming gradient for the primary image,
+    ``-secondary_scale`` times it for the secondary, summed over broadcast dimensions. As
+    ``-[MPSCNNSubtractGradient initWithDevice:isSecondarySourceFilter:]``.
+
+    MPS: MPSCNNSubtractGradient
+    """
 
     def __init__(self, Device device not None, is_secondary_source_filter):
         self._make(device, ArithmeticOperation.Subtract, is_secondary_source_filter)
 
 
 cdef class CNNMultiplyGradient(CNNArithmeticGradient):
-    """MPSCNNMultiplyGradient: primary_scale * secondary_scale * the other forward image (passed as
-    source_image) times the incoming gradient, summed over broadcast dimensions."""
+    """CNNMultiplyGradient(device, is_secondary_source_filter)
+--
+
+    The gradient of CNNMultiply: ``primary_scale * secondary_scale`` times the other forward image (passed as
+    ``source_image``) times the incoming gradient, summed over broadcast dimensions. As
+    ``-[MPSCNNMultiplyGradient initWithDevice:isSecondarySourceFilter:]``.
+
+    MPS: MPSCNNMultiplyGradient
+    """
 
     def __init__(self, Device device not None, is_secondary_source_filter):
         self._make(device, ArithmeticOperation.Multiply, is_secondary_source_filter)

@@ -22,49 +22,86 @@ NORMALIZATION_DEFAULT_EPSILON = float(kNormalizationDefaultEpsilon)
 
 
 class CNNBatchNormalizationDataSource:
-    """MPSCNNBatchNormalizationDataSource: subclass it and implement
-    number_of_feature_channels() and gamma().
+    """The batch normalization data source protocol: subclass it (or write any class with these methods) and implement
+    ``number_of_feature_channels()`` and ``gamma()``.
 
-    gamma(), beta(), mean(), variance() return float32 arrays of
-    number_of_feature_channels values, or None for the identity (gamma and
-    variance ones, beta and mean zeros). epsilon (an attribute or a method)
-    defaults to FLT_MIN as in MPS. load() / purge() bracket every read;
-    label(). Optional, as in MPS: update_gamma_and_beta(state) and
-    update_mean_and_variance(state) -> bool (CPU-side updates from the
-    synchronized CNNBatchNormalizationState);
-    update_gamma_and_beta_on_command_buffer(command_buffer, state) ->
-    CNNNormalizationGammaAndBetaState or None and
-    update_mean_and_variance_on_command_buffer(command_buffer, state) ->
-    CNNNormalizationMeanAndVarianceState or None (GPU-side updates);
-    copy(device).
+    ``gamma()``, ``beta()``, ``mean()`` and ``variance()`` return float32 arrays of ``number_of_feature_channels``
+    values, or None for the identity (gamma and variance ones, beta and mean zeros). ``epsilon`` (an attribute or a
+    method) defaults to FLT_MIN, as in MPS. ``load()`` and ``purge()`` bracket every read; ``label()``.
+
+    Optional, as in MPS: ``update_gamma_and_beta(state)`` and ``update_mean_and_variance(state)`` -> bool (CPU-side
+    updates from the synchronized CNNBatchNormalizationState);
+    ``update_gamma_and_beta_on_command_buffer( command_buffer, state)`` -> CNNNormalizationGammaAndBetaState or None
+    and ``update_mean_and_variance_on_command_buffer(command_buffer, state)`` ->
+    CNNNormalizationMeanAndVarianceState or None (GPU-side updates); ``copy(device)``.
+
+    MPS: MPSCNNBatchNormalizationDataSource
     """
     epsilon = NORMALIZATION_DEFAULT_EPSILON
 
     def number_of_feature_channels(self):
+        """The number of feature channels; a subclass must implement it (NotImplementedError here).
+
+        MPS: -[MPSCNNBatchNormalizationDataSource numberOfFeatureChannels]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels()")
 
     def gamma(self):
+        """The scale per feature channel, float32, or None for ones; a subclass must implement it (NotImplementedError
+        here).
+
+        MPS: -[MPSCNNBatchNormalizationDataSource gamma]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement gamma()")
 
     def beta(self):
+        """The shift per feature channel, float32, or None (the default) for zeros.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource beta]
+        """
         return None
 
     def mean(self):
+        """The running mean per feature channel, float32, or None (the default) for zeros.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource mean]
+        """
         return None
 
     def variance(self):
+        """The running variance per feature channel, float32, or None (the default) for ones.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource variance]
+        """
         return None
 
     def load(self):
+        """Called before the values are read; returns whether they are available (default True).
+
+        MPS: -[MPSCNNBatchNormalizationDataSource load]
+        """
         return True
 
     def purge(self):
+        """Called once the values were read: the data source may free them (default: nothing).
+
+        MPS: -[MPSCNNBatchNormalizationDataSource purge]
+        """
         pass
 
     def label(self):
+        """A name for the data source, or None (the default).
+
+        MPS: -[MPSCNNBatchNormalizationDataSource label]
+        """
         return None
 
     def copy(self, device):
+        """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
+        copied.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource copyWithZone:device:]
+        """
         import copy
         return copy.deepcopy(self)
 
@@ -213,24 +250,28 @@ cdef object _values_of(CBatchNormalizationWeights* weights, int which):
 
 
 cdef class BatchNormalizationWeights:
-    """A batch normalization data source held natively:
-    BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=1e-5, momentum=0.1, optimizer=None).
+    """BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=1e-5, momentum=0.1, optimizer=None,
+        label=None)
+--
 
-    Arrays of one value per feature channel. Its
-    update_mean_and_variance_on_command_buffer (what
-    CNNBatchNormalization.encode_mean_and_variance_update calls) folds the
-    state's batch statistics into the kernel's running statistics on the
-    device, as PyTorch does: running = (1 - momentum) * running + momentum *
-    batch, the running variance taking the unbiased batch variance (n / (n - 1)
-    times the biased variance the statistics hold, n the values per channel).
-    mean() and variance() follow once the command buffer has completed
-    (read from the device when asked for; a failed command buffer leaves them).
-    With an optimizer (an NNOptimizer) gamma and beta train on the device:
-    bn.encode_gamma_and_beta_update(cb, state) encodes the optimizer from the
-    state's gradients, with vectors (momentum, ...) this data source keeps on
-    the device, and the kernel reloads the result on the command buffer;
-    gamma() and beta() follow once the command buffer has completed. Give each
-    data source its own NNOptimizerAdam: every update advances its time step.
+    A batch normalization data source held natively (MPS has no such class: a native
+    MPSCNNBatchNormalizationDataSource), of arrays of one value per feature channel.
+
+    Its ``update_mean_and_variance_on_command_buffer`` (what
+    ``CNNBatchNormalization.encode_mean_and_variance_update`` calls) folds the state's batch statistics into the
+    kernel's running statistics on the device, as PyTorch does:
+    ``running = (1 - momentum) * running + momentum * batch``, the running variance taking the unbiased batch
+    variance (n / (n - 1) times the biased variance the statistics hold, n the values per channel). ``mean()`` and
+    ``variance()`` follow once the command buffer has completed (read from the device when asked for; a failed
+    command buffer leaves them).
+
+    With an ``optimizer`` (an NNOptimizer) gamma and beta train on the device:
+    ``bn.encode_gamma_and_beta_update(cb, state)`` encodes the optimizer from the state's gradients, with vectors
+    (momentum, ...) this data source keeps on the device, and the kernel reloads the result on the command buffer;
+    ``gamma()`` and ``beta()`` follow once the command buffer has completed. Give each data source its own
+    NNOptimizerAdam: every update advances its time step.
+
+    MPS: none (mpsx)
     """
     cdef shared_ptr[CBatchNormalizationWeights] c
     cdef object _optimizer
@@ -256,72 +297,130 @@ cdef class BatchNormalizationWeights:
         self._optimizer = optimizer
 
     def number_of_feature_channels(self):
+        """The number of feature channels.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource numberOfFeatureChannels]
+        """
         return self.native().number_of_feature_channels()
 
     def gamma(self):
+        """A copy of the current gamma, float32 per feature channel.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource gamma]
+        """
         return _values_of(self.native(), 0)
 
     def beta(self):
+        """A copy of the current beta, float32 per feature channel.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource beta]
+        """
         return _values_of(self.native(), 1)
 
     def mean(self):
-        """The running mean."""
+        """A copy of the running mean, float32 per feature channel.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource mean]
+        """
         return _values_of(self.native(), 2)
 
     def variance(self):
-        """The running variance."""
+        """A copy of the running variance, float32 per feature channel.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource variance]
+        """
         return _values_of(self.native(), 3)
 
     @property
     def epsilon(self):
+        """The term added to the variance before its square root.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource epsilon]
+        """
         return self.native().epsilon()
 
     @property
     def momentum(self):
+        """The weight of a batch's statistics in the running statistics' update (default 0.1, PyTorch's).
+
+        MPS: none (mpsx)
+        """
         return self.native().momentum()
 
     def load(self):
+        """True: the values are always available.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource load]
+        """
         return True
 
     def purge(self):
+        """Nothing to free: the values stay held.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource purge]
+        """
         pass
 
     def label(self):
+        """The label given to the constructor, or None.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource label]
+        """
         return self.native().label().decode() or None
 
     def update_mean_and_variance_on_command_buffer(self, CommandBuffer command_buffer not None,
                                                    CNNBatchNormalizationState batch_normalization_state not None):
-        """The running statistics with this batch's folded in, in a new state, encoded on the command buffer."""
+        """A new CNNNormalizationMeanAndVarianceState holding the running statistics with this batch's folded in,
+        encoded on ``command_buffer``; the data source keeps them too.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource updateMeanAndVarianceWithCommandBuffer:batchNormalizationState:]
+        """
         return wrap_mean_and_variance_state(self.native().update_mean_and_variance_on_command_buffer(
             command_buffer.native()[0], batch_normalization_state._batch_state()))
 
     @property
     def optimizer(self):
-        """The NNOptimizer that trains gamma and beta, or None."""
+        """The NNOptimizer that trains gamma and beta, or None.
+
+        MPS: none (mpsx)
+        """
         return self._optimizer
 
     def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None,
                                                 CNNBatchNormalizationState batch_normalization_state not None):
-        """With an optimizer: gamma and beta after one update from the state's gradients, encoded on the command buffer."""
+        """With an optimizer: a new CNNNormalizationGammaAndBetaState holding gamma and beta after one update from the
+        state's gradients, encoded on ``command_buffer``. TypeError without an optimizer.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource updateGammaAndBetaWithCommandBuffer:batchNormalizationState:]
+        """
         if self._optimizer is None:
             raise TypeError("this BatchNormalizationWeights has no optimizer to update gamma and beta with")
         return wrap_gamma_and_beta_state(self.native().update_gamma_and_beta_on_command_buffer(
             command_buffer.native()[0], batch_normalization_state._batch_state()))
 
     def optimizer_state(self):
-        """The vectors the data source keeps for its optimizer, {kind: [gamma's, beta's]} (kinds:
-        momentum, velocity, sum_of_squares) as float32 arrays, as the last update left them: read
-        once its command buffer has completed. Empty without an optimizer. Adam's time step is the
-        optimizer's."""
+        """The vectors the data source keeps for its optimizer, ``{kind: [gamma's, beta's]}`` (kinds ``"momentum"``,
+        ``"velocity"``, ``"sum_of_squares"``) as float32 arrays, as the last update left them: read once its command
+        buffer has completed. Empty without an optimizer. Adam's time step is the optimizer's.
+
+        MPS: none (mpsx)
+        """
         return optimizer_state_of(self.native().optimizer_vectors(), "BatchNormalizationWeights")
 
     def set_optimizer_state(self, state):
-        """Writes what optimizer_state() returned (the same kinds and sizes) before the next update."""
+        """Writes what ``optimizer_state()`` returned (the same kinds and sizes) before the next update; TypeError or
+        ValueError for anything else.
+
+        MPS: none (mpsx)
+        """
         set_optimizer_state_of(self.native().optimizer_vectors(), state, "BatchNormalizationWeights")
 
     def copy(self, device=None):
-        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
-        its state, through the data source's saved description."""
+        """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through
+        the data source's saved description.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource copyWithZone:device:]
+        """
         return persistence_copy(self, device)
 
     def __mpsx_state__(self):
@@ -345,8 +444,14 @@ cdef object wrap_gamma_and_beta_state(const shared_ptr[CNormalizationGammaAndBet
 
 
 cdef class CNNNormalizationGammaAndBetaState(State):
-    """MPSCNNNormalizationGammaAndBetaState(device, gamma, beta): float32 values per
-    channel, as Buffers or arrays (copied)."""
+    """CNNNormalizationGammaAndBetaState(device, gamma, beta)
+--
+
+    Gamma and beta of a normalization on the device: float32 values per feature channel, each a Buffer (used as is)
+    or an array (copied). As ``-[MPSCNNNormalizationGammaAndBetaState initWithGamma:beta:]``.
+
+    MPS: MPSCNNNormalizationGammaAndBetaState
+    """
 
     def __init__(self, Device device not None, gamma, beta):
         self.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
@@ -355,7 +460,11 @@ cdef class CNNNormalizationGammaAndBetaState(State):
 
     @staticmethod
     def temporary_state(CommandBuffer command_buffer not None, number_of_feature_channels):
-        """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
+        """A new zeroed state for ``number_of_feature_channels`` channels on the device of ``command_buffer`` (mpsx
+        states are reference counted: it lives as long as it is used).
+
+        MPS: +[MPSCNNNormalizationGammaAndBetaState temporaryStateWithCommandBuffer:numberOfFeatureChannels:]
+        """
         cdef CNNNormalizationGammaAndBetaState s = \
             CNNNormalizationGammaAndBetaState.__new__(CNNNormalizationGammaAndBetaState)
         s.c = <shared_ptr[CState]>make_native[CNormalizationGammaAndBetaState](
@@ -365,11 +474,19 @@ cdef class CNNNormalizationGammaAndBetaState(State):
 
     @property
     def gamma(self):
+        """The scale per feature channel, a float32 Buffer.
+
+        MPS: MPSCNNNormalizationGammaAndBetaState.gamma
+        """
         cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.native()).gamma()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
     @property
     def beta(self):
+        """The shift per feature channel, a float32 Buffer.
+
+        MPS: MPSCNNNormalizationGammaAndBetaState.beta
+        """
         cdef shared_ptr[CBuffer] b = (<CNormalizationGammaAndBetaState*>self.native()).beta()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
@@ -385,8 +502,15 @@ cdef object wrap_mean_and_variance_state(const shared_ptr[CNormalizationMeanAndV
 
 
 cdef class CNNNormalizationMeanAndVarianceState(State):
-    """MPSCNNNormalizationMeanAndVarianceState(device, mean, variance): float32 values
-    per channel, as Buffers or arrays (copied)."""
+    """CNNNormalizationMeanAndVarianceState(device, mean, variance)
+--
+
+    The running mean and variance of a batch normalization on the device: float32 values per feature channel, each a
+    Buffer (used as is) or an array (copied). As
+    ``-[MPSCNNNormalizationMeanAndVarianceState initWithMean:variance:]``.
+
+    MPS: MPSCNNNormalizationMeanAndVarianceState
+    """
 
     def __init__(self, Device device not None, mean, variance):
         self.c = <shared_ptr[CState]>make_native[CNormalizationMeanAndVarianceState](
@@ -395,18 +519,30 @@ cdef class CNNNormalizationMeanAndVarianceState(State):
 
     @staticmethod
     def temporary_state(CommandBuffer command_buffer not None, number_of_feature_channels):
-        """A zeroed state for `number_of_feature_channels` channels (MPS's temporary state)."""
+        """A new zeroed state for ``number_of_feature_channels`` channels on the device of ``command_buffer`` (mpsx
+        states are reference counted: it lives as long as it is used).
+
+        MPS: +[MPSCNNNormalizationMeanAndVarianceState temporaryStateWithCommandBuffer:numberOfFeatureChannels:]
+        """
         return wrap_mean_and_variance_state(make_native[CNormalizationMeanAndVarianceState](
             command_buffer.native().device_ptr(),
             integer_argument(number_of_feature_channels, "number_of_feature_channels")))
 
     @property
     def mean(self):
+        """The mean per feature channel, a float32 Buffer.
+
+        MPS: MPSCNNNormalizationMeanAndVarianceState.mean
+        """
         cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.native()).mean()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
     @property
     def variance(self):
+        """The variance per feature channel, a float32 Buffer.
+
+        MPS: MPSCNNNormalizationMeanAndVarianceState.variance
+        """
         cdef shared_ptr[CBuffer] b = (<CNormalizationMeanAndVarianceState*>self.native()).variance()
         return wrap_buffer(b, np.float32, (b.get().length() // 4,))
 
@@ -415,12 +551,15 @@ cdef class CNNNormalizationMeanAndVarianceState(State):
 
 
 cdef class CNNBatchNormalizationState(NNGradientState):
-    """MPSCNNBatchNormalizationState: one batch's statistics and the gradients of
-    gamma and beta (float32 Buffers of one value per channel, batch sums), and
-    the gamma and beta its forward encode used. synchronize(cb) before reading
-    them on the host. It belongs to one batch, which may come as several
-    sub-batches: statistics of each, then forward, statistics gradient and
-    gradient of each (docs/semantics.md). reset() starts a new batch."""
+    """One batch's statistics and the gradients of gamma and beta (float32 Buffers of one value per channel, batch
+    sums), and the gamma and beta its forward encode used; ``synchronize(cb)`` before reading them on the host.
+
+    It belongs to one batch, which may come as several sub-batches: statistics of each, then forward, statistics
+    gradient and gradient of each (docs/semantics.md). ``reset()`` starts a new batch. Made by
+    ``CNNBatchNormalization.result_state``.
+
+    MPS: MPSCNNBatchNormalizationState
+    """
 
     cdef shared_ptr[CBatchNormalizationState] _batch_state(self):
         return static_pointer_cast[CBatchNormalizationState, CState](self.shared())
@@ -430,34 +569,59 @@ cdef class CNNBatchNormalizationState(NNGradientState):
 
     @property
     def gamma(self):
+        """The gamma the forward encode used, a float32 Buffer.
+
+        MPS: -[MPSCNNBatchNormalizationState gamma]
+        """
         return self._buffer((<CBatchNormalizationState*>self.native()).gamma())
 
     @property
     def beta(self):
+        """The beta the forward encode used, a float32 Buffer.
+
+        MPS: -[MPSCNNBatchNormalizationState beta]
+        """
         return self._buffer((<CBatchNormalizationState*>self.native()).beta())
 
     @property
     def mean(self):
-        """The batch mean, from CNNBatchNormalizationStatistics."""
+        """The batch mean, from CNNBatchNormalizationStatistics, a float32 Buffer.
+
+        MPS: -[MPSCNNBatchNormalizationState mean]
+        """
         return self._buffer((<CBatchNormalizationState*>self.native()).mean())
 
     @property
     def variance(self):
-        """The batch variance (biased: over N x H x W), from CNNBatchNormalizationStatistics."""
+        """The batch variance (biased: over N x H x W), from CNNBatchNormalizationStatistics, a float32 Buffer.
+
+        MPS: -[MPSCNNBatchNormalizationState variance]
+        """
         return self._buffer((<CBatchNormalizationState*>self.native()).variance())
 
     @property
     def gradient_for_gamma(self):
+        """The gradient for gamma, summed over the batch, a float32 Buffer.
+
+        MPS: -[MPSCNNBatchNormalizationState gradientForGamma]
+        """
         return self._buffer((<CBatchNormalizationState*>self.native()).gradient_for_gamma())
 
     @property
     def gradient_for_beta(self):
+        """The gradient for beta, summed over the batch, a float32 Buffer.
+
+        MPS: -[MPSCNNBatchNormalizationState gradientForBeta]
+        """
         return self._buffer((<CBatchNormalizationState*>self.native()).gradient_for_beta())
 
     @property
     def batch_normalization(self):
-        """The CNNBatchNormalization that made this state: for a state an NNGraph exports, the graph's own
-        kernel (no data_source), so that updates encoded by hand can reload it."""
+        """The CNNBatchNormalization that made this state: for a state an NNGraph exports, the graph's own kernel (no
+        ``data_source``), so that updates encoded by hand can reload it.
+
+        MPS: MPSCNNBatchNormalizationState.batchNormalization
+        """
         cdef CNNBatchNormalization kernel
         if self._kernel is None:
             kernel = CNNBatchNormalization.__new__(CNNBatchNormalization)
@@ -467,21 +631,29 @@ cdef class CNNBatchNormalizationState(NNGradientState):
         return self._kernel
 
     def reset(self):
-        """MPS -reset: zeroes the statistics and gradients and forgets the sub-batches; encode the statistics
-        again before using it."""
+        """Zeroes the statistics and gradients and forgets the sub-batches; encode the statistics again before using
+        it.
+
+        MPS: -[MPSCNNBatchNormalizationState reset]
+        """
         (<CBatchNormalizationState*>self.native()).reset()
 
 
 # ---- kernels
 
 cdef class CNNBatchNormalization(CNNUnaryKernel):
-    """MPSCNNBatchNormalization(device, data_source, fused_neuron_descriptor=None).
+    """CNNBatchNormalization(device, data_source, fused_neuron_descriptor=None)
+--
 
-    data_source is a BatchNormalizationWeights or any object implementing the
-    CNNBatchNormalizationDataSource protocol. Encoded with a
-    CNNBatchNormalizationState it normalizes with the state's batch
-    statistics (training), without one with its running mean and variance
-    (inference).
+    Batch normalization: ``gamma * (x - mean) / sqrt(variance + epsilon) + beta`` per feature channel, then the
+    fused neuron. ``data_source`` is a BatchNormalizationWeights or any object implementing the
+    CNNBatchNormalizationDataSource protocol.
+
+    Encoded with a CNNBatchNormalizationState it normalizes with the state's batch statistics (training), without
+    one with its running mean and variance (inference). As
+    ``-[MPSCNNBatchNormalization initWithDevice:dataSource:fusedNeuronDescriptor:]``.
+
+    MPS: MPSCNNBatchNormalization
     """
     cdef object _data_source
     cdef object __weakref__
@@ -503,14 +675,26 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
 
     @property
     def data_source(self):
+        """The data source the kernel was made with.
+
+        MPS: MPSCNNBatchNormalization.dataSource
+        """
         return self._data_source
 
     @property
     def number_of_feature_channels(self):
+        """The number of feature channels.
+
+        MPS: MPSCNNBatchNormalization.numberOfFeatureChannels
+        """
         return self._batch_normalization().number_of_feature_channels()
 
     @property
     def epsilon(self):
+        """The term added to the variance before its square root (the data source's at first).
+
+        MPS: MPSCNNBatchNormalization.epsilon
+        """
         return self._batch_normalization().epsilon
 
     @epsilon.setter
@@ -519,11 +703,19 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
 
     @property
     def fused_neuron_descriptor(self):
+        """The neuron applied to the result (given to the constructor), or None.
+
+        MPS: none (mpsx)
+        """
         return _wrap_neuron_descriptor(self._batch_normalization().fused_neuron())
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
                State batch_normalization_state=None, Image destination_image=None):
-        """Normalizes with the state's batch statistics, or without a state with the running ones."""
+        """Normalizes ``source_image`` with the batch statistics of ``batch_normalization_state``, or without a state
+        with the running ones; returns the destination image.
+
+        MPS: -[MPSCNNBatchNormalization encodeToCommandBuffer:sourceImage:batchNormalizationState:destinationImage:]
+        """
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
@@ -535,7 +727,11 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state=None,
                      destination_images=None):
-        """encode over a batch (an ImageBatch or a list of Images); the state is the batch's one state."""
+        """``encode`` over a batch (an ImageBatch or a list of Images); the state is the batch's one state (or its
+        StateBatch). Returns an ImageBatch.
+
+        MPS: -[MPSCNNBatchNormalization encodeBatchToCommandBuffer:sourceImages:batchNormalizationState:destinationImages:]
+        """
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
@@ -552,43 +748,58 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         return wrap_image_batch(r.image)
 
     def reload_gamma_and_beta_from_data_source(self):
-        """CPU side: loads the data source's current gamma and beta; later encodes use them."""
+        """Loads the data source's current gamma and beta now (on the host); later encodes use them.
+
+        MPS: -[MPSCNNBatchNormalization reloadGammaAndBetaFromDataSource]
+        """
         self._batch_normalization().reload_gamma_and_beta_from_data_source()
 
     def reload_mean_and_variance_from_data_source(self):
-        """CPU side: loads the data source's current mean and variance; later encodes use them."""
+        """Loads the data source's current mean and variance now (on the host); later encodes use them.
+
+        MPS: -[MPSCNNBatchNormalization reloadMeanAndVarianceFromDataSource]
+        """
         self._batch_normalization().reload_mean_and_variance_from_data_source()
 
     def reload_gamma_and_beta(self, CommandBuffer command_buffer not None,
                               CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):
-        """GPU side: copies the state's gamma and beta in, ordered on the command buffer."""
+        """Copies the state's gamma and beta in, ordered on ``command_buffer``.
+
+        MPS: -[MPSCNNBatchNormalization reloadGammaAndBetaWithCommandBuffer:gammaAndBetaState:]
+        """
         self._batch_normalization().reload_gamma_and_beta(
             command_buffer.native()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.native())[0])
 
     def reload_mean_and_variance(self, CommandBuffer command_buffer not None,
                                  CNNNormalizationMeanAndVarianceState mean_and_variance_state not None):
-        """GPU side: copies the state's mean and variance in, ordered on the command buffer."""
+        """Copies the state's mean and variance in, ordered on ``command_buffer``.
+
+        MPS: -[MPSCNNBatchNormalization reloadMeanAndVarianceWithCommandBuffer:meanAndVarianceState:]
+        """
         self._batch_normalization().reload_mean_and_variance(
             command_buffer.native()[0], (<CNormalizationMeanAndVarianceState*>mean_and_variance_state.native())[0])
 
     def encode_gamma_and_beta_update(self, CommandBuffer command_buffer not None,
                                      CNNBatchNormalizationState batch_normalization_state not None):
-        """The gamma and beta update of MPS's training styles for hand-encoded training.
+        """The gamma and beta update of MPS's training styles, for training encoded by hand.
 
-        A data source with update_gamma_and_beta_on_command_buffer encodes its
-        update now and the kernel reloads the state it returns, on the command
-        buffer. One with update_gamma_and_beta is called once the command
-        buffer completed, with the synchronized state, and the kernel then
-        reloads from it; if it raises, the command buffer ends with status
-        "error" and that exception, and gamma and beta stay as they were.
+        A data source with ``update_gamma_and_beta_on_command_buffer`` encodes its update now and the kernel reloads
+        the state it returns, on the command buffer. One with ``update_gamma_and_beta`` is called once the command
+        buffer completed, with the synchronized state, and the kernel then reloads from it; if it raises, the
+        command buffer ends with status ``"error"`` and that exception, and gamma and beta stay as they were.
+
+        MPS: none (mpsx)
         """
         self._batch_normalization().encode_gamma_and_beta_update(command_buffer.native()[0],
                                                                  batch_normalization_state._batch_state())
 
     def encode_mean_and_variance_update(self, CommandBuffer command_buffer not None,
                                         CNNBatchNormalizationState batch_normalization_state not None):
-        """The running mean and variance update, as encode_gamma_and_beta_update with
-        update_mean_and_variance[_on_command_buffer]."""
+        """The running mean and variance update, as ``encode_gamma_and_beta_update`` with the data source's
+        ``update_mean_and_variance_on_command_buffer`` or ``update_mean_and_variance``.
+
+        MPS: none (mpsx)
+        """
         self._batch_normalization().encode_mean_and_variance_update(command_buffer.native()[0],
                                                                     batch_normalization_state._batch_state())
 
@@ -602,15 +813,25 @@ cdef object _wrap_neuron_descriptor(const CNeuronDescriptor& desc):
 
 
 cdef class CNNBatchNormalizationStatistics(CNNKernel):
-    """MPSCNNBatchNormalizationStatistics(device): the batch mean and biased variance of
-    each channel over every pixel of every source image, into the state. Several encodes on
-    one state (sub-batches, before any forward encode) accumulate: the statistics of all
-    their pixels together."""
+    """CNNBatchNormalizationStatistics(device)
+--
+
+    The batch mean and biased variance of each feature channel over every pixel of every source image, into a
+    CNNBatchNormalizationState. Several encodes on one state (sub-batches, before any forward encode) accumulate:
+    the statistics of all their pixels together. As ``-[MPSCNNBatchNormalizationStatistics initWithDevice:]``.
+
+    MPS: MPSCNNBatchNormalizationStatistics
+    """
 
     def __init__(self, Device device not None):
         self.kernel = <shared_ptr[CKernel]>make_native[CCNNBatchNormalizationStatistics](device.shared())
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, batch_normalization_state):
+        """Encodes the statistics of ``source_images`` (an ImageBatch, an Image or a list of Images) into
+        ``batch_normalization_state`` (the state, or its StateBatch); returns None.
+
+        MPS: -[MPSCNNBatchNormalizationStatistics encodeBatchToCommandBuffer:sourceImages:batchNormalizationState:]
+        """
         cdef shared_ptr[CState] state = _state_of(batch_normalization_state, "batch_normalization_state")
         cdef CommandBufferMark mark = command_buffer.native().mark()
         try:
@@ -622,9 +843,15 @@ cdef class CNNBatchNormalizationStatistics(CNNKernel):
 
 
 cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
-    """MPSCNNBatchNormalizationStatisticsGradient(device, fused_neuron_descriptor=None):
-    the state's gradient_for_gamma and gradient_for_beta, summed over the batch (over
-    every sub-batch encoded with the state)."""
+    """CNNBatchNormalizationStatisticsGradient(device, fused_neuron_descriptor=None)
+--
+
+    The gradients for gamma and beta into the state's ``gradient_for_gamma`` and ``gradient_for_beta``, summed over
+    the batch (over every sub-batch encoded with the state); with a fused neuron, through its gradient first. As
+    ``-[MPSCNNBatchNormalizationStatisticsGradient initWithDevice:fusedNeuronDescriptor:]``.
+
+    MPS: MPSCNNBatchNormalizationStatisticsGradient
+    """
 
     def __init__(self, Device device not None, fused_neuron_descriptor=None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationStatisticsGradient](
@@ -632,17 +859,31 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
 
     @property
     def fused_neuron_descriptor(self):
+        """The fused neuron of the forward kernel whose gradient this is, or None.
+
+        MPS: none (mpsx)
+        """
         return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient_kernel()).fused_neuron())
 
     def _mpsx_arguments(self):
         return (self.fused_neuron_descriptor,)
 
     def encode(self, *args, **kwargs):
+        """Raises TypeError: MPS marks this kernel's single-image encodes unavailable; use ``encode_batch`` (an Image
+        is a batch of its images).
+
+        MPS: none (mpsx)
+        """
         raise TypeError("MPSCNNBatchNormalizationStatisticsGradient has no single-image encode; "
                         "use encode_batch (an Image is a batch of its images)")
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      batch_normalization_state):
+        """Encodes the gradients for gamma and beta from ``source_gradients`` (the gradient of the forward result) and
+        ``source_images`` (the forward source) into ``batch_normalization_state``; returns None.
+
+        MPS: -[MPSCNNBatchNormalizationStatisticsGradient encodeBatchToCommandBuffer:sourceGradients:sourceImages:batchNormalizationState:]
+        """
         cdef shared_ptr[CState] state = _state_of(batch_normalization_state, "batch_normalization_state")
         cdef CommandBufferMark mark = command_buffer.native().mark()
         try:
@@ -655,9 +896,15 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
 
 
 cdef class CNNBatchNormalizationGradient(CNNGradientKernel):
-    """MPSCNNBatchNormalizationGradient(device, fused_neuron_descriptor=None): the gradient
-    for the source through the batch statistics; encode the statistics gradient
-    with the state first."""
+    """CNNBatchNormalizationGradient(device, fused_neuron_descriptor=None)
+--
+
+    The gradient for the source through the batch statistics (and the fused neuron's gradient, if any); encode the
+    statistics gradient with the state first. As
+    ``-[MPSCNNBatchNormalizationGradient initWithDevice:fusedNeuronDescriptor:]``.
+
+    MPS: MPSCNNBatchNormalizationGradient
+    """
 
     def __init__(self, Device device not None, fused_neuron_descriptor=None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNBatchNormalizationGradient](
@@ -665,6 +912,10 @@ cdef class CNNBatchNormalizationGradient(CNNGradientKernel):
 
     @property
     def fused_neuron_descriptor(self):
+        """The fused neuron of the forward kernel whose gradient this is, or None.
+
+        MPS: none (mpsx)
+        """
         return _wrap_neuron_descriptor((<CBatchNormalizationGradientKernel*>self.gradient_kernel()).fused_neuron())
 
     def _mpsx_arguments(self):
@@ -673,10 +924,19 @@ cdef class CNNBatchNormalizationGradient(CNNGradientKernel):
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, State batch_normalization_state not None,
                Image destination_gradient=None):
+        """Encodes the gradient for ``source_image`` from ``source_gradient`` and the state the statistics gradient
+        filled; returns ``destination_gradient`` or a new image.
+
+        MPS: -[MPSCNNBatchNormalizationGradient encodeToCommandBuffer:sourceGradient:sourceImage:batchNormalizationState:destinationGradient:]
+        """
         return CNNGradientKernel.encode(self, command_buffer, source_gradient, source_image,
                                         batch_normalization_state, destination_gradient)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
                      batch_normalization_state, destination_gradients=None):
+        """``encode`` over batches (ImageBatches or lists of Images); returns an ImageBatch.
+
+        MPS: -[MPSCNNBatchNormalizationGradient encodeBatchToCommandBuffer:sourceGradients:sourceImages:batchNormalizationState:destinationGradients:]
+        """
         return CNNGradientKernel.encode_batch(self, command_buffer, source_gradients, source_images,
                                               batch_normalization_state, destination_gradients)

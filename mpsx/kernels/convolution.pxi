@@ -28,14 +28,29 @@ __all__ += ["CNNConvolutionDescriptor", "CNNConvolutionDataSource", "Convolution
 
 
 class CNNConvolutionGradientOption(enum.IntFlag):
-    """MPSCNNConvolutionGradientOption: which gradients CNNConvolutionGradient computes."""
+    """Which gradients CNNConvolutionGradient computes: GRADIENT_WITH_DATA (the source's),
+    GRADIENT_WITH_WEIGHTS_AND_BIAS (into the gradient state) or ALL.
+
+    MPS: MPSCNNConvolutionGradientOption
+    """
     GRADIENT_WITH_DATA = 1
     GRADIENT_WITH_WEIGHTS_AND_BIAS = 2
     ALL = 3
 
 
 cdef class CNNConvolutionDescriptor:
-    """MPSCNNConvolutionDescriptor."""
+    """CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+        stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
+        fused_neuron=None)
+--
+
+    The shape of a convolution: window, feature channels, strides, dilation, groups and an optional fused neuron (an
+    NNNeuronDescriptor applied to the result).
+
+    The channel counts must divide by ``groups``; ValueError for sizes that are not positive.
+
+    MPS: MPSCNNConvolutionDescriptor
+    """
     cdef CConvolutionDescriptor desc
 
     def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
@@ -55,43 +70,82 @@ cdef class CNNConvolutionDescriptor:
 
     @property
     def kernel_width(self):
+        """The width of the kernel window.
+
+        MPS: MPSCNNConvolutionDescriptor.kernelWidth
+        """
         return self.desc.kernel_width
 
     @property
     def kernel_height(self):
+        """The height of the kernel window.
+
+        MPS: MPSCNNConvolutionDescriptor.kernelHeight
+        """
         return self.desc.kernel_height
 
     @property
     def input_feature_channels(self):
+        """The number of feature channels of the source.
+
+        MPS: MPSCNNConvolutionDescriptor.inputFeatureChannels
+        """
         return self.desc.input_feature_channels
 
     @property
     def output_feature_channels(self):
+        """The number of feature channels of the destination.
+
+        MPS: MPSCNNConvolutionDescriptor.outputFeatureChannels
+        """
         return self.desc.output_feature_channels
 
     @property
     def stride_in_pixels_x(self):
+        """The stride in x: how far the window moves per destination pixel.
+
+        MPS: MPSCNNConvolutionDescriptor.strideInPixelsX
+        """
         return self.desc.stride_x
 
     @property
     def stride_in_pixels_y(self):
+        """The stride in y: how far the window moves per destination pixel.
+
+        MPS: MPSCNNConvolutionDescriptor.strideInPixelsY
+        """
         return self.desc.stride_y
 
     @property
     def dilation_rate_x(self):
+        """The distance in x between the window's taps.
+
+        MPS: MPSCNNConvolutionDescriptor.dilationRateX
+        """
         return self.desc.dilation_x
 
     @property
     def dilation_rate_y(self):
+        """The distance in y between the window's taps.
+
+        MPS: MPSCNNConvolutionDescriptor.dilationRateY
+        """
         return self.desc.dilation_y
 
     @property
     def groups(self):
+        """The number of groups the feature channels are split into; each output group sees one input group.
+
+        MPS: MPSCNNConvolutionDescriptor.groups
+        """
         return self.desc.groups
 
     @property
     def fused_neuron_descriptor(self):
-        """The neuron applied to the result, or None."""
+        """The neuron applied to the result, or None.
+
+        MPS: MPSCNNConvolutionDescriptor.fusedNeuronDescriptor
+        """
         if self.desc.fused_neuron.type == <CNeuronType>0:
             return None
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
@@ -100,7 +154,11 @@ cdef class CNNConvolutionDescriptor:
 
     @property
     def weights_shape(self):
-        """(output_feature_channels, kernel_height, kernel_width, input_feature_channels / groups): OHWI."""
+        """The shape of the weights, OHWI:
+        ``(output_feature_channels, kernel_height, kernel_width, input_feature_channels / groups)``.
+
+        MPS: none (mpsx)
+        """
         return (self.desc.output_feature_channels, self.desc.kernel_height, self.desc.kernel_width,
                 self.desc.input_feature_channels // self.desc.groups)
 
@@ -137,41 +195,73 @@ cdef CNNConvolutionDescriptor wrap_convolution_descriptor(const CConvolutionDesc
 
 
 class CNNConvolutionDataSource:
-    """MPSCNNConvolutionDataSource: subclass it and implement descriptor() and weights().
+    """The convolution data source protocol: subclass it (or write any class with these methods) and implement
+    ``descriptor()`` and ``weights()``.
 
-    Required: descriptor() -> CNNConvolutionDescriptor; weights() -> array in
-    OHWI order ([out][kernel_height][kernel_width][in / groups]) of the
-    data_type's dtype. Optional: bias_terms() -> float32 [out] or None;
-    load() / purge() around every use; label(); kernel_weights_data_type
-    (FLOAT16 rounds the weights to half precision); for uint8 weights
-    weights_quantization_type ("linear" or "lookup_table") with
-    ranges_for_uint8_kernel() ([out][2] min, max) or
-    lookup_table_for_uint8_kernel() ([256]); update(gradient_state,
-    source_state) -> bool (CPU-side update) and
-    update_on_command_buffer(command_buffer, gradient_state, source_state) ->
-    CNNConvolutionWeightsAndBiasesState or None (GPU-side update); copy(device).
+    Required: ``descriptor()`` returns a CNNConvolutionDescriptor; ``weights()`` an array in OHWI order
+    ([out][kernel_height][kernel_width][in / groups]) of the dtype of ``data_type`` (a class attribute or property:
+    FLOAT32 by default, FLOAT16 or UINT8).
+
+    Optional: ``bias_terms()`` (float32 [out] or None); ``load()`` and ``purge()`` around every use; ``label()``;
+    ``kernel_weights_data_type`` (FLOAT16 rounds the weights to half precision); for uint8 weights
+    ``weights_quantization_type`` (``"linear"`` or ``"lookup_table"``) with ``ranges_for_uint8_kernel()`` ([out][2]
+    minimum, maximum) or ``lookup_table_for_uint8_kernel()`` ([256]); ``update(gradient_state, source_state)`` ->
+    bool (the CPU-side update) and ``update_on_command_buffer(command_buffer, gradient_state, source_state)`` ->
+    CNNConvolutionWeightsAndBiasesState or None (the GPU-side update); ``copy(device)``.
+
+    MPS: MPSCNNConvolutionDataSource
     """
     data_type = DataType.FLOAT32
 
     def descriptor(self):
+        """The convolution's descriptor; a subclass must implement it (NotImplementedError here).
+
+        MPS: -[MPSCNNConvolutionDataSource descriptor]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement descriptor()")
 
     def weights(self):
+        """The weights as an OHWI array of the data type's dtype; a subclass must implement it (NotImplementedError
+        here).
+
+        MPS: -[MPSCNNConvolutionDataSource weights]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement weights()")
 
     def bias_terms(self):
+        """The biases, float32 [out], or None for none (the default).
+
+        MPS: -[MPSCNNConvolutionDataSource biasTerms]
+        """
         return None
 
     def load(self):
+        """Called before the weights are read; returns whether they are available (default True).
+
+        MPS: -[MPSCNNConvolutionDataSource load]
+        """
         return True
 
     def purge(self):
+        """Called once the weights were read: the data source may free them (default: nothing).
+
+        MPS: -[MPSCNNConvolutionDataSource purge]
+        """
         pass
 
     def label(self):
+        """A name for the data source, or None (the default).
+
+        MPS: -[MPSCNNConvolutionDataSource label]
+        """
         return None
 
     def copy(self, device):
+        """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
+        copied.
+
+        MPS: -[MPSCNNConvolutionDataSource copyWithZone:device:]
+        """
         import copy
         return copy.deepcopy(self)
 
@@ -334,22 +424,24 @@ cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source
 # ---- native data source and states
 
 cdef class ConvolutionWeights:
-    """A convolution data source held natively: ConvolutionWeights(descriptor, weights, biases=None,
-    optimizer=None, label=None).
+    """ConvolutionWeights(descriptor, weights, biases=None, optimizer=None, label=None)
+--
 
-    weights: OHWI array of descriptor.weights_shape; biases: [out] or None.
-    With an optimizer (an NNOptimizer) it trains itself on the optimizer's
-    device, all natively: conv.encode_weights_and_bias_update(cb, gradient_state)
-    encodes the optimizer from the weights the forward pass used into weights
-    the data source keeps on the device, with the optimizer's vectors
-    (momentum, velocity, sum of squares) it keeps there too, zero at first;
-    the convolution then reloads them, on the command buffer. Without bias
-    terms only the weights train. weights() and bias_terms() return the
-    latest values once the command buffer of the last update has completed;
-    before that they raise SynchronizationError (no synchronize call is
-    needed: the data source synchronizes its own weights). Give each
-    ConvolutionWeights its own NNOptimizerAdam: every update advances the
+    A convolution data source held natively (MPS has no such class: a native MPSCNNConvolutionDataSource).
+
+    ``weights``: an OHWI array of ``descriptor.weights_shape``; ``biases``: [out] or None. With an ``optimizer`` (an
+    NNOptimizer) it trains itself on the optimizer's device, all natively:
+    ``conv.encode_weights_and_bias_update(cb, gradient_state)`` encodes the optimizer from the weights the forward
+    pass used into weights the data source keeps on the device, with the optimizer's vectors (momentum, velocity,
+    sum of squares) it keeps there too, zero at first; the convolution then reloads them, on the command buffer.
+    Without bias terms only the weights train.
+
+    ``weights()`` and ``bias_terms()`` return the latest values once the command buffer of the last update has
+    completed; before that they raise SynchronizationError (no synchronize call is needed: the data source
+    synchronizes its own weights). Give each ConvolutionWeights its own NNOptimizerAdam: every update advances the
     optimizer's time step.
+
+    MPS: none (mpsx)
     """
     cdef shared_ptr[CConvolutionWeights] c
     cdef object _optimizer
@@ -373,48 +465,87 @@ cdef class ConvolutionWeights:
         self._optimizer = optimizer
 
     def descriptor(self):
+        """The convolution's descriptor.
+
+        MPS: -[MPSCNNConvolutionDataSource descriptor]
+        """
         return wrap_convolution_descriptor(self.native().descriptor())
 
     @property
     def data_type(self):
+        """DataType.FLOAT32: the weights are float32.
+
+        MPS: -[MPSCNNConvolutionDataSource dataType]
+        """
         return DataType.FLOAT32
 
     def weights(self):
-        """A copy of the weights, OHWI."""
+        """A copy of the current weights, OHWI float32.
+
+        MPS: -[MPSCNNConvolutionDataSource weights]
+        """
         return np.array(self.native().weight_values(), dtype=np.float32).reshape(self.descriptor().weights_shape)
 
     def bias_terms(self):
+        """A copy of the current biases, float32 [out], or None without biases.
+
+        MPS: -[MPSCNNConvolutionDataSource biasTerms]
+        """
         b = self.native().bias_values()
         return np.array(b, dtype=np.float32) if b.size() else None
 
     def load(self):
+        """True: the weights are always available.
+
+        MPS: -[MPSCNNConvolutionDataSource load]
+        """
         return True
 
     def purge(self):
+        """Nothing to free: the weights stay held.
+
+        MPS: -[MPSCNNConvolutionDataSource purge]
+        """
         pass
 
     def label(self):
+        """The label given to the constructor, or None.
+
+        MPS: -[MPSCNNConvolutionDataSource label]
+        """
         return self.native().label().decode() or None
 
     @property
     def optimizer(self):
-        """The NNOptimizer that trains the weights, or None."""
+        """The NNOptimizer that trains the weights, or None.
+
+        MPS: none (mpsx)
+        """
         return self._optimizer
 
     def optimizer_state(self):
-        """The vectors the data source keeps for its optimizer, {kind: [weights', biases']} (kinds:
-        momentum, velocity, sum_of_squares) as float32 arrays, as the last update left them: read
-        once its command buffer has completed. Empty without an optimizer. Adam's time step is the
-        optimizer's."""
+        """The vectors the data source keeps for its optimizer, ``{kind: [weights', biases']}`` (kinds ``"momentum"``,
+        ``"velocity"``, ``"sum_of_squares"``) as float32 arrays, as the last update left them: read once its command
+        buffer has completed. Empty without an optimizer. Adam's time step is the optimizer's.
+
+        MPS: none (mpsx)
+        """
         return optimizer_state_of(self.native().optimizer_vectors(), "ConvolutionWeights")
 
     def set_optimizer_state(self, state):
-        """Writes what optimizer_state() returned (the same kinds and sizes) before the next update."""
+        """Writes what ``optimizer_state()`` returned (the same kinds and sizes) before the next update; TypeError or
+        ValueError for anything else.
+
+        MPS: none (mpsx)
+        """
         set_optimizer_state_of(self.native().optimizer_vectors(), state, "ConvolutionWeights")
 
     def copy(self, device=None):
-        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
-        its state, through the data source's saved description."""
+        """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through
+        the data source's saved description.
+
+        MPS: -[MPSCNNConvolutionDataSource copyWithZone:device:]
+        """
         return persistence_copy(self, device)
 
     def __mpsx_state__(self):
@@ -430,8 +561,17 @@ cdef class ConvolutionWeights:
 
 
 cdef class CNNConvolutionWeightsAndBiasesState(State):
-    """MPSCNNConvolutionWeightsAndBiasesState(device, weights, biases=None): float32 OHWI
-    weights and [out] biases, as Buffers or arrays (copied)."""
+    """CNNConvolutionWeightsAndBiasesState(device, weights, biases=None)
+--
+
+    Convolution weights and biases on the device: float32 OHWI ``weights`` and [out] ``biases``, each a Buffer (used
+    as is) or an array (copied).
+
+    What ``export_weights_and_biases`` returns, ``reload_weights_and_biases`` loads and the optimizers update. As
+    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:biases:]``.
+
+    MPS: MPSCNNConvolutionWeightsAndBiasesState
+    """
 
     def __init__(self, Device device not None, weights, biases=None):
         cdef shared_ptr[CBuffer] w = buffer_from_numpy(device, weights, np.float32, "weights")
@@ -445,11 +585,19 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
 
     @property
     def weights(self):
+        """The weights, a float32 Buffer (OHWI values from ``weights_offset`` on).
+
+        MPS: MPSCNNConvolutionWeightsAndBiasesState.weights
+        """
         cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.native()
         return wrap_buffer(s.weights(), np.float32, (s.weights().get().length() // 4,))
 
     @property
     def biases(self):
+        """The biases, a float32 Buffer, or None.
+
+        MPS: MPSCNNConvolutionWeightsAndBiasesState.biases
+        """
         cdef CConvolutionWeightsAndBiasesState* s = <CConvolutionWeightsAndBiasesState*>self.native()
         if s.biases().get() == NULL:
             return None
@@ -457,10 +605,18 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
 
     @property
     def weights_offset(self):
+        """The byte offset of the weights in ``weights``.
+
+        MPS: MPSCNNConvolutionWeightsAndBiasesState.weightsOffset
+        """
         return (<CConvolutionWeightsAndBiasesState*>self.native()).weights_offset()
 
     @property
     def biases_offset(self):
+        """The byte offset of the biases in ``biases``.
+
+        MPS: MPSCNNConvolutionWeightsAndBiasesState.biasesOffset
+        """
         return (<CConvolutionWeightsAndBiasesState*>self.native()).biases_offset()
 
     def _saved_values(self):
@@ -471,15 +627,21 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
 
 
 cdef class CNNConvolutionGradientState(NNGradientState):
-    """MPSCNNConvolutionGradientState: gradients of the loss for the weights and biases,
-    summed over the batch; synchronize(cb) before reading them on the host."""
+    """The state of a convolution's training forward encode, which its gradient fills with the gradients of the loss
+    for the weights and biases, summed over the batch; ``synchronize(cb)`` before reading them on the host.
+
+    MPS: MPSCNNConvolutionGradientState
+    """
 
     cdef CConvolutionGradientState* _gradient_state(self) except NULL:
         return <CConvolutionGradientState*>self.native()
 
     @property
     def gradient_for_weights(self):
-        """float32 OHWI ([out][kernel_height][kernel_width][in / groups])."""
+        """The gradient for the weights: a float32 Buffer, OHWI ([out][kernel_height][kernel_width][in / groups]).
+
+        MPS: MPSCNNConvolutionGradientState.gradientForWeights
+        """
         cdef const CConvolutionDescriptor* d = &self._gradient_state().convolution().get().descriptor()
         return wrap_buffer(self._gradient_state().gradient_for_weights(), np.float32,
                            (d.output_feature_channels, d.kernel_height, d.kernel_width,
@@ -487,14 +649,20 @@ cdef class CNNConvolutionGradientState(NNGradientState):
 
     @property
     def gradient_for_biases(self):
-        """float32 [out]."""
+        """The gradient for the biases: a float32 Buffer [out].
+
+        MPS: MPSCNNConvolutionGradientState.gradientForBiases
+        """
         cdef const CConvolutionDescriptor* d = &self._gradient_state().convolution().get().descriptor()
         return wrap_buffer(self._gradient_state().gradient_for_biases(), np.float32, (d.output_feature_channels,))
 
     @property
     def convolution(self):
-        """The CNNConvolution whose encode produced this state: for a state an NNGraph exports, the graph's
-        own kernel (no data_source), so that updates encoded by hand can reload it."""
+        """The CNNConvolution whose encode made this state: for a state an NNGraph exports, the graph's own kernel (no
+        ``data_source``), so that updates encoded by hand can reload it.
+
+        MPS: MPSCNNConvolutionGradientState.convolution
+        """
         cdef CNNConvolution kernel
         if self._kernel is None:
             kernel_class = CNNFullyConnected if self._gradient_state().convolution().get().class_name() == \
@@ -509,8 +677,10 @@ cdef class CNNConvolutionGradientState(NNGradientState):
 # ---- kernels
 
 cdef class _ConvolutionKernel(CNNUnaryKernel):
-    """What CNNConvolution and CNNConvolutionTranspose share: descriptor, data source,
-    weights and their updates."""
+    """What CNNConvolution and CNNConvolutionTranspose share: descriptor, data source, weights and their updates.
+
+    MPS: MPSCNNConvolution
+    """
     cdef object _data_source
 
     cdef CCNNConvolution* _convolution(self) except NULL:
@@ -518,55 +688,107 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
 
     @property
     def data_source(self):
+        """The data source the kernel was made with.
+
+        MPS: MPSCNNConvolution.dataSource
+        """
         return self._data_source
 
     @property
     def descriptor(self):
+        """The kernel's convolution descriptor.
+
+        MPS: none (mpsx)
+        """
         return wrap_convolution_descriptor(self._convolution().descriptor())
 
     @property
     def input_feature_channels(self):
+        """The number of feature channels of the source.
+
+        MPS: MPSCNNConvolution.inputFeatureChannels
+        """
         return self._convolution().descriptor().input_feature_channels
 
     @property
     def output_feature_channels(self):
+        """The number of feature channels of the destination.
+
+        MPS: MPSCNNConvolution.outputFeatureChannels
+        """
         return self._convolution().descriptor().output_feature_channels
 
     @property
     def groups(self):
+        """The number of groups the feature channels are split into.
+
+        MPS: MPSCNNConvolution.groups
+        """
         return self._convolution().descriptor().groups
 
     @property
     def kernel_width(self):
+        """The width of the kernel window.
+
+        MPS: MPSCNNKernel.kernelWidth
+        """
         return self._convolution().descriptor().kernel_width
 
     @property
     def kernel_height(self):
+        """The height of the kernel window.
+
+        MPS: MPSCNNKernel.kernelHeight
+        """
         return self._convolution().descriptor().kernel_height
 
     @property
     def stride_in_pixels_x(self):
+        """The stride in x.
+
+        MPS: MPSCNNKernel.strideInPixelsX
+        """
         return self._convolution().descriptor().stride_x
 
     @property
     def stride_in_pixels_y(self):
+        """The stride in y.
+
+        MPS: MPSCNNKernel.strideInPixelsY
+        """
         return self._convolution().descriptor().stride_y
 
     @property
     def dilation_rate_x(self):
+        """The distance in x between the window's taps.
+
+        MPS: MPSCNNKernel.dilationRateX
+        """
         return self._convolution().descriptor().dilation_x
 
     @property
     def dilation_rate_y(self):
+        """The distance in y between the window's taps.
+
+        MPS: MPSCNNKernel.dilationRateY
+        """
         return self._convolution().descriptor().dilation_y
 
     @property
     def fused_neuron_descriptor(self):
+        """The neuron applied to the result, or None.
+
+        MPS: MPSCNNConvolution.fusedNeuronDescriptor
+        """
         return self.descriptor.fused_neuron_descriptor
 
     @property
     def accumulator_precision(self):
-        """"float" or "half". The cpu backend always accumulates in float."""
+        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise). The cpu backend
+        always accumulates in float.
+
+        MPS: MPSCNNConvolution.accumulatorPrecisionOption
+        """
         return "half" if self._convolution().accumulator_precision == AccumulatorPrecision.Half else "float"
 
     @accumulator_precision.setter
@@ -607,37 +829,56 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
             raise command_buffer.error
 
     def reload_weights_and_biases_from_data_source(self):
-        """CPU side: loads the data source's current weights; later encodes use them."""
+        """Loads the data source's current weights and biases now (on the host); later encodes use them.
+
+        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesFromDataSource]
+        """
         self._convolution().reload_weights_and_biases_from_data_source()
 
     def reload_weights_and_biases(self, CommandBuffer command_buffer not None,
                                   CNNConvolutionWeightsAndBiasesState state not None):
-        """GPU side: copies the state's weights in, ordered on the command buffer."""
+        """Copies the weights and biases of ``state`` in, ordered on ``command_buffer``: the encodes after it on the
+        device use them.
+
+        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesWithCommandBuffer:state:]
+        """
         self._convolution().reload_weights_and_biases(
             command_buffer.native()[0], (<CConvolutionWeightsAndBiasesState*>state.native())[0])
 
     def export_weights_and_biases(self, CommandBuffer command_buffer not None, result_state_can_be_temporary=False):
-        """The current weights and biases, copied into a new state on the command buffer."""
+        """A new CNNConvolutionWeightsAndBiasesState holding a copy of the current weights and biases, made on
+        ``command_buffer``. ``result_state_can_be_temporary`` is accepted as in MPS (mpsx states are reference
+        counted).
+
+        MPS: -[MPSCNNConvolution exportWeightsAndBiasesWithCommandBuffer:resultStateCanBeTemporary:]
+        """
         return wrap_weights_and_biases_state(self._convolution().export_weights_and_biases(command_buffer.native()[0]))
 
     def encode_weights_and_bias_update(self, CommandBuffer command_buffer not None,
                                        CNNConvolutionGradientState gradient_state not None):
-        """The weight update of MPS's training styles for hand-encoded training.
+        """The weight update of MPS's training styles, for training encoded by hand.
 
-        A data source with update_on_command_buffer encodes its update now and
-        the convolution reloads the state it returns, on the command buffer. One
-        with update is called once the command buffer completed, with the
-        synchronized gradients, and the convolution then reloads from it; if it
-        raises, the command buffer ends with status "error" and that exception,
-        and the weights stay as they were.
+        A data source with ``update_on_command_buffer`` encodes its update now and the convolution reloads the state
+        it returns, on the command buffer. One with ``update`` is called once the command buffer completed, with the
+        synchronized gradients, and the convolution then reloads from it; if it raises, the command buffer ends with
+        status ``"error"`` and that exception, and the weights stay as they were.
+
+        MPS: none (mpsx)
         """
         self._convolution().encode_weights_and_bias_update(
             command_buffer.native()[0], static_pointer_cast[CConvolutionGradientState, CState](gradient_state.shared()))
 
 
 cdef class CNNConvolution(_ConvolutionKernel):
-    """MPSCNNConvolution(device, data_source): data_source is a ConvolutionWeights or any
-    object implementing the CNNConvolutionDataSource protocol."""
+    """CNNConvolution(device, data_source)
+--
+
+    A convolution: each destination pixel is the weights times the source window under it, plus the bias, then the
+    fused neuron. ``data_source`` is a ConvolutionWeights or any object implementing the CNNConvolutionDataSource
+    protocol. As ``-[MPSCNNConvolution initWithDevice:weights:]``.
+
+    MPS: MPSCNNConvolution
+    """
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
@@ -646,8 +887,14 @@ cdef class CNNConvolution(_ConvolutionKernel):
 
 
 cdef class CNNFullyConnected(CNNConvolution):
-    """MPSCNNFullyConnected(device, data_source): the kernel covers the whole source
-    image; results are 1x1. Weights are OHWI like a convolution's."""
+    """CNNFullyConnected(device, data_source)
+--
+
+    A convolution whose window covers the whole source image: results are 1x1. Weights are OHWI like a
+    convolution's. As ``-[MPSCNNFullyConnected initWithDevice:weights:]``.
+
+    MPS: MPSCNNFullyConnected
+    """
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
@@ -659,9 +906,10 @@ cdef class CNNFullyConnected(CNNConvolution):
 cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     """What CNNConvolutionGradient and CNNConvolutionTransposeGradient share.
 
-    They compute with the weights their forward encode used, which the
-    gradient state carries, so reloading them is never needed; the reload
-    methods exist for code written against MPS and only check their arguments.
+    They compute with the weights their forward encode used, which the gradient state carries, so reloading them is
+    never needed; the reload methods exist for code written against MPS and only check their arguments.
+
+    MPS: MPSCNNConvolutionGradient
     """
     cdef object _data_source
 
@@ -678,26 +926,51 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
 
     @property
     def data_source(self):
+        """The data source the kernel was made with.
+
+        MPS: MPSCNNConvolutionGradient.dataSource
+        """
         return self._data_source
 
     @property
     def descriptor(self):
+        """The convolution descriptor of the kernel.
+
+        MPS: none (mpsx)
+        """
         return wrap_convolution_descriptor(self._gradient().descriptor())
 
     @property
     def source_gradient_feature_channels(self):
+        """The number of feature channels of the source gradient (the forward output feature channels).
+
+        MPS: MPSCNNConvolutionGradient.sourceGradientFeatureChannels
+        """
         return self._gradient().descriptor().output_feature_channels
 
     @property
     def source_image_feature_channels(self):
+        """The number of feature channels of the forward source (the forward input feature channels).
+
+        MPS: MPSCNNConvolutionGradient.sourceImageFeatureChannels
+        """
         return self._gradient().descriptor().input_feature_channels
 
     @property
     def groups(self):
+        """The number of groups the feature channels are split into.
+
+        MPS: MPSCNNConvolutionGradient.groups
+        """
         return self._gradient().descriptor().groups
 
     @property
     def gradient_option(self):
+        """Which gradients an encode computes: a CNNConvolutionGradientOption (default ALL). Without
+        GRADIENT_WITH_WEIGHTS_AND_BIAS the gradient state's buffers are not written.
+
+        MPS: MPSCNNConvolutionGradient.gradientOption
+        """
         return CNNConvolutionGradientOption(<int>self._gradient().gradient_option)
 
     @gradient_option.setter
@@ -709,17 +982,34 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
         self._gradient().gradient_option = <ConvolutionGradientOption>option
 
     def reload_weights_and_biases_from_data_source(self):
+        """Does nothing: the gradient uses the weights of the forward encode, which its gradient state carries.
+
+        MPS: -[MPSCNNConvolutionGradient reloadWeightsAndBiasesFromDataSource]
+        """
         pass
 
     def reload_weights_and_biases(self, CommandBuffer command_buffer not None,
                                   CNNConvolutionWeightsAndBiasesState state not None):
+        """Checks its arguments (DeviceMismatchError, StateError for a committed command buffer) and does nothing else:
+        the gradient uses the weights of the forward encode, which its gradient state carries.
+
+        MPS: -[MPSCNNConvolutionGradient reloadWeightsAndBiasesWithCommandBuffer:state:]
+        """
         if state.device != self.device:
             raise DeviceMismatchError(f"the state is on device {state.device.name}, the kernel on {self.device.name}")
         command_buffer.native().check_encodable()
 
 
 cdef class CNNConvolutionGradient(_ConvolutionGradientKernel):
-    """MPSCNNConvolutionGradient(device, data_source)."""
+    """CNNConvolutionGradient(device, data_source)
+--
+
+    The gradient of CNNConvolution: the gradient of its source, and of its weights and biases into the
+    CNNConvolutionGradientState, as ``gradient_option`` selects. As
+    ``-[MPSCNNConvolutionGradient initWithDevice:weights:]``.
+
+    MPS: MPSCNNConvolutionGradient
+    """
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source
@@ -728,7 +1018,14 @@ cdef class CNNConvolutionGradient(_ConvolutionGradientKernel):
 
 
 cdef class CNNFullyConnectedGradient(CNNConvolutionGradient):
-    """MPSCNNFullyConnectedGradient(device, data_source)."""
+    """CNNFullyConnectedGradient(device, data_source)
+--
+
+    The gradient of CNNFullyConnected, as CNNConvolutionGradient's. As
+    ``-[MPSCNNFullyConnectedGradient initWithDevice:weights:]``.
+
+    MPS: MPSCNNFullyConnectedGradient
+    """
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source

@@ -26,35 +26,48 @@ cdef shared_ptr[CState] _state_pointer(object state):
 
 
 cdef class CNNConvolutionTransposeGradientState(CNNConvolutionGradientState):
-    """MPSCNNConvolutionTransposeGradientState: gradients of the loss for the transpose's
-    weights (OHWI, as its data source gives them) and biases, summed over the batch;
-    synchronize(cb) before reading them on the host."""
+    """The state of a convolution transpose's training forward encode, which its gradient fills with the gradients of
+    the loss for the transpose's weights (OHWI, as its data source gives them) and biases, summed over the batch;
+    ``synchronize(cb)`` before reading them on the host.
+
+    MPS: MPSCNNConvolutionTransposeGradientState
+    """
     cdef object _convolution_gradient_state
 
     @property
     def convolution_transpose(self):
-        """The CNNConvolutionTranspose whose encode produced this state."""
+        """The CNNConvolutionTranspose whose encode made this state.
+
+        MPS: MPSCNNConvolutionTransposeGradientState.convolutionTranspose
+        """
         return self._kernel
 
     @property
     def convolution(self):
-        """The CNNConvolution whose gradient state the transpose was given, or None."""
+        """The CNNConvolution whose gradient state the transpose's encode was given, or None.
+
+        MPS: MPSCNNConvolutionGradientState.convolution
+        """
         s = self._convolution_gradient_state
         return None if s is None else s.convolution
 
 
 cdef class CNNConvolutionTranspose(_ConvolutionKernel):
-    """MPSCNNConvolutionTranspose(device, data_source): the source expanded with
-    stride - 1 zeros between its pixels, then convolved at stride 1 with the
-    data source's OHWI weights as given (no 180-degree rotation, unlike
-    torch's conv_transpose2d). The window of the destination pixel at the clip
-    origin is centred on the expanded-image position offset * stride +
-    kernel_offset. Without a destination the padding policy of reverse filters
-    sizes it ((source - 1) * stride + 1 + style * (extent - 1), style -1, 0, 1
-    for valid, same, full) and sets offset and kernel_offset_x/y (the latter
-    in [0, stride)) to centre the windows. A CNNConvolutionGradientState of the
-    convolution this transpose undoes mirrors that convolution's windows
-    instead, and sizes the destination as the convolution's source.
+    """CNNConvolutionTranspose(device, data_source)
+--
+
+    A convolution transpose: the source expanded with stride - 1 zeros between its pixels, then convolved at stride
+    1 with the data source's OHWI weights as given (no 180-degree rotation, unlike torch's ``conv_transpose2d``).
+
+    The window of the destination pixel at the clip origin is centred on the expanded-image position
+    ``offset * stride + kernel_offset``. Without a destination the padding policy of reverse filters sizes it
+    (``(source - 1) * stride + 1 + style * (extent - 1)``, style -1, 0, 1 for valid, same, full) and sets ``offset``
+    and ``kernel_offset_x``/``kernel_offset_y`` (the latter in [0, stride)) to centre the windows. A
+    CNNConvolutionGradientState of the convolution this transpose undoes mirrors that convolution's windows instead,
+    and sizes the destination as the convolution's source. As
+    ``-[MPSCNNConvolutionTranspose initWithDevice:weights:]``.
+
+    MPS: MPSCNNConvolutionTranspose
     """
 
     def __init__(self, Device device not None, data_source):
@@ -76,6 +89,11 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
 
     @property
     def kernel_offset_x(self):
+        """An offset in x added to where each window is centred in the expanded source (default 0; set by the padding
+        policy on encodes that make their destination).
+
+        MPS: MPSCNNConvolutionTranspose.kernelOffsetX
+        """
         return self._transpose().kernel_offset_x
 
     @kernel_offset_x.setter
@@ -84,6 +102,10 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
 
     @property
     def kernel_offset_y(self):
+        """An offset in y added to where each window is centred in the expanded source, as ``kernel_offset_x``.
+
+        MPS: MPSCNNConvolutionTranspose.kernelOffsetY
+        """
         return self._transpose().kernel_offset_y
 
     @kernel_offset_y.setter
@@ -92,11 +114,13 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
                convolution_gradient_state=None, Image destination_image=None, destination_state=False):
-        """Encodes the transpose; returns the destination image, and its
-        CNNConvolutionTransposeGradientState with destination_state=True.
+        """Encodes the transpose; returns the destination image, and with ``destination_state=True`` also its
+        CNNConvolutionTransposeGradientState.
 
-        convolution_gradient_state: the CNNConvolutionGradientState of the
-        convolution this transpose undoes (an auto-encoder's), or None.
+        ``convolution_gradient_state``: the CNNConvolutionGradientState of the convolution this transpose undoes (an
+        auto-encoder's), or None.
+
+        MPS: -[MPSCNNConvolutionTranspose encodeToCommandBuffer:sourceImage:convolutionGradientState:destinationState:destinationStateIsTemporary:]
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
@@ -113,7 +137,11 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, convolution_gradient_states=None,
                      destination_images=None, destination_states=False):
-        """Encodes over a batch; returns an ImageBatch, and a StateBatch with destination_states=True."""
+        """Encodes the transpose over a batch; returns an ImageBatch, and with ``destination_states=True`` also a
+        StateBatch. ``convolution_gradient_states``: the undone convolution's StateBatch or state, or None.
+
+        MPS: -[MPSCNNConvolutionTranspose encodeBatchToCommandBuffer:sourceImages:convolutionGradientStates:destinationStates:destinationStateIsTemporary:]
+        """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
         coupled = _convolution_state(convolution_gradient_states)
@@ -133,16 +161,22 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         return out, StateBatch(self._state_with(r.state, coupled, states), r.image.get().number_of_images())
 
     def result_state(self, source_image, source_states=None, destination_image=None):
-        """MPS -resultStateForSourceImage:sourceStates:destinationImage:; source_states may hold
-        the CNNConvolutionGradientState of the convolution this transpose undoes."""
+        """A new state for ``encode(..., destination_state=state)``; ``source_states`` may hold the
+        CNNConvolutionGradientState of the convolution this transpose undoes.
+
+        MPS: -[MPSCNNConvolutionTranspose resultStateForSourceImage:sourceStates:destinationImage:]
+        """
         coupled = _convolution_state(source_states)
         cdef shared_ptr[CConvolutionTransposeGradientState] state = self._transpose().result_state(
             image_of(source_image).get()[0], _state_pointer(coupled))
         return self._state_with(<shared_ptr[CState]>state, coupled, None)
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The descriptor of the destination the padding policy, or the convolution
-        gradient state in source_states, implies; offset and kernel offsets are left as they were."""
+        """The descriptor of the destination the padding policy, or the convolution gradient state in
+        ``source_states``, implies; ``offset`` and the kernel offsets are left as they were.
+
+        MPS: -[MPSCNNKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self._transpose().destination_image_descriptor(image_of(_first_image(source_images)).get()[0],
                                                              _state_pointer(_convolution_state(source_states)))
@@ -150,9 +184,15 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
 
 
 cdef class CNNConvolutionTransposeGradient(_ConvolutionGradientKernel):
-    """MPSCNNConvolutionTransposeGradient(device, data_source): gradients of the
-    transpose's source, and of its weights and biases into the
-    CNNConvolutionTransposeGradientState, as gradient_option selects."""
+    """CNNConvolutionTransposeGradient(device, data_source)
+--
+
+    The gradient of CNNConvolutionTranspose: the gradient of the transpose's source, and of its weights and biases
+    into the CNNConvolutionTransposeGradientState, as ``gradient_option`` selects. As
+    ``-[MPSCNNConvolutionTransposeGradient initWithDevice:weights:]``.
+
+    MPS: MPSCNNConvolutionTransposeGradient
+    """
 
     def __init__(self, Device device not None, data_source):
         self._data_source = data_source

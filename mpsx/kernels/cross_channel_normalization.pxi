@@ -8,12 +8,16 @@ __all__ += ["CNNCrossChannelNormalization", "CNNCrossChannelNormalizationGradien
 
 
 cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
-    """MPSCNNCrossChannelNormalization (local response normalization over
-    kernel_size feature channels): y_k = x_k / L_k^beta with
-    L_k = delta + alpha/N * sum_{q in Q(k)} x_q^2,
-    Q(k) = [max(0, k - N//2), min(D-1, k + (N-1)//2)] over the D channels from
-    source_feature_channel_offset on (torch.nn.functional.local_response_norm's
-    window and scaling)."""
+    """CNNCrossChannelNormalization(device, kernel_size)
+--
+
+    Local response normalization over ``kernel_size`` feature channels: ``y_k = x_k / L_k^beta`` with
+    ``L_k = delta + alpha/N * sum_{q in Q(k)} x_q^2``, ``Q(k) = [max(0, k - N//2), min(D-1, k + (N-1)//2)]`` over
+    the D channels from ``source_feature_channel_offset`` on (``torch.nn.functional.local_response_norm``'s window
+    and scaling). As ``-[MPSCNNCrossChannelNormalization initWithDevice:kernelSize:]``.
+
+    MPS: MPSCNNCrossChannelNormalization
+    """
 
     def __init__(self, Device device not None, kernel_size):
         self._set(<shared_ptr[CUnaryKernel]>make_cnn_cross_channel_normalization(
@@ -29,11 +33,18 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     @property
     def kernel_size(self):
+        """The number of feature channels N of the window.
+
+        MPS: MPSCNNCrossChannelNormalization.kernelSize
+        """
         return self.properties().kernel_size()
 
     @property
     def alpha(self):
-        """Default 1.0; must be non-negative."""
+        """The scale of the window's sum of squares (default 1; it must not be negative).
+
+        MPS: MPSCNNCrossChannelNormalization.alpha
+        """
         return self.properties().alpha()
 
     @alpha.setter
@@ -42,7 +53,10 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     @property
     def beta(self):
-        """Default 5.0."""
+        """The exponent of the denominator (default 5).
+
+        MPS: MPSCNNCrossChannelNormalization.beta
+        """
         return self.properties().beta()
 
     @beta.setter
@@ -51,7 +65,10 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     @property
     def delta(self):
-        """Default 1.0."""
+        """The offset of the denominator (default 1).
+
+        MPS: MPSCNNCrossChannelNormalization.delta
+        """
         return self.properties().delta()
 
     @delta.setter
@@ -60,11 +77,17 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
 
 cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
-    """MPSCNNCrossChannelNormalizationGradient: the exact derivative of the
-    forward formula, dx_j = dy_j L_j^-beta - (2 alpha beta / N) x_j
-    sum_{k in R(j)} dy_k x_k L_k^(-beta-1), R(j) = [j - (N-1)//2, j + N//2]
-    (the header prints it without the 1/N). The source image (secondary) is
-    the forward source; set alpha, beta and delta as on the forward kernel."""
+    """CNNCrossChannelNormalizationGradient(device, kernel_size)
+--
+
+    The gradient of CNNCrossChannelNormalization, the exact derivative of the forward formula:
+    ``dx_j = dy_j L_j^-beta - (2 alpha beta / N) x_j sum_{k in R(j)} dy_k x_k L_k^(-beta-1)``,
+    ``R(j) = [j - (N-1)//2, j + N//2]`` (the header prints it without the 1/N). The source image (secondary) is the
+    forward source; set alpha, beta and delta as on the forward kernel. As
+    ``-[MPSCNNCrossChannelNormalizationGradient initWithDevice:kernelSize:]``.
+
+    MPS: MPSCNNCrossChannelNormalizationGradient
+    """
 
     def __init__(self, Device device not None, kernel_size):
         self._set(<shared_ptr[CGradientKernel]>make_cnn_cross_channel_normalization_gradient(
@@ -80,11 +103,19 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
 
     @property
     def kernel_size(self):
+        """The number of feature channels N of the forward window.
+
+        MPS: MPSCNNCrossChannelNormalizationGradient.kernelSize
+        """
         return self.properties().kernel_size()
 
     @property
     def alpha(self):
-        """Default 1.0; must be non-negative."""
+        """The scale of the window's sum of squares (default 1; it must not be negative); set it as on the forward
+        kernel.
+
+        MPS: MPSCNNCrossChannelNormalizationGradient.alpha
+        """
         return self.properties().alpha()
 
     @alpha.setter
@@ -93,7 +124,10 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
 
     @property
     def beta(self):
-        """Default 5.0."""
+        """The exponent of the denominator (default 5); set it as on the forward kernel.
+
+        MPS: MPSCNNCrossChannelNormalizationGradient.beta
+        """
         return self.properties().beta()
 
     @beta.setter
@@ -102,7 +136,10 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
 
     @property
     def delta(self):
-        """Default 1.0."""
+        """The offset of the denominator (default 1); set it as on the forward kernel.
+
+        MPS: MPSCNNCrossChannelNormalizationGradient.delta
+        """
         return self.properties().delta()
 
     @delta.setter

@@ -36,14 +36,19 @@ cdef CDropoutDescriptor _dropout_descriptor(keep_probability, seed, mask_stride_
 
 
 cdef class CNNDropoutGradientState(NNGradientState):
-    """MPSCNNDropoutGradientState: the mask of one forward encode, shared by every
-    image of its batch. mask_data() after synchronize(cb) and completion."""
+    """The mask of one dropout forward encode, shared by every image of its batch; ``mask_data()`` after
+    ``synchronize(cb)`` and completion.
+
+    MPS: MPSCNNDropoutGradientState
+    """
 
     def mask_data(self):
-        """The mask as a uint8 array (feature channels, height, width) of the forward
-        source, 1 where kept; a dimension the mask broadcasts along has size 1.
-        Raises SynchronizationError unless synchronize(cb) was encoded after the
-        forward pass and the command buffer completed."""
+        """The mask as a uint8 array (feature channels, height, width) of the forward source, 1 where kept; a dimension
+        the mask broadcasts along has size 1. Raises SynchronizationError unless ``synchronize(cb)`` was encoded
+        after the forward pass and the command buffer completed.
+
+        MPS: -[MPSCNNDropoutGradientState maskData]
+        """
         cdef CDropoutGradientState* s = <CDropoutGradientState*>self.native()
         out = np.empty((s.mask_channels(), s.mask_height(), s.mask_width()), dtype=np.uint8)
         cdef unsigned char[::1] raw = out.reshape(-1)
@@ -52,8 +57,16 @@ cdef class CNNDropoutGradientState(NNGradientState):
 
 
 cdef class CNNDropout(CNNUnaryKernel):
-    """MPSCNNDropout(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
-    x / keep_probability with probability keep_probability, else 0."""
+    """CNNDropout(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1))
+--
+
+    Dropout: each value becomes ``x / keep_probability`` with probability ``keep_probability``, else 0, from a mask
+    drawn from ``seed``. ``mask_stride_in_pixels`` is (x, y, z), each 0 or 1: 0 broadcasts the mask along x, y or
+    the feature channels. ValueError for a keep probability outside (0, 1]. As
+    ``-[MPSCNNDropout initWithDevice:keepProbability:seed:maskStrideInPixels:]``.
+
+    MPS: MPSCNNDropout
+    """
 
     def __init__(self, Device device not None, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNDropout](
@@ -65,21 +78,40 @@ cdef class CNNDropout(CNNUnaryKernel):
 
     @property
     def keep_probability(self):
+        """The probability that a value is kept.
+
+        MPS: MPSCNNDropout.keepProbability
+        """
         return (<CCNNDropout*>self.unary_kernel()).dropout_descriptor().keep_probability
 
     @property
     def seed(self):
+        """The seed of the mask's random numbers.
+
+        MPS: MPSCNNDropout.seed
+        """
         return (<CCNNDropout*>self.unary_kernel()).dropout_descriptor().seed
 
     @property
     def mask_stride_in_pixels(self):
+        """The mask's strides (x, y, z), each 0 (broadcast) or 1.
+
+        MPS: MPSCNNDropout.maskStrideInPixels
+        """
         d = (<CCNNDropout*>self.unary_kernel()).dropout_descriptor()
         return (d.mask_stride_x, d.mask_stride_y, d.mask_stride_z)
 
 
 cdef class CNNDropoutGradient(CNNGradientKernel):
-    """MPSCNNDropoutGradient(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
-    the incoming gradient through the forward pass's mask, scaled by 1 / keep_probability."""
+    """CNNDropoutGradient(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1))
+--
+
+    The gradient of CNNDropout: the incoming gradient through the forward pass's mask (from the gradient state),
+    scaled by ``1 / keep_probability``. Takes the forward kernel's arguments. As
+    ``-[MPSCNNDropoutGradient initWithDevice:keepProbability:seed:maskStrideInPixels:]``.
+
+    MPS: MPSCNNDropoutGradient
+    """
 
     def __init__(self, Device device not None, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1)):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNDropoutGradient](
@@ -90,13 +122,25 @@ cdef class CNNDropoutGradient(CNNGradientKernel):
 
     @property
     def keep_probability(self):
+        """The probability that a value is kept.
+
+        MPS: MPSCNNDropoutGradient.keepProbability
+        """
         return (<CCNNDropoutGradient*>self.gradient_kernel()).dropout_descriptor().keep_probability
 
     @property
     def seed(self):
+        """The seed of the mask's random numbers.
+
+        MPS: MPSCNNDropoutGradient.seed
+        """
         return (<CCNNDropoutGradient*>self.gradient_kernel()).dropout_descriptor().seed
 
     @property
     def mask_stride_in_pixels(self):
+        """The mask's strides (x, y, z), each 0 (broadcast) or 1.
+
+        MPS: MPSCNNDropoutGradient.maskStrideInPixels
+        """
         d = (<CCNNDropoutGradient*>self.gradient_kernel()).dropout_descriptor()
         return (d.mask_stride_x, d.mask_stride_y, d.mask_stride_z)

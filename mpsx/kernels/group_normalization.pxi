@@ -15,44 +15,74 @@ __all__ += ["CNNGroupNormalizationDataSource", "GroupNormalizationWeights", "CNN
 
 
 class CNNGroupNormalizationDataSource:
-    """MPSCNNGroupNormalizationDataSource: subclass it and implement
-    number_of_feature_channels, number_of_groups (read-write; it must divide
-    the channels) and gamma().
+    """The group normalization data source protocol: subclass it (or write any class with these members) and implement
+    ``number_of_feature_channels``, ``number_of_groups`` (read-write; it must divide the channels) and ``gamma()``.
 
-    gamma() and beta() return float32 arrays of number_of_feature_channels
-    values, or None (gamma ones, beta zeros). epsilon (an attribute or a
-    method) defaults to FLT_MIN as in MPS. load() / purge() bracket every
-    read; label(). Optional, as in MPS:
-    update_gamma_and_beta_with_group_normalization_state_batch(states) -> bool
-    (CPU side, after the command buffer completed, with the synchronized
-    states) and update_gamma_and_beta_on_command_buffer(command_buffer,
-    states) -> CNNNormalizationGammaAndBetaState or None (GPU side); both
-    receive the batch of states as a list: mpsx gives one state per encode,
-    whose gradients are already sums over its images, so summing the list's
-    gradients gives the batch's. copy(device).
+    ``gamma()`` and ``beta()`` return float32 arrays of ``number_of_feature_channels`` values, or None (gamma ones,
+    beta zeros). ``epsilon`` (an attribute or a method) defaults to FLT_MIN, as in MPS. ``load()`` and ``purge()``
+    bracket every read; ``label()``.
+
+    Optional, as in MPS: ``update_gamma_and_beta_with_group_normalization_state_batch(states)`` -> bool (CPU side,
+    after the command buffer completed, with the synchronized states) and
+    ``update_gamma_and_beta_on_command_buffer(command_buffer, states)`` -> CNNNormalizationGammaAndBetaState or None
+    (GPU side); both receive the batch of states as a list: mpsx gives one state per encode, whose gradients are
+    already sums over its images, so summing the list's gradients gives the batch's. ``copy(device)``.
+
+    MPS: MPSCNNGroupNormalizationDataSource
     """
     epsilon = NORMALIZATION_DEFAULT_EPSILON
     number_of_groups = 1
 
     def number_of_feature_channels(self):
+        """The number of feature channels (a method or an attribute); a subclass must provide it (NotImplementedError
+        here).
+
+        MPS: MPSCNNGroupNormalizationDataSource.numberOfFeatureChannels
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels")
 
     def gamma(self):
+        """The scale per feature channel, float32, or None for ones; a subclass must implement it (NotImplementedError
+        here).
+
+        MPS: -[MPSCNNGroupNormalizationDataSource gamma]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement gamma()")
 
     def beta(self):
+        """The shift per feature channel, float32, or None (the default) for zeros.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource beta]
+        """
         return None
 
     def load(self):
+        """Called before the values are read; returns whether they are available (default True).
+
+        MPS: none (mpsx)
+        """
         return True
 
     def purge(self):
+        """Called once the values were read: the data source may free them (default: nothing).
+
+        MPS: none (mpsx)
+        """
         pass
 
     def label(self):
+        """A name for the data source, or None (the default).
+
+        MPS: -[MPSCNNGroupNormalizationDataSource label]
+        """
         return None
 
     def copy(self, device):
+        """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
+        copied.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource copyWithZone:device:]
+        """
         import copy
         return copy.deepcopy(self)
 
@@ -134,7 +164,10 @@ cdef shared_ptr[CGroupNormalizationDataSource] group_normalization_data_source_o
 # ---- native data sources
 
 cdef class _NormalizationWeights:
-    """What InstanceNormalizationWeights and GroupNormalizationWeights share."""
+    """What InstanceNormalizationWeights and GroupNormalizationWeights share.
+
+    MPS: MPSCNNGroupNormalizationDataSource
+    """
     cdef shared_ptr[CGroupNormalizationWeights] c
     cdef object _optimizer
 
@@ -156,6 +189,10 @@ cdef class _NormalizationWeights:
 
     @property
     def number_of_feature_channels(self):
+        """The number of feature channels.
+
+        MPS: MPSCNNGroupNormalizationDataSource.numberOfFeatureChannels
+        """
         return self.native().number_of_feature_channels()
 
     cdef object _values(self, int which):
@@ -166,38 +203,71 @@ cdef class _NormalizationWeights:
         return np.array(<const float[:a.count]><const float*>a.data, dtype=np.float32)
 
     def gamma(self):
+        """A copy of the current gamma, float32 per feature channel.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource gamma]
+        """
         return self._values(0)
 
     def beta(self):
+        """A copy of the current beta, float32 per feature channel.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource beta]
+        """
         return self._values(1)
 
     @property
     def epsilon(self):
+        """The term added to the variance before its square root.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource epsilon]
+        """
         return self.native().epsilon()
 
     def load(self):
+        """True: the values are always available.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource load]
+        """
         return True
 
     def purge(self):
+        """Nothing to free: the values stay held.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource purge]
+        """
         pass
 
     def label(self):
+        """The label given to the constructor, or None.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource label]
+        """
         return self.native().label().decode() or None
 
     @property
     def optimizer(self):
-        """The NNOptimizer that trains gamma and beta, or None."""
+        """The NNOptimizer that trains gamma and beta, or None.
+
+        MPS: none (mpsx)
+        """
         return self._optimizer
 
     def optimizer_state(self):
-        """The vectors the data source keeps for its optimizer, {kind: [gamma's, beta's]} (kinds:
-        momentum, velocity, sum_of_squares) as float32 arrays, as the last update left them: read
-        once its command buffer has completed. Empty without an optimizer. Adam's time step is the
-        optimizer's."""
+        """The vectors the data source keeps for its optimizer, ``{kind: [gamma's, beta's]}`` (kinds ``"momentum"``,
+        ``"velocity"``, ``"sum_of_squares"``) as float32 arrays, as the last update left them: read once its command
+        buffer has completed. Empty without an optimizer. Adam's time step is the optimizer's.
+
+        MPS: none (mpsx)
+        """
         return optimizer_state_of(self.native().optimizer_vectors(), type(self).__name__)
 
     def set_optimizer_state(self, state):
-        """Writes what optimizer_state() returned (the same kinds and sizes) before the next update."""
+        """Writes what ``optimizer_state()`` returned (the same kinds and sizes) before the next update; TypeError or
+        ValueError for anything else.
+
+        MPS: none (mpsx)
+        """
         set_optimizer_state_of(self.native().optimizer_vectors(), state, type(self).__name__)
 
     @classmethod
@@ -205,8 +275,12 @@ cdef class _NormalizationWeights:
         return _restore_with_optimizer_state(cls, state)
 
     def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None, states):
-        """With an optimizer: gamma and beta after one update from the gradients of the batch of states
-        (one encode's state, alone or as its StateBatch), encoded on the command buffer."""
+        """With an optimizer: a new CNNNormalizationGammaAndBetaState holding gamma and beta after one update from the
+        gradients of the batch of states (one encode's state, alone or as its StateBatch), encoded on
+        ``command_buffer``. TypeError without an optimizer.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource updateGammaAndBetaWithCommandBuffer:groupNormalizationStateBatch:]
+        """
         if self._optimizer is None:
             raise TypeError(f"this {type(self).__name__} has no optimizer to update gamma and beta with")
         cdef vector[shared_ptr[CGroupNormalizationGradientState]] batch
@@ -220,20 +294,29 @@ cdef class _NormalizationWeights:
 
 
 cdef class GroupNormalizationWeights(_NormalizationWeights):
-    """A group normalization data source held natively:
-    GroupNormalizationWeights(gamma, beta, number_of_groups, epsilon=1e-5, optimizer=None, label=None).
+    """GroupNormalizationWeights(gamma, beta, number_of_groups, epsilon=1e-5, optimizer=None, label=None)
+--
 
-    With an optimizer (an NNOptimizer) gamma and beta train on the device, as
-    BatchNormalizationWeights does: gn.encode_gamma_and_beta_update(cb, state)
-    encodes the optimizer from the state's gradients and the kernel reloads
-    the result on the command buffer; gamma() and beta() follow once the
-    command buffer has completed without error."""
+    A group normalization data source held natively (MPS has no such class: a native
+    MPSCNNGroupNormalizationDataSource), of gamma and beta per feature channel.
+
+    With an ``optimizer`` (an NNOptimizer) gamma and beta train on the device, as BatchNormalizationWeights does:
+    ``gn.encode_gamma_and_beta_update(cb, state)`` encodes the optimizer from the state's gradients and the kernel
+    reloads the result on the command buffer; ``gamma()`` and ``beta()`` follow once the command buffer has
+    completed without error.
+
+    MPS: none (mpsx)
+    """
 
     def __init__(self, gamma, beta, number_of_groups, float epsilon=1e-5, optimizer=None, label=None):
         self._make(gamma, beta, integer_argument(number_of_groups, "number_of_groups"), epsilon, optimizer, label)
 
     @property
     def number_of_groups(self):
+        """The number of groups the feature channels are split into; it must divide them (ValueError).
+
+        MPS: MPSCNNGroupNormalizationDataSource.numberOfGroups
+        """
         return self.native().number_of_groups()
 
     @number_of_groups.setter
@@ -241,8 +324,11 @@ cdef class GroupNormalizationWeights(_NormalizationWeights):
         self.native().set_number_of_groups(integer_argument(value, "number_of_groups"))
 
     def copy(self, device=None):
-        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
-        its state, through the data source's saved description."""
+        """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through
+        the data source's saved description.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource copyWithZone:device:]
+        """
         return persistence_copy(self, device)
 
     def __mpsx_state__(self):
@@ -256,8 +342,11 @@ cdef class GroupNormalizationWeights(_NormalizationWeights):
 # ---- states and kernels
 
 cdef class _NormalizationGradientState(NNGradientState):
-    """What the instance and group normalization gradient states share: float32
-    Buffers of one value per channel; synchronize(cb) before reading them."""
+    """What the instance and group normalization gradient states share: float32 Buffers of one value per channel;
+    ``synchronize(cb)`` before reading them.
+
+    MPS: MPSCNNGroupNormalizationGradientState
+    """
 
     cdef shared_ptr[CGroupNormalizationGradientState] _group_state(self) except *:
         return static_pointer_cast[CGroupNormalizationGradientState, CState](self.shared())
@@ -267,37 +356,59 @@ cdef class _NormalizationGradientState(NNGradientState):
 
     @property
     def gamma(self):
-        """The gamma the forward encode used."""
+        """The gamma the forward encode used, a float32 Buffer.
+
+        MPS: MPSCNNGroupNormalizationGradientState.gamma
+        """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).gamma())
 
     @property
     def beta(self):
-        """The beta the forward encode used."""
+        """The beta the forward encode used, a float32 Buffer.
+
+        MPS: MPSCNNGroupNormalizationGradientState.beta
+        """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).beta())
 
     @property
     def gradient_for_gamma(self):
-        """Summed over the images of the encode, after the gradient encode."""
+        """The gradient for gamma, summed over the images of the encode, after the gradient encode; a float32 Buffer.
+
+        MPS: MPSCNNGroupNormalizationGradientState.gradientForGamma
+        """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).gradient_for_gamma())
 
     @property
     def gradient_for_beta(self):
-        """Summed over the images of the encode, after the gradient encode."""
+        """The gradient for beta, summed over the images of the encode, after the gradient encode; a float32 Buffer.
+
+        MPS: MPSCNNGroupNormalizationGradientState.gradientForBeta
+        """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).gradient_for_beta())
 
 
 cdef class CNNGroupNormalizationGradientState(_NormalizationGradientState):
-    """MPSCNNGroupNormalizationGradientState, made by CNNGroupNormalization's forward encode."""
+    """The state of a group normalization's training forward encode, which its gradient fills with the gradients for
+    gamma and beta.
+
+    MPS: MPSCNNGroupNormalizationGradientState
+    """
 
     @property
     def group_normalization(self):
-        """The CNNGroupNormalization that made this state."""
+        """The CNNGroupNormalization that made this state.
+
+        MPS: MPSCNNGroupNormalizationGradientState.groupNormalization
+        """
         self.native()
         return self._kernel
 
 
 cdef class _NormalizationKernel(CNNUnaryKernel):
-    """What CNNInstanceNormalization and CNNGroupNormalization share."""
+    """What CNNInstanceNormalization and CNNGroupNormalization share.
+
+    MPS: MPSCNNGroupNormalization
+    """
     cdef object _data_source
     cdef bint _instance
     cdef object __weakref__
@@ -325,15 +436,27 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
 
     @property
     def data_source(self):
+        """The data source the kernel was made with (or last reloaded from).
+
+        MPS: MPSCNNGroupNormalization.dataSource
+        """
         self.native()
         return self._data_source
 
     @property
     def number_of_feature_channels(self):
+        """The number of feature channels, the data source's.
+
+        MPS: none (mpsx)
+        """
         return self._normalization().number_of_feature_channels()
 
     @property
     def epsilon(self):
+        """The term added to the variance before its square root (the data source's at first); ValueError if negative.
+
+        MPS: MPSCNNGroupNormalization.epsilon
+        """
         return self._normalization().epsilon
 
     @epsilon.setter
@@ -343,11 +466,17 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
         self._normalization().epsilon = value
 
     def reload_gamma_and_beta_from_data_source(self):
-        """CPU side: loads the data source's current gamma and beta; later encodes use them."""
+        """Loads the data source's current gamma and beta now (on the host); later encodes use them.
+
+        MPS: -[MPSCNNGroupNormalization reloadGammaAndBetaFromDataSource]
+        """
         self._normalization().reload_gamma_and_beta_from_data_source()
 
     def reload_data_source(self, data_source):
-        """Takes a new data source of the same channel count: its gamma, beta and epsilon."""
+        """Takes a new data source of the same channel count: its gamma, beta and epsilon.
+
+        MPS: -[MPSCNNInstanceNormalization reloadDataSource:]
+        """
         cdef shared_ptr[CGroupNormalizationDataSource] source = group_normalization_data_source_of(
             data_source, self._instance)
         self._normalization().reload_data_source(source)
@@ -355,19 +484,25 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
 
     def reload_gamma_and_beta(self, CommandBuffer command_buffer not None,
                               CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):
-        """GPU side: copies the state's gamma and beta in, ordered on the command buffer."""
+        """Copies the state's gamma and beta in, ordered on ``command_buffer``.
+
+        MPS: -[MPSCNNGroupNormalization reloadGammaAndBetaWithCommandBuffer:gammaAndBetaState:]
+        """
         self._normalization().reload_gamma_and_beta(
             command_buffer.native()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.native())[0])
 
     def encode_gamma_and_beta_update(self, CommandBuffer command_buffer not None, state):
-        """The gamma and beta update of MPS's training styles for hand-encoded
-        training (state: the encode's state or its StateBatch). A data source
-        with update_gamma_and_beta_on_command_buffer encodes its update now and
-        the kernel reloads the state it returns, on the command buffer; one
-        with the host update (update_gamma_and_beta_with_*_state_batch) is
-        called once the command buffer completed, with [state] synchronized,
-        and the kernel reloads from it when it returns True; if it raises,
-        the command buffer ends with status "error" and gamma and beta stay."""
+        """The gamma and beta update of MPS's training styles, for training encoded by hand (``state``: the encode's
+        state or its StateBatch).
+
+        A data source with ``update_gamma_and_beta_on_command_buffer`` encodes its update now and the kernel reloads
+        the state it returns, on the command buffer; one with the host update
+        (``update_gamma_and_beta_with_*_state_batch``) is called once the command buffer completed, with ``[state]``
+        synchronized, and the kernel reloads from it when it returns True; if it raises, the command buffer ends
+        with status ``"error"`` and gamma and beta stay.
+
+        MPS: none (mpsx)
+        """
         cdef shared_ptr[CState] s = _state_of(state, "state")
         if not isinstance(state if isinstance(state, State) else state[0], _NormalizationGradientState):
             raise TypeError(f"expected a {self.state_class.__name__}, given {type(state).__name__}")
@@ -376,24 +511,39 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
 
 
 cdef class CNNGroupNormalization(_NormalizationKernel):
-    """MPSCNNGroupNormalization(device, data_source): per image, the mean and
-    biased variance of each group of number_of_feature_channels /
-    number_of_groups channels over H x W, then y = (x - mean) * gamma[c] /
-    sqrt(variance + epsilon) + beta[c]. data_source is a
-    GroupNormalizationWeights or implements CNNGroupNormalizationDataSource."""
+    """CNNGroupNormalization(device, data_source)
+--
+
+    Group normalization: per image, the mean and biased variance of each group of
+    ``number_of_feature_channels / number_of_groups`` channels over H x W, then
+    ``y = (x - mean) * gamma[c] / sqrt(variance + epsilon) + beta[c]``. ``data_source`` is a
+    GroupNormalizationWeights or implements CNNGroupNormalizationDataSource. As
+    ``-[MPSCNNGroupNormalization initWithDevice:dataSource:]``.
+
+    MPS: MPSCNNGroupNormalization
+    """
 
     def __init__(self, Device device not None, data_source):
         self._make(device, data_source, False)
 
     @property
     def number_of_groups(self):
-        """The data source's number_of_groups at the last load (creation or reload)."""
+        """The data source's ``number_of_groups`` at the last load (creation or reload).
+
+        MPS: none (mpsx)
+        """
         return self._normalization().number_of_groups()
 
 
 cdef class CNNGroupNormalizationGradient(CNNGradientKernel):
-    """MPSCNNGroupNormalizationGradient(device): the gradient for the source, and
-    gradient_for_gamma / gradient_for_beta into the state."""
+    """CNNGroupNormalizationGradient(device)
+--
+
+    The gradient of CNNGroupNormalization: the gradient for the source, and ``gradient_for_gamma`` and
+    ``gradient_for_beta`` into the state. As ``-[MPSCNNGroupNormalizationGradient initWithDevice:]``.
+
+    MPS: MPSCNNGroupNormalizationGradient
+    """
 
     def __init__(self, Device device not None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNGroupNormalizationGradient](device.shared()))

@@ -9,62 +9,101 @@ __all__ += ["CNNInstanceNormalizationDataSource", "InstanceNormalizationWeights"
 
 
 class CNNInstanceNormalizationDataSource:
-    """MPSCNNInstanceNormalizationDataSource: subclass it and implement
-    number_of_feature_channels and gamma().
+    """The instance normalization data source protocol: subclass it (or write any class with these members) and
+    implement ``number_of_feature_channels`` and ``gamma()``.
 
-    gamma() and beta() return float32 arrays of number_of_feature_channels
-    values, or None (gamma ones, beta zeros). epsilon (an attribute or a
-    method) defaults to FLT_MIN as in MPS. load() / purge() bracket every
-    read; label(). Optional, as in MPS:
-    update_gamma_and_beta_with_instance_normalization_state_batch(states) ->
-    bool (CPU side, after the command buffer completed, with the synchronized
-    states) and update_gamma_and_beta_on_command_buffer(command_buffer,
-    states) -> CNNNormalizationGammaAndBetaState or None (GPU side); both
-    receive the batch of states as a list: mpsx gives one state per encode,
-    whose gradients are already sums over its images, so summing the list's
-    gradients gives the batch's. copy(device).
+    ``gamma()`` and ``beta()`` return float32 arrays of ``number_of_feature_channels`` values, or None (gamma ones,
+    beta zeros). ``epsilon`` (an attribute or a method) defaults to FLT_MIN, as in MPS. ``load()`` and ``purge()``
+    bracket every read; ``label()``.
+
+    Optional, as in MPS: ``update_gamma_and_beta_with_instance_normalization_state_batch(states)`` -> bool (CPU
+    side, after the command buffer completed, with the synchronized states) and
+    ``update_gamma_and_beta_on_command_buffer(command_buffer, states)`` -> CNNNormalizationGammaAndBetaState or None
+    (GPU side); both receive the batch of states as a list: mpsx gives one state per encode, whose gradients are
+    already sums over its images, so summing the list's gradients gives the batch's. ``copy(device)``.
+
+    MPS: MPSCNNInstanceNormalizationDataSource
     """
     epsilon = NORMALIZATION_DEFAULT_EPSILON
 
     def number_of_feature_channels(self):
+        """The number of feature channels (a method or an attribute); a subclass must provide it (NotImplementedError
+        here).
+
+        MPS: MPSCNNInstanceNormalizationDataSource.numberOfFeatureChannels
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement number_of_feature_channels")
 
     def gamma(self):
+        """The scale per feature channel, float32, or None for ones; a subclass must implement it (NotImplementedError
+        here).
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource gamma]
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement gamma()")
 
     def beta(self):
+        """The shift per feature channel, float32, or None (the default) for zeros.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource beta]
+        """
         return None
 
     def load(self):
+        """Called before the values are read; returns whether they are available (default True).
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource load]
+        """
         return True
 
     def purge(self):
+        """Called once the values were read: the data source may free them (default: nothing).
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource purge]
+        """
         pass
 
     def label(self):
+        """A name for the data source, or None (the default).
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource label]
+        """
         return None
 
     def copy(self, device):
+        """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
+        copied.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource copyWithZone:device:]
+        """
         import copy
         return copy.deepcopy(self)
 
 
 cdef class InstanceNormalizationWeights(_NormalizationWeights):
-    """An instance normalization data source held natively:
-    InstanceNormalizationWeights(gamma, beta, epsilon=1e-5, optimizer=None, label=None).
+    """InstanceNormalizationWeights(gamma, beta, epsilon=1e-5, optimizer=None, label=None)
+--
 
-    With an optimizer (an NNOptimizer) gamma and beta train on the device, as
-    BatchNormalizationWeights does: inorm.encode_gamma_and_beta_update(cb,
-    state) encodes the optimizer from the state's gradients and the kernel
-    reloads the result on the command buffer; gamma() and beta() follow once
-    the command buffer has completed without error."""
+    An instance normalization data source held natively (MPS has no such class: a native
+    MPSCNNInstanceNormalizationDataSource), of gamma and beta per feature channel.
+
+    With an ``optimizer`` (an NNOptimizer) gamma and beta train on the device, as BatchNormalizationWeights does:
+    ``inorm.encode_gamma_and_beta_update(cb, state)`` encodes the optimizer from the state's gradients and the
+    kernel reloads the result on the command buffer; ``gamma()`` and ``beta()`` follow once the command buffer has
+    completed without error.
+
+    MPS: none (mpsx)
+    """
 
     def __init__(self, gamma, beta, float epsilon=1e-5, optimizer=None, label=None):
         self._make(gamma, beta, kInstanceNormalizationGroups, epsilon, optimizer, label)
 
     def copy(self, device=None):
-        """MPS -copyWithZone:device:: the current values, with a copy of the optimizer (on device) and
-        its state, through the data source's saved description."""
+        """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through
+        the data source's saved description.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource copyWithZone:device:]
+        """
         return persistence_copy(self, device)
 
     def __mpsx_state__(self):
@@ -76,28 +115,47 @@ cdef class InstanceNormalizationWeights(_NormalizationWeights):
 
 
 cdef class CNNInstanceNormalizationGradientState(_NormalizationGradientState):
-    """MPSCNNInstanceNormalizationGradientState, made by CNNInstanceNormalization's forward encode."""
+    """The state of an instance normalization's training forward encode, which its gradient fills with the gradients
+    for gamma and beta.
+
+    MPS: MPSCNNInstanceNormalizationGradientState
+    """
 
     @property
     def instance_normalization(self):
-        """The CNNInstanceNormalization that made this state."""
+        """The CNNInstanceNormalization that made this state.
+
+        MPS: MPSCNNInstanceNormalizationGradientState.instanceNormalization
+        """
         self.native()
         return self._kernel
 
 
 cdef class CNNInstanceNormalization(_NormalizationKernel):
-    """MPSCNNInstanceNormalization(device, data_source): per image and channel,
-    y = (x - mean) * gamma[c] / sqrt(variance + epsilon) + beta[c], the mean
-    and biased variance over H x W. data_source is an
-    InstanceNormalizationWeights or implements CNNInstanceNormalizationDataSource."""
+    """CNNInstanceNormalization(device, data_source)
+--
+
+    Instance normalization: per image and feature channel,
+    ``y = (x - mean) * gamma[c] / sqrt(variance + epsilon) + beta[c]``, the mean and biased variance over H x W.
+    ``data_source`` is an InstanceNormalizationWeights or implements CNNInstanceNormalizationDataSource. As
+    ``-[MPSCNNInstanceNormalization initWithDevice:dataSource:]``.
+
+    MPS: MPSCNNInstanceNormalization
+    """
 
     def __init__(self, Device device not None, data_source):
         self._make(device, data_source, True)
 
 
 cdef class CNNInstanceNormalizationGradient(CNNGradientKernel):
-    """MPSCNNInstanceNormalizationGradient(device): the gradient for the source, and
-    gradient_for_gamma / gradient_for_beta into the state."""
+    """CNNInstanceNormalizationGradient(device)
+--
+
+    The gradient of CNNInstanceNormalization: the gradient for the source, and ``gradient_for_gamma`` and
+    ``gradient_for_beta`` into the state. As ``-[MPSCNNInstanceNormalizationGradient initWithDevice:]``.
+
+    MPS: MPSCNNInstanceNormalizationGradient
+    """
 
     def __init__(self, Device device not None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNInstanceNormalizationGradient](device.shared()))

@@ -7,13 +7,16 @@ __all__ += ["CNNLocalContrastNormalization", "CNNLocalContrastNormalizationGradi
 
 
 cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
-    """MPSCNNLocalContrastNormalization(device, kernel_width, kernel_height), width == height.
+    """CNNLocalContrastNormalization(device, kernel_width, kernel_height)
+--
 
-    Per feature channel, with the mean M and variance VAR of the kernel_width x kernel_height window
-    around each pixel (pixels off the source read 0 with edge_mode ZERO, the nearest pixel of the
-    source image with CLAMP; both divide by kernel_width * kernel_height):
-    y = pm + ps * (x - p0 * M) / (delta + alpha * VAR)^beta. Kernel defaults: alpha 0, beta 0.5,
-    delta 1/1024, p0 1, pm 0, ps 1.
+    Local contrast normalization, per feature channel: with the mean M and variance VAR of the ``kernel_width`` x
+    ``kernel_height`` window around each pixel (pixels off the source read 0 with edge_mode ZERO, the nearest pixel
+    of the source image with CLAMP; both divide by ``kernel_width * kernel_height``),
+    ``y = pm + ps * (x - p0 * M) / (delta + alpha * VAR)^beta``. ``kernel_width`` must equal ``kernel_height``. As
+    ``-[MPSCNNLocalContrastNormalization initWithDevice:kernelWidth:kernelHeight:]``.
+
+    MPS: MPSCNNLocalContrastNormalization
     """
 
     def __init__(self, Device device not None, kernel_width, kernel_height):
@@ -31,14 +34,26 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @property
     def kernel_width(self):
+        """The width of the window.
+
+        MPS: MPSCNNKernel.kernelWidth
+        """
         return self.lcn().lcn_kernel_width()
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNKernel.kernelHeight
+        """
         return self.lcn().lcn_kernel_height()
 
     @property
     def alpha(self):
+        """The scale of the window's variance (default 0).
+
+        MPS: MPSCNNLocalContrastNormalization.alpha
+        """
         return self.lcn().parameters.alpha
 
     @alpha.setter
@@ -47,6 +62,10 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @property
     def beta(self):
+        """The exponent of the denominator (default 0.5).
+
+        MPS: MPSCNNLocalContrastNormalization.beta
+        """
         return self.lcn().parameters.beta
 
     @beta.setter
@@ -55,6 +74,10 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @property
     def delta(self):
+        """The offset of the denominator (default 1/1024).
+
+        MPS: MPSCNNLocalContrastNormalization.delta
+        """
         return self.lcn().parameters.delta
 
     @delta.setter
@@ -63,6 +86,10 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @property
     def p0(self):
+        """The factor of the mean subtracted (default 1).
+
+        MPS: MPSCNNLocalContrastNormalization.p0
+        """
         return self.lcn().parameters.p0
 
     @p0.setter
@@ -71,6 +98,10 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @property
     def pm(self):
+        """The offset of the result (default 0).
+
+        MPS: MPSCNNLocalContrastNormalization.pm
+        """
         return self.lcn().parameters.pm
 
     @pm.setter
@@ -79,6 +110,10 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @property
     def ps(self):
+        """The scale of the result (default 1).
+
+        MPS: MPSCNNLocalContrastNormalization.ps
+        """
         return self.lcn().parameters.ps
 
     @ps.setter
@@ -87,10 +122,15 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
 
 cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
-    """MPSCNNLocalContrastNormalizationGradient(device, kernel_width, kernel_height): the exact
-    derivative of CNNLocalContrastNormalization's formula, computed with this kernel's properties
-    and edge_mode (set them as on the forward kernel; gradient_kernels() does); the state must come
-    from a forward kernel of the same size.
+    """CNNLocalContrastNormalizationGradient(device, kernel_width, kernel_height)
+--
+
+    The gradient of CNNLocalContrastNormalization: the exact derivative of its formula (the header's has a typo),
+    computed with this kernel's properties and edge_mode (set them as on the forward kernel; ``gradient_kernels()``
+    does); the state must come from a forward kernel of the same size. As
+    ``-[MPSCNNLocalContrastNormalizationGradient initWithDevice:kernelWidth:kernelHeight:]``.
+
+    MPS: MPSCNNLocalContrastNormalizationGradient
     """
 
     def __init__(self, Device device not None, kernel_width, kernel_height):
@@ -108,14 +148,26 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @property
     def kernel_width(self):
+        """The width of the forward window.
+
+        MPS: MPSCNNBinaryKernel.secondaryKernelWidth
+        """
         return self.lcn().lcn_kernel_width()
 
     @property
     def kernel_height(self):
+        """The height of the forward window.
+
+        MPS: MPSCNNBinaryKernel.secondaryKernelHeight
+        """
         return self.lcn().lcn_kernel_height()
 
     @property
     def alpha(self):
+        """The scale of the window's variance (default 0); set it as on the forward kernel.
+
+        MPS: MPSCNNLocalContrastNormalizationGradient.alpha
+        """
         return self.lcn().parameters.alpha
 
     @alpha.setter
@@ -124,6 +176,10 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @property
     def beta(self):
+        """The exponent of the denominator (default 0.5); set it as on the forward kernel.
+
+        MPS: MPSCNNLocalContrastNormalizationGradient.beta
+        """
         return self.lcn().parameters.beta
 
     @beta.setter
@@ -132,6 +188,10 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @property
     def delta(self):
+        """The offset of the denominator (default 1/1024); set it as on the forward kernel.
+
+        MPS: MPSCNNLocalContrastNormalizationGradient.delta
+        """
         return self.lcn().parameters.delta
 
     @delta.setter
@@ -140,6 +200,10 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @property
     def p0(self):
+        """The factor of the mean subtracted (default 1); set it as on the forward kernel.
+
+        MPS: MPSCNNLocalContrastNormalizationGradient.p0
+        """
         return self.lcn().parameters.p0
 
     @p0.setter
@@ -148,6 +212,10 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @property
     def pm(self):
+        """The offset of the result (default 0); set it as on the forward kernel.
+
+        MPS: MPSCNNLocalContrastNormalizationGradient.pm
+        """
         return self.lcn().parameters.pm
 
     @pm.setter
@@ -156,6 +224,10 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @property
     def ps(self):
+        """The scale of the result (default 1); set it as on the forward kernel.
+
+        MPS: MPSCNNLocalContrastNormalizationGradient.ps
+        """
         return self.lcn().parameters.ps
 
     @ps.setter

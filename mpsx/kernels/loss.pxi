@@ -10,7 +10,11 @@ __all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "CNNLossLabe
 
 
 class CNNLossType(enum.IntEnum):
-    """MPSCNNLossType."""
+    """The loss functions of CNNLoss, NNForwardLoss and NNLossGradient (CNNLoss's docstring says where mpsx settles
+    what MPSCNNLoss.h leaves loose).
+
+    MPS: MPSCNNLossType
+    """
     MEAN_ABSOLUTE_ERROR = 0
     MEAN_SQUARED_ERROR = 1
     SOFTMAX_CROSS_ENTROPY = 2
@@ -24,7 +28,11 @@ class CNNLossType(enum.IntEnum):
 
 
 class CNNReductionType(enum.IntEnum):
-    """MPSCNNReductionType."""
+    """How the losses of an image (or, with ``reduce_across_batch``, of the batch) are reduced: NONE (one per value),
+    SUM, MEAN or SUM_BY_NON_ZERO_WEIGHTS.
+
+    MPS: MPSCNNReductionType
+    """
     NONE = 0
     SUM = 1
     MEAN = 2
@@ -32,8 +40,15 @@ class CNNReductionType(enum.IntEnum):
 
 
 cdef class CNNLossDescriptor:
-    """MPSCNNLossDescriptor: CNNLossDescriptor(loss_type, reduction_type), the other
-    properties (MPS's defaults) settable as keywords or afterwards."""
+    """CNNLossDescriptor(loss_type, reduction_type, *, weight=1.0, label_smoothing=0.0, number_of_classes=1,
+        epsilon=1e-7, delta=1.0, reduce_across_batch=False)
+--
+
+    The loss function and reduction of a loss kernel, with MPS's defaults for the other properties, settable as
+    keywords or afterwards. As ``+[MPSCNNLossDescriptor cnnLossDescriptorWithType:reductionType:]``.
+
+    MPS: MPSCNNLossDescriptor
+    """
     cdef CLossDescriptor desc
 
     def __init__(self, loss_type, reduction_type, *, weight=1.0, label_smoothing=0.0, number_of_classes=1,
@@ -49,6 +64,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def loss_type(self):
+        """The loss function, a CNNLossType.
+
+        MPS: MPSCNNLossDescriptor.lossType
+        """
         return CNNLossType(<uint32_t>self.desc.loss_type)
 
     @loss_type.setter
@@ -57,6 +76,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def reduction_type(self):
+        """How the losses are reduced, a CNNReductionType.
+
+        MPS: MPSCNNLossDescriptor.reductionType
+        """
         return CNNReductionType(<int>self.desc.reduction_type)
 
     @reduction_type.setter
@@ -65,6 +88,11 @@ cdef class CNNLossDescriptor:
 
     @property
     def reduce_across_batch(self):
+        """Whether the reduction runs over the whole batch (the first loss image holds it, the others 0) instead of per
+        image (default False).
+
+        MPS: MPSCNNLossDescriptor.reduceAcrossBatch
+        """
         return self.desc.reduce_across_batch
 
     @reduce_across_batch.setter
@@ -73,6 +101,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def weight(self):
+        """The factor of every loss value (default 1).
+
+        MPS: MPSCNNLossDescriptor.weight
+        """
         return self.desc.weight
 
     @weight.setter
@@ -81,6 +113,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def label_smoothing(self):
+        """The label smoothing of the cross entropies (default 0).
+
+        MPS: MPSCNNLossDescriptor.labelSmoothing
+        """
         return self.desc.label_smoothing
 
     @label_smoothing.setter
@@ -89,6 +125,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def number_of_classes(self):
+        """The number of classes label smoothing spreads over (default 1).
+
+        MPS: MPSCNNLossDescriptor.numberOfClasses
+        """
         return self.desc.number_of_classes
 
     @number_of_classes.setter
@@ -103,6 +143,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def epsilon(self):
+        """The term that keeps LOG's and the cross entropies' logarithms finite (default 1e-7).
+
+        MPS: MPSCNNLossDescriptor.epsilon
+        """
         return self.desc.epsilon
 
     @epsilon.setter
@@ -111,6 +155,10 @@ cdef class CNNLossDescriptor:
 
     @property
     def delta(self):
+        """HUBER's threshold between its quadratic and linear parts (default 1).
+
+        MPS: MPSCNNLossDescriptor.delta
+        """
         return self.desc.delta
 
     @delta.setter
@@ -155,12 +203,18 @@ cdef shared_ptr[CImage] _loss_data(Device device, object data) except *:
 
 
 cdef class CNNLossLabels(State):
-    """MPSCNNLossLabels: CNNLossLabels(device, labels, weights=None).
+    """CNNLossLabels(device, labels, weights=None)
+--
 
-    labels: an (N, C, H, W) or (C, H, W) array (copied as float32) or an
-    mpsx.Image / ImageBatch (retained), shaped like the source the loss is
-    encoded with (one-hot for the cross entropies). weights: per-value
-    weights of the same shape, or None (the descriptor's weight alone).
+    The labels of a CNNLoss encode, and the loss it writes.
+
+    ``labels``: an (N, C, H, W) or (C, H, W) array (copied as float32) or an mpsx.Image / ImageBatch (retained),
+    shaped like the source the loss is encoded with (one-hot for the cross entropies). ``weights``: per-value
+    weights of the same shape, or None (the descriptor's weight alone). After the encode,
+    ``synchronize(command_buffer)`` and completion, ``loss_image()`` holds the loss. As
+    ``-[MPSCNNLossLabels initWithDevice:lossImageSize:labelsImage:weightsImage:]``.
+
+    MPS: MPSCNNLossLabels
     """
     cdef shared_ptr[CCNNLossLabels] labels
 
@@ -177,14 +231,25 @@ cdef class CNNLossLabels(State):
         return self.labels
 
     def loss_image(self):
-        """The loss: one value per image (1x1x1) or, for reduction NONE, per value of the
-        source. Read it after synchronize(command_buffer) and completion."""
+        """The loss image: one value per image (1x1x1) or, for reduction NONE, one per value of the source. Read it
+        after ``synchronize(command_buffer)`` and completion.
+
+        MPS: -[MPSCNNLossLabels lossImage]
+        """
         return wrap_image(self.loss_labels().loss_image())
 
     def labels_image(self):
+        """The labels, as an Image.
+
+        MPS: -[MPSCNNLossLabels labelsImage]
+        """
         return wrap_image(self.loss_labels().labels_image())
 
     def weights_image(self):
+        """The per-value weights, as an Image, or None without.
+
+        MPS: -[MPSCNNLossLabels weightsImage]
+        """
         if self.loss_labels().weights_image().get() == NULL:
             return None
         return wrap_image(self.loss_labels().weights_image())
@@ -201,28 +266,30 @@ cdef shared_ptr[CCNNLossLabels] _labels_of(object labels) except *:
 
 
 cdef class CNNLoss(CNNKernel):
-    """MPSCNNLoss: encode writes the loss into labels.loss_image() and returns its
-    gradient with respect to the source, the first gradient of the backward pass.
+    """CNNLoss(device, loss_descriptor)
+--
 
-    Losses are MPSCNNLoss.h's, each value weighted by weight times its
-    per-value weight (values of weight 0 add nothing). Where the header is
-    loose:
-    - HUBER: 0.5 (y - t)^2 within delta (the header's "0.5 y^2" is a typo).
-    - HINGE: labels 0 and 1 stand for -1 and +1, max(1 - (2t - 1) y, 0), as
-      the header's gradient and its expected labels say.
-    - SOFTMAX_CROSS_ENTROPY (softmax over the feature channels of each pixel)
-      and COSINE_DISTANCE (1 - sum_c y t per pixel, each value holding
-      w (1/C - y t)) have one loss per pixel; the other types one per value.
-    - Reductions per image, or over the batch with reduce_across_batch (the
-      first loss image holds it, the others 0): SUM; MEAN divides by W*H*C
-      (W*H for the per-pixel types) times N across the batch;
-      SUM_BY_NON_ZERO_WEIGHTS divides by the number of losses of non-zero
-      weight (a pixel counts if any of its values has one), 0 if none.
-    - The gradient is the exact derivative of the loss reported (the sum of
-      the loss image): the reduction's divisor scales it; for softmax cross
-      entropy it is SoftMax(y) * sum_c w t - w t (the header's y - t for equal
-      weights and labels summing to 1); KULLBACK_LEIBLER_DIVERGENCE's is -w t;
-      MEAN_ABSOLUTE_ERROR's sign(y - t), 0 where y == t.
+    A loss: ``encode`` writes the loss into ``labels.loss_image()`` and returns its gradient with respect to the
+    source, the first gradient of the backward pass. As ``-[MPSCNNLoss initWithDevice:lossDescriptor:]``.
+
+    Losses are MPSCNNLoss.h's, each value weighted by ``weight`` times its per-value weight (values of weight 0 add
+    nothing). Where the header is loose:
+
+    - HUBER: ``0.5 (y - t)^2`` within delta (the header's ``0.5 y^2`` is a typo).
+    - HINGE: labels 0 and 1 stand for -1 and +1, ``max(1 - (2t - 1) y, 0)``, as the header's gradient and its
+      expected labels say.
+    - SOFTMAX_CROSS_ENTROPY (softmax over the feature channels of each pixel) and COSINE_DISTANCE (``1 - sum_c y t``
+      per pixel, each value holding ``w (1/C - y t)``) have one loss per pixel; the other types one per value.
+    - Reductions per image, or over the batch with ``reduce_across_batch`` (the first loss image holds it, the
+      others 0): SUM; MEAN divides by W*H*C (W*H for the per-pixel types) times N across the batch;
+      SUM_BY_NON_ZERO_WEIGHTS divides by the number of losses of non-zero weight (a pixel counts if any of its
+      values has one), 0 if none.
+    - The gradient is the exact derivative of the loss reported (the sum of the loss image): the reduction's divisor
+      scales it; for softmax cross entropy it is ``SoftMax(y) * sum_c w t - w t`` (the header's ``y - t`` for equal
+      weights and labels summing to 1); KULLBACK_LEIBLER_DIVERGENCE's is ``-w t``; MEAN_ABSOLUTE_ERROR's
+      ``sign(y - t)``, 0 where ``y == t``.
+
+    MPS: MPSCNNLoss
     """
     cdef CCNNLoss* loss
 
@@ -237,7 +304,11 @@ cdef class CNNLoss(CNNKernel):
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels,
                Image destination_image=None):
-        """Encodes the loss of source_image against labels; returns the gradient image."""
+        """Encodes the loss of ``source_image`` against ``labels`` (a CNNLossLabels), writing the loss into its loss
+        image; returns the gradient image (``destination_image`` or a new one the size of the source).
+
+        MPS: -[MPSCNNLoss encodeToCommandBuffer:sourceImage:labels:destinationImage:]
+        """
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
@@ -245,8 +316,11 @@ cdef class CNNLoss(CNNKernel):
                                                     _labels_of(labels), destination))
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, destination_images=None):
-        """The same over a batch (an ImageBatch or a list of Images) whose labels one
-        CNNLossLabels holds; returns the gradient ImageBatch."""
+        """The same over a batch (an ImageBatch or a list of Images) whose labels one CNNLossLabels holds; returns the
+        gradient ImageBatch.
+
+        MPS: -[MPSCNNLoss encodeBatchToCommandBuffer:sourceImages:labels:destinationImages:]
+        """
         cdef shared_ptr[CCNNLossLabels] loss_labels = _labels_of(labels)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef shared_ptr[CImage] gradient
@@ -261,47 +335,87 @@ cdef class CNNLoss(CNNKernel):
         return wrap_image_batch(gradient)
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The descriptor of the gradient image; the kernel is left as it was."""
+        """The descriptor of the gradient image (the source's size); the kernel is left as it was.
+
+        MPS: -[MPSCNNKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.loss_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
     @property
     def loss_descriptor(self):
+        """A copy of the kernel's loss descriptor.
+
+        MPS: none (mpsx)
+        """
         cdef CNNLossDescriptor d = CNNLossDescriptor.__new__(CNNLossDescriptor)
         d.desc = self.loss_kernel().loss_descriptor()
         return d
 
     @property
     def loss_type(self):
+        """The loss function, a CNNLossType.
+
+        MPS: MPSCNNLoss.lossType
+        """
         return CNNLossType(<uint32_t>self.loss_kernel().loss_descriptor().loss_type)
 
     @property
     def reduction_type(self):
+        """How the losses are reduced, a CNNReductionType.
+
+        MPS: MPSCNNLoss.reductionType
+        """
         return CNNReductionType(<int>self.loss_kernel().loss_descriptor().reduction_type)
 
     @property
     def reduce_across_batch(self):
+        """Whether the reduction runs over the whole batch (the first loss image holds it, the others 0) instead of per
+        image.
+
+        MPS: MPSCNNLoss.reduceAcrossBatch
+        """
         return self.loss_kernel().loss_descriptor().reduce_across_batch
 
     @property
     def weight(self):
+        """The factor of every loss value.
+
+        MPS: MPSCNNLoss.weight
+        """
         return self.loss_kernel().loss_descriptor().weight
 
     @property
     def label_smoothing(self):
+        """The label smoothing of the cross entropies.
+
+        MPS: MPSCNNLoss.labelSmoothing
+        """
         return self.loss_kernel().loss_descriptor().label_smoothing
 
     @property
     def number_of_classes(self):
+        """The number of classes label smoothing spreads over.
+
+        MPS: MPSCNNLoss.numberOfClasses
+        """
         return self.loss_kernel().loss_descriptor().number_of_classes
 
     @property
     def epsilon(self):
+        """The term that keeps LOG's and the cross entropies' logarithms finite.
+
+        MPS: MPSCNNLoss.epsilon
+        """
         return self.loss_kernel().loss_descriptor().epsilon
 
     @property
     def delta(self):
+        """HUBER's threshold between its quadratic and linear parts.
+
+        MPS: MPSCNNLoss.delta
+        """
         return self.loss_kernel().loss_descriptor().delta
 
     def _mpsx_arguments(self):
@@ -312,27 +426,45 @@ cdef class CNNLoss(CNNKernel):
 
 
 cdef class NNLossGradientState(NNGradientState):
-    """The result state of NNForwardLoss (an MPSNNGradientState in MPS): the weight,
-    label_smoothing, epsilon and delta of the forward encode, which NNLossGradient uses in
-    place of its own when given it."""
+    """The result state of NNForwardLoss (an MPSNNGradientState in MPS): the weight, label smoothing, epsilon and delta
+    of the forward encode, which NNLossGradient uses in place of its own when given it.
+
+    MPS: MPSNNGradientState
+    """
 
     cdef CLossGradientState* loss_state(self) except NULL:
         return <CLossGradientState*>self.native()
 
     @property
     def weight(self):
+        """The forward encode's weight.
+
+        MPS: none (mpsx)
+        """
         return self.loss_state().weight
 
     @property
     def label_smoothing(self):
+        """The forward encode's label smoothing.
+
+        MPS: none (mpsx)
+        """
         return self.loss_state().label_smoothing
 
     @property
     def epsilon(self):
+        """The forward encode's epsilon.
+
+        MPS: none (mpsx)
+        """
         return self.loss_state().epsilon
 
     @property
     def delta(self):
+        """The forward encode's delta.
+
+        MPS: none (mpsx)
+        """
         return self.loss_state().delta
 
 
@@ -354,7 +486,10 @@ cdef shared_ptr[CImage] _loss_destination(object image, str name) except *:
 
 
 cdef class _SeparatedLoss(CNNKernel):
-    """The properties NNForwardLoss and NNLossGradient share (MPSCNNLoss.h)."""
+    """The properties NNForwardLoss and NNLossGradient share (MPSCNNLoss.h).
+
+    MPS: MPSNNForwardLoss
+    """
     cdef CSeparatedLoss* separated
 
     cdef CSeparatedLoss* separated_loss(self) except NULL:
@@ -366,29 +501,53 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @property
     def loss_descriptor(self):
-        """The descriptor with the current weight, label_smoothing, epsilon and delta."""
+        """A copy of the loss descriptor, with the current weight, label smoothing, epsilon and delta.
+
+        MPS: none (mpsx)
+        """
         cdef CNNLossDescriptor d = CNNLossDescriptor.__new__(CNNLossDescriptor)
         d.desc = self.separated_loss().loss_descriptor()
         return d
 
     @property
     def loss_type(self):
+        """The loss function, a CNNLossType.
+
+        MPS: MPSNNForwardLoss.lossType
+        """
         return CNNLossType(<uint32_t>self.separated_loss().loss_descriptor().loss_type)
 
     @property
     def reduction_type(self):
+        """How the losses are reduced, a CNNReductionType.
+
+        MPS: MPSNNForwardLoss.reductionType
+        """
         return CNNReductionType(<int>self.separated_loss().loss_descriptor().reduction_type)
 
     @property
     def reduce_across_batch(self):
+        """Whether the reduction runs over the whole batch (the first loss image holds it, the others 0) instead of per
+        image.
+
+        MPS: MPSNNForwardLoss.reduceAcrossBatch
+        """
         return self.separated_loss().loss_descriptor().reduce_across_batch
 
     @property
     def number_of_classes(self):
+        """The number of classes label smoothing spreads over.
+
+        MPS: MPSNNForwardLoss.numberOfClasses
+        """
         return self.separated_loss().loss_descriptor().number_of_classes
 
     @property
     def weight(self):
+        """The factor of every loss value; settable, and carried to the gradient by the result state.
+
+        MPS: MPSNNForwardLoss.weight
+        """
         return self.separated_loss().weight
 
     @weight.setter
@@ -397,6 +556,10 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @property
     def label_smoothing(self):
+        """The label smoothing of the cross entropies; settable, and carried to the gradient by the result state.
+
+        MPS: MPSNNForwardLoss.labelSmoothing
+        """
         return self.separated_loss().label_smoothing
 
     @label_smoothing.setter
@@ -405,6 +568,11 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @property
     def epsilon(self):
+        """The term that keeps LOG's and the cross entropies' logarithms finite; settable, and carried to the gradient
+        by the result state.
+
+        MPS: MPSNNForwardLoss.epsilon
+        """
         return self.separated_loss().epsilon
 
     @epsilon.setter
@@ -413,6 +581,11 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @property
     def delta(self):
+        """HUBER's threshold between its quadratic and linear parts; settable, and carried to the gradient by the
+        result state.
+
+        MPS: MPSNNForwardLoss.delta
+        """
         return self.separated_loss().delta
 
     @delta.setter
@@ -428,12 +601,18 @@ cdef NNLossGradientState _wrap_loss_state(const shared_ptr[CLossGradientState]& 
 
 
 cdef class NNForwardLoss(_SeparatedLoss):
-    """MPSNNForwardLoss(device, loss_descriptor): the loss values of a batch against labels
-    (and optional per-value weights) given as images, as CNNLoss computes them, without a
-    gradient: one value per image (1x1x1; the batch's in the first image, the others 0, with
-    reduce_across_batch), or for reduction NONE the weighted loss of every value. Its result
-    state carries weight, label_smoothing, epsilon and delta to NNLossGradient. offset and
-    clip_rect must keep their defaults."""
+    """NNForwardLoss(device, loss_descriptor)
+--
+
+    The loss values of a batch against labels (and optional per-value weights) given as images, as CNNLoss computes
+    them, without a gradient: one value per image (1x1x1; the batch's in the first image, the others 0, with
+    ``reduce_across_batch``), or for reduction NONE the weighted loss of every value.
+
+    Its result state carries weight, label smoothing, epsilon and delta to NNLossGradient. ``offset`` and
+    ``clip_rect`` must keep their defaults. As ``-[MPSNNForwardLoss initWithDevice:lossDescriptor:]``.
+
+    MPS: MPSNNForwardLoss
+    """
     cdef CNNForwardLossKernel* forward
 
     def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
@@ -470,38 +649,58 @@ cdef class NNForwardLoss(_SeparatedLoss):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, weights=None,
                      destination_states=False, destination_images=None):
-        """Encodes the loss of source_images (an ImageBatch or a list of Images) against labels
-        (and weights) of the same size; returns the loss ImageBatch, and the StateBatch with
-        destination_states=True (or a state made by result_state)."""
+        """Encodes the loss of ``source_images`` (an ImageBatch or a list of Images) against ``labels`` (and
+        ``weights``) of the same size; returns the loss ImageBatch, and with ``destination_states=True`` also the
+        StateBatch (or pass a state made by ``result_state``).
+
+        MPS: -[MPSNNForwardLoss encodeBatchToCommandBuffer:sourceImages:labels:weights:destinationStates:destinationImages:]
+        """
         return self._encode(command_buffer, source_images, labels, weights, destination_states, destination_images,
                             True)
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels, weights=None,
                destination_state=False, Image destination_image=None):
-        """The same for an Image (a batch of its images); returns the loss Image (and the state)."""
+        """``encode_batch`` for an Image (a batch of its images); returns the loss Image (and the state). MPS has the
+        batch form only.
+
+        MPS: -[MPSNNForwardLoss encodeBatchToCommandBuffer:sourceImages:labels:weights:destinationStates:destinationImages:]
+        """
         return self._encode(command_buffer, source_image, labels, weights, destination_state, destination_image,
                             False)
 
     def result_state(self, source_image, source_states=None, destination_image=None):
-        """MPS -resultStateBatchForSourceImage:...: a state for encode_batch(..., destination_states=state)."""
+        """A new NNLossGradientState for ``encode_batch(..., destination_states=state)``.
+
+        MPS: -[MPSCNNKernel resultStateBatchForSourceImage:sourceStates:destinationImage:]
+        """
         return _wrap_loss_state(self.forward_loss().result_state(image_of(_first_image(source_image)).get()[0]), self)
 
     def destination_image_descriptor(self, source_images, source_states=None):
-        """The loss image's descriptor: 1x1x1 per image, or the source's size for reduction NONE."""
+        """The loss image's descriptor: 1x1x1 per image, or the source's size for reduction NONE.
+
+        MPS: -[MPSCNNKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.forward_loss().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
 
 
 cdef class NNLossGradient(_SeparatedLoss):
-    """MPSNNLossGradient(device, loss_descriptor): the gradient of NNForwardLoss's loss values
-    with respect to its source (or its labels, with compute_label_gradients), given the gradient
-    of those values: one per loss value for reduction NONE, else a 1x1x1 gradient per image
-    (with reduce_across_batch the first image's applies to every image, the first loss image
-    holding the batch's loss). With a source state (NNForwardLoss's result state) its weight,
-    label_smoothing, epsilon and delta are used in place of the kernel's. An MPSCNNBinaryKernel
-    in MPS; here its primary/secondary properties are not offered (offset and clip_rect must
-    keep their defaults)."""
+    """NNLossGradient(device, loss_descriptor)
+--
+
+    The gradient of NNForwardLoss's loss values with respect to its source (or its labels, with
+    ``compute_label_gradients``), given the gradient of those values: one per loss value for reduction NONE, else a
+    1x1x1 gradient per image (with ``reduce_across_batch`` the first image's applies to every image, the first loss
+    image holding the batch's loss).
+
+    With a source state (NNForwardLoss's result state) its weight, label smoothing, epsilon and delta are used in
+    place of the kernel's. An MPSCNNBinaryKernel in MPS; here its primary and secondary properties are not offered
+    (``offset`` and ``clip_rect`` must keep their defaults). As
+    ``-[MPSNNLossGradient initWithDevice:lossDescriptor:]``.
+
+    MPS: MPSNNLossGradient
+    """
     cdef CNNLossGradientKernel* gradient
 
     def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
@@ -519,6 +718,10 @@ cdef class NNLossGradient(_SeparatedLoss):
 
     @property
     def compute_label_gradients(self):
+        """Whether the kernel computes the gradient for the labels instead of the source (default False).
+
+        MPS: MPSNNLossGradient.computeLabelGradients
+        """
         return self.loss_gradient().compute_label_gradients
 
     @compute_label_gradients.setter
@@ -547,19 +750,31 @@ cdef class NNLossGradient(_SeparatedLoss):
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images, labels,
                      weights=None, source_states=None, destination_gradients=None):
-        """Returns the gradient ImageBatch (source_images' size)."""
+        """Encodes the gradient from ``source_gradients`` (the gradient of the loss values), ``source_images``,
+        ``labels``, ``weights`` and optional ``source_states``; returns the gradient ImageBatch (``source_images``'
+        size).
+
+        MPS: -[MPSNNLossGradient encodeBatchToCommandBuffer:sourceGradients:sourceImages:labels:weights:sourceStates:destinationGradients:]
+        """
         return self._encode(command_buffer, source_gradients, source_images, labels, weights, source_states,
                             destination_gradients, True)
 
     def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
                Image source_image not None, labels, weights=None, source_state=None,
                Image destination_gradient=None):
-        """The same for Images (each a batch of its images); returns the gradient Image."""
+        """``encode_batch`` for Images (each a batch of its images); returns the gradient Image. MPS has the batch form
+        only.
+
+        MPS: -[MPSNNLossGradient encodeBatchToCommandBuffer:sourceGradients:sourceImages:labels:weights:sourceStates:destinationGradients:]
+        """
         return self._encode(command_buffer, source_gradient, source_image, labels, weights, source_state,
                             destination_gradient, False)
 
     def destination_image_descriptor(self, source_gradients, source_images):
-        """The gradient's descriptor: the source's size in the source gradient's data type."""
+        """The gradient's descriptor: the source's size in the source gradient's data type.
+
+        MPS: -[MPSCNNBinaryKernel destinationImageDescriptorForSourceImages:sourceStates:]
+        """
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.loss_gradient().destination_image_descriptor(
             image_of(_first_image(source_gradients)).get()[0], image_of(_first_image(source_images)).get()[0])

@@ -3,9 +3,18 @@
 __all__ += ["NNNeuronDescriptor", "CNNNeuron", "CNNNeuronGradient"]
 
 cdef class NNNeuronDescriptor:
-    """MPSNNNeuronDescriptor: NNNeuronDescriptor(type, a=0, b=0, c=0, data=None).
+    """NNNeuronDescriptor(neuron_type=NeuronType.NONE, a=0.0, b=0.0, c=0.0, data=None)
+--
 
-    For NeuronType.PRELU, data holds one slope per feature channel.
+    An activation function: a NeuronType and its parameters ``a``, ``b``, ``c`` (as MPSCNNNeuronType.h defines
+    them), for CNNNeuron, its gradient and fused neurons.
+
+    For NeuronType.PRELU, ``data`` holds one slope per feature channel (copied as float32). ValueError for
+    parameters the type does not allow. Descriptors compare equal by value. As
+    ``+[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:a:b:c:]`` (with data,
+    ``+[MPSNNNeuronDescriptor cnnNeuronPReLUDescriptorWithData:noCopy:]``).
+
+    MPS: MPSNNNeuronDescriptor
     """
     cdef CNeuronDescriptor desc
 
@@ -27,22 +36,42 @@ cdef class NNNeuronDescriptor:
 
     @property
     def neuron_type(self):
+        """The activation function.
+
+        MPS: MPSNNNeuronDescriptor.neuronType
+        """
         return NeuronType(<int>self.desc.type)
 
     @property
     def a(self):
+        """The neuron's parameter ``a``.
+
+        MPS: MPSNNNeuronDescriptor.a
+        """
         return self.desc.a
 
     @property
     def b(self):
+        """The neuron's parameter ``b``.
+
+        MPS: MPSNNNeuronDescriptor.b
+        """
         return self.desc.b
 
     @property
     def c(self):
+        """The neuron's parameter ``c``.
+
+        MPS: MPSNNNeuronDescriptor.c
+        """
         return self.desc.c
 
     @property
     def data(self):
+        """PReLU's slopes, one per feature channel, as a float32 array; None without.
+
+        MPS: MPSNNNeuronDescriptor.data
+        """
         if self.desc.a_per_channel.empty():
             return None
         return np.array(<const float[:self.desc.a_per_channel.size()]>self.desc.a_per_channel.data(), dtype=np.float32)
@@ -75,7 +104,14 @@ cdef CNeuronDescriptor neuron_descriptor_of(object descriptor) except *:
 
 
 cdef class CNNNeuron(CNNUnaryKernel):
-    """MPSCNNNeuron: f(x) of a NeuronType per value."""
+    """CNNNeuron(device, neuron_descriptor)
+--
+
+    Applies the activation function of ``neuron_descriptor`` to every value of the source. As
+    ``-[MPSCNNNeuron initWithDevice:neuronDescriptor:]``.
+
+    MPS: MPSCNNNeuron
+    """
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNNeuron](device.shared(), neuron_descriptor.desc), NNGradientState)
@@ -85,29 +121,57 @@ cdef class CNNNeuron(CNNUnaryKernel):
 
     @property
     def neuron_descriptor(self):
+        """A copy of the kernel's neuron descriptor.
+
+        MPS: none (mpsx)
+        """
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
         d.desc = (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor()
         return d
 
     @property
     def neuron_type(self):
+        """The activation function.
+
+        MPS: MPSCNNNeuron.neuronType
+        """
         return NeuronType(<int>(<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().type)
 
     @property
     def a(self):
+        """The neuron's parameter ``a``.
+
+        MPS: MPSCNNNeuron.a
+        """
         return (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().a
 
     @property
     def b(self):
+        """The neuron's parameter ``b``.
+
+        MPS: MPSCNNNeuron.b
+        """
         return (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().b
 
     @property
     def c(self):
+        """The neuron's parameter ``c``.
+
+        MPS: MPSCNNNeuron.c
+        """
         return (<CCNNNeuron*>self.unary_kernel()).neuron_descriptor().c
 
 
 cdef class CNNNeuronGradient(CNNGradientKernel):
-    """MPSCNNNeuronGradient: f'(x) times the incoming gradient."""
+    """CNNNeuronGradient(device, neuron_descriptor)
+--
+
+    The gradient of CNNNeuron: the incoming gradient times the derivative of the activation function at the forward
+    source (the exact derivative, where MPSCNNNeuronType.h prints another formula for ReLUN and GeLU). As
+    ``-[MPSCNNNeuronGradient initWithDevice:neuronDescriptor:]``.
+
+    MPS: MPSCNNNeuronGradient
+    """
 
     def __init__(self, Device device not None, NNNeuronDescriptor neuron_descriptor not None):
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNNeuronGradient](device.shared(), neuron_descriptor.desc))
@@ -117,6 +181,10 @@ cdef class CNNNeuronGradient(CNNGradientKernel):
 
     @property
     def neuron_descriptor(self):
+        """A copy of the kernel's neuron descriptor.
+
+        MPS: none (mpsx)
+        """
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
         d.desc = (<CCNNNeuronGradient*>self.gradient_kernel()).neuron_descriptor()
         return d

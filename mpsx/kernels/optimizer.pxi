@@ -19,23 +19,31 @@ __all__ += ["NNRegularizationType", "NNOptimizerDescriptor", "NNOptimizer", "NNO
 
 
 class NNRegularizationType(enum.IntEnum):
-    """MPSNNRegularizationType: the regularization loss whose gradient joins the value's gradient."""
+    """The regularization whose gradient an optimizer adds to each value's gradient: NONE, L1
+    (``regularization_scale * sign(value)``) or L2 (``regularization_scale * value``, torch's ``weight_decay``).
+
+    MPS: MPSNNRegularizationType
+    """
     NONE = 0
     L1 = 1  # adds regularization_scale * sign(value)
     L2 = 2  # adds regularization_scale * value
 
 
 cdef class NNOptimizerDescriptor:
-    """MPSNNOptimizerDescriptor: the settings every optimizer shares.
+    """NNOptimizerDescriptor(learning_rate=0.001, gradient_rescale=1.0, apply_gradient_clipping=False,
+        gradient_clip_max=3.4028234663852886e+38, gradient_clip_min=-3.4028234663852886e+38,
+        regularization_type=NNRegularizationType.NONE, regularization_scale=0.0)
+--
 
-    NNOptimizerDescriptor(learning_rate=0.001, gradient_rescale=1.0, apply_gradient_clipping=False,
-    gradient_clip_max=FLT_MAX, gradient_clip_min=-FLT_MAX, regularization_type=NNRegularizationType.NONE,
-    regularization_scale=0.0). Before an update uses a gradient g it is
-    clipped to [gradient_clip_min, gradient_clip_max] when
-    apply_gradient_clipping (clipping comes before rescaling, as MPS says),
-    multiplied by gradient_rescale, then given the gradient of the
-    regularization loss at the value: regularization_scale * sign(value) for
-    L1, regularization_scale * value for L2 (torch's weight_decay).
+    The settings every optimizer shares.
+
+    Before an update uses a gradient g it is clipped to [``gradient_clip_min``, ``gradient_clip_max``] when
+    ``apply_gradient_clipping`` (clipping comes before rescaling, as MPS says), multiplied by ``gradient_rescale``,
+    then given the gradient of the regularization loss at the value: ``regularization_scale * sign(value)`` for L1,
+    ``regularization_scale * value`` for L2 (torch's ``weight_decay``). ValueError for settings out of range. As
+    ``-[MPSNNOptimizerDescriptor initWithLearningRate:gradientRescale:applyGradientClipping:gradientClipMax:gradientClipMin:regularizationType:regularizationScale:]``.
+
+    MPS: MPSNNOptimizerDescriptor
     """
     cdef COptimizerDescriptor desc
 
@@ -53,6 +61,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def learning_rate(self):
+        """The step size of the updates (default 0.001).
+
+        MPS: MPSNNOptimizerDescriptor.learningRate
+        """
         return self.desc.learning_rate
 
     @learning_rate.setter
@@ -61,6 +73,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def gradient_rescale(self):
+        """The factor every gradient is multiplied by, after clipping (default 1).
+
+        MPS: MPSNNOptimizerDescriptor.gradientRescale
+        """
         return self.desc.gradient_rescale
 
     @gradient_rescale.setter
@@ -69,6 +85,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def apply_gradient_clipping(self):
+        """Whether gradients are clipped to [gradient_clip_min, gradient_clip_max] (default False).
+
+        MPS: MPSNNOptimizerDescriptor.applyGradientClipping
+        """
         return self.desc.apply_gradient_clipping
 
     @apply_gradient_clipping.setter
@@ -77,6 +97,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def gradient_clip_max(self):
+        """The upper clipping bound (default FLT_MAX).
+
+        MPS: MPSNNOptimizerDescriptor.gradientClipMax
+        """
         return self.desc.gradient_clip_max
 
     @gradient_clip_max.setter
@@ -85,6 +109,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def gradient_clip_min(self):
+        """The lower clipping bound (default -FLT_MAX).
+
+        MPS: MPSNNOptimizerDescriptor.gradientClipMin
+        """
         return self.desc.gradient_clip_min
 
     @gradient_clip_min.setter
@@ -93,6 +121,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def regularization_type(self):
+        """The regularization whose gradient joins each value's: an NNRegularizationType (default NONE).
+
+        MPS: MPSNNOptimizerDescriptor.regularizationType
+        """
         return NNRegularizationType(<uint32_t>self.desc.regularization_type)
 
     @regularization_type.setter
@@ -101,6 +133,10 @@ cdef class NNOptimizerDescriptor:
 
     @property
     def regularization_scale(self):
+        """The factor of the regularization gradient (default 0).
+
+        MPS: MPSNNOptimizerDescriptor.regularizationScale
+        """
         return self.desc.regularization_scale
 
     @regularization_scale.setter
@@ -268,16 +304,19 @@ cdef shared_ptr[CNNOptimizer] optimizer_of(object optimizer) except *:
 
 
 cdef class NNOptimizer:
-    """MPSNNOptimizer: what every optimizer has. Use NNOptimizerStochasticGradientDescent,
-    NNOptimizerAdam or NNOptimizerRMSProp.
+    """NNOptimizer(*args, **kwargs)
+--
 
-    encode(...) records the update on the command buffer; it reads and
-    writes device memory only. Its written vectors and states follow the
-    buffer rules: synchronize(command_buffer) and completion before a host
-    read. The result may be the values themselves (in place). The state form
-    takes lists of vectors, [weights, biases] or [weights] alone (the biases
-    then stay as they are); without lists (SGD without momentum) the biases
-    are updated when result_state has a biases buffer.
+    What every optimizer has: its settings, learning rate and label. Abstract (TypeError): use
+    NNOptimizerStochasticGradientDescent, NNOptimizerAdam or NNOptimizerRMSProp.
+
+    ``encode(...)`` records one update on the command buffer; it reads and writes device memory only. The vectors
+    and states it writes follow the buffer rules: ``synchronize(command_buffer)`` and completion before a host read.
+    The result may be the values themselves (in place). The state form takes lists of vectors, [weights, biases] or
+    [weights] alone (the biases then stay as they are); without lists (SGD without momentum) the biases are updated
+    when ``result_state`` has a biases buffer.
+
+    MPS: MPSNNOptimizer
     """
     cdef shared_ptr[CNNOptimizer] c
 
@@ -295,10 +334,18 @@ cdef class NNOptimizer:
 
     @property
     def device(self):
+        """The device the optimizer encodes for.
+
+        MPS: MPSKernel.device
+        """
         return wrap_device(self.native().device_ptr())
 
     @property
     def learning_rate(self):
+        """The step size of later encodes.
+
+        MPS: MPSNNOptimizer.learningRate
+        """
         return self.native().descriptor().learning_rate
 
     @learning_rate.setter
@@ -306,15 +353,26 @@ cdef class NNOptimizer:
         self.native().set_learning_rate(value)
 
     def set_learning_rate(self, float learning_rate):
-        """MPS -setLearningRate:; later encodes use it."""
+        """Sets the learning rate of later encodes.
+
+        MPS: -[MPSNNOptimizer setLearningRate:]
+        """
         self.native().set_learning_rate(learning_rate)
 
     @property
     def gradient_rescale(self):
+        """The factor every gradient is multiplied by, after clipping.
+
+        MPS: MPSNNOptimizer.gradientRescale
+        """
         return self.native().descriptor().gradient_rescale
 
     @property
     def apply_gradient_clipping(self):
+        """Whether gradients are clipped to [``gradient_clip_min``, ``gradient_clip_max``].
+
+        MPS: MPSNNOptimizer.applyGradientClipping
+        """
         return self.native().descriptor().apply_gradient_clipping
 
     @apply_gradient_clipping.setter
@@ -323,29 +381,52 @@ cdef class NNOptimizer:
 
     @property
     def gradient_clip_max(self):
+        """The upper clipping bound.
+
+        MPS: MPSNNOptimizer.gradientClipMax
+        """
         return self.native().descriptor().gradient_clip_max
 
     @property
     def gradient_clip_min(self):
+        """The lower clipping bound.
+
+        MPS: MPSNNOptimizer.gradientClipMin
+        """
         return self.native().descriptor().gradient_clip_min
 
     @property
     def regularization_type(self):
+        """The regularization whose gradient joins each value's.
+
+        MPS: MPSNNOptimizer.regularizationType
+        """
         return NNRegularizationType(<uint32_t>self.native().descriptor().regularization_type)
 
     @property
     def regularization_scale(self):
+        """The factor of the regularization gradient.
+
+        MPS: MPSNNOptimizer.regularizationScale
+        """
         return self.native().descriptor().regularization_scale
 
     @property
     def optimizer_descriptor(self):
-        """A copy of the settings, as an NNOptimizerDescriptor."""
+        """A copy of the settings, as an NNOptimizerDescriptor.
+
+        MPS: none (mpsx)
+        """
         cdef NNOptimizerDescriptor d = NNOptimizerDescriptor.__new__(NNOptimizerDescriptor)
         d.desc = self.native().descriptor()
         return d
 
     @property
     def label(self):
+        """A string that names the optimizer (default ``""``).
+
+        MPS: MPSKernel.label
+        """
         return self.native().label.decode()
 
     @label.setter
@@ -353,8 +434,11 @@ cdef class NNOptimizer:
         self.native().label = str(value).encode()
 
     def copy(self, device=None):
-        """A new optimizer with these settings (Adam's time step included) on device (default: this one's),
-        through its saved description."""
+        """A new optimizer with these settings (Adam's time step included) on ``device`` (default: this one's), made
+        through its saved description.
+
+        MPS: -[MPSKernel copyWithZone:device:]
+        """
         self.native()
         return persistence_copy(self, device)
 
@@ -396,18 +480,23 @@ cdef class NNOptimizer:
 
 
 cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
-    """MPSNNOptimizerStochasticGradientDescent(device, learning_rate=None, momentum_scale=0.0,
-    use_nesterov_momentum=False, optimizer_descriptor=None).
+    """NNOptimizerStochasticGradientDescent(device, learning_rate=None, momentum_scale=0.0,
+        use_nesterov_momentum=False, optimizer_descriptor=None)
+--
 
-    learning_rate, if given, replaces the descriptor's. With g the prepared
-    gradient (see NNOptimizerDescriptor):
-      no momentum vector:  value -= learning_rate * g
-      momentum:            m = momentum_scale * m + learning_rate * g;  value -= m
-      Nesterov:            m = momentum_scale * m + g;  value -= learning_rate * (g + momentum_scale * m)
-    Unlike torch.optim.SGD, whose buffer is momentum * buf + g with the step
-    learning_rate * buf, MPS's momentum holds the learning rate: the two agree
-    while the rate stays fixed and differ after it changes. Nesterov agrees
-    with torch's nesterov=True.
+    Stochastic gradient descent, with optional (Nesterov) momentum. ``learning_rate``, if given, replaces the
+    descriptor's. With g the prepared gradient (see NNOptimizerDescriptor)::
+
+        no momentum vector:  value -= learning_rate * g
+        momentum:            m = momentum_scale * m + learning_rate * g;  value -= m
+        Nesterov:            m = momentum_scale * m + g;  value -= learning_rate * (g + momentum_scale * m)
+
+    Unlike ``torch.optim.SGD``, whose buffer is ``momentum * buf + g`` with the step ``learning_rate * buf``, MPS's
+    momentum holds the learning rate: the two agree while the rate stays fixed and differ after it changes. Nesterov
+    agrees with torch's ``nesterov=True``. As
+    ``-[MPSNNOptimizerStochasticGradientDescent initWithDevice:momentumScale:useNesterovMomentum:optimizerDescriptor:]``.
+
+    MPS: MPSNNOptimizerStochasticGradientDescent
     """
 
     def __init__(self, Device device not None, learning_rate=None, float momentum_scale=0.0,
@@ -420,20 +509,36 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
 
     @property
     def momentum_scale(self):
+        """The momentum factor (0: no momentum).
+
+        MPS: MPSNNOptimizerStochasticGradientDescent.momentumScale
+        """
         return self._sgd().momentum_scale()
 
     @property
     def use_nesterov_momentum(self):
+        """Whether the momentum is Nesterov's.
+
+        MPS: MPSNNOptimizerStochasticGradientDescent.useNesterovMomentum
+        """
         return self._sgd().use_nesterov_momentum()
 
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_momentum_vector=None, result_values_vector=None, *, convolution_gradient_state=None,
                convolution_source_state=None, batch_normalization_state=None, batch_normalization_gradient_state=None,
                batch_normalization_source_state=None, input_momentum_vectors=None, result_state=None):
-        """Encodes one update: of result_values_vector from input_values_vector and
-        input_gradient_vector, or of result_state from convolution_source_state and
-        convolution_gradient_state (input_momentum_vectors: [weights, biases] or [weights]).
-        The momentum vectors are optional (updated and overwritten)."""
+        """Encodes one update on ``command_buffer``. The momentum vectors are optional (updated in place).
+
+        The vector form updates ``result_values_vector`` (which may be ``input_values_vector``, in place) from
+        ``input_values_vector`` and ``input_gradient_vector``. The state forms (keywords) update ``result_state``: a
+        convolution's CNNConvolutionWeightsAndBiasesState from ``convolution_source_state`` (the weights the forward
+        pass used, from ``export_weights_and_biases``) and ``convolution_gradient_state``; or a batch
+        normalization's CNNNormalizationGammaAndBetaState from ``batch_normalization_state`` (or
+        ``batch_normalization_gradient_state`` and ``batch_normalization_source_state``). Their vector lists hold
+        [weights, biases] or [weights] alone (the biases then stay as they are). TypeError for a mix of the forms.
+
+        MPS: -[MPSNNOptimizerStochasticGradientDescent encodeToCommandBuffer:convolutionGradientState:convolutionSourceState:inputMomentumVectors:resultState:]
+        """
         cdef OptimizerVectors vectors
         cdef OptimizerVectorLists lists
         if _state_form(input_gradient_vector is not None or input_values_vector is not None or
@@ -473,21 +578,26 @@ cdef uint64_t _time_step(object value) except? 0:
 
 
 cdef class NNOptimizerAdam(NNOptimizer):
-    """MPSNNOptimizerAdam(device, learning_rate=None, beta1=0.9, beta2=0.999, epsilon=1e-8,
-    time_step=0, optimizer_descriptor=None).
+    """NNOptimizerAdam(device, learning_rate=None, beta1=0.9, beta2=0.999, epsilon=1e-8, time_step=0,
+        optimizer_descriptor=None)
+--
 
-    Every encode is one update and advances time_step first, as MPS's:
-      t = t + 1;  lr[t] = learning_rate * sqrt(1 - beta2^t) / (1 - beta1^t)
-      m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
-      value -= lr[t] * m / (sqrt(v) + epsilon)
-    with maximum_velocity_vector(s) (AMSGrad): maxv = max(maxv, v) replaces v
-    in the last line. The weights and biases of one state encode share one
-    step. So a training step matches torch.optim.Adam (and amsgrad=True) when
-    each parameter set (a convolution's state, a vector) has its own
-    optimizer; one optimizer shared by several layers advances once per layer.
-    MPS adds epsilon to sqrt(v) before the bias correction (the paper's
-    epsilon-hat), torch after it: torch's step is MPS's with epsilon replaced
-    by epsilon * sqrt(1 - beta2^t).
+    Adam, with optional AMSGrad. ``learning_rate``, if given, replaces the descriptor's. Every encode is one update
+    and advances ``time_step`` first, as MPS's::
+
+        t = t + 1;  lr[t] = learning_rate * sqrt(1 - beta2^t) / (1 - beta1^t)
+        m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
+        value -= lr[t] * m / (sqrt(v) + epsilon)
+
+    With maximum velocity vectors (AMSGrad) ``maxv = max(maxv, v)`` replaces v in the last line. The weights and
+    biases of one state encode share one step. So a training step matches ``torch.optim.Adam`` (and
+    ``amsgrad=True``) when each parameter set (a convolution's state, a vector) has its own optimizer; one optimizer
+    shared by several layers advances once per layer. MPS adds epsilon to sqrt(v) before the bias correction (the
+    paper's epsilon-hat), torch after it: torch's step is MPS's with epsilon replaced by
+    ``epsilon * sqrt(1 - beta2^t)``. As
+    ``-[MPSNNOptimizerAdam initWithDevice:beta1:beta2:epsilon:timeStep:optimizerDescriptor:]``.
+
+    MPS: MPSNNOptimizerAdam
     """
 
     def __init__(self, Device device not None, learning_rate=None, double beta1=0.9, double beta2=0.999,
@@ -501,19 +611,35 @@ cdef class NNOptimizerAdam(NNOptimizer):
 
     @property
     def beta1(self):
+        """The decay of the momentum (first moment).
+
+        MPS: MPSNNOptimizerAdam.beta1
+        """
         return self._adam().beta1()
 
     @property
     def beta2(self):
+        """The decay of the velocity (second moment).
+
+        MPS: MPSNNOptimizerAdam.beta2
+        """
         return self._adam().beta2()
 
     @property
     def epsilon(self):
+        """The term added to the square root of the velocity.
+
+        MPS: MPSNNOptimizerAdam.epsilon
+        """
         return self._adam().epsilon()
 
     @property
     def time_step(self):
-        """The number of updates encoded so far; the next encode uses time_step + 1."""
+        """The number of updates encoded so far; the next encode uses ``time_step + 1``. ValueError for a negative
+        value.
+
+        MPS: MPSNNOptimizerAdam.timeStep
+        """
         return self._adam().time_step
 
     @time_step.setter
@@ -526,11 +652,19 @@ cdef class NNOptimizerAdam(NNOptimizer):
                batch_normalization_state=None, batch_normalization_gradient_state=None,
                batch_normalization_source_state=None, input_momentum_vectors=None, input_velocity_vectors=None,
                maximum_velocity_vectors=None, result_state=None):
-        """Encodes one update: of result_values_vector from input_values_vector and
-        input_gradient_vector, or of result_state from convolution_source_state and
-        convolution_gradient_state (vector lists: [weights, biases] or [weights]).
-        Momentum and velocity are required, maximum velocity (AMSGrad) optional;
-        all are updated and overwritten."""
+        """Encodes one update on ``command_buffer``. Momentum and velocity are required, maximum velocity (AMSGrad)
+        optional; all are updated in place.
+
+        The vector form updates ``result_values_vector`` (which may be ``input_values_vector``, in place) from
+        ``input_values_vector`` and ``input_gradient_vector``. The state forms (keywords) update ``result_state``: a
+        convolution's CNNConvolutionWeightsAndBiasesState from ``convolution_source_state`` (the weights the forward
+        pass used, from ``export_weights_and_biases``) and ``convolution_gradient_state``; or a batch
+        normalization's CNNNormalizationGammaAndBetaState from ``batch_normalization_state`` (or
+        ``batch_normalization_gradient_state`` and ``batch_normalization_source_state``). Their vector lists hold
+        [weights, biases] or [weights] alone (the biases then stay as they are). TypeError for a mix of the forms.
+
+        MPS: -[MPSNNOptimizerAdam encodeToCommandBuffer:convolutionGradientState:convolutionSourceState:inputMomentumVectors:inputVelocityVectors:maximumVelocityVectors:resultState:]
+        """
         cdef OptimizerVectors vectors
         cdef OptimizerVectorLists lists
         if _state_form(input_gradient_vector is not None or input_values_vector is not None or
@@ -569,10 +703,17 @@ cdef class NNOptimizerAdam(NNOptimizer):
 
 
 cdef class NNOptimizerRMSProp(NNOptimizer):
-    """MPSNNOptimizerRMSProp(device, learning_rate=None, decay=0.9, epsilon=1e-8, optimizer_descriptor=None).
+    """NNOptimizerRMSProp(device, learning_rate=None, decay=0.9, epsilon=1e-8, optimizer_descriptor=None)
+--
 
-      s = decay * s + (1 - decay) * g^2;  value -= learning_rate * g / (sqrt(s) + epsilon)
-    which is torch.optim.RMSprop with alpha=decay (not centered, no momentum).
+    RMSProp. ``learning_rate``, if given, replaces the descriptor's::
+
+        s = decay * s + (1 - decay) * g^2;  value -= learning_rate * g / (sqrt(s) + epsilon)
+
+    which is ``torch.optim.RMSprop`` with ``alpha=decay`` (not centered, no momentum). As
+    ``-[MPSNNOptimizerRMSProp initWithDevice:decay:epsilon:optimizerDescriptor:]``.
+
+    MPS: MPSNNOptimizerRMSProp
     """
 
     def __init__(self, Device device not None, learning_rate=None, double decay=0.9, float epsilon=1e-8,
@@ -582,20 +723,36 @@ cdef class NNOptimizerRMSProp(NNOptimizer):
 
     @property
     def decay(self):
+        """The decay of the sum of squares.
+
+        MPS: MPSNNOptimizerRMSProp.decay
+        """
         return (<CNNOptimizerRMSProp*>self.native()).decay()
 
     @property
     def epsilon(self):
+        """The term added to the square root of the sum of squares.
+
+        MPS: MPSNNOptimizerRMSProp.epsilon
+        """
         return (<CNNOptimizerRMSProp*>self.native()).epsilon()
 
     def encode(self, CommandBuffer command_buffer not None, input_gradient_vector=None, input_values_vector=None,
                input_sum_of_squares_vector=None, result_values_vector=None, *, convolution_gradient_state=None,
                convolution_source_state=None, batch_normalization_state=None, batch_normalization_gradient_state=None,
                batch_normalization_source_state=None, input_sum_of_squares_vectors=None, result_state=None):
-        """Encodes one update: of result_values_vector from input_values_vector and
-        input_gradient_vector, or of result_state from convolution_source_state and
-        convolution_gradient_state (input_sum_of_squares_vectors: [weights, biases] or
-        [weights]). The sum of squares is required (updated and overwritten)."""
+        """Encodes one update on ``command_buffer``. The sum of squares is required (updated in place).
+
+        The vector form updates ``result_values_vector`` (which may be ``input_values_vector``, in place) from
+        ``input_values_vector`` and ``input_gradient_vector``. The state forms (keywords) update ``result_state``: a
+        convolution's CNNConvolutionWeightsAndBiasesState from ``convolution_source_state`` (the weights the forward
+        pass used, from ``export_weights_and_biases``) and ``convolution_gradient_state``; or a batch
+        normalization's CNNNormalizationGammaAndBetaState from ``batch_normalization_state`` (or
+        ``batch_normalization_gradient_state`` and ``batch_normalization_source_state``). Their vector lists hold
+        [weights, biases] or [weights] alone (the biases then stay as they are). TypeError for a mix of the forms.
+
+        MPS: -[MPSNNOptimizerRMSProp encodeToCommandBuffer:convolutionGradientState:convolutionSourceState:inputSumOfSquaresVectors:resultState:]
+        """
         cdef OptimizerVectors vectors
         cdef OptimizerVectorLists lists
         if _state_form(input_gradient_vector is not None or input_values_vector is not None or

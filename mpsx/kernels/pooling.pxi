@@ -26,10 +26,14 @@ cdef PoolingWindowArguments _pooling_window(kernel_width, kernel_height, stride_
 
 
 cdef class CNNPooling(CNNUnaryKernel):
-    """MPSCNNPooling: a window of kernel_width x kernel_height source pixels per
-    destination pixel, moved by the strides; edge_mode decides what reads off
-    the source return (ZERO: 0; CLAMP: the window shrinks to the source, and
-    one wholly off it gives 0)."""
+    """The base of the pooling kernels: one value per window of ``kernel_width`` x ``kernel_height`` source pixels,
+    moved by the strides. Abstract (TypeError).
+
+    ``edge_mode`` decides what reads off the source return (ZERO: 0; CLAMP: the window shrinks to the source, and
+    one wholly off it gives 0).
+
+    MPS: MPSCNNPooling
+    """
     cdef CCNNPooling* pooling
 
     cdef _make(self, Device device, PoolingKind kind, kernel_width, kernel_height, stride_x, stride_y,
@@ -47,18 +51,34 @@ cdef class CNNPooling(CNNUnaryKernel):
 
     @property
     def kernel_width(self):
+        """The width of the window.
+
+        MPS: MPSCNNKernel.kernelWidth
+        """
         return self.pooling_kernel().pooling_window().kernel_width
 
     @property
     def kernel_height(self):
+        """The height of the window.
+
+        MPS: MPSCNNKernel.kernelHeight
+        """
         return self.pooling_kernel().pooling_window().kernel_height
 
     @property
     def stride_in_pixels_x(self):
+        """The stride in x: how far the window moves per destination pixel.
+
+        MPS: MPSCNNKernel.strideInPixelsX
+        """
         return self.pooling_kernel().pooling_window().stride_x
 
     @property
     def stride_in_pixels_y(self):
+        """The stride in y: how far the window moves per destination pixel.
+
+        MPS: MPSCNNKernel.strideInPixelsY
+        """
         return self.pooling_kernel().pooling_window().stride_y
 
     def _mpsx_arguments(self):
@@ -69,8 +89,15 @@ cdef class CNNPooling(CNNUnaryKernel):
 
 
 cdef class CNNPoolingMax(CNNPooling):
-    """MPSCNNPoolingMax: the maximum of each window (with edge_mode ZERO, reads
-    off the source are 0 and take part)."""
+    """CNNPoolingMax(device, kernel_width, kernel_height, stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The maximum of each window (with edge_mode ZERO, reads off the source are 0 and take part). The strides default
+    to the window's size. ValueError for sizes that are not positive. As
+    ``-[MPSCNNPoolingMax initWithDevice:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNPoolingMax
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
@@ -78,11 +105,18 @@ cdef class CNNPoolingMax(CNNPooling):
 
 
 cdef class CNNPoolingAverage(CNNPooling):
-    """MPSCNNPoolingAverage: the mean of each window. edge_mode ZERO divides by
-    the window area; CLAMP by the taps inside the source grown by zero_pad_size
-    on each side. padding with NNPaddingMethod.EXCLUDE_EDGES (edge_mode ZERO)
-    divides by the taps inside the source grown by the padding the first
-    window reads before it (Caffe)."""
+    """CNNPoolingAverage(device, kernel_width, kernel_height, stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The mean of each window. The strides default to the window's size. ValueError for sizes that are not positive.
+    As ``-[MPSCNNPoolingAverage initWithDevice:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:]``.
+
+    edge_mode ZERO divides by the window's area; CLAMP by the taps inside the source grown by ``zero_pad_size`` on
+    each side. ``padding`` with NNPaddingMethod.EXCLUDE_EDGES (edge_mode ZERO) divides by the taps inside the source
+    grown by the padding the first window reads before it (Caffe).
+
+    MPS: MPSCNNPoolingAverage
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
@@ -92,6 +126,11 @@ cdef class CNNPoolingAverage(CNNPooling):
 
     @property
     def zero_pad_size_x(self):
+        """With edge_mode CLAMP, how many columns off each side of the source count as zeros in the divisor (default
+        0).
+
+        MPS: MPSCNNPoolingAverage.zeroPadSizeX
+        """
         return self.pooling_kernel().zero_pad_size_x()
 
     @zero_pad_size_x.setter
@@ -100,6 +139,10 @@ cdef class CNNPoolingAverage(CNNPooling):
 
     @property
     def zero_pad_size_y(self):
+        """With edge_mode CLAMP, how many rows off each side of the source count as zeros in the divisor (default 0).
+
+        MPS: MPSCNNPoolingAverage.zeroPadSizeY
+        """
         return self.pooling_kernel().zero_pad_size_y()
 
     @zero_pad_size_y.setter
@@ -108,7 +151,15 @@ cdef class CNNPoolingAverage(CNNPooling):
 
 
 cdef class CNNPoolingL2Norm(CNNPooling):
-    """MPSCNNPoolingL2Norm: sqrt of the sum of squares of each window."""
+    """CNNPoolingL2Norm(device, kernel_width, kernel_height, stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The square root of the sum of squares of each window. The strides default to the window's size. ValueError for
+    sizes that are not positive. As
+    ``-[MPSCNNPoolingL2Norm initWithDevice:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNPoolingL2Norm
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
@@ -116,7 +167,16 @@ cdef class CNNPoolingL2Norm(CNNPooling):
 
 
 cdef class CNNDilatedPoolingMax(CNNPooling):
-    """MPSCNNDilatedPoolingMax: max pooling over taps dilation_rate pixels apart."""
+    """CNNDilatedPoolingMax(device, kernel_width, kernel_height, dilation_rate_x, dilation_rate_y,
+        stride_in_pixels_x, stride_in_pixels_y)
+--
+
+    Max pooling over taps ``dilation_rate`` pixels apart: the window spans ``(kernel - 1) * dilation_rate + 1``
+    pixels. As
+    ``-[MPSCNNDilatedPoolingMax initWithDevice:kernelWidth:kernelHeight:dilationRateX:dilationRateY:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNDilatedPoolingMax
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, dilation_rate_x,
                  dilation_rate_y, stride_in_pixels_x, stride_in_pixels_y):
@@ -125,17 +185,28 @@ cdef class CNNDilatedPoolingMax(CNNPooling):
 
     @property
     def dilation_rate_x(self):
+        """The distance in x between the window's taps.
+
+        MPS: MPSCNNDilatedPoolingMax.dilationRateX
+        """
         return self.pooling_kernel().pooling_window().dilation_x
 
     @property
     def dilation_rate_y(self):
+        """The distance in y between the window's taps.
+
+        MPS: MPSCNNDilatedPoolingMax.dilationRateY
+        """
         return self.pooling_kernel().pooling_window().dilation_y
 
 
 cdef class CNNPoolingGradient(CNNGradientKernel):
-    """MPSCNNPoolingGradient: the gradient of a pooling with the same window,
-    over the windows of the forward encode that made the gradient state. Set
-    edge_mode (and zero_pad_size, padding) as on the forward kernel."""
+    """The base of the pooling gradients: the gradient of a pooling with the same window, over the windows of the
+    forward encode that made the gradient state. Set ``edge_mode`` (and ``zero_pad_size``, ``padding``) as on the
+    forward kernel. Abstract (TypeError).
+
+    MPS: MPSCNNPoolingGradient
+    """
     cdef CCNNPoolingGradient* pooling
 
     cdef _make(self, Device device, PoolingKind kind, kernel_width, kernel_height, stride_x, stride_y,
@@ -153,18 +224,34 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
 
     @property
     def kernel_width(self):
+        """The width of the forward window.
+
+        MPS: MPSCNNBinaryKernel.secondaryKernelWidth
+        """
         return self.pooling_kernel().pooling_window().kernel_width
 
     @property
     def kernel_height(self):
+        """The height of the forward window.
+
+        MPS: MPSCNNBinaryKernel.secondaryKernelHeight
+        """
         return self.pooling_kernel().pooling_window().kernel_height
 
     @property
     def stride_in_pixels_x(self):
+        """The forward stride in x.
+
+        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsX
+        """
         return self.pooling_kernel().pooling_window().stride_x
 
     @property
     def stride_in_pixels_y(self):
+        """The forward stride in y.
+
+        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsY
+        """
         return self.pooling_kernel().pooling_window().stride_y
 
     def _mpsx_arguments(self):
@@ -177,8 +264,11 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
 
     @property
     def source_size(self):
-        """MPS sourceSize: (width, height, depth) of the source gradient pixels and
-        images, from the forward clip origin on, that contribute; None: all."""
+        """``(width, height, depth)``: the source gradient pixels and images, from the forward clip origin on, that
+        contribute; None (the default) for all.
+
+        MPS: MPSCNNPoolingGradient.sourceSize
+        """
         p = self.pooling_kernel()
         if p.source_size_width() == kAllSourceSize and p.source_size_height() == kAllSourceSize \
                 and p.source_size_depth() == kAllSourceSize:
@@ -197,7 +287,15 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
 
 
 cdef class CNNPoolingMaxGradient(CNNPoolingGradient):
-    """MPSCNNPoolingMaxGradient: each gradient goes to the first maximum of its window."""
+    """CNNPoolingMaxGradient(device, kernel_width, kernel_height, stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The gradient of CNNPoolingMax: each gradient goes to the first maximum of its window. The strides default to the
+    window's size. ValueError for sizes that are not positive. As
+    ``-[MPSCNNPoolingMaxGradient initWithDevice:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNPoolingMaxGradient
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
@@ -205,8 +303,16 @@ cdef class CNNPoolingMaxGradient(CNNPoolingGradient):
 
 
 cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
-    """MPSCNNPoolingAverageGradient: each gradient spread over its window, with
-    CNNPoolingAverage's normalization."""
+    """CNNPoolingAverageGradient(device, kernel_width, kernel_height, stride_in_pixels_x=None,
+        stride_in_pixels_y=None)
+--
+
+    The gradient of CNNPoolingAverage: each gradient spread over its window, with the forward kernel's divisor. The
+    strides default to the window's size. ValueError for sizes that are not positive. As
+    ``-[MPSCNNPoolingAverageGradient initWithDevice:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNPoolingAverageGradient
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
@@ -216,6 +322,10 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
 
     @property
     def zero_pad_size_x(self):
+        """As CNNPoolingAverage's: set it as on the forward kernel.
+
+        MPS: MPSCNNPoolingAverageGradient.zeroPadSizeX
+        """
         return self.pooling_kernel().zero_pad_size_x()
 
     @zero_pad_size_x.setter
@@ -224,6 +334,10 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
 
     @property
     def zero_pad_size_y(self):
+        """As CNNPoolingAverage's: set it as on the forward kernel.
+
+        MPS: MPSCNNPoolingAverageGradient.zeroPadSizeY
+        """
         return self.pooling_kernel().zero_pad_size_y()
 
     @zero_pad_size_y.setter
@@ -232,7 +346,16 @@ cdef class CNNPoolingAverageGradient(CNNPoolingGradient):
 
 
 cdef class CNNPoolingL2NormGradient(CNNPoolingGradient):
-    """MPSCNNPoolingL2NormGradient: in / out times the gradient, over each window."""
+    """CNNPoolingL2NormGradient(device, kernel_width, kernel_height, stride_in_pixels_x=None,
+        stride_in_pixels_y=None)
+--
+
+    The gradient of CNNPoolingL2Norm: the incoming gradient times source / result, over each window. The strides
+    default to the window's size. ValueError for sizes that are not positive. As
+    ``-[MPSCNNPoolingL2NormGradient initWithDevice:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNPoolingL2NormGradient
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
                  stride_in_pixels_y=None):
@@ -240,7 +363,15 @@ cdef class CNNPoolingL2NormGradient(CNNPoolingGradient):
 
 
 cdef class CNNDilatedPoolingMaxGradient(CNNPoolingGradient):
-    """MPSCNNDilatedPoolingMaxGradient."""
+    """CNNDilatedPoolingMaxGradient(device, kernel_width, kernel_height, dilation_rate_x, dilation_rate_y,
+        stride_in_pixels_x, stride_in_pixels_y)
+--
+
+    The gradient of CNNDilatedPoolingMax: each gradient goes to the first maximum of its dilated window. As
+    ``-[MPSCNNDilatedPoolingMaxGradient initWithDevice:kernelWidth:kernelHeight:dilationRateX:dilationRateY:strideInPixelsX:strideInPixelsY:]``.
+
+    MPS: MPSCNNDilatedPoolingMaxGradient
+    """
 
     def __init__(self, Device device not None, kernel_width, kernel_height, dilation_rate_x,
                  dilation_rate_y, stride_in_pixels_x, stride_in_pixels_y):
@@ -249,8 +380,16 @@ cdef class CNNDilatedPoolingMaxGradient(CNNPoolingGradient):
 
     @property
     def dilation_rate_x(self):
+        """The forward distance in x between the window's taps.
+
+        MPS: MPSCNNBinaryKernel.secondaryDilationRateX
+        """
         return self.pooling_kernel().pooling_window().dilation_x
 
     @property
     def dilation_rate_y(self):
+        """The forward distance in y between the window's taps.
+
+        MPS: MPSCNNBinaryKernel.secondaryDilationRateY
+        """
         return self.pooling_kernel().pooling_window().dilation_y

@@ -31,7 +31,10 @@ cdef tuple _upsampling_arguments(kernel):
 
 
 cdef class CNNUpsampling(CNNUnaryKernel):
-    """MPSCNNUpsampling: each source image scaled up by integer factors."""
+    """The base of the upsampling kernels: each source image scaled up by integer factors. Abstract (TypeError).
+
+    MPS: MPSCNNUpsampling
+    """
 
     cdef CCNNUpsampling* _upsampling(self) except NULL:
         return <CCNNUpsampling*>self.unary_kernel()
@@ -41,20 +44,39 @@ cdef class CNNUpsampling(CNNUnaryKernel):
 
     @property
     def scale_factor_x(self):
+        """The factor the width is scaled by (an integer, as a float).
+
+        MPS: MPSCNNUpsampling.scaleFactorX
+        """
         return float(self._upsampling().scale_factor_x())
 
     @property
     def scale_factor_y(self):
+        """The factor the height is scaled by (an integer, as a float).
+
+        MPS: MPSCNNUpsampling.scaleFactorY
+        """
         return float(self._upsampling().scale_factor_y())
 
     @property
     def align_corners(self):
+        """Whether the corner pixel centres of source and destination align (bilinear only; False for nearest).
+
+        MPS: MPSCNNUpsampling.alignCorners
+        """
         return self._upsampling().align_corners()
 
 
 cdef class CNNUpsamplingNearest(CNNUpsampling):
-    """MPSCNNUpsamplingNearest(device, integer_scale_factor_x, integer_scale_factor_y):
-    each source pixel repeated over a scale_x x scale_y block."""
+    """CNNUpsamplingNearest(device, integer_scale_factor_x, integer_scale_factor_y)
+--
+
+    Nearest-neighbour upsampling: each source pixel repeated over an ``integer_scale_factor_x`` x
+    ``integer_scale_factor_y`` block. TypeError for factors that are not ints, ValueError below 1. As
+    ``-[MPSCNNUpsamplingNearest initWithDevice:integerScaleFactorX:integerScaleFactorY:]``.
+
+    MPS: MPSCNNUpsamplingNearest
+    """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y):
         self._set(<shared_ptr[CUnaryKernel]>make_cnn_upsampling(
@@ -63,8 +85,16 @@ cdef class CNNUpsamplingNearest(CNNUpsampling):
 
 
 cdef class CNNUpsamplingBilinear(CNNUpsampling):
-    """MPSCNNUpsamplingBilinear(device, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
-    bilinear interpolation, as torch.nn.functional.interpolate(mode="bilinear")."""
+    """CNNUpsamplingBilinear(device, integer_scale_factor_x, integer_scale_factor_y, align_corners=False)
+--
+
+    Bilinear upsampling by integer factors, as ``torch.nn.functional.interpolate(mode="bilinear")``; with
+    ``align_corners`` the corner pixel centres of source and destination align. TypeError for factors that are not
+    ints, ValueError below 1. As
+    ``-[MPSCNNUpsamplingBilinear initWithDevice:integerScaleFactorX:integerScaleFactorY:alignCorners:]``.
+
+    MPS: MPSCNNUpsamplingBilinear
+    """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
         self._set(<shared_ptr[CUnaryKernel]>make_cnn_upsampling(
@@ -74,7 +104,10 @@ cdef class CNNUpsamplingBilinear(CNNUpsampling):
 
 
 cdef class CNNUpsamplingGradient(CNNGradientKernel):
-    """MPSCNNUpsamplingGradient: the transpose of the forward interpolation."""
+    """The base of the upsampling gradients: the transpose of the forward interpolation. Abstract (TypeError).
+
+    MPS: MPSCNNUpsamplingGradient
+    """
 
     cdef CCNNUpsamplingGradient* _upsampling(self) except NULL:
         return <CCNNUpsamplingGradient*>self.gradient_kernel()
@@ -84,20 +117,38 @@ cdef class CNNUpsamplingGradient(CNNGradientKernel):
 
     @property
     def scale_factor_x(self):
+        """The forward factor in x (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingGradient.scaleFactorX
+        """
         return float(self._upsampling().scale_factor_x())
 
     @property
     def scale_factor_y(self):
+        """The forward factor in y (an integer, as a float).
+
+        MPS: MPSCNNUpsamplingGradient.scaleFactorY
+        """
         return float(self._upsampling().scale_factor_y())
 
     @property
     def align_corners(self):
+        """Whether the forward interpolation aligned the corners (bilinear only; MPS's gradient has no such property).
+
+        MPS: none (mpsx)
+        """
         return self._upsampling().align_corners()
 
 
 cdef class CNNUpsamplingNearestGradient(CNNUpsamplingGradient):
-    """MPSCNNUpsamplingNearestGradient(device, integer_scale_factor_x, integer_scale_factor_y):
-    the sum of the incoming gradient over each block."""
+    """CNNUpsamplingNearestGradient(device, integer_scale_factor_x, integer_scale_factor_y)
+--
+
+    The gradient of CNNUpsamplingNearest: the sum of the incoming gradient over each block. As
+    ``-[MPSCNNUpsamplingNearestGradient initWithDevice:integerScaleFactorX:integerScaleFactorY:]``.
+
+    MPS: MPSCNNUpsamplingNearestGradient
+    """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y):
         self._set(<shared_ptr[CGradientKernel]>make_cnn_upsampling_gradient(
@@ -106,9 +157,15 @@ cdef class CNNUpsamplingNearestGradient(CNNUpsamplingGradient):
 
 
 cdef class CNNUpsamplingBilinearGradient(CNNUpsamplingGradient):
-    """MPSCNNUpsamplingBilinearGradient(device, integer_scale_factor_x, integer_scale_factor_y,
-    align_corners=False): the transpose of the bilinear interpolation. MPS's class has no
-    align_corners; mpsx adds it, defaulting to False (docs/semantics.md)."""
+    """CNNUpsamplingBilinearGradient(device, integer_scale_factor_x, integer_scale_factor_y, align_corners=False)
+--
+
+    The gradient of CNNUpsamplingBilinear: the transpose of the bilinear interpolation. MPS's class has no
+    ``align_corners``; mpsx adds it, default False (docs/semantics.md). As
+    ``-[MPSCNNUpsamplingBilinearGradient initWithDevice:integerScaleFactorX:integerScaleFactorY:]``.
+
+    MPS: MPSCNNUpsamplingBilinearGradient
+    """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
         self._set(<shared_ptr[CGradientKernel]>make_cnn_upsampling_gradient(

@@ -1,0 +1,32 @@
+"""Type stubs of the mpsx package: the names of mpsx._runtime, mpsx._kernels and mpsx._errors it exports."""
+
+from mpsx import distributed as distributed
+from mpsx import persistence as persistence
+from mpsx._errors import (
+    DeviceMismatchError as DeviceMismatchError,
+    DistributedError as DistributedError,
+    MPSXError as MPSXError,
+    OutOfMemoryError as OutOfMemoryError,
+    ShapeError as ShapeError,
+    StateError as StateError,
+    SynchronizationError as SynchronizationError,
+)
+from mpsx._kernels import *
+from mpsx._runtime import (
+    Buffer as Buffer,
+    CommandBuffer as CommandBuffer,
+    CommandQueue as CommandQueue,
+    Communicator as Communicator,
+    DataType as DataType,
+    Device as Device,
+    Image as Image,
+    ImageBatch as ImageBatch,
+    ImageDescriptor as ImageDescriptor,
+    State as State,
+    StateBatch as StateBatch,
+    Vector as Vector,
+    devices as devices,
+)
+from mpsx.persistence import load as load, save as save
+
+__version__: str

@@ -1,0 +1,3002 @@
+"""Type stubs of mpsx._kernels: the kernel families (MPSCNNKernel and MPSCNNGradientKernel), their data sources,
+states and optimizers, and the graph (MPSNNGraph and its nodes)."""
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, overload
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import Self, disjoint_base
+
+from mpsx._runtime import (
+    Buffer,
+    CommandBuffer,
+    Communicator,
+    DataType,
+    Device,
+    Image,
+    ImageBatch,
+    ImageDescriptor,
+    State,
+    StateBatch,
+    Vector,
+)
+
+__all__ = [
+    "CNNKernel",
+    "CNNUnaryKernel",
+    "CNNBinaryKernel",
+    "CNNGradientKernel",
+    "NNGradientState",
+    "ImageEdgeMode",
+    "NNPaddingMethod",
+    "NeuronType",
+    "Offset",
+    "Region",
+    "NNNeuronDescriptor",
+    "CNNNeuron",
+    "CNNNeuronGradient",
+    "CNNConvolutionDescriptor",
+    "CNNConvolutionDataSource",
+    "ConvolutionWeights",
+    "CNNConvolutionWeightsAndBiasesState",
+    "CNNConvolutionGradientState",
+    "CNNConvolutionGradientOption",
+    "CNNConvolution",
+    "CNNConvolutionGradient",
+    "CNNFullyConnected",
+    "CNNFullyConnectedGradient",
+    "CNNLossType",
+    "CNNReductionType",
+    "CNNLossDescriptor",
+    "CNNLossLabels",
+    "CNNLoss",
+    "NNForwardLoss",
+    "NNLossGradient",
+    "NNLossGradientState",
+    "CNNPooling",
+    "CNNPoolingMax",
+    "CNNPoolingAverage",
+    "CNNPoolingL2Norm",
+    "CNNDilatedPoolingMax",
+    "CNNPoolingGradient",
+    "CNNPoolingMaxGradient",
+    "CNNPoolingAverageGradient",
+    "CNNPoolingL2NormGradient",
+    "CNNDilatedPoolingMaxGradient",
+    "NNRegularizationType",
+    "NNOptimizerDescriptor",
+    "NNOptimizer",
+    "NNOptimizerStochasticGradientDescent",
+    "NNOptimizerAdam",
+    "NNOptimizerRMSProp",
+    "CNNConvolutionTranspose",
+    "CNNConvolutionTransposeGradient",
+    "CNNConvolutionTransposeGradientState",
+    "CNNBatchNormalizationDataSource",
+    "BatchNormalizationWeights",
+    "CNNNormalizationGammaAndBetaState",
+    "CNNNormalizationMeanAndVarianceState",
+    "CNNBatchNormalizationState",
+    "CNNBatchNormalization",
+    "CNNBatchNormalizationStatistics",
+    "CNNBatchNormalizationStatisticsGradient",
+    "CNNBatchNormalizationGradient",
+    "CNNSoftMax",
+    "CNNLogSoftMax",
+    "CNNSoftMaxGradient",
+    "CNNLogSoftMaxGradient",
+    "CNNDropout",
+    "CNNDropoutGradient",
+    "CNNDropoutGradientState",
+    "CNNUpsampling",
+    "CNNUpsamplingNearest",
+    "CNNUpsamplingBilinear",
+    "CNNUpsamplingGradient",
+    "CNNUpsamplingNearestGradient",
+    "CNNUpsamplingBilinearGradient",
+    "NNComparisonType",
+    "CNNArithmetic",
+    "CNNAdd",
+    "CNNSubtract",
+    "CNNMultiply",
+    "CNNDivide",
+    "NNCompare",
+    "CNNArithmeticGradientState",
+    "CNNArithmeticGradient",
+    "CNNAddGradient",
+    "CNNSubtractGradient",
+    "CNNMultiplyGradient",
+    "CNNLocalContrastNormalization",
+    "CNNLocalContrastNormalizationGradient",
+    "CNNCrossChannelNormalization",
+    "CNNCrossChannelNormalizationGradient",
+    "CNNSpatialNormalization",
+    "CNNSpatialNormalizationGradient",
+    "CNNGroupNormalizationDataSource",
+    "GroupNormalizationWeights",
+    "CNNGroupNormalizationGradientState",
+    "CNNGroupNormalization",
+    "CNNGroupNormalizationGradient",
+    "CNNInstanceNormalizationDataSource",
+    "InstanceNormalizationWeights",
+    "CNNInstanceNormalizationGradientState",
+    "CNNInstanceNormalization",
+    "CNNInstanceNormalizationGradient",
+    "NNHandle",
+    "NNImageNode",
+    "NNStateNode",
+    "NNGradientStateNode",
+    "CNNConvolutionGradientStateNode",
+    "NNLabelsNode",
+    "NNFilterNode",
+    "NNGradientFilterNode",
+    "NNGraph",
+    "NNTrainingStyle",
+    "CNNNeuronNode",
+    "CNNNeuronGradientNode",
+    "CNNPoolingNode",
+    "CNNPoolingMaxNode",
+    "CNNPoolingAverageNode",
+    "CNNPoolingL2NormNode",
+    "CNNDilatedPoolingMaxNode",
+    "CNNPoolingGradientNode",
+    "CNNPoolingMaxGradientNode",
+    "CNNPoolingAverageGradientNode",
+    "CNNPoolingL2NormGradientNode",
+    "CNNDilatedPoolingMaxGradientNode",
+    "CNNConvolutionNode",
+    "CNNFullyConnectedNode",
+    "CNNConvolutionGradientNode",
+    "CNNFullyConnectedGradientNode",
+    "CNNLossNode",
+    "NNForwardLossNode",
+    "NNLossGradientNode",
+    "NNLossCallback",
+    "NNBinaryGradientStateNode",
+    "NNBinaryArithmeticNode",
+    "NNAdditionNode",
+    "NNSubtractionNode",
+    "NNMultiplicationNode",
+    "NNDivisionNode",
+    "NNComparisonNode",
+    "NNArithmeticGradientNode",
+    "NNAdditionGradientNode",
+    "NNSubtractionGradientNode",
+    "NNMultiplicationGradientNode",
+    "CNNSoftMaxNode",
+    "CNNLogSoftMaxNode",
+    "CNNSoftMaxGradientNode",
+    "CNNLogSoftMaxGradientNode",
+    "CNNDropoutNode",
+    "CNNDropoutGradientNode",
+    "CNNUpsamplingNearestNode",
+    "CNNUpsamplingBilinearNode",
+    "CNNUpsamplingNearestGradientNode",
+    "CNNUpsamplingBilinearGradientNode",
+    "CNNCrossChannelNormalizationNode",
+    "CNNCrossChannelNormalizationGradientNode",
+    "CNNSpatialNormalizationNode",
+    "CNNSpatialNormalizationGradientNode",
+    "CNNLocalContrastNormalizationNode",
+    "CNNLocalContrastNormalizationGradientNode",
+    "CNNBatchNormalizationFlags",
+    "CNNBatchNormalizationNode",
+    "CNNBatchNormalizationGradientNode",
+    "CNNGroupNormalizationNode",
+    "CNNGroupNormalizationGradientNode",
+    "CNNInstanceNormalizationNode",
+    "CNNInstanceNormalizationGradientNode",
+    "NNConcatenationNode",
+    "NNConcatenationGradientNode",
+    "CNNConvolutionTransposeNode",
+    "CNNConvolutionTransposeGradientNode",
+    "CNNConvolutionTransposeGradientStateNode",
+    "NNInitialGradientNode",
+]
+
+# What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
+_ImageSource = ImageBatch | Image | Sequence[Image]
+# A forward encode's state: the state, or its StateBatch (whose items are that state).
+_StateSource = State | Sequence[State]
+_S = TypeVar("_S", bound=State)
+
+class _Handle(Protocol):
+    """An MPSHandle: anything with a label."""
+
+    @property
+    def label(self) -> str: ...
+
+class _LossCallback(Protocol):
+    def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class _ConvolutionDataSource(Protocol):
+    """What a convolution data source needs (CNNConvolutionDataSource lists the optional members)."""
+
+    def descriptor(self) -> CNNConvolutionDescriptor: ...
+    def weights(self) -> npt.ArrayLike: ...
+
+class _ProcessGroup(Protocol):
+    """An mpsx.distributed.ProcessGroup: what NNGraph's data_parallel takes besides a Communicator."""
+
+    @property
+    def communicator(self) -> Communicator: ...
+
+_NodeHandler = Callable[[NNFilterNode, NNFilterNode, NNImageNode, NNImageNode], object]
+
+class Offset(NamedTuple):
+    x: int = 0
+    y: int = 0
+    z: int = 0
+
+class Region(NamedTuple):
+    x: int
+    y: int
+    z: int
+    width: int
+    height: int
+    depth: int
+
+@disjoint_base
+class NNGradientState(State):
+    @property
+    def kernel(self) -> CNNKernel | None: ...
+
+@disjoint_base
+class CNNKernel:
+    def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+    def gradient_kernels(self) -> list[CNNGradientKernel]: ...
+    @property
+    def device(self) -> Device: ...
+    @property
+    def offset(self) -> Offset: ...
+    @offset.setter
+    def offset(self, value: tuple[int, int] | tuple[int, int, int]) -> None: ...
+    @property
+    def clip_rect(self) -> Region | None: ...
+    @clip_rect.setter
+    def clip_rect(self, value: tuple[int, int, int, int, int, int] | None) -> None: ...
+    @property
+    def edge_mode(self) -> ImageEdgeMode: ...
+    @edge_mode.setter
+    def edge_mode(self, value: ImageEdgeMode | int) -> None: ...
+    @property
+    def padding(self) -> NNPaddingMethod: ...
+    @padding.setter
+    def padding(self, value: NNPaddingMethod | int) -> None: ...
+    @property
+    def destination_feature_channel_offset(self) -> int: ...
+    @destination_feature_channel_offset.setter
+    def destination_feature_channel_offset(self, value: int) -> None: ...
+    @property
+    def source_feature_channel_offset(self) -> int: ...
+    @source_feature_channel_offset.setter
+    def source_feature_channel_offset(self, value: int) -> None: ...
+    @property
+    def label(self) -> str: ...
+    @label.setter
+    def label(self, value: str) -> None: ...
+
+# The state type parameter is the family's gradient state class: what destination_state=True returns.
+@disjoint_base
+class CNNUnaryKernel(CNNKernel, Generic[_S]):
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | None = None,
+        destination_state: Literal[False] | None = False,
+    ) -> Image: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | None = None,
+        *,
+        destination_state: Literal[True] | _S,
+    ) -> tuple[Image, _S]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | None,
+        destination_state: Literal[True] | _S,
+    ) -> tuple[Image, _S]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        destination_states: Literal[False] | None = False,
+    ) -> ImageBatch: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        *,
+        destination_states: Literal[True] | _S | StateBatch,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None,
+        destination_states: Literal[True] | _S | StateBatch,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    def result_state(
+        self,
+        source_image: Image | ImageBatch,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> _S: ...
+    def destination_image_descriptor(
+        self, source_images: _ImageSource, source_states: _StateSource | None = None
+    ) -> ImageDescriptor: ...
+
+@disjoint_base
+class CNNBinaryKernel(CNNKernel, Generic[_S]):
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        primary_image: Image,
+        secondary_image: Image,
+        destination_image: Image | None = None,
+        destination_state: Literal[False] | None = False,
+    ) -> Image: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        primary_image: Image,
+        secondary_image: Image,
+        destination_image: Image | None = None,
+        *,
+        destination_state: Literal[True] | _S,
+    ) -> tuple[Image, _S]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        primary_image: Image,
+        secondary_image: Image,
+        destination_image: Image | None,
+        destination_state: Literal[True] | _S,
+    ) -> tuple[Image, _S]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        primary_images: _ImageSource,
+        secondary_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        destination_states: Literal[False] | None = False,
+    ) -> ImageBatch: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        primary_images: _ImageSource,
+        secondary_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        *,
+        destination_states: Literal[True] | _S | StateBatch,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        primary_images: _ImageSource,
+        secondary_images: _ImageSource,
+        destination_images: ImageBatch | None,
+        destination_states: Literal[True] | _S | StateBatch,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    def result_state(
+        self,
+        primary_image: Image | ImageBatch,
+        secondary_image: Image | ImageBatch,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> _S: ...
+    def destination_image_descriptor(
+        self, source_images: Sequence[Image | ImageBatch], source_states: _StateSource | None = None
+    ) -> ImageDescriptor: ...
+    @property
+    def primary_offset(self) -> Offset: ...
+    @primary_offset.setter
+    def primary_offset(self, value: tuple[int, int] | tuple[int, int, int]) -> None: ...
+    @property
+    def primary_edge_mode(self) -> ImageEdgeMode: ...
+    @primary_edge_mode.setter
+    def primary_edge_mode(self, value: ImageEdgeMode | int) -> None: ...
+    @property
+    def primary_stride_in_pixels_x(self) -> int: ...
+    @primary_stride_in_pixels_x.setter
+    def primary_stride_in_pixels_x(self, value: int) -> None: ...
+    @property
+    def primary_stride_in_pixels_y(self) -> int: ...
+    @primary_stride_in_pixels_y.setter
+    def primary_stride_in_pixels_y(self, value: int) -> None: ...
+    @property
+    def primary_source_feature_channel_offset(self) -> int: ...
+    @primary_source_feature_channel_offset.setter
+    def primary_source_feature_channel_offset(self, value: int) -> None: ...
+    @property
+    def primary_source_feature_channel_max_count(self) -> int: ...
+    @primary_source_feature_channel_max_count.setter
+    def primary_source_feature_channel_max_count(self, value: int) -> None: ...
+    @property
+    def primary_kernel_width(self) -> int: ...
+    @property
+    def primary_kernel_height(self) -> int: ...
+    @property
+    def primary_dilation_rate_x(self) -> int: ...
+    @property
+    def primary_dilation_rate_y(self) -> int: ...
+    @property
+    def secondary_offset(self) -> Offset: ...
+    @secondary_offset.setter
+    def secondary_offset(self, value: tuple[int, int] | tuple[int, int, int]) -> None: ...
+    @property
+    def secondary_edge_mode(self) -> ImageEdgeMode: ...
+    @secondary_edge_mode.setter
+    def secondary_edge_mode(self, value: ImageEdgeMode | int) -> None: ...
+    @property
+    def secondary_stride_in_pixels_x(self) -> int: ...
+    @secondary_stride_in_pixels_x.setter
+    def secondary_stride_in_pixels_x(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_pixels_y(self) -> int: ...
+    @secondary_stride_in_pixels_y.setter
+    def secondary_stride_in_pixels_y(self, value: int) -> None: ...
+    @property
+    def secondary_source_feature_channel_offset(self) -> int: ...
+    @secondary_source_feature_channel_offset.setter
+    def secondary_source_feature_channel_offset(self, value: int) -> None: ...
+    @property
+    def secondary_source_feature_channel_max_count(self) -> int: ...
+    @secondary_source_feature_channel_max_count.setter
+    def secondary_source_feature_channel_max_count(self, value: int) -> None: ...
+    @property
+    def secondary_kernel_width(self) -> int: ...
+    @property
+    def secondary_kernel_height(self) -> int: ...
+    @property
+    def secondary_dilation_rate_x(self) -> int: ...
+    @property
+    def secondary_dilation_rate_y(self) -> int: ...
+
+# MPS's gradient kernels encode with other selectors than their binary kernel base: so do these overrides.
+@disjoint_base
+class CNNGradientKernel(CNNBinaryKernel[NNGradientState]):
+    def result_state(self, *args: Any, **kwargs: Any) -> None: ...  # type: ignore[override]
+    def encode(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradient: Image,
+        source_image: Image,
+        gradient_state: State,
+        destination_gradient: Image | None = None,
+    ) -> Image: ...
+    def encode_batch(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradients: _ImageSource,
+        source_images: _ImageSource,
+        gradient_states: _StateSource,
+        destination_gradients: ImageBatch | None = None,
+    ) -> ImageBatch: ...
+    def destination_image_descriptor(  # type: ignore[override]
+        self, source_images: _ImageSource | Sequence[Image | ImageBatch], source_states: _StateSource
+    ) -> ImageDescriptor: ...
+    @property
+    def kernel_offset_x(self) -> int: ...
+    @kernel_offset_x.setter
+    def kernel_offset_x(self, value: int) -> None: ...
+    @property
+    def kernel_offset_y(self) -> int: ...
+    @kernel_offset_y.setter
+    def kernel_offset_y(self, value: int) -> None: ...
+
+@disjoint_base
+class NNNeuronDescriptor:
+    def __init__(
+        self,
+        neuron_type: NeuronType | int = NeuronType.NONE,
+        a: float = 0.0,
+        b: float = 0.0,
+        c: float = 0.0,
+        data: npt.ArrayLike | None = None,
+    ) -> None: ...
+    @property
+    def neuron_type(self) -> NeuronType: ...
+    @property
+    def a(self) -> float: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    @property
+    def data(self) -> npt.NDArray[np.float32] | None: ...
+
+class CNNNeuron(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device, neuron_descriptor: NNNeuronDescriptor) -> None: ...
+    @property
+    def neuron_descriptor(self) -> NNNeuronDescriptor: ...
+    @property
+    def neuron_type(self) -> NeuronType: ...
+    @property
+    def a(self) -> float: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+
+class CNNNeuronGradient(CNNGradientKernel):
+    def __init__(self, device: Device, neuron_descriptor: NNNeuronDescriptor) -> None: ...
+    @property
+    def neuron_descriptor(self) -> NNNeuronDescriptor: ...
+
+@disjoint_base
+class CNNConvolutionDescriptor:
+    def __init__(
+        self,
+        kernel_width: int,
+        kernel_height: int,
+        input_feature_channels: int,
+        output_feature_channels: int,
+        stride_in_pixels_x: int = 1,
+        stride_in_pixels_y: int = 1,
+        dilation_rate_x: int = 1,
+        dilation_rate_y: int = 1,
+        groups: int = 1,
+        fused_neuron: NNNeuronDescriptor | None = None,
+    ) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def input_feature_channels(self) -> int: ...
+    @property
+    def output_feature_channels(self) -> int: ...
+    @property
+    def stride_in_pixels_x(self) -> int: ...
+    @property
+    def stride_in_pixels_y(self) -> int: ...
+    @property
+    def dilation_rate_x(self) -> int: ...
+    @property
+    def dilation_rate_y(self) -> int: ...
+    @property
+    def groups(self) -> int: ...
+    @property
+    def fused_neuron_descriptor(self) -> NNNeuronDescriptor | None: ...
+    @property
+    def weights_shape(self) -> tuple[int, int, int, int]: ...
+
+@disjoint_base
+class ConvolutionWeights:
+    def __init__(
+        self,
+        descriptor: CNNConvolutionDescriptor,
+        weights: npt.ArrayLike,
+        biases: npt.ArrayLike | None = None,
+        optimizer: NNOptimizer | None = None,
+        label: str | None = None,
+    ) -> None: ...
+    def descriptor(self) -> CNNConvolutionDescriptor: ...
+    def weights(self) -> npt.NDArray[np.float32]: ...
+    def bias_terms(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def optimizer_state(self) -> dict[str, list[npt.NDArray[np.float32]]]: ...
+    def set_optimizer_state(self, state: dict[str, Sequence[npt.ArrayLike]]) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+    @property
+    def data_type(self) -> DataType: ...
+    @property
+    def optimizer(self) -> NNOptimizer | None: ...
+
+class CNNConvolutionWeightsAndBiasesState(State):
+    def __init__(
+        self, device: Device, weights: Buffer | npt.ArrayLike, biases: Buffer | npt.ArrayLike | None = None
+    ) -> None: ...
+    @property
+    def weights(self) -> Buffer: ...
+    @property
+    def biases(self) -> Buffer | None: ...
+    @property
+    def weights_offset(self) -> int: ...
+    @property
+    def biases_offset(self) -> int: ...
+
+class CNNConvolutionGradientState(NNGradientState):
+    @property
+    def gradient_for_weights(self) -> Buffer: ...
+    @property
+    def gradient_for_biases(self) -> Buffer: ...
+    @property
+    def convolution(self) -> CNNConvolution: ...
+
+@disjoint_base
+class _ConvolutionKernel(CNNUnaryKernel[_S]):
+    def reload_weights_and_biases_from_data_source(self) -> None: ...
+    def reload_weights_and_biases(
+        self, command_buffer: CommandBuffer, state: CNNConvolutionWeightsAndBiasesState
+    ) -> None: ...
+    def export_weights_and_biases(
+        self, command_buffer: CommandBuffer, result_state_can_be_temporary: bool = False
+    ) -> CNNConvolutionWeightsAndBiasesState: ...
+    def encode_weights_and_bias_update(
+        self, command_buffer: CommandBuffer, gradient_state: CNNConvolutionGradientState
+    ) -> None: ...
+    @property
+    def data_source(self) -> _ConvolutionDataSource: ...
+    @property
+    def descriptor(self) -> CNNConvolutionDescriptor: ...
+    @property
+    def input_feature_channels(self) -> int: ...
+    @property
+    def output_feature_channels(self) -> int: ...
+    @property
+    def groups(self) -> int: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def stride_in_pixels_x(self) -> int: ...
+    @property
+    def stride_in_pixels_y(self) -> int: ...
+    @property
+    def dilation_rate_x(self) -> int: ...
+    @property
+    def dilation_rate_y(self) -> int: ...
+    @property
+    def fused_neuron_descriptor(self) -> NNNeuronDescriptor | None: ...
+    @property
+    def accumulator_precision(self) -> Literal["float", "half"]: ...
+    @accumulator_precision.setter
+    def accumulator_precision(self, value: Literal["float", "half"]) -> None: ...
+
+class CNNConvolution(_ConvolutionKernel[CNNConvolutionGradientState]):
+    def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+
+class CNNFullyConnected(CNNConvolution):
+    def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+
+@disjoint_base
+class _ConvolutionGradientKernel(CNNGradientKernel):
+    def reload_weights_and_biases_from_data_source(self) -> None: ...
+    def reload_weights_and_biases(
+        self, command_buffer: CommandBuffer, state: CNNConvolutionWeightsAndBiasesState
+    ) -> None: ...
+    @property
+    def data_source(self) -> _ConvolutionDataSource: ...
+    @property
+    def descriptor(self) -> CNNConvolutionDescriptor: ...
+    @property
+    def source_gradient_feature_channels(self) -> int: ...
+    @property
+    def source_image_feature_channels(self) -> int: ...
+    @property
+    def groups(self) -> int: ...
+    @property
+    def gradient_option(self) -> CNNConvolutionGradientOption: ...
+    @gradient_option.setter
+    def gradient_option(self, value: CNNConvolutionGradientOption | int) -> None: ...
+
+class CNNConvolutionGradient(_ConvolutionGradientKernel):
+    def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+
+class CNNFullyConnectedGradient(CNNConvolutionGradient):
+    def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+
+@disjoint_base
+class CNNLossDescriptor:
+    def __init__(
+        self,
+        loss_type: CNNLossType | int,
+        reduction_type: CNNReductionType | int,
+        *,
+        weight: float = 1.0,
+        label_smoothing: float = 0.0,
+        number_of_classes: int = 1,
+        epsilon: float = 1e-07,
+        delta: float = 1.0,
+        reduce_across_batch: bool = False,
+    ) -> None: ...
+    @property
+    def loss_type(self) -> CNNLossType: ...
+    @loss_type.setter
+    def loss_type(self, value: CNNLossType | int) -> None: ...
+    @property
+    def reduction_type(self) -> CNNReductionType: ...
+    @reduction_type.setter
+    def reduction_type(self, value: CNNReductionType | int) -> None: ...
+    @property
+    def reduce_across_batch(self) -> bool: ...
+    @reduce_across_batch.setter
+    def reduce_across_batch(self, value: bool) -> None: ...
+    @property
+    def weight(self) -> float: ...
+    @weight.setter
+    def weight(self, value: float) -> None: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @label_smoothing.setter
+    def label_smoothing(self, value: float) -> None: ...
+    @property
+    def number_of_classes(self) -> int: ...
+    @number_of_classes.setter
+    def number_of_classes(self, value: int) -> None: ...
+    @property
+    def epsilon(self) -> float: ...
+    @epsilon.setter
+    def epsilon(self, value: float) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+@disjoint_base
+class CNNLossLabels(State):
+    def __init__(
+        self,
+        device: Device,
+        labels: npt.ArrayLike | Image | ImageBatch,
+        weights: npt.ArrayLike | Image | ImageBatch | None = None,
+    ) -> None: ...
+    def loss_image(self) -> Image: ...
+    def labels_image(self) -> Image: ...
+    def weights_image(self) -> Image | None: ...
+
+@disjoint_base
+class CNNLoss(CNNKernel):
+    def __init__(self, device: Device, loss_descriptor: CNNLossDescriptor) -> None: ...
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        labels: CNNLossLabels,
+        destination_image: Image | None = None,
+    ) -> Image: ...
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        labels: CNNLossLabels,
+        destination_images: ImageBatch | None = None,
+    ) -> ImageBatch: ...
+    def destination_image_descriptor(
+        self, source_images: _ImageSource, source_states: State | Sequence[State] | None = None
+    ) -> ImageDescriptor: ...
+    @property
+    def loss_descriptor(self) -> CNNLossDescriptor: ...
+    @property
+    def loss_type(self) -> CNNLossType: ...
+    @property
+    def reduction_type(self) -> CNNReductionType: ...
+    @property
+    def reduce_across_batch(self) -> bool: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @property
+    def number_of_classes(self) -> int: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+
+class NNLossGradientState(NNGradientState):
+    @property
+    def weight(self) -> float: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+
+@disjoint_base
+class _SeparatedLoss(CNNKernel):
+    @property
+    def loss_descriptor(self) -> CNNLossDescriptor: ...
+    @property
+    def loss_type(self) -> CNNLossType: ...
+    @property
+    def reduction_type(self) -> CNNReductionType: ...
+    @property
+    def reduce_across_batch(self) -> bool: ...
+    @property
+    def number_of_classes(self) -> int: ...
+    @property
+    def weight(self) -> float: ...
+    @weight.setter
+    def weight(self, value: float) -> None: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @label_smoothing.setter
+    def label_smoothing(self, value: float) -> None: ...
+    @property
+    def epsilon(self) -> float: ...
+    @epsilon.setter
+    def epsilon(self, value: float) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+@disjoint_base
+class NNForwardLoss(_SeparatedLoss):
+    def __init__(self, device: Device, loss_descriptor: CNNLossDescriptor) -> None: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        labels: _ImageSource,
+        weights: _ImageSource | None = None,
+        destination_states: Literal[False] | None = False,
+        destination_images: ImageBatch | Image | None = None,
+    ) -> ImageBatch: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        labels: _ImageSource,
+        weights: _ImageSource | None = None,
+        *,
+        destination_states: Literal[True] | NNLossGradientState,
+        destination_images: ImageBatch | Image | None = None,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        labels: _ImageSource,
+        weights: _ImageSource | None,
+        destination_states: Literal[True] | NNLossGradientState,
+        destination_images: ImageBatch | Image | None = None,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        labels: _ImageSource,
+        weights: _ImageSource | None = None,
+        destination_state: Literal[False] | None = False,
+        destination_image: Image | None = None,
+    ) -> Image: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        labels: _ImageSource,
+        weights: _ImageSource | None = None,
+        *,
+        destination_state: Literal[True] | NNLossGradientState,
+        destination_image: Image | None = None,
+    ) -> tuple[Image, NNLossGradientState]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        labels: _ImageSource,
+        weights: _ImageSource | None,
+        destination_state: Literal[True] | NNLossGradientState,
+        destination_image: Image | None = None,
+    ) -> tuple[Image, NNLossGradientState]: ...
+    def result_state(
+        self,
+        source_image: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> NNLossGradientState: ...
+    def destination_image_descriptor(
+        self, source_images: _ImageSource, source_states: State | Sequence[State] | None = None
+    ) -> ImageDescriptor: ...
+
+@disjoint_base
+class NNLossGradient(_SeparatedLoss):
+    def __init__(self, device: Device, loss_descriptor: CNNLossDescriptor) -> None: ...
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_gradients: _ImageSource,
+        source_images: _ImageSource,
+        labels: _ImageSource,
+        weights: _ImageSource | None = None,
+        source_states: _StateSource | None = None,
+        destination_gradients: ImageBatch | Image | None = None,
+    ) -> ImageBatch: ...
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_gradient: Image,
+        source_image: Image,
+        labels: _ImageSource,
+        weights: _ImageSource | None = None,
+        source_state: _StateSource | None = None,
+        destination_gradient: Image | None = None,
+    ) -> Image: ...
+    def destination_image_descriptor(
+        self, source_gradients: _ImageSource, source_images: _ImageSource
+    ) -> ImageDescriptor: ...
+    @property
+    def compute_label_gradients(self) -> bool: ...
+    @compute_label_gradients.setter
+    def compute_label_gradients(self, value: bool) -> None: ...
+
+@disjoint_base
+class CNNPooling(CNNUnaryKernel[NNGradientState]):
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def stride_in_pixels_x(self) -> int: ...
+    @property
+    def stride_in_pixels_y(self) -> int: ...
+
+class CNNPoolingMax(CNNPooling):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+
+class CNNPoolingAverage(CNNPooling):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+    @property
+    def zero_pad_size_x(self) -> int: ...
+    @zero_pad_size_x.setter
+    def zero_pad_size_x(self, value: int) -> None: ...
+    @property
+    def zero_pad_size_y(self) -> int: ...
+    @zero_pad_size_y.setter
+    def zero_pad_size_y(self, value: int) -> None: ...
+
+class CNNPoolingL2Norm(CNNPooling):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+
+class CNNDilatedPoolingMax(CNNPooling):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        dilation_rate_x: int,
+        dilation_rate_y: int,
+        stride_in_pixels_x: int | None,
+        stride_in_pixels_y: int | None,
+    ) -> None: ...
+    @property
+    def dilation_rate_x(self) -> int: ...
+    @property
+    def dilation_rate_y(self) -> int: ...
+
+@disjoint_base
+class CNNPoolingGradient(CNNGradientKernel):
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def stride_in_pixels_x(self) -> int: ...
+    @property
+    def stride_in_pixels_y(self) -> int: ...
+    @property
+    def source_size(self) -> tuple[int, int, int] | None: ...
+    @source_size.setter
+    def source_size(self, value: tuple[int, int, int] | None) -> None: ...
+
+class CNNPoolingMaxGradient(CNNPoolingGradient):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+
+class CNNPoolingAverageGradient(CNNPoolingGradient):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+    @property
+    def zero_pad_size_x(self) -> int: ...
+    @zero_pad_size_x.setter
+    def zero_pad_size_x(self, value: int) -> None: ...
+    @property
+    def zero_pad_size_y(self) -> int: ...
+    @zero_pad_size_y.setter
+    def zero_pad_size_y(self, value: int) -> None: ...
+
+class CNNPoolingL2NormGradient(CNNPoolingGradient):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+
+class CNNDilatedPoolingMaxGradient(CNNPoolingGradient):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        dilation_rate_x: int,
+        dilation_rate_y: int,
+        stride_in_pixels_x: int | None,
+        stride_in_pixels_y: int | None,
+    ) -> None: ...
+    @property
+    def dilation_rate_x(self) -> int: ...
+    @property
+    def dilation_rate_y(self) -> int: ...
+
+@disjoint_base
+class NNOptimizerDescriptor:
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        gradient_rescale: float = 1.0,
+        apply_gradient_clipping: bool = False,
+        gradient_clip_max: float = ...,
+        gradient_clip_min: float = ...,
+        regularization_type: NNRegularizationType | int = NNRegularizationType.NONE,
+        regularization_scale: float = 0.0,
+    ) -> None: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None: ...
+    @property
+    def gradient_rescale(self) -> float: ...
+    @gradient_rescale.setter
+    def gradient_rescale(self, value: float) -> None: ...
+    @property
+    def apply_gradient_clipping(self) -> bool: ...
+    @apply_gradient_clipping.setter
+    def apply_gradient_clipping(self, value: bool) -> None: ...
+    @property
+    def gradient_clip_max(self) -> float: ...
+    @gradient_clip_max.setter
+    def gradient_clip_max(self, value: float) -> None: ...
+    @property
+    def gradient_clip_min(self) -> float: ...
+    @gradient_clip_min.setter
+    def gradient_clip_min(self, value: float) -> None: ...
+    @property
+    def regularization_type(self) -> NNRegularizationType: ...
+    @regularization_type.setter
+    def regularization_type(self, value: NNRegularizationType | int) -> None: ...
+    @property
+    def regularization_scale(self) -> float: ...
+    @regularization_scale.setter
+    def regularization_scale(self, value: float) -> None: ...
+
+@disjoint_base
+class NNOptimizer:
+    def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+    def set_learning_rate(self, learning_rate: float | None) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+    @property
+    def device(self) -> Device: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None: ...
+    @property
+    def gradient_rescale(self) -> float: ...
+    @property
+    def apply_gradient_clipping(self) -> bool: ...
+    @apply_gradient_clipping.setter
+    def apply_gradient_clipping(self, value: bool) -> None: ...
+    @property
+    def gradient_clip_max(self) -> float: ...
+    @property
+    def gradient_clip_min(self) -> float: ...
+    @property
+    def regularization_type(self) -> NNRegularizationType: ...
+    @property
+    def regularization_scale(self) -> float: ...
+    @property
+    def optimizer_descriptor(self) -> NNOptimizerDescriptor: ...
+    @property
+    def label(self) -> str: ...
+    @label.setter
+    def label(self, value: str) -> None: ...
+
+class NNOptimizerStochasticGradientDescent(NNOptimizer):
+    def __init__(
+        self,
+        device: Device,
+        learning_rate: float | None = None,
+        momentum_scale: float = 0.0,
+        use_nesterov_momentum: bool = False,
+        optimizer_descriptor: NNOptimizerDescriptor | None = None,
+    ) -> None: ...
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        input_gradient_vector: Vector | None = None,
+        input_values_vector: Vector | None = None,
+        input_momentum_vector: Vector | None = None,
+        result_values_vector: Vector | None = None,
+        *,
+        convolution_gradient_state: CNNConvolutionGradientState | None = None,
+        convolution_source_state: CNNConvolutionWeightsAndBiasesState | None = None,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch | None = None,
+        batch_normalization_gradient_state: CNNBatchNormalizationState | None = None,
+        batch_normalization_source_state: CNNBatchNormalizationState | None = None,
+        input_momentum_vectors: Sequence[Vector] | None = None,
+        result_state: State | None = None,
+    ) -> None: ...
+    @property
+    def momentum_scale(self) -> float: ...
+    @property
+    def use_nesterov_momentum(self) -> bool: ...
+
+class NNOptimizerAdam(NNOptimizer):
+    def __init__(
+        self,
+        device: Device,
+        learning_rate: float | None = None,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-08,
+        time_step: int = 0,
+        optimizer_descriptor: NNOptimizerDescriptor | None = None,
+    ) -> None: ...
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        input_gradient_vector: Vector | None = None,
+        input_values_vector: Vector | None = None,
+        input_momentum_vector: Vector | None = None,
+        input_velocity_vector: Vector | None = None,
+        result_values_vector: Vector | None = None,
+        *,
+        maximum_velocity_vector: Vector | None = None,
+        convolution_gradient_state: CNNConvolutionGradientState | None = None,
+        convolution_source_state: CNNConvolutionWeightsAndBiasesState | None = None,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch | None = None,
+        batch_normalization_gradient_state: CNNBatchNormalizationState | None = None,
+        batch_normalization_source_state: CNNBatchNormalizationState | None = None,
+        input_momentum_vectors: Sequence[Vector] | None = None,
+        input_velocity_vectors: Sequence[Vector] | None = None,
+        maximum_velocity_vectors: Sequence[Vector] | None = None,
+        result_state: State | None = None,
+    ) -> None: ...
+    @property
+    def beta1(self) -> float: ...
+    @property
+    def beta2(self) -> float: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def time_step(self) -> int: ...
+    @time_step.setter
+    def time_step(self, value: int) -> None: ...
+
+class NNOptimizerRMSProp(NNOptimizer):
+    def __init__(
+        self,
+        device: Device,
+        learning_rate: float | None = None,
+        decay: float = 0.9,
+        epsilon: float = 1e-08,
+        optimizer_descriptor: NNOptimizerDescriptor | None = None,
+    ) -> None: ...
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        input_gradient_vector: Vector | None = None,
+        input_values_vector: Vector | None = None,
+        input_sum_of_squares_vector: Vector | None = None,
+        result_values_vector: Vector | None = None,
+        *,
+        convolution_gradient_state: CNNConvolutionGradientState | None = None,
+        convolution_source_state: CNNConvolutionWeightsAndBiasesState | None = None,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch | None = None,
+        batch_normalization_gradient_state: CNNBatchNormalizationState | None = None,
+        batch_normalization_source_state: CNNBatchNormalizationState | None = None,
+        input_sum_of_squares_vectors: Sequence[Vector] | None = None,
+        result_state: State | None = None,
+    ) -> None: ...
+    @property
+    def decay(self) -> float: ...
+    @property
+    def epsilon(self) -> float: ...
+
+@disjoint_base
+class CNNConvolutionTransposeGradientState(CNNConvolutionGradientState):
+    @property
+    def convolution_transpose(self) -> CNNConvolutionTranspose: ...
+    @property
+    def convolution(self) -> CNNConvolution | None: ...  # type: ignore[override]
+
+class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradientState]):
+    def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+    # MPS's transpose encodes take the undone convolution's gradient state (encodeToCommandBuffer:sourceImage:
+    # convolutionGradientState:...): other signatures than the unary kernel's.
+    @overload  # type: ignore[override]
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        convolution_gradient_state: _StateSource | None = None,
+        destination_image: Image | None = None,
+        destination_state: Literal[False] | None = False,
+    ) -> Image: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        convolution_gradient_state: _StateSource | None = None,
+        destination_image: Image | None = None,
+        *,
+        destination_state: Literal[True] | CNNConvolutionTransposeGradientState,
+    ) -> tuple[Image, CNNConvolutionTransposeGradientState]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        convolution_gradient_state: _StateSource | None,
+        destination_image: Image | None,
+        destination_state: Literal[True] | CNNConvolutionTransposeGradientState,
+    ) -> tuple[Image, CNNConvolutionTransposeGradientState]: ...
+    @overload  # type: ignore[override]
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        convolution_gradient_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+        destination_states: Literal[False] | None = False,
+    ) -> ImageBatch: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        convolution_gradient_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+        *,
+        destination_states: Literal[True] | CNNConvolutionTransposeGradientState | StateBatch,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        convolution_gradient_states: _StateSource | None,
+        destination_images: ImageBatch | None,
+        destination_states: Literal[True] | CNNConvolutionTransposeGradientState | StateBatch,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    def destination_image_descriptor(
+        self, source_images: _ImageSource, source_states: State | Sequence[State] | None = None
+    ) -> ImageDescriptor: ...
+    @property
+    def kernel_offset_x(self) -> int: ...
+    @kernel_offset_x.setter
+    def kernel_offset_x(self, value: int) -> None: ...
+    @property
+    def kernel_offset_y(self) -> int: ...
+    @kernel_offset_y.setter
+    def kernel_offset_y(self, value: int) -> None: ...
+
+class CNNConvolutionTransposeGradient(_ConvolutionGradientKernel):
+    def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+
+@disjoint_base
+class BatchNormalizationWeights:
+    def __init__(
+        self,
+        gamma: npt.ArrayLike,
+        beta: npt.ArrayLike,
+        mean: npt.ArrayLike,
+        variance: npt.ArrayLike,
+        epsilon: float = 1e-05,
+        momentum: float = 0.1,
+        optimizer: NNOptimizer | None = None,
+        label: str | None = None,
+    ) -> None: ...
+    def number_of_feature_channels(self) -> int: ...
+    def gamma(self) -> npt.NDArray[np.float32] | None: ...
+    def beta(self) -> npt.NDArray[np.float32] | None: ...
+    def mean(self) -> npt.NDArray[np.float32] | None: ...
+    def variance(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def update_mean_and_variance_on_command_buffer(
+        self, command_buffer: CommandBuffer, batch_normalization_state: CNNBatchNormalizationState | StateBatch
+    ) -> CNNNormalizationMeanAndVarianceState: ...
+    def update_gamma_and_beta_on_command_buffer(
+        self, command_buffer: CommandBuffer, batch_normalization_state: CNNBatchNormalizationState | StateBatch
+    ) -> CNNNormalizationGammaAndBetaState: ...
+    def optimizer_state(self) -> dict[str, list[npt.NDArray[np.float32]]]: ...
+    def set_optimizer_state(self, state: dict[str, Sequence[npt.ArrayLike]]) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def momentum(self) -> float: ...
+    @property
+    def optimizer(self) -> NNOptimizer | None: ...
+
+class CNNNormalizationGammaAndBetaState(State):
+    def __init__(self, device: Device, gamma: Buffer | npt.ArrayLike, beta: Buffer | npt.ArrayLike) -> None: ...
+    @staticmethod
+    def temporary_state(
+        command_buffer: CommandBuffer, number_of_feature_channels: int
+    ) -> CNNNormalizationGammaAndBetaState: ...
+    @property
+    def gamma(self) -> Buffer: ...
+    @property
+    def beta(self) -> Buffer: ...
+
+class CNNNormalizationMeanAndVarianceState(State):
+    def __init__(self, device: Device, mean: Buffer | npt.ArrayLike, variance: Buffer | npt.ArrayLike) -> None: ...
+    @staticmethod
+    def temporary_state(
+        command_buffer: CommandBuffer, number_of_feature_channels: int
+    ) -> CNNNormalizationMeanAndVarianceState: ...
+    @property
+    def mean(self) -> Buffer: ...
+    @property
+    def variance(self) -> Buffer: ...
+
+class CNNBatchNormalizationState(NNGradientState):
+    def reset(self) -> None: ...
+    @property
+    def gamma(self) -> Buffer: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @property
+    def mean(self) -> Buffer: ...
+    @property
+    def variance(self) -> Buffer: ...
+    @property
+    def gradient_for_gamma(self) -> Buffer: ...
+    @property
+    def gradient_for_beta(self) -> Buffer: ...
+    @property
+    def batch_normalization(self) -> CNNBatchNormalization: ...
+
+@disjoint_base
+class CNNBatchNormalization(CNNUnaryKernel[CNNBatchNormalizationState]):
+    def __init__(
+        self, device: Device, data_source: Any, fused_neuron_descriptor: NNNeuronDescriptor | None = None
+    ) -> None: ...
+    # MPS's batch normalization encodes take the batch's state (encodeToCommandBuffer:sourceImage:
+    # batchNormalizationState:destinationImage:); result_state makes it.
+    def encode(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        batch_normalization_state: CNNBatchNormalizationState | None = None,
+        destination_image: Image | None = None,
+    ) -> Image: ...
+    def encode_batch(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> ImageBatch: ...
+    def reload_gamma_and_beta_from_data_source(self) -> None: ...
+    def reload_mean_and_variance_from_data_source(self) -> None: ...
+    def reload_gamma_and_beta(
+        self, command_buffer: CommandBuffer, gamma_and_beta_state: CNNNormalizationGammaAndBetaState
+    ) -> None: ...
+    def reload_mean_and_variance(
+        self, command_buffer: CommandBuffer, mean_and_variance_state: CNNNormalizationMeanAndVarianceState
+    ) -> None: ...
+    def encode_gamma_and_beta_update(
+        self, command_buffer: CommandBuffer, batch_normalization_state: CNNBatchNormalizationState | StateBatch
+    ) -> None: ...
+    def encode_mean_and_variance_update(
+        self, command_buffer: CommandBuffer, batch_normalization_state: CNNBatchNormalizationState | StateBatch
+    ) -> None: ...
+    @property
+    def data_source(self) -> Any: ...
+    @property
+    def number_of_feature_channels(self) -> int: ...
+    @property
+    def epsilon(self) -> float: ...
+    @epsilon.setter
+    def epsilon(self, value: float) -> None: ...
+    @property
+    def fused_neuron_descriptor(self) -> NNNeuronDescriptor | None: ...
+
+class CNNBatchNormalizationStatistics(CNNKernel):
+    def __init__(self, device: Device) -> None: ...
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch,
+    ) -> None: ...
+
+class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
+    def __init__(self, device: Device, fused_neuron_descriptor: NNNeuronDescriptor | None = None) -> None: ...
+    def encode(self, *args: Any, **kwargs: Any) -> Any: ...
+    def encode_batch(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradients: _ImageSource,
+        source_images: _ImageSource,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch,
+    ) -> None: ...
+    @property
+    def fused_neuron_descriptor(self) -> NNNeuronDescriptor | None: ...
+
+class CNNBatchNormalizationGradient(CNNGradientKernel):
+    def __init__(self, device: Device, fused_neuron_descriptor: NNNeuronDescriptor | None = None) -> None: ...
+    def encode(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradient: Image,
+        source_image: Image,
+        batch_normalization_state: CNNBatchNormalizationState,
+        destination_gradient: Image | None = None,
+    ) -> Image: ...
+    def encode_batch(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradients: _ImageSource,
+        source_images: _ImageSource,
+        batch_normalization_state: CNNBatchNormalizationState | StateBatch,
+        destination_gradients: ImageBatch | None = None,
+    ) -> ImageBatch: ...
+    @property
+    def fused_neuron_descriptor(self) -> NNNeuronDescriptor | None: ...
+
+class CNNSoftMax(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNLogSoftMax(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNSoftMaxGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNLogSoftMaxGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNDropoutGradientState(NNGradientState):
+    def mask_data(self) -> npt.NDArray[np.uint8]: ...
+
+class CNNDropout(CNNUnaryKernel[CNNDropoutGradientState]):
+    def __init__(
+        self,
+        device: Device,
+        keep_probability: float,
+        seed: int,
+        mask_stride_in_pixels: tuple[int, int, int] = (1, 1, 1),
+    ) -> None: ...
+    @property
+    def keep_probability(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def mask_stride_in_pixels(self) -> tuple[int, int, int]: ...
+
+class CNNDropoutGradient(CNNGradientKernel):
+    def __init__(
+        self,
+        device: Device,
+        keep_probability: float,
+        seed: int,
+        mask_stride_in_pixels: tuple[int, int, int] = (1, 1, 1),
+    ) -> None: ...
+    @property
+    def keep_probability(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def mask_stride_in_pixels(self) -> tuple[int, int, int]: ...
+
+class CNNUpsampling(CNNUnaryKernel[NNGradientState]):
+    @property
+    def scale_factor_x(self) -> float: ...
+    @property
+    def scale_factor_y(self) -> float: ...
+    @property
+    def align_corners(self) -> bool: ...
+
+class CNNUpsamplingNearest(CNNUpsampling):
+    def __init__(self, device: Device, integer_scale_factor_x: int, integer_scale_factor_y: int) -> None: ...
+
+class CNNUpsamplingBilinear(CNNUpsampling):
+    def __init__(
+        self, device: Device, integer_scale_factor_x: int, integer_scale_factor_y: int, align_corners: bool = False
+    ) -> None: ...
+
+class CNNUpsamplingGradient(CNNGradientKernel):
+    @property
+    def scale_factor_x(self) -> float: ...
+    @property
+    def scale_factor_y(self) -> float: ...
+    @property
+    def align_corners(self) -> bool: ...
+
+class CNNUpsamplingNearestGradient(CNNUpsamplingGradient):
+    def __init__(self, device: Device, integer_scale_factor_x: int, integer_scale_factor_y: int) -> None: ...
+
+class CNNUpsamplingBilinearGradient(CNNUpsamplingGradient):
+    def __init__(
+        self, device: Device, integer_scale_factor_x: int, integer_scale_factor_y: int, align_corners: bool = False
+    ) -> None: ...
+
+class CNNArithmeticGradientState(NNGradientState): ...
+
+class CNNArithmetic(CNNBinaryKernel[CNNArithmeticGradientState]):
+    @property
+    def primary_scale(self) -> float: ...
+    @primary_scale.setter
+    def primary_scale(self, value: float) -> None: ...
+    @property
+    def secondary_scale(self) -> float: ...
+    @secondary_scale.setter
+    def secondary_scale(self, value: float) -> None: ...
+    @property
+    def bias(self) -> float: ...
+    @bias.setter
+    def bias(self, value: float) -> None: ...
+    @property
+    def minimum_value(self) -> float: ...
+    @minimum_value.setter
+    def minimum_value(self, value: float) -> None: ...
+    @property
+    def maximum_value(self) -> float: ...
+    @maximum_value.setter
+    def maximum_value(self, value: float) -> None: ...
+    @property
+    def primary_stride_in_feature_channels(self) -> int: ...
+    @primary_stride_in_feature_channels.setter
+    def primary_stride_in_feature_channels(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_feature_channels(self) -> int: ...
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value: int) -> None: ...
+
+class CNNAdd(CNNArithmetic):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNSubtract(CNNArithmetic):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNMultiply(CNNArithmetic):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNDivide(CNNArithmetic):
+    def __init__(self, device: Device) -> None: ...
+
+class NNCompare(CNNArithmetic):
+    def __init__(self, device: Device) -> None: ...
+    @property
+    def comparison_type(self) -> NNComparisonType: ...
+    @comparison_type.setter
+    def comparison_type(self, value: NNComparisonType | int) -> None: ...
+    @property
+    def threshold(self) -> float: ...
+    @threshold.setter
+    def threshold(self, value: float) -> None: ...
+
+class CNNArithmeticGradient(CNNGradientKernel):
+    def encode(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradient: Image,
+        source_image: Image,
+        gradient_state: State,
+        destination_gradient: Image | None = None,
+    ) -> Image: ...
+    def encode_batch(  # type: ignore[override]
+        self,
+        command_buffer: CommandBuffer,
+        source_gradients: _ImageSource,
+        source_images: _ImageSource,
+        gradient_states: _StateSource,
+        destination_gradients: ImageBatch | None = None,
+    ) -> ImageBatch: ...
+    @property
+    def is_secondary_source_filter(self) -> bool: ...
+    @property
+    def primary_scale(self) -> float: ...
+    @primary_scale.setter
+    def primary_scale(self, value: float) -> None: ...
+    @property
+    def secondary_scale(self) -> float: ...
+    @secondary_scale.setter
+    def secondary_scale(self, value: float) -> None: ...
+    @property
+    def bias(self) -> float: ...
+    @bias.setter
+    def bias(self, value: float) -> None: ...
+    @property
+    def minimum_value(self) -> float: ...
+    @minimum_value.setter
+    def minimum_value(self, value: float) -> None: ...
+    @property
+    def maximum_value(self) -> float: ...
+    @maximum_value.setter
+    def maximum_value(self, value: float) -> None: ...
+    @property
+    def secondary_stride_in_feature_channels(self) -> int: ...
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value: int) -> None: ...
+
+class CNNAddGradient(CNNArithmeticGradient):
+    def __init__(self, device: Device, is_secondary_source_filter: bool) -> None: ...
+
+class CNNSubtractGradient(CNNArithmeticGradient):
+    def __init__(self, device: Device, is_secondary_source_filter: bool) -> None: ...
+
+class CNNMultiplyGradient(CNNArithmeticGradient):
+    def __init__(self, device: Device, is_secondary_source_filter: bool) -> None: ...
+
+class CNNLocalContrastNormalization(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device, kernel_width: int, kernel_height: int) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+    @property
+    def p0(self) -> float: ...
+    @p0.setter
+    def p0(self, value: float) -> None: ...
+    @property
+    def pm(self) -> float: ...
+    @pm.setter
+    def pm(self, value: float) -> None: ...
+    @property
+    def ps(self) -> float: ...
+    @ps.setter
+    def ps(self, value: float) -> None: ...
+
+class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
+    def __init__(self, device: Device, kernel_width: int, kernel_height: int) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+    @property
+    def p0(self) -> float: ...
+    @p0.setter
+    def p0(self, value: float) -> None: ...
+    @property
+    def pm(self) -> float: ...
+    @pm.setter
+    def pm(self, value: float) -> None: ...
+    @property
+    def ps(self) -> float: ...
+    @ps.setter
+    def ps(self, value: float) -> None: ...
+
+class CNNCrossChannelNormalization(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device, kernel_size: int) -> None: ...
+    @property
+    def kernel_size(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
+    def __init__(self, device: Device, kernel_size: int) -> None: ...
+    @property
+    def kernel_size(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+class CNNSpatialNormalization(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device, kernel_width: int, kernel_height: int) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+class CNNSpatialNormalizationGradient(CNNGradientKernel):
+    def __init__(self, device: Device, kernel_width: int, kernel_height: int) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+@disjoint_base
+class _NormalizationWeights:
+    def gamma(self) -> npt.NDArray[np.float32] | None: ...
+    def beta(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def optimizer_state(self) -> dict[str, list[npt.NDArray[np.float32]]]: ...
+    def set_optimizer_state(self, state: dict[str, Sequence[npt.ArrayLike]]) -> None: ...
+    def update_gamma_and_beta_on_command_buffer(
+        self, command_buffer: CommandBuffer, states: _StateSource
+    ) -> CNNNormalizationGammaAndBetaState: ...
+    @property
+    def number_of_feature_channels(self) -> int: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def optimizer(self) -> NNOptimizer | None: ...
+
+class GroupNormalizationWeights(_NormalizationWeights):
+    def __init__(
+        self,
+        gamma: npt.ArrayLike,
+        beta: npt.ArrayLike,
+        number_of_groups: int,
+        epsilon: float = 1e-05,
+        optimizer: NNOptimizer | None = None,
+        label: str | None = None,
+    ) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+    @property
+    def number_of_groups(self) -> int: ...
+    @number_of_groups.setter
+    def number_of_groups(self, value: int) -> None: ...
+
+class _NormalizationGradientState(NNGradientState):
+    @property
+    def gamma(self) -> Buffer: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @property
+    def gradient_for_gamma(self) -> Buffer: ...
+    @property
+    def gradient_for_beta(self) -> Buffer: ...
+
+class CNNGroupNormalizationGradientState(_NormalizationGradientState):
+    @property
+    def group_normalization(self) -> CNNGroupNormalization | None: ...
+
+@disjoint_base
+class _NormalizationKernel(CNNUnaryKernel[_S]):
+    def reload_gamma_and_beta_from_data_source(self) -> None: ...
+    def reload_data_source(self, data_source: Any) -> None: ...
+    def reload_gamma_and_beta(
+        self, command_buffer: CommandBuffer, gamma_and_beta_state: CNNNormalizationGammaAndBetaState
+    ) -> None: ...
+    def encode_gamma_and_beta_update(self, command_buffer: CommandBuffer, state: _StateSource) -> None: ...
+    @property
+    def data_source(self) -> Any: ...
+    @property
+    def number_of_feature_channels(self) -> int: ...
+    @property
+    def epsilon(self) -> float: ...
+    @epsilon.setter
+    def epsilon(self, value: float) -> None: ...
+
+class CNNGroupNormalization(_NormalizationKernel[CNNGroupNormalizationGradientState]):
+    def __init__(self, device: Device, data_source: Any) -> None: ...
+    @property
+    def number_of_groups(self) -> int: ...
+
+class CNNGroupNormalizationGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
+class InstanceNormalizationWeights(_NormalizationWeights):
+    def __init__(
+        self,
+        gamma: npt.ArrayLike,
+        beta: npt.ArrayLike,
+        epsilon: float = 1e-05,
+        optimizer: NNOptimizer | None = None,
+        label: str | None = None,
+    ) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+
+class CNNInstanceNormalizationGradientState(_NormalizationGradientState):
+    @property
+    def instance_normalization(self) -> CNNInstanceNormalization | None: ...
+
+class CNNInstanceNormalization(_NormalizationKernel[CNNInstanceNormalizationGradientState]):
+    def __init__(self, device: Device, data_source: Any) -> None: ...
+
+class CNNInstanceNormalizationGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
+@disjoint_base
+class NNImageNode:
+    def __init__(self, handle: _Handle | None = None) -> None: ...
+    @classmethod
+    def node_with_handle(cls, handle: _Handle | None) -> Self: ...
+    @classmethod
+    def exported_node_with_handle(cls, handle: _Handle | None) -> Self: ...
+    @property
+    def handle(self) -> _Handle | None: ...
+    @handle.setter
+    def handle(self, value: _Handle | None) -> None: ...
+    @property
+    def export_from_graph(self) -> bool: ...
+    @export_from_graph.setter
+    def export_from_graph(self, value: bool) -> None: ...
+    @property
+    def synchronize_resource(self) -> bool: ...
+    @synchronize_resource.setter
+    def synchronize_resource(self, value: bool) -> None: ...
+    @property
+    def stop_gradient(self) -> bool: ...
+    @stop_gradient.setter
+    def stop_gradient(self, value: bool) -> None: ...
+    @property
+    def format(self) -> DataType | None: ...
+    @format.setter
+    def format(self, value: DataType | None) -> None: ...
+    @property
+    def producer(self) -> NNFilterNode | None: ...
+
+@disjoint_base
+class NNStateNode:
+    def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+    @property
+    def handle(self) -> _Handle | None: ...
+    @handle.setter
+    def handle(self, value: _Handle | None) -> None: ...
+    @property
+    def export_from_graph(self) -> bool: ...
+    @export_from_graph.setter
+    def export_from_graph(self, value: bool) -> None: ...
+    @property
+    def synchronize_resource(self) -> bool: ...
+    @synchronize_resource.setter
+    def synchronize_resource(self, value: bool) -> None: ...
+    @property
+    def producer(self) -> NNFilterNode | None: ...
+
+class NNGradientStateNode(NNStateNode): ...
+class CNNConvolutionGradientStateNode(NNGradientStateNode): ...
+class NNLabelsNode(NNStateNode): ...
+
+@disjoint_base
+class NNFilterNode:
+    def __init__(self, *args: Any, **kwargs: Any) -> None: ...
+    def gradient_filters_with_sources(self, gradient_images: Sequence[NNImageNode]) -> list[NNGradientFilterNode]: ...
+    def gradient_filters_with_source(self, gradient_image: NNImageNode) -> list[NNGradientFilterNode]: ...
+    def gradient_filter_with_sources(self, gradient_images: Sequence[NNImageNode]) -> NNGradientFilterNode: ...
+    def gradient_filter_with_source(self, gradient_image: NNImageNode) -> NNGradientFilterNode: ...
+    def training_graph(
+        self, source_gradient: NNImageNode | None = None, node_handler: _NodeHandler | None = None
+    ) -> list[NNFilterNode]: ...
+    @property
+    def result_image(self) -> NNImageNode: ...
+    @property
+    def result_states(self) -> list[NNStateNode]: ...
+    @property
+    def result_state(self) -> NNStateNode | None: ...
+    @property
+    def source_images(self) -> list[NNImageNode]: ...
+    @property
+    def source_states(self) -> list[NNStateNode]: ...
+    @property
+    def label(self) -> str: ...
+    @label.setter
+    def label(self, value: str) -> None: ...
+    @property
+    def padding_policy(self) -> NNPaddingMethod: ...
+    @padding_policy.setter
+    def padding_policy(self, value: NNPaddingMethod | int) -> None: ...
+
+class NNGradientFilterNode(NNFilterNode): ...
+
+@disjoint_base
+class NNGraph:
+    def __init__(
+        self,
+        device: Device,
+        result_image: NNImageNode | None = None,
+        result_image_is_needed: bool = True,
+        *,
+        result_images: Sequence[NNImageNode] | None = None,
+        results_are_needed: Sequence[bool] | None = None,
+        format: DataType | None = None,
+        data_parallel: Communicator | _ProcessGroup | None = None,
+    ) -> None: ...
+    def copy(self, device: Device | None = None) -> Self: ...
+    def reload_from_data_sources(self) -> None: ...
+    def execute_async(
+        self, source_images: Sequence[Image], completion_handler: Callable[[Image | None, BaseException | None], object]
+    ) -> Image | None: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[_ImageSource],
+        source_states: Sequence[State] | None = None,
+        intermediate_images: Literal[False] = False,
+        destination_states: Literal[False] = False,
+    ) -> ImageBatch | None: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[_ImageSource],
+        source_states: Sequence[State] | None = None,
+        *,
+        intermediate_images: Literal[True],
+        destination_states: Literal[False] = False,
+    ) -> tuple[ImageBatch | None, list[ImageBatch]]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[_ImageSource],
+        source_states: Sequence[State] | None = None,
+        intermediate_images: Literal[False] = False,
+        *,
+        destination_states: Literal[True],
+    ) -> tuple[ImageBatch | None, list[State]]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[_ImageSource],
+        source_states: Sequence[State] | None = None,
+        *,
+        intermediate_images: Literal[True],
+        destination_states: Literal[True],
+    ) -> tuple[ImageBatch | None, list[ImageBatch], list[State]]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[_ImageSource],
+        source_states: Sequence[State] | None = None,
+        intermediate_images: bool = False,
+        destination_states: bool = False,
+    ) -> ImageBatch | None | tuple[Any, ...]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[Image],
+        source_states: Sequence[State] | None = None,
+        intermediate_images: Literal[False] = False,
+        destination_states: Literal[False] = False,
+    ) -> Image | None: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[Image],
+        source_states: Sequence[State] | None = None,
+        *,
+        intermediate_images: Literal[True],
+        destination_states: Literal[False] = False,
+    ) -> tuple[Image | None, list[Image]]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[Image],
+        source_states: Sequence[State] | None = None,
+        intermediate_images: Literal[False] = False,
+        *,
+        destination_states: Literal[True],
+    ) -> tuple[Image | None, list[State]]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[Image],
+        source_states: Sequence[State] | None = None,
+        *,
+        intermediate_images: Literal[True],
+        destination_states: Literal[True],
+    ) -> tuple[Image | None, list[Image], list[State]]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: Sequence[Image],
+        source_states: Sequence[State] | None = None,
+        intermediate_images: bool = False,
+        destination_states: bool = False,
+    ) -> Image | None | tuple[Any, ...]: ...
+    @property
+    def device(self) -> Device: ...
+    @property
+    def source_image_handles(self) -> list[Any]: ...
+    @property
+    def source_state_handles(self) -> list[Any]: ...
+    @property
+    def intermediate_image_handles(self) -> list[Any]: ...
+    @property
+    def result_state_handles(self) -> list[Any]: ...
+    @property
+    def result_handle(self) -> Any: ...
+    @property
+    def result_image_is_needed(self) -> bool: ...
+    @property
+    def number_of_filters(self) -> int: ...
+    @property
+    def number_of_fused_filters(self) -> int: ...
+    @property
+    def output_state_is_temporary(self) -> bool: ...
+    @output_state_is_temporary.setter
+    def output_state_is_temporary(self, value: bool) -> None: ...
+    @property
+    def format(self) -> DataType: ...
+    @format.setter
+    def format(self, value: DataType) -> None: ...
+    @property
+    def data_parallel(self) -> Communicator | None: ...
+    @data_parallel.setter
+    def data_parallel(self, value: Communicator | None) -> None: ...
+
+class CNNNeuronNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, descriptor: NNNeuronDescriptor) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, descriptor: NNNeuronDescriptor) -> Self: ...
+    @property
+    def descriptor(self) -> NNNeuronDescriptor: ...
+
+class CNNNeuronGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        descriptor: NNNeuronDescriptor,
+    ) -> None: ...
+    @property
+    def descriptor(self) -> NNNeuronDescriptor: ...
+
+class CNNPoolingNode(NNFilterNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        filter_size: int | None = None,
+        stride: int | None = None,
+        *,
+        kernel_width: int | None = None,
+        kernel_height: int | None = None,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def stride_in_pixels_x(self) -> int: ...
+    @property
+    def stride_in_pixels_y(self) -> int: ...
+
+class CNNPoolingMaxNode(CNNPoolingNode): ...
+class CNNPoolingAverageNode(CNNPoolingNode): ...
+class CNNPoolingL2NormNode(CNNPoolingNode): ...
+
+class CNNDilatedPoolingMaxNode(CNNPoolingNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        filter_size: int | None = None,
+        stride: int | None = None,
+        dilation_rate: int | None = None,
+        *,
+        kernel_width: int | None = None,
+        kernel_height: int | None = None,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+        dilation_rate_x: int | None = None,
+        dilation_rate_y: int | None = None,
+    ) -> None: ...
+    @property
+    def dilation_rate_x(self) -> int: ...
+    @property
+    def dilation_rate_y(self) -> int: ...
+
+class CNNPoolingGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int,
+        stride_in_pixels_y: int,
+        padding_policy: NNPaddingMethod | int | None = None,
+        *,
+        dilation_rate_x: int = 1,
+        dilation_rate_y: int = 1,
+    ) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def stride_in_pixels_x(self) -> int: ...
+    @property
+    def stride_in_pixels_y(self) -> int: ...
+
+class CNNPoolingMaxGradientNode(CNNPoolingGradientNode): ...
+class CNNPoolingAverageGradientNode(CNNPoolingGradientNode): ...
+class CNNPoolingL2NormGradientNode(CNNPoolingGradientNode): ...
+class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode): ...
+
+class CNNConvolutionNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, weights: _ConvolutionDataSource) -> None: ...
+    @property
+    def weights(self) -> _ConvolutionDataSource: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+    @property
+    def convolution_gradient_state(self) -> CNNConvolutionGradientStateNode: ...
+    @property
+    def accumulator_precision(self) -> Literal["float", "half"]: ...
+    @accumulator_precision.setter
+    def accumulator_precision(self, value: Literal["float", "half"]) -> None: ...
+
+class CNNFullyConnectedNode(CNNConvolutionNode): ...
+
+class CNNConvolutionGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        convolution_gradient_state: NNStateNode | None,
+        weights: _ConvolutionDataSource | None = None,
+    ) -> None: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class CNNFullyConnectedGradientNode(CNNConvolutionGradientNode): ...
+
+class CNNLossNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, loss_descriptor: CNNLossDescriptor) -> None: ...
+    @property
+    def input_labels(self) -> NNLabelsNode: ...
+
+class NNForwardLossNode(NNFilterNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        labels: NNImageNode,
+        weights: NNImageNode | None = None,
+        loss_descriptor: CNNLossDescriptor | None = None,
+    ) -> None: ...
+    @classmethod
+    def node_with_sources(cls, sources: Sequence[NNImageNode], loss_descriptor: CNNLossDescriptor) -> Self: ...
+    @property
+    def loss_descriptor(self) -> CNNLossDescriptor: ...
+    @property
+    def loss_type(self) -> CNNLossType: ...
+    @property
+    def reduction_type(self) -> CNNReductionType: ...
+    @property
+    def number_of_classes(self) -> int: ...
+    @property
+    def reduce_across_batch(self) -> bool: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+    @property
+    def property_call_back(self) -> _LossCallback | None: ...
+    @property_call_back.setter
+    def property_call_back(self, value: _LossCallback | None) -> None: ...
+
+class NNLossGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        labels: NNImageNode,
+        weights: NNImageNode | None = None,
+        gradient_state: NNStateNode | None = None,
+        loss_descriptor: CNNLossDescriptor | None = None,
+        is_labels_gradient_filter: bool = False,
+    ) -> None: ...
+    @classmethod
+    def node_with_sources(
+        cls,
+        sources: Sequence[NNImageNode],
+        gradient_state: NNStateNode,
+        loss_descriptor: CNNLossDescriptor,
+        is_labels_gradient_filter: bool = False,
+    ) -> Self: ...
+    @property
+    def is_labels_gradient_filter(self) -> bool: ...
+    @property
+    def loss_descriptor(self) -> CNNLossDescriptor: ...
+    @property
+    def loss_type(self) -> CNNLossType: ...
+    @property
+    def reduction_type(self) -> CNNReductionType: ...
+    @property
+    def number_of_classes(self) -> int: ...
+    @property
+    def reduce_across_batch(self) -> bool: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def label_smoothing(self) -> float: ...
+    @property
+    def epsilon(self) -> float: ...
+    @property
+    def delta(self) -> float: ...
+    @property
+    def property_call_back(self) -> _LossCallback | None: ...
+    @property_call_back.setter
+    def property_call_back(self, value: _LossCallback | None) -> None: ...
+
+class NNBinaryGradientStateNode(NNStateNode): ...
+
+class NNBinaryArithmeticNode(NNFilterNode):
+    def __init__(
+        self,
+        left_source: NNImageNode | None = None,
+        right_source: NNImageNode | None = None,
+        *,
+        sources: Sequence[NNImageNode] | None = None,
+    ) -> None: ...
+    @classmethod
+    def node_with_sources(cls, sources: Sequence[NNImageNode]) -> Self: ...
+    @property
+    def binary_gradient_state(self) -> NNBinaryGradientStateNode | None: ...
+    @property
+    def primary_scale(self) -> float: ...
+    @primary_scale.setter
+    def primary_scale(self, value: float) -> None: ...
+    @property
+    def secondary_scale(self) -> float: ...
+    @secondary_scale.setter
+    def secondary_scale(self, value: float) -> None: ...
+    @property
+    def bias(self) -> float: ...
+    @bias.setter
+    def bias(self, value: float) -> None: ...
+    @property
+    def minimum_value(self) -> float: ...
+    @minimum_value.setter
+    def minimum_value(self, value: float) -> None: ...
+    @property
+    def maximum_value(self) -> float: ...
+    @maximum_value.setter
+    def maximum_value(self, value: float) -> None: ...
+    @property
+    def primary_stride_in_pixels_x(self) -> int: ...
+    @primary_stride_in_pixels_x.setter
+    def primary_stride_in_pixels_x(self, value: int) -> None: ...
+    @property
+    def primary_stride_in_pixels_y(self) -> int: ...
+    @primary_stride_in_pixels_y.setter
+    def primary_stride_in_pixels_y(self, value: int) -> None: ...
+    @property
+    def primary_stride_in_feature_channels(self) -> int: ...
+    @primary_stride_in_feature_channels.setter
+    def primary_stride_in_feature_channels(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_pixels_x(self) -> int: ...
+    @secondary_stride_in_pixels_x.setter
+    def secondary_stride_in_pixels_x(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_pixels_y(self) -> int: ...
+    @secondary_stride_in_pixels_y.setter
+    def secondary_stride_in_pixels_y(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_feature_channels(self) -> int: ...
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value: int) -> None: ...
+
+class NNAdditionNode(NNBinaryArithmeticNode): ...
+class NNSubtractionNode(NNBinaryArithmeticNode): ...
+class NNMultiplicationNode(NNBinaryArithmeticNode): ...
+class NNDivisionNode(NNBinaryArithmeticNode): ...
+
+class NNComparisonNode(NNBinaryArithmeticNode):
+    @property
+    def comparison_type(self) -> NNComparisonType: ...
+    @comparison_type.setter
+    def comparison_type(self, value: NNComparisonType | int) -> None: ...
+
+class NNArithmeticGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        is_secondary_source_filter: bool,
+    ) -> None: ...
+    @classmethod
+    def with_gradient_images(
+        cls,
+        gradient_images: Sequence[NNImageNode],
+        forward_filter: NNBinaryArithmeticNode,
+        is_secondary_source_filter: bool,
+    ) -> Self: ...
+    @property
+    def is_secondary_source_filter(self) -> bool: ...
+    @property
+    def primary_scale(self) -> float: ...
+    @primary_scale.setter
+    def primary_scale(self, value: float) -> None: ...
+    @property
+    def secondary_scale(self) -> float: ...
+    @secondary_scale.setter
+    def secondary_scale(self, value: float) -> None: ...
+    @property
+    def bias(self) -> float: ...
+    @bias.setter
+    def bias(self, value: float) -> None: ...
+    @property
+    def minimum_value(self) -> float: ...
+    @minimum_value.setter
+    def minimum_value(self, value: float) -> None: ...
+    @property
+    def maximum_value(self) -> float: ...
+    @maximum_value.setter
+    def maximum_value(self, value: float) -> None: ...
+    @property
+    def secondary_stride_in_pixels_x(self) -> int: ...
+    @secondary_stride_in_pixels_x.setter
+    def secondary_stride_in_pixels_x(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_pixels_y(self) -> int: ...
+    @secondary_stride_in_pixels_y.setter
+    def secondary_stride_in_pixels_y(self, value: int) -> None: ...
+    @property
+    def secondary_stride_in_feature_channels(self) -> int: ...
+    @secondary_stride_in_feature_channels.setter
+    def secondary_stride_in_feature_channels(self, value: int) -> None: ...
+
+class NNAdditionGradientNode(NNArithmeticGradientNode): ...
+class NNSubtractionGradientNode(NNArithmeticGradientNode): ...
+class NNMultiplicationGradientNode(NNArithmeticGradientNode): ...
+
+class CNNSoftMaxNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+
+class CNNLogSoftMaxNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+
+class CNNSoftMaxGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+
+class CNNLogSoftMaxGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+
+class CNNDropoutNode(NNFilterNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        keep_probability: float = 0.5,
+        seed: int = 0,
+        mask_stride_in_pixels: tuple[int, int, int] = (1, 1, 1),
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls,
+        source: NNImageNode,
+        keep_probability: float = 0.5,
+        seed: int = 0,
+        mask_stride_in_pixels: tuple[int, int, int] = (1, 1, 1),
+    ) -> Self: ...
+    @property
+    def keep_probability(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def mask_stride_in_pixels(self) -> tuple[int, int, int]: ...
+
+class CNNDropoutGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        keep_probability: float,
+        seed: int,
+        mask_stride_in_pixels: tuple[int, int, int],
+    ) -> None: ...
+    @property
+    def keep_probability(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def mask_stride_in_pixels(self) -> tuple[int, int, int]: ...
+
+class CNNUpsamplingNearestNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, integer_scale_factor_x: int, integer_scale_factor_y: int) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls, source: NNImageNode, integer_scale_factor_x: int, integer_scale_factor_y: int
+    ) -> Self: ...
+    @property
+    def scale_factor_x(self) -> float: ...
+    @property
+    def scale_factor_y(self) -> float: ...
+
+class CNNUpsamplingBilinearNode(NNFilterNode):
+    def __init__(
+        self, source: NNImageNode, integer_scale_factor_x: int, integer_scale_factor_y: int, align_corners: bool = False
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls, source: NNImageNode, integer_scale_factor_x: int, integer_scale_factor_y: int, align_corners: bool = False
+    ) -> Self: ...
+    @property
+    def scale_factor_x(self) -> float: ...
+    @property
+    def scale_factor_y(self) -> float: ...
+    @property
+    def align_corners(self) -> bool: ...
+
+class CNNUpsamplingNearestGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        scale_factor_x: float,
+        scale_factor_y: float,
+    ) -> None: ...
+    @property
+    def scale_factor_x(self) -> float: ...
+    @property
+    def scale_factor_y(self) -> float: ...
+
+class CNNUpsamplingBilinearGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        scale_factor_x: float,
+        scale_factor_y: float,
+    ) -> None: ...
+    @property
+    def scale_factor_x(self) -> float: ...
+    @property
+    def scale_factor_y(self) -> float: ...
+    @property
+    def align_corners(self) -> bool: ...
+
+class CNNCrossChannelNormalizationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    @property
+    def kernel_size_in_feature_channels(self) -> int: ...
+    @kernel_size_in_feature_channels.setter
+    def kernel_size_in_feature_channels(self, value: int) -> None: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, kernel_size: int
+    ) -> None: ...
+    @property
+    def kernel_size(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @property
+    def delta(self) -> float: ...
+
+class CNNSpatialNormalizationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @kernel_width.setter
+    def kernel_width(self, value: int) -> None: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @kernel_height.setter
+    def kernel_height(self, value: int) -> None: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, kernel_size: int
+    ) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @kernel_width.setter
+    def kernel_width(self, value: int) -> None: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @kernel_height.setter
+    def kernel_height(self, value: int) -> None: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+
+class CNNLocalContrastNormalizationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @kernel_width.setter
+    def kernel_width(self, value: int) -> None: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @kernel_height.setter
+    def kernel_height(self, value: int) -> None: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+    @property
+    def p0(self) -> float: ...
+    @p0.setter
+    def p0(self, value: float) -> None: ...
+    @property
+    def pm(self) -> float: ...
+    @pm.setter
+    def pm(self, value: float) -> None: ...
+    @property
+    def ps(self) -> float: ...
+    @ps.setter
+    def ps(self, value: float) -> None: ...
+
+class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        kernel_width: int,
+        kernel_height: int,
+    ) -> None: ...
+    @property
+    def kernel_width(self) -> int: ...
+    @property
+    def kernel_height(self) -> int: ...
+    @property
+    def alpha(self) -> float: ...
+    @alpha.setter
+    def alpha(self, value: float) -> None: ...
+    @property
+    def beta(self) -> Buffer: ...
+    @beta.setter
+    def beta(self, value: Buffer) -> None: ...
+    @property
+    def delta(self) -> float: ...
+    @delta.setter
+    def delta(self, value: float) -> None: ...
+    @property
+    def p0(self) -> float: ...
+    @p0.setter
+    def p0(self, value: float) -> None: ...
+    @property
+    def pm(self) -> float: ...
+    @pm.setter
+    def pm(self, value: float) -> None: ...
+    @property
+    def ps(self) -> float: ...
+    @ps.setter
+    def ps(self, value: float) -> None: ...
+
+class CNNBatchNormalizationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
+    @property
+    def data_source(self) -> Any: ...
+    @property
+    def flags(self) -> CNNBatchNormalizationFlags: ...
+    @flags.setter
+    def flags(self, value: CNNBatchNormalizationFlags | int) -> None: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class _NormalizationNode(NNFilterNode):
+    @property
+    def data_source(self) -> Any: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class _NormalizationGradientNode(NNGradientFilterNode):
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class CNNGroupNormalizationNode(_NormalizationNode):
+    def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
+
+class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
+
+class CNNInstanceNormalizationNode(_NormalizationNode):
+    def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
+
+class CNNInstanceNormalizationGradientNode(_NormalizationGradientNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
+
+class NNConcatenationNode(NNFilterNode):
+    def __init__(self, sources: Sequence[NNImageNode]) -> None: ...
+    @classmethod
+    def node_with_sources(cls, sources: Sequence[NNImageNode]) -> Self: ...
+    def gradient_filter_with_source(self, gradient_image: NNImageNode) -> NNGradientFilterNode: ...
+    def gradient_filter_with_sources(self, gradient_images: Sequence[NNImageNode]) -> NNGradientFilterNode: ...
+
+class NNConcatenationGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @property
+    def source_index(self) -> int: ...
+
+class CNNConvolutionTransposeGradientStateNode(CNNConvolutionGradientStateNode): ...
+
+class CNNConvolutionTransposeNode(NNFilterNode):
+    def __init__(
+        self, source: NNImageNode, convolution_gradient_state: NNStateNode | None, weights: _ConvolutionDataSource
+    ) -> None: ...
+    @property
+    def weights(self) -> _ConvolutionDataSource: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+    @property
+    def accumulator_precision(self) -> Literal["float", "half"]: ...
+    @accumulator_precision.setter
+    def accumulator_precision(self, value: Literal["float", "half"]) -> None: ...
+
+class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
+    def __init__(
+        self,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        convolution_transpose_gradient_state: NNStateNode,
+        weights: _ConvolutionDataSource | None = None,
+    ) -> None: ...
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class NNInitialGradientNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+
+class ImageEdgeMode(enum.IntEnum):
+    ZERO = 0
+    CLAMP = 1
+
+class NNPaddingMethod(enum.IntFlag):
+    ALIGN_CENTERED = 0
+    ALIGN_TOP_LEFT = 1
+    ALIGN_BOTTOM_RIGHT = 2
+    ADD_REMAINDER_TO_TOP_LEFT = 0
+    ADD_REMAINDER_TO_TOP_RIGHT = 4
+    ADD_REMAINDER_TO_BOTTOM_LEFT = 8
+    ADD_REMAINDER_TO_BOTTOM_RIGHT = 12
+    SIZE_VALID_ONLY = 0
+    SIZE_SAME = 16
+    SIZE_FULL = 32
+    CUSTOM = 16384
+    EXCLUDE_EDGES = 32768
+
+class NeuronType(enum.IntEnum):
+    NONE = 0
+    RELU = 1
+    LINEAR = 2
+    SIGMOID = 3
+    HARD_SIGMOID = 4
+    TANH = 5
+    ABSOLUTE = 6
+    SOFTPLUS = 7
+    SOFTSIGN = 8
+    ELU = 9
+    PRELU = 10
+    RELUN = 11
+    POWER = 12
+    EXPONENTIAL = 13
+    LOGARITHM = 14
+    GELU = 15
+
+class CNNConvolutionGradientOption(enum.IntFlag):
+    GRADIENT_WITH_DATA = 1
+    GRADIENT_WITH_WEIGHTS_AND_BIAS = 2
+    ALL = 3
+
+class CNNConvolutionDataSource:
+    data_type: DataType
+    def descriptor(self) -> CNNConvolutionDescriptor: ...
+    def weights(self) -> npt.NDArray[Any]: ...
+    def bias_terms(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def copy(self, device: Device) -> Self: ...
+
+class CNNLossType(enum.IntEnum):
+    MEAN_ABSOLUTE_ERROR = 0
+    MEAN_SQUARED_ERROR = 1
+    SOFTMAX_CROSS_ENTROPY = 2
+    SIGMOID_CROSS_ENTROPY = 3
+    CATEGORICAL_CROSS_ENTROPY = 4
+    HINGE = 5
+    HUBER = 6
+    COSINE_DISTANCE = 7
+    LOG = 8
+    KULLBACK_LEIBLER_DIVERGENCE = 9
+
+class CNNReductionType(enum.IntEnum):
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    SUM_BY_NON_ZERO_WEIGHTS = 3
+
+class NNRegularizationType(enum.IntEnum):
+    NONE = 0
+    L1 = 1
+    L2 = 2
+
+class CNNBatchNormalizationDataSource:
+    epsilon: float
+    def number_of_feature_channels(self) -> int: ...
+    def gamma(self) -> npt.NDArray[np.float32] | None: ...
+    def beta(self) -> npt.NDArray[np.float32] | None: ...
+    def mean(self) -> npt.NDArray[np.float32] | None: ...
+    def variance(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def copy(self, device: Device) -> Self: ...
+
+class NNComparisonType(enum.IntEnum):
+    EQUAL = 0
+    NOT_EQUAL = 1
+    LESS = 2
+    LESS_OR_EQUAL = 3
+    GREATER = 4
+    GREATER_OR_EQUAL = 5
+
+class CNNGroupNormalizationDataSource:
+    epsilon: float
+    number_of_groups: int
+    def number_of_feature_channels(self) -> int: ...
+    def gamma(self) -> npt.NDArray[np.float32] | None: ...
+    def beta(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def copy(self, device: Device) -> Self: ...
+
+class CNNInstanceNormalizationDataSource:
+    epsilon: float
+    def number_of_feature_channels(self) -> int: ...
+    def gamma(self) -> npt.NDArray[np.float32] | None: ...
+    def beta(self) -> npt.NDArray[np.float32] | None: ...
+    def load(self) -> bool: ...
+    def purge(self) -> None: ...
+    def label(self) -> str | None: ...
+    def copy(self, device: Device) -> Self: ...
+
+class NNTrainingStyle(enum.IntEnum):
+    NONE = 0
+    CPU = 1
+    GPU = 2
+
+class NNHandle:
+    def __init__(self, label: str | None) -> None: ...
+    label: str
+
+class NNLossCallback:
+    def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image | None) -> float: ...
+
+class CNNBatchNormalizationFlags(enum.IntEnum):
+    CALCULATE_STATISTICS_AUTOMATIC = 0
+    DEFAULT = 0
+    CALCULATE_STATISTICS_ALWAYS = 1
+    CALCULATE_STATISTICS_NEVER = 2
