@@ -30,11 +30,10 @@ root_doc = "index"
 exclude_patterns = ["_build"]
 
 # Members in the order of the source, each class's own (the inherited ones are
-# on their base class's page); the Cython modules embed each signature as the
-# docstring's first line.
+# on their base class's page); signatures come from inspect (binding=True, and
+# each Cython class's __text_signature__).
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-autodoc_docstring_signature = True
 autodoc_typehints = "none"
 autoclass_content = "class"
 

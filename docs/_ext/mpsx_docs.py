@@ -1,14 +1,11 @@
 """The mpsx documentation's own Sphinx extension.
 
 - ``.. mpsx-names::`` renders the MPS-to-mpsx name tables from the package
-  itself: a class's MPS name from its docstring (an ``MPS:`` line, or the MPS
-  or Metal name its first line starts with), a method's or property's from
-  the ``MPS:`` line its docstring ends with. What no docstring names yet comes
-  from UNNAMED below, which is checked against the package's names.
+  itself: each public name's, method's and property's MPS counterpart from
+  the ``MPS:`` line its docstring ends with.
 - autodoc shows each class with the members it and its private bases define
   (those of a public base are on that base's entry), bases by their public
-  names (``mpsx.CNNKernel``, not ``mpsx._kernels.CNNKernel``), and methods
-  without the ``self`` of the signatures Cython embeds.
+  names (``mpsx.CNNKernel``, not ``mpsx._kernels.CNNKernel``).
 - The build warns (an error with -W) for every public name of mpsx and
   mpsx.distributed that no page documents, so a new class without docs fails,
   and for any link out of the site.
@@ -28,34 +25,10 @@ import mpsx.distributed
 
 logger = logging.getLogger(__name__)
 
-# Public names whose docstrings do not (yet) name their MPS counterpart. An
-# entry for a class whose docstring names one, or for a name mpsx does not
-# have, is a build warning: this table only shrinks.
-UNNAMED = {
-    "BatchNormalizationWeights": "none (mpsx)",
-    "CNNUnaryKernel": "none (mpsx)",
-    "Communicator": "none (mpsx)",
-    "ConvolutionWeights": "none (mpsx)",
-    "DeviceMismatchError": "none (mpsx)",
-    "DistributedError": "none (mpsx)",
-    "GroupNormalizationWeights": "none (mpsx)",
-    "InstanceNormalizationWeights": "none (mpsx)",
-    "MPSXError": "none (mpsx)",
-    "NNLossGradientState": "MPSNNGradientState",
-    "OutOfMemoryError": "none (mpsx)",
-    "ShapeError": "none (mpsx)",
-    "StateError": "none (mpsx)",
-    "SynchronizationError": "none (mpsx)",
-    "devices": "MTLCopyAllDevices()",
-    "load": "-[MPSKernel initWithCoder:device:]",
-    "save": "-[MPSKernel encodeWithCoder:]",
-}
-
 BUILTIN_BASES = {"object", "tuple", "int", "Enum", "IntEnum", "Flag", "IntFlag", "ReprEnum",
                  "BaseException", "Exception", "ValueError", "MemoryError"}
 
 MPS_LINE = re.compile(r"^\s*MPS:\s*(.*?)\s*$")
-LEADING_NAME = re.compile(r"^(?:An? )?((?:MPS|MTL)\w+)")
 
 
 def public_names(module=mpsx):
@@ -74,29 +47,10 @@ def documented_names():
                if getattr(mpsx.distributed, n) is not getattr(mpsx, n, None)])
 
 
-def _docstring_lines(obj, name):
-    """The docstring's lines, less the signature Cython embeds as its first line."""
-    lines = (inspect.getdoc(obj) or "").splitlines()
-    if lines and re.match(rf"^[\w.]*\b{re.escape(name)}\(", lines[0]):
-        lines = lines[1:]
-    return [line for line in lines if line.strip()]
-
-
-def mps_line(obj, name):
+def mps_line(obj):
     """The text of the docstring's ``MPS:`` line, or None."""
-    found = [m.group(1) for m in map(MPS_LINE.match, _docstring_lines(obj, name)) if m]
+    found = [m.group(1) for m in map(MPS_LINE.match, (inspect.getdoc(obj) or "").splitlines()) if m]
     return found[-1].strip("`") if found else None
-
-
-def class_counterpart(name):
-    """The MPS (or Metal) name of the public name, and whether UNNAMED gave it."""
-    obj = getattr(mpsx, name)
-    named = mps_line(obj, name)
-    if named is None:
-        lines = _docstring_lines(obj, name)
-        match = LEADING_NAME.match(lines[0]) if lines else None
-        named = match.group(1) if match else None
-    return (named, False) if named else (UNNAMED.get(name), True)
 
 
 def member_rows(cls, name):
@@ -112,7 +66,7 @@ def member_rows(cls, name):
             value = value.__func__
         if not (inspect.isroutine(value) or inspect.isdatadescriptor(value)):
             continue
-        mps = mps_line(value, member)
+        mps = mps_line(value)
         if mps and not mps.startswith("none"):
             rows.append((mps, f"{name}.{member}", "meth" if inspect.isroutine(value) else "attr"))
     return rows
@@ -157,19 +111,13 @@ class NameMapDirective(SphinxDirective):
     def run(self):
         classes, members, missing = [], [], []
         for name in public_names():
-            counterpart, from_table = class_counterpart(name)
+            counterpart = mps_line(getattr(mpsx, name))
             if counterpart is None:
                 missing.append(name)
                 continue
-            if not from_table and name in UNNAMED:
-                logger.warning(f"docs/_ext/mpsx_docs.py: UNNAMED[{name!r}] is no longer needed: "
-                               f"its docstring names {counterpart}", location=self.get_location())
             classes.append((counterpart, _reference(f"mpsx.{name}", "obj")))
             members.extend((mps, _reference(f"mpsx.{member}", role))
                            for mps, member, role in member_rows(getattr(mpsx, name), name))
-        for name in sorted(set(UNNAMED) - set(public_names())):
-            logger.warning(f"docs/_ext/mpsx_docs.py: UNNAMED names {name!r}, which mpsx does not have",
-                           location=self.get_location())
         for name in missing:
             logger.warning(f"mpsx.{name} names no MPS counterpart: give its docstring an ``MPS:`` line",
                            location=self.get_location())
@@ -177,12 +125,7 @@ class NameMapDirective(SphinxDirective):
         by_mps = lambda row: (row[0].lstrip("-+[").lower(), row[1].astext())
         classes.sort(key=by_mps)
         members.sort(key=by_mps)
-        result = [_table("Classes and functions", classes)]
-        if members:
-            result.append(_table("Methods and properties", members))
-        else:
-            result.append(nodes.paragraph("", "No method's docstring names its MPS selector yet."))
-        return result
+        return [_table("Classes and functions", classes), _table("Methods and properties", members)]
 
 
 def public_bases(app, name, obj, options, bases):
@@ -194,13 +137,6 @@ def public_bases(app, name, obj, options, bases):
             return [r for b in base.__bases__ for r in resolve(b)]
         return [base]
     bases[:] = [r for base in list(bases) for r in resolve(base)]
-
-
-def drop_self(app, what, name, obj, options, signature, return_annotation):
-    """Cython embeds methods' signatures with self; Python's documentation shows none."""
-    if signature and what in ("method", "property") and re.match(r"\(self\b", signature):
-        return re.sub(r"^\(self(, )?", "(", signature), return_annotation
-    return None
 
 
 def check_coverage(app, env):
@@ -229,7 +165,6 @@ def setup(app):
     app.connect("config-inited", stop_at_public_bases)
     app.add_directive("mpsx-names", NameMapDirective)
     app.connect("autodoc-process-bases", public_bases)
-    app.connect("autodoc-process-signature", drop_self)
     app.connect("env-check-consistency", check_coverage)
     app.connect("doctree-resolved", no_outside_links)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
