@@ -67,6 +67,6 @@ for f in ${@:-tests/test_*.py}; do
 done
 echo "tests in $(( $(date +%s) - start )) s"
 if [ $bench = 1 ]; then
-  (cd /tmp && python3 -m mpsx.bench --device cuda) 2>&1 | tee "$out/bench.txt"
+  (cd /tmp && timeout 600 python3 -m mpsx.bench --device cuda --json "$out/bench.json" --plot "$out/bench.png") 2>&1 | tee "$out/bench.txt"
 fi
 exit $status
