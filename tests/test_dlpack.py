@@ -156,6 +156,7 @@ def neuron(device, a, b=0.0):
 def write_with_kernel(device, source, destination, a, b=0.0):
     cb = device.command_queue.command_buffer()
     neuron(device, a, b).encode(cb, source, destination_image=destination)
+    destination.synchronize(cb)  # some tests read it with to_numpy()
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed", cb.error
