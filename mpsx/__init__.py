@@ -4,7 +4,11 @@ Runs on Apple GPUs through MPS, on NVIDIA GPUs through cuDNN and on any CPU
 through oneDNN. The public names are those of API.md.
 """
 
-from mpsx._errors import (
+from mpsx import _libraries
+
+_libraries.load()  # before the extension modules, which need them
+
+from mpsx._errors import (  # noqa: E402
     DeviceMismatchError,
     DistributedError,
     MPSXError,
@@ -13,7 +17,7 @@ from mpsx._errors import (
     StateError,
     SynchronizationError,
 )
-from mpsx._runtime import (
+from mpsx._runtime import (  # noqa: E402
     Buffer,
     CommandBuffer,
     CommandQueue,
@@ -28,9 +32,9 @@ from mpsx._runtime import (
     Vector,
     devices,
 )
-from mpsx._kernels import *  # noqa: F401,F403 (each kernel family lists its names in __all__)
-from mpsx._kernels import __all__ as _kernel_names
-from mpsx.persistence import load, save
+from mpsx._kernels import *  # noqa: E402,F401,F403 (each kernel family lists its names in __all__)
+from mpsx._kernels import __all__ as _kernel_names  # noqa: E402
+from mpsx.persistence import load, save  # noqa: E402
 from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 
 __version__ = "0.1.0"
