@@ -23,6 +23,12 @@ foreach(root ${MPSX_NVIDIA_ROOTS})
     set(ENV{CUDACXX} "${root}/cu13/bin/nvcc")
   endif()
 endforeach()
+# Its nvcc.profile links from lib64, which the wheels lack (they have lib):
+# for the test programs that CMake links with nvcc while it configures.
+if(NOT CMAKE_CUDA_COMPILER AND "$ENV{CUDACXX}" MATCHES "/nvidia/cu13/bin/nvcc$")
+  get_filename_component(directory "$ENV{CUDACXX}/../../lib" ABSOLUTE)
+  set(ENV{NVCC_APPEND_FLAGS} "$ENV{NVCC_APPEND_FLAGS} -L${directory}")
+endif()
 
 include(CheckLanguage)
 check_language(CUDA)

@@ -1,7 +1,9 @@
 // For wheels linked against an older glibc (MPSX_GLIBC_STUBS): private
-// stand-ins for the two symbols of newer glibcs that this compiler's
-// libstdc++ uses.
+// stand-ins for the symbols of newer glibcs that this compiler's libstdc++
+// uses.
+#include <pthread.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include <cerrno>
 
@@ -19,4 +21,22 @@ extern "C" __attribute__((visibility("hidden"))) unsigned arc4random() {
   while ((got = getrandom(&value, sizeof value, 0)) != static_cast<ssize_t>(sizeof value))
     if (got >= 0 || errno != EINTR) __builtin_trap();  // no getrandom: kernels before 3.17
   return value;
+}
+
+// glibc 2.30. std::condition_variable waits on steady_clock with it; this
+// waits until the same moment on the system clock, as libstdc++ does where
+// glibc lacks it (the caller checks its own clock again after a timeout).
+extern "C" __attribute__((visibility("hidden"))) int pthread_cond_clockwait(pthread_cond_t* condition,
+                                                                            pthread_mutex_t* mutex, clockid_t clock,
+                                                                            const struct timespec* deadline) {
+  if (clock == CLOCK_REALTIME) return pthread_cond_timedwait(condition, mutex, deadline);
+  timespec now{}, system{};
+  clock_gettime(clock, &now);
+  clock_gettime(CLOCK_REALTIME, &system);
+  long long nanoseconds = (deadline->tv_sec - now.tv_sec) * 1000000000LL + (deadline->tv_nsec - now.tv_nsec) +
+                          system.tv_sec * 1000000000LL + system.tv_nsec;
+  if (nanoseconds < 0) nanoseconds = 0;
+  timespec system_deadline{static_cast<time_t>(nanoseconds / 1000000000LL),
+                           static_cast<long>(nanoseconds % 1000000000LL)};
+  return pthread_cond_timedwait(condition, mutex, &system_deadline);
 }

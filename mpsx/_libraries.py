@@ -50,21 +50,21 @@ def _nvidia_library(package, name):
 def load():
     """Loads libdnnl.so.3, and the cuda backend's libraries where this build has that backend.
 
-    One that is missing is left to the loader's own search: the import then
-    fails naming libdnnl.so.3, or the cuda backend is missing and
-    Device("cuda") says which library it lacked.
+    One that is not found is left to the loader's own search: the import
+    then fails naming libdnnl.so.3, or the cuda backend is missing and
+    Device("cuda") says which library it lacked. An onednn-cpu-gomp
+    installed without its library (pip install --target) is an ImportError
+    that says so.
     """
     if not sys.platform.startswith("linux"):
         return
-    try:
-        onednn = importlib.metadata.distribution("onednn-cpu-gomp")
-    except importlib.metadata.PackageNotFoundError:
-        onednn = None  # a build against a system oneDNN
+    # The first installation on sys.path that has the file (a system oneDNN where there is none).
+    onednn = list(importlib.metadata.distributions(name="onednn-cpu-gomp"))
+    dnnl = next(filter(None, (_distribution_file(d, "libdnnl.so.3") for d in onednn)), None)
     if onednn:
-        dnnl = _distribution_file(onednn, "libdnnl.so.3")
         if not dnnl:
             raise ImportError(
-                f"onednn-cpu-gomp is installed ({onednn.locate_file('')}) without its libdnnl.so.3, which that "
+                f"onednn-cpu-gomp is installed ({onednn[0].locate_file('')}) without its libdnnl.so.3, which that "
                 "wheel puts in <prefix>/lib: pip install --target leaves such files out. Install onednn-cpu-gomp "
                 "into the environment instead (pip install onednn-cpu-gomp==2023.2.0, in a virtual environment)")
         ctypes.CDLL(dnnl)
