@@ -60,7 +60,7 @@ def device_error(tmp_path, name):
         else:
             print("no error")
     """)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
