@@ -121,8 +121,12 @@ EOF
     --config-settings="cmake.define.MPSX_GLIBC_STUBS=$stubs" --config-settings="cmake.define.MPSX_CUDA_ARCHITECTURES=$archs" .)
 }
 if [ $active = 1 ]; then
+  # The interpreter that `pip` runs, as a `pip install .` recorded it in the
+  # build directory (another path to it would make the Cython modules anew).
+  python=$(sed -n '1s/^#!//p' "$(command -v pip)")
+  [ -x "$python" ] || python=$(command -v python3)
   # pyproject.toml's build-dir, build/{wheel_tag}.
-  build python "$root/build/$(python -c 'import sys; v = "%d%d" % sys.version_info[:2]; print(f"cp{v}-cp{v}{sys.abiflags}-linux_x86_64")')"
+  build "$python" "$root/build/$("$python" -c 'import sys; v = "%d%d" % sys.version_info[:2]; print(f"cp{v}-cp{v}{sys.abiflags}-linux_x86_64")')"
 else
   for v in $versions; do
     python=$(ls -d "$(pyenv root 2>/dev/null || echo /nonexistent)"/versions/$v*/bin/python$v 2>/dev/null | tail -1)
