@@ -38,6 +38,26 @@ def test_onednn_is_loaded_from_its_distribution():
     assert loaded == {expected}
 
 
+@linux
+def test_cuda_backend_libraries_come_from_the_nvidia_wheels():
+    """Where this build has the cuda backend and the [cuda] extra is installed, the CUDA libraries in the
+    process are the NVIDIA wheels' (whether or not a GPU is there)."""
+    import importlib.util
+
+    if not os.path.exists(os.path.join(os.path.dirname(mpsx.__file__), "libmpsx_cuda.so")):
+        pytest.skip("this build has no cuda backend")
+    nvidia = importlib.util.find_spec("nvidia")
+    wheels = [os.path.join(root, package, "lib", name) for root in (nvidia.submodule_search_locations if nvidia else [])
+              for package, name in [("cu13", "libcudart.so.13"), ("cudnn", "libcudnn.so.9")]]
+    wheels = {os.path.realpath(path) for path in wheels if os.path.exists(path)}
+    if len(wheels) < 2:
+        pytest.skip("the NVIDIA wheels of the [cuda] extra are not installed")
+    mpsx.devices()
+    with open("/proc/self/maps") as maps:
+        loaded = {line.split()[-1] for line in maps if "/libcudart.so" in line or "/libcudnn.so" in line}
+    assert loaded == wheels
+
+
 def package_copy(tmp_path):
     """A copy of the installed mpsx package (links followed) under tmp_path; returns its directory."""
     copy = tmp_path / "mpsx"
