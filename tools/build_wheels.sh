@@ -7,7 +7,8 @@
 # Python only, with the build requirements installed into its environment
 # and scikit-build's own build directory, so that it reuses the build of a
 # `pip install .` before it (CI does this).
-# Needs gcc and g++, PyPI, and each Python as python3.X on PATH or in pyenv.
+# Needs gcc and g++, python3 3.11 or later (for the build's own tools), PyPI,
+# and each Python to build for as python3.X on PATH or in pyenv.
 #
 # How a wheel built here on a newer Linux runs on older ones
 # (manylinux_2_27: glibc 2.27 and later, as oneDNN's and NVIDIA's wheels):
