@@ -6,8 +6,12 @@ page per kernel family, the graph, persistence and the backends;
 docs/semantics.md says what mpsx decided where MPS leaves a choice.
 """
 
-from mpsx._version import __version__
-from mpsx._errors import (
+from mpsx import _libraries
+
+_libraries.load()  # before the extension modules, which need them
+
+from mpsx._version import __version__  # noqa: E402
+from mpsx._errors import (  # noqa: E402
     DeviceMismatchError,
     DistributedError,
     MPSXError,
@@ -16,7 +20,7 @@ from mpsx._errors import (
     StateError,
     SynchronizationError,
 )
-from mpsx._runtime import (
+from mpsx._runtime import (  # noqa: E402
     Buffer,
     CommandBuffer,
     CommandQueue,
@@ -31,8 +35,8 @@ from mpsx._runtime import (
     Vector,
     devices,
 )
-from mpsx._kernels import *  # noqa: F401,F403 (each kernel family lists its names in __all__)
-from mpsx._kernels import __all__ as _kernel_names
-from mpsx.persistence import load, save
+from mpsx._kernels import *  # noqa: E402,F401,F403 (each kernel family lists its names in __all__)
+from mpsx._kernels import __all__ as _kernel_names  # noqa: E402
+from mpsx.persistence import load, save  # noqa: E402
 from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 

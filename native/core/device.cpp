@@ -53,10 +53,38 @@ SizeClass size_class(size_t bytes) {
 // Backends built as libraries of their own (libmpsx_cuda.so, or
 // libmpsx_metal.dylib on macOS, beside this library) register themselves
 // when loaded. One that cannot load (no CUDA libraries on this machine) is
-// skipped: the cpu backend always remains.
+// skipped: the cpu backend always remains, and Device::named says why the
+// other is missing.
+struct LoadableBackend {
+  const char* kind;
+  const char* file;
+  const char* remedy;  // for a library that is there but cannot load
+};
+constexpr LoadableBackend kLoadableBackends[] = {
+    {"cuda", "libmpsx_cuda.so", "pip install 'mpsx[cuda]' installs the CUDA runtime, cuDNN and cuBLAS it needs"},
+    {"metal", "libmpsx_metal.dylib", "it needs macOS 12 or later on a Mac with Metal"},
+};
+
 std::vector<std::string>& load_errors() {
   static std::vector<std::string> errors;
   return errors;
+}
+
+// Why each loadable backend has no device, by kind.
+std::vector<std::pair<std::string, std::string>>& unavailable() {
+  static std::vector<std::pair<std::string, std::string>> reasons;
+  return reasons;
+}
+
+// Why this build lacks a backend: the configure step's reason (CMakeLists.txt).
+std::string not_built(const std::string& kind) {
+#ifdef MPSX_CUDA_NOT_BUILT
+  if (kind == "cuda") return "this build of mpsx has no cuda backend (" MPSX_CUDA_NOT_BUILT ")";
+#endif
+#ifndef __APPLE__
+  if (kind == "metal") return "the metal backend runs only on macOS";
+#endif
+  return "this build of mpsx has no " + kind + " backend";
 }
 
 void load_backend_libraries() {
@@ -64,14 +92,26 @@ void load_backend_libraries() {
   if (!dladdr(reinterpret_cast<void*>(&register_backend), &self) || !self.dli_fname) return;
   std::string directory(self.dli_fname);
   directory = directory.substr(0, directory.find_last_of('/') + 1);
-  for (const char* name : {"libmpsx_cuda.so", "libmpsx_metal.dylib"}) {
-    std::string path = directory + name;
-    if (access(path.c_str(), F_OK) != 0) continue;  // not built
+  for (const auto& backend : kLoadableBackends) {
+    std::string path = directory + backend.file;
+    if (access(path.c_str(), F_OK) != 0) {
+      unavailable().emplace_back(backend.kind, not_built(backend.kind));
+      continue;
+    }
     if (!dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       const char* error = dlerror();
-      load_errors().push_back(error ? error : path + ": could not be loaded");
+      std::string message = error ? error : path + ": could not be loaded";
+      load_errors().push_back(message);
+      unavailable().emplace_back(backend.kind, "the " + std::string(backend.kind) + " backend (" + path +
+                                                    ") could not be loaded: " + message + "; " + backend.remedy);
     }
   }
+}
+
+std::string unavailable_reason(const std::string& kind) {
+  for (const auto& [k, reason] : unavailable())
+    if (k == kind) return reason;
+  return "";
 }
 
 }  // namespace
@@ -80,6 +120,10 @@ const std::vector<std::string>& backend_load_errors() { return load_errors(); }
 
 void register_backend(int priority, BackendEnumerator enumerate) {
   registrations().push_back({priority, enumerate});
+}
+
+void report_backend_unavailable(const char* kind, const std::string& reason) {
+  unavailable().emplace_back(kind, "the " + std::string(kind) + " backend found no device: " + reason);
 }
 
 Device::Device(std::unique_ptr<Backend> backend)
@@ -123,7 +167,13 @@ std::shared_ptr<Device> Device::named(const std::string& requested) {
     if (name == d->backend_name()) return d;
   std::string present;
   for (const auto& d : devices) present += (present.empty() ? "" : ", ") + d->name();
-  fail<ArgumentError>("no device named '", name, "'; devices present: ", present);
+  // "cuda:1" where no cuda device is present: why the backend is missing.
+  std::string kind = name.substr(0, name.find(':'));
+  bool kind_present = std::any_of(devices.begin(), devices.end(),
+                                  [&](const auto& d) { return kind == d->backend_name(); });
+  std::string reason = kind_present ? "" : unavailable_reason(kind);
+  fail<ArgumentError>("no device named '", name, "'; devices present: ", present, reason.empty() ? "" : "; ",
+                      reason);
 }
 
 const std::shared_ptr<CommandQueue>& Device::command_queue() {

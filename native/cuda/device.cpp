@@ -311,8 +311,10 @@ namespace {
 std::vector<std::unique_ptr<Backend>> enumerate() {
   std::vector<std::unique_ptr<Backend>> list;
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {  // no driver or no GPU
+  cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {  // no driver or no GPU
     cudaGetLastError();
+    report_backend_unavailable("cuda", std::string("cudaGetDeviceCount: ") + cudaGetErrorString(status));
     return list;
   }
   for (int i = 0; i < count; ++i) list.push_back(std::make_unique<CudaBackend>(i));

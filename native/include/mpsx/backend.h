@@ -133,6 +133,9 @@ class Backend {
 // A backend library registers a function that lists its devices.
 using BackendEnumerator = std::vector<std::unique_ptr<Backend>> (*)();
 void register_backend(int priority, BackendEnumerator enumerate);
+// A backend library whose enumerator finds no device says why (no driver, no
+// GPU); Device::named repeats it for a name of that backend.
+void report_backend_unavailable(const char* kind, const std::string& reason);
 // Why backend libraries present beside the runtime could not be loaded.
 const std::vector<std::string>& backend_load_errors();
 
