@@ -143,6 +143,10 @@ def _unregister_primitive(family, backend_kind):
 def devices():
     """Every usable device, best first (metal, then cuda, then cpu).
 
+    A backend that is missing here is explained by ``Device(name)`` for it
+    (``Device("cuda")``): the library that failed to load, or why the build
+    has no such backend, and how to install it (``pip install 'mpsx[cuda]'``).
+
     MPS: MTLCopyAllDevices()
     """
     cdef const vector[shared_ptr[CDevice]]* all_devices = &CDevice.all()
