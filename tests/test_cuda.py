@@ -261,3 +261,30 @@ def test_half_accumulator_precision(gpu):
 
     on_both(gpu, case("float"))
     on_both(gpu, case("half"), rtol=2e-2, atol=2e-2)
+
+
+def test_half_accumulator_precision_reaches_the_gradient(gpu):
+    """The gradient kernel computes as the forward kernel that made its state
+    allows: "half" gives TF32 data and weights gradients (rounded visibly
+    apart from float32's), "float" exact float32 like the cpu."""
+    def case(precision):
+        def run(device, rng):
+            source, _, _ = test_convolution.make(device, rng, 3, 3, 64, 64)
+            conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+            conv.accumulator_precision = precision
+            image = mpsx.Image.from_numpy(device, rng.standard_normal((16, 64, 16, 16)).astype(np.float32))
+            dy = mpsx.Image.from_numpy(device, rng.standard_normal((16, 64, 16, 16)).astype(np.float32))
+
+            def encode(cb):
+                _, state = conv.encode(cb, image, destination_state=True)
+                return gradient.encode(cb, dy, image, state), state
+
+            dx, state = test_convolution_transpose.synchronized(device, encode)
+            return dx.to_numpy(), state.gradient_for_weights.to_numpy()
+        return run
+
+    on_both(gpu, case("float"), atol=1e-4)  # sums of 9*64 and 16*16*16 products, in float32
+    on_both(gpu, case("half"), rtol=2e-2, atol=5e-1)  # the same in TF32
+    exact, tf32 = case("float")(gpu, np.random.default_rng(7)), case("half")(gpu, np.random.default_rng(7))
+    for name, a, b in zip(("data", "weights"), exact, tf32):
+        assert np.abs(a - b).max() > 1e-4 * np.abs(a).max(), f"the {name} gradient did not use TF32"

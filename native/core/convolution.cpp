@@ -622,6 +622,9 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
                                                            descriptor_.output_feature_channels));
   ConvolutionShape shape = shape_of(descriptor_, b, g, *source_image,
                                     dy ? dy->layout() : source_gradient->layout(), source_gradient->data_type(), true);
+  // MPSCNNConvolutionGradient has no precision option of its own: it computes
+  // as the forward kernel that made the state allows (TF32 where "half").
+  shape.accumulator_precision = gs->convolution()->accumulator_precision;
   const auto& primitive = primitives_.get(
       shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(make_primitive<ConvolutionPrimitive>(device().backend(), shape)); });
   bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
