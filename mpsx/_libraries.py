@@ -37,7 +37,7 @@ def _distribution_file(distribution, name):
     return None
 
 
-def _nvidia_library(package, name):
+def nvidia_library(package, name):
     """site-packages/nvidia/<package>/lib/<name> where the NVIDIA wheels are installed, or None."""
     spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations or []) if spec else []:
@@ -70,7 +70,7 @@ def load():
         ctypes.CDLL(dnnl)
     if os.path.exists(os.path.join(os.path.dirname(__file__), "libmpsx_cuda.so")):
         for package, name in _CUDA_LIBRARIES:
-            path = _nvidia_library(package, name)
+            path = nvidia_library(package, name)
             if path:
                 try:
                     ctypes.CDLL(path)

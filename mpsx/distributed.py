@@ -27,6 +27,7 @@ import sys
 import time
 
 import mpsx
+from mpsx import _libraries
 from mpsx._errors import DistributedError
 from mpsx._runtime import Communicator, _new_group_id
 
@@ -108,15 +109,7 @@ def _environment_int(name):
 
 def _nccl_library():
     """libnccl.so.2 of the nvidia-nccl wheel where pip put it; "" for the loader's search."""
-    try:
-        import nvidia.nccl
-    except ImportError:
-        return ""
-    for root in list(getattr(nvidia.nccl, "__path__", [])):
-        path = os.path.join(root, "lib", "libnccl.so.2")
-        if os.path.exists(path):
-            return path
-    return ""
+    return _libraries.nvidia_library("nccl", "libnccl.so.2") or ""
 
 
 def _exchange(group_id, rank, world_size, address, port, timeout):
