@@ -48,16 +48,19 @@ def random_batch(batch_size, seed=1):
 
 
 class TrainingSteps:
-    """The step plumbing both mpsx models share: two input slots (the host
-    writes one while the last step still reads the other), a recorded
-    replayable step, and the loss of the last step. A model sets
-    self.device and self.batch_size, calls _inputs() and has
+    """The step plumbing both mpsx models share: two input slots, so that
+    the host writes one while the last step still reads the other; a
+    recorded replayable step per slot; and the loss of the last step. A
+    model sets self.device and self.batch_size (and may set
+    self.image_format, float32 by default), calls _inputs() and has
     encode_step(cb, images, labels)."""
 
+    image_format = mpsx.DataType.FLOAT32
+
     def _inputs(self):
-        self.inputs = [mpsx.ImageBatch(self.device, mpsx.ImageDescriptor(width=32, height=32, feature_channels=3,
-                                                                        number_of_images=self.batch_size))
-                       for _ in range(2)]
+        self.inputs = [mpsx.ImageBatch(self.device, mpsx.ImageDescriptor(
+            channel_format=self.image_format, width=32, height=32, feature_channels=3,
+            number_of_images=self.batch_size)) for _ in range(2)]
         self.slot = 0
         self.pending = [None, None]
         self.last = None
@@ -79,26 +82,34 @@ class TrainingSteps:
         self.last = (cb, loss_labels)
 
     def record_step(self):
-        """Encodes one training step onto a replayable command buffer, over an
-        input image batch and labels that replay_step() writes in place."""
-        labels = mpsx.ImageBatch(self.device, mpsx.ImageDescriptor(width=1, height=1, feature_channels=CLASSES,
-                                                                   number_of_images=self.batch_size))
-        loss_labels = mpsx.CNNLossLabels(self.device, labels)
-        cb = self.device.command_queue.command_buffer(replayable=True)
-        self.encode_step(cb, self.inputs[0], loss_labels)
-        loss_labels.synchronize(cb)
-        self.recorded = (cb, loss_labels, labels)
+        """Encodes one training step per input slot onto a replayable command
+        buffer, over that slot's image batch and labels, which replay_step()
+        writes in place."""
+        self.recorded = []
+        for images in self.inputs:
+            labels = mpsx.ImageBatch(self.device, mpsx.ImageDescriptor(width=1, height=1, feature_channels=CLASSES,
+                                                                       number_of_images=self.batch_size))
+            loss_labels = mpsx.CNNLossLabels(self.device, labels)
+            cb = self.device.command_queue.command_buffer(replayable=True)
+            self.encode_step(cb, images, loss_labels)
+            loss_labels.synchronize(cb)
+            self.recorded.append((cb, loss_labels, labels))
+        self.slot = 0
 
     def replay_step(self, images, labels):
-        """One step of the recorded command buffer on new numpy images and
-        labels. Returns without waiting; loss() waits and reads the loss."""
-        cb, loss_labels, labels_batch = self.recorded
+        """One step of a recorded command buffer on new numpy images and
+        labels, the slots taking turns: the host writes one slot's inputs
+        while the last step, on the other slot, still runs. Returns without
+        waiting; loss() waits and reads the loss."""
+        images_batch = self.inputs[self.slot]
+        cb, loss_labels, labels_batch = self.recorded[self.slot]
         first = cb.status == "not_enqueued"
         if not first:
-            cb.wait_until_completed()  # the last replay still reads the inputs
-        self.inputs[0].write(images)
+            cb.wait_until_completed()  # its last replay still reads the slot's inputs
+        images_batch.write(images)
         labels_batch.write(labels)
         cb.commit() if first else cb.replay()
+        self.slot ^= 1
         self.last = (cb, loss_labels)
 
     def wait(self):
@@ -129,11 +140,13 @@ class ReferenceCNN(TrainingSteps):
     per step holds the forward pass, the loss, the backward pass and the SGD
     (or Adam) updates, which reload the kernels' weights on the command
     buffer. state_dict() / load_state_dict() checkpoint what training
-    changes, as a dict of mpsx objects (mpsx.save(model.state_dict(), path))."""
+    changes, as a dict of mpsx objects (mpsx.save(model.state_dict(), path)).
+    image_format: the input images' format, which every image of the step
+    follows (float16: MPS's fast path)."""
 
     def __init__(self, device, batch_size, learning_rate=0.001, momentum=0.9, seed=0, accumulator_precision="float",
-                 optimizer="sgd", process_group=None):
-        self.device, self.process_group = device, process_group
+                 optimizer="sgd", process_group=None, image_format=mpsx.DataType.FLOAT32):
+        self.device, self.process_group, self.image_format = device, process_group, image_format
         self.batch_size = batch_size
         self.initial_parameters = p = initial_parameters(seed)
         self.learning_rate, self.momentum = learning_rate, momentum
@@ -450,11 +463,13 @@ class GraphReferenceCNN(TrainingSteps):
 
 
 class TorchReferenceCNN:
-    """The same model and update in PyTorch eager."""
+    """The same model and update in PyTorch eager; with `autocast` (a dtype)
+    the forward pass and its gradient run in it under torch.autocast, the
+    weights staying float32 (PyTorch's mixed precision)."""
 
-    def __init__(self, parameters, device="cpu", learning_rate=0.001, momentum=0.9):
+    def __init__(self, parameters, device="cpu", learning_rate=0.001, momentum=0.9, autocast=None):
         import torch
-        self.torch = torch
+        self.torch, self.autocast = torch, autocast
         t = lambda a: torch.tensor(a, device=device)
         modules = []
         for i, (cin, cout) in enumerate(CHANNELS):
@@ -479,46 +494,35 @@ class TorchReferenceCNN:
         x = self.torch.as_tensor(images, device=self.device)
         target = self.torch.as_tensor(labels.reshape(len(labels), -1).argmax(1), device=self.device)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.criterion(self.model(x), target)
+        loss = self._loss(x, target)
         loss.backward()
         self.optimizer.step()
         return loss
 
-    def _synchronize(self):
+    def _loss(self, x, target):
+        if self.autocast is None:
+            return self.criterion(self.model(x), target)
+        with self.torch.autocast(self.torch.device(self.device).type, dtype=self.autocast):
+            return self.criterion(self.model(x), target)
+
+    def synchronize(self):
+        """Waits for the work PyTorch has launched on the model's device."""
         if str(self.device).startswith("cuda"):
             self.torch.cuda.synchronize()
         elif str(self.device) == "mps":
             self.torch.mps.synchronize()
 
-    def _time(self, step, steps):
-        for _ in range(2):  # as mpsx.bench's time_steps: kernels chosen, the optimizer's momenta made
-            step()
-            self._synchronize()
-        times = []
-        for _ in range(steps):
-            start = time.perf_counter()
-            step()
-            self._synchronize()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
-
-    def time_steps(self, images, labels, steps):
-        """Median seconds per eager training step on a batch copied from host memory."""
-        return self._time(lambda: self.train_step(images, labels), steps)
-
-    def time_graph_replay(self, images, labels, steps):
-        """Median seconds per step of the training step captured once as a
-        CUDA graph (PyTorch's whole-network capture recipe) and replayed on a
-        batch copied from host memory into its static inputs."""
+    def graph_step(self, images, labels):
+        """The training step captured once as a CUDA graph (PyTorch's
+        whole-network capture recipe): returns a function that copies a batch
+        from host memory into the graph's static inputs and replays it."""
         torch = self.torch
         static_x = torch.as_tensor(images, device=self.device).clone()
         static_target = torch.as_tensor(labels.reshape(len(labels), -1).argmax(1), device=self.device).clone()
-        host_x = torch.from_numpy(images)
-        host_target = torch.from_numpy(labels.reshape(len(labels), -1).argmax(1))
 
         def eager():
             self.optimizer.zero_grad(set_to_none=True)
-            self.criterion(self.model(static_x), static_target).backward()
+            self._loss(static_x, static_target).backward()
             self.optimizer.step()
 
         side = torch.cuda.Stream()
@@ -530,12 +534,73 @@ class TorchReferenceCNN:
         graph = torch.cuda.CUDAGraph()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
-            self.criterion(self.model(static_x), static_target).backward()
+            self._loss(static_x, static_target).backward()
             self.optimizer.step()
 
-        def replay():
-            static_x.copy_(host_x)
-            static_target.copy_(host_target)
+        def replay(images, labels):
+            static_x.copy_(torch.from_numpy(images))
+            static_target.copy_(torch.from_numpy(labels.reshape(len(labels), -1).argmax(1)))
             graph.replay()
 
-        return self._time(replay, steps)
+        return replay
+
+
+class JaxReferenceCNN:
+    """The same model and update in JAX, one jit-compiled function per step
+    (forward, loss, gradient, SGD momentum as MPS updates: m = momentum * m +
+    learning_rate * g, value -= m), NHWC as mpsx on cuda. precision:
+    "float32" (convolutions and products at Precision.HIGHEST), "tf32" (JAX's
+    default on a GPU with TF32 tensor cores) or "bfloat16" (images, weights
+    and products in bfloat16, batch statistics, loss and weights float32:
+    mixed precision). Each step copies its batch from host memory."""
+
+    def __init__(self, parameters, device=None, precision="float32", learning_rate=0.001, momentum=0.9):
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+        if precision not in ("float32", "tf32", "bfloat16"):
+            raise ValueError(f"precision must be 'float32', 'tf32' or 'bfloat16', given {precision!r}")
+        self.jax, self.device = jax, device or jax.devices()[0]
+        compute = jnp.bfloat16 if precision == "bfloat16" else jnp.float32
+        matmul = lax.Precision.HIGHEST if precision == "float32" else lax.Precision.DEFAULT
+
+        def forward(p, x):
+            x = x.transpose(0, 2, 3, 1).astype(compute)  # the batch comes NCHW, as mpsx's write takes it
+            for i in range(len(CHANNELS)):
+                y = lax.conv_general_dilated(x, p[f"conv{i}.weight"].astype(compute), (1, 1), "SAME",
+                                             dimension_numbers=("NHWC", "OHWI", "NHWC"), precision=matmul)
+                y = y.astype(jnp.float32) + p[f"conv{i}.bias"]
+                mean = y.mean((0, 1, 2))
+                variance = jnp.square(y - mean).mean((0, 1, 2))
+                y = (y - mean) * lax.rsqrt(variance + EPSILON) * p[f"bn{i}.gamma"] + p[f"bn{i}.beta"]
+                x = jax.nn.relu(y).astype(compute)
+                if i % 2 == 1:
+                    x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+            w = p["fc.weight"].reshape(CLASSES, -1).astype(compute)
+            logits = jnp.dot(x.reshape(len(x), -1), w.T, precision=matmul).astype(jnp.float32) + p["fc.bias"]
+            return logits
+
+        def loss(p, x, y):
+            return -(jax.nn.log_softmax(forward(p, x)) * y).sum(-1).mean()
+
+        def step(p, m, x, y):
+            value, g = jax.value_and_grad(loss)(p, x, y)
+            m = {k: momentum * m[k] + learning_rate * g[k] for k in p}
+            return {k: p[k] - m[k] for k in p}, m, value
+
+        self._step = jax.jit(step, donate_argnums=(0, 1))
+        put = lambda a: jax.device_put(jnp.asarray(a), self.device)
+        self.parameters = {k: put(v) for k, v in parameters.items()}
+        self.momenta = {k: put(np.zeros_like(v)) for k, v in parameters.items()}
+        self.last = None
+
+    def train_step(self, images, labels):
+        """One step on numpy images (N, 3, 32, 32) and one-hot labels (N, 10, 1, 1), copied
+        from host memory; returns without waiting."""
+        x = self.jax.device_put(images, self.device)
+        y = self.jax.device_put(labels.reshape(len(labels), -1), self.device)
+        self.parameters, self.momenta, self.last = self._step(self.parameters, self.momenta, x, y)
+
+    def synchronize(self):
+        if self.last is not None:
+            self.last.block_until_ready()

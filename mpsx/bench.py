@@ -11,8 +11,11 @@ wait_until_completed of a command buffer of many such kernels, divided by
 their number: what the kernel costs). PyTorch eager runs the kernel inside
 the call (on a GPU, launches it); its figure is the time of as many calls in
 a row, followed on a GPU by PyTorch's synchronize, divided the same way.
-Ratios are only taken between executed times. A training step is timed until
-it completed on both sides.
+Ratios are only taken between executed times. Training steps of the
+reference CNN run back to back, timed until the last one completed, in mpsx,
+PyTorch (eager and, on cuda, a CUDA graph) and JAX (jit) where they are
+installed, in float32, TF32 (cuda) and float16; on cuda the device time per
+replayed step is read with CUPTI (through torch.profiler), kernel by kernel.
 """
 
 import argparse
@@ -174,16 +177,30 @@ def kernel_figures(device, batch_size, quick, torch):
     return records
 
 
+MATHS = {  # math mode: (mpsx accumulator precision, mpsx image format name, TF32 allowed)
+    "float32": ("float", "FLOAT32", False), "tf32": ("half", "FLOAT32", True), "float16": ("float", "FLOAT16", True)}
+
+
+def maths_of(device):
+    """The math modes a device's steps run in: TF32 only where there are tensor cores for it."""
+    return ["float32", "tf32", "float16"] if device.backend == "cuda" else ["float32", "float16"]
+
+
 def time_steps(step, wait, steps):
+    """Median seconds per step of rounds of steps encoded back to back, each
+    round until its last step completed: a training loop's throughput, where
+    the host prepares a step while the device runs the one before."""
     for _ in range(2):  # primitives built, pools warm, a replayed step captured
         step()
         wait()
+    per_round = max(1, min(10, steps // 3))
     times = []
-    for _ in range(steps):
+    for _ in range(max(1, steps // per_round)):
         start = time.perf_counter()
-        step()
+        for _ in range(per_round):
+            step()
         wait()
-        times.append(time.perf_counter() - start)
+        times.append((time.perf_counter() - start) / per_round)
     return statistics.median(times)
 
 
@@ -195,6 +212,61 @@ def step_memory(device, step, wait):
     step()
     wait()
     return device.peak_bytes_in_use - before
+
+
+def kernel_time(step, wait, steps, torch):
+    """The GPU's work per step, read with CUPTI through torch.profiler: every
+    kernel, copy and fill the process ran on the device, whichever library
+    launched it. Returns (seconds of device time per step, device operations
+    per step, {name: (seconds per step, count per step)})."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    wait()
+    with profile(activities=[ProfilerActivity.CUDA]) as profiled:
+        for _ in range(steps):
+            step()
+        wait()
+    names = {}
+    for event in profiled.events():
+        if event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        seconds, count = names.get(event.name, (0.0, 0))
+        names[event.name] = (seconds + (event.time_range.end - event.time_range.start) * 1e-6 / steps,
+                             count + 1 / steps)
+    return sum(s for s, _ in names.values()), round(sum(c for _, c in names.values())), names
+
+
+KERNEL_KINDS = (  # (kind, words of a device operation's name), the first match wins
+    ("host-to-device copies", ("memcpy htod",)),
+    ("other copies and fills", ("memcpy", "memset")),
+    ("layout transposes", ("nchwtonhwc", "nhwctonchw", "transpose")),
+    ("convolution backward data", ("dgrad",)),
+    ("convolution backward filter", ("wgrad",)),
+    ("convolution forward", ("fprop", "conv", "xmma", "implicit")),
+    ("matrix products", ("gemm",)),
+    ("batch normalization", ("batch_normalization", "moments", "products", "normalize_kernel", "gradient_kernel")))
+
+
+def kernel_kinds(names):
+    """{kind: seconds per step} of kernel_time's names."""
+    kinds = {}
+    for name, (seconds, _) in names.items():
+        lowered = name.lower()
+        kind = next((k for k, words in KERNEL_KINDS if any(w in lowered for w in words)), "other")
+        kinds[kind] = kinds.get(kind, 0.0) + seconds
+    return kinds
+
+
+def jax_device(device, jax):
+    """JAX's device for the same hardware, or None."""
+    try:
+        if device.backend == "cuda":
+            return jax.devices("gpu")[int(device.name.split(":")[1])]
+        if device.backend == "cpu":
+            return jax.devices("cpu")[0]
+    except RuntimeError:  # JAX has no backend for it
+        pass
+    return None
 
 
 def graph_encode_time(model, images, labels, repeats):
@@ -233,70 +305,102 @@ def graph_call_time(device, repeats=2000):
     return statistics.median(times)
 
 
-def training_steps(device, batch_size, steps, with_torch, tensor_float32):
+def training_steps(device, batch_size, steps, torch, jax, math):
     """Seconds per training step of the reference CNN (benchmarks/): encoded
-    each step and replayed from one recording, by hand and as an NNGraph in
-    float32 and float16 (MPS's default graph format), and the same model in
-    PyTorch eager and, on cuda, replayed as a CUDA graph; the peak device
-    memory of a hand-encoded and a graph step. Every step copies its batch
-    from host memory. With tensor_float32, forward convolutions and the fully
-    connected layer may use TF32 tensor cores on both sides (mpsx's
-    accumulator_precision "half", PyTorch's allow_tf32)."""
+    each step and replayed from recordings, by hand and as an NNGraph, and
+    the same model in PyTorch eager and, on cuda, replayed as a CUDA graph,
+    and in JAX (one jit-compiled step); the peak device memory of a
+    hand-encoded and a graph step; on cuda the device time per step of the
+    replayed ones (CUPTI), with what it is spent on. Every step copies its
+    batch from host memory. math (MATHS): "float32"; "tf32", where
+    convolutions and the fully connected layer may use TF32 tensor cores
+    (mpsx's accumulator_precision "half" on the forward kernels, PyTorch's
+    allow_tf32, JAX's default precision); "float16", float16 images on mpsx
+    (MPS's fast path; an NNGraph of format float16), PyTorch's autocast to
+    float16 (bfloat16 on cpu) and JAX in bfloat16."""
     from mpsx.benchmarks import reference_cnn
-    result = {}
-    precision = "half" if tensor_float32 else "float"
+    result, breakdowns = {}, {}
+    precision, image_format, tensor_float32 = MATHS[math]
+    image_format = getattr(mpsx.DataType, image_format)
+    profile = torch is not None and device.backend == "cuda"
     images, labels = reference_cnn.random_batch(batch_size)
-    model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
+
+    def measure(name, step, wait):
+        result[name] = time_steps(step, wait, steps)
+        if profile:
+            seconds, count, names = kernel_time(step, wait, min(steps, 20), torch)
+            result[name + " kernel"] = seconds
+            result[name + " kernels"] = count
+            breakdowns[name] = names
+
+    model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision, image_format=image_format)
     result["mpsx"] = time_steps(lambda: model.train_step(images, labels), model.wait, steps)
     result["mpsx memory"] = step_memory(device, lambda: model.train_step(images, labels), model.wait)
-    model = reference_cnn.ReferenceCNN(device, batch_size, accumulator_precision=precision)
     model.record_step()
-    result["mpsx replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
-    for name, data_type in (("nngraph", mpsx.DataType.FLOAT32), ("nngraph float16", mpsx.DataType.FLOAT16)):
-        graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=data_type)
-        result[name] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
-        result[name + " memory"] = step_memory(device, lambda: graph.train_step(images, labels), graph.wait)
-        if data_type == mpsx.DataType.FLOAT32:
-            result["nngraph encode"] = graph_encode_time(graph, images, labels, 3 * steps)
-        graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=data_type)
-        graph.record_step()
-        result[name + " replay"] = time_steps(lambda: graph.replay_step(images, labels), graph.wait, steps)
-    if with_torch:
-        import torch
+    measure("mpsx replay", lambda: model.replay_step(images, labels), model.wait)
+    graph_format = image_format
+    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=graph_format)
+    result["nngraph"] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
+    result["nngraph memory"] = step_memory(device, lambda: graph.train_step(images, labels), graph.wait)
+    if math == "float32":
+        result["nngraph encode"] = graph_encode_time(graph, images, labels, 3 * steps)
+    graph.record_step()
+    measure("nngraph replay", lambda: graph.replay_step(images, labels), graph.wait)
+    if torch is not None:
         saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tensor_float32
         try:
-            torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, torch_device(device)[0])
-            result["torch"] = torch_model.time_steps(images, labels, steps)
+            where = torch_device(device)[0]
+            autocast = None if math != "float16" else torch.float16 if where.type == "cuda" else torch.bfloat16
+            torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, where, autocast=autocast)
+            result["torch"] = time_steps(lambda: torch_model.train_step(images, labels), torch_model.synchronize,
+                                         steps)
             if device.backend == "cuda":
-                result["torch graph"] = torch_model.time_graph_replay(images, labels, steps)
+                replay = torch_model.graph_step(images, labels)
+                measure("torch graph", lambda: replay(images, labels), torch_model.synchronize)
         finally:
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
-    return result
+    where = jax_device(device, jax) if jax is not None else None
+    if where is not None:
+        jax_precision = {"float32": "float32", "tf32": "tf32", "float16": "bfloat16"}[math]
+        jax_model = reference_cnn.JaxReferenceCNN(model.initial_parameters, where, jax_precision)
+        measure("jax", lambda: jax_model.train_step(images, labels), jax_model.synchronize)
+    return result, breakdowns
 
 
 STEP_COLUMNS = (  # (key in training_steps' result, label)
     ("mpsx", "mpsx"), ("mpsx replay", "mpsx replay"), ("nngraph", "nngraph"), ("nngraph replay", "nngraph replay"),
-    ("torch", "torch eager"), ("torch graph", "torch CUDA graph"))
+    ("torch", "torch eager"), ("torch graph", "torch CUDA graph"), ("jax", "jax jit"))
 
 
-def step_records(device, batch_sizes, quick, torch):
+RATIO_COLUMNS = (  # (key in a step record, label)
+    ("nngraph_replay_over_mpsx_replay", "graph replay/replay"), ("torch_over_mpsx", "torch/mpsx"),
+    ("torch_graph_over_mpsx_replay", "CUDA graph/replay"), ("jax_over_mpsx_replay", "jax/replay"))
+
+
+def step_records(device, batch_sizes, quick, torch, jax):
     """One record per math mode and batch size: training_steps' figures, in
-    seconds and bytes, with the ratios of the step table."""
+    seconds and bytes, with the ratios of the step table; and the device
+    time per step of each replayed step by kernel, largest first."""
     steps = 2 if quick else 7 if device.backend == "cpu" else 50
     records = []
-    # TF32 only where there are tensor cores for it (PyTorch's default for cuDNN there).
-    for tensor_float32 in (False, True) if device.backend == "cuda" else (False,):
+    for math in maths_of(device):
         for batch_size in batch_sizes:
-            r = training_steps(device, batch_size, steps, torch is not None, tensor_float32)
-            record = {"math": "tf32" if tensor_float32 else "float32", "batch": batch_size, "steps": steps}
+            r, breakdowns = training_steps(device, batch_size, steps, torch, jax, math)
+            record = {"math": math, "batch": batch_size, "steps": steps}
             for key, value in r.items():
-                record[key.replace(" ", "_") + ("_bytes" if key.endswith("memory") else "_s")] = value
+                suffix = "_bytes" if key.endswith("memory") else "" if key.endswith("kernels") else "_s"
+                record[key.replace(" ", "_") + suffix] = value
             record["nngraph_replay_over_mpsx_replay"] = r["nngraph replay"] / r["mpsx replay"]
-            if "torch" in r:
-                record["torch_over_mpsx"] = r["torch"] / r["mpsx"]
-            if "torch graph" in r:
-                record["torch_graph_over_mpsx_replay"] = r["torch graph"] / r["mpsx replay"]
+            for peer, ours in (("torch", "mpsx"), ("torch graph", "mpsx replay"), ("jax", "mpsx replay")):
+                if peer in r:
+                    record[f"{peer.replace(' ', '_')}_over_{ours.replace(' ', '_')}"] = r[peer] / r[ours]
+            if breakdowns:
+                record["device_time_per_step"] = {
+                    name: {"kinds_s": kernel_kinds(names),
+                           "kernels": [{"name": n, "s": s, "per_step": c} for n, (s, c) in
+                                       sorted(names.items(), key=lambda item: -item[1][0])]}
+                    for name, names in breakdowns.items()}
             records.append(record)
     return records
 
@@ -321,37 +425,51 @@ def print_kernels(records):
 
 
 def print_steps(records, call):
-    print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms per step,"
-          " each until it completed")
-    print("  mpsx: hand-encoded each step / one recorded command buffer replayed; nngraph: the same model as an"
-          " NNGraph (training_graph), float32 images, encoded each step / replayed; torch: eager / CUDA graph"
-          " replay (on a GPU, then its synchronize)")
-    torch, graphs = "torch_s" in records[0], "torch_graph_s" in records[0]
-    header = f"  {'math':>7} {'batch':>5} {'mpsx':>8} {'replay':>8} {'nngraph':>8} {'replay':>8} {'graph/hand':>10}"
-    if torch:
-        header += f" {'torch':>8} {'torch/mpsx':>11}"
-    if graphs:
-        header += f" {'graph':>8} {'graph/replay':>13}"
+    print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms per step of"
+          " steps run back to back, until the last completed; each copies its batch from host memory")
+    print("  mpsx: hand-encoded each step / recorded command buffers replayed; nngraph: the same model as an"
+          " NNGraph (training_graph), encoded each step / replayed; torch: eager / CUDA graph replay; jax: one"
+          " jit-compiled step")
+    print("  math: float32; tf32 (TF32 tensor cores allowed: mpsx accumulator_precision \"half\", torch allow_tf32,"
+          " jax default precision); float16 (mpsx float16 images and graph format, torch autocast float16"
+          " (bfloat16 on cpu), jax bfloat16)")
+    columns = [(key, label) for key, label in STEP_COLUMNS if key.replace(" ", "_") + "_s" in records[0]]
+    header = f"  {'math':>7} {'batch':>5}" + "".join(f" {label:>{max(8, len(label))}}" for _, label in columns)
+    ratios = [(key, label) for key, label in RATIO_COLUMNS if key in records[0]]
+    header += "".join(f" {label:>{max(8, len(label))}}" for _, label in ratios)
     print(header)
     for r in records:
-        line = f"  {r['math']:>7} {r['batch']:5d} {r['mpsx_s'] * 1e3:8.3f} {r['mpsx_replay_s'] * 1e3:8.3f}" \
-               f" {r['nngraph_s'] * 1e3:8.3f} {r['nngraph_replay_s'] * 1e3:8.3f}" \
-               f" {r['nngraph_replay_over_mpsx_replay']:9.2f}x"
-        if torch:
-            line += f" {r['torch_s'] * 1e3:8.3f} {r['torch_over_mpsx']:10.2f}x"
-        if graphs:
-            line += f" {r['torch_graph_s'] * 1e3:8.3f} {r['torch_graph_over_mpsx_replay']:12.2f}x"
+        line = f"  {r['math']:>7} {r['batch']:5d}"
+        line += "".join(f" {r[key.replace(' ', '_') + '_s'] * 1e3:{max(8, len(label))}.3f}" for key, label in columns)
+        line += "".join(f" {r[key]:{max(8, len(label)) - 1}.2f}x" for key, label in ratios)
         print(line)
-    print("\nNNGraph step: float16 images (the graph's format, MPS's default) encoded each step / replayed, median"
-          " ms; peak device memory a step adds, MiB (hand-encoded, graph float32, graph float16); one encode_batch"
-          " call of the whole step (host time only), us")
-    print(f"  {'math':>7} {'batch':>5} {'f16':>8} {'replay':>8} {'hand MiB':>9} {'graph MiB':>10} {'f16 MiB':>8}"
-          f" {'encode us':>10}")
+    if "mpsx_replay_kernel_s" in records[0]:
+        print("\ndevice time per step (CUPTI: kernels, copies and fills of the process), ms, and operations per step")
+        kinds = [key for key in ("mpsx replay", "nngraph replay", "torch graph", "jax")
+                 if key.replace(" ", "_") + "_kernel_s" in records[0]]
+        print(f"  {'math':>7} {'batch':>5}" + "".join(f" {k:>16} {'ops':>5}" for k in kinds))
+        for r in records:
+            line = f"  {r['math']:>7} {r['batch']:5d}"
+            for k in kinds:
+                k = k.replace(" ", "_")
+                line += f" {r[k + '_kernel_s'] * 1e3:16.3f} {r[k + '_kernels']:5d}"
+            print(line)
+        for r in records:
+            for name in ("mpsx replay", "jax"):
+                if name not in r["device_time_per_step"]:
+                    continue
+                kinds = r["device_time_per_step"][name]["kinds_s"]
+                print(f"  {name}, {r['math']}, batch {r['batch']}: "
+                      + ", ".join(f"{kind} {seconds * 1e6:.0f} us" for kind, seconds in
+                                  sorted(kinds.items(), key=lambda item: -item[1])))
+    print("\npeak device memory a step adds, MiB (hand-encoded, graph); one encode_batch call of the whole graph step"
+          " (host time only, float32), us")
     for r in records:
-        print(f"  {r['math']:>7} {r['batch']:5d} {r['nngraph_float16_s'] * 1e3:8.3f}"
-              f" {r['nngraph_float16_replay_s'] * 1e3:8.3f} {r['mpsx_memory_bytes'] / 2**20:9.2f}"
-              f" {r['nngraph_memory_bytes'] / 2**20:10.2f} {r['nngraph_float16_memory_bytes'] / 2**20:8.2f}"
-              f" {r['nngraph_encode_s'] * 1e6:10.1f}")
+        line = f"  {r['math']:>7} {r['batch']:5d} {r['mpsx_memory_bytes'] / 2**20:9.2f}" \
+               f" {r['nngraph_memory_bytes'] / 2**20:9.2f}"
+        if "nngraph_encode_s" in r:
+            line += f" {r['nngraph_encode_s'] * 1e6:10.1f}"
+        print(line)
     print(f"  a call from Python into a graph's encode (a one-neuron graph, 1x4x4x4, host time): {call * 1e6:.2f} us")
 
 
@@ -435,9 +553,17 @@ def main(argv=None):
         import torch
     except ImportError:
         torch = None
+    # JAX takes most of a GPU's memory on import unless told not to.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+    except ImportError:
+        jax = None
     machine = machine_info(device, torch)
+    machine["jax"] = jax.__version__ if jax else None
     print(f"mpsx {mpsx.__version__} on {device.name} ({device.backend})"
-          + (f"; PyTorch {torch.__version__}" if torch else "; PyTorch not installed"))
+          + (f"; PyTorch {torch.__version__}" if torch else "; PyTorch not installed")
+          + (f"; JAX {jax.__version__}" if jax else "; JAX not installed"))
     if device.backend == "cpu":
         print(f"{machine['processor']}, {machine['usable_cpus']} cpus"
               + (f"; torch threads {machine['torch_threads']}" if torch else "")
@@ -453,7 +579,7 @@ def main(argv=None):
               "settings": {"quick": args.quick, "batch_sizes": args.batch_sizes, "skip_steps": args.skip_steps},
               "kernels": kernels}
     if not args.skip_steps:
-        steps = step_records(device, args.batch_sizes, args.quick, torch)
+        steps = step_records(device, args.batch_sizes, args.quick, torch, jax)
         result["steps"] = steps
         result["graph_call_s"] = graph_call_time(device)
         print_steps(steps, result["graph_call_s"])

@@ -17,7 +17,7 @@ COUNTS = {"kernels_per_command_buffer", "command_buffers", "batch", "steps"}
 def check_units(record):
     """Every number is a count, a time in seconds, a size in bytes or a ratio, as its name says."""
     for key, value in record.items():
-        if key in COUNTS:
+        if key in COUNTS or key.endswith("_kernels"):
             assert isinstance(value, int) and value >= 1, (key, value)
         elif key.endswith("_s"):
             assert isinstance(value, float) and 0 < value < 60 and math.isfinite(value), (key, value)
@@ -48,12 +48,24 @@ def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
         assert {"mpsx_encode_s", "mpsx_executed_s", "torch_executed_s"} <= record.keys()
         # Each command buffer's executed time runs from the same start past its encodes.
         assert record["mpsx_executed_s"] >= record["mpsx_encode_s"]
-    maths = ["float32", "tf32"] if device.backend == "cuda" else ["float32"]
+    maths = ["float32", "tf32", "float16"] if device.backend == "cuda" else ["float32", "float16"]
     assert [(r["math"], r["batch"]) for r in result["steps"]] == [(m, 2) for m in maths]
+    jax = result["machine"]["jax"] is not None
     for record in result["steps"]:
+        breakdown = record.pop("device_time_per_step", None)
         check_units(record)
         assert {"mpsx_s", "mpsx_replay_s", "nngraph_s", "nngraph_replay_s", "torch_s"} <= record.keys()
         assert ("torch_graph_s" in record) == (device.backend == "cuda")
+        assert ("jax_s" in record) == (jax and device.backend != "metal")
+        # On cuda, CUPTI saw the replayed steps' kernels, ours and the peers', and their sum is the total.
+        assert (breakdown is not None) == (device.backend == "cuda")
+        if breakdown is not None:
+            for name in ["mpsx replay", "nngraph replay", "torch graph"] + ["jax"] * jax:
+                kernels = breakdown[name]["kernels"]
+                assert record[name.replace(" ", "_") + "_kernels"] >= 5
+                assert sum(k["s"] for k in kernels) == pytest.approx(record[name.replace(" ", "_") + "_kernel_s"])
+                assert sum(breakdown[name]["kinds_s"].values()) == pytest.approx(record[name.replace(" ", "_")
+                                                                                        + "_kernel_s"])
     assert result["graph_call_s"] > 0
     data = plot.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000

@@ -288,3 +288,87 @@ def test_half_accumulator_precision_reaches_the_gradient(gpu):
     exact, tf32 = case("float")(gpu, np.random.default_rng(7)), case("half")(gpu, np.random.default_rng(7))
     for name, a, b in zip(("data", "weights"), exact, tf32):
         assert np.abs(a - b).max() > 1e-4 * np.abs(a).max(), f"the {name} gradient did not use TF32"
+
+
+def device_kernels(run):
+    """The names of the kernels run() launches on the GPU, read with CUPTI through torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    run()  # primitives built outside the profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as profiled:
+        run()
+        torch.cuda.synchronize()
+    return [e.name for e in profiled.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("cin, cout", [(3, 32), (32, 64)])
+def test_float16_convolution_sums_in_float32_on_the_images_as_they_are(gpu, cin, cout):
+    """Float16 images go to cuDNN in float16 (the filter converted to it):
+    forward and both gradients land within float16 rounding of a float64
+    reference on the same float16 values (sums of hundreds of products in
+    float16 would not), and no image is converted or transposed around the
+    convolution."""
+    rng = np.random.default_rng(3)
+    source, w, b = test_convolution.make(gpu, rng, 3, 3, cin, cout)
+    conv, gradient = mpsx.CNNConvolution(gpu, source), mpsx.CNNConvolutionGradient(gpu, source)
+    x16 = rng.standard_normal((8, cin, 16, 16)).astype(np.float16)
+    dy16 = rng.standard_normal((8, cout, 16, 16)).astype(np.float16)
+    image, dy = mpsx.ImageBatch.from_numpy(gpu, x16), mpsx.ImageBatch.from_numpy(gpu, dy16)
+
+    def encode(cb):
+        y, state = conv.encode_batch(cb, image, destination_states=True)
+        return y, gradient.encode_batch(cb, dy, image, state), state
+
+    y, dx, state = test_convolution_transpose.synchronized(gpu, encode)
+    xt = torch.tensor(x16.astype(np.float64), requires_grad=True)
+    wt = torch.tensor(w.astype(np.float16).astype(np.float64).transpose(0, 3, 1, 2), requires_grad=True)
+    yt = torch.nn.functional.conv2d(xt, wt, torch.tensor(b, dtype=torch.float64), padding=1)
+    yt.backward(torch.tensor(dy16.astype(np.float64)))
+    weights_gradient = wt.grad.numpy().transpose(0, 2, 3, 1)
+    for name, got, expected in (("result", y.to_numpy(), yt.detach().numpy()),
+                                ("source gradient", dx.to_numpy(), xt.grad.numpy()),
+                                ("weights gradient", state.gradient_for_weights.to_numpy().reshape(w.shape),
+                                 weights_gradient)):
+        error = np.linalg.norm(got.astype(np.float64) - expected) / np.linalg.norm(expected)
+        assert error < 2e-3, f"{name}: relative error {error:.2e}"
+    assert y.to_numpy().dtype == np.float16 and dx.to_numpy().dtype == np.float16
+
+    def step():
+        cb = gpu.command_queue.command_buffer()
+        encode(cb)
+        cb.commit()
+        cb.wait_until_completed()
+
+    names = device_kernels(step)
+    assert not [n for n in names if any(t in n.lower() for t in ("nchwtonhwc", "nhwctonchw", "transpose"))], names
+    # One conversion per pass: the forward's and the backward data's filter into float16 (and the weights
+    # gradient into float32 where cuDNN writes it in float16), never an image.
+    conversions = [n for n in names if "copy_kernel" in n]
+    assert len(conversions) <= 3, names
+
+
+def test_half_accumulator_precision_reaches_the_transpose(gpu):
+    """CNNConvolutionTranspose.accumulator_precision "half" allows TF32 in its
+    passes and its gradient's, as the convolution's does."""
+    def case(precision):
+        def run(device, rng):
+            source, _, _ = test_convolution_transpose.make(rng, 3, 3, 64, 64, (2, 2))
+            transpose = mpsx.CNNConvolutionTranspose(device, source)
+            gradient = mpsx.CNNConvolutionTransposeGradient(device, source)
+            transpose.accumulator_precision = precision
+            image = mpsx.Image.from_numpy(device, rng.standard_normal((8, 64, 16, 16)).astype(np.float32))
+
+            def encode(cb):
+                y, state = transpose.encode(cb, image, destination_state=True)
+                dy = mpsx.Image.from_numpy(device, rng.standard_normal((8, 64, y.height, y.width)).astype(np.float32))
+                return y, gradient.encode(cb, dy, image, state), state
+
+            y, dx, state = test_convolution_transpose.synchronized(device, encode)
+            return y.to_numpy(), dx.to_numpy(), state.gradient_for_weights.to_numpy()
+        return run
+
+    on_both(gpu, case("float"), atol=1e-4)
+    on_both(gpu, case("half"), rtol=2e-2, atol=5e-1)
+    exact, tf32 = case("float")(gpu, np.random.default_rng(7)), case("half")(gpu, np.random.default_rng(7))
+    for name, a, b in zip(("result", "data", "weights"), exact, tf32):
+        assert np.abs(a - b).max() > 1e-4 * np.abs(a).max(), f"the {name} did not use TF32"

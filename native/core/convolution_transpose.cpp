@@ -20,7 +20,7 @@ bool ConvolutionTransposeShape::operator==(const ConvolutionTransposeShape& o) c
                     s.width, s.reached_y, s.reached_x, s.reached_height, s.reached_width, s.source_stride.n,
                     s.source_stride.c, s.source_stride.h, s.source_stride.w, s.destination_stride.n,
                     s.destination_stride.c, s.destination_stride.h, s.destination_stride.w, s.source_type,
-                    s.destination_type, s.gradient);
+                    s.destination_type, s.gradient, s.accumulator_precision);
   };
   return ConvolutionWindow::operator==(o) && fields(*this) == fields(o);
 }
@@ -295,6 +295,7 @@ void CNNConvolutionTranspose::record(CommandBuffer& command_buffer, const std::s
     pre = make_pooled<Image>(device_ptr(), block_descriptor(destination->data_type(), g, out));
   ConvolutionTransposeShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
                                              destination->data_type(), false);
+  shape.accumulator_precision = accumulator_precision;
   const auto& primitive = transpose_primitives_.get(shape, [&] {
     return std::shared_ptr<ConvolutionTransposePrimitive>(make_primitive<ConvolutionTransposePrimitive>(device().backend(), shape));
   });
@@ -343,6 +344,7 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
   if (gs->pre_activation) dy = make_pooled<Image>(device_ptr(), block_descriptor(source_gradient->data_type(), g, out));
   ConvolutionTransposeShape shape = shape_of(d, b, g, *source_image, dy ? dy->layout() : source_gradient->layout(),
                                              source_gradient->data_type(), true);
+  shape.accumulator_precision = gs->convolution_transpose()->accumulator_precision;
   const auto& primitive = transpose_primitives_.get(shape, [&] {
     return std::shared_ptr<ConvolutionTransposePrimitive>(make_primitive<ConvolutionTransposePrimitive>(device().backend(), shape));
   });

@@ -70,6 +70,15 @@ class CudaBackend final : public Backend {
   // device memory laid out as `host` on it.
   cudaStream_t transfer_stream();
   ImageRegion staged(const ImageRegion& host);
+  // With the transfer mutex held: the next page-locked block, holding at
+  // least `bytes`, once the copy out of it that was enqueued last has
+  // completed.
+  struct PinnedBlock {
+    void* data = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t copied = nullptr;
+  };
+  PinnedBlock& pinned_block(size_t bytes);
   // A host write enqueued on the transfer stream, not waited for.
   void enqueued_host_write() { ++host_writes_; }
   // After a wait for the transfer stream.
@@ -87,6 +96,13 @@ class CudaBackend final : public Backend {
   size_t transfer_bytes_ = 0;
   cudaEvent_t host_writes_event_ = nullptr;
   uint64_t host_writes_ = 0, host_writes_recorded_ = 0, host_writes_done_ = 0;
+  // Image writes of up to kPinnedWriteBytes are copied into one of these
+  // page-locked blocks in turn and go on from there: the host returns once
+  // its memory is copied, and the device copy (a DMA, no pageable staging in
+  // the driver) runs while the host and earlier device work go on.
+  static constexpr size_t kPinnedWriteBytes = size_t{64} << 20;
+  PinnedBlock pinned_[4];
+  size_t next_pinned_ = 0;
 };
 
 // Makes `ordinal` the calling thread's current device for the scope.

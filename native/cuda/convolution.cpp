@@ -36,14 +36,18 @@ ImageLayout dense_layout(int64_t c, int64_t h, int64_t w, bool nchw) {
 }
 
 // The filter [k][r][s][c] as an image region (n = k), KRSC or KCRS.
-ImageRegion filter_region(void* data, const CudnnConvolutionShape& s, bool kcrs) {
+ImageRegion filter_region(void* data, const CudnnConvolutionShape& s, bool kcrs, DataType type = DataType::Float32) {
   const int64_t c = s.x_channels / s.groups;
-  return ImageRegion{data, DataType::Float32, s.y_channels, c, s.kernel_height, s.kernel_width,
+  return ImageRegion{data, type, s.y_channels, c, s.kernel_height, s.kernel_width,
                      dense_layout(c, s.kernel_height, s.kernel_width, kcrs)};
 }
 
-size_t filter_bytes(const CudnnConvolutionShape& s) {
-  return static_cast<size_t>(filter_region(nullptr, s, false).element_count()) * sizeof(float);
+size_t filter_bytes(const CudnnConvolutionShape& s, DataType type) {
+  return static_cast<size_t>(filter_region(nullptr, s, false).element_count()) * size_of(type);
+}
+
+cudnnDataType_t cudnn_type(DataType type) {
+  return type == DataType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 }
 
 // Primitives are built on encoding threads, away from any queue and its
@@ -86,9 +90,11 @@ QueryHandles& query_handles() {
 }
 
 // Whether the engine computes as the convolution asks: never on inputs
-// converted to a narrower type; in exact float32 products and sums unless
-// TF32 tensor cores are allowed.
-bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_float32, bool deterministic) {
+// converted to a narrower type; on tensor cores only where they are allowed
+// (TF32) or the operands are narrower than float32 already; with sums in
+// reduced precision only where the kernel's accumulator precision is half.
+bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_cores, bool reduced_precision,
+                       bool deterministic) {
   CudnnBackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine;
   int64_t count = 0;
@@ -102,30 +108,29 @@ bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_float32
   for (int64_t i = 0; i < count; ++i) {
     if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS) return false;
     if (deterministic && notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
-    if (!tensor_float32 && (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
-                            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION))
-      return false;
+    if (!tensor_cores && notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) return false;
+    if (!reduced_precision && notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) return false;
   }
   return true;
 }
 
 // A region as a pass's staging shows it to cuDNN: the region itself, or its
-// float32 copy in scratch inside zero padding.
+// copy in scratch inside zero padding.
 class StagedRegion {
  public:
   StagedRegion(CudaContext& context, const ImageRegion& region, const CudnnConvolution::Staging& staging, size_t slot,
                bool load)
       : context_(context), region_(region), interior_(region), copy_(staging.copy) {
     if (!copy_) {
-      data_ = static_cast<float*>(region.data);
+      data_ = region.data;
       return;
     }
     const int64_t h = region.h + staging.top + staging.bottom, w = region.w + staging.left + staging.right;
-    const size_t bytes = static_cast<size_t>(region.n * region.c * h * w) * sizeof(float);
-    data_ = static_cast<float*>(context.scratch(slot, bytes));
+    const size_t element = size_of(staging.type), bytes = static_cast<size_t>(region.n * region.c * h * w) * element;
+    data_ = context.scratch(slot, bytes);
     const ImageLayout layout = dense_layout(region.c, h, w, staging.nchw);
-    interior_ = ImageRegion{data_ + staging.top * layout.h + staging.left * layout.w,
-                            DataType::Float32,
+    interior_ = ImageRegion{static_cast<char*>(data_) + (staging.top * layout.h + staging.left * layout.w) * element,
+                            staging.type,
                             region.n,
                             region.c,
                             region.h,
@@ -137,8 +142,8 @@ class StagedRegion {
   }
 
   // What cuDNN reads or writes, padding included.
-  float* data() const { return data_; }
-  // The float32 values of the region within it.
+  void* data() const { return data_; }
+  // The values of the region within it.
   const ImageRegion& view() const { return interior_; }
   // Writes a copy back into the region.
   void store() const {
@@ -149,7 +154,7 @@ class StagedRegion {
   CudaContext& context_;
   ImageRegion region_, interior_;
   bool copy_;
-  float* data_ = nullptr;
+  void* data_ = nullptr;
 };
 
 }  // namespace
@@ -242,10 +247,12 @@ CudnnConvolution::CudnnConvolution(int ordinal, const CudnnConvolutionShape& sha
   QueryHandles& queries = query_handles();
   std::lock_guard<std::mutex> lock(queries.mutex);
   cudnnHandle_t handle = queries.of(ordinal);
-  for (Layout layout : {Layout::AsGiven, Layout::DenseNhwc, Layout::DenseNchw}) {
-    if (std::optional<Passes> configured = configure(handle, passes, layout)) {
-      passes_ = std::move(*configured);
-      return;
+  for (bool float32 : {false, true}) {
+    for (Layout layout : {Layout::AsGiven, Layout::DenseNhwc, Layout::DenseNchw}) {
+      if (std::optional<Passes> configured = configure(handle, passes, layout, float32)) {
+        passes_ = std::move(*configured);
+        return;
+      }
     }
   }
   fail<Error>("cuDNN has no engine within ", kWorkspaceLimit >> 20, " MiB of workspace for the convolution of ",
@@ -258,8 +265,8 @@ CudnnConvolution::CudnnConvolution(int ordinal, const CudnnConvolutionShape& sha
 CudnnConvolution::~CudnnConvolution() = default;
 
 std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_t handle,
-                                                                    const CudnnPasses& requested,
-                                                                    Layout layout) const {
+                                                                    const CudnnPasses& requested, Layout layout,
+                                                                    bool float32) const {
   const CudnnConvolutionShape& s = shape_;
   Passes passes;
   passes.nchw = layout == Layout::DenseNchw;
@@ -274,8 +281,15 @@ std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_
       {&requested.backward_filter, Direction::BackwardFilter}};
   for (const auto& [operands, direction] : wanted) {
     if (!*operands) continue;
-    std::unique_ptr<Pass> p = prepare(direction, **operands, pad_y, pad_x, layout);
-    p->aligned = plan(handle, *p, 16);
+    std::unique_ptr<Pass> p = prepare(direction, **operands, pad_y, pad_x, layout, float32);
+    // A filter gradient of narrower operands is summed into float32 where an
+    // engine writes it so, else in their type and converted.
+    if (direction == Direction::BackwardFilter && p->io != DataType::Float32) {
+      p->filter = DataType::Float32;
+      p->aligned = plan(handle, *p, 16);
+      if (!p->aligned) p->filter = p->io;
+    }
+    if (!p->aligned) p->aligned = plan(handle, *p, 16);
     if (!p->aligned) return std::nullopt;
     (direction == Direction::Forward        ? passes.forward
      : direction == Direction::BackwardData ? passes.backward_data
@@ -285,7 +299,8 @@ std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_
 }
 
 std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(Direction direction, const CudnnOperands& operands,
-                                                                  int64_t pad_y, int64_t pad_x, Layout layout) const {
+                                                                  int64_t pad_y, int64_t pad_x, Layout layout,
+                                                                  bool float32) const {
   const CudnnConvolutionShape& s = shape_;
   const bool dense = layout != Layout::AsGiven, nchw = layout == Layout::DenseNchw;
   auto p = std::make_unique<Pass>();
@@ -297,8 +312,11 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(Direction dire
   p->x.bottom = s.pad_bottom - pad_y;
   p->x.right = s.pad_right - pad_x;
   bool padded = p->x.top || p->x.left || p->x.bottom || p->x.right;
-  p->x.copy = dense || padded || operands.x.type != DataType::Float32;
-  p->y.copy = dense || operands.y.type != DataType::Float32;
+  // Float16 on both sides goes to cuDNN as it is; anything else as float32.
+  const bool half = !float32 && operands.x.type == DataType::Float16 && operands.y.type == DataType::Float16;
+  p->io = p->filter = p->x.type = p->y.type = half ? DataType::Float16 : DataType::Float32;
+  p->x.copy = dense || padded || operands.x.type != p->io;
+  p->y.copy = dense || operands.y.type != p->io;
   p->x.nchw = p->y.nchw = nchw;
   const int64_t h = s.x_height + p->x.top + p->x.bottom, w = s.x_width + p->x.left + p->x.right;
   p->x_stride = p->x.copy ? dense_layout(s.x_channels, h, w, nchw) : operands.x.stride;
@@ -320,11 +338,12 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
                                                                int64_t alignment) const {
   const CudnnConvolutionShape& s = shape_;
   size_t bytes[3] = {};  // x, filter, y
-  auto tensor = [&](int64_t id, int64_t n, int64_t c, int64_t h, int64_t w, const ImageLayout& stride) {
-    bytes[id - kX] = static_cast<size_t>(ImageRegion{nullptr, DataType::Float32, n, c, h, w, stride}.span()) *
-                     sizeof(float);
+  auto tensor = [&](int64_t id, DataType data_type, int64_t n, int64_t c, int64_t h, int64_t w,
+                    const ImageLayout& stride) {
+    bytes[id - kX] = static_cast<size_t>(ImageRegion{nullptr, data_type, n, c, h, w, stride}.span()) *
+                     size_of(data_type);
     CudnnBackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    const cudnnDataType_t type = CUDNN_DATA_FLOAT;
+    const cudnnDataType_t type = cudnn_type(data_type);
     t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
     t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, {n, c, h, w});
     t.set(CUDNN_ATTR_TENSOR_STRIDES, {stride.n, stride.c, stride.h, stride.w});
@@ -334,10 +353,10 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
   };
   const ImageRegion filter = filter_region(nullptr, s, pass.x.nchw);
   std::vector<CudnnBackendDescriptor> parts;
-  parts.push_back(tensor(kX, s.images, s.x_channels, s.x_height + pass.x.top + pass.x.bottom,
+  parts.push_back(tensor(kX, pass.io, s.images, s.x_channels, s.x_height + pass.x.top + pass.x.bottom,
                          s.x_width + pass.x.left + pass.x.right, pass.x_stride));
-  parts.push_back(tensor(kFilter, filter.n, filter.c, filter.h, filter.w, filter.stride));
-  parts.push_back(tensor(kY, s.images, s.y_channels, s.y_height, s.y_width, pass.y_stride));
+  parts.push_back(tensor(kFilter, pass.filter, filter.n, filter.c, filter.h, filter.w, filter.stride));
+  parts.push_back(tensor(kY, pass.io, s.images, s.y_channels, s.y_height, s.y_width, pass.y_stride));
   for (CudnnBackendDescriptor& t : parts)
     if (!t.try_finalize()) return nullptr;
 
@@ -407,7 +426,9 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
                                  &count, raw.data()) != CUDNN_STATUS_SUCCESS)
       continue;
     for (int64_t i = 0; i < count && candidates.size() < kTunedEngines; ++i) {
-      if (!computes_as_asked(configs[i], s.tensor_float32, s.deterministic)) continue;
+      if (!computes_as_asked(configs[i], s.tensor_float32 || pass.io != DataType::Float32, s.tensor_float32,
+                             s.deterministic))
+        continue;
       CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
@@ -491,7 +512,8 @@ void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, 
     if (!pass.unaligned) {
       QueryHandles& queries = query_handles();
       std::lock_guard<std::mutex> query_lock(queries.mutex);
-      pass.unaligned = this->plan(queries.of(ordinal_), pass, 4);
+      const auto element = static_cast<int64_t>(std::min(size_of(pass.io), size_of(pass.filter)));
+      pass.unaligned = this->plan(queries.of(ordinal_), pass, element);
       if (!pass.unaligned)
         fail<Error>("cuDNN has no engine for this convolution on operands at addresses not aligned to 16 bytes");
     }
@@ -501,11 +523,12 @@ void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, 
   plan->execute(context.cudnn(), x, filter, y, workspace);
 }
 
-const float* CudnnConvolution::filter_in(CudaContext& context, const float* filter) const {
-  if (!passes_.nchw) return filter;
-  ImageRegion kcrs = filter_region(context.scratch(kPlanarFilterSlot, filter_bytes(shape_)), shape_, true);
-  copy_region(filter_region(const_cast<float*>(filter), shape_, false), kcrs, context.stream());
-  return static_cast<const float*>(kcrs.data);
+const void* CudnnConvolution::filter_in(CudaContext& context, const Pass& pass, const float* filter) const {
+  if (!passes_.nchw && pass.filter == DataType::Float32) return filter;
+  const ImageRegion in = filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, pass.filter)), shape_,
+                                       passes_.nchw, pass.filter);
+  copy_region(filter_region(const_cast<float*>(filter), shape_, false), in, context.stream());
+  return in.data;
 }
 
 void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const float* filter, const float* biases,
@@ -513,7 +536,7 @@ void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const
   const Pass& p = *passes_.forward;
   StagedRegion in(context, x, p.x, kFirstStagedSlot, true);
   StagedRegion out(context, y, p.y, kSecondStagedSlot, false);
-  execute(context, p, in.data(), filter_in(context, filter), out.data());
+  execute(context, p, in.data(), filter_in(context, p, filter), out.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
@@ -523,7 +546,7 @@ void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy
   const Pass& p = *passes_.backward_data;
   StagedRegion in(context, dy, p.y, kFirstStagedSlot, true);
   StagedRegion out(context, dx, p.x, kSecondStagedSlot, false);
-  execute(context, p, out.data(), filter_in(context, filter), in.data());
+  execute(context, p, out.data(), filter_in(context, p, filter), in.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
@@ -533,11 +556,14 @@ void CudnnConvolution::backward_filter(CudaContext& context, const ImageRegion& 
   const Pass& p = *passes_.backward_filter;
   StagedRegion in(context, x, p.x, kFirstStagedSlot, true);
   StagedRegion gradient(context, dy, p.y, kSecondStagedSlot, true);
-  ImageRegion krsc = filter_region(filter_gradient, shape_, false);
-  ImageRegion out = passes_.nchw ? filter_region(context.scratch(kPlanarFilterSlot, filter_bytes(shape_)), shape_, true)
-                                 : krsc;
+  const ImageRegion krsc = filter_region(filter_gradient, shape_, false);
+  const bool direct = !passes_.nchw && p.filter == DataType::Float32;
+  const ImageRegion out =
+      direct ? krsc
+             : filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, p.filter)), shape_, passes_.nchw,
+                             p.filter);
   execute(context, p, in.data(), out.data, gradient.data());
-  if (passes_.nchw) copy_region(out, krsc, context.stream());
+  if (!direct) copy_region(out, krsc, context.stream());
 }
 
 void sum_biases_gradient(CudaContext& context, const ImageRegion& result_gradient, float* biases_gradient) {

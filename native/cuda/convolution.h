@@ -43,9 +43,9 @@ class CudnnBackendDescriptor {
 
 // Scratch slots of the convolution families: 0-1 regions staged for cuDNN or
 // cuBLAS, 2 cuDNN's workspace, 3 partial sums of bias gradients, 4 the
-// transpose's filter, 5 a filter in planar (KCRS) layout.
+// transpose's filter, 5 a filter in the layout and data type cuDNN takes.
 constexpr size_t kFirstStagedSlot = 0, kSecondStagedSlot = 1, kWorkspaceSlot = 2, kPartialSumsSlot = 3,
-                 kTransposeFilterSlot = 4, kPlanarFilterSlot = 5;
+                 kTransposeFilterSlot = 4, kCudnnFilterSlot = 5;
 
 // A convolution as cuDNN runs it, x -> y: cross-correlation with the KRSC
 // filter [y_channels][kernel_height][kernel_width][x_channels / groups]. The
@@ -79,11 +79,14 @@ struct CudnnPasses {
 // A convolution run through cuDNN's backend API: for each pass an operation
 // graph of one convolution, and the execution plan of the engine that ran
 // fastest when timed on the device, of those cuDNN's heuristics rank best
-// that compute in exact float32 (unless TF32 is allowed) within the
-// workspace limit, built once. Regions that
-// cuDNN cannot take as they are (another data type, padding cuDNN cannot
-// express, strides or layouts no engine takes) are staged through dense
-// float32 copies in scratch.
+// that compute as asked within the workspace limit, built once. Float32
+// regions compute in exact float32 unless TF32 is allowed; float16 and
+// bfloat16 regions go to cuDNN in their own type, with a filter converted to
+// it, on tensor cores that accumulate in float32 (in reduced precision only
+// where the kernel allows it). Regions that cuDNN cannot take as they are
+// (mixed data types, padding cuDNN cannot express, strides or layouts no
+// engine takes) are staged through dense copies in scratch, float32 copies
+// last.
 class CudnnConvolution {
  public:
   CudnnConvolution(int ordinal, const CudnnConvolutionShape& shape, const CudnnPasses& passes);
@@ -99,11 +102,12 @@ class CudnnConvolution {
   void backward_filter(CudaContext& context, const ImageRegion& x, const ImageRegion& dy,
                        float* filter_gradient) const;
 
-  // How a pass sees a region: in place, or as a dense float32 copy (NHWC or
-  // NCHW) with zero rows and columns around it for the padding cuDNN is not
-  // given.
+  // How a pass sees a region: in place, or as a dense copy of `type` (NHWC
+  // or NCHW) with zero rows and columns around it for the padding cuDNN is
+  // not given.
   struct Staging {
     bool copy = false, nchw = false;
+    DataType type = DataType::Float32;
     int64_t top = 0, left = 0, bottom = 0, right = 0;
   };
 
@@ -117,6 +121,9 @@ class CudnnConvolution {
   struct Plan;
   struct Pass {
     Direction direction = Direction::Forward;
+    // The data type of x and y as cuDNN sees them, and of its filter (or
+    // filter gradient).
+    DataType io = DataType::Float32, filter = DataType::Float32;
     Staging x, y;
     ImageLayout x_stride, y_stride;  // as cuDNN sees them
     int64_t pad_y = 0, pad_x = 0;    // given to cuDNN
@@ -130,10 +137,12 @@ class CudnnConvolution {
     bool nchw = false;
   };
 
-  // Empty when cuDNN has no engine for some pass.
-  std::optional<Passes> configure(cudnnHandle_t handle, const CudnnPasses& passes, Layout layout) const;
+  // Empty when cuDNN has no engine for some pass. With `float32` every pass
+  // computes on float32 copies of regions of other types.
+  std::optional<Passes> configure(cudnnHandle_t handle, const CudnnPasses& passes, Layout layout,
+                                  bool float32) const;
   std::unique_ptr<Pass> prepare(Direction direction, const CudnnOperands& operands, int64_t pad_y, int64_t pad_x,
-                                Layout layout) const;
+                                Layout layout, bool float32) const;
   // Null when no engine runs the pass on operands of that alignment.
   std::unique_ptr<Plan> plan(cudnnHandle_t handle, const Pass& pass, int64_t alignment) const;
   // The candidate that runs fastest on zeroed operands of these sizes (x,
@@ -142,8 +151,8 @@ class CudnnConvolution {
                                 const size_t (&operand_bytes)[3]) const;
   // Runs a pass on cuDNN's x, filter and y operands.
   void execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const;
-  // The filter as the configuration gives it to cuDNN.
-  const float* filter_in(CudaContext& context, const float* filter) const;
+  // The filter as a pass gives it to cuDNN.
+  const void* filter_in(CudaContext& context, const Pass& pass, const float* filter) const;
 
   int ordinal_;
   CudnnConvolutionShape shape_;

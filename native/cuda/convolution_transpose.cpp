@@ -26,6 +26,7 @@ CudnnConvolutionShape cudnn_shape(const ConvolutionTransposeShape& s, bool deter
   c.y_channels = s.input_channels;
   c.y_height = s.source_height;
   c.y_width = s.source_width;
+  c.tensor_float32 = s.accumulator_precision == AccumulatorPrecision::Half;
   c.deterministic = deterministic;
   return c;
 }

@@ -1,5 +1,7 @@
 #include <climits>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "backend.h"
@@ -116,12 +118,35 @@ void CudaBackend::read_region(const ImageRegion& device, const ImageRegion& host
   transfers_done();
 }
 
+CudaBackend::PinnedBlock& CudaBackend::pinned_block(size_t bytes) {
+  PinnedBlock& block = pinned_[next_pinned_++ % std::size(pinned_)];
+  if (!block.copied) MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&block.copied, cudaEventDisableTiming));
+  MPSX_CUDA_CHECK(cudaEventSynchronize(block.copied));
+  if (bytes > block.bytes) {
+    if (block.data) MPSX_CUDA_CHECK(cudaFreeHost(block.data));
+    block.data = nullptr;
+    block.bytes = 0;
+    MPSX_CUDA_CHECK(cudaHostAlloc(&block.data, bytes, cudaHostAllocDefault));
+    block.bytes = bytes;
+  }
+  return block;
+}
+
 void CudaBackend::write_region(const ImageRegion& host, const ImageRegion& device) {
   DeviceScope scope(ordinal_);
   std::lock_guard<std::mutex> lock(transfer_mutex_);
   const ImageRegion staging = staged(host);
-  MPSX_CUDA_CHECK(cudaMemcpyAsync(staging.data, host.data, static_cast<size_t>(host.span()) * size_of(host.data_type),
-                                  cudaMemcpyHostToDevice, transfer_stream_));
+  const size_t bytes = static_cast<size_t>(host.span()) * size_of(host.data_type);
+  if (bytes <= kPinnedWriteBytes) {
+    PinnedBlock& block = pinned_block(bytes);
+    std::memcpy(block.data, host.data, bytes);
+    MPSX_CUDA_CHECK(cudaMemcpyAsync(staging.data, block.data, bytes, cudaMemcpyHostToDevice, transfer_stream_));
+    MPSX_CUDA_CHECK(cudaEventRecord(block.copied, transfer_stream_));
+    copy_region(staging, device, transfer_stream_);
+    enqueued_host_write();
+    return;
+  }
+  MPSX_CUDA_CHECK(cudaMemcpyAsync(staging.data, host.data, bytes, cudaMemcpyHostToDevice, transfer_stream_));
   copy_region(staging, device, transfer_stream_);
   // From page-locked memory the copy is still under way: the caller may
   // change that memory on return.

@@ -24,8 +24,11 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                           " groups");
     // MPS takes the weights as mpsx gives them: OHWI, [out][height][width][in / groups].
     descriptor_ = convolution_descriptor(filter());
-    MPSXConvolutionDataSource* zeros = zero_weights_data_source(filter(), false);
+    const bool half = s.accumulator_precision == AccumulatorPrecision::Half;
+    MPSXConvolutionDataSource* zeros = zero_weights_data_source(filter(), half);
     transpose_ = [[MPSCNNConvolutionTranspose alloc] initWithDevice:device weights:zeros];
+    transpose_.accumulatorPrecisionOption =
+        half ? MPSNNConvolutionAccumulatorPrecisionOptionHalf : MPSNNConvolutionAccumulatorPrecisionOptionFloat;
     if (!s.gradient) return;
     gradient_ = [[MPSCNNConvolutionTransposeGradient alloc] initWithDevice:device weights:zeros];
     // backward_weights has no data gradient to write; MPS still makes one.

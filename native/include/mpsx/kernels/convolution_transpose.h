@@ -45,6 +45,8 @@ struct ConvolutionTransposeShape : ConvolutionWindow {
   ImageLayout source_stride, destination_stride;
   DataType source_type = DataType::Float32, destination_type = DataType::Float32;
   bool gradient = false;  // a primitive for the backward passes
+  // As ConvolutionShape's: that of the forward kernel.
+  AccumulatorPrecision accumulator_precision = AccumulatorPrecision::Float;
 
   bool reads_source() const { return source_height > 0 && source_width > 0; }
   bool operator==(const ConvolutionTransposeShape& o) const;
