@@ -240,8 +240,8 @@ KERNEL_KINDS = (  # (kind, words of a device operation's name), the first match 
     ("host-to-device copies", ("memcpy htod",)),
     ("other copies and fills", ("memcpy", "memset")),
     ("layout transposes", ("nchwtonhwc", "nhwctonchw", "transpose")),
-    ("convolution backward data", ("dgrad",)),
-    ("convolution backward filter", ("wgrad",)),
+    ("convolution backward data", ("dgrad", "bwddata")),
+    ("convolution backward filter", ("wgrad", "bwdfilter")),
     ("convolution forward", ("fprop", "conv", "xmma", "implicit")),
     ("matrix products", ("gemm",)),
     ("batch normalization", ("batch_normalization", "moments", "products", "normalize_kernel", "gradient_kernel")))

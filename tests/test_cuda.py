@@ -313,11 +313,11 @@ def test_float16_convolution_sums_in_float32_on_the_images_as_they_are(gpu, cin,
     conv, gradient = mpsx.CNNConvolution(gpu, source), mpsx.CNNConvolutionGradient(gpu, source)
     x16 = rng.standard_normal((8, cin, 16, 16)).astype(np.float16)
     dy16 = rng.standard_normal((8, cout, 16, 16)).astype(np.float16)
-    image, dy = mpsx.ImageBatch.from_numpy(gpu, x16), mpsx.ImageBatch.from_numpy(gpu, dy16)
+    image, dy = mpsx.Image.from_numpy(gpu, x16), mpsx.Image.from_numpy(gpu, dy16)
 
     def encode(cb):
-        y, state = conv.encode_batch(cb, image, destination_states=True)
-        return y, gradient.encode_batch(cb, dy, image, state), state
+        y, state = conv.encode(cb, image, destination_state=True)
+        return y, gradient.encode(cb, dy, image, state), state
 
     y, dx, state = test_convolution_transpose.synchronized(gpu, encode)
     xt = torch.tensor(x16.astype(np.float64), requires_grad=True)
@@ -372,3 +372,61 @@ def test_half_accumulator_precision_reaches_the_transpose(gpu):
     exact, tf32 = case("float")(gpu, np.random.default_rng(7)), case("half")(gpu, np.random.default_rng(7))
     for name, a, b in zip(("result", "data", "weights"), exact, tf32):
         assert np.abs(a - b).max() > 1e-4 * np.abs(a).max(), f"the {name} did not use TF32"
+
+
+@pytest.mark.parametrize("dtype, channels", [(np.float32, 12), (np.float16, 16), (np.float16, 12)])
+def test_batch_normalization_and_biases_on_dense_images(gpu, dtype, channels):
+    """Dense NHWC images whose pixels fill 16-byte vectors (12 float32 or 16
+    float16 channels) take the vectorized kernels, the others (12 float16) the
+    general ones: statistics, normalization with its fused ReLU, statistics
+    gradient and gradient, a convolution's bias and bias gradient, all as on
+    the cpu."""
+    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+
+    def case(device, rng):
+        source, _, _ = test_convolution.make(device, rng, 3, 3, channels, channels)
+        conv, conv_gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+        gamma = rng.uniform(0.5, 1.5, channels).astype(np.float32)
+        beta = rng.standard_normal(channels).astype(np.float32)
+        weights = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(channels, np.float32),
+                                                 np.ones(channels, np.float32), 1e-5)
+        bn = mpsx.CNNBatchNormalization(device, weights, fused_neuron_descriptor=relu)
+        statistics = mpsx.CNNBatchNormalizationStatistics(device)
+        statistics_gradient = mpsx.CNNBatchNormalizationStatisticsGradient(device, relu)
+        bn_gradient = mpsx.CNNBatchNormalizationGradient(device, relu)
+        x = mpsx.ImageBatch.from_numpy(device, (rng.standard_normal((6, channels, 9, 7)) + 3).astype(dtype))
+        dz = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((6, channels, 9, 7)).astype(dtype))
+
+        def encode(cb):
+            y, conv_states = conv.encode_batch(cb, x, destination_states=True)
+            state = bn.result_state(y)
+            statistics.encode_batch(cb, y, state)
+            z = bn.encode_batch(cb, y, batch_normalization_state=state)
+            statistics_gradient.encode_batch(cb, dz, y, state)
+            dy = bn_gradient.encode_batch(cb, dz, y, state)
+            dx = conv_gradient.encode_batch(cb, dy, x, conv_states)
+            return y, z, dy, dx, state, conv_states[0]
+
+        y, z, dy, dx, state, conv_state = test_convolution_transpose.synchronized(device, encode)
+        return (y.to_numpy(), z.to_numpy(), dy.to_numpy(), dx.to_numpy(), state.mean.to_numpy(),
+                state.variance.to_numpy(), state.gradient_for_gamma.to_numpy(), state.gradient_for_beta.to_numpy(),
+                conv_state.gradient_for_biases.to_numpy())
+
+    tolerance = 1e-4 if dtype == np.float32 else 3e-2
+    on_both(gpu, case, tolerance, tolerance)
+
+
+def test_image_writes_are_copied_before_they_return(gpu, rng):
+    """Image.write returns once the host memory is copied (page-locked
+    staging, several writes in flight): the array may change at once, and
+    each image gets what it was given."""
+    arrays = [rng.standard_normal((4, 8, 16, 16)).astype(np.float32) for _ in range(7)]
+    images = [mpsx.ImageBatch(gpu, mpsx.ImageDescriptor(width=16, height=16, feature_channels=8, number_of_images=4))
+              for _ in arrays]
+    scratch = np.empty_like(arrays[0])
+    for image, array in zip(images, arrays):
+        scratch[...] = array
+        image.write(scratch)
+        scratch[...] = np.nan  # too late to reach the image
+    for image, array in zip(images, arrays):
+        np.testing.assert_array_equal(image.to_numpy(), array)

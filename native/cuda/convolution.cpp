@@ -282,14 +282,7 @@ std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_
   for (const auto& [operands, direction] : wanted) {
     if (!*operands) continue;
     std::unique_ptr<Pass> p = prepare(direction, **operands, pad_y, pad_x, layout, float32);
-    // A filter gradient of narrower operands is summed into float32 where an
-    // engine writes it so, else in their type and converted.
-    if (direction == Direction::BackwardFilter && p->io != DataType::Float32) {
-      p->filter = DataType::Float32;
-      p->aligned = plan(handle, *p, 16);
-      if (!p->aligned) p->filter = p->io;
-    }
-    if (!p->aligned) p->aligned = plan(handle, *p, 16);
+    p->aligned = plan(handle, *p, 16);
     if (!p->aligned) return std::nullopt;
     (direction == Direction::Forward        ? passes.forward
      : direction == Direction::BackwardData ? passes.backward_data
@@ -314,7 +307,7 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(Direction dire
   bool padded = p->x.top || p->x.left || p->x.bottom || p->x.right;
   // Float16 on both sides goes to cuDNN as it is; anything else as float32.
   const bool half = !float32 && operands.x.type == DataType::Float16 && operands.y.type == DataType::Float16;
-  p->io = p->filter = p->x.type = p->y.type = half ? DataType::Float16 : DataType::Float32;
+  p->io = p->x.type = p->y.type = half ? DataType::Float16 : DataType::Float32;
   p->x.copy = dense || padded || operands.x.type != p->io;
   p->y.copy = dense || operands.y.type != p->io;
   p->x.nchw = p->y.nchw = nchw;
@@ -355,7 +348,7 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
   std::vector<CudnnBackendDescriptor> parts;
   parts.push_back(tensor(kX, pass.io, s.images, s.x_channels, s.x_height + pass.x.top + pass.x.bottom,
                          s.x_width + pass.x.left + pass.x.right, pass.x_stride));
-  parts.push_back(tensor(kFilter, pass.filter, filter.n, filter.c, filter.h, filter.w, filter.stride));
+  parts.push_back(tensor(kFilter, pass.io, filter.n, filter.c, filter.h, filter.w, filter.stride));
   parts.push_back(tensor(kY, pass.io, s.images, s.y_channels, s.y_height, s.y_width, pass.y_stride));
   for (CudnnBackendDescriptor& t : parts)
     if (!t.try_finalize()) return nullptr;
@@ -512,8 +505,7 @@ void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, 
     if (!pass.unaligned) {
       QueryHandles& queries = query_handles();
       std::lock_guard<std::mutex> query_lock(queries.mutex);
-      const auto element = static_cast<int64_t>(std::min(size_of(pass.io), size_of(pass.filter)));
-      pass.unaligned = this->plan(queries.of(ordinal_), pass, element);
+      pass.unaligned = this->plan(queries.of(ordinal_), pass, static_cast<int64_t>(size_of(pass.io)));
       if (!pass.unaligned)
         fail<Error>("cuDNN has no engine for this convolution on operands at addresses not aligned to 16 bytes");
     }
@@ -524,9 +516,9 @@ void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, 
 }
 
 const void* CudnnConvolution::filter_in(CudaContext& context, const Pass& pass, const float* filter) const {
-  if (!passes_.nchw && pass.filter == DataType::Float32) return filter;
-  const ImageRegion in = filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, pass.filter)), shape_,
-                                       passes_.nchw, pass.filter);
+  if (!passes_.nchw && pass.io == DataType::Float32) return filter;
+  const ImageRegion in = filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, pass.io)), shape_,
+                                       passes_.nchw, pass.io);
   copy_region(filter_region(const_cast<float*>(filter), shape_, false), in, context.stream());
   return in.data;
 }
@@ -557,11 +549,10 @@ void CudnnConvolution::backward_filter(CudaContext& context, const ImageRegion& 
   StagedRegion in(context, x, p.x, kFirstStagedSlot, true);
   StagedRegion gradient(context, dy, p.y, kSecondStagedSlot, true);
   const ImageRegion krsc = filter_region(filter_gradient, shape_, false);
-  const bool direct = !passes_.nchw && p.filter == DataType::Float32;
+  const bool direct = !passes_.nchw && p.io == DataType::Float32;
   const ImageRegion out =
       direct ? krsc
-             : filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, p.filter)), shape_, passes_.nchw,
-                             p.filter);
+             : filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, p.io)), shape_, passes_.nchw, p.io);
   execute(context, p, in.data(), out.data, gradient.data());
   if (!direct) copy_region(out, krsc, context.stream());
 }

@@ -167,15 +167,163 @@ __global__ void running_statistics_kernel(int64_t channels, const float* mean, c
   }
 }
 
+// The dense forms (channels.cuh) of the above: a thread's W channels,
+// loaded as vectors of T.
+template <class T>
+__device__ __forceinline__ float scalar(const T* data, int64_t i) {
+  if constexpr (sizeof(T) == 4)
+    return data[i];
+  else
+    return __half2float(data[i]);
+}
+
+template <class T, int W>
+struct DenseMoments {
+  static constexpr int kLoads = 1;
+  const T* x;
+  struct Channels {
+    float shift[W];
+  };
+  __device__ Channels channels(int64_t c) const {
+    Channels k;
+#pragma unroll
+    for (int w = 0; w < W; ++w) k.shift[w] = scalar(x, c + w);
+    return k;
+  }
+  template <class Index>
+  __device__ void load(const Channels&, Index offset, float (&values)[1][W]) const {
+    load_vector<T, W>(x, offset, values[0]);
+  }
+  __device__ void add(const Channels& k, const float (&values)[1][W], float (&sums)[W][2]) const {
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float d = values[0][w] - k.shift[w];
+      sums[w][0] += d;
+      sums[w][1] += d * d;
+    }
+  }
+};
+
+template <class T, int W>
+struct DenseProducts {
+  static constexpr int kLoads = 2;
+  NeuronParameters neuron;
+  const T *dy, *x;
+  ChannelParameters p;
+  struct Channels {
+    int64_t c;
+    float a[W], b[W], mean[W];
+  };
+  __device__ Channels channels(int64_t c) const {
+    Channels k;
+    k.c = c;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      pre_activation(p, c + w, &k.a[w], &k.b[w]);
+      k.mean[w] = p.mean[c + w];
+    }
+    return k;
+  }
+  template <class Index>
+  __device__ void load(const Channels&, Index offset, float (&values)[2][W]) const {
+    load_vector<T, W>(dy, offset, values[0]);
+    load_vector<T, W>(x, offset, values[1]);
+  }
+  __device__ void add(const Channels& k, const float (&values)[2][W], float (&sums)[W][2]) const {
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      const float v = values[1][w], dz = values[0][w] * derivative(neuron, v * k.a[w] + k.b[w], k.c + w);
+      sums[w][0] += dz;
+      sums[w][1] += dz * (v - k.mean[w]);
+    }
+  }
+};
+
+template <class T, class Index>
+__global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
+                                       const T* x, T* y, ChannelParameters p, float* kept_gamma, float* kept_beta) {
+  constexpr int W = kVectorWidth<T>;
+  const Index c = chunks.channel();
+  if (c >= chunks.channels) return;
+  float a[W], b[W];
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    if (kept_gamma && blockIdx.x == 0 && threadIdx.y == 0) {
+      kept_gamma[c + w] = p.gamma[c + w];
+      kept_beta[c + w] = p.beta[c + w];
+    }
+    pre_activation(p, c + w, &a[w], &b[w]);
+  }
+  float v[kPixelBatch][W];
+  chunks.map_pixels([&](int j, Index offset) { load_vector<T, W>(x, offset, v[j]); },
+                    [&](int j, Index offset) {
+                      float out[W];
+#pragma unroll
+                      for (int w = 0; w < W; ++w) out[w] = forward_value(neuron, v[j][w] * a[w] + b[w], c + w);
+                      store_vector<T, W>(y, offset, out);
+                    });
+}
+
+template <class T, class Index>
+__global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
+                                      const T* dy, const T* x, T* dx, ChannelParameters p,
+                                      const float* gradient_for_gamma, const float* gradient_for_beta,
+                                      double count) {
+  constexpr int W = kVectorWidth<T>;
+  const Index c = chunks.channel();
+  if (c >= chunks.channels) return;
+  float A[W], B[W], D[W], a[W], b[W];
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    const double inverse_sigma = 1.0 / sqrt(static_cast<double>(p.variance[c + w]) + p.epsilon);
+    const double scale = p.gamma[c + w] * inverse_sigma;
+    const double slope = -scale * inverse_sigma * gradient_for_gamma[c + w] / count;
+    A[w] = static_cast<float>(scale);
+    B[w] = static_cast<float>(slope);
+    D[w] = static_cast<float>(-slope * p.mean[c + w] - scale * gradient_for_beta[c + w] / count);
+    pre_activation(p, c + w, &a[w], &b[w]);
+  }
+  float v[kPixelBatch][W], g[kPixelBatch][W];
+  chunks.map_pixels(
+      [&](int j, Index offset) {
+        load_vector<T, W>(x, offset, v[j]);
+        if (dy) load_vector<T, W>(dy, offset, g[j]);
+      },
+      [&](int j, Index offset) {
+        float out[W];
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+          out[w] = v[j][w] * B[w] + D[w];
+          if (dy) out[w] += g[j][w] * derivative(neuron, v[j][w] * a[w] + b[w], c + w) * A[w];
+        }
+        store_vector<T, W>(dx, offset, out);
+      });
+}
+
 }  // namespace
 
 size_t batch_normalization_sums_bytes(const ImageRegion& x) {
-  return channel_partials_bytes(channel_tiling(x), 2, x.c);
+  return channel_partials_bytes(x, 2);
 }
 
 void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, int64_t before, void* sums,
                                     cudaStream_t stream) {
   if (x.element_count() == 0) return;
+  if (const DataType dense = dense_type({x}); dense != DataType::UInt8) {
+    with_dense_type(dense, [&](auto type) {
+      using T = decltype(type);
+      constexpr int W = kVectorWidth<T>;
+      const ChannelTiling t = dense_channel_tiling(x, W);
+      with_index(narrow_indices(t, {x}), [&](auto index) {
+        using Index = decltype(index);
+        sum_dense_channels<2>(t, DenseChunks<Index, W>(t, x), DenseMoments<T, W>{static_cast<const T*>(x.data)},
+                              Statistics<Index>{Strided<Index>(x), static_cast<double>(t.pixels),
+                                                static_cast<double>(before), mean, variance},
+                              static_cast<double*>(sums), stream);
+      });
+    });
+    return;
+  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {x}), [&](auto index) {
     using Index = decltype(index);
@@ -190,6 +338,19 @@ void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRe
                                    const ChannelParameters& p, float* kept_gamma, float* kept_beta,
                                    cudaStream_t stream) {
   if (x.element_count() == 0) return;
+  if (const DataType dense = dense_type({x, y}); dense != DataType::UInt8) {
+    with_dense_type(dense, [&](auto type) {
+      using T = decltype(type);
+      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth<T>);
+      with_index(narrow_indices(t, {x, y}), [&](auto index) {
+        using Index = decltype(index);
+        dense_normalize_kernel<T, Index><<<t.grid, t.block, 0, stream>>>(
+            DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(x.data), static_cast<T*>(y.data),
+            p, kept_gamma, kept_beta);
+      });
+    });
+    return;
+  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {x, y}), [&](auto index) {
     using Index = decltype(index);
@@ -203,12 +364,27 @@ void batch_normalization_statistics_gradient(const NeuronParameters& neuron, con
                                              float* gradient_for_gamma, float* gradient_for_beta, bool accumulate,
                                              void* sums, cudaStream_t stream) {
   if (x.element_count() == 0) return;
+  const GammaAndBetaGradients finish{p.variance, p.epsilon, gradient_for_gamma, gradient_for_beta, accumulate};
+  if (const DataType dense = dense_type({dy, x}); dense != DataType::UInt8) {
+    with_dense_type(dense, [&](auto type) {
+      using T = decltype(type);
+      constexpr int W = kVectorWidth<T>;
+      const ChannelTiling t = dense_channel_tiling(x, W);
+      with_index(narrow_indices(t, {dy, x}), [&](auto index) {
+        using Index = decltype(index);
+        sum_dense_channels<2>(
+            t, DenseChunks<Index, W>(t, x),
+            DenseProducts<T, W>{neuron, static_cast<const T*>(dy.data), static_cast<const T*>(x.data), p}, finish,
+            static_cast<double*>(sums), stream);
+      });
+    });
+    return;
+  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {dy, x}), [&](auto index) {
     using Index = decltype(index);
     sum_channels<2>(t, ChannelChunks<Index>(t, x), Products<Index>{neuron, Strided<Index>(dy), Strided<Index>(x), p},
-                    GammaAndBetaGradients{p.variance, p.epsilon, gradient_for_gamma, gradient_for_beta, accumulate},
-                    static_cast<double*>(sums), stream);
+                    finish, static_cast<double*>(sums), stream);
   });
 }
 
@@ -216,6 +392,20 @@ void batch_normalization_gradient(const NeuronParameters& neuron, const ImageReg
                                   const ImageRegion& dx, const ChannelParameters& p, const float* gradient_for_gamma,
                                   const float* gradient_for_beta, int64_t count, cudaStream_t stream) {
   if (x.element_count() == 0) return;
+  if (const DataType dense = dense_type({dy, x, dx}); dense != DataType::UInt8) {
+    with_dense_type(dense, [&](auto type) {
+      using T = decltype(type);
+      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth<T>);
+      with_index(narrow_indices(t, {dy, x, dx}), [&](auto index) {
+        using Index = decltype(index);
+        dense_gradient_kernel<T, Index><<<t.grid, t.block, 0, stream>>>(
+            DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(dy.data),
+            static_cast<const T*>(x.data), static_cast<T*>(dx.data), p, gradient_for_gamma, gradient_for_beta,
+            static_cast<double>(count));
+      });
+    });
+    return;
+  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {dy, x, dx}), [&](auto index) {
     using Index = decltype(index);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "elements.cuh"
 
@@ -163,9 +164,183 @@ __global__ void totals_kernel(const double* partials, int64_t chunks, int64_t ch
 
 }  // namespace channels_detail
 
-// Bytes of the partial sums of `sums` per channel that sum_channels needs.
-inline size_t channel_partials_bytes(const ChannelTiling& t, int sums, int64_t channels) {
-  return static_cast<size_t>(t.chunks * sums * channels) * sizeof(double);
+// Dense NHWC regions (a pixel's channels adjacent, pixels adjacent, images
+// adjacent) of float32 or float16 whose pixels fill whole 16-byte vectors,
+// 16-byte aligned: a thread takes a vector of channels, loaded and stored 16
+// bytes at a time, and a pixel's offset is its index times the channels, so
+// that the work is bound by memory rather than by instructions.
+template <class T>
+constexpr int kVectorWidth = 16 / sizeof(T);
+
+inline bool dense_nhwc(const ImageRegion& r) {
+  const ImageLayout& s = r.stride;
+  return s.c == 1 && (r.w == 1 || s.w == r.c) && (r.h == 1 || s.h == r.w * r.c) &&
+         (r.n == 1 || s.n == r.h * r.w * r.c);
+}
+
+// The data type that the regions with data all have, if they are dense,
+// float32 or float16 and vectors fit them; otherwise UInt8, for none.
+inline DataType dense_type(std::initializer_list<ImageRegion> regions) {
+  DataType type = DataType::UInt8;
+  for (const ImageRegion& r : regions) {
+    if (!r.data) continue;
+    if (r.data_type != DataType::Float32 && r.data_type != DataType::Float16) return DataType::UInt8;
+    if (type != DataType::UInt8 && r.data_type != type) return DataType::UInt8;
+    type = r.data_type;
+    const int64_t width = 16 / static_cast<int64_t>(size_of(type));
+    if (!dense_nhwc(r) || r.c % width || reinterpret_cast<uintptr_t>(r.data) % 16) return DataType::UInt8;
+  }
+  return type;
+}
+
+// Calls f(float{}) or f(__half{}) for dense_type's answer.
+template <class F>
+void with_dense_type(DataType type, F&& f) {
+  if (type == DataType::Float32)
+    f(float{});
+  else
+    f(__half{});
+}
+
+// The tiling of a dense region whose channels go `width` to a thread.
+inline ChannelTiling dense_channel_tiling(const ImageRegion& r, int64_t width) {
+  ImageRegion vectors = r;
+  vectors.c = r.c / width;
+  return channel_tiling(vectors);
+}
+
+template <class T, int W>
+__device__ __forceinline__ void load_vector(const T* data, int64_t offset, float (&values)[W]) {
+  if constexpr (sizeof(T) == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(data + offset);
+    values[0] = v.x, values[1] = v.y, values[2] = v.z, values[3] = v.w;
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(data + offset);
+    const __half2* halves = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+    for (int i = 0; i < W / 2; ++i) {
+      const float2 f = __half22float2(halves[i]);
+      values[2 * i] = f.x, values[2 * i + 1] = f.y;
+    }
+  }
+}
+
+template <class T, int W>
+__device__ __forceinline__ void store_vector(T* data, int64_t offset, const float (&values)[W]) {
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float4*>(data + offset) = make_float4(values[0], values[1], values[2], values[3]);
+  } else {
+    uint4 raw;
+    __half2* halves = reinterpret_cast<__half2*>(&raw);
+#pragma unroll
+    for (int i = 0; i < W / 2; ++i) halves[i] = __floats2half2_rn(values[2 * i], values[2 * i + 1]);
+    *reinterpret_cast<uint4*>(data + offset) = raw;
+  }
+}
+
+// A dense tiling as kernels see it: threadIdx.x picks a vector of W
+// channels.
+template <class Index, int W>
+struct DenseChunks {
+  Index pixels = 0, chunk_pixels = 0, vectors = 0, channels = 0;
+  DenseChunks(const ChannelTiling& t, const ImageRegion& r)
+      : pixels(static_cast<Index>(t.pixels)),
+        chunk_pixels(static_cast<Index>(t.chunk_pixels)),
+        vectors(static_cast<Index>(r.c / W)),
+        channels(static_cast<Index>(r.c)) {}
+
+  // The calling thread's first channel; `channels` or more for none.
+  __device__ __forceinline__ Index channel() const {
+    return (static_cast<Index>(blockIdx.y) * blockDim.x + threadIdx.x) * W;
+  }
+  // load(j, offset) for a batch of kPixelBatch of the thread's pixels (the
+  // offset of its first channel there), then store(j, offset) for them.
+  template <class Load, class Store>
+  __device__ __forceinline__ void map_pixels(Load&& load, Store&& store) const {
+    const Index begin = static_cast<Index>(blockIdx.x) * chunk_pixels;
+    const Index last = pixels - begin < chunk_pixels ? pixels : begin + chunk_pixels;
+    const Index first = channel(), step = blockDim.y;
+    for (Index p = begin + threadIdx.y; p < last; p += kPixelBatch * step) {
+#pragma unroll
+      for (int j = 0; j < kPixelBatch; ++j)
+        if (p + j * step < last) load(j, (p + j * step) * channels + first);
+#pragma unroll
+      for (int j = 0; j < kPixelBatch; ++j)
+        if (p + j * step < last) store(j, (p + j * step) * channels + first);
+    }
+  }
+};
+
+namespace channels_detail {
+
+// As partials_kernel over a dense tiling: Summands has `Channels
+// channels(Index first)` (constants of a thread's W channels), kLoads,
+// `load(const Channels&, Index offset, float (&values)[kLoads][W])` and
+// `add(const Channels&, const float (&values)[kLoads][W], float (&sums)[W][K])`.
+template <int K, int W, class Index, class Summands>
+__global__ void dense_partials_kernel(DenseChunks<Index, W> chunks, Summands s, double* partials) {
+  const Index c = chunks.channel();
+  double total[W][K] = {};
+  if (c < chunks.channels) {
+    const auto channels = s.channels(c);
+    float values[kPixelBatch][Summands::kLoads][W];
+    float run[W][K] = {};
+    int length = 0;
+    chunks.map_pixels([&](int j, Index offset) { s.load(channels, offset, values[j]); },
+                      [&](int j, Index) {
+                        s.add(channels, values[j], run);
+                        if (++length < kFloatRun) return;
+#pragma unroll
+                        for (int w = 0; w < W; ++w)
+#pragma unroll
+                          for (int k = 0; k < K; ++k) {
+                            total[w][k] += run[w][k];
+                            run[w][k] = 0.0f;
+                          }
+                        length = 0;
+                      });
+#pragma unroll
+    for (int w = 0; w < W; ++w)
+#pragma unroll
+      for (int k = 0; k < K; ++k) total[w][k] += run[w][k];
+  }
+  // Folded one channel of the vectors at a time, in the order of partials_kernel.
+  __shared__ double folded[K][kChannelThreads];
+  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    for (int k = 0; k < K; ++k) folded[k][t] = total[w][k];
+    __syncthreads();
+    for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+      if (threadIdx.y < half)
+        for (int k = 0; k < K; ++k) folded[k][t] += folded[k][t + half * blockDim.x];
+      __syncthreads();
+    }
+    if (threadIdx.y == 0 && c < chunks.channels)
+      for (int k = 0; k < K; ++k)
+        partials[(int64_t(blockIdx.x) * K + k) * int64_t(chunks.channels) + c + w] = folded[k][threadIdx.x];
+    __syncthreads();
+  }
+}
+
+}  // namespace channels_detail
+
+// sum_channels over a dense tiling (dense_channel_tiling with width W).
+template <int K, int W, class Index, class Summands, class Finish>
+void sum_dense_channels(const ChannelTiling& t, const DenseChunks<Index, W>& chunks, const Summands& s,
+                        const Finish& finish, double* partials, cudaStream_t stream) {
+  channels_detail::dense_partials_kernel<K><<<t.grid, t.block, 0, stream>>>(chunks, s, partials);
+  channels_detail::totals_kernel<K><<<static_cast<unsigned>(chunks.channels), kChannelThreads, 0, stream>>>(
+      partials, t.chunks, static_cast<int64_t>(chunks.channels), finish);
+}
+
+// Bytes of the partial sums of `sums` per channel that sum_channels needs, or
+// sum_dense_channels of any width.
+inline size_t channel_partials_bytes(const ImageRegion& r, int sums) {
+  int64_t chunks = channel_tiling(r).chunks;
+  for (int64_t width : {4, 8})
+    if (r.c % width == 0) chunks = std::max(chunks, dense_channel_tiling(r, width).chunks);
+  return static_cast<size_t>(chunks * sums * r.c) * sizeof(double);
 }
 
 // For every channel c of the tiled extents, K sums over the pixels, handed to
@@ -174,7 +349,7 @@ inline size_t channel_partials_bytes(const ChannelTiling& t, int sums, int64_t c
 // values a pixel reads, read by `load(const Channel&, Index image, Index row,
 // Index column, float (&values)[kLoads])`; and `add(const Channel&, const
 // float (&values)[kLoads], float (&sums)[K])`. partials: scratch of
-// channel_partials_bytes(t, K, channels) bytes.
+// channel_partials_bytes(region, K) bytes.
 template <int K, class Index, class Summands, class Finish>
 void sum_channels(const ChannelTiling& t, const ChannelChunks<Index>& chunks, const Summands& s, const Finish& finish,
                   double* partials, cudaStream_t stream) {

@@ -15,10 +15,59 @@ __global__ void biases_kernel(Extents<Index> e, Strided<Index> r, const float* b
   }
 }
 
+// A dense region (channels.cuh): a thread's W channels, as vectors of T.
+template <bool kAdd, class T, class Index>
+__global__ void dense_biases_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, T* r, const float* biases) {
+  constexpr int W = kVectorWidth<T>;
+  const Index c = chunks.channel();
+  if (c >= chunks.channels) return;
+  float b[W];
+#pragma unroll
+  for (int w = 0; w < W; ++w) b[w] = biases[c + w];
+  float v[kPixelBatch][W];
+  chunks.map_pixels(
+      [&](int j, Index offset) {
+        if (kAdd) load_vector<T, W>(r, offset, v[j]);
+      },
+      [&](int j, Index offset) {
+#pragma unroll
+        for (int w = 0; w < W; ++w) v[j][w] = kAdd ? v[j][w] + b[w] : b[w];
+        store_vector<T, W>(r, offset, v[j]);
+      });
+}
+
+template <class T, int W>
+struct DenseValues {
+  static constexpr int kLoads = 1;
+  const T* r;
+  struct Channels {};
+  __device__ Channels channels(int64_t) const { return {}; }
+  template <class Index>
+  __device__ void load(const Channels&, Index offset, float (&values)[1][W]) const {
+    load_vector<T, W>(r, offset, values[0]);
+  }
+  __device__ void add(const Channels&, const float (&values)[1][W], float (&sums)[W][1]) const {
+#pragma unroll
+    for (int w = 0; w < W; ++w) sums[w][0] += values[0][w];
+  }
+};
+
 template <bool kAdd>
 void launch_biases(const ImageRegion& region, const float* biases, cudaStream_t stream) {
   const int64_t count = region.element_count();
   if (count == 0) return;
+  if (const DataType dense = dense_type({region}); dense != DataType::UInt8) {
+    with_dense_type(dense, [&](auto type) {
+      using T = decltype(type);
+      const ChannelTiling t = dense_channel_tiling(region, kVectorWidth<T>);
+      with_index(narrow_indices(t, {region}), [&](auto index) {
+        using Index = decltype(index);
+        dense_biases_kernel<kAdd, T, Index><<<t.grid, t.block, 0, stream>>>(
+            DenseChunks<Index, kVectorWidth<T>>(t, region), static_cast<T*>(region.data), biases);
+      });
+    });
+    return;
+  }
   with_index(narrow_indices(count, {region}), [&](auto index) {
     using Index = decltype(index);
     biases_kernel<kAdd, Index><<<blocks_for(count), 256, 0, stream>>>(Extents<Index>(region), Strided<Index>(region),
@@ -54,16 +103,30 @@ void add_biases(const ImageRegion& region, const float* biases, cudaStream_t str
 }
 
 size_t channel_sums_scratch_bytes(const ImageRegion& region) {
-  return channel_partials_bytes(channel_tiling(region), 1, region.c);
+  return channel_partials_bytes(region, 1);
 }
 
 void channel_sums(const ImageRegion& region, float* sums, float* partials, cudaStream_t stream) {
   if (region.c == 0) return;
+  // The partial sums are doubles: `partials` is scratch memory of
+  // channel_sums_scratch_bytes, aligned as cudaMalloc aligns.
+  if (const DataType dense = dense_type({region}); dense != DataType::UInt8 && region.element_count() > 0) {
+    with_dense_type(dense, [&](auto type) {
+      using T = decltype(type);
+      constexpr int W = kVectorWidth<T>;
+      const ChannelTiling t = dense_channel_tiling(region, W);
+      with_index(narrow_indices(t, {region}), [&](auto index) {
+        using Index = decltype(index);
+        sum_dense_channels<1>(t, DenseChunks<Index, W>(t, region),
+                              DenseValues<T, W>{static_cast<const T*>(region.data)}, Totals{sums},
+                              reinterpret_cast<double*>(partials), stream);
+      });
+    });
+    return;
+  }
   const ChannelTiling t = channel_tiling(region);
   with_index(narrow_indices(t, {region}), [&](auto index) {
     using Index = decltype(index);
-    // The partial sums are doubles: `partials` is scratch memory of
-    // channel_sums_scratch_bytes, aligned as cudaMalloc aligns.
     sum_channels<1>(t, ChannelChunks<Index>(t, region), Values<Index>{Strided<Index>(region)}, Totals{sums},
                     reinterpret_cast<double*>(partials), stream);
   });
