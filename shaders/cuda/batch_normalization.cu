@@ -179,25 +179,17 @@ __device__ __forceinline__ float scalar(const T* data, int64_t i) {
 
 template <class T, int W>
 struct DenseMoments {
-  static constexpr int kLoads = 1;
+  static constexpr int kConstants = 1, kLoads = 1;
   const T* x;
-  struct Channels {
-    float shift[W];
-  };
-  __device__ Channels channels(int64_t c) const {
-    Channels k;
-#pragma unroll
-    for (int w = 0; w < W; ++w) k.shift[w] = scalar(x, c + w);
-    return k;
-  }
+  __device__ void constants(int64_t c, float (&k)[1]) const { k[0] = scalar(x, c); }  // the shift
   template <class Index>
-  __device__ void load(const Channels&, Index offset, float (&values)[1][W]) const {
+  __device__ void load(Index offset, float (&values)[1][W]) const {
     load_vector<T, W>(x, offset, values[0]);
   }
-  __device__ void add(const Channels& k, const float (&values)[1][W], float (&sums)[W][2]) const {
+  __device__ void add(int64_t, const float (&k)[1][W], const float (&values)[1][W], float (&sums)[W][2]) const {
 #pragma unroll
     for (int w = 0; w < W; ++w) {
-      const float d = values[0][w] - k.shift[w];
+      const float d = values[0][w] - k[0][w];
       sums[w][0] += d;
       sums[w][1] += d * d;
     }
@@ -206,35 +198,25 @@ struct DenseMoments {
 
 template <class T, int W>
 struct DenseProducts {
-  static constexpr int kLoads = 2;
+  static constexpr int kConstants = 3, kLoads = 2;
   NeuronParameters neuron;
   const T *dy, *x;
   ChannelParameters p;
-  struct Channels {
-    int64_t c;
-    float a[W], b[W], mean[W];
-  };
-  __device__ Channels channels(int64_t c) const {
-    Channels k;
-    k.c = c;
-#pragma unroll
-    for (int w = 0; w < W; ++w) {
-      pre_activation(p, c + w, &k.a[w], &k.b[w]);
-      k.mean[w] = p.mean[c + w];
-    }
-    return k;
+  __device__ void constants(int64_t c, float (&k)[3]) const {
+    pre_activation(p, c, &k[0], &k[1]);
+    k[2] = p.mean[c];
   }
   template <class Index>
-  __device__ void load(const Channels&, Index offset, float (&values)[2][W]) const {
+  __device__ void load(Index offset, float (&values)[2][W]) const {
     load_vector<T, W>(dy, offset, values[0]);
     load_vector<T, W>(x, offset, values[1]);
   }
-  __device__ void add(const Channels& k, const float (&values)[2][W], float (&sums)[W][2]) const {
+  __device__ void add(int64_t c, const float (&k)[3][W], const float (&values)[2][W], float (&sums)[W][2]) const {
 #pragma unroll
     for (int w = 0; w < W; ++w) {
-      const float v = values[1][w], dz = values[0][w] * derivative(neuron, v * k.a[w] + k.b[w], k.c + w);
+      const float v = values[1][w], dz = values[0][w] * derivative(neuron, v * k[0][w] + k[1][w], c + w);
       sums[w][0] += dz;
-      sums[w][1] += dz * (v - k.mean[w]);
+      sums[w][1] += dz * (v - k[2][w]);
     }
   }
 };
@@ -243,46 +225,49 @@ template <class T, class Index>
 __global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
                                        const T* x, T* y, ChannelParameters p, float* kept_gamma, float* kept_beta) {
   constexpr int W = kVectorWidth<T>;
+  float k[2][W];
+  tile_constants(chunks,
+                 [&](Index c, float (&values)[2]) {
+                   if (kept_gamma && blockIdx.x == 0) {
+                     kept_gamma[c] = p.gamma[c];
+                     kept_beta[c] = p.beta[c];
+                   }
+                   pre_activation(p, c, &values[0], &values[1]);
+                 },
+                 k);
   const Index c = chunks.channel();
   if (c >= chunks.channels) return;
-  float a[W], b[W];
-#pragma unroll
-  for (int w = 0; w < W; ++w) {
-    if (kept_gamma && blockIdx.x == 0 && threadIdx.y == 0) {
-      kept_gamma[c + w] = p.gamma[c + w];
-      kept_beta[c + w] = p.beta[c + w];
-    }
-    pre_activation(p, c + w, &a[w], &b[w]);
-  }
   float v[kPixelBatch][W];
   chunks.map_pixels([&](int j, Index offset) { load_vector<T, W>(x, offset, v[j]); },
                     [&](int j, Index offset) {
                       float out[W];
 #pragma unroll
-                      for (int w = 0; w < W; ++w) out[w] = forward_value(neuron, v[j][w] * a[w] + b[w], c + w);
+                      for (int w = 0; w < W; ++w) out[w] = forward_value(neuron, v[j][w] * k[0][w] + k[1][w], c + w);
                       store_vector<T, W>(y, offset, out);
                     });
 }
 
+// dx = dz * A + x * B + D, as gradient_kernel.
 template <class T, class Index>
 __global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
                                       const T* dy, const T* x, T* dx, ChannelParameters p,
                                       const float* gradient_for_gamma, const float* gradient_for_beta,
                                       double count) {
   constexpr int W = kVectorWidth<T>;
+  float k[5][W];  // A, B, D, a, b
+  tile_constants(chunks,
+                 [&](Index c, float (&values)[5]) {
+                   const double inverse_sigma = 1.0 / sqrt(static_cast<double>(p.variance[c]) + p.epsilon);
+                   const double scale = p.gamma[c] * inverse_sigma;
+                   const double slope = -scale * inverse_sigma * gradient_for_gamma[c] / count;
+                   values[0] = static_cast<float>(scale);
+                   values[1] = static_cast<float>(slope);
+                   values[2] = static_cast<float>(-slope * p.mean[c] - scale * gradient_for_beta[c] / count);
+                   pre_activation(p, c, &values[3], &values[4]);
+                 },
+                 k);
   const Index c = chunks.channel();
   if (c >= chunks.channels) return;
-  float A[W], B[W], D[W], a[W], b[W];
-#pragma unroll
-  for (int w = 0; w < W; ++w) {
-    const double inverse_sigma = 1.0 / sqrt(static_cast<double>(p.variance[c + w]) + p.epsilon);
-    const double scale = p.gamma[c + w] * inverse_sigma;
-    const double slope = -scale * inverse_sigma * gradient_for_gamma[c + w] / count;
-    A[w] = static_cast<float>(scale);
-    B[w] = static_cast<float>(slope);
-    D[w] = static_cast<float>(-slope * p.mean[c + w] - scale * gradient_for_beta[c + w] / count);
-    pre_activation(p, c + w, &a[w], &b[w]);
-  }
   float v[kPixelBatch][W], g[kPixelBatch][W];
   chunks.map_pixels(
       [&](int j, Index offset) {
@@ -293,8 +278,8 @@ __global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth<T>> chunks
         float out[W];
 #pragma unroll
         for (int w = 0; w < W; ++w) {
-          out[w] = v[j][w] * B[w] + D[w];
-          if (dy) out[w] += g[j][w] * derivative(neuron, v[j][w] * a[w] + b[w], c + w) * A[w];
+          out[w] = v[j][w] * k[1][w] + k[2][w];
+          if (dy) out[w] += g[j][w] * derivative(neuron, v[j][w] * k[3][w] + k[4][w], c + w) * k[0][w];
         }
         store_vector<T, W>(dx, offset, out);
       });

@@ -239,20 +239,18 @@ __device__ __forceinline__ void store_vector(T* data, int64_t offset, const floa
 }
 
 // A dense tiling as kernels see it: threadIdx.x picks a vector of W
-// channels.
+// channels of the block's tile of blockDim.x * W channels.
 template <class Index, int W>
 struct DenseChunks {
-  Index pixels = 0, chunk_pixels = 0, vectors = 0, channels = 0;
+  Index pixels = 0, chunk_pixels = 0, channels = 0;
   DenseChunks(const ChannelTiling& t, const ImageRegion& r)
       : pixels(static_cast<Index>(t.pixels)),
         chunk_pixels(static_cast<Index>(t.chunk_pixels)),
-        vectors(static_cast<Index>(r.c / W)),
         channels(static_cast<Index>(r.c)) {}
 
-  // The calling thread's first channel; `channels` or more for none.
-  __device__ __forceinline__ Index channel() const {
-    return (static_cast<Index>(blockIdx.y) * blockDim.x + threadIdx.x) * W;
-  }
+  // The first channel of the block's tile, and of the calling thread.
+  __device__ __forceinline__ Index tile() const { return static_cast<Index>(blockIdx.y) * blockDim.x * W; }
+  __device__ __forceinline__ Index channel() const { return tile() + threadIdx.x * W; }
   // load(j, offset) for a batch of kPixelBatch of the thread's pixels (the
   // offset of its first channel there), then store(j, offset) for them.
   template <class Load, class Store>
@@ -271,24 +269,53 @@ struct DenseChunks {
   }
 };
 
+// The most channels a dense tile holds: 32 vectors of 8.
+constexpr unsigned kMaxTileChannels = 256;
+
+// N constants per channel of a block's tile, made once per block by
+// make(channel, float (&constants)[N]) (a thread a channel) and handed to
+// each thread as constants[N][W] of its channels: the per-channel work
+// (square roots, divisions in double) is not repeated by every row.
+template <int N, int W, class Index, class Make>
+__device__ __forceinline__ void tile_constants(const DenseChunks<Index, W>& chunks, Make&& make,
+                                               float (&constants)[N][W]) {
+  __shared__ float shared[N][kMaxTileChannels];
+  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x, count = blockDim.x * W;
+  for (unsigned i = t; i < count; i += blockDim.x * blockDim.y) {
+    float values[N];
+    if (chunks.tile() + i < chunks.channels) make(chunks.tile() + i, values);
+#pragma unroll
+    for (int k = 0; k < N; ++k) shared[k][i] = values[k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+#pragma unroll
+    for (int w = 0; w < W; ++w) constants[k][w] = shared[k][threadIdx.x * W + w];
+}
+
 namespace channels_detail {
 
-// As partials_kernel over a dense tiling: Summands has `Channels
-// channels(Index first)` (constants of a thread's W channels), kLoads,
-// `load(const Channels&, Index offset, float (&values)[kLoads][W])` and
-// `add(const Channels&, const float (&values)[kLoads][W], float (&sums)[W][K])`.
+// As partials_kernel over a dense tiling: Summands has kConstants and
+// `constants(Index c, float (&)[kConstants])` (per channel, see
+// tile_constants), kLoads, `load(Index offset, float (&values)[kLoads][W])`
+// and `add(Index c, const float (&constants)[kConstants][W], const float
+// (&values)[kLoads][W], float (&sums)[W][K])` for the thread's channels c to
+// c + W - 1. The rows of a warp fold
+// through shuffles, the warps in shared memory, in a fixed order.
 template <int K, int W, class Index, class Summands>
 __global__ void dense_partials_kernel(DenseChunks<Index, W> chunks, Summands s, double* partials) {
+  float constants[Summands::kConstants][W];
+  tile_constants(chunks, [&](Index c, float (&k)[Summands::kConstants]) { s.constants(c, k); }, constants);
   const Index c = chunks.channel();
   double total[W][K] = {};
   if (c < chunks.channels) {
-    const auto channels = s.channels(c);
     float values[kPixelBatch][Summands::kLoads][W];
     float run[W][K] = {};
     int length = 0;
-    chunks.map_pixels([&](int j, Index offset) { s.load(channels, offset, values[j]); },
+    chunks.map_pixels([&](int j, Index offset) { s.load(offset, values[j]); },
                       [&](int j, Index) {
-                        s.add(channels, values[j], run);
+                        s.add(c, constants, values[j], run);
                         if (++length < kFloatRun) return;
 #pragma unroll
                         for (int w = 0; w < W; ++w)
@@ -304,22 +331,31 @@ __global__ void dense_partials_kernel(DenseChunks<Index, W> chunks, Summands s, 
 #pragma unroll
       for (int k = 0; k < K; ++k) total[w][k] += run[w][k];
   }
-  // Folded one channel of the vectors at a time, in the order of partials_kernel.
-  __shared__ double folded[K][kChannelThreads];
-  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x;
+  // blockDim.x divides 32: lanes blockDim.x apart hold the same channels.
+  const unsigned lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32;
+  const unsigned warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
 #pragma unroll
-  for (int w = 0; w < W; ++w) {
-    for (int k = 0; k < K; ++k) folded[k][t] = total[w][k];
-    __syncthreads();
-    for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
-      if (threadIdx.y < half)
-        for (int k = 0; k < K; ++k) folded[k][t] += folded[k][t + half * blockDim.x];
-      __syncthreads();
+  for (int w = 0; w < W; ++w)
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      for (unsigned offset = 16; offset >= blockDim.x; offset /= 2)
+        total[w][k] += __shfl_down_sync(0xffffffffu, total[w][k], offset);
+  __shared__ double warps[kChannelThreads / 32][K][kMaxTileChannels];
+  if (lane < blockDim.x)
+#pragma unroll
+    for (int w = 0; w < W; ++w)
+#pragma unroll
+      for (int k = 0; k < K; ++k) warps[warp][k][lane * W + w] = total[w][k];
+  __syncthreads();
+  const unsigned t = threadIdx.y * blockDim.x + threadIdx.x, count = blockDim.x * W;
+  const unsigned warp_count = blockDim.x * blockDim.y / 32;
+  for (unsigned i = t; i < count; i += blockDim.x * blockDim.y) {
+    if (chunks.tile() + i >= chunks.channels) continue;
+    for (int k = 0; k < K; ++k) {
+      double sum = 0;
+      for (unsigned v = 0; v < warp_count; ++v) sum += warps[v][k][i];
+      partials[(int64_t(blockIdx.x) * K + k) * int64_t(chunks.channels) + chunks.tile() + i] = sum;
     }
-    if (threadIdx.y == 0 && c < chunks.channels)
-      for (int k = 0; k < K; ++k)
-        partials[(int64_t(blockIdx.x) * K + k) * int64_t(chunks.channels) + c + w] = folded[k][threadIdx.x];
-    __syncthreads();
   }
 }
 

@@ -38,15 +38,14 @@ __global__ void dense_biases_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, 
 
 template <class T, int W>
 struct DenseValues {
-  static constexpr int kLoads = 1;
+  static constexpr int kConstants = 1, kLoads = 1;
   const T* r;
-  struct Channels {};
-  __device__ Channels channels(int64_t) const { return {}; }
+  __device__ void constants(int64_t, float (&k)[1]) const { k[0] = 0.0f; }
   template <class Index>
-  __device__ void load(const Channels&, Index offset, float (&values)[1][W]) const {
+  __device__ void load(Index offset, float (&values)[1][W]) const {
     load_vector<T, W>(r, offset, values[0]);
   }
-  __device__ void add(const Channels&, const float (&values)[1][W], float (&sums)[W][1]) const {
+  __device__ void add(int64_t, const float (&)[1][W], const float (&values)[1][W], float (&sums)[W][1]) const {
 #pragma unroll
     for (int w = 0; w < W; ++w) sums[w][0] += values[0][w];
   }
