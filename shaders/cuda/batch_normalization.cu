@@ -196,7 +196,7 @@ struct DenseMoments {
   }
 };
 
-template <class T, int W>
+template <class T, int W, NeuronType kNeuron>
 struct DenseProducts {
   static constexpr int kConstants = 3, kLoads = 2;
   NeuronParameters neuron;
@@ -214,14 +214,14 @@ struct DenseProducts {
   __device__ void add(int64_t c, const float (&k)[3][W], const float (&values)[2][W], float (&sums)[W][2]) const {
 #pragma unroll
     for (int w = 0; w < W; ++w) {
-      const float v = values[1][w], dz = values[0][w] * derivative(neuron, v * k[0][w] + k[1][w], c + w);
+      const float v = values[1][w], dz = values[0][w] * fused_derivative<kNeuron>(neuron, v * k[0][w] + k[1][w], c + w);
       sums[w][0] += dz;
       sums[w][1] += dz * (v - k[2][w]);
     }
   }
 };
 
-template <class T, class Index>
+template <class T, class Index, NeuronType kNeuron>
 __global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
                                        const T* x, T* y, ChannelParameters p, float* kept_gamma, float* kept_beta) {
   constexpr int W = kVectorWidth<T>;
@@ -242,13 +242,14 @@ __global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth<T>> chunk
                     [&](int j, Index offset) {
                       float out[W];
 #pragma unroll
-                      for (int w = 0; w < W; ++w) out[w] = forward_value(neuron, v[j][w] * k[0][w] + k[1][w], c + w);
+                      for (int w = 0; w < W; ++w)
+                        out[w] = fused_forward<kNeuron>(neuron, v[j][w] * k[0][w] + k[1][w], c + w);
                       store_vector<T, W>(y, offset, out);
                     });
 }
 
 // dx = dz * A + x * B + D, as gradient_kernel.
-template <class T, class Index>
+template <class T, class Index, NeuronType kNeuron>
 __global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
                                       const T* dy, const T* x, T* dx, ChannelParameters p,
                                       const float* gradient_for_gamma, const float* gradient_for_beta,
@@ -279,7 +280,7 @@ __global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth<T>> chunks
 #pragma unroll
         for (int w = 0; w < W; ++w) {
           out[w] = v[j][w] * k[1][w] + k[2][w];
-          if (dy) out[w] += g[j][w] * derivative(neuron, v[j][w] * k[3][w] + k[4][w], c + w) * k[0][w];
+          if (dy) out[w] += g[j][w] * fused_derivative<kNeuron>(neuron, v[j][w] * k[3][w] + k[4][w], c + w) * k[0][w];
         }
         store_vector<T, W>(dx, offset, out);
       });
@@ -328,10 +329,12 @@ void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRe
       using T = decltype(type);
       const ChannelTiling t = dense_channel_tiling(x, kVectorWidth<T>);
       with_index(narrow_indices(t, {x, y}), [&](auto index) {
-        using Index = decltype(index);
-        dense_normalize_kernel<T, Index><<<t.grid, t.block, 0, stream>>>(
-            DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(x.data), static_cast<T*>(y.data),
-            p, kept_gamma, kept_beta);
+        with_fused_neuron(neuron.type, [&](auto fused) {
+          using Index = decltype(index);
+          dense_normalize_kernel<T, Index, decltype(fused)::value><<<t.grid, t.block, 0, stream>>>(
+              DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(x.data),
+              static_cast<T*>(y.data), p, kept_gamma, kept_beta);
+        });
       });
     });
     return;
@@ -356,11 +359,13 @@ void batch_normalization_statistics_gradient(const NeuronParameters& neuron, con
       constexpr int W = kVectorWidth<T>;
       const ChannelTiling t = dense_channel_tiling(x, W);
       with_index(narrow_indices(t, {dy, x}), [&](auto index) {
-        using Index = decltype(index);
-        sum_dense_channels<2>(
-            t, DenseChunks<Index, W>(t, x),
-            DenseProducts<T, W>{neuron, static_cast<const T*>(dy.data), static_cast<const T*>(x.data), p}, finish,
-            static_cast<double*>(sums), stream);
+        with_fused_neuron(neuron.type, [&](auto fused) {
+          using Index = decltype(index);
+          sum_dense_channels<2>(t, DenseChunks<Index, W>(t, x),
+                                DenseProducts<T, W, decltype(fused)::value>{neuron, static_cast<const T*>(dy.data),
+                                                                            static_cast<const T*>(x.data), p},
+                                finish, static_cast<double*>(sums), stream);
+        });
       });
     });
     return;
@@ -382,11 +387,13 @@ void batch_normalization_gradient(const NeuronParameters& neuron, const ImageReg
       using T = decltype(type);
       const ChannelTiling t = dense_channel_tiling(x, kVectorWidth<T>);
       with_index(narrow_indices(t, {dy, x, dx}), [&](auto index) {
-        using Index = decltype(index);
-        dense_gradient_kernel<T, Index><<<t.grid, t.block, 0, stream>>>(
-            DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(dy.data),
-            static_cast<const T*>(x.data), static_cast<T*>(dx.data), p, gradient_for_gamma, gradient_for_beta,
-            static_cast<double>(count));
+        with_fused_neuron(neuron.type, [&](auto fused) {
+          using Index = decltype(index);
+          dense_gradient_kernel<T, Index, decltype(fused)::value><<<t.grid, t.block, 0, stream>>>(
+              DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(dy.data),
+              static_cast<const T*>(x.data), static_cast<T*>(dx.data), p, gradient_for_gamma, gradient_for_beta,
+              static_cast<double>(count));
+        });
       });
     });
     return;

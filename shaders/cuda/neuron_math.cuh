@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "neuron.cuh"
 
@@ -85,6 +86,44 @@ __device__ inline float derivative(const NeuronParameters& p, float x, int64_t c
     case NeuronType::Count: break;
   }
   return 1.0f;
+}
+
+// A fused neuron known when the kernel is compiled (None, ReLU: those of
+// most networks), or read at run time (Count: any), so that kernels over
+// many values a thread evaluate no switch per value.
+template <NeuronType K>
+using FusedNeuron = std::integral_constant<NeuronType, K>;
+
+template <NeuronType K>
+__device__ __forceinline__ float fused_forward(const NeuronParameters& p, float x, int64_t channel) {
+  if constexpr (K == NeuronType::None)
+    return x;
+  else if constexpr (K == NeuronType::ReLU)
+    return x >= 0 ? x : p.a * x;
+  else
+    return forward_value(p, x, channel);
+}
+
+template <NeuronType K>
+__device__ __forceinline__ float fused_derivative(const NeuronParameters& p, float x, int64_t channel) {
+  if constexpr (K == NeuronType::None)
+    return 1.0f;
+  else if constexpr (K == NeuronType::ReLU)
+    return x >= 0 ? 1.0f : p.a;
+  else
+    return derivative(p, x, channel);
+}
+
+// Calls f(FusedNeuron<K>{}) with K the type itself where it is None or
+// ReLU, Count otherwise.
+template <class F>
+void with_fused_neuron(NeuronType type, F&& f) {
+  if (type == NeuronType::None)
+    f(FusedNeuron<NeuronType::None>{});
+  else if (type == NeuronType::ReLU)
+    f(FusedNeuron<NeuronType::ReLU>{});
+  else
+    f(FusedNeuron<NeuronType::Count>{});
 }
 
 }  // namespace mpsx::cuda
