@@ -13,34 +13,47 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
  public:
   CpuConvolution(const dnnl::engine& engine, const ConvolutionShape& s)
       : OhwiWeightsPrimitive(engine, weights_desc(s, tag::ohwi)) {
-    memory::desc src = region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type,
-                                   s.source_stride);
-    memory::desc dst =
-        region_desc(s.images, s.output_channels, s.height, s.width, s.destination_type, s.destination_stride);
+    const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
+    auto src = [&](bool half) {
+      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type, s.source_stride,
+                         half);
+    };
+    // The gradient of the source has the gradient's precision, hence maybe another layout.
+    auto diff_src = [&](bool half) {
+      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.destination_type,
+                         s.source_stride, half);
+    };
+    auto dst = [&](bool half) {
+      return region_desc(s.images, s.output_channels, s.height, s.width, s.destination_type, s.destination_stride,
+                         half);
+    };
     memory::desc bias({s.output_channels}, memory::data_type::f32, tag::x);
     memory::dims strides{s.stride_y, s.stride_x}, dilates{s.dilation_y - 1, s.dilation_x - 1};
     memory::dims pad_l{s.pad_top, s.pad_left}, pad_r{s.pad_bottom, s.pad_right};
     auto attr = user_scratchpad();
     auto algorithm = dnnl::algorithm::convolution_direct;
-    forward_pd_ = dnnl::convolution_forward::primitive_desc(
-        engine, dnnl::prop_kind::forward_training, algorithm, src, weights_desc(s, tag::any), bias, dst, strides,
-        dilates, pad_l, pad_r, attr);
+    auto forward_pd = [&](const memory::desc& source, const memory::desc& destination, bool half) {
+      return dnnl::convolution_forward::primitive_desc(
+          engine, dnnl::prop_kind::forward_training, algorithm, source, weights_desc(s, tag::any, pass_type(half)),
+          bias, destination, strides, dilates, pad_l, pad_r, attr);
+    };
+    forward_pd_ = make_pass(try_half, forward_half_, [&](bool half) { return forward_pd(src(half), dst(half), half); });
     forward_ = dnnl::convolution_forward(forward_pd_);
     weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
     if (!s.gradient) return;
-    // The gradient of the source has the gradient's precision, hence maybe another layout.
-    memory::desc diff_src = region_desc(s.images, s.input_channels, s.source_height, s.source_width,
-                                        s.destination_type, s.source_stride);
-    auto hint_data = dnnl::convolution_forward::primitive_desc(
-        engine, dnnl::prop_kind::forward_training, algorithm, diff_src, weights_desc(s, tag::any), bias, dst,
-        strides, dilates, pad_l, pad_r, attr);
-    data_pd_ = dnnl::convolution_backward_data::primitive_desc(engine, algorithm, diff_src, weights_desc(s, tag::any),
-                                                               dst, strides, dilates, pad_l, pad_r, hint_data, attr);
+    data_pd_ = make_pass(try_half, data_half_, [&](bool half) {
+      return dnnl::convolution_backward_data::primitive_desc(
+          engine, algorithm, diff_src(half), weights_desc(s, tag::any, pass_type(half)), dst(half), strides, dilates,
+          pad_l, pad_r, forward_pd(diff_src(half), dst(half), half), attr);
+    });
     data_ = dnnl::convolution_backward_data(data_pd_);
     weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
-    weights_pd_ = dnnl::convolution_backward_weights::primitive_desc(
-        engine, algorithm, src, weights_desc(s, tag::any), bias, dst, strides, dilates, pad_l, pad_r, forward_pd_,
-        attr);
+    // Float32 weight and bias gradients, from float16 regions too.
+    weights_pd_ = make_pass(try_half, weights_half_, [&](bool half) {
+      return dnnl::convolution_backward_weights::primitive_desc(
+          engine, algorithm, src(half), weights_desc(s, tag::any), bias, dst(half), strides, dilates, pad_l, pad_r,
+          forward_pd(src(half), dst(half), half), attr);
+    });
     weights_ = dnnl::convolution_backward_weights(weights_pd_);
     weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
   }
@@ -48,8 +61,8 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
                const ImageRegion& destination) const override {
     CpuContext& cpu = context_of(context);
-    Float32Region x(cpu, source, 0, true);
-    Float32Region y(cpu, destination, 1, false);
+    PassRegion x(cpu, source, 0, true, forward_half_);
+    PassRegion y(cpu, destination, 1, false, forward_half_);
     memory w = weights_in(cpu, weights, weights_to_forward_, forward_pd_.weights_desc());
     forward_.execute(cpu.stream(), {{DNNL_ARG_SRC, memory(forward_pd_.src_desc(), engine_, x.data())},
                                     {DNNL_ARG_WEIGHTS, w},
@@ -62,8 +75,8 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
                      const void* weights, const ImageRegion& source_gradient) const override {
     CpuContext& cpu = context_of(context);
-    Float32Region dy(cpu, result_gradient, 0, true);
-    Float32Region dx(cpu, source_gradient, 1, false);
+    PassRegion dy(cpu, result_gradient, 0, true, data_half_);
+    PassRegion dx(cpu, source_gradient, 1, false, data_half_);
     memory w = weights_in(cpu, weights, weights_to_data_, data_pd_.weights_desc());
     data_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, memory(data_pd_.diff_dst_desc(), engine_, dy.data())},
                                  {DNNL_ARG_WEIGHTS, w},
@@ -75,8 +88,8 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
   void backward_weights(ExecutionContext& context, const ImageRegion& source, const ImageRegion& result_gradient,
                         void* weights_gradient, void* biases_gradient) const override {
     CpuContext& cpu = context_of(context);
-    Float32Region x(cpu, source, 0, true);
-    Float32Region dy(cpu, result_gradient, 1, true);
+    PassRegion x(cpu, source, 0, true, weights_half_);
+    PassRegion dy(cpu, result_gradient, 1, true, weights_half_);
     memory user(user_weights_, engine_, weights_gradient);
     memory diff_weights = weights_from_gradient_
                               ? memory(weights_pd_.diff_weights_desc(), engine_,
@@ -92,6 +105,7 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
   }
 
  private:
+  bool forward_half_ = false, data_half_ = false, weights_half_ = false;  // the passes run in float16
   dnnl::convolution_forward::primitive_desc forward_pd_;
   dnnl::convolution_forward forward_;
   dnnl::reorder weights_to_forward_;
@@ -112,3 +126,21 @@ const RegisterPrimitive<ConvolutionPrimitive> registered("cpu", make_convolution
 }  // namespace
 
 }  // namespace mpsx::cpu
+
+namespace mpsx {
+
+// The effective ISA (which ONEDNN_MAX_CPU_ISA can lower) includes
+// avx512_core_fp16: that ISA or an AMX one above it, whose bits include its
+// own. There oneDNN's float16 kernels accumulate in float32 (AVX-512 FP16
+// converts to float32 first; AMX-FP16 accumulates in float32). Below it
+// oneDNN has reference kernels for float16, or on avx2_vnni_2 conversions
+// to float32 that were never measured here.
+bool cpu_runs_float16_convolutions() {
+  static const bool native = [] {
+    const auto fp16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_fp16);
+    return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & fp16) == fp16;
+  }();
+  return native;
+}
+
+}  // namespace mpsx

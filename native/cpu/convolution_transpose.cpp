@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "convolution.h"
+#include "mpsx/half.h"
 
 namespace mpsx::cpu {
 namespace {
@@ -21,15 +22,21 @@ void rotate(const float* from, float* to, const ConvolutionTransposeShape& s) {
                     to + ((o * kh + kh - 1 - y) * kw + kw - 1 - x) * per_tap);
 }
 
-// Every pixel of a float32 region set to the biases.
-void fill_biases(const ImageRegion& r, const float* biases) {
-  float* data = static_cast<float*>(r.data);
+// Every pixel of a region of T (float, or float16 bits) set to the biases.
+template <class T, class Convert>
+void fill_biases(const ImageRegion& r, const float* biases, Convert convert) {
+  T* data = static_cast<T*>(r.data);
   for (int64_t n = 0; n < r.n; ++n)
     for (int64_t y = 0; y < r.h; ++y)
       for (int64_t x = 0; x < r.w; ++x) {
-        float* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
-        for (int64_t c = 0; c < r.c; ++c) pixel[c * r.stride.c] = biases[c];
+        T* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
+        for (int64_t c = 0; c < r.c; ++c) pixel[c * r.stride.c] = convert(biases[c]);
       }
+}
+
+void fill_biases(const ImageRegion& r, const float* biases) {
+  if (r.data_type == DataType::Float16) return fill_biases<uint16_t>(r, biases, float_to_half);
+  fill_biases<float>(r, biases, [](float v) { return v; });
 }
 
 // Per-channel sums of a float32 region over images and pixels.
@@ -44,6 +51,18 @@ MPSX_CPU_CLONES void sum_channels(const ImageRegion& r, float* sums) {
       }
 }
 
+// The same over a float16 region (a gradient pass run in float16).
+void sum_half_channels(const ImageRegion& r, float* sums) {
+  const uint16_t* data = static_cast<const uint16_t*>(r.data);
+  std::fill_n(sums, r.c, 0.0f);
+  for (int64_t n = 0; n < r.n; ++n)
+    for (int64_t y = 0; y < r.h; ++y)
+      for (int64_t x = 0; x < r.w; ++x) {
+        const uint16_t* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
+        for (int64_t c = 0; c < r.c; ++c) sums[c] += half_to_float(pixel[c * r.stride.c]);
+      }
+}
+
 // MPS convolves the expanded source with the weights as given; a oneDNN
 // deconvolution spreads each source pixel over the filter, which is the same
 // with the filter rotated by 180 degrees. The part of the destination no
@@ -55,42 +74,54 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     reaches_all_ = s.reads_source() && s.reached_y == 0 && s.reached_x == 0 && s.reached_height == s.height &&
                    s.reached_width == s.width;
     if (!s.reads_source()) return;
-    memory::desc src = region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type,
-                                   s.source_stride);
-    memory::desc dst = reached_desc();
+    const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
+    auto src = [&](bool half) {
+      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type, s.source_stride,
+                         half);
+    };
+    // The gradient of the source has the gradient's precision, hence maybe another layout.
+    auto diff_src = [&](bool half) {
+      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.destination_type,
+                         s.source_stride, half);
+    };
     // oneDNN 3.2's reference deconvolution, the one it runs for a destination
     // that is not one dense block (a destination larger than the result, a
     // channel offset), writes past that destination: the forward pass writes
     // a dense block, copied into place.
-    memory::desc dense_dst({s.images, s.output_channels, s.reached_height, s.reached_width}, memory::data_type::f32,
-                           tag::nhwc);
-    dense_result_ = dst == dense_dst;
+    auto dense_dst = [&](bool half) {
+      return memory::desc({s.images, s.output_channels, s.reached_height, s.reached_width}, pass_type(half),
+                          tag::nhwc);
+    };
     memory::desc bias({s.output_channels}, memory::data_type::f32, tag::x);
     memory::dims strides{s.stride_y, s.stride_x}, dilates{s.dilation_y - 1, s.dilation_x - 1};
     memory::dims pad_l{s.pad_top, s.pad_left}, pad_r{s.pad_bottom, s.pad_right};
     auto attr = user_scratchpad();
     auto algorithm = dnnl::algorithm::deconvolution_direct;
-    auto forward_pd = [&](const memory::desc& source, const memory::desc& destination) {
+    auto forward_pd = [&](const memory::desc& source, const memory::desc& destination, bool half) {
       return dnnl::deconvolution_forward::primitive_desc(engine, dnnl::prop_kind::forward_training, algorithm,
-                                                         source, weights_desc(s, tag::any), bias, destination,
-                                                         strides, dilates, pad_l, pad_r, attr);
+                                                         source, weights_desc(s, tag::any, pass_type(half)), bias,
+                                                         destination, strides, dilates, pad_l, pad_r, attr);
     };
-    forward_pd_ = forward_pd(src, dense_dst);
+    forward_pd_ =
+        make_pass(try_half, forward_half_, [&](bool half) { return forward_pd(src(half), dense_dst(half), half); });
     forward_ = dnnl::deconvolution_forward(forward_pd_);
+    dense_result_ = reached_desc(forward_half_) == dense_dst(forward_half_);
     weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
     if (!s.gradient) return;
-    // The gradient of the source has the gradient's precision, hence maybe another layout.
-    memory::desc diff_src = region_desc(s.images, s.input_channels, s.source_height, s.source_width,
-                                        s.destination_type, s.source_stride);
-    auto hint_data = forward_pd(diff_src, dst);
-    data_pd_ = dnnl::deconvolution_backward_data::primitive_desc(
-        engine, algorithm, diff_src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, hint_data, attr);
+    data_pd_ = make_pass(try_half, data_half_, [&](bool half) {
+      return dnnl::deconvolution_backward_data::primitive_desc(
+          engine, algorithm, diff_src(half), weights_desc(s, tag::any, pass_type(half)), reached_desc(half), strides,
+          dilates, pad_l, pad_r, forward_pd(diff_src(half), reached_desc(half), half), attr);
+    });
     data_ = dnnl::deconvolution_backward_data(data_pd_);
     weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
-    // Bias gradients sum over the whole destination, reached or not: computed apart.
-    weights_pd_ = dnnl::deconvolution_backward_weights::primitive_desc(
-        engine, algorithm, src, weights_desc(s, tag::any), dst, strides, dilates, pad_l, pad_r, forward_pd(src, dst),
-        attr);
+    // Float32 weight gradients, from float16 regions too. Bias gradients sum
+    // over the whole destination, reached or not: computed apart.
+    weights_pd_ = make_pass(try_half, weights_half_, [&](bool half) {
+      return dnnl::deconvolution_backward_weights::primitive_desc(
+          engine, algorithm, src(half), weights_desc(s, tag::any), reached_desc(half), strides, dilates, pad_l, pad_r,
+          forward_pd(src(half), reached_desc(half), half), attr);
+    });
     weights_ = dnnl::deconvolution_backward_weights(weights_pd_);
     weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
   }
@@ -98,16 +129,17 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
                const ImageRegion& destination) const override {
     CpuContext& cpu = context_of(context);
-    Float32Region y(cpu, destination, 1, false);
+    PassRegion y(cpu, destination, 1, false, forward_half_);
     if (!reaches_all_) fill_biases(y.region(), static_cast<const float*>(biases));
     if (s_.reads_source()) {
-      Float32Region x(cpu, source, 0, true);
+      PassRegion x(cpu, source, 0, true, forward_half_);
       memory w = weights_in(cpu, rotated(cpu, weights), weights_to_forward_, forward_pd_.weights_desc());
       ImageRegion result = reached_region(y);
       ImageRegion dense = result;
       if (!dense_result_) {
         dense.stride = ImageLayout{result.h * result.w * result.c, 1, result.w * result.c, result.c};
-        dense.data = cpu.scratch(kDenseResultSlot, static_cast<size_t>(dense.element_count()) * sizeof(float));
+        dense.data =
+            cpu.scratch(kDenseResultSlot, static_cast<size_t>(dense.element_count()) * size_of(dense.data_type));
       }
       forward_.execute(cpu.stream(),
                        {{DNNL_ARG_SRC, memory(forward_pd_.src_desc(), engine_, x.data())},
@@ -123,8 +155,8 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
                      const void* weights, const ImageRegion& source_gradient) const override {
     CpuContext& cpu = context_of(context);
-    Float32Region dy(cpu, result_gradient, 0, true);
-    Float32Region dx(cpu, source_gradient, 1, false);
+    PassRegion dy(cpu, result_gradient, 0, true, data_half_);
+    PassRegion dx(cpu, source_gradient, 1, false, data_half_);
     memory w = weights_in(cpu, rotated(cpu, weights), weights_to_data_, data_pd_.weights_desc());
     data_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, memory(data_pd_.diff_dst_desc(), engine_, reached(dy))},
                                  {DNNL_ARG_WEIGHTS, w},
@@ -136,8 +168,12 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   void backward_weights(ExecutionContext& context, const ImageRegion& source, const ImageRegion& result_gradient,
                         void* weights_gradient, void* biases_gradient) const override {
     CpuContext& cpu = context_of(context);
-    Float32Region dy(cpu, result_gradient, 1, true);
-    if (biases_gradient) sum_channels(dy.region(), static_cast<float*>(biases_gradient));
+    PassRegion dy(cpu, result_gradient, 1, true, weights_half_);
+    if (biases_gradient) {
+      float* sums = static_cast<float*>(biases_gradient);
+      if (weights_half_) sum_half_channels(dy.region(), sums);
+      else sum_channels(dy.region(), sums);
+    }
     if (!weights_gradient) return;
     float* gradient = static_cast<float*>(weights_gradient);
     const size_t count = user_weights_.get_size() / sizeof(float);
@@ -145,7 +181,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
       std::fill_n(gradient, count, 0.0f);
       return;
     }
-    Float32Region x(cpu, source, 0, true);
+    PassRegion x(cpu, source, 0, true, weights_half_);
     float* rotated_gradient = static_cast<float*>(cpu.scratch(kHostWeightsSlot, count * sizeof(float)));
     memory user(user_weights_, engine_, rotated_gradient);
     memory diff_weights = weights_from_gradient_
@@ -161,20 +197,20 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   }
 
  private:
-  // The reached block inside the float32 view of the whole destination.
-  memory::desc reached_desc() const {
-    ImageLayout v = float32_view_stride(s_.destination_type, s_.destination_stride, s_.output_channels, s_.height,
-                                        s_.width);
-    return memory::desc({s_.images, s_.output_channels, s_.reached_height, s_.reached_width},
-                        memory::data_type::f32, {v.n, v.c, v.h, v.w});
+  // The reached block inside the region a pass takes of the whole destination.
+  memory::desc reached_desc(bool half) const {
+    ImageLayout v =
+        view_stride(s_.destination_type, s_.destination_stride, s_.output_channels, s_.height, s_.width, half);
+    return memory::desc({s_.images, s_.output_channels, s_.reached_height, s_.reached_width}, pass_type(half),
+                        {v.n, v.c, v.h, v.w});
   }
 
-  float* reached(const Float32Region& whole) const {
-    const ImageLayout& v = whole.region().stride;
-    return whole.data() + s_.reached_y * v.h + s_.reached_x * v.w;
+  void* reached(const PassRegion& whole) const {
+    const ImageRegion& r = whole.region();
+    return static_cast<char*>(r.data) + (s_.reached_y * r.stride.h + s_.reached_x * r.stride.w) * size_of(r.data_type);
   }
 
-  ImageRegion reached_region(const Float32Region& whole) const {
+  ImageRegion reached_region(const PassRegion& whole) const {
     ImageRegion r = whole.region();
     r.data = reached(whole);
     r.h = s_.reached_height;
@@ -191,6 +227,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   ConvolutionTransposeShape s_;
   bool reaches_all_ = false;
   bool dense_result_ = false;
+  bool forward_half_ = false, data_half_ = false, weights_half_ = false;  // the passes run in float16
   dnnl::deconvolution_forward::primitive_desc forward_pd_;
   dnnl::deconvolution_forward forward_;
   dnnl::reorder weights_to_forward_;
