@@ -1052,9 +1052,14 @@ cdef _write(const shared_ptr[CImage]& image, array):
     if a.shape != shape and not (d.number_of_images == 1 and a.shape == shape[1:]):
         raise ValueError(f"expected an array of shape {shape}"
                          f"{' or ' + str(shape[1:]) if d.number_of_images == 1 else ''}, given {a.shape}")
-    a = np.ascontiguousarray(a, dtype=numpy_of(d.channel_format))
+    # Float32 and float16 go between each other in native code (cuda: on the device), not through numpy's slow
+    # float16 casts on the host.
+    cdef CDataType host_type = d.channel_format
+    if a.dtype in (np.float32, np.float16) and host_type in (CDataType.Float32, CDataType.Float16):
+        host_type = data_type_of_numpy(a.dtype)
+    a = np.ascontiguousarray(a, dtype=numpy_of(host_type))
     cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
-    image.get().write(&raw[0], raw.shape[0], d.channel_format)
+    image.get().write(&raw[0], raw.shape[0], host_type)
 
 
 # Images are made per encode: a freelist spares their allocation.

@@ -3,6 +3,10 @@ GPU: every kernel family run on both devices from the same inputs, the
 reference CNN trained on both and in PyTorch, DLPack export to PyTorch
 without a copy, and CUDA failures surfacing as mpsx errors."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -412,8 +416,15 @@ def test_batch_normalization_and_biases_on_dense_images(gpu, dtype, channels):
                 state.variance.to_numpy(), state.gradient_for_gamma.to_numpy(), state.gradient_for_beta.to_numpy(),
                 conv_state.gradient_for_biases.to_numpy())
 
-    tolerance = 1e-4 if dtype == np.float32 else 3e-2
-    on_both(gpu, case, tolerance, tolerance)
+    if dtype == np.float32:
+        on_both(gpu, case)
+        return
+    # In float16 the GPU's and the cpu's pre-activations round apart: where one falls on the other side of the
+    # ReLU's kink, the gradients there differ by their size. Those few aside, everything agrees.
+    ours, theirs = case(gpu, np.random.default_rng(7)), case(CPU, np.random.default_rng(7))
+    for a, b in zip(ours, theirs, strict=True):
+        apart = ~np.isclose(a, b, rtol=3e-2, atol=3e-2)
+        assert apart.mean() <= 2e-3, f"{apart.sum()} of {apart.size} values apart"
 
 
 def test_image_writes_are_copied_before_they_return(gpu, rng):
@@ -430,3 +441,51 @@ def test_image_writes_are_copied_before_they_return(gpu, rng):
         scratch[...] = np.nan  # too late to reach the image
     for image, array in zip(images, arrays):
         np.testing.assert_array_equal(image.to_numpy(), array)
+
+
+PLANNED_CONVOLUTION = """
+import sys
+import numpy as np
+import mpsx
+device = mpsx.Device(sys.argv[1])
+rng = np.random.default_rng(0)
+weights = rng.standard_normal((16, 3, 3, 8)).astype(np.float32)
+conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 8, 16), weights))
+x = mpsx.Image.from_numpy(device, rng.standard_normal((4, 8, 12, 12)).astype(np.float32))
+cb = device.command_queue.command_buffer()
+y = conv.encode(cb, x)
+y.synchronize(cb)
+cb.commit()
+cb.wait_until_completed()
+np.save(sys.argv[2], y.to_numpy())
+"""
+
+
+def test_engine_choices_are_kept_across_processes(gpu, tmp_path):
+    """The engine timing chose for a convolution's pass is kept in the plan
+    cache file: another process takes it without timing (it adds no line),
+    a stale or unreadable entry is timed again, and MPSX_PLAN_CACHE="" keeps
+    no file; by default it is under XDG_CACHE_HOME."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("MPSX_PLAN_CACHE", "XDG_CACHE_HOME")}
+
+    def run(name, **settings):
+        subprocess.run([sys.executable, "-c", PLANNED_CONVOLUTION, gpu.name, str(tmp_path / name)], check=True,
+                       env=dict(environment, HOME=str(tmp_path / "home"), **settings), timeout=300)
+        return np.load(tmp_path / f"{name}.npy")
+
+    cache = tmp_path / "plans.txt"
+    first = run("first", MPSX_PLAN_CACHE=str(cache))
+    lines = cache.read_text().splitlines()
+    assert len(lines) == 1, lines  # the forward pass, timed once
+    key, choice = lines[0].split("\t")
+    assert torch.cuda.get_device_name(0) in key and len(choice.split()) == 3
+    np.testing.assert_allclose(run("again", MPSX_PLAN_CACHE=str(cache)), first, rtol=1e-5, atol=1e-5)
+    assert cache.read_text().splitlines() == lines
+    cache.write_text(f"not a choice\n{key}\tmany words here\n{key}\t0 0 987654321\n")
+    np.testing.assert_allclose(run("stale", MPSX_PLAN_CACHE=str(cache)), first, rtol=1e-5, atol=1e-5)
+    last = cache.read_text().splitlines()[-1]
+    assert last.startswith(key + "\t") and not last.endswith("987654321")
+    run("none", MPSX_PLAN_CACHE="")
+    assert not (tmp_path / "home").exists()
+    run("default", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    assert (tmp_path / "xdg" / "mpsx" / "cudnn-plans.txt").read_text().startswith(key + "\t")

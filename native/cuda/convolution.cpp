@@ -2,8 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -87,6 +94,108 @@ class CudaEvent {
 QueryHandles& query_handles() {
   static QueryHandles* handles = new QueryHandles;
   return *handles;
+}
+
+// Which engine configuration timing chose for a pass: the heuristics mode
+// that listed it, its place in their list, and its engine's global index (a
+// check that the list is still the one timed).
+struct EngineChoice {
+  int64_t mode = 0, position = 0, engine = 0;
+};
+
+// The engine choices of timed passes, kept across processes in a file, as
+// cuDNN's frontend and PyTorch's benchmark mode keep theirs within one:
+// MPSX_PLAN_CACHE names it (empty: no file), by default
+// $XDG_CACHE_HOME/mpsx/cudnn-plans.txt (~/.cache/...). A line per choice,
+// "key<TAB>mode position engine", appended in one write so that processes
+// sharing the file do not interleave lines; lines that do not parse are
+// ignored, and a later line for a key wins. Guarded by the query handles'
+// mutex.
+class PlanCache {
+ public:
+  static PlanCache& instance() {
+    static PlanCache* cache = new PlanCache;
+    return *cache;
+  }
+
+  const EngineChoice* find(const std::string& key) {
+    load();
+    auto found = entries_.find(key);
+    return found == entries_.end() ? nullptr : &found->second;
+  }
+
+  void store(const std::string& key, const EngineChoice& choice) {
+    load();
+    entries_[key] = choice;
+    if (path_.empty()) return;
+    std::error_code ignored;
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ignored);
+    const std::string line =
+        key + "\t" + std::to_string(choice.mode) + " " + std::to_string(choice.position) + " " +
+        std::to_string(choice.engine) + "\n";
+    if (FILE* file = std::fopen(path_.c_str(), "a")) {
+      std::setvbuf(file, nullptr, _IONBF, 0);  // the line in one write
+      std::fwrite(line.data(), 1, line.size(), file);
+      std::fclose(file);
+    }
+  }
+
+ private:
+  void load() {
+    if (loaded_) return;
+    loaded_ = true;
+    if (const char* given = std::getenv("MPSX_PLAN_CACHE")) {
+      path_ = given;
+    } else if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
+      path_ = std::string(cache) + "/mpsx/cudnn-plans.txt";
+    } else if (const char* home = std::getenv("HOME"); home && *home) {
+      path_ = std::string(home) + "/.cache/mpsx/cudnn-plans.txt";
+    }
+    if (path_.empty()) return;
+    std::ifstream file(path_);
+    std::string line;
+    while (std::getline(file, line)) {
+      const size_t tab = line.rfind('\t');
+      if (tab == std::string::npos) continue;
+      std::istringstream fields(line.substr(tab + 1));
+      EngineChoice choice;
+      std::string rest;
+      if (fields >> choice.mode >> choice.position >> choice.engine && !(fields >> rest) && choice.position >= 0)
+        entries_[line.substr(0, tab)] = choice;
+    }
+  }
+
+  bool loaded_ = false;
+  std::string path_;
+  std::unordered_map<std::string, EngineChoice> entries_;
+};
+
+// The global index of an engine configuration's engine, or -1.
+int64_t engine_index(const CudnnBackendDescriptor& config) {
+  CudnnBackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = engine;
+  int64_t count = 0, index = -1;
+  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw) !=
+          CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index) !=
+          CUDNN_STATUS_SUCCESS)
+    return -1;
+  return index;
+}
+
+// What a plan cache key says of the device and the library: a choice timed
+// on one GPU or cuDNN is not taken for another.
+const std::string& device_key(int ordinal) {
+  static std::vector<std::string> keys;  // guarded by the query handles' mutex
+  if (static_cast<size_t>(ordinal) >= keys.size()) keys.resize(ordinal + 1);
+  if (keys[ordinal].empty()) {
+    cudaDeviceProp properties{};
+    MPSX_CUDA_CHECK(cudaGetDeviceProperties(&properties, ordinal));
+    keys[ordinal] = "cudnn " + std::to_string(cudnnGetVersion()) + " " + properties.name + " sm" +
+                    std::to_string(properties.major * 10 + properties.minor) + "x" +
+                    std::to_string(properties.multiProcessorCount);
+  }
+  return keys[ordinal];
 }
 
 // Whether the engine computes as the convolution asks: never on inputs
@@ -398,51 +507,87 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (!graph.try_finalize()) return nullptr;
 
-  // Engines in the heuristics' order, best first; fallbacks after.
-  std::vector<std::unique_ptr<Plan>> candidates;
-  for (cudnnBackendHeurMode_t heuristic : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    CudnnBackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-    heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heuristic);
-    int64_t count = 0;
-    if (!heuristics.try_finalize() ||
-        cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr) != CUDNN_STATUS_SUCCESS)
-      continue;
-    std::vector<CudnnBackendDescriptor> configs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(configs.back());
-    }
-    if (cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                 &count, raw.data()) != CUDNN_STATUS_SUCCESS)
-      continue;
-    for (int64_t i = 0; i < count && candidates.size() < kTunedEngines; ++i) {
-      if (!computes_as_asked(configs[i], s.tensor_float32 || pass.io != DataType::Float32, s.tensor_float32,
-                             s.deterministic))
-        continue;
-      CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-      plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
-      int64_t workspace = 0, returned = 0;
-      if (!plan.try_finalize() ||
-          cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &returned,
-                                   &workspace) != CUDNN_STATUS_SUCCESS ||
-          workspace > kWorkspaceLimit)
-        continue;
-      auto candidate = std::make_unique<Plan>();
-      candidate->plan = std::move(plan);
-      candidate->workspace = workspace;
-      candidates.push_back(std::move(candidate));
-    }
+  // A pass timed before, in this process or another, takes the engine
+  // chosen then. Plans for unaligned operands are built while a queue runs,
+  // and a deterministic convolution's must be the same in every process:
+  // they take the heuristics' first choice instead of timing on the device.
+  const bool timed = alignment == 16 && !s.deterministic;
+  std::string key;
+  const EngineChoice* cached = nullptr;
+  if (timed) {
+    std::ostringstream k;
+    k << device_key(ordinal_) << " " << static_cast<int>(pass.direction) << " " << size_of(pass.io) << " "
+      << s.tensor_float32 << " " << s.images << " " << s.x_channels << "x" << s.x_height + pass.x.top + pass.x.bottom
+      << "x" << s.x_width + pass.x.left + pass.x.right << " " << s.y_channels << "x" << s.y_height << "x"
+      << s.y_width << " " << s.kernel_height << "x" << s.kernel_width << " " << s.stride_y << "," << s.stride_x
+      << " " << s.dilation_y << "," << s.dilation_x << " " << pass.pad_y << "," << pass.pad_x << " " << s.groups
+      << " " << pass.x_stride.n << "," << pass.x_stride.c << "," << pass.x_stride.h << "," << pass.x_stride.w << " "
+      << pass.y_stride.n << "," << pass.y_stride.c << "," << pass.y_stride.h << "," << pass.y_stride.w << " "
+      << pass.x.nchw;
+    key = k.str();
+    cached = PlanCache::instance().find(key);
   }
+
+  // Engines in the heuristics' order, best first; fallbacks after; only the
+  // one of `only` where given.
+  std::vector<std::unique_ptr<Plan>> candidates;
+  std::vector<EngineChoice> choices;
+  auto list = [&](const EngineChoice* only) {
+    const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    for (int64_t mode = 0; mode < 2; ++mode) {
+      if (only && only->mode != mode) continue;
+      CudnnBackendDescriptor heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+      heuristics.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+      heuristics.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[mode]);
+      int64_t count = 0;
+      if (!heuristics.try_finalize() ||
+          cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                   &count, nullptr) != CUDNN_STATUS_SUCCESS)
+        continue;
+      std::vector<CudnnBackendDescriptor> configs;
+      std::vector<cudnnBackendDescriptor_t> raw;
+      for (int64_t i = 0; i < count; ++i) {
+        configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        raw.push_back(configs.back());
+      }
+      if (cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                                   &count, raw.data()) != CUDNN_STATUS_SUCCESS)
+        continue;
+      for (int64_t i = 0; i < count && candidates.size() < kTunedEngines; ++i) {
+        const int64_t engine = engine_index(configs[i]);
+        if (only && (i != only->position || engine != only->engine)) continue;
+        if (!computes_as_asked(configs[i], s.tensor_float32 || pass.io != DataType::Float32, s.tensor_float32,
+                               s.deterministic))
+          continue;
+        CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+        plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i]);
+        int64_t workspace = 0, returned = 0;
+        if (!plan.try_finalize() ||
+            cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &returned,
+                                     &workspace) != CUDNN_STATUS_SUCCESS ||
+            workspace > kWorkspaceLimit)
+          continue;
+        auto candidate = std::make_unique<Plan>();
+        candidate->plan = std::move(plan);
+        candidate->workspace = workspace;
+        candidates.push_back(std::move(candidate));
+        choices.push_back(EngineChoice{mode, i, engine});
+      }
+    }
+  };
+  // A cached choice that no longer builds (another cuDNN build, another
+  // workspace limit) is timed again.
+  if (cached) list(cached);
+  const bool reused = !candidates.empty();
+  if (!reused) list(nullptr);
   if (candidates.empty()) return nullptr;
-  // Plans for unaligned operands are built while a queue runs, and a
-  // deterministic convolution's must be the same in every process: they
-  // take the heuristics' first choice instead of timing on the device.
-  std::unique_ptr<Plan> result = alignment == 16 && !s.deterministic ? fastest(handle, std::move(candidates), bytes)
-                                                                     : std::move(candidates.front());
+  size_t chosen = 0;
+  if (timed && !reused) {
+    chosen = fastest(handle, candidates, bytes);
+    PlanCache::instance().store(key, choices[chosen]);
+  }
+  std::unique_ptr<Plan> result = std::move(candidates[chosen]);
   parts.push_back(std::move(convolution));
   parts.push_back(std::move(operation));
   parts.push_back(std::move(graph));
@@ -450,10 +595,9 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
   return result;
 }
 
-std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::fastest(cudnnHandle_t handle,
-                                                                  std::vector<std::unique_ptr<Plan>> candidates,
-                                                                  const size_t (&operand_bytes)[3]) const {
-  if (candidates.size() == 1) return std::move(candidates.front());
+size_t CudnnConvolution::fastest(cudnnHandle_t handle, const std::vector<std::unique_ptr<Plan>>& candidates,
+                                 const size_t (&operand_bytes)[3]) const {
+  if (candidates.size() == 1) return 0;
   // Operands of the plans' sizes, zeroed, on the query handle's stream.
   cudaStream_t stream = nullptr;
   MPSX_CUDA_CHECK(cudnnGetStream(handle, &stream));
@@ -495,7 +639,7 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::fastest(cudnnHandle_t 
       best_ms = ms;
     }
   }
-  return std::move(candidates[best]);
+  return best;
 }
 
 void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const {

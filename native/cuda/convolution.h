@@ -79,7 +79,8 @@ struct CudnnPasses {
 // A convolution run through cuDNN's backend API: for each pass an operation
 // graph of one convolution, and the execution plan of the engine that ran
 // fastest when timed on the device, of those cuDNN's heuristics rank best
-// that compute as asked within the workspace limit, built once. Float32
+// that compute as asked within the workspace limit, built once (the choice
+// is kept in a plan cache file, which other processes take it from). Float32
 // regions compute in exact float32 unless TF32 is allowed; float16 and
 // bfloat16 regions go to cuDNN in their own type, with a filter converted to
 // it, on tensor cores that accumulate in float32 (in reduced precision only
@@ -147,10 +148,10 @@ class CudnnConvolution {
                                 Layout layout, bool float32) const;
   // Null when no engine runs the pass on operands of that alignment.
   std::unique_ptr<Plan> plan(cudnnHandle_t handle, const Pass& pass, int64_t alignment) const;
-  // The candidate that runs fastest on zeroed operands of these sizes (x,
-  // filter, y), timed on the handle's stream.
-  std::unique_ptr<Plan> fastest(cudnnHandle_t handle, std::vector<std::unique_ptr<Plan>> candidates,
-                                const size_t (&operand_bytes)[3]) const;
+  // The index of the candidate that runs fastest on zeroed operands of
+  // these sizes (x, filter, y), timed on the handle's stream.
+  size_t fastest(cudnnHandle_t handle, const std::vector<std::unique_ptr<Plan>>& candidates,
+                 const size_t (&operand_bytes)[3]) const;
   // Runs a pass on cuDNN's x, filter and y operands.
   void execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const;
   // The filter as a pass gives it to cuDNN.
