@@ -486,6 +486,6 @@ def test_engine_choices_are_kept_across_processes(gpu, tmp_path):
     last = cache.read_text().splitlines()[-1]
     assert last.startswith(key + "\t") and not last.endswith("987654321")
     run("none", MPSX_PLAN_CACHE="")
-    assert not (tmp_path / "home").exists()
+    assert not (tmp_path / "home" / ".cache" / "mpsx").exists()
     run("default", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     assert (tmp_path / "xdg" / "mpsx" / "cudnn-plans.txt").read_text().startswith(key + "\t")
