@@ -148,7 +148,7 @@ class CudnnConvolution {
                                 Layout layout, bool float32) const;
   // Null when no engine runs the pass on operands of that alignment.
   std::unique_ptr<Plan> plan(cudnnHandle_t handle, const Pass& pass, int64_t alignment) const;
-  // The index of the candidate that runs fastest on zeroed operands of
+  // The index of the candidate that runs fastest on filled operands of
   // these sizes (x, filter, y), timed on the handle's stream.
   size_t fastest(cudnnHandle_t handle, const std::vector<std::unique_ptr<Plan>>& candidates,
                  const size_t (&operand_bytes)[3]) const;

@@ -222,9 +222,9 @@ struct DenseProducts {
 };
 
 template <class T, class Index, NeuronType kNeuron>
-__global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
+__global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth> chunks, NeuronParameters neuron,
                                        const T* x, T* y, ChannelParameters p, float* kept_gamma, float* kept_beta) {
-  constexpr int W = kVectorWidth<T>;
+  constexpr int W = kVectorWidth;
   float k[2][W];
   tile_constants(chunks,
                  [&](Index c, float (&values)[2]) {
@@ -250,11 +250,11 @@ __global__ void dense_normalize_kernel(DenseChunks<Index, kVectorWidth<T>> chunk
 
 // dx = dz * A + x * B + D, as gradient_kernel.
 template <class T, class Index, NeuronType kNeuron>
-__global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, NeuronParameters neuron,
+__global__ void dense_gradient_kernel(DenseChunks<Index, kVectorWidth> chunks, NeuronParameters neuron,
                                       const T* dy, const T* x, T* dx, ChannelParameters p,
                                       const float* gradient_for_gamma, const float* gradient_for_beta,
                                       double count) {
-  constexpr int W = kVectorWidth<T>;
+  constexpr int W = kVectorWidth;
   float k[5][W];  // A, B, D, a, b
   tile_constants(chunks,
                  [&](Index c, float (&values)[5]) {
@@ -298,7 +298,7 @@ void batch_normalization_statistics(const ImageRegion& x, float* mean, float* va
   if (const DataType dense = dense_type({x}); dense != DataType::UInt8) {
     with_dense_type(dense, [&](auto type) {
       using T = decltype(type);
-      constexpr int W = kVectorWidth<T>;
+      constexpr int W = kVectorWidth;
       const ChannelTiling t = dense_channel_tiling(x, W);
       with_index(narrow_indices(t, {x}), [&](auto index) {
         using Index = decltype(index);
@@ -327,12 +327,12 @@ void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRe
   if (const DataType dense = dense_type({x, y}); dense != DataType::UInt8) {
     with_dense_type(dense, [&](auto type) {
       using T = decltype(type);
-      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth<T>);
+      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth);
       with_index(narrow_indices(t, {x, y}), [&](auto index) {
         with_fused_neuron(neuron.type, [&](auto fused) {
           using Index = decltype(index);
           dense_normalize_kernel<T, Index, decltype(fused)::value><<<t.grid, t.block, 0, stream>>>(
-              DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(x.data),
+              DenseChunks<Index, kVectorWidth>(t, x), neuron, static_cast<const T*>(x.data),
               static_cast<T*>(y.data), p, kept_gamma, kept_beta);
         });
       });
@@ -356,7 +356,7 @@ void batch_normalization_statistics_gradient(const NeuronParameters& neuron, con
   if (const DataType dense = dense_type({dy, x}); dense != DataType::UInt8) {
     with_dense_type(dense, [&](auto type) {
       using T = decltype(type);
-      constexpr int W = kVectorWidth<T>;
+      constexpr int W = kVectorWidth;
       const ChannelTiling t = dense_channel_tiling(x, W);
       with_index(narrow_indices(t, {dy, x}), [&](auto index) {
         with_fused_neuron(neuron.type, [&](auto fused) {
@@ -385,12 +385,12 @@ void batch_normalization_gradient(const NeuronParameters& neuron, const ImageReg
   if (const DataType dense = dense_type({dy, x, dx}); dense != DataType::UInt8) {
     with_dense_type(dense, [&](auto type) {
       using T = decltype(type);
-      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth<T>);
+      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth);
       with_index(narrow_indices(t, {dy, x, dx}), [&](auto index) {
         with_fused_neuron(neuron.type, [&](auto fused) {
           using Index = decltype(index);
           dense_gradient_kernel<T, Index, decltype(fused)::value><<<t.grid, t.block, 0, stream>>>(
-              DenseChunks<Index, kVectorWidth<T>>(t, x), neuron, static_cast<const T*>(dy.data),
+              DenseChunks<Index, kVectorWidth>(t, x), neuron, static_cast<const T*>(dy.data),
               static_cast<const T*>(x.data), static_cast<T*>(dx.data), p, gradient_for_gamma, gradient_for_beta,
               static_cast<double>(count));
         });

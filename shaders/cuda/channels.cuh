@@ -165,12 +165,13 @@ __global__ void totals_kernel(const double* partials, int64_t chunks, int64_t ch
 }  // namespace channels_detail
 
 // Dense NHWC regions (a pixel's channels adjacent, pixels adjacent, images
-// adjacent) of float32 or float16 whose pixels fill whole 16-byte vectors,
-// 16-byte aligned: a thread takes a vector of channels, loaded and stored 16
-// bytes at a time, and a pixel's offset is its index times the channels, so
-// that the work is bound by memory rather than by instructions.
-template <class T>
-constexpr int kVectorWidth = 16 / sizeof(T);
+// adjacent) of float32 or float16 whose channels come in fours, aligned to
+// a vector: a thread takes a vector of 4 channels (16 bytes of float32, 8 of
+// float16), loaded and stored at once, and a pixel's offset is its index
+// times the channels, so that the work is bound by memory rather than by
+// instructions. (Vectors of 8 float16 held so many registers that few
+// blocks fitted on a multiprocessor.)
+constexpr int kVectorWidth = 4;
 
 inline bool dense_nhwc(const ImageRegion& r) {
   const ImageLayout& s = r.stride;
@@ -187,8 +188,7 @@ inline DataType dense_type(std::initializer_list<ImageRegion> regions) {
     if (r.data_type != DataType::Float32 && r.data_type != DataType::Float16) return DataType::UInt8;
     if (type != DataType::UInt8 && r.data_type != type) return DataType::UInt8;
     type = r.data_type;
-    const int64_t width = 16 / static_cast<int64_t>(size_of(type));
-    if (!dense_nhwc(r) || r.c % width || reinterpret_cast<uintptr_t>(r.data) % 16) return DataType::UInt8;
+    if (!dense_nhwc(r) || r.c % 4 || reinterpret_cast<uintptr_t>(r.data) % (4 * size_of(type))) return DataType::UInt8;
   }
   return type;
 }
@@ -211,30 +211,29 @@ inline ChannelTiling dense_channel_tiling(const ImageRegion& r, int64_t width) {
 
 template <class T, int W>
 __device__ __forceinline__ void load_vector(const T* data, int64_t offset, float (&values)[W]) {
+  static_assert(W == kVectorWidth);
   if constexpr (sizeof(T) == 4) {
     const float4 v = *reinterpret_cast<const float4*>(data + offset);
     values[0] = v.x, values[1] = v.y, values[2] = v.z, values[3] = v.w;
   } else {
-    const uint4 raw = *reinterpret_cast<const uint4*>(data + offset);
-    const __half2* halves = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-    for (int i = 0; i < W / 2; ++i) {
-      const float2 f = __half22float2(halves[i]);
-      values[2 * i] = f.x, values[2 * i + 1] = f.y;
-    }
+    const uint2 raw = *reinterpret_cast<const uint2*>(data + offset);
+    const float2 low = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+    const float2 high = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+    values[0] = low.x, values[1] = low.y, values[2] = high.x, values[3] = high.y;
   }
 }
 
 template <class T, int W>
 __device__ __forceinline__ void store_vector(T* data, int64_t offset, const float (&values)[W]) {
+  static_assert(W == kVectorWidth);
   if constexpr (sizeof(T) == 4) {
     *reinterpret_cast<float4*>(data + offset) = make_float4(values[0], values[1], values[2], values[3]);
   } else {
-    uint4 raw;
-    __half2* halves = reinterpret_cast<__half2*>(&raw);
-#pragma unroll
-    for (int i = 0; i < W / 2; ++i) halves[i] = __floats2half2_rn(values[2 * i], values[2 * i + 1]);
-    *reinterpret_cast<uint4*>(data + offset) = raw;
+    const __half2 low = __floats2half2_rn(values[0], values[1]), high = __floats2half2_rn(values[2], values[3]);
+    uint2 raw;
+    raw.x = *reinterpret_cast<const uint32_t*>(&low);
+    raw.y = *reinterpret_cast<const uint32_t*>(&high);
+    *reinterpret_cast<uint2*>(data + offset) = raw;
   }
 }
 
@@ -269,8 +268,8 @@ struct DenseChunks {
   }
 };
 
-// The most channels a dense tile holds: 32 vectors of 8.
-constexpr unsigned kMaxTileChannels = 256;
+// The most channels a dense tile holds: 32 vectors.
+constexpr unsigned kMaxTileChannels = 32 * 4;
 
 // N constants per channel of a block's tile, made once per block by
 // make(channel, float (&constants)[N]) (a thread a channel) and handed to
@@ -374,8 +373,7 @@ void sum_dense_channels(const ChannelTiling& t, const DenseChunks<Index, W>& chu
 // sum_dense_channels of any width.
 inline size_t channel_partials_bytes(const ImageRegion& r, int sums) {
   int64_t chunks = channel_tiling(r).chunks;
-  for (int64_t width : {4, 8})
-    if (r.c % width == 0) chunks = std::max(chunks, dense_channel_tiling(r, width).chunks);
+  if (r.c % 4 == 0) chunks = std::max(chunks, dense_channel_tiling(r, 4).chunks);
   return static_cast<size_t>(chunks * sums * r.c) * sizeof(double);
 }
 

@@ -17,8 +17,8 @@ __global__ void biases_kernel(Extents<Index> e, Strided<Index> r, const float* b
 
 // A dense region (channels.cuh): a thread's W channels, as vectors of T.
 template <bool kAdd, class T, class Index>
-__global__ void dense_biases_kernel(DenseChunks<Index, kVectorWidth<T>> chunks, T* r, const float* biases) {
-  constexpr int W = kVectorWidth<T>;
+__global__ void dense_biases_kernel(DenseChunks<Index, kVectorWidth> chunks, T* r, const float* biases) {
+  constexpr int W = kVectorWidth;
   const Index c = chunks.channel();
   if (c >= chunks.channels) return;
   float b[W];
@@ -58,11 +58,11 @@ void launch_biases(const ImageRegion& region, const float* biases, cudaStream_t 
   if (const DataType dense = dense_type({region}); dense != DataType::UInt8) {
     with_dense_type(dense, [&](auto type) {
       using T = decltype(type);
-      const ChannelTiling t = dense_channel_tiling(region, kVectorWidth<T>);
+      const ChannelTiling t = dense_channel_tiling(region, kVectorWidth);
       with_index(narrow_indices(t, {region}), [&](auto index) {
         using Index = decltype(index);
         dense_biases_kernel<kAdd, T, Index><<<t.grid, t.block, 0, stream>>>(
-            DenseChunks<Index, kVectorWidth<T>>(t, region), static_cast<T*>(region.data), biases);
+            DenseChunks<Index, kVectorWidth>(t, region), static_cast<T*>(region.data), biases);
       });
     });
     return;
@@ -112,7 +112,7 @@ void channel_sums(const ImageRegion& region, float* sums, float* partials, cudaS
   if (const DataType dense = dense_type({region}); dense != DataType::UInt8 && region.element_count() > 0) {
     with_dense_type(dense, [&](auto type) {
       using T = decltype(type);
-      constexpr int W = kVectorWidth<T>;
+      constexpr int W = kVectorWidth;
       const ChannelTiling t = dense_channel_tiling(region, W);
       with_index(narrow_indices(t, {region}), [&](auto index) {
         using Index = decltype(index);
