@@ -351,6 +351,37 @@ def test_float16_convolution_sums_in_float32_on_the_images_as_they_are(gpu, cin,
     assert len(conversions) <= 3, names
 
 
+def test_float16_fully_connected_sums_in_float32(gpu):
+    """A fully connected layer over float16 images multiplies them as they
+    are on tensor cores with float32 sums: result and gradients within
+    float16 rounding of a float64 reference on the same float16 values."""
+    rng = np.random.default_rng(5)
+    descriptor = mpsx.CNNConvolutionDescriptor(8, 8, 64, 10)
+    w = (rng.standard_normal(descriptor.weights_shape) * 0.05).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
+    source = mpsx.ConvolutionWeights(descriptor, w, b)
+    fc, gradient = mpsx.CNNFullyConnected(gpu, source), mpsx.CNNFullyConnectedGradient(gpu, source)
+    x16 = rng.standard_normal((32, 64, 8, 8)).astype(np.float16)
+    dy16 = rng.standard_normal((32, 10, 1, 1)).astype(np.float16)
+    image, dy = mpsx.Image.from_numpy(gpu, x16), mpsx.Image.from_numpy(gpu, dy16)
+
+    def encode(cb):
+        y, state = fc.encode(cb, image, destination_state=True)
+        return y, gradient.encode(cb, dy, image, state), state
+
+    y, dx, state = test_convolution_transpose.synchronized(gpu, encode)
+    x = x16.astype(np.float64).transpose(0, 2, 3, 1).reshape(32, -1)  # an image's NHWC values, as OHWI weights
+    w64 = w.astype(np.float16).astype(np.float64).reshape(10, -1)
+    g = dy16.astype(np.float64).reshape(32, 10)
+    expected = {"result": x @ w64.T + b, "source gradient": (g @ w64).reshape(32, 8, 8, 64).transpose(0, 3, 1, 2),
+                "weights gradient": (g.T @ x).reshape(w.shape)}
+    got = {"result": y.to_numpy().reshape(32, 10), "source gradient": dx.to_numpy(),
+           "weights gradient": state.gradient_for_weights.to_numpy().reshape(w.shape)}
+    for name in expected:
+        error = np.linalg.norm(got[name].astype(np.float64) - expected[name]) / np.linalg.norm(expected[name])
+        assert error < 2e-3, f"{name}: relative error {error:.2e}"
+
+
 def test_half_accumulator_precision_reaches_the_transpose(gpu):
     """CNNConvolutionTranspose.accumulator_precision "half" allows TF32 in its
     passes and its gradient's, as the convolution's does."""

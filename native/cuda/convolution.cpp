@@ -719,12 +719,16 @@ namespace {
 // The leading dimension of a float32 view whose images are matrix rows.
 int64_t leading_dimension(const ImageRegion& view) { return view.n > 1 ? view.stride.n : view.c * view.h * view.w; }
 
-// True if the float32 view of such a region holds each image's values as one
-// row in (h, w, c) order, as a matrix product takes them; views of other
-// types are dense copies.
-bool image_rows(DataType type, const ImageLayout& s, int64_t n, int64_t c, int64_t h, int64_t w) {
-  if (type != DataType::Float32) return true;
+// True if a region of these strides holds each image's values as one row in
+// (h, w, c) order, as a matrix product takes them.
+bool rows_in_place(const ImageLayout& s, int64_t n, int64_t c, int64_t h, int64_t w) {
   return s.c == 1 && (w == 1 || s.w == c) && (h == 1 || s.h == w * c) && (n == 1 || s.n >= h * w * c);
+}
+
+// The same of the float32 view of such a region (Float32Region): views of
+// other types are dense copies.
+bool image_rows(DataType type, const ImageLayout& s, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return type != DataType::Float32 || rows_in_place(s, n, c, h, w);
 }
 
 // One window on the whole source block (the fully connected layer), on
@@ -740,12 +744,24 @@ bool is_matrix_product(const ConvolutionShape& s) {
          (!s.gradient || image_rows(s.destination_type, s.source_stride, n, in, h, w));
 }
 
-// C = op(A) op(B) + beta C over column-major float32 matrices.
-void gemm(CudaContext& context, bool tensor_float32, cublasOperation_t a_op, cublasOperation_t b_op, int64_t m, int64_t n, int64_t k,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+// A column-major matrix: its data, type and leading dimension.
+struct Matrix {
+  const void* data;
+  cudaDataType_t type;
+  int64_t ld;
+};
+
+Matrix float32_matrix(const void* data, int64_t ld) { return {data, CUDA_R_32F, ld}; }
+Matrix float16_matrix(const void* data, int64_t ld) { return {data, CUDA_R_16F, ld}; }
+
+// C = op(A) op(B) + beta C, summed in float32 (TF32 products where allowed;
+// float16 operands on tensor cores).
+void gemm(CudaContext& context, bool tensor_float32, cublasOperation_t a_op, cublasOperation_t b_op, int64_t m,
+          int64_t n, int64_t k, Matrix a, Matrix b, float beta, Matrix c) {
   const float one = 1.0f;
-  MPSX_CUDA_CHECK(cublasGemmEx_64(context.cublas(), a_op, b_op, m, n, k, &one, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb,
-                                  &beta, c, CUDA_R_32F, ldc, gemm_compute(tensor_float32), CUBLAS_GEMM_DEFAULT));
+  MPSX_CUDA_CHECK(cublasGemmEx_64(context.cublas(), a_op, b_op, m, n, k, &one, a.data, a.type, a.ld, b.data, b.type,
+                                  b.ld, &beta, const_cast<void*>(c.data), c.type, c.ld, gemm_compute(tensor_float32),
+                                  CUBLAS_GEMM_DEFAULT));
 }
 
 CudnnConvolutionShape cudnn_shape(const ConvolutionShape& s, bool deterministic) {
@@ -780,13 +796,21 @@ CudnnPasses cudnn_passes(const ConvolutionShape& s) {
 // whose regions allow it is a matrix product instead: with x [images][k]
 // (k = h * w * in, an image's NHWC values) and the weights W [out][k],
 // y = x W^T + b, dx = dy W, dW = dy^T x, in cuBLAS's column-major terms the
-// transposes of those.
+// transposes of those. Float16 regions that are rows as they are go to
+// cuBLAS in float16 with the weights converted (float32 sums, a float32
+// weights gradient); others as float32 views.
 class CudaConvolution final : public ConvolutionPrimitive {
  public:
   CudaConvolution(const CudaBackend& backend, const ConvolutionShape& s) : s_(s) {
-    if (!is_matrix_product(s))
+    if (!is_matrix_product(s)) {
       cudnn_ = std::make_unique<CudnnConvolution>(backend.ordinal(), cudnn_shape(s, backend.deterministic),
                                                   cudnn_passes(s));
+      return;
+    }
+    const int64_t n = s.images, in = s.input_channels, h = s.source_height, w = s.source_width;
+    half_ = s.source_type == DataType::Float16 && s.destination_type == DataType::Float16 &&
+            rows_in_place(s.source_stride, n, in, h, w) &&
+            rows_in_place(s.destination_stride, n, s.output_channels, 1, 1);
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
@@ -798,11 +822,19 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->forward(cuda, source, w, b, destination);
       return;
     }
+    if (half_) {
+      if (b) fill_biases(destination, b, cuda.stream());
+      gemm(cuda, false, CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), half_weights(cuda, w),
+           float16_matrix(source.data, leading_dimension(source)), b ? 1.0f : 0.0f,
+           float16_matrix(destination.data, leading_dimension(destination)));
+      return;
+    }
     Float32Region x(cuda, source, kFirstStagedSlot, true);
     Float32Region y(cuda, destination, kSecondStagedSlot, false);
     if (b) fill_biases(y.region(), b, cuda.stream());
-    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), w, k(), x.data(),
-         leading_dimension(x.region()), b ? 1.0f : 0.0f, y.data(), leading_dimension(y.region()));
+    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(),
+         float32_matrix(w, k()), float32_matrix(x.data(), leading_dimension(x.region())), b ? 1.0f : 0.0f,
+         float32_matrix(y.data(), leading_dimension(y.region())));
     y.store();
   }
 
@@ -814,10 +846,17 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->backward_data(cuda, result_gradient, w, nullptr, source_gradient);
       return;
     }
+    if (half_) {
+      gemm(cuda, false, CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, half_weights(cuda, w),
+           float16_matrix(result_gradient.data, leading_dimension(result_gradient)), 0.0f,
+           float16_matrix(source_gradient.data, leading_dimension(source_gradient)));
+      return;
+    }
     Float32Region dy(cuda, result_gradient, kFirstStagedSlot, true);
     Float32Region dx(cuda, source_gradient, kSecondStagedSlot, false);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, w, k(), dy.data(),
-         leading_dimension(dy.region()), 0.0f, dx.data(), leading_dimension(dx.region()));
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels,
+         float32_matrix(w, k()), float32_matrix(dy.data(), leading_dimension(dy.region())), 0.0f,
+         float32_matrix(dx.data(), leading_dimension(dx.region())));
     dx.store();
   }
 
@@ -831,19 +870,37 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->backward_filter(cuda, source, result_gradient, dw);
       return;
     }
+    if (half_) {
+      gemm(cuda, false, CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images,
+           float16_matrix(source.data, leading_dimension(source)),
+           float16_matrix(result_gradient.data, leading_dimension(result_gradient)), 0.0f, float32_matrix(dw, k()));
+      return;
+    }
     Float32Region x(cuda, source, kFirstStagedSlot, true);
     Float32Region dy(cuda, result_gradient, kSecondStagedSlot, true);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images, x.data(),
-         leading_dimension(x.region()), dy.data(), leading_dimension(dy.region()), 0.0f, dw, k());
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images,
+         float32_matrix(x.data(), leading_dimension(x.region())),
+         float32_matrix(dy.data(), leading_dimension(dy.region())), 0.0f, float32_matrix(dw, k()));
   }
 
  private:
   // The values of one source image the window reads.
   int64_t k() const { return s_.source_height * s_.source_width * s_.input_channels; }
   bool tensor_float32() const { return s_.accumulator_precision == AccumulatorPrecision::Half; }
+  // The weights W [out][k] as float16, in scratch.
+  Matrix half_weights(CudaContext& cuda, const float* w) const {
+    const int64_t count = s_.output_channels * k();
+    const ImageRegion from{const_cast<float*>(w), DataType::Float32, 1, count, 1, 1, ImageLayout{count, 1, count, count}};
+    ImageRegion to = from;
+    to.data = cuda.scratch(kCudnnFilterSlot, static_cast<size_t>(count) * size_of(DataType::Float16));
+    to.data_type = DataType::Float16;
+    copy_region(from, to, cuda.stream());
+    return float16_matrix(to.data, k());
+  }
 
   ConvolutionShape s_;
   std::unique_ptr<CudnnConvolution> cudnn_;
+  bool half_ = false;  // a matrix product on float16 rows
 };
 
 std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
