@@ -296,6 +296,12 @@ def test_export_arguments_are_checked(device, rng):
                 exporter.__dlpack__(stream=-2)
             exporter.__dlpack__(stream=-1)
             exporter.__dlpack__(stream=2)
+            # Handles that are no stream of this process are refused before the driver sees them.
+            for handle in (3, 4096, 2**31, 2**47, 2**63 - 1):
+                with pytest.raises(ValueError, match=f"or a CUDA stream handle of this process; {handle} is none"):
+                    exporter.__dlpack__(stream=handle)
+            side = torch.cuda.Stream(device=torch.device(device.name))
+            exporter.__dlpack__(stream=side.cuda_stream)
         else:
             with pytest.raises(ValueError, match=r"stream must be None \(or -1\) for a tensor in host memory "
                                                  r"\(DLPack CPU\), given 5"):

@@ -232,6 +232,7 @@ ExportRequest export_request(const Device& device, bool versioned, bool has_stre
                         stream == 0 ? " (DLPack disallows 0 as ambiguous)" : "");
   r.ordered = stream != -1;
   r.stream = r.ordered ? stream : 0;
+  if (r.ordered) device.backend().check_foreign_stream(stream);
   return r;
 }
 

@@ -49,6 +49,7 @@ class CudaBackend final : public Backend {
   int64_t import_stream() override;
   void order_after_import() override;
   void order_stream_after_host_writes(int64_t stream) override;
+  void check_foreign_stream(int64_t stream) const override;
   BackendLimits limits() const override {
     BackendLimits limits;
     // channel_tiling (shaders/cuda/channels.cuh): 32 channels a block row,

@@ -1,3 +1,6 @@
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -198,6 +201,27 @@ int64_t CudaBackend::import_stream() {
 void CudaBackend::order_after_import() {
   std::lock_guard<std::mutex> lock(transfer_mutex_);
   enqueued_host_write();
+}
+
+void CudaBackend::check_foreign_stream(int64_t stream) const {
+  // The legacy and the per-thread default streams are handles of their own.
+  if (stream == 1 || stream == 2) return;
+  // Any other is the address of the driver's stream object: one that is not
+  // mapped memory is refused before the driver reads it. A mapped address
+  // that is no stream is left to the driver, which answers an error for what
+  // it recognizes as no handle of its own.
+  const long page = sysconf(_SC_PAGESIZE);
+  unsigned char resident = 0;
+  void* first = reinterpret_cast<void*>(static_cast<uintptr_t>(stream) & ~static_cast<uintptr_t>(page - 1));
+  int device = -1;
+  if (stream < page || mincore(first, 1, &resident) != 0 ||
+      cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(stream), &device) != cudaSuccess) {
+    cudaGetLastError();
+    fail<ArgumentError>("stream must be None, -1, 1 (the legacy default stream), 2 (the per-thread default stream) "
+                        "or a CUDA stream handle of this process; ", stream, " is none");
+  }
+  if (device != ordinal_)
+    fail<ArgumentError>("stream ", stream, " is a stream of cuda:", device, ", not of ", device_name());
 }
 
 void CudaBackend::order_stream_after_host_writes(int64_t stream) {

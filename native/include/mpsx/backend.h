@@ -122,6 +122,10 @@ class Backend {
   // Makes another library's `stream` wait for the host writes not yet done
   // (wait_for_host_writes without blocking, where the backend has streams).
   virtual void order_stream_after_host_writes(int64_t /*stream*/) { wait_for_host_writes(); }
+  // Throws ArgumentError unless `stream`, given by another library to order
+  // its reads after this device's work, is a stream of this device, before
+  // anything is asked of it (a made-up handle would crash the driver).
+  virtual void check_foreign_stream(int64_t /*stream*/) const {}
   // Storage for a new image where the backend keeps images as objects of its
   // own (metal: MPSImages); null where they live in Buffers (cpu, cuda).
   // Throws ArgumentError for a descriptor the backend cannot hold.
