@@ -14,15 +14,6 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
   CpuConvolution(const dnnl::engine& engine, const ConvolutionShape& s)
       : OhwiWeightsPrimitive(engine, weights_desc(s, tag::ohwi)) {
     const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
-    auto src = [&](bool half) {
-      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type, s.source_stride,
-                         half);
-    };
-    // The gradient of the source has the gradient's precision, hence maybe another layout.
-    auto diff_src = [&](bool half) {
-      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.destination_type,
-                         s.source_stride, half);
-    };
     auto dst = [&](bool half) {
       return region_desc(s.images, s.output_channels, s.height, s.width, s.destination_type, s.destination_stride,
                          half);
@@ -37,22 +28,23 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
           engine, dnnl::prop_kind::forward_training, algorithm, source, weights_desc(s, tag::any, pass_type(half)),
           bias, destination, strides, dilates, pad_l, pad_r, attr);
     };
-    forward_pd_ = make_pass(try_half, forward_half_, [&](bool half) { return forward_pd(src(half), dst(half), half); });
+    forward_pd_ = make_pass(try_half, forward_half_,
+                            [&](bool half) { return forward_pd(source_desc(s, half), dst(half), half); });
     forward_ = dnnl::convolution_forward(forward_pd_);
     weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
     if (!s.gradient) return;
     data_pd_ = make_pass(try_half, data_half_, [&](bool half) {
       return dnnl::convolution_backward_data::primitive_desc(
-          engine, algorithm, diff_src(half), weights_desc(s, tag::any, pass_type(half)), dst(half), strides, dilates,
-          pad_l, pad_r, forward_pd(diff_src(half), dst(half), half), attr);
+          engine, algorithm, source_gradient_desc(s, half), weights_desc(s, tag::any, pass_type(half)), dst(half),
+          strides, dilates, pad_l, pad_r, forward_pd(source_gradient_desc(s, half), dst(half), half), attr);
     });
     data_ = dnnl::convolution_backward_data(data_pd_);
     weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
     // Float32 weight and bias gradients, from float16 regions too.
     weights_pd_ = make_pass(try_half, weights_half_, [&](bool half) {
       return dnnl::convolution_backward_weights::primitive_desc(
-          engine, algorithm, src(half), weights_desc(s, tag::any), bias, dst(half), strides, dilates, pad_l, pad_r,
-          forward_pd(src(half), dst(half), half), attr);
+          engine, algorithm, source_desc(s, half), weights_desc(s, tag::any), bias, dst(half), strides, dilates,
+          pad_l, pad_r, forward_pd(source_desc(s, half), dst(half), half), attr);
     });
     weights_ = dnnl::convolution_backward_weights(weights_pd_);
     weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);

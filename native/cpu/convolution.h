@@ -60,6 +60,21 @@ inline dnnl::memory::desc region_desc(int64_t n, int64_t c, int64_t h, int64_t w
   return dnnl::memory::desc({n, c, h, w}, pass_type(half), {s.n, s.c, s.h, s.w});
 }
 
+// What oneDNN sees of a pass's source block, and of its gradient (which
+// has the result gradient's precision, hence maybe another layout), for
+// either family's shape.
+template <class Shape>
+dnnl::memory::desc source_desc(const Shape& s, bool half) {
+  return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type, s.source_stride,
+                     half);
+}
+
+template <class Shape>
+dnnl::memory::desc source_gradient_desc(const Shape& s, bool half) {
+  return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.destination_type,
+                     s.source_stride, half);
+}
+
 // A region as a pass takes it: itself where the pass runs in float16,
 // otherwise Float32Region's float32 view, which store() writes back.
 class PassRegion {

@@ -39,28 +39,26 @@ void fill_biases(const ImageRegion& r, const float* biases) {
   fill_biases<float>(r, biases, [](float v) { return v; });
 }
 
-// Per-channel sums of a float32 region over images and pixels.
-MPSX_CPU_CLONES void sum_channels(const ImageRegion& r, float* sums) {
-  const float* data = static_cast<const float*>(r.data);
+// Per-channel sums of a region over images and pixels, its elements `T`
+// read as floats by value(T).
+template <class T, class Value>
+void sum_channels_of(const ImageRegion& r, float* sums, Value value) {
+  const T* data = static_cast<const T*>(r.data);
   std::fill_n(sums, r.c, 0.0f);
   for (int64_t n = 0; n < r.n; ++n)
     for (int64_t y = 0; y < r.h; ++y)
       for (int64_t x = 0; x < r.w; ++x) {
-        const float* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
-        for (int64_t c = 0; c < r.c; ++c) sums[c] += pixel[c * r.stride.c];
+        const T* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
+        for (int64_t c = 0; c < r.c; ++c) sums[c] += value(pixel[c * r.stride.c]);
       }
 }
 
-// The same over a float16 region (a gradient pass run in float16).
-void sum_half_channels(const ImageRegion& r, float* sums) {
-  const uint16_t* data = static_cast<const uint16_t*>(r.data);
-  std::fill_n(sums, r.c, 0.0f);
-  for (int64_t n = 0; n < r.n; ++n)
-    for (int64_t y = 0; y < r.h; ++y)
-      for (int64_t x = 0; x < r.w; ++x) {
-        const uint16_t* pixel = data + n * r.stride.n + y * r.stride.h + x * r.stride.w;
-        for (int64_t c = 0; c < r.c; ++c) sums[c] += half_to_float(pixel[c * r.stride.c]);
-      }
+// A float32 region, or a float16 one (a gradient pass run in float16).
+MPSX_CPU_CLONES void sum_channels(const ImageRegion& r, float* sums) {
+  if (r.data_type == DataType::Float16)
+    sum_channels_of<uint16_t>(r, sums, half_to_float);
+  else
+    sum_channels_of<float>(r, sums, [](float v) { return v; });
 }
 
 // MPS convolves the expanded source with the weights as given; a oneDNN
@@ -75,15 +73,6 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
                    s.reached_width == s.width;
     if (!s.reads_source()) return;
     const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
-    auto src = [&](bool half) {
-      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.source_type, s.source_stride,
-                         half);
-    };
-    // The gradient of the source has the gradient's precision, hence maybe another layout.
-    auto diff_src = [&](bool half) {
-      return region_desc(s.images, s.input_channels, s.source_height, s.source_width, s.destination_type,
-                         s.source_stride, half);
-    };
     // oneDNN 3.2's reference deconvolution, the one it runs for a destination
     // that is not one dense block (a destination larger than the result, a
     // channel offset), writes past that destination: the forward pass writes
@@ -103,15 +92,17 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
                                                          destination, strides, dilates, pad_l, pad_r, attr);
     };
     forward_pd_ =
-        make_pass(try_half, forward_half_, [&](bool half) { return forward_pd(src(half), dense_dst(half), half); });
+        make_pass(try_half, forward_half_,
+                  [&](bool half) { return forward_pd(source_desc(s, half), dense_dst(half), half); });
     forward_ = dnnl::deconvolution_forward(forward_pd_);
     dense_result_ = reached_desc(forward_half_) == dense_dst(forward_half_);
     weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
     if (!s.gradient) return;
     data_pd_ = make_pass(try_half, data_half_, [&](bool half) {
       return dnnl::deconvolution_backward_data::primitive_desc(
-          engine, algorithm, diff_src(half), weights_desc(s, tag::any, pass_type(half)), reached_desc(half), strides,
-          dilates, pad_l, pad_r, forward_pd(diff_src(half), reached_desc(half), half), attr);
+          engine, algorithm, source_gradient_desc(s, half), weights_desc(s, tag::any, pass_type(half)),
+          reached_desc(half), strides, dilates, pad_l, pad_r,
+          forward_pd(source_gradient_desc(s, half), reached_desc(half), half), attr);
     });
     data_ = dnnl::deconvolution_backward_data(data_pd_);
     weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
@@ -119,8 +110,8 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     // over the whole destination, reached or not: computed apart.
     weights_pd_ = make_pass(try_half, weights_half_, [&](bool half) {
       return dnnl::deconvolution_backward_weights::primitive_desc(
-          engine, algorithm, src(half), weights_desc(s, tag::any), reached_desc(half), strides, dilates, pad_l, pad_r,
-          forward_pd(src(half), reached_desc(half), half), attr);
+          engine, algorithm, source_desc(s, half), weights_desc(s, tag::any), reached_desc(half), strides, dilates,
+          pad_l, pad_r, forward_pd(source_desc(s, half), reached_desc(half), half), attr);
     });
     weights_ = dnnl::deconvolution_backward_weights(weights_pd_);
     weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
@@ -171,8 +162,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     PassRegion dy(cpu, result_gradient, 1, true, weights_half_);
     if (biases_gradient) {
       float* sums = static_cast<float*>(biases_gradient);
-      if (weights_half_) sum_half_channels(dy.region(), sums);
-      else sum_channels(dy.region(), sums);
+      sum_channels(dy.region(), sums);
     }
     if (!weights_gradient) return;
     float* gradient = static_cast<float*>(weights_gradient);

@@ -295,21 +295,16 @@ size_t batch_normalization_sums_bytes(const ImageRegion& x) {
 void batch_normalization_statistics(const ImageRegion& x, float* mean, float* variance, int64_t before, void* sums,
                                     cudaStream_t stream) {
   if (x.element_count() == 0) return;
-  if (const DataType dense = dense_type({x}); dense != DataType::UInt8) {
-    with_dense_type(dense, [&](auto type) {
-      using T = decltype(type);
-      constexpr int W = kVectorWidth;
-      const ChannelTiling t = dense_channel_tiling(x, W);
-      with_index(narrow_indices(t, {x}), [&](auto index) {
+  if (with_dense_regions(x, {x}, [&](auto type, auto index, const ChannelTiling& t) {
+        using T = decltype(type);
         using Index = decltype(index);
+        constexpr int W = kVectorWidth;
         sum_dense_channels<2>(t, DenseChunks<Index, W>(t, x), DenseMoments<T, W>{static_cast<const T*>(x.data)},
                               Statistics<Index>{Strided<Index>(x), static_cast<double>(t.pixels),
                                                 static_cast<double>(before), mean, variance},
                               static_cast<double*>(sums), stream);
-      });
-    });
+      }))
     return;
-  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {x}), [&](auto index) {
     using Index = decltype(index);
@@ -324,21 +319,16 @@ void batch_normalization_normalize(const NeuronParameters& neuron, const ImageRe
                                    const ChannelParameters& p, float* kept_gamma, float* kept_beta,
                                    cudaStream_t stream) {
   if (x.element_count() == 0) return;
-  if (const DataType dense = dense_type({x, y}); dense != DataType::UInt8) {
-    with_dense_type(dense, [&](auto type) {
-      using T = decltype(type);
-      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth);
-      with_index(narrow_indices(t, {x, y}), [&](auto index) {
+  if (with_dense_regions(x, {x, y}, [&](auto type, auto index, const ChannelTiling& t) {
         with_fused_neuron(neuron.type, [&](auto fused) {
+          using T = decltype(type);
           using Index = decltype(index);
           dense_normalize_kernel<T, Index, decltype(fused)::value><<<t.grid, t.block, 0, stream>>>(
               DenseChunks<Index, kVectorWidth>(t, x), neuron, static_cast<const T*>(x.data),
               static_cast<T*>(y.data), p, kept_gamma, kept_beta);
         });
-      });
-    });
+      }))
     return;
-  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {x, y}), [&](auto index) {
     using Index = decltype(index);
@@ -353,23 +343,18 @@ void batch_normalization_statistics_gradient(const NeuronParameters& neuron, con
                                              void* sums, cudaStream_t stream) {
   if (x.element_count() == 0) return;
   const GammaAndBetaGradients finish{p.variance, p.epsilon, gradient_for_gamma, gradient_for_beta, accumulate};
-  if (const DataType dense = dense_type({dy, x}); dense != DataType::UInt8) {
-    with_dense_type(dense, [&](auto type) {
-      using T = decltype(type);
-      constexpr int W = kVectorWidth;
-      const ChannelTiling t = dense_channel_tiling(x, W);
-      with_index(narrow_indices(t, {dy, x}), [&](auto index) {
+  if (with_dense_regions(x, {dy, x}, [&](auto type, auto index, const ChannelTiling& t) {
         with_fused_neuron(neuron.type, [&](auto fused) {
+          using T = decltype(type);
           using Index = decltype(index);
+          constexpr int W = kVectorWidth;
           sum_dense_channels<2>(t, DenseChunks<Index, W>(t, x),
                                 DenseProducts<T, W, decltype(fused)::value>{neuron, static_cast<const T*>(dy.data),
                                                                             static_cast<const T*>(x.data), p},
                                 finish, static_cast<double*>(sums), stream);
         });
-      });
-    });
+      }))
     return;
-  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {dy, x}), [&](auto index) {
     using Index = decltype(index);
@@ -382,22 +367,17 @@ void batch_normalization_gradient(const NeuronParameters& neuron, const ImageReg
                                   const ImageRegion& dx, const ChannelParameters& p, const float* gradient_for_gamma,
                                   const float* gradient_for_beta, int64_t count, cudaStream_t stream) {
   if (x.element_count() == 0) return;
-  if (const DataType dense = dense_type({dy, x, dx}); dense != DataType::UInt8) {
-    with_dense_type(dense, [&](auto type) {
-      using T = decltype(type);
-      const ChannelTiling t = dense_channel_tiling(x, kVectorWidth);
-      with_index(narrow_indices(t, {dy, x, dx}), [&](auto index) {
+  if (with_dense_regions(x, {dy, x, dx}, [&](auto type, auto index, const ChannelTiling& t) {
         with_fused_neuron(neuron.type, [&](auto fused) {
+          using T = decltype(type);
           using Index = decltype(index);
           dense_gradient_kernel<T, Index, decltype(fused)::value><<<t.grid, t.block, 0, stream>>>(
               DenseChunks<Index, kVectorWidth>(t, x), neuron, static_cast<const T*>(dy.data),
               static_cast<const T*>(x.data), static_cast<T*>(dx.data), p, gradient_for_gamma, gradient_for_beta,
               static_cast<double>(count));
         });
-      });
-    });
+      }))
     return;
-  }
   const ChannelTiling t = channel_tiling(x);
   with_index(narrow_indices(t, {dy, x, dx}), [&](auto index) {
     using Index = decltype(index);

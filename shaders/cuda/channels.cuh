@@ -171,6 +171,7 @@ __global__ void totals_kernel(const double* partials, int64_t chunks, int64_t ch
 // times the channels, so that the work is bound by memory rather than by
 // instructions. (Vectors of 8 float16 held so many registers that few
 // blocks fitted on a multiprocessor.)
+
 constexpr int kVectorWidth = 4;
 
 inline bool dense_nhwc(const ImageRegion& r) {
@@ -188,25 +189,34 @@ inline DataType dense_type(std::initializer_list<ImageRegion> regions) {
     if (r.data_type != DataType::Float32 && r.data_type != DataType::Float16) return DataType::UInt8;
     if (type != DataType::UInt8 && r.data_type != type) return DataType::UInt8;
     type = r.data_type;
-    if (!dense_nhwc(r) || r.c % 4 || reinterpret_cast<uintptr_t>(r.data) % (4 * size_of(type))) return DataType::UInt8;
+    if (!dense_nhwc(r) || r.c % kVectorWidth || reinterpret_cast<uintptr_t>(r.data) % (kVectorWidth * size_of(type)))
+      return DataType::UInt8;
   }
   return type;
 }
 
-// Calls f(float{}) or f(__half{}) for dense_type's answer.
-template <class F>
-void with_dense_type(DataType type, F&& f) {
-  if (type == DataType::Float32)
-    f(float{});
-  else
-    f(__half{});
+// The tiling of a dense region whose channels go kVectorWidth to a thread.
+inline ChannelTiling dense_channel_tiling(const ImageRegion& r) {
+  ImageRegion vectors = r;
+  vectors.c = r.c / kVectorWidth;
+  return channel_tiling(vectors);
 }
 
-// The tiling of a dense region whose channels go `width` to a thread.
-inline ChannelTiling dense_channel_tiling(const ImageRegion& r, int64_t width) {
-  ImageRegion vectors = r;
-  vectors.c = r.c / width;
-  return channel_tiling(vectors);
+// Where the regions are dense (dense_type), calls f(T{}, Index{}, tiling)
+// with their element type (float or __half), the index type the tiling of
+// `tiled` needs and that tiling, and answers true; false otherwise.
+template <class F>
+bool with_dense_regions(const ImageRegion& tiled, std::initializer_list<ImageRegion> regions, F&& f) {
+  const DataType type = dense_type(regions);
+  if (type == DataType::UInt8) return false;
+  const ChannelTiling t = dense_channel_tiling(tiled);
+  with_index(narrow_indices(t, regions), [&](auto index) {
+    if (type == DataType::Float32)
+      f(float{}, index, t);
+    else
+      f(__half{}, index, t);
+  });
+  return true;
 }
 
 template <class T, int W>
@@ -360,7 +370,7 @@ __global__ void dense_partials_kernel(DenseChunks<Index, W> chunks, Summands s, 
 
 }  // namespace channels_detail
 
-// sum_channels over a dense tiling (dense_channel_tiling with width W).
+// sum_channels over a dense tiling (dense_channel_tiling).
 template <int K, int W, class Index, class Summands, class Finish>
 void sum_dense_channels(const ChannelTiling& t, const DenseChunks<Index, W>& chunks, const Summands& s,
                         const Finish& finish, double* partials, cudaStream_t stream) {
@@ -373,7 +383,7 @@ void sum_dense_channels(const ChannelTiling& t, const DenseChunks<Index, W>& chu
 // sum_dense_channels of any width.
 inline size_t channel_partials_bytes(const ImageRegion& r, int sums) {
   int64_t chunks = channel_tiling(r).chunks;
-  if (r.c % 4 == 0) chunks = std::max(chunks, dense_channel_tiling(r, 4).chunks);
+  if (r.c % kVectorWidth == 0) chunks = std::max(chunks, dense_channel_tiling(r).chunks);
   return static_cast<size_t>(chunks * sums * r.c) * sizeof(double);
 }
 

@@ -55,18 +55,13 @@ template <bool kAdd>
 void launch_biases(const ImageRegion& region, const float* biases, cudaStream_t stream) {
   const int64_t count = region.element_count();
   if (count == 0) return;
-  if (const DataType dense = dense_type({region}); dense != DataType::UInt8) {
-    with_dense_type(dense, [&](auto type) {
-      using T = decltype(type);
-      const ChannelTiling t = dense_channel_tiling(region, kVectorWidth);
-      with_index(narrow_indices(t, {region}), [&](auto index) {
+  if (with_dense_regions(region, {region}, [&](auto type, auto index, const ChannelTiling& t) {
+        using T = decltype(type);
         using Index = decltype(index);
         dense_biases_kernel<kAdd, T, Index><<<t.grid, t.block, 0, stream>>>(
             DenseChunks<Index, kVectorWidth>(t, region), static_cast<T*>(region.data), biases);
-      });
-    });
+      }))
     return;
-  }
   with_index(narrow_indices(count, {region}), [&](auto index) {
     using Index = decltype(index);
     biases_kernel<kAdd, Index><<<blocks_for(count), 256, 0, stream>>>(Extents<Index>(region), Strided<Index>(region),
@@ -109,20 +104,16 @@ void channel_sums(const ImageRegion& region, float* sums, float* partials, cudaS
   if (region.c == 0) return;
   // The partial sums are doubles: `partials` is scratch memory of
   // channel_sums_scratch_bytes, aligned as cudaMalloc aligns.
-  if (const DataType dense = dense_type({region}); dense != DataType::UInt8 && region.element_count() > 0) {
-    with_dense_type(dense, [&](auto type) {
-      using T = decltype(type);
-      constexpr int W = kVectorWidth;
-      const ChannelTiling t = dense_channel_tiling(region, W);
-      with_index(narrow_indices(t, {region}), [&](auto index) {
+  if (region.element_count() > 0 &&
+      with_dense_regions(region, {region}, [&](auto type, auto index, const ChannelTiling& t) {
+        using T = decltype(type);
         using Index = decltype(index);
+        constexpr int W = kVectorWidth;
         sum_dense_channels<1>(t, DenseChunks<Index, W>(t, region),
                               DenseValues<T, W>{static_cast<const T*>(region.data)}, Totals{sums},
                               reinterpret_cast<double*>(partials), stream);
-      });
-    });
+      }))
     return;
-  }
   const ChannelTiling t = channel_tiling(region);
   with_index(narrow_indices(t, {region}), [&](auto index) {
     using Index = decltype(index);
