@@ -171,7 +171,6 @@ __global__ void totals_kernel(const double* partials, int64_t chunks, int64_t ch
 // times the channels, so that the work is bound by memory rather than by
 // instructions. (Vectors of 8 float16 held so many registers that few
 // blocks fitted on a multiprocessor.)
-
 constexpr int kVectorWidth = 4;
 
 inline bool dense_nhwc(const ImageRegion& r) {
