@@ -555,9 +555,9 @@ class JaxReferenceCNN:
     mixed precision). Each step copies its batch from host memory."""
 
     def __init__(self, parameters, device=None, precision="float32", learning_rate=0.001, momentum=0.9):
-        import jax
-        import jax.numpy as jnp
-        from jax import lax
+        import jax  # type: ignore[import-not-found]  # optional, as in mpsx.bench
+        import jax.numpy as jnp  # type: ignore[import-not-found]
+        from jax import lax  # type: ignore[import-not-found]
         if precision not in ("float32", "tf32", "bfloat16"):
             raise ValueError(f"precision must be 'float32', 'tf32' or 'bfloat16', given {precision!r}")
         self.jax, self.device = jax, device or jax.devices()[0]
