@@ -177,8 +177,10 @@ def kernel_figures(device, batch_size, quick, torch):
     return records
 
 
-MATHS = {  # math mode: (mpsx accumulator precision, mpsx image format name, TF32 allowed)
-    "float32": ("float", "FLOAT32", False), "tf32": ("half", "FLOAT32", True), "float16": ("float", "FLOAT16", True)}
+MATHS = {  # math mode: (mpsx accumulator precision, mpsx image format, TF32 allowed, JAX's precision)
+    "float32": ("float", mpsx.DataType.FLOAT32, False, "float32"),
+    "tf32": ("half", mpsx.DataType.FLOAT32, True, "tf32"),
+    "float16": ("float", mpsx.DataType.FLOAT16, True, "bfloat16")}
 
 
 def maths_of(device):
@@ -320,8 +322,7 @@ def training_steps(device, batch_size, steps, torch, jax, math):
     float16 (bfloat16 on cpu) and JAX in bfloat16."""
     from mpsx.benchmarks import reference_cnn
     result, breakdowns = {}, {}
-    precision, image_format, tensor_float32 = MATHS[math]
-    image_format = getattr(mpsx.DataType, image_format)
+    precision, image_format, tensor_float32, jax_precision = MATHS[math]
     profile = torch is not None and device.backend == "cuda"
     images, labels = reference_cnn.random_batch(batch_size)
 
@@ -338,8 +339,7 @@ def training_steps(device, batch_size, steps, torch, jax, math):
     result["mpsx memory"] = step_memory(device, lambda: model.train_step(images, labels), model.wait)
     model.record_step()
     measure("mpsx replay", lambda: model.replay_step(images, labels), model.wait)
-    graph_format = image_format
-    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=graph_format)
+    graph = reference_cnn.GraphReferenceCNN(device, batch_size, accumulator_precision=precision, format=image_format)
     result["nngraph"] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
     result["nngraph memory"] = step_memory(device, lambda: graph.train_step(images, labels), graph.wait)
     if math == "float32":
@@ -362,7 +362,6 @@ def training_steps(device, batch_size, steps, torch, jax, math):
             torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     where = jax_device(device, jax) if jax is not None else None
     if where is not None:
-        jax_precision = {"float32": "float32", "tf32": "tf32", "float16": "bfloat16"}[math]
         jax_model = reference_cnn.JaxReferenceCNN(model.initial_parameters, where, jax_precision)
         measure("jax", lambda: jax_model.train_step(images, labels), jax_model.synchronize)
     return result, breakdowns

@@ -489,8 +489,9 @@ np.save(sys.argv[2], y.to_numpy())
 def test_engine_choices_are_kept_across_processes(gpu, tmp_path):
     """The engine timing chose for a convolution's pass is kept in the plan
     cache file: another process takes it without timing (it adds no line),
-    a stale or unreadable entry is timed again, and MPSX_PLAN_CACHE="" keeps
-    no file; by default it is under XDG_CACHE_HOME."""
+    a stale or unreadable entry is timed again, MPSX_PLAN_CACHE="" keeps no
+    file and one that cannot be written is passed over; by default it is
+    under XDG_CACHE_HOME."""
     environment = {k: v for k, v in os.environ.items() if k not in ("MPSX_PLAN_CACHE", "XDG_CACHE_HOME")}
 
     def run(name, **settings):
@@ -515,5 +516,7 @@ def test_engine_choices_are_kept_across_processes(gpu, tmp_path):
     assert last.startswith(key + "\t") and not last.endswith("987654321")
     run("none", MPSX_PLAN_CACHE="")
     assert not (tmp_path / "home" / ".cache" / "mpsx").exists()
+    # A file that cannot be written (a directory there) costs the choices, not the run.
+    np.testing.assert_allclose(run("unwritable", MPSX_PLAN_CACHE=str(tmp_path)), first, rtol=1e-5, atol=1e-5)
     run("default", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     assert (tmp_path / "xdg" / "mpsx" / "cudnn-plans.txt").read_text().startswith(key + "\t")

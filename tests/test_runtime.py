@@ -263,6 +263,28 @@ def test_image_round_trip_of_layout_shapes(device, rng, shape, dtype):
     np.testing.assert_array_equal(batch[:-1].to_numpy(), x[:-1])
 
 
+@pytest.mark.parametrize("given, held", [(np.float32, np.float16), (np.float16, np.float32)])
+def test_writes_convert_between_float32_and_float16_as_numpy_does(device, given, held):
+    """Image.write converts float32 and float16 arrays into the other type in
+    native code, rounding to nearest even as numpy's astype does: ties,
+    subnormals, overflow to infinity and signed zero included."""
+    rng = np.random.default_rng(11)
+    special = np.array([0.0, -0.0, 1.0 + 2**-11, 1.0 + 3 * 2**-11, 65504.0, 65520.0, 1e6, -1e6, 2**-24, 2**-25,
+                        3 * 2**-26, 6e-8, -6e-5, np.inf, -np.inf], np.float32)
+    values = np.concatenate([special, (rng.standard_normal(1000 - len(special)) * 100).astype(np.float32)])
+    with np.errstate(over="ignore"):  # overflow to infinity is part of the test
+        x = values.reshape(4, 10, 5, 5).astype(given)
+        expected = x.astype(held)
+    image = mpsx.ImageBatch(device, mpsx.ImageDescriptor(
+        mpsx.DataType.FLOAT16 if held == np.float16 else mpsx.DataType.FLOAT32, width=5, height=5,
+        feature_channels=10, number_of_images=4))
+    image.write(x)
+    got = image.to_numpy()
+    assert got.dtype == held
+    bits = np.uint16 if held == np.float16 else np.uint32
+    np.testing.assert_array_equal(got.view(bits), expected.view(bits))
+
+
 def test_uint8_images_read_as_unorm(device):
     x = np.array([0, 51, 255, 128], np.uint8).reshape(1, 1, 2, 2)
     linear = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 0.0))

@@ -170,15 +170,20 @@ class PlanCache {
   std::unordered_map<std::string, EngineChoice> entries_;
 };
 
-// The global index of an engine configuration's engine, or -1.
-int64_t engine_index(const CudnnBackendDescriptor& config) {
-  CudnnBackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+// The engine of an engine configuration; false where cuDNN does not say.
+bool engine_of(const CudnnBackendDescriptor& config, CudnnBackendDescriptor& engine) {
+  engine = CudnnBackendDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   cudnnBackendDescriptor_t raw = engine;
+  int64_t count = 0;
+  return cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
+                                  &raw) == CUDNN_STATUS_SUCCESS;
+}
+
+// The global index of an engine, or -1.
+int64_t engine_index(const CudnnBackendDescriptor& engine) {
   int64_t count = 0, index = -1;
-  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw) !=
-          CUDNN_STATUS_SUCCESS ||
-      cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index) !=
-          CUDNN_STATUS_SUCCESS)
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index) !=
+      CUDNN_STATUS_SUCCESS)
     return -1;
   return index;
 }
@@ -202,14 +207,9 @@ const std::string& device_key(int ordinal) {
 // converted to a narrower type; on tensor cores only where they are allowed
 // (TF32) or the operands are narrower than float32 already; with sums in
 // reduced precision only where the kernel's accumulator precision is half.
-bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_cores, bool reduced_precision,
+bool computes_as_asked(const CudnnBackendDescriptor& engine, bool tensor_cores, bool reduced_precision,
                        bool deterministic) {
-  CudnnBackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t raw = engine;
   int64_t count = 0;
-  if (cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &raw) !=
-      CUDNN_STATUS_SUCCESS)
-    return false;
   cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes) != CUDNN_STATUS_SUCCESS)
@@ -227,19 +227,19 @@ bool computes_as_asked(const CudnnBackendDescriptor& config, bool tensor_cores, 
 // copy in scratch inside zero padding.
 class StagedRegion {
  public:
-  StagedRegion(CudaContext& context, const ImageRegion& region, const CudnnConvolution::Staging& staging, size_t slot,
-               bool load)
+  StagedRegion(CudaContext& context, const ImageRegion& region, const CudnnConvolution::Staging& staging,
+               DataType type, size_t slot, bool load)
       : context_(context), region_(region), interior_(region), copy_(staging.copy) {
     if (!copy_) {
       data_ = region.data;
       return;
     }
     const int64_t h = region.h + staging.top + staging.bottom, w = region.w + staging.left + staging.right;
-    const size_t element = size_of(staging.type), bytes = static_cast<size_t>(region.n * region.c * h * w) * element;
+    const size_t element = size_of(type), bytes = static_cast<size_t>(region.n * region.c * h * w) * element;
     data_ = context.scratch(slot, bytes);
     const ImageLayout layout = dense_layout(region.c, h, w, staging.nchw);
     interior_ = ImageRegion{static_cast<char*>(data_) + (staging.top * layout.h + staging.left * layout.w) * element,
-                            staging.type,
+                            type,
                             region.n,
                             region.c,
                             region.h,
@@ -416,7 +416,7 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(Direction dire
   bool padded = p->x.top || p->x.left || p->x.bottom || p->x.right;
   // Float16 on both sides goes to cuDNN as it is; anything else as float32.
   const bool half = !float32 && operands.x.type == DataType::Float16 && operands.y.type == DataType::Float16;
-  p->io = p->x.type = p->y.type = half ? DataType::Float16 : DataType::Float32;
+  p->io = half ? DataType::Float16 : DataType::Float32;
   p->x.copy = dense || padded || operands.x.type != p->io;
   p->y.copy = dense || operands.y.type != p->io;
   p->x.nchw = p->y.nchw = nchw;
@@ -553,10 +553,13 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
       if (cudnnBackendGetAttribute(heuristics, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
                                    &count, raw.data()) != CUDNN_STATUS_SUCCESS)
         continue;
-      for (int64_t i = 0; i < count && candidates.size() < kTunedEngines; ++i) {
-        const int64_t engine = engine_index(configs[i]);
-        if (only && (i != only->position || engine != only->engine)) continue;
-        if (!computes_as_asked(configs[i], s.tensor_float32 || pass.io != DataType::Float32, s.tensor_float32,
+      const int64_t first = only ? only->position : 0, end = only ? std::min(count, first + 1) : count;
+      for (int64_t i = first; i < end && candidates.size() < kTunedEngines; ++i) {
+        CudnnBackendDescriptor engine;
+        if (!engine_of(configs[i], engine)) continue;
+        const int64_t index = engine_index(engine);
+        if (only && index != only->engine) continue;
+        if (!computes_as_asked(engine, s.tensor_float32 || pass.io != DataType::Float32, s.tensor_float32,
                                s.deterministic))
           continue;
         CudnnBackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
@@ -572,7 +575,7 @@ std::unique_ptr<CudnnConvolution::Plan> CudnnConvolution::plan(cudnnHandle_t han
         candidate->plan = std::move(plan);
         candidate->workspace = workspace;
         candidates.push_back(std::move(candidate));
-        choices.push_back(EngineChoice{mode, i, engine});
+        choices.push_back(EngineChoice{mode, i, index});
       }
     }
   };
@@ -678,8 +681,8 @@ const void* CudnnConvolution::filter_in(CudaContext& context, const Pass& pass, 
 void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const float* filter, const float* biases,
                                const ImageRegion& y) const {
   const Pass& p = *passes_.forward;
-  StagedRegion in(context, x, p.x, kFirstStagedSlot, true);
-  StagedRegion out(context, y, p.y, kSecondStagedSlot, false);
+  StagedRegion in(context, x, p.x, p.io, kFirstStagedSlot, true);
+  StagedRegion out(context, y, p.y, p.io, kSecondStagedSlot, false);
   execute(context, p, in.data(), filter_in(context, p, filter), out.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
@@ -688,8 +691,8 @@ void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const
 void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy, const float* filter,
                                      const float* biases, const ImageRegion& dx) const {
   const Pass& p = *passes_.backward_data;
-  StagedRegion in(context, dy, p.y, kFirstStagedSlot, true);
-  StagedRegion out(context, dx, p.x, kSecondStagedSlot, false);
+  StagedRegion in(context, dy, p.y, p.io, kFirstStagedSlot, true);
+  StagedRegion out(context, dx, p.x, p.io, kSecondStagedSlot, false);
   execute(context, p, out.data(), filter_in(context, p, filter), in.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
@@ -698,8 +701,8 @@ void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy
 void CudnnConvolution::backward_filter(CudaContext& context, const ImageRegion& x, const ImageRegion& dy,
                                        float* filter_gradient) const {
   const Pass& p = *passes_.backward_filter;
-  StagedRegion in(context, x, p.x, kFirstStagedSlot, true);
-  StagedRegion gradient(context, dy, p.y, kSecondStagedSlot, true);
+  StagedRegion in(context, x, p.x, p.io, kFirstStagedSlot, true);
+  StagedRegion gradient(context, dy, p.y, p.io, kSecondStagedSlot, true);
   const ImageRegion krsc = filter_region(filter_gradient, shape_, false);
   const bool direct = !passes_.nchw && p.io == DataType::Float32;
   const ImageRegion out =
@@ -751,8 +754,26 @@ struct Matrix {
   int64_t ld;
 };
 
-Matrix float32_matrix(const void* data, int64_t ld) { return {data, CUDA_R_32F, ld}; }
-Matrix float16_matrix(const void* data, int64_t ld) { return {data, CUDA_R_16F, ld}; }
+// A region as a matrix product takes it: itself where the product runs in
+// float16, otherwise its float32 view, which store() writes back.
+class MatrixRows {
+ public:
+  MatrixRows(CudaContext& cuda, const ImageRegion& region, size_t slot, bool load, bool half) : region_(region) {
+    if (!half) region_ = view_.emplace(cuda, region, slot, load).region();
+  }
+  const ImageRegion& region() const { return region_; }
+  Matrix matrix() const {
+    return {region_.data, region_.data_type == DataType::Float16 ? CUDA_R_16F : CUDA_R_32F,
+            leading_dimension(region_)};
+  }
+  void store() const {
+    if (view_) view_->store();
+  }
+
+ private:
+  std::optional<Float32Region> view_;
+  ImageRegion region_;
+};
 
 // C = op(A) op(B) + beta C, summed in float32 (TF32 products where allowed;
 // float16 operands on tensor cores).
@@ -822,19 +843,11 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->forward(cuda, source, w, b, destination);
       return;
     }
-    if (half_) {
-      if (b) fill_biases(destination, b, cuda.stream());
-      gemm(cuda, false, CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), half_weights(cuda, w),
-           float16_matrix(source.data, leading_dimension(source)), b ? 1.0f : 0.0f,
-           float16_matrix(destination.data, leading_dimension(destination)));
-      return;
-    }
-    Float32Region x(cuda, source, kFirstStagedSlot, true);
-    Float32Region y(cuda, destination, kSecondStagedSlot, false);
+    MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
+    MatrixRows y(cuda, destination, kSecondStagedSlot, false, half_);
     if (b) fill_biases(y.region(), b, cuda.stream());
-    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(),
-         float32_matrix(w, k()), float32_matrix(x.data(), leading_dimension(x.region())), b ? 1.0f : 0.0f,
-         float32_matrix(y.data(), leading_dimension(y.region())));
+    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), weights_in(cuda, w),
+         x.matrix(), b ? 1.0f : 0.0f, y.matrix());
     y.store();
   }
 
@@ -846,17 +859,10 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->backward_data(cuda, result_gradient, w, nullptr, source_gradient);
       return;
     }
-    if (half_) {
-      gemm(cuda, false, CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, half_weights(cuda, w),
-           float16_matrix(result_gradient.data, leading_dimension(result_gradient)), 0.0f,
-           float16_matrix(source_gradient.data, leading_dimension(source_gradient)));
-      return;
-    }
-    Float32Region dy(cuda, result_gradient, kFirstStagedSlot, true);
-    Float32Region dx(cuda, source_gradient, kSecondStagedSlot, false);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels,
-         float32_matrix(w, k()), float32_matrix(dy.data(), leading_dimension(dy.region())), 0.0f,
-         float32_matrix(dx.data(), leading_dimension(dx.region())));
+    MatrixRows dy(cuda, result_gradient, kFirstStagedSlot, true, half_);
+    MatrixRows dx(cuda, source_gradient, kSecondStagedSlot, false, half_);
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, weights_in(cuda, w),
+         dy.matrix(), 0.0f, dx.matrix());
     dx.store();
   }
 
@@ -870,32 +876,28 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->backward_filter(cuda, source, result_gradient, dw);
       return;
     }
-    if (half_) {
-      gemm(cuda, false, CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images,
-           float16_matrix(source.data, leading_dimension(source)),
-           float16_matrix(result_gradient.data, leading_dimension(result_gradient)), 0.0f, float32_matrix(dw, k()));
-      return;
-    }
-    Float32Region x(cuda, source, kFirstStagedSlot, true);
-    Float32Region dy(cuda, result_gradient, kSecondStagedSlot, true);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images,
-         float32_matrix(x.data(), leading_dimension(x.region())),
-         float32_matrix(dy.data(), leading_dimension(dy.region())), 0.0f, float32_matrix(dw, k()));
+    MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
+    MatrixRows dy(cuda, result_gradient, kSecondStagedSlot, true, half_);
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images, x.matrix(),
+         dy.matrix(), 0.0f, Matrix{dw, CUDA_R_32F, k()});
   }
 
  private:
   // The values of one source image the window reads.
   int64_t k() const { return s_.source_height * s_.source_width * s_.input_channels; }
-  bool tensor_float32() const { return s_.accumulator_precision == AccumulatorPrecision::Half; }
-  // The weights W [out][k] as float16, in scratch.
-  Matrix half_weights(CudaContext& cuda, const float* w) const {
+  // TF32 products of float32 operands where the kernel allows them.
+  bool tensor_float32() const { return !half_ && s_.accumulator_precision == AccumulatorPrecision::Half; }
+  // The weights W [out][k] as the product takes them: float16 in scratch
+  // where it runs in float16.
+  Matrix weights_in(CudaContext& cuda, const float* w) const {
+    if (!half_) return {w, CUDA_R_32F, k()};
     const int64_t count = s_.output_channels * k();
     const ImageRegion from{const_cast<float*>(w), DataType::Float32, 1, count, 1, 1, ImageLayout{count, 1, count, count}};
     ImageRegion to = from;
     to.data = cuda.scratch(kCudnnFilterSlot, static_cast<size_t>(count) * size_of(DataType::Float16));
     to.data_type = DataType::Float16;
     copy_region(from, to, cuda.stream());
-    return float16_matrix(to.data, k());
+    return {to.data, CUDA_R_16F, k()};
   }
 
   ConvolutionShape s_;

@@ -81,10 +81,10 @@ struct CudnnPasses {
 // fastest when timed on the device, of those cuDNN's heuristics rank best
 // that compute as asked within the workspace limit, built once (the choice
 // is kept in a plan cache file, which other processes take it from). Float32
-// regions compute in exact float32 unless TF32 is allowed; float16 and
-// bfloat16 regions go to cuDNN in their own type, with a filter converted to
-// it, on tensor cores that accumulate in float32 (in reduced precision only
-// where the kernel allows it). Regions that cuDNN cannot take as they are
+// regions compute in exact float32 unless TF32 is allowed; float16 regions
+// go to cuDNN in float16, with a filter converted to it, on tensor cores
+// that accumulate in float32 (in reduced precision only where the kernel
+// allows it). Regions that cuDNN cannot take as they are
 // (mixed data types, padding cuDNN cannot express, strides or layouts no
 // engine takes) are staged through dense copies in scratch, float32 copies
 // last.
@@ -103,12 +103,11 @@ class CudnnConvolution {
   void backward_filter(CudaContext& context, const ImageRegion& x, const ImageRegion& dy,
                        float* filter_gradient) const;
 
-  // How a pass sees a region: in place, or as a dense copy of `type` (NHWC
-  // or NCHW) with zero rows and columns around it for the padding cuDNN is
-  // not given.
+  // How a pass sees a region: in place, or as a dense copy in the pass's
+  // data type (NHWC or NCHW) with zero rows and columns around it for the
+  // padding cuDNN is not given.
   struct Staging {
     bool copy = false, nchw = false;
-    DataType type = DataType::Float32;
     int64_t top = 0, left = 0, bottom = 0, right = 0;
   };
 

@@ -20,10 +20,12 @@ __device__ __forceinline__ float softplus(float z) { return fmaxf(z, 0.0f) + log
 
 }  // namespace neuron_detail
 
-// f(x); `channel` indexes the per-channel slopes.
-__device__ inline float forward_value(const NeuronParameters& p, float x, int64_t channel) {
+// f(x) of the neuron of `type` (p.type, or the same known when compiled);
+// `channel` indexes the per-channel slopes.
+__device__ __forceinline__ float forward_value(NeuronType type, const NeuronParameters& p, float x,
+                                               int64_t channel) {
   const float a = p.a, b = p.b, c = p.c;
-  switch (p.type) {
+  switch (type) {
     case NeuronType::None: return x;
     case NeuronType::ReLU: return x >= 0 ? x : a * x;
     case NeuronType::Linear: return a * x + b;
@@ -45,10 +47,10 @@ __device__ inline float forward_value(const NeuronParameters& p, float x, int64_
   return x;
 }
 
-// f'(x).
-__device__ inline float derivative(const NeuronParameters& p, float x, int64_t channel) {
+// f'(x), as forward_value.
+__device__ __forceinline__ float derivative(NeuronType type, const NeuronParameters& p, float x, int64_t channel) {
   const float a = p.a, b = p.b, c = p.c;
-  switch (p.type) {
+  switch (type) {
     case NeuronType::None: return 1.0f;
     case NeuronType::ReLU: return x >= 0 ? 1.0f : a;
     case NeuronType::Linear: return a;
@@ -88,30 +90,28 @@ __device__ inline float derivative(const NeuronParameters& p, float x, int64_t c
   return 1.0f;
 }
 
+__device__ inline float forward_value(const NeuronParameters& p, float x, int64_t channel) {
+  return forward_value(p.type, p, x, channel);
+}
+
+__device__ inline float derivative(const NeuronParameters& p, float x, int64_t channel) {
+  return derivative(p.type, p, x, channel);
+}
+
 // A fused neuron known when the kernel is compiled (None, ReLU: those of
-// most networks), or read at run time (Count: any), so that kernels over
-// many values a thread evaluate no switch per value.
+// most networks; the switch folds away), or read at run time (Count: any),
+// so that kernels over many values a thread evaluate no switch per value.
 template <NeuronType K>
 using FusedNeuron = std::integral_constant<NeuronType, K>;
 
 template <NeuronType K>
 __device__ __forceinline__ float fused_forward(const NeuronParameters& p, float x, int64_t channel) {
-  if constexpr (K == NeuronType::None)
-    return x;
-  else if constexpr (K == NeuronType::ReLU)
-    return x >= 0 ? x : p.a * x;
-  else
-    return forward_value(p, x, channel);
+  return forward_value(K == NeuronType::Count ? p.type : K, p, x, channel);
 }
 
 template <NeuronType K>
 __device__ __forceinline__ float fused_derivative(const NeuronParameters& p, float x, int64_t channel) {
-  if constexpr (K == NeuronType::None)
-    return 1.0f;
-  else if constexpr (K == NeuronType::ReLU)
-    return x >= 0 ? 1.0f : p.a;
-  else
-    return derivative(p, x, channel);
+  return derivative(K == NeuronType::Count ? p.type : K, p, x, channel);
 }
 
 // Calls f(FusedNeuron<K>{}) with K the type itself where it is None or
