@@ -131,6 +131,53 @@ def test_gradients_match_torch(device, rng, case):
     assert state.convolution is conv
 
 
+def test_gradient_written_over_its_source_takes_the_source_as_encoded(device, rng):
+    # The weights gradient reads the source, which a data gradient written
+    # over it changes: it comes first (on cuda the two otherwise run side by
+    # side).
+    n, c, h, w = 2, 4, 6, 5
+    source, weights, biases = make(device, rng, 3, 3, c, c)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    dy = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(weights, dtype=torch.float64, requires_grad=True)
+    bt = torch.tensor(biases, dtype=torch.float64, requires_grad=True)
+    reference_forward(xt, wt, bt).backward(torch.as_tensor(dy, dtype=torch.float64))
+    image = mpsx.Image.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    _, state = conv.encode(cb, image, destination_state=True)
+    dx = gradient.encode(cb, mpsx.Image.from_numpy(device, dy), image, state, destination_gradient=image)
+    dx.synchronize(cb)
+    state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_allclose(state.gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), bt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_gradient_written_over_the_source_gradient_is_refused(device, rng):
+    n, c, h, w = 2, 4, 6, 5
+    source, _, _ = make(device, rng, 3, 3, c, c)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((n, c, h, w)).astype(np.float32))
+    dy = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    dy_image = mpsx.Image.from_numpy(device, dy)
+    cb = device.command_queue.command_buffer()
+    _, state = conv.encode(cb, image, destination_state=True)
+    with pytest.raises(ValueError, match="destination gradient shares memory with the source gradient"):
+        gradient.encode(cb, dy_image, image, state, destination_gradient=dy_image)
+    # Refused before anything was enqueued: the state is not spent, dy is unchanged.
+    dx = gradient.encode(cb, dy_image, image, state)
+    dx.synchronize(cb)
+    dy_image.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+    np.testing.assert_array_equal(dy_image.to_numpy(), dy)
+
+
 def test_gradient_finite_differences(device, rng):
     neuron = mpsx.NNNeuronDescriptor(mpsx.NeuronType.TANH, 1.0, 1.0)
     source, weights, biases = make(device, rng, 3, 2, 2, 3, stride=(2, 1), neuron=neuron)

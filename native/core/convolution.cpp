@@ -631,6 +631,14 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
   bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&
                 g.source_channel == 0 && descriptor_.input_feature_channels == source_image->feature_channels();
+  // The data gradient at a pixel reads the gradient around it: written over
+  // what it reads, it would read its own results.
+  if (data && !dy &&
+      overlap(destination_gradient->whole(),
+              source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
+                                      descriptor_.output_feature_channels, g.height, g.width)))
+    fail<ArgumentError>(class_name(), ": the destination gradient shares memory with the source gradient, which "
+                        "the data gradient reads; MPS does not compute it in place either: give another image");
   command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
                          g, b, data, weights, covers, in = descriptor_.input_feature_channels,
                          out = descriptor_.output_feature_channels](ExecutionContext& context) {
@@ -641,18 +649,29 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
       result_gradient = dy->whole();
       neuron->gradient(context, incoming, gs->pre_activation->whole(), result_gradient, 0);
     }
-    if (data) {
+    const ImageRegion source =
+        source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
+    auto data_pass = [&] {
+      if (!data) return;
       if (!covers) context.fill_zero_image(*destination_gradient);
       primitive->backward_data(
-          context, result_gradient,
-          source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width),
-          gs->weights->data(),
+          context, result_gradient, source, gs->weights->data(),
           destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width));
+    };
+    auto weights_pass = [&] {
+      if (weights)
+        primitive->backward_weights(context, source, result_gradient, gs->gradient_for_weights()->data(),
+                                    gs->gradient_for_biases()->data());
+    };
+    // The passes share only what they read, unless the source gradient is
+    // written over the source: then the weights gradient first, from the
+    // source as it was encoded.
+    if (data && weights && !overlap(destination_gradient->whole(), source)) {
+      context.run_concurrently(data_pass, weights_pass);
+    } else {
+      weights_pass();
+      data_pass();
     }
-    if (weights)
-      primitive->backward_weights(
-          context, source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width),
-          result_gradient, gs->gradient_for_weights()->data(), gs->gradient_for_biases()->data());
   });
   if (weights) {
     gs->gradient_for_weights()->will_write(command_buffer);

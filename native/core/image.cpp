@@ -139,6 +139,14 @@ void ImageDescriptor::validate() const {
                 " elements");
 }
 
+bool overlap(const ImageRegion& a, const ImageRegion& b) {
+  if (a.element_count() == 0 || b.element_count() == 0) return false;
+  if (!a.data || !b.data) return a.storage && a.storage == b.storage;
+  const char* a0 = static_cast<const char*>(a.data);
+  const char* b0 = static_cast<const char*>(b.data);
+  return a0 < b0 + b.span() * size_of(b.data_type) && b0 < a0 + a.span() * size_of(a.data_type);
+}
+
 ImageLayout nchw_layout(const ImageDescriptor& d) {
   return ImageLayout{d.feature_channels * d.height * d.width, d.height * d.width, d.width, 1};
 }

@@ -78,13 +78,6 @@ bool dense_images(const ImageRegion& r) { return r.stride.c == 1 && r.stride.w =
 // Whether float32 regions a and b are the same elements (in place).
 bool same(const ImageRegion& a, const ImageRegion& b) { return a.data == b.data && a.stride.n == b.stride.n; }
 
-// Whether float32 regions a and b share memory.
-bool overlap(const ImageRegion& a, const ImageRegion& b) {
-  const float* pa = static_cast<const float*>(a.data);
-  const float* pb = static_cast<const float*>(b.data);
-  return a.element_count() > 0 && b.element_count() > 0 && pa < pb + b.span() && pb < pa + a.span();
-}
-
 // What a oneDNN primitive is built for: its direction, the extents of one
 // image and epsilon (which oneDNN bakes into the primitive).
 struct Shape {

@@ -64,13 +64,6 @@ void for_region_pixels(const SpatialNormalizationDescriptor& d, F&& f) {
   });
 }
 
-// Whether float32 regions a and b share memory.
-bool overlap(const ImageRegion& a, const ImageRegion& b) {
-  const float* pa = static_cast<const float*>(a.data);
-  const float* pb = static_cast<const float*>(b.data);
-  return a.element_count() > 0 && b.element_count() > 0 && pa < pb + b.span() && pb < pa + a.span();
-}
-
 // The data of float32 region r, or where `overlaps` a copy of its span in
 // scratch `slot` (same strides), so that oneDNN (which does not run in
 // place) can write over the original.

@@ -134,13 +134,20 @@ class CudaContext final : public ExecutionContext {
   void fill_zero(void* destination, size_t bytes) override;
 
   int ordinal() const { return ordinal_; }
-  // The stream as it is, for other threads: copies still pending stay so.
-  cudaStream_t stream_handle() const { return stream_; }
-  // The stream, every copy asked for so far launched on it.
+  // The queue's stream as it is, for other threads: copies still pending
+  // stay so.
+  cudaStream_t stream_handle() const { return lanes_[0].stream; }
+  // The stream launches go on now (the queue's, or the side stream within
+  // run_concurrently's second half), every copy asked for so far launched
+  // on it.
   cudaStream_t stream() {
     flush_copies();
-    return stream_;
+    return lanes_[lane_].stream;
   }
+  // `second` on a side stream forked from the queue's stream, beside
+  // `first` on the queue's stream, joined back before it returns; in a
+  // replayed command buffer's CUDA graph, two branches.
+  void run_concurrently(FunctionRef first, FunctionRef second) override;
   // The stream for a launch that reads and writes nothing but `spans`: the
   // copies asked for so far that touch none of them stay pending, so that
   // the copies on either side of the launch still go in one launch.
@@ -151,22 +158,33 @@ class CudaContext final : public ExecutionContext {
   // go in one launch.
   void flush_copies();
   // Device scratch memory of the queue: slot i stays valid until the next
-  // request for slot i. Work on the stream is ordered, so reuse is safe.
+  // request for slot i. Work on the stream is ordered, so reuse is safe;
+  // the side stream has slots of its own.
   void* scratch(size_t slot, size_t bytes);
   // Changes whenever a scratch block moves: CUDA graphs captured before
   // refer to freed memory then.
   uint64_t scratch_generation() const { return scratch_generation_; }
 
  private:
+  // Back on the queue's stream after the side stream's work.
+  void join_side() noexcept;
+
   int ordinal_;
-  cudaStream_t stream_ = nullptr;
-  cudnnHandle_t cudnn_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
   struct Block {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Block> scratch_;
+  // The queue's stream (0) and the side stream (1, made on first use), each
+  // with its library handles and scratch blocks.
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    cudnnHandle_t cudnn = nullptr;
+    cublasHandle_t cublas = nullptr;
+    std::vector<Block> scratch;
+  };
+  Lane lanes_[2];
+  int lane_ = 0;
+  cudaEvent_t forked_ = nullptr, joined_ = nullptr;
   uint64_t scratch_generation_ = 0;
   BufferCopies copies_;
 };
@@ -232,9 +250,5 @@ class CudnnNormalization {
   float alpha_ = -1.0f, beta_ = -1.0f, k_ = -1.0f;
   bool described_ = false, refused_ = false;
 };
-
-// Whether the memory of two regions overlaps (cuDNN's legacy kernels do
-// not run in place).
-bool overlap(const ImageRegion& a, const ImageRegion& b);
 
 }  // namespace mpsx::cuda

@@ -239,16 +239,57 @@ CudaContext::CudaContext(int ordinal) : ordinal_(ordinal) {
   DeviceScope scope(ordinal_);
   // Non-blocking: host copies on the default stream neither wait for nor
   // hold up the queue's work, as on the other backends.
-  MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&lanes_[0].stream, cudaStreamNonBlocking));
 }
 
 CudaContext::~CudaContext() {
   DeviceScope scope(ordinal_);
-  cudaStreamSynchronize(stream_);
-  for (auto& b : scratch_) cudaFree(b.data);
-  if (cublas_) cublasDestroy(cublas_);
-  if (cudnn_) cudnnDestroy(cudnn_);
-  cudaStreamDestroy(stream_);
+  for (Lane& lane : lanes_) {
+    if (!lane.stream) continue;
+    cudaStreamSynchronize(lane.stream);
+    for (auto& b : lane.scratch) cudaFree(b.data);
+    if (lane.cublas) cublasDestroy(lane.cublas);
+    if (lane.cudnn) cudnnDestroy(lane.cudnn);
+    cudaStreamDestroy(lane.stream);
+  }
+  if (forked_) cudaEventDestroy(forked_);
+  if (joined_) cudaEventDestroy(joined_);
+}
+
+void CudaContext::run_concurrently(FunctionRef first, FunctionRef second) {
+  if (lane_ != 0) {  // within a second half already
+    first();
+    second();
+    return;
+  }
+  Lane& side = lanes_[1];
+  if (!side.stream) {
+    MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+  }
+  MPSX_CUDA_CHECK(cudaEventRecord(forked_, stream()));
+  MPSX_CUDA_CHECK(cudaStreamWaitEvent(side.stream, forked_, 0));
+  // Joined however the halves end: a capture fails on a stream left forked.
+  struct Join {
+    CudaContext& context;
+    ~Join() { context.join_side(); }
+  } join{*this};
+  first();
+  flush_copies();
+  lane_ = 1;
+  second();
+  flush_copies();
+}
+
+void CudaContext::join_side() noexcept {
+  try {
+    flush_copies();
+  } catch (...) {  // the halves' own error, if any, is the one reported
+  }
+  lane_ = 0;
+  cudaEventRecord(joined_, lanes_[1].stream);
+  cudaStreamWaitEvent(lanes_[0].stream, joined_, 0);
 }
 
 namespace {
@@ -286,14 +327,14 @@ cudaStream_t CudaContext::stream_touching(const DeviceSpan* spans, size_t count)
       if (s->data && (overlap(s->data, s->bytes, copies_.destination[k], copies_.bytes[k]) ||
                       overlap(s->data, s->bytes, copies_.source[k], copies_.bytes[k])))
         return stream();
-  return stream_;
+  return lanes_[lane_].stream;
 }
 
 void CudaContext::flush_copies() {
   if (copies_.count == 0) return;
   const BufferCopies copies = copies_;
   copies_.count = 0;
-  copy_buffers(copies, stream_);
+  copy_buffers(copies, lanes_[lane_].stream);
   MPSX_CUDA_CHECK(cudaPeekAtLastError());
 }
 
@@ -303,29 +344,33 @@ void CudaContext::fill_zero(void* destination, size_t bytes) {
 
 cudnnHandle_t CudaContext::cudnn() {
   flush_copies();
-  if (!cudnn_) {
-    MPSX_CUDA_CHECK(cudnnCreate(&cudnn_));
-    MPSX_CUDA_CHECK(cudnnSetStream(cudnn_, stream_));
+  Lane& lane = lanes_[lane_];
+  if (!lane.cudnn) {
+    MPSX_CUDA_CHECK(cudnnCreate(&lane.cudnn));
+    MPSX_CUDA_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
   }
-  return cudnn_;
+  return lane.cudnn;
 }
 
 cublasHandle_t CudaContext::cublas() {
   flush_copies();
-  if (!cublas_) {
-    MPSX_CUDA_CHECK(cublasCreate(&cublas_));
-    MPSX_CUDA_CHECK(cublasSetStream(cublas_, stream_));
+  Lane& lane = lanes_[lane_];
+  if (!lane.cublas) {
+    MPSX_CUDA_CHECK(cublasCreate(&lane.cublas));
+    MPSX_CUDA_CHECK(cublasSetStream(lane.cublas, lane.stream));
   }
-  return cublas_;
+  return lane.cublas;
 }
 
 void* CudaContext::scratch(size_t slot, size_t bytes) {
-  if (slot >= scratch_.size()) scratch_.resize(slot + 1);
-  Block& b = scratch_[slot];
+  std::vector<Block>& blocks = lanes_[lane_].scratch;
+  if (slot >= blocks.size()) blocks.resize(slot + 1);
+  Block& b = blocks[slot];
   if (b.bytes < bytes) {
     // The old block may still be read by launched work: free it after that.
     if (b.data) {
-      MPSX_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      for (const Lane& lane : lanes_)
+        if (lane.stream) MPSX_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
       cudaFree(b.data);
       b.data = nullptr;
       b.bytes = 0;
@@ -409,12 +454,6 @@ bool CudnnNormalization::ran(cudnnStatus_t status) {
   if (status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_BAD_PARAM) return !(refused_ = true);
   MPSX_CUDA_CHECK(status);
   return true;
-}
-
-bool overlap(const ImageRegion& a, const ImageRegion& b) {
-  const char* a0 = static_cast<const char*>(a.data);
-  const char* b0 = static_cast<const char*>(b.data);
-  return a0 < b0 + b.span() * size_of(b.data_type) && b0 < a0 + a.span() * size_of(a.data_type);
 }
 
 }  // namespace mpsx::cuda

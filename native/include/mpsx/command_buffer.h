@@ -39,11 +39,32 @@ struct Completion {
   }
 };
 
+// A callable handed down a call without copying or allocating; it refers to
+// `f`, which must outlive it.
+class FunctionRef {
+ public:
+  template <class F>
+  FunctionRef(F& f) : object_(&f), call_([](void* o) { (*static_cast<F*>(o))(); }) {}  // NOLINT: implicit
+  void operator()() const { call_(object_); }
+
+ private:
+  void* object_;
+  void (*call_)(void*);
+};
+
 // What a backend hands to commands while they run (a cpu scratchpad, a CUDA
 // stream, ...). Each backend derives its own.
 class ExecutionContext {
  public:
   virtual ~ExecutionContext() = default;
+  // Runs `first` and `second`, which write nothing the other reads or
+  // writes: one after the other here; a backend whose device runs work side
+  // by side may run them concurrently (cuda: `second` on a second stream),
+  // as Metal overlaps dispatches that share no tracked resource.
+  virtual void run_concurrently(FunctionRef first, FunctionRef second) {
+    first();
+    second();
+  }
   // Memory operations ordered with the other commands of the queue.
   virtual void copy(void* destination, const void* source, size_t bytes) = 0;
   virtual void fill_zero(void* destination, size_t bytes) = 0;

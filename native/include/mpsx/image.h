@@ -68,6 +68,11 @@ struct ImageRegion {
   }
 };
 
+// Whether the memory of two regions may overlap: their bytes from data to
+// the last element do, or, for regions a backend keeps itself (no data),
+// they are of one storage.
+bool overlap(const ImageRegion& a, const ImageRegion& b);
+
 // Copies `from` into `to`, both in host memory with equal extents,
 // converting data types; uint8 is unorm8 (value / 255) as in MPS.
 void copy_region(const ImageRegion& from, const ImageRegion& to);
