@@ -216,11 +216,26 @@ def step_memory(device, step, wait):
     return device.peak_bytes_in_use - before
 
 
+def busy_time(intervals):
+    """The time within at least one of the (start, end) intervals: operations
+    that overlap (on two streams, a copy beside kernels) count once."""
+    total, reached = 0.0, None
+    for start, end in sorted(intervals):
+        if reached is None or start >= reached:
+            total += end - start
+            reached = end
+        elif end > reached:
+            total += end - reached
+            reached = end
+    return total
+
+
 def kernel_time(step, wait, steps, torch):
     """The GPU's work per step, read with CUPTI through torch.profiler: every
     kernel, copy and fill the process ran on the device, whichever library
-    launched it. Returns (seconds of device time per step, device operations
-    per step, {name: (seconds per step, count per step)})."""
+    launched it. Returns (seconds per step the device was busy with them,
+    device operations per step, {name: (seconds per step, count per step)}),
+    where the seconds of names add up operations that ran side by side."""
     from torch.profiler import ProfilerActivity, profile
     step()
     wait()
@@ -228,14 +243,15 @@ def kernel_time(step, wait, steps, torch):
         for _ in range(steps):
             step()
         wait()
-    names = {}
+    names, intervals = {}, []
     for event in profiled.events():
         if event.device_type != torch.autograd.DeviceType.CUDA:
             continue
         seconds, count = names.get(event.name, (0.0, 0))
         names[event.name] = (seconds + (event.time_range.end - event.time_range.start) * 1e-6 / steps,
                              count + 1 / steps)
-    return sum(s for s, _ in names.values()), round(sum(c for _, c in names.values())), names
+        intervals.append((event.time_range.start, event.time_range.end))
+    return busy_time(intervals) * 1e-6 / steps, round(sum(c for _, c in names.values())), names
 
 
 KERNEL_KINDS = (  # (kind, words of a device operation's name), the first match wins
@@ -443,7 +459,9 @@ def print_steps(records, call):
         line += "".join(f" {r[key]:{max(8, len(label)) - 1}.2f}x" for key, label in ratios)
         print(line)
     if "mpsx_replay_kernel_s" in records[0]:
-        print("\ndevice time per step (CUPTI: kernels, copies and fills of the process), ms, and operations per step")
+        print("\ndevice time per step (CUPTI: the time the device was busy with the process's kernels, copies and"
+              " fills, those that ran side by side counted once), ms, and operations per step; the kinds below add"
+              " up each operation's own time")
         kinds = [key for key in ("mpsx replay", "nngraph replay", "torch graph", "jax")
                  if key.replace(" ", "_") + "_kernel_s" in records[0]]
         print(f"  {'math':>7} {'batch':>5}" + "".join(f" {k:>16} {'ops':>5}" for k in kinds))

@@ -71,6 +71,13 @@ def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
 
 
+def test_busy_time_counts_overlapping_operations_once():
+    assert bench.busy_time([]) == 0
+    # Two streams side by side, one operation inside another, a gap, one after.
+    assert bench.busy_time([(5, 9), (0, 4), (2, 6), (12, 13), (3, 4)]) == 10
+    assert bench.busy_time([(0, 2), (2, 3)]) == 3
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--skip-steps", "--plot", "x.png"], "--plot draws the training steps, which --skip-steps leaves out"),
     (["--batch-sizes", "0"], "--batch-sizes must be at least 1, given [0]"),
