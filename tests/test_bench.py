@@ -57,15 +57,17 @@ def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
         assert {"mpsx_s", "mpsx_replay_s", "nngraph_s", "nngraph_replay_s", "torch_s"} <= record.keys()
         assert ("torch_graph_s" in record) == (device.backend == "cuda")
         assert ("jax_s" in record) == (jax and device.backend != "metal")
-        # On cuda, CUPTI saw the replayed steps' kernels, ours and the peers', and their sum is the total.
+        # On cuda, CUPTI saw the replayed steps' kernels, ours and the peers'. The device was busy for at
+        # most their sum (less where some ran side by side); the kinds add up to that sum.
         assert (breakdown is not None) == (device.backend == "cuda")
         if breakdown is not None:
             for name in ["mpsx replay", "nngraph replay", "torch graph"] + ["jax"] * jax:
                 kernels = breakdown[name]["kernels"]
+                busy = record[name.replace(" ", "_") + "_kernel_s"]
                 assert record[name.replace(" ", "_") + "_kernels"] >= 5
-                assert sum(k["s"] for k in kernels) == pytest.approx(record[name.replace(" ", "_") + "_kernel_s"])
-                assert sum(breakdown[name]["kinds_s"].values()) == pytest.approx(record[name.replace(" ", "_")
-                                                                                        + "_kernel_s"])
+                summed = sum(k["s"] for k in kernels)
+                assert 0 < busy <= summed * (1 + 1e-9)
+                assert sum(breakdown[name]["kinds_s"].values()) == pytest.approx(summed)
     assert result["graph_call_s"] > 0
     data = plot.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
