@@ -639,8 +639,16 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
                                       descriptor_.output_feature_channels, g.height, g.width)))
     fail<ArgumentError>(class_name(), ": the destination gradient shares memory with the source gradient, which "
                         "the data gradient reads; MPS does not compute it in place either: give another image");
+  // The passes share only what they read, unless the source gradient is
+  // written over the source: then the weights gradient first, from the
+  // source as it was encoded.
+  const bool concurrent =
+      data && weights &&
+      !overlap(destination_gradient->whole(), source_image->region(g.source_image, g.source_channel, b.y, b.x,
+                                                                    g.images, descriptor_.input_feature_channels,
+                                                                    b.height, b.width));
   command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
-                         g, b, data, weights, covers, in = descriptor_.input_feature_channels,
+                         g, b, data, weights, covers, concurrent, in = descriptor_.input_feature_channels,
                          out = descriptor_.output_feature_channels](ExecutionContext& context) {
     ImageRegion incoming = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
                                                    out, g.height, g.width);
@@ -663,10 +671,7 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
         primitive->backward_weights(context, source, result_gradient, gs->gradient_for_weights()->data(),
                                     gs->gradient_for_biases()->data());
     };
-    // The passes share only what they read, unless the source gradient is
-    // written over the source: then the weights gradient first, from the
-    // source as it was encoded.
-    if (data && weights && !overlap(destination_gradient->whole(), source)) {
+    if (concurrent) {
       context.run_concurrently(data_pass, weights_pass);
     } else {
       weights_pass();
