@@ -70,6 +70,20 @@ bool is_dense_nhwc(const ImageRegion& r) {
   return r.stride.c == 1 && r.stride.w == r.c && r.stride.h == r.w * r.c && r.stride.n == r.h * r.w * r.c;
 }
 
+const float* unaliased_input(CpuContext& context, const ImageRegion& input, const ImageRegion& output, size_t slot,
+                             InPlace in_place) {
+  const bool exactly = input.data == output.data && input.n == output.n && input.c == output.c &&
+                       input.h == output.h && input.w == output.w && input.stride.n == output.stride.n &&
+                       input.stride.c == output.stride.c && input.stride.h == output.stride.h &&
+                       input.stride.w == output.stride.w;
+  if (!overlap(input, output) || (exactly && in_place == InPlace::Documented))
+    return static_cast<const float*>(input.data);
+  const size_t bytes = static_cast<size_t>(input.span()) * sizeof(float);
+  void* copy = context.scratch(slot, bytes);
+  std::memcpy(copy, input.data, bytes);
+  return static_cast<const float*>(copy);
+}
+
 Float32Region::Float32Region(CpuContext& context, const ImageRegion& region, size_t slot, bool load)
     : original_(region), view_(region) {
   if (region.data_type == DataType::Float32) return;

@@ -96,7 +96,8 @@ class CpuSoftMax final : public SoftMaxPrimitive {
     Float32Region x(cpu, source, 0, true);
     Float32Region y(cpu, destination, 1, false);
     if (onednn_) {
-      dnnl::memory src(source_desc_, cpu.engine(), x.data());
+      dnnl::memory src(source_desc_, cpu.engine(),
+                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), 3, InPlace::Documented)));
       dnnl::memory dst(destination_desc_, cpu.engine(), y.data());
       forward_.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
       cpu.stream().wait();
@@ -120,8 +121,10 @@ class CpuSoftMax final : public SoftMaxPrimitive {
     Float32Region y(cpu, result, 1, true);
     Float32Region dx(cpu, destination_gradient, 2, false);
     if (onednn_) {
-      dnnl::memory diff_dst(source_desc_, cpu.engine(), dy.data());
-      dnnl::memory dst(result_desc_, cpu.engine(), y.data());
+      dnnl::memory diff_dst(source_desc_, cpu.engine(),
+                            const_cast<float*>(unaliased_input(cpu, dy.region(), dx.region(), 3, InPlace::Documented)));
+      dnnl::memory dst(result_desc_, cpu.engine(),
+                       const_cast<float*>(unaliased_input(cpu, y.region(), dx.region(), 4, InPlace::Unsupported)));
       dnnl::memory diff_src(destination_desc_, cpu.engine(), dx.data());
       backward_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
       cpu.stream().wait();

@@ -64,17 +64,6 @@ void for_region_pixels(const SpatialNormalizationDescriptor& d, F&& f) {
   });
 }
 
-// The data of float32 region r, or where `overlaps` a copy of its span in
-// scratch `slot` (same strides), so that oneDNN (which does not run in
-// place) can write over the original.
-const float* readable(CpuContext& cpu, const ImageRegion& r, bool overlaps, size_t slot) {
-  if (!overlaps) return static_cast<const float*>(r.data);
-  const size_t bytes = static_cast<size_t>(r.span()) * sizeof(float);
-  void* copy = cpu.scratch(slot, bytes);
-  std::memcpy(copy, r.data, bytes);
-  return static_cast<const float*>(copy);
-}
-
 // Scratch slots of the gradient's forward-training pass: its workspace and
 // its result (not kept).
 constexpr size_t kWorkspaceSlot = kFirstSlot + 2, kTrainingSlot = kFirstSlot + 3;
@@ -152,7 +141,7 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     Float32Region yr(cpu, destination, 1, false);
     std::shared_ptr<const Binding> binding;
     if (onednn(cpu, p, binding)) {
-      binding->set(kX, readable(cpu, xr.region(), overlap(xr.region(), yr.region()), kFirstSlot));
+      binding->set(kX, unaliased_input(cpu, xr.region(), yr.region(), kFirstSlot, InPlace::Unsupported));
       binding->set(kY, yr.data());
       binding->execute(cpu);
       cpu.stream().wait();
@@ -192,8 +181,8 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     const ImageRegion& dx = dxr.region();
     std::shared_ptr<const Binding> binding;
     if (onednn(cpu, p, binding)) {
-      binding->set(kX, readable(cpu, x, overlap(dx, x), kFirstSlot));
-      binding->set(kDy, readable(cpu, dy, overlap(dx, dy), kFirstSlot + 1));
+      binding->set(kX, unaliased_input(cpu, x, dx, kFirstSlot, InPlace::Unsupported));
+      binding->set(kDy, unaliased_input(cpu, dy, dx, kFirstSlot + 1, InPlace::Unsupported));
       binding->set(kDx, dxr.data());
       if (const size_t bytes = binding->built->workspace_bytes) {
         binding->set(kWorkspace, cpu.scratch(kWorkspaceSlot, bytes));
