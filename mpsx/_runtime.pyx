@@ -24,7 +24,7 @@ from libcpp.vector cimport vector
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
-from mpsx.includes.device cimport CDevice, backend_load_errors
+from mpsx.includes.device cimport CDevice, backend_load_errors, cpu_loop_clone
 from mpsx.includes.dlpack cimport (
     Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,
     check_device, device_of as dlpack_device_of, export_buffer, export_image, export_request, import_buffer,
@@ -133,6 +133,12 @@ def _backend_load_errors():
     CDevice.all()
     cdef const vector[string]* errors = &backend_load_errors()
     return [errors[0][i].decode() for i in range(errors.size())]
+
+
+def _cpu_loop_clone():
+    """For tests: which build of the cpu backend's own hot loops runs, "avx512f", "avx2" or "baseline" (the widest
+    that oneDNN's effective ISA includes, which ONEDNN_MAX_CPU_ISA lowers)."""
+    return cpu_loop_clone().decode()
 
 
 def _unregister_primitive(family, backend_kind):

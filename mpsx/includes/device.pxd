@@ -27,3 +27,4 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
 
 cdef extern from "mpsx/backend.h" namespace "mpsx" nogil:
     const vector[string]& backend_load_errors()
+    const char* cpu_loop_clone()

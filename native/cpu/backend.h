@@ -13,19 +13,48 @@
 #include "mpsx/backend.h"
 #include "mpsx/command_buffer.h"
 
-// Hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
-// load time, so a portable wheel still runs at the machine's width.
+// Hot loops (MPSX_CPU_LOOP functions run through Cloned<f>::run) are
+// compiled for AVX-512, AVX2 and baseline x86-64. The widest that oneDNN's
+// effective ISA includes runs, so a portable wheel still runs at the
+// machine's width, and ONEDNN_MAX_CPU_ISA reproduces another machine's
+// choices for mpsx's loops as for oneDNN's.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MPSX_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MPSX_CPU_CLONES
+#define MPSX_CPU_CLONES_X86 1
 #endif
+#define MPSX_CPU_LOOP [[gnu::always_inline]] inline
 
 namespace mpsx {
 struct NeuronDescriptor;  // kernels/neuron.h
 }  // namespace mpsx
 
 namespace mpsx::cpu {
+
+enum class CpuClone { Baseline, AVX2, AVX512F };
+CpuClone cpu_clone();
+
+template <auto Body>
+struct Cloned;
+// Body, inlined into one function per clone; run calls the clone cpu_clone()
+// names.
+template <class R, class... A, R (*Body)(A...)>
+struct Cloned<Body> {
+  static R run(A... a) {
+#ifdef MPSX_CPU_CLONES_X86
+    switch (cpu_clone()) {
+      case CpuClone::AVX512F: return avx512f(a...);
+      case CpuClone::AVX2: return avx2(a...);
+      case CpuClone::Baseline: break;
+    }
+#endif
+    return Body(a...);
+  }
+
+ private:
+#ifdef MPSX_CPU_CLONES_X86
+  [[gnu::target("avx512f")]] static R avx512f(A... a) { return Body(a...); }
+  [[gnu::target("avx2")]] static R avx2(A... a) { return Body(a...); }
+#endif
+};
 
 class CpuBackend final : public Backend {
  public:

@@ -34,7 +34,7 @@ ImageRegion run_region(const float* data, int64_t pixels, int64_t channels) {
 // s += dz, q += dz * (x - mean) per channel, folded as add_moments. With
 // `relu`, dz is the leaky ReLU's gradient at z = x * a + b applied to `g`;
 // otherwise g is dz.
-MPSX_CPU_CLONES
+MPSX_CPU_LOOP
 void add_products(const float* __restrict g, const float* __restrict x, int64_t pixels, int64_t channels,
                   const float* __restrict mean, const float* __restrict a, const float* __restrict b, bool relu,
                   float slope, float* __restrict s, float* __restrict q, double* __restrict sum,
@@ -61,9 +61,9 @@ void add_products(const float* __restrict g, const float* __restrict x, int64_t 
 
 // y = x * a + b per channel, through the leaky ReLU of `slope` with `relu`.
 // x and y may be the same values.
-MPSX_CPU_CLONES
+MPSX_CPU_LOOP
 void scale_shift(const float* x, float* y, int64_t pixels, int64_t channels, const float* __restrict a,
-                 const float* __restrict b, bool relu = false, float slope = 0.0f) {
+                 const float* __restrict b, bool relu, float slope) {
   for (int64_t p = 0; p < pixels; ++p)
     for (int64_t c = 0; c < channels; ++c) {
       const float z = x[p * channels + c] * a[c] + b[c];
@@ -72,7 +72,7 @@ void scale_shift(const float* x, float* y, int64_t pixels, int64_t channels, con
 }
 
 // dx = dz * A + x * B + D per channel; dz as in add_products.
-MPSX_CPU_CLONES
+MPSX_CPU_LOOP
 void affine_gradient(const float* __restrict g, const float* __restrict x, float* __restrict dx, int64_t pixels,
                      int64_t channels, const float* __restrict a, const float* __restrict b, bool relu, float slope,
                      const float* __restrict A, const float* __restrict B, const float* __restrict D) {
@@ -182,11 +182,11 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     pre_activation(gamma, beta, mean, variance, epsilon, channels, a, b);
     const int64_t chunk = chunk_pixels(channels);
     for_each_channel_run(x.region(), y.region(), [&](const float* in, float* out, int64_t pixels) {
-      if (!other_) return scale_shift(in, out, pixels, channels, a, b, relu_, neuron_.a);
+      if (!other_) return Cloned<scale_shift>::run(in, out, pixels, channels, a, b, relu_, neuron_.a);
       for (int64_t p = 0; p < pixels; p += chunk) {
         const int64_t n = std::min(chunk, pixels - p);
         float* z = out + p * channels;
-        scale_shift(in + p * channels, z, n, channels, a, b);
+        Cloned<scale_shift>::run(in + p * channels, z, n, channels, a, b, false, 0.0f);
         ImageRegion values = run_region(z, n, channels);
         apply_neuron(neuron_, values, values, 0);
       }
@@ -217,13 +217,13 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
       const float* g = dy.data() + o[0];
       const float* in = x.data() + o[1];
       if (!other_)
-        return add_products(g, in, pixels, channels, centre, a, b, relu_, neuron_.a, sums.block_first(),
+        return Cloned<add_products>::run(g, in, pixels, channels, centre, a, b, relu_, neuron_.a, sums.block_first(),
                             sums.block_second(), sums.first(), sums.second());
       float* dz = mine(neuron_values, channels);
       for (int64_t p = 0; p < pixels; p += chunk) {
         const int64_t n = std::min(chunk, pixels - p);
         neuron_gradient(g + p * channels, in + p * channels, dz, n, channels, a, b);
-        add_products(dz, in + p * channels, n, channels, centre, a, b, false, 0.0f, sums.block_first(),
+        Cloned<add_products>::run(dz, in + p * channels, n, channels, centre, a, b, false, 0.0f, sums.block_first(),
                      sums.block_second(), sums.first(), sums.second());
       }
     });
@@ -263,7 +263,7 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     }
     if (!source_gradient.data) {  // dz = 0
       for_each_channel_run(x.region(), dx.region(),
-                           [&](const float* in, float* out, int64_t pixels) { scale_shift(in, out, pixels, channels, B, D); });
+                           [&](const float* in, float* out, int64_t pixels) { Cloned<scale_shift>::run(in, out, pixels, channels, B, D, false, 0.0f); });
       dx.store();
       return;
     }
@@ -274,13 +274,13 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
     for_each_channel_run(dy.region(), x.region(), dx.region(),
                          [&](const float* g, const float* in, float* out, int64_t pixels) {
                            if (!other_)
-                             return affine_gradient(g, in, out, pixels, channels, a, b, relu_, neuron_.a, A, B, D);
+                             return Cloned<affine_gradient>::run(g, in, out, pixels, channels, a, b, relu_, neuron_.a, A, B, D);
                            float* dz = mine(neuron_values, channels);
                            for (int64_t p = 0; p < pixels; p += chunk) {
                              const int64_t n = std::min(chunk, pixels - p);
                              const int64_t at = p * channels;
                              neuron_gradient(g + at, in + at, dz, n, channels, a, b);
-                             affine_gradient(dz, in + at, out + at, n, channels, a, b, false, 0.0f, A, B, D);
+                             Cloned<affine_gradient>::run(dz, in + at, out + at, n, channels, a, b, false, 0.0f, A, B, D);
                            }
                          });
     dx.store();
@@ -327,7 +327,7 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
   // dz = neuron'(z) * dy over n pixels, z recomputed from x.
   void neuron_gradient(const float* dy, const float* x, float* dz, int64_t n, int64_t channels, const float* a,
                        const float* b) const {
-    scale_shift(x, dz, n, channels, a, b);
+    Cloned<scale_shift>::run(x, dz, n, channels, a, b, false, 0.0f);
     ImageRegion values = run_region(dz, n, channels);
     apply_neuron_gradient(neuron_, run_region(dy, n, channels), values, values, 0);
   }

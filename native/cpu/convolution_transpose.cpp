@@ -54,7 +54,7 @@ void sum_channels_of(const ImageRegion& r, float* sums, Value value) {
 }
 
 // A float32 region, or a float16 one (a gradient pass run in float16).
-MPSX_CPU_CLONES void sum_channels(const ImageRegion& r, float* sums) {
+MPSX_CPU_LOOP void sum_channels(const ImageRegion& r, float* sums) {
   if (r.data_type == DataType::Float16)
     sum_channels_of<uint16_t>(r, sums, half_to_float);
   else
@@ -162,7 +162,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     PassRegion dy(cpu, result_gradient, 1, true, weights_half_);
     if (biases_gradient) {
       float* sums = static_cast<float*>(biases_gradient);
-      sum_channels(dy.region(), sums);
+      Cloned<sum_channels>::run(dy.region(), sums);
     }
     if (!weights_gradient) return;
     float* gradient = static_cast<float*>(weights_gradient);

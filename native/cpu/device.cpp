@@ -84,6 +84,21 @@ const float* unaliased_input(CpuContext& context, const ImageRegion& input, cons
   return static_cast<const float*>(copy);
 }
 
+CpuClone cpu_clone() {
+  static const CpuClone clone = [] {
+#ifdef MPSX_CPU_CLONES_X86
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto includes = [isa](dnnl::cpu_isa level) {
+      return (isa & static_cast<unsigned>(level)) == static_cast<unsigned>(level);
+    };
+    if (includes(dnnl::cpu_isa::avx512_core) && __builtin_cpu_supports("avx512f")) return CpuClone::AVX512F;
+    if (includes(dnnl::cpu_isa::avx2) && __builtin_cpu_supports("avx2")) return CpuClone::AVX2;
+#endif
+    return CpuClone::Baseline;
+  }();
+  return clone;
+}
+
 Float32Region::Float32Region(CpuContext& context, const ImageRegion& region, size_t slot, bool load)
     : original_(region), view_(region) {
   if (region.data_type == DataType::Float32) return;
@@ -108,3 +123,16 @@ const bool registered = (register_backend(0, &enumerate), true);
 }  // namespace
 
 }  // namespace mpsx::cpu
+
+namespace mpsx {
+
+const char* cpu_loop_clone() {
+  switch (cpu::cpu_clone()) {
+    case cpu::CpuClone::AVX512F: return "avx512f";
+    case cpu::CpuClone::AVX2: return "avx2";
+    case cpu::CpuClone::Baseline: break;
+  }
+  return "baseline";
+}
+
+}  // namespace mpsx

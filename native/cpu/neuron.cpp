@@ -16,7 +16,7 @@ inline float softplus(float z) { return std::max(z, 0.0f) + std::log1p(std::exp(
 
 // f(x) of MPSCNNNeuron.h over `pixels` x `channels` values, channels
 // innermost; `slopes` are PReLU's per-channel a (from the first channel).
-MPSX_CPU_CLONES
+MPSX_CPU_LOOP
 void forward_values(const NeuronDescriptor& d, const float* slopes, const float* x, float* y, int64_t pixels,
                     int64_t channels) {
   const float a = d.a, b = d.b, c = d.c;
@@ -84,7 +84,7 @@ void forward_values(const NeuronDescriptor& d, const float* slopes, const float*
 }
 
 // dx = f'(x) * dy.
-MPSX_CPU_CLONES
+MPSX_CPU_LOOP
 void gradient_values(const NeuronDescriptor& d, const float* slopes, const float* dy, const float* x, float* dx,
                      int64_t pixels, int64_t channels) {
   const float a = d.a, b = d.b, c = d.c;
@@ -204,7 +204,7 @@ class CpuNeuron final : public NeuronPrimitive {
 void apply_neuron(const NeuronDescriptor& d, const ImageRegion& x, const ImageRegion& y, int64_t first_channel) {
   const float* slopes = d.a_per_channel.empty() ? nullptr : d.a_per_channel.data() + first_channel;
   for_each_channel_run(x, y, [&](const float* in, float* out, int64_t pixels) {
-    forward_values(d, slopes, in, out, pixels, x.c);
+    Cloned<forward_values>::run(d, slopes, in, out, pixels, x.c);
   });
 }
 
@@ -212,7 +212,7 @@ void apply_neuron_gradient(const NeuronDescriptor& d, const ImageRegion& dy, con
                            const ImageRegion& dx, int64_t first_channel) {
   const float* slopes = d.a_per_channel.empty() ? nullptr : d.a_per_channel.data() + first_channel;
   for_each_channel_run(dy, x, dx, [&](const float* g, const float* in, float* out, int64_t pixels) {
-    gradient_values(d, slopes, g, in, out, pixels, x.c);
+    Cloned<gradient_values>::run(d, slopes, g, in, out, pixels, x.c);
   });
 }
 

@@ -6,8 +6,10 @@
 
 namespace mpsx::cpu {
 
-MPSX_CPU_CLONES
-void add_moments(const float* __restrict x, int64_t pixels, int64_t channels, const float* __restrict shift,
+namespace {
+
+MPSX_CPU_LOOP
+void moments_loop(const float* __restrict x, int64_t pixels, int64_t channels, const float* __restrict shift,
                  float* __restrict s, float* __restrict q, double* __restrict sum, double* __restrict squares) {
   for (int64_t first = 0; first < pixels; first += kMomentBlock) {
     const int64_t end = std::min(pixels, first + kMomentBlock);
@@ -25,6 +27,13 @@ void add_moments(const float* __restrict x, int64_t pixels, int64_t channels, co
       squares[c] += q[c];
     }
   }
+}
+
+}  // namespace
+
+void add_moments(const float* __restrict x, int64_t pixels, int64_t channels, const float* __restrict shift,
+                 float* __restrict s, float* __restrict q, double* __restrict sum, double* __restrict squares) {
+  Cloned<moments_loop>::run(x, pixels, channels, shift, s, q, sum, squares);
 }
 
 }  // namespace mpsx::cpu

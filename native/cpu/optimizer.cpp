@@ -41,7 +41,7 @@ enum class Momentum { None, Classic, Nesterov };
 // them, and mark the optimizer's own vectors restrict (the core checks that
 // they share no memory); result may be values.
 template <RegularizationType R, bool Clip, Momentum M>
-MPSX_CPU_CLONES void stochastic_gradient_descent(const OptimizerScalars& scalars, const Block& b, int64_t n) {
+MPSX_CPU_LOOP void stochastic_gradient_descent(const OptimizerScalars& scalars, const Block& b, int64_t n) {
   const OptimizerScalars s = scalars;
   const float lr = s.learning_rate, mu = s.momentum_scale;
   const float* g = b.gradient;
@@ -65,7 +65,7 @@ MPSX_CPU_CLONES void stochastic_gradient_descent(const OptimizerScalars& scalars
 }
 
 template <RegularizationType R, bool Clip, bool MaximumVelocity>
-MPSX_CPU_CLONES void adam(const OptimizerScalars& scalars, const Block& b, int64_t n) {
+MPSX_CPU_LOOP void adam(const OptimizerScalars& scalars, const Block& b, int64_t n) {
   const OptimizerScalars s = scalars;
   const float lr = s.learning_rate, beta1 = s.beta1, beta2 = s.beta2, epsilon = s.epsilon;
   const float keep1 = s.one_minus_beta1, keep2 = s.one_minus_beta2;
@@ -90,7 +90,7 @@ MPSX_CPU_CLONES void adam(const OptimizerScalars& scalars, const Block& b, int64
 }
 
 template <RegularizationType R, bool Clip>
-MPSX_CPU_CLONES void rmsprop(const OptimizerScalars& scalars, const Block& b, int64_t n) {
+MPSX_CPU_LOOP void rmsprop(const OptimizerScalars& scalars, const Block& b, int64_t n) {
   const OptimizerScalars s = scalars;
   const float lr = s.learning_rate, decay = s.decay, keep = s.one_minus_decay, epsilon = s.epsilon;
   const float* g = b.gradient;
@@ -111,11 +111,11 @@ template <RegularizationType R, bool Clip>
 Loop loop_of(const OptimizerConfiguration& c) {
   switch (c.kind) {
     case OptimizerKind::StochasticGradientDescent:
-      if (!c.momentum) return &stochastic_gradient_descent<R, Clip, Momentum::None>;
-      return c.nesterov ? &stochastic_gradient_descent<R, Clip, Momentum::Nesterov>
-                        : &stochastic_gradient_descent<R, Clip, Momentum::Classic>;
-    case OptimizerKind::Adam: return c.maximum_velocity ? &adam<R, Clip, true> : &adam<R, Clip, false>;
-    case OptimizerKind::RMSProp: return &rmsprop<R, Clip>;
+      if (!c.momentum) return &Cloned<stochastic_gradient_descent<R, Clip, Momentum::None>>::run;
+      return c.nesterov ? &Cloned<stochastic_gradient_descent<R, Clip, Momentum::Nesterov>>::run
+                        : &Cloned<stochastic_gradient_descent<R, Clip, Momentum::Classic>>::run;
+    case OptimizerKind::Adam: return c.maximum_velocity ? &Cloned<adam<R, Clip, true>>::run : &Cloned<adam<R, Clip, false>>::run;
+    case OptimizerKind::RMSProp: return &Cloned<rmsprop<R, Clip>>::run;
   }
   return nullptr;
 }

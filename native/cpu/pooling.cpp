@@ -82,7 +82,7 @@ void zero_region(const ImageRegion& r) {
 
 // destination = pool(source), channels innermost (cpu images are NHWC).
 template <PoolingKind K>
-MPSX_CPU_CLONES void pool_rows(const PoolingDescriptor& d, const ImageRegion& x, const ImageRegion& y, int64_t first,
+MPSX_CPU_LOOP void pool_rows(const PoolingDescriptor& d, const ImageRegion& x, const ImageRegion& y, int64_t first,
                                int64_t rows) {
   const Axis ax = axis_x(d), ay = axis_y(d);
   const int64_t channels = x.c;
@@ -127,7 +127,7 @@ MPSX_CPU_CLONES void pool_rows(const PoolingDescriptor& d, const ImageRegion& x,
 // share a source pixel, so rows may run in parallel. With Disjoint, no two
 // windows share one, and each writes its pixels instead of adding to them.
 template <PoolingKind K, bool Disjoint>
-MPSX_CPU_CLONES void unpool_rows(const PoolingDescriptor& d, const ImageRegion& dy, const ImageRegion& x,
+MPSX_CPU_LOOP void unpool_rows(const PoolingDescriptor& d, const ImageRegion& dy, const ImageRegion& x,
                                  const ImageRegion& dx, int64_t phase, int64_t phases, int64_t rows_per_image,
                                  int64_t first, int64_t rows) {
   constexpr int64_t kBlock = 64;
@@ -245,7 +245,7 @@ class CpuPooling final : public PoolingPrimitive {
       const ImageRegion& out = y.region();
       with_pooling_kind(d_.kind, [&](auto kind) {
         detail::parallel_chunks(out.n * out.h, rows_per_chunk(out, d_.window), [&](int64_t first, int64_t rows) {
-          pool_rows<decltype(kind)::value>(d_, in, out, first, rows);
+          Cloned<pool_rows<decltype(kind)::value>>::run(d_, in, out, first, rows);
         });
       });
     }
@@ -277,11 +277,11 @@ class CpuPooling final : public PoolingPrimitive {
                                   [&](int64_t first, int64_t rows) {
                                     constexpr PoolingKind K = decltype(kind)::value;
                                     if (disjoint_)
-                                      unpool_rows<K, true>(d_, g, x.region(), dx.region(), phase, phases,
-                                                           rows_per_image, first, rows);
+                                      Cloned<unpool_rows<K, true>>::run(d_, g, x.region(), dx.region(), phase, phases,
+                                                                       rows_per_image, first, rows);
                                     else
-                                      unpool_rows<K, false>(d_, g, x.region(), dx.region(), phase, phases,
-                                                            rows_per_image, first, rows);
+                                      Cloned<unpool_rows<K, false>>::run(d_, g, x.region(), dx.region(), phase, phases,
+                                                                        rows_per_image, first, rows);
                                   });
         }
       });

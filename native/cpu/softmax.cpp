@@ -29,7 +29,7 @@ inline void for_pixels(const ImageRegion* const (&regions)[K], int64_t first, in
 // Each pixel's max and sum are taken before any of its results is written,
 // so a destination that is the source itself stays right.
 template <bool Log>
-MPSX_CPU_CLONES void forward_pixels(const ImageRegion& x, const ImageRegion& y, int64_t first, int64_t count) {
+MPSX_CPU_LOOP void forward_pixels(const ImageRegion& x, const ImageRegion& y, int64_t first, int64_t count) {
   const ImageRegion* const regions[2] = {&x, &y};
   const float* in = static_cast<const float*>(x.data);
   float* out = static_cast<float*>(y.data);
@@ -53,7 +53,7 @@ MPSX_CPU_CLONES void forward_pixels(const ImageRegion& x, const ImageRegion& y, 
 
 // softmax: dx_k = y_k (dy_k - sum_c dy_c y_c); log-softmax: dx_k = dy_k - exp(y_k) sum_c dy_c.
 template <bool Log>
-MPSX_CPU_CLONES void gradient_pixels(const ImageRegion& dy, const ImageRegion& y, const ImageRegion& dx, int64_t first,
+MPSX_CPU_LOOP void gradient_pixels(const ImageRegion& dy, const ImageRegion& y, const ImageRegion& dx, int64_t first,
                                      int64_t count) {
   const ImageRegion* const regions[3] = {&dy, &y, &dx};
   const float* g = static_cast<const float*>(dy.data);
@@ -106,9 +106,9 @@ class CpuSoftMax final : public SoftMaxPrimitive {
       const ImageRegion& out = y.region();
       detail::parallel_chunks(in.n * in.h * in.w, grain_of(in.c), [&](int64_t first, int64_t count) {
         if (d_.log)
-          forward_pixels<true>(in, out, first, count);
+          Cloned<forward_pixels<true>>::run(in, out, first, count);
         else
-          forward_pixels<false>(in, out, first, count);
+          Cloned<forward_pixels<false>>::run(in, out, first, count);
       });
     }
     y.store();
@@ -132,9 +132,9 @@ class CpuSoftMax final : public SoftMaxPrimitive {
       const ImageRegion& g = dy.region();
       detail::parallel_chunks(g.n * g.h * g.w, grain_of(g.c), [&](int64_t first, int64_t count) {
         if (d_.log)
-          gradient_pixels<true>(g, y.region(), dx.region(), first, count);
+          Cloned<gradient_pixels<true>>::run(g, y.region(), dx.region(), first, count);
         else
-          gradient_pixels<false>(g, y.region(), dx.region(), first, count);
+          Cloned<gradient_pixels<false>>::run(g, y.region(), dx.region(), first, count);
       });
     }
     dx.store();

@@ -142,5 +142,8 @@ void register_backend(int priority, BackendEnumerator enumerate);
 void report_backend_unavailable(const char* kind, const std::string& reason);
 // Why backend libraries present beside the runtime could not be loaded.
 const std::vector<std::string>& backend_load_errors();
+// Which build of the cpu backend's own hot loops runs: "avx512f", "avx2" or
+// "baseline" (the widest oneDNN's effective ISA includes); for tests.
+const char* cpu_loop_clone();
 
 }  // namespace mpsx
