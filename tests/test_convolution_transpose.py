@@ -559,3 +559,16 @@ def test_sizes_are_checked(device, rng):
                                               "1073741824"):
         mpsx.CNNConvolutionTranspose(device, wide).encode(cb, image)
     assert cb.command_count == 0
+
+
+@pytest.mark.parametrize("channels", [3, 8])
+def test_destination_descriptor_of_a_source_of_other_channels_is_refused(device, channels):
+    # The transpose reads input_feature_channels (4) from its source, as its encode does.
+    descriptor = mpsx.CNNConvolutionDescriptor(3, 3, 4, 8)
+    transpose = mpsx.CNNConvolutionTranspose(
+        device, mpsx.ConvolutionWeights(descriptor, np.zeros(descriptor.weights_shape, np.float32)))
+    source = mpsx.Image(device, mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 5, 5, channels))
+    with pytest.raises(mpsx.ShapeError, match=f"expected a source image of 4 feature channels, given {channels}"):
+        transpose.destination_image_descriptor(source)
+    right = mpsx.Image(device, mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 5, 5, 4))
+    assert transpose.destination_image_descriptor(right).feature_channels == 8

@@ -378,3 +378,22 @@ def test_uninitialized_objects_raise(device, cls):
         if hasattr(cls, name):
             with pytest.raises(TypeError):
                 getattr(obj, name)
+
+
+def test_dilated_pooling_node_takes_mps_forms_only():
+    # MPSCNNDilatedPoolingMaxNode: filterSize alone, filterSize:stride:dilationRate:, or all six sizes.
+    source = mpsx.NNImageNode(Handle("x"))
+    assert mpsx.CNNDilatedPoolingMaxNode(source, 2).dilation_rate_x == 1
+    node = mpsx.CNNDilatedPoolingMaxNode(source, 3, 1, 2)
+    assert (node.dilation_rate_x, node.dilation_rate_y) == (2, 2)
+    node = mpsx.CNNDilatedPoolingMaxNode(source, kernel_width=3, kernel_height=2, stride_in_pixels_x=1,
+                                         stride_in_pixels_y=1, dilation_rate_x=2, dilation_rate_y=3)
+    assert (node.dilation_rate_x, node.dilation_rate_y) == (2, 3)
+    with pytest.raises(TypeError, match="expected an int dilation_rate, given None"):
+        mpsx.CNNDilatedPoolingMaxNode(source, 2, 2, None)
+    with pytest.raises(TypeError, match="given 2 and None"):
+        mpsx.CNNDilatedPoolingMaxNode(source, kernel_width=2, kernel_height=2, dilation_rate_x=2)
+    with pytest.raises(TypeError, match="not both"):
+        mpsx.CNNDilatedPoolingMaxNode(source, 2, 2, 2, dilation_rate_x=2)
+    with pytest.raises(TypeError, match="must be an int"):
+        mpsx.CNNDilatedPoolingMaxNode(source, 2, 2, 1.5)

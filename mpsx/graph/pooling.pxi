@@ -130,8 +130,10 @@ cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
         dilation_rate_y=None)
 --
 
-    Dilated max pooling of a graph (CNNDilatedPoolingMax): ``(source, filter_size, stride, dilation_rate)``, or
-    keywords with ``dilation_rate_x`` / ``dilation_rate_y`` (default 1). As
+    Dilated max pooling of a graph (CNNDilatedPoolingMax), in MPS's three forms: ``(source, filter_size)``
+    (stride ``filter_size``, dilation 1), ``(source, filter_size, stride, dilation_rate)``, or keywords
+    ``kernel_width``, ``kernel_height``, ``stride_in_pixels_x``, ``stride_in_pixels_y``, ``dilation_rate_x`` and
+    ``dilation_rate_y``; a form with a stride takes its dilation rates too. As
     ``-[MPSCNNDilatedPoolingMaxNode initWithSource:filterSize:stride:dilationRate:]``.
 
     MPS: MPSCNNDilatedPoolingMaxNode
@@ -143,10 +145,26 @@ cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
                  dilation_rate_y=None):
         sizes = _pooling_sizes(filter_size, stride, kernel_width, kernel_height, stride_in_pixels_x,
                                stride_in_pixels_y)
-        dx = dilation_rate if dilation_rate_x is None else dilation_rate_x
-        dy = dilation_rate if dilation_rate_y is None else dilation_rate_y
+        if filter_size is not None and stride is None and dilation_rate is None:
+            dx = dy = 1
+        elif filter_size is not None:
+            if dilation_rate_x is not None or dilation_rate_y is not None:
+                raise TypeError("give dilation_rate with filter_size, or dilation_rate_x/dilation_rate_y with "
+                                "kernel_width/kernel_height, not both")
+            if dilation_rate is None:
+                raise TypeError("CNNDilatedPoolingMaxNode(source, filter_size, stride, dilation_rate): expected an "
+                                "int dilation_rate, given None")
+            dx = dy = dilation_rate
+        else:
+            if dilation_rate is not None:
+                raise TypeError("give dilation_rate with filter_size, or dilation_rate_x/dilation_rate_y with "
+                                "kernel_width/kernel_height, not both")
+            if dilation_rate_x is None or dilation_rate_y is None:
+                raise TypeError("CNNDilatedPoolingMaxNode with kernel_width/kernel_height: expected int "
+                                f"dilation_rate_x and dilation_rate_y, given {dilation_rate_x!r} and "
+                                f"{dilation_rate_y!r}")
+            dx, dy = dilation_rate_x, dilation_rate_y
         kw, kh, sx, sy = sizes
-        dx, dy = 1 if dx is None else dx, 1 if dy is None else dy
         self._make(source, _pooling_node_window(3, kw, kh, sx, sy, dx, dy),
                    {"kernel_width": kw, "kernel_height": kh, "stride_in_pixels_x": sx, "stride_in_pixels_y": sy,
                     "dilation_rate_x": dx, "dilation_rate_y": dy})

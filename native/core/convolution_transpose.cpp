@@ -253,8 +253,10 @@ UnaryKernel::Encoded CNNConvolutionTranspose::encode(CommandBuffer& command_buff
 
 ImageDescriptor CNNConvolutionTranspose::destination_image_descriptor(
     const Image& source, const std::shared_ptr<State>& convolution_gradient_state) {
+  check_device(source, "source image");
   check_properties();
   check_source(source);
+  check_source_channels(source, source_channels(source));
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(convolution_gradient_state, source);
   Restore<Offset> kept_offset(offset);
   Restore<int64_t> kept_x(kernel_offset_x), kept_y(kernel_offset_y);

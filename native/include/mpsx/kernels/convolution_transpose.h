@@ -101,6 +101,7 @@ class CNNConvolutionTranspose : public CNNConvolution {
   // Also the kernel offsets.
   void check_properties() const override;
   Window window() const override;
+  int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
   // In the expanded source: below 2^62 once check_properties() passed.
   Offset source_offset() const override;
   ImageDescriptor destination_descriptor(const Image& source) override;
