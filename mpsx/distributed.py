@@ -275,7 +275,9 @@ def all_reduce(command_buffer, items, op="sum"):
     """Encodes on ``command_buffer`` an all-reduce over the group of ``init()``, in place, of Buffers, Vectors and the
     trainable gradients of gradient states (a convolution's weights and biases, a normalization's gamma and beta),
     ordered with the commands around it and replayed with it; ``op`` ``"sum"`` or ``"mean"``. Many small gradients
-    go in few calls (buckets of ``bucket_bytes``, 25 MiB by default, as DDP's).
+    go in few calls (buckets of ``bucket_bytes``, 25 MiB by default, as DDP's). Every rank must reduce buffers of the
+    same sizes in the same buckets: the first all-reduce of each layout checks that with the others, and where they
+    differ the command buffer fails on every rank with a DistributedError naming the difference.
 
     MPS: none (mpsx)
     """
