@@ -21,9 +21,11 @@ it is a group of one, where everything runs and all-reduce changes nothing.
 """
 
 import os
+import signal
 import socket
 import struct
 import sys
+import threading
 import time
 
 import mpsx
@@ -231,17 +233,23 @@ def init(backend=None, rank=None, world_size=None, device=None, timeout=300.0, b
 
 
 def _abort_on_exception(comm):
-    """An exception that ends one MPI rank ends the others (MPI_Abort), rather than leaving them waiting."""
+    """An exception that ends one MPI rank ends the others (MPI_Abort), rather than leaving them waiting. A second
+    Ctrl-C while the hook prints and waits does not stop it: interrupted, this rank would exit (or hang in
+    MPI_Finalize) while the others waited in a collective."""
     if comm.Get_size() == 1:
         return
     previous = sys.excepthook
 
     def hook(kind, value, traceback):
-        previous(kind, value, traceback)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        time.sleep(0.5)  # the launcher forwards what this rank printed before MPI_Abort ends the others
-        comm.Abort(1)
+        try:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            previous(kind, value, traceback)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            time.sleep(0.5)  # the launcher forwards what this rank printed before MPI_Abort ends the others
+        finally:  # also after a Ctrl-C that came before SIGINT was ignored
+            comm.Abort(1)
     sys.excepthook = hook
 
 

@@ -5,11 +5,14 @@ device, and with two MPI processes on cpu (tests/distributed_worker.py); the two
 tools/multi_gpu_check.sh."""
 
 import os
+import queue
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -334,3 +337,34 @@ def test_ranks_that_reduce_different_buckets_all_fail(tmp_path, mode, difference
     for name in names:
         assert name in done.stderr, done.stderr
 
+
+def test_a_second_ctrl_c_still_ends_the_job(tmp_path):
+    """Ctrl-C (SIGINT) twice on a rank while the other waits in a collective: the first raises KeyboardInterrupt,
+    whose exception hook ends the whole job with MPI_Abort half a second later; the second comes in that half second
+    and does not stop it (the job ends in seconds, not after the 60 s timeout)."""
+    command = mpi_command(2) + ["hand", str(tmp_path / "out.npz"), "--backend", "mpi", "--hang", "1", "--timeout",
+                                "60"]
+    process = subprocess.Popen(command, cwd="/", env=mpi_environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    output = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (match := re.match(r"rank 1 pid (\d+) hangs", output[-1] if output else "")):
+            output.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+        os.kill(int(match.group(1)), signal.SIGINT)
+        time.sleep(0.2)  # into the hook's half second
+        os.kill(int(match.group(1)), signal.SIGINT)
+        start = time.monotonic()
+        process.wait(timeout=10)
+        seconds = time.monotonic() - start
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    while not lines.empty():
+        output.append(lines.get())
+    assert process.returncode != 0
+    assert seconds < 5, "".join(output)
+    assert "KeyboardInterrupt" in "".join(output)
