@@ -1503,6 +1503,15 @@ cdef class Communicator:
         """
         return self.native().collective_calls()
 
+    @property
+    def layout_checks(self):
+        """The bucket layout checks run so far: one exchange over the group before the first all-reduce of each
+        layout (operation, buffer sizes, buckets) the group reduces, none in a group of one.
+
+        MPS: none (mpsx)
+        """
+        return self.native().layout_checks()
+
     def encode_all_reduce(self, CommandBuffer command_buffer not None, items, op="sum"):
         """Encodes, on ``command_buffer``, an all-reduce over the group in place of the float32 values of Buffers and
         Vectors and of the trainable gradients of gradient states (a convolution's weights and biases, a
@@ -1510,7 +1519,9 @@ cdef class Communicator:
 
         ``items`` is one of those or a sequence of them; they are packed into buckets of ``bucket_bytes``, one
         collective call each. ``op`` is ``"sum"`` or ``"mean"``. TypeError for another item, ValueError for another
-        op.
+        op. Before the first all-reduce of a layout (op, buffer sizes, buckets) new to the group, one exchange checks
+        that every rank has the same; where they differ, the command buffer fails on every rank with a
+        DistributedError naming the difference.
 
         MPS: none (mpsx)
         """

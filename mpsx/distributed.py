@@ -21,9 +21,11 @@ it is a group of one, where everything runs and all-reduce changes nothing.
 """
 
 import os
+import signal
 import socket
 import struct
 import sys
+import threading
 import time
 
 import mpsx
@@ -231,17 +233,23 @@ def init(backend=None, rank=None, world_size=None, device=None, timeout=300.0, b
 
 
 def _abort_on_exception(comm):
-    """An exception that ends one MPI rank ends the others (MPI_Abort), rather than leaving them waiting."""
+    """An exception that ends one MPI rank ends the others (MPI_Abort), rather than leaving them waiting. A second
+    Ctrl-C while the hook prints and waits does not stop it: interrupted, this rank would exit (or hang in
+    MPI_Finalize) while the others waited in a collective."""
     if comm.Get_size() == 1:
         return
     previous = sys.excepthook
 
     def hook(kind, value, traceback):
-        previous(kind, value, traceback)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        time.sleep(0.5)  # the launcher forwards what this rank printed before MPI_Abort ends the others
-        comm.Abort(1)
+        try:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            previous(kind, value, traceback)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            time.sleep(0.5)  # the launcher forwards what this rank printed before MPI_Abort ends the others
+        finally:  # also after a Ctrl-C that came before SIGINT was ignored
+            comm.Abort(1)
     sys.excepthook = hook
 
 
@@ -275,7 +283,9 @@ def all_reduce(command_buffer, items, op="sum"):
     """Encodes on ``command_buffer`` an all-reduce over the group of ``init()``, in place, of Buffers, Vectors and the
     trainable gradients of gradient states (a convolution's weights and biases, a normalization's gamma and beta),
     ordered with the commands around it and replayed with it; ``op`` ``"sum"`` or ``"mean"``. Many small gradients
-    go in few calls (buckets of ``bucket_bytes``, 25 MiB by default, as DDP's).
+    go in few calls (buckets of ``bucket_bytes``, 25 MiB by default, as DDP's). Every rank must reduce buffers of the
+    same sizes in the same buckets: the first all-reduce of each layout checks that with the others, and where they
+    differ the command buffer fails on every rank with a DistributedError naming the difference.
 
     MPS: none (mpsx)
     """

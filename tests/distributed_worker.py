@@ -5,11 +5,14 @@ momentum steps on this rank's share of a fixed batch, hand-encoded (all_reduce o
 the updates) or as an NNGraph with data_parallel. Rank 0 writes the weights to OUT (.npz).
 
     python distributed_worker.py hand|graph OUT [--backend mpi|nccl] [--steps K] [--batch N] [--fail R]
-                                 [--hang R] [--timeout S] [--bucket-bytes B]
+                                 [--hang R] [--timeout S] [--bucket-bytes B[,B1,...]] [--drop R]
 
---fail R: rank R raises before its first step; --hang R: rank R sleeps instead of taking part."""
+--fail R: rank R raises before its first step; --hang R: rank R sleeps instead of taking part (after printing
+its process id); --bucket-bytes B0,B1,...: rank r's bucket_bytes is Br; --drop R: rank R all-reduces the
+gradients of all but the last layer (hand). Each rank ends with "rank R of N done (layout checks K)"."""
 
 import argparse
+import os
 import sys
 import time
 
@@ -65,8 +68,8 @@ class Graph:
 
 
 class Hand:
-    def __init__(self, device, group, sources):
-        self.group, self.sources = group, sources
+    def __init__(self, device, group, sources, drop=False):
+        self.group, self.sources, self.drop = group, sources, drop
         self.conv0 = mpsx.CNNConvolution(device, sources["conv0"])
         self.conv1 = mpsx.CNNConvolution(device, sources["conv1"])
         self.fc = mpsx.CNNFullyConnected(device, sources["fc"])
@@ -94,7 +97,7 @@ class Hand:
         g = self.relu_gradient.encode_batch(cb, g, h0, rs0)
         self.gradients["conv0"].encode_batch(cb, g, x, s0)
         states = {"conv0": s0[0], "conv1": s1[0], "fc": sf[0]}
-        self.group.all_reduce(cb, list(states.values()), op="mean")
+        self.group.all_reduce(cb, list(states.values())[:-1] if self.drop else list(states.values()), op="mean")
         for name, kernel in (("conv0", self.conv0), ("conv1", self.conv1), ("fc", self.fc)):
             kernel.encode_weights_and_bias_update(cb, states[name])
 
@@ -109,17 +112,22 @@ def main():
     parser.add_argument("--fail", type=int, default=-1)
     parser.add_argument("--hang", type=int, default=-1)
     parser.add_argument("--timeout", type=float, default=60)
-    parser.add_argument("--bucket-bytes", type=int, default=25 << 20)
+    parser.add_argument("--bucket-bytes", default=str(25 << 20))
+    parser.add_argument("--drop", type=int, default=-1)
     a = parser.parse_args()
-    group = mpsx.distributed.init(backend=a.backend, timeout=a.timeout, bucket_bytes=a.bucket_bytes)
+    bucket_bytes = [int(b) for b in a.bucket_bytes.split(",")]
+    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", 0))))
+    group = mpsx.distributed.init(backend=a.backend, timeout=a.timeout,
+                                  bucket_bytes=bucket_bytes[min(rank, len(bucket_bytes) - 1)])
     assert (mpsx.distributed.rank(), mpsx.distributed.world_size()) == (group.rank, group.world_size)
     device = group.device
     if group.rank == a.fail:
         raise RuntimeError(f"rank {group.rank} fails on purpose")
     if group.rank == a.hang:
+        print(f"rank {group.rank} pid {os.getpid()} hangs", flush=True)
         time.sleep(3600)
     sources = weights(device)
-    model = (Hand if a.mode == "hand" else Graph)(device, group, sources)
+    model = Hand(device, group, sources, group.rank == a.drop) if a.mode == "hand" else Graph(device, group, sources)
     x, labels = batch(a.batch)
     share = a.batch // group.world_size
     x, labels = (v[group.rank * share:(group.rank + 1) * share] for v in (x, labels))
@@ -134,7 +142,8 @@ def main():
     if group.rank == 0:
         np.savez(a.out, **{f"{n}.{k}": v for n, s in sources.items()
                            for k, v in (("weights", s.weights()), ("biases", s.bias_terms()))})
-    print(f"rank {group.rank} of {group.world_size} done", flush=True)
+    print(f"rank {group.rank} of {group.world_size} done (layout checks {group.communicator.layout_checks})",
+          flush=True)
 
 
 if __name__ == "__main__":

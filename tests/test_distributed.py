@@ -5,10 +5,14 @@ device, and with two MPI processes on cpu (tests/distributed_worker.py); the two
 tools/multi_gpu_check.sh."""
 
 import os
+import queue
+import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -136,6 +140,70 @@ def test_a_cpu_group_of_more_than_one_needs_mpi():
         Communicator(mpsx.Device("cpu"), 0, 2)
 
 
+def test_a_layout_is_checked_once():
+    """Before the first all-reduce of a layout, one exchange over the group checks that every rank reduces the same
+    (here rank 1 is a stand-in that does: it sums the same values and fills its place of the exchange as rank 0
+    fills its own). All-reduces of a layout checked already, replays, and a command buffer encoded before the check
+    of its layout ran exchange nothing more. cpu: the stand-in is the host all-reduce MPI would run."""
+    device = mpsx.Device("cpu")
+    buckets = {8, 12, 7}  # the layouts' one bucket each, in float32 values; any other call is the exchange
+    exchanges = []
+
+    def rank_1_alike(values, op):
+        assert op == "sum"
+        if values.size in buckets:
+            values *= 2
+        else:
+            exchanges.append(values.size)
+            values[values.size // 2:] = values[:values.size // 2]
+
+    communicator = Communicator(device, 0, 2, host_all_reduce=rank_1_alike)
+    a, b, c = vectors(device, 3, 5), vectors(device, 4, 4, 4), vectors(device, 7)
+    expected = {id(v): e for items in (a, b, c) for v, e in zip(items, read(device, items))}
+    for items in (a, a, b, a, b):
+        run(device, lambda cb: communicator.encode_all_reduce(cb, items, "sum"))
+    assert communicator.layout_checks == len(exchanges) == 2
+    cb = device.command_queue.command_buffer(replayable=True)
+    communicator.encode_all_reduce(cb, a, "sum")
+    cb.commit()
+    cb.wait_until_completed()
+    cb.replay()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    first, second = device.command_queue.command_buffer(), device.command_queue.command_buffer()
+    communicator.encode_all_reduce(first, c, "sum")
+    communicator.encode_all_reduce(second, c, "sum")
+    for cb in (first, second):
+        cb.commit()
+    second.wait_until_completed()
+    assert (first.status, second.status) == ("completed", "completed"), (first.error, second.error)
+    assert communicator.layout_checks == len(exchanges) == 3
+    assert communicator.collective_calls == 8
+    for items, times in ((a, 5), (b, 2), (c, 2)):
+        for v, got in zip(items, read(device, items)):
+            np.testing.assert_array_equal(got, expected[id(v)] * 2 ** times)
+
+
+def test_another_collective_in_place_of_the_check_fails():
+    """A rank whose all-reduce of a checked layout meets another rank's check of a new one (it changed what it
+    reduces alone): the checking rank finds no layout in the exchange and fails with a DistributedError."""
+    device = mpsx.Device("cpu")
+
+    def gradients_of_rank_1(values, op):
+        values += np.linspace(0.1, 0.9, values.size, dtype=np.float32)
+
+    communicator = Communicator(device, 0, 2, host_all_reduce=gradients_of_rank_1)
+    items = vectors(device, 3)
+    cb = device.command_queue.command_buffer()
+    communicator.encode_all_reduce(cb, items, "mean")
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "error"
+    assert isinstance(cb.error, mpsx.DistributedError)
+    assert re.search("rank 0 of 2: .*another rank ran a collective of its own", str(cb.error)), cb.error
+    assert communicator.layout_checks == 1
+
+
 def test_rank_0_waits_no_longer_than_the_timeout():
     """NCCL's rendezvous (torchrun's MASTER_ADDR and MASTER_PORT): a rank that cannot reach rank 0, and a
     rank 0 that no other rank reaches, give up after the timeout with a DistributedError."""
@@ -200,13 +268,17 @@ def mpi_command(n):
     return [mpiexec, "-n", str(n), sys.executable, os.path.join(HERE, "distributed_worker.py")]
 
 
-def launch(command, timeout=120):
+def mpi_environment():
     # Open MPI's mpiexec refuses root without these (containers run as root); MPICH ignores them.
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if env.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+    return env
+
+
+def launch(command, timeout=120):
     start = time.monotonic()
-    done = subprocess.run(command, cwd="/", env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(command, cwd="/", env=mpi_environment(), capture_output=True, text=True, timeout=timeout)
     return done, time.monotonic() - start
 
 
@@ -221,7 +293,10 @@ def test_two_mpi_processes_train_as_one_on_the_whole_batch(tmp_path, mode, bucke
     two, _ = launch(mpi_command(2) + [mode, str(tmp_path / "two.npz"), "--backend", "mpi", "--bucket-bytes",
                                       str(bucket_bytes)])
     assert two.returncode == 0, two.stderr
-    assert "rank 1 of 2 done" in two.stdout
+    # The group checked its bucket layout once, before the first all-reduce, and never again.
+    assert "rank 0 of 1 done (layout checks 0)" in one.stdout
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 done (layout checks 1)" in two.stdout, two.stdout
     expected, got = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
     from distributed_worker import parameters
     assert not np.allclose(expected["conv0.weights"], parameters()["conv0"][0])  # it trained
@@ -241,3 +316,55 @@ def test_a_rank_that_dies_or_hangs_ends_the_run(tmp_path, how):
         assert "rank 1 fails on purpose" in done.stderr
     else:
         assert "DistributedError" in done.stderr and "did not finish within 3" in done.stderr
+
+
+@pytest.mark.parametrize("mode, difference, names", [
+    ("hand", ["--bucket-bytes", "256,26214400"], ["bucket_bytes 256)", "bucket_bytes 26214400)"]),
+    ("graph", ["--bucket-bytes", "256,26214400"], ["bucket_bytes 256)", "bucket_bytes 26214400)"]),
+    ("hand", ["--drop", "1"], ["rank 0 reduces 6 buffers", "rank 1 reduces 4 buffers"])])
+def test_ranks_that_reduce_different_buckets_all_fail(tmp_path, mode, difference, names):
+    """Ranks whose all-reduces differ (other bucket_bytes, or other gradients) would pair collectives of different
+    buffers: before the first, every rank fails with a DistributedError naming the difference, within seconds
+    (the timeout, 60 s, is not what ends them), and none completes with values unreduced."""
+    done, seconds = launch(mpi_command(2) + [mode, str(tmp_path / "out.npz"), "--backend", "mpi", "--timeout", "60"]
+                           + difference, timeout=90)
+    assert done.returncode != 0
+    assert seconds < 30
+    assert "done" not in done.stdout
+    for rank in (0, 1):
+        assert f"DistributedError: all_reduce on rank {rank} of 2: the ranks reduce different" in done.stderr, \
+            done.stderr
+    for name in names:
+        assert name in done.stderr, done.stderr
+
+
+def test_a_second_ctrl_c_still_ends_the_job(tmp_path):
+    """Ctrl-C (SIGINT) twice on a rank while the other waits in a collective: the first raises KeyboardInterrupt,
+    whose exception hook ends the whole job with MPI_Abort half a second later; the second comes in that half second
+    and does not stop it (the job ends in seconds, not after the 60 s timeout)."""
+    command = mpi_command(2) + ["hand", str(tmp_path / "out.npz"), "--backend", "mpi", "--hang", "1", "--timeout",
+                                "60"]
+    process = subprocess.Popen(command, cwd="/", env=mpi_environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    output = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (match := re.match(r"rank 1 pid (\d+) hangs", output[-1] if output else "")):
+            output.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
+        os.kill(int(match.group(1)), signal.SIGINT)
+        time.sleep(0.2)  # into the hook's half second
+        os.kill(int(match.group(1)), signal.SIGINT)
+        start = time.monotonic()
+        process.wait(timeout=10)
+        seconds = time.monotonic() - start
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    while not lines.empty():
+        output.append(lines.get())
+    assert process.returncode != 0
+    assert seconds < 5, "".join(output)
+    assert "KeyboardInterrupt" in "".join(output)

@@ -6,6 +6,8 @@
 #     the whole batch (float32 tolerance);
 #   - a rank that raises and one that hangs (the others must fail within the
 #     timeout);
+#   - ranks with other bucket_bytes (every rank must fail at the bucket layout
+#     check, naming the difference);
 #   - examples/train_data_parallel.py --replay at batch 256 per GPU on 1 and 2
 #     GPUs, and the same model under PyTorch DDP, in one session
 #     (MPSX_MULTI_GPU_PEERS="mpsx" leaves DDP out).
@@ -43,6 +45,17 @@ for how in fail hang; do
   code=$?
   echo "--$how 1: exit $code after $(( $(date +%s) - start )) s; $(grep -o 'DistributedError: [^\"]*' "$out/$how.log" | head -1)"
   [ $code -ne 0 ] && [ $code -ne 124 ] || status=1
+done
+# Ranks with other buckets: both must fail at the layout check, in seconds, not at the timeout.
+for mode in hand graph; do
+  start=$(date +%s)
+  timeout 120 torchrun --nproc_per_node=2 "$worker" $mode "$out/x.npz" --backend nccl --timeout 60 \
+    --bucket-bytes 256,33554432 > "$out/$mode-buckets.log" 2>&1
+  code=$?
+  ranks=$(grep -c 'DistributedError: all_reduce on rank . of 2: the ranks reduce different' "$out/$mode-buckets.log")
+  echo "$mode, buckets of 256 and 33554432 bytes: exit $code after $(( $(date +%s) - start )) s, $ranks ranks" \
+       "named the difference"
+  [ $code -ne 0 ] && [ $code -ne 124 ] && [ "$ranks" -ge 2 ] || status=1
 done
 example=$root/examples/train_data_parallel.py
 peers=${MPSX_MULTI_GPU_PEERS:-"mpsx torch"}

@@ -35,6 +35,7 @@ cdef extern from "mpsx/distributed.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device()
         size_t bucket_bytes()
         uint64_t collective_calls()
+        uint64_t layout_checks()
         void encode_all_reduce(CCommandBuffer& command_buffer, const vector[shared_ptr[CBuffer]]& buffers,
                                ReduceOperation operation) except +raise_py_error
 

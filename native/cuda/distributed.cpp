@@ -10,6 +10,8 @@
 // first collective of a group connects to the peers, waiting on the host)
 // and an event recorded after each collective: either unfinished for the
 // timeout is given up. The replays of a CUDA graph are not watched yet.
+// The bucket layout check's exchange (all_reduce_on_host) is a collective
+// like the others, waited for on the host.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -159,6 +161,29 @@ class NcclCollective final : public CollectivePrimitive {
     MPSX_CUDA_CHECK(cudaStreamWaitEvent(collective_stream_, fork_, 0));
     launch(data, count, operation, collective_stream_);
     MPSX_CUDA_CHECK(cudaEventRecord(joined_, collective_stream_));
+  }
+
+  // Through device memory of its own, waited for on the host: this runs on a layout's first run only, never
+  // inside a CUDA graph (captured on a replay).
+  void all_reduce_on_host(ExecutionContext& context, float* values, size_t count) override {
+    if (aborted_) fail<DistributedError>(error());
+    cudaStream_t stream = context_of(context).stream();
+    const size_t bytes = count * sizeof(float);
+    void* device = nullptr;
+    MPSX_CUDA_CHECK(cudaMallocAsync(&device, bytes, stream));
+    struct Free {
+      void* device;
+      cudaStream_t stream;
+      ~Free() { cudaFreeAsync(device, stream); }
+    } free_device{device, stream};
+    MPSX_CUDA_CHECK(cudaMemcpyAsync(device, values, bytes, cudaMemcpyHostToDevice, stream));
+    launch(static_cast<float*>(device), count, ReduceOperation::Sum, stream);
+    // Both wait for the collective, which the watchdog ends if a peer never comes.
+    const cudaError_t copied = cudaMemcpyAsync(values, device, bytes, cudaMemcpyDeviceToHost, stream);
+    const cudaError_t waited = cudaStreamSynchronize(stream);
+    if (aborted_) fail<DistributedError>(error());
+    MPSX_CUDA_CHECK(copied);
+    MPSX_CUDA_CHECK(waited);
   }
 
   void join(ExecutionContext& context) override {

@@ -153,6 +153,22 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   };
   Mark mark() const { return {tail_, command_count_}; }
   void discard_since(const Mark& mark);
+  // Records f to run before the commands recorded since `mark`: for a
+  // command that depends on what was recorded after its place (the check of
+  // all the buckets of an all-reduce, before its first collective). Marks
+  // taken between `mark` and this call are stale afterwards.
+  template <class F>
+  void record_at(const Mark& mark, F&& f) {
+    Command* previous = tail_;
+    record(std::forward<F>(f));
+    if (previous == mark.tail) return;
+    Command* command = tail_;
+    previous->next = nullptr;
+    tail_ = previous;
+    Command*& after = mark.tail ? mark.tail->next : head_;
+    command->next = after;
+    after = command;
+  }
   void commit();
   // Runs the commands once more, on the same resources with the arguments
   // they were encoded with. Only a replayable command buffer that completed

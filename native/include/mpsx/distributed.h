@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "mpsx/command_buffer.h"
+
 namespace mpsx {
 
 class Backend;
 class Buffer;
-class CommandBuffer;
 class Device;
 class ExecutionContext;
 class State;
@@ -62,6 +63,13 @@ class CollectivePrimitive {
     all_reduce(context, data, count, operation);
   }
   virtual void join(ExecutionContext& /*context*/) {}
+  // Sums `count` float32 values in host memory over the group, in place,
+  // ordered after the context's earlier work, and returns once every rank's
+  // are in: the exchange of the bucket layout check. Backends whose memory
+  // is the host's (cpu) all-reduce them where they are.
+  virtual void all_reduce_on_host(ExecutionContext& context, float* values, size_t count) {
+    all_reduce(context, values, count, ReduceOperation::Sum);
+  }
   // After a command buffer with collectives completed: throws
   // DistributedError if one of them failed or timed out (a peer died) since.
   virtual void check() {}
@@ -80,12 +88,22 @@ class Communicator {
   size_t bucket_bytes() const { return bucket_bytes_; }
   // Collective calls encoded so far (one per bucket).
   uint64_t collective_calls() const { return collective_calls_; }
+  // Bucket layout checks run so far: one per layout the group reduces.
+  uint64_t layout_checks() const;
 
   // All-reduces the float32 contents of the buffers in place: buffers
   // packed in order into buckets of at most bucket_bytes, one collective
   // call each; a buffer larger than a bucket is reduced where it is.
   // ArgumentError for a buffer of another device or a length that is not
   // whole float32 values, before anything is encoded.
+  //
+  // The ranks' collectives pair up by their order, so every rank must
+  // reduce buffers of the same sizes in the same buckets. Before the first
+  // collective of a layout (its operation, buffer sizes and buckets) that
+  // the group has not reduced before, one small exchange checks that every
+  // rank has the same: DistributedError on every rank, naming the
+  // difference, when they differ. Layouts checked once are not exchanged
+  // again.
   void encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                          ReduceOperation operation);
   // The overlapped form, for a graph's backward pass, buffers given as they
@@ -110,6 +128,18 @@ class Communicator {
   // command buffer that read one keeps it alive.
   std::vector<std::shared_ptr<Buffer>> buckets_;
   uint64_t collective_calls_ = 0;
+  // What the layout of the all-reduce being encoded has been so far, and
+  // where its check goes (before its first collective).
+  struct Layout {
+    uint64_t operation = 0, buffers = 0, bytes = 0, collectives = 0, hash = 0;
+    uint64_t first[4] = {};  // the sizes of the first collectives
+    bool operator==(const Layout& other) const;
+  };
+  Layout layout_;
+  CommandBuffer::Mark layout_mark_;
+  // The layouts the group has checked, shared with the check commands.
+  struct LayoutChecks;
+  std::shared_ptr<LayoutChecks> layout_checks_;
   // The overlapped all-reduces of the command buffer being encoded: the
   // buffers of the bucket still filling, the launched buckets' unpacks for
   // encode_join, and the next bucket's place.
@@ -125,6 +155,8 @@ class Communicator {
   size_t next_bucket_ = 0;
 
   void check(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers) const;
+  void begin_layout(CommandBuffer& command_buffer, ReduceOperation operation);
+  void encode_layout_check(CommandBuffer& command_buffer);
   void encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
               ReduceOperation operation, bool overlapped);
 };
