@@ -4,6 +4,7 @@ reference CNN trained on both and in PyTorch, DLPack export to PyTorch
 without a copy, and CUDA failures surfacing as mpsx errors."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -520,3 +521,26 @@ def test_engine_choices_are_kept_across_processes(gpu, tmp_path):
     np.testing.assert_allclose(run("unwritable", MPSX_PLAN_CACHE=str(tmp_path)), first, rtol=1e-5, atol=1e-5)
     run("default", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     assert (tmp_path / "xdg" / "mpsx" / "cudnn-plans.txt").read_text().startswith(key + "\t")
+
+
+def test_a_process_under_compute_sanitizer_adds_no_engine_choices(gpu, tmp_path):
+    """compute-sanitizer (a tool injected through CUDA_INJECTION64_PATH) slows kernels unevenly: a process run
+    under it reads the plan cache but appends nothing to it."""
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        pytest.skip("needs compute-sanitizer on PATH")
+    environment = {k: v for k, v in os.environ.items() if k not in ("MPSX_PLAN_CACHE", "XDG_CACHE_HOME")}
+    cache = tmp_path / "plans.txt"
+    done = subprocess.run([sanitizer, "--tool", "memcheck", sys.executable, "-c", PLANNED_CONVOLUTION, gpu.name,
+                           str(tmp_path / "sanitized")], env=dict(environment, MPSX_PLAN_CACHE=str(cache)),
+                          timeout=600, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert not cache.exists() or cache.read_text() == ""
+    # Without the tool the same convolution is timed and kept.
+    done = subprocess.run([sys.executable, "-c", PLANNED_CONVOLUTION, gpu.name, str(tmp_path / "plain")],
+                          env=dict(environment, MPSX_PLAN_CACHE=str(cache)), timeout=300, capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(cache.read_text().splitlines()) == 1
+    np.testing.assert_allclose(np.load(tmp_path / "sanitized.npy"), np.load(tmp_path / "plain.npy"), rtol=1e-5,
+                               atol=1e-5)

@@ -111,8 +111,10 @@ struct EngineChoice {
 // $XDG_CACHE_HOME/mpsx/cudnn-plans.txt (~/.cache/...). A line per choice,
 // "key<TAB>mode position engine", appended in one write so that processes
 // sharing the file do not interleave lines; lines that do not parse are
-// ignored, and a later line for a key wins. Guarded by the query handles'
-// mutex.
+// ignored, and a later line for a key wins. A process with a tool injected
+// into CUDA (CUDA_INJECTION64_PATH: compute-sanitizer, profilers), which
+// slows kernels unevenly, reads the file but appends nothing. Guarded by the
+// query handles' mutex.
 class PlanCache {
  public:
   static PlanCache& instance() {
@@ -129,7 +131,7 @@ class PlanCache {
   void store(const std::string& key, const EngineChoice& choice) {
     load();
     entries_[key] = choice;
-    if (path_.empty()) return;
+    if (path_.empty() || injected_) return;
     std::error_code ignored;
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ignored);
     const std::string line =
@@ -146,6 +148,8 @@ class PlanCache {
   void load() {
     if (loaded_) return;
     loaded_ = true;
+    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+    injected_ = injection && *injection;
     if (const char* given = std::getenv("MPSX_PLAN_CACHE")) {
       path_ = given;
     } else if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
@@ -167,7 +171,7 @@ class PlanCache {
     }
   }
 
-  bool loaded_ = false;
+  bool loaded_ = false, injected_ = false;
   std::string path_;
   std::unordered_map<std::string, EngineChoice> entries_;
 };
