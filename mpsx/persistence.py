@@ -107,7 +107,8 @@ class _Describer:
             return value if math.isfinite(value) else {"$float": repr(value)}
         if isinstance(value, np.ndarray):
             if value.dtype not in _DTYPES.values():
-                raise UnsavableError(f"mpsx.save: {where} holds an array of dtype {value.dtype}, which mpsx cannot save")
+                raise UnsavableError(f"mpsx.save: {where} holds an array of dtype {value.dtype}, which mpsx cannot "
+                                     f"save")
             name = str(len(self.tensors))
             self.tensors[name] = np.ascontiguousarray(value)
             return {"$tensor": name}
@@ -117,7 +118,8 @@ class _Describer:
         if isinstance(value, dict):
             for key in value:
                 if not isinstance(key, str):
-                    raise UnsavableError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must be str")
+                    raise UnsavableError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must "
+                                         f"be str")
             return {"$dict": {k: self.encode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
         if _identity(value) in self.seen:
             return {"$ref": self.seen[_identity(value)]}
@@ -208,7 +210,7 @@ class _Restorer:
 
     def tensor(self, name):
         if not isinstance(name, str) or name not in self.names:
-            self.fail(f"the description names tensor {_quote(name)}, which the file does not hold")
+            self.fail(f"the description names tensor {_quote(name)}, which is not among its tensors")
         if name not in self.tensors:
             self.tensors[name] = self.read(name)
         return self.tensors[name]
@@ -382,9 +384,9 @@ def load(path, device=None):
                 if _DESCRIPTION_KEY not in metadata:
                     return {name: f.get_tensor(name) for name in sorted(names)}
                 version = metadata.get(_VERSION_KEY)
-                if not isinstance(version, str) or not version.isdigit():
+                if not isinstance(version, str) or not (version.isascii() and version.isdigit()):
                     _fail(f"{path}: expected a format version, given {_quote(version)}")
-                if int(version) > FORMAT_VERSION:
+                if len(version) > 9 or int(version) > FORMAT_VERSION:  # int() refuses 4,300 digits and more
                     _fail(f"{path} was written in format {_shorten(version)} by a newer mpsx; this one reads format "
                           f"{FORMAT_VERSION} and older")
                 restorer = _Restorer("mpsx.load", names, f.get_tensor, device)
