@@ -261,7 +261,7 @@ class _Restorer:
                 self.fail(f"expected the state of {cls.__name__} as a dict, given {_quote(state)}")
             try:
                 return cls.__mpsx_restore__(state, self.device)
-            except (PersistenceError, MemoryError):  # an object restored inside; the process out of memory
+            except MemoryError:  # the process's, not the state's
                 raise
             except Exception as e:  # what the constructors refuse, as a load error
                 self.fail(f"the state of {cls.__name__} does not make one: {type(e).__name__}: {_shorten(e)}")
@@ -345,6 +345,10 @@ def save(obj, path):
                                    f"hold a description of {len(text)} characters and {len(tensors)} tensors") from e
 
 
+def _fail(what):
+    raise PersistenceError(f"mpsx.load: {what}")
+
+
 def _checked_tensors(f, path):
     """The names of the tensors of the open file ``f``, once each one's dtype is one numpy has and its shape, its zero
     dimensions aside, claims no more bytes than the file holds (the safetensors package checks the shapes of the
@@ -361,10 +365,6 @@ def _checked_tensors(f, path):
             _fail(f"{path}: tensor {_quote(name)} claims shape {_shorten(shape)} of {dtype}, more than the "
                   f"{size}-byte file holds")
     return names
-
-
-def _fail(what):
-    raise PersistenceError(f"mpsx.load: {what}")
 
 
 def load(path, device=None):
