@@ -345,6 +345,7 @@ def test_every_reference_to_a_tensor_is_the_one_array(tmp_path):
     assert refs[0] is refs[1] is refs[2] and list(refs[0]) == [1, 2, 3]
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="limits the address space as Linux does")
 def test_a_panic_of_the_safetensors_binding_is_an_mpsx_error(tmp_path):
     """Reading a 400 MiB tensor (a sparse file) with too little address space left: the safetensors binding fails
     with a MemoryError or, past its mmap, a pyo3 PanicException (a BaseException); both are MPSXErrors."""
