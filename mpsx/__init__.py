@@ -16,9 +16,11 @@ from mpsx._errors import (  # noqa: E402
     DistributedError,
     MPSXError,
     OutOfMemoryError,
+    PersistenceError,
     ShapeError,
     StateError,
     SynchronizationError,
+    UnsavableError,
 )
 from mpsx._runtime import (  # noqa: E402
     Buffer,

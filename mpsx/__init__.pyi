@@ -7,9 +7,11 @@ from mpsx._errors import (
     DistributedError as DistributedError,
     MPSXError as MPSXError,
     OutOfMemoryError as OutOfMemoryError,
+    PersistenceError as PersistenceError,
     ShapeError as ShapeError,
     StateError as StateError,
     SynchronizationError as SynchronizationError,
+    UnsavableError as UnsavableError,
 )
 from mpsx._kernels import *
 from mpsx._runtime import (

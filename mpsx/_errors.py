@@ -48,3 +48,19 @@ class DistributedError(MPSXError):
 
     MPS: none (mpsx)
     """
+
+
+class PersistenceError(MPSXError):
+    """A file or pickle that ``mpsx.load`` or unpickling cannot read (damaged, foreign, crafted, or of values the
+    constructors refuse), or a file ``mpsx.save`` cannot write.
+
+    MPS: none (mpsx)
+    """
+
+
+class UnsavableError(PersistenceError, TypeError):
+    """An object ``mpsx.save``, pickle or a copy cannot describe (a function, a kernel made without ``__init__``, the
+    state of one encode); also a TypeError.
+
+    MPS: none (mpsx)
+    """

@@ -39,7 +39,7 @@ from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport DataType as CDataType, kMaxDimension, size_of
 
 from mpsx._errors import DeviceMismatchError, MPSXError, StateError
-from mpsx.persistence import device_of, reduce as persistence_reduce
+from mpsx.persistence import _unpickle_device, device_of, reduce as persistence_reduce
 
 
 class DataType(enum.IntEnum):
@@ -188,7 +188,7 @@ cdef class Device:
         return device_of(state, device)
 
     def __reduce__(self):
-        return (Device, (self.name,))
+        return (_unpickle_device, (self.name,))
 
     @property
     def name(self):

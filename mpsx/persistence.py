@@ -25,18 +25,26 @@ class (a data source subclass) is saved through its __dict__, its class
 named as pickle would; loading it needs its module imported first.
 """
 
+import contextlib
 import json
 import math
+import os
+import reprlib
 import sys
 
 import numpy as np
 
-from mpsx._errors import MPSXError
+from mpsx._errors import MPSXError, OutOfMemoryError, PersistenceError, UnsavableError
 
 FORMAT_VERSION = 1
 _DESCRIPTION_KEY, _VERSION_KEY = "mpsx", "mpsx.format"
 # Deeper descriptions are refused: nothing mpsx saves nests this far.
 _MAX_DEPTH = 64
+# numpy's dtypes by safetensors' names: the tensors mpsx saves and loads (numpy has no bfloat16 or float8).
+_DTYPES = {name: np.dtype(t) for name, t in (
+    ("BOOL", np.bool_), ("U8", np.uint8), ("I8", np.int8), ("U16", np.uint16), ("I16", np.int16),
+    ("U32", np.uint32), ("I32", np.int32), ("U64", np.uint64), ("I64", np.int64), ("F16", np.float16),
+    ("F32", np.float32), ("F64", np.float64))}
 
 
 # ---------------------------------------------------------------- describing
@@ -61,7 +69,7 @@ class _Describer:
         elif _extends_mpsx(cls) and hasattr(obj, "__dict__"):  # a Python data source, say
             before, state = [], dict(vars(obj))
         else:
-            raise TypeError(f"mpsx.save: {where} is a {_class_name(cls)}, which mpsx cannot save")
+            raise UnsavableError(f"mpsx.save: {where} is a {_class_name(cls)}, which mpsx cannot save")
         description = {"class": _class_name(cls), "state": self.encode(state, f"{where} ({cls.__name__})", 0)}
         if before:
             description["before"] = before
@@ -89,7 +97,7 @@ class _Describer:
 
     def encode(self, value, where, depth):
         if depth > _MAX_DEPTH:
-            raise TypeError(f"mpsx.save: {where} nests more than {_MAX_DEPTH} levels")
+            raise UnsavableError(f"mpsx.save: {where} nests more than {_MAX_DEPTH} levels")
         if value is None or isinstance(value, (bool, str)):
             return value
         if isinstance(value, (int, np.integer)):
@@ -98,8 +106,9 @@ class _Describer:
             value = float(value)
             return value if math.isfinite(value) else {"$float": repr(value)}
         if isinstance(value, np.ndarray):
-            if value.dtype.kind not in "fiub" or value.dtype.byteorder == ">":
-                raise TypeError(f"mpsx.save: {where} holds an array of dtype {value.dtype}, which mpsx cannot save")
+            if value.dtype not in _DTYPES.values():
+                raise UnsavableError(f"mpsx.save: {where} holds an array of dtype {value.dtype}, which mpsx cannot "
+                                     f"save")
             name = str(len(self.tensors))
             self.tensors[name] = np.ascontiguousarray(value)
             return {"$tensor": name}
@@ -109,7 +118,8 @@ class _Describer:
         if isinstance(value, dict):
             for key in value:
                 if not isinstance(key, str):
-                    raise TypeError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must be str")
+                    raise UnsavableError(f"mpsx.save: {where} is a dict with a {type(key).__name__} key; keys must "
+                                         f"be str")
             return {"$dict": {k: self.encode(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}}
         if _identity(value) in self.seen:
             return {"$ref": self.seen[_identity(value)]}
@@ -144,89 +154,140 @@ def _class_name(cls):
 
 # ---------------------------------------------------------------- restoring
 
-def _fail(what):
-    raise MPSXError(f"mpsx.load: {what}")
+# The most characters of anything from a file a message quotes.
+_QUOTED = 200
+_repr = reprlib.Repr()
+_repr.maxlevel, _repr.maxstring, _repr.maxother, _repr.maxlong = 3, _QUOTED, _QUOTED, _QUOTED
 
 
-def _resolve(name):
-    """The class a description names: an mpsx class, or one of a module already imported."""
-    if not isinstance(name, str):
-        _fail(f"expected a class name (a string), given {type(name).__name__}")
-    if name.startswith("mpsx.") and ":" not in name:
-        import mpsx
-        cls = getattr(mpsx, name[5:], None)
-        if not isinstance(cls, type) or not hasattr(cls, "__mpsx_restore__"):
-            _fail(f"unknown mpsx class {name!r}")
-        return cls
-    module, _, qualname = name.partition(":")
-    if not module or not qualname:
-        _fail(f"unknown class {name!r}; expected 'mpsx.Name' or 'module:QualifiedName'")
-    if module not in sys.modules:
-        _fail(f"the file holds an object of class {qualname} of module {module}, which is not imported; import it "
-              f"first (mpsx.load imports nothing and runs no code from the file)")
-    cls = sys.modules[module]
-    for part in qualname.split("."):
-        cls = getattr(cls, part, None)
-    if not isinstance(cls, type):
-        _fail(f"module {module} has no class {qualname}")
-    return cls
+def _quote(value):
+    """``value``, from a file or pickle, as a message quotes it: its type and repr, at most _QUOTED characters of it
+    (a repr that never recurses far, however deep the value)."""
+    return f"{type(value).__name__} {_shorten(_repr.repr(value))}"
+
+
+def _shorten(text):
+    """Text that may hold what a file holds (a name, an error quoting one) as a message quotes it."""
+    text = str(text)
+    return text if len(text) <= _QUOTED else f"{text[:_QUOTED]}... ({len(text)} characters)"
+
+
+def _is_binding_panic(error):
+    """pyo3's PanicException, which the safetensors binding raises when it fails inside (after a MemoryError, say):
+    a BaseException, so that ``except Exception`` misses it."""
+    return type(error).__name__ == "PanicException" and type(error).__module__ == "pyo3_runtime"
+
+
+@contextlib.contextmanager
+def _failures_as_persistence_errors(action):
+    """Every failure in the block as an MPSXError starting "``action``: ": the MPSXErrors as they are, MemoryError as
+    OutOfMemoryError, the rest as PersistenceError; KeyboardInterrupt and SystemExit pass."""
+    try:
+        yield
+    except MPSXError:
+        raise
+    except MemoryError as e:
+        raise OutOfMemoryError(f"{action}: out of memory: {_shorten(e)}") from e
+    except Exception as e:
+        raise PersistenceError(f"{action}: {type(e).__name__}: {_shorten(e)}") from e
+    except BaseException as e:
+        if not _is_binding_panic(e):
+            raise
+        raise PersistenceError(f"{action}: the safetensors package failed: {_shorten(e)}") from e
 
 
 class _Restorer:
-    def __init__(self, tensor, device):
-        self.tensor, self.device = tensor, device
+    """Makes the objects of a description. ``read(name)`` gives the tensor ``name`` (one of ``names``), each read
+    once: its references share it. Messages start with ``action``."""
+
+    def __init__(self, action, names, read, device):
+        self.action, self.names, self.read, self.device = action, names, read, device
+        self.tensors = {}
         self.made = []  # by the order the describer met them; None while one is being made
+
+    def fail(self, what):
+        raise PersistenceError(f"{self.action}: {what}")
+
+    def tensor(self, name):
+        if not isinstance(name, str) or name not in self.names:
+            self.fail(f"the description names tensor {_quote(name)}, which is not among its tensors")
+        if name not in self.tensors:
+            self.tensors[name] = self.read(name)
+        return self.tensors[name]
+
+    def resolve(self, name):
+        """The class a description names: an mpsx class, or one of a module already imported."""
+        if not isinstance(name, str):
+            self.fail(f"expected a class name (a string), given {_quote(name)}")
+        if name.startswith("mpsx.") and ":" not in name:
+            import mpsx
+            cls = getattr(mpsx, name[5:], None)
+            if not isinstance(cls, type) or not hasattr(cls, "__mpsx_restore__"):
+                self.fail(f"unknown mpsx class {_quote(name)}")
+            return cls
+        module, _, qualname = name.partition(":")
+        if not module or not qualname:
+            self.fail(f"unknown class {_quote(name)}; expected 'mpsx.Name' or 'module:QualifiedName'")
+        if module not in sys.modules:
+            self.fail(f"the file holds an object of class {_shorten(qualname)} of module {_shorten(module)}, which is "
+                      f"not imported; import it first (mpsx.load imports nothing and runs no code from the file)")
+        cls = sys.modules[module]
+        for part in qualname.split("."):
+            cls = getattr(cls, part, None)
+        if not isinstance(cls, type):
+            self.fail(f"module {_shorten(module)} has no class {_shorten(qualname)}")
+        return cls
 
     def restore(self, description, depth=0):
         if not isinstance(description, dict) or not {"class", "state"} <= set(description) <= {"class", "state",
                                                                                                "before"}:
-            _fail(f"expected an object description {{'class': ..., 'state': ...}}, given {_kind(description)}")
-        cls = _resolve(description["class"])
+            self.fail(f"expected an object description {{'class': ..., 'state': ...}}, given {_quote(description)}")
+        cls = self.resolve(description["class"])
         index = len(self.made)
         self.made.append(None)
         before = description.get("before", [])
         if not isinstance(before, list):
-            _fail(f"expected a list of the objects made before, given {_kind(before)}")
+            self.fail(f"expected a list of the objects made before, given {_quote(before)}")
         for dependency in before:
             self.decode(dependency, depth + 1)
         state = self.decode(description["state"], depth + 1)
-        obj = self._make(cls, state, description)
+        obj = self._make(cls, state)
         self.made[index] = obj
         return obj
 
-    def _make(self, cls, state, description):
+    def _make(self, cls, state):
         if hasattr(cls, "__mpsx_restore__"):
             if not isinstance(state, dict):
-                _fail(f"expected the state of {cls.__name__} as a dict, given {_kind(state)}")
+                self.fail(f"expected the state of {cls.__name__} as a dict, given {_quote(state)}")
             try:
                 return cls.__mpsx_restore__(state, self.device)
+            except MemoryError:  # the process's, not the state's
+                raise
             except Exception as e:  # what the constructors refuse, as a load error
-                if isinstance(e, MPSXError) and str(e).startswith("mpsx.load: "):
-                    raise
-                _fail(f"the state of {cls.__name__} does not make one: {type(e).__name__}: {e}")
+                self.fail(f"the state of {cls.__name__} does not make one: {type(e).__name__}: {_shorten(e)}")
         if not _extends_mpsx(cls):
-            _fail(f"class {description['class']} is not an mpsx class or a subclass of one (a data source)")
+            self.fail(f"class {_class_name(cls)} is not an mpsx class or a subclass of one (a data source)")
         if not isinstance(state, dict):
-            _fail(f"expected the attributes of {cls.__name__} as a dict, given {_kind(state)}")
+            self.fail(f"expected the attributes of {cls.__name__} as a dict, given {_quote(state)}")
         obj = cls.__new__(cls)
         obj.__dict__.update(state)
         return obj
 
     def decode(self, value, depth):
         if depth > _MAX_DEPTH:
-            _fail(f"the description nests more than {_MAX_DEPTH} levels")
+            self.fail(f"the description nests more than {_MAX_DEPTH} levels")
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         if isinstance(value, list):
             return [self.decode(v, depth + 1) for v in value]
         if not isinstance(value, dict) or len(value) != 1:
-            _fail(f"expected a value, given {_kind(value)}")
+            self.fail(f"expected a value, given {_quote(value)}")
         (marker, content), = value.items()
         if marker == "$tensor":
             return self.tensor(content)
         if marker == "$float":
             if content not in ("nan", "inf", "-inf"):
-                _fail(f"expected 'nan', 'inf' or '-inf' for a float, given {_kind(content)}")
+                self.fail(f"expected 'nan', 'inf' or '-inf' for a float, given {_quote(content)}")
             return float(content)
         if marker == "$tuple" and isinstance(content, list):
             return tuple(self.decode(v, depth + 1) for v in content)
@@ -236,71 +297,104 @@ class _Restorer:
             return self.restore(content, depth + 1)
         if marker == "$ref":
             if type(content) is not int or not 0 <= content < len(self.made) or self.made[content] is None:
-                _fail(f"expected a reference to an object made before, given {_kind(content)}")
+                self.fail(f"expected a reference to an object made before, given {_quote(content)}")
             return self.made[content]
-        _fail(f"expected a value, given {_kind(value)}")
+        self.fail(f"expected a value, given {_quote(value)}")
 
-
-def _kind(value):
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+    def decode_text(self, text):
+        """The object a description's JSON text describes."""
+        if not isinstance(text, str):
+            self.fail(f"expected the description as JSON text, given {_quote(text)}")
+        try:
+            description = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            self.fail(f"the description is not JSON: {type(e).__name__}: {_shorten(e)}")
+        return self.decode(description, 0)
 
 
 # ---------------------------------------------------------------- API
 
 def _header(obj):
-    describer = _Describer()
-    description = describer.encode(obj, "the object", 0)
+    """The JSON text describing ``obj`` and its tensors by name; UnsavableError for what cannot be described."""
+    try:
+        describer = _Describer()
+        description = describer.encode(obj, "the object", 0)
+    except TypeError as e:  # an object's own refusal: a kernel made without __init__, the state of one encode
+        if isinstance(e, MPSXError):
+            raise
+        raise UnsavableError(str(e)) from e
     return json.dumps(description, allow_nan=False, separators=(",", ":")), describer.tensors
 
 
 def save(obj, path):
     """Writes ``obj`` (a descriptor, data source, kernel, optimizer or graph, or a list, tuple or str-keyed dict of
     them: a checkpoint) to ``path``, as JSON plus safetensors. Objects met twice are saved once and shared after
-    loading. TypeError for an object mpsx cannot save.
+    loading. UnsavableError (a TypeError) for an object mpsx cannot save, PersistenceError for a file it cannot
+    write.
 
     MPS: -[MPSKernel encodeWithCoder:]
     """
     import safetensors.numpy
-    text, tensors = _header(obj)
-    safetensors.numpy.save_file(tensors, str(path),
-                                metadata={_DESCRIPTION_KEY: text, _VERSION_KEY: str(FORMAT_VERSION)})
+    with _failures_as_persistence_errors(f"mpsx.save: {path}"):
+        text, tensors = _header(obj)
+        try:
+            safetensors.numpy.save_file(tensors, str(path),
+                                        metadata={_DESCRIPTION_KEY: text, _VERSION_KEY: str(FORMAT_VERSION)})
+        except safetensors.SafetensorError as e:
+            raise PersistenceError(f"mpsx.save: safetensors cannot write {path} ({_shorten(e)}); its header would "
+                                   f"hold a description of {len(text)} characters and {len(tensors)} tensors") from e
+
+
+def _fail(what):
+    raise PersistenceError(f"mpsx.load: {what}")
+
+
+def _checked_tensors(f, path):
+    """The names of the tensors of the open file ``f``, once each one's dtype is one numpy has and its shape, its zero
+    dimensions aside, claims no more bytes than the file holds (the safetensors package checks the shapes of the
+    bytes a tensor holds; an empty tensor holds none)."""
+    size = os.path.getsize(path)
+    names = set(f.keys())
+    for name in names:
+        tensor = f.get_slice(name)
+        dtype, shape = _DTYPES.get(tensor.get_dtype()), tensor.get_shape()
+        if dtype is None:
+            _fail(f"{path}: tensor {_quote(name)} holds {_shorten(tensor.get_dtype())} values, which numpy has no "
+                  f"type for; mpsx reads {', '.join(_DTYPES)}")
+        if math.prod(n for n in shape if n) * dtype.itemsize > size:
+            _fail(f"{path}: tensor {_quote(name)} claims shape {_shorten(shape)} of {dtype}, more than the "
+                  f"{size}-byte file holds")
+    return names
 
 
 def load(path, device=None):
     """The object saved at ``path``, its kernels on ``device`` (default: the device it was saved from where this
     process has it, else the best one). A plain safetensors file of tensors (a PyTorch ``state_dict``, say) gives a
-    dict of numpy arrays by name. MPSXError for a file mpsx cannot read.
+    dict of numpy arrays by name. Each tensor of the file is read once. PersistenceError for a file mpsx cannot
+    read (OutOfMemoryError where memory runs out).
 
     MPS: -[MPSKernel initWithCoder:device:]
     """
     import safetensors
-    try:
-        with safetensors.safe_open(str(path), framework="numpy") as f:
-            metadata = f.metadata() or {}
-            names = set(f.keys())
-            if _DESCRIPTION_KEY not in metadata:
-                return {name: f.get_tensor(name) for name in sorted(names)}
-            version = metadata.get(_VERSION_KEY)
-            if not isinstance(version, str) or not version.isdigit():
-                _fail(f"{path}: expected a format version, given {version!r}")
-            if int(version) > FORMAT_VERSION:
-                _fail(f"{path} was written in format {version} by a newer mpsx; this one reads format "
-                      f"{FORMAT_VERSION} and older")
-            try:
-                description = json.loads(metadata[_DESCRIPTION_KEY])
-            except (ValueError, RecursionError) as e:
-                _fail(f"{path}: the description is not JSON: {e}")
-
-            def tensor(name):
-                if not isinstance(name, str) or name not in names:
-                    _fail(f"{path}: the description names tensor {_kind(name)}, which the file does not hold")
-                return f.get_tensor(name)
-            return _Restorer(tensor, device).decode(description, 0)
-    except safetensors.SafetensorError as e:  # not a safetensors file, or a damaged one
-        _fail(f"{path} is not a readable safetensors file: {e}")
-    except OSError as e:
-        _fail(f"{path}: {e}")
+    with _failures_as_persistence_errors(f"mpsx.load: {path}"):
+        try:
+            with safetensors.safe_open(str(path), framework="numpy") as f:
+                metadata = f.metadata() or {}
+                names = _checked_tensors(f, path)
+                if _DESCRIPTION_KEY not in metadata:
+                    return {name: f.get_tensor(name) for name in sorted(names)}
+                version = metadata.get(_VERSION_KEY)
+                if not isinstance(version, str) or not (version.isascii() and version.isdigit()):
+                    _fail(f"{path}: expected a format version, given {_quote(version)}")
+                if len(version) > 9 or int(version) > FORMAT_VERSION:  # int() refuses 4,300 digits and more
+                    _fail(f"{path} was written in format {_shorten(version)} by a newer mpsx; this one reads format "
+                          f"{FORMAT_VERSION} and older")
+                restorer = _Restorer("mpsx.load", names, f.get_tensor, device)
+                return restorer.decode_text(metadata[_DESCRIPTION_KEY])
+        except safetensors.SafetensorError as e:  # not a safetensors file, or a damaged one
+            _fail(f"{path} is not a readable safetensors file: {_shorten(e)}")
+        except OSError as e:
+            _fail(f"{path}: {e}")
 
 
 def copy(obj, device=None):
@@ -309,7 +403,7 @@ def copy(obj, device=None):
     MPS: -[MPSKernel copyWithZone:device:]
     """
     text, tensors = _header(obj)
-    return _Restorer(lambda name: tensors[name].copy(), device).decode(json.loads(text), 0)
+    return _Restorer("mpsx.persistence.copy", tensors, lambda name: tensors[name].copy(), device).decode_text(text)
 
 
 def property_names(cls):
@@ -338,8 +432,24 @@ def restore_properties(obj, properties, names):
         setattr(obj, name, value)
 
 
-def _unpickle(text, tensors):
-    return _Restorer(lambda name: tensors[name], None).decode(json.loads(text), 0)
+def _unpickle(*payload):
+    """The object ``reduce`` pickled as (description text, {name: array}); PersistenceError for a payload altered."""
+    with _failures_as_persistence_errors("unpickling"):
+        if len(payload) != 2 or not isinstance(payload[1], dict):
+            raise PersistenceError(f"unpickling: expected (description, {{name: array}}), given {_quote(payload)}")
+        text, tensors = payload
+        for name, array in tensors.items():
+            if not isinstance(array, np.ndarray) or array.dtype not in _DTYPES.values():
+                raise PersistenceError(f"unpickling: expected tensor {_quote(name)} as an array of one of "
+                                       f"{', '.join(_DTYPES)}, given {_quote(array)}")
+        return _Restorer("unpickling", tensors, tensors.__getitem__, None).decode_text(text)
+
+
+def _unpickle_device(name):
+    """The device a pickle names (a Device's ``__reduce__``); PersistenceError for one this process lacks."""
+    import mpsx
+    with _failures_as_persistence_errors("unpickling"):
+        return mpsx.Device(name)
 
 
 def reduce(obj):

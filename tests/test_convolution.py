@@ -345,6 +345,31 @@ def test_data_source_errors(device, rng):
         mpsx.ConvolutionWeights(d, np.zeros(10, np.float32))
 
 
+@pytest.mark.parametrize("kernel", ["CNNConvolution", "CNNFullyConnected", "CNNConvolutionTranspose"])
+def test_empty_biases_are_refused(device, rng, kernel):
+    """MPS's biasTerms are nil or one float per output feature channel (MPSCNNConvolution.h): an empty array, given
+    to ConvolutionWeights or by a data source, is neither, and is refused rather than taken for none."""
+    d = mpsx.CNNConvolutionDescriptor(1, 1, 2, 4)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    cls = getattr(mpsx, kernel)
+    for empty in (np.zeros((0,), np.float32), np.zeros((4, 0), np.float32), []):
+        with pytest.raises(mpsx.ShapeError, match=r"^ConvolutionWeights: expected 4 biases or None, given 0$"):
+            mpsx.ConvolutionWeights(d, w, biases=empty)
+        with pytest.raises(mpsx.ShapeError, match="the data source's bias_terms hold 0 float32 values; expected 4 "):
+            cls(device, ArraySource(d, w, empty))
+    source = ArraySource(d, w, None)
+    with_none = cls(device, source)
+    source._biases = np.zeros(0, np.float32)
+    with pytest.raises(mpsx.ShapeError, match="bias_terms hold 0 float32 values"):
+        with_none.reload_weights_and_biases_from_data_source()
+    # None is no biases: as zeros, on the weights the kernel kept.
+    x = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 1, 1)).astype(np.float32))
+    zeros = cls(device, mpsx.ConvolutionWeights(d, w, np.zeros(4, np.float32)))
+    for kernel in (with_none, cls(device, mpsx.ConvolutionWeights(d, w, None))):
+        np.testing.assert_array_equal(read(device, lambda cb: kernel.encode(cb, x)),
+                                      read(device, lambda cb: zeros.encode(cb, x)))
+
+
 def test_descriptor_sizes_are_ints(device):
     arguments = dict(kernel_width=3, kernel_height=3, input_feature_channels=2, output_feature_channels=4,
                      stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=2)

@@ -429,7 +429,7 @@ def test_what_cannot_be_saved(device, tmp_path):
     plain class are refused when saving, naming what."""
     d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM)
     loss = mpsx.CNNLossNode(mpsx.NNImageNode(), d)
-    with pytest.raises(TypeError, match="labels node saves with its loss node"):
+    with pytest.raises(mpsx.UnsavableError, match="labels node saves with its loss node"):
         mpsx.save(loss.input_labels, tmp_path / "labels.mpsx")
 
     class Callback:
@@ -438,7 +438,7 @@ def test_what_cannot_be_saved(device, tmp_path):
 
     forward = mpsx.NNForwardLossNode(mpsx.NNImageNode(), mpsx.NNImageNode(), d)
     forward.property_call_back = Callback()
-    with pytest.raises(TypeError, match="Callback, which mpsx cannot save"):
+    with pytest.raises(mpsx.UnsavableError, match="Callback, which mpsx cannot save"):
         mpsx.save(forward, tmp_path / "callback.mpsx")
     # The labels come back with their loss node.
     loss.input_labels.handle = mpsx.NNHandle("labels")

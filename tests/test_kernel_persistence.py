@@ -455,8 +455,10 @@ def test_training_the_copy_leaves_the_original(device):
 def test_a_kernel_made_without_init_raises(name):
     cls = getattr(mpsx, name)
     bare = cls.__new__(cls)
-    for action in (bare.__mpsx_state__, bare.copy, lambda: pickle.dumps(bare), lambda: copy.deepcopy(bare)):
-        with pytest.raises(TypeError, match="was made without __init__"):
+    with pytest.raises(TypeError, match="was made without __init__"):
+        bare.__mpsx_state__()
+    for action in (bare.copy, lambda: pickle.dumps(bare), lambda: copy.deepcopy(bare)):  # saving it, as save does
+        with pytest.raises(mpsx.UnsavableError, match="was made without __init__"):
             action()
 
 

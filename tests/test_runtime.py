@@ -468,7 +468,8 @@ def test_objects_made_without_init_refuse_use(device, tmp_path):
     for member, outcome in outcomes.items():
         # Others work (plain Python members) or refuse their arguments.
         assert outcome == "ok" or outcome.split(":")[0] in ("TypeError", "ValueError", "NotImplementedError",
-                                                            "ShapeError", "StateError"), (member, outcome)
+                                                            "ShapeError", "StateError", "UnsavableError"), \
+            (member, outcome)
 
 
 def test_state_batch_counts():

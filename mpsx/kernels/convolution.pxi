@@ -18,6 +18,7 @@ from mpsx._runtime cimport Buffer, buffer_from_numpy, wrap_buffer
 
 from libcpp cimport bool as cbool
 from libcpp.memory cimport static_pointer_cast
+from libcpp.optional cimport optional
 from libcpp.string cimport string
 
 from mpsx._errors import DeviceMismatchError
@@ -466,7 +467,9 @@ cdef class ConvolutionWeights:
                  label=None):
         cdef vector[int64_t] shape = np.shape(weights) if np.ndim(weights) > 1 else ()
         cdef vector[float] w = np.ascontiguousarray(weights, dtype=np.float32).reshape(-1)
-        cdef vector[float] b = np.ascontiguousarray(biases if biases is not None else [], dtype=np.float32).reshape(-1)
+        cdef optional[vector[float]] b
+        if biases is not None:
+            b = <vector[float]>np.ascontiguousarray(biases, dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
         self.c = make_native[CConvolutionWeights](descriptor.desc, w, shape, b, name, optimizer_of(optimizer))
         self._optimizer = optimizer

@@ -170,7 +170,8 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
 
   HostArray b = source.bias_terms();
   p.biases.assign(static_cast<size_t>(d.output_feature_channels), 0.0f);
-  if (b.count) {
+  // MPS's biasTerms: nil, or one float per output feature channel.
+  if (!b.none()) {
     if (b.count != p.biases.size() || b.type != DataType::Float32)
       fail<ShapeError>(kernel, ": the data source's bias_terms hold ", b.count, " ", name_of(b.type),
                        " values; expected ", p.biases.size(), " float32");
@@ -181,7 +182,8 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
 }
 
 ConvolutionWeights::ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights,
-                                       const std::vector<int64_t>& weights_shape, std::vector<float> biases,
+                                       const std::vector<int64_t>& weights_shape,
+                                       std::optional<std::vector<float>> biases,
                                        std::string label, std::shared_ptr<NNOptimizer> optimizer)
     : descriptor_(std::move(descriptor)), label_(std::move(label)), optimizer_(std::move(optimizer)) {
   descriptor_.validate();
@@ -189,17 +191,17 @@ ConvolutionWeights::ConvolutionWeights(ConvolutionDescriptor descriptor, std::ve
   set_values(std::move(weights), std::move(biases));
 }
 
-void ConvolutionWeights::set_values(std::vector<float> weights, std::vector<float> biases) {
+void ConvolutionWeights::set_values(std::vector<float> weights, std::optional<std::vector<float>> biases) {
   if (weights.size() != descriptor_.weight_count())
     fail<ShapeError>("ConvolutionWeights: expected ", descriptor_.weight_count(), " weights (",
                      descriptor_.output_feature_channels, "x", descriptor_.kernel_height, "x",
                      descriptor_.kernel_width, "x", descriptor_.input_feature_channels / descriptor_.groups,
                      " OHWI), given ", weights.size());
-  if (!biases.empty() && biases.size() != static_cast<size_t>(descriptor_.output_feature_channels))
-    fail<ShapeError>("ConvolutionWeights: expected ", descriptor_.output_feature_channels, " biases, given ",
-                     biases.size());
+  if (biases && biases->size() != static_cast<size_t>(descriptor_.output_feature_channels))
+    fail<ShapeError>("ConvolutionWeights: expected ", descriptor_.output_feature_channels, " biases or None, given ",
+                     biases->size());
   weights_ = std::move(weights);
-  biases_ = std::move(biases);
+  biases_ = biases ? std::move(*biases) : std::vector<float>{};
   trained_is_newer_ = false;
 }
 
@@ -228,6 +230,7 @@ HostArray ConvolutionWeights::weights() {
 
 HostArray ConvolutionWeights::bias_terms() {
   read_trained();
+  if (biases_.empty()) return HostArray{};  // none
   return HostArray{biases_.data(), biases_.size(), DataType::Float32, {}, {}};
 }
 

@@ -112,7 +112,7 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
                                  d.output_feature_channels, "x", d.kernel_height, "x", d.kernel_width, "x",
                                  d.input_feature_channels / d.groups, " (OHWI) filter needs ", d.weight_count());
   const size_t out = static_cast<size_t>(d.output_feature_channels);
-  if (biases.count && (biases.count != out || biases.type != mpsx::DataType::Float32))
+  if (!biases.none() && (biases.count != out || biases.type != mpsx::DataType::Float32))
     mpsx::fail<mpsx::ShapeError>("MPSCNNConvolutionDataSource: the bias terms hold ", biases.count, " ",
                                  mpsx::name_of(biases.type), " values; expected ", out, " float32");
   // WeightsQuantization has MPSCNNWeightsQuantizationType's values.
@@ -178,7 +178,7 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
 }
 
 - (float*)biasTerms {
-  return _biasTerms.count ? static_cast<float*>(const_cast<void*>(_biasTerms.data)) : nullptr;
+  return !_biasTerms.none() ? static_cast<float*>(const_cast<void*>(_biasTerms.data)) : nullptr;
 }
 
 - (NSString*)label {

@@ -4,6 +4,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint32_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
+from libcpp.optional cimport optional
 from libcpp.string cimport string
 from libcpp.vector cimport vector
 
@@ -37,13 +38,12 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
 
     cdef cppclass CConvolutionWeights "mpsx::ConvolutionWeights"(CConvolutionDataSource):
         CConvolutionWeights(ConvolutionDescriptor descriptor, vector[float] weights,
-                            const vector[int64_t]& weights_shape, vector[float] biases, string label,
+                            const vector[int64_t]& weights_shape, optional[vector[float]] biases, string label,
                             shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
         ConvolutionDescriptor descriptor()
         string label()
         const vector[float]& weight_values() except +raise_py_error
         const vector[float]& bias_values() except +raise_py_error
-        void set_values(vector[float] weights, vector[float] biases) except +raise_py_error
         CKeptOptimizerVectors& optimizer_vectors() except +raise_py_error
 
     cdef cppclass CConvolutionWeightsAndBiasesState "mpsx::ConvolutionWeightsAndBiasesState"(CState):

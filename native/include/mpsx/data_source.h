@@ -23,6 +23,10 @@ struct HostArray {
   std::shared_ptr<void> owner;
   // The dimensions the array was given with; empty when it was flat.
   std::vector<int64_t> shape;
+
+  // No array (MPS's nil, a Python None), for a data source's optional
+  // values; an empty array given is an array, of the wrong size.
+  bool none() const { return !data && !owner; }
 };
 
 // Balances a data source's load() with purge() whatever happens in between;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,10 +126,11 @@ void check_weights_shape(const ConvolutionDescriptor& d, const std::vector<int64
 class ConvolutionWeights : public ConvolutionDataSource {
  public:
   // `weights_shape`: the dimensions the weights were given with, checked
-  // as a data source's are.
+  // as a data source's are. `biases`: one per output feature channel, or
+  // none (MPS's biasTerms).
   ConvolutionWeights(ConvolutionDescriptor descriptor, std::vector<float> weights,
-                     const std::vector<int64_t>& weights_shape, std::vector<float> biases, std::string label,
-                     std::shared_ptr<NNOptimizer> optimizer = nullptr);
+                     const std::vector<int64_t>& weights_shape, std::optional<std::vector<float>> biases,
+                     std::string label, std::shared_ptr<NNOptimizer> optimizer = nullptr);
   bool load() override { return true; }
   void purge() override {}
   ConvolutionDescriptor descriptor() override { return descriptor_; }
@@ -139,7 +141,6 @@ class ConvolutionWeights : public ConvolutionDataSource {
   // Host copies of what the source holds now.
   const std::vector<float>& weight_values();
   const std::vector<float>& bias_values();
-  void set_values(std::vector<float> weights, std::vector<float> biases);
 
   const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
   // The optimizer's vectors (none without an optimizer), made zeroed on the
@@ -152,13 +153,14 @@ class ConvolutionWeights : public ConvolutionDataSource {
       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override;
 
  private:
+  void set_values(std::vector<float> weights, std::optional<std::vector<float>> biases);
   // Copies the trained weights to the host copies if an update wrote them since.
   void read_trained();
   // Makes what the updates write, and the optimizer's vectors, on the first call.
   void prepare_training();
 
   ConvolutionDescriptor descriptor_;
-  std::vector<float> weights_, biases_;
+  std::vector<float> weights_, biases_;  // biases_ empty: none
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;
   std::shared_ptr<ConvolutionWeightsAndBiasesState> trained_;  // what the updates write

@@ -43,7 +43,7 @@ inline constexpr float normalization_default(NormalizationArray array) {
 // ShapeError naming `kernel`, the array and both counts.
 inline void take_normalization_array(const HostArray& given, NormalizationArray array, int64_t channels,
                                      const char* kernel, std::vector<float>& out) {
-  if (!given.data && !given.owner) {
+  if (given.none()) {
     out.assign(static_cast<size_t>(channels), normalization_default(array));
     return;
   }
