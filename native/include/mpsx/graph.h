@@ -162,7 +162,10 @@ std::shared_ptr<K> graph_kernel(const StepSlots& slots, Args&&... args) {
 // MPSNNFilterNode.
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
  public:
-  virtual ~FilterNode() = default;
+  // Releases what the filter holds (its sources, which hold their producers,
+  // and so on) in a loop rather than by nested destructors: a chain of any
+  // depth is freed without exhausting the stack.
+  virtual ~FilterNode();
   // The MPS class name, for messages.
   virtual const char* class_name() const = 0;
 
