@@ -59,7 +59,7 @@ GroupNormalizationWeights::GroupNormalizationWeights(std::vector<float> gamma, s
   if (static_cast<int64_t>(beta.size()) != channels_)
     fail<ShapeError>(who, ": expected ", channels_, " beta values (as gamma), given ", beta.size());
   if (groups != 0) check_number_of_groups(groups, channels_, who);
-  if (!(epsilon_ >= 0.0f)) fail<ArgumentError>(who, ": epsilon must be non-negative, given ", epsilon_);
+  checked_normalization_epsilon(epsilon_, who);
   trained_.host[0] = std::move(gamma);
   trained_.host[1] = std::move(beta);
   const size_t count = static_cast<size_t>(channels_);
@@ -170,8 +170,7 @@ void GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool f
     }
     take_normalization_array(source.gamma(), NormalizationArray::Gamma, channels, kernel, gamma);
     take_normalization_array(source.beta(), NormalizationArray::Beta, channels, kernel, beta);
-    eps = source.epsilon();
-    if (!(eps >= 0.0f)) fail<ArgumentError>(kernel, ": the data source's epsilon must be non-negative, given ", eps);
+    eps = checked_normalization_epsilon(source.epsilon(), kernel, "the data source's epsilon");
     name = source.label();
   }
   Parameters p{upload(device_ptr(), gamma), upload(device_ptr(), beta), groups};

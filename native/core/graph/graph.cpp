@@ -1,7 +1,6 @@
 #include "mpsx/graph.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
@@ -132,7 +131,7 @@ void fail_forward_state(const char* gradient, const char* forward, const StateNo
 }
 
 void check_forward_parameter(const char* gradient, const char* name, double mine, double forward) {
-  if (mine != forward && !(std::isnan(mine) && std::isnan(forward)))
+  if (mine != forward)
     fail<ArgumentError>(gradient, ": ", name, " is ", mine, " but its forward node's is ", forward,
                         " (a gradient node copies its forward node's parameters when it is made; set the same "
                         "value on both, or make it again after changing the forward node)");

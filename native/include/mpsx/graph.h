@@ -261,7 +261,7 @@ const N& forward_node_of(const char* gradient, const char* forward, const std::s
   return *node;
 }
 // A parameter a gradient node copied from its forward node when it was made:
-// ArgumentError naming both values unless they are equal (NaN equals NaN).
+// ArgumentError naming both values unless they are equal.
 void check_forward_parameter(const char* gradient, const char* name, double mine, double forward);
 // ArgumentError: `gradient`'s forward filter did not compile into this graph.
 [[noreturn]] void fail_forward_not_compiled(const char* gradient);
