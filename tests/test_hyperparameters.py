@@ -149,21 +149,26 @@ def test_constructors(device, what, make, name, infinities):
                 make(device, value)
 
 
-class Epsilon(mpsx.CNNBatchNormalizationDataSource):
-    def __init__(self, epsilon):
-        self.epsilon = epsilon
+def epsilon_source(base, value):
+    """A data source of `base` (a Python data source protocol) whose epsilon is `value`."""
+    class Epsilon(base):
+        epsilon = value
 
-    def number_of_feature_channels(self):
-        return 2
+        def number_of_feature_channels(self):
+            return 2
 
-    def gamma(self):
-        return None
+        def gamma(self):
+            return None
+    return Epsilon()
 
 
 @pytest.mark.parametrize("value", [NAN, INF, -INF])
-def test_a_data_source_epsilon(device, value):
+@pytest.mark.parametrize("base, kernel", [(mpsx.CNNBatchNormalizationDataSource, mpsx.CNNBatchNormalization),
+                                          (mpsx.CNNInstanceNormalizationDataSource, mpsx.CNNInstanceNormalization)],
+                         ids=["batch", "instance"])
+def test_a_data_source_epsilon(device, base, kernel, value):
     with refused("the data source's epsilon", value):
-        mpsx.CNNBatchNormalization(device, Epsilon(value))
+        kernel(device, epsilon_source(base, value))
 
 
 class Weight:

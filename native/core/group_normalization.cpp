@@ -148,7 +148,7 @@ GroupNormalizationKernel::Parameters GroupNormalizationKernel::parameters() cons
   return parameters_;
 }
 
-void GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool first) {
+float GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool first) {
   const char* kernel = forward_name(kind_);
   std::vector<float> gamma, beta;
   float eps;
@@ -181,14 +181,14 @@ void GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool f
   }
   std::lock_guard<std::mutex> lock(parameters_lock_);
   parameters_ = std::move(p);
+  return eps;
 }
 
 void GroupNormalizationKernel::reload_gamma_and_beta_from_data_source() { load(*data_source_, false); }
 
 void GroupNormalizationKernel::reload_data_source(std::shared_ptr<GroupNormalizationDataSource> data_source) {
   if (!data_source) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
-  load(*data_source, false);
-  epsilon = data_source->epsilon();
+  epsilon = load(*data_source, false);
   data_source_ = std::move(data_source);
 }
 
