@@ -14,6 +14,7 @@ from libcpp.memory cimport shared_ptr
 from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
+from mpsx.includes.checked cimport checked_parameter
 from mpsx.includes.command_buffer cimport CommandBufferMark
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport BinarySource, CBinaryKernel, CGradientKernel, CKernel, CUnaryKernel, Encoded
@@ -28,6 +29,13 @@ from mpsx._runtime cimport (
 from mpsx._runtime import StateBatch, _batch_of
 from mpsx.persistence import (
     copy as persistence_copy, device_of, property_names, reduce as persistence_reduce, restore_properties)
+
+cdef float parameter(const char* owner, object value, str name) except? -1:
+    """``value`` as the floating-point parameter ``name`` of ``owner`` (an MPS class name): ValueError for NaN, and
+    for an infinity except where it means something (native checked_parameter decides)."""
+    cdef bytes name_bytes = name.encode()
+    return checked_parameter(float_argument(value, name), owner, name_bytes)
+
 
 # The public names of this module; each family's .pxi adds its own.
 __all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",

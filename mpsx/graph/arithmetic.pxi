@@ -89,7 +89,7 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @primary_scale.setter
     def primary_scale(self, value):
-        self.arithmetic().parameters.primary_scale = <float>float_argument(value, "primary_scale")
+        self.arithmetic().parameters.primary_scale = parameter(self.native().class_name(), value, "primary_scale")
 
     @property
     def secondary_scale(self):
@@ -101,7 +101,7 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @secondary_scale.setter
     def secondary_scale(self, value):
-        self.arithmetic().parameters.secondary_scale = <float>float_argument(value, "secondary_scale")
+        self.arithmetic().parameters.secondary_scale = parameter(self.native().class_name(), value, "secondary_scale")
 
     @property
     def bias(self):
@@ -113,7 +113,7 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @bias.setter
     def bias(self, value):
-        self.arithmetic().parameters.bias = <float>float_argument(value, "bias")
+        self.arithmetic().parameters.bias = parameter(self.native().class_name(), value, "bias")
 
     @property
     def minimum_value(self):
@@ -125,7 +125,7 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @minimum_value.setter
     def minimum_value(self, value):
-        self.arithmetic().parameters.minimum = <float>float_argument(value, "minimum_value")
+        self.arithmetic().parameters.minimum = parameter(self.native().class_name(), value, "minimum_value")
 
     @property
     def maximum_value(self):
@@ -137,7 +137,7 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
 
     @maximum_value.setter
     def maximum_value(self, value):
-        self.arithmetic().parameters.maximum = <float>float_argument(value, "maximum_value")
+        self.arithmetic().parameters.maximum = parameter(self.native().class_name(), value, "maximum_value")
 
     @property
     def primary_stride_in_pixels_x(self):
@@ -336,7 +336,7 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @primary_scale.setter
     def primary_scale(self, value):
-        self.gradient().primary_scale = <float>float_argument(value, "primary_scale")
+        self.gradient().primary_scale = parameter(self.native().class_name(), value, "primary_scale")
 
     @property
     def secondary_scale(self):
@@ -348,7 +348,7 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @secondary_scale.setter
     def secondary_scale(self, value):
-        self.gradient().secondary_scale = <float>float_argument(value, "secondary_scale")
+        self.gradient().secondary_scale = parameter(self.native().class_name(), value, "secondary_scale")
 
     @property
     def bias(self):
@@ -360,7 +360,7 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @bias.setter
     def bias(self, value):
-        self.gradient().bias = <float>float_argument(value, "bias")
+        self.gradient().bias = parameter(self.native().class_name(), value, "bias")
 
     @property
     def minimum_value(self):
@@ -372,7 +372,7 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @minimum_value.setter
     def minimum_value(self, value):
-        self.gradient().minimum_value = <float>float_argument(value, "minimum_value")
+        self.gradient().minimum_value = parameter(self.native().class_name(), value, "minimum_value")
 
     @property
     def maximum_value(self):
@@ -384,7 +384,7 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
 
     @maximum_value.setter
     def maximum_value(self, value):
-        self.gradient().maximum_value = <float>float_argument(value, "maximum_value")
+        self.gradient().maximum_value = parameter(self.native().class_name(), value, "maximum_value")
 
     @property
     def secondary_stride_in_pixels_x(self):

@@ -71,7 +71,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @alpha.setter
     def alpha(self, value):
-        self.node().parameters.alpha = <float>float_argument(value, "alpha")
+        self.node().parameters.alpha = parameter(self.native().class_name(), value, "alpha")
 
     @property
     def beta(self):
@@ -83,7 +83,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @beta.setter
     def beta(self, value):
-        self.node().parameters.beta = <float>float_argument(value, "beta")
+        self.node().parameters.beta = parameter(self.native().class_name(), value, "beta")
 
     @property
     def delta(self):
@@ -95,7 +95,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @delta.setter
     def delta(self, value):
-        self.node().parameters.delta = <float>float_argument(value, "delta")
+        self.node().parameters.delta = parameter(self.native().class_name(), value, "delta")
 
     @property
     def p0(self):
@@ -107,7 +107,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @p0.setter
     def p0(self, value):
-        self.node().parameters.p0 = <float>float_argument(value, "p0")
+        self.node().parameters.p0 = parameter(self.native().class_name(), value, "p0")
 
     @property
     def pm(self):
@@ -119,7 +119,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @pm.setter
     def pm(self, value):
-        self.node().parameters.pm = <float>float_argument(value, "pm")
+        self.node().parameters.pm = parameter(self.native().class_name(), value, "pm")
 
     @property
     def ps(self):
@@ -131,7 +131,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     @ps.setter
     def ps(self, value):
-        self.node().parameters.ps = <float>float_argument(value, "ps")
+        self.node().parameters.ps = parameter(self.native().class_name(), value, "ps")
 
 
 cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
@@ -187,7 +187,7 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @alpha.setter
     def alpha(self, value):
-        self.node().parameters.alpha = <float>float_argument(value, "alpha")
+        self.node().parameters.alpha = parameter(self.native().class_name(), value, "alpha")
 
     @property
     def beta(self):
@@ -199,7 +199,7 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @beta.setter
     def beta(self, value):
-        self.node().parameters.beta = <float>float_argument(value, "beta")
+        self.node().parameters.beta = parameter(self.native().class_name(), value, "beta")
 
     @property
     def delta(self):
@@ -211,7 +211,7 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @delta.setter
     def delta(self, value):
-        self.node().parameters.delta = <float>float_argument(value, "delta")
+        self.node().parameters.delta = parameter(self.native().class_name(), value, "delta")
 
     @property
     def p0(self):
@@ -223,7 +223,7 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @p0.setter
     def p0(self, value):
-        self.node().parameters.p0 = <float>float_argument(value, "p0")
+        self.node().parameters.p0 = parameter(self.native().class_name(), value, "p0")
 
     @property
     def pm(self):
@@ -235,7 +235,7 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @pm.setter
     def pm(self, value):
-        self.node().parameters.pm = <float>float_argument(value, "pm")
+        self.node().parameters.pm = parameter(self.native().class_name(), value, "pm")
 
     @property
     def ps(self):
@@ -247,4 +247,4 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
 
     @ps.setter
     def ps(self, value):
-        self.node().parameters.ps = <float>float_argument(value, "ps")
+        self.node().parameters.ps = parameter(self.native().class_name(), value, "ps")

@@ -60,7 +60,7 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @primary_scale.setter
     def primary_scale(self, float value):
-        self.arithmetic().parameters.primary_scale = value
+        self.arithmetic().parameters.primary_scale = parameter(self.arithmetic().class_name(), value, "primary_scale")
 
     @property
     def secondary_scale(self):
@@ -72,7 +72,7 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @secondary_scale.setter
     def secondary_scale(self, float value):
-        self.arithmetic().parameters.secondary_scale = value
+        self.arithmetic().parameters.secondary_scale = parameter(self.arithmetic().class_name(), value, "secondary_scale")
 
     @property
     def bias(self):
@@ -84,7 +84,7 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @bias.setter
     def bias(self, float value):
-        self.arithmetic().parameters.bias = value
+        self.arithmetic().parameters.bias = parameter(self.arithmetic().class_name(), value, "bias")
 
     @property
     def minimum_value(self):
@@ -96,7 +96,7 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @minimum_value.setter
     def minimum_value(self, float value):
-        self.arithmetic().parameters.minimum = value
+        self.arithmetic().parameters.minimum = parameter(self.arithmetic().class_name(), value, "minimum_value")
 
     @property
     def maximum_value(self):
@@ -108,7 +108,7 @@ cdef class CNNArithmetic(CNNBinaryKernel):
 
     @maximum_value.setter
     def maximum_value(self, float value):
-        self.arithmetic().parameters.maximum = value
+        self.arithmetic().parameters.maximum = parameter(self.arithmetic().class_name(), value, "maximum_value")
 
     @property
     def primary_stride_in_feature_channels(self):
@@ -228,7 +228,7 @@ cdef class NNCompare(CNNArithmetic):
 
     @threshold.setter
     def threshold(self, float value):
-        self.arithmetic().parameters.threshold = value
+        self.arithmetic().parameters.threshold = parameter(self.arithmetic().class_name(), value, "threshold")
 
 
 cdef class CNNArithmeticGradient(CNNGradientKernel):
@@ -309,7 +309,7 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @primary_scale.setter
     def primary_scale(self, float value):
-        self.arithmetic().primary_scale = value
+        self.arithmetic().primary_scale = parameter(self.arithmetic().class_name(), value, "primary_scale")
 
     @property
     def secondary_scale(self):
@@ -321,7 +321,7 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @secondary_scale.setter
     def secondary_scale(self, float value):
-        self.arithmetic().secondary_scale = value
+        self.arithmetic().secondary_scale = parameter(self.arithmetic().class_name(), value, "secondary_scale")
 
     @property
     def bias(self):
@@ -333,7 +333,7 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @bias.setter
     def bias(self, float value):
-        self.arithmetic().bias = value
+        self.arithmetic().bias = parameter(self.arithmetic().class_name(), value, "bias")
 
     @property
     def minimum_value(self):
@@ -345,7 +345,7 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @minimum_value.setter
     def minimum_value(self, float value):
-        self.arithmetic().minimum_value = value
+        self.arithmetic().minimum_value = parameter(self.arithmetic().class_name(), value, "minimum_value")
 
     @property
     def maximum_value(self):
@@ -357,7 +357,7 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
 
     @maximum_value.setter
     def maximum_value(self, float value):
-        self.arithmetic().maximum_value = value
+        self.arithmetic().maximum_value = parameter(self.arithmetic().class_name(), value, "maximum_value")
 
     @property
     def secondary_stride_in_feature_channels(self):

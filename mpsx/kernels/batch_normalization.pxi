@@ -9,7 +9,7 @@ from mpsx.includes.kernels.batch_normalization cimport (
     CBatchNormalizationState, CBatchNormalizationWeights, CCNNBatchNormalization, CCNNBatchNormalizationGradient,
     CCNNBatchNormalizationStatistics, CCNNBatchNormalizationStatisticsGradient, CNormalizationGammaAndBetaState,
     CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls,
-    kNormalizationDefaultEpsilon)
+    checked_normalization_epsilon, kNormalizationDefaultEpsilon)
 
 __all__ += ["CNNBatchNormalizationDataSource", "BatchNormalizationWeights", "CNNNormalizationGammaAndBetaState",
             "CNNNormalizationMeanAndVarianceState", "CNNBatchNormalizationState", "CNNBatchNormalization",
@@ -691,7 +691,8 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
 
     @property
     def epsilon(self):
-        """The term added to the variance before its square root (the data source's at first).
+        """The term added to the variance before its square root (the data source's at first); ValueError unless
+        finite and non-negative.
 
         MPS: MPSCNNBatchNormalization.epsilon
         """
@@ -699,7 +700,8 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
 
     @epsilon.setter
     def epsilon(self, float value):
-        self._batch_normalization().epsilon = value
+        self._batch_normalization().epsilon = checked_normalization_epsilon(
+            value, self._batch_normalization().class_name())
 
     @property
     def fused_neuron_descriptor(self):

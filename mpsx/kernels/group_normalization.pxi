@@ -453,7 +453,8 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
 
     @property
     def epsilon(self):
-        """The term added to the variance before its square root (the data source's at first); ValueError if negative.
+        """The term added to the variance before its square root (the data source's at first); ValueError unless
+        finite and non-negative.
 
         MPS: MPSCNNGroupNormalization.epsilon
         """
@@ -461,9 +462,7 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
 
     @epsilon.setter
     def epsilon(self, float value):
-        if not value >= 0:
-            raise ValueError(f"epsilon must be non-negative, given {value}")
-        self._normalization().epsilon = value
+        self._normalization().epsilon = checked_normalization_epsilon(value, self._normalization().class_name())
 
     def reload_gamma_and_beta_from_data_source(self):
         """Loads the data source's current gamma and beta now (on the host); later encodes use them.

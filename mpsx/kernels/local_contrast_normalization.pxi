@@ -58,7 +58,7 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @alpha.setter
     def alpha(self, float value):
-        self.lcn().parameters.alpha = value
+        self.lcn().parameters.alpha = parameter(self.lcn().class_name(), value, "alpha")
 
     @property
     def beta(self):
@@ -70,7 +70,7 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @beta.setter
     def beta(self, float value):
-        self.lcn().parameters.beta = value
+        self.lcn().parameters.beta = parameter(self.lcn().class_name(), value, "beta")
 
     @property
     def delta(self):
@@ -82,7 +82,7 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @delta.setter
     def delta(self, float value):
-        self.lcn().parameters.delta = value
+        self.lcn().parameters.delta = parameter(self.lcn().class_name(), value, "delta")
 
     @property
     def p0(self):
@@ -94,7 +94,7 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @p0.setter
     def p0(self, float value):
-        self.lcn().parameters.p0 = value
+        self.lcn().parameters.p0 = parameter(self.lcn().class_name(), value, "p0")
 
     @property
     def pm(self):
@@ -106,7 +106,7 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @pm.setter
     def pm(self, float value):
-        self.lcn().parameters.pm = value
+        self.lcn().parameters.pm = parameter(self.lcn().class_name(), value, "pm")
 
     @property
     def ps(self):
@@ -118,7 +118,7 @@ cdef class CNNLocalContrastNormalization(CNNUnaryKernel):
 
     @ps.setter
     def ps(self, float value):
-        self.lcn().parameters.ps = value
+        self.lcn().parameters.ps = parameter(self.lcn().class_name(), value, "ps")
 
 
 cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
@@ -172,7 +172,7 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @alpha.setter
     def alpha(self, float value):
-        self.lcn().parameters.alpha = value
+        self.lcn().parameters.alpha = parameter(self.lcn().class_name(), value, "alpha")
 
     @property
     def beta(self):
@@ -184,7 +184,7 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @beta.setter
     def beta(self, float value):
-        self.lcn().parameters.beta = value
+        self.lcn().parameters.beta = parameter(self.lcn().class_name(), value, "beta")
 
     @property
     def delta(self):
@@ -196,7 +196,7 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @delta.setter
     def delta(self, float value):
-        self.lcn().parameters.delta = value
+        self.lcn().parameters.delta = parameter(self.lcn().class_name(), value, "delta")
 
     @property
     def p0(self):
@@ -208,7 +208,7 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @p0.setter
     def p0(self, float value):
-        self.lcn().parameters.p0 = value
+        self.lcn().parameters.p0 = parameter(self.lcn().class_name(), value, "p0")
 
     @property
     def pm(self):
@@ -220,7 +220,7 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @pm.setter
     def pm(self, float value):
-        self.lcn().parameters.pm = value
+        self.lcn().parameters.pm = parameter(self.lcn().class_name(), value, "pm")
 
     @property
     def ps(self):
@@ -232,4 +232,4 @@ cdef class CNNLocalContrastNormalizationGradient(CNNGradientKernel):
 
     @ps.setter
     def ps(self, float value):
-        self.lcn().parameters.ps = value
+        self.lcn().parameters.ps = parameter(self.lcn().class_name(), value, "ps")

@@ -109,7 +109,7 @@ cdef class CNNLossDescriptor:
 
     @weight.setter
     def weight(self, float value):
-        self.desc.weight = value
+        self.desc.weight = parameter("MPSCNNLossDescriptor", value, "weight")
 
     @property
     def label_smoothing(self):
@@ -121,7 +121,7 @@ cdef class CNNLossDescriptor:
 
     @label_smoothing.setter
     def label_smoothing(self, float value):
-        self.desc.label_smoothing = value
+        self.desc.label_smoothing = parameter("MPSCNNLossDescriptor", value, "label_smoothing")
 
     @property
     def number_of_classes(self):
@@ -151,7 +151,7 @@ cdef class CNNLossDescriptor:
 
     @epsilon.setter
     def epsilon(self, float value):
-        self.desc.epsilon = value
+        self.desc.epsilon = parameter("MPSCNNLossDescriptor", value, "epsilon")
 
     @property
     def delta(self):
@@ -163,7 +163,7 @@ cdef class CNNLossDescriptor:
 
     @delta.setter
     def delta(self, float value):
-        self.desc.delta = value
+        self.desc.delta = parameter("MPSCNNLossDescriptor", value, "delta")
 
     def __mpsx_state__(self):
         return {"arguments": (int(self.loss_type), int(self.reduction_type), self.weight, self.label_smoothing,
@@ -552,7 +552,7 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @weight.setter
     def weight(self, float value):
-        self.separated_loss().weight = value
+        self.separated_loss().weight = parameter(self.separated_loss().class_name(), value, "weight")
 
     @property
     def label_smoothing(self):
@@ -564,7 +564,7 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @label_smoothing.setter
     def label_smoothing(self, float value):
-        self.separated_loss().label_smoothing = value
+        self.separated_loss().label_smoothing = parameter(self.separated_loss().class_name(), value, "label_smoothing")
 
     @property
     def epsilon(self):
@@ -577,7 +577,7 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @epsilon.setter
     def epsilon(self, float value):
-        self.separated_loss().epsilon = value
+        self.separated_loss().epsilon = parameter(self.separated_loss().class_name(), value, "epsilon")
 
     @property
     def delta(self):
@@ -590,7 +590,7 @@ cdef class _SeparatedLoss(CNNKernel):
 
     @delta.setter
     def delta(self, float value):
-        self.separated_loss().delta = value
+        self.separated_loss().delta = parameter(self.separated_loss().class_name(), value, "delta")
 
 
 cdef NNLossGradientState _wrap_loss_state(const shared_ptr[CLossGradientState]& state, object kernel):

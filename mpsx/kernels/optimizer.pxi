@@ -69,7 +69,7 @@ cdef class NNOptimizerDescriptor:
 
     @learning_rate.setter
     def learning_rate(self, float value):
-        self.desc.learning_rate = value
+        self.desc.learning_rate = parameter("MPSNNOptimizerDescriptor", value, "learning_rate")
 
     @property
     def gradient_rescale(self):
@@ -81,7 +81,7 @@ cdef class NNOptimizerDescriptor:
 
     @gradient_rescale.setter
     def gradient_rescale(self, float value):
-        self.desc.gradient_rescale = value
+        self.desc.gradient_rescale = parameter("MPSNNOptimizerDescriptor", value, "gradient_rescale")
 
     @property
     def apply_gradient_clipping(self):
@@ -105,7 +105,7 @@ cdef class NNOptimizerDescriptor:
 
     @gradient_clip_max.setter
     def gradient_clip_max(self, float value):
-        self.desc.gradient_clip_max = value
+        self.desc.gradient_clip_max = parameter("MPSNNOptimizerDescriptor", value, "gradient_clip_max")
 
     @property
     def gradient_clip_min(self):
@@ -117,7 +117,7 @@ cdef class NNOptimizerDescriptor:
 
     @gradient_clip_min.setter
     def gradient_clip_min(self, float value):
-        self.desc.gradient_clip_min = value
+        self.desc.gradient_clip_min = parameter("MPSNNOptimizerDescriptor", value, "gradient_clip_min")
 
     @property
     def regularization_type(self):
@@ -141,7 +141,7 @@ cdef class NNOptimizerDescriptor:
 
     @regularization_scale.setter
     def regularization_scale(self, float value):
-        self.desc.regularization_scale = value
+        self.desc.regularization_scale = parameter("MPSNNOptimizerDescriptor", value, "regularization_scale")
 
     def __mpsx_state__(self):
         return {"arguments": (self.learning_rate, self.gradient_rescale, self.apply_gradient_clipping,

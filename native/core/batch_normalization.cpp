@@ -128,9 +128,7 @@ BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizat
     take_normalization_array(source.mean(), NormalizationArray::Mean, p.channels, kernel, p.mean);
     take_normalization_array(source.variance(), NormalizationArray::Variance, p.channels, kernel, p.variance);
   }
-  p.epsilon = source.epsilon();
-  if (!(p.epsilon >= 0.0f))
-    fail<ArgumentError>(kernel, ": the data source's epsilon must be non-negative, given ", p.epsilon);
+  p.epsilon = checked_normalization_epsilon(source.epsilon(), kernel, "the data source's epsilon");
   p.label = source.label();
   return p;
 }
@@ -139,7 +137,10 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
                                                      std::vector<float> mean, std::vector<float> variance,
                                                      float epsilon, float momentum, std::string label,
                                                      std::shared_ptr<NNOptimizer> optimizer)
-    : epsilon_(epsilon), momentum_(momentum), label_(std::move(label)), optimizer_(std::move(optimizer)) {
+    : epsilon_(checked_normalization_epsilon(epsilon, "BatchNormalizationWeights")),
+      momentum_(momentum),
+      label_(std::move(label)),
+      optimizer_(std::move(optimizer)) {
   trained_.host[0] = std::move(gamma);
   trained_.host[1] = std::move(beta);
   statistics_.host[0] = std::move(mean);
@@ -152,8 +153,6 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
     if (values->size() != channels)
       fail<ShapeError>("BatchNormalizationWeights: expected ", channels, " ", name, " values (as gamma), given ",
                        values->size());
-  if (!(epsilon_ >= 0.0f))
-    fail<ArgumentError>("BatchNormalizationWeights: epsilon must be non-negative, given ", epsilon_);
   if (!(momentum_ >= 0.0f && momentum_ <= 1.0f))
     fail<ArgumentError>("BatchNormalizationWeights: momentum must be in [0, 1], given ", momentum_);
   if (optimizer_) optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, {channels, channels});

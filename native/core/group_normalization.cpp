@@ -59,7 +59,7 @@ GroupNormalizationWeights::GroupNormalizationWeights(std::vector<float> gamma, s
   if (static_cast<int64_t>(beta.size()) != channels_)
     fail<ShapeError>(who, ": expected ", channels_, " beta values (as gamma), given ", beta.size());
   if (groups != 0) check_number_of_groups(groups, channels_, who);
-  if (!(epsilon_ >= 0.0f)) fail<ArgumentError>(who, ": epsilon must be non-negative, given ", epsilon_);
+  checked_normalization_epsilon(epsilon_, who);
   trained_.host[0] = std::move(gamma);
   trained_.host[1] = std::move(beta);
   const size_t count = static_cast<size_t>(channels_);
@@ -148,7 +148,7 @@ GroupNormalizationKernel::Parameters GroupNormalizationKernel::parameters() cons
   return parameters_;
 }
 
-void GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool first) {
+float GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool first) {
   const char* kernel = forward_name(kind_);
   std::vector<float> gamma, beta;
   float eps;
@@ -170,8 +170,7 @@ void GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool f
     }
     take_normalization_array(source.gamma(), NormalizationArray::Gamma, channels, kernel, gamma);
     take_normalization_array(source.beta(), NormalizationArray::Beta, channels, kernel, beta);
-    eps = source.epsilon();
-    if (!(eps >= 0.0f)) fail<ArgumentError>(kernel, ": the data source's epsilon must be non-negative, given ", eps);
+    eps = checked_normalization_epsilon(source.epsilon(), kernel, "the data source's epsilon");
     name = source.label();
   }
   Parameters p{upload(device_ptr(), gamma), upload(device_ptr(), beta), groups};
@@ -182,14 +181,14 @@ void GroupNormalizationKernel::load(GroupNormalizationDataSource& source, bool f
   }
   std::lock_guard<std::mutex> lock(parameters_lock_);
   parameters_ = std::move(p);
+  return eps;
 }
 
 void GroupNormalizationKernel::reload_gamma_and_beta_from_data_source() { load(*data_source_, false); }
 
 void GroupNormalizationKernel::reload_data_source(std::shared_ptr<GroupNormalizationDataSource> data_source) {
   if (!data_source) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
-  load(*data_source, false);
-  epsilon = data_source->epsilon();
+  epsilon = load(*data_source, false);
   data_source_ = std::move(data_source);
 }
 

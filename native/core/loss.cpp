@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -38,6 +39,9 @@ void LossDescriptor::validate() const {
     fail<ArgumentError>("unknown reduction type ", static_cast<int32_t>(reduction_type), "; expected 0 to ",
                         static_cast<int32_t>(ReductionType::Count) - 1);
   if (number_of_classes == 0) fail<ArgumentError>("number_of_classes must be at least 1; given 0");
+  for (auto [value, name] : {std::pair{weight, "weight"}, {label_smoothing, "label_smoothing"}, {epsilon, "epsilon"},
+                             {delta, "delta"}})
+    checked_parameter(value, "MPSCNNLossDescriptor", name);
 }
 
 CNNLossLabels::CNNLossLabels(std::shared_ptr<Device> device, std::shared_ptr<Image> labels,

@@ -1,8 +1,10 @@
 #include "mpsx/kernels/neuron.h"
 
+#include <cmath>
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -16,6 +18,10 @@ void NeuronDescriptor::validate() const {
                         static_cast<int32_t>(NeuronType::Count) - 1);
   if (type == NeuronType::PReLU && a_per_channel.empty())
     fail<ArgumentError>("a PReLU neuron needs one slope per feature channel; given none");
+  for (auto [value, name] : {std::pair{a, "a"}, {b, "b"}, {c, "c"}}) checked_parameter(value, "MPSNNNeuronDescriptor", name);
+  for (size_t i = 0; i < a_per_channel.size(); ++i)
+    if (!std::isfinite(a_per_channel[i]))
+      checked_parameter(a_per_channel[i], "MPSNNNeuronDescriptor", detail::concat("data[", i, "]").c_str());
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -16,6 +17,10 @@
 namespace mpsx {
 
 void OptimizerDescriptor::validate() const {
+  for (auto [value, name] : {std::pair{learning_rate, "learning_rate"}, {gradient_rescale, "gradient_rescale"},
+                             {gradient_clip_max, "gradient_clip_max"}, {gradient_clip_min, "gradient_clip_min"},
+                             {regularization_scale, "regularization_scale"}})
+    checked_parameter(value, "MPSNNOptimizerDescriptor", name);
   if (regularization_type >= RegularizationType::Count)
     fail<ArgumentError>("unknown regularization type ", static_cast<uint32_t>(regularization_type), "; expected 0 to ",
                         static_cast<uint32_t>(RegularizationType::Count) - 1);
@@ -73,6 +78,10 @@ NNOptimizer::NNOptimizer(std::shared_ptr<Device> device, const OptimizerDescript
 }
 
 NNOptimizer::~NNOptimizer() = default;
+
+void NNOptimizer::set_learning_rate(float learning_rate) {
+  descriptor_.learning_rate = checked_parameter(learning_rate, class_name(), "learning_rate");
+}
 
 NNOptimizer::VectorUses NNOptimizer::kept_vectors() const {
   VectorUses uses = vector_uses();
@@ -436,7 +445,7 @@ NNOptimizerStochasticGradientDescent::NNOptimizerStochasticGradientDescent(std::
                                                                            bool use_nesterov_momentum,
                                                                            const OptimizerDescriptor& descriptor)
     : NNOptimizer(std::move(device), descriptor),
-      momentum_scale_(momentum_scale),
+      momentum_scale_(checked_parameter(momentum_scale, class_name(), "momentum_scale")),
       use_nesterov_momentum_(use_nesterov_momentum) {}
 
 NNOptimizer::VectorUses NNOptimizerStochasticGradientDescent::vector_uses() const {
@@ -462,10 +471,10 @@ OptimizerConfiguration NNOptimizerStochasticGradientDescent::configuration() con
 NNOptimizerAdam::NNOptimizerAdam(std::shared_ptr<Device> device, double beta1, double beta2, float epsilon,
                                  uint64_t time_step, const OptimizerDescriptor& descriptor)
     : NNOptimizer(std::move(device), descriptor), time_step(time_step), beta1_(beta1), beta2_(beta2),
-      epsilon_(epsilon) {
+      epsilon_(checked_parameter(epsilon, class_name(), "epsilon")) {
   // 1 - beta^t divides the learning rate.
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-    fail<ArgumentError>(class_name(), ": beta1 and beta2 must lie in [0, 1); given ", beta1, " and ", beta2);
+  for (auto [beta, name] : {std::pair{beta1, "beta1"}, {beta2, "beta2"}})
+    if (!(beta >= 0 && beta < 1)) fail<ArgumentError>(class_name(), ": ", name, " must lie in [0, 1), given ", beta);
 }
 
 NNOptimizer::VectorUses NNOptimizerAdam::vector_uses() const {
@@ -494,7 +503,9 @@ OptimizerStep NNOptimizerAdam::next_step() {
 
 NNOptimizerRMSProp::NNOptimizerRMSProp(std::shared_ptr<Device> device, double decay, float epsilon,
                                        const OptimizerDescriptor& descriptor)
-    : NNOptimizer(std::move(device), descriptor), decay_(decay), epsilon_(epsilon) {
+    : NNOptimizer(std::move(device), descriptor),
+      decay_(decay),
+      epsilon_(checked_parameter(epsilon, class_name(), "epsilon")) {
   if (!(decay >= 0 && decay <= 1)) fail<ArgumentError>(class_name(), ": decay must lie in [0, 1]; given ", decay);
 }
 

@@ -19,6 +19,7 @@ from mpsx.includes.state cimport CGradientState, CState
 
 cdef extern from "mpsx/kernels/normalization.h" namespace "mpsx" nogil:
     const float kNormalizationDefaultEpsilon
+    float checked_normalization_epsilon(float value, const char* owner) except +raise_py_error
 
 cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
     cdef cppclass CNormalizationGammaAndBetaState "mpsx::NormalizationGammaAndBetaState"(CState):

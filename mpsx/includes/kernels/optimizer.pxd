@@ -48,7 +48,7 @@ cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device_ptr()
         const char* class_name()
         const OptimizerDescriptor& descriptor()
-        void set_learning_rate(float learning_rate)
+        void set_learning_rate(float learning_rate) except +raise_py_error
         void set_apply_gradient_clipping(bool apply)
         string label
         void encode(CCommandBuffer& command_buffer, const shared_ptr[CVector]& gradient,

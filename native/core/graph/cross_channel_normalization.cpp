@@ -1,7 +1,5 @@
 #include "mpsx/graph/cross_channel_normalization.h"
 
-#include <cmath>
-
 #include "mpsx/checked.h"
 #include "mpsx/errors.h"
 #include "mpsx/kernel.h"
@@ -27,19 +25,15 @@ void CNNCrossChannelNormalizationNode::set_kernel_size(int64_t value) {
 }
 
 void CNNCrossChannelNormalizationNode::set_alpha(float value) {
-  if (!(value >= 0.0f) || std::isinf(value))
-    fail<ArgumentError>(kForward, ": alpha must be finite and non-negative, given ", value);
-  parameters_.alpha = value;
+  parameters_.alpha = checked_response_alpha(value, kForward);
 }
 
 void CNNCrossChannelNormalizationNode::set_beta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(kForward, ": beta must be finite, given ", value);
-  parameters_.beta = value;
+  parameters_.beta = checked_parameter(value, kForward, "beta");
 }
 
 void CNNCrossChannelNormalizationNode::set_delta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(kForward, ": delta must be finite, given ", value);
-  parameters_.delta = value;
+  parameters_.delta = checked_parameter(value, kForward, "delta");
 }
 
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {

@@ -1,7 +1,6 @@
 #include "mpsx/graph.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
@@ -42,6 +41,36 @@ FilterNode::FilterNode(std::vector<std::shared_ptr<ImageNode>> sources,
     if (!s) fail<TypeMismatchError>("a filter node: expected an NNImageNode source, given None");
   for (const auto& s : source_states_)
     if (!s) fail<TypeMismatchError>("a filter node: expected an NNStateNode, given None");
+}
+
+FilterNode::~FilterNode() {
+  // Each owner this destructor drops may be the last of another filter, whose
+  // destructor, run meanwhile on this thread, adds its owners to this list
+  // instead of dropping them: the outermost destructor drops them one by one.
+  // made_with and the handles go too: a Python object may hold nodes.
+  thread_local std::vector<std::shared_ptr<void>>* releasing = nullptr;
+  std::vector<std::shared_ptr<void>> mine;
+  std::vector<std::shared_ptr<void>>& owners = releasing ? *releasing : mine;
+  auto drop = [&owners](auto&& owner) {
+    if (owner) owners.push_back(std::move(owner));
+  };
+  for (auto& s : sources_) drop(s);
+  for (auto& s : source_states_) drop(s);
+  if (gradient_origin_) {
+    drop(gradient_origin_->forward);
+    for (auto& g : gradient_origin_->gradient_images) drop(g);
+  }
+  drop(made_with);
+  drop(result_image_.handle);
+  for (StateNode& state : result_states_) drop(state.handle);
+  if (releasing) return;
+  releasing = &mine;
+  while (!mine.empty()) {
+    std::shared_ptr<void> owner = std::move(mine.back());
+    mine.pop_back();
+    owner.reset();
+  }
+  releasing = nullptr;
 }
 
 std::shared_ptr<FilterNode> ImageNode::producer() const {
@@ -102,7 +131,7 @@ void fail_forward_state(const char* gradient, const char* forward, const StateNo
 }
 
 void check_forward_parameter(const char* gradient, const char* name, double mine, double forward) {
-  if (mine != forward && !(std::isnan(mine) && std::isnan(forward)))
+  if (mine != forward)
     fail<ArgumentError>(gradient, ": ", name, " is ", mine, " but its forward node's is ", forward,
                         " (a gradient node copies its forward node's parameters when it is made; set the same "
                         "value on both, or make it again after changing the forward node)");

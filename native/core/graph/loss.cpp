@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "mpsx/checked.h"
 #include "mpsx/errors.h"
 
 namespace mpsx {
@@ -47,7 +48,8 @@ std::vector<std::shared_ptr<ImageNode>> loss_sources(const char* node, std::vect
 std::shared_ptr<Image> call_back(CommandBuffer& command_buffer, LossCallback& callback, SeparatedLoss& kernel,
                                  const std::shared_ptr<Image>& source, const ImageDescriptor& destination) {
   auto image = kernel.destination_image_allocator->image(command_buffer, destination, kernel);
-  kernel.weight = callback.scalar_weight(source, image);
+  kernel.weight = checked_parameter(callback.scalar_weight(source, image), kernel.class_name(),
+                                    "weight (from property_call_back)");
   return image;
 }
 
@@ -163,7 +165,9 @@ std::unique_ptr<GraphStep> NNLossGradientNode::compile(const StepSlots& slots) c
 
 CNNLossNode::CNNLossNode(std::shared_ptr<ImageNode> source, LossDescriptor descriptor)
     : FilterNode({std::move(source)}, {std::make_shared<StateNode>(StateNodeKind::Labels)}, kDefaultPadding),
-      descriptor_(std::move(descriptor)) {}
+      descriptor_(std::move(descriptor)) {
+  descriptor_.validate();
+}
 
 std::unique_ptr<GraphStep> CNNLossNode::compile(const StepSlots& slots) const {
   return std::make_unique<LossStep>(graph_kernel<CNNLoss>(slots, descriptor_), slots);

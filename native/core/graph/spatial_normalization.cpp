@@ -1,7 +1,5 @@
 #include "mpsx/graph/spatial_normalization.h"
 
-#include <cmath>
-
 #include "mpsx/checked.h"
 #include "mpsx/errors.h"
 #include "mpsx/kernel.h"
@@ -34,19 +32,15 @@ void SpatialNormalizationNodeSettings::set_kernel_height(int64_t value) {
 }
 
 void SpatialNormalizationNodeSettings::set_alpha(float value) {
-  if (!(value >= 0.0f) || std::isinf(value))
-    fail<ArgumentError>(node_, ": alpha must be finite and non-negative, given ", value);
-  parameters_.alpha = value;
+  parameters_.alpha = checked_response_alpha(value, node_);
 }
 
 void SpatialNormalizationNodeSettings::set_beta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(node_, ": beta must be finite, given ", value);
-  parameters_.beta = value;
+  parameters_.beta = checked_parameter(value, node_, "beta");
 }
 
 void SpatialNormalizationNodeSettings::set_delta(float value) {
-  if (!std::isfinite(value)) fail<ArgumentError>(node_, ": delta must be finite, given ", value);
-  parameters_.delta = value;
+  parameters_.delta = checked_parameter(value, node_, "delta");
 }
 
 template <class K>

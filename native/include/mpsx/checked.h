@@ -1,6 +1,7 @@
 // Size arithmetic on values that come from users. Every element count, byte
 // count and size limit computed from them goes through these helpers, which
-// throw instead of wrapping around (docs/semantics.md, "Size limits").
+// throw instead of wrapping around (docs/semantics.md, "Size limits"). And
+// the floating-point parameters users give, checked in one place.
 // `what...` are the parts of a message naming what is computed or checked;
 // they are only formatted when the check fails.
 #pragma once
@@ -64,5 +65,15 @@ void check_range(int64_t value, int64_t minimum, int64_t maximum, const What&...
   if (value < minimum || value > maximum)
     fail<ArgumentError>(what..., " must be between ", minimum, " and ", maximum, ", given ", value);
 }
+
+// A floating-point parameter `owner` is given as `name` (a learning rate, a
+// loss's weight, a neuron's a, a clamp's bound), at construction and at every
+// setter: ArgumentError naming both and the value for NaN, which would reach
+// every value the parameter touches, and for an infinity, except where the
+// parameter means something with it: the bounds of a clamp, open on their
+// side (maximum_value, gradient_clip_max: +inf; minimum_value,
+// gradient_clip_min: -inf), and a comparison's threshold (either).
+// docs/semantics.md, "Floating-point parameters". Returns the value.
+float checked_parameter(float value, const char* owner, const char* name);
 
 }  // namespace mpsx

@@ -162,7 +162,10 @@ std::shared_ptr<K> graph_kernel(const StepSlots& slots, Args&&... args) {
 // MPSNNFilterNode.
 class FilterNode : public std::enable_shared_from_this<FilterNode> {
  public:
-  virtual ~FilterNode() = default;
+  // Releases what the filter holds (its sources, which hold their producers,
+  // and so on) in a loop rather than by nested destructors: a chain of any
+  // depth is freed without exhausting the stack.
+  virtual ~FilterNode();
   // The MPS class name, for messages.
   virtual const char* class_name() const = 0;
 
@@ -258,7 +261,7 @@ const N& forward_node_of(const char* gradient, const char* forward, const std::s
   return *node;
 }
 // A parameter a gradient node copied from its forward node when it was made:
-// ArgumentError naming both values unless they are equal (NaN equals NaN).
+// ArgumentError naming both values unless they are equal.
 void check_forward_parameter(const char* gradient, const char* name, double mine, double forward);
 // ArgumentError: `gradient`'s forward filter did not compile into this graph.
 [[noreturn]] void fail_forward_not_compiled(const char* gradient);

@@ -223,7 +223,8 @@ class GroupNormalizationKernel : public UnaryKernel {
     int64_t groups = 1;
   };
   Parameters parameters() const;
-  void load(GroupNormalizationDataSource& source, bool first);
+  // Returns the data source's epsilon (checked).
+  float load(GroupNormalizationDataSource& source, bool first);
 
   GroupNormalizationKind kind_;
   std::shared_ptr<GroupNormalizationDataSource> data_source_;

@@ -52,7 +52,8 @@ struct LossDescriptor {
            label_smoothing == o.label_smoothing && number_of_classes == o.number_of_classes &&
            epsilon == o.epsilon && delta == o.delta;
   }
-  // Throws ArgumentError for an unknown loss or reduction type or no classes.
+  // Throws ArgumentError for an unknown loss or reduction type, no classes or
+  // a parameter checked_parameter refuses.
   void validate() const;
 };
 

@@ -43,7 +43,8 @@ struct NeuronDescriptor {
   bool operator==(const NeuronDescriptor& o) const {
     return type == o.type && a == o.a && b == o.b && c == o.c && a_per_channel == o.a_per_channel;
   }
-  // Throws ArgumentError for an unknown type or a missing PReLU slope array.
+  // Throws ArgumentError for an unknown type, a missing PReLU slope array or
+  // a parameter (a, b, c, a slope) checked_parameter refuses.
   void validate() const;
 };
 

@@ -19,6 +19,15 @@ namespace mpsx {
 // MPS's epsilon for a data source that has none: FLT_MIN.
 inline constexpr float kNormalizationDefaultEpsilon = FLT_MIN;
 
+// The epsilon of batch, instance and group normalization as `owner` is
+// given it (`name`: by its data source, its weights class, the kernel's
+// setter): finite (checked_parameter) and non-negative, else ArgumentError.
+inline float checked_normalization_epsilon(float value, const char* owner, const char* name = "epsilon") {
+  checked_parameter(value, owner, name);
+  if (value < 0.0f) fail<ArgumentError>(owner, ": ", name, " must be non-negative, given ", value);
+  return value;
+}
+
 // The per-channel arrays of a normalization data source.
 enum class NormalizationArray { Gamma, Beta, Mean, Variance };
 
@@ -63,9 +72,18 @@ struct ResponseNormalizationParameters {
   float delta = 1.0f;
 };
 
+// alpha of both families as `owner` is given it: finite (checked_parameter)
+// and non-negative, else ArgumentError.
+inline float checked_response_alpha(float value, const char* owner) {
+  if (!(value >= 0.0f) || std::isinf(value))
+    fail<ArgumentError>(owner, ": alpha must be finite and non-negative, given ", value);
+  return value;
+}
+
 // The properties the forward and gradient kernels of both families have:
-// kernel_size (read-only, >= 1), alpha (>= 0), beta and delta (finite). A
-// value outside its limits raises ArgumentError and is not kept.
+// kernel_size (read-only, >= 1), alpha (checked_response_alpha), beta and
+// delta (checked_parameter: finite). A value outside its limits raises
+// ArgumentError and is not kept.
 class ResponseNormalizationProperties {
  public:
   ResponseNormalizationProperties(const char* kernel, int64_t kernel_size, const char* size_name = "kernel_size")
@@ -76,19 +94,9 @@ class ResponseNormalizationProperties {
   float alpha() const { return parameters_.alpha; }
   float beta() const { return parameters_.beta; }
   float delta() const { return parameters_.delta; }
-  void set_alpha(float value) {
-    if (!(value >= 0.0f) || std::isinf(value))
-      fail<ArgumentError>(kernel_, ": alpha must be finite and non-negative, given ", value);
-    parameters_.alpha = value;
-  }
-  void set_beta(float value) {
-    if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": beta must be finite, given ", value);
-    parameters_.beta = value;
-  }
-  void set_delta(float value) {
-    if (!std::isfinite(value)) fail<ArgumentError>(kernel_, ": delta must be finite, given ", value);
-    parameters_.delta = value;
-  }
+  void set_alpha(float value) { parameters_.alpha = checked_response_alpha(value, kernel_); }
+  void set_beta(float value) { parameters_.beta = checked_parameter(value, kernel_, "beta"); }
+  void set_delta(float value) { parameters_.delta = checked_parameter(value, kernel_, "delta"); }
   const ResponseNormalizationParameters& parameters() const { return parameters_; }
 
  private:

@@ -35,8 +35,9 @@ struct OptimizerDescriptor {
   float regularization_scale = 0.0f;
   RegularizationType regularization_type = RegularizationType::None;
 
-  // Throws ArgumentError for an unknown regularization type or clip bounds
-  // with gradient_clip_min > gradient_clip_max.
+  // Throws ArgumentError for a parameter checked_parameter refuses, an
+  // unknown regularization type or clip bounds with gradient_clip_min >
+  // gradient_clip_max.
   void validate() const;
   bool operator==(const OptimizerDescriptor& o) const {
     return learning_rate == o.learning_rate && gradient_rescale == o.gradient_rescale &&
@@ -169,7 +170,8 @@ class NNOptimizer {
   // The descriptor's values. The learning rate and clipping switch may change
   // between encodes; an encode uses the values set when it is encoded.
   const OptimizerDescriptor& descriptor() const { return descriptor_; }
-  void set_learning_rate(float learning_rate) { descriptor_.learning_rate = learning_rate; }
+  // ArgumentError for a learning rate checked_parameter refuses.
+  void set_learning_rate(float learning_rate);
   void set_apply_gradient_clipping(bool apply) { descriptor_.apply_gradient_clipping = apply; }
   std::string label;
 

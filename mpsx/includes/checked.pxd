@@ -1,0 +1,5 @@
+# cdef extern declarations of native/include/mpsx/checked.h
+from mpsx.includes.errors cimport raise_py_error
+
+cdef extern from "mpsx/checked.h" namespace "mpsx" nogil:
+    float checked_parameter(float value, const char* owner, const char* name) except +raise_py_error
