@@ -363,6 +363,13 @@ class CNNConvolutionGradient : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // The data gradient reads the source gradient around each pixel, unless a
+  // fused neuron's gradient first takes it to scratch; it never reads the
+  // forward source, whose weights gradient runs first when overwritten.
+  InPlace in_place(bool secondary) const override {
+    const bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
+    return secondary || neuron_ || !data ? InPlace::Any : InPlace::None;
+  }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -57,6 +57,8 @@ class CNNSoftMax : public UnaryKernel {
   bool is_log() const { return log_; }
 
  protected:
+  // Each pixel's channels are read (both reductions) before they are written.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
