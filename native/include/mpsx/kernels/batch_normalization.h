@@ -383,6 +383,8 @@ class CNNBatchNormalization : public UnaryKernel {
   std::shared_ptr<State> new_result_state(const Image& source) override;
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_state(const State& state) const override;
+  // Pointwise: the statistics come from the state or the running values.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -461,6 +463,8 @@ class CNNBatchNormalizationGradient : public BatchNormalizationGradientKernel {
 
  protected:
   void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
+  // Pointwise: the sums come from the statistics gradient's encode.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

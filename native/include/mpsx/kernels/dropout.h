@@ -119,6 +119,8 @@ class CNNDropout : public UnaryKernel {
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
   void check_state(const State& state) const override;
+  // Pointwise.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -136,6 +138,8 @@ class CNNDropoutGradient : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // Pointwise.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -82,6 +82,8 @@ class CNNSoftMaxGradient : public GradientKernel {
 
  protected:
   GradientSecondary gradient_secondary() const override { return GradientSecondary::ForwardResult; }
+  // Each pixel's channels are read (the sum) before they are written.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;
