@@ -160,7 +160,8 @@ class Forward:
                 k.offset = (1, 0, 0)
             k.clip_rect = mpsx.Region(0, 0, 0, W - 1, H, N)
         elif form == "channels":
-            setattr(k, f"{self.role}_source_feature_channel_offset" if self.role else "source_feature_channel_offset", 4)
+            prefix = f"{self.role}_" if self.role else ""
+            setattr(k, f"{prefix}source_feature_channel_offset", 4)
 
     def encode(self, cb, source, destination):
         k, other = self.kernel, batch(self.device, N, seed=9)
@@ -228,26 +229,20 @@ GRADIENT_FORMS = ("exact_gradient", "exact_source", "offset", "channels", "batch
 OVER = {"exact_gradient": "gradient", "batch_gradient": "gradient"}
 
 
-class Gradient:
+class Gradient(Forward):
     """A family's forward encode with a state, then its gradient encode with a given destination gradient. The
     forward writes into `result`; the gradient's secondary image is the forward source, or the forward result for
     softmax and log-softmax (a binary kernel's: the image its filter reads)."""
 
     def __init__(self, device, family):
-        self.device, self.family = device, family
-        make_forward, make_gradient = FAMILIES[family]
-        self.forward, self.gradient = make_forward(device), make_gradient(device)
+        super().__init__(device, family)
+        self.forward, self.gradient = self.kernel, FAMILIES[family][1](device)
         self.reads_result = family in ("softmax", "log_softmax")
-        # A binary kernel's source: the image the gradient filter reads.
-        filter_ = family.partition(":")[2]
-        self.role = filter_ and ("secondary" if family.startswith("multiply") != (filter_ == "secondary") else "primary")
-
-    def configure(self, form):
-        Forward.configure(self, form)
-
-    @property
-    def kernel(self):
-        return self.forward
+        # A binary kernel's source: the image the gradient filter reads (a
+        # multiplication's primary filter reads the secondary image).
+        if self.role:
+            secondary = family.startswith("multiply") != (self.role == "secondary")
+            self.role = "secondary" if secondary else "primary"
 
     def encode(self, cb, source, result, source_gradient, destination_gradient):
         f, g, device = self.forward, self.gradient, self.device
@@ -352,3 +347,40 @@ def test_gradient(device, family, form):
         finish(g_cb, images[over])  # the forward encode runs; the destination is as the forward left it
         if before is not None:
             np.testing.assert_array_equal(images[over].to_numpy(), before)
+
+
+# ---------------------------------------------------------------- states' buffers
+
+
+def image_over(device, buffer, shape):
+    """An image of `shape` over the memory of `buffer` (DLPack, no copy)."""
+    if device.backend == "cpu":
+        values = np.from_dlpack(buffer)
+    else:
+        torch = pytest.importorskip("torch")
+        if device.backend != "cuda" or not torch.cuda.is_available():
+            pytest.skip("metal imports memory by a copy")
+        values = torch.from_dlpack(buffer)
+    n, c, h, w = shape
+    nhwc = values.reshape(n, h, w, c)
+    return mpsx.Image.from_dlpack(device, nhwc.transpose(0, 3, 1, 2) if device.backend == "cpu"
+                                  else nhwc.permute(0, 3, 1, 2))
+
+
+def test_destination_over_a_state_buffer(device):
+    # A convolution gradient's destination over the weights gradient it writes beside it (8x3x3x8 float32, the
+    # size of an 8x8x9 image), a batch normalization's over the gamma its forward encode keeps in the state.
+    source = mpsx.Image.from_numpy(device, np.random.default_rng(1).standard_normal((1, C, 8, 9)).astype(np.float32))
+    conv, gradient = FAMILIES["convolution"][0](device), FAMILIES["convolution"][1](device)
+    cb = device.command_queue.command_buffer()
+    y, state = conv.encode(cb, source, destination_state=True)
+    with pytest.raises(ValueError, match="destination gradient shares memory with a buffer of the "
+                                         "MPSCNNConvolutionGradientState"):
+        gradient.encode(cb, y, source, state, image_over(device, state.gradient_for_weights, (1, C, 8, 9)))
+    bn, x = FAMILIES["batch_normalization"][0](device), mpsx.Image.from_numpy(device, np.ones((1, C, 1, 1), np.float32))
+    bn_state = bn.result_state(x)
+    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, x, bn_state)
+    with pytest.raises(ValueError, match="destination image shares memory with a buffer of the "
+                                         "MPSCNNBatchNormalizationState"):
+        bn.encode(cb, x, bn_state, image_over(device, bn_state.gamma, (1, C, 1, 1)))
+    finish(cb)  # nothing was enqueued past the forward encodes

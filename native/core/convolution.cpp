@@ -319,6 +319,12 @@ void ConvolutionGradientState::synchronize(CommandBuffer& command_buffer) {
   gradient_for_biases_->synchronize(command_buffer);
 }
 
+bool ConvolutionGradientState::shares_memory(const Image& image) const {
+  for (const auto* buffer : {&gradient_for_weights_, &gradient_for_biases_, &weights, &biases})
+    if (image.overlaps(buffer->get())) return true;
+  return false;
+}
+
 // ---------------------------------------------------------------- geometry
 
 namespace {

@@ -256,6 +256,17 @@ bool Image::overlaps(const ImageBlock& a, const Image& other, const ImageBlock& 
   return overlap(region(a), other.region(b));
 }
 
+bool Image::overlaps(const Buffer* buffer) const {
+  if (!buffer || storage_ || buffer->length() == 0) return false;
+  ImageRegion bytes;
+  bytes.data = buffer->data();
+  bytes.data_type = DataType::UInt8;
+  bytes.n = bytes.c = bytes.h = 1;
+  bytes.w = static_cast<int64_t>(buffer->length());
+  bytes.stride = ImageLayout{0, 0, 0, 1};
+  return overlap(whole(), bytes);
+}
+
 uint64_t Image::identity() const {
   if (identity_) return identity_;
   // Storage, position and extent: two views of the same pixels match.

@@ -197,6 +197,13 @@ void Kernel::check_aliasing(const Image& destination, const char* destination_ro
   }
 }
 
+void Kernel::check_aliasing(const Image& destination, const char* destination_role, const State* state) const {
+  if (state && state->shares_memory(destination))
+    fail<ArgumentError>(class_name(), ": the ", destination_role, " shares memory with a buffer of the ",
+                        state->class_name(), " (weights, statistics, a mask or gradients the encode reads or ",
+                        "writes): give another image");
+}
+
 Region Kernel::clipped_region(const Image& destination) const {
   // check_properties() passed: every sum below is far inside int64_t.
   int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
@@ -365,6 +372,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
   }
   check_aliasing(*result, "destination image", written_block(*source, geometry), {source_read(*source, geometry)});
+  check_aliasing(*result, "destination image", state.get());
   if (!state && want_state) state = new_result_state(*source);
   if (state) state->bind_source(*source);
   if (auto* gradient_state = dynamic_cast<GradientState*>(state.get())) {
@@ -583,6 +591,7 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
   check_aliasing(*result, "destination image", result->whole_block(),
                  {ReadImage{primary_image.get(), "primary image", in_place(false)},
                   ReadImage{secondary_image.get(), "secondary image", in_place(true)}});
+  check_aliasing(*result, "destination image", state.get());
   if (!state && want_state) state = new_result_state();
   if (state) state->bind_source(*primary_image);
   if (auto* s = dynamic_cast<BinaryGradientState*>(state.get())) {
@@ -796,6 +805,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
     result = new_destination(command_buffer, expected);
   }
   check_aliasing(*result, *source_gradient, *source_image, gradient_state_of(*state));
+  Kernel::check_aliasing(*result, "destination gradient", state.get());
   record(command_buffer, source_gradient, source_image, state, result);
   result->buffer()->will_write(command_buffer);
   return result;

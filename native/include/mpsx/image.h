@@ -137,6 +137,8 @@ class Image {
   // element: exactly for images of one allocation laid out alike (views of
   // one batch), by their memory spans otherwise.
   bool overlaps(const ImageBlock& block, const Image& other, const ImageBlock& other_block) const;
+  // Whether the image's memory overlaps `buffer`'s (null: no).
+  bool overlaps(const Buffer* buffer) const;
   // Identity of the pixels this image covers, for binding states to batches.
   uint64_t identity() const;
 

@@ -178,6 +178,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // allow on this device.
   void check_aliasing(const Image& destination, const char* destination_role, const ImageBlock& written,
                       std::initializer_list<ReadImage> reads) const;
+  // Throws ArgumentError where `destination` shares memory with a buffer of
+  // `state` (null: none), which the encode reads or writes too.
+  void check_aliasing(const Image& destination, const char* destination_role, const State* state) const;
   // The part of clip_rect inside `destination` (x, y, width, height);
   // throws ShapeError when they do not intersect.
   Region clipped_region(const Image& destination) const;

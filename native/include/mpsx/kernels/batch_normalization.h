@@ -226,6 +226,7 @@ class BatchNormalizationState : public GradientState {
   explicit BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel);
   const char* class_name() const override { return "MPSCNNBatchNormalizationState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override;
   void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
     gradients.push_back(gradient_for_gamma());
     gradients.push_back(gradient_for_beta());

@@ -198,6 +198,7 @@ class ConvolutionGradientState : public GradientState {
   ConvolutionGradientState(std::shared_ptr<const CNNConvolution> convolution);
   const char* class_name() const override { return "MPSCNNConvolutionGradientState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override;
   void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
     gradients.push_back(gradient_for_weights_);
     if (gradient_for_biases_) gradients.push_back(gradient_for_biases_);

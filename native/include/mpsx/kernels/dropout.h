@@ -67,6 +67,7 @@ class DropoutGradientState : public GradientState {
                        int64_t height, int64_t width);
   const char* class_name() const override { return "MPSCNNDropoutGradientState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override { return image.overlaps(mask_.get()); }
 
   const DropoutDescriptor& descriptor() const { return descriptor_; }
   const std::shared_ptr<Buffer>& mask() const { return mask_; }

@@ -149,6 +149,7 @@ class GroupNormalizationGradientState : public GradientState {
   GroupNormalizationGradientState(std::shared_ptr<const GroupNormalizationKernel> kernel, int64_t images);
   const char* class_name() const override;
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override;
   void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
     gradients.push_back(gradient_for_gamma_);
     gradients.push_back(gradient_for_beta_);
