@@ -186,11 +186,12 @@ void Kernel::check_aliasing(const Image& destination, const char* destination_ro
                                           : "MPS kernels may not write over what they read",
                           " (MPS: the destination may not alias a source): give another image");
     }
-    if (!destination.overlaps(written, image, r.read.empty() ? image.whole_block() : r.read) ||
+    const ImageBlock& read = r.read.empty() ? image.whole_block() : r.read;
+    if (!destination.overlaps(written, image, read) ||
         (!r.at.empty() && same_elements(destination.region(written), image.region(r.at))))
       continue;
     fail<ArgumentError>(class_name(), ": the ", destination_role, " overlaps the ", r.role,
-                        " other than exactly in place (", overlap_of(destination, written, image, r.read), "); ",
+                        " other than exactly in place (", overlap_of(destination, written, image, read), "); ",
                         class_name(), " writes over the ", r.role, " only element for element, each result over ",
                         "the element it is computed from: give the same image, offsets, channels and images for both, ",
                         "or another image");
@@ -268,13 +269,11 @@ ImageBlock UnaryKernel::written_block(const Image& source, const Geometry& g) co
 ReadImage UnaryKernel::source_read(const Image& source, const Geometry& g) const {
   ReadImage r{&source, "source image", in_place()};
   if (r.in_place != InPlace::Exact) return r;
-  // The rows and columns the windows reach, inside the source.
+  // Every row and column of the images and channels read: windows (a
+  // spatial normalization's) may reach past the region.
   const Window w = window();
   const int64_t channels = source_channels(source);
-  const int64_t y0 = std::max<int64_t>(g.source_y, 0), x0 = std::max<int64_t>(g.source_x, 0);
-  const int64_t y1 = std::min(g.source_y + (g.height - 1) * w.stride_y + w.extent_y(), source.height());
-  const int64_t x1 = std::min(g.source_x + (g.width - 1) * w.stride_x + w.extent_x(), source.width());
-  r.read = ImageBlock{g.source_image, g.source_channel, y0, x0, g.images, channels, y1 - y0, x1 - x0};
+  r.read = ImageBlock{g.source_image, g.source_channel, 0, 0, g.images, channels, source.height(), source.width()};
   if (w.stride_x == 1 && w.stride_y == 1 && channels == destination_channels(source))
     r.at = ImageBlock{g.source_image, g.source_channel, g.source_y + w.extent_y() / 2, g.source_x + w.extent_x() / 2,
                       g.images, channels, g.height, g.width};
@@ -587,7 +586,7 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     result = new_destination(command_buffer, d);
     geometry = resolve(*primary_image, *secondary_image, *result);
   }
-  // Arithmetic writes over neither source (InPlace::None compares whole images).
+  // The whole destination: no binary forward kernel writes in place.
   check_aliasing(*result, "destination image", result->whole_block(),
                  {ReadImage{primary_image.get(), "primary image", in_place(false)},
                   ReadImage{secondary_image.get(), "secondary image", in_place(true)}});
