@@ -256,6 +256,12 @@ bool Image::overlaps(const ImageBlock& a, const Image& other, const ImageBlock& 
   return overlap(region(a), other.region(b));
 }
 
+bool Image::may_share_memory(const Image& other) const {
+  if (storage_ || other.storage_) return storage_ == other.storage_;
+  const char *a = static_cast<const char*>(data()), *b = static_cast<const char*>(other.data());
+  return a < b + other.byte_length() && b < a + byte_length();
+}
+
 bool Image::overlaps(const Buffer* buffer) const {
   if (!buffer || storage_ || buffer->length() == 0) return false;
   ImageRegion bytes;

@@ -172,10 +172,10 @@ void Kernel::check_reads_inside(const Image& source, const Geometry& g) const {
 
 void Kernel::check_aliasing(const Image& destination, const char* destination_role, const ImageBlock& written,
                             std::initializer_list<ReadImage> reads) const {
-  const bool writes_in_place = device_->backend().writes_in_place();
   for (const ReadImage& r : reads) {
-    if (!r.image) continue;
+    if (!r.image || !destination.may_share_memory(*r.image)) continue;
     const Image& image = *r.image;
+    const bool writes_in_place = device_->backend().writes_in_place();
     const InPlace allowed = writes_in_place ? r.in_place : InPlace::None;
     if (allowed == InPlace::Any) continue;
     if (allowed == InPlace::None) {
@@ -370,7 +370,9 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
                        source_offset());
     if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
   }
-  check_aliasing(*result, "destination image", written_block(*source, geometry), {source_read(*source, geometry)});
+  // The blocks only where memory may be shared: most destinations lie elsewhere.
+  if (result->may_share_memory(*source))
+    check_aliasing(*result, "destination image", written_block(*source, geometry), {source_read(*source, geometry)});
   check_aliasing(*result, "destination image", state.get());
   if (!state && want_state) state = new_result_state(*source);
   if (state) state->bind_source(*source);
@@ -762,7 +764,8 @@ void GradientKernel::check_aliasing(const Image& destination_gradient, const Ima
   // gradient and of the secondary image (otherwise zeros go where the
   // forward pass read nothing, or results land elsewhere).
   ImageBlock at;
-  if (primary_in_place == InPlace::Exact || secondary_in_place == InPlace::Exact) {
+  if ((primary_in_place == InPlace::Exact && destination_gradient.may_share_memory(source_gradient)) ||
+      (secondary_in_place == InPlace::Exact && destination_gradient.may_share_memory(source_image))) {
     const Geometry& g = state.geometry;
     const ImageDescriptor& s = state.source_descriptor;
     const int64_t centre_x = g.source_x + ((kernel_width(true) - 1) * dilation_rate_x(true) + 1) / 2;

@@ -133,6 +133,9 @@ class Image {
   // The index of this image's first image among those of its allocation
   // (views of a batch), or -1 where it does not start on an image of it.
   int64_t first_in_allocation() const;
+  // Whether this image and `other` may share memory: a quick test of their
+  // spans (of one storage, where a backend keeps the pixels).
+  bool may_share_memory(const Image& other) const;
   // Whether `block` of this image and `other_block` of `other` may share an
   // element: exactly for images of one allocation laid out alike (views of
   // one batch), by their memory spans otherwise.
