@@ -6,6 +6,8 @@ gradient kernels, on every device, with the destination:
 - exact: the source itself;
 - offset: the source, read one column to the right of where it is written;
 - channels: the source, its channels 4.. read and its channels 0.. written;
+- disjoint_channels: the source, its channels 8..15 read and 0..7 written,
+  which no element shares (refused where a family has no in-place form);
 - batch: the source's images shifted by one in their batch;
 - apart: other images of the source's batch, which never overlap it.
 The reference is the same encode with the destination in a copy of its
@@ -18,7 +20,7 @@ import pytest
 import mpsx
 
 N, C, H, W = 2, 8, 6, 7
-FORMS = ("exact", "offset", "channels", "batch", "apart")
+FORMS = ("exact", "offset", "channels", "disjoint_channels", "batch", "apart")
 
 
 def weights(kernel_width, kernel_height, neuron=None):
@@ -118,7 +120,7 @@ def allowed(device, support, form):
         return True
     if device.backend == "metal" or support is None:
         return False
-    return support == "any" or form == "exact"
+    return support == "any" or form in ("exact", "disjoint_channels")
 
 
 def batch(device, images, channels=C, seed=0):
@@ -159,9 +161,9 @@ class Forward:
             else:
                 k.offset = (1, 0, 0)
             k.clip_rect = mpsx.Region(0, 0, 0, W - 1, H, N)
-        elif form == "channels":
+        elif form in ("channels", "disjoint_channels"):
             prefix = f"{self.role}_" if self.role else ""
-            setattr(k, f"{prefix}source_feature_channel_offset", 4)
+            setattr(k, f"{prefix}source_feature_channel_offset", 4 if form == "channels" else C)
 
     def encode(self, cb, source, destination):
         k, other = self.kernel, batch(self.device, N, seed=9)
@@ -183,13 +185,14 @@ def destination_slice(form):
 
 
 def allocation(device, form):
-    return batch(device, {"batch": N + 1, "apart": 2 * N}.get(form, N), C + 4 if form == "channels" else C)
+    channels = {"channels": C + 4, "disjoint_channels": 2 * C}.get(form, C)
+    return batch(device, {"batch": N + 1, "apart": 2 * N}.get(form, N), channels)
 
 
 def forward_not_applicable(family, form):
     # A loss covers whole images, and a fully connected layer its whole source.
-    return (form in ("offset", "channels") and "loss" in family) or (
-        family == "fully_connected" and form in ("offset",))
+    return (form in ("offset", "channels", "disjoint_channels") and "loss" in family) or (
+        family == "fully_connected" and form == "offset")
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -315,36 +318,35 @@ def gradient_not_applicable(family, form):
 def test_gradient(device, family, form):
     if reason := gradient_not_applicable(family, form):
         pytest.skip(f"{family}: {reason}")
-    over = OVER.get(form, "result" if form == "exact_source" and Gradient(device, family).reads_result else "source")
+    reads_result = Gradient(device, family).reads_result
+    over = OVER.get(form, "result" if form == "exact_source" and reads_result else "source")
     where = slice(N, 2 * N) if form == "apart" else slice(1, N + 1) if form.startswith("batch") else slice(0, N)
 
-    def run(images, destination):
+    def encode(cb, images, destination):
         g = Gradient(device, family)
         g.configure(form)
-        cb = device.command_queue.command_buffer()
         g.encode(cb, images["source"][0:N], images["result"], images["gradient"][0:N], destination)
-        return cb
 
     # The out-of-place reference: the destination gradient in a copy of its allocation.
     images = gradient_images(device, family, form)
     expected = copy(device, images[over])
-    finish(run(images, expected[where]), expected)
+    cb = device.command_queue.command_buffer()
+    encode(cb, images, expected[where])
+    finish(cb, expected)
 
     images = gradient_images(device, family, form)
+    before = images[over].to_numpy() if over != "result" else None
     support = IN_PLACE.get(family, {}).get("gradient" if over == "gradient" else "source")
-    if over == "source" and Gradient(device, family).reads_result:
-        support = "any"  # a gradient that reads the forward result does not read the forward source
-    if allowed(device, support, "exact" if form.startswith("exact") else form):
-        finish(run(images, images[over][where]), images[over])
+    cb = device.command_queue.command_buffer()
+    # A gradient that reads the forward result does not read the forward source: no overlap.
+    if (over == "source" and reads_result) or allowed(device, support, "exact" if form.startswith("exact") else form):
+        encode(cb, images, images[over][where])
+        finish(cb, images[over])
         np.testing.assert_allclose(images[over].to_numpy(), expected.to_numpy(), rtol=1e-4, atol=1e-5)
     else:
-        before = images[over].to_numpy() if over != "result" else None
-        g = Gradient(device, family)
-        g.configure(form)
         with pytest.raises(ValueError, match="destination gradient (shares memory with|overlaps) the"):
-            g_cb = device.command_queue.command_buffer()
-            g.encode(g_cb, images["source"][0:N], images["result"], images["gradient"][0:N], images[over][where])
-        finish(g_cb, images[over])  # the forward encode runs; the destination is as the forward left it
+            encode(cb, images, images[over][where])
+        finish(cb, images[over])  # the forward encode runs; the destination is as it was (or as the forward wrote it)
         if before is not None:
             np.testing.assert_array_equal(images[over].to_numpy(), before)
 
