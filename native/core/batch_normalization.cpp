@@ -271,6 +271,12 @@ void BatchNormalizationState::synchronize(CommandBuffer& command_buffer) {
   for_each_buffer(*batch_, [&](Buffer& buffer) { buffer.synchronize(command_buffer); });
 }
 
+bool BatchNormalizationState::shares_memory(const Image& image) const {
+  bool shares = false;
+  for_each_buffer(*batch_, [&](const Buffer& buffer) { shares = shares || image.overlaps(&buffer); });
+  return shares;
+}
+
 void BatchNormalizationState::reset() {
   for_each_buffer(*batch_, [&](Buffer& buffer) {
     if (buffer.written_by_pending_command_buffer())

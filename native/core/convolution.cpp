@@ -322,6 +322,12 @@ void ConvolutionGradientState::synchronize(CommandBuffer& command_buffer) {
   gradient_for_biases_->synchronize(command_buffer);
 }
 
+bool ConvolutionGradientState::shares_memory(const Image& image) const {
+  for (const auto* buffer : {&gradient_for_weights_, &gradient_for_biases_, &weights, &biases})
+    if (image.overlaps(buffer->get())) return true;
+  return false;
+}
+
 // ---------------------------------------------------------------- geometry
 
 namespace {
@@ -634,14 +640,6 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
   bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&
                 g.source_channel == 0 && descriptor_.input_feature_channels == source_image->feature_channels();
-  // The data gradient at a pixel reads the gradient around it: written over
-  // what it reads, it would read its own results.
-  if (data && !dy &&
-      overlap(destination_gradient->whole(),
-              source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                      descriptor_.output_feature_channels, g.height, g.width)))
-    fail<ArgumentError>(class_name(), ": the destination gradient shares memory with the source gradient, which "
-                        "the data gradient reads; MPS does not compute it in place either: give another image");
   // The passes share only what they read, unless the source gradient is
   // written over the source: then the weights gradient first, from the
   // source as it was encoded.

@@ -128,6 +128,13 @@ void GroupNormalizationGradientState::synchronize(CommandBuffer& command_buffer)
     (*buffer)->synchronize(command_buffer);
 }
 
+bool GroupNormalizationGradientState::shares_memory(const Image& image) const {
+  for (const auto* buffer :
+       {&gamma_, &beta_, &gradient_for_gamma_, &gradient_for_beta_, &statistics_.mean, &statistics_.variance})
+    if (image.overlaps(buffer->get())) return true;
+  return false;
+}
+
 // ---------------------------------------------------------------- the forward kernels
 
 GroupNormalizationKernel::GroupNormalizationKernel(std::shared_ptr<Device> device,

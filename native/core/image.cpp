@@ -147,6 +147,13 @@ bool overlap(const ImageRegion& a, const ImageRegion& b) {
   return a0 < b0 + b.span() * size_of(b.data_type) && b0 < a0 + a.span() * size_of(a.data_type);
 }
 
+bool same_elements(const ImageRegion& a, const ImageRegion& b) {
+  return a.data == b.data && a.storage == b.storage && a.data_type == b.data_type && a.n == b.n && a.c == b.c &&
+         a.h == b.h && a.w == b.w && a.stride.n == b.stride.n && a.stride.c == b.stride.c &&
+         a.stride.h == b.stride.h && a.stride.w == b.stride.w && a.image == b.image && a.channel == b.channel &&
+         a.y == b.y && a.x == b.x;
+}
+
 ImageLayout nchw_layout(const ImageDescriptor& d) {
   return ImageLayout{d.feature_channels * d.height * d.width, d.height * d.width, d.width, 1};
 }
@@ -226,6 +233,44 @@ ImageRegion Image::region(int64_t first_image, int64_t first_channel, int64_t y,
 
 ImageRegion Image::whole() const {
   return region(0, 0, 0, 0, number_of_images(), feature_channels(), height(), width());
+}
+
+int64_t Image::first_in_allocation() const {
+  if (storage_) return first_image_;
+  const size_t image_bytes = static_cast<size_t>(layout_.n) * size_of(data_type());
+  return byte_offset_ % image_bytes == 0 ? static_cast<int64_t>(byte_offset_ / image_bytes) : -1;
+}
+
+bool Image::overlaps(const ImageBlock& a, const Image& other, const ImageBlock& b) const {
+  if (a.empty() || b.empty()) return false;
+  const ImageLayout &s = layout_, &t = other.layout_;
+  const int64_t first = first_in_allocation(), other_first = other.first_in_allocation();
+  // In one allocation laid out alike, a position names one element: compare
+  // the blocks by position, counting images from the allocation's first.
+  if (buffer_ == other.buffer_ && storage_ == other.storage_ && data_type() == other.data_type() && s.n == t.n &&
+      s.c == t.c && s.h == t.h && s.w == t.w && first >= 0 && other_first >= 0) {
+    auto meet = [](int64_t a0, int64_t an, int64_t b0, int64_t bn) { return a0 < b0 + bn && b0 < a0 + an; };
+    return meet(first + a.image, a.n, other_first + b.image, b.n) && meet(a.channel, a.c, b.channel, b.c) &&
+           meet(a.y, a.h, b.y, b.h) && meet(a.x, a.w, b.x, b.w);
+  }
+  return overlap(region(a), other.region(b));
+}
+
+bool Image::may_share_memory(const Image& other) const {
+  if (storage_ || other.storage_) return storage_ == other.storage_;
+  const char *a = static_cast<const char*>(data()), *b = static_cast<const char*>(other.data());
+  return a < b + other.byte_length() && b < a + byte_length();
+}
+
+bool Image::overlaps(const Buffer* buffer) const {
+  if (!buffer || storage_ || buffer->length() == 0) return false;
+  ImageRegion bytes;
+  bytes.data = buffer->data();
+  bytes.data_type = DataType::UInt8;
+  bytes.n = bytes.c = bytes.h = 1;
+  bytes.w = static_cast<int64_t>(buffer->length());
+  bytes.stride = ImageLayout{0, 0, 0, 1};
+  return overlap(whole(), bytes);
 }
 
 uint64_t Image::identity() const {

@@ -1,8 +1,10 @@
 #include "mpsx/kernel.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
+#include "mpsx/backend.h"
 #include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
@@ -39,6 +41,27 @@ int64_t pad_dimension(int64_t source, int64_t stride, int64_t extent, uint32_t m
   }
   *offset = extent / 2 - before;
   return destination;
+}
+
+// Where a block lies, for messages: images counted in the allocation of
+// `image` when it is a view of one.
+std::string spelled(const Image& image, const ImageBlock& b) {
+  auto range = [](const char* what, int64_t first, int64_t count) {
+    return std::string(what) + " " + std::to_string(first) + "-" + std::to_string(first + count - 1);
+  };
+  const int64_t first = std::max<int64_t>(image.first_in_allocation(), 0);
+  return range("images", first + b.image, b.n) + ", " + range("channels", b.channel, b.c) + ", " +
+         range("rows", b.y, b.h) + ", " + range("columns", b.x, b.w);
+}
+
+// How two overlapping blocks overlap, for messages.
+std::string overlap_of(const Image& destination, const ImageBlock& written, const Image& image,
+                       const ImageBlock& read) {
+  if (same_elements(destination.whole(), image.whole())) return "the same image";
+  if (destination.buffer() == image.buffer() && destination.first_in_allocation() >= 0 &&
+      image.first_in_allocation() >= 0)
+    return "one allocation: " + spelled(destination, written) + " written, " + spelled(image, read) + " read";
+  return "their memory overlaps";
 }
 
 }  // namespace
@@ -147,6 +170,41 @@ void Kernel::check_reads_inside(const Image& source, const Geometry& g) const {
                      " region reads outside the ", source.width(), "x", source.height(), " source image");
 }
 
+void Kernel::check_aliasing(const Image& destination, const char* destination_role, const ImageBlock& written,
+                            std::initializer_list<ReadImage> reads) const {
+  for (const ReadImage& r : reads) {
+    if (!r.image || !destination.may_share_memory(*r.image)) continue;
+    const Image& image = *r.image;
+    const bool writes_in_place = device_->backend().writes_in_place();
+    const InPlace allowed = writes_in_place ? r.in_place : InPlace::None;
+    if (allowed == InPlace::Any) continue;
+    if (allowed == InPlace::None) {
+      if (!destination.overlaps(destination.whole_block(), image, image.whole_block())) continue;
+      fail<ArgumentError>(class_name(), ": the ", destination_role, " shares memory with the ", r.role, " (",
+                          overlap_of(destination, destination.whole_block(), image, image.whole_block()), "); ",
+                          writes_in_place ? "this kernel does not write over what it reads"
+                                          : "MPS kernels may not write over what they read",
+                          " (MPS: the destination may not alias a source): give another image");
+    }
+    const ImageBlock& read = r.read.empty() ? image.whole_block() : r.read;
+    if (!destination.overlaps(written, image, read) ||
+        (!r.at.empty() && same_elements(destination.region(written), image.region(r.at))))
+      continue;
+    fail<ArgumentError>(class_name(), ": the ", destination_role, " overlaps the ", r.role,
+                        " other than exactly in place (", overlap_of(destination, written, image, read), "); ",
+                        class_name(), " writes over the ", r.role, " only element for element, each result over ",
+                        "the element it is computed from: give the same image, offsets, channels and images for both, ",
+                        "or another image");
+  }
+}
+
+void Kernel::check_aliasing(const Image& destination, const char* destination_role, const State* state) const {
+  if (state && state->shares_memory(destination))
+    fail<ArgumentError>(class_name(), ": the ", destination_role, " shares memory with a buffer of the ",
+                        state->class_name(), " (weights, statistics, a mask or gradients the encode reads or ",
+                        "writes): give another image");
+}
+
 Region Kernel::clipped_region(const Image& destination) const {
   // check_properties() passed: every sum below is far inside int64_t.
   int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);
@@ -201,6 +259,25 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
                      " destination images for ", source.number_of_images(), " source images (offset.z ", offset.z,
                      ", clip_rect.z ", clip_rect.z, "), given a destination of ", destination.number_of_images());
   return g;
+}
+
+ImageBlock UnaryKernel::written_block(const Image& source, const Geometry& g) const {
+  return ImageBlock{g.destination_image, g.destination_channel, g.y, g.x, g.images, destination_channels(source),
+                    g.height, g.width};
+}
+
+ReadImage UnaryKernel::source_read(const Image& source, const Geometry& g) const {
+  ReadImage r{&source, "source image", in_place()};
+  if (r.in_place != InPlace::Exact) return r;
+  // Every row and column of the images and channels read: windows (a
+  // spatial normalization's) may reach past the region.
+  const Window w = window();
+  const int64_t channels = source_channels(source);
+  r.read = ImageBlock{g.source_image, g.source_channel, 0, 0, g.images, channels, source.height(), source.width()};
+  if (w.stride_x == 1 && w.stride_y == 1 && channels == destination_channels(source))
+    r.at = ImageBlock{g.source_image, g.source_channel, g.source_y + w.extent_y() / 2, g.source_x + w.extent_x() / 2,
+                      g.images, channels, g.height, g.width};
+  return r;
 }
 
 bool UnaryKernel::PaddingPlan::repeats(const Kernel& k, const Image& source) const {
@@ -293,6 +370,10 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
                        source_offset());
     if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
   }
+  // The blocks only where memory may be shared: most destinations lie elsewhere.
+  if (result->may_share_memory(*source))
+    check_aliasing(*result, "destination image", written_block(*source, geometry), {source_read(*source, geometry)});
+  check_aliasing(*result, "destination image", state.get());
   if (!state && want_state) state = new_result_state(*source);
   if (state) state->bind_source(*source);
   if (auto* gradient_state = dynamic_cast<GradientState*>(state.get())) {
@@ -496,8 +577,6 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     if (result->data_type() != DataType::Float32 && result->data_type() != DataType::Float16)
       fail<TypeMismatchError>(class_name(), ": the destination must be float32 or float16, given ",
                               name_of(result->data_type()));
-    if (result->identity() == primary_image->identity() || result->identity() == secondary_image->identity())
-      fail<ArgumentError>(class_name(), ": the destination image may not be one of the source images");
   }
   ImageDescriptor d;
   if (!result) d = destination_image_descriptor(*primary_image, *secondary_image);
@@ -509,6 +588,11 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     result = new_destination(command_buffer, d);
     geometry = resolve(*primary_image, *secondary_image, *result);
   }
+  // The whole destination: no binary forward kernel writes in place.
+  check_aliasing(*result, "destination image", result->whole_block(),
+                 {ReadImage{primary_image.get(), "primary image", in_place(false)},
+                  ReadImage{secondary_image.get(), "secondary image", in_place(true)}});
+  check_aliasing(*result, "destination image", state.get());
   if (!state && want_state) state = new_result_state();
   if (state) state->bind_source(*primary_image);
   if (auto* s = dynamic_cast<BinaryGradientState*>(state.get())) {
@@ -671,6 +755,32 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   check(*source_gradient, *source_image, g);
 }
 
+void GradientKernel::check_aliasing(const Image& destination_gradient, const Image& source_gradient,
+                                    const Image& source_image, const GradientState& state) const {
+  const InPlace primary_in_place = in_place(false), secondary_in_place = in_place(true);
+  // For InPlace::Exact: where the forward encode read the whole source and
+  // wrote each result at the position it read, the destination gradient's
+  // elements are computed from those at the same positions of the source
+  // gradient and of the secondary image (otherwise zeros go where the
+  // forward pass read nothing, or results land elsewhere).
+  ImageBlock at;
+  if ((primary_in_place == InPlace::Exact && destination_gradient.may_share_memory(source_gradient)) ||
+      (secondary_in_place == InPlace::Exact && destination_gradient.may_share_memory(source_image))) {
+    const Geometry& g = state.geometry;
+    const ImageDescriptor& s = state.source_descriptor;
+    const int64_t centre_x = g.source_x + ((kernel_width(true) - 1) * dilation_rate_x(true) + 1) / 2;
+    const int64_t centre_y = g.source_y + ((kernel_height(true) - 1) * dilation_rate_y(true) + 1) / 2;
+    if (centre_x == 0 && centre_y == 0 && g.x == 0 && g.y == 0 && g.source_channel == 0 &&
+        g.destination_channel == 0 && g.source_image == 0 && g.destination_image == 0 && g.width == s.width &&
+        g.height == s.height && g.images == s.number_of_images)
+      at = ImageBlock{0, 0, 0, 0, s.number_of_images, s.feature_channels, s.height, s.width};
+  }
+  const ImageBlock whole = destination_gradient.whole_block();
+  Kernel::check_aliasing(destination_gradient, "destination gradient", whole,
+                         {ReadImage{&source_gradient, "source gradient", primary_in_place, {}, at},
+                          ReadImage{&source_image, "source image", secondary_in_place, {}, at}});
+}
+
 std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
                                               const std::shared_ptr<Image>& source_gradient,
                                               const std::shared_ptr<Image>& source_image,
@@ -696,6 +806,8 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
   } else {
     result = new_destination(command_buffer, expected);
   }
+  check_aliasing(*result, *source_gradient, *source_image, gradient_state_of(*state));
+  Kernel::check_aliasing(*result, "destination gradient", state.get());
   record(command_buffer, source_gradient, source_image, state, result);
   result->buffer()->will_write(command_buffer);
   return result;

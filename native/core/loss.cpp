@@ -128,6 +128,9 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
     loss_size.feature_channels = s.feature_channels;
   }
   std::shared_ptr<Image> loss = labels->loss_image_for(loss_size);
+  check_aliasing(*result, "destination image", result->whole_block(),
+                 {ReadImage{source.get(), "source image"}, ReadImage{labels->labels_image().get(), "labels image"},
+                  ReadImage{labels->weights_image().get(), "weights image"}, ReadImage{loss.get(), "loss image"}});
   command_buffer.record([primitive = primitive_, source, targets = labels->labels_image(),
                          weights = labels->weights_image(), result, loss, g](ExecutionContext& context) {
     const ImageDescriptor& d = source->descriptor();
@@ -252,6 +255,9 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
     filled = result_state(*source);
   }
   if (!result) result = new_destination(command_buffer, expected);
+  check_aliasing(*result, "destination image", result->whole_block(),
+                 {ReadImage{source.get(), "source image"}, ReadImage{labels.get(), "labels image"},
+                  ReadImage{weights.get(), "weights image"}});
 
   const LossDescriptor d = loss_descriptor();
   if (filled) {
@@ -327,6 +333,9 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
   } else {
     result = new_destination(command_buffer, expected);
   }
+  check_aliasing(*result, "destination gradient", result->whole_block(),
+                 {ReadImage{source_gradient.get(), "source gradient"}, ReadImage{source.get(), "source image"},
+                  ReadImage{labels.get(), "labels image"}, ReadImage{weights.get(), "weights image"}});
   command_buffer.record([primitive = primitive_, d, source_gradient, source, labels, weights, result,
                          labels_gradient = compute_label_gradients](ExecutionContext& context) {
     primitive->loss_gradient(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},

@@ -72,6 +72,17 @@ struct ImageRegion {
 // the last element do, or, for regions a backend keeps itself (no data),
 // they are of one storage.
 bool overlap(const ImageRegion& a, const ImageRegion& b);
+// Whether two regions are the same elements in the same order: one address
+// (or storage position), one layout, one extent.
+bool same_elements(const ImageRegion& a, const ImageRegion& b);
+
+// A block of an image in its own coordinates: `n` images from `image`, `c`
+// feature channels from `channel`, `h` rows from `y`, `w` columns from `x`.
+struct ImageBlock {
+  int64_t image = 0, channel = 0, y = 0, x = 0;
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  bool empty() const { return n <= 0 || c <= 0 || h <= 0 || w <= 0; }
+};
 
 // Copies `from` into `to`, both in host memory with equal extents,
 // converting data types; uint8 is unorm8 (value / 255) as in MPS.
@@ -115,6 +126,22 @@ class Image {
   ImageRegion region(int64_t first_image, int64_t first_channel, int64_t y, int64_t x,
                      int64_t images, int64_t channels, int64_t height, int64_t width) const;
   ImageRegion whole() const;
+  ImageRegion region(const ImageBlock& b) const { return region(b.image, b.channel, b.y, b.x, b.n, b.c, b.h, b.w); }
+  ImageBlock whole_block() const {
+    return ImageBlock{0, 0, 0, 0, number_of_images(), feature_channels(), height(), width()};
+  }
+  // The index of this image's first image among those of its allocation
+  // (views of a batch), or -1 where it does not start on an image of it.
+  int64_t first_in_allocation() const;
+  // Whether this image and `other` may share memory: a quick test of their
+  // spans (of one storage, where a backend keeps the pixels).
+  bool may_share_memory(const Image& other) const;
+  // Whether `block` of this image and `other_block` of `other` may share an
+  // element: exactly for images of one allocation laid out alike (views of
+  // one batch), by their memory spans otherwise.
+  bool overlaps(const ImageBlock& block, const Image& other, const ImageBlock& other_block) const;
+  // Whether the image's memory overlaps `buffer`'s (null: no).
+  bool overlaps(const Buffer* buffer) const;
   // Identity of the pixels this image covers, for binding states to batches.
   uint64_t identity() const;
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
@@ -73,6 +74,30 @@ class PrimitiveCache {
  private:
   std::vector<std::pair<Key, std::shared_ptr<Primitive>>> entries_;
   size_t last_ = 0;
+};
+
+// Which overlaps of a destination with an image an encode reads give the
+// out-of-place result on cpu and cuda. On metal every overlap is refused, as
+// MPS refuses it ("destinationImage may not alias sourceImage").
+enum class InPlace {
+  None,   // the destination may share no memory with the image
+  Exact,  // or lie exactly over the elements it is computed from, in order
+  Any,    // any overlap: the backends read the image before they write
+};
+
+// One image an encode reads, for Kernel::check_aliasing.
+struct ReadImage {
+  ReadImage(const Image* image, const char* role, InPlace in_place = InPlace::None, ImageBlock read = {},
+            ImageBlock at = {})
+      : image(image), role(role), in_place(in_place), read(read), at(at) {}
+  const Image* image;  // skipped when null
+  const char* role;    // "source image", "source gradient", ...
+  InPlace in_place;
+  // What the encode reads of it (InPlace::Exact; empty: all of it).
+  ImageBlock read;
+  // The elements read for the written block's, in its order (InPlace::Exact);
+  // empty where no element is computed from the one it overwrites.
+  ImageBlock at;
 };
 
 // MPSImageAllocator: makes the destination of an encode that returns an
@@ -148,6 +173,14 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // in `source`: kernels that read one source pixel per result pixel have
   // nothing for edge_mode to pad.
   void check_reads_inside(const Image& source, const Geometry& g) const;
+  // Throws ArgumentError, before anything is encoded, where `written` of
+  // `destination` overlaps an image of `reads` in a way its InPlace does not
+  // allow on this device.
+  void check_aliasing(const Image& destination, const char* destination_role, const ImageBlock& written,
+                      std::initializer_list<ReadImage> reads) const;
+  // Throws ArgumentError where `destination` shares memory with a buffer of
+  // `state` (null: none), which the encode reads or writes too.
+  void check_aliasing(const Image& destination, const char* destination_role, const State* state) const;
   // The part of clip_rect inside `destination` (x, y, width, height);
   // throws ShapeError when they do not intersect.
   Region clipped_region(const Image& destination) const;
@@ -209,12 +242,18 @@ class UnaryKernel : public Kernel {
   // Family checks of the source beyond channel counts (data type, size).
   virtual void check_source(const Image& source) const;
   virtual void check_state(const State& state) const;
+  // How the destination may overlap the source (cpu, cuda).
+  virtual InPlace in_place() const { return InPlace::None; }
   virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                       const std::shared_ptr<Image>& destination, const Geometry& geometry,
                       const std::shared_ptr<State>& state) = 0;
   // Whether the padding policy's result depends on nothing but the source's
   // descriptor and the properties PaddingPlan compares.
   virtual bool reuses_padding() const { return true; }
+  // The block an encode of geometry `g` writes, and what it reads of the
+  // source, for check_aliasing.
+  ImageBlock written_block(const Image& source, const Geometry& g) const;
+  ReadImage source_read(const Image& source, const Geometry& g) const;
 
  private:
   // The padding policy's last result: an encode without a destination
@@ -313,6 +352,9 @@ class BinaryKernel : public Kernel {
   void check_properties() const override;
   // Data types and family checks of both sources.
   virtual void check_sources(const Image& primary_image, const Image& secondary_image) const;
+  // How the destination may overlap the primary or the secondary image (cpu,
+  // cuda); for a gradient kernel, the source gradient or its secondary image.
+  virtual InPlace in_place(bool secondary) const { return InPlace::None; }
   virtual void check_state(const State& state) const;
   virtual std::shared_ptr<BinaryGradientState> new_result_state();
   // Feature channels of a source the kernel reads (its slice), and of the
@@ -378,6 +420,10 @@ class GradientKernel : public BinaryKernel {
   // Checks the images against the forward encode of the state.
   virtual void check(const Image& source_gradient, const Image& secondary_image,
                      const GradientState& state) const;
+  // Kernel::check_aliasing for the destination gradient of an encode, which
+  // may write all of it, against both images the encode reads.
+  void check_aliasing(const Image& destination_gradient, const Image& source_gradient, const Image& source_image,
+                      const GradientState& state) const;
   // For a pointwise forward geometry `g`: records zeros into the
   // destination gradient unless the forward pass read every pixel, channel
   // and image of its source, since what it did not read gets no gradient.

@@ -39,6 +39,9 @@ class State {
 
   // MPS -synchronizeOnCommandBuffer: for every buffer the state exposes.
   virtual void synchronize(CommandBuffer& command_buffer);
+  // Whether `image` shares memory with a buffer of the state (what kernels
+  // encoding with it read or write besides their images).
+  virtual bool shares_memory(const Image& /*image*/) const { return false; }
   // Appends the gradients of the trainable values the gradient encode that
   // used this state wrote (a convolution's weights and biases, a
   // normalization's gamma and beta): what a data-parallel step all-reduces.

@@ -226,6 +226,7 @@ class BatchNormalizationState : public GradientState {
   explicit BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel);
   const char* class_name() const override { return "MPSCNNBatchNormalizationState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override;
   void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
     gradients.push_back(gradient_for_gamma());
     gradients.push_back(gradient_for_beta());
@@ -383,6 +384,8 @@ class CNNBatchNormalization : public UnaryKernel {
   std::shared_ptr<State> new_result_state(const Image& source) override;
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_state(const State& state) const override;
+  // Pointwise: the statistics come from the state or the running values.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -461,6 +464,8 @@ class CNNBatchNormalizationGradient : public BatchNormalizationGradientKernel {
 
  protected:
   void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
+  // Pointwise: the sums come from the statistics gradient's encode.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

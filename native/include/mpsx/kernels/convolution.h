@@ -200,6 +200,7 @@ class ConvolutionGradientState : public GradientState {
   ConvolutionGradientState(std::shared_ptr<const CNNConvolution> convolution);
   const char* class_name() const override { return "MPSCNNConvolutionGradientState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override;
   void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
     gradients.push_back(gradient_for_weights_);
     if (gradient_for_biases_) gradients.push_back(gradient_for_biases_);
@@ -365,6 +366,13 @@ class CNNConvolutionGradient : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // The data gradient reads the source gradient around each pixel, unless a
+  // fused neuron's gradient first takes it to scratch; it never reads the
+  // forward source, whose weights gradient runs first when overwritten.
+  InPlace in_place(bool secondary) const override {
+    const bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
+    return secondary || neuron_ || !data ? InPlace::Any : InPlace::None;
+  }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -133,6 +133,8 @@ class CNNConvolutionTransposeGradient : public CNNConvolutionGradient {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // Its data gradient runs before its weights gradient, which reads the source.
+  InPlace in_place(bool) const override { return InPlace::None; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -68,6 +68,8 @@ class CNNCrossChannelNormalization : public UnaryKernel, public CrossChannelNorm
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
+  // The backends compute every factor before they write a result.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;

@@ -67,6 +67,7 @@ class DropoutGradientState : public GradientState {
                        int64_t height, int64_t width);
   const char* class_name() const override { return "MPSCNNDropoutGradientState"; }
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override { return image.overlaps(mask_.get()); }
 
   const DropoutDescriptor& descriptor() const { return descriptor_; }
   const std::shared_ptr<Buffer>& mask() const { return mask_; }
@@ -119,6 +120,8 @@ class CNNDropout : public UnaryKernel {
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
   void check_state(const State& state) const override;
+  // Pointwise.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -136,6 +139,8 @@ class CNNDropoutGradient : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // Pointwise.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -149,6 +149,7 @@ class GroupNormalizationGradientState : public GradientState {
   GroupNormalizationGradientState(std::shared_ptr<const GroupNormalizationKernel> kernel, int64_t images);
   const char* class_name() const override;
   void synchronize(CommandBuffer& command_buffer) override;
+  bool shares_memory(const Image& image) const override;
   void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& gradients) const override {
     gradients.push_back(gradient_for_gamma_);
     gradients.push_back(gradient_for_beta_);
@@ -213,6 +214,8 @@ class GroupNormalizationKernel : public UnaryKernel {
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_source(const Image& source) const override;
   void check_state(const State& state) const override;
+  // The statistics are taken before any result is written.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -249,6 +252,8 @@ class GroupNormalizationGradientKernel : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
+  // The sums are taken before any result is written.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

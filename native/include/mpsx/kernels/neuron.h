@@ -73,6 +73,8 @@ class CNNNeuron : public UnaryKernel {
 
  protected:
   void check_source(const Image& source) const override;
+  // Pointwise: the NNGraph writes neurons over their sources.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -90,6 +92,7 @@ class CNNNeuronGradient : public GradientKernel {
 
  protected:
   void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

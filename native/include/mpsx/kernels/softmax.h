@@ -57,6 +57,8 @@ class CNNSoftMax : public UnaryKernel {
   bool is_log() const { return log_; }
 
  protected:
+  // Each pixel's channels are read (both reductions) before they are written.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -80,6 +82,8 @@ class CNNSoftMaxGradient : public GradientKernel {
 
  protected:
   GradientSecondary gradient_secondary() const override { return GradientSecondary::ForwardResult; }
+  // Each pixel's channels are read (the sum) before they are written.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -83,6 +83,8 @@ class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationP
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
+  // The backends compute every factor before they write a result.
+  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -101,6 +103,8 @@ class CNNSpatialNormalizationGradient : public GradientKernel, public SpatialNor
   const char* class_name() const override { return "MPSCNNSpatialNormalizationGradient"; }
 
  protected:
+  // The second pass reads only the factors and the source at its own element.
+  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;
