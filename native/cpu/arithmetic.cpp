@@ -165,12 +165,9 @@ class CpuArithmetic final : public ArithmeticPrimitive {
   }
 
   void run_onednn(CpuContext& cpu, const ImageRegion& a, const ImageRegion& b, const ImageRegion& y) const {
-    const dnnl::memory::desc a_desc = memory_desc(a), b_desc = memory_desc(b);
-    const dnnl::binary& primitive = primitive_for(cpu, a_desc, b_desc, memory_desc(y));
-    const float* src0 = unaliased_input(cpu, a, y, 3, InPlace::Documented);
-    const float* src1 = unaliased_input(cpu, b, y, 4, InPlace::Unsupported);
-    primitive.execute(cpu.stream(), {{DNNL_ARG_SRC_0, dnnl::memory(a_desc, cpu.engine(), const_cast<float*>(src0))},
-                                     {DNNL_ARG_SRC_1, dnnl::memory(b_desc, cpu.engine(), const_cast<float*>(src1))},
+    const dnnl::binary& primitive = primitive_for(cpu, memory_desc(a), memory_desc(b), memory_desc(y));
+    primitive.execute(cpu.stream(), {{DNNL_ARG_SRC_0, memory_of(cpu.engine(), a)},
+                                     {DNNL_ARG_SRC_1, memory_of(cpu.engine(), b)},
                                      {DNNL_ARG_DST, memory_of(cpu.engine(), y)}});
     cpu.stream().wait();
   }

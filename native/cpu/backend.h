@@ -134,14 +134,14 @@ bool is_dense_nhwc(const ImageRegion& region);
 // normalization and binary (src0) only; the rest (LRN among them, whose
 // reference kernel writes each value before its neighbours read it) need
 // separate memory for every implementation oneDNN may pick.
-enum class InPlace { Documented, Unsupported };
+enum class OneDnnInPlace { Documented, Unsupported };
 
 // The data of float32 region `input` for a oneDNN primitive that writes
 // `output`: the input itself, or where the two overlap (other than exactly,
-// for InPlace::Documented) a copy of its span in scratch `slot`, same
+// for OneDnnInPlace::Documented) a copy of its span in scratch `slot`, same
 // strides.
 const float* unaliased_input(CpuContext& context, const ImageRegion& input, const ImageRegion& output, size_t slot,
-                             InPlace in_place);
+                             OneDnnOneDnnInPlace in_place);
 
 namespace detail {
 // Calls body(first, count) over [0, total) in parallel when it is large.

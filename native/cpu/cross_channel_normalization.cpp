@@ -106,8 +106,9 @@ void gradient_pixels(const CrossChannelNormalizationDescriptor& d, const CrossCh
   });
 }
 
-// Scratch slots of oneDNN's copies of inputs its output overlaps
-// (Float32Region takes 0 to 2, the gradient's forward-training pass 3 and 4).
+// Scratch slot of oneDNN's copy of the source its result overwrites (in
+// place; core refuses a gradient over its inputs). Float32Region takes 0 to
+// 2, the gradient's forward-training pass 3 and 4.
 constexpr size_t kCopySlot = 5;
 
 // Pixels per parallel chunk.
@@ -134,7 +135,7 @@ class CpuCrossChannelNormalization final : public CrossChannelNormalizationPrimi
     Float32Region y(cpu, destination, 1, false);
     if (const std::shared_ptr<const Built> built = onednn(p)) {
       dnnl::memory src(source_desc_, cpu.engine(),
-                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), kCopySlot, InPlace::Unsupported)));
+                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), kCopySlot, OneDnnInPlace::Unsupported)));
       dnnl::memory dst(destination_desc_, cpu.engine(), y.data());
       built->forward.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
       cpu.stream().wait();
@@ -155,10 +156,8 @@ class CpuCrossChannelNormalization final : public CrossChannelNormalizationPrimi
     Float32Region x(cpu, source, 1, true);
     Float32Region dx(cpu, destination_gradient, 2, false);
     if (const std::shared_ptr<const Built> built = onednn(p)) {
-      dnnl::memory diff_dst(source_desc_, cpu.engine(),
-                            const_cast<float*>(unaliased_input(cpu, dy.region(), dx.region(), kCopySlot, InPlace::Unsupported)));
-      dnnl::memory src(secondary_desc_, cpu.engine(),
-                       const_cast<float*>(unaliased_input(cpu, x.region(), dx.region(), kCopySlot + 1, InPlace::Unsupported)));
+      dnnl::memory diff_dst(source_desc_, cpu.engine(), dy.data());
+      dnnl::memory src(secondary_desc_, cpu.engine(), x.data());
       dnnl::memory diff_src(destination_desc_, cpu.engine(), dx.data());
       std::unordered_map<int, dnnl::memory> arguments = {
           {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_SRC, diff_src}};

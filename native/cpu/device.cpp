@@ -71,12 +71,12 @@ bool is_dense_nhwc(const ImageRegion& r) {
 }
 
 const float* unaliased_input(CpuContext& context, const ImageRegion& input, const ImageRegion& output, size_t slot,
-                             InPlace in_place) {
+                             OneDnnInPlace in_place) {
   const bool exactly = input.data == output.data && input.n == output.n && input.c == output.c &&
                        input.h == output.h && input.w == output.w && input.stride.n == output.stride.n &&
                        input.stride.c == output.stride.c && input.stride.h == output.stride.h &&
                        input.stride.w == output.stride.w;
-  if (!overlap(input, output) || (exactly && in_place == InPlace::Documented))
+  if (!overlap(input, output) || (exactly && in_place == OneDnnInPlace::Documented))
     return static_cast<const float*>(input.data);
   const size_t bytes = static_cast<size_t>(input.span()) * sizeof(float);
   void* copy = context.scratch(slot, bytes);

@@ -97,7 +97,7 @@ class CpuSoftMax final : public SoftMaxPrimitive {
     Float32Region y(cpu, destination, 1, false);
     if (onednn_) {
       dnnl::memory src(source_desc_, cpu.engine(),
-                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), 3, InPlace::Documented)));
+                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), 3, OneDnnInPlace::Documented)));
       dnnl::memory dst(destination_desc_, cpu.engine(), y.data());
       forward_.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
       cpu.stream().wait();
@@ -122,9 +122,9 @@ class CpuSoftMax final : public SoftMaxPrimitive {
     Float32Region dx(cpu, destination_gradient, 2, false);
     if (onednn_) {
       dnnl::memory diff_dst(source_desc_, cpu.engine(),
-                            const_cast<float*>(unaliased_input(cpu, dy.region(), dx.region(), 3, InPlace::Documented)));
+                            const_cast<float*>(unaliased_input(cpu, dy.region(), dx.region(), 3, OneDnnInPlace::Documented)));
       dnnl::memory dst(result_desc_, cpu.engine(),
-                       const_cast<float*>(unaliased_input(cpu, y.region(), dx.region(), 4, InPlace::Unsupported)));
+                       const_cast<float*>(unaliased_input(cpu, y.region(), dx.region(), 4, OneDnnInPlace::Unsupported)));
       dnnl::memory diff_src(destination_desc_, cpu.engine(), dx.data());
       backward_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DST, dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
       cpu.stream().wait();

@@ -141,7 +141,7 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     Float32Region yr(cpu, destination, 1, false);
     std::shared_ptr<const Binding> binding;
     if (onednn(cpu, p, binding)) {
-      binding->set(kX, unaliased_input(cpu, xr.region(), yr.region(), kFirstSlot, InPlace::Unsupported));
+      binding->set(kX, unaliased_input(cpu, xr.region(), yr.region(), kFirstSlot, OneDnnInPlace::Unsupported));
       binding->set(kY, yr.data());
       binding->execute(cpu);
       cpu.stream().wait();
@@ -181,8 +181,8 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
     const ImageRegion& dx = dxr.region();
     std::shared_ptr<const Binding> binding;
     if (onednn(cpu, p, binding)) {
-      binding->set(kX, unaliased_input(cpu, x, dx, kFirstSlot, InPlace::Unsupported));
-      binding->set(kDy, unaliased_input(cpu, dy, dx, kFirstSlot + 1, InPlace::Unsupported));
+      binding->set(kX, unaliased_input(cpu, x, dx, kFirstSlot, OneDnnInPlace::Unsupported));
+      binding->set(kDy, unaliased_input(cpu, dy, dx, kFirstSlot + 1, OneDnnInPlace::Unsupported));
       binding->set(kDx, dxr.data());
       if (const size_t bytes = binding->built->workspace_bytes) {
         binding->set(kWorkspace, cpu.scratch(kWorkspaceSlot, bytes));
