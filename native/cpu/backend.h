@@ -141,7 +141,7 @@ enum class OneDnnInPlace { Documented, Unsupported };
 // for OneDnnInPlace::Documented) a copy of its span in scratch `slot`, same
 // strides.
 const float* unaliased_input(CpuContext& context, const ImageRegion& input, const ImageRegion& output, size_t slot,
-                             OneDnnOneDnnInPlace in_place);
+                             OneDnnInPlace in_place);
 
 namespace detail {
 // Calls body(first, count) over [0, total) in parallel when it is large.
