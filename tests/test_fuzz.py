@@ -151,11 +151,11 @@ def judged(step, read):
         return step()
     except mpsx.MPSXError as error:
         message, name = str(error), type(error).__name__
-        # (a quote of 299 characters or more holds one of these windows)
+        # A quote of 299 characters or more holds one of these windows; no message needs 20,000.
         if len(message) > 20000 or any(message[i:i + 200] in read for i in range(0, len(message) - 199, 100)):
             raise CheckpointFinding("quote", f"{name} of {len(message)} characters: {message[:200]}", name) from error
         raise
-    except BaseException as error:
+    except Exception as error:
         raise CheckpointFinding("exception", f"{type(error).__name__}: {str(error)[:200]}",
                                 type(error).__name__) from error
 
@@ -1739,7 +1739,7 @@ def test_harness_reports_each_kind_of_finding(tmp_path):
     """The child runner and the parent loop on cases whose outcome is known."""
     # mpsx_raise stands for mpsx raising: its code is named as a file of the package.
     source = os.path.join(PACKAGE, "harness.py")
-    setup = prelude("cpu", "fuzz_raise") + \
+    setup = prelude("cpu", "fuzz_raise tampered(") + \
         f'exec(compile("def mpsx_raise(error):\\n    raise error\\n", {source!r}, "exec"))\n'
     encode = ("mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode("
               "cb, mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32)))")
@@ -1772,6 +1772,10 @@ kernel.encode_weights_and_bias_update(cb, state)"""
         "callback": ("cb.add_completed_handler(lambda command_buffer: mpsx_raise(KeyError(1)))", None),
         "command buffer error": (failing_update, None),
         "own error": ("fuzz_raise()", None),
+        # the rule of loading, which checkpoint cases apply through judged()
+        "load raises": ("judged(lambda: mpsx_raise(KeyError(1)), '')", None),
+        "load quotes": ("judged(lambda: mpsx_raise(mpsx.MPSXError('x' * 300)), 'file: ' + 'x' * 300)", None),
+        "load refuses": ("judged(lambda: mpsx_raise(mpsx.MPSXError('expected 1, given 2')), 'x' * 300)", None),
     }
     cases = [dict(id=name, kind="test", key="crash" if name.startswith("crash") else name, device="cpu", setup=setup,
                   action=action, cbs=["cb"], must_raise=reason) for name, (action, reason) in actions.items()]
@@ -1783,10 +1787,26 @@ kernel.encode_weights_and_bias_update(cb, state)"""
         "crash": ["crash"], "crash again": "skipped", "after the crash": [],
         "exit": ["crash"], "hang": ["hang"], "accepted": ["accepted"],
         "enqueued": ["enqueued"], "callback": ["exception"], "command buffer error": ["exception"],
-        "own error": []}
+        "own error": [], "load raises": ["exception"], "load quotes": ["quote"], "load refuses": []}
     assert outcomes["crash"]["findings"][0]["what"] == "signal SIGKILL"
     assert outcomes["exit"]["findings"][0]["what"] == "exit status 3"
     assert "<case hang action>" in outcomes["hang"]["findings"][0]["detail"]  # faulthandler's stacks of the hang
+
+
+def test_checkpoint_tampering_changes_only_what_it_is_asked_to(device):
+    """tampered() with no change loads what was saved, from the rewritten file and from
+    the pickle's arguments; a tampering reaches the load."""
+    import pytest
+
+    namespace = {"dev": device}
+    exec(prelude(device.name, "tampered(") + TAMPERINGS["tamper_header"], namespace)
+    weights = np.arange(72, dtype=np.float32).reshape(4, 3, 3, 2)
+    obj = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 2, 4), weights, np.ones(4, np.float32))
+    for pickled in (False, True):
+        loaded = namespace["tampered"](obj, lambda saved: None, pickled=pickled)
+        assert np.array_equal(loaded.weights(), weights) and np.array_equal(loaded.bias_terms(), np.ones(4))
+    with pytest.raises(mpsx.MPSXError, match="expected 72 weights"):
+        namespace["tampered"](obj, namespace["tamper_header"], 0, "shape", [], True)  # tensor "0": the weights
 
 
 def test_restart_budget_stops_a_run_that_keeps_crashing(tmp_path):
