@@ -1082,7 +1082,7 @@ class Generator:
         return case.done(action or "pass", f"sizes {factory} {size}")
 
     def case_checkpoint(self, case, target, pick):
-        """A valid object saved (or, every other visit, reduced as pickle does), tampered with,
+        """A valid object saved (or, for half the picks, reduced as pickle does), tampered with,
         then loaded (unpickled) by tampered(), which holds it to the rule of loading: whatever
         fails is an mpsx.MPSXError quoting little of the file. What loads may get a valid call."""
         factory, mutation = target
