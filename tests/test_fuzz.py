@@ -23,8 +23,14 @@ hang:
   an encode; the factory with one of its sizes made hostile everywhere, then
   an encode; a member of an object made by cls.__new__(cls); a data source
   whose members misbehave; a completed handler calling back into the
-  runtime; or valid calls around commits. The cases of a kind go round its
-  targets, each visit taking the target's next hostile variant;
+  runtime; valid calls around commits; a valid object saved (or pickled),
+  its file (or description and arrays) tampered with, then loaded: a tensor
+  referenced 100,000 times, other dtypes, shapes and offsets, names of a
+  megabyte, unknown classes, nesting 100,000 deep, hostile scalars, a key
+  dropped, the file cut short; or a valid encode whose destination is one
+  of its sources, a batch view one image off a source batch or an image
+  over a source's memory. The cases of a kind go round its targets, each
+  visit taking the target's next hostile variant;
 - the child runner runs a batch of cases, reporting each one's start and
   phase so that a crash or a hang is pinned on its case, then commits and
   waits for what each encoded, and judges what each raised;
@@ -36,8 +42,10 @@ A finding: a crash (a signal, a sanitizer's report, or an exit status
 without a Python exception), a hang, an exception mpsx raised other than those
 above or without a message (from a call, a command buffer's error or a
 callback; what the case's own code raises is no finding), bad input accepted
-(a non-integral number where an int is expected), or a call that raised after
-it had encoded commands.
+(a non-integral number where an int is expected), a call that raised after
+it had encoded commands, or, by the stricter rule of loading, a failure of
+mpsx.save, mpsx.load or unpickling other than an mpsx.MPSXError, or with a
+message quoting more than about 200 characters of the file.
 
 Knobs: MPSX_FUZZ_CASES (cases per device; the default takes about 75 s on
 2 cores with the cpu device), MPSX_FUZZ_SEED, MPSX_FUZZ_TIMEOUT (seconds one
@@ -70,6 +78,7 @@ import threading
 import time
 import tokenize
 import traceback
+import types
 import zlib
 from pathlib import Path
 
@@ -125,10 +134,190 @@ def guarded(array):
 """
 
 
+# What a checkpoint case runs: the strict rule of loading is judged here, in the case.
+CHECKPOINT = """
+
+import json, math, tempfile, types
+
+
+class CheckpointFinding(Exception):
+    \"\"\"mpsx.save, mpsx.load or unpickling failed other than with an mpsx.MPSXError, or with one quoting
+    the file at length: args (kind of finding, what, type of the error).\"\"\"
+
+
+def judged(step, read):
+    \"\"\"step(), whose failure must be an mpsx.MPSXError quoting at most about 200 characters of `read`.\"\"\"
+    try:
+        return step()
+    except mpsx.MPSXError as error:
+        message, name = str(error), type(error).__name__
+        # A quote of 299 characters or more holds one of these windows; no message needs 20,000.
+        if len(message) > 20000 or any(message[i:i + 200] in read for i in range(0, len(message) - 199, 100)):
+            raise CheckpointFinding("quote", f"{name} of {len(message)} characters: {message[:200]}", name) from error
+        raise
+    except Exception as error:
+        raise CheckpointFinding("exception", f"{type(error).__name__}: {str(error)[:200]}",
+                                type(error).__name__) from error
+
+
+def tampered(obj, tamper, *args, pickled=False):
+    \"\"\"obj saved by mpsx.save (or reduced, as pickle does), changed by tamper(saved, *args), then loaded
+    on dev (or unpickled). saved.text is the JSON description; saved.tensors the tensors by name: the
+    file's header entries, placed after tampering where it set no data_offsets, or a pickle's arrays;
+    saved.blobs the file's bytes of each; saved.keep the bytes of the file to keep (modulo its size).\"\"\"
+    saved = types.SimpleNamespace(blobs={}, keep=None)
+    if pickled:
+        restore, (saved.text, saved.tensors) = judged(obj.__reduce__, "")
+        tamper(saved, *args)
+        return judged(lambda: restore(saved.text, saved.tensors), saved.text)
+    with tempfile.TemporaryDirectory() as folder:
+        path = folder + "/checkpoint.safetensors"
+        judged(lambda: mpsx.save(obj, path), "")
+        with open(path, "rb") as file:
+            raw = file.read()
+        size = int.from_bytes(raw[:8], "little")
+        saved.tensors = json.loads(raw[8:8 + size])
+        metadata = saved.tensors.pop("__metadata__")
+        saved.text = metadata["mpsx"]
+        for name, entry in saved.tensors.items():
+            begin, end = entry.pop("data_offsets")
+            saved.blobs[name] = raw[8 + size + begin:8 + size + end]
+        tamper(saved, *args)
+        data = b""
+        for name, entry in saved.tensors.items():
+            entry.setdefault("data_offsets", [len(data), len(data) + len(saved.blobs[name])])
+            data += saved.blobs[name]
+        header = json.dumps({"__metadata__": dict(metadata, mpsx=saved.text), **saved.tensors}).encode()
+        raw = len(header).to_bytes(8, "little") + header + data
+        with open(path, "wb") as file:
+            file.write(raw if saved.keep is None else raw[:saved.keep % len(raw)])
+        return judged(lambda: mpsx.load(path, dev), saved.text + raw.decode("latin-1"))
+
+
+def edited(saved, at, change, where=lambda container, key: True):
+    \"\"\"The description with change(container, key) applied at the at-th place that where(container, key)
+    accepts (at every one where at is None).\"\"\"
+    root = [json.loads(saved.text)]
+    places, stack = [], [root]
+    while stack:
+        container = stack.pop()
+        for key in list(container) if isinstance(container, dict) else range(len(container)):
+            places.append((container, key))
+            if isinstance(container[key], (dict, list)):
+                stack.append(container[key])
+    places = [p for p in places if where(*p)]
+    if at is not None:
+        places = places[at % len(places):][:1] if places else []
+    for container, key in places:
+        change(container, key)
+    saved.text = json.dumps(root[0])
+
+
+def tensor_at(saved, at):
+    \"\"\"The name of the at-th tensor, or None where there is none.\"\"\"
+    names = sorted(saved.tensors)
+    return names[at % len(names)] if names else None
+"""
+
+# How a checkpoint case tampers: what each helper does, on the description (both forms), the file or a pickle.
+TAMPERINGS = {
+    "tamper_references": """
+
+def tamper_references(saved, at, copies, reference):
+    \"\"\"The at-th list or tensor reference of the description extended by (a list) or replaced by a list
+    of `copies` copies of `reference`.\"\"\"
+    def change(container, key):
+        container[key] = (container[key] if isinstance(container[key], list) else []) + [reference] * copies
+    edited(saved, at, change, lambda container, key: isinstance(container[key], list)
+           or isinstance(container[key], dict) and "$tensor" in container[key])
+
+""",
+    "tamper_value": """
+
+def tamper_value(saved, at, value):
+    \"\"\"The at-th scalar of the description made `value`.\"\"\"
+    edited(saved, at, lambda container, key: container.__setitem__(key, value),
+           lambda container, key: not isinstance(container[key], (dict, list)))
+
+""",
+    "tamper_key": """
+
+def tamper_key(saved, at):
+    \"\"\"The at-th key of the description's dicts dropped.\"\"\"
+    edited(saved, at, lambda container, key: container.pop(key), lambda container, key: isinstance(container, dict))
+
+""",
+    "tamper_nesting": """
+
+def tamper_nesting(saved, at, depth, opening, closing):
+    \"\"\"The at-th value of the description made `depth` levels of `opening` around 0 and `closing`.\"\"\"
+    edited(saved, at, lambda container, key: container.__setitem__(key, "nested here"))
+    saved.text = saved.text.replace('"nested here"', opening * depth + "0" + closing * depth, 1)
+
+""",
+    "tamper_name": """
+
+def tamper_name(saved, at, kind, name):
+    \"\"\"The at-th class name made `name` (kind "class"), or the at-th tensor's name, in the tensors and the
+    description ("tensor") or in the description alone ("reference").\"\"\"
+    if kind == "class":
+        edited(saved, at, lambda container, key: container.__setitem__(key, name),
+               lambda container, key: key == "class")
+        return
+    old = tensor_at(saved, at)
+    if kind == "tensor" and old is not None:
+        saved.tensors[name] = saved.tensors.pop(old)
+        saved.blobs[name] = saved.blobs.pop(old, b"")
+    edited(saved, None, lambda container, key: container.__setitem__(key, {"$tensor": name}),
+           lambda container, key: container[key] == {"$tensor": old})
+
+""",
+    "tamper_header": """
+
+ITEM_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+              "F32": 4, "I32": 4, "U32": 4, "F64": 8, "I64": 8, "U64": 8}
+
+
+def tamper_header(saved, at, field, value, fitted=False):
+    \"\"\"The at-th tensor's `field` in the file's header (dtype, shape or data_offsets) made `value`, or
+    value(what it was); where fitted, its bytes cut or zero-padded to its dtype and shape (up to 64 MiB; an
+    unknown dtype counts a byte a value).\"\"\"
+    name = tensor_at(saved, at)
+    if name is None:
+        return
+    entry = saved.tensors[name]
+    begin = sum(len(saved.blobs[n]) for n in list(saved.tensors)[:list(saved.tensors).index(name)])
+    old = entry.get(field, [begin, begin + len(saved.blobs[name])])
+    entry[field] = value(old) if callable(value) else value
+    size = ITEM_SIZES.get(entry["dtype"], 1) * math.prod(entry["shape"]) if fitted else -1
+    if 0 <= size <= 1 << 26:
+        saved.blobs[name] = saved.blobs[name][:size].ljust(size, b"\\0")
+
+""",
+    "tamper_truncate": """
+
+def tamper_truncate(saved, at):
+    \"\"\"The file cut to its first `at` bytes, modulo its size.\"\"\"
+    saved.keep = at
+
+""",
+    "tamper_array": """
+
+def tamper_array(saved, at, change):
+    \"\"\"The at-th tensor of a pickle (an array) made change(it).\"\"\"
+    name = tensor_at(saved, at)
+    if name is not None:
+        saved.tensors[name] = change(saved.tensors[name])
+
+""",
+}
+
+
 def prelude(device, body):
     """PRELUDE for code `body` on `device`."""
-    extras = "".join(part for part, used in ((FUZZ_ERROR, "fuzz_raise" in body or "FuzzError" in body),
-                                             (GUARDED, "guarded(" in body), (RNG, "rng" in body)) if used)
+    parts = [(FUZZ_ERROR, "fuzz_raise" in body or "FuzzError" in body), (GUARDED, "guarded(" in body),
+             (CHECKPOINT, "tampered(" in body)] + [(code, f"{name}," in body) for name, code in TAMPERINGS.items()]
+    extras = "".join(part for part, used in parts + [(RNG, "rng" in body)] if used)
     return PRELUDE.format(device=device, extras=extras)
 
 # ---------------------------------------------------------------- the catalog
@@ -242,13 +431,16 @@ def raised_by_case(error):
 def unexpected(error):
     """None where `error` is an exception the errors contract allows, or one the
     case's own code raised (a hostile value it made, a callback mpsx passed it
-    through); else the kind of finding and what it was."""
+    through); else the kind of finding, what it was and the type of the error.
+    A checkpoint case judges its loads itself, by the stricter rule of loading."""
     chain = []
     while error is not None and error not in chain:
         chain.append(error)
         error = error.__cause__ or error.__context__
     error = chain[0]
-    text = f"{type(error).__name__}: {error}"
+    name = type(error).__name__
+    if name == "CheckpointFinding":
+        return tuple(error.args)
     if raised_by_case(error) or any(type(e).__name__ == "FuzzError" for e in chain):
         return None
     if isinstance(error, AttributeError) and re.search(r"not writable|has no setter", str(error)):
@@ -256,9 +448,9 @@ def unexpected(error):
     if isinstance(error, NotImplementedError) and "must implement" in str(error):
         return None  # a data source protocol method the subclass lacks
     if not isinstance(error, (TypeError, ValueError, IndexError, MemoryError, BufferError, mpsx.MPSXError)):
-        return "exception", text
+        return "exception", f"{name}: {error}", name
     if not str(error).strip():
-        return "message", f"{type(error).__name__} without a message"
+        return "message", f"{name} without a message", name
     return None
 
 
@@ -290,7 +482,8 @@ def describe(value):
 
 def probe_factory(namespace, case, send, findings):
     """Describes what a factory made: its variables, the properties of obj (read,
-    and written back where writable) and the members of its Python data sources."""
+    and written back where writable), the members of its Python data sources and
+    whether obj saves (mpsx refuses to save some objects: states an encode made)."""
     obj = namespace.get("obj")
     if not isinstance(obj, getattr(mpsx, case["class"])):
         findings.append(dict(kind="factory", what=f"obj is a {type(obj).__name__}, not an mpsx.{case['class']}",
@@ -307,7 +500,7 @@ def probe_factory(namespace, case, send, findings):
         except BaseException as error:
             found = unexpected(error)
             if found:
-                findings.append(dict(kind=found[0], what=found[1], error=type(error).__name__, phase=f"get {name}"))
+                findings.append(dict(kind=found[0], what=found[1], error=found[2], phase=f"get {name}"))
             continue
         send(phase=f"set {name}")
         writable = True
@@ -335,7 +528,12 @@ def probe_factory(namespace, case, send, findings):
                     except Exception:
                         pass  # the data source's own member refuses: its description stays "function"
             sources[type(value).__name__] = described
-    return {"variables": variables, "properties": properties, "sources": sources}
+    send(phase="describe obj")
+    try:
+        saves = bool(mpsx.persistence.reduce(obj))
+    except Exception:  # (the protocol cases' pickles judge it)
+        saves = False
+    return {"variables": variables, "properties": properties, "sources": sources, "saves": saves}
 
 
 def finish_code(command_buffers, queue_defined):
@@ -350,8 +548,11 @@ def finish_code(command_buffers, queue_defined):
 
 
 def run_case(case, send, unraisable):
-    """Runs one case: setup, action, finish (commit and wait), cleanup; returns its findings."""
-    findings, probe, namespace = [], None, {"__name__": "__fuzz__"}
+    """Runs one case: setup, action, finish (commit and wait), cleanup; returns its findings.
+    Its namespace is module __fuzz__, so that mpsx.load finds its classes, as a script's
+    in __main__."""
+    module = sys.modules["__fuzz__"] = types.ModuleType("__fuzz__")
+    findings, probe, namespace = [], None, vars(module)
     unraisable.clear()
 
     def execute(phase, code):
@@ -365,8 +566,10 @@ def run_case(case, send, unraisable):
         found = unexpected(error)
         if found:
             detail = "".join(traceback.format_exception(error)[-12:])
-            findings.append(dict(kind=found[0], what=context + found[1], error=type(error).__name__, phase=phase,
-                                 detail=detail, code=code))
+            if len(detail) > 20000:  # an error quoting a hostile value of a megabyte
+                detail = f"{detail[:10000]}\n[...]\n{detail[-10000:]}"
+            findings.append(dict(kind=found[0], what=context + found[1], error=found[2], phase=phase, detail=detail,
+                                 code=code))
 
     error = execute("setup", case["setup"])
     if error is not None and case["kind"] == "probe":
@@ -629,9 +832,51 @@ HANDLERS = {
     "encode on a new one": None,  # the same on a new command buffer of the queue, committed
 }
 
+# Checkpoint mutations: name -> (the helper in TAMPERINGS that makes it, its variants: the helper's arguments
+# after the place, and what it tampers with: the "file", a "pickle"'s arguments or "both" in turn).
+MUTATIONS = {
+    "references": ("tamper_references", [f"{n}, {r}" for n in (1000, 100000) for r in ("{'$tensor': '0'}",
+                                                                                       "{'$ref': 1}")], "both"),
+    "dtypes": ("tamper_header", [f"'dtype', {d!r}, {f}" for d in ("BF16", "F8_E4M3", "F8_E5M2", "I64", "BOOL", "U8",
+                                                                   "F64", "F16", "I32", "X9", "")
+                                 for f in (True, False)], "file"),
+    "sizes": ("tamper_header", [f"'shape', {s}, {f}" for s in ("[0, 2**62]", "[2**31, 2**31]", "[-1]", "[]", "[2**64]",
+                                                               "lambda shape: [n + 1 for n in shape]",
+                                                               "lambda shape: shape[::-1]",
+                                                               "lambda shape: [math.prod(shape)]",
+                                                               "lambda shape: shape + [1]", "lambda shape: [0] + shape")
+                                for f in (True, False)]
+              + [f"'data_offsets', lambda o: {o}" for o in ("[o[0] + 2**20, o[1] + 2**20]", "[o[0], o[1] + 2**20]",
+                                                            "[0, o[1] - o[0]]", "[o[1], o[0]]", "[o[0], 2**64 - 1]",
+                                                            "[o[0], 2**70]", "[-1, o[1]]", "[o[0] + 1, o[1] + 1]",
+                                                            "[o[0], o[0]]", "[o[0]]", "None")], "file"),
+    "names": ("tamper_name", [f"'class', {n}" for n in ("'x' * 1000000", "'mpsx.' + 'x' * 1000000",
+                                                        "'builtins:' + 'x' * 1000000", "'mpsx.NoSuchClass'",
+                                                        "'mpsx.Device'", "'mpsx.Image'", "'mpsx.CNNConvolution'",
+                                                        "'mpsx.MPSXError'", "'mpsx.persistence'", "'builtins:object'",
+                                                        "'os:system'", "'mpsx.persistence:_Restorer'", "''", "None")]
+              + [f"{k!r}, {n}" for k in ("tensor", "reference")
+                 for n in ("'x' * 1000000", "''", "'__metadata__'", "'\\ud800'", "'1'")], "both"),
+    "nesting": ("tamper_nesting", [f"{d}, {o!r}, {c!r}" for d in (200, 100000)
+                                   for o, c in (("[", "]"), ('{"$tuple": [', "]}"), ('{"$dict": {"a": ', "}}"))],
+                "both"),
+    "values": ("tamper_value", ["-1", "2**70", "-2**70", "1e308", "float('nan')", "float('inf')", "'x'",
+                                "'x' * 1000000", "None", "True", "[]", "{}"], "both"),
+    "keys": ("tamper_key", [""], "both"),
+    "truncation": ("tamper_truncate", [""], "file"),
+    "arrays": ("tamper_array", [f"lambda a: {e}" for e in (
+        "a.astype(np.float64)", "a.astype(np.int64)", "a.astype(bool)", "a.astype(np.uint8)", "a.astype(np.float16)",
+        "a.astype(np.complex64)", "a.astype(object)", "a.astype('>f4')", "a.reshape(-1)", "a.reshape(-1)[:-1]",
+        "a[..., None]", "a[::-1]", "a.T", "np.broadcast_to(a.reshape(-1)[:1], (2**30, 2**30))",
+        "np.zeros((), a.dtype)", "a.tolist()", "None", "'x' * 1000000")], "pickle"),
+}
+
+# The parameters an alias case gives one of the call's sources.
+DESTINATIONS = ("destination_image", "destination_images", "destination_gradient", "destination_gradients")
+
 # Kinds of case and their share of the cases.
-KINDS = {"call": 36, "construct": 14, "set": 12, "data_source": 10, "sizes": 8, "sequence": 8, "bare": 6,
-         "protocol": 3, "handler": 3}
+KINDS = {"call": 31, "construct": 12, "set": 11, "data_source": 9, "sizes": 8, "sequence": 8, "bare": 6,
+         "checkpoint": 5, "alias": 4, "protocol": 3, "handler": 3}
 
 # Data source members become one of these.
 FORMS = ["returns", "is", "raises", "arity", "deleted"]
@@ -692,6 +937,8 @@ class Generator:
             "bare": [(c, m) for c in self.bareable if c in chosen
                      for m in [m.name for m in catalog.members[c]] + list(PROTOCOL)],
             "handler": list(HANDLERS) if "CommandBuffer" in chosen else [],
+            "checkpoint": [(f, m) for f in made if probes[f]["saves"] for m in MUTATIONS],
+            "alias": [(f, *a) for f in made for a in self.aliases(f)],
         }
         for kind, targets in self.targets.items():
             random.Random(f"{seed}/{kind}").shuffle(targets)
@@ -726,6 +973,26 @@ class Generator:
                        if isinstance(t, ast.Name)} | {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
                 inherited = {n for n in vars(self.catalog.classes[bases[0]]) if not n.startswith("_")}
                 found.append(DataSourceClass(node.name, node.end_lineno, sorted(own), sorted(own | inherited)))
+        return found
+
+    def aliases(self, factory):
+        """(method, destination, variant) of each encode of the factory's class that takes a
+        destination and has valid arguments otherwise; a variant gives it a source ("source"),
+        an image over its memory ("memory") or, for a batch, a batch one image off it
+        ("shifted", +1 or -1)."""
+        variables = self.probes[factory]["variables"]
+        found = []
+        for member in self.methods(self.cls(factory)):
+            names = fixed_names(member.params)
+            for destination in (n for n in names if n in DESTINATIONS):
+                others = [p for p in member.params if p.name != destination]
+                if "command_buffer" not in names or valid_arguments(others, variables) is None:
+                    continue
+                sources = [n for n in names if variables.get(n, {}).get("type") in ("mpsx.Image", "mpsx.ImageBatch")
+                           and n != destination]
+                found += [(member.name, destination, (form, s)) for s in sources for form in ("source", "memory")]
+                found += [(member.name, destination, ("shifted", s, shift)) for s in sources for shift in (1, -1)
+                          if variables[s]["type"] == "mpsx.ImageBatch"]
         return found
 
     def sizes(self, factory):
@@ -813,6 +1080,42 @@ class Generator:
         case.factory_code = "\n".join(lines)
         action = case.valid_call(self.cls(factory), encoding=True, pick=pick // len(options))
         return case.done(action or "pass", f"sizes {factory} {size}")
+
+    def case_checkpoint(self, case, target, pick):
+        """A valid object saved (or, for half the picks, reduced as pickle does), tampered with,
+        then loaded (unpickled) by tampered(), which holds it to the rule of loading: whatever
+        fails is an mpsx.MPSXError quoting little of the file. What loads may get a valid call."""
+        factory, mutation = target
+        helper, variants, where = MUTATIONS[mutation]
+        case.use(factory)
+        forms = [False, True] if where == "both" else [where == "pickle"]
+        pickled = forms[pick // len(variants) % len(forms)]
+        variant = variants[pick % len(variants)]
+        action = f"tampered({', '.join(filter(None, ['obj', helper, str(case.rng.randrange(10**6)), variant]))}" \
+                 f"{', pickled=True' * pickled})"
+        follow = case.valid_call(self.cls(factory))
+        if follow and case.rng.random() < 0.5:
+            action = f"obj = {action}\n{follow}"
+        return case.done(action, f"checkpoint {factory} {mutation}{' pickled' * pickled}")
+
+    def case_alias(self, case, target, pick):
+        """A valid encode whose destination is one of its sources, an image over a source's
+        memory (DLPack) or a batch view one image off a source batch; the finish commits it."""
+        factory, name, destination, (form, source, *shift) = target
+        cls = self.cls(factory)
+        case.use(factory)
+        desc = case.variables[source]
+        given = {destination: source}
+        if form == "memory":
+            given[destination] = f"mpsx.{desc['type'][5:]}.from_dlpack(dev, {source})"
+        elif form == "shifted":
+            n, c, h, w = desc["shape"]
+            batch = case.let("batch", f"mpsx.ImageBatch.from_numpy(dev, rng.standard_normal(({n + 1}, {c}, {h}, {w}))"
+                                      f".astype(np.{IMAGE_DTYPES.get(desc['dtype'], 'float32')}))")
+            views = [f"{batch}[:{n}]", f"{batch}[1:]"]
+            given = {source: views[shift[0] < 0], destination: views[shift[0] > 0]}
+        arguments = valid_arguments(self.member(cls, name).params, case.variables, given)
+        return case.done(f"obj.{name}({arguments})", f"alias {cls}.{name} {destination}: {form} {source}")
 
     def case_sequence(self, case, factory, pick):
         """A few valid or hostile calls, commits, new command buffers and reads, in a row."""
@@ -1209,12 +1512,14 @@ class Case:
         return self.let("other", f"{function}(dev, cb)[{chosen!r}]")
 
 
-def valid_arguments(params, variables):
-    """A call's arguments from a factory's variables, or None where a required one is missing."""
+def valid_arguments(params, variables, given=None):
+    """A call's arguments from a factory's variables (and `given`: {name: expression}), or
+    None where a required one is missing."""
+    values = {**{n: n for n in variables}, **(given or {})}
     parts = []
     for p in params or ():
-        if p.name in variables and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            parts.append(p.name if p.kind == p.POSITIONAL_ONLY else f"{p.name}={p.name}")
+        if p.name in values and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            parts.append(values[p.name] if p.kind == p.POSITIONAL_ONLY else f"{p.name}={values[p.name]}")
         elif p.required:
             return None
     return ", ".join(parts)
@@ -1231,6 +1536,7 @@ def plain(*expressions):
 TITLES = {
     "crash": "crash", "hang": "hang", "exception": "unexpected exception", "message": "exception without a message",
     "accepted": "bad input accepted", "enqueued": "raised after encoding",
+    "quote": "load error quoting the file at length",
     "roundtrip": "setter refuses what its getter returned", "factory": "factory failed",
     "coverage": "class the fuzzer cannot drive", "budget": "run stopped early",
 }
@@ -1433,7 +1739,7 @@ def test_harness_reports_each_kind_of_finding(tmp_path):
     """The child runner and the parent loop on cases whose outcome is known."""
     # mpsx_raise stands for mpsx raising: its code is named as a file of the package.
     source = os.path.join(PACKAGE, "harness.py")
-    setup = prelude("cpu", "fuzz_raise") + \
+    setup = prelude("cpu", "fuzz_raise tampered(") + \
         f'exec(compile("def mpsx_raise(error):\\n    raise error\\n", {source!r}, "exec"))\n'
     encode = ("mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode("
               "cb, mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32)))")
@@ -1466,6 +1772,10 @@ kernel.encode_weights_and_bias_update(cb, state)"""
         "callback": ("cb.add_completed_handler(lambda command_buffer: mpsx_raise(KeyError(1)))", None),
         "command buffer error": (failing_update, None),
         "own error": ("fuzz_raise()", None),
+        # the rule of loading, which checkpoint cases apply through judged()
+        "load raises": ("judged(lambda: mpsx_raise(KeyError(1)), '')", None),
+        "load quotes": ("judged(lambda: mpsx_raise(mpsx.MPSXError('x' * 300)), 'file: ' + 'x' * 300)", None),
+        "load refuses": ("judged(lambda: mpsx_raise(mpsx.MPSXError('expected 1, given 2')), 'x' * 300)", None),
     }
     cases = [dict(id=name, kind="test", key="crash" if name.startswith("crash") else name, device="cpu", setup=setup,
                   action=action, cbs=["cb"], must_raise=reason) for name, (action, reason) in actions.items()]
@@ -1477,10 +1787,26 @@ kernel.encode_weights_and_bias_update(cb, state)"""
         "crash": ["crash"], "crash again": "skipped", "after the crash": [],
         "exit": ["crash"], "hang": ["hang"], "accepted": ["accepted"],
         "enqueued": ["enqueued"], "callback": ["exception"], "command buffer error": ["exception"],
-        "own error": []}
+        "own error": [], "load raises": ["exception"], "load quotes": ["quote"], "load refuses": []}
     assert outcomes["crash"]["findings"][0]["what"] == "signal SIGKILL"
     assert outcomes["exit"]["findings"][0]["what"] == "exit status 3"
     assert "<case hang action>" in outcomes["hang"]["findings"][0]["detail"]  # faulthandler's stacks of the hang
+
+
+def test_checkpoint_tampering_changes_only_what_it_is_asked_to(device):
+    """tampered() with no change loads what was saved, from the rewritten file and from
+    the pickle's arguments; a tampering reaches the load."""
+    import pytest
+
+    namespace = {"dev": device}
+    exec(prelude(device.name, "tampered(") + TAMPERINGS["tamper_header"], namespace)
+    weights = np.arange(72, dtype=np.float32).reshape(4, 3, 3, 2)
+    obj = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 2, 4), weights, np.ones(4, np.float32))
+    for pickled in (False, True):
+        loaded = namespace["tampered"](obj, lambda saved: None, pickled=pickled)
+        assert np.array_equal(loaded.weights(), weights) and np.array_equal(loaded.bias_terms(), np.ones(4))
+    with pytest.raises(mpsx.MPSXError, match="expected 72 weights"):
+        namespace["tampered"](obj, namespace["tamper_header"], 0, "shape", [], True)  # tensor "0": the weights
 
 
 def test_restart_budget_stops_a_run_that_keeps_crashing(tmp_path):
