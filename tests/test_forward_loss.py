@@ -332,3 +332,21 @@ def test_errors(device, rng):
     cb = device.command_queue.command_buffer()
     with pytest.raises(mpsx.StateError, match="made for another batch of source images"):
         gradient.encode_batch(cb, dl, mpsx.ImageBatch.from_numpy(device, x), targets, source_states=states)
+
+
+def test_a_forward_loss_state_given_to_another_gradient_kernel_is_refused(device):
+    # The state has no forward kernel encode behind it: the kernel names the mismatch instead of reading one.
+    cb = device.command_queue.command_buffer()
+    x = mpsx.Image.from_numpy(device, np.ones((2, 3, 2, 2), np.float32))
+    labels = mpsx.ImageBatch.from_numpy(device, np.ones((2, 3, 2, 2), np.float32))
+    loss = mpsx.NNForwardLoss(device, mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR,
+                                                             mpsx.CNNReductionType.SUM))
+    _, state = loss.encode(cb, x, labels, labels, destination_state=True)
+    for gradient in [mpsx.CNNSpatialNormalizationGradient(device, 3, 3),
+                     mpsx.CNNNeuronGradient(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)),
+                     mpsx.CNNPoolingMaxGradient(device, 2, 2, 2, 2)]:
+        with pytest.raises(TypeError, match="given one of an MPSNNForwardLoss"):
+            gradient.encode(cb, x, x, state)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"

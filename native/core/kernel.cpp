@@ -739,13 +739,14 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   check_device(*state, "gradient state");
   const GradientState& g = gradient_state_of(*state);
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
-  if (g.forward != command_buffer.completion() && g.forward->done())
-    fail<StateError>(class_name(), ": the ", state->class_name(), " comes from a forward encode whose command buffer ",
-                     "has completed; states are not usable across batches: encode the forward pass of this batch ",
-                     "again and use the state it gives");
   if (g.forward_class && forward_class_name() != g.forward_class)
     fail<TypeMismatchError>(class_name(), ": expected the state of an ", forward_class_name(),
                             " forward encode, given one of an ", g.forward_class);
+  // States that no forward kernel encode filled (a forward loss's) have no forward command buffer.
+  if (g.forward && g.forward != command_buffer.completion() && g.forward->done())
+    fail<StateError>(class_name(), ": the ", state->class_name(), " comes from a forward encode whose command buffer ",
+                     "has completed; states are not usable across batches: encode the forward pass of this batch ",
+                     "again and use the state it gives");
   if (gradient_secondary() == GradientSecondary::ForwardSource) {
     state->check_source(*source_image, class_name());
   } else if (g.result_identity != source_image->identity()) {
