@@ -23,7 +23,7 @@ from mpsx.includes.kernels.neuron cimport (
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport EdgeMode, Offset as COffset, Region as CRegion, kMaxDimension, kRectNoClip
 from mpsx._runtime cimport (
-    CommandBuffer, Communicator, Device, Image, ImageBatch, ImageDescriptor, State, float_argument, image_of, integer_argument, raise_uninitialized,
+    CommandBuffer, Communicator, Device, Image, ImageBatch, ImageDescriptor, State, float_argument, image_of, integer_argument, quoted, raise_uninitialized,
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
 
 from mpsx._runtime import StateBatch, _batch_of

@@ -20,6 +20,7 @@ cdef int raise_uninitialized(object obj) except -1
 # repr of an object made without __init__.
 cdef str uninitialized_repr(object obj)
 # An int argument as int64, refusing floats and values out of range.
+cpdef str quoted(object value)
 cdef int64_t integer_argument(object value, str name) except? -1
 cdef double float_argument(object value, str name) except? -1.0
 

@@ -6,6 +6,7 @@
 
 import atexit
 import operator
+import reprlib
 
 cimport cython
 import enum
@@ -97,12 +98,22 @@ cdef str uninitialized_repr(object obj):
     return f"<mpsx.{type(obj).__name__} made without __init__>"
 
 
+_short_repr = reprlib.Repr()
+_short_repr.maxlevel, _short_repr.maxstring, _short_repr.maxother, _short_repr.maxlong = 3, 200, 200, 200
+
+
+cpdef str quoted(object value):
+    """A value as an error message quotes it: its type and at most about 200 characters of its repr, made without
+    the whole repr (a crafted file's list of 100,000 arrays would take a minute)."""
+    return f"{type(value).__name__} {_short_repr.repr(value)}"
+
+
 cdef int64_t integer_argument(object value, str name) except? -1:
     # Cython's own conversion to a C integer truncates floats (1.5 becomes 1).
     try:
         i = operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an int, given {type(value).__name__} {value!r}") from None
+        raise TypeError(f"{name} must be an int, given {quoted(value)}") from None
     if not -2**63 <= i < 2**63:
         raise ValueError(f"{name} must be between -2**63 and 2**63 - 1, given {i}")
     return i
@@ -111,11 +122,11 @@ cdef int64_t integer_argument(object value, str name) except? -1:
 cdef double float_argument(object value, str name) except? -1.0:
     # float() also parses strings; a property takes numbers only.
     if isinstance(value, (bool, str, bytes, bytearray)):
-        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a float, given {quoted(value)}")
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a float, given {type(value).__name__} {value!r}") from None
+        raise TypeError(f"{name} must be a float, given {quoted(value)}") from None
 
 
 cdef Device wrap_device(const shared_ptr[CDevice]& device):

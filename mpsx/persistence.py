@@ -29,7 +29,6 @@ import contextlib
 import json
 import math
 import os
-import reprlib
 import sys
 
 import numpy as np
@@ -156,14 +155,11 @@ def _class_name(cls):
 
 # The most characters of anything from a file a message quotes.
 _QUOTED = 200
-_repr = reprlib.Repr()
-_repr.maxlevel, _repr.maxstring, _repr.maxother, _repr.maxlong = 3, _QUOTED, _QUOTED, _QUOTED
-
-
 def _quote(value):
     """``value``, from a file or pickle, as a message quotes it: its type and repr, at most _QUOTED characters of it
     (a repr that never recurses far, however deep the value)."""
-    return f"{type(value).__name__} {_shorten(_repr.repr(value))}"
+    from mpsx._runtime import quoted  # _runtime imports this module
+    return _shorten(quoted(value))
 
 
 def _shorten(text):

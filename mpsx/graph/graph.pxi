@@ -644,7 +644,7 @@ cdef class NNFilterNode:
                                     ("source", node.source_states, state["source_states"])):
             if not isinstance(saved, list) or len(saved) != len(states):
                 raise ValueError(f"expected the properties of the {len(states)} {what} states of a {cls.__name__}, "
-                                 f"given {saved!r:.60}")
+                                 f"given {quoted(saved)}")
             for state_node, properties in zip(states, saved):
                 if properties is not None:
                     restore_properties(state_node, properties, _STATE_NODE_PROPERTIES)
