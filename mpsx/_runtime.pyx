@@ -6,6 +6,9 @@
 
 import atexit
 import operator
+import os
+import sys
+import threading
 
 cimport cython
 import enum
@@ -23,7 +26,8 @@ from libcpp.vector cimport vector
 
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
-    CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
+    CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, end_at_exit, finalizing,
+    install_interrupt_check, wait_until_all_idle)
 from mpsx.includes.device cimport CDevice, backend_load_errors
 from mpsx.includes.dlpack cimport (
     Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,
@@ -288,12 +292,48 @@ cdef class Device:
         return f"mpsx.Device('{self.name}')"
 
 
+# Waits run pending signal handlers on the main thread (Ctrl-C ends them); in a child of fork() the thread that
+# forked is the main thread.
+install_interrupt_check(threading.main_thread().ident)
+os.register_at_fork(after_in_child=lambda: install_interrupt_check(threading.get_ident()))
+
+
+def _exit_timeout():
+    value = os.environ.get("MPSX_EXIT_TIMEOUT", "10")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 1e9:
+        sys.stderr.write(f"mpsx: MPSX_EXIT_TIMEOUT must be a number of seconds, given {value!r}; waiting 10 s\n")
+        return 10.0
+    return seconds
+
+
 def _drain_at_exit():
     # Queue threads may still call into Python (handlers, data sources): let
-    # them finish before the interpreter goes away under them.
-    with nogil:
-        CCommandQueue.wait_until_all_idle()
+    # them finish before the interpreter goes away under them, for at most
+    # MPSX_EXIT_TIMEOUT seconds or until Ctrl-C.
+    cdef double seconds = _exit_timeout()
+    cdef bint idle = False
+    try:
+        with nogil:
+            idle = wait_until_all_idle(seconds)
+    except KeyboardInterrupt:
+        pass
     finalizing().store(True)
+    if idle:
+        return
+    message = (f"mpsx: command buffers still running at exit are abandoned (waited {seconds:g} s, "
+               f"MPSX_EXIT_TIMEOUT); their results and completed handlers are lost")
+    if end_at_exit():
+        sys.stderr.write(message + "\n")
+        return
+    # A completed handler or data source update runs Python code, which the interpreter would end under it.
+    sys.stderr.write(message + "; one runs Python code: the process ends now, with status 1\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 atexit.register(_drain_at_exit)

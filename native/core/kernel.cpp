@@ -305,6 +305,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     gradient_state->forward = command_buffer.completion();
   }
   record(command_buffer, source, result, geometry, state);
+  source->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return {result, state};
 }
@@ -535,6 +536,8 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     s->forward = command_buffer.completion();
   }
   record(command_buffer, primary_image, secondary_image, result, geometry, state);
+  primary_image->buffer()->will_read(command_buffer);
+  secondary_image->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return {result, state};
 }
@@ -697,6 +700,8 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
     result = new_destination(command_buffer, expected);
   }
   record(command_buffer, source_gradient, source_image, state, result);
+  source_gradient->buffer()->will_read(command_buffer);
+  source_image->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return result;
 }
