@@ -379,6 +379,9 @@ cdef class CommandQueue:
     def wait_until_idle(self):
         """Blocks until every committed command buffer of the queue has finished.
 
+        Ctrl-C (a signal handler that raises, on the main thread) ends the wait within about 10 ms; the command
+        buffers go on running.
+
         MPS: none (mpsx)
         """
         cdef CCommandQueue* queue = self.native()
@@ -450,6 +453,9 @@ cdef class CommandBuffer:
 
     def wait_until_completed(self):
         """Blocks until the command buffer has completed (or failed: see ``status`` and ``error``).
+
+        Ctrl-C (a signal handler that raises, on the main thread) ends the wait within about 10 ms with that
+        exception (KeyboardInterrupt); the command buffer goes on running and can be waited for again.
 
         MPS: -[MTLCommandBuffer waitUntilCompleted]
         """
@@ -843,11 +849,15 @@ cdef class Vector:
     cpdef write(self, array):
         """Copies a 1-D array of the vector's length into it, converted to the vector's data type (a host write).
 
+        Raises SynchronizationError while a committed command buffer that reads or writes the vector has not
+        completed.
+
         MPS: MTLBuffer.contents
         """
         a = np.ascontiguousarray(array, dtype=numpy_of(self.native().data_type()))
         if a.shape != (self.native().length(),):
             raise ValueError(f"expected an array of shape ({self.native().length()},), given {a.shape}")
+        self.native().buffer().get().check_host_writable(b"the vector")
         cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
         if raw.shape[0]:
             self.native().buffer().get().write(&raw[0], 0, raw.shape[0])
@@ -1133,7 +1143,8 @@ cdef class Images:
 
     def write(self, array):
         """Copies an array of the images' shape (N, C, H, W; (C, H, W) for one image) in, converted to their data type
-        (a host write). ValueError for another shape.
+        (a host write). ValueError for another shape; SynchronizationError while a committed command buffer that reads
+        or writes the images has not completed (``wait_until_completed()`` first).
 
         MPS: -[MPSImage writeBytes:dataLayout:imageIndex:]
         """
