@@ -301,6 +301,8 @@ FORK = """
             "Vector.write": lambda: vector.write(np.ones(4, np.float32)),
             "Buffer.to_numpy": lambda: vector.buffer.to_numpy(),
             "Image.from_numpy": lambda: mpsx.Image.from_numpy(device, x),
+            "Image.from_dlpack": lambda: mpsx.Image.from_dlpack(device, x),
+            "Image.__dlpack__": lambda: result.__dlpack__(),
             "CNNConvolution": lambda: mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(
                 mpsx.CNNConvolutionDescriptor(1, 1, 4, 4), np.ones((4, 1, 1, 4), np.float32))),
         }
@@ -336,7 +338,7 @@ def test_a_child_of_fork_refuses_its_parents_device_objects_and_makes_its_own(de
     out = run_isolated(device, FORK, timeout=60).splitlines()
     lines = dict(line.split(": ", 1) for line in out if ": " in line)
     refused = [name for name, outcome in lines.items() if outcome.startswith("refused in")]
-    assert len(refused) == 13, out
+    assert len(refused) == 15, out
     assert all(float(lines[name].split()[-2]) < 1.0 for name in refused), out
     assert [float(v) for v in lines["fresh"].split()] == [0, 2, 0, 4], out
     assert "child status 0" in out
