@@ -319,8 +319,8 @@ def _drain_at_exit():
     try:
         with nogil:
             idle = wait_until_all_idle(seconds)
-    except KeyboardInterrupt:
-        pass
+    except BaseException:
+        pass  # Ctrl-C, or what another signal handler raised: stop waiting
     finalizing().store(True)
     if idle:
         return
