@@ -294,7 +294,8 @@ void CommandBuffer::set_error(std::exception_ptr error) {
 
 void CommandBuffer::finish() {
   Finishing finishing(*queue_);
-  // Before the status, so that a host write after it sees is never refused.
+  // Before the status: a host write made once the status says completed is
+  // never refused.
   for (auto* use = first_use_; use; use = use->next) use->buffer->end_use();
   // Host steps read what the commands wrote, as the host may once they completed.
   completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,
