@@ -4,7 +4,12 @@
 
 #include <Python.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,15 +25,56 @@ inline std::atomic<bool>& finalizing() {
   return flag;
 }
 
+// The thread Python runs signal handlers on (threading.main_thread()).
+inline std::atomic<unsigned long>& main_thread() {
+  static std::atomic<unsigned long> ident{0};
+  return ident;
+}
+
+// Calls into Python under way (Gil scopes), for the exit: a thread waiting
+// for the GIL or running Python code when the interpreter ends is ended by
+// Python, through C++ frames that cannot be unwound.
+inline std::atomic<int>& python_calls() {
+  static std::atomic<int> count{0};
+  return count;
+}
+
+// The GIL for the scope; runtime threads take it before calling Python.
+// Throws Error once the interpreter exits (finalizing).
+class Gil {
+ public:
+  Gil() {
+    // Counted before finalizing is read, as the exit sets finalizing before
+    // it reads the count: one of them sees the other.
+    python_calls().fetch_add(1);
+    if (finalizing().load()) {
+      python_calls().fetch_sub(1);
+      fail<Error>("the interpreter is exiting: no more calls into Python");
+    }
+    state_ = PyGILState_Ensure();
+  }
+  ~Gil() {
+    PyGILState_Release(state_);
+    python_calls().fetch_sub(1);
+  }
+  Gil(const Gil&) = delete;
+  Gil& operator=(const Gil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
 // Owns a reference to `object`; the reference is dropped with the GIL held,
 // whichever thread releases the last owner.
 inline std::shared_ptr<void> hold(PyObject* object) {
   Py_INCREF(object);
   return std::shared_ptr<void>(object, [](void* p) {
-    if (finalizing().load()) return;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(p));
-    PyGILState_Release(gil);
+    try {
+      Gil gil;
+      Py_DECREF(static_cast<PyObject*>(p));
+    } catch (const Error&) {
+      // The interpreter is exiting and frees what remains.
+    }
   });
 }
 
@@ -63,21 +109,45 @@ inline std::function<void(CommandBuffer&)> completed_handler(PyObject* handler, 
   std::shared_ptr<void> held = hold(handler);
   return [held, call](CommandBuffer& command_buffer) {
     if (finalizing().load()) return;
+    Gil gil;
     call(static_cast<PyObject*>(held.get()), command_buffer);
   };
 }
 
-// The GIL for the scope; runtime threads take it before calling Python.
-class Gil {
- public:
-  Gil() : state_(PyGILState_Ensure()) {}
-  ~Gil() { PyGILState_Release(state_); }
-  Gil(const Gil&) = delete;
-  Gil& operator=(const Gil&) = delete;
+// The runtime's interrupt check (mpsx/command_buffer.h): on Python's main
+// thread, runs the signal handlers of signals that arrived (Ctrl-C's raises
+// KeyboardInterrupt) and throws what they raise. Elsewhere Python runs no
+// handlers, so the wait goes on without taking the GIL.
+inline void check_signals() {
+  if (finalizing().load() || PyThread_get_thread_ident() != main_thread().load(std::memory_order_relaxed)) return;
+  Gil gil;
+  if (PyErr_CheckSignals() < 0) throw fetch_foreign_error();
+}
 
- private:
-  PyGILState_STATE state_;
-};
+// Sets the thread check_signals runs handlers on, and installs it.
+inline void install_interrupt_check(unsigned long main) {
+  main_thread().store(main);
+  set_interrupt_check(check_signals);
+}
+
+// CommandQueue::wait_until_all_idle for at most `seconds`.
+inline bool wait_until_all_idle(double seconds) {
+  return CommandQueue::wait_until_all_idle(std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
+}
+
+// Once the exit gave up on command buffers still running (finalizing set):
+// the process is to end at exit() with its status, before the destructors of
+// the libraries whose code the queues' threads still run. False while a
+// runtime thread is in Python, which the interpreter cannot end under it:
+// the caller then ends the process at once.
+inline bool end_at_exit() {
+  if (python_calls().load() > 0) return false;
+  on_exit([](int status, void*) {
+    std::fflush(nullptr);
+    _exit(status);
+  }, nullptr);
+  return true;
+}
 
 // A host step that calls `step()` in Python; a Python exception fails the
 // command buffer with that exception.

@@ -6,7 +6,10 @@
 
 import atexit
 import operator
+import os
 import reprlib
+import sys
+import threading
 
 cimport cython
 import enum
@@ -24,7 +27,8 @@ from libcpp.vector cimport vector
 
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
-    CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, finalizing)
+    CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, end_at_exit, finalizing,
+    install_interrupt_check, wait_until_all_idle)
 from mpsx.includes.device cimport CDevice, backend_load_errors, cpu_loop_clone
 from mpsx.includes.dlpack cimport (
     Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,
@@ -305,12 +309,48 @@ cdef class Device:
         return f"mpsx.Device('{self.name}')"
 
 
+# Waits run pending signal handlers on the main thread (Ctrl-C ends them); in a child of fork() the thread that
+# forked is the main thread.
+install_interrupt_check(threading.main_thread().ident)
+os.register_at_fork(after_in_child=lambda: install_interrupt_check(threading.get_ident()))
+
+
+def _exit_timeout():
+    value = os.environ.get("MPSX_EXIT_TIMEOUT", "10")
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 1e9:
+        sys.stderr.write(f"mpsx: MPSX_EXIT_TIMEOUT must be a number of seconds, given {value!r}; waiting 10 s\n")
+        return 10.0
+    return seconds
+
+
 def _drain_at_exit():
     # Queue threads may still call into Python (handlers, data sources): let
-    # them finish before the interpreter goes away under them.
-    with nogil:
-        CCommandQueue.wait_until_all_idle()
+    # them finish before the interpreter goes away under them, for at most
+    # MPSX_EXIT_TIMEOUT seconds or until Ctrl-C.
+    cdef double seconds = _exit_timeout()
+    cdef bint idle = False
+    try:
+        with nogil:
+            idle = wait_until_all_idle(seconds)
+    except BaseException:
+        pass  # Ctrl-C, or what another signal handler raised: stop waiting
     finalizing().store(True)
+    if idle:
+        return
+    message = (f"mpsx: command buffers still running at exit are abandoned (waited {seconds:g} s, "
+               f"MPSX_EXIT_TIMEOUT); their results and completed handlers are lost")
+    if end_at_exit():
+        sys.stderr.write(message + "\n")
+        return
+    # A completed handler or data source update runs Python code, which the interpreter would end under it.
+    sys.stderr.write(message + "; one runs Python code: the process ends now, with status 1\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 atexit.register(_drain_at_exit)
@@ -355,6 +395,9 @@ cdef class CommandQueue:
 
     def wait_until_idle(self):
         """Blocks until every committed command buffer of the queue has finished.
+
+        Ctrl-C (a signal handler that raises, on the main thread) ends the wait within about 10 ms; the command
+        buffers go on running.
 
         MPS: none (mpsx)
         """
@@ -427,6 +470,9 @@ cdef class CommandBuffer:
 
     def wait_until_completed(self):
         """Blocks until the command buffer has completed (or failed: see ``status`` and ``error``).
+
+        Ctrl-C (a signal handler that raises, on the main thread) ends the wait within about 10 ms with that
+        exception (KeyboardInterrupt); the command buffer goes on running and can be waited for again.
 
         MPS: -[MTLCommandBuffer waitUntilCompleted]
         """
@@ -820,11 +866,15 @@ cdef class Vector:
     cpdef write(self, array):
         """Copies a 1-D array of the vector's length into it, converted to the vector's data type (a host write).
 
+        Raises SynchronizationError while a committed command buffer that reads or writes the vector has not
+        completed.
+
         MPS: MTLBuffer.contents
         """
         a = np.ascontiguousarray(array, dtype=numpy_of(self.native().data_type()))
         if a.shape != (self.native().length(),):
             raise ValueError(f"expected an array of shape ({self.native().length()},), given {a.shape}")
+        self.native().buffer().get().check_host_writable(b"the vector")
         cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
         if raw.shape[0]:
             self.native().buffer().get().write(&raw[0], 0, raw.shape[0])
@@ -1110,7 +1160,8 @@ cdef class Images:
 
     def write(self, array):
         """Copies an array of the images' shape (N, C, H, W; (C, H, W) for one image) in, converted to their data type
-        (a host write). ValueError for another shape.
+        (a host write). ValueError for another shape; SynchronizationError while a committed command buffer that reads
+        or writes the images has not completed (``wait_until_completed()`` first).
 
         MPS: -[MPSImage writeBytes:dataLayout:imageIndex:]
         """

@@ -44,8 +44,6 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device_ptr()
         shared_ptr[CCommandBuffer] command_buffer(bint replayable) except +raise_py_error
         void wait_until_idle() except +raise_py_error
-        @staticmethod
-        void wait_until_all_idle()
 
 cdef extern from "_callbacks.h" namespace "mpsx::python":
     ctypedef void (*CompletedCall)(object handler, CCommandBuffer& command_buffer)
@@ -54,3 +52,6 @@ cdef extern from "_callbacks.h" namespace "mpsx::python":
     cdef cppclass AtomicBool "std::atomic<bool>":
         void store(bint)
     AtomicBool& finalizing()
+    void install_interrupt_check(unsigned long main_thread)
+    bint wait_until_all_idle(double seconds) except +raise_py_error nogil
+    bint end_at_exit()

@@ -578,6 +578,7 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
                                          source->width()),
                           bn->batch(), before);
   });
+  source->buffer()->will_read(command_buffer);
   bn->mean()->will_write(command_buffer);
   bn->variance()->will_write(command_buffer);
 }
@@ -635,6 +636,8 @@ void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buff
         epsilon, bn->batch(), accumulate);
   });
   bn->gradients_encoded = true;
+  source_gradient->buffer()->will_read(command_buffer);
+  source_image->buffer()->will_read(command_buffer);
   bn->gradient_for_gamma()->will_write(command_buffer);
   bn->gradient_for_beta()->will_write(command_buffer);
 }

@@ -23,16 +23,21 @@ Buffer::Buffer(std::shared_ptr<Device> device, size_t length)
 }
 
 Buffer::Buffer(std::shared_ptr<Device> device, void* data, size_t length, std::shared_ptr<void> owner)
-    : device_(std::move(device)), data_(data), length_(length), id_(next_buffer_id.fetch_add(1)), owner_(std::move(owner)) {}
+    : device_(std::move(device)), data_(data), length_(length), id_(next_buffer_id.fetch_add(1)), owner_(std::move(owner)) {
+  device_->check_process();
+}
 
 Buffer::~Buffer() {
   if (!owner_) device_->release(data_, capacity_);
 }
 
-void Buffer::will_write(const CommandBuffer& writer) {
+void Buffer::will_write(CommandBuffer& writer) {
+  writer.uses(*this);
   writer_ = writer.completion();
   synchronized_on_.reset();
 }
+
+void Buffer::will_read(CommandBuffer& reader) { reader.uses(*this); }
 
 void Buffer::synchronize(CommandBuffer& command_buffer) {
   if (&command_buffer.device() != device_.get())
@@ -47,6 +52,7 @@ void Buffer::synchronize(CommandBuffer& command_buffer) {
 bool Buffer::written_by_pending_command_buffer() const { return writer_ && !writer_->done(); }
 
 void Buffer::check_host_readable(const char* what) const {
+  device_->check_process();
   if (!writer_) return;
   if (!synchronized_on_)
     fail<SynchronizationError>(what, " was written by a command buffer without synchronize(command_buffer) ",
@@ -75,6 +81,7 @@ void Buffer::read(void* destination, size_t offset, size_t bytes, const char* wh
 }
 
 void Buffer::prepare_export(const char* what, bool ordered, int64_t stream) const {
+  device_->check_process();
   Backend& backend = device_->backend();
   if (writer_) {
     switch (writer_->status.load(std::memory_order_acquire)) {
@@ -101,7 +108,16 @@ void Buffer::prepare_export(const char* what, bool ordered, int64_t stream) cons
     backend.wait_for_host_writes();
 }
 
+void Buffer::check_host_writable(const char* what) const {
+  device_->check_process();
+  if (in_flight_.load(std::memory_order_acquire))
+    fail<SynchronizationError>(what, " is read or written by a command buffer that was committed and has not ",
+                               "completed; call wait_until_completed() on that command buffer before writing ", what,
+                               " on the host, which would race with it");
+}
+
 void Buffer::write(const void* source, size_t offset, size_t bytes) {
+  check_host_writable("the buffer");
   if (offset > length_ || bytes > length_ - offset)
     fail<ArgumentError>("write of ", bytes, " bytes at offset ", offset, " is past the end of a buffer of ", length_,
                         " bytes");

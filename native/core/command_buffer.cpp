@@ -5,9 +5,21 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/buffer.h"
 #include "mpsx/device.h"
 
 namespace mpsx {
+
+namespace {
+std::atomic<InterruptCheck> interrupt_check{nullptr};
+}  // namespace
+
+void set_interrupt_check(InterruptCheck check) { interrupt_check.store(check); }
+
+void check_interrupt() {
+  if (InterruptCheck check = interrupt_check.load(std::memory_order_relaxed)) check();
+}
+
 namespace detail {
 
 BlockPool::~BlockPool() {
@@ -34,6 +46,8 @@ void BlockPool::give(void* block) {
 }  // namespace detail
 
 namespace {
+std::atomic<uint64_t> next_command_buffer_id{1};
+
 // The queue whose command buffer this thread is finishing (running its host
 // steps and completed handlers), if any. The queue finishes nothing else
 // until they return, so a wait on it from here would never end.
@@ -69,7 +83,10 @@ const char* status_name(CommandBufferStatus s) {
 }  // namespace
 
 CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable)
-    : queue_(std::move(queue)), replayable_(replayable), completion_(std::make_shared<Completion>()), completion_const_(completion_) {
+    : queue_(std::move(queue)),
+      replayable_(replayable),
+      id_(next_command_buffer_id.fetch_add(1, std::memory_order_relaxed)),
+      completion_(std::make_shared<Completion>()), completion_const_(completion_) {
   completion_->queue = queue_;
   blocks_.reserve(4);
 }
@@ -83,6 +100,7 @@ Device& CommandBuffer::device() const { return queue_->device(); }
 const std::shared_ptr<Device>& CommandBuffer::device_ptr() const { return queue_->device_ptr(); }
 
 void CommandBuffer::check_encodable() const {
+  device().check_process();
   auto s = status();
   if (s != CommandBufferStatus::NotEnqueued)
     fail<StateError>("the command buffer is ", status_name(s), "; encode onto a new command buffer");
@@ -104,8 +122,32 @@ void* CommandBuffer::allocate(size_t size, size_t align) {
   return at;
 }
 
+void CommandBuffer::uses(Buffer& buffer) {
+  check_encodable();
+  if (!buffer.mark_used_by(id_)) return;
+  auto* use = new (allocate(sizeof(detail::BufferUse), alignof(detail::BufferUse)))
+      detail::BufferUse{buffer.shared_from_this(), nullptr};
+  if (last_use_) last_use_->next = use; else first_use_ = use;
+  last_use_ = use;
+}
+
+void CommandBuffer::destroy_uses(detail::BufferUse* first) {
+  while (first) {
+    detail::BufferUse* next = first->next;
+    first->buffer->unmark_used_by(id_);
+    first->~BufferUse();
+    first = next;
+  }
+}
+
 void CommandBuffer::discard_since(const Mark& mark) {
   check_encodable();
+  destroy_uses(mark.last_use ? mark.last_use->next : first_use_);
+  last_use_ = mark.last_use;
+  if (last_use_)
+    last_use_->next = nullptr;
+  else
+    first_use_ = nullptr;
   Command* c = mark.tail ? mark.tail->next : head_;
   while (c) {
     Command* next = c->next;
@@ -121,6 +163,8 @@ void CommandBuffer::discard_since(const Mark& mark) {
 }
 
 void CommandBuffer::release_commands() {
+  destroy_uses(first_use_);
+  first_use_ = last_use_ = nullptr;
   Command* c = head_;
   head_ = tail_ = nullptr;
   while (c) {
@@ -139,6 +183,7 @@ void CommandBuffer::commit() {
 }
 
 void CommandBuffer::replay() {
+  device().check_process();
   if (!replayable_)
     fail<StateError>("replay() on a command buffer made without replayable=True; make it with "
                      "CommandQueue.command_buffer(replayable=True)");
@@ -158,6 +203,7 @@ void CommandBuffer::replay() {
 
 void CommandBuffer::submit() {
   ++run_count_;
+  for (auto* use = first_use_; use; use = use->next) use->buffer->begin_use();
   completion_->status.store(CommandBufferStatus::Committed, std::memory_order_release);
   queue_->executor().submit(shared_from_this());
 }
@@ -175,6 +221,7 @@ void stop_executor_thread(std::mutex& mutex, bool& stopping, std::condition_vari
 }
 
 void CommandBuffer::wait_until_completed() {
+  device().check_process();
   if (status() == CommandBufferStatus::NotEnqueued)
     fail<StateError>("wait_until_completed() on a command buffer that was not committed; call commit() first");
   {
@@ -183,9 +230,13 @@ void CommandBuffer::wait_until_completed() {
     if (finished_) return;
   }
   check_not_finishing(*queue_, "wait_until_completed()");
-  queue_->executor().wait_for_device(*this);
-  std::unique_lock<std::mutex> lock(mutex_);
-  completed_.wait(lock, [this] { return finished_; });
+  wait_in_slices([&](std::chrono::milliseconds slice) { return queue_->executor().wait_for_device(*this, slice); });
+  // Unlocked between slices: the interrupt check takes Python's GIL, which a
+  // thread adding a completed handler holds while it takes this lock.
+  wait_in_slices([&](std::chrono::milliseconds slice) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return completed_.wait_for(lock, slice, [this] { return finished_; });
+  });
 }
 
 std::exception_ptr CommandBuffer::error() const {
@@ -243,6 +294,9 @@ void CommandBuffer::set_error(std::exception_ptr error) {
 
 void CommandBuffer::finish() {
   Finishing finishing(*queue_);
+  // Before the status: a host write made once the status says completed is
+  // never refused.
+  for (auto* use = first_use_; use; use = use->next) use->buffer->end_use();
   // Host steps read what the commands wrote, as the host may once they completed.
   completion_->status.store(error_ ? CommandBufferStatus::Error : CommandBufferStatus::Completed,
                             std::memory_order_release);
@@ -305,30 +359,41 @@ CommandQueue::CommandQueue(std::shared_ptr<Device> device)
 }
 
 CommandQueue::~CommandQueue() {
+  // In a child of fork(), the parent's executor: its thread is not there to
+  // be joined, nor its GPU context to release what it holds.
+  if (!device_->made_in_this_process()) (void)executor_.release();
   std::lock_guard<std::mutex> lock(queue_registry().mutex);
   auto& queues = queue_registry().queues;
   queues.erase(std::find(queues.begin(), queues.end(), this));
 }
 
-void CommandQueue::wait_until_all_idle() {
+bool CommandQueue::wait_until_all_idle(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::shared_ptr<CommandQueue>> alive;
   {
     std::lock_guard<std::mutex> lock(queue_registry().mutex);
     for (CommandQueue* q : queue_registry().queues) {
       auto held = q->weak_from_this().lock();
-      if (held) alive.push_back(std::move(held));
+      if (held && held->device().made_in_this_process()) alive.push_back(std::move(held));
     }
   }
-  for (auto& q : alive) q->wait_until_idle();
+  for (auto& q : alive)
+    while (!q->executor().wait_until_idle(kWaitSlice)) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      check_interrupt();
+    }
+  return true;
 }
 
 std::shared_ptr<CommandBuffer> CommandQueue::command_buffer(bool replayable) {
+  device_->check_process();
   return std::make_shared<CommandBuffer>(shared_from_this(), replayable);
 }
 
 void CommandQueue::wait_until_idle() {
+  device_->check_process();
   check_not_finishing(*this, "wait_until_idle()");
-  executor_->wait_until_idle();
+  wait_in_slices([this](std::chrono::milliseconds slice) { return executor_->wait_until_idle(slice); });
 }
 
 }  // namespace mpsx

@@ -1,10 +1,12 @@
 #include "mpsx/device.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -13,6 +15,10 @@
 #include "mpsx/errors.h"
 
 namespace mpsx {
+namespace detail {
+std::atomic<uint64_t> process_generation{0};
+}  // namespace detail
+
 namespace {
 
 struct Registration {
@@ -127,7 +133,15 @@ void report_backend_unavailable(const char* kind, const std::string& reason) {
 }
 
 Device::Device(std::unique_ptr<Backend> backend)
-    : backend_(std::move(backend)), name_(backend_->device_name()) {}
+    : backend_(std::move(backend)),
+      name_(backend_->device_name()),
+      generation_(detail::process_generation.load(std::memory_order_relaxed)) {}
+
+void Device::fail_forked() const {
+  fail<StateError>("device ", name_, " was made before fork(), in the parent process: its queues' threads, memory and "
+                   "GPU context stay there, so its objects (command queues, command buffers, images, buffers, "
+                   "kernels) cannot be used in the child; make a new mpsx.Device() in the child");
+}
 
 Device::~Device() { trim(); }
 
@@ -138,17 +152,28 @@ bool Device::deterministic() const { return backend_->deterministic; }
 void Device::set_deterministic(bool value) { backend_->deterministic = value; }
 
 const std::vector<std::shared_ptr<Device>>& Device::all() {
-  static const std::vector<std::shared_ptr<Device>> devices = [] {
+  static std::once_flag loaded;
+  std::call_once(loaded, [] {
     load_backend_libraries();
-    auto list = registrations();
-    std::stable_sort(list.begin(), list.end(),
-                     [](const Registration& a, const Registration& b) { return a.priority > b.priority; });
-    std::vector<std::shared_ptr<Device>> found;
-    for (const auto& r : list)
-      for (auto& backend : r.enumerate()) found.push_back(std::make_shared<Device>(std::move(backend)));
-    return found;
-  }();
-  return devices;
+    pthread_atfork(nullptr, nullptr, [] { detail::process_generation.fetch_add(1); });
+  });
+  static std::mutex mutex;
+  // Never freed: in a child of fork() the parent's devices stay alive, so
+  // that nothing of theirs is released through a GPU context the child lacks.
+  static std::vector<std::shared_ptr<Device>>* devices = nullptr;
+  static uint64_t generation = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  const uint64_t now = detail::process_generation.load();
+  if (devices && generation == now) return *devices;
+  auto list = registrations();
+  std::stable_sort(list.begin(), list.end(),
+                   [](const Registration& a, const Registration& b) { return a.priority > b.priority; });
+  auto* found = new std::vector<std::shared_ptr<Device>>;
+  for (const auto& r : list)
+    for (auto& backend : r.enumerate()) found->push_back(std::make_shared<Device>(std::move(backend)));
+  devices = found;
+  generation = now;
+  return *devices;
 }
 
 std::shared_ptr<Device> Device::named(const std::string& requested) {
@@ -177,15 +202,18 @@ std::shared_ptr<Device> Device::named(const std::string& requested) {
 }
 
 const std::shared_ptr<CommandQueue>& Device::command_queue() {
+  check_process();
   std::call_once(queue_once_, [this] { queue_ = new_command_queue(); });
   return queue_;
 }
 
 std::shared_ptr<CommandQueue> Device::new_command_queue() {
+  check_process();
   return std::make_shared<CommandQueue>(shared_from_this());
 }
 
 void* Device::allocate(size_t bytes, size_t* capacity) {
+  check_process();
   if (bytes > kMaxAllocation)
     fail<OutOfMemoryError>("cannot allocate ", bytes, " bytes on device ", name_, ": the largest allocation is ",
                            kMaxAllocation, " bytes (2^48)");

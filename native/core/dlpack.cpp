@@ -202,6 +202,7 @@ DLDevice device_of(const Device& device) { return device.backend().dlpack_device
 
 ExportRequest export_request(const Device& device, bool versioned, bool has_stream, int64_t stream,
                              bool has_dl_device, DLDevice dl_device, Copy copy) {
+  device.check_process();
   ExportRequest r;
   r.versioned = versioned;
   r.copy = copy;
@@ -338,6 +339,7 @@ Exported export_buffer(const std::shared_ptr<Buffer>& buffer, DataType data_type
 }
 
 void check_device(const Device& device, int32_t device_type, int32_t device_id) {
+  device.check_process();
   const DLDevice own = device_of(device), given{device_type, device_id};
   if (own.device_type == given.device_type && own.device_id == given.device_id) return;
   fail<DeviceMismatchError>("a tensor on DLPack device ", name_of(given), " cannot be imported into device ",
@@ -347,6 +349,7 @@ void check_device(const Device& device, int32_t device_type, int32_t device_id) 
 }
 
 ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versioned, ImportAs as, Copy copy) {
+  device->check_process();
   if (!managed) fail<TypeMismatchError>("the DLPack capsule holds no tensor");
   ImportPlan plan;
   plan.device = std::move(device);

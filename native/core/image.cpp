@@ -333,6 +333,7 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
         at += item->number_of_images();
       }
     });
+    for (const auto& item : items) item->buffer_->will_read(command_buffer);
     batch->buffer_->will_write(command_buffer);
     batch->identity_ = identity;
   }
@@ -364,6 +365,7 @@ void Image::read(void* destination, size_t bytes, DataType host_type) const {
 }
 
 void Image::write(const void* source, size_t bytes, DataType host_type) {
+  buffer_->check_host_writable("the image");
   check_host_array(descriptor_, bytes, host_type);
   ImageRegion to = whole();
   ImageRegion from = to;

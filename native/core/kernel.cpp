@@ -386,6 +386,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     gradient_state->forward = command_buffer.completion();
   }
   record(command_buffer, source, result, geometry, state);
+  source->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return {result, state};
 }
@@ -619,6 +620,8 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     s->forward = command_buffer.completion();
   }
   record(command_buffer, primary_image, secondary_image, result, geometry, state);
+  primary_image->buffer()->will_read(command_buffer);
+  secondary_image->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return {result, state};
 }
@@ -810,6 +813,8 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
   check_aliasing(*result, *source_gradient, *source_image, gradient_state_of(*state));
   Kernel::check_aliasing(*result, "destination gradient", state.get());
   record(command_buffer, source_gradient, source_image, state, result);
+  source_gradient->buffer()->will_read(command_buffer);
+  source_image->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return result;
 }

@@ -140,6 +140,9 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
                                                 d.number_of_images, d.feature_channels, d.height, d.width),
                                  loss->whole());
   });
+  source->buffer()->will_read(command_buffer);
+  labels->labels_image()->buffer()->will_read(command_buffer);
+  if (labels->weights_image()) labels->weights_image()->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   loss->buffer()->will_write(command_buffer);
   return result;
@@ -272,6 +275,8 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
     primitive->forward_loss(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},
                             result->whole());
   });
+  for (const auto* read : {&source, &labels, &weights})
+    if (*read) (*read)->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return {result, filled};
 }
@@ -341,6 +346,8 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
     primitive->loss_gradient(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},
                              source_gradient->whole(), result->whole(), labels_gradient);
   });
+  for (const auto* read : {&source_gradient, &source, &labels, &weights})
+    if (*read) (*read)->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   return result;
 }

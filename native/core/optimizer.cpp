@@ -236,6 +236,8 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
   });
   for (size_t i = 0; i < count; ++i) {
     const Parameter& p = parameters[i];
+    for (const Span* read : {&p.gradient, &p.values})
+      if (read->buffer) read->buffer->will_read(command_buffer);
     for (const Span* written : {&p.result, &p.momentum, &p.velocity, &p.maximum_velocity, &p.sum_of_squares})
       if (written->buffer) written->buffer->will_write(command_buffer);
   }

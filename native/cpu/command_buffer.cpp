@@ -1,3 +1,4 @@
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -60,9 +61,9 @@ class CpuExecutor final : public Executor {
     state_->wake.notify_one();
   }
 
-  void wait_until_idle() override {
+  bool wait_until_idle(std::chrono::milliseconds at_most) override {
     std::unique_lock<std::mutex> lock(state_->mutex);
-    state_->idle.wait(lock, [this] { return state_->pending.empty() && !state_->busy; });
+    return state_->idle.wait_for(lock, at_most, [this] { return state_->pending.empty() && !state_->busy; });
   }
 
  private:

@@ -1,3 +1,4 @@
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -129,11 +130,12 @@ class CudaExecutor final : public Executor {
     state_->wake.notify_one();
   }
 
-  // Waits on the command buffer's event on the calling thread: the device
-  // wakes it directly, instead of through the completion thread. An event
-  // reused by a later commit meanwhile only makes the wait longer; errors
-  // are the completion thread's to report.
-  void wait_for_device(const CommandBuffer& command_buffer) override {
+  // Polls the command buffer's event on the calling thread, as
+  // cudaEventSynchronize spins on it: the device wakes it directly, instead
+  // of through the completion thread. An event reused by a later commit
+  // meanwhile only makes the wait longer; errors are the completion thread's
+  // to report.
+  bool wait_for_device(const CommandBuffer& command_buffer, std::chrono::milliseconds at_most) override {
     cudaEvent_t event = nullptr;
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
@@ -141,9 +143,16 @@ class CudaExecutor final : public Executor {
       for (const auto& [pending, e] : state_->pending)
         if (pending.get() == &command_buffer) event = e;
     }
-    if (!event) return;
+    if (!event) return true;
     DeviceScope scope(state_->ordinal);
-    cudaEventSynchronize(event);
+    const auto deadline = std::chrono::steady_clock::now() + at_most;
+    cudaError_t status;
+    while ((status = cudaEventQuery(event)) == cudaErrorNotReady) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    if (status != cudaSuccess) cudaGetLastError();  // the completion thread reports it
+    return true;
   }
 
   // An event recorded now on the queue's stream follows every command
@@ -162,9 +171,9 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
-  void wait_until_idle() override {
+  bool wait_until_idle(std::chrono::milliseconds at_most) override {
     std::unique_lock<std::mutex> lock(state_->mutex);
-    state_->idle.wait(lock, [this] { return state_->pending.empty() && !state_->busy; });
+    return state_->idle.wait_for(lock, at_most, [this] { return state_->pending.empty() && !state_->busy; });
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <string>
@@ -19,7 +20,10 @@ class MetalExecutor final : public Executor {
     if (!queue_) fail<Error>("metal: the device could not make an MTLCommandQueue");
   }
 
-  ~MetalExecutor() override { wait_until_idle(); }
+  ~MetalExecutor() override {
+    while (!wait_until_idle(std::chrono::seconds(1))) {
+    }
+  }
 
   void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
     id<MTLCommandBuffer> metal = [queue_ commandBuffer];
@@ -45,9 +49,9 @@ class MetalExecutor final : public Executor {
     [metal commit];
   }
 
-  void wait_until_idle() override {
+  bool wait_until_idle(std::chrono::milliseconds at_most) override {
     std::unique_lock<std::mutex> lock(pending_->mutex);
-    pending_->idle.wait(lock, [this] { return pending_->count == 0; });
+    return pending_->idle.wait_for(lock, at_most, [this] { return pending_->count == 0; });
   }
 
  private:

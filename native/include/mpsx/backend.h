@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
@@ -26,11 +27,13 @@ class Executor {
   virtual ~Executor() = default;
   // Takes a committed command buffer; it runs, then finish() is called on it.
   virtual void submit(std::shared_ptr<CommandBuffer> command_buffer) = 0;
-  // Blocks until everything submitted has finished.
-  virtual void wait_until_idle() = 0;
-  // Blocks until the device has run a submitted command buffer, where the
-  // waiting thread can tell sooner than finish() would wake it.
-  virtual void wait_for_device(const CommandBuffer&) {}
+  // Waits at most `at_most` until everything submitted has finished; returns
+  // whether it has. Core calls it in slices (wait_in_slices).
+  virtual bool wait_until_idle(std::chrono::milliseconds at_most) = 0;
+  // Waits at most `at_most` until the device has run a submitted command
+  // buffer, where the waiting thread can tell sooner than finish() would wake
+  // it; returns false while it has not.
+  virtual bool wait_for_device(const CommandBuffer&, std::chrono::milliseconds /*at_most*/) { return true; }
   // Makes another library's `stream` (a handle of the device's API, as
   // DLPack passes it) wait for the command buffers submitted so far. False
   // where the backend has no streams: the caller waits on the host.

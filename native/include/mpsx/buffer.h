@@ -1,6 +1,7 @@
 // MTLBuffer: device memory of fixed length, with MPS host-access rules.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,7 +14,7 @@ class Device;
 class CommandBuffer;
 struct Completion;
 
-class Buffer {
+class Buffer : public std::enable_shared_from_this<Buffer> {
  public:
   // Memory from the device's caching allocator; contents undefined.
   Buffer(std::shared_ptr<Device> device, size_t length);
@@ -36,7 +37,10 @@ class Buffer {
   // writes may be read on the host only after synchronize(command buffer)
   // was encoded after the write (on that command buffer or a later one) and
   // both completed.
-  void will_write(const CommandBuffer& writer);
+  // will_write and will_read also record the use on the command buffer
+  // (CommandBuffer::uses), for check_host_writable.
+  void will_write(CommandBuffer& writer);
+  void will_read(CommandBuffer& reader);
   void synchronize(CommandBuffer& command_buffer);
   // Throws SynchronizationError naming `what` if the host may not read now.
   void check_host_readable(const char* what) const;
@@ -49,8 +53,27 @@ class Buffer {
   // MPS's host access rules, order what the other library reads.
   void prepare_export(const char* what, bool ordered, int64_t stream) const;
   bool written_by_pending_command_buffer() const;
+  // Throws SynchronizationError naming `what` while a committed command
+  // buffer that reads or writes the buffer has not completed: a host write
+  // then would change what it computes, or be lost under what it writes.
+  void check_host_writable(const char* what) const;
+  // For command buffers: one of them that uses the buffer was committed or
+  // replayed (begin), or has run (end).
+  void begin_use() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void end_use() { in_flight_.fetch_sub(1, std::memory_order_release); }
+  // For command buffers, so that each records a buffer once: marks the
+  // buffer used by command buffer `id`; false if it was already.
+  bool mark_used_by(uint64_t id) {
+    if (used_by_.load(std::memory_order_relaxed) == id) return false;
+    used_by_.store(id, std::memory_order_relaxed);
+    return true;
+  }
+  void unmark_used_by(uint64_t id) {
+    if (used_by_.load(std::memory_order_relaxed) == id) used_by_.store(0, std::memory_order_relaxed);
+  }
 
-  // Blocking host copies; read checks check_host_readable first.
+  // Blocking host copies; read checks check_host_readable first, write
+  // check_host_writable.
   void read(void* destination, size_t offset, size_t bytes, const char* what) const;
   void write(const void* source, size_t offset, size_t bytes);
   // A host write that is part of the buffer's creation (no access checks).
@@ -65,6 +88,11 @@ class Buffer {
   std::shared_ptr<void> owner_;
   std::shared_ptr<const Completion> writer_;
   std::shared_ptr<const Completion> synchronized_on_;
+  // Committed command buffers that use the buffer and have not completed.
+  std::atomic<uint32_t> in_flight_{0};
+  // The command buffer that last recorded a use (mark_used_by); relaxed, as
+  // threads encoding onto different command buffers only record a use twice.
+  std::atomic<uint64_t> used_by_{0};
 };
 
 // MPSVector: a buffer of `length` values of one data type.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -20,10 +21,28 @@
 
 namespace mpsx {
 
+class Buffer;
 class Device;
 class Executor;
 class CommandQueue;
 class Image;
+
+// Every blocking wait of the runtime (wait_until_completed, wait_until_idle,
+// DLPack exports, the wait at exit) waits in slices of kWaitSlice and calls
+// the process's interrupt check between them. The Python module installs one
+// that runs pending signal handlers on Python's main thread and throws what
+// they raise, so Ctrl-C ends a wait within a slice; the work waited for goes
+// on, and a later wait on it still works.
+using InterruptCheck = void (*)();
+void set_interrupt_check(InterruptCheck check);
+void check_interrupt();
+inline constexpr std::chrono::milliseconds kWaitSlice{10};
+// Calls wait(kWaitSlice), which waits at most that long and returns whether
+// what it waits for happened, until it does, checking for interrupts in between.
+template <class Wait>
+void wait_in_slices(Wait&& wait) {
+  while (!wait(kWaitSlice)) check_interrupt();
+}
 
 enum class CommandBufferStatus : uint8_t { NotEnqueued, Committed, Completed, Error };
 
@@ -106,6 +125,12 @@ class BlockPool {
   std::mutex mutex_;
   std::vector<void*> free_;
 };
+
+// A buffer the commands of a command buffer use, kept in its command memory.
+struct BufferUse {
+  std::shared_ptr<Buffer> buffer;
+  BufferUse* next = nullptr;
+};
 }  // namespace detail
 
 class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
@@ -143,6 +168,10 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
 
   // Throws StateError unless commands may still be recorded.
   void check_encodable() const;
+  // Records that the commands read or write `buffer`: from each commit or
+  // replay until the command buffer completes, host writes into it are
+  // refused (Buffer::check_host_writable).
+  void uses(Buffer& buffer);
 
   // The commands recorded so far. discard_since drops those recorded after
   // it, for a call that fails after recording part of its work (gathering a
@@ -150,8 +179,9 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   struct Mark {
     Command* tail = nullptr;
     size_t count = 0;
+    detail::BufferUse* last_use = nullptr;
   };
-  Mark mark() const { return {tail_, command_count_}; }
+  Mark mark() const { return {tail_, command_count_, last_use_}; }
   void discard_since(const Mark& mark);
   // Records f to run before the commands recorded since `mark`: for a
   // command that depends on what was recorded after its place (the check of
@@ -213,11 +243,13 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
  private:
   void* allocate(size_t size, size_t align);
   void release_commands();
+  void destroy_uses(detail::BufferUse* first);
 
   void submit();
 
   std::shared_ptr<CommandQueue> queue_;
   const bool replayable_;
+  const uint64_t id_;  // unique in the process
   uint64_t run_count_ = 0;
   std::unique_ptr<Recording> recording_;
   std::shared_ptr<Completion> completion_;
@@ -225,6 +257,8 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   Command* head_ = nullptr;
   Command* tail_ = nullptr;
   size_t command_count_ = 0;
+  detail::BufferUse* first_use_ = nullptr;
+  detail::BufferUse* last_use_ = nullptr;
   std::vector<void*> blocks_;
   char* cursor_ = nullptr;
   char* limit_ = nullptr;
@@ -248,8 +282,9 @@ class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
   std::shared_ptr<CommandBuffer> command_buffer(bool replayable = false);
   // Blocks until every committed command buffer has finished.
   void wait_until_idle();
-  // wait_until_idle() on every queue alive, for an orderly process exit.
-  static void wait_until_all_idle();
+  // wait_until_idle() on every queue of this process alive, for an orderly
+  // process exit, for at most `timeout`: false if work is still running then.
+  static bool wait_until_all_idle(std::chrono::milliseconds timeout);
 
   detail::BlockPool& block_pool() { return blocks_; }
   Executor& executor() { return *executor_; }

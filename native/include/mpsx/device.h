@@ -1,7 +1,9 @@
 // MTLDevice: one backend instance, its caching allocator and default queue.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +16,12 @@ namespace mpsx {
 class Backend;
 class CommandQueue;
 
+namespace detail {
+// Incremented in the child of each fork(): devices remember the value they
+// were made with, so that the child can tell its parent's objects.
+extern std::atomic<uint64_t> process_generation;
+}  // namespace detail
+
 class Device : public std::enable_shared_from_this<Device> {
  public:
   explicit Device(std::unique_ptr<Backend> backend);
@@ -21,13 +29,24 @@ class Device : public std::enable_shared_from_this<Device> {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
-  // Every usable device, best first (metal, cuda, then cpu).
+  // Every usable device, best first (metal, cuda, then cpu). In the child of
+  // a fork(), new devices: those of the parent stay with the parent.
   static const std::vector<std::shared_ptr<Device>>& all();
   // "cpu", "cuda", "cuda:1", "metal"; empty for the best one (MPSX_DEVICE
   // overrides). Throws ArgumentError naming the devices present.
   static std::shared_ptr<Device> named(const std::string& name);
 
   const std::string& name() const { return name_; }
+  // Whether the device was made in this process, not before a fork() in a
+  // parent: its queues' threads, its GPU context and memory are the parent's.
+  bool made_in_this_process() const {
+    return generation_ == detail::process_generation.load(std::memory_order_relaxed);
+  }
+  // Throws StateError unless made_in_this_process(): every call that runs,
+  // waits for or allocates anything on the device checks it.
+  void check_process() const {
+    if (!made_in_this_process()) fail_forked();
+  }
   const char* backend_name() const;
   Backend& backend() const { return *backend_; }
   bool host_addressable() const;
@@ -57,8 +76,11 @@ class Device : public std::enable_shared_from_this<Device> {
   void reset_peak_bytes_in_use();
 
  private:
+  [[noreturn]] void fail_forked() const;
+
   std::unique_ptr<Backend> backend_;
   std::string name_;
+  uint64_t generation_;
   std::once_flag queue_once_;
   std::shared_ptr<CommandQueue> queue_;
   mutable detail::SpinLock cache_lock_;
