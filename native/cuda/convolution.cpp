@@ -112,9 +112,9 @@ struct EngineChoice {
 // "key<TAB>mode position engine", appended in one write so that processes
 // sharing the file do not interleave lines; lines that do not parse are
 // ignored, and a later line for a key wins. A process with a tool injected
-// into CUDA (CUDA_INJECTION64_PATH: compute-sanitizer, profilers), which
-// slows kernels unevenly, reads the file but appends nothing. Guarded by the
-// query handles' mutex.
+// into CUDA (CUDA_INJECTION64_PATH: profilers; compute-sanitizer's
+// NV_SANITIZER_INJECTION_* settings), which slows kernels unevenly, reads the
+// file but appends nothing. Guarded by the query handles' mutex.
 class PlanCache {
  public:
   static PlanCache& instance() {
@@ -148,8 +148,8 @@ class PlanCache {
   void load() {
     if (loaded_) return;
     loaded_ = true;
-    const char* injection = std::getenv("CUDA_INJECTION64_PATH");
-    injected_ = injection && *injection;
+    for (const char* name : {"CUDA_INJECTION64_PATH", "NV_SANITIZER_INJECTION_PORT_BASE"})
+      if (const char* value = std::getenv(name); value && *value) injected_ = true;
     if (const char* given = std::getenv("MPSX_PLAN_CACHE")) {
       path_ = given;
     } else if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
