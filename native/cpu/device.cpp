@@ -84,20 +84,26 @@ const float* unaliased_input(CpuContext& context, const ImageRegion& input, cons
   return static_cast<const float*>(copy);
 }
 
-CpuClone cpu_clone() {
-  static const CpuClone clone = [] {
+namespace {
+CpuClone widest_clone() {
 #ifdef MPSX_CPU_CLONES_X86
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto includes = [isa](dnnl::cpu_isa level) {
-      return (isa & static_cast<unsigned>(level)) == static_cast<unsigned>(level);
-    };
-    if (includes(dnnl::cpu_isa::avx512_core) && __builtin_cpu_supports("avx512f")) return CpuClone::AVX512F;
-    if (includes(dnnl::cpu_isa::avx2) && __builtin_cpu_supports("avx2")) return CpuClone::AVX2;
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto includes = [isa](dnnl::cpu_isa level) {
+    return (isa & static_cast<unsigned>(level)) == static_cast<unsigned>(level);
+  };
+  if (includes(dnnl::cpu_isa::avx512_core) && __builtin_cpu_supports("avx512f")) return CpuClone::AVX512F;
+  if (includes(dnnl::cpu_isa::avx2) && __builtin_cpu_supports("avx2")) return CpuClone::AVX2;
 #endif
-    return CpuClone::Baseline;
-  }();
-  return clone;
+  return CpuClone::Baseline;
 }
+
+// Decided when the library loads, before any thread runs: a function-local
+// static's guard, held by a queue's thread at a fork(), would never be
+// released in the child.
+const CpuClone clone_of_this_process = widest_clone();
+}  // namespace
+
+CpuClone cpu_clone() { return clone_of_this_process; }
 
 Float32Region::Float32Region(CpuContext& context, const ImageRegion& region, size_t slot, bool load)
     : original_(region), view_(region) {
