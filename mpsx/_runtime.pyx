@@ -1487,7 +1487,7 @@ cdef int _call_host_all_reduce(PyObject* function, float* data, size_t count, in
     return 0
 
 
-def _new_group_id(Device device not None, str library=""):
+def _new_group_id(Device device not None, str library not None=""):
     """What rank 0 makes and hands the others before they join a group (NCCL's unique id; b"" on cpu)."""
     return new_group_id(device.native()[0], library.encode())
 
@@ -1507,7 +1507,7 @@ cdef class Communicator:
     MPS: none (mpsx)
     """
 
-    def __init__(self, Device device not None, rank, world_size, bytes group_id=b"", str library="",
+    def __init__(self, Device device not None, rank, world_size, bytes group_id not None=b"", str library not None="",
                  host_all_reduce=None, double timeout=300, bucket_bytes=25 << 20):
         cdef CCollectiveDescriptor d
         cdef int64_t bucket = integer_argument(bucket_bytes, "bucket_bytes")

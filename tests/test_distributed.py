@@ -121,6 +121,10 @@ def test_bad_input(device):
         Communicator(device, 0, 1, _new_group_id(device, library), library, bucket_bytes=0)
     with pytest.raises(ValueError, match="timeout"):
         Communicator(device, 0, 1, _new_group_id(device, library), library, timeout=0)
+    with pytest.raises(TypeError, match="library"):
+        Communicator(device, 0, 1, _new_group_id(device, library), None)
+    with pytest.raises(TypeError, match="group_id"):
+        Communicator(device, 0, 1, None, library)
     with pytest.raises(ValueError, match="backend"):
         mpsx.distributed.init(backend="gloo")
     for before_init in (mpsx.distributed.group, mpsx.distributed.rank, mpsx.distributed.world_size):
