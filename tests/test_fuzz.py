@@ -51,6 +51,7 @@ Knobs: MPSX_FUZZ_CASES (cases per device; the default takes about 75 s on
 2 cores with the cpu device), MPSX_FUZZ_SEED, MPSX_FUZZ_TIMEOUT (seconds one
 case may take). Long runs, the same code path:
     python tests/test_fuzz.py --cases 100000 --seed 7 [--device cpu] [--only CNNConvolution,Vector]
+    python tests/test_fuzz.py --cases 25000 --first-case 50000 --seed 7 --time-limit 400   # a part of one
     python tests/test_fuzz.py --seed 7 --show 1234      # prints the reproducer of case 1234
 """
 
@@ -737,13 +738,14 @@ def shard_key(case):
     return zlib.crc32(case["key"].encode())
 
 
-def run_cases(cases, workdir, timeout=TIMEOUT, jobs=None, progress=None, budget=None):
+def run_cases(cases, workdir, timeout=TIMEOUT, jobs=None, progress=None, budget=None, deadline=None):
     """Runs cases in `jobs` child processes at a time (default: one more than the cores,
     as hangs and child start-ups leave a core idle); returns {id: outcome}. The cases
     of one target run in one worker in id order, and once one of them crashed or hung
     the target's later cases are skipped (outcome None): each crash costs a new child.
     Once crashes and hangs cost more than `budget` restarts (a hang costs its timeout),
-    the cases not started yet are left out (no outcome)."""
+    the cases not started yet are left out (no outcome), as they are once time.monotonic()
+    passed `deadline`."""
     jobs = jobs or min(len(os.sched_getaffinity(0)), 8) + 1
     shards = [[] for _ in range(jobs)]
     for case in cases:
@@ -753,7 +755,8 @@ def run_cases(cases, workdir, timeout=TIMEOUT, jobs=None, progress=None, budget=
     def run_shard(shard):
         failed, pending = set(), list(shard)
         try:
-            while pending and (budget is None or spent[0] <= budget):
+            while pending and (budget is None or spent[0] <= budget) and (deadline is None
+                                                                           or time.monotonic() < deadline):
                 batch = []
                 while pending and len(batch) < BATCH:
                     case = pending.pop(0)
@@ -1601,7 +1604,7 @@ def failing_statement(setup, finding):
 class Report:
     """The findings of one run and how to read them."""
 
-    def __init__(self, device, seed, cases, outcomes, problems=(), undriven=()):
+    def __init__(self, device, seed, cases, outcomes, problems=(), undriven=(), out_of_time=False):
         self.device, self.seed, self.undriven = device, seed, undriven
         generated = [c for c in cases if c["kind"] != "probe"]
         self.probes = len(cases) - len(generated)
@@ -1609,7 +1612,9 @@ class Report:
         self.skipped = sum(1 for c in generated if c["id"] in outcomes and outcomes[c["id"]] is None)
         self.findings = [dict(kind="coverage", what=p, id="-", target="catalog", reproducer="") for p in problems]
         left_out = sum(1 for c in generated if c["id"] not in outcomes)
-        if left_out:
+        # Cases the time limit left out are no finding: the summary counts them.
+        self.unrun = left_out if out_of_time else 0
+        if left_out and not out_of_time:
             self.findings.append(dict(kind="budget", id="-", target="run", reproducer="",
                                       what=f"{left_out} cases were left out: crashes and hangs used up the run's "
                                            f"restart budget (a new child costs about {RESTART_SECONDS} s, a hang "
@@ -1661,9 +1666,10 @@ class Report:
     def summary(self):
         groups = collections.Counter(self.group(f) for f in self.findings)
         found = ", ".join(f"{n} {g}" for g, n in groups.most_common()) or "none"
+        unrun = f", {self.unrun} not run within the time limit" if self.unrun else ""
         return (f"mpsx fuzz on {self.device}, seed {self.seed}: {self.tried} cases tried (and {self.probes} factory "
-                f"probes), {self.skipped} skipped after their target crashed or hung; {len(self.findings)} findings: "
-                f"{found}")
+                f"probes), {self.skipped} skipped after their target crashed or hung{unrun}; "
+                f"{len(self.findings)} findings: {found}")
 
     def render(self, path=None):
         """Every finding, one line each, grouped by kind, with the shortest reproducer of each group."""
@@ -1707,9 +1713,11 @@ def probe_cases(catalog, device):
             for cls in sorted(FACTORIES) if cls in catalog.classes for i, code in enumerate(FACTORIES[cls])]
 
 
-def fuzz(device, cases, seed, workdir, only=None, timeout=TIMEOUT, jobs=None, progress=None):
-    """Probes the factories, then runs `cases` generated cases on the device; returns
-    the Report and the Generator."""
+def fuzz(device, cases, seed, workdir, only=None, timeout=TIMEOUT, jobs=None, progress=None, first_case=0,
+         time_limit=None):
+    """Probes the factories, then runs the generated cases first_case .. first_case + cases - 1 on the
+    device, starting none once `time_limit` seconds have passed; returns the Report and the Generator."""
+    deadline = time.monotonic() + time_limit if time_limit else None
     catalog = Catalog()
     probing = probe_cases(catalog, device)
     outcomes = run_cases(probing, workdir, timeout, jobs)
@@ -1720,9 +1728,11 @@ def fuzz(device, cases, seed, workdir, only=None, timeout=TIMEOUT, jobs=None, pr
         f"every factory of mpsx.{c} failed (see the factory findings), so the fuzzer cannot drive it"
         for c in catalog.drivable if c in FACTORIES and c not in generator.factories]
     # Without a working factory there is nothing to fuzz: the problems say why.
-    generated = [generator.case(i) for i in range(cases)] if generator.factories else []
-    outcomes.update(run_cases(generated, workdir, timeout, jobs, progress, budget=max(100, cases // 20)))
-    report = Report(device, seed, probing + generated, outcomes, problems, generator.undriven)
+    generated = [generator.case(i) for i in range(first_case, first_case + cases)] if generator.factories else []
+    outcomes.update(run_cases(generated, workdir, timeout, jobs, progress, budget=max(100, cases // 20),
+                              deadline=deadline))
+    out_of_time = deadline is not None and time.monotonic() >= deadline
+    report = Report(device, seed, probing + generated, outcomes, problems, generator.undriven, out_of_time)
     report.shrink(workdir, timeout, jobs)
     return report, generator
 
@@ -1817,6 +1827,17 @@ def test_restart_budget_stops_a_run_that_keeps_crashing(tmp_path):
     assert list(outcomes) == ["0"] and outcomes["0"]["findings"][0]["kind"] == "crash"
 
 
+def test_a_time_limit_leaves_cases_out_and_counts_them(tmp_path):
+    cases = [dict(id=str(i), kind="test", key=str(i), device="cpu", setup=prelude("cpu", ""), action="pass",
+                  cbs=["cb"], must_raise=None) for i in range(3)]
+    outcomes = run_cases(cases, tmp_path, jobs=1, deadline=time.monotonic())
+    assert outcomes == {}
+    report = Report("cpu", 1, cases, outcomes, out_of_time=True)
+    assert report.unrun == 3 and not report.findings and "3 not run within the time limit" in report.summary()
+    # Left out otherwise, they are a finding: the run stopped early.
+    assert [f["kind"] for f in Report("cpu", 1, cases, outcomes).findings] == ["budget"]
+
+
 def test_fuzz_finds_nothing_in_plain_python_classes(tmp_path):
     """No false findings: the namedtuples and the data source base classes are plain
     Python that takes what it is given (the other hostile values still come from
@@ -1845,6 +1866,9 @@ def test_fuzz(device, tmp_path, capsys):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=CASES)
+    parser.add_argument("--first-case", type=int, default=0, help="the id of the first case (a long run in parts)")
+    parser.add_argument("--time-limit", type=float, help="seconds after which no case starts; the report counts "
+                        "the cases left out")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--device", action="append", help="a device name (default: every device)")
     parser.add_argument("--only", help="comma-separated public names to target")
@@ -1870,7 +1894,8 @@ def main():
             continue
         start = time.monotonic()
         report, _ = fuzz(device, args.cases, args.seed, workdir, only, args.timeout, args.jobs,
-                         lambda done, total: print(f"\r{done}/{total} cases", end="", file=sys.stderr, flush=True))
+                         lambda done, total: print(f"\r{done}/{total} cases", end="", file=sys.stderr, flush=True),
+                         args.first_case, args.time_limit)
         path = workdir / f"fuzz-findings-{device.replace(':', '-')}-{args.seed}.txt"
         report.write(path)
         print(f"\n{report.render(path)}\n({time.monotonic() - start:.0f} s)")

@@ -4,15 +4,20 @@
 # NVIDIA GPU, CUDA, cuDNN 9 and cuBLAS. With --memcheck it runs the cuda tests
 # of each file and MPSX_MEMCHECK_FUZZ_CASES fuzz cases (default 1000) on
 # cuda:0 under `compute-sanitizer --tool memcheck` instead, failing on any
-# report. Logs go to $OUT (default build/gpu). oneDNN wheels in .whl/ are
+# report. With --fuzz CASES it runs CASES fuzz cases of seed MPSX_FUZZ_SEED
+# (default 1) instead, split into one part per GPU, the parts side by side
+# (processes on one GPU share it by time slices); no part starts a case after
+# MPSX_FUZZ_TIME_LIMIT seconds (default 420), and each report counts the cases
+# it left out. Logs go to $OUT (default build/gpu). oneDNN wheels in .whl/ are
 # installed first where there is no network.
-#   tools/gpu_check.sh [--bench | --memcheck] [pytest arguments...]
+#   tools/gpu_check.sh [--bench | --memcheck | --fuzz CASES] [pytest arguments...]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-bench=0 memcheck=0
+bench=0 memcheck=0 fuzz=0
 if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
 if [ "${1:-}" = "--memcheck" ]; then memcheck=1; shift; fi
+if [ "${1:-}" = "--fuzz" ]; then fuzz=$2; shift 2; fi
 out=${OUT:-$root/build/gpu}
 build=$root/build/cuda
 mkdir -p "$out"
@@ -56,6 +61,23 @@ $(grep "ERROR SUMMARY" "$out/memcheck_$name.log" | tail -1)"
   echo "fuzz: $(grep -E "cases tried|finding" "$out/memcheck_fuzz.log" | head -3 | tr '\n' ' ')"
   echo "fuzz: $(grep -c "ERROR SUMMARY: [1-9]" "$out/memcheck_fuzz.log") processes with memcheck errors"
   echo "memcheck in $(( $(date +%s) - start )) s"
+  exit $status
+fi
+if [ "$fuzz" -gt 0 ]; then
+  gpus=$(nvidia-smi -L | wc -l) cores=$(nproc)
+  part=$(( (fuzz + gpus - 1) / gpus ))
+  for ((i = 0; i < gpus; i++)); do
+    first=$(( i * part )) cases=$(( fuzz - i * part < part ? fuzz - i * part : part ))
+    MPSX_FUZZ_TIMEOUT=${MPSX_FUZZ_TIMEOUT:-20} python3 tests/test_fuzz.py --device cuda:$i \
+      --seed "${MPSX_FUZZ_SEED:-1}" --first-case $first --cases $cases --jobs $(( (cores / gpus < 8 ? cores / gpus : 8) + 1 )) \
+      --time-limit "${MPSX_FUZZ_TIME_LIMIT:-420}" --report "$out" > "$out/fuzz_cuda$i.log" 2>&1 &
+  done
+  wait
+  for ((i = 0; i < gpus; i++)); do
+    echo "cuda:$i, cases $(( i * part )) on: $(grep -a "^mpsx fuzz on" "$out/fuzz_cuda$i.log" || echo "no report")"
+    grep -aq "^mpsx fuzz on.*; 0 findings" "$out/fuzz_cuda$i.log" || status=1
+  done
+  echo "fuzz in $(( $(date +%s) - start )) s"
   exit $status
 fi
 # One pytest per file, so that a crash shows which file and the rest still run.
