@@ -81,6 +81,12 @@ def test_vector_writes_wait_for_the_optimizer_update_that_uses_them(device, rng)
     gradient = mpsx.Vector.from_numpy(device, rng.standard_normal(8).astype(np.float32))
     start, g = values.to_numpy(), gradient.to_numpy()
     sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
+    # Once first: on cuda a kernel's first launch loads its module, which waits for the device to be idle.
+    warm_up = device.command_queue.command_buffer()
+    scratch = mpsx.Vector.from_numpy(device, start)
+    sgd.encode(warm_up, gradient, scratch, None, scratch)
+    warm_up.commit()
+    warm_up.wait_until_completed()
     long_convolutions(device, rng, seconds=0.5)  # queued first: the update waits behind it
     cb = device.command_queue.command_buffer()
     sgd.encode(cb, gradient, values, None, values)
@@ -101,6 +107,8 @@ def test_writes_are_refused_during_a_replay_and_accepted_between_replays(device,
     result = relu(device).encode_batch(cb, source)
     result.synchronize(cb)
     cb.commit()
+    cb.wait_until_completed()
+    cb.replay()  # on cuda the first replay captures a graph, which waits for the device to be idle
     cb.wait_until_completed()
     for run in range(2):
         y = rng.standard_normal(x.shape).astype(np.float32)
