@@ -313,7 +313,7 @@ class HostSGD(mpsx.CNNConvolutionDataSource):
     def bias_terms(self):
         return self.b
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         # MPS's momentum: m = momentum * m + learning_rate * g; value -= m
         self.mw = self.momentum * self.mw + self.learning_rate * \
             gradient_state.gradient_for_weights.to_numpy().reshape(self.w.shape)

@@ -171,7 +171,7 @@ def test_native_weights_refuse_the_state_of_another_family(device):
     cb = device.command_queue.command_buffer()
     with pytest.raises(TypeError, match="GroupNormalizationWeights: states must be the gradient state of an instance "
                                         "or group normalization encode, given an MPSCNNBatchNormalizationState"):
-        weights.update_gamma_and_beta_on_command_buffer(cb, bn.result_state(x))
+        weights.update_gamma_and_beta_with_command_buffer(cb, bn.result_state(x))
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed"
