@@ -320,7 +320,8 @@ def test_data_source_errors(device, rng):
         mpsx.CNNConvolution(device, ArraySource(d, w.reshape(-1)[:53]))
     with pytest.raises(mpsx.ShapeError, match="bias_terms hold 2"):
         mpsx.CNNConvolution(device, ArraySource(d, w, np.zeros(2, np.float32)))
-    with pytest.raises(TypeError, match="needs descriptor\\(\\) and weights\\(\\)"):
+    with pytest.raises(TypeError, match="object does not implement data_type, descriptor, weights, bias_terms, "
+                                        "load, purge, label, required by MPSCNNConvolutionDataSource"):
         mpsx.CNNConvolution(device, object())
     with pytest.raises(TypeError, match="given None"):
         mpsx.CNNConvolution(device, None)

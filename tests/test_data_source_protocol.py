@@ -35,14 +35,16 @@ def plain_convolution_source(descriptor, weights, biases, omit=None):
     return type("PlainConvolutionSource", (), members)()
 
 
-def plain_normalization_source(required, gamma, beta, omit=None, **extra):
-    values = {"gamma": gamma, "beta": beta, "mean": np.zeros_like(gamma), "variance": np.ones_like(gamma)}
+def plain_normalization_source(required, gamma, beta, omit=None, channels=None, **extra):
+    channels = len(gamma) if channels is None else channels
+    values = {"gamma": gamma, "beta": beta, "mean": np.zeros(channels, np.float32),
+              "variance": np.ones(channels, np.float32)}
     members = {}
     for name in required:
         if name in values:
             members[name] = (lambda v: lambda self: v)(values[name])
         elif name == "number_of_feature_channels":
-            members[name] = len(gamma)
+            members[name] = channels
         elif name == "load":
             members[name] = lambda self: True
         elif name == "purge":
@@ -156,10 +158,10 @@ def test_update_methods_have_the_mps_names(device, rng):
     image = mpsx.Image.from_numpy(device, x)
     forward = device.command_queue.command_buffer()  # forward and gradient on separate command buffers
     _, state = conv.encode(forward, image, destination_state=True)
-    forward.commit()
     backward = device.command_queue.command_buffer()
     gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
     conv.encode_weights_and_bias_update(backward, state)
+    forward.commit()
     backward.commit()
     backward.wait_until_completed()
     assert backward.status == "completed", backward.error
@@ -213,6 +215,7 @@ def test_batch_normalization_update_names(device, rng):
     state = bn.result_state(batch)
     mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
     y = bn.encode_batch(cb, batch, state)
+    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
     mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
     bn.encode_gamma_and_beta_update(cb, state)
     after = bn.encode_batch(cb, batch)  # inference, with the reloaded gamma 2 and beta 1
@@ -227,7 +230,9 @@ def test_batch_normalization_update_names(device, rng):
     cb = device.command_queue.command_buffer()
     state = bn.result_state(batch)
     mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
-    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, bn.encode_batch(cb, batch, state), batch, state)
+    y = bn.encode_batch(cb, batch, state)
+    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
+    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
     with pytest.raises(TypeError, match="neither update_gamma_and_beta_with_command_buffer nor "
                                         "update_gamma_and_beta_with_batch_normalization_state"):
         bn.encode_gamma_and_beta_update(cb, state)
@@ -271,7 +276,7 @@ def test_values_as_buffers_and_dlpack_tensors(device, rng, form):
 
     gamma = rng.uniform(0.5, 1.5, 2).astype(np.float32)
     beta = rng.standard_normal(2).astype(np.float32)
-    source = plain_normalization_source(BATCH_NORMALIZATION_REQUIRED, given(gamma), given(beta))
+    source = plain_normalization_source(BATCH_NORMALIZATION_REQUIRED, given(gamma), given(beta), channels=2)
     bn = mpsx.CNNBatchNormalization(device, source)
     y = read(device, lambda cb: bn.encode(cb, mpsx.Image.from_numpy(device, x)))
     np.testing.assert_allclose(y, x * gamma[None, :, None, None] + beta[None, :, None, None], rtol=1e-5, atol=1e-5)

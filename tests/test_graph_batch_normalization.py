@@ -308,7 +308,7 @@ def test_bad_input(device):
     m = model(device, p, "gpu")
     with pytest.raises(TypeError, match="batch normalization data source, given None"):
         mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(), None)
-    with pytest.raises(TypeError, match="needs number_of_feature_channels"):
+    with pytest.raises(TypeError, match="does not implement number_of_feature_channels"):
         mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(), object())
     with pytest.raises(TypeError, match="expected an NNImageNode"):
         mpsx.CNNBatchNormalizationNode(None, m["bn_w"])

@@ -228,7 +228,7 @@ def test_bad_input(device):
         mpsx.CNNInstanceNormalizationNode(source, weights(device, "group", p, "gpu"))
     with pytest.raises(TypeError, match="a group normalization data source, given None"):
         mpsx.CNNGroupNormalizationNode(source, None)
-    with pytest.raises(TypeError, match="needs number_of_feature_channels"):
+    with pytest.raises(TypeError, match="does not implement gamma, beta, number_of_feature_channels"):
         mpsx.CNNGroupNormalizationNode(source, object())
     with pytest.raises(TypeError, match="expected an NNImageNode"):
         mpsx.CNNGroupNormalizationNode("x", weights(device, "group", p, "gpu"))

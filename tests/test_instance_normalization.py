@@ -343,7 +343,7 @@ def test_bad_images_and_states(device):
         other.encode(cb, x, destination_state=state)
     with pytest.raises(TypeError, match="InstanceNormalizationWeights"):
         mpsx.CNNInstanceNormalization(device, mpsx.GroupNormalizationWeights(np.ones(2), np.ones(2), 2))
-    with pytest.raises(TypeError, match="needs number_of_feature_channels"):
+    with pytest.raises(TypeError, match="does not implement gamma, beta, number_of_feature_channels"):
         mpsx.CNNInstanceNormalization(device, object())
     cb.commit()
     cb.wait_until_completed()

@@ -162,7 +162,7 @@ def test_convolution_descriptor_bad_values():
     for prop in READWRITE["CNNConvolutionDescriptor"][:-1]:
         with pytest.raises(ValueError, match=f"CNNConvolutionDescriptor.{prop} must be positive, given 0"):
             setattr(d, prop, 0)
-        with pytest.raises(TypeError, match=f"{prop} must be an int, given 1.5"):
+        with pytest.raises(TypeError, match=f"{prop} must be an int, given float 1.5"):
             setattr(d, prop, 1.5)
     with pytest.raises(TypeError, match="expected an mpsx.NNNeuronDescriptor, given str"):
         d.fused_neuron_descriptor = "relu"
