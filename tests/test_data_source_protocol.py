@@ -133,7 +133,8 @@ class Counted(mpsx.CNNConvolutionDataSource):
 
 def test_update_methods_have_the_mps_names(device, rng):
     """updateWithGradientState:sourceState: is update_with_gradient_state(gradient_state, source_state); a data
-    source with the names mpsx used before (update, update_on_command_buffer) implements no update."""
+    source with the name mpsx used before for the other update, update_on_command_buffer, is refused, naming mpsx's
+    form, and one with a method named update implements no update."""
     d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 2)
     w = rng.standard_normal(d.weights_shape).astype(np.float32)
     b = np.zeros(2, np.float32)
@@ -147,10 +148,11 @@ def test_update_methods_have_the_mps_names(device, rng):
             return True
 
     class Old(Counted):
-        def update(self, gradient_state, source_state):
+        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
             raise AssertionError("not a protocol method")
 
-        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+    class Unrelated(Counted):
+        def update(self, gradient_state, source_state):
             raise AssertionError("not a protocol method")
 
     host = Host(d, w, b)
@@ -173,11 +175,16 @@ def test_update_methods_have_the_mps_names(device, rng):
     y = read(device, lambda cb: conv.encode(cb, image))
     np.testing.assert_allclose(y, torch_convolution(x, updated, b).numpy(), rtol=1e-4, atol=1e-4)
 
-    old = Old(d, w, b)
-    conv = mpsx.CNNConvolution(device, old)
+    with pytest.raises(TypeError, match=r"Old implements update_on_command_buffer, which mpsx does not call: "
+                                        r"MPSCNNConvolutionDataSource's updateWithCommandBuffer:gradientState:"
+                                        r"sourceState: is update_with_command_buffer\(command_buffer, "
+                                        r"gradient_state, source_state\) in mpsx"):
+        mpsx.CNNConvolution(device, Old(d, w, b))
+    unrelated = Unrelated(d, w, b)
+    conv = mpsx.CNNConvolution(device, unrelated)
     cb = device.command_queue.command_buffer()
     y, state = conv.encode(cb, image, destination_state=True)
-    mpsx.CNNConvolutionGradient(device, old).encode(cb, y, image, state)
+    mpsx.CNNConvolutionGradient(device, unrelated).encode(cb, y, image, state)
     with pytest.raises(TypeError, match="neither update_with_command_buffer nor update_with_gradient_state"):
         conv.encode_weights_and_bias_update(cb, state)
 
@@ -280,3 +287,39 @@ def test_values_as_buffers_and_dlpack_tensors(device, rng, form):
     bn = mpsx.CNNBatchNormalization(device, source)
     y = read(device, lambda cb: bn.encode(cb, mpsx.Image.from_numpy(device, x)))
     np.testing.assert_allclose(y, x * gamma[None, :, None, None] + beta[None, :, None, None], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel, member, given, message", [
+    (mpsx.CNNConvolution, "bias_terms", "biasTerms",
+     "MPSCNNConvolutionDataSource's biasTerms is bias_terms in mpsx"),
+    (mpsx.CNNConvolution, "update_with_command_buffer", "updateWithCommandBuffer_gradientState_sourceState_",
+     r"updateWithCommandBuffer:gradientState:sourceState: is update_with_command_buffer\(command_buffer, "
+     r"gradient_state, source_state\) in mpsx"),
+    (mpsx.CNNConvolution, "update_with_gradient_state", "updateWithGradientState",
+     r"updateWithGradientState:sourceState: is update_with_gradient_state\(gradient_state, source_state\)"),
+    (mpsx.CNNBatchNormalization, "update_mean_and_variance_with_batch_normalization_state",
+     "update_mean_and_variance", r"updateMeanAndVarianceWithBatchNormalizationState: is "
+     r"update_mean_and_variance_with_batch_normalization_state\(batch_normalization_state\) in mpsx"),
+    (mpsx.CNNBatchNormalization, "update_gamma_and_beta_with_command_buffer",
+     "update_gamma_and_beta_on_command_buffer", r"update_gamma_and_beta_with_command_buffer\(command_buffer, "
+     r"batch_normalization_state\)"),
+    (mpsx.CNNInstanceNormalization, "update_gamma_and_beta_with_command_buffer",
+     "updateGammaAndBetaWithCommandBuffer_instanceNormalizationStateBatch_",
+     r"update_gamma_and_beta_with_command_buffer\(command_buffer, instance_normalization_state_batch\)"),
+    (mpsx.CNNGroupNormalization, "number_of_groups", "numberOfGroups",
+     "MPSCNNGroupNormalizationDataSource's numberOfGroups is number_of_groups in mpsx")])
+def test_mps_forms_name_the_mpsx_form(device, kernel, member, given, message):
+    """A data source that implements a protocol member under MPS's camelCase, PyObjC's selector form or a name mpsx
+    used before is refused when the kernel is made, with an error naming mpsx's form."""
+    gamma = np.ones(4, np.float32)
+    if kernel is mpsx.CNNConvolution:
+        source = plain_convolution_source(mpsx.CNNConvolutionDescriptor(1, 1, 4, 4), np.ones((4, 1, 1, 4), np.float32),
+                                          None, omit=member)
+    else:
+        required = {mpsx.CNNBatchNormalization: BATCH_NORMALIZATION_REQUIRED,
+                    mpsx.CNNInstanceNormalization: INSTANCE_NORMALIZATION_REQUIRED,
+                    mpsx.CNNGroupNormalization: GROUP_NORMALIZATION_REQUIRED}[kernel]
+        source = plain_normalization_source(required, gamma, gamma, omit=member, number_of_groups=2)
+    setattr(type(source), given, lambda self, *args: None)
+    with pytest.raises(TypeError, match=f"implements {given}, which mpsx does not call: .*{message}"):
+        kernel(device, source)

@@ -226,8 +226,7 @@ cdef shared_ptr[CBatchNormalizationDataSource] batch_normalization_data_source_o
         return <shared_ptr[CBatchNormalizationDataSource]>(<BatchNormalizationWeights>source).shared()
     if source is None:
         raise TypeError("expected a batch normalization data source, given None")
-    check_protocol(source, "MPSCNNBatchNormalizationDataSource",
-                   ("number_of_feature_channels", "gamma", "beta", "mean", "variance", "load", "purge", "label"))
+    check_protocol(source, "MPSCNNBatchNormalizationDataSource")
     return <shared_ptr[CBatchNormalizationDataSource]>make_native[CPythonBatchNormalizationDataSource](
         <PyObject*>source)
 

@@ -329,10 +329,69 @@ class CNNConvolutionDataSource:
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
 
-cdef check_protocol(object source, str protocol, tuple required):
-    """Raises TypeError naming the members of the protocol's @required list that ``source`` lacks (the base classes
-    give defaults for most)."""
-    missing = [m for m in required if not hasattr(source, m)]
+# The members of each data source protocol, @required ones first, by their
+# selectors in the MPS headers; mpsx's names follow from them.
+_REQUIRED = {
+    "MPSCNNConvolutionDataSource": ("dataType", "descriptor", "weights", "biasTerms", "load", "purge", "label"),
+    "MPSCNNBatchNormalizationDataSource": ("numberOfFeatureChannels", "gamma", "beta", "mean", "variance", "load",
+                                           "purge", "label"),
+    "MPSCNNInstanceNormalizationDataSource": ("gamma", "beta", "numberOfFeatureChannels", "label"),
+    "MPSCNNGroupNormalizationDataSource": ("gamma", "beta", "numberOfFeatureChannels", "numberOfGroups", "label"),
+}
+_OPTIONAL = {
+    "MPSCNNConvolutionDataSource": (
+        "rangesForUInt8Kernel", "lookupTableForUInt8Kernel", "weightsQuantizationType", "kernelWeightsDataType",
+        "updateWithCommandBuffer:gradientState:sourceState:", "updateWithGradientState:sourceState:"),
+    "MPSCNNBatchNormalizationDataSource": (
+        "epsilon", "updateGammaAndBetaWithCommandBuffer:batchNormalizationState:",
+        "updateMeanAndVarianceWithCommandBuffer:batchNormalizationState:",
+        "updateGammaAndBetaWithBatchNormalizationState:", "updateMeanAndVarianceWithBatchNormalizationState:"),
+    "MPSCNNInstanceNormalizationDataSource": (
+        "epsilon", "load", "purge", "updateGammaAndBetaWithCommandBuffer:instanceNormalizationStateBatch:",
+        "updateGammaAndBetaWithInstanceNormalizationStateBatch:"),
+    "MPSCNNGroupNormalizationDataSource": (
+        "epsilon", "updateGammaAndBetaWithCommandBuffer:groupNormalizationStateBatch:",
+        "updateGammaAndBetaWithGroupNormalizationStateBatch:"),
+}
+# What mpsx named some update methods before it followed the naming rule.
+_FORMER_NAMES = {
+    "update_with_command_buffer": ("update_on_command_buffer",),
+    "update_gamma_and_beta_with_command_buffer": ("update_gamma_and_beta_on_command_buffer",),
+    "update_mean_and_variance_with_command_buffer": ("update_mean_and_variance_on_command_buffer",),
+    "update_gamma_and_beta_with_batch_normalization_state": ("update_gamma_and_beta",),
+    "update_mean_and_variance_with_batch_normalization_state": ("update_mean_and_variance",),
+}
+
+
+cdef str _snake_case(str name):
+    return "".join("_" + c.lower() if c.isupper() and i and not name[i - 1].isupper() else c.lower()
+                   for i, c in enumerate(name)).replace("u_int8", "uint8")
+
+
+cdef tuple _mpsx_form(str selector):
+    """(name, the Python form) of a protocol selector by the naming rule: the first part names the method, the
+    later parts (and the first part's object, after its last "With") the arguments."""
+    parts = selector.split(":")
+    name = _snake_case(parts[0])
+    if len(parts) == 1:
+        return name, name
+    arguments = [_snake_case(parts[0].rpartition("With")[2])] + [_snake_case(p) for p in parts[1:len(parts) - 1]]
+    return name, f"{name}({', '.join(arguments)})"
+
+
+cdef check_protocol(object source, str protocol):
+    """Raises TypeError where ``source`` implements a member of the protocol under another name than mpsx's (MPS's
+    camelCase, PyObjC's selector form, a former mpsx name), naming mpsx's form; then for the members of the
+    protocol's @required list it lacks (mpsx's protocol classes give defaults for most)."""
+    for selector in _REQUIRED[protocol] + _OPTIONAL[protocol]:
+        name, form = _mpsx_form(selector)
+        if hasattr(source, name):
+            continue
+        for other in (selector.split(":")[0], selector.replace(":", "_")) + _FORMER_NAMES.get(name, ()):
+            if other != name and hasattr(source, other):
+                raise TypeError(f"{type(source).__name__} implements {other}, which mpsx does not call: {protocol}'s "
+                                f"{selector} is {form} in mpsx")
+    missing = [_mpsx_form(s)[0] for s in _REQUIRED[protocol] if not hasattr(source, _mpsx_form(s)[0])]
     if missing:
         raise TypeError(f"{type(source).__name__} does not implement {', '.join(missing)}, required by {protocol} "
                         f"(mpsx.{protocol[3:]} gives defaults to subclass)")
@@ -501,8 +560,7 @@ cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source
         return <shared_ptr[CConvolutionDataSource]>(<ConvolutionWeights>source).shared()
     if source is None:
         raise TypeError("expected a convolution data source, given None")
-    check_protocol(source, "MPSCNNConvolutionDataSource",
-                   ("data_type", "descriptor", "weights", "bias_terms", "load", "purge", "label"))
+    check_protocol(source, "MPSCNNConvolutionDataSource")
     return <shared_ptr[CConvolutionDataSource]>make_native[CPythonConvolutionDataSource](<PyObject*>source)
 
 

@@ -156,9 +156,8 @@ cdef shared_ptr[CGroupNormalizationDataSource] group_normalization_data_source_o
         return <shared_ptr[CGroupNormalizationDataSource]>(<_NormalizationWeights>source).shared()
     if source is None:
         raise TypeError(f"expected {what} normalization data source, given None")
-    protocol = "MPSCNNInstanceNormalizationDataSource" if instance else "MPSCNNGroupNormalizationDataSource"
-    check_protocol(source, protocol,
-                   ("gamma", "beta", "number_of_feature_channels", "label") + (() if instance else ("number_of_groups",)))
+    check_protocol(source,
+                   "MPSCNNInstanceNormalizationDataSource" if instance else "MPSCNNGroupNormalizationDataSource")
     return <shared_ptr[CGroupNormalizationDataSource]>make_native[CPythonGroupNormalizationDataSource](
         <PyObject*>source, instance)
 
