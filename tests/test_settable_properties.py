@@ -31,7 +31,8 @@ READWRITE = {
                                  "dilation_rate_y", "fused_neuron_descriptor"],
     "CNNConvolutionGradient": ["gradient_option"],
     "CNNConvolutionNode": ["training_style", "accumulator_precision"],
-    "CNNConvolutionTranspose": ["kernel_offset_x", "kernel_offset_y"],
+    "CNNConvolution": ["accumulator_precision_option"],
+    "CNNConvolutionTranspose": ["kernel_offset_x", "kernel_offset_y", "accumulator_precision_option"],
     "CNNConvolutionTransposeGradient": ["gradient_option"],
     "CNNCrossChannelNormalization": ["alpha", "beta", "delta"],
     "CNNCrossChannelNormalizationGradient": ["alpha", "beta", "delta"],
@@ -39,6 +40,7 @@ READWRITE = {
     "CNNGradientKernel": ["kernel_offset_x", "kernel_offset_y"],
     "CNNGroupNormalization": ["epsilon"],
     "CNNGroupNormalizationDataSource": ["number_of_groups"],
+    "GroupNormalizationWeights": ["number_of_groups"],
     "CNNGroupNormalizationNode": ["training_style"],
     "CNNInstanceNormalization": ["epsilon"],
     "CNNInstanceNormalizationNode": ["training_style"],
@@ -82,10 +84,9 @@ READWRITE = {
 }
 
 # Readwrite in MPS, absent from mpsx: allocators (mpsx allocates images
-# itself), MPS-internal serialization, a deprecated property, a channel count
-# limit mpsx does not offer, and accumulatorPrecisionOption, which mpsx names
-# accumulator_precision. Listed so that adding one fails here until it moves
-# to READWRITE.
+# itself), MPS-internal serialization, a deprecated property and a channel
+# count limit mpsx does not offer. Listed so that adding one fails here until
+# it moves to READWRITE.
 ABSENT = {
     "CNNKernel": ["destination_image_allocator", "source_feature_channel_max_count"],
     "CNNBinaryKernel": ["destination_image_allocator"],
@@ -93,8 +94,6 @@ ABSENT = {
     "NNImageNode": ["image_allocator"],
     "CNNConvolutionDescriptor": ["neuron"],
     "CNNConvolutionGradient": ["serialize_weights_and_biases"],
-    "CNNConvolution": ["accumulator_precision_option"],
-    "CNNConvolutionTranspose": ["accumulator_precision_option"],
 }
 
 

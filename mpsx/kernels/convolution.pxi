@@ -928,25 +928,26 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         return self.descriptor.fused_neuron_descriptor
 
     @property
-    def accumulator_precision(self):
-        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise). The cpu backend
-        always accumulates in float.
+    def accumulator_precision_option(self):
+        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise; MPS's
+        MPSNNConvolutionAccumulatorPrecisionOption values by their names). The cpu backend always accumulates in
+        float.
 
         MPS: MPSCNNConvolution.accumulatorPrecisionOption
         """
         return "half" if self._convolution().accumulator_precision == AccumulatorPrecision.Half else "float"
 
-    @accumulator_precision.setter
-    def accumulator_precision(self, value):
+    @accumulator_precision_option.setter
+    def accumulator_precision_option(self, value):
         if value not in ("float", "half"):
-            raise ValueError(f"accumulator_precision is 'float' or 'half', given {value!r}")
+            raise ValueError(f"accumulator_precision_option is 'float' or 'half', given {value!r}")
         self._convolution().accumulator_precision = \
             AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
 
     # Saved: the data source, by its own description, and the weights and biases
     # the kernel holds now (a reload or a training update may have changed them),
     # which the restored kernel reloads.
-    _mpsx_properties = ("accumulator_precision",)
+    _mpsx_properties = ("accumulator_precision_option",)
 
     def _mpsx_arguments(self):
         return (_saved_data_source(self),)
