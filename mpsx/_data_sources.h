@@ -80,7 +80,9 @@ class PythonConvolutionDataSource final : public ConvolutionDataSource {
   HostArray ranges_for_uint8_kernel() override {
     return call_python([&] { return calls().array(object(), "ranges_for_uint8_kernel", DataType::Float32); });
   }
-  bool supports_update() override { return call_python([&] { return calls().has(object(), "update_with_gradient_state"); }); }
+  bool supports_update() override {
+    return call_python([&] { return calls().has(object(), "update_with_gradient_state"); });
+  }
   bool update(const std::shared_ptr<ConvolutionGradientState>& gradient_state,
               const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override {
     return call_python([&] { return calls().update(object(), gradient_state, source_state); });
