@@ -323,3 +323,79 @@ def test_mps_forms_name_the_mpsx_form(device, kernel, member, given, message):
     setattr(type(source), given, lambda self, *args: None)
     with pytest.raises(TypeError, match=f"implements {given}, which mpsx does not call: .*{message}"):
         kernel(device, source)
+
+
+def test_self_updating_data_source_as_the_wwdc_sample(device, rng):
+    """The WWDC19 training sample's convolution data source: a plain class whose weights() is its weights state's
+    buffer and whose update_with_command_buffer encodes an SGD step into that state; forward and gradient on separate
+    command buffers, two steps, against torch doing the same."""
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    w0 = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    b0 = rng.standard_normal(3).astype(np.float32)
+    lr = 0.05
+
+    class DataSource:
+        data_type = mpsx.DataType.FLOAT32
+
+        def __init__(self):
+            self.state = mpsx.CNNConvolutionWeightsAndBiasesState(device, w0, b0)
+            self.optimizer = mpsx.NNOptimizerStochasticGradientDescent(device, lr)
+            self.updates = 0
+
+        def descriptor(self):
+            return d
+
+        def weights(self):
+            return self.state.weights
+
+        def bias_terms(self):
+            return self.state.biases
+
+        def load(self):
+            return True
+
+        def purge(self):
+            pass
+
+        def label(self):
+            return "conv"
+
+        def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
+            self.optimizer.encode(command_buffer, convolution_gradient_state=gradient_state,
+                                  convolution_source_state=source_state, result_state=self.state)
+            self.state.synchronize(command_buffer)  # weights() is read on the host (MPS's managed storage too)
+            self.updates += 1
+            return self.state
+
+    source = DataSource()
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    xs = [rng.standard_normal((2, 2, 5, 5)).astype(np.float32) for _ in range(2)]
+    dys = [rng.standard_normal((2, 3, 5, 5)).astype(np.float32) for _ in range(2)]
+    for x, dy in zip(xs, dys):
+        image = mpsx.Image.from_numpy(device, x)
+        forward = device.command_queue.command_buffer()
+        _, state = conv.encode(forward, image, destination_state=True)
+        backward = device.command_queue.command_buffer()
+        gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
+        conv.encode_weights_and_bias_update(backward, state)
+        forward.commit()
+        backward.commit()
+        backward.wait_until_completed()
+        assert backward.status == "completed", backward.error
+    assert source.updates == 2
+
+    wt = torch.as_tensor(w0, dtype=torch.float64).permute(0, 3, 1, 2).clone()
+    bt = torch.as_tensor(b0, dtype=torch.float64).clone()
+    for x, dy in zip(xs, dys):
+        wt.requires_grad_(), bt.requires_grad_()
+        y = F.conv2d(torch.as_tensor(x, dtype=torch.float64), wt, bt, padding=1)
+        (y * torch.as_tensor(dy, dtype=torch.float64)).sum().backward()
+        with torch.no_grad():
+            wt, bt = wt - lr * wt.grad, bt - lr * bt.grad
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    expected = F.conv2d(torch.as_tensor(x, dtype=torch.float64), wt, bt, padding=1).numpy()
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    # A kernel made later reads the updated weights through weights(), a Buffer on the device.
+    y = read(device, lambda cb: mpsx.CNNConvolution(device, source).encode(cb, mpsx.Image.from_numpy(device, x)))
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
