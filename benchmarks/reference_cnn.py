@@ -168,7 +168,7 @@ class ReferenceCNN(TrainingSteps):
             bn_source = mpsx.BatchNormalizationWeights(p[f"bn{i}.gamma"], p[f"bn{i}.beta"], np.zeros(cout, np.float32),
                                                        np.ones(cout, np.float32), EPSILON)
             conv = mpsx.CNNConvolution(device, source)
-            conv.accumulator_precision = accumulator_precision
+            conv.accumulator_precision_option = accumulator_precision
             bn = mpsx.CNNBatchNormalization(device, bn_source, fused_neuron_descriptor=relu)
             self.layers.append(dict(
                 conv=conv, conv_gradient=mpsx.CNNConvolutionGradient(device, source), bn=bn,
@@ -184,7 +184,7 @@ class ReferenceCNN(TrainingSteps):
         self.layers[0]["conv_gradient"].gradient_option = \
             mpsx.CNNConvolutionGradientOption.GRADIENT_WITH_WEIGHTS_AND_BIAS
         self.fc = mpsx.CNNFullyConnected(device, fc_source)
-        self.fc.accumulator_precision = accumulator_precision
+        self.fc.accumulator_precision_option = accumulator_precision
         self.fc_gradient = mpsx.CNNFullyConnectedGradient(device, fc_source)
         self.fc_weights = self.fc.export_weights_and_biases(cb)
         self._add_vectors("fc", CLASSES * 64 * 64, CLASSES)
@@ -313,7 +313,7 @@ class HostSGD(mpsx.CNNConvolutionDataSource):
     def bias_terms(self):
         return self.b
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         # MPS's momentum: m = momentum * m + learning_rate * g; value -= m
         self.mw = self.momentum * self.mw + self.learning_rate * \
             gradient_state.gradient_for_weights.to_numpy().reshape(self.w.shape)

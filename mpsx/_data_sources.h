@@ -80,13 +80,15 @@ class PythonConvolutionDataSource final : public ConvolutionDataSource {
   HostArray ranges_for_uint8_kernel() override {
     return call_python([&] { return calls().array(object(), "ranges_for_uint8_kernel", DataType::Float32); });
   }
-  bool supports_update() override { return call_python([&] { return calls().has(object(), "update"); }); }
+  bool supports_update() override {
+    return call_python([&] { return calls().has(object(), "update_with_gradient_state"); });
+  }
   bool update(const std::shared_ptr<ConvolutionGradientState>& gradient_state,
               const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override {
     return call_python([&] { return calls().update(object(), gradient_state, source_state); });
   }
   bool supports_update_on_command_buffer() override {
-    return call_python([&] { return calls().has(object(), "update_on_command_buffer"); });
+    return call_python([&] { return calls().has(object(), "update_with_command_buffer"); });
   }
   std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
@@ -119,7 +121,8 @@ struct BatchNormalizationDataSourceCalls {
   float (*epsilon)(PyObject* source) = nullptr;
   std::string (*label)(PyObject* source) = nullptr;
   bool (*has)(PyObject* source, const char* attribute) = nullptr;
-  // update_gamma_and_beta or update_mean_and_variance.
+  // update_gamma_and_beta_with_batch_normalization_state or
+  // update_mean_and_variance_with_batch_normalization_state.
   bool (*update)(PyObject* source, const char* method, std::shared_ptr<BatchNormalizationState> state) = nullptr;
   std::shared_ptr<NormalizationGammaAndBetaState> (*update_gamma_and_beta_on_command_buffer)(
       PyObject* source, CommandBuffer& command_buffer, std::shared_ptr<BatchNormalizationState> state) = nullptr;
@@ -156,16 +159,22 @@ class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSo
   float epsilon() override { return call_python([&] { return calls().epsilon(object()); }); }
   std::string label() override { return call_python([&] { return calls().label(object()); }); }
 
-  bool supports_update_gamma_and_beta() override { return has("update_gamma_and_beta"); }
-  bool update_gamma_and_beta(const std::shared_ptr<BatchNormalizationState>& state) override {
-    return call_python([&] { return calls().update(object(), "update_gamma_and_beta", state); });
+  bool supports_update_gamma_and_beta() override {
+    return has("update_gamma_and_beta_with_batch_normalization_state");
   }
-  bool supports_update_mean_and_variance() override { return has("update_mean_and_variance"); }
+  bool update_gamma_and_beta(const std::shared_ptr<BatchNormalizationState>& state) override {
+    return call_python(
+        [&] { return calls().update(object(), "update_gamma_and_beta_with_batch_normalization_state", state); });
+  }
+  bool supports_update_mean_and_variance() override {
+    return has("update_mean_and_variance_with_batch_normalization_state");
+  }
   bool update_mean_and_variance(const std::shared_ptr<BatchNormalizationState>& state) override {
-    return call_python([&] { return calls().update(object(), "update_mean_and_variance", state); });
+    return call_python(
+        [&] { return calls().update(object(), "update_mean_and_variance_with_batch_normalization_state", state); });
   }
   bool supports_update_gamma_and_beta_on_command_buffer() override {
-    return has("update_gamma_and_beta_on_command_buffer");
+    return has("update_gamma_and_beta_with_command_buffer");
   }
   std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override {
@@ -173,7 +182,7 @@ class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSo
         [&] { return calls().update_gamma_and_beta_on_command_buffer(object(), command_buffer, state); });
   }
   bool supports_update_mean_and_variance_on_command_buffer() override {
-    return has("update_mean_and_variance_on_command_buffer");
+    return has("update_mean_and_variance_with_command_buffer");
   }
   std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override {
@@ -247,7 +256,7 @@ class PythonGroupNormalizationDataSource final : public GroupNormalizationDataSo
     return call_python([&] { return calls().update(object(), instance_, states); });
   }
   bool supports_update_gamma_and_beta_on_command_buffer() override {
-    return has("update_gamma_and_beta_on_command_buffer");
+    return has("update_gamma_and_beta_with_command_buffer");
   }
   std::shared_ptr<NormalizationGammaAndBetaState> update_gamma_and_beta_on_command_buffer(
       CommandBuffer& command_buffer, const States& states) override {

@@ -47,7 +47,7 @@ class ConvolutionSource(mpsx.CNNConvolutionDataSource):
     def label(self):
         return "convolution"
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         return False
 
 data_source = ConvolutionSource()
@@ -65,7 +65,7 @@ class DeviceUpdatedSource(mpsx.CNNConvolutionDataSource):
     def bias_terms(self):
         return np.zeros(4, np.float32)
 
-    def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+    def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
         return source_state
 
 data_source = DeviceUpdatedSource()
@@ -117,10 +117,10 @@ class NormalizationSource(mpsx.CNNBatchNormalizationDataSource):
     def label(self):
         return "normalization"
 
-    def update_gamma_and_beta(self, batch_normalization_state):
+    def update_gamma_and_beta_with_batch_normalization_state(self, batch_normalization_state):
         return False
 
-    def update_mean_and_variance(self, batch_normalization_state):
+    def update_mean_and_variance_with_batch_normalization_state(self, batch_normalization_state):
         return False
 
 data_source = NormalizationSource()
@@ -444,10 +444,10 @@ obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
     "CNNConvolutionDescriptor": ["""
 kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 6
 stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y, groups = 2, 1, 1, 2, 2
-fused_neuron = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
 obj = mpsx.CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
                                     stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y, groups,
-                                    fused_neuron)
+                                    fused_neuron_descriptor)
 value = mpsx.CNNConvolutionDescriptor(3, 3, 4, 6)
 """],
     "CNNConvolutionDataSource": [CONVOLUTION_SOURCE + """

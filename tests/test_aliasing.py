@@ -24,7 +24,7 @@ FORMS = ("exact", "offset", "channels", "disjoint_channels", "batch", "apart")
 
 
 def weights(kernel_width, kernel_height, neuron=None):
-    d = mpsx.CNNConvolutionDescriptor(kernel_width, kernel_height, C, C, fused_neuron=neuron)
+    d = mpsx.CNNConvolutionDescriptor(kernel_width, kernel_height, C, C, fused_neuron_descriptor=neuron)
     rng = np.random.default_rng(5)
     return mpsx.ConvolutionWeights(d, rng.standard_normal(d.weights_shape).astype(np.float32) / 8,
                                    rng.standard_normal(C).astype(np.float32))

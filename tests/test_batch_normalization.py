@@ -306,7 +306,7 @@ def test_update_on_command_buffer_of_batch_normalization_weights(device, rng):
     cb = device.command_queue.command_buffer()
     state = bn.result_state(batch)
     mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
-    updated = source.update_mean_and_variance_on_command_buffer(cb, state)
+    updated = source.update_mean_and_variance_with_command_buffer(cb, state)
     cb.commit()
     cb.wait_until_completed()
     assert isinstance(updated, mpsx.CNNNormalizationMeanAndVarianceState)
@@ -388,7 +388,7 @@ class UpdatingSource(ArraySource):
         super().__init__(*args, **kwargs)
         self.fail, self.updates = fail, []
 
-    def update_gamma_and_beta(self, state):
+    def update_gamma_and_beta_with_batch_normalization_state(self, state):
         if self.fail:
             self._gamma = self._gamma * 0  # a half-done update the kernel must not see
             raise ValueError("update failed")
@@ -397,7 +397,7 @@ class UpdatingSource(ArraySource):
         self._beta = self._beta - 0.1 * state.gradient_for_beta.to_numpy()
         return True
 
-    def update_mean_and_variance(self, state):
+    def update_mean_and_variance_with_batch_normalization_state(self, state):
         self.updates.append(("mean and variance", state.batch_normalization))
         self._mean, self._variance = state.mean.to_numpy().copy(), state.variance.to_numpy().copy()
         return True
@@ -434,7 +434,7 @@ def test_batch_normalization_weights_host_values_follow_completed_updates(device
     bn, statistics, statistics_gradient, _ = kernels(device, source)
 
     class FailingSource(ArraySource):
-        def update_mean_and_variance(self, state):
+        def update_mean_and_variance_with_batch_normalization_state(self, state):
             raise ValueError("update failed")
 
     failing = mpsx.CNNBatchNormalization(device, FailingSource(np.ones(c, np.float32)))
@@ -526,11 +526,11 @@ def test_gpu_style_updates(device, rng):
     gamma = (rng.random(c) + 0.5).astype(np.float32)
 
     class GpuSource(ArraySource):
-        def update_gamma_and_beta_on_command_buffer(self, command_buffer, state):
+        def update_gamma_and_beta_with_command_buffer(self, command_buffer, state):
             self.seen = (command_buffer, state.batch_normalization)
             return mpsx.CNNNormalizationGammaAndBetaState(device, np.full(c, 2.0), np.full(c, 0.5))
 
-        def update_mean_and_variance_on_command_buffer(self, command_buffer, state):
+        def update_mean_and_variance_with_command_buffer(self, command_buffer, state):
             # The state's own buffers: the reload copies them on the command buffer.
             return mpsx.CNNNormalizationMeanAndVarianceState(device, state.mean, state.variance)
 
@@ -556,11 +556,11 @@ def test_gpu_style_updates(device, rng):
                                                            x.var(axis=(0, 2, 3)), bn.epsilon), rtol=1e-4, atol=1e-4)
 
     class Raising(ArraySource):
-        def update_gamma_and_beta_on_command_buffer(self, command_buffer, state):
+        def update_gamma_and_beta_with_command_buffer(self, command_buffer, state):
             raise RuntimeError("no device update")
 
     class Wrong(ArraySource):
-        def update_mean_and_variance_on_command_buffer(self, command_buffer, state):
+        def update_mean_and_variance_with_command_buffer(self, command_buffer, state):
             return np.zeros(c)
 
     for source, method, error, message in [
@@ -568,7 +568,8 @@ def test_gpu_style_updates(device, rng):
             (Wrong(gamma), "encode_mean_and_variance_update", TypeError,
              "must return an mpsx.CNNNormalizationMeanAndVarianceState or None, returned ndarray"),
             (ArraySource(gamma), "encode_gamma_and_beta_update", TypeError,
-             "neither update_gamma_and_beta nor update_gamma_and_beta_on_command_buffer")]:
+             "neither update_gamma_and_beta_with_command_buffer nor "
+             "update_gamma_and_beta_with_batch_normalization_state")]:
         kernel = mpsx.CNNBatchNormalization(device, source)
         cb = device.command_queue.command_buffer()
         s = kernel.result_state(batch)
@@ -693,8 +694,9 @@ def test_state_reset(device, rng):
 def test_data_source_errors(device, rng):
     with pytest.raises(TypeError, match="expected a batch normalization data source, given None"):
         mpsx.CNNBatchNormalization(device, None)
-    with pytest.raises(TypeError, match=r"needs number_of_feature_channels\(\), gamma\(\), beta\(\), mean\(\), "
-                                        r"variance\(\); object has not"):
+    with pytest.raises(TypeError, match="object does not implement number_of_feature_channels, gamma, beta, mean, "
+                                        "variance, load, purge, label, required by "
+                                        "MPSCNNBatchNormalizationDataSource"):
         mpsx.CNNBatchNormalization(device, object())
     with pytest.raises(mpsx.ShapeError, match=r"MPSCNNBatchNormalization: the data source's mean holds 3 values; "
                                               r"expected 4 \(number_of_feature_channels\)"):
@@ -814,14 +816,14 @@ def test_encode_errors(device, rng):
     statistics_gradient.encode_batch(cb, y, batch, state)
     with pytest.raises(mpsx.SynchronizationError):
         state.gradient_for_gamma.to_numpy()
-    with pytest.raises(TypeError, match="neither update_gamma_and_beta nor"):
+    with pytest.raises(TypeError, match="neither update_gamma_and_beta_with_command_buffer nor"):
         bn.encode_gamma_and_beta_update(cb, state)
     with pytest.raises(TypeError, match="CNNBatchNormalizationState"):
         bn.encode_mean_and_variance_update(cb, neuron_state)
     with pytest.raises(mpsx.StateError, match="was made by another batch normalization"):
         other_bn.encode_mean_and_variance_update(cb, state)
     with pytest.raises(mpsx.StateError, match="has no batch statistics"):
-        source.update_mean_and_variance_on_command_buffer(cb, other_bn.result_state(batch))
+        source.update_mean_and_variance_with_command_buffer(cb, other_bn.result_state(batch))
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed", cb.error

@@ -39,7 +39,7 @@ def reference_forward(x, w, b, stride=(1, 1), dilation=(1, 1), groups=1, method=
 
 def make(device, rng, kw, kh, cin, cout, stride=(1, 1), dilation=(1, 1), groups=1, neuron=None, bias=True):
     d = mpsx.CNNConvolutionDescriptor(kw, kh, cin, cout, stride[0], stride[1], dilation[0], dilation[1], groups,
-                                      fused_neuron=neuron)
+                                      fused_neuron_descriptor=neuron)
     w = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
     b = rng.standard_normal(cout).astype(np.float32) if bias else None
     return mpsx.ConvolutionWeights(d, w, b), w, b
@@ -320,7 +320,8 @@ def test_data_source_errors(device, rng):
         mpsx.CNNConvolution(device, ArraySource(d, w.reshape(-1)[:53]))
     with pytest.raises(mpsx.ShapeError, match="bias_terms hold 2"):
         mpsx.CNNConvolution(device, ArraySource(d, w, np.zeros(2, np.float32)))
-    with pytest.raises(TypeError, match="needs descriptor\\(\\) and weights\\(\\)"):
+    with pytest.raises(TypeError, match="object does not implement data_type, descriptor, weights, bias_terms, "
+                                        "load, purge, label, required by MPSCNNConvolutionDataSource"):
         mpsx.CNNConvolution(device, object())
     with pytest.raises(TypeError, match="given None"):
         mpsx.CNNConvolution(device, None)
@@ -409,7 +410,7 @@ def test_weights_of_another_shape_or_size_are_refused(device, rng):
         mpsx.CNNConvolutionWeightsAndBiasesState(device, None)
     slopes = mpsx.NNNeuronDescriptor(mpsx.NeuronType.PRELU, data=np.ones(5, np.float32))
     with pytest.raises(ValueError, match="the fused PReLU neuron has 5 slopes; the convolution has 4 output"):
-        mpsx.CNNConvolutionDescriptor(5, 5, 3, 4, fused_neuron=slopes)
+        mpsx.CNNConvolutionDescriptor(5, 5, 3, 4, fused_neuron_descriptor=slopes)
 
     with pytest.raises(TypeError, match="ArraySource.data_type is <DataType.BFLOAT16: 2>; convolution weights are "
                                         "FLOAT32, FLOAT16 or UINT8"):
@@ -433,7 +434,7 @@ def test_weight_states_must_hold_exactly_the_filter(device, rng):
 
     class Returning(ArraySource):
         # A GPU-side update that returns another layer's weights.
-        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+        def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
             return mpsx.CNNConvolutionWeightsAndBiasesState(device, np.zeros(weights.size * 4, np.float32))
 
     returning = Returning(mpsx.CNNConvolutionDescriptor(3, 3, 4, 2), weights)
@@ -616,7 +617,7 @@ class UpdatingSource(ArraySource):
         super().__init__(*args, **kwargs)
         self.fail, self.updates = fail, 0
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         if self.fail:
             self._weights = self._weights * 0  # a half-done update the kernel must not see
             raise ValueError("update failed")
@@ -674,7 +675,7 @@ def test_encode_weights_and_bias_update_gpu_style(device, rng):
     b = rng.standard_normal(3).astype(np.float32)
 
     class GpuSource(ArraySource):
-        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+        def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
             # The update a GPU kernel would encode; here numpy on the host
             # after the commands ran would be too late, so the source
             # precomputes it from the state's synchronized weights.
@@ -696,7 +697,7 @@ def test_encode_weights_and_bias_update_gpu_style(device, rng):
     cb.wait_until_completed()
     np.testing.assert_allclose(after.to_numpy(), reference_forward(image.to_numpy(), np.full(d.weights_shape, 0.5),
                                                                    np.ones(3)).numpy(), rtol=1e-4, atol=1e-4)
-    with pytest.raises(TypeError, match="neither update nor update_on_command_buffer"):
+    with pytest.raises(TypeError, match="neither update_with_command_buffer nor update_with_gradient_state"):
         plain = mpsx.CNNConvolution(device, ArraySource(d, w, b))
         cb = device.command_queue.command_buffer()
         _, s = plain.encode(cb, image, destination_state=True)

@@ -59,7 +59,7 @@ def rotated(w):
 
 def make(rng, kw, kh, cin, cout, stride=(1, 1), dilation=(1, 1), groups=1, neuron=None, bias=True):
     d = mpsx.CNNConvolutionDescriptor(kw, kh, cin, cout, stride[0], stride[1], dilation[0], dilation[1], groups,
-                                      fused_neuron=neuron)
+                                      fused_neuron_descriptor=neuron)
     w = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
     b = rng.standard_normal(cout).astype(np.float32) if bias else None
     return mpsx.ConvolutionWeights(d, w, b), w, b
@@ -401,7 +401,7 @@ class ArraySource(mpsx.CNNConvolutionDataSource):
     def bias_terms(self):
         return self._biases
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         self.updates.append((gradient_state, source_state))
         self._weights = self._weights - 0.1 * gradient_state.gradient_for_weights.to_numpy()
         self._biases = self._biases - 0.1 * gradient_state.gradient_for_biases.to_numpy()
@@ -459,7 +459,7 @@ def test_encode_weights_and_bias_update(device, rng):
                                             (7, 5)).numpy(), rtol=1e-4, atol=1e-4)
 
     class GpuSource(ArraySource):
-        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+        def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
             return mpsx.CNNConvolutionWeightsAndBiasesState(device, np.full(d.weights_shape, 0.5, np.float32),
                                                            np.ones(3, np.float32))
 

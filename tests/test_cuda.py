@@ -259,7 +259,7 @@ def test_half_accumulator_precision(gpu):
         def run(device, rng):
             source, _, _ = test_convolution.make(device, rng, 3, 3, 64, 64)
             conv = mpsx.CNNConvolution(device, source)
-            conv.accumulator_precision = precision
+            conv.accumulator_precision_option = precision
             image = mpsx.Image.from_numpy(device, rng.standard_normal((4, 64, 8, 8)).astype(np.float32))
             return (read(device, lambda cb: conv.encode(cb, image)),)
         return run
@@ -276,7 +276,7 @@ def test_half_accumulator_precision_reaches_the_gradient(gpu):
         def run(device, rng):
             source, _, _ = test_convolution.make(device, rng, 3, 3, 64, 64)
             conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
-            conv.accumulator_precision = precision
+            conv.accumulator_precision_option = precision
             image = mpsx.Image.from_numpy(device, rng.standard_normal((16, 64, 16, 16)).astype(np.float32))
             dy = mpsx.Image.from_numpy(device, rng.standard_normal((16, 64, 16, 16)).astype(np.float32))
 
@@ -384,14 +384,14 @@ def test_float16_fully_connected_sums_in_float32(gpu):
 
 
 def test_half_accumulator_precision_reaches_the_transpose(gpu):
-    """CNNConvolutionTranspose.accumulator_precision "half" allows TF32 in its
+    """CNNConvolutionTranspose.accumulator_precision_option "half" allows TF32 in its
     passes and its gradient's, as the convolution's does."""
     def case(precision):
         def run(device, rng):
             source, _, _ = test_convolution_transpose.make(rng, 3, 3, 64, 64, (2, 2))
             transpose = mpsx.CNNConvolutionTranspose(device, source)
             gradient = mpsx.CNNConvolutionTransposeGradient(device, source)
-            transpose.accumulator_precision = precision
+            transpose.accumulator_precision_option = precision
             image = mpsx.Image.from_numpy(device, rng.standard_normal((8, 64, 16, 16)).astype(np.float32))
 
             def encode(cb):

@@ -1761,7 +1761,7 @@ class Source(mpsx.CNNConvolutionDataSource):
     def weights(self):
         return np.ones((1, 1, 1, 1), np.float32)
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         mpsx_raise(KeyError(1))
 
 kernel = mpsx.CNNConvolution(dev, Source())

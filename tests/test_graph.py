@@ -321,7 +321,7 @@ def test_an_encode_while_the_graph_encodes_is_refused(device):
     caught = []
 
     class Reentrant(HostSGD):
-        def update_on_command_buffer(self, command_buffer, gradient_state, source_state):
+        def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
             try:
                 graph.encode_batch(device.command_queue.command_buffer(), [images], [labels])
             except mpsx.StateError as e:

@@ -57,13 +57,13 @@ class HostNormalization(mpsx.CNNBatchNormalizationDataSource):
     def variance(self):
         return self.v
 
-    def update_gamma_and_beta(self, state):
+    def update_gamma_and_beta_with_batch_normalization_state(self, state):
         self.calls.append("gamma_and_beta")
         self.g = state.gamma.to_numpy() - LR * state.gradient_for_gamma.to_numpy()
         self.b = state.beta.to_numpy() - LR * state.gradient_for_beta.to_numpy()
         return True
 
-    def update_mean_and_variance(self, state):
+    def update_mean_and_variance_with_batch_normalization_state(self, state):
         self.calls.append("mean_and_variance")
         n = N * SIZE * SIZE
         self.m = (1 - MOMENTUM) * self.m + MOMENTUM * state.mean.to_numpy()
@@ -308,7 +308,7 @@ def test_bad_input(device):
     m = model(device, p, "gpu")
     with pytest.raises(TypeError, match="batch normalization data source, given None"):
         mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(), None)
-    with pytest.raises(TypeError, match="needs number_of_feature_channels"):
+    with pytest.raises(TypeError, match="does not implement number_of_feature_channels"):
         mpsx.CNNBatchNormalizationNode(mpsx.NNImageNode(), object())
     with pytest.raises(TypeError, match="expected an NNImageNode"):
         mpsx.CNNBatchNormalizationNode(None, m["bn_w"])

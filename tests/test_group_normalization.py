@@ -100,7 +100,7 @@ def test_data_source_arrays_of_the_wrong_length(device):
         mpsx.CNNGroupNormalization(device, Source(np.ones(4, np.float32), np.ones(2, np.float32), 2))
     with pytest.raises(mpsx.ShapeError, match=r"expected 4 beta values \(as gamma\), given 3"):
         mpsx.GroupNormalizationWeights(np.ones(4, np.float32), np.ones(3, np.float32), 2)
-    with pytest.raises(TypeError, match="needs number_of_groups"):
+    with pytest.raises(TypeError, match="does not implement number_of_groups, required by MPSCNNGroupNormalizationDataSource"):
         mpsx.CNNGroupNormalization(device, shared.Source(np.ones(4, np.float32)))
 
 
@@ -169,9 +169,9 @@ def test_native_weights_refuse_the_state_of_another_family(device):
         np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32), np.ones(4, np.float32)))
     x = mpsx.Image.from_numpy(device, np.ones((2, 4, 3, 3), np.float32))
     cb = device.command_queue.command_buffer()
-    with pytest.raises(TypeError, match="GroupNormalizationWeights: states must be the gradient state of an instance "
+    with pytest.raises(TypeError, match="GroupNormalizationWeights: group_normalization_state_batch must be the gradient state of an instance "
                                         "or group normalization encode, given an MPSCNNBatchNormalizationState"):
-        weights.update_gamma_and_beta_on_command_buffer(cb, bn.result_state(x))
+        weights.update_gamma_and_beta_with_command_buffer(cb, bn.result_state(x))
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed"

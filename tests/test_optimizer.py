@@ -395,7 +395,7 @@ def test_training_with_convolution_weights_matches_reference(device, rng):
     x = rng.standard_normal((n, 2, 6, 6)).astype(np.float32)
     labels_of = rng.integers(0, classes, n)
     one_hot = np.eye(classes, dtype=np.float32)[labels_of].reshape(n, classes, 1, 1)
-    cd = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4, fused_neuron=mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+    cd = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4, fused_neuron_descriptor=mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
     fd = mpsx.CNNConvolutionDescriptor(6, 6, 4, classes)
     parameters = [(rng.standard_normal(cd.weights_shape) * 0.3).astype(np.float32),
                   (rng.standard_normal(4) * 0.1).astype(np.float32),

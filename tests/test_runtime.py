@@ -163,7 +163,7 @@ class Waiting(mpsx.CNNConvolutionDataSource):
     def weights(self):
         return np.ones((1, 1, 1, 1), np.float32)
 
-    def update(self, gradient_state, source_state):
+    def update_with_gradient_state(self, gradient_state, source_state):
         queue.wait_until_idle()
         return True
 

@@ -77,7 +77,7 @@ class NormalizationSource(mpsx.CNNBatchNormalizationDataSource):
     def beta(self):
         return self.b
 
-    def update_gamma_and_beta(self, state):  # style 2
+    def update_gamma_and_beta_with_batch_normalization_state(self, state):  # style 2
         self.g = state.gamma.to_numpy() - LR * state.gradient_for_gamma.to_numpy()
         self.b = state.beta.to_numpy() - LR * state.gradient_for_beta.to_numpy()
         return True

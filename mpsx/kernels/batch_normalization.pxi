@@ -22,17 +22,21 @@ NORMALIZATION_DEFAULT_EPSILON = float(kNormalizationDefaultEpsilon)
 
 
 class CNNBatchNormalizationDataSource:
-    """The batch normalization data source protocol: subclass it (or write any class with these methods) and implement
-    ``number_of_feature_channels()`` and ``gamma()``.
+    """The batch normalization data source protocol: subclass it and implement ``number_of_feature_channels()`` and
+    ``gamma()`` (the rest have defaults here), or write any class with the protocol's required members.
 
-    ``gamma()``, ``beta()``, ``mean()`` and ``variance()`` return float32 arrays of ``number_of_feature_channels``
-    values, or None for the identity (gamma and variance ones, beta and mean zeros). ``epsilon`` (an attribute or a
-    method) defaults to FLT_MIN, as in MPS. ``load()`` and ``purge()`` bracket every read; ``label()``.
+    Required, as in MPS (a class without one is a TypeError naming it when a kernel is made):
+    ``number_of_feature_channels``; ``gamma()``, ``beta()``, ``mean()`` and ``variance()``, float32 values per
+    feature channel (a numpy array, a Buffer or a DLPack tensor) or None for the identity (gamma and variance ones,
+    beta and mean zeros); ``load()`` and ``purge()``, which bracket every read; ``label()``.
 
-    Optional, as in MPS: ``update_gamma_and_beta(state)`` and ``update_mean_and_variance(state)`` -> bool (CPU-side
-    updates from the synchronized CNNBatchNormalizationState);
-    ``update_gamma_and_beta_on_command_buffer( command_buffer, state)`` -> CNNNormalizationGammaAndBetaState or None
-    and ``update_mean_and_variance_on_command_buffer(command_buffer, state)`` ->
+    Optional, as in MPS: ``epsilon`` (an attribute or a method; FLT_MIN without one, as in MPS);
+    ``update_gamma_and_beta_with_batch_normalization_state(batch_normalization_state)`` and
+    ``update_mean_and_variance_with_batch_normalization_state(batch_normalization_state)`` -> bool (CPU-side updates
+    from the synchronized CNNBatchNormalizationState);
+    ``update_gamma_and_beta_with_command_buffer(command_buffer, batch_normalization_state)`` ->
+    CNNNormalizationGammaAndBetaState or None and
+    ``update_mean_and_variance_with_command_buffer(command_buffer, batch_normalization_state)`` ->
     CNNNormalizationMeanAndVarianceState or None (GPU-side updates); ``copy(device)``.
 
     MPS: MPSCNNBatchNormalizationDataSource
@@ -123,7 +127,7 @@ cdef HostArray _bds_array(object source, const char* method) except *:
     array = getattr(source, method.decode())()
     if array is None:
         return out
-    a = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+    a = np.ascontiguousarray(host_values(array), dtype=np.float32).reshape(-1)
     cdef const unsigned char[::1] raw = a.view(np.uint8)
     if raw.shape[0]:
         out.data = &raw[0]
@@ -181,8 +185,8 @@ cdef object _checked_update(object source, str method, object result, type expec
 cdef shared_ptr[CNormalizationGammaAndBetaState] _bds_update_gamma_and_beta_on_command_buffer(
         object source, CCommandBuffer& command_buffer, shared_ptr[CBatchNormalizationState] state) except *:
     cdef shared_ptr[CNormalizationGammaAndBetaState] out
-    result = _checked_update(source, "update_gamma_and_beta_on_command_buffer",
-                             source.update_gamma_and_beta_on_command_buffer(
+    result = _checked_update(source, "update_gamma_and_beta_with_command_buffer",
+                             source.update_gamma_and_beta_with_command_buffer(
                                  _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
                              CNNNormalizationGammaAndBetaState)
     if result is not None:
@@ -193,8 +197,8 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _bds_update_gamma_and_beta_on_c
 cdef shared_ptr[CNormalizationMeanAndVarianceState] _bds_update_mean_and_variance_on_command_buffer(
         object source, CCommandBuffer& command_buffer, shared_ptr[CBatchNormalizationState] state) except *:
     cdef shared_ptr[CNormalizationMeanAndVarianceState] out
-    result = _checked_update(source, "update_mean_and_variance_on_command_buffer",
-                             source.update_mean_and_variance_on_command_buffer(
+    result = _checked_update(source, "update_mean_and_variance_with_command_buffer",
+                             source.update_mean_and_variance_with_command_buffer(
                                  _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
                              CNNNormalizationMeanAndVarianceState)
     if result is not None:
@@ -222,11 +226,7 @@ cdef shared_ptr[CBatchNormalizationDataSource] batch_normalization_data_source_o
         return <shared_ptr[CBatchNormalizationDataSource]>(<BatchNormalizationWeights>source).shared()
     if source is None:
         raise TypeError("expected a batch normalization data source, given None")
-    missing = [m for m in ("number_of_feature_channels", "gamma", "beta", "mean", "variance")
-               if not hasattr(source, m)]
-    if missing:
-        raise TypeError(f"a batch normalization data source needs {', '.join(m + '()' for m in missing)}; "
-                        f"{type(source).__name__} has not")
+    check_protocol(source, "MPSCNNBatchNormalizationDataSource")
     return <shared_ptr[CBatchNormalizationDataSource]>make_native[CPythonBatchNormalizationDataSource](
         <PyObject*>source)
 
@@ -257,7 +257,7 @@ cdef class BatchNormalizationWeights:
     A batch normalization data source held natively (MPS has no such class: a native
     MPSCNNBatchNormalizationDataSource), of arrays of one value per feature channel.
 
-    Its ``update_mean_and_variance_on_command_buffer`` (what
+    Its ``update_mean_and_variance_with_command_buffer`` (what
     ``CNNBatchNormalization.encode_mean_and_variance_update`` calls) folds the state's batch statistics into the
     kernel's running statistics on the device, as PyTorch does:
     ``running = (1 - momentum) * running + momentum * batch``, the running variance taking the unbiased batch
@@ -368,8 +368,8 @@ cdef class BatchNormalizationWeights:
         """
         return self.native().label().decode() or None
 
-    def update_mean_and_variance_on_command_buffer(self, CommandBuffer command_buffer not None,
-                                                   CNNBatchNormalizationState batch_normalization_state not None):
+    def update_mean_and_variance_with_command_buffer(self, CommandBuffer command_buffer not None,
+                                                     CNNBatchNormalizationState batch_normalization_state not None):
         """A new CNNNormalizationMeanAndVarianceState holding the running statistics with this batch's folded in,
         encoded on ``command_buffer``; the data source keeps them too.
 
@@ -386,8 +386,8 @@ cdef class BatchNormalizationWeights:
         """
         return self._optimizer
 
-    def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None,
-                                                CNNBatchNormalizationState batch_normalization_state not None):
+    def update_gamma_and_beta_with_command_buffer(self, CommandBuffer command_buffer not None,
+                                                  CNNBatchNormalizationState batch_normalization_state not None):
         """With an optimizer: a new CNNNormalizationGammaAndBetaState holding gamma and beta after one update from the
         state's gradients, encoded on ``command_buffer``. TypeError without an optimizer.
 
@@ -785,10 +785,11 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
                                      CNNBatchNormalizationState batch_normalization_state not None):
         """The gamma and beta update of MPS's training styles, for training encoded by hand.
 
-        A data source with ``update_gamma_and_beta_on_command_buffer`` encodes its update now and the kernel reloads
-        the state it returns, on the command buffer. One with ``update_gamma_and_beta`` is called once the command
-        buffer completed, with the synchronized state, and the kernel then reloads from it; if it raises, the
-        command buffer ends with status ``"error"`` and that exception, and gamma and beta stay as they were.
+        A data source with ``update_gamma_and_beta_with_command_buffer`` encodes its update now and the kernel reloads
+        the state it returns, on the command buffer. One with ``update_gamma_and_beta_with_batch_normalization_state``
+        is called once the command buffer completed, with the synchronized state, and the kernel then reloads from it;
+        if it raises, the command buffer ends with status ``"error"`` and that exception, and gamma and beta stay as
+        they were.
 
         MPS: none (mpsx)
         """
@@ -798,7 +799,8 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
     def encode_mean_and_variance_update(self, CommandBuffer command_buffer not None,
                                         CNNBatchNormalizationState batch_normalization_state not None):
         """The running mean and variance update, as ``encode_gamma_and_beta_update`` with the data source's
-        ``update_mean_and_variance_on_command_buffer`` or ``update_mean_and_variance``.
+        ``update_mean_and_variance_with_command_buffer`` or
+        ``update_mean_and_variance_with_batch_normalization_state``.
 
         MPS: none (mpsx)
         """

@@ -49,13 +49,15 @@ class CNNConvolutionGradientOption(enum.IntFlag):
 cdef class CNNConvolutionDescriptor:
     """CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
         stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
-        fused_neuron=None)
+        fused_neuron_descriptor=None)
 --
 
     The shape of a convolution: window, feature channels, strides, dilation, groups and an optional fused neuron (an
     NNNeuronDescriptor applied to the result).
 
-    The channel counts must divide by ``groups``; ValueError for sizes that are not positive.
+    The channel counts must divide by ``groups``; ValueError for sizes that are not positive. Every property is
+    settable, as in MPS: a size that is not positive raises at once, and the whole descriptor is checked again when a
+    convolution is made from it (a convolution keeps the descriptor it was made with).
 
     MPS: MPSCNNConvolutionDescriptor
     """
@@ -63,7 +65,7 @@ cdef class CNNConvolutionDescriptor:
 
     def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
                  stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
-                 fused_neuron=None):
+                 fused_neuron_descriptor=None):
         self.desc.kernel_width = integer_argument(kernel_width, "kernel_width")
         self.desc.kernel_height = integer_argument(kernel_height, "kernel_height")
         self.desc.input_feature_channels = integer_argument(input_feature_channels, "input_feature_channels")
@@ -73,7 +75,7 @@ cdef class CNNConvolutionDescriptor:
         self.desc.dilation_x = integer_argument(dilation_rate_x, "dilation_rate_x")
         self.desc.dilation_y = integer_argument(dilation_rate_y, "dilation_rate_y")
         self.desc.groups = integer_argument(groups, "groups")
-        self.desc.fused_neuron = neuron_descriptor_of(fused_neuron)
+        self.desc.fused_neuron = neuron_descriptor_of(fused_neuron_descriptor)
         self.desc.validate()
 
     @property
@@ -84,6 +86,10 @@ cdef class CNNConvolutionDescriptor:
         """
         return self.desc.kernel_width
 
+    @kernel_width.setter
+    def kernel_width(self, value):
+        self.desc.kernel_width = _descriptor_size(value, "kernel_width")
+
     @property
     def kernel_height(self):
         """The height of the kernel window.
@@ -91,6 +97,10 @@ cdef class CNNConvolutionDescriptor:
         MPS: MPSCNNConvolutionDescriptor.kernelHeight
         """
         return self.desc.kernel_height
+
+    @kernel_height.setter
+    def kernel_height(self, value):
+        self.desc.kernel_height = _descriptor_size(value, "kernel_height")
 
     @property
     def input_feature_channels(self):
@@ -100,6 +110,10 @@ cdef class CNNConvolutionDescriptor:
         """
         return self.desc.input_feature_channels
 
+    @input_feature_channels.setter
+    def input_feature_channels(self, value):
+        self.desc.input_feature_channels = _descriptor_size(value, "input_feature_channels")
+
     @property
     def output_feature_channels(self):
         """The number of feature channels of the destination.
@@ -107,6 +121,10 @@ cdef class CNNConvolutionDescriptor:
         MPS: MPSCNNConvolutionDescriptor.outputFeatureChannels
         """
         return self.desc.output_feature_channels
+
+    @output_feature_channels.setter
+    def output_feature_channels(self, value):
+        self.desc.output_feature_channels = _descriptor_size(value, "output_feature_channels")
 
     @property
     def stride_in_pixels_x(self):
@@ -116,6 +134,10 @@ cdef class CNNConvolutionDescriptor:
         """
         return self.desc.stride_x
 
+    @stride_in_pixels_x.setter
+    def stride_in_pixels_x(self, value):
+        self.desc.stride_x = _descriptor_size(value, "stride_in_pixels_x")
+
     @property
     def stride_in_pixels_y(self):
         """The stride in y: how far the window moves per destination pixel.
@@ -123,6 +145,10 @@ cdef class CNNConvolutionDescriptor:
         MPS: MPSCNNConvolutionDescriptor.strideInPixelsY
         """
         return self.desc.stride_y
+
+    @stride_in_pixels_y.setter
+    def stride_in_pixels_y(self, value):
+        self.desc.stride_y = _descriptor_size(value, "stride_in_pixels_y")
 
     @property
     def dilation_rate_x(self):
@@ -132,6 +158,10 @@ cdef class CNNConvolutionDescriptor:
         """
         return self.desc.dilation_x
 
+    @dilation_rate_x.setter
+    def dilation_rate_x(self, value):
+        self.desc.dilation_x = _descriptor_size(value, "dilation_rate_x")
+
     @property
     def dilation_rate_y(self):
         """The distance in y between the window's taps.
@@ -140,6 +170,10 @@ cdef class CNNConvolutionDescriptor:
         """
         return self.desc.dilation_y
 
+    @dilation_rate_y.setter
+    def dilation_rate_y(self, value):
+        self.desc.dilation_y = _descriptor_size(value, "dilation_rate_y")
+
     @property
     def groups(self):
         """The number of groups the feature channels are split into; each output group sees one input group.
@@ -147,6 +181,10 @@ cdef class CNNConvolutionDescriptor:
         MPS: MPSCNNConvolutionDescriptor.groups
         """
         return self.desc.groups
+
+    @groups.setter
+    def groups(self, value):
+        self.desc.groups = _descriptor_size(value, "groups")
 
     @property
     def fused_neuron_descriptor(self):
@@ -159,6 +197,12 @@ cdef class CNNConvolutionDescriptor:
         cdef NNNeuronDescriptor d = NNNeuronDescriptor.__new__(NNNeuronDescriptor)
         d.desc = self.desc.fused_neuron
         return d
+
+    @fused_neuron_descriptor.setter
+    def fused_neuron_descriptor(self, value):
+        cdef CNeuronDescriptor neuron = neuron_descriptor_of(value)
+        neuron.validate()
+        self.desc.fused_neuron = neuron
 
     @property
     def weights_shape(self):
@@ -196,6 +240,13 @@ cdef class CNNConvolutionDescriptor:
                 f"dilation {self.dilation_rate_x}x{self.dilation_rate_y}, groups {self.groups})")
 
 
+cdef int64_t _descriptor_size(object value, str name) except? -1:
+    cdef int64_t size = integer_argument(value, name)
+    if size < 1:
+        raise ValueError(f"CNNConvolutionDescriptor.{name} must be positive, given {size}")
+    return size
+
+
 cdef CNNConvolutionDescriptor wrap_convolution_descriptor(const CConvolutionDescriptor& desc):
     cdef CNNConvolutionDescriptor d = CNNConvolutionDescriptor.__new__(CNNConvolutionDescriptor)
     d.desc = desc
@@ -203,18 +254,20 @@ cdef CNNConvolutionDescriptor wrap_convolution_descriptor(const CConvolutionDesc
 
 
 class CNNConvolutionDataSource:
-    """The convolution data source protocol: subclass it (or write any class with these methods) and implement
-    ``descriptor()`` and ``weights()``.
+    """The convolution data source protocol: subclass it and implement ``descriptor()`` and ``weights()`` (the rest
+    have defaults here), or write any class with the protocol's required members.
 
-    Required: ``descriptor()`` returns a CNNConvolutionDescriptor; ``weights()`` an array in OHWI order
-    ([out][kernel_height][kernel_width][in / groups]) of the dtype of ``data_type`` (a class attribute or property:
-    FLOAT32 by default, FLOAT16 or UINT8).
+    Required, as in MPS (a class without one is a TypeError naming it when a kernel is made): ``data_type`` (an
+    attribute or a method: FLOAT32, the default here, FLOAT16 or UINT8); ``descriptor()``, a CNNConvolutionDescriptor;
+    ``weights()``, the weights in OHWI order ([out][kernel_height][kernel_width][in / groups]) of ``data_type``'s
+    dtype, as a numpy array, a Buffer or a DLPack tensor on any device; ``bias_terms()``, float32 [out] or None;
+    ``load()`` and ``purge()`` around every read; ``label()``.
 
-    Optional: ``bias_terms()`` (float32 [out] or None); ``load()`` and ``purge()`` around every use; ``label()``;
-    ``kernel_weights_data_type`` (FLOAT16 rounds the weights to half precision); for uint8 weights
-    ``weights_quantization_type`` (``"linear"`` or ``"lookup_table"``) with ``ranges_for_uint8_kernel()`` ([out][2]
-    minimum, maximum) or ``lookup_table_for_uint8_kernel()`` ([256]); ``update(gradient_state, source_state)`` ->
-    bool (the CPU-side update) and ``update_on_command_buffer(command_buffer, gradient_state, source_state)`` ->
+    Optional, as in MPS: ``kernel_weights_data_type`` (FLOAT16 rounds the weights to half precision); for uint8
+    weights ``weights_quantization_type`` (``"linear"`` or ``"lookup_table"``) with ``ranges_for_uint8_kernel()``
+    ([out][2] minimum, maximum) or ``lookup_table_for_uint8_kernel()`` ([256]);
+    ``update_with_gradient_state(gradient_state, source_state)`` -> bool (the CPU-side update) and
+    ``update_with_command_buffer(command_buffer, gradient_state, source_state)`` ->
     CNNConvolutionWeightsAndBiasesState or None (the GPU-side update); ``copy(device)``.
 
     MPS: MPSCNNConvolutionDataSource
@@ -276,15 +329,89 @@ class CNNConvolutionDataSource:
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
 
+# The members of each data source protocol, @required ones first, by their
+# selectors in the MPS headers; mpsx's names follow from them.
+_REQUIRED = {
+    "MPSCNNConvolutionDataSource": ("dataType", "descriptor", "weights", "biasTerms", "load", "purge", "label"),
+    "MPSCNNBatchNormalizationDataSource": ("numberOfFeatureChannels", "gamma", "beta", "mean", "variance", "load",
+                                           "purge", "label"),
+    "MPSCNNInstanceNormalizationDataSource": ("gamma", "beta", "numberOfFeatureChannels", "label"),
+    "MPSCNNGroupNormalizationDataSource": ("gamma", "beta", "numberOfFeatureChannels", "numberOfGroups", "label"),
+}
+_OPTIONAL = {
+    "MPSCNNConvolutionDataSource": (
+        "rangesForUInt8Kernel", "lookupTableForUInt8Kernel", "weightsQuantizationType", "kernelWeightsDataType",
+        "updateWithCommandBuffer:gradientState:sourceState:", "updateWithGradientState:sourceState:"),
+    "MPSCNNBatchNormalizationDataSource": (
+        "epsilon", "updateGammaAndBetaWithCommandBuffer:batchNormalizationState:",
+        "updateMeanAndVarianceWithCommandBuffer:batchNormalizationState:",
+        "updateGammaAndBetaWithBatchNormalizationState:", "updateMeanAndVarianceWithBatchNormalizationState:"),
+    "MPSCNNInstanceNormalizationDataSource": (
+        "epsilon", "load", "purge", "updateGammaAndBetaWithCommandBuffer:instanceNormalizationStateBatch:",
+        "updateGammaAndBetaWithInstanceNormalizationStateBatch:"),
+    "MPSCNNGroupNormalizationDataSource": (
+        "epsilon", "updateGammaAndBetaWithCommandBuffer:groupNormalizationStateBatch:",
+        "updateGammaAndBetaWithGroupNormalizationStateBatch:"),
+}
+# What mpsx named some update methods before it followed the naming rule.
+_FORMER_NAMES = {
+    "update_with_command_buffer": ("update_on_command_buffer",),
+    "update_gamma_and_beta_with_command_buffer": ("update_gamma_and_beta_on_command_buffer",),
+    "update_mean_and_variance_with_command_buffer": ("update_mean_and_variance_on_command_buffer",),
+    "update_gamma_and_beta_with_batch_normalization_state": ("update_gamma_and_beta",),
+    "update_mean_and_variance_with_batch_normalization_state": ("update_mean_and_variance",),
+}
+
+
+cdef str _snake_case(str name):
+    return "".join("_" + c.lower() if c.isupper() and i and not name[i - 1].isupper() else c.lower()
+                   for i, c in enumerate(name)).replace("u_int8", "uint8")
+
+
+cdef tuple _mpsx_form(str selector):
+    """(name, the Python form) of a protocol selector by the naming rule: the first part names the method, the
+    later parts (and the first part's object, after its last "With") the arguments."""
+    parts = selector.split(":")
+    name = _snake_case(parts[0])
+    if len(parts) == 1:
+        return name, name
+    arguments = [_snake_case(parts[0].rpartition("With")[2])] + [_snake_case(p) for p in parts[1:len(parts) - 1]]
+    return name, f"{name}({', '.join(arguments)})"
+
+
+cdef check_protocol(object source, str protocol):
+    """Raises TypeError where ``source`` implements a member of the protocol under another name than mpsx's (MPS's
+    camelCase, PyObjC's selector form, a former mpsx name), naming mpsx's form; then for the members of the
+    protocol's @required list it lacks (mpsx's protocol classes give defaults for most)."""
+    for selector in _REQUIRED[protocol] + _OPTIONAL[protocol]:
+        name, form = _mpsx_form(selector)
+        if hasattr(source, name):
+            continue
+        for other in (selector.split(":")[0], selector.replace(":", "_")) + _FORMER_NAMES.get(name, ()):
+            if other != name and hasattr(source, other):
+                raise TypeError(f"{type(source).__name__} implements {other}, which mpsx does not call: {protocol}'s "
+                                f"{selector} is {form} in mpsx")
+    missing = [_mpsx_form(s)[0] for s in _REQUIRED[protocol] if not hasattr(source, _mpsx_form(s)[0])]
+    if missing:
+        raise TypeError(f"{type(source).__name__} does not implement {', '.join(missing)}, required by {protocol} "
+                        f"(mpsx.{protocol[3:]} gives defaults to subclass)")
+
+
 cdef dict _NUMPY_TYPES = {0: np.float32, 1: np.float16, 3: np.uint8}
 
 
+# load and purge are required by the convolution and batch normalization
+# protocols, optional in instance normalization's and absent from group
+# normalization's: one a data source lacks is not called.
 cdef cbool _cds_load(object source) except *:
-    return bool(source.load())
+    load = getattr(source, "load", None)
+    return True if load is None else bool(load())
 
 
 cdef void _cds_purge(object source) except *:
-    source.purge()
+    purge = getattr(source, "purge", None)
+    if purge is not None:
+        purge()
 
 
 cdef CConvolutionDescriptor _cds_descriptor(object source) except *:
@@ -310,6 +437,17 @@ cdef CDataType _cds_data_type(object source, const char* attribute) except *:
     return <CDataType><int>data_type
 
 
+cdef object host_values(object values):
+    """A data source's values as a numpy array: an array (or anything numpy takes), a Buffer on any device, or a DLPack
+    tensor on any device (one on a GPU through a Buffer of the mpsx device it is on)."""
+    if isinstance(values, (np.ndarray, Buffer)) or not hasattr(values, "__dlpack_device__"):
+        return np.asarray(values)
+    device_type, device_id = values.__dlpack_device__()
+    if device_type == 2:  # kDLCUDA
+        return Buffer.from_dlpack(Device(f"cuda:{device_id}"), values).to_numpy()
+    return np.from_dlpack(values)
+
+
 cdef HostArray _cds_array(object source, const char* method, CDataType data_type) except *:
     cdef HostArray out
     fn = getattr(source, method.decode(), None)
@@ -318,7 +456,7 @@ cdef HostArray _cds_array(object source, const char* method, CDataType data_type
     array = fn()
     if array is None:
         return out
-    a = np.asarray(array)
+    a = host_values(array)
     dtype = np.dtype(_NUMPY_TYPES[<int>data_type])
     if (dtype == np.uint8) != (a.dtype == np.uint8):
         raise TypeError(f"{type(source).__name__}.{method.decode()}() returned {a.dtype} values; "
@@ -384,8 +522,8 @@ cdef object wrap_weights_and_biases_state(shared_ptr[CConvolutionWeightsAndBiase
 
 cdef cbool _cds_update(object source, shared_ptr[CConvolutionGradientState] gradient_state,
                        shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
-    return bool(source.update(wrap_convolution_gradient_state(gradient_state),
-                              wrap_weights_and_biases_state(source_state)))
+    return bool(source.update_with_gradient_state(wrap_convolution_gradient_state(gradient_state),
+                                                  wrap_weights_and_biases_state(source_state)))
 
 
 cdef shared_ptr[CConvolutionWeightsAndBiasesState] _cds_update_on_command_buffer(
@@ -393,13 +531,13 @@ cdef shared_ptr[CConvolutionWeightsAndBiasesState] _cds_update_on_command_buffer
         shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
     cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
     cb.c = command_buffer.shared_from_this()
-    result = source.update_on_command_buffer(cb, wrap_convolution_gradient_state(gradient_state),
-                                             wrap_weights_and_biases_state(source_state))
+    result = source.update_with_command_buffer(cb, wrap_convolution_gradient_state(gradient_state),
+                                               wrap_weights_and_biases_state(source_state))
     cdef shared_ptr[CConvolutionWeightsAndBiasesState] out
     if result is None:
         return out
     if not isinstance(result, CNNConvolutionWeightsAndBiasesState):
-        raise TypeError(f"{type(source).__name__}.update_on_command_buffer() must return an "
+        raise TypeError(f"{type(source).__name__}.update_with_command_buffer() must return an "
                         f"mpsx.CNNConvolutionWeightsAndBiasesState or None, returned {type(result).__name__}")
     return (<CNNConvolutionWeightsAndBiasesState>result)._state()
 
@@ -422,10 +560,7 @@ cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source
         return <shared_ptr[CConvolutionDataSource]>(<ConvolutionWeights>source).shared()
     if source is None:
         raise TypeError("expected a convolution data source, given None")
-    missing = [m for m in ("descriptor", "weights") if not callable(getattr(source, m, None))]
-    if missing:
-        raise TypeError(f"a convolution data source needs {' and '.join(m + '()' for m in missing)}; "
-                        f"{type(source).__name__} has not")
+    check_protocol(source, "MPSCNNConvolutionDataSource")
     return <shared_ptr[CConvolutionDataSource]>make_native[CPythonConvolutionDataSource](<PyObject*>source)
 
 
@@ -793,25 +928,26 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         return self.descriptor.fused_neuron_descriptor
 
     @property
-    def accumulator_precision(self):
-        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise). The cpu backend
-        always accumulates in float.
+    def accumulator_precision_option(self):
+        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise; MPS's
+        MPSNNConvolutionAccumulatorPrecisionOption values by their names). The cpu backend always accumulates in
+        float.
 
         MPS: MPSCNNConvolution.accumulatorPrecisionOption
         """
         return "half" if self._convolution().accumulator_precision == AccumulatorPrecision.Half else "float"
 
-    @accumulator_precision.setter
-    def accumulator_precision(self, value):
+    @accumulator_precision_option.setter
+    def accumulator_precision_option(self, value):
         if value not in ("float", "half"):
-            raise ValueError(f"accumulator_precision is 'float' or 'half', given {value!r}")
+            raise ValueError(f"accumulator_precision_option is 'float' or 'half', given {value!r}")
         self._convolution().accumulator_precision = \
             AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
 
     # Saved: the data source, by its own description, and the weights and biases
     # the kernel holds now (a reload or a training update may have changed them),
     # which the restored kernel reloads.
-    _mpsx_properties = ("accumulator_precision",)
+    _mpsx_properties = ("accumulator_precision_option",)
 
     def _mpsx_arguments(self):
         return (_saved_data_source(self),)
@@ -868,10 +1004,10 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
                                        CNNConvolutionGradientState gradient_state not None):
         """The weight update of MPS's training styles, for training encoded by hand.
 
-        A data source with ``update_on_command_buffer`` encodes its update now and the convolution reloads the state
-        it returns, on the command buffer. One with ``update`` is called once the command buffer completed, with the
-        synchronized gradients, and the convolution then reloads from it; if it raises, the command buffer ends with
-        status ``"error"`` and that exception, and the weights stay as they were.
+        A data source with ``update_with_command_buffer`` encodes its update now and the convolution reloads the state
+        it returns, on the command buffer. One with ``update_with_gradient_state`` is called once the command buffer
+        completed, with the synchronized gradients, and the convolution then reloads from it; if it raises, the
+        command buffer ends with status ``"error"`` and that exception, and the weights stay as they were.
 
         MPS: none (mpsx)
         """

@@ -15,18 +15,22 @@ __all__ += ["CNNGroupNormalizationDataSource", "GroupNormalizationWeights", "CNN
 
 
 class CNNGroupNormalizationDataSource:
-    """The group normalization data source protocol: subclass it (or write any class with these members) and implement
-    ``number_of_feature_channels``, ``number_of_groups`` (read-write; it must divide the channels) and ``gamma()``.
+    """The group normalization data source protocol: subclass it and implement ``number_of_feature_channels``,
+    ``number_of_groups`` (read-write; it must divide the channels) and ``gamma()`` (the rest have defaults here), or
+    write any class with the protocol's required members.
 
-    ``gamma()`` and ``beta()`` return float32 arrays of ``number_of_feature_channels`` values, or None (gamma ones,
-    beta zeros). ``epsilon`` (an attribute or a method) defaults to FLT_MIN, as in MPS. ``load()`` and ``purge()``
-    bracket every read; ``label()``.
+    Required, as in MPS (a class without one is a TypeError naming it when a kernel is made): ``gamma()`` and
+    ``beta()``, float32 values per feature channel (a numpy array, a Buffer or a DLPack tensor) or None (gamma ones,
+    beta zeros); ``number_of_feature_channels``; ``number_of_groups``; ``label()``.
 
-    Optional, as in MPS: ``update_gamma_and_beta_with_group_normalization_state_batch(states)`` -> bool (CPU side,
-    after the command buffer completed, with the synchronized states) and
-    ``update_gamma_and_beta_on_command_buffer(command_buffer, states)`` -> CNNNormalizationGammaAndBetaState or None
-    (GPU side); both receive the batch of states as a list: mpsx gives one state per encode, whose gradients are
-    already sums over its images, so summing the list's gradients gives the batch's. ``copy(device)``.
+    Optional, as in MPS: ``epsilon`` (an attribute or a method; FLT_MIN without one);
+    ``update_gamma_and_beta_with_group_normalization_state_batch(group_normalization_state_batch)`` -> bool (CPU
+    side, after the command buffer completed, with the synchronized states) and
+    ``update_gamma_and_beta_with_command_buffer(command_buffer, group_normalization_state_batch)`` ->
+    CNNNormalizationGammaAndBetaState or None (GPU side); both receive the batch of states as a list: mpsx gives one
+    state per encode, whose gradients are already sums over its images, so summing the list's gradients gives the
+    batch's. ``copy(device)``. MPS's protocol has no ``load()`` and ``purge()``; mpsx calls them around every read
+    where a data source has them.
 
     MPS: MPSCNNGroupNormalizationDataSource
     """
@@ -126,9 +130,9 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _gds_update_on_command_buffer(
         object source, cbool instance, CCommandBuffer& command_buffer,
         const vector[shared_ptr[CGroupNormalizationGradientState]]& states) except *:
     cdef shared_ptr[CNormalizationGammaAndBetaState] out
-    result = _checked_update(source, "update_gamma_and_beta_on_command_buffer",
-                             source.update_gamma_and_beta_on_command_buffer(_wrap_command_buffer(command_buffer),
-                                                                           _wrap_states(states)),
+    result = _checked_update(source, "update_gamma_and_beta_with_command_buffer",
+                             source.update_gamma_and_beta_with_command_buffer(_wrap_command_buffer(command_buffer),
+                                                                             _wrap_states(states)),
                              CNNNormalizationGammaAndBetaState)
     if result is not None:
         out = static_pointer_cast[CNormalizationGammaAndBetaState, CState]((<State>result).shared())
@@ -152,11 +156,8 @@ cdef shared_ptr[CGroupNormalizationDataSource] group_normalization_data_source_o
         return <shared_ptr[CGroupNormalizationDataSource]>(<_NormalizationWeights>source).shared()
     if source is None:
         raise TypeError(f"expected {what} normalization data source, given None")
-    needed = ("number_of_feature_channels", "gamma", "beta") + (() if instance else ("number_of_groups",))
-    missing = [m for m in needed if not hasattr(source, m)]
-    if missing:
-        raise TypeError(f"{what} normalization data source needs {', '.join(missing)}; "
-                        f"{type(source).__name__} has not")
+    check_protocol(source,
+                   "MPSCNNInstanceNormalizationDataSource" if instance else "MPSCNNGroupNormalizationDataSource")
     return <shared_ptr[CGroupNormalizationDataSource]>make_native[CPythonGroupNormalizationDataSource](
         <PyObject*>source, instance)
 
@@ -274,20 +275,14 @@ cdef class _NormalizationWeights:
     def __mpsx_restore__(cls, state, device):
         return _restore_with_optimizer_state(cls, state)
 
-    def update_gamma_and_beta_on_command_buffer(self, CommandBuffer command_buffer not None, states):
-        """With an optimizer: a new CNNNormalizationGammaAndBetaState holding gamma and beta after one update from the
-        gradients of the batch of states (one encode's state, alone or as its StateBatch), encoded on
-        ``command_buffer``. TypeError without an optimizer.
-
-        MPS: -[MPSCNNGroupNormalizationDataSource updateGammaAndBetaWithCommandBuffer:groupNormalizationStateBatch:]
-        """
+    cdef object _update_gamma_and_beta(self, CommandBuffer command_buffer, states, str name):
         if self._optimizer is None:
             raise TypeError(f"this {type(self).__name__} has no optimizer to update gamma and beta with")
         cdef vector[shared_ptr[CGroupNormalizationGradientState]] batch
-        cdef shared_ptr[CState] given = _state_of(states, "states")
+        cdef shared_ptr[CState] given = _state_of(states, name)
         batch.push_back(dynamic_pointer_cast[CGroupNormalizationGradientState, CState](given))
         if not batch[0]:
-            raise TypeError(f"{type(self).__name__}: states must be the gradient state of an instance or group "
+            raise TypeError(f"{type(self).__name__}: {name} must be the gradient state of an instance or group "
                             f"normalization encode, given an {given.get().class_name().decode()}")
         return wrap_gamma_and_beta_state(self.native().update_gamma_and_beta_on_command_buffer(
             command_buffer.native()[0], batch))
@@ -322,6 +317,17 @@ cdef class GroupNormalizationWeights(_NormalizationWeights):
     @number_of_groups.setter
     def number_of_groups(self, value):
         self.native().set_number_of_groups(integer_argument(value, "number_of_groups"))
+
+    def update_gamma_and_beta_with_command_buffer(self, CommandBuffer command_buffer not None,
+                                                  group_normalization_state_batch):
+        """With an optimizer: a new CNNNormalizationGammaAndBetaState holding gamma and beta after one update from the
+        gradients of the batch of states (one encode's state, alone or as its StateBatch), encoded on
+        ``command_buffer``. TypeError without an optimizer.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource updateGammaAndBetaWithCommandBuffer:groupNormalizationStateBatch:]
+        """
+        return self._update_gamma_and_beta(command_buffer, group_normalization_state_batch,
+                                           "group_normalization_state_batch")
 
     def copy(self, device=None):
         """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through
@@ -494,7 +500,7 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
         """The gamma and beta update of MPS's training styles, for training encoded by hand (``state``: the encode's
         state or its StateBatch).
 
-        A data source with ``update_gamma_and_beta_on_command_buffer`` encodes its update now and the kernel reloads
+        A data source with ``update_gamma_and_beta_with_command_buffer`` encodes its update now and the kernel reloads
         the state it returns, on the command buffer; one with the host update
         (``update_gamma_and_beta_with_*_state_batch``) is called once the command buffer completed, with ``[state]``
         synchronized, and the kernel reloads from it when it returns True; if it raises, the command buffer ends

@@ -9,18 +9,20 @@ __all__ += ["CNNInstanceNormalizationDataSource", "InstanceNormalizationWeights"
 
 
 class CNNInstanceNormalizationDataSource:
-    """The instance normalization data source protocol: subclass it (or write any class with these members) and
-    implement ``number_of_feature_channels`` and ``gamma()``.
+    """The instance normalization data source protocol: subclass it and implement ``number_of_feature_channels`` and
+    ``gamma()`` (the rest have defaults here), or write any class with the protocol's required members.
 
-    ``gamma()`` and ``beta()`` return float32 arrays of ``number_of_feature_channels`` values, or None (gamma ones,
-    beta zeros). ``epsilon`` (an attribute or a method) defaults to FLT_MIN, as in MPS. ``load()`` and ``purge()``
-    bracket every read; ``label()``.
+    Required, as in MPS (a class without one is a TypeError naming it when a kernel is made): ``gamma()`` and
+    ``beta()``, float32 values per feature channel (a numpy array, a Buffer or a DLPack tensor) or None (gamma ones,
+    beta zeros); ``number_of_feature_channels``; ``label()``.
 
-    Optional, as in MPS: ``update_gamma_and_beta_with_instance_normalization_state_batch(states)`` -> bool (CPU
-    side, after the command buffer completed, with the synchronized states) and
-    ``update_gamma_and_beta_on_command_buffer(command_buffer, states)`` -> CNNNormalizationGammaAndBetaState or None
-    (GPU side); both receive the batch of states as a list: mpsx gives one state per encode, whose gradients are
-    already sums over its images, so summing the list's gradients gives the batch's. ``copy(device)``.
+    Optional, as in MPS: ``epsilon`` (an attribute or a method; FLT_MIN without one); ``load()`` and ``purge()``
+    around every read; ``update_gamma_and_beta_with_instance_normalization_state_batch(
+    instance_normalization_state_batch)`` -> bool (CPU side, after the command buffer completed, with the
+    synchronized states) and ``update_gamma_and_beta_with_command_buffer(command_buffer,
+    instance_normalization_state_batch)`` -> CNNNormalizationGammaAndBetaState or None (GPU side); both receive the
+    batch of states as a list: mpsx gives one state per encode, whose gradients are already sums over its images, so
+    summing the list's gradients gives the batch's. ``copy(device)``.
 
     MPS: MPSCNNInstanceNormalizationDataSource
     """
@@ -97,6 +99,17 @@ cdef class InstanceNormalizationWeights(_NormalizationWeights):
 
     def __init__(self, gamma, beta, float epsilon=1e-5, optimizer=None, label=None):
         self._make(gamma, beta, kInstanceNormalizationGroups, epsilon, optimizer, label)
+
+    def update_gamma_and_beta_with_command_buffer(self, CommandBuffer command_buffer not None,
+                                                  instance_normalization_state_batch):
+        """With an optimizer: a new CNNNormalizationGammaAndBetaState holding gamma and beta after one update from the
+        gradients of the batch of states (one encode's state, alone or as its StateBatch), encoded on
+        ``command_buffer``. TypeError without an optimizer.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource updateGammaAndBetaWithCommandBuffer:instanceNormalizationStateBatch:]
+        """
+        return self._update_gamma_and_beta(command_buffer, instance_normalization_state_batch,
+                                           "instance_normalization_state_batch")
 
     def copy(self, device=None):
         """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through

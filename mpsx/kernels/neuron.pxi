@@ -7,7 +7,8 @@ cdef class NNNeuronDescriptor:
 --
 
     An activation function: a NeuronType and its parameters ``a``, ``b``, ``c`` (as MPSCNNNeuronType.h defines
-    them), for CNNNeuron, its gradient and fused neurons.
+    them), for CNNNeuron, its gradient and fused neurons. Every property is settable, as in MPS; a kernel or
+    convolution descriptor takes a copy of the descriptor when given it, and checks it then.
 
     For NeuronType.PRELU, ``data`` holds one slope per feature channel (copied as float32). ValueError for
     parameters the type does not allow. Descriptors compare equal by value. As
@@ -23,7 +24,12 @@ cdef class NNNeuronDescriptor:
         self.desc.a = a
         self.desc.b = b
         self.desc.c = c
+        self._set_data(data)
+        self.desc.validate()
+
+    cdef _set_data(self, data):
         cdef const float[::1] slopes
+        self.desc.a_per_channel.clear()
         if data is not None:
             values = np.asarray(data)
             if values.size > kMaxDimension:  # one per feature channel
@@ -32,7 +38,6 @@ cdef class NNNeuronDescriptor:
             slopes = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
             if slopes.shape[0]:
                 self.desc.a_per_channel.assign(&slopes[0], &slopes[0] + slopes.shape[0])
-        self.desc.validate()
 
     @property
     def neuron_type(self):
@@ -42,6 +47,10 @@ cdef class NNNeuronDescriptor:
         """
         return NeuronType(<int>self.desc.type)
 
+    @neuron_type.setter
+    def neuron_type(self, value):
+        self.desc.type = <CNeuronType><int>NeuronType(value)
+
     @property
     def a(self):
         """The neuron's parameter ``a``.
@@ -49,6 +58,10 @@ cdef class NNNeuronDescriptor:
         MPS: MPSNNNeuronDescriptor.a
         """
         return self.desc.a
+
+    @a.setter
+    def a(self, value):
+        self.desc.a = float_argument(value, "a")
 
     @property
     def b(self):
@@ -58,6 +71,10 @@ cdef class NNNeuronDescriptor:
         """
         return self.desc.b
 
+    @b.setter
+    def b(self, value):
+        self.desc.b = float_argument(value, "b")
+
     @property
     def c(self):
         """The neuron's parameter ``c``.
@@ -65,6 +82,10 @@ cdef class NNNeuronDescriptor:
         MPS: MPSNNNeuronDescriptor.c
         """
         return self.desc.c
+
+    @c.setter
+    def c(self, value):
+        self.desc.c = float_argument(value, "c")
 
     @property
     def data(self):
@@ -75,6 +96,10 @@ cdef class NNNeuronDescriptor:
         if self.desc.a_per_channel.empty():
             return None
         return np.array(<const float[:self.desc.a_per_channel.size()]>self.desc.a_per_channel.data(), dtype=np.float32)
+
+    @data.setter
+    def data(self, value):
+        self._set_data(value)
 
     def __mpsx_state__(self):
         return {"arguments": (self.neuron_type, self.a, self.b, self.c, self.data)}

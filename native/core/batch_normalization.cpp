@@ -459,7 +459,8 @@ void CNNBatchNormalization::encode_gamma_and_beta_update(CommandBuffer& command_
   check_update_state(state, true);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
   encode_update(
-      command_buffer, class_name(), "update_gamma_and_beta",
+      command_buffer, class_name(),
+      "update_gamma_and_beta_with_command_buffer nor update_gamma_and_beta_with_batch_normalization_state",
       on_command_buffer && data_source_->supports_update_gamma_and_beta_on_command_buffer(),
       data_source_->supports_update_gamma_and_beta(),
       *state, [&] { return data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, state); },
@@ -476,7 +477,8 @@ void CNNBatchNormalization::encode_mean_and_variance_update(CommandBuffer& comma
   check_update_state(state, false);
   auto self = std::static_pointer_cast<CNNBatchNormalization>(shared_from_this());
   encode_update(
-      command_buffer, class_name(), "update_mean_and_variance",
+      command_buffer, class_name(),
+      "update_mean_and_variance_with_command_buffer nor update_mean_and_variance_with_batch_normalization_state",
       on_command_buffer && data_source_->supports_update_mean_and_variance_on_command_buffer(),
       data_source_->supports_update_mean_and_variance(), *state,
       [&] { return data_source_->update_mean_and_variance_on_command_buffer(command_buffer, state); },

@@ -260,7 +260,7 @@ void CommandBuffer::add_host_reload(const std::string& kernel, std::function<voi
   if (replayable_)
     fail<StateError>(kernel, ": a data source update on the host (MPS's CPU update style) can not be encoded onto a "
                      "replayable command buffer; update on the command buffer instead (an optimizer with "
-                     "reload_weights_and_biases, or the data source's update_on_command_buffer)");
+                     "reload_weights_and_biases, or the data source's update_with_command_buffer)");
   add_host_step(std::move(step));
 }
 

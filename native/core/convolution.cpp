@@ -486,13 +486,14 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
   if (!gradient_state->encoded || !gradient_state->weights)
     fail<StateError>(class_name(), ": the gradient state was not produced by a forward encode");
   if (!on_command_buffer && !data_source_->supports_update())
-    fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's update, which it does not "
-                                          "implement");
+    fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's update_with_gradient_state, "
+                                          "which it does not implement");
   // The weights the forward pass used, which the gradients belong to.
   auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
   auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
   encode_update(
-      command_buffer, class_name(), "update", on_command_buffer && data_source_->supports_update_on_command_buffer(),
+      command_buffer, class_name(), "update_with_command_buffer nor update_with_gradient_state",
+      on_command_buffer && data_source_->supports_update_on_command_buffer(),
       data_source_->supports_update(), *gradient_state,
       [&] { return data_source_->update_on_command_buffer(command_buffer, gradient_state, used); },
       [&](const ConvolutionWeightsAndBiasesState& updated) { reload_weights_and_biases(command_buffer, updated); },

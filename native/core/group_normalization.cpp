@@ -223,8 +223,10 @@ void GroupNormalizationKernel::encode_gamma_and_beta_update(
   GroupNormalizationDataSource::States states{state};
   encode_update(
       command_buffer, class_name(),
-      kind_ == GroupNormalizationKind::Instance ? "update_gamma_and_beta_with_instance_normalization_state_batch"
-                                                : "update_gamma_and_beta_with_group_normalization_state_batch",
+      kind_ == GroupNormalizationKind::Instance
+          ? "update_gamma_and_beta_with_command_buffer nor "
+            "update_gamma_and_beta_with_instance_normalization_state_batch"
+          : "update_gamma_and_beta_with_command_buffer nor update_gamma_and_beta_with_group_normalization_state_batch",
       on_command_buffer && data_source_->supports_update_gamma_and_beta_on_command_buffer(),
       data_source_->supports_update_gamma_and_beta(), *state,
       [&] { return data_source_->update_gamma_and_beta_on_command_buffer(command_buffer, states); },

@@ -150,16 +150,19 @@ std::unique_ptr<GraphStep> CNNBatchNormalizationGradientNode::compile(const Step
         source.supports_update_mean_and_variance_on_command_buffer() || source.supports_update_mean_and_variance();
     if (!updates.gamma_and_beta && !updates.mean_and_variance)
       fail<TypeMismatchError>(class_name(), ": training style GPU updates through the data source, which implements "
-                                            "none of update_gamma_and_beta, update_mean_and_variance and their "
-                                            "_on_command_buffer forms (training style NONE leaves the values)");
+                                            "none of update_gamma_and_beta_with_command_buffer, "
+                                            "update_mean_and_variance_with_command_buffer and their "
+                                            "_with_batch_normalization_state forms (training style NONE leaves the "
+                                            "values)");
   } else if (training_style == TrainingStyle::Cpu) {
     updates.gamma_and_beta = source.supports_update_gamma_and_beta();
     updates.mean_and_variance = source.supports_update_mean_and_variance();
     updates.on_command_buffer = false;
     if (!updates.gamma_and_beta && !updates.mean_and_variance)
       fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's host updates, "
-                                            "update_gamma_and_beta and update_mean_and_variance, which it implements "
-                                            "neither of");
+                                            "update_gamma_and_beta_with_batch_normalization_state and "
+                                            "update_mean_and_variance_with_batch_normalization_state, which it "
+                                            "implements neither of");
   }
   return std::make_unique<BatchNormalizationGradientStep>(std::move(forward), updates, slots);
 }

@@ -95,11 +95,13 @@ std::unique_ptr<GraphStep> CNNGroupNormalizationGradientNode::compile(const Step
   if (training_style == TrainingStyle::Gpu && !source.supports_update_gamma_and_beta_on_command_buffer() &&
       !source.supports_update_gamma_and_beta())
     fail<TypeMismatchError>(class_name(), ": training style GPU updates gamma and beta through the data source, "
-                                          "which implements neither update_gamma_and_beta nor "
-                                          "update_gamma_and_beta_on_command_buffer (training style NONE leaves them)");
+                                          "which implements neither update_gamma_and_beta_with_command_buffer nor "
+                                          "update_gamma_and_beta_with_*_normalization_state_batch (training style "
+                                          "NONE leaves them)");
   if (training_style == TrainingStyle::Cpu && !source.supports_update_gamma_and_beta())
-    fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's host update_gamma_and_beta, "
-                                          "which it does not implement");
+    fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's host update, "
+                                          "update_gamma_and_beta_with_*_normalization_state_batch, which it does "
+                                          "not implement");
   std::shared_ptr<GradientKernel> kernel;
   if (kind_ == GroupNormalizationKind::Instance)
     kernel = graph_kernel<CNNInstanceNormalizationGradient>(slots);

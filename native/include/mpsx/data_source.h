@@ -55,10 +55,12 @@ class Loaded {
 // update encoded on the command buffer, whose result state (if any) the
 // kernel reloads from with `reload`; else the host update, run after the
 // command buffer completed with the synchronized `gradients`, which reloads
-// from the data source when it reports a change. `update` names the
-// data source method, e.g. "update_gamma_and_beta".
+// from the data source when it reports a change. `updates` names the two
+// data source methods as a Python data source implements them, e.g.
+// "update_gamma_and_beta_with_command_buffer nor
+// update_gamma_and_beta_with_batch_normalization_state".
 template <class EncodeUpdate, class Reload, class HostUpdate>
-void encode_update(CommandBuffer& command_buffer, const char* kernel, const char* update, bool on_command_buffer,
+void encode_update(CommandBuffer& command_buffer, const char* kernel, const char* updates, bool on_command_buffer,
                    bool on_host, State& gradients, EncodeUpdate&& encode_update, Reload&& reload,
                    HostUpdate&& host_update) {
   if (on_command_buffer) {
@@ -66,8 +68,7 @@ void encode_update(CommandBuffer& command_buffer, const char* kernel, const char
     return;
   }
   if (!on_host)
-    fail<TypeMismatchError>(kernel, ": the data source implements neither ", update, " nor ", update,
-                            "_on_command_buffer");
+    fail<TypeMismatchError>(kernel, ": the data source implements neither ", updates);
   gradients.synchronize(command_buffer);
   command_buffer.add_host_reload(kernel, std::forward<HostUpdate>(host_update));
 }
