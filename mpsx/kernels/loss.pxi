@@ -228,7 +228,7 @@ cdef class CNNLossDataDescriptor:
 
     MPS: MPSCNNLossDataDescriptor
     """
-    cdef readonly bytes data
+    cdef bytes _data
     cdef object _layout
     cdef object _size
     cdef Py_ssize_t _bytes_per_row
@@ -248,12 +248,20 @@ cdef class CNNLossDataDescriptor:
         self._layout = DataLayout(layout)
         self._size = _size3(size, "CNNLossDataDescriptor size")
         width, height, channels = self._size
-        self.data = data
+        self._data = data
         if self._layout == DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS:
             self._bytes_per_row = width * channels * 4
         else:
             self._bytes_per_row = width * 4
         self._bytes_per_image = self._bytes_per_row * height
+
+    @property
+    def data(self):
+        """A copy of the values given, as bytes.
+
+        MPS: none (the data: of +cnnLossDataDescriptorWithData:layout:size:)
+        """
+        return self._data
 
     @property
     def layout(self):
@@ -323,18 +331,18 @@ cdef class CNNLossDataDescriptor:
                 raise ValueError(f"CNNLossDataDescriptor: bytes_per_image must be at least height * bytes_per_row = "
                                  f"{height * row} (FEATURE_CHANNELS_X_HEIGHT_X_WIDTH: one plane per feature "
                                  f"channel), given {plane}")
-        if len(self.data) < need:
-            raise ValueError(f"CNNLossDataDescriptor: data of {len(self.data)} bytes is too short for a "
+        if len(self._data) < need:
+            raise ValueError(f"CNNLossDataDescriptor: data of {len(self._data)} bytes is too short for a "
                              f"{width}x{height}x{channels} (width x height x feature channels) "
                              f"{self._layout.name} image with bytes_per_row {row} and bytes_per_image {plane}: "
                              f"expected at least {need} bytes")
-        values = np.ndarray((channels, height, width), dtype="<f4", buffer=self.data, strides=strides)
+        values = np.ndarray((channels, height, width), dtype="<f4", buffer=self._data, strides=strides)
         return np.ascontiguousarray(values, dtype=np.float32)[None]
 
     def __repr__(self):
         if self._size is None:
             return uninitialized_repr(self)
-        return (f"mpsx.CNNLossDataDescriptor(<{len(self.data)} bytes>, {self._layout!r}, {self._size}, "
+        return (f"mpsx.CNNLossDataDescriptor(<{len(self._data)} bytes>, {self._layout!r}, {self._size}, "
                 f"bytes_per_row={self._bytes_per_row}, bytes_per_image={self._bytes_per_image})")
 
 
