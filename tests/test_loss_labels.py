@@ -251,6 +251,9 @@ def test_graph_source_state_errors_name_the_expected_form(device):
     with pytest.raises(mpsx.ShapeError, match="expected labels for the 4 source images .* given 3 MPSCNNLossLabels "
                                               "holding 3 images"):
         graph.encode_batch(cb, [images], [per_image[:3]])
+    with pytest.raises(ValueError, match="expected one MPSCNNLossLabels for the batch or an MPSCNNLossLabelsBatch "
+                                         r"\(one per source image\), given an empty list"):
+        graph.encode_batch(cb, [images], [[]])
     with pytest.raises(TypeError, match=r"encode takes one state per source state handle \(MPS: "
                                         r"NSArray<MPSState\*>\); a list of per-image labels \(MPSStateBatch\) goes "
                                         "to encode_batch"):
@@ -280,11 +283,16 @@ def test_loss_labels_errors(device, rng):
     with pytest.raises(mpsx.ShapeError, match="expected per-image labels of 1x3x4x5 .* given 1x3x4x4"):
         loss.encode_batch(cb, source, [one[0], mpsx.CNNLossLabels(device, labels[1, :, :, :4])])
     with pytest.raises(mpsx.ShapeError, match="the labels of a batch must match in feature channels and data type; "
-                                              r"labels 0 are 1x3x4x5 \(NxCxHxW\) float32, labels 1 are 1x4x4x5"):
+                                              r"those of labels 0 are 1x3x4x5 \(NxCxHxW\) float32, of labels 1 "
+                                              r"1x4x4x5 \(NxCxHxW\) float32"):
         loss.encode_batch(cb, source, [one[0], mpsx.CNNLossLabels(device, np.ones((4, 4, 5), np.float32))])
     with pytest.raises(ValueError, match="the labels of a batch must all have weights or none; labels 0 has none, "
                                          "labels 1 has"):
         loss.encode_batch(cb, source, [one[0], mpsx.CNNLossLabels(device, labels[1], weights[1])])
+    with pytest.raises(mpsx.ShapeError, match=r"the weights of a batch must match .* those of labels 0 are 1x3x4x5 "
+                                              r"\(NxCxHxW\) float32, of labels 1 1x4x4x5"):
+        loss.encode_batch(cb, source, [mpsx.CNNLossLabels(device, labels[0], weights[0]),
+                                       mpsx.CNNLossLabels(device, labels[1], np.ones((4, 4, 5), np.float32))])
     with pytest.raises(mpsx.ShapeError, match=r"labels 0 were made with a loss image size of 5x4x3 \(width x height "
                                               r"x feature channels\), but a reduced loss writes one value per image: "
                                               "1x1x1"):
@@ -305,6 +313,8 @@ def test_loss_labels_errors(device, rng):
     with pytest.raises(ValueError, match=r"loss_image_size: expected 3 values \(width, height, feature_channels\), "
                                          "given 2"):
         mpsx.CNNLossLabels(device, labels, loss_image_size=(1, 1))
+    with pytest.raises(TypeError, match=r"loss_image_size: expected \(width, height, feature_channels\), given int"):
+        mpsx.CNNLossLabels(device, labels, loss_image_size=1)
     with pytest.raises(TypeError, match="give labels or labels_descriptor, not both"):
         mpsx.CNNLossLabels(device, labels, labels_descriptor=per_image_hwc(labels[0]))
     with pytest.raises(TypeError, match="give weights or weights_image, not both"):

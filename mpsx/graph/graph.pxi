@@ -1004,7 +1004,13 @@ cdef _source_states(NNGraph graph, object given, vector[shared_ptr[CState]]& sta
                          f"list of their own, source_states=[[labels_0, labels_1, ...]]")
     for i, state in enumerate(given):
         if isinstance(state, (list, tuple)):
-            state = _labels_state(graph.device, state) if batch else _not_a_batch(state)
+            if not batch:
+                _not_a_batch(state)
+            if state and isinstance(state[0], State) and not isinstance(state[0], CNNLossLabels):
+                # The StateBatch of another kind of state: its items are the one state of the batch.
+                states.push_back(_state_of(state, f"source_states entry {i}"))
+                continue
+            state = _labels_state(graph.device, state)
         elif not isinstance(state, State):
             raise TypeError(f"source_states: expected, per source state handle, an mpsx state or (for loss labels) "
                             f"a list of one CNNLossLabels per image; entry {i} is {type(state).__name__}")

@@ -172,16 +172,17 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
                           weighted ? "has" : "has none", ", labels ", i, weighted ? " has none" : " has");
     if (weighted) check_loss_data(class_name(), "weights", *item->weights_image(), s, item->number_of_images());
     if (i > 0) {
-      // Gathered into one batch: the per-image labels must match.
-      const Image& first = *labels[0]->labels_image();
-      if (targets.descriptor().feature_channels != first.feature_channels() ||
-          targets.data_type() != first.data_type() ||
-          (weighted && (item->weights_image()->feature_channels() != labels[0]->weights_image()->feature_channels() ||
-                        item->weights_image()->data_type() != labels[0]->weights_image()->data_type())))
-        fail<ShapeError>(class_name(), ": the labels of a batch must match in feature channels and data type; "
-                                       "labels 0 are ", nchw(first.descriptor()), " ", name_of(first.data_type()),
-                         ", labels ", i, " are ", nchw(targets.descriptor()), " ", name_of(targets.data_type()),
-                         weighted ? " (and their weights likewise)" : "");
+      // Gathered into one batch: the per-image labels (and weights) must match.
+      for (bool weights : {false, true}) {
+        if (weights && !weighted) continue;
+        const Image& first = weights ? *labels[0]->weights_image() : *labels[0]->labels_image();
+        const Image& other = weights ? *item->weights_image() : targets;
+        if (other.feature_channels() != first.feature_channels() || other.data_type() != first.data_type())
+          fail<ShapeError>(class_name(), ": the ", weights ? "weights" : "labels", " of a batch must match in feature "
+                           "channels and data type; those of labels 0 are ", nchw(first.descriptor()), " ",
+                           name_of(first.data_type()), ", of labels ", i, " ", nchw(other.descriptor()), " ",
+                           name_of(other.data_type()));
+      }
     }
     const LossImageSize& l = item->loss_image_size();
     if (l.given() &&
