@@ -4,6 +4,8 @@ MPSCNNLossLabelsBatch for CNNLoss.encode_batch and NNGraph.encode_batch,
 labels padded to more feature channels than the logits, loss image sizes;
 against the batch form, torch and numpy references; bad input."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -162,6 +164,11 @@ def test_data_descriptor_layouts_and_strides(device, rng):
     chw_padded.bytes_per_row = 16
     chw_padded.bytes_per_image = 40
     assert (chw_padded.bytes_per_row, chw_padded.bytes_per_image) == (16, 40)
+    duplicate = copy.copy(chw_padded)  # NSCopying
+    chw_padded.bytes_per_row = 12
+    assert (duplicate.bytes_per_row, duplicate.bytes_per_image, duplicate.size) == (16, 40, (3, 2, 5))
+    np.testing.assert_array_equal(copy.deepcopy(duplicate).to_numpy(), expected)
+    chw_padded.bytes_per_row = 16
 
     for data in (hwc, chw, hwc_padded, chw_padded):
         np.testing.assert_array_equal(data.to_numpy(), expected)

@@ -339,6 +339,15 @@ cdef class CNNLossDataDescriptor:
         values = np.ndarray((channels, height, width), dtype="<f4", buffer=self._data, strides=strides)
         return np.ascontiguousarray(values, dtype=np.float32)[None]
 
+    def __copy__(self):
+        cdef CNNLossDataDescriptor out = CNNLossDataDescriptor.__new__(CNNLossDataDescriptor)
+        out._data, out._layout, out._size = self._data, self._layout, self._size
+        out._bytes_per_row, out._bytes_per_image = self._bytes_per_row, self._bytes_per_image
+        return out
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
     def __repr__(self):
         if self._size is None:
             return uninitialized_repr(self)
