@@ -1,12 +1,12 @@
 # MPSCNNLoss, MPSCNNLossDescriptor, MPSCNNLossDataDescriptor and MPSCNNLossLabels (included by _kernels.pyx).
 
 from mpsx.includes.kernels.loss cimport (
-    CCNNLoss, CCNNLossLabels, CCNNLossLabelsBatch, CForwardLossEncoded, LossImageSize, CLossGradientState, CNNForwardLoss as CNNForwardLossKernel,
-    CNNLossGradient as CNNLossGradientKernel, CSeparatedLoss, LossDescriptor as CLossDescriptor,
-    LossType as CLossType, ReductionType as CReductionType)
+    CCNNLoss, CCNNLossLabels, CCNNLossLabelsBatch, CForwardLossEncoded, CLossGradientState,
+    CNNForwardLoss as CNNForwardLossKernel, CNNLossGradient as CNNLossGradientKernel, CSeparatedLoss,
+    LossDescriptor as CLossDescriptor, LossImageSize, LossType as CLossType, ReductionType as CReductionType)
 
-__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "DataLayout", "CNNLossDataDescriptor", "CNNLossLabels", "CNNLoss", "NNForwardLoss",
-            "NNLossGradient", "NNLossGradientState"]
+__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "DataLayout", "CNNLossDataDescriptor",
+            "CNNLossLabels", "CNNLoss", "NNForwardLoss", "NNLossGradient", "NNLossGradientState"]
 
 
 class CNNLossType(enum.IntEnum):

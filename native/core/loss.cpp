@@ -185,12 +185,13 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
       }
     }
     const LossImageSize& l = item->loss_image_size();
-    if (l.given() &&
-        (l.width != loss_size.width || l.height != loss_size.height || l.feature_channels != loss_size.feature_channels))
+    const bool per_value = descriptor_.reduction_type == ReductionType::None;
+    if (l.given() && (l.width != loss_size.width || l.height != loss_size.height ||
+                      l.feature_channels != loss_size.feature_channels))
       fail<ShapeError>(class_name(), ": labels ", i, " were made with a loss image size of ", l.width, "x", l.height,
                        "x", l.feature_channels, " (width x height x feature channels), but ",
-                       descriptor_.reduction_type == ReductionType::None ? "reduction NONE writes one loss per value: "
-                                                                         : "a reduced loss writes one value per image: ",
+                       per_value ? "reduction NONE writes one loss per value: "
+                                 : "a reduced loss writes one value per image: ",
                        loss_size.width, "x", loss_size.height, "x", loss_size.feature_channels);
     images += item->number_of_images();
   }
