@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph, read, run
+from helpers import assert_same_run, float32_graph, read, run
 from test_graph import CLASSES, LR, STEPS, batch, model, parameters, torch_trajectory
 from test_loss import descriptor, reference_and_gradient, sample, sample_weights
 
@@ -223,6 +223,15 @@ def test_graph_encode_batch_takes_per_image_labels(device, images_as_list):
     np.testing.assert_allclose(m["conv_w"].bias_terms(), expected["conv_b"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m["fc_w"].weights(), expected["fc_w"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m["fc_w"].bias_terms(), expected["fc_b"], rtol=1e-4, atol=1e-5)
+    # The batch form (one CNNLossLabels of the batch) trains alike.
+    b = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
+    batch_graph = float32_graph(device, b["loss"].training_graph()[0].result_image, False)
+    batch_labels = mpsx.CNNLossLabels(device, labels)
+    for _ in range(STEPS):
+        run(device, lambda cb: batch_graph.encode_batch(cb, [images], [batch_labels]))
+    for name in ("conv_w", "fc_w"):
+        assert_same_run(device, m[name].weights(), b[name].weights())
+        assert_same_run(device, m[name].bias_terms(), b[name].bias_terms())
     # The last step's loss (of the weights before it), across the batch in the first image's loss image.
     before = torch_trajectory(p, x, labels, steps=STEPS - 1)
     h = torch.nn.functional.max_pool2d(torch.relu(torch.nn.functional.conv2d(

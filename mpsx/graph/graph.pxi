@@ -401,7 +401,8 @@ cdef class CNNConvolutionGradientStateNode(NNGradientStateNode):
 
 
 cdef class NNLabelsNode(NNStateNode):
-    """The labels of a loss node, given to the graph as a source state (a CNNLossLabels).
+    """The labels of a loss node, given to the graph as a source state (per image a CNNLossLabels, or one for the
+    batch).
 
     MPS: MPSNNLabelsNode
     """
@@ -938,8 +939,9 @@ cdef class NNGraph:
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, source_states=None,
                      intermediate_images=False, destination_states=False):
-        """Encodes the graph over batches: one ImageBatch (or list of Images) per source image handle, one state (a
-        CNNLossLabels for loss labels) per source state handle. Returns the result batch (None unless needed), and
+        """Encodes the graph over batches: one ImageBatch (or list of Images) per source image handle, one entry per
+        source state handle (for loss labels a list of one CNNLossLabels per image, as MPS's MPSStateBatch, or one
+        CNNLossLabels holding the batch). Returns the result batch (None unless needed), and
         with ``intermediate_images=True`` / ``destination_states=True`` a tuple with the exported intermediate
         images and result states too.
 
