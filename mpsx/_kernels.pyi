@@ -50,6 +50,8 @@ __all__ = [
     "CNNLossType",
     "CNNReductionType",
     "CNNLossDescriptor",
+    "DataLayout",
+    "CNNLossDataDescriptor",
     "CNNLossLabels",
     "CNNLoss",
     "NNForwardLoss",
@@ -780,14 +782,50 @@ class CNNLossDescriptor:
     @delta.setter
     def delta(self, value: float) -> None: ...
 
+class DataLayout(enum.IntEnum):
+    HEIGHT_X_WIDTH_X_FEATURE_CHANNELS = 0
+    FEATURE_CHANNELS_X_HEIGHT_X_WIDTH = 1
+
+@disjoint_base
+class CNNLossDataDescriptor:
+    def __init__(self, data: npt.NDArray[np.float32] | bytes | bytearray | memoryview, layout: DataLayout | int,
+                 size: tuple[int, int, int]) -> None: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def layout(self) -> DataLayout: ...
+    @property
+    def size(self) -> tuple[int, int, int]: ...
+    @property
+    def bytes_per_row(self) -> int: ...
+    @bytes_per_row.setter
+    def bytes_per_row(self, value: int) -> None: ...
+    @property
+    def bytes_per_image(self) -> int: ...
+    @bytes_per_image.setter
+    def bytes_per_image(self, value: int) -> None: ...
+    def to_numpy(self) -> npt.NDArray[np.float32]: ...
+    def __copy__(self) -> Self: ...
+    def __deepcopy__(self, memo: Any) -> Self: ...
+
+_LossData = npt.ArrayLike | Image | ImageBatch | CNNLossDataDescriptor
+
 @disjoint_base
 class CNNLossLabels(State):
     def __init__(
         self,
         device: Device,
-        labels: npt.ArrayLike | Image | ImageBatch,
-        weights: npt.ArrayLike | Image | ImageBatch | None = None,
+        labels: _LossData | None = None,
+        weights: _LossData | None = None,
+        *,
+        loss_image_size: tuple[int, int, int] | None = None,
+        labels_descriptor: CNNLossDataDescriptor | None = None,
+        weights_descriptor: CNNLossDataDescriptor | None = None,
+        labels_image: Image | ImageBatch | None = None,
+        weights_image: Image | ImageBatch | None = None,
     ) -> None: ...
+    @property
+    def loss_image_size(self) -> tuple[int, int, int] | None: ...
     def loss_image(self) -> Image: ...
     def labels_image(self) -> Image: ...
     def weights_image(self) -> Image | None: ...
@@ -806,7 +844,7 @@ class CNNLoss(CNNKernel):
         self,
         command_buffer: CommandBuffer,
         source_images: _ImageSource,
-        labels: CNNLossLabels,
+        labels: CNNLossLabels | Sequence[CNNLossLabels],
         destination_images: ImageBatch | None = None,
     ) -> ImageBatch: ...
     def destination_image_descriptor(
@@ -2055,7 +2093,7 @@ class NNGraph:
         self,
         command_buffer: CommandBuffer,
         source_images: Sequence[_ImageSource],
-        source_states: Sequence[State] | None = None,
+        source_states: Sequence[State | Sequence[CNNLossLabels]] | None = None,
         intermediate_images: Literal[False] = False,
         destination_states: Literal[False] = False,
     ) -> ImageBatch | None: ...
@@ -2064,7 +2102,7 @@ class NNGraph:
         self,
         command_buffer: CommandBuffer,
         source_images: Sequence[_ImageSource],
-        source_states: Sequence[State] | None = None,
+        source_states: Sequence[State | Sequence[CNNLossLabels]] | None = None,
         *,
         intermediate_images: Literal[True],
         destination_states: Literal[False] = False,
@@ -2074,7 +2112,7 @@ class NNGraph:
         self,
         command_buffer: CommandBuffer,
         source_images: Sequence[_ImageSource],
-        source_states: Sequence[State] | None = None,
+        source_states: Sequence[State | Sequence[CNNLossLabels]] | None = None,
         intermediate_images: Literal[False] = False,
         *,
         destination_states: Literal[True],
@@ -2084,7 +2122,7 @@ class NNGraph:
         self,
         command_buffer: CommandBuffer,
         source_images: Sequence[_ImageSource],
-        source_states: Sequence[State] | None = None,
+        source_states: Sequence[State | Sequence[CNNLossLabels]] | None = None,
         *,
         intermediate_images: Literal[True],
         destination_states: Literal[True],
@@ -2094,7 +2132,7 @@ class NNGraph:
         self,
         command_buffer: CommandBuffer,
         source_images: Sequence[_ImageSource],
-        source_states: Sequence[State] | None = None,
+        source_states: Sequence[State | Sequence[CNNLossLabels]] | None = None,
         intermediate_images: bool = False,
         destination_states: bool = False,
     ) -> ImageBatch | None | tuple[Any, ...]: ...

@@ -554,6 +554,18 @@ value = mpsx.CNNLossDescriptor(loss_type, reduction_type)
 labels = np.eye(3, dtype=np.float32)[[0, 2]].reshape(2, 3, 1, 1)
 weights = np.ones((2, 3, 1, 1), np.float32)
 obj = mpsx.CNNLossLabels(dev, labels, weights)
+""", """
+labels_descriptor = mpsx.CNNLossDataDescriptor(np.eye(4, dtype=np.float32)[1],
+                                               mpsx.DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS, (1, 1, 4))
+loss_image_size = (1, 1, 1)
+obj = mpsx.CNNLossLabels(dev, loss_image_size=loss_image_size, labels_descriptor=labels_descriptor)
+"""],
+    "CNNLossDataDescriptor": ["""
+data = rng.standard_normal(24).astype(np.float32)
+layout = mpsx.DataLayout.FEATURE_CHANNELS_X_HEIGHT_X_WIDTH
+size = (2, 3, 4)
+obj = mpsx.CNNLossDataDescriptor(data, layout, size)
+value = 12
 """],
     "CNNLoss": ["""
 loss_descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)

@@ -401,7 +401,8 @@ cdef class CNNConvolutionGradientStateNode(NNGradientStateNode):
 
 
 cdef class NNLabelsNode(NNStateNode):
-    """The labels of a loss node, given to the graph as a source state (a CNNLossLabels).
+    """The labels of a loss node, given to the graph as a source state (per image a CNNLossLabels, or one for the
+    batch).
 
     MPS: MPSNNLabelsNode
     """
@@ -938,8 +939,9 @@ cdef class NNGraph:
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, source_states=None,
                      intermediate_images=False, destination_states=False):
-        """Encodes the graph over batches: one ImageBatch (or list of Images) per source image handle, one state (a
-        CNNLossLabels for loss labels) per source state handle. Returns the result batch (None unless needed), and
+        """Encodes the graph over batches: one ImageBatch (or list of Images) per source image handle, one entry per
+        source state handle (for loss labels a list of one CNNLossLabels per image, as MPS's MPSStateBatch, or one
+        CNNLossLabels holding the batch). Returns the result batch (None unless needed), and
         with ``intermediate_images=True`` / ``destination_states=True`` a tuple with the exported intermediate
         images and result states too.
 
@@ -968,10 +970,7 @@ cdef class NNGraph:
         try:
             for source in source_images:
                 images.push_back(image_of(_batch_of(command_buffer, source) if batch else source))
-            for state in (source_states or ()):
-                if not isinstance(state, State):
-                    raise TypeError(f"source_states: expected mpsx states, given {type(state).__name__}")
-                states.push_back((<State>state).shared())
+            _source_states(self, source_states, states, batch)
             r = graph.encode(command_buffer.native()[0], images, states)
         except BaseException:
             command_buffer.native().discard_since(mark)
@@ -990,6 +989,39 @@ cdef class NNGraph:
         if not self.c:
             return uninitialized_repr(self)
         return f"<mpsx.NNGraph of {self.number_of_filters} filters on {self.device.name}>"
+
+
+cdef _source_states(NNGraph graph, object given, vector[shared_ptr[CState]]& states, cbool batch):
+    """One state per source state handle: a state, or for a loss node's labels a list of one CNNLossLabels per image
+    (an MPSStateBatch)."""
+    given = [] if given is None else given
+    if not isinstance(given, (list, tuple)):
+        raise TypeError(f"source_states: expected a list with one entry per source state handle, given "
+                        f"{type(given).__name__}")
+    cdef size_t handles = graph.native().source_states().size()
+    if len(given) != handles and handles and all(isinstance(s, CNNLossLabels) for s in given) and len(given) > 1:
+        raise ValueError(f"source_states: expected {handles} entries, one per source state handle, each a "
+                         f"CNNLossLabels for the batch or a list of one CNNLossLabels per image "
+                         f"(NSArray<MPSStateBatch*>); given {len(given)} CNNLossLabels: per-image labels go in a "
+                         f"list of their own, source_states=[[labels_0, labels_1, ...]]")
+    for i, state in enumerate(given):
+        if isinstance(state, (list, tuple)):
+            if not batch:
+                _not_a_batch(state)
+            if state and isinstance(state[0], State) and not isinstance(state[0], CNNLossLabels):
+                # The StateBatch of another kind of state: its items are the one state of the batch.
+                states.push_back(_state_of(state, f"source_states entry {i}"))
+                continue
+            state = _labels_state(graph.device, state)
+        elif not isinstance(state, State):
+            raise TypeError(f"source_states: expected, per source state handle, an mpsx state or (for loss labels) "
+                            f"a list of one CNNLossLabels per image; entry {i} is {type(state).__name__}")
+        states.push_back((<State>state).shared())
+
+
+cdef object _not_a_batch(object state):
+    raise TypeError(f"source_states: encode takes one state per source state handle (MPS: NSArray<MPSState*>); a "
+                    f"list of per-image labels (MPSStateBatch) goes to encode_batch")
 
 
 cdef object _wrap_graph_image(const shared_ptr[CImage]& image, cbool batch):

@@ -44,7 +44,7 @@ cdef class CNNLossNode(NNFilterNode):
 --
 
     A loss of a graph (CNNLoss): its result image is the gradient of the source; the labels (``input_labels``, an
-    NNLabelsNode) go to the graph as a source state (a CNNLossLabels). As
+    NNLabelsNode) go to the graph as a source state (a list of one CNNLossLabels per image, or one for the batch). As
     ``-[MPSCNNLossNode initWithSource:lossDescriptor:]``.
 
     MPS: MPSCNNLossNode
@@ -56,7 +56,8 @@ cdef class CNNLossNode(NNFilterNode):
 
     @property
     def input_labels(self):
-        """The labels node: set its handle, and give the graph a CNNLossLabels for it.
+        """The labels node: set its handle, and give the graph its labels (CNNLossLabels per image, or one for the
+        batch).
 
         MPS: MPSCNNLossNode.inputLabels
         """

@@ -1,12 +1,12 @@
-# MPSCNNLoss, MPSCNNLossDescriptor and MPSCNNLossLabels (included by _kernels.pyx).
+# MPSCNNLoss, MPSCNNLossDescriptor, MPSCNNLossDataDescriptor and MPSCNNLossLabels (included by _kernels.pyx).
 
 from mpsx.includes.kernels.loss cimport (
-    CCNNLoss, CCNNLossLabels, CForwardLossEncoded, CLossGradientState, CNNForwardLoss as CNNForwardLossKernel,
-    CNNLossGradient as CNNLossGradientKernel, CSeparatedLoss, LossDescriptor as CLossDescriptor,
-    LossType as CLossType, ReductionType as CReductionType)
+    CCNNLoss, CCNNLossLabels, CCNNLossLabelsBatch, CForwardLossEncoded, CLossGradientState,
+    CNNForwardLoss as CNNForwardLossKernel, CNNLossGradient as CNNLossGradientKernel, CSeparatedLoss,
+    LossDescriptor as CLossDescriptor, LossImageSize, LossType as CLossType, ReductionType as CReductionType)
 
-__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "CNNLossLabels", "CNNLoss", "NNForwardLoss",
-            "NNLossGradient", "NNLossGradientState"]
+__all__ += ["CNNLossType", "CNNReductionType", "CNNLossDescriptor", "DataLayout", "CNNLossDataDescriptor",
+            "CNNLossLabels", "CNNLoss", "NNForwardLoss", "NNLossGradient", "NNLossGradientState"]
 
 
 class CNNLossType(enum.IntEnum):
@@ -192,34 +192,234 @@ def _loss_descriptor(loss_type, reduction_type, weight, label_smoothing, number_
                              reduce_across_batch=reduce_across_batch)
 
 
+class DataLayout(enum.IntEnum):
+    """The order of the values of an image in memory: HEIGHT_X_WIDTH_X_FEATURE_CHANNELS (channels innermost) or
+    FEATURE_CHANNELS_X_HEIGHT_X_WIDTH (one plane per feature channel).
+
+    MPS: MPSDataLayout
+    """
+    HEIGHT_X_WIDTH_X_FEATURE_CHANNELS = 0
+    FEATURE_CHANNELS_X_HEIGHT_X_WIDTH = 1
+
+
+cdef object _size3(object size, str name):
+    try:
+        values = tuple(size)
+    except TypeError:
+        raise TypeError(f"{name}: expected (width, height, feature_channels), given {type(size).__name__}") from None
+    if len(values) != 3:
+        raise ValueError(f"{name}: expected 3 values (width, height, feature_channels), given {len(values)}")
+    out = tuple(integer_argument(v, name) for v in values)
+    if any(v < 1 or v > 1 << 30 for v in out):
+        raise ValueError(f"{name}: expected sizes of 1 to 2**30, given {out} (width, height, feature_channels)")
+    return out
+
+
+cdef class CNNLossDataDescriptor:
+    """CNNLossDataDescriptor(data, layout, size)
+--
+
+    The labels or weights of one image for CNNLossLabels: ``data`` float32 values (a float32 array or any bytes-like
+    object, copied), their ``layout`` (a DataLayout) and ``size`` (width, height, feature_channels). bytes_per_row
+    and bytes_per_image start dense and may be set for padded data: with HEIGHT_X_WIDTH_X_FEATURE_CHANNELS value
+    (x, y, c) is at byte ``y * bytes_per_row + (x * C + c) * 4`` (bytes_per_image is not read: one image); with
+    FEATURE_CHANNELS_X_HEIGHT_X_WIDTH at ``c * bytes_per_image + y * bytes_per_row + x * 4``. As
+    ``+[MPSCNNLossDataDescriptor cnnLossDataDescriptorWithData:layout:size:]``.
+
+    MPS: MPSCNNLossDataDescriptor
+    """
+    cdef bytes _data
+    cdef object _layout
+    cdef object _size
+    cdef Py_ssize_t _bytes_per_row
+    cdef Py_ssize_t _bytes_per_image
+
+    def __init__(self, data, layout, size):
+        if isinstance(data, np.ndarray):
+            if data.dtype != np.float32:
+                raise TypeError(f"CNNLossDataDescriptor: expected float32 data, given an array of {data.dtype}")
+            data = np.ascontiguousarray(data).tobytes()
+        else:
+            try:
+                data = memoryview(data).cast("B").tobytes()
+            except TypeError:
+                raise TypeError(f"CNNLossDataDescriptor: expected float32 data (an array or a bytes-like object), "
+                                f"given {type(data).__name__}") from None
+        self._layout = DataLayout(layout)
+        self._size = _size3(size, "CNNLossDataDescriptor size")
+        width, height, channels = self._size
+        self._data = data
+        if self._layout == DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS:
+            self._bytes_per_row = width * channels * 4
+        else:
+            self._bytes_per_row = width * 4
+        self._bytes_per_image = self._bytes_per_row * height
+
+    @property
+    def data(self):
+        """A copy of the values given, as bytes.
+
+        MPS: none (the data: of +cnnLossDataDescriptorWithData:layout:size:)
+        """
+        return self._data
+
+    @property
+    def layout(self):
+        """The order of the values in ``data``, a DataLayout.
+
+        MPS: MPSCNNLossDataDescriptor.layout
+        """
+        return self._layout
+
+    @property
+    def size(self):
+        """(width, height, feature_channels) of the data.
+
+        MPS: MPSCNNLossDataDescriptor.size
+        """
+        return self._size
+
+    @property
+    def bytes_per_row(self):
+        """The stride from one row to the next, in bytes (dense by default).
+
+        MPS: MPSCNNLossDataDescriptor.bytesPerRow
+        """
+        return self._bytes_per_row
+
+    @bytes_per_row.setter
+    def bytes_per_row(self, value):
+        self._bytes_per_row = _stride(value, "bytes_per_row")
+
+    @property
+    def bytes_per_image(self):
+        """The stride from one feature channel plane to the next with FEATURE_CHANNELS_X_HEIGHT_X_WIDTH, in bytes
+        (dense by default); not read with HEIGHT_X_WIDTH_X_FEATURE_CHANNELS, whose one image is one slice.
+
+        MPS: MPSCNNLossDataDescriptor.bytesPerImage
+        """
+        return self._bytes_per_image
+
+    @bytes_per_image.setter
+    def bytes_per_image(self, value):
+        self._bytes_per_image = _stride(value, "bytes_per_image")
+
+    def to_numpy(self):
+        """The values as a (1, C, H, W) float32 array, as CNNLossLabels reads them; ValueError where the strides
+        overlap or ``data`` is too short for them.
+
+        MPS: none (mpsx)
+        """
+        if self._size is None:
+            raise TypeError("CNNLossDataDescriptor was made without __init__")
+        width, height, channels = self._size
+        row, plane = self._bytes_per_row, self._bytes_per_image
+        if self._layout == DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS:
+            minimum_row = width * channels * 4
+            strides = (4, row, channels * 4)
+            need = (height - 1) * row + minimum_row
+            if row < minimum_row:
+                raise ValueError(f"CNNLossDataDescriptor: bytes_per_row must be at least width * feature_channels * 4"
+                                 f" = {minimum_row} (HEIGHT_X_WIDTH_X_FEATURE_CHANNELS), given {row}")
+        else:
+            strides = (plane, row, 4)
+            need = (channels - 1) * plane + (height - 1) * row + width * 4
+            if row < width * 4:
+                raise ValueError(f"CNNLossDataDescriptor: bytes_per_row must be at least width * 4 = {width * 4} "
+                                 f"(FEATURE_CHANNELS_X_HEIGHT_X_WIDTH), given {row}")
+            if plane < height * row:
+                raise ValueError(f"CNNLossDataDescriptor: bytes_per_image must be at least height * bytes_per_row = "
+                                 f"{height * row} (FEATURE_CHANNELS_X_HEIGHT_X_WIDTH: one plane per feature "
+                                 f"channel), given {plane}")
+        if len(self._data) < need:
+            raise ValueError(f"CNNLossDataDescriptor: data of {len(self._data)} bytes is too short for a "
+                             f"{width}x{height}x{channels} (width x height x feature channels) "
+                             f"{self._layout.name} image with bytes_per_row {row} and bytes_per_image {plane}: "
+                             f"expected at least {need} bytes")
+        values = np.ndarray((channels, height, width), dtype="<f4", buffer=self._data, strides=strides)
+        return np.ascontiguousarray(values, dtype=np.float32)[None]
+
+    def __copy__(self):
+        cdef CNNLossDataDescriptor out = CNNLossDataDescriptor.__new__(CNNLossDataDescriptor)
+        out._data, out._layout, out._size = self._data, self._layout, self._size
+        out._bytes_per_row, out._bytes_per_image = self._bytes_per_row, self._bytes_per_image
+        return out
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
+    def __repr__(self):
+        if self._size is None:
+            return uninitialized_repr(self)
+        return (f"mpsx.CNNLossDataDescriptor(<{len(self._data)} bytes>, {self._layout!r}, {self._size}, "
+                f"bytes_per_row={self._bytes_per_row}, bytes_per_image={self._bytes_per_image})")
+
+
+cdef Py_ssize_t _stride(object value, str name) except -1:
+    v = integer_argument(value, name)
+    if v < 1:
+        raise ValueError(f"CNNLossDataDescriptor: {name} must be positive, given {v}")
+    return v
+
+
 cdef shared_ptr[CImage] _loss_data(Device device, object data) except *:
-    """An image given as is (retained, as MPS's labelsImage:), or a copy of an array as float32."""
+    """An image given as is (retained, as MPS's labelsImage:), a copy of a CNNLossDataDescriptor's values (as MPS's
+    labelsDescriptor:), or a copy of an array as float32."""
     cdef shared_ptr[CImage] none
     if data is None:
         return none
     if isinstance(data, (Image, ImageBatch)):
         return image_of(data)
+    if isinstance(data, CNNLossDataDescriptor):
+        data = (<CNNLossDataDescriptor>data).to_numpy()
     return image_of(Image.from_numpy(device, np.asarray(data, dtype=np.float32)))
 
 
+cdef object _one_of(object value, str name, object alias, str alias_name):
+    if alias is None:
+        return value
+    if value is not None:
+        raise TypeError(f"CNNLossLabels: give {name} or {alias_name}, not both")
+    return alias
+
+
 cdef class CNNLossLabels(State):
-    """CNNLossLabels(device, labels, weights=None)
+    """CNNLossLabels(device, labels=None, weights=None, *, loss_image_size=None, labels_descriptor=None,
+        weights_descriptor=None, labels_image=None, weights_image=None)
 --
 
-    The labels of a CNNLoss encode, and the loss it writes.
+    The labels of a CNNLoss encode, and the loss it writes: for one image (as MPS makes them; a list of them is an
+    MPSCNNLossLabelsBatch) or, as mpsx allows, for the consecutive images of a batch.
 
-    ``labels``: an (N, C, H, W) or (C, H, W) array (copied as float32) or an mpsx.Image / ImageBatch (retained),
-    shaped like the source the loss is encoded with (one-hot for the cross entropies). ``weights``: per-value
-    weights of the same shape, or None (the descriptor's weight alone). After the encode,
-    ``synchronize(command_buffer)`` and completion, ``loss_image()`` holds the loss. As
-    ``-[MPSCNNLossLabels initWithDevice:lossImageSize:labelsImage:weightsImage:]``.
+    ``labels``: a CNNLossDataDescriptor (its values are copied, as
+    ``-[MPSCNNLossLabels initWithDevice:labelsDescriptor:]``), an mpsx.Image / ImageBatch (retained, as
+    ``initWithDevice:lossImageSize:labelsImage:weightsImage:``) or an (N, C, H, W) or (C, H, W) array (copied as
+    float32), of the source's width and height and at least its feature channels: a loss over C channels reads the
+    first C of the labels (labels padded to a multiple of 4, as MPS's samples make them, work). ``weights``:
+    per-value weights given the same ways (and read the same way), or None (the descriptor's weight alone).
+    ``labels_descriptor``/``labels_image`` and ``weights_descriptor``/``weights_image`` are MPS's names for them.
+    ``loss_image_size`` (width, height, feature_channels): (1, 1, 1) for a reduced loss, the source's size for
+    reduction NONE (a loss encode checks it); None lets the loss size it. After the encode,
+    ``synchronize(command_buffer)`` and completion, ``loss_image()`` holds this object's loss.
 
     MPS: MPSCNNLossLabels
     """
     cdef shared_ptr[CCNNLossLabels] labels
 
-    def __init__(self, Device device not None, labels, weights=None):
-        self.labels = make_native[CCNNLossLabels](device.shared(), _loss_data(device, labels), _loss_data(device, weights))
+    def __init__(self, Device device not None, labels=None, weights=None, *, loss_image_size=None,
+                 labels_descriptor=None, weights_descriptor=None, labels_image=None, weights_image=None):
+        labels = _one_of(_one_of(labels, "labels", labels_descriptor, "labels_descriptor"), "labels", labels_image,
+                         "labels_image")
+        weights = _one_of(_one_of(weights, "weights", weights_descriptor, "weights_descriptor"), "weights",
+                          weights_image, "weights_image")
+        if labels is None:
+            raise TypeError("CNNLossLabels: expected labels (a CNNLossDataDescriptor, an Image or an array), given "
+                            "None")
+        cdef LossImageSize size
+        if loss_image_size is not None:
+            size.width, size.height, size.feature_channels = _size3(loss_image_size, "loss_image_size")
+        self.labels = make_native[CCNNLossLabels](device.shared(), _loss_data(device, labels),
+                                                  _loss_data(device, weights), size)
         self.c = <shared_ptr[CState]>self.labels
 
     cdef CCNNLossLabels* loss_labels(self) except NULL:
@@ -230,9 +430,18 @@ cdef class CNNLossLabels(State):
         self.native()
         return self.labels
 
+    @property
+    def loss_image_size(self):
+        """The loss image size given when made, (width, height, feature_channels), or None.
+
+        MPS: none (the lossImageSize: of -initWithDevice:lossImageSize:...)
+        """
+        cdef const LossImageSize* size = &self.loss_labels().loss_image_size()
+        return (size.width, size.height, size.feature_channels) if size.given() else None
+
     def loss_image(self):
-        """The loss image: one value per image (1x1x1) or, for reduction NONE, one per value of the source. Read it
-        after ``synchronize(command_buffer)`` and completion.
+        """The loss image of this object's images: one value per image (1x1x1) or, for reduction NONE, one per
+        value of the source. Read it after ``synchronize(command_buffer)`` and completion.
 
         MPS: -[MPSCNNLossLabels lossImage]
         """
@@ -255,14 +464,32 @@ cdef class CNNLossLabels(State):
         return wrap_image(self.loss_labels().weights_image())
 
 
-cdef shared_ptr[CCNNLossLabels] _labels_of(object labels) except *:
-    cdef shared_ptr[CCNNLossLabels] none
-    if labels is None:
-        return none  # the native encode names what is missing
+cdef _labels_batch(object labels, vector[shared_ptr[CCNNLossLabels]]& out, str name):
+    """One CNNLossLabels holding the batch, or a list or tuple of them (an MPSCNNLossLabelsBatch, one per image)."""
+    out.clear()
     if isinstance(labels, CNNLossLabels):
-        return (<CNNLossLabels>labels).shared_labels()
-    raise TypeError(f"labels must be one mpsx.CNNLossLabels holding the labels of every source image, "
-                    f"given {type(labels).__name__}")
+        out.push_back((<CNNLossLabels>labels).shared_labels())
+        return
+    if isinstance(labels, (list, tuple)):
+        for i, item in enumerate(labels):
+            if not isinstance(item, CNNLossLabels):
+                raise TypeError(f"{name}: expected a list of mpsx.CNNLossLabels, one per image "
+                                f"(MPSCNNLossLabelsBatch); item {i} is {type(item).__name__}")
+            out.push_back((<CNNLossLabels>item).shared_labels())
+        return
+    raise TypeError(f"{name}: expected one mpsx.CNNLossLabels holding the labels of every source image, or a list "
+                    f"of one per image (MPSCNNLossLabelsBatch), given {type(labels).__name__}")
+
+
+cdef State _labels_state(Device device, object labels):
+    """A graph's source state for a loss node: a CNNLossLabels, or a native MPSCNNLossLabelsBatch of a list."""
+    cdef vector[shared_ptr[CCNNLossLabels]] items
+    if isinstance(labels, State):
+        return labels
+    _labels_batch(labels, items, "source_states")
+    cdef State out = State.__new__(State)
+    out.c = <shared_ptr[CState]>make_native[CCNNLossLabelsBatch](device.shared(), items)
+    return out
 
 
 cdef class CNNLoss(CNNKernel):
@@ -304,31 +531,39 @@ cdef class CNNLoss(CNNKernel):
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels,
                Image destination_image=None):
-        """Encodes the loss of ``source_image`` against ``labels`` (a CNNLossLabels), writing the loss into its loss
-        image; returns the gradient image (``destination_image`` or a new one the size of the source).
+        """Encodes the loss of ``source_image`` against ``labels`` (a CNNLossLabels holding as many images), writing
+        the loss into its loss image; returns the gradient image (``destination_image`` or a new one the size of the
+        source).
 
         MPS: -[MPSCNNLoss encodeToCommandBuffer:sourceImage:labels:destinationImage:]
         """
+        if not isinstance(labels, CNNLossLabels):
+            raise TypeError(f"labels: expected one mpsx.CNNLossLabels (MPSCNNLossLabels), given "
+                            f"{type(labels).__name__}" + ("; a list of per-image labels goes to encode_batch"
+                                                          if isinstance(labels, (list, tuple)) else ""))
+        cdef shared_ptr[CCNNLossLabels] one = (<CNNLossLabels>labels).shared_labels()
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
-        return wrap_image(self.loss_kernel().encode(command_buffer.native()[0], source_image.shared(),
-                                                    _labels_of(labels), destination))
+        return wrap_image(self.loss_kernel().encode(command_buffer.native()[0], source_image.shared(), &one, 1,
+                                                    destination))
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, destination_images=None):
-        """The same over a batch (an ImageBatch or a list of Images) whose labels one CNNLossLabels holds; returns the
-        gradient ImageBatch.
+        """The same over a batch (an ImageBatch or a list of Images) with ``labels`` a list of one CNNLossLabels per
+        image (an MPSCNNLossLabelsBatch; each object's loss image gets its image's loss) or one CNNLossLabels holding
+        the whole batch; returns the gradient ImageBatch.
 
         MPS: -[MPSCNNLoss encodeBatchToCommandBuffer:sourceImages:labels:destinationImages:]
         """
-        cdef shared_ptr[CCNNLossLabels] loss_labels = _labels_of(labels)
+        cdef vector[shared_ptr[CCNNLossLabels]] items
+        _labels_batch(labels, items, "labels")
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef shared_ptr[CImage] gradient
         cdef CommandBufferMark mark = command_buffer.native().mark()
         try:
             gradient = self.loss_kernel().encode(command_buffer.native()[0],
-                                                 image_of(_batch_of(command_buffer, source_images)), loss_labels,
-                                                 destination)
+                                                 image_of(_batch_of(command_buffer, source_images)), items.data(),
+                                                 items.size(), destination)
         except BaseException:
             command_buffer.native().discard_since(mark)
             raise

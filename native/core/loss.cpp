@@ -29,6 +29,29 @@ void check_floating(const Image& image, const char* kernel, const char* role) {
     fail<TypeMismatchError>(kernel, ": the ", role, " must be float32 or float16, given ", name_of(image.data_type()));
 }
 
+// The labels or weights of `images` images for `source`: its width and
+// height, and at least its feature channels, of which the loss reads the
+// first C (MPS's images hold channels in slices of 4, so labels padded to a
+// multiple of 4 are common).
+void check_loss_data(const char* kernel, const char* role, const Image& data, const ImageDescriptor& source,
+                     int64_t images) {
+  const ImageDescriptor& d = data.descriptor();
+  if (d.number_of_images != images || d.width != source.width || d.height != source.height ||
+      d.feature_channels < source.feature_channels)
+    fail<ShapeError>(kernel, ": expected ", role, " of ", images, "x", source.feature_channels, "x", source.height,
+                     "x", source.width, " (NxCxHxW; more feature channels are allowed, of which the loss reads the "
+                     "first ", source.feature_channels, "), given ", nchw(d));
+}
+
+// The first C feature channels of `data`, for a source of C.
+ImageRegion loss_region(const Image& data, const ImageDescriptor& source) {
+  return data.region(0, 0, 0, 0, data.number_of_images(), source.feature_channels, source.height, source.width);
+}
+
+ImageRegion loss_region(const std::shared_ptr<Image>& data, const ImageDescriptor& source) {
+  return data ? loss_region(*data, source) : ImageRegion{};
+}
+
 }  // namespace
 
 void LossDescriptor::validate() const {
@@ -45,8 +68,9 @@ void LossDescriptor::validate() const {
 }
 
 CNNLossLabels::CNNLossLabels(std::shared_ptr<Device> device, std::shared_ptr<Image> labels,
-                             std::shared_ptr<Image> weights)
-    : State(std::move(device)), labels_(std::move(labels)), weights_(std::move(weights)) {
+                             std::shared_ptr<Image> weights, LossImageSize loss_image_size)
+    : State(std::move(device)), labels_(std::move(labels)), weights_(std::move(weights)),
+      loss_image_size_(loss_image_size) {
   if (!labels_) fail<TypeMismatchError>("MPSCNNLossLabels: expected a labels image, given None");
   for (const Image* image : {labels_.get(), weights_.get()}) {
     if (!image) continue;
@@ -56,13 +80,24 @@ CNNLossLabels::CNNLossLabels(std::shared_ptr<Device> device, std::shared_ptr<Ima
                                 ", the labels on device ", this->device().name());
     check_floating(*image, "MPSCNNLossLabels", role);
   }
-  if (weights_ && !same_size(weights_->descriptor(), labels_->descriptor()))
-    fail<ShapeError>("MPSCNNLossLabels: expected weights of the labels' size ", nchw(labels_->descriptor()),
-                     ", given ", nchw(weights_->descriptor()));
+  if (weights_ && weights_->number_of_images() != labels_->number_of_images())
+    fail<ShapeError>("MPSCNNLossLabels: expected weights of as many images as the labels (",
+                     labels_->number_of_images(), "), given ", nchw(weights_->descriptor()));
+  const LossImageSize& l = loss_image_size_;
   // MPS's default loss image size is {1, 1, 1}.
-  ImageDescriptor scalar;
-  scalar.number_of_images = labels_->number_of_images();
-  loss_ = std::make_shared<Image>(device_ptr(), scalar);
+  ImageDescriptor loss;
+  loss.number_of_images = labels_->number_of_images();
+  if (l.given()) {
+    for (int64_t v : {l.width, l.height, l.feature_channels})
+      if (v < 1 || v > kMaxDimension)
+        fail<ArgumentError>("MPSCNNLossLabels: expected a loss image size of 1 to ", kMaxDimension,
+                            " per dimension, given ", l.width, "x", l.height, "x", l.feature_channels,
+                            " (width x height x feature channels)");
+    loss.width = l.width;
+    loss.height = l.height;
+    loss.feature_channels = l.feature_channels;
+  }
+  loss_ = std::make_shared<Image>(device_ptr(), loss);
   loss_->fill_zero();
 }
 
@@ -75,6 +110,15 @@ void CNNLossLabels::synchronize(CommandBuffer& command_buffer) {
   loss_->synchronize(command_buffer);
   labels_->synchronize(command_buffer);
   if (weights_) weights_->synchronize(command_buffer);
+}
+
+CNNLossLabelsBatch::CNNLossLabelsBatch(std::shared_ptr<Device> device,
+                                       std::vector<std::shared_ptr<CNNLossLabels>> items)
+    : State(std::move(device)), items_(std::move(items)) {}
+
+void CNNLossLabelsBatch::synchronize(CommandBuffer& command_buffer) {
+  for (const auto& item : items_)
+    if (item) item->synchronize(command_buffer);
 }
 
 CNNLoss::CNNLoss(std::shared_ptr<Device> device, LossDescriptor descriptor)
@@ -93,19 +137,68 @@ ImageDescriptor CNNLoss::destination_image_descriptor(const Image& source) {
 }
 
 std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
-                                       const std::shared_ptr<CNNLossLabels>& labels,
+                                       const std::shared_ptr<CNNLossLabels>* labels, size_t count,
                                        const std::shared_ptr<Image>& destination) {
   check_command_buffer(command_buffer);
   if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
-  if (!labels) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNLossLabels, given None");
+  if (count == 0)
+    fail<ArgumentError>(class_name(), ": expected one MPSCNNLossLabels for the batch or an MPSCNNLossLabelsBatch "
+                                      "(one per source image), given an empty list");
   check_device(*source, "source image");
-  check_device(*labels, "labels");
   check_properties();
   check_source(*source);
   const ImageDescriptor& s = source->descriptor();
-  if (!same_size(labels->labels_image()->descriptor(), s))
-    fail<ShapeError>(class_name(), ": expected labels of the source image's size ", nchw(s), ", given ",
-                     nchw(labels->labels_image()->descriptor()));
+
+  // The loss image of each labels object: one value per image, or the
+  // source's size for ReductionType::None.
+  ImageDescriptor loss_size;
+  if (descriptor_.reduction_type == ReductionType::None) {
+    loss_size.width = s.width;
+    loss_size.height = s.height;
+    loss_size.feature_channels = s.feature_channels;
+  }
+  const bool weighted = labels[0] && labels[0]->weights_image();
+  int64_t images = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const CNNLossLabels* item = labels[i].get();
+    if (!item)
+      fail<TypeMismatchError>(class_name(), ": expected an MPSCNNLossLabels", count > 1 ? " for each image" : "",
+                              ", given None", count > 1 ? detail::concat(" at ", i) : std::string());
+    check_device(*item, "labels");
+    const Image& targets = *item->labels_image();
+    check_loss_data(class_name(), count > 1 ? "per-image labels" : "labels", targets, s, item->number_of_images());
+    if (static_cast<bool>(item->weights_image()) != weighted)
+      fail<ArgumentError>(class_name(), ": the labels of a batch must all have weights or none; labels 0 ",
+                          weighted ? "has" : "has none", ", labels ", i, weighted ? " has none" : " has");
+    if (weighted) check_loss_data(class_name(), "weights", *item->weights_image(), s, item->number_of_images());
+    if (i > 0) {
+      // Gathered into one batch: the per-image labels (and weights) must match.
+      for (bool weights : {false, true}) {
+        if (weights && !weighted) continue;
+        const Image& first = weights ? *labels[0]->weights_image() : *labels[0]->labels_image();
+        const Image& other = weights ? *item->weights_image() : targets;
+        if (other.feature_channels() != first.feature_channels() || other.data_type() != first.data_type())
+          fail<ShapeError>(class_name(), ": the ", weights ? "weights" : "labels", " of a batch must match in feature "
+                           "channels and data type; those of labels 0 are ", nchw(first.descriptor()), " ",
+                           name_of(first.data_type()), ", of labels ", i, " ", nchw(other.descriptor()), " ",
+                           name_of(other.data_type()));
+      }
+    }
+    const LossImageSize& l = item->loss_image_size();
+    const bool per_value = descriptor_.reduction_type == ReductionType::None;
+    if (l.given() && (l.width != loss_size.width || l.height != loss_size.height ||
+                      l.feature_channels != loss_size.feature_channels))
+      fail<ShapeError>(class_name(), ": labels ", i, " were made with a loss image size of ", l.width, "x", l.height,
+                       "x", l.feature_channels, " (width x height x feature channels), but ",
+                       per_value ? "reduction NONE writes one loss per value: "
+                                 : "a reduced loss writes one value per image: ",
+                       loss_size.width, "x", loss_size.height, "x", loss_size.feature_channels);
+    images += item->number_of_images();
+  }
+  if (images != s.number_of_images)
+    fail<ShapeError>(class_name(), ": expected labels for the ", s.number_of_images, " source images (one "
+                     "MPSCNNLossLabels holding them all, or an MPSCNNLossLabelsBatch of one per image), given ",
+                     count, " MPSCNNLossLabels holding ", images, " images");
 
   std::shared_ptr<Image> result = destination;
   if (result) {
@@ -120,31 +213,61 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
                      ", ", offset.z, ") and clip_rect read a ", g.width, "x", g.height, " region at (", g.source_x,
                      ", ", g.source_y, ") of a ", s.width, "x", s.height, " source from image ", g.source_image);
 
-  ImageDescriptor loss_size;
-  loss_size.number_of_images = s.number_of_images;
-  if (descriptor_.reduction_type == ReductionType::None) {
-    loss_size.width = s.width;
-    loss_size.height = s.height;
-    loss_size.feature_channels = s.feature_channels;
+  check_aliasing(*result, "destination image", result->whole_block(), {ReadImage{source.get(), "source image"}});
+  for (size_t i = 0; i < count; ++i) {
+    loss_size.number_of_images = labels[i]->number_of_images();
+    const Image* loss = labels[i]->loss_image_for(loss_size).get();
+    check_aliasing(*result, "destination image", result->whole_block(),
+                   {ReadImage{labels[i]->labels_image().get(), "labels image"},
+                    ReadImage{labels[i]->weights_image().get(), "weights image"}, ReadImage{loss, "loss image"}});
   }
-  std::shared_ptr<Image> loss = labels->loss_image_for(loss_size);
-  check_aliasing(*result, "destination image", result->whole_block(),
-                 {ReadImage{source.get(), "source image"}, ReadImage{labels->labels_image().get(), "labels image"},
-                  ReadImage{labels->weights_image().get(), "weights image"}, ReadImage{loss.get(), "loss image"}});
-  command_buffer.record([primitive = primitive_, source, targets = labels->labels_image(),
-                         weights = labels->weights_image(), result, loss, g](ExecutionContext& context) {
+
+  // Per-image labels are gathered into one batch (a view where they are
+  // consecutive images of one allocation), and the batch's loss scattered
+  // back to each object's loss image.
+  std::shared_ptr<Image> targets = labels[0]->labels_image(), weights = labels[0]->weights_image(), loss;
+  if (count == 1) {
+    loss = labels[0]->loss_image();
+  } else {
+    gathered_.clear();
+    for (size_t i = 0; i < count; ++i) gathered_.push_back(labels[i]->labels_image());
+    targets = Image::gather(command_buffer, gathered_);
+    if (weighted) {
+      gathered_.clear();
+      for (size_t i = 0; i < count; ++i) gathered_.push_back(labels[i]->weights_image());
+      weights = Image::gather(command_buffer, gathered_);
+    }
+    gathered_.clear();
+    loss_size.number_of_images = s.number_of_images;
+    loss = make_pooled<Image>(device_ptr(), loss_size);
+  }
+  command_buffer.record([primitive = primitive_, source, targets, weights, result, loss, g](ExecutionContext& context) {
     const ImageDescriptor& d = source->descriptor();
-    primitive->loss_and_gradient(context, source->whole(), targets->whole(),
-                                 weights ? weights->whole() : ImageRegion{},
+    primitive->loss_and_gradient(context, source->whole(), loss_region(*targets, d), loss_region(weights, d),
                                  result->region(g.destination_image, g.destination_channel, g.y, g.x,
                                                 d.number_of_images, d.feature_channels, d.height, d.width),
                                  loss->whole());
   });
   source->buffer()->will_read(command_buffer);
-  labels->labels_image()->buffer()->will_read(command_buffer);
-  if (labels->weights_image()) labels->weights_image()->buffer()->will_read(command_buffer);
+  targets->buffer()->will_read(command_buffer);
+  if (weights) weights->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   loss->buffer()->will_write(command_buffer);
+  if (count > 1) {
+    std::vector<std::shared_ptr<Image>> outputs;
+    outputs.reserve(count);
+    for (size_t i = 0; i < count; ++i) outputs.push_back(labels[i]->loss_image());
+    loss->buffer()->will_read(command_buffer);
+    for (const auto& output : outputs) output->buffer()->will_write(command_buffer);
+    command_buffer.record([loss, outputs = std::move(outputs)](ExecutionContext& context) {
+      int64_t at = 0;
+      for (const auto& output : outputs) {
+        const Image view(*loss, at, output->number_of_images());
+        context.copy_images(view, *output, 0);
+        at += output->number_of_images();
+      }
+    });
+  }
   return result;
 }
 
@@ -186,15 +309,11 @@ void SeparatedLoss::check_inputs(const std::shared_ptr<Image>& source, const std
   check_floating(*source, class_name(), "source image");
   check_floating(*labels, class_name(), "labels image");
   const ImageDescriptor& s = source->descriptor();
-  if (!same_size(labels->descriptor(), s))
-    fail<ShapeError>(class_name(), ": expected labels of the source images' size ", nchw(s), ", given ",
-                     nchw(labels->descriptor()));
+  check_loss_data(class_name(), "labels", *labels, s, s.number_of_images);
   if (weights) {
     check_device(*weights, "weights image");
     check_floating(*weights, class_name(), "weights image");
-    if (!same_size(weights->descriptor(), s))
-      fail<ShapeError>(class_name(), ": expected weights of the source images' size ", nchw(s), ", given ",
-                       nchw(weights->descriptor()));
+    check_loss_data(class_name(), "weights", *weights, s, s.number_of_images);
   }
 }
 
@@ -272,7 +391,8 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
     filled->encoded = true;
   }
   command_buffer.record([primitive = primitive_, d, source, labels, weights, result](ExecutionContext& context) {
-    primitive->forward_loss(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},
+    const ImageDescriptor& s = source->descriptor();
+    primitive->forward_loss(context, d, source->whole(), loss_region(*labels, s), loss_region(weights, s),
                             result->whole());
   });
   for (const auto* read : {&source, &labels, &weights})
@@ -343,7 +463,8 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
                   ReadImage{labels.get(), "labels image"}, ReadImage{weights.get(), "weights image"}});
   command_buffer.record([primitive = primitive_, d, source_gradient, source, labels, weights, result,
                          labels_gradient = compute_label_gradients](ExecutionContext& context) {
-    primitive->loss_gradient(context, d, source->whole(), labels->whole(), weights ? weights->whole() : ImageRegion{},
+    const ImageDescriptor& s = source->descriptor();
+    primitive->loss_gradient(context, d, source->whole(), loss_region(*labels, s), loss_region(weights, s),
                              source_gradient->whole(), result->whole(), labels_gradient);
   });
   for (const auto* read : {&source_gradient, &source, &labels, &weights})

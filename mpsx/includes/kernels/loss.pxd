@@ -1,8 +1,9 @@
 # cdef extern declarations of native/include/mpsx/kernels/loss.h
 from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
+from libcpp.vector cimport vector
 
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.device cimport CDevice
@@ -29,18 +30,28 @@ cdef extern from "mpsx/kernels/loss.h" namespace "mpsx" nogil:
         bool operator==(const LossDescriptor&)
         void validate() except +raise_py_error
 
+    cdef cppclass LossImageSize "mpsx::LossImageSize":
+        int64_t width
+        int64_t height
+        int64_t feature_channels
+        bool given()
+
     cdef cppclass CCNNLossLabels "mpsx::CNNLossLabels"(CState):
         CCNNLossLabels(shared_ptr[CDevice] device, shared_ptr[CImage] labels,
-                       shared_ptr[CImage] weights) except +raise_py_error
+                       shared_ptr[CImage] weights, LossImageSize loss_image_size) except +raise_py_error
         const shared_ptr[CImage]& labels_image()
         const shared_ptr[CImage]& weights_image()
         const shared_ptr[CImage]& loss_image()
+        const LossImageSize& loss_image_size()
+
+    cdef cppclass CCNNLossLabelsBatch "mpsx::CNNLossLabelsBatch"(CState):
+        CCNNLossLabelsBatch(shared_ptr[CDevice] device, vector[shared_ptr[CCNNLossLabels]] items) except +raise_py_error
 
     cdef cppclass CCNNLoss "mpsx::CNNLoss"(CKernel):
         CCNNLoss(shared_ptr[CDevice] device, LossDescriptor descriptor) except +raise_py_error
         const LossDescriptor& loss_descriptor()
         shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source,
-                                  const shared_ptr[CCNNLossLabels]& labels,
+                                  const shared_ptr[CCNNLossLabels]* labels, size_t count,
                                   const shared_ptr[CImage]& destination) except +raise_py_error
         ImageDescriptor destination_image_descriptor(const CImage& source) except +raise_py_error
 

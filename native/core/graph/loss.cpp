@@ -17,11 +17,17 @@ class LossStep final : public GraphStep {
       : kernel_(std::move(kernel)), source_(slots.sources.at(0)), labels_(slots.source_states.at(0)),
         result_(slots.result) {}
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    auto labels = std::dynamic_pointer_cast<CNNLossLabels>(values.states[labels_]);
-    if (!labels)
-      fail<TypeMismatchError>("MPSCNNLossNode: expected CNNLossLabels for its labels node, given ",
-                              values.states[labels_]->class_name());
-    values.images[result_] = kernel_->encode(command_buffer, values.images[source_], labels, nullptr);
+    const std::shared_ptr<State>& state = values.states[labels_];
+    if (auto labels = std::dynamic_pointer_cast<CNNLossLabels>(state)) {
+      values.images[result_] = kernel_->encode(command_buffer, values.images[source_], labels, nullptr);
+    } else if (auto batch = std::dynamic_pointer_cast<CNNLossLabelsBatch>(state)) {
+      values.images[result_] = kernel_->encode(command_buffer, values.images[source_], batch->items().data(),
+                                               batch->items().size(), nullptr);
+    } else {
+      fail<TypeMismatchError>("MPSCNNLossNode: expected, for its labels node, one CNNLossLabels holding the batch "
+                              "or a list of one CNNLossLabels per image (an MPSCNNLossLabelsBatch), given ",
+                              state->class_name());
+    }
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "mpsx/kernel.h"
 #include "mpsx/state.h"
@@ -57,21 +58,33 @@ struct LossDescriptor {
   void validate() const;
 };
 
-// MPSCNNLossLabels: the labels (targets) of a batch, optional per-value
-// weights of the same size, and the loss image the loss writes. One object
-// holds the labels of every image of the batch it is used with.
+// The size MPSCNNLossLabels' lossImageSize gives: {width, height, feature
+// channels}; all 0 where none was given.
+struct LossImageSize {
+  int64_t width = 0, height = 0, feature_channels = 0;
+  bool given() const { return width != 0 || height != 0 || feature_channels != 0; }
+};
+
+// MPSCNNLossLabels: labels (targets), optional per-value weights and the
+// loss image the loss writes, for one image or for consecutive images of a
+// batch. A loss reads the first C feature channels of the labels and weights
+// for a source of C (padded labels, as MPS's 4-channel slices have them).
 class CNNLossLabels : public State {
  public:
   // `labels` and `weights` (may be null) are retained, as MPS's
   // initWithDevice:lossImageSize:labelsImage:weightsImage: does.
-  CNNLossLabels(std::shared_ptr<Device> device, std::shared_ptr<Image> labels, std::shared_ptr<Image> weights);
+  CNNLossLabels(std::shared_ptr<Device> device, std::shared_ptr<Image> labels, std::shared_ptr<Image> weights,
+                LossImageSize loss_image_size = {});
   const char* class_name() const override { return "MPSCNNLossLabels"; }
 
   const std::shared_ptr<Image>& labels_image() const { return labels_; }
   const std::shared_ptr<Image>& weights_image() const { return weights_; }
-  // 1x1x1 per image until a loss with ReductionType::None is encoded with
-  // these labels, the source's size from then on (the loss makes it anew
-  // when the size changes; ask for it after the encode).
+  int64_t number_of_images() const { return labels_->number_of_images(); }
+  const LossImageSize& loss_image_size() const { return loss_image_size_; }
+  // The given loss image size, or 1x1x1, per image until a loss with
+  // ReductionType::None is encoded with these labels, the source's size from
+  // then on (the loss makes it anew when the size changes; ask for it after
+  // the encode).
   const std::shared_ptr<Image>& loss_image() const { return loss_; }
   // The loss image for a loss writing `descriptor`, made anew if it differs.
   const std::shared_ptr<Image>& loss_image_for(const ImageDescriptor& descriptor);
@@ -83,6 +96,20 @@ class CNNLossLabels : public State {
   std::shared_ptr<Image> labels_;
   std::shared_ptr<Image> weights_;
   std::shared_ptr<Image> loss_;
+  LossImageSize loss_image_size_;
+};
+
+// MPSCNNLossLabelsBatch (an NSArray of MPSCNNLossLabels, one per image), as
+// a graph takes it among its source states.
+class CNNLossLabelsBatch : public State {
+ public:
+  CNNLossLabelsBatch(std::shared_ptr<Device> device, std::vector<std::shared_ptr<CNNLossLabels>> items);
+  const char* class_name() const override { return "MPSCNNLossLabelsBatch"; }
+  const std::vector<std::shared_ptr<CNNLossLabels>>& items() const { return items_; }
+  void synchronize(CommandBuffer& command_buffer) override;
+
+ private:
+  std::vector<std::shared_ptr<CNNLossLabels>> items_;
 };
 
 // What a backend runs for a loss: over N images of equal extents, the
@@ -127,10 +154,17 @@ class CNNLoss : public Kernel {
   const LossDescriptor& loss_descriptor() const { return descriptor_; }
 
   // -encodeToCommandBuffer:sourceImage:labels:[destinationImage:] and the
-  // batch forms: `source` holds every image of the batch, `labels` as many.
+  // batch forms: `source` holds every image of the batch; `labels` (count
+  // objects) hold as many images, in order: one object for the batch, or
+  // one per image as an MPSCNNLossLabelsBatch.
+  std::shared_ptr<Image> encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                const std::shared_ptr<CNNLossLabels>* labels, size_t count,
+                                const std::shared_ptr<Image>& destination);
   std::shared_ptr<Image> encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                 const std::shared_ptr<CNNLossLabels>& labels,
-                                const std::shared_ptr<Image>& destination);
+                                const std::shared_ptr<Image>& destination) {
+    return encode(command_buffer, source, &labels, 1, destination);
+  }
   // The gradient image's descriptor, without changing the kernel.
   ImageDescriptor destination_image_descriptor(const Image& source);
 
@@ -138,6 +172,7 @@ class CNNLoss : public Kernel {
   void check_source(const Image& source) const;
 
   LossDescriptor descriptor_;
+  std::vector<std::shared_ptr<Image>> gathered_;  // reused to gather per-image labels
   std::shared_ptr<const LossPrimitive> primitive_;
 };
 
