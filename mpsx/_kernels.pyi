@@ -278,6 +278,27 @@ class CNNKernel:
     def label(self) -> str: ...
     @label.setter
     def label(self, value: str) -> None: ...
+    def is_result_state_reused_across_batch(self) -> bool: ...
+    def result_state_batch(
+        self,
+        *source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> StateBatch | None: ...
+    def temporary_result_state(
+        self,
+        command_buffer: CommandBuffer,
+        *source_images: Image | ImageBatch,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> State | None: ...
+    def temporary_result_state_batch(
+        self,
+        command_buffer: CommandBuffer,
+        *source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> StateBatch | None: ...
 
 # The state type parameter is the family's gradient state class: what destination_state=True returns.
 @disjoint_base
@@ -289,6 +310,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_image: Image,
         destination_image: Image | None = None,
         destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -298,6 +320,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         destination_image: Image | None = None,
         *,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode(
@@ -306,6 +329,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_image: Image,
         destination_image: Image | None,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode_batch(
@@ -314,6 +338,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_images: _ImageSource,
         destination_images: ImageBatch | None = None,
         destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -323,6 +348,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         destination_images: ImageBatch | None = None,
         *,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -331,6 +357,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_images: _ImageSource,
         destination_images: ImageBatch | None,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     def result_state(
         self,
@@ -352,6 +379,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_image: Image,
         destination_image: Image | None = None,
         destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -362,6 +390,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         destination_image: Image | None = None,
         *,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode(
@@ -371,6 +400,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_image: Image,
         destination_image: Image | None,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode_batch(
@@ -380,6 +410,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_images: _ImageSource,
         destination_images: ImageBatch | None = None,
         destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -390,6 +421,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         destination_images: ImageBatch | None = None,
         *,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -399,6 +431,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_images: _ImageSource,
         destination_images: ImageBatch | None,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     def result_state(
         self,
@@ -1274,6 +1307,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_state: _StateSource | None = None,
         destination_image: Image | None = None,
         destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -1284,6 +1318,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         destination_image: Image | None = None,
         *,
         destination_state: Literal[True] | CNNConvolutionTransposeGradientState,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, CNNConvolutionTransposeGradientState]: ...
     @overload
     def encode(
@@ -1293,6 +1328,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_state: _StateSource | None,
         destination_image: Image | None,
         destination_state: Literal[True] | CNNConvolutionTransposeGradientState,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, CNNConvolutionTransposeGradientState]: ...
     @overload  # type: ignore[override]
     def encode_batch(
@@ -1302,6 +1338,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_states: _StateSource | None = None,
         destination_images: ImageBatch | None = None,
         destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -1312,6 +1349,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         destination_images: ImageBatch | None = None,
         *,
         destination_states: Literal[True] | CNNConvolutionTransposeGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -1321,6 +1359,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_states: _StateSource | None,
         destination_images: ImageBatch | None,
         destination_states: Literal[True] | CNNConvolutionTransposeGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     def destination_image_descriptor(
         self, source_images: _ImageSource, source_states: State | Sequence[State] | None = None

@@ -740,8 +740,8 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   check_device(*source_gradient, "source gradient");
   check_device(*source_image, "source image");
   check_device(*state, "gradient state");
-  const GradientState& g = gradient_state_of(*state);
   state->check_usable(command_buffer, class_name());
+  const GradientState& g = gradient_state_of(*state);
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
   if (g.forward_class && forward_class_name() != g.forward_class)
     fail<TypeMismatchError>(class_name(), ": expected the state of an ", forward_class_name(),
