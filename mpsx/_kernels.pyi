@@ -885,6 +885,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None = None,
         destination_states: Literal[False] | None = False,
         destination_images: ImageBatch | Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -896,6 +897,7 @@ class NNForwardLoss(_SeparatedLoss):
         *,
         destination_states: Literal[True] | NNLossGradientState,
         destination_images: ImageBatch | Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -906,6 +908,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None,
         destination_states: Literal[True] | NNLossGradientState,
         destination_images: ImageBatch | Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode(
@@ -916,6 +919,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None = None,
         destination_state: Literal[False] | None = False,
         destination_image: Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -927,6 +931,7 @@ class NNForwardLoss(_SeparatedLoss):
         *,
         destination_state: Literal[True] | NNLossGradientState,
         destination_image: Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, NNLossGradientState]: ...
     @overload
     def encode(
@@ -937,6 +942,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None,
         destination_state: Literal[True] | NNLossGradientState,
         destination_image: Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, NNLossGradientState]: ...
     def result_state(
         self,

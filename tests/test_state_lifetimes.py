@@ -441,3 +441,30 @@ def test_bad_temporary_arguments(device):
     cb.commit()
     with pytest.raises(mpsx.MPSXError):
         forward.temporary_result_state(cb, x)  # a committed command buffer takes no more work
+
+
+def test_a_temporary_forward_loss_state_is_read_once(device):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 1, 1)).astype(np.float32)
+    labels = np.eye(3, dtype=np.float32)[[0, 2]].reshape(2, 3, 1, 1)
+    d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.SUM)
+    forward, gradient = mpsx.NNForwardLoss(device, d), mpsx.NNLossGradient(device, d)
+    xs, ls = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, labels)
+    cb = device.command_queue.command_buffer()
+    loss, states = forward.encode_batch(cb, xs, ls, destination_states=True, destination_state_is_temporary=True)
+    assert states[0].is_temporary and states[0].read_count == 1
+    ones = mpsx.ImageBatch.from_numpy(device, np.ones((2, 1, 1, 1), np.float32))
+    other = device.command_queue.command_buffer()
+    with pytest.raises(mpsx.StateError, match="made for another command buffer"):
+        gradient.encode_batch(other, ones, xs, ls, None, states)
+    dx = gradient.encode_batch(cb, ones, xs, ls, None, states)
+    assert states[0].read_count == 0
+    with pytest.raises(mpsx.StateError, match="read_count of 0"):
+        gradient.encode_batch(cb, ones, xs, ls, None, states)
+    dx.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    _, (expected,) = autograd(lambda a: F.cross_entropy(a.reshape(2, 3), t64(labels.reshape(2, 3)), reduction="sum"),
+                              np.float64(1), x)
+    np.testing.assert_allclose(dx.to_numpy(), expected, rtol=1e-4, atol=1e-5)
