@@ -280,6 +280,30 @@ def test_a_state_refilled_on_a_later_command_buffer_gives_the_new_gradient(devic
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_a_state_refilled_for_other_images_of_its_size_belongs_to_them(device):
+    # MPSCNNKernel.h: the destinationState is "A state to be overwritten by additional state information".
+    forward, gradient = neuron(device)
+    x, z, dy = image(device, 1), image(device, 2), image(device, 3)
+    cb = device.command_queue.command_buffer()
+    _, state = forward.encode(cb, x, destination_state=True)
+    cb.commit()
+    cb.wait_until_completed()
+    cb = device.command_queue.command_buffer()
+    forward.encode(cb, z, destination_state=state)
+    with pytest.raises(mpsx.StateError, match="made for another batch of source images"):
+        gradient.encode(cb, dy, x, state)  # the images it was filled for before
+    got = read_back(cb, gradient.encode(cb, dy, z, state))
+    _, (expected,) = autograd(torch.tanh, dy.to_numpy(), z.to_numpy())
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    cb = device.command_queue.command_buffer()
+    wide = mpsx.Image.from_numpy(device, np.zeros((1, 4, 3, 6), np.float32))
+    with pytest.raises(mpsx.StateError, match="MPSCNNNeuron: this MPSNNGradientState was filled for source images of "
+                                              "1x4x3x5 \\(NxCxHxW\\), given 1x4x3x6; MPS makes a state for the source "
+                                              "images of its encode"):
+        forward.encode(cb, wide, destination_state=state)
+    assert cb.command_count == 0
+
+
 def test_a_state_given_other_source_images_on_a_later_command_buffer_is_refused(device):
     forward, gradient = neuron(device)
     x, dy = image(device), image(device, 1)

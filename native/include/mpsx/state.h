@@ -28,11 +28,13 @@ class State {
   // The MPS class name, for messages.
   virtual const char* class_name() const { return "MPSState"; }
 
-  // A state belongs to one batch of source images: the first forward encode
-  // binds it; any other batch raises StateError. A state that serves
-  // several sub-batches (batch normalization) overrides these; its
-  // check_source also selects the sub-batch whose gradient is encoded.
-  virtual void check_bindable(const Image& source, const char* kernel) const;
+  // A state holds what the forward encode that last filled it computed for
+  // its source images: gradients must give those images (check_source). A
+  // forward encode may fill it for `source` unless check_bindable throws
+  // StateError. A state that serves several sub-batches (batch
+  // normalization) overrides these; its check_source also selects the
+  // sub-batch whose gradient is encoded.
+  virtual void check_bindable(const Image& /*source*/, const char* /*kernel*/) const {}
   virtual void bind_source(const Image& source) { source_identity_ = source.identity(); }
   virtual void check_source(const Image& source, const char* kernel);
   bool is_bound() const { return source_identity_ != 0; }
@@ -91,6 +93,9 @@ class GradientState : public State {
  public:
   using State::State;
   const char* class_name() const override { return "MPSNNGradientState"; }
+  // A forward encode overwrites a filled state for other source images of
+  // the size it was filled for; other sizes raise StateError.
+  void check_bindable(const Image& source, const char* kernel) const override;
 
   ImageDescriptor source_descriptor;       // the forward source image
   ImageDescriptor destination_descriptor;  // the forward result image
