@@ -189,7 +189,7 @@ CASES = {
         lambda a: spatial.torch_forward(a, 3, 1.0, 0.75, 1.0))(device, x, dy),
     "Upsampling": lambda device, x, dy: unary(mpsx.CNNUpsamplingNearest(device, 2, 2),
                                               mpsx.CNNUpsamplingNearestGradient(device, 2, 2),
-                                              lambda a: F.interpolate(a, scale_factor=2, mode="nearest"))(device, x, dy),
+                                              lambda a: F.interpolate(a, scale_factor=2))(device, x, dy),
 }
 
 RESULT_SHAPES = {"Convolution": (2, 5, 6, 8), "Pooling": (2, 4, 3, 4), "Upsampling": (2, 4, 12, 16)}
