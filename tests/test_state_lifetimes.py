@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
+import test_convolution_transpose as transposes
 import test_cross_channel_normalization as cross_channel
 import test_local_contrast_normalization as lcn
 import test_spatial_normalization as spatial
@@ -67,6 +68,24 @@ def convolution(device, x, dy):
     def expected(y_host):
         y, (dx, dw, db) = autograd(lambda a, k, c: F.conv2d(a, k.permute(0, 3, 1, 2), c, padding=1), dy, x, w, b)
         return y, [dx, dw, db]
+    return encode_forward, encode_gradient, expected
+
+
+def convolution_transpose(device, x, dy):
+    source, w, b = transposes.make(np.random.default_rng(10), 3, 3, SHAPE[1], 5)
+    transpose = mpsx.CNNConvolutionTranspose(device, source)
+    gradient = mpsx.CNNConvolutionTransposeGradient(device, source)
+
+    def encode_forward(cb, xs):
+        return transpose.encode_batch(cb, xs, destination_states=True)
+
+    def encode_gradient(cb, dys, xs, y, states):
+        return [gradient.encode_batch(cb, dys, xs, states), states[0].gradient_for_weights,
+                states[0].gradient_for_biases]
+
+    def expected(y_host):
+        centre, size = transposes.centre_of(transpose), (y_host.shape[3], y_host.shape[2])
+        return autograd(lambda a, k, c: transposes.reference(a, k, c, (1, 1), (1, 1), 1, centre, size), dy, x, w, b)
     return encode_forward, encode_gradient, expected
 
 
@@ -166,6 +185,7 @@ CASES = {
     "Arithmetic": arithmetic,
     "BatchNormalization": batch_normalization,  # with BatchNormalizationStatistics and its gradient
     "Convolution": convolution,
+    "ConvolutionTranspose": convolution_transpose,
     "CrossChannelNormalization": lambda device, x, dy: unary(
         *cross_channel.kernels(device, 3, 0.5, 0.75, 2.0),
         lambda a: F.local_response_norm(a, 3, alpha=0.5, beta=0.75, k=2.0))(device, x, dy),
@@ -192,7 +212,7 @@ CASES = {
                                               lambda a: F.interpolate(a, scale_factor=2))(device, x, dy),
 }
 
-RESULT_SHAPES = {"Convolution": (2, 5, 6, 8), "Pooling": (2, 4, 3, 4), "Upsampling": (2, 4, 12, 16)}
+RESULT_SHAPES = {"Convolution": (2, 5, 6, 8), "ConvolutionTranspose": (2, 5, 6, 8), "Pooling": (2, 4, 3, 4), "Upsampling": (2, 4, 12, 16)}
 
 
 def to_numpy(item):
