@@ -36,6 +36,7 @@ from mpsx._runtime import (  # noqa: E402
     StateBatch,
     Vector,
     devices,
+    state_batch_increment_read_count,
 )
 from mpsx._kernels import *  # noqa: E402,F401,F403 (each kernel family lists its names in __all__)
 from mpsx._kernels import __all__ as _kernel_names  # noqa: E402

@@ -28,6 +28,7 @@ from mpsx._runtime import (
     StateBatch as StateBatch,
     Vector as Vector,
     devices as devices,
+    state_batch_increment_read_count as state_batch_increment_read_count,
 )
 from mpsx.persistence import load as load, save as save
 

@@ -280,6 +280,27 @@ class CNNKernel:
     def label(self) -> str: ...
     @label.setter
     def label(self, value: str) -> None: ...
+    def is_result_state_reused_across_batch(self) -> bool: ...
+    def result_state_batch(
+        self,
+        *source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> StateBatch | None: ...
+    def temporary_result_state(
+        self,
+        command_buffer: CommandBuffer,
+        *source_images: Image | ImageBatch,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> State | None: ...
+    def temporary_result_state_batch(
+        self,
+        command_buffer: CommandBuffer,
+        *source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> StateBatch | None: ...
 
 # The state type parameter is the family's gradient state class: what destination_state=True returns.
 @disjoint_base
@@ -291,6 +312,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_image: Image,
         destination_image: Image | None = None,
         destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -300,6 +322,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         destination_image: Image | None = None,
         *,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode(
@@ -308,6 +331,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_image: Image,
         destination_image: Image | None,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode_batch(
@@ -316,6 +340,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_images: _ImageSource,
         destination_images: ImageBatch | None = None,
         destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -325,6 +350,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         destination_images: ImageBatch | None = None,
         *,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -333,6 +359,7 @@ class CNNUnaryKernel(CNNKernel, Generic[_S]):
         source_images: _ImageSource,
         destination_images: ImageBatch | None,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     def result_state(
         self,
@@ -354,6 +381,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_image: Image,
         destination_image: Image | None = None,
         destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -364,6 +392,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         destination_image: Image | None = None,
         *,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode(
@@ -373,6 +402,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_image: Image,
         destination_image: Image | None,
         destination_state: Literal[True] | _S,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, _S]: ...
     @overload
     def encode_batch(
@@ -382,6 +412,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_images: _ImageSource,
         destination_images: ImageBatch | None = None,
         destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -392,6 +423,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         destination_images: ImageBatch | None = None,
         *,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -401,6 +433,7 @@ class CNNBinaryKernel(CNNKernel, Generic[_S]):
         secondary_images: _ImageSource,
         destination_images: ImageBatch | None,
         destination_states: Literal[True] | _S | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     def result_state(
         self,
@@ -920,6 +953,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None = None,
         destination_states: Literal[False] | None = False,
         destination_images: ImageBatch | Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -931,6 +965,7 @@ class NNForwardLoss(_SeparatedLoss):
         *,
         destination_states: Literal[True] | NNLossGradientState,
         destination_images: ImageBatch | Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -941,6 +976,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None,
         destination_states: Literal[True] | NNLossGradientState,
         destination_images: ImageBatch | Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode(
@@ -951,6 +987,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None = None,
         destination_state: Literal[False] | None = False,
         destination_image: Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -962,6 +999,7 @@ class NNForwardLoss(_SeparatedLoss):
         *,
         destination_state: Literal[True] | NNLossGradientState,
         destination_image: Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, NNLossGradientState]: ...
     @overload
     def encode(
@@ -972,6 +1010,7 @@ class NNForwardLoss(_SeparatedLoss):
         weights: _ImageSource | None,
         destination_state: Literal[True] | NNLossGradientState,
         destination_image: Image | None = None,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, NNLossGradientState]: ...
     def result_state(
         self,
@@ -1342,6 +1381,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_state: _StateSource | None = None,
         destination_image: Image | None = None,
         destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> Image: ...
     @overload
     def encode(
@@ -1352,6 +1392,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         destination_image: Image | None = None,
         *,
         destination_state: Literal[True] | CNNConvolutionTransposeGradientState,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, CNNConvolutionTransposeGradientState]: ...
     @overload
     def encode(
@@ -1361,6 +1402,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_state: _StateSource | None,
         destination_image: Image | None,
         destination_state: Literal[True] | CNNConvolutionTransposeGradientState,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[Image, CNNConvolutionTransposeGradientState]: ...
     @overload  # type: ignore[override]
     def encode_batch(
@@ -1370,6 +1412,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_states: _StateSource | None = None,
         destination_images: ImageBatch | None = None,
         destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
     ) -> ImageBatch: ...
     @overload
     def encode_batch(
@@ -1380,6 +1423,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         destination_images: ImageBatch | None = None,
         *,
         destination_states: Literal[True] | CNNConvolutionTransposeGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     @overload
     def encode_batch(
@@ -1389,6 +1433,7 @@ class CNNConvolutionTranspose(_ConvolutionKernel[CNNConvolutionTransposeGradient
         convolution_gradient_states: _StateSource | None,
         destination_images: ImageBatch | None,
         destination_states: Literal[True] | CNNConvolutionTransposeGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
     ) -> tuple[ImageBatch, StateBatch]: ...
     def destination_image_descriptor(
         self, source_images: _ImageSource, source_states: State | Sequence[State] | None = None

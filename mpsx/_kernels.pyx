@@ -26,6 +26,7 @@ from mpsx._runtime cimport (
     CommandBuffer, Communicator, Device, Image, ImageBatch, ImageDescriptor, State, float_argument, image_of, integer_argument, quoted, raise_uninitialized,
     uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
 
+from mpsx._errors import DeviceMismatchError
 from mpsx._runtime import StateBatch, _batch_of
 from mpsx.persistence import (
     copy as persistence_copy, device_of, property_names, reduce as persistence_reduce, restore_properties)
@@ -151,6 +152,38 @@ cdef shared_ptr[CState] _given_state(object destination_state, bint* want) excep
     return given
 
 
+cdef object _temporary(CommandBuffer command_buffer, object state):
+    """Makes ``state`` (a State or a StateBatch of one state), just made by a kernel, temporary for
+    ``command_buffer``; returns it."""
+    if state is None:
+        return None
+    cdef State one = state[0] if isinstance(state, tuple) else state
+    command_buffer.native()[0].check_encodable()
+    if &command_buffer.native()[0].device() != &one.native().device():
+        raise DeviceMismatchError(f"the command buffer is on device {command_buffer.device.name}, the state on "
+                                  f"device {one.device.name}")
+    one.native().make_temporary(command_buffer.native()[0])
+    return state
+
+
+cdef object _one_of_batch(object images):
+    """The image a result state is sized by, and the batch's length: a list's first Image, or the batch itself."""
+    if isinstance(images, (list, tuple)):
+        if not images:
+            raise ValueError("expected source images, given an empty list")
+        return images[0], len(images)
+    if isinstance(images, (Image, ImageBatch)):
+        return images, image_of(images).get().number_of_images()
+    raise TypeError(f"expected an mpsx.ImageBatch or a list of mpsx.Image, given {type(images).__name__}")
+
+
+cdef object _encoded_state(object destination_state, bint temporary):
+    """Refuses destination_state_is_temporary for a state the caller gave: it applies to a state the encode makes."""
+    if temporary and destination_state is not True:
+        raise ValueError("destination_state_is_temporary=True applies to a state the encode makes "
+                         "(destination_state=True); a given state stays as it was made")
+
+
 cdef shared_ptr[CImage] _destination_batch(object images, str name) except *:
     """The native image of an ImageBatch given as a destination, or null for None."""
     cdef shared_ptr[CImage] none
@@ -224,6 +257,52 @@ cdef class CNNKernel:
         if not self.kernel:
             raise_uninitialized(self)
         return self.kernel.get()
+
+    def is_result_state_reused_across_batch(self):
+        """True: an encode over a batch makes one state, and its StateBatch holds that state once per image (read
+        counts change once per distinct state, as MPS's convention for shared states says).
+
+        MPS: -[MPSCNNKernel isResultStateReusedAcrossBatch]
+        """
+        self.native()
+        return True
+
+    def result_state_batch(self, *source_images, source_states=None, destination_images=None):
+        """``result_state`` for an encode over batches (ImageBatches or lists of Images, as that encode takes them):
+        a StateBatch of one new state per image, all the same state, or None where the kernel makes no state.
+
+        MPS: -[MPSCNNKernel resultStateBatchForSourceImage:sourceStates:destinationImage:]
+        """
+        self.native()
+        result_state = getattr(self, "result_state", None)
+        if result_state is None:
+            return None
+        if not source_images:
+            raise TypeError("result_state_batch needs the source images of the encode")
+        firsts = [_one_of_batch(images) for images in source_images]
+        state = result_state(*[first for first, _ in firsts], source_states=source_states)
+        return None if state is None else StateBatch(state, firsts[0][1])
+
+    def temporary_result_state(self, CommandBuffer command_buffer not None, *source_images, source_states=None,
+                               destination_image=None):
+        """``result_state`` made temporary for ``command_buffer``: valid only on it, until its ``read_count``
+        (1; raise it for more reads) reaches 0. None where the kernel makes no state.
+
+        MPS: -[MPSCNNKernel temporaryResultStateForCommandBuffer:sourceImage:sourceStates:destinationImage:]
+        """
+        self.native()
+        result_state = getattr(self, "result_state", None)
+        if result_state is None:
+            return None
+        return _temporary(command_buffer, result_state(*source_images, source_states=source_states))
+
+    def temporary_result_state_batch(self, CommandBuffer command_buffer not None, *source_images, source_states=None,
+                                     destination_images=None):
+        """``result_state_batch`` made temporary for ``command_buffer``: one temporary state, once per image.
+
+        MPS: -[MPSCNNKernel temporaryResultStateBatchForCommandBuffer:sourceImage:sourceStates:destinationImage:]
+        """
+        return _temporary(command_buffer, self.result_state_batch(*source_images, source_states=source_states))
 
     @property
     def device(self):
@@ -424,10 +503,10 @@ cdef class CNNUnaryKernel(CNNKernel):
         return s
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
-               Image destination_image=None, destination_state=False):
+               Image destination_image=None, destination_state=False, destination_state_is_temporary=False):
         """Encodes the kernel on ``command_buffer`` for ``source_image``; returns the destination image, and with
         ``destination_state=True`` also the state its gradient needs (or pass a state made by ``result_state`` to
-        fill that one).
+        fill that one), temporary for ``command_buffer`` with ``destination_state_is_temporary=True``.
 
         Without ``destination_image`` the padding policy sizes a new image and sets ``offset``, as MPS's encode that
         returns an image; with one the kernel writes into it. Raises before encoding anything for bad arguments.
@@ -436,6 +515,7 @@ cdef class CNNUnaryKernel(CNNKernel):
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
+        _encoded_state(destination_state, destination_state_is_temporary)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
@@ -444,18 +524,21 @@ cdef class CNNUnaryKernel(CNNKernel):
         out.c = r.image
         if not want:
             return out
+        if destination_state_is_temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         return out, self._wrap_state(r.state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, destination_images=None,
-                     destination_states=False):
+                     destination_states=False, destination_state_is_temporary=False):
         """Encodes the kernel over a batch (an ImageBatch or a list of Images); returns an ImageBatch, and with
-        ``destination_states=True`` also a StateBatch (one state per image; the same state for families whose state
-        is reused across the batch).
+        ``destination_states=True`` also a StateBatch (one state, once per image), temporary for ``command_buffer``
+        with ``destination_state_is_temporary=True``.
 
         MPS: -[MPSCNNKernel encodeBatchToCommandBuffer:sourceImages:destinationStates:destinationStateIsTemporary:]
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        _encoded_state(destination_states, destination_state_is_temporary)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # A list of images is gathered into a batch on the command buffer first.
@@ -469,6 +552,8 @@ cdef class CNNUnaryKernel(CNNKernel):
         out = wrap_image_batch(r.image)
         if not want:
             return out
+        if destination_state_is_temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
 
     def result_state(self, source_image, source_states=None, destination_image=None):
@@ -519,7 +604,8 @@ cdef class CNNBinaryKernel(CNNKernel):
         return s
 
     def encode(self, CommandBuffer command_buffer not None, Image primary_image not None,
-               Image secondary_image not None, Image destination_image=None, destination_state=False):
+               Image secondary_image not None, Image destination_image=None, destination_state=False,
+               destination_state_is_temporary=False):
         """Encodes the kernel for ``primary_image`` and ``secondary_image``; returns the destination image, and with
         ``destination_state=True`` also the state its gradients need (or pass a state made by ``result_state``).
 
@@ -530,6 +616,7 @@ cdef class CNNBinaryKernel(CNNKernel):
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
+        _encoded_state(destination_state, destination_state_is_temporary)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
@@ -539,17 +626,20 @@ cdef class CNNBinaryKernel(CNNKernel):
         out.c = r.image
         if not want:
             return out
+        if destination_state_is_temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         return out, self._wrap_state(r.state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, primary_images, secondary_images,
-                     destination_images=None, destination_states=False):
+                     destination_images=None, destination_states=False, destination_state_is_temporary=False):
         """Encodes the kernel over batches (ImageBatches or lists of Images); returns an ImageBatch, and with
-        ``destination_states=True`` also a StateBatch.
+        ``destination_states=True`` also a StateBatch, temporary with ``destination_state_is_temporary=True``.
 
         MPS: -[MPSCNNBinaryKernel encodeBatchToCommandBuffer:primaryImages:secondaryImages:destinationStates:destinationStateIsTemporary:]
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        _encoded_state(destination_states, destination_state_is_temporary)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # Lists of images are gathered into batches on the command buffer first.
@@ -565,6 +655,8 @@ cdef class CNNBinaryKernel(CNNKernel):
         out = wrap_image_batch(r.image)
         if not want:
             return out
+        if destination_state_is_temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
 
     def result_state(self, primary_image, secondary_image, source_states=None, destination_image=None):

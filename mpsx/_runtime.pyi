@@ -1,7 +1,7 @@
 """Type stubs of mpsx._runtime: devices, command queues and buffers, memory, images and states."""
 
 import enum
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Literal, overload
 
@@ -16,6 +16,7 @@ class DataType(enum.IntEnum):
     UINT8 = 3
 
 def devices() -> list[Device]: ...
+def state_batch_increment_read_count(batch: Iterable[State] | None, amount: int) -> int: ...
 def quoted(value: object) -> str: ...
 @disjoint_base
 class Device:
@@ -199,6 +200,12 @@ class State:
     @property
     def device(self) -> Device: ...
     def synchronize(self, command_buffer: CommandBuffer) -> None: ...
+    @property
+    def is_temporary(self) -> bool: ...
+    @property
+    def read_count(self) -> int: ...
+    @read_count.setter
+    def read_count(self, value: int) -> None: ...
 
 @disjoint_base
 class StateBatch(tuple[State, ...]):

@@ -1438,6 +1438,30 @@ cdef class State:
         """
         self.native().synchronize(command_buffer.native()[0])
 
+    @property
+    def is_temporary(self):
+        """Whether the state is temporary: made by ``temporary_result_state`` or an encode with
+        ``destination_state_is_temporary=True``, valid only on that command buffer until ``read_count`` reaches 0.
+        Other states are valid on any command buffer of their device.
+
+        MPS: MPSState.isTemporary
+        """
+        return self.native().is_temporary()
+
+    @property
+    def read_count(self):
+        """How many more gradient encodes may read a temporary state (1 when made; each such encode takes 1 off, and
+        at 0 the state may no longer be used). Always 0 for a non-temporary state, which setting leaves as it is.
+        Setting a temporary state's count once it is 0 raises StateError; a negative count ValueError.
+
+        MPS: MPSState.readCount
+        """
+        return self.native().read_count()
+
+    @read_count.setter
+    def read_count(self, value):
+        self.native().set_read_count(integer_argument(value, "read_count"))
+
     def _saved_values(self):
         """The constructor's arguments after the device: the values of a state made from values
         (weights and biases, gamma and beta, mean and variance), which define how it is saved."""
@@ -1476,6 +1500,31 @@ class StateBatch(tuple):
         if not 0 <= n <= kMaxDimension:  # one state per image
             raise ValueError(f"StateBatch count must be between 0 and {kMaxDimension}, given {n}")
         return tuple.__new__(cls, (state,) * n)
+
+
+def state_batch_increment_read_count(batch, amount):
+    """Adds ``amount`` (negative to lower) to the read count of each distinct state of ``batch`` (a StateBatch, a list
+    of states or None) once, however often it appears; returns the number of distinct states.
+
+    MPS: MPSStateBatchIncrementReadCount()
+    """
+    if batch is None:
+        return 0
+    cdef int64_t n = integer_argument(amount, "amount")
+    distinct = []
+    for state in batch:
+        if not isinstance(state, State):
+            raise TypeError(f"expected a batch of mpsx states, given an item of type {type(state).__name__}")
+        if not any(state is seen for seen in distinct):
+            distinct.append(state)
+    for state in distinct:  # every count checked first, so that a refusal changes none
+        (<State>state).native()
+        if (<State>state).c.get().is_temporary() and (<State>state).c.get().read_count() + n < 0:
+            raise ValueError(f"read_count must stay 0 or more: {(<State>state).c.get().read_count()} + {n}")
+    for state in distinct:
+        if (<State>state).c.get().is_temporary():
+            state.read_count = (<State>state).c.get().read_count() + n
+    return len(distinct)
 
 
 # ---------------------------------------------------------------- data parallel

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, run, tolerance
+from helpers import assert_same_run, read, run, tolerance
 
 P = mpsx.NNPaddingMethod
 
@@ -448,30 +448,32 @@ def test_weight_states_must_hold_exactly_the_filter(device, rng):
     assert cb.command_count == count
 
 
-def test_gradient_states_are_spent_with_their_batch(device, rng):
-    # MPS: states are not usable across batches. A state whose forward command
-    # buffer completed belongs to a finished batch, even for the same image.
+def test_gradient_states_outlive_their_command_buffer(device, rng):
+    # MPSState.h: "Non-temporary MPSState objects are valid on any MTLCommandBuffer on the same device until they
+    # are released." A gradient after the forward's command buffer completed equals one encoded beside it.
     source, _, _ = make(device, rng, 3, 3, 2, 2)
     conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
     image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+    dy = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
     first = device.command_queue.command_buffer()
     y, state = conv.encode(first, image, destination_state=True)
-    later = device.command_queue.command_buffer()
-    gradient.encode(later, y, image, state)  # while the forward's command buffer runs: the same batch
+    beside = gradient.encode(first, dy, image, state)
+    beside.synchronize(first)
     first.commit()
-    later.commit()
-    later.wait_until_completed()
+    first.wait_until_completed()
+    expected = beside.to_numpy()
     cb = device.command_queue.command_buffer()
-    y = conv.encode(cb, image)
-    with pytest.raises(mpsx.StateError, match="comes from a forward encode whose command buffer has completed; "
-                                              "states are not usable across batches"):
-        gradient.encode(cb, y, image, state)
-    assert cb.command_count == 1
-    y, state = conv.encode(cb, image, destination_state=state)  # encoding it again starts a new batch
-    gradient.encode(cb, y, image, state)
+    later = gradient.encode(cb, dy, image, state)
+    later.synchronize(cb)
     cb.commit()
     cb.wait_until_completed()
-    assert cb.status == "completed"
+    assert cb.status == "completed", cb.error
+    assert_same_run(device, later.to_numpy(), expected)
+    cb = device.command_queue.command_buffer()
+    other = mpsx.Image.from_numpy(device, image.to_numpy())
+    with pytest.raises(mpsx.StateError, match="made for another batch of source images"):
+        gradient.encode(cb, dy, other, state)
+    assert cb.command_count == 0
 
 
 def test_encode_errors(device, rng):

@@ -507,8 +507,9 @@ def test_bad_input(device, rng):
         gradient.encode(cb, y, image, conv_state)
     with pytest.raises(TypeError, match="expected an mpsx.CNNConvolutionGradientState, given int"):
         transpose.encode(cb, image, 3)
-    with pytest.raises(mpsx.StateError, match="belongs to another batch of source images"):
-        transpose.encode(cb, other, destination_state=state)
+    with pytest.raises(mpsx.StateError, match="MPSCNNConvolutionTranspose: this MPSCNNConvolutionTransposeGradient"
+                                              "State was filled for source images of 2x3x4x4 .*, given 1x3x4x4"):
+        transpose.encode(cb, mpsx.Image.from_numpy(device, np.zeros((1, 3, 4, 4), np.float32)), destination_state=state)
     with pytest.raises(mpsx.StateError, match="MPSCNNConvolutionTransposeGradient: this "
                                               "MPSCNNConvolutionTransposeGradientState was made for another batch"):
         gradient.encode(cb, y, other, state)

@@ -145,10 +145,21 @@ def test_output_state_is_temporary_is_kept_and_states_stay_readable(device, rng)
     cb = device.command_queue.command_buffer()
     images, loss_labels = mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, labels)
     _, (exported,) = graph.encode_batch(cb, [images], [loss_labels], destination_states=True)
+    state = exported[0] if isinstance(exported, tuple) else exported
+    assert state.is_temporary and state.read_count == 1  # MPSNNGraph.h: "be temporary objects"
     exported.synchronize(cb)
     cb.commit()
     cb.wait_until_completed()
     assert np.abs(exported.gradient_for_weights.to_numpy()).max() > 0
+    other = device.command_queue.command_buffer()
+    with pytest.raises(mpsx.StateError, match="made for another command buffer"):
+        mpsx.CNNNeuronGradient(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode_batch(
+            other, images, images, state)
+    graph.output_state_is_temporary = False
+    cb = device.command_queue.command_buffer()
+    _, (exported,) = graph.encode_batch(cb, [images], [loss_labels], destination_states=True)
+    state = exported[0] if isinstance(exported, tuple) else exported
+    assert not state.is_temporary and state.read_count == 0
 
 
 # ---------------------------------------------------------------- memory plan

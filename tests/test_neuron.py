@@ -249,8 +249,8 @@ def test_errors(device, rng):
     other = mpsx.Image.from_numpy(device, x)
     with pytest.raises(mpsx.StateError, match="another batch"):
         gradient.encode(cb, other, other, state)
-    with pytest.raises(mpsx.StateError, match="another batch"):
-        neuron.encode(cb, other, destination_state=state)
+    with pytest.raises(mpsx.StateError, match="was filled for source images of 1x3x4x4 .*, given 2x3x4x4"):
+        neuron.encode(cb, mpsx.Image.from_numpy(device, np.concatenate([x, x])), destination_state=state)
     with pytest.raises(mpsx.ShapeError, match="source gradient"):
         gradient.encode(cb, mpsx.Image.from_numpy(device, x[:, :2]), image, state)
     for count in (2, 4):  # slopes are one per channel exactly

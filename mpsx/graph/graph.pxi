@@ -857,8 +857,9 @@ cdef class NNGraph:
 
     @property
     def output_state_is_temporary(self):
-        """Whether the states ``encode`` returns are temporary (default False). mpsx states are reference counted, so
-        they are valid and readable after synchronize either way.
+        """Whether the states ``encode`` returns are temporary (default False): valid only on the command buffer of
+        that encode, for as many gradient encodes as their ``read_count`` (1) allows. Otherwise they are valid on any
+        command buffer of the device.
 
         MPS: MPSNNGraph.outputStateIsTemporary
         """

@@ -3,6 +3,7 @@ from mpsx.includes.errors cimport raise_py_error
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.vector cimport vector
+from libc.stdint cimport int64_t
 
 from mpsx.includes.buffer cimport CBuffer
 
@@ -15,6 +16,10 @@ cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device_ptr()
         const char* class_name()
         bool is_bound()
+        bool is_temporary()
+        int64_t read_count()
+        void set_read_count(int64_t count) except +raise_py_error
+        void make_temporary(const CCommandBuffer& command_buffer)
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
         void append_trainable_gradients(vector[shared_ptr[CBuffer]]& gradients)
 

@@ -113,9 +113,11 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         self._transpose().kernel_offset_y = integer_argument(value, "kernel_offset_y")
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
-               convolution_gradient_state=None, Image destination_image=None, destination_state=False):
+               convolution_gradient_state=None, Image destination_image=None, destination_state=False,
+               destination_state_is_temporary=False):
         """Encodes the transpose; returns the destination image, and with ``destination_state=True`` also its
-        CNNConvolutionTransposeGradientState.
+        CNNConvolutionTransposeGradientState (temporary for ``command_buffer`` with
+        ``destination_state_is_temporary=True``).
 
         ``convolution_gradient_state``: the CNNConvolutionGradientState of the convolution this transpose undoes (an
         auto-encoder's), or None.
@@ -124,6 +126,7 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, &want)
+        _encoded_state(destination_state, destination_state_is_temporary)
         coupled = _convolution_state(convolution_gradient_state)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
@@ -133,17 +136,20 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         out = wrap_image(r.image)
         if not want:
             return out
+        if destination_state_is_temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         return out, self._state_with(r.state, coupled, destination_state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, convolution_gradient_states=None,
-                     destination_images=None, destination_states=False):
+                     destination_images=None, destination_states=False, destination_state_is_temporary=False):
         """Encodes the transpose over a batch; returns an ImageBatch, and with ``destination_states=True`` also a
-        StateBatch. ``convolution_gradient_states``: the undone convolution's StateBatch or state, or None.
+        StateBatch (temporary with ``destination_state_is_temporary=True``). ``convolution_gradient_states``: the undone convolution's StateBatch or state, or None.
 
         MPS: -[MPSCNNConvolutionTranspose encodeBatchToCommandBuffer:sourceImages:convolutionGradientStates:destinationStates:destinationStateIsTemporary:]
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        _encoded_state(destination_states, destination_state_is_temporary)
         coupled = _convolution_state(convolution_gradient_states)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
@@ -157,6 +163,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         out = wrap_image_batch(r.image)
         if not want:
             return out
+        if destination_state_is_temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         states = destination_states[0] if isinstance(destination_states, tuple) else destination_states
         return out, StateBatch(self._state_with(r.state, coupled, states), r.image.get().number_of_images())
 

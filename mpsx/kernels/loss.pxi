@@ -862,9 +862,10 @@ cdef class NNForwardLoss(_SeparatedLoss):
         return self.forward
 
     cdef object _encode(self, CommandBuffer command_buffer, source_images, labels, weights, destination_states,
-                        destination_images, bint batch):
+                        destination_images, bint batch, bint temporary):
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
+        _encoded_state(destination_states, temporary)
         cdef CForwardLossEncoded r
         cdef CommandBufferMark mark = command_buffer.native().mark()
         try:
@@ -879,29 +880,32 @@ cdef class NNForwardLoss(_SeparatedLoss):
         out = wrap_image_batch(r.image) if batch else wrap_image(r.image)
         if not want:
             return out
+        if temporary:
+            r.state.get().make_temporary(command_buffer.native()[0])
         state = _wrap_loss_state(r.state, self)
         return out, (StateBatch(state, r.image.get().number_of_images()) if batch else state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, labels, weights=None,
-                     destination_states=False, destination_images=None):
+                     destination_states=False, destination_images=None, destination_state_is_temporary=False):
         """Encodes the loss of ``source_images`` (an ImageBatch or a list of Images) against ``labels`` (and
         ``weights``) of the same size; returns the loss ImageBatch, and with ``destination_states=True`` also the
-        StateBatch (or pass a state made by ``result_state``).
+        StateBatch (or pass a state made by ``result_state``), temporary for ``command_buffer`` with
+        ``destination_state_is_temporary=True``.
 
         MPS: -[MPSNNForwardLoss encodeBatchToCommandBuffer:sourceImages:labels:weights:destinationStates:destinationImages:]
         """
         return self._encode(command_buffer, source_images, labels, weights, destination_states, destination_images,
-                            True)
+                            True, destination_state_is_temporary)
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None, labels, weights=None,
-               destination_state=False, Image destination_image=None):
+               destination_state=False, Image destination_image=None, destination_state_is_temporary=False):
         """``encode_batch`` for an Image (a batch of its images); returns the loss Image (and the state). MPS has the
         batch form only.
 
         MPS: -[MPSNNForwardLoss encodeBatchToCommandBuffer:sourceImages:labels:weights:destinationStates:destinationImages:]
         """
         return self._encode(command_buffer, source_image, labels, weights, destination_state, destination_image,
-                            False)
+                            False, destination_state_is_temporary)
 
     def result_state(self, source_image, source_states=None, destination_image=None):
         """A new NNLossGradientState for ``encode_batch(..., destination_states=state)``.

@@ -60,7 +60,6 @@ void ArithmeticGradientState::fill_views() {
     // "result" identity (GradientKernel's ForwardResult path).
     v->result_identity = secondary_identity;
     v->encoded = encoded;
-    v->forward = forward;
   }
 }
 

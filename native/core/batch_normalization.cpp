@@ -553,6 +553,7 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
   check_device(*state, "state");
   auto bn = std::dynamic_pointer_cast<BatchNormalizationState>(state);
   if (!bn) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given an ", state->class_name());
+  bn->check_usable(command_buffer, class_name());
   if (source->data_type() == DataType::BFloat16)
     fail<TypeMismatchError>(class_name(), ": bfloat16 source images are not supported; use float32 or float16");
   check_properties();
@@ -616,6 +617,7 @@ void CNNBatchNormalizationStatisticsGradient::encode_batch(CommandBuffer& comman
                      "which read the sums of gamma's and beta's gradients; encode every sub-batch's statistics "
                      "gradient before the gradients");
   record(command_buffer, source_gradient, source_image, state, nullptr);
+  state->was_read();
 }
 
 void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buffer,

@@ -348,6 +348,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
   if (state) {
     check_device(*state, "state");
     check_state(*state);
+    state->check_usable(command_buffer, class_name());
     state->check_bindable(*source, class_name());
   }
   std::shared_ptr<Image> result = destination;
@@ -383,7 +384,6 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     gradient_state->forward_class = class_name();
     gradient_state->result_identity = result->identity();
     gradient_state->encoded = true;
-    gradient_state->forward = command_buffer.completion();
   }
   record(command_buffer, source, result, geometry, state);
   source->buffer()->will_read(command_buffer);
@@ -570,6 +570,7 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
   if (state) {
     check_device(*state, "state");
     check_state(*state);
+    state->check_usable(command_buffer, class_name());
     state->check_bindable(*primary_image, class_name());
   }
   std::shared_ptr<Image> result = destination;
@@ -617,7 +618,6 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     s->secondary_identity = secondary_image->identity();
     s->result_identity = result->identity();
     s->encoded = true;
-    s->forward = command_buffer.completion();
   }
   record(command_buffer, primary_image, secondary_image, result, geometry, state);
   primary_image->buffer()->will_read(command_buffer);
@@ -740,16 +740,12 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   check_device(*source_gradient, "source gradient");
   check_device(*source_image, "source image");
   check_device(*state, "gradient state");
+  state->check_usable(command_buffer, class_name());
   const GradientState& g = gradient_state_of(*state);
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
   if (g.forward_class && forward_class_name() != g.forward_class)
     fail<TypeMismatchError>(class_name(), ": expected the state of an ", forward_class_name(),
                             " forward encode, given one of an ", g.forward_class);
-  // States that no forward kernel encode filled (a forward loss's) have no forward command buffer.
-  if (g.forward && g.forward != command_buffer.completion() && g.forward->done())
-    fail<StateError>(class_name(), ": the ", state->class_name(), " comes from a forward encode whose command buffer ",
-                     "has completed; states are not usable across batches: encode the forward pass of this batch ",
-                     "again and use the state it gives");
   if (gradient_secondary() == GradientSecondary::ForwardSource) {
     state->check_source(*source_image, class_name());
   } else if (g.result_identity != source_image->identity()) {
@@ -813,6 +809,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
   check_aliasing(*result, *source_gradient, *source_image, gradient_state_of(*state));
   Kernel::check_aliasing(*result, "destination gradient", state.get());
   record(command_buffer, source_gradient, source_image, state, result);
+  state->was_read();
   source_gradient->buffer()->will_read(command_buffer);
   source_image->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);

@@ -369,6 +369,7 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
       fail<TypeMismatchError>(class_name(), ": expected a result state of an MPSNNForwardLoss, given an ",
                               state->class_name());
     check_device(*filled, "destination state");
+    filled->check_usable(command_buffer, class_name());
     if (!same_size(filled->source_descriptor, source->descriptor()))
       fail<ShapeError>(class_name(), ": the destination state was made for source images of ",
                        nchw(filled->source_descriptor), ", given ", nchw(source->descriptor()));
@@ -436,6 +437,7 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
       fail<TypeMismatchError>(class_name(), ": expected the result state of an MPSNNForwardLoss, given an ",
                               state->class_name());
     check_device(*forward, "source state");
+    forward->check_usable(command_buffer, class_name());
     if (!forward->encoded)
       fail<StateError>(class_name(), ": the source state was not filled by an MPSNNForwardLoss encode");
     if (!same_size(forward->source_descriptor, source->descriptor()))
@@ -467,6 +469,7 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
     primitive->loss_gradient(context, d, source->whole(), loss_region(*labels, s), loss_region(weights, s),
                              source_gradient->whole(), result->whole(), labels_gradient);
   });
+  if (state) state->was_read();
   for (const auto* read : {&source_gradient, &source, &labels, &weights})
     if (*read) (*read)->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);

@@ -631,6 +631,10 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
     if (result_slot_ != kNoSlot) encoded.result = values_.images[result_slot_];
     for (size_t slot : intermediate_slots_) encoded.intermediate_images.push_back(values_.images[slot]);
     for (size_t slot : result_state_slots_) encoded.result_states.push_back(values_.states[slot]);
+    // Each new state once, however many slots export it.
+    if (output_state_is_temporary)
+      for (const auto& state : encoded.result_states)
+        if (state && !state->is_temporary()) state->make_temporary(command_buffer);
   } catch (...) {
     allocator_->clear();
     for (auto& image : values_.images) image.reset();

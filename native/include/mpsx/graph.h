@@ -315,8 +315,8 @@ class NNGraph {
   // sets none; float16 (MPS's default) or float32, else ArgumentError.
   DataType format() const { return format_; }
   void set_format(DataType format);
-  // MPSNNGraph.outputStateIsTemporary. States are reference counted here,
-  // so temporary ones are the same as the others: kept for the caller.
+  // MPSNNGraph.outputStateIsTemporary: the states encode returns are
+  // temporary for its command buffer (State::make_temporary).
   bool output_state_is_temporary = false;
   // Filters that compiled into another's step (a neuron fused into the
   // normalization before it, and its gradient).

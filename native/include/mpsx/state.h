@@ -1,5 +1,5 @@
 // MPSState / MPSNNGradientState: what a forward encode leaves for its
-// gradient, bound to the one batch it was made for.
+// gradient, bound to the source images of the encode that filled it.
 #pragma once
 
 #include <cstdint>
@@ -28,14 +28,36 @@ class State {
   // The MPS class name, for messages.
   virtual const char* class_name() const { return "MPSState"; }
 
-  // A state belongs to one batch of source images: the first forward encode
-  // binds it; any other batch raises StateError. A state that serves
-  // several sub-batches (batch normalization) overrides these; its
-  // check_source also selects the sub-batch whose gradient is encoded.
-  virtual void check_bindable(const Image& source, const char* kernel) const;
+  // A state holds what the forward encode that last filled it computed for
+  // its source images: gradients must give those images (check_source). A
+  // forward encode may fill it for `source` unless check_bindable throws
+  // StateError. A state that serves several sub-batches (batch
+  // normalization) overrides these; its check_source also selects the
+  // sub-batch whose gradient is encoded.
+  virtual void check_bindable(const Image& /*source*/, const char* /*kernel*/) const {}
   virtual void bind_source(const Image& source) { source_identity_ = source.identity(); }
   virtual void check_source(const Image& source, const char* kernel);
   bool is_bound() const { return source_identity_ != 0; }
+
+  // MPSState isTemporary and readCount (MPSState.h): a temporary state is
+  // valid on the command buffer it was made for, from creation until its
+  // read count reaches 0; a non-temporary one on any command buffer of its
+  // device, with a read count of 0 that reads leave as it is.
+  bool is_temporary() const { return temporary_for_ != nullptr; }
+  int64_t read_count() const { return read_count_; }
+  // Throws ArgumentError for a negative count and StateError for a temporary
+  // state whose count is 0; a non-temporary state keeps 0.
+  void set_read_count(int64_t count);
+  // Makes a new state temporary for `command_buffer`, with a read count of 1.
+  void make_temporary(const CommandBuffer& command_buffer);
+  // Throws StateError unless a kernel encoding on `command_buffer` may read
+  // or write the state: a temporary state only on its command buffer, while
+  // its read count is above 0.
+  void check_usable(const CommandBuffer& command_buffer, const char* kernel) const;
+  // A gradient encode read it: a temporary state's read count drops by 1.
+  void was_read() {
+    if (temporary_for_ && read_count_ > 0) --read_count_;
+  }
 
   // MPS -synchronizeOnCommandBuffer: for every buffer the state exposes.
   virtual void synchronize(CommandBuffer& command_buffer);
@@ -51,6 +73,8 @@ class State {
  private:
   std::shared_ptr<Device> device_;
   uint64_t source_identity_ = 0;
+  std::shared_ptr<const Completion> temporary_for_;  // the command buffer of a temporary state
+  int64_t read_count_ = 0;
 };
 
 // Where a forward encode read and wrote, resolved from offset, clipRect,
@@ -69,6 +93,9 @@ class GradientState : public State {
  public:
   using State::State;
   const char* class_name() const override { return "MPSNNGradientState"; }
+  // A forward encode overwrites a filled state for other source images of
+  // the size it was filled for; other sizes raise StateError.
+  void check_bindable(const Image& source, const char* kernel) const override;
 
   ImageDescriptor source_descriptor;       // the forward source image
   ImageDescriptor destination_descriptor;  // the forward result image
@@ -79,9 +106,6 @@ class GradientState : public State {
   const char* forward_class = nullptr;
   uint64_t result_identity = 0;
   bool encoded = false;  // set once the forward pass was encoded with it
-  // The command buffer of that forward encode: once it has completed, its
-  // batch is done and the state is spent for gradient kernels.
-  std::shared_ptr<const Completion> forward;
 };
 
 }  // namespace mpsx
