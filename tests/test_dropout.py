@@ -162,6 +162,33 @@ def test_same_seed_and_encodes_give_the_same_masks(device, rng):
     np.testing.assert_array_equal(forward(device, c, x, batch=True)[1], masks_a[0])
 
 
+def test_a_copy_starts_again_at_encode_zero(device, rng):
+    x = nonzero_input(rng, (2, 3, 8, 8))
+    dropout = mpsx.CNNDropout(device, 0.5, 6)
+    first = forward(device, dropout, x, batch=True)[1]
+    forward(device, dropout, x, batch=True)
+    np.testing.assert_array_equal(forward(device, dropout.copy(device), x, batch=True)[1], first)
+
+
+def test_a_replay_repeats_the_masks_of_its_encode(device, rng):
+    """docs/semantics.md: a replay runs with everything resolved at encode, the mask's encode count too."""
+    x = nonzero_input(rng, (2, 3, 6, 6))
+    dropout = mpsx.CNNDropout(device, 0.5, 8)
+    source = mpsx.ImageBatch.from_numpy(device, x)
+    cb = device.command_queue.command_buffer(replayable=True)
+    y, states = dropout.encode_batch(cb, source, destination_states=True)
+    states[0].synchronize(cb)
+    masks = []
+    for run in range(2):
+        cb.commit() if run == 0 else cb.replay()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        masks.append(states[0].mask_data())
+    np.testing.assert_array_equal(masks[0], masks[1])
+    # The next encode draws a new mask.
+    assert (forward(device, dropout, x, batch=True)[1] != masks[0]).any()
+
+
 @pytest.mark.parametrize("keep", [0.3, 0.7, 1.0])
 def test_scaling_is_division_by_keep(device, rng, keep):
     x = nonzero_input(rng, (2, 5, 7, 9))
