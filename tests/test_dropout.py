@@ -192,7 +192,8 @@ def test_a_replay_repeats_the_masks_of_its_encode(device, rng):
 @pytest.mark.parametrize("keep", [0.3, 0.7, 1.0])
 def test_scaling_is_division_by_keep(device, rng, keep):
     x = nonzero_input(rng, (2, 5, 7, 9))
-    y, mask = forward(device, mpsx.CNNDropout(device, keep, 11), x, batch=True)
+    y, mask = forward(device, mpsx.CNNDropout(device, keep, 11), x)  # encode of an Image of 2 images
+    assert mask.shape == x.shape
     expected = np.where(mask.astype(bool), x / np.float32(keep), np.float32(0))
     np.testing.assert_array_equal(y, expected)
     if keep == 1.0:
