@@ -431,6 +431,27 @@ def test_gradient_refuses_other_states(device, rng):
     cb.wait_until_completed()
 
 
+def test_a_state_for_another_source_shape_is_refused(device, rng):
+    dropout = mpsx.CNNDropout(device, 0.5, 1)
+    x = nonzero_input(rng, (2, 3, 4, 4))
+    source = mpsx.Image.from_numpy(device, x)
+    state = dropout.result_state(source)
+    cb = device.command_queue.command_buffer()
+    for shape, given in (((3, 3, 4, 4), "3x3x4x4"), ((2, 3, 4, 5), "2x3x4x5")):
+        with pytest.raises(ValueError, match=f"the state's mask is 2x3x4x4 \\(NxCxHxW\\); the source is {given}"):
+            dropout.encode(cb, mpsx.Image.from_numpy(device, np.ones(shape, np.float32)), destination_state=state)
+    # The refusals left the state unbound and the kernel's count of encodes as it was.
+    y, _ = dropout.encode(cb, source, destination_state=state)
+    y.synchronize(cb)
+    state.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    np.testing.assert_array_equal(np.asarray(y) != 0, state.mask_data().astype(bool))
+    if device.backend != "metal":
+        np.testing.assert_array_equal(state.mask_data(), expected_mask(x.shape, 0.5, 1, 0))
+
+
 def test_uninitialized_objects_raise(device):
     for cls in (mpsx.CNNDropout, mpsx.CNNDropoutGradient):
         with pytest.raises(TypeError):

@@ -46,11 +46,15 @@ DropoutGradientState::DropoutGradientState(std::shared_ptr<Device> device, const
   mask_ = make_pooled<Buffer>(device_ptr(), static_cast<size_t>(bytes));
 }
 
-bool DropoutGradientState::fits(const Image& source) const {
-  return images_ == source.number_of_images() &&
-         channels_ == (descriptor_.mask_stride_z ? source.feature_channels() : 1) &&
-         height_ == (descriptor_.mask_stride_y ? source.height() : 1) &&
-         width_ == (descriptor_.mask_stride_x ? source.width() : 1);
+void DropoutGradientState::check_bindable(const Image& source, const char* kernel) const {
+  GradientState::check_bindable(source, kernel);
+  if (images_ != source.number_of_images() ||
+      channels_ != (descriptor_.mask_stride_z ? source.feature_channels() : 1) ||
+      height_ != (descriptor_.mask_stride_y ? source.height() : 1) ||
+      width_ != (descriptor_.mask_stride_x ? source.width() : 1))
+    fail<ShapeError>(kernel, ": the state's mask is ", images_, "x", channels_, "x", height_, "x", width_,
+                     " (NxCxHxW); the source is ", source.number_of_images(), "x", source.feature_channels(), "x",
+                     source.height(), "x", source.width());
 }
 
 void DropoutGradientState::synchronize(CommandBuffer& command_buffer) { mask_->synchronize(command_buffer); }
@@ -86,14 +90,7 @@ void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
                         const std::shared_ptr<State>& given) {
   check_reads_inside(*source, g);
   std::shared_ptr<DropoutGradientState> state = std::static_pointer_cast<DropoutGradientState>(given);
-  if (!state) {
-    state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));
-  } else if (!state->fits(*source)) {
-    fail<ShapeError>(class_name(), ": the state's mask is ", state->mask_images(), "x", state->mask_channels(), "x",
-                     state->mask_height(), "x", state->mask_width(), " (NxCxHxW); the source is ",
-                     source->number_of_images(), "x", source->feature_channels(), "x", source->height(), "x",
-                     source->width());
-  }
+  if (!state) state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));
   DropoutOrigin origin{g.source_image, g.source_channel, g.source_y, g.source_x};
   DropoutGenerator generator = dropout_generator(descriptor_, encodes_++);
   command_buffer.record([primitive = primitive_, source, destination, g, origin, generator,

@@ -71,8 +71,8 @@ class DropoutGradientState : public GradientState {
   int64_t mask_channels() const { return channels_; }
   int64_t mask_height() const { return height_; }
   int64_t mask_width() const { return width_; }
-  // Whether the mask has the shape the kernel's descriptor gives `source`.
-  bool fits(const Image& source) const;
+  // Also throws ShapeError unless the mask has the shape `source` needs.
+  void check_bindable(const Image& source, const char* kernel) const override;
   // Reads the mask (mask_images x ... x mask_width bytes) into
   // `destination`; throws SynchronizationError unless the host may read it.
   void read_mask(void* destination) const;
