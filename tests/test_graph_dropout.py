@@ -47,8 +47,8 @@ def test_gradient_is_the_forward_mask_over_keep_probability(device, rng, keep, s
     y, dx = run(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
     mask = y != 0  # what the forward pass kept, read from its result
     np.testing.assert_allclose(y[mask], x[mask] / np.float32(keep), rtol=1e-6)
-    # One mask for the batch, broadcast where the mask stride is 0 (x, y, channels).
-    np.testing.assert_array_equal(mask[0], mask[1])
+    # A mask per image, broadcast where the mask stride is 0 (x, y, channels).
+    assert (mask[0] != mask[1]).any() or keep == 1.0
     for axis, s in zip((3, 2, 1), stride):
         if s == 0:
             np.testing.assert_array_equal(mask, np.take(mask, [0], axis=axis).repeat(mask.shape[axis], axis))
@@ -74,6 +74,30 @@ def test_the_same_seed_gives_the_same_mask_in_one_graph(device, rng):
     ya, yb, yc = run(device, [a.result_image, b.result_image, c.result_image], dict(x=x))
     np.testing.assert_array_equal(ya != 0, yb != 0)
     assert ((ya != 0) != (yc != 0)).any()
+
+
+def test_each_graph_encode_draws_new_masks(device, rng):
+    """A graph's dropout node draws its masks as a CNNDropout kernel does: encode k of the graph gives the masks
+    of a kernel's encode k with the same seed (so a new mask per image and per step)."""
+    x = nonzero(rng, (3, 4, 6, 6))
+    source = mpsx.NNImageNode(Handle("x"))
+    node = mpsx.CNNDropoutNode(source, 0.4, 17)
+    node.result_image.synchronize_resource = True
+    graph = float32_graph(device, result_images=[node.result_image])
+    kernel = mpsx.CNNDropout(device, 0.4, 17)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    masks = []
+    for _ in range(3):
+        cb = device.command_queue.command_buffer()
+        y = graph.encode_batch(cb, [images])
+        expected, state = kernel.encode_batch(cb, images, destination_states=True)
+        expected.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        masks.append(y.to_numpy() != 0)
+        np.testing.assert_array_equal(masks[-1], expected.to_numpy() != 0)
+    assert (masks[0] != masks[1]).any() and (masks[1] != masks[2]).any()
 
 
 def test_convolution_trains_through_dropout_as_pytorch(device, rng):

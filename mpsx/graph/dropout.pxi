@@ -13,8 +13,9 @@ cdef class CNNDropoutNode(NNFilterNode):
     """CNNDropoutNode(source, keep_probability=0.5, seed=0, mask_stride_in_pixels=(1, 1, 1))
 --
 
-    Dropout in a graph (CNNDropout): ``x / keep_probability`` where the mask keeps the value, else 0. The mask is
-    the state's (``result_state``). As
+    Dropout in a graph (CNNDropout): ``x / keep_probability`` where the mask keeps the value, else 0, each
+    element of each image independently, with new masks at every encode of the graph (drawn as a CNNDropout
+    with this seed draws them). The mask is the state's (``result_state``). As
     ``-[MPSCNNDropoutNode initWithSource:keepProbability:seed:maskStrideInPixels:]``.
 
     MPS: MPSCNNDropoutNode

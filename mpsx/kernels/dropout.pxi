@@ -36,21 +36,22 @@ cdef CDropoutDescriptor _dropout_descriptor(keep_probability, seed, mask_stride_
 
 
 cdef class CNNDropoutGradientState(NNGradientState):
-    """The mask of one dropout forward encode, shared by every image of its batch; ``mask_data()`` after
-    ``synchronize(cb)`` and completion.
+    """The mask of one dropout forward encode, one state for its whole batch, with a mask for every element of
+    every image; ``mask_data()`` after ``synchronize(cb)`` and completion.
 
     MPS: MPSCNNDropoutGradientState
     """
 
     def mask_data(self):
-        """The mask as a uint8 array (feature channels, height, width) of the forward source, 1 where kept; a dimension
-        the mask broadcasts along has size 1. Raises SynchronizationError unless ``synchronize(cb)`` was encoded
-        after the forward pass and the command buffer completed.
+        """The mask as a uint8 array (images, feature channels, height, width) of the forward source, 1 where kept;
+        ``mask_data()[i]`` is image i's. A dimension the mask broadcasts along has size 1. Raises
+        SynchronizationError unless ``synchronize(cb)`` was encoded after the forward pass and the command buffer
+        completed.
 
         MPS: -[MPSCNNDropoutGradientState maskData]
         """
         cdef CDropoutGradientState* s = <CDropoutGradientState*>self.native()
-        out = np.empty((s.mask_channels(), s.mask_height(), s.mask_width()), dtype=np.uint8)
+        out = np.empty((s.mask_images(), s.mask_channels(), s.mask_height(), s.mask_width()), dtype=np.uint8)
         cdef unsigned char[::1] raw = out.reshape(-1)
         s.read_mask(&raw[0])
         return out
@@ -60,8 +61,9 @@ cdef class CNNDropout(CNNUnaryKernel):
     """CNNDropout(device, keep_probability, seed, mask_stride_in_pixels=(1, 1, 1))
 --
 
-    Dropout: each value becomes ``x / keep_probability`` with probability ``keep_probability``, else 0, from a mask
-    drawn from ``seed``. ``mask_stride_in_pixels`` is (x, y, z), each 0 or 1: 0 broadcasts the mask along x, y or
+    Dropout: each value becomes ``x / keep_probability`` with probability ``keep_probability``, else 0, each
+    element of each image kept or dropped independently, with new masks at every encode (Philox4x32-10 keyed by
+    ``seed`` and the kernel's encode count: docs/semantics.md, "Dropout"). ``mask_stride_in_pixels`` is (x, y, z), each 0 or 1: 0 broadcasts the mask along x, y or
     the feature channels. ValueError for a keep probability outside (0, 1]. As
     ``-[MPSCNNDropout initWithDevice:keepProbability:seed:maskStrideInPixels:]``.
 

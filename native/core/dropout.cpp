@@ -21,27 +21,40 @@ void DropoutDescriptor::validate(const char* kernel) const {
       fail<ArgumentError>(kernel, ": mask_stride_in_pixels.", name, " must be 0 or 1, given ", value);
 }
 
-DropoutGenerator dropout_generator(const DropoutDescriptor& d) {
-  // P(kept) = threshold / 2^24: keep_probability rounded up to a multiple of
-  // 2^-24, so any keep_probability > 0 keeps some elements.
+DropoutGenerator dropout_generator(const DropoutDescriptor& d, uint64_t encode) {
+  // P(kept) = threshold / 2^32: keep_probability (exact in double) rounded up
+  // to a multiple of 2^-32, so any keep_probability > 0 keeps some elements.
   DropoutGenerator g;
   g.seed = d.seed;
-  g.threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(d.keep_probability) * 16777216.0));
+  g.encode = encode;
+  g.threshold = static_cast<uint64_t>(std::ceil(static_cast<double>(d.keep_probability) * 4294967296.0));
   return g;
 }
 
 // ---------------------------------------------------------------- the state
 
 DropoutGradientState::DropoutGradientState(std::shared_ptr<Device> device, const DropoutDescriptor& descriptor,
-                                           int64_t channels, int64_t height, int64_t width)
+                                           int64_t images, int64_t channels, int64_t height, int64_t width)
     : GradientState(std::move(device)),
       descriptor_(descriptor),
+      images_(images),
       channels_(descriptor.mask_stride_z ? channels : 1),
       height_(descriptor.mask_stride_y ? height : 1),
       width_(descriptor.mask_stride_x ? width : 1) {
-  int64_t bytes = checked_mul(checked_mul(channels_, height_, "MPSCNNDropoutGradientState: mask size"), width_,
-                              "MPSCNNDropoutGradientState: mask size");
+  const char* what = "MPSCNNDropoutGradientState: mask size";
+  int64_t bytes = checked_mul(checked_mul(checked_mul(images_, channels_, what), height_, what), width_, what);
   mask_ = make_pooled<Buffer>(device_ptr(), static_cast<size_t>(bytes));
+}
+
+void DropoutGradientState::check_bindable(const Image& source, const char* kernel) const {
+  GradientState::check_bindable(source, kernel);
+  if (images_ != source.number_of_images() ||
+      channels_ != (descriptor_.mask_stride_z ? source.feature_channels() : 1) ||
+      height_ != (descriptor_.mask_stride_y ? source.height() : 1) ||
+      width_ != (descriptor_.mask_stride_x ? source.width() : 1))
+    fail<ShapeError>(kernel, ": the state's mask is ", images_, "x", channels_, "x", height_, "x", width_,
+                     " (NxCxHxW); the source is ", source.number_of_images(), "x", source.feature_channels(), "x",
+                     source.height(), "x", source.width());
 }
 
 void DropoutGradientState::synchronize(CommandBuffer& command_buffer) { mask_->synchronize(command_buffer); }
@@ -59,8 +72,8 @@ CNNDropout::CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descrip
 }
 
 std::shared_ptr<State> CNNDropout::new_result_state(const Image& source) {
-  return make_pooled<DropoutGradientState>(device_ptr(), descriptor_, source.feature_channels(), source.height(),
-                                           source.width());
+  return make_pooled<DropoutGradientState>(device_ptr(), descriptor_, source.number_of_images(),
+                                           source.feature_channels(), source.height(), source.width());
 }
 
 void CNNDropout::check_state(const State& state) const {
@@ -77,24 +90,18 @@ void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
                         const std::shared_ptr<State>& given) {
   check_reads_inside(*source, g);
   std::shared_ptr<DropoutGradientState> state = std::static_pointer_cast<DropoutGradientState>(given);
-  if (!state) {
-    state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));
-  } else if (state->mask_channels() != (descriptor_.mask_stride_z ? source->feature_channels() : 1) ||
-             state->mask_height() != (descriptor_.mask_stride_y ? source->height() : 1) ||
-             state->mask_width() != (descriptor_.mask_stride_x ? source->width() : 1)) {
-    fail<ShapeError>(class_name(), ": the state's mask is ", state->mask_channels(), "x", state->mask_height(), "x",
-                     state->mask_width(), " (CxHxW); the source image is ", source->feature_channels(), "x",
-                     source->height(), "x", source->width());
-  }
-  DropoutOrigin origin{g.source_channel, g.source_y, g.source_x};
-  command_buffer.record([primitive = primitive_, source, destination, g, origin, state](ExecutionContext& context) {
+  if (!state) state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));
+  DropoutOrigin origin{g.source_image, g.source_channel, g.source_y, g.source_x};
+  DropoutGenerator generator = dropout_generator(descriptor_, encodes_++);
+  command_buffer.record([primitive = primitive_, source, destination, g, origin, generator,
+                         state](ExecutionContext& context) {
     int64_t channels = source->feature_channels() - g.source_channel;
     primitive->forward(context,
                        source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
                                       g.height, g.width),
                        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
                                            g.height, g.width),
-                       origin, *state);
+                       origin, generator, *state);
   });
   state->mask()->will_write(command_buffer);
 }
@@ -125,7 +132,7 @@ void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared
   auto dropout_state = std::static_pointer_cast<DropoutGradientState>(state);
   const Geometry& g = dropout_state->geometry;
   record_zeros_outside(command_buffer, destination_gradient, g);
-  DropoutOrigin origin{g.source_channel, g.source_y, g.source_x};
+  DropoutOrigin origin{g.source_image, g.source_channel, g.source_y, g.source_x};
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g, origin,
                          dropout_state](ExecutionContext& context) {
     int64_t channels = source_image->feature_channels() - g.source_channel;
@@ -138,6 +145,7 @@ void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared
                                                      g.images, channels, g.height, g.width),
                         origin, *dropout_state);
   });
+  dropout_state->mask()->will_read(command_buffer);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNDropout::make_gradient_kernels() const {

@@ -12,21 +12,22 @@ void apply_mask(const ImageRegion& in, const ImageRegion& out, const DropoutOrig
                 const DropoutGradientState& state, float keep) {
   const DropoutDescriptor& d = state.descriptor();
   const uint8_t* mask = static_cast<const uint8_t*>(state.mask()->data());
-  const int64_t mh = state.mask_height(), mw = state.mask_width();
+  const int64_t mc = state.mask_channels(), mh = state.mask_height(), mw = state.mask_width();
   const float* x = static_cast<const float*>(in.data);
   float* y = static_cast<float*>(out.data);
   detail::parallel_chunks(in.n * in.h, std::max<int64_t>(1, 16384 / std::max<int64_t>(in.w * in.c, 1)),
                           [&](int64_t first, int64_t rows) {
                             for (int64_t r = first; r < first + rows; ++r) {
                               int64_t n = r / in.h, row = r % in.h;
+                              int64_t plane = (origin.image + n) * mc;
                               int64_t my = d.mask_stride_y ? origin.y + row : 0;
                               for (int64_t column = 0; column < in.w; ++column) {
                                 int64_t mx = d.mask_stride_x ? origin.x + column : 0;
                                 const float* px = x + detail::pixel_offset(in, n, row, column);
                                 float* py = y + detail::pixel_offset(out, n, row, column);
                                 for (int64_t c = 0; c < in.c; ++c) {
-                                  int64_t mc = d.mask_stride_z ? origin.channel + c : 0;
-                                  bool kept = mask[(mc * mh + my) * mw + mx] != 0;
+                                  int64_t channel = d.mask_stride_z ? origin.channel + c : 0;
+                                  bool kept = mask[((plane + channel) * mh + my) * mw + mx] != 0;
                                   py[c * out.stride.c] = kept ? px[c * in.stride.c] / keep : 0.0f;
                                 }
                               }
@@ -36,17 +37,18 @@ void apply_mask(const ImageRegion& in, const ImageRegion& out, const DropoutOrig
 
 class CpuDropout final : public DropoutPrimitive {
  public:
-  explicit CpuDropout(const DropoutDescriptor& d) : d_(d), generator_(dropout_generator(d)) {}
+  explicit CpuDropout(const DropoutDescriptor& d) : d_(d) {}
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-               const DropoutOrigin& origin, DropoutGradientState& state) const override {
+               const DropoutOrigin& origin, const DropoutGenerator& generator,
+               DropoutGradientState& state) const override {
     CpuContext& cpu = context_of(context);
     uint8_t* mask = static_cast<uint8_t*>(state.mask()->data());
-    const int64_t mc = state.mask_channels(), mh = state.mask_height(), mw = state.mask_width();
-    detail::parallel_chunks(mc * mh, std::max<int64_t>(1, 65536 / mw), [&](int64_t first, int64_t rows) {
-      for (int64_t r = first; r < first + rows; ++r) {
-        uint64_t c = static_cast<uint64_t>(r / mh), y = static_cast<uint64_t>(r % mh);
-        for (int64_t x = 0; x < mw; ++x) mask[r * mw + x] = generator_.kept(c, y, static_cast<uint64_t>(x)) ? 1 : 0;
+    const int64_t count = static_cast<int64_t>(state.mask()->length());
+    detail::parallel_chunks((count + 3) / 4, 4096, [&](int64_t first, int64_t blocks) {
+      for (int64_t b = first; b < first + blocks; ++b) {
+        const Philox4x32 words = generator.block(static_cast<uint64_t>(b));
+        for (int64_t i = 0; i < 4 && 4 * b + i < count; ++i) mask[4 * b + i] = generator.kept(words.v[i]) ? 1 : 0;
       }
     });
     Float32Region x(cpu, source, 0, true);
@@ -67,7 +69,6 @@ class CpuDropout final : public DropoutPrimitive {
 
  private:
   DropoutDescriptor d_;
-  DropoutGenerator generator_;
 };
 
 std::unique_ptr<DropoutPrimitive> make_dropout(Backend&, const DropoutDescriptor& descriptor) {

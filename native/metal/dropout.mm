@@ -32,8 +32,9 @@ class MetalDropout final : public DropoutPrimitive {
                                            maskStrideInPixels:stride];
   }
 
+  // Apple's kernel draws its own masks: `generator` is mpsx's.
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-               const DropoutOrigin&, DropoutGradientState& state) const override {
+               const DropoutOrigin&, const DropoutGenerator&, DropoutGradientState& state) const override {
     id<MTLCommandBuffer> command_buffer = context_of(context).command_buffer();
     dropout_.offset = origin_of(source);
     dropout_.clipRect = clip_rect_of(destination);

@@ -11,12 +11,12 @@
 
 namespace mpsx::cuda {
 
-// Fills the state's mask_channels x mask_height x mask_width mask bytes.
-void dropout_mask(const DropoutGenerator& generator, uint8_t* mask, int64_t channels, int64_t height, int64_t width,
-                  cudaStream_t stream);
+// Fills the `count` mask bytes of a state from `generator`.
+void dropout_mask(const DropoutGenerator& generator, uint8_t* mask, int64_t count, cudaStream_t stream);
 
-// out = in / keep where the mask keeps, else 0 (regions of equal extents).
+// out = in / keep where `mask` (the state's) keeps, else 0 (regions of equal
+// extents).
 void dropout_apply(const DropoutDescriptor& d, const ImageRegion& in, const ImageRegion& out, const uint8_t* mask,
-                   int64_t mask_height, int64_t mask_width, const DropoutOrigin& origin, cudaStream_t stream);
+                   const DropoutGradientState& state, const DropoutOrigin& origin, cudaStream_t stream);
 
 }  // namespace mpsx::cuda

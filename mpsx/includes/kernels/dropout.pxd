@@ -14,6 +14,7 @@ cdef extern from "mpsx/kernels/dropout.h" namespace "mpsx" nogil:
         int64_t mask_stride_x, mask_stride_y, mask_stride_z
 
     cdef cppclass CDropoutGradientState "mpsx::DropoutGradientState"(CState):
+        int64_t mask_images()
         int64_t mask_channels()
         int64_t mask_height()
         int64_t mask_width()

@@ -6,6 +6,7 @@
 
 #include "mpsx/buffer.h"
 #include "mpsx/kernel.h"
+#include "mpsx/philox.h"
 
 namespace mpsx {
 
@@ -28,53 +29,51 @@ struct DropoutDescriptor {
   void validate(const char* kernel) const;
 };
 
-// The counter-based generator of the mask (docs/semantics.md, "Dropout"):
-// whether the element at mask position (channel, y, x) is kept. The same
-// integer arithmetic on every backend that computes the mask itself.
+// The mask's generator (docs/semantics.md, "Dropout"): Philox4x32-10 keyed
+// by the seed, its counter (block, encode) with `encode` the forward
+// kernel's encode index. Mask element e (in the state's images x channels x
+// height x width order) is word e % 4 of block e / 4, kept iff that word is
+// below `threshold`. Every backend that computes the mask itself uses this.
 struct DropoutGenerator {
   uint64_t seed = 0;
-  uint64_t threshold = 0;  // kept iff the hash's top 24 bits are below it
+  uint64_t encode = 0;
+  uint64_t threshold = 0;  // ceil(keep_probability * 2^32)
 
-  static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-  static inline
-#ifdef __CUDACC__
-      __host__ __device__
-#endif
-      uint64_t mix(uint64_t z) {
-    z += kGolden;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+  MPSX_HOST_DEVICE Philox4x32 block(uint64_t index) const {
+    return philox4x32_10(Philox4x32{{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                                     static_cast<uint32_t>(encode), static_cast<uint32_t>(encode >> 32)}},
+                         static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   }
-#ifdef __CUDACC__
-  __host__ __device__
-#endif
-      bool kept(uint64_t channel, uint64_t y, uint64_t x) const {
-    uint64_t h = mix(mix(mix(mix(seed) ^ channel) ^ y) ^ x);
-    return (h >> 40) < threshold;
-  }
+  MPSX_HOST_DEVICE bool kept(uint32_t word) const { return word < threshold; }
 };
 
-DropoutGenerator dropout_generator(const DropoutDescriptor& d);
+// The generator of a kernel's `encode`-th forward encode (from 0).
+DropoutGenerator dropout_generator(const DropoutDescriptor& d, uint64_t encode);
 
-// MPSCNNDropoutGradientState: the mask of one forward encode, shared by
-// every image of its batch. `mask` holds mask_channels x mask_height x
-// mask_width bytes (1 kept, 0 dropped): the forward source's feature
-// channels, height and width, each 1 where the mask stride broadcasts.
+// MPSCNNDropoutGradientState: the mask of one forward encode, one object for
+// its whole batch (MPSCNNDropout.h: "same state is used across entire
+// batch"). `mask` holds mask_images x mask_channels x mask_height x
+// mask_width bytes (1 kept, 0 dropped): the forward source's images, feature
+// channels, height and width, the last three 1 where the mask stride
+// broadcasts. The forward encode that fills it writes it whole, so a
+// gradient encoded later, on any command buffer, reads that encode's mask.
 class DropoutGradientState : public GradientState {
  public:
-  DropoutGradientState(std::shared_ptr<Device> device, const DropoutDescriptor& descriptor, int64_t channels,
-                       int64_t height, int64_t width);
+  DropoutGradientState(std::shared_ptr<Device> device, const DropoutDescriptor& descriptor, int64_t images,
+                       int64_t channels, int64_t height, int64_t width);
   const char* class_name() const override { return "MPSCNNDropoutGradientState"; }
   void synchronize(CommandBuffer& command_buffer) override;
   bool shares_memory(const Image& image) const override { return image.overlaps(mask_.get()); }
 
   const DropoutDescriptor& descriptor() const { return descriptor_; }
   const std::shared_ptr<Buffer>& mask() const { return mask_; }
+  int64_t mask_images() const { return images_; }
   int64_t mask_channels() const { return channels_; }
   int64_t mask_height() const { return height_; }
   int64_t mask_width() const { return width_; }
-  // Reads the mask (mask_channels x mask_height x mask_width bytes) into
+  // Also throws ShapeError unless the mask has the shape `source` needs.
+  void check_bindable(const Image& source, const char* kernel) const override;
+  // Reads the mask (mask_images x ... x mask_width bytes) into
   // `destination`; throws SynchronizationError unless the host may read it.
   void read_mask(void* destination) const;
 
@@ -83,16 +82,15 @@ class DropoutGradientState : public GradientState {
 
  private:
   DropoutDescriptor descriptor_;
-  int64_t channels_, height_, width_;
+  int64_t images_, channels_, height_, width_;
   std::shared_ptr<Buffer> mask_;
 };
 
 // What a backend runs for dropout. Regions have equal extents; the mask
-// position of a region's element (n, c, y, x) is (first_channel + c,
-// first_y + y, first_x + x) in the forward source image, each taken as 0
-// where the mask broadcasts.
+// position of a region's element (n, c, y, x) is the origin plus (n, c, y,
+// x), the channel, y or x taken as 0 where the mask broadcasts.
 struct DropoutOrigin {
-  int64_t channel = 0, y = 0, x = 0;
+  int64_t image = 0, channel = 0, y = 0, x = 0;
 };
 
 class DropoutPrimitive {
@@ -100,9 +98,11 @@ class DropoutPrimitive {
   static constexpr const char* family = "dropout";
   using Descriptor = DropoutDescriptor;
   virtual ~DropoutPrimitive() = default;
-  // Fills the state's whole mask, then y = x / keep where kept, else 0.
+  // Fills the state's whole mask from `generator`, then y = x / keep where
+  // kept, else 0.
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
-                       const DropoutOrigin& origin, DropoutGradientState& state) const = 0;
+                       const DropoutOrigin& origin, const DropoutGenerator& generator,
+                       DropoutGradientState& state) const = 0;
   // dx = dy / keep where the state's mask kept, else 0. `source` is the
   // forward source (unread by cpu and cuda).
   virtual void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
@@ -129,6 +129,8 @@ class CNNDropout : public UnaryKernel {
  private:
   DropoutDescriptor descriptor_;
   std::shared_ptr<const DropoutPrimitive> primitive_;
+  // Forward encodes so far: each draws the masks of its own counter.
+  uint64_t encodes_ = 0;
 };
 
 class CNNDropoutGradient : public GradientKernel {
