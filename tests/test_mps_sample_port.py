@@ -86,7 +86,10 @@ def labels_batch(device, classes):
     return batch
 
 
-def build(device, rng):
+def build(device, rng, by_hand=False):
+    """The training graph, the inference graph and the data sources. The training graph comes from the loss node's
+    training_graph (trainingGraphWithSourceGradient:), or, by_hand, from gradient nodes made one by one with
+    gradient_filter_with_source, as the independent trainer does."""
     relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
     sources = [AdamConvolutionDataSource(device, rng, 5, 1, 32, "conv1"),
                AdamConvolutionDataSource(device, rng, 5, 32, 64, "conv2"),
@@ -94,31 +97,43 @@ def build(device, rng):
                AdamConvolutionDataSource(device, rng, 1, 1024, CLASSES, "fc2")]
 
     def layers(dropout):
+        filters = []
         x = mpsx.NNImageNode(mpsx.NNHandle("images"))
         for source in sources[:2]:
-            x = mpsx.CNNConvolutionNode(x, source).result_image
-            x = mpsx.CNNNeuronNode(x, relu).result_image
-            x = mpsx.CNNPoolingMaxNode(x, 2).result_image  # 8x8 -> 4x4 -> 2x2
-        x = mpsx.CNNNeuronNode(mpsx.CNNFullyConnectedNode(x, sources[2]).result_image, relu).result_image
+            filters.append(mpsx.CNNConvolutionNode(x, source))
+            filters.append(mpsx.CNNNeuronNode(filters[-1].result_image, relu))
+            filters.append(mpsx.CNNPoolingMaxNode(filters[-1].result_image, 2))  # 8x8 -> 4x4 -> 2x2
+            x = filters[-1].result_image
+        filters.append(mpsx.CNNFullyConnectedNode(filters[-1].result_image, sources[2]))
+        filters.append(mpsx.CNNNeuronNode(filters[-1].result_image, relu))
         if dropout:
-            x = mpsx.CNNDropoutNode(x, keep_probability=0.5, seed=7).result_image
-        return mpsx.CNNFullyConnectedNode(x, sources[3]).result_image
+            filters.append(mpsx.CNNDropoutNode(filters[-1].result_image, keep_probability=0.5, seed=7))
+        filters.append(mpsx.CNNFullyConnectedNode(filters[-1].result_image, sources[3]))
+        return filters
 
     descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
     descriptor.reduce_across_batch = True
-    loss = mpsx.CNNLossNode(layers(dropout=True), descriptor)
-    training = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=mpsx.DataType.FLOAT32)
-    probabilities = mpsx.CNNSoftMaxNode(layers(dropout=False)).result_image
+    filters = layers(dropout=True)
+    loss = mpsx.CNNLossNode(filters[-1].result_image, descriptor)
+    if by_hand:
+        gradient = loss.result_image  # the loss node's result is the gradient of the loss
+        for node in reversed(filters):
+            gradient = node.gradient_filter_with_source(gradient).result_image
+    else:
+        gradient = loss.training_graph()[0].result_image
+    training = mpsx.NNGraph(device, gradient, False, format=mpsx.DataType.FLOAT32)
+    probabilities = mpsx.CNNSoftMaxNode(layers(dropout=False)[-1].result_image).result_image
     probabilities.synchronize_resource = True
     inference = mpsx.NNGraph(device, probabilities, format=mpsx.DataType.FLOAT32)
     return training, inference, sources
 
 
-def test_the_wwdc19_sample_ported_call_for_call_learns_digits(device):
+@pytest.mark.parametrize("by_hand", [False, True], ids=["training_graph", "gradient_nodes_by_hand"])
+def test_the_wwdc19_sample_ported_call_for_call_learns_digits(device, by_hand):
     pytest.importorskip("sklearn")
     rng = np.random.default_rng(0)
     train_images, test_images, train_classes, test_classes = digits(0)
-    training, inference, sources = build(device, rng)
+    training, inference, sources = build(device, rng, by_hand)
     previous = None
     for iteration in range(ITERATIONS):
         pick = rng.choice(len(train_images), BATCH, replace=False)
