@@ -294,9 +294,9 @@ void SeparatedLoss::check_properties() const {
   Kernel::check_properties();
   if (!(offset == Offset{}) || !(clip_rect == kRectNoClip) || destination_feature_channel_offset != 0 ||
       source_feature_channel_offset != 0 || source_feature_channel_max_count != std::numeric_limits<int64_t>::max())
-    fail<ArgumentError>(class_name(), ": offset, clip_rect, the feature channel offsets and "
-                                      "source_feature_channel_max_count must keep their defaults "
-                                      "(the loss covers whole images); given offset (", offset.x, ", ", offset.y, ", ",
+    fail<ArgumentError>(class_name(), ": offset, clip_rect and the feature channel offsets must keep their defaults "
+                                      "(the loss covers whole images), and so must source_feature_channel_max_count; "
+                                      "given offset (", offset.x, ", ", offset.y, ", ",
                         offset.z, "), clip_rect origin (", clip_rect.x, ", ", clip_rect.y, "), source feature channel "
                         "offset ", source_feature_channel_offset, ", destination feature channel offset ",
                         destination_feature_channel_offset, ", source_feature_channel_max_count ",
