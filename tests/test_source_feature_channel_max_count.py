@@ -247,3 +247,56 @@ def test_gradient_kernels_and_losses_keep_the_default(device, rng):
     batch = mpsx.ImageBatch.from_numpy(device, x)
     with pytest.raises(ValueError, match="and so must source_feature_channel_max_count"):
         loss.encode_batch(device.command_queue.command_buffer(), batch, batch)
+
+
+def test_instance_normalization_reads_its_channels_of_the_slice(device, rng):
+    """Instance normalization's channel count is its weights': the slice must hold it, as for a convolution."""
+    x = source(rng)
+    gamma, beta = rng.standard_normal(COUNT).astype(np.float32), rng.standard_normal(COUNT).astype(np.float32)
+    kernel = mpsx.CNNInstanceNormalization(device, mpsx.InstanceNormalizationWeights(gamma, beta, 1e-5))
+    y = forward(device, sliced(kernel), x)
+    expected = F.instance_norm(torch.as_tensor(x[:, OFFSET:OFFSET + COUNT], dtype=torch.float64),
+                               weight=torch.as_tensor(gamma, dtype=torch.float64),
+                               bias=torch.as_tensor(beta, dtype=torch.float64), eps=1e-5).numpy()
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    kernel.source_feature_channel_max_count = 2
+    with pytest.raises(mpsx.ShapeError, match="source_feature_channel_max_count 2 leaves 2 feature channels"):
+        forward(device, kernel, x)
+
+
+def test_changing_the_count_between_encodes_resizes_the_result(device, rng):
+    """Encodes that make their destination repeat the last size only while the slice stays the same."""
+    x = source(rng)
+    kernel = mpsx.CNNNeuron(device, tanh_descriptor())
+    kernel.source_feature_channel_offset = OFFSET
+    for count in (DEFAULT, COUNT, 1, DEFAULT):
+        kernel.source_feature_channel_max_count = count
+        y = forward(device, kernel, x)
+        np.testing.assert_allclose(y, np.tanh(x[:, OFFSET:OFFSET + count]), rtol=1e-5, atol=1e-6)
+
+
+def test_given_destination_gets_the_slice_at_its_channel_offset(device, rng):
+    x = source(rng)
+    kernel = sliced(mpsx.CNNNeuron(device, tanh_descriptor()))
+    kernel.destination_feature_channel_offset = 4
+    before = rng.standard_normal((N, 8, H, W)).astype(np.float32)
+    destination = mpsx.Image.from_numpy(device, before)
+    y = read(device, lambda cb: kernel.encode(cb, mpsx.Image.from_numpy(device, x), destination))
+    expected = before.copy()
+    expected[:, 4:4 + COUNT] = np.tanh(x[:, OFFSET:OFFSET + COUNT])
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("offset", [0, OFFSET])
+def test_convolution_gradient_covers_its_channels_only(device, rng, offset):
+    x = source(rng)
+    conv, w, b = convolution(device, rng)
+    sliced(conv, offset=offset)
+    dy = rng.standard_normal((N, 5, H, W)).astype(np.float32)
+    _, dx = forward_and_gradient(device, conv, mpsx.CNNConvolutionGradient(device, conv.data_source), False, x,
+                                 lambda shape: dy)
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.as_tensor(w, dtype=torch.float64).permute(0, 3, 1, 2)
+    F.conv2d(t[:, offset:offset + COUNT], wt, torch.as_tensor(b, dtype=torch.float64), padding=1).backward(
+        torch.tensor(dy, dtype=torch.float64))
+    np.testing.assert_allclose(dx, t.grad.numpy(), rtol=1e-4, atol=1e-4)
