@@ -789,8 +789,8 @@ void GradientKernel::check_aliasing(const Image& destination_gradient, const Ima
     const int64_t centre_x = g.source_x + ((kernel_width(true) - 1) * dilation_rate_x(true) + 1) / 2;
     const int64_t centre_y = g.source_y + ((kernel_height(true) - 1) * dilation_rate_y(true) + 1) / 2;
     if (centre_x == 0 && centre_y == 0 && g.x == 0 && g.y == 0 && g.source_channel == 0 &&
-        g.source_channels == s.feature_channels && g.destination_channel == 0 && g.source_image == 0 && g.destination_image == 0 && g.width == s.width &&
-        g.height == s.height && g.images == s.number_of_images)
+        g.source_channels == s.feature_channels && g.destination_channel == 0 && g.source_image == 0 &&
+        g.destination_image == 0 && g.width == s.width && g.height == s.height && g.images == s.number_of_images)
       at = ImageBlock{0, 0, 0, 0, s.number_of_images, s.feature_channels, s.height, s.width};
   }
   const ImageBlock whole = destination_gradient.whole_block();
