@@ -410,6 +410,24 @@ cdef class CNNKernel:
         self.native().source_feature_channel_offset = integer_argument(value, "source_feature_channel_offset")
 
     @property
+    def source_feature_channel_max_count(self):
+        """The most feature channels of the source read from ``source_feature_channel_offset`` on; a larger value is
+        truncated to the channels left there. Default all (2**63 - 1). Kernels whose result has a channel per channel
+        read (neurons, pooling, normalizations, softmax, dropout, upsampling) give that many result channels; kernels
+        of a fixed channel count (convolution, batch, instance and group normalization) need it to hold their count.
+
+        MPS: MPSCNNKernel.sourceFeatureChannelMaxCount
+        """
+        return self.native().source_feature_channel_max_count
+
+    @source_feature_channel_max_count.setter
+    def source_feature_channel_max_count(self, value):
+        # A count, never a flag: True would read one channel.
+        if isinstance(value, bool):
+            raise TypeError(f"source_feature_channel_max_count must be an int, given bool {value}")
+        self.native().source_feature_channel_max_count = integer_argument(value, "source_feature_channel_max_count")
+
+    @property
     def label(self):
         """A string that names the kernel (default ``""``).
 
@@ -429,7 +447,7 @@ cdef class CNNKernel:
     # class and of every base class.
 
     _mpsx_properties = ("offset", "clip_rect", "edge_mode", "padding", "source_feature_channel_offset",
-                        "destination_feature_channel_offset", "label")
+                        "source_feature_channel_max_count", "destination_feature_channel_offset", "label")
 
     def _mpsx_arguments(self):
         """The constructor's arguments after the device: none unless a class says otherwise."""

@@ -45,7 +45,7 @@ READWRITE = {
     "CNNInstanceNormalization": ["epsilon"],
     "CNNInstanceNormalizationNode": ["training_style"],
     "CNNKernel": ["offset", "clip_rect", "destination_feature_channel_offset", "source_feature_channel_offset",
-                  "edge_mode", "padding"],
+                  "source_feature_channel_max_count", "edge_mode", "padding"],
     "CNNLocalContrastNormalization": ["alpha", "beta", "delta", "p0", "pm", "ps"],
     "CNNLocalContrastNormalizationGradient": ["alpha", "beta", "delta", "p0", "pm", "ps"],
     "CNNLocalContrastNormalizationGradientNode": ["alpha", "beta", "delta", "p0", "pm", "ps"],
@@ -84,11 +84,10 @@ READWRITE = {
 }
 
 # Readwrite in MPS, absent from mpsx: allocators (mpsx allocates images
-# itself), MPS-internal serialization, a deprecated property and a channel
-# count limit mpsx does not offer. Listed so that adding one fails here until
+# itself), MPS-internal serialization and a deprecated property. Listed so that adding one fails here until
 # it moves to READWRITE.
 ABSENT = {
-    "CNNKernel": ["destination_image_allocator", "source_feature_channel_max_count"],
+    "CNNKernel": ["destination_image_allocator"],
     "CNNBinaryKernel": ["destination_image_allocator"],
     "NNGraph": ["destination_image_allocator"],
     "NNImageNode": ["image_allocator"],

@@ -24,6 +24,7 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         EdgeMode edge_mode
         int64_t destination_feature_channel_offset
         int64_t source_feature_channel_offset
+        int64_t source_feature_channel_max_count
         uint32_t padding_method
         string label
         vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error

@@ -13,8 +13,9 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
 
     Local response normalization over ``kernel_size`` feature channels: ``y_k = x_k / L_k^beta`` with
     ``L_k = delta + alpha/N * sum_{q in Q(k)} x_q^2``, ``Q(k) = [max(0, k - N//2), min(D-1, k + (N-1)//2)]`` over
-    the D channels from ``source_feature_channel_offset`` on (``torch.nn.functional.local_response_norm``'s window
-    and scaling). As ``-[MPSCNNCrossChannelNormalization initWithDevice:kernelSize:]``.
+    the D channels from ``source_feature_channel_offset`` (at most ``source_feature_channel_max_count``;
+    ``torch.nn.functional.local_response_norm``'s window and scaling). As
+    ``-[MPSCNNCrossChannelNormalization initWithDevice:kernelSize:]``.
 
     MPS: MPSCNNCrossChannelNormalization
     """

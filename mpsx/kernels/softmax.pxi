@@ -9,8 +9,9 @@ cdef class CNNSoftMax(CNNUnaryKernel):
     """CNNSoftMax(device)
 --
 
-    Softmax over the feature channels of each pixel (all of them from ``source_feature_channel_offset`` on):
-    ``y_k = exp(x_k) / sum_c exp(x_c)``. As ``-[MPSCNNSoftMax initWithDevice:]``.
+    Softmax over the feature channels of each pixel (from ``source_feature_channel_offset``, at most
+    ``source_feature_channel_max_count``): ``y_k = exp(x_k) / sum_c exp(x_c)``. As
+    ``-[MPSCNNSoftMax initWithDevice:]``.
 
     MPS: MPSCNNSoftMax
     """
@@ -23,8 +24,9 @@ cdef class CNNLogSoftMax(CNNUnaryKernel):
     """CNNLogSoftMax(device)
 --
 
-    Log-softmax over the feature channels of each pixel (all of them from ``source_feature_channel_offset`` on):
-    ``y_k = x_k - ln sum_c exp(x_c)``. As ``-[MPSCNNLogSoftMax initWithDevice:]``.
+    Log-softmax over the feature channels of each pixel (from ``source_feature_channel_offset``, at most
+    ``source_feature_channel_max_count``): ``y_k = x_k - ln sum_c exp(x_c)``. As
+    ``-[MPSCNNLogSoftMax initWithDevice:]``.
 
     MPS: MPSCNNLogSoftMax
     """

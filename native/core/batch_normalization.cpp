@@ -558,7 +558,9 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
     fail<TypeMismatchError>(class_name(), ": bfloat16 source images are not supported; use float32 or float16");
   check_properties();
   const int64_t first = source_feature_channel_offset, channels = bn->channels();
-  if (first == 0 ? source->feature_channels() != channels : first + channels > source->feature_channels())
+  if (source_slice(*source) < source->feature_channels() - first)
+    check_source_channels(*source, channels);  // its message names the max count
+  else if (first == 0 ? source->feature_channels() != channels : first + channels > source->feature_channels())
     fail<ShapeError>(class_name(), ": expected source images of ", first + channels, " feature channels (the state's ",
                      channels, " from feature channel ", first, "), given ", source->feature_channels());
   bn->check_statistics_open(class_name());

@@ -95,7 +95,7 @@ void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
   DropoutGenerator generator = dropout_generator(descriptor_, encodes_++);
   command_buffer.record([primitive = primitive_, source, destination, g, origin, generator,
                          state](ExecutionContext& context) {
-    int64_t channels = source->feature_channels() - g.source_channel;
+    int64_t channels = g.source_channels;
     primitive->forward(context,
                        source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
                                       g.height, g.width),
@@ -135,7 +135,7 @@ void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared
   DropoutOrigin origin{g.source_image, g.source_channel, g.source_y, g.source_x};
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g, origin,
                          dropout_state](ExecutionContext& context) {
-    int64_t channels = source_image->feature_channels() - g.source_channel;
+    int64_t channels = g.source_channels;
     primitive->gradient(context,
                         source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
                                                 channels, g.height, g.width),

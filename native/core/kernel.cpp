@@ -153,14 +153,25 @@ void Kernel::check_properties() const {
     if (value > kMaxDimension)
       fail<ArgumentError>(class_name(), ": ", name, " must be at most ", kMaxDimension, ", given ", value);
   }
+  if (source_feature_channel_max_count < 1)
+    fail<ArgumentError>(class_name(), ": source_feature_channel_max_count must be positive, given ",
+                        source_feature_channel_max_count);
+}
+
+int64_t Kernel::source_slice(const Image& source) const {
+  return std::min(source_feature_channel_max_count, source.feature_channels() - source_feature_channel_offset);
 }
 
 void Kernel::check_source_channels(const Image& source, int64_t source_channels) const {
   // check_properties() passed: the sum is far inside int64_t.
-  if (source_feature_channel_offset == 0 ? source.feature_channels() != source_channels
-                                         : source_feature_channel_offset + source_channels > source.feature_channels())
+  const int64_t slice = source_slice(source);
+  if (source_feature_channel_offset == 0 ? slice != source_channels : slice < source_channels) {
+    if (slice < source.feature_channels() - source_feature_channel_offset)
+      fail<ShapeError>(class_name(), ": source_feature_channel_max_count ", source_feature_channel_max_count,
+                       " leaves ", slice, " feature channels; the kernel reads ", source_channels);
     fail<ShapeError>(class_name(), ": expected a source image of ", source_feature_channel_offset + source_channels,
                      " feature channels, given ", source.feature_channels());
+  }
 }
 
 void Kernel::check_reads_inside(const Image& source, const Geometry& g) const {
@@ -223,7 +234,8 @@ void GradientKernel::record_zeros_outside(CommandBuffer& command_buffer,
                                           const std::shared_ptr<Image>& destination_gradient, const Geometry& g) {
   const Image& d = *destination_gradient;
   bool covers = g.source_x == 0 && g.source_y == 0 && g.width == d.width() && g.height == d.height() &&
-                g.source_channel == 0 && g.source_image == 0 && g.images == d.number_of_images();
+                g.source_channel == 0 && g.source_channels == d.feature_channels() && g.source_image == 0 &&
+                g.images == d.number_of_images();
   if (covers) return;
   command_buffer.record([destination_gradient](ExecutionContext& context) {
     context.fill_zero_image(*destination_gradient);
@@ -241,6 +253,7 @@ Geometry Kernel::resolve(const Image& source, const Image& destination, const Wi
 
   Geometry g;
   g.source_channel = source_feature_channel_offset;
+  g.source_channels = source_channels;
   g.destination_channel = destination_feature_channel_offset;
   Region clipped = clipped_region(destination);
   g.x = clipped.x;
@@ -284,7 +297,8 @@ bool UnaryKernel::PaddingPlan::repeats(const Kernel& k, const Image& source) con
   return valid && source.descriptor() == source_descriptor && k.offset.z == offset.z && k.clip_rect == clip_rect &&
          k.padding_method == padding_method &&
          k.destination_feature_channel_offset == destination_feature_channel_offset &&
-         k.source_feature_channel_offset == source_feature_channel_offset;
+         k.source_feature_channel_offset == source_feature_channel_offset &&
+         k.source_feature_channel_max_count == source_feature_channel_max_count;
 }
 
 void UnaryKernel::PaddingPlan::remember(const Kernel& k, const Image& source, const ImageDescriptor& destination_,
@@ -294,6 +308,7 @@ void UnaryKernel::PaddingPlan::remember(const Kernel& k, const Image& source, co
   padding_method = k.padding_method;
   destination_feature_channel_offset = k.destination_feature_channel_offset;
   source_feature_channel_offset = k.source_feature_channel_offset;
+  source_feature_channel_max_count = k.source_feature_channel_max_count;
   offset = k.offset;
   destination = destination_;
   geometry = geometry_;
@@ -606,6 +621,7 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     s->geometry.destination_image = geometry.destination_image;
     s->geometry.images = geometry.images;
     s->geometry.source_channel = geometry.primary.channel;
+    s->geometry.source_channels = geometry.primary.read_channels;
     s->geometry.destination_channel = geometry.destination_channel;
     s->geometry.x = geometry.x;
     s->geometry.y = geometry.y;
@@ -678,6 +694,8 @@ void GradientKernel::check_properties() const {
   keep("", "offset", offset, Offset{});
   keep("", "clip_rect", clip_rect, kRectNoClip);
   keep("", "source_feature_channel_offset", source_feature_channel_offset, int64_t{0});
+  keep("", "source_feature_channel_max_count", source_feature_channel_max_count,
+       std::numeric_limits<int64_t>::max());
   keep("", "destination_feature_channel_offset", destination_feature_channel_offset, int64_t{0});
   keep("", "kernel_offset_x", kernel_offset_x, int64_t{0});
   keep("", "kernel_offset_y", kernel_offset_y, int64_t{0});
@@ -771,8 +789,8 @@ void GradientKernel::check_aliasing(const Image& destination_gradient, const Ima
     const int64_t centre_x = g.source_x + ((kernel_width(true) - 1) * dilation_rate_x(true) + 1) / 2;
     const int64_t centre_y = g.source_y + ((kernel_height(true) - 1) * dilation_rate_y(true) + 1) / 2;
     if (centre_x == 0 && centre_y == 0 && g.x == 0 && g.y == 0 && g.source_channel == 0 &&
-        g.destination_channel == 0 && g.source_image == 0 && g.destination_image == 0 && g.width == s.width &&
-        g.height == s.height && g.images == s.number_of_images)
+        g.source_channels == s.feature_channels && g.destination_channel == 0 && g.source_image == 0 &&
+        g.destination_image == 0 && g.width == s.width && g.height == s.height && g.images == s.number_of_images)
       at = ImageBlock{0, 0, 0, 0, s.number_of_images, s.feature_channels, s.height, s.width};
   }
   const ImageBlock whole = destination_gradient.whole_block();

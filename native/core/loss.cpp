@@ -1,5 +1,6 @@
 #include "mpsx/kernels/loss.h"
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -292,12 +293,14 @@ LossDescriptor SeparatedLoss::loss_descriptor() const {
 void SeparatedLoss::check_properties() const {
   Kernel::check_properties();
   if (!(offset == Offset{}) || !(clip_rect == kRectNoClip) || destination_feature_channel_offset != 0 ||
-      source_feature_channel_offset != 0)
+      source_feature_channel_offset != 0 || source_feature_channel_max_count != std::numeric_limits<int64_t>::max())
     fail<ArgumentError>(class_name(), ": offset, clip_rect and the feature channel offsets must keep their defaults "
-                                      "(the loss covers whole images); given offset (", offset.x, ", ", offset.y, ", ",
+                                      "(the loss covers whole images), and so must source_feature_channel_max_count; "
+                                      "given offset (", offset.x, ", ", offset.y, ", ",
                         offset.z, "), clip_rect origin (", clip_rect.x, ", ", clip_rect.y, "), source feature channel "
                         "offset ", source_feature_channel_offset, ", destination feature channel offset ",
-                        destination_feature_channel_offset);
+                        destination_feature_channel_offset, ", source_feature_channel_max_count ",
+                        source_feature_channel_max_count);
 }
 
 void SeparatedLoss::check_inputs(const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& labels,

@@ -48,7 +48,7 @@ void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Imag
                        const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   command_buffer.record([primitive = primitive_, source, destination, g](ExecutionContext& context) {
-    int64_t channels = source->feature_channels() - g.source_channel;
+    int64_t channels = g.source_channels;
     primitive->forward(context,
                        source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
                                       g.height, g.width),
@@ -77,7 +77,7 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
   record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient,
                          g](ExecutionContext& context) {
-    int64_t channels = source_image->feature_channels() - g.source_channel;
+    int64_t channels = g.source_channels;
     primitive->gradient(context,
                         source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
                                                 channels, g.height, g.width),

@@ -138,12 +138,13 @@ void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared
   g.width = std::min(g.width, source_size_[0]);
   g.height = std::min(g.height, source_size_[1]);
   g.images = std::min(g.images, source_size_[2]);
-  int64_t channels = source_image->feature_channels() - g.source_channel;
+  int64_t channels = g.source_channels;
   PoolingDescriptor d =
       describe(*this, g, channels, destination_gradient->descriptor(), source_gradient->descriptor());
   std::shared_ptr<PoolingPrimitive> primitive =
       primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(make_primitive<PoolingPrimitive>(device().backend(), d)); });
-  if (g.source_channel != 0 || g.source_image != 0 || g.images != source_image->number_of_images()) {
+  if (g.source_channel != 0 || g.source_channels != source_image->feature_channels() || g.source_image != 0 ||
+      g.images != source_image->number_of_images()) {
     // images and channels the forward pass did not read get no gradient
     command_buffer.record([destination_gradient](ExecutionContext& context) {
       context.fill_zero_image(*destination_gradient);

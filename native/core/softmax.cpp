@@ -50,7 +50,7 @@ void CNNSoftMaxGradient::record(CommandBuffer& command_buffer, const std::shared
   // (source_image, source_channel, source_y, source_x) and wrote its result
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
-  const int64_t channels = destination_gradient->feature_channels() - g.source_channel;
+  const int64_t channels = g.source_channels;
   SoftMaxDescriptor d;
   d.log = log_;
   d.gradient = true;

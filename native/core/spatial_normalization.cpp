@@ -92,7 +92,7 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
   // (source_image, source_channel, source_y, source_x) and wrote its result
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
-  const int64_t channels = destination_gradient->feature_channels() - g.source_channel;
+  const int64_t channels = g.source_channels;
   SpatialNormalizationDescriptor d;
   d.gradient = true;
   d.kernel_size = kernel_size();

@@ -207,14 +207,15 @@ void CNNUpsamplingGradient::record(CommandBuffer& command_buffer, const std::sha
                                    const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
                                    const std::shared_ptr<Image>& destination_gradient) {
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
-  const int64_t channels = source_image->feature_channels() - g.source_channel;
+  const int64_t channels = g.source_channels;
   const int64_t height = source_image->height(), width = source_image->width();
   UpsamplingDescriptor d =
       describe(g, channels, width, height, destination_gradient->descriptor(), source_gradient->descriptor());
   std::shared_ptr<UpsamplingPrimitive> primitive = primitives_.get(d, [&] {
     return std::shared_ptr<UpsamplingPrimitive>(make_primitive<UpsamplingPrimitive>(device().backend(), d));
   });
-  if (g.source_channel != 0 || g.source_image != 0 || g.images != source_image->number_of_images()) {
+  if (g.source_channel != 0 || g.source_channels != source_image->feature_channels() || g.source_image != 0 ||
+      g.images != source_image->number_of_images()) {
     // images and channels the forward pass did not read get no gradient
     command_buffer.record([destination_gradient](ExecutionContext& context) {
       context.fill_zero_image(*destination_gradient);

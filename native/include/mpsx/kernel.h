@@ -128,6 +128,8 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   EdgeMode edge_mode = EdgeMode::Zero;
   int64_t destination_feature_channel_offset = 0;
   int64_t source_feature_channel_offset = 0;
+  // MPS's ULONG_MAX: every channel from source_feature_channel_offset on.
+  int64_t source_feature_channel_max_count = std::numeric_limits<int64_t>::max();
   uint32_t padding_method =
       padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
   std::string label;
@@ -166,8 +168,14 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // The destination of an encode given none: destination_image_allocator's,
   // or a new image of `descriptor`.
   std::shared_ptr<Image> new_destination(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) const;
-  // Throws ShapeError unless `source` has the channels the kernel reads from
-  // source_feature_channel_offset on.
+  // The feature channels of `source` from source_feature_channel_offset on,
+  // at most source_feature_channel_max_count ("if the value is too large, it
+  // is truncated to be the remaining size in the image"); the offset lies
+  // inside the source (UnaryKernel::check_source).
+  int64_t source_slice(const Image& source) const;
+  // Throws ShapeError unless the slice of `source` has the channels the
+  // kernel reads: exactly that many where the offset is 0, at least that
+  // many after a nonzero offset.
   void check_source_channels(const Image& source, int64_t source_channels) const;
   // Throws ShapeError unless the source pixels `g` maps its region to lie
   // in `source`: kernels that read one source pixel per result pixel have
@@ -231,11 +239,8 @@ class UnaryKernel : public Kernel {
   }
   // The offset resolve() uses.
   virtual Offset source_offset() const { return offset; }
-  // Feature channels the kernel reads; pointwise kernels read all of them
-  // from source_feature_channel_offset on.
-  virtual int64_t source_channels(const Image& source) const {
-    return source.feature_channels() - source_feature_channel_offset;
-  }
+  // Feature channels the kernel reads; most read the whole source_slice.
+  virtual int64_t source_channels(const Image& source) const { return source_slice(source); }
   virtual int64_t destination_channels(const Image& source) const {
     return source_channels(source);
   }
@@ -268,6 +273,7 @@ class UnaryKernel : public Kernel {
     Region clip_rect;
     uint32_t padding_method = 0;
     int64_t destination_feature_channel_offset = 0, source_feature_channel_offset = 0;
+    int64_t source_feature_channel_max_count = 0;
     Offset offset;  // after the policy set it; z as it was
     ImageDescriptor destination;
     Geometry geometry;

@@ -82,6 +82,9 @@ class State {
 struct Geometry {
   int64_t source_image = 0, destination_image = 0, images = 0;
   int64_t source_channel = 0, destination_channel = 0;
+  // Feature channels read from source_channel on (the slice that
+  // sourceFeatureChannelMaxCount leaves).
+  int64_t source_channels = 0;
   int64_t x = 0, y = 0, width = 0, height = 0;  // destination region written
   // Source position of the window's top-left corner for destination (x, y);
   // outside the image where padding is read.
