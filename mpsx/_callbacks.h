@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "mpsx/command_buffer.h"
@@ -39,6 +40,17 @@ inline std::atomic<int>& python_calls() {
   return count;
 }
 
+// Held while a runtime thread makes its Python thread state, and by fork()
+// (os.register_at_fork in _runtime.pyx). Making one takes the interpreter's
+// list lock without the GIL, and CPython 3.11's child takes that lock after a
+// fork before it makes it anew: a fork meanwhile left the child hung.
+inline std::mutex& thread_state_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+inline void before_fork() { thread_state_mutex().lock(); }
+inline void after_fork() { thread_state_mutex().unlock(); }
+
 // The GIL for the scope; runtime threads take it before calling Python.
 // Throws Error once the interpreter exits (finalizing).
 class Gil {
@@ -51,17 +63,32 @@ class Gil {
       python_calls().fetch_sub(1);
       fail<Error>("the interpreter is exiting: no more calls into Python");
     }
-    state_ = PyGILState_Ensure();
+    if (PyGILState_GetThisThreadState()) {
+      state_ = PyGILState_Ensure();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(thread_state_mutex());
+      made_ = PyThreadState_New(PyInterpreterState_Main());
+    }
+    PyEval_RestoreThread(made_);
   }
   ~Gil() {
-    PyGILState_Release(state_);
+    if (made_) {
+      // Deleted with the GIL held, so never during a fork.
+      PyThreadState_Clear(made_);
+      PyThreadState_DeleteCurrent();
+    } else {
+      PyGILState_Release(state_);
+    }
     python_calls().fetch_sub(1);
   }
   Gil(const Gil&) = delete;
   Gil& operator=(const Gil&) = delete;
 
  private:
-  PyGILState_STATE state_;
+  PyGILState_STATE state_{};
+  PyThreadState* made_ = nullptr;  // this thread's thread state, made for the scope
 };
 
 // Owns a reference to `object`; the reference is dropped with the GIL held,

@@ -28,7 +28,7 @@ from libcpp.vector cimport vector
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, end_at_exit, finalizing,
-    install_interrupt_check, wait_until_all_idle)
+    install_interrupt_check, wait_until_all_idle, before_fork, after_fork)
 from mpsx.includes.device cimport CDevice, backend_load_errors, cpu_loop_clone
 from mpsx.includes.dlpack cimport (
     Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,
@@ -313,6 +313,18 @@ cdef class Device:
 # forked is the main thread.
 install_interrupt_check(threading.main_thread().ident)
 os.register_at_fork(after_in_child=lambda: install_interrupt_check(threading.get_ident()))
+
+
+def _before_fork():
+    before_fork()
+
+
+def _after_fork():
+    after_fork()
+
+
+# No runtime thread makes its Python thread state during a fork (mpsx/_callbacks.h, thread_state_mutex).
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
 
 
 def _exit_timeout():

@@ -53,5 +53,7 @@ cdef extern from "_callbacks.h" namespace "mpsx::python":
         void store(bint)
     AtomicBool& finalizing()
     void install_interrupt_check(unsigned long main_thread)
+    void before_fork()
+    void after_fork()
     bint wait_until_all_idle(double seconds) except +raise_py_error nogil
     bint end_at_exit()
