@@ -247,7 +247,9 @@ def _abort_on_exception(comm):
             previous(kind, value, traceback)
             sys.stdout.flush()
             sys.stderr.flush()
-            time.sleep(0.5)  # the launcher forwards what this rank printed before MPI_Abort ends the others
+            # The launcher forwards what this rank printed, and the others raise theirs (on a busy machine too),
+            # before MPI_Abort ends them.
+            time.sleep(2)
         finally:  # also after a Ctrl-C that came before SIGINT was ignored
             comm.Abort(1)
     sys.excepthook = hook
