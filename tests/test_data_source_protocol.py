@@ -65,6 +65,20 @@ def torch_convolution(x, w, b, stride=(1, 1), dilation=(1, 1), groups=1, neuron=
     return y if neuron is None else neuron(y)
 
 
+def training_step(device, conv, gradient, x, dy):
+    """Forward on one command buffer; gradient and weight update on the next, as MPS programs encode them."""
+    image = mpsx.Image.from_numpy(device, x)
+    forward = device.command_queue.command_buffer()
+    _, state = conv.encode(forward, image, destination_state=True)
+    backward = device.command_queue.command_buffer()
+    gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
+    conv.encode_weights_and_bias_update(backward, state)
+    forward.commit()
+    backward.commit()
+    backward.wait_until_completed()
+    assert backward.status == "completed", backward.error
+
+
 def test_plain_convolution_source_with_the_required_members(device, rng):
     d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
     w = rng.standard_normal(d.weights_shape).astype(np.float32)
@@ -157,22 +171,13 @@ def test_update_methods_have_the_mps_names(device, rng):
 
     host = Host(d, w, b)
     conv, gradient = mpsx.CNNConvolution(device, host), mpsx.CNNConvolutionGradient(device, host)
-    image = mpsx.Image.from_numpy(device, x)
-    forward = device.command_queue.command_buffer()  # forward and gradient on separate command buffers
-    _, state = conv.encode(forward, image, destination_state=True)
-    backward = device.command_queue.command_buffer()
-    gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
-    conv.encode_weights_and_bias_update(backward, state)
-    forward.commit()
-    backward.commit()
-    backward.wait_until_completed()
-    assert backward.status == "completed", backward.error
+    training_step(device, conv, gradient, x, dy)
     assert host.calls == [(mpsx.CNNConvolutionGradientState, mpsx.CNNConvolutionWeightsAndBiasesState)]
     xt = torch.as_tensor(x, dtype=torch.float64)
     wt = torch.as_tensor(w, dtype=torch.float64).permute(0, 3, 1, 2).requires_grad_()
     (F.conv2d(xt, wt, padding=1) * torch.as_tensor(dy, dtype=torch.float64)).sum().backward()
     updated = w - 0.5 * wt.grad.permute(0, 2, 3, 1).numpy()
-    y = read(device, lambda cb: conv.encode(cb, image))
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
     np.testing.assert_allclose(y, torch_convolution(x, updated, b).numpy(), rtol=1e-4, atol=1e-4)
 
     with pytest.raises(TypeError, match=r"Old implements update_on_command_buffer, which mpsx does not call: "
@@ -183,6 +188,7 @@ def test_update_methods_have_the_mps_names(device, rng):
     unrelated = Unrelated(d, w, b)
     conv = mpsx.CNNConvolution(device, unrelated)
     cb = device.command_queue.command_buffer()
+    image = mpsx.Image.from_numpy(device, x)
     y, state = conv.encode(cb, image, destination_state=True)
     mpsx.CNNConvolutionGradient(device, unrelated).encode(cb, y, image, state)
     with pytest.raises(TypeError, match="neither update_with_command_buffer nor update_with_gradient_state"):
@@ -372,16 +378,7 @@ def test_self_updating_data_source_as_the_wwdc_sample(device, rng):
     xs = [rng.standard_normal((2, 2, 5, 5)).astype(np.float32) for _ in range(2)]
     dys = [rng.standard_normal((2, 3, 5, 5)).astype(np.float32) for _ in range(2)]
     for x, dy in zip(xs, dys):
-        image = mpsx.Image.from_numpy(device, x)
-        forward = device.command_queue.command_buffer()
-        _, state = conv.encode(forward, image, destination_state=True)
-        backward = device.command_queue.command_buffer()
-        gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
-        conv.encode_weights_and_bias_update(backward, state)
-        forward.commit()
-        backward.commit()
-        backward.wait_until_completed()
-        assert backward.status == "completed", backward.error
+        training_step(device, conv, gradient, x, dy)
     assert source.updates == 2
 
     wt = torch.as_tensor(w0, dtype=torch.float64).permute(0, 3, 1, 2).clone()
