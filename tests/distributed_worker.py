@@ -114,9 +114,13 @@ def main():
     parser.add_argument("--timeout", type=float, default=60)
     parser.add_argument("--bucket-bytes", default=str(25 << 20))
     parser.add_argument("--drop", type=int, default=-1)
+    parser.add_argument("--stderr-dir", default=None)
     a = parser.parse_args()
     bucket_bytes = [int(b) for b in a.bucket_bytes.split(",")]
     rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", 0))))
+    if a.stderr_dir:
+        # The ranks share mpiexec's stderr, where their tracebacks interleave: each writes its own file instead.
+        os.dup2(os.open(os.path.join(a.stderr_dir, f"rank{rank}.err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
     group = mpsx.distributed.init(backend=a.backend, timeout=a.timeout,
                                   bucket_bytes=bucket_bytes[min(rank, len(bucket_bytes) - 1)])
     assert (mpsx.distributed.rank(), mpsx.distributed.world_size()) == (group.rank, group.world_size)
