@@ -5,6 +5,7 @@
 """Kernel classes: MPSCNNKernel and MPSCNNGradientKernel families."""
 
 import enum
+import warnings
 from collections import namedtuple
 
 import numpy as np

@@ -113,7 +113,7 @@ def test_properties_and_defaults(device):
     m, _ = model(device, rng)
     t = m["transpose"]
     assert t.weights is m["weights"]["t"]
-    assert t.training_style == mpsx.NNTrainingStyle.GPU and t.accumulator_precision == "float"
+    assert t.training_style == mpsx.NNTrainingStyle.GPU and t.accumulator_precision == mpsx.NNConvolutionAccumulatorPrecisionOption.FLOAT
     assert t.source_states == [m["conv"].result_state]
     assert isinstance(t.result_state, mpsx.CNNConvolutionTransposeGradientStateNode)
     assert isinstance(t.result_state, mpsx.CNNConvolutionGradientStateNode)

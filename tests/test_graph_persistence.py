@@ -206,7 +206,7 @@ def test_nodes_and_handles_come_back(device, tmp_path):
     assert same(bn2.data_source, bn.data_source) and bn2.data_source is not bn.data_source
     conv2 = bn2.source_images[0].producer
     assert (conv2.label, conv2.accumulator_precision, conv2.training_style, conv2.padding_policy) == \
-        ("c1", "half", mpsx.NNTrainingStyle.NONE, mpsx.NNPaddingMethod.SIZE_VALID_ONLY)
+        ("c1", mpsx.NNConvolutionAccumulatorPrecisionOption.HALF, mpsx.NNTrainingStyle.NONE, mpsx.NNPaddingMethod.SIZE_VALID_ONLY)
     assert conv2.result_image.format == mpsx.DataType.FLOAT16 and conv2.result_image.export_from_graph
     assert conv2.convolution_gradient_state.export_from_graph
     assert conv2.source_images[0].stop_gradient and conv2.source_images[0].handle == mpsx.NNHandle("x")

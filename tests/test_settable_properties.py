@@ -3,6 +3,9 @@ MPS's effect. The lists are read from /tmp-extracted MPS headers by hand
 (MPSCNN*.h, MPSNN*.h: every @property not marked readonly), as the SDK is not
 part of the repository."""
 
+import pickle
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -28,8 +31,8 @@ READWRITE = {
                         "padding"],
     "CNNConvolutionDescriptor": ["kernel_width", "kernel_height", "input_feature_channels", "output_feature_channels",
                                  "stride_in_pixels_x", "stride_in_pixels_y", "groups", "dilation_rate_x",
-                                 "dilation_rate_y", "fused_neuron_descriptor"],
-    "CNNConvolutionGradient": ["gradient_option"],
+                                 "dilation_rate_y", "fused_neuron_descriptor", "neuron"],
+    "CNNConvolutionGradient": ["gradient_option", "serialize_weights_and_biases"],
     "CNNConvolutionNode": ["training_style", "accumulator_precision"],
     "CNNConvolution": ["accumulator_precision_option"],
     "CNNConvolutionTranspose": ["kernel_offset_x", "kernel_offset_y", "accumulator_precision_option"],
@@ -83,16 +86,13 @@ READWRITE = {
     "NNStateNode": ["handle", "export_from_graph", "synchronize_resource"],
 }
 
-# Readwrite in MPS, absent from mpsx: allocators (mpsx allocates images
-# itself), MPS-internal serialization and a deprecated property. Listed so that adding one fails here until
-# it moves to READWRITE.
+# Readwrite in MPS, absent from mpsx: the image allocators, whose class (MPSImageAllocator) mpsx does not have yet
+# (issue 32). Listed so that adding one fails here until it moves to READWRITE.
 ABSENT = {
     "CNNKernel": ["destination_image_allocator"],
     "CNNBinaryKernel": ["destination_image_allocator"],
     "NNGraph": ["destination_image_allocator"],
     "NNImageNode": ["image_allocator"],
-    "CNNConvolutionDescriptor": ["neuron"],
-    "CNNConvolutionGradient": ["serialize_weights_and_biases"],
 }
 
 
@@ -109,7 +109,9 @@ def test_readwrite_properties_are_settable(device, name):
     obj = make(name, device)
     for prop in READWRITE[name]:
         value = getattr(obj, prop)
-        setattr(obj, prop, value)  # AttributeError for a read-only property
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # CNNConvolutionDescriptor.neuron
+            setattr(obj, prop, value)  # AttributeError for a read-only property
         assert getattr(obj, prop) == value or (value is not None and np.array_equal(getattr(obj, prop), value)), prop
     for prop in ABSENT.get(name, []):
         assert not hasattr(obj, prop), prop
@@ -157,7 +159,7 @@ def test_convolution_descriptor_keyword_is_the_property_name():
 
 def test_convolution_descriptor_bad_values():
     d = mpsx.CNNConvolutionDescriptor(3, 3, 4, 4)
-    for prop in READWRITE["CNNConvolutionDescriptor"][:-1]:
+    for prop in set(READWRITE["CNNConvolutionDescriptor"]) - {"fused_neuron_descriptor", "neuron"}:
         with pytest.raises(ValueError, match=f"CNNConvolutionDescriptor.{prop} must be positive, given 0"):
             setattr(d, prop, 0)
         with pytest.raises(TypeError, match=f"{prop} must be an int, given float 1.5"):
@@ -187,3 +189,74 @@ def test_neuron_descriptor_set_after_init(device, rng):
         n.neuron_type = 1000
     with pytest.raises(TypeError):
         n.a = "x"
+
+
+@pytest.mark.parametrize("kind", ["CNNConvolution", "CNNConvolutionTranspose", "CNNConvolutionNode",
+                                  "CNNConvolutionTransposeNode"])
+def test_accumulator_precision_takes_the_mps_enum(device, kind):
+    """MPSNNConvolutionAccumulatorPrecisionOption by name (HALF = 0, FLOAT = 1, as in the header), its ints, and the
+    strings mpsx took before; the getter gives the enum."""
+    obj = make(kind, device)
+    prop = "accumulator_precision" if kind.endswith("Node") else "accumulator_precision_option"
+    Option = mpsx.NNConvolutionAccumulatorPrecisionOption
+    assert (int(Option.HALF), int(Option.FLOAT)) == (0, 1)
+    assert getattr(obj, prop) is Option.FLOAT
+    for value, expected in ((Option.HALF, Option.HALF), (1, Option.FLOAT), (0, Option.HALF), ("float", Option.FLOAT),
+                            ("half", Option.HALF)):
+        setattr(obj, prop, value)
+        assert getattr(obj, prop) is expected, value
+    for bad in ("double", 2, -1, True, None, 1.0):
+        with pytest.raises(ValueError, match=f"{prop} must be NNConvolutionAccumulatorPrecisionOption.HALF or FLOAT"):
+            setattr(obj, prop, bad)
+        assert getattr(obj, prop) is Option.HALF
+
+
+def test_deprecated_descriptor_neuron_fuses_the_neuron(device, rng):
+    """MPSCNNConvolutionDescriptor.neuron (deprecated): the neuron kernel's function is fused into the convolution."""
+    neuron = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 2.0, -1.0))
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    assert d.neuron is None
+    with pytest.warns(DeprecationWarning, match="set fused_neuron_descriptor instead"):
+        d.neuron = neuron
+    assert d.neuron is neuron
+    assert d.fused_neuron_descriptor == neuron.neuron_descriptor
+    w = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(d, w, b))
+    x = rng.standard_normal((2, 2, 5, 6)).astype(np.float32)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    np.testing.assert_allclose(y, 2 * torch_convolution(x, w, b, (1, 1), (1, 1), 1).numpy() - 1, rtol=1e-4,
+                               atol=1e-4)
+    d.fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+    assert d.neuron is None
+    with pytest.warns(DeprecationWarning):
+        d.neuron = neuron
+    with pytest.warns(DeprecationWarning):
+        d.neuron = None
+    assert d.neuron is None and d.fused_neuron_descriptor is None
+    with pytest.raises(TypeError, match="neuron must be an mpsx.CNNNeuron or None, given NNNeuronDescriptor"):
+        d.neuron = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+    assert d.neuron is None and d.fused_neuron_descriptor is None
+
+
+def test_serialize_weights_and_biases_is_kept_and_saved(device, rng):
+    """MPSCNNConvolutionGradient.serializeWeightsAndBiases (default NO) is kept and saved; the saved gradient holds its
+    data source, and the restored one computes what the original computes (docs/semantics.md)."""
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    weights = mpsx.ConvolutionWeights(d, rng.standard_normal(d.weights_shape).astype(np.float32),
+                                      rng.standard_normal(3).astype(np.float32))
+    conv, gradient = mpsx.CNNConvolution(device, weights), mpsx.CNNConvolutionGradient(device, weights)
+    assert gradient.serialize_weights_and_biases is False
+    gradient.serialize_weights_and_biases = True
+    restored = pickle.loads(pickle.dumps(gradient))
+    assert restored.serialize_weights_and_biases is True
+    assert not mpsx.CNNConvolutionGradient.__new__(mpsx.CNNConvolutionGradient).serialize_weights_and_biases
+    x = mpsx.Image.from_numpy(device, rng.standard_normal((2, 2, 5, 5)).astype(np.float32))
+    dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 5, 5)).astype(np.float32))
+
+    def gradient_of(kernel):
+        def encode(cb):
+            _, state = conv.encode(cb, x, destination_state=True)
+            return kernel.encode(cb, dy, x, state)
+        return read(device, encode)
+    np.testing.assert_array_equal(gradient_of(restored), gradient_of(gradient))

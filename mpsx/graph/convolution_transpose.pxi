@@ -63,19 +63,16 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 
     @property
     def accumulator_precision(self):
-        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise).
+        """The precision of the sums, an NNConvolutionAccumulatorPrecisionOption: FLOAT (default) or HALF (the
+        setter also takes ints, "half" and "float"; ValueError otherwise).
 
         MPS: MPSCNNConvolutionNode.accumulatorPrecision
         """
-        return "half" if (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision == \
-            AccumulatorPrecision.Half else "float"
+        return NNConvolutionAccumulatorPrecisionOption(<uint32_t>(<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision)
 
     @accumulator_precision.setter
     def accumulator_precision(self, value):
-        if value not in ("half", "float"):
-            raise ValueError(f"accumulator_precision must be 'half' or 'float', given {value!r}")
-        (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision = \
-            AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
+        (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision = accumulator_precision_of(value, "accumulator_precision")
 
 
 cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):

@@ -26,7 +26,7 @@ from mpsx._runtime import DataType
 
 __all__ += ["CNNConvolutionDescriptor", "CNNConvolutionDataSource", "ConvolutionWeights",
             "CNNConvolutionWeightsAndBiasesState", "CNNConvolutionGradientState", "CNNConvolutionGradientOption",
-            "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected", "CNNFullyConnectedGradient"]
+            "NNConvolutionAccumulatorPrecisionOption", "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected", "CNNFullyConnectedGradient"]
 
 
 def _cpu_runs_float16_convolutions():
@@ -46,6 +46,26 @@ class CNNConvolutionGradientOption(enum.IntFlag):
     ALL = 3
 
 
+class NNConvolutionAccumulatorPrecisionOption(enum.IntFlag):
+    """The precision a convolution sums in: FLOAT (the default) or HALF, which lets a backend sum in less than float32
+    (TF32 tensor cores on cuda; the cpu backend always sums in float32).
+
+    MPS: MPSNNConvolutionAccumulatorPrecisionOption
+    """
+    HALF = 0
+    FLOAT = 1
+
+
+cdef AccumulatorPrecision accumulator_precision_of(value, str name) except *:
+    """An NNConvolutionAccumulatorPrecisionOption, its int value, or mpsx's earlier form "half" or "float"."""
+    if value == "half" or value == "float":
+        return AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return AccumulatorPrecision.Half if value == 0 else AccumulatorPrecision.Float
+    raise ValueError(f"{name} must be NNConvolutionAccumulatorPrecisionOption.HALF or FLOAT (or 'half', 'float'), "
+                     f"given {value!r}")
+
+
 cdef class CNNConvolutionDescriptor:
     """CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
         stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
@@ -62,6 +82,7 @@ cdef class CNNConvolutionDescriptor:
     MPS: MPSCNNConvolutionDescriptor
     """
     cdef CConvolutionDescriptor desc
+    cdef object _neuron
 
     def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
                  stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
@@ -203,6 +224,26 @@ cdef class CNNConvolutionDescriptor:
         cdef CNeuronDescriptor neuron = neuron_descriptor_of(value)
         neuron.validate()
         self.desc.fused_neuron = neuron
+        self._neuron = None
+
+    @property
+    def neuron(self):
+        """The CNNNeuron last set here whose function is fused, or None (also once ``fused_neuron_descriptor`` is set
+        after it). Deprecated, as in MPS: setting it sets ``fused_neuron_descriptor`` to the neuron's descriptor
+        (None: no neuron) and warns with a DeprecationWarning.
+
+        MPS: MPSCNNConvolutionDescriptor.neuron
+        """
+        return self._neuron
+
+    @neuron.setter
+    def neuron(self, value):
+        if value is not None and not isinstance(value, CNNNeuron):
+            raise TypeError(f"neuron must be an mpsx.CNNNeuron or None, given {type(value).__name__}")
+        warnings.warn("CNNConvolutionDescriptor.neuron is deprecated, as MPSCNNConvolutionDescriptor.neuron is: set "
+                      "fused_neuron_descriptor instead", DeprecationWarning, stacklevel=2)
+        self.fused_neuron_descriptor = None if value is None else value.neuron_descriptor
+        self._neuron = value
 
     @property
     def weights_shape(self):
@@ -929,20 +970,17 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
 
     @property
     def accumulator_precision_option(self):
-        """The precision of the sums: ``"float"`` (default) or ``"half"`` (ValueError otherwise; MPS's
-        MPSNNConvolutionAccumulatorPrecisionOption values by their names). The cpu backend always accumulates in
-        float.
+        """The precision of the sums, an NNConvolutionAccumulatorPrecisionOption: FLOAT (default) or HALF. The
+        setter also takes the values as ints, or "half" and "float"; ValueError otherwise. The cpu backend always
+        sums in float32.
 
         MPS: MPSCNNConvolution.accumulatorPrecisionOption
         """
-        return "half" if self._convolution().accumulator_precision == AccumulatorPrecision.Half else "float"
+        return NNConvolutionAccumulatorPrecisionOption(<uint32_t>self._convolution().accumulator_precision)
 
     @accumulator_precision_option.setter
     def accumulator_precision_option(self, value):
-        if value not in ("float", "half"):
-            raise ValueError(f"accumulator_precision_option is 'float' or 'half', given {value!r}")
-        self._convolution().accumulator_precision = \
-            AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
+        self._convolution().accumulator_precision = accumulator_precision_of(value, "accumulator_precision_option")
 
     # Saved: the data source, by its own description, and the weights and biases
     # the kernel holds now (a reload or a training update may have changed them),
@@ -1058,6 +1096,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     MPS: MPSCNNConvolutionGradient
     """
     cdef object _data_source
+    cdef bint _serialize_weights_and_biases
 
     cdef CCNNConvolutionGradient* _gradient(self) except NULL:
         return <CCNNConvolutionGradient*>self.gradient_kernel()
@@ -1065,7 +1104,22 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     cdef _made_from(self, CNNKernel forward):
         self._data_source = forward.data_source
 
-    _mpsx_properties = ("gradient_option",)
+    _mpsx_properties = ("gradient_option", "serialize_weights_and_biases")
+
+    @property
+    def serialize_weights_and_biases(self):
+        """Whether a saved copy of the kernel holds its weights and biases (default False). Kept and saved, and
+        otherwise without effect: the kernel holds no weights of its own (it computes with those of the forward
+        encode, which the gradient state carries), so what is saved is always its data source, and a restored kernel
+        needs no reload.
+
+        MPS: MPSCNNConvolutionGradient.serializeWeightsAndBiases
+        """
+        return self._serialize_weights_and_biases
+
+    @serialize_weights_and_biases.setter
+    def serialize_weights_and_biases(self, bint value):
+        self._serialize_weights_and_biases = value
 
     def _mpsx_arguments(self):
         return (_saved_data_source(self),)
