@@ -519,6 +519,7 @@ cdef class CNNLoss(CNNKernel):
     MPS: MPSCNNLoss
     """
     cdef CCNNLoss* loss
+    cdef vector[shared_ptr[CCNNLossLabels]] _items  # encode_batch's, kept to reuse its memory
 
     def __init__(self, Device device not None, CNNLossDescriptor loss_descriptor not None):
         cdef shared_ptr[CCNNLoss] kernel = make_native[CCNNLoss](device.shared(), loss_descriptor.desc)
@@ -555,18 +556,19 @@ cdef class CNNLoss(CNNKernel):
 
         MPS: -[MPSCNNLoss encodeBatchToCommandBuffer:sourceImages:labels:destinationImages:]
         """
-        cdef vector[shared_ptr[CCNNLossLabels]] items
-        _labels_batch(labels, items, "labels")
+        cdef CCNNLoss* kernel = self.loss_kernel()
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef shared_ptr[CImage] gradient
         cdef CommandBufferMark mark = command_buffer.native().mark()
         try:
-            gradient = self.loss_kernel().encode(command_buffer.native()[0],
-                                                 image_of(_batch_of(command_buffer, source_images)), items.data(),
-                                                 items.size(), destination)
+            _labels_batch(labels, self._items, "labels")
+            gradient = kernel.encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
+                                     self._items.data(), self._items.size(), destination)
         except BaseException:
             command_buffer.native().discard_since(mark)
             raise
+        finally:
+            self._items.clear()
         return wrap_image_batch(gradient)
 
     def destination_image_descriptor(self, source_images, source_states=None):

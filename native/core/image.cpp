@@ -325,14 +325,13 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
   } else {
     command_buffer.check_encodable();
     batch = make_pooled<Image>(first.device_ptr(), d);
-    std::vector<std::shared_ptr<Image>> sources(items);
-    command_buffer.record([batch, sources = std::move(sources)](ExecutionContext& context) {
-      int64_t at = 0;
-      for (const auto& item : sources) {
-        context.copy_images(*item, *batch, at);
-        at += item->number_of_images();
-      }
-    });
+    // A command per item, in the command buffer's own memory: no list to
+    // allocate per call.
+    int64_t at = 0;
+    for (const auto& item : items) {
+      command_buffer.record([batch, item, at](ExecutionContext& context) { context.copy_images(*item, *batch, at); });
+      at += item->number_of_images();
+    }
     for (const auto& item : items) item->buffer_->will_read(command_buffer);
     batch->buffer_->will_write(command_buffer);
     batch->identity_ = identity;

@@ -255,19 +255,16 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
   result->buffer()->will_write(command_buffer);
   loss->buffer()->will_write(command_buffer);
   if (count > 1) {
-    std::vector<std::shared_ptr<Image>> outputs;
-    outputs.reserve(count);
-    for (size_t i = 0; i < count; ++i) outputs.push_back(labels[i]->loss_image());
     loss->buffer()->will_read(command_buffer);
-    for (const auto& output : outputs) output->buffer()->will_write(command_buffer);
-    command_buffer.record([loss, outputs = std::move(outputs)](ExecutionContext& context) {
-      int64_t at = 0;
-      for (const auto& output : outputs) {
-        const Image view(*loss, at, output->number_of_images());
-        context.copy_images(view, *output, 0);
-        at += output->number_of_images();
-      }
-    });
+    int64_t at = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const std::shared_ptr<Image>& output = labels[i]->loss_image();
+      output->buffer()->will_write(command_buffer);
+      command_buffer.record([loss, output, at](ExecutionContext& context) {
+        context.copy_images(Image(*loss, at, output->number_of_images()), *output, 0);
+      });
+      at += output->number_of_images();
+    }
   }
   return result;
 }
