@@ -165,15 +165,20 @@ inline bool wait_until_all_idle(double seconds) {
 // Once the exit gave up on command buffers still running (finalizing set):
 // the process is to end at exit() with its status, before the destructors of
 // the libraries whose code the queues' threads still run. False while a
-// runtime thread is in Python, which the interpreter cannot end under it:
-// the caller then ends the process at once.
+// runtime thread is in Python, which the interpreter cannot end under it,
+// and where the C library cannot pass exit()'s status to a handler (macOS has
+// no on_exit): the caller then ends the process at once.
 inline bool end_at_exit() {
+#if defined(__GLIBC__)
   if (python_calls().load() > 0) return false;
   on_exit([](int status, void*) {
     std::fflush(nullptr);
     _exit(status);
   }, nullptr);
   return true;
+#else
+  return false;
+#endif
 }
 
 // A host step that calls `step()` in Python; a Python exception fails the

@@ -358,8 +358,11 @@ def _drain_at_exit():
     if end_at_exit():
         sys.stderr.write(message + "\n")
         return
-    # A completed handler or data source update runs Python code, which the interpreter would end under it.
-    sys.stderr.write(message + "; one runs Python code: the process ends now, with status 1\n")
+    # A completed handler or data source update runs Python code, which the interpreter would end under it, or
+    # the C library cannot keep exit()'s status (macOS).
+    sys.stderr.write(message + "; the process ends now, with status 1 (" +
+                     ("this C library cannot end it at exit with its status" if sys.platform == "darwin" else
+                      "a completed handler or data source update runs Python code") + ")\n")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)
