@@ -48,6 +48,7 @@ set(dnnl_DIR "${MPSX_MACOS_OVERLAY}/dnnl")
 set(OpenMP_CXX_FLAGS "-Xclang -fopenmp -I${MPSX_MACOS_OVERLAY}/include")
 set(OpenMP_CXX_LIB_NAMES omp)
 set(OpenMP_omp_LIBRARY "${MPSX_MACOS_OVERLAY}/lib/libomp.tbd")
+list(PREPEND CMAKE_MODULE_PATH "${CMAKE_CURRENT_LIST_DIR}/macos")  # FindPython: the extension suffix
 file(GLOB MPSX_MACOS_PYTHON_INCLUDE "${MPSX_MACOS_OVERLAY}/python/include/python3*")
 set(Python_INCLUDE_DIR "${MPSX_MACOS_PYTHON_INCLUDE}")
 set(CMAKE_FIND_ROOT_PATH "${MPSX_MACOS_SDK}" "${MPSX_MACOS_OVERLAY}")

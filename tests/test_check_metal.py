@@ -6,6 +6,7 @@ passes. Runs where MPSX_MACOS_SDK names an SDK and Debian's clang-19, lld-19 and
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -68,3 +69,37 @@ def test_what_exists_links(tmp_path):
     assert syntax.returncode == 0, syntax.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("passed")
+
+
+def test_check_macho_rehashes_the_signature(tmp_path):
+    """tools/check_macho.py re-hashes every page of an arm64 library against its ad hoc signature: a library that
+    llvm-install-name-tool rewrote (and re-signed) passes, one with a byte changed after signing fails."""
+    build = os.environ.get("MPSX_MACOS_BUILD", os.path.join(ROOT, "build", "macos"))
+    runtime = os.path.join(build, "arm64", "libmpsx_runtime.dylib")
+    if not os.path.exists(runtime):
+        subprocess.run(["bash", f"{ROOT}/tools/check_metal.sh"], check=True, capture_output=True, timeout=1800)
+
+    def check(path):
+        return subprocess.run([sys.executable, f"{ROOT}/tools/check_macho.py", "--arch", "arm64", str(path)],
+                              capture_output=True, text=True)
+
+    renamed = tmp_path / "renamed.dylib"
+    shutil.copy(runtime, renamed)
+    subprocess.run(["/usr/lib/llvm-19/bin/llvm-install-name-tool", "-id", "@rpath/libmpsx_renamed.dylib",
+                    str(renamed)], check=True)
+    done = check(renamed)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith(": ok"), done.stdout
+    changed = tmp_path / "changed.dylib"
+    data = bytearray(renamed.read_bytes())
+    data[3 * 4096 + 100] ^= 0xFF  # a byte of the fourth page, in the code
+    changed.write_bytes(bytes(data))
+    done = check(changed)
+    assert done.returncode == 1
+    assert "page hashes do not match the file (first: page 3)" in done.stdout, done.stdout
+    moved = tmp_path / "moved.dylib"
+    shutil.copy(runtime, moved)
+    subprocess.run(["/usr/lib/llvm-19/bin/llvm-install-name-tool", "-change", "@rpath/libdnnl.3.dylib",
+                    "/opt/homebrew/lib/libdnnl.3.dylib", str(moved)], check=True)
+    done = check(moved)
+    assert done.returncode == 1 and "loads /opt/homebrew/lib/libdnnl.3.dylib, a path outside macOS" in done.stdout, \
+        done.stdout

@@ -6,7 +6,8 @@ see them:
 
 - a thin 64-bit Mach-O of the architecture, a dylib or a bundle, built for macOS (LC_BUILD_VERSION) 12.0;
 - its install name (a library's) and every library it loads are @rpath/, @loader_path/ or /usr/lib and
-  /System/Library paths (a path of this machine would not be found on a Mac); its rpaths are @loader_path ones;
+  /System/Library paths (a path of the build machine, or Homebrew's, is not on the user's Mac); its rpaths are
+  @loader_path ones;
 - every symbol it imports is bound to one of the libraries it loads, except, with --python-module, the Python C API
   (_Py*, __Py*), which the host process provides and which it looks up by name (-undefined dynamic_lookup);
 - its ad hoc code signature is valid: a CodeDirectory whose hash of each page is the SHA-256 of that page as the file
@@ -101,7 +102,8 @@ def check(path, arch, python_module):
     rpaths = re.findall(r"cmd LC_RPATH\n.*?path (\S+)", commands, re.S)
     problems += [f"rpath {r} is not @loader_path-relative" for r in rpaths if not r.startswith("@loader_path")]
     names = re.findall(r"cmd LC_(?:ID|LOAD|LOAD_WEAK|REEXPORT)_DYLIB\n.*?name (\S+)", commands, re.S)
-    problems += [f"loads {n}, which a Mac would not find" for n in names if not LOADABLE.match(n)]
+    problems += [f"loads {n}, a path outside macOS itself (a wheel's libraries load through @rpath or @loader_path)"
+                 for n in names if not LOADABLE.match(n)]
 
     # llvm-nm -m: "(undefined) [weak] external NAME (from LIBRARY)", or "(dynamically looked up)" when flat.
     flat = [m[1] for m in re.finditer(r"external (\S+)(?: \((from \S+|dynamically looked up)\))?$",
