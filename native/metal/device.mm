@@ -242,7 +242,13 @@ std::vector<std::unique_ptr<Backend>> enumerate() {
   // MPS runs on Apple GPUs with unified memory: the host-access rules of
   // shared storage above assume it.
   id<MTLDevice> device = MTLCreateSystemDefaultDevice();
-  if (device && device.hasUnifiedMemory && MPSSupportsMTLDevice(device))
+  if (!device)
+    report_backend_unavailable("metal", "MTLCreateSystemDefaultDevice found no Metal device");
+  else if (!device.hasUnifiedMemory)
+    report_backend_unavailable("metal", std::string(device.name.UTF8String) + " has no unified memory");
+  else if (!MPSSupportsMTLDevice(device))
+    report_backend_unavailable("metal", std::string("MPSSupportsMTLDevice says no for ") + device.name.UTF8String);
+  else
     list.push_back(std::make_unique<MetalBackend>(device));
   return list;
 }
