@@ -1,5 +1,7 @@
 #include "mpsx/graph.h"
 
+#include "compiler.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
@@ -11,8 +13,6 @@
 #include "mpsx/device.h"
 #include "mpsx/distributed.h"
 #include "mpsx/errors.h"
-#include "mpsx/graph/arithmetic.h"
-#include "mpsx/graph/neuron.h"
 #include "mpsx/kernel.h"
 #include "mpsx/pool.h"
 
@@ -116,11 +116,6 @@ std::vector<std::shared_ptr<FilterNode>> FilterNode::gradient_filters(
   return made;
 }
 
-std::shared_ptr<FilterNode> FilterNode::gradient_filter(const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
-  auto filters = gradient_filters(gradient_images);
-  return filters.front();
-}
-
 void fail_forward_state(const char* gradient, const char* forward, const StateNode* state) {
   if (!state) fail<TypeMismatchError>(gradient, ": expected the result state of an ", forward, ", given None");
   std::shared_ptr<FilterNode> producer = state->producer();
@@ -142,12 +137,8 @@ void fail_forward_not_compiled(const char* gradient) {
                                 "its state comes from");
 }
 
-// ---------------------------------------------------------------- training graph
+// ---------------------------------------------------------------- graph order
 
-namespace {
-
-// Filters reachable backwards from `last` through source images, producers
-// first (a post-order).
 std::vector<std::shared_ptr<FilterNode>> upstream(const std::shared_ptr<FilterNode>& last, bool through_states) {
   std::vector<std::shared_ptr<FilterNode>> order;
   std::unordered_set<const FilterNode*> seen, open;
@@ -181,69 +172,6 @@ std::vector<std::shared_ptr<FilterNode>> upstream(const std::shared_ptr<FilterNo
     stack.pop_back();
   }
   return order;
-}
-
-}  // namespace
-
-std::vector<std::shared_ptr<FilterNode>> training_graph(const std::shared_ptr<FilterNode>& last,
-                                                        std::shared_ptr<ImageNode> source_gradient,
-                                                        const TrainingNodeHandler& handler) {
-  if (!last) fail<TypeMismatchError>("training_graph: expected a filter node, given None");
-  if (last->is_gradient())
-    fail<TypeMismatchError>(last->class_name(), ": training_graph starts at the last inference filter, given a "
-                                                "gradient filter");
-  const std::vector<std::shared_ptr<FilterNode>> forward = upstream(last, false);
-  // The gradient of each image so far, summed as they arrive.
-  std::unordered_map<const ImageNode*, std::shared_ptr<ImageNode>> gradients;
-  std::vector<std::shared_ptr<FilterNode>> termini;
-  std::unordered_set<const FilterNode*> consumed;  // gradient filters whose result feeds another
-  std::vector<std::shared_ptr<FilterNode>> made;
-
-  auto add_gradient = [&](const std::shared_ptr<ImageNode>& image, std::shared_ptr<ImageNode> gradient,
-                          const std::shared_ptr<FilterNode>& inference) {
-    auto& sum = gradients[image.get()];
-    if (!sum) {
-      sum = std::move(gradient);
-    } else {  // an image read by several filters: its gradients add up
-      auto addition = make_addition_node(sum, gradient);
-      addition->training_style = inference->training_style;
-      for (const auto& g : {sum, gradient})
-        if (auto p = g->producer()) consumed.insert(p.get());
-      made.push_back(addition);
-      if (handler) handler(addition, inference, image, sum);
-      sum = addition->result_image();
-    }
-  };
-
-  // The gradient of `last`'s result: the one given, or its result itself.
-  gradients[last->result_image().get()] = source_gradient ? std::move(source_gradient) : last->result_image();
-  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
-    const std::shared_ptr<FilterNode>& f = *it;
-    auto found = gradients.find(f->result_image().get());
-    std::shared_ptr<ImageNode> gradient = found == gradients.end() ? nullptr : found->second;
-    if (!gradient) continue;  // nothing downstream asked for this filter's gradient
-    if (f == last && f->result_is_gradient()) {
-      // A loss or initial gradient: that gradient is its source's.
-      add_gradient(f->sources().front(), gradient, f);
-      continue;
-    }
-    if (auto p = gradient->producer()) consumed.insert(p.get());
-    std::vector<std::shared_ptr<FilterNode>> filters = f->gradient_filters({gradient});
-    for (size_t i = 0; i < filters.size(); ++i) {
-      const std::shared_ptr<FilterNode>& g = filters[i];
-      const std::shared_ptr<ImageNode>& source = f->sources()[std::min(i, f->sources().size() - 1)];
-      made.push_back(g);
-      if (handler) {
-        handler(g, f, source, gradient);
-      } else {
-        g->result_image()->handle = source->handle;
-      }
-      if (!source->stop_gradient && source->producer()) add_gradient(source, g->result_image(), f);
-    }
-  }
-  for (const auto& g : made)
-    if (!consumed.count(g.get())) termini.push_back(g);
-  return termini;
 }
 
 // ---------------------------------------------------------------- NNGraph
@@ -332,82 +260,26 @@ class GraphImageAllocator final : public ImageAllocator {
   std::vector<std::shared_ptr<Image>> free_;
 };
 
-namespace {
-
-// The fusions of a graph's filters: a neuron after a filter that fuses one
-// runs in that filter's step, and the neuron's gradient in the filter's
-// gradient, where nothing else reads the images between them.
-struct Fusions {
-  std::unordered_map<const FilterNode*, const NeuronDescriptor*> neuron;  // of each fusing filter
-  std::unordered_set<const FilterNode*> absorbed;                          // the neurons and their gradients
-  // Images that are not made: each stands for another (the fused filter
-  // writes the neuron's result; its gradient reads the neuron's source
-  // gradient).
-  std::unordered_map<const ImageNode*, std::shared_ptr<ImageNode>> alias;
-
-  std::shared_ptr<ImageNode> resolve(std::shared_ptr<ImageNode> image) const {
-    for (auto it = alias.find(image.get()); it != alias.end(); it = alias.find(image.get())) image = it->second;
-    return image;
-  }
-};
-
-Fusions find_fusions(const std::vector<std::shared_ptr<FilterNode>>& filters,
-                     const std::unordered_set<const ImageNode*>& needed_results) {
-  std::unordered_map<const ImageNode*, std::vector<FilterNode*>> readers;
-  for (const auto& f : filters)
-    for (const auto& s : f->sources()) readers[s.get()].push_back(f.get());
-  auto kept_in_graph = [&](const ImageNode& image) {
-    return !image.export_from_graph && !image.synchronize_resource && !needed_results.count(&image);
-  };
-  auto state_kept_in_graph = [](const StateNode& state) { return !state.export_from_graph && !state.synchronize_resource; };
-  Fusions fusions;
-  for (const auto& f : filters) {
-    if (f->is_gradient() || !f->fuses_neuron()) continue;
-    const std::shared_ptr<ImageNode> result = f->result_image();
-    if (!kept_in_graph(*result)) continue;
-    // One neuron reads the result; the others reading it are that neuron's
-    // gradients, each read by nothing but this filter's gradient.
-    CNNNeuronNode* neuron = nullptr;
-    std::vector<std::pair<CNNNeuronGradientNode*, const FilterNode*>> gradients;
-    bool fusable = true;
-    for (FilterNode* reader : readers[result.get()]) {
-      if (auto* n = dynamic_cast<CNNNeuronNode*>(reader)) {
-        fusable = fusable && !neuron;
-        neuron = n;
-      } else if (auto* g = dynamic_cast<CNNNeuronGradientNode*>(reader)) {
-        const std::vector<FilterNode*>& next = readers[g->result_image().get()];
-        const FilterNode* forward_gradient = next.size() == 1 ? next[0] : nullptr;
-        fusable = fusable && g->sources()[1] == result && forward_gradient && forward_gradient->fuses_neuron() &&
-                  forward_gradient->is_gradient() && forward_gradient->sources()[0] == g->result_image() &&
-                  forward_gradient->source_states()[0]->producer() == f && kept_in_graph(*g->result_image()) &&
-                  !fusions.neuron.count(forward_gradient);
-        gradients.emplace_back(g, forward_gradient);
-      } else {
-        fusable = false;
-      }
-    }
-    if (!fusable || !neuron) continue;
-    const std::vector<std::shared_ptr<StateNode>> states = neuron->result_states();
-    for (const auto& [g, forward_gradient] : gradients)
-      fusable = fusable && g->source_states()[0] == states[0] && g->descriptor() == neuron->descriptor();
-    if (!fusable || !state_kept_in_graph(*states[0])) continue;
-    fusions.neuron[f.get()] = &neuron->descriptor();
-    fusions.alias[result.get()] = neuron->result_image();
-    fusions.absorbed.insert(neuron);
-    for (const auto& [g, forward_gradient] : gradients) {
-      fusions.neuron[forward_gradient] = &neuron->descriptor();
-      fusions.alias[g->result_image().get()] = g->sources()[0];
-      fusions.absorbed.insert(g);
-    }
-  }
-  return fusions;
-}
-
-}  // namespace
-
 NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<ImageNode>> results,
                  std::vector<bool> results_are_needed)
     : device_(std::move(device)), results_(std::move(results)), results_needed_(std::move(results_are_needed)) {
+  check_results();
+  std::unordered_set<const FilterNode*> required;
+  const std::vector<std::shared_ptr<FilterNode>> kept = required_filters(required);
+  const Fusions fusions = find_fusions(kept, needed_results());
+  for (const auto& f : kept)
+    if (!fusions.absorbed.count(f.get())) filters_.push_back(f);
+  fused_count_ = fusions.absorbed.size();
+  SlotNumbering numbering{required, source_images_, source_image_slots_, source_states_, source_state_slots_};
+  std::vector<StepSlots> slots = assign_source_slots(numbering, fusions);
+  assign_result_slots(slots, numbering, fusions);
+  plan_memory(slots, numbering.images.size());
+  compile_steps(slots);
+  values_.images.resize(numbering.images.size());
+  values_.states.resize(numbering.states.size());
+}
+
+void NNGraph::check_results() const {
   if (!device_) fail<TypeMismatchError>("NNGraph: expected a Device, given None");
   if (results_.empty()) fail<ArgumentError>("NNGraph: expected at least one result image, given none");
   if (results_needed_.size() != results_.size())
@@ -417,16 +289,26 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     if (!r) fail<TypeMismatchError>("NNGraph: expected NNImageNode results, given None");
     if (!r->producer()) fail<ArgumentError>("NNGraph: a result image is a source image: no filter writes it");
   }
-  // Every filter the results reach, producers first; then the required
-  // ones: those writing a needed result, those updating weights and the
-  // trainable gradient filters filling an exported state with the weights'
-  // gradients (training style NONE), with every filter they read from.
+}
+
+std::unordered_set<const ImageNode*> NNGraph::needed_results() const {
+  std::unordered_set<const ImageNode*> needed;
+  for (size_t i = 0; i < results_.size(); ++i)
+    if (results_needed_[i]) needed.insert(results_[i].get());
+  return needed;
+}
+
+// Every filter the results reach, producers first; of them, the required
+// ones: those writing a needed result, those updating weights and the
+// trainable gradient filters filling an exported state with the weights'
+// gradients (training style NONE), with every filter they read from.
+std::vector<std::shared_ptr<FilterNode>> NNGraph::required_filters(
+    std::unordered_set<const FilterNode*>& required) const {
   std::vector<std::shared_ptr<FilterNode>> all;
   std::unordered_set<const FilterNode*> listed;
   for (const auto& r : results_)
     for (auto& f : upstream(r->producer(), true))
       if (listed.insert(f.get()).second) all.push_back(std::move(f));
-  std::unordered_set<const FilterNode*> required;
   std::vector<const FilterNode*> pending;
   for (size_t i = 0; i < results_.size(); ++i)
     if (results_needed_[i]) pending.push_back(results_[i]->producer().get());
@@ -453,69 +335,50 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
   if (kept.empty())
     fail<ArgumentError>("NNGraph: nothing to encode: no result is needed, and no gradient filter updates weights or "
                         "fills an exported state");
-  std::unordered_set<const ImageNode*> needed_results;
-  for (size_t i = 0; i < results_.size(); ++i)
-    if (results_needed_[i]) needed_results.insert(results_[i].get());
-  const Fusions fusions = find_fusions(kept, needed_results);
-  for (const auto& f : kept)
-    if (!fusions.absorbed.count(f.get())) filters_.push_back(f);
-  fused_count_ = fusions.absorbed.size();
+  return kept;
+}
 
-  // Slots: every image and state node the required filters read or write.
-  std::unordered_map<const ImageNode*, size_t> image_slots;
-  std::unordered_map<const StateNode*, size_t> state_slots;
-  std::unordered_set<const StateNode*> read_states;
-  std::vector<bool> written_slots;
-  auto image_slot = [&](const std::shared_ptr<ImageNode>& node) {
-    auto [it, added] = image_slots.emplace(node.get(), image_slots.size());
-    if (added && !(node->producer() && required.count(node->producer().get()))) {
-      source_images_.push_back(node);
-      source_image_slots_.push_back(it->second);
-    }
-    return it->second;
-  };
-  auto state_slot = [&](const std::shared_ptr<StateNode>& node) {
-    auto [it, added] = state_slots.emplace(node.get(), state_slots.size());
-    if (added && !(node->producer() && required.count(node->producer().get()))) {
-      source_states_.push_back(node);
-      source_state_slots_.push_back(it->second);
-    }
-    return it->second;
-  };
-  for (const auto& f : filters_)
-    for (const auto& s : f->source_states()) read_states.insert(s.get());
+// The slots each step reads: its source images (a fused neuron's result
+// read as the filter's) and states.
+std::vector<StepSlots> NNGraph::assign_source_slots(SlotNumbering& numbering, const Fusions& fusions) {
   std::vector<StepSlots> slots(filters_.size());
   for (size_t i = 0; i < filters_.size(); ++i) {
-    const auto& f = filters_[i];
     StepSlots& s = slots[i];
     s.device = device_;
-    for (const auto& source : f->sources()) s.sources.push_back(image_slot(fusions.resolve(source)));
-    for (const auto& state : f->source_states()) s.source_states.push_back(state_slot(state));
+    for (const auto& source : filters_[i]->sources()) s.sources.push_back(numbering.image(fusions.resolve(source)));
+    for (const auto& state : filters_[i]->source_states()) s.source_states.push_back(numbering.state(state));
   }
-  std::unordered_set<const ImageNode*> read_images;
-  for (const auto& f : filters_)
+  return slots;
+}
+
+// The slots each step writes, whether anything reads them, and what the
+// caller gets: exported images and states, the results, the images and
+// states to synchronize.
+void NNGraph::assign_result_slots(std::vector<StepSlots>& slots, SlotNumbering& numbering, const Fusions& fusions) {
+  std::unordered_set<const StateNode*> read_states;
+  std::unordered_set<const ImageNode*> read_images = needed_results();
+  for (const auto& f : filters_) {
+    for (const auto& s : f->source_states()) read_states.insert(s.get());
     for (const auto& source : f->sources()) read_images.insert(fusions.resolve(source).get());
-  for (size_t i = 0; i < results_.size(); ++i)
-    if (results_needed_[i]) read_images.insert(results_[i].get());
+  }
   for (size_t i = 0; i < filters_.size(); ++i) {
     const auto& f = filters_[i];
     StepSlots& s = slots[i];
     const std::shared_ptr<ImageNode> result = fusions.resolve(f->result_image());
-    s.result = image_slot(result);
+    s.result = numbering.image(result);
     step_formats_.push_back(result->format);
     s.result_needed = read_images.count(result.get()) || result->export_from_graph || result->synchronize_resource;
     for (const auto& state : f->result_states()) {
       const bool wanted = read_states.count(state.get()) || state->export_from_graph;
-      s.result_states.push_back(wanted ? state_slot(state) : kNoSlot);
+      s.result_states.push_back(wanted ? numbering.state(state) : kNoSlot);
       if (state->export_from_graph) {
         result_states_.push_back(state);
-        result_state_slots_.push_back(state_slots.at(state.get()));
+        result_state_slots_.push_back(numbering.states.at(state.get()));
       }
+      if (state->synchronize_resource && numbering.states.count(state.get()))
+        synchronized_states_.push_back(numbering.states.at(state.get()));
     }
     if (result->synchronize_resource) synchronized_images_.push_back(s.result);
-    for (const auto& state : f->result_states())
-      if (state->synchronize_resource && state_slots.count(state.get()))
-        synchronized_states_.push_back(state_slots.at(state.get()));
     if (result->export_from_graph && result != results_[0]) {
       intermediate_images_.push_back(result);
       intermediate_slots_.push_back(s.result);
@@ -526,19 +389,21 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
   for (size_t i = 1; i < results_.size(); ++i)
     if (results_needed_[i] && !results_[i]->export_from_graph) {
       intermediate_images_.push_back(results_[i]);
-      intermediate_slots_.push_back(image_slots.at(results_[i].get()));
+      intermediate_slots_.push_back(numbering.images.at(results_[i].get()));
     }
-  result_slot_ = results_needed_[0] ? image_slots.at(results_[0].get()) : kNoSlot;
+  result_slot_ = results_needed_[0] ? numbering.images.at(results_[0].get()) : kNoSlot;
+}
 
-  // The memory plan: an image the caller never sees is released after the
-  // last step that reads it (or after the step writing it, if none does);
-  // an in-place filter takes its source's storage when it is its last reader.
-  std::vector<bool> kept_for_caller(image_slots.size(), false);
+// The memory plan: an image the caller never sees is released after the
+// last step that reads it (or after the step writing it, if none does);
+// an in-place filter takes its source's storage when it is its last reader.
+void NNGraph::plan_memory(const std::vector<StepSlots>& slots, size_t image_count) {
+  std::vector<bool> kept_for_caller(image_count, false);
   for (size_t slot : source_image_slots_) kept_for_caller[slot] = true;
   for (size_t slot : intermediate_slots_) kept_for_caller[slot] = true;
   for (size_t slot : synchronized_images_) kept_for_caller[slot] = true;
   if (result_slot_ != kNoSlot) kept_for_caller[result_slot_] = true;
-  std::vector<size_t> last_step(image_slots.size(), kNoSlot);
+  std::vector<size_t> last_step(image_count, kNoSlot);
   for (size_t i = 0; i < filters_.size(); ++i) {
     last_step[slots[i].result] = i;
     for (size_t slot : slots[i].sources) last_step[slot] = i;
@@ -554,7 +419,11 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     else
       released_after_[i].push_back(slot);
   }
+}
 
+// Each filter makes its step's kernels; a gradient filter finds its forward
+// filter's kernel among those made before it.
+void NNGraph::compile_steps(std::vector<StepSlots>& slots) {
   allocator_ = std::make_shared<GraphImageAllocator>();
   std::unordered_map<const FilterNode*, std::shared_ptr<Kernel>> kernels;
   for (size_t i = 0; i < filters_.size(); ++i) {
@@ -563,8 +432,6 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
     steps_.push_back(filters_[i]->compile(slots[i]));
     slots[i].kernels = nullptr;
   }
-  values_.images.resize(image_slots.size());
-  values_.states.resize(state_slots.size());
 }
 
 void NNGraph::set_format(DataType format) {

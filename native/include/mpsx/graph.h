@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -182,7 +183,6 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // -gradientFilterWithSources: / -gradientFiltersWithSources:, the forward
   // source images and result states wired in. Gradient filters throw.
   virtual bool is_gradient() const { return false; }
-  std::shared_ptr<FilterNode> gradient_filter(const std::vector<std::shared_ptr<ImageNode>>& gradient_images);
   std::vector<std::shared_ptr<FilterNode>> gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images);
 
@@ -288,8 +288,16 @@ std::vector<std::shared_ptr<FilterNode>> training_graph(const std::shared_ptr<Fi
                                                         std::shared_ptr<ImageNode> source_gradient,
                                                         const TrainingNodeHandler& handler);
 
+// The filters `last` depends on through their source images (and, with
+// through_states, their source states), `last` included, producers first (a
+// post-order). ArgumentError for a cycle.
+std::vector<std::shared_ptr<FilterNode>> upstream(const std::shared_ptr<FilterNode>& last, bool through_states);
+
 // MPSNNGraph: compiled at construction from the filters that the needed
 // results and the weight updates require.
+struct Fusions;
+struct SlotNumbering;
+
 class NNGraph {
  public:
   // initWithDevice:resultImages:resultsAreNeeded: (one result: the
@@ -343,6 +351,16 @@ class NNGraph {
   void set_data_parallel(std::shared_ptr<Communicator> communicator);
 
  private:
+  // The compiler's phases, in the constructor's order (graph.cpp), and what
+  // they share.
+  void check_results() const;
+  std::vector<std::shared_ptr<FilterNode>> required_filters(std::unordered_set<const FilterNode*>& required) const;
+  std::vector<StepSlots> assign_source_slots(SlotNumbering& numbering, const Fusions& fusions);
+  void assign_result_slots(std::vector<StepSlots>& slots, SlotNumbering& numbering, const Fusions& fusions);
+  void plan_memory(const std::vector<StepSlots>& slots, size_t image_count);
+  void compile_steps(std::vector<StepSlots>& slots);
+  std::unordered_set<const ImageNode*> needed_results() const;
+
   std::shared_ptr<Device> device_;
   std::vector<std::shared_ptr<ImageNode>> results_;
   std::vector<bool> results_needed_;
