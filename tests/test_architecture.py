@@ -76,7 +76,7 @@ def missing(paths):
 
 
 def test_the_families_and_their_exceptions_are_what_the_headers_say():
-    assert len(FAMILIES) >= 16, FAMILIES
+    assert FAMILIES, f"no headers in {KERNEL_HEADERS}"
     for header, why in NOT_FAMILIES.items():
         text = read(KERNEL_HEADERS / f"{header}.h")
         assert "class_name()" not in text and "family =" not in text, f"kernels/{header}.h declares a kernel: {why}?"
