@@ -152,6 +152,7 @@ def test_every_family_has_its_tests(family):
         return
     nodes = [n for n in public_names(family) if n.endswith("Node")]
     if family in GRAPH_TESTED_IN_TEST_GRAPH:
-        assert any(n in read("tests/test_graph.py") for n in nodes), f"{family}: tests/test_graph.py uses none of {nodes}"
+        assert any(n in read("tests/test_graph.py") for n in nodes), \
+            f"{family}: tests/test_graph.py uses none of {nodes}"
     else:
         assert not missing([f"tests/test_graph_{family}.py"]), f"{family}: no tests/test_graph_{family}.py"
