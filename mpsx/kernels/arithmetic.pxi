@@ -258,39 +258,6 @@ cdef class CNNArithmeticGradient(CNNGradientKernel):
     def _mpsx_arguments(self):
         return (self.is_secondary_source_filter,)
 
-    def encode(self, CommandBuffer command_buffer not None, Image source_gradient not None,
-               Image source_image not None, State gradient_state not None, Image destination_gradient=None):
-        """Encodes the gradient for this filter's forward image from ``source_gradient`` (the gradient of the forward
-        result), ``source_image`` (see the class) and the forward encode's ``gradient_state``; returns
-        ``destination_gradient`` or a new image the size of that forward image.
-
-        MPS: -[MPSCNNGradientKernel encodeToCommandBuffer:sourceGradient:sourceImage:gradientState:destinationGradient:]
-        """
-        cdef shared_ptr[CImage] destination
-        if destination_gradient is not None:
-            destination = destination_gradient.shared()
-        return wrap_image(self.arithmetic().encode(command_buffer.native()[0], source_gradient.shared(),
-                                                   source_image.shared(), gradient_state.shared(), destination))
-
-    def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images,
-                     gradient_states, destination_gradients=None):
-        """``encode`` over batches (ImageBatches or lists of Images); returns an ImageBatch.
-
-        MPS: -[MPSCNNGradientKernel encodeBatchToCommandBuffer:sourceGradients:sourceImages:gradientStates:destinationGradients:]
-        """
-        cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
-        cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
-        cdef shared_ptr[CImage] result
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            result = self.arithmetic().encode(
-                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
-                image_of(_batch_of(command_buffer, source_images)), state, destination)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
-        return wrap_image_batch(result)
-
     @property
     def is_secondary_source_filter(self):
         """Whether this filter makes the gradient for the secondary forward image.

@@ -147,24 +147,15 @@ const GradientState& CNNArithmeticGradient::gradient_state_of(const State& state
   return s->view(secondary_filter_);
 }
 
-std::shared_ptr<Image> CNNArithmeticGradient::encode(CommandBuffer& command_buffer,
-                                                     const std::shared_ptr<Image>& source_gradient,
-                                                     const std::shared_ptr<Image>& source_image,
-                                                     const std::shared_ptr<State>& gradient_state,
-                                                     const std::shared_ptr<Image>& destination_gradient) {
-  check_command_buffer(command_buffer);
-  if (source_image && gradient_state) {
-    auto* s = dynamic_cast<const ArithmeticGradientState*>(gradient_state.get());
-    if (s && s->encoded) {
-      bool second = reads_secondary_image();
-      if (source_image->identity() != (second ? s->secondary_identity : s->primary_identity))
-        fail<StateError>(class_name(), ": source_image must be the forward ", second ? "secondary" : "primary",
-                         " image of the encode that made this ", s->class_name(), " (the ",
-                         secondary_filter_ ? "secondary" : "primary", " filter of ", forward_name(operation_),
-                         " reads the forward ", second ? "secondary" : "primary", " image)");
-    }
-  }
-  return GradientKernel::encode(command_buffer, source_gradient, source_image, gradient_state, destination_gradient);
+void CNNArithmeticGradient::check_source_image(State& state, const GradientState& view,
+                                               const Image& source_image) const {
+  const ArithmeticGradientState& s = *static_cast<const ArithmeticGradientState::View&>(view).owner;
+  const bool second = reads_secondary_image();
+  if (source_image.identity() != (second ? s.secondary_identity : s.primary_identity))
+    fail<StateError>(class_name(), ": source_image must be the forward ", second ? "secondary" : "primary",
+                     " image of the encode that made this ", state.class_name(), " (the ",
+                     secondary_filter_ ? "secondary" : "primary", " filter of ", forward_name(operation_),
+                     " reads the forward ", second ? "secondary" : "primary", " image)");
 }
 
 void CNNArithmeticGradient::check(const Image& source_gradient, const Image& source_image,

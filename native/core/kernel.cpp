@@ -764,13 +764,17 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   if (g.forward_class && forward_class_name() != g.forward_class)
     fail<TypeMismatchError>(class_name(), ": expected the state of an ", forward_class_name(),
                             " forward encode, given one of an ", g.forward_class);
+  check_source_image(*state, g, *source_image);
+  check(*source_gradient, *source_image, g);
+}
+
+void GradientKernel::check_source_image(State& state, const GradientState& forward, const Image& source_image) const {
   if (gradient_secondary() == GradientSecondary::ForwardSource) {
-    state->check_source(*source_image, class_name());
-  } else if (g.result_identity != source_image->identity()) {
-    fail<StateError>(class_name(), ": this ", state->class_name(), " was made for another batch; pass the result ",
+    state.check_source(source_image, class_name());
+  } else if (forward.result_identity != source_image.identity()) {
+    fail<StateError>(class_name(), ": this ", state.class_name(), " was made for another batch; pass the result ",
                      "images of the forward encode that produced it as the source images");
   }
-  check(*source_gradient, *source_image, g);
 }
 
 void GradientKernel::check_aliasing(const Image& destination_gradient, const Image& source_gradient,

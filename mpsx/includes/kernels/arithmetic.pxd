@@ -36,6 +36,3 @@ cdef extern from "mpsx/kernels/arithmetic.h" namespace "mpsx" nogil:
         bool is_secondary_source_filter()
         float primary_scale, secondary_scale, bias, minimum_value, maximum_value
         int64_t secondary_stride_in_feature_channels
-        shared_ptr[CImage] encode(CCommandBuffer& command_buffer, const shared_ptr[CImage]& source_gradient,
-                                  const shared_ptr[CImage]& source_image, const shared_ptr[CState]& gradient_state,
-                                  const shared_ptr[CImage]& destination_gradient) except +raise_py_error

@@ -29,26 +29,6 @@ class BinaryStep final : public GraphStep {
   size_t primary_, secondary_, result_, state_;
 };
 
-// CNNArithmeticGradient::encode, which checks that the source image is the
-// forward image the filter reads.
-class ArithmeticGradientStep final : public GraphStep {
- public:
-  ArithmeticGradientStep(std::shared_ptr<CNNArithmeticGradient> kernel, const StepSlots& slots)
-      : kernel_(std::move(kernel)),
-        gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
-  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    values.images[result_] =
-        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], values.states[state_], nullptr);
-  }
-
- private:
-  std::shared_ptr<CNNArithmeticGradient> kernel_;
-  size_t gradient_, source_, state_, result_;
-};
-
 void check_operation(ArithmeticOperation operation) {
   if (static_cast<int32_t>(operation) < 0 || operation > ArithmeticOperation::Compare)
     fail<ArgumentError>("an arithmetic node: unknown operation ", static_cast<int32_t>(operation));
@@ -176,7 +156,7 @@ std::unique_ptr<GraphStep> NNArithmeticGradientNode::compile(const StepSlots& sl
   kernel->maximum_value = maximum_value;
   kernel->secondary_stride_in_feature_channels = secondary_stride_in_feature_channels;
   kernel->label = label;
-  return std::make_unique<ArithmeticGradientStep>(std::move(kernel), slots);
+  return gradient_step(std::move(kernel), slots);
 }
 
 std::shared_ptr<FilterNode> make_addition_node(std::shared_ptr<ImageNode> left, std::shared_ptr<ImageNode> right) {

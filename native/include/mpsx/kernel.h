@@ -423,6 +423,10 @@ class GradientKernel : public BinaryKernel {
   // encode's checks of its arguments, for gradient kernels that write no image.
   void check_arguments(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                        const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& gradient_state) const;
+  // Throws StateError unless `source_image` is the image of the forward
+  // encode that made the state: its source (ForwardSource) or its result
+  // (ForwardResult).
+  virtual void check_source_image(State& state, const GradientState& forward, const Image& source_image) const;
   // Checks the images against the forward encode of the state.
   virtual void check(const Image& source_gradient, const Image& secondary_image,
                      const GradientState& state) const;

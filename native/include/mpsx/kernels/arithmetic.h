@@ -118,14 +118,10 @@ class CNNArithmeticGradient : public GradientKernel {
   float minimum_value = -3.402823466e+38f, maximum_value = 3.402823466e+38f;
   int64_t secondary_stride_in_feature_channels = 1;
 
-  // GradientKernel::encode after checking that source_image is the forward
-  // image this filter reads, with a message naming it.
-  std::shared_ptr<Image> encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
-                                const std::shared_ptr<Image>& source_image,
-                                const std::shared_ptr<State>& gradient_state,
-                                const std::shared_ptr<Image>& destination_gradient);
-
  protected:
+  // source_image must be the forward image this filter reads; the message
+  // names it.
+  void check_source_image(State& state, const GradientState& view, const Image& source_image) const override;
   GradientSecondary gradient_secondary() const override;
   const GradientState& gradient_state_of(const State& state) const override;
   void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
