@@ -575,7 +575,7 @@ void CNNFullyConnected::check_source(const Image& source) const {
                      " source image (the kernel size), given ", source.width(), "x", source.height());
 }
 
-ImageDescriptor CNNFullyConnected::destination_descriptor(const Image& source) {
+ImageDescriptor CNNFullyConnected::destination_descriptor(const Image& source, const State*) {
   ImageDescriptor d;
   d.channel_format = source.data_type() == DataType::Float16 ? DataType::Float16 : DataType::Float32;
   d.width = d.height = 1;

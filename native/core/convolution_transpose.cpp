@@ -157,10 +157,10 @@ Offset CNNConvolutionTranspose::source_offset() const {
                 offset.z};
 }
 
-ImageDescriptor CNNConvolutionTranspose::destination_descriptor(const Image& source) {
-  if (coupled_) {
+ImageDescriptor CNNConvolutionTranspose::destination_descriptor(const Image& source, const State* source_state) {
+  if (source_state) {
     // MPSImageSizeEncodingState: the size of the convolution's source.
-    ImageDescriptor d = coupled_->source_descriptor;
+    ImageDescriptor d = static_cast<const ConvolutionGradientState&>(*source_state).source_descriptor;
     d.channel_format = source.data_type() == DataType::Float16 ? DataType::Float16 : DataType::Float32;
     d.feature_channels = descriptor_.output_feature_channels;
     d.number_of_images = source.number_of_images() - offset.z;
@@ -222,16 +222,6 @@ void CNNConvolutionTranspose::undo(const ConvolutionGradientState& state) {
         descriptor_.stride_y, &offset.y, &kernel_offset_y);
 }
 
-namespace {
-// Holds the coupled convolution's state for destination_descriptor while a
-// call lasts.
-struct Coupled {
-  const ConvolutionGradientState*& slot;
-  Coupled(const ConvolutionGradientState*& s, const ConvolutionGradientState* state) : slot(s) { slot = state; }
-  ~Coupled() { slot = nullptr; }
-};
-}  // namespace
-
 UnaryKernel::Encoded CNNConvolutionTranspose::encode(CommandBuffer& command_buffer,
                                                      const std::shared_ptr<Image>& source,
                                                      const std::shared_ptr<State>& convolution_gradient_state,
@@ -244,8 +234,7 @@ UnaryKernel::Encoded CNNConvolutionTranspose::encode(CommandBuffer& command_buff
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(given, *source);
   check_properties();  // undo reads clip_rect
   if (coupled) undo(*coupled);
-  Coupled scope(coupled_, coupled.get());
-  Encoded encoded = UnaryKernel::encode(command_buffer, source, destination, state, want_state);
+  Encoded encoded = UnaryKernel::encode(command_buffer, source, destination, state, want_state, coupled.get());
   if (coupled && encoded.state)
     static_cast<ConvolutionTransposeGradientState&>(*encoded.state).convolution_gradient_state = coupled;
   return encoded;
@@ -261,8 +250,7 @@ ImageDescriptor CNNConvolutionTranspose::destination_image_descriptor(
   Restore<Offset> kept_offset(offset);
   Restore<int64_t> kept_x(kernel_offset_x), kept_y(kernel_offset_y);
   if (coupled) undo(*coupled);
-  Coupled scope(coupled_, coupled.get());
-  return destination_descriptor(source);
+  return destination_descriptor(source, coupled.get());
 }
 
 std::shared_ptr<State> CNNConvolutionTranspose::new_result_state(const Image&) {

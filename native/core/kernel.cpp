@@ -323,7 +323,7 @@ ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
   // The padding policy sets offset for the encode that follows it; a query
   // leaves the kernel as it was.
   Restore<Offset> kept(offset);
-  return destination_descriptor(source);
+  return destination_descriptor(source, nullptr);
 }
 
 std::shared_ptr<State> UnaryKernel::result_state(const Image& source) {
@@ -353,7 +353,8 @@ void UnaryKernel::check_state(const State& state) const {
 
 UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                                          const std::shared_ptr<Image>& destination,
-                                         const std::shared_ptr<State>& given_state, bool want_state) {
+                                         const std::shared_ptr<State>& given_state, bool want_state,
+                                         const State* source_state) {
   check_command_buffer(command_buffer);
   if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
   check_device(*source, "source image");
@@ -380,7 +381,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     result = new_destination(command_buffer, plan_.destination);
     geometry = plan_.geometry;
   } else {
-    ImageDescriptor d = destination_descriptor(*source);
+    ImageDescriptor d = destination_descriptor(*source, source_state);
     result = new_destination(command_buffer, d);
     geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
                        source_offset());

@@ -132,7 +132,7 @@ void CNNUpsampling::check_state(const State& state) const {
                             state.class_name());
 }
 
-ImageDescriptor CNNUpsampling::destination_descriptor(const Image& source) {
+ImageDescriptor CNNUpsampling::destination_descriptor(const Image& source, const State*) {
   // The destination is the upsampled image; destination pixel (x, y) is
   // upsampled pixel offset + (x, y) - clip_rect.origin.
   const int64_t width = checked_mul(source.width(), scale_factor_x(), class_name(), ": upsampled width");

@@ -215,10 +215,11 @@ class UnaryKernel : public Kernel {
   // destination the padding policy sizes a new one and sets offset (the
   // MPS encode that returns an image); with one, offset is used as set.
   // With a state (or want_state) the result state for the gradient is
-  // returned too.
+  // returned too. `source_state` sizes the destination where the family
+  // takes one (destination_descriptor).
   Encoded encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                  const std::shared_ptr<Image>& destination, const std::shared_ptr<State>& state,
-                 bool want_state);
+                 bool want_state, const State* source_state = nullptr);
 
   // -destinationImageDescriptorForSourceImages:sourceStates:, without
   // changing the kernel (the encode that returns an image sets offset). Both
@@ -234,7 +235,10 @@ class UnaryKernel : public Kernel {
   virtual std::shared_ptr<State> new_result_state(const Image& source);
   virtual Window window() const { return Window{}; }
   // The destination an encode without one makes: the padding policy's.
-  virtual ImageDescriptor destination_descriptor(const Image& source) {
+  // `source_state` is what the encode was given to size it by
+  // (MPSImageSizeEncodingState: a convolution transpose's convolution
+  // gradient state), or null; most families take none.
+  virtual ImageDescriptor destination_descriptor(const Image& source, const State* source_state) {
     return apply_padding(source, window(), destination_channels(source));
   }
   // The offset resolve() uses.

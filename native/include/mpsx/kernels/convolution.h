@@ -341,7 +341,7 @@ class CNNFullyConnected : public CNNConvolution {
 
  protected:
   void check_source(const Image& source) const override;
-  ImageDescriptor destination_descriptor(const Image& source) override;
+  ImageDescriptor destination_descriptor(const Image& source, const State* source_state) override;
   Offset source_offset() const override;
 };
 

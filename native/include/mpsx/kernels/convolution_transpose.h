@@ -104,7 +104,9 @@ class CNNConvolutionTranspose : public CNNConvolution {
   int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
   // In the expanded source: below 2^62 once check_properties() passed.
   Offset source_offset() const override;
-  ImageDescriptor destination_descriptor(const Image& source) override;
+  // With a convolution gradient state (the coupled convolution's), the size
+  // of that convolution's source.
+  ImageDescriptor destination_descriptor(const Image& source, const State* source_state) override;
   // Its padding also depends on the coupled convolution and the kernel offsets.
   bool reuses_padding() const override { return false; }
   void check_state(const State& state) const override;
@@ -119,8 +121,6 @@ class CNNConvolutionTranspose : public CNNConvolution {
   // Sets offset and kernel offsets to undo the convolution of `state`.
   void undo(const ConvolutionGradientState& state);
 
-  // The coupled convolution's state during an encode or descriptor query.
-  const ConvolutionGradientState* coupled_ = nullptr;
   PrimitiveCache<ConvolutionTransposeShape, ConvolutionTransposePrimitive> transpose_primitives_;
 };
 

@@ -110,7 +110,7 @@ class CNNUpsampling : public UnaryKernel, public UpsamplingParameters {
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
   void check_state(const State& state) const override;
-  ImageDescriptor destination_descriptor(const Image& source) override;
+  ImageDescriptor destination_descriptor(const Image& source, const State* source_state) override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
