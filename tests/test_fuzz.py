@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 import mpsx
-from fuzz.catalog import Catalog, public_names  # noqa: F401 (public_names: tests/test_docs.py)
+from fuzz.catalog import Catalog
 from fuzz.child import PACKAGE
 from fuzz.config import CASES, SEED
 from fuzz.driver import fuzz, main
