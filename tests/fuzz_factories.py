@@ -1,7 +1,7 @@
 """Valid instances of every public mpsx class, for tests/test_fuzz.py.
 
 FACTORIES maps each public class name to one or more code snippets. A
-snippet runs after test_fuzz.PRELUDE (which defines np, mpsx, rng, dev,
+snippet runs after fuzz.snippets.PRELUDE (which defines np, mpsx, rng, dev,
 device, q, cb, command_buffer, FuzzError and fuzz_raise) and must:
 - bind `obj` to a valid instance of the class (of a concrete subclass for an
   abstract one), made on `dev`, encoding only onto `cb`;

@@ -47,6 +47,20 @@ def tolerance(data_type):
     return 1e-4, 1e-5
 
 
+def finite_difference_gradient(f, x, h=1e-3, indices=None):
+    """The central-difference gradient (f(x + h) - f(x - h)) / 2h of the scalar function f at x, element by
+    element (at the flat `indices` only where given; the rest stays zero), as float64 of x's shape. f gets
+    copies of x of x's dtype: the tests' independent reference for a gradient, numpy only."""
+    x = np.asarray(x)
+    gradient = np.zeros(x.shape)
+    for i in range(x.size) if indices is None else indices:
+        plus, minus = x.copy(), x.copy()
+        plus.flat[i] += h
+        minus.flat[i] -= h
+        gradient.flat[i] = (f(plus) - f(minus)) / (2 * h)
+    return gradient
+
+
 def assert_same_run(device, got, expected, err_msg=""):
     """Two runs of the same computation: equal on cpu; on a GPU within float32 rounding, since cuDNN's
     fastest algorithms (a weight gradient summed with atomics) need not give the same bits twice."""

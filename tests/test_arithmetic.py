@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, tolerance
+from helpers import finite_difference_gradient, read, tolerance
 
 FLT_MAX = np.finfo(np.float32).max
 CT = mpsx.NNComparisonType
@@ -257,17 +257,8 @@ def test_multiply_gradient_finite_differences(device, rng):
     dy = sample(rng, (1, 2, 3, 3)).astype(np.float64)
     got_x, got_y = encode_gradients(device, "multiply", x, y, dy, 2.0, 0.5, (1, 1, 1), (1, 0, 1))
     loss = lambda a, b: float(np.sum(dy * ((2.0 * a) * (0.5 * b))))
-    eps = 1e-3
-    for got, which in ((got_x, 0), (got_y, 1)):
-        target = (x, y)[which]
-        numeric = np.zeros_like(target)
-        for i in np.ndindex(target.shape):
-            plus, minus = target.copy(), target.copy()
-            plus[i] += eps
-            minus[i] -= eps
-            args_p = (plus, y) if which == 0 else (x, plus)
-            args_m = (minus, y) if which == 0 else (x, minus)
-            numeric[i] = (loss(*args_p) - loss(*args_m)) / (2 * eps)
+    for got, numeric in ((got_x, finite_difference_gradient(lambda a: loss(a, y), x, 1e-3)),
+                         (got_y, finite_difference_gradient(lambda b: loss(x, b), y, 1e-3))):
         np.testing.assert_allclose(got, numeric, rtol=1e-3, atol=1e-3)
 
 

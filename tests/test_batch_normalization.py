@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, run, run_isolated, tolerance
+from helpers import finite_difference_gradient, read, run, run_isolated, tolerance
 
 N = mpsx.NeuronType
 
@@ -245,21 +245,13 @@ def test_gradients_by_finite_differences(device, rng):
 
     source = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(c), np.ones(c))
     _, dx, state = train(device, source, x.astype(np.float32), dy.astype(np.float32), neuron)
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
+    d_gamma = finite_difference_gradient(lambda g: loss(x, g), gamma, 1e-2)
+    d_beta = finite_difference_gradient(lambda b: loss(x, gamma, b), beta, 1e-2)
     for k in range(c):
-        step = np.zeros(c, np.float32)
-        step[k] = eps
-        d_gamma = (loss(x, gamma + step) - loss(x, gamma - step)) / (2 * eps)
-        d_beta = (loss(x, gamma, beta + step) - loss(x, gamma, beta - step)) / (2 * eps)
-        assert state.gradient_for_gamma.to_numpy()[k] == pytest.approx(d_gamma, rel=2e-2, abs=2e-3)
-        assert state.gradient_for_beta.to_numpy()[k] == pytest.approx(d_beta, rel=2e-2, abs=2e-3)
+        assert state.gradient_for_gamma.to_numpy()[k] == pytest.approx(d_gamma[k], rel=2e-2, abs=2e-3)
+        assert state.gradient_for_beta.to_numpy()[k] == pytest.approx(d_beta[k], rel=2e-2, abs=2e-3)
 
 
 @pytest.mark.parametrize("momentum", [0.1, 0.3])
@@ -966,13 +958,7 @@ def test_sub_batch_gradients_by_finite_differences(device, rng):
     source = mpsx.BatchNormalizationWeights(gamma, beta, np.zeros(c), np.ones(c))
     _, dxs, _ = train_sub_batches(device, source, [x[:1].astype(np.float32), x[1:].astype(np.float32)],
                                   [dy[:1].astype(np.float32), dy[1:].astype(np.float32)], update=False)
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     np.testing.assert_allclose(np.concatenate(dxs), numeric, rtol=2e-2, atol=2e-3)
 
 

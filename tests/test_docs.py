@@ -12,7 +12,7 @@ import pytest
 
 import mpsx
 import mpsx.distributed
-from test_fuzz import public_names
+from fuzz.catalog import public_names
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, run, tolerance
+from helpers import finite_difference_gradient, read, run, tolerance
 
 
 def philox4x32_10(counter, key):
@@ -328,13 +328,7 @@ def test_gradient_is_the_derivative(device, rng):
         y = read(device, lambda cb: dropout.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
         return float(np.sum(y.astype(np.float64) * dy))
 
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     source = mpsx.Image.from_numpy(device, x.astype(np.float32))
     dropout = mpsx.CNNDropout(device, 0.5, 1)
 

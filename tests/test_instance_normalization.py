@@ -87,17 +87,9 @@ def check_finite_differences(device, groups, shape=(2, 2, 3, 3)):
         k = kernel_for(device, groups, gamma, beta, 1e-3)
         y = helpers.read(device, lambda cb: k.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, x)))
         return float((y.astype(np.float64) * w).sum())
-    h = 1e-2
-    for values, analytic in ((x, dx), (gamma, dgamma), (beta, dbeta)):
-        numeric = np.zeros(values.shape)
-        for i in np.ndindex(values.shape):
-            plus, minus = values.copy(), values.copy()
-            plus[i] += h
-            minus[i] -= h
-            args = [plus if values is v else v for v in (x, gamma, beta)]
-            f_plus = loss(*args)
-            args = [minus if values is v else v for v in (x, gamma, beta)]
-            numeric[i] = (f_plus - loss(*args)) / (2 * h)
+    for f, values, analytic in ((lambda v: loss(v, gamma, beta), x, dx), (lambda v: loss(x, v, beta), gamma, dgamma),
+                                (lambda v: loss(x, gamma, v), beta, dbeta)):
+        numeric = helpers.finite_difference_gradient(f, values, 1e-2)
         np.testing.assert_allclose(analytic, numeric, rtol=2e-2, atol=2e-2)
 
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, tolerance
+from helpers import finite_difference_gradient, read, tolerance
 
 PARAMETERS = ("alpha", "beta", "delta", "p0", "pm", "ps")
 DEFAULTS = {"alpha": 0.0, "beta": 0.5, "delta": 1.0 / 1024, "p0": 1.0, "pm": 0.0, "ps": 1.0}
@@ -122,14 +122,7 @@ def test_gradient_finite_differences(device, rng, k, p, clamp):
     dy = rng.standard_normal((1, 2, 4, 5))
     _, dx = forward_and_gradient(device, x, dy, k, p, clamp=clamp)
     first, out = (-(k // 2), -(k // 2)), (4, 5)
-    numeric = np.zeros_like(x)
-    eps = 1e-6
-    for index in np.ndindex(x.shape):
-        plus, minus = x.copy(), x.copy()
-        plus[index] += eps
-        minus[index] -= eps
-        numeric[index] = ((numpy_lcn(plus, k, p, first, out, clamp) - numpy_lcn(minus, k, p, first, out, clamp))
-                          * dy).sum() / (2 * eps)
+    numeric = finite_difference_gradient(lambda v: (numpy_lcn(v, k, p, first, out, clamp) * dy).sum(), x, 1e-6)
     np.testing.assert_allclose(dx, numeric, rtol=1e-3, atol=1e-3)
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, run, tolerance
+from helpers import finite_difference_gradient, read, run, tolerance
 
 LT = mpsx.CNNLossType
 RT = mpsx.CNNReductionType
@@ -216,13 +216,7 @@ def test_gradient_finite_differences(device, rng, t):
         run(device, encode)
         return float(state.loss_image().to_numpy().astype(np.float64).sum())
 
-    eps = 1e-2
-    numeric = np.zeros(shape)
-    for i in np.ndindex(*shape):
-        plus, minus = x.astype(np.float64), x.astype(np.float64)
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (total(plus) - total(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(total, x.astype(np.float64), 1e-2)
     gradient, _ = encode_loss(device, d, x, labels, weights)
     np.testing.assert_allclose(gradient, numeric, rtol=2e-2, atol=2e-4)
 

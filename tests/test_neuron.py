@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, tolerance
+from helpers import finite_difference_gradient, read, tolerance
 
 NT = mpsx.NeuronType
 
@@ -145,13 +145,7 @@ def test_gradient_finite_differences(device, rng, t):
         y = read(device, lambda cb: neuron.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
         return float(np.sum(y.astype(np.float64) * dy))
 
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     source = mpsx.Image.from_numpy(device, x.astype(np.float32))
 
     def encode(cb):

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, run_isolated, tolerance
+from helpers import finite_difference_gradient, read, run_isolated, tolerance
 
 EM = mpsx.ImageEdgeMode
 PM = mpsx.NNPaddingMethod
@@ -432,13 +432,7 @@ def test_gradient_finite_differences(device, rng, kind, edge):
         out = read(device, lambda cb: pooling.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
         return float(np.sum(out.astype(np.float64) * dy))
 
-    eps = 1e-3
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-3)
 
     def encode(cb):
         _, s = pooling.encode(cb, source, destination_state=True)

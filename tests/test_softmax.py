@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, tolerance
+from helpers import finite_difference_gradient, read, tolerance
 
 KINDS = {
     "softmax": (mpsx.CNNSoftMax, mpsx.CNNSoftMaxGradient, torch.softmax),
@@ -98,13 +98,7 @@ def test_gradient_finite_differences(device, rng, kind):
         y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
         return float(np.sum(y.astype(np.float64) * dy))
 
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     _, dx = forward_and_gradient(device, kind, x.astype(np.float32), dy.astype(np.float32))
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 

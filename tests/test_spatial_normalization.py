@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import read, tolerance
+from helpers import finite_difference_gradient, read, tolerance
 
 PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
 
@@ -93,14 +93,8 @@ def test_reference_gradient_finite_differences(rng, clamp):
     for k, alpha, beta, delta in PARAMETERS:
         x = rng.standard_normal((1, 2, 4, 3))
         dy = rng.standard_normal(x.shape)
-        eps = 1e-6
-        numeric = np.zeros_like(x)
-        for i in np.ndindex(*x.shape):
-            plus, minus = x.copy(), x.copy()
-            plus[i] += eps
-            minus[i] -= eps
-            numeric[i] = np.sum((reference(plus, k, alpha, beta, delta, clamp=clamp)
-                                 - reference(minus, k, alpha, beta, delta, clamp=clamp)) * dy) / (2 * eps)
+        numeric = finite_difference_gradient(
+            lambda v: np.sum(reference(v, k, alpha, beta, delta, clamp=clamp) * dy), x, 1e-6)
         np.testing.assert_allclose(reference_gradient(x, dy, k, alpha, beta, delta, clamp=clamp), numeric,
                                    rtol=1e-6, atol=1e-8)
 
@@ -170,13 +164,7 @@ def test_gradient_finite_differences(device, rng, k, clamp):
         y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
         return float(np.sum(y.astype(np.float64) * dy))
 
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     _, dx = forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 

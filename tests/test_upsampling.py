@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, run, tolerance
+from helpers import finite_difference_gradient, read, run, tolerance
 
 SCALES = [(1, 1), (2, 2), (3, 2), (1, 3)]
 SHAPES = [(1, 3, 5, 7), (2, 4, 3, 1)]
@@ -106,13 +106,7 @@ def test_gradient_finite_differences(device, rng, mode, align):
         y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
         return float(np.sum(y.astype(np.float64) * dy))
 
-    eps = 1e-2
-    numeric = np.zeros_like(x)
-    for i in np.ndindex(*shape):
-        plus, minus = x.copy(), x.copy()
-        plus[i] += eps
-        minus[i] -= eps
-        numeric[i] = (loss(plus) - loss(minus)) / (2 * eps)
+    numeric = finite_difference_gradient(loss, x, 1e-2)
     source = mpsx.Image.from_numpy(device, x.astype(np.float32))
 
     def encode(cb):
