@@ -7,9 +7,11 @@ import weakref
 from mpsx.includes.kernels.batch_normalization cimport (
     BatchNormalizationDataSourceCalls, CBatchNormalizationDataSource, CBatchNormalizationGradientKernel,
     CBatchNormalizationState, CBatchNormalizationWeights, CCNNBatchNormalization, CCNNBatchNormalizationGradient,
-    CCNNBatchNormalizationStatistics, CCNNBatchNormalizationStatisticsGradient, CNormalizationGammaAndBetaState,
-    CNormalizationMeanAndVarianceState, CPythonBatchNormalizationDataSource, batch_normalization_data_source_calls,
-    checked_normalization_epsilon, kNormalizationDefaultEpsilon)
+    CCNNBatchNormalizationStatistics, CCNNBatchNormalizationStatisticsGradient, CPythonBatchNormalizationDataSource,
+    batch_normalization_data_source_calls)
+from mpsx.includes.kernels.normalization cimport (
+    CNormalizationGammaAndBetaState, CNormalizationMeanAndVarianceState, checked_normalization_epsilon,
+    kNormalizationDefaultEpsilon)
 
 __all__ += ["CNNBatchNormalizationDataSource", "BatchNormalizationWeights", "CNNNormalizationGammaAndBetaState",
             "CNNNormalizationMeanAndVarianceState", "CNNBatchNormalizationState", "CNNBatchNormalization",

@@ -21,14 +21,6 @@ std::shared_ptr<Buffer> per_channel(const std::shared_ptr<Device>& device, int64
   return make_pooled<Buffer>(device, static_cast<size_t>(channels) * sizeof(float));
 }
 
-// For `state`, which names the channels in errors.
-std::shared_ptr<Buffer> zeroed(const std::shared_ptr<Device>& device, int64_t channels, const char* state) {
-  check_size(channels, state, ": number_of_feature_channels");
-  auto buffer = per_channel(device, channels);
-  buffer->fill_zero();
-  return buffer;
-}
-
 std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
   auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
   buffer->write(values.data(), 0, values.size() * sizeof(float));
@@ -37,79 +29,8 @@ std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std:
 
 float* values_of(const std::shared_ptr<Buffer>& buffer) { return static_cast<float*>(buffer->data()); }
 
-void check_buffer_pair(const std::shared_ptr<Buffer>& first, const std::shared_ptr<Buffer>& second,
-                       const char* state, const char* first_name, const char* second_name) {
-  if (!first || !second)
-    fail<TypeMismatchError>(state, " needs ", first_name, " and ", second_name, " buffers, given None");
-  if (&first->device() != &second->device())
-    fail<DeviceMismatchError>(state, ": the ", first_name, " buffer is on device ", first->device().name(), ", the ",
-                              second_name, " buffer on device ", second->device().name());
-  if (first->length() != second->length())
-    fail<ShapeError>(state, ": the ", first_name, " buffer holds ", first->length() / sizeof(float), " float32 values, the ",
-                     second_name, " buffer ", second->length() / sizeof(float));
-}
-
-// One value per channel exactly: another count is most likely another layer's.
-void check_buffer_fits(const Buffer& buffer, int64_t channels, const char* kernel, const char* name) {
-  if (buffer.length() != static_cast<size_t>(channels) * sizeof(float))
-    fail<ShapeError>(kernel, ": the ", name, " buffer holds ", buffer.length() / sizeof(float),
-                     " float32 values; the kernel has ", channels, " feature channels");
-}
 
 }  // namespace
-
-// ---------------------------------------------------------------- gamma/beta and mean/variance states
-
-NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma,
-                                                               std::shared_ptr<Buffer> beta)
-    : State(gamma ? gamma->device_ptr() : nullptr), gamma_(std::move(gamma)), beta_(std::move(beta)) {
-  check_buffer_pair(gamma_, beta_, "MPSCNNNormalizationGammaAndBetaState", "gamma", "beta");
-}
-
-NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels)
-    : NormalizationGammaAndBetaState(zeroed(device, channels, "MPSCNNNormalizationGammaAndBetaState"),
-                                     zeroed(device, channels, "MPSCNNNormalizationGammaAndBetaState")) {}
-
-void NormalizationGammaAndBetaState::synchronize(CommandBuffer& command_buffer) {
-  gamma_->synchronize(command_buffer);
-  beta_->synchronize(command_buffer);
-}
-
-void NormalizationGammaAndBetaState::check_fits(int64_t channels, const char* kernel) const {
-  check_buffer_fits(*gamma_, channels, kernel, "gamma");
-  check_buffer_fits(*beta_, channels, kernel, "beta");
-}
-
-void NormalizationGammaAndBetaState::record_copy_to(CommandBuffer& command_buffer, int64_t channels,
-                                                    const std::shared_ptr<Buffer>& gamma,
-                                                    const std::shared_ptr<Buffer>& beta) const {
-  command_buffer.record([gamma, beta, from_gamma = gamma_, from_beta = beta_,
-                         bytes = static_cast<size_t>(channels) * sizeof(float)](ExecutionContext& context) {
-    context.copy(gamma->data(), from_gamma->data(), bytes);
-    context.copy(beta->data(), from_beta->data(), bytes);
-  });
-}
-
-NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean,
-                                                                     std::shared_ptr<Buffer> variance)
-    : State(mean ? mean->device_ptr() : nullptr), mean_(std::move(mean)), variance_(std::move(variance)) {
-  check_buffer_pair(mean_, variance_, "MPSCNNNormalizationMeanAndVarianceState", "mean", "variance");
-}
-
-NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Device> device,
-                                                                     int64_t channels)
-    : NormalizationMeanAndVarianceState(zeroed(device, channels, "MPSCNNNormalizationMeanAndVarianceState"),
-                                        zeroed(device, channels, "MPSCNNNormalizationMeanAndVarianceState")) {}
-
-void NormalizationMeanAndVarianceState::synchronize(CommandBuffer& command_buffer) {
-  mean_->synchronize(command_buffer);
-  variance_->synchronize(command_buffer);
-}
-
-void NormalizationMeanAndVarianceState::check_fits(int64_t channels, const char* kernel) const {
-  check_buffer_fits(*mean_, channels, kernel, "mean");
-  check_buffer_fits(*variance_, channels, kernel, "variance");
-}
 
 // ---------------------------------------------------------------- data sources
 
@@ -156,43 +77,6 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
   if (!(momentum_ >= 0.0f && momentum_ <= 1.0f))
     fail<ArgumentError>("BatchNormalizationWeights: momentum must be in [0, 1], given ", momentum_);
   if (optimizer_) optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, {channels, channels});
-}
-
-HostArray TrainedArrays::copy_of(std::mutex& mutex, int which) {
-  std::unique_lock<std::mutex> lock(mutex);
-  while (device_[0]) {
-    auto status = completion_->status.load(std::memory_order_acquire);
-    if (status == CommandBufferStatus::Committed) {  // a replay rewrites them; it will complete
-      if (auto command_buffer = command_buffer_.lock()) {
-        lock.unlock();
-        command_buffer->wait_until_completed();
-        lock.lock();
-        continue;
-      }
-    }
-    if (status == CommandBufferStatus::Completed) {
-      const size_t bytes = host[0].size() * sizeof(float);
-      for (int i = 0; i < 2; ++i) device_[i]->read(host[i].data(), 0, bytes, "the values of a normalization weights");
-    }
-    // Otherwise a replay failed and left them undefined: the host keeps what it read before.
-    device_[0].reset();
-    device_[1].reset();
-  }
-  auto copy = std::make_shared<std::vector<float>>(host[which]);
-  return HostArray{copy->data(), copy->size(), DataType::Float32, copy, {}};
-}
-
-void TrainedArrays::complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
-                                std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second) {
-  command_buffer.add_completed_handler([this, owner = std::move(owner), &mutex, first = std::move(first),
-                                        second = std::move(second)](CommandBuffer& done) {
-    if (done.status() != CommandBufferStatus::Completed) return;  // a failed update changes nothing
-    std::lock_guard<std::mutex> lock(mutex);
-    device_[0] = first;
-    device_[1] = second;
-    completion_ = done.completion();
-    command_buffer_ = done.shared_from_this();
-  });
 }
 
 std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::update_mean_and_variance_on_command_buffer(
@@ -250,7 +134,7 @@ std::shared_ptr<NormalizationGammaAndBetaState> BatchNormalizationWeights::updat
 BatchNormalizationBatch::BatchNormalizationBatch(const std::shared_ptr<Device>& device, int64_t channels)
     : channels_(channels) {
   for (auto* buffer : {&gamma_, &beta_, &mean_, &variance_, &gradient_for_gamma_, &gradient_for_beta_})
-    *buffer = zeroed(device, channels, kStateName);
+    *buffer = zeroed_per_channel(device, channels, kStateName);
 }
 
 BatchNormalizationState::BatchNormalizationState(std::shared_ptr<const CNNBatchNormalization> kernel)

@@ -15,25 +15,10 @@ from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel
 from mpsx.includes.image cimport CImage
 from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
+from mpsx.includes.kernels.normalization cimport CNormalizationGammaAndBetaState, CNormalizationMeanAndVarianceState
 from mpsx.includes.state cimport CGradientState, CState
 
-cdef extern from "mpsx/kernels/normalization.h" namespace "mpsx" nogil:
-    const float kNormalizationDefaultEpsilon
-    float checked_normalization_epsilon(float value, const char* owner) except +raise_py_error
-
 cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
-    cdef cppclass CNormalizationGammaAndBetaState "mpsx::NormalizationGammaAndBetaState"(CState):
-        CNormalizationGammaAndBetaState(shared_ptr[CBuffer] gamma, shared_ptr[CBuffer] beta) except +raise_py_error
-        CNormalizationGammaAndBetaState(shared_ptr[CDevice] device, int64_t channels) except +raise_py_error
-        const shared_ptr[CBuffer]& gamma()
-        const shared_ptr[CBuffer]& beta()
-
-    cdef cppclass CNormalizationMeanAndVarianceState "mpsx::NormalizationMeanAndVarianceState"(CState):
-        CNormalizationMeanAndVarianceState(shared_ptr[CBuffer] mean, shared_ptr[CBuffer] variance) except +raise_py_error
-        CNormalizationMeanAndVarianceState(shared_ptr[CDevice] device, int64_t channels) except +raise_py_error
-        const shared_ptr[CBuffer]& mean()
-        const shared_ptr[CBuffer]& variance()
-
     cdef cppclass CBatchNormalizationDataSource "mpsx::BatchNormalizationDataSource":
         pass
 

@@ -13,7 +13,7 @@ from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.device cimport CDevice
 from mpsx.includes.errors cimport raise_py_error
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
-from mpsx.includes.kernels.batch_normalization cimport CNormalizationGammaAndBetaState
+from mpsx.includes.kernels.normalization cimport CNormalizationGammaAndBetaState
 from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from mpsx.includes.state cimport CGradientState
 

@@ -1,6 +1,7 @@
 // MPSCNNBatchNormalization and its relatives: the data source protocol, the
-// native BatchNormalizationWeights, the gamma/beta and mean/variance states,
-// the batch normalization state, statistics, and the gradient kernels.
+// native BatchNormalizationWeights, the batch normalization state,
+// statistics, and the gradient kernels. The gamma/beta and mean/variance
+// states, which every normalization shares, are in normalization.h.
 #pragma once
 
 #include <cfloat>
@@ -23,44 +24,6 @@ namespace mpsx {
 class BatchNormalizationState;
 class CNNBatchNormalization;
 class ExecutionContext;
-
-// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
-class NormalizationGammaAndBetaState : public State {
- public:
-  NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma, std::shared_ptr<Buffer> beta);
-  // New zeroed buffers for `channels` channels.
-  NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels);
-  const char* class_name() const override { return "MPSCNNNormalizationGammaAndBetaState"; }
-  void synchronize(CommandBuffer& command_buffer) override;
-  // Throws ShapeError unless both buffers hold `channels` float32.
-  void check_fits(int64_t channels, const char* kernel) const;
-  // Records the copy of the first `channels` values of gamma and beta into
-  // `gamma` and `beta`: how a normalization kernel reloads from the state.
-  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& gamma,
-                      const std::shared_ptr<Buffer>& beta) const;
-
-  const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
-  const std::shared_ptr<Buffer>& beta() const { return beta_; }
-
- private:
-  std::shared_ptr<Buffer> gamma_, beta_;
-};
-
-// MPSCNNNormalizationMeanAndVarianceState: float32 mean and variance, one per channel.
-class NormalizationMeanAndVarianceState : public State {
- public:
-  NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean, std::shared_ptr<Buffer> variance);
-  NormalizationMeanAndVarianceState(std::shared_ptr<Device> device, int64_t channels);
-  const char* class_name() const override { return "MPSCNNNormalizationMeanAndVarianceState"; }
-  void synchronize(CommandBuffer& command_buffer) override;
-  void check_fits(int64_t channels, const char* kernel) const;
-
-  const std::shared_ptr<Buffer>& mean() const { return mean_; }
-  const std::shared_ptr<Buffer>& variance() const { return variance_; }
-
- private:
-  std::shared_ptr<Buffer> mean_, variance_;
-};
 
 // MPSCNNBatchNormalizationDataSource. Native (BatchNormalizationWeights) or a
 // Python object (mpsx/_data_sources.h). An array with no data and no owner is
@@ -113,31 +76,6 @@ struct BatchNormalizationParameters {
 BatchNormalizationParameters load_batch_normalization_parameters(BatchNormalizationDataSource& source,
                                                                  const char* kernel, bool gamma_and_beta,
                                                                  bool mean_and_variance);
-
-// Two per-channel arrays a native data source updates on the device (gamma
-// and beta; mean and variance): the host arrays and the device buffers of
-// the last update whose command buffer completed without error, not yet read
-// into them (none when null). Only that one update is held; each update
-// writes new buffers, so later updates in flight never touch it (a replay of
-// its own command buffer does: a host read waits for the replay). The owner's
-// mutex guards it.
-class TrainedArrays {
- public:
-  std::vector<float> host[2];
-  // A copy of host[which] after reading the completed update in: the caller
-  // may keep it while later updates change the values.
-  HostArray copy_of(std::mutex& mutex, int which);
-  // Makes `first` and `second` the newest values once `command_buffer`
-  // completes without error; `owner` keeps this object and `mutex` alive
-  // until then.
-  void complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
-                   std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second);
-
- private:
-  std::shared_ptr<Buffer> device_[2];
-  std::shared_ptr<const Completion> completion_;
-  std::weak_ptr<CommandBuffer> command_buffer_;
-};
 
 // A data source held natively: BatchNormalizationWeights(gamma, beta, mean,
 // variance, epsilon, momentum, optimizer). Its GPU-side mean and variance

@@ -16,7 +16,7 @@
 #include "mpsx/buffer.h"
 #include "mpsx/data_source.h"
 #include "mpsx/kernel.h"
-#include "mpsx/kernels/batch_normalization.h"  // NormalizationGammaAndBetaState, shared by MPS's normalizations
+#include "mpsx/kernels/normalization.h"
 #include "mpsx/kernels/normalization.h"
 #include "mpsx/kernels/optimizer.h"
 

@@ -1,4 +1,5 @@
-// What the normalization data sources (batch normalization now; instance
+// What MPS's normalizations share: the gamma/beta and mean/variance states,
+// and what the normalization data sources (batch normalization now; instance
 // and group normalization share the gamma, beta and epsilon rules) do with
 // values a source does not give, written once: core, the metal adapter and
 // the Python side (mpsx/kernels/batch_normalization.pxi) all use these.
@@ -8,11 +9,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "mpsx/buffer.h"
 #include "mpsx/checked.h"
+#include "mpsx/command_buffer.h"
 #include "mpsx/data_source.h"
 #include "mpsx/errors.h"
+#include "mpsx/state.h"
 
 namespace mpsx {
 
@@ -103,6 +109,72 @@ class ResponseNormalizationProperties {
   const char* kernel_;
   int64_t kernel_size_;
   ResponseNormalizationParameters parameters_;
+};
+
+// `channels` float32 zeros, for `owner`, which names the channels in errors.
+std::shared_ptr<Buffer> zeroed_per_channel(const std::shared_ptr<Device>& device, int64_t channels, const char* owner);
+
+// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
+class NormalizationGammaAndBetaState : public State {
+ public:
+  NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma, std::shared_ptr<Buffer> beta);
+  // New zeroed buffers for `channels` channels.
+  NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels);
+  const char* class_name() const override { return "MPSCNNNormalizationGammaAndBetaState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  // Throws ShapeError unless both buffers hold `channels` float32.
+  void check_fits(int64_t channels, const char* kernel) const;
+  // Records the copy of the first `channels` values of gamma and beta into
+  // `gamma` and `beta`: how a normalization kernel reloads from the state.
+  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& gamma,
+                      const std::shared_ptr<Buffer>& beta) const;
+
+  const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
+  const std::shared_ptr<Buffer>& beta() const { return beta_; }
+
+ private:
+  std::shared_ptr<Buffer> gamma_, beta_;
+};
+
+// MPSCNNNormalizationMeanAndVarianceState: float32 mean and variance, one per channel.
+class NormalizationMeanAndVarianceState : public State {
+ public:
+  NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean, std::shared_ptr<Buffer> variance);
+  NormalizationMeanAndVarianceState(std::shared_ptr<Device> device, int64_t channels);
+  const char* class_name() const override { return "MPSCNNNormalizationMeanAndVarianceState"; }
+  void synchronize(CommandBuffer& command_buffer) override;
+  void check_fits(int64_t channels, const char* kernel) const;
+
+  const std::shared_ptr<Buffer>& mean() const { return mean_; }
+  const std::shared_ptr<Buffer>& variance() const { return variance_; }
+
+ private:
+  std::shared_ptr<Buffer> mean_, variance_;
+};
+
+// Two per-channel arrays a native data source updates on the device (gamma
+// and beta; mean and variance): the host arrays and the device buffers of
+// the last update whose command buffer completed without error, not yet read
+// into them (none when null). Only that one update is held; each update
+// writes new buffers, so later updates in flight never touch it (a replay of
+// its own command buffer does: a host read waits for the replay). The owner's
+// mutex guards it.
+class TrainedArrays {
+ public:
+  std::vector<float> host[2];
+  // A copy of host[which] after reading the completed update in: the caller
+  // may keep it while later updates change the values.
+  HostArray copy_of(std::mutex& mutex, int which);
+  // Makes `first` and `second` the newest values once `command_buffer`
+  // completes without error; `owner` keeps this object and `mutex` alive
+  // until then.
+  void complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
+                   std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second);
+
+ private:
+  std::shared_ptr<Buffer> device_[2];
+  std::shared_ptr<const Completion> completion_;
+  std::weak_ptr<CommandBuffer> command_buffer_;
 };
 
 }  // namespace mpsx
