@@ -329,6 +329,10 @@ class NNGraph {
   // Filters that compiled into another's step (a neuron fused into the
   // normalization before it, and its gradient).
   size_t fused_count() const { return fused_count_; }
+  // The memory plan, for tests: per step, the image slots released after it,
+  // and the slot whose storage it writes over (SIZE_MAX: none).
+  const std::vector<std::vector<size_t>>& released_after() const { return released_after_; }
+  const std::vector<size_t>& released_before() const { return released_before_; }
 
   struct Encoded {
     std::shared_ptr<Image> result;  // null unless the result is needed
