@@ -16,7 +16,7 @@ from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
 from mpsx.includes.checked cimport checked_parameter
-from mpsx.includes.command_buffer cimport CommandBufferMark
+from mpsx.includes.command_buffer cimport CommandBufferMark, Encoding
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport BinarySource, CBinaryKernel, CGradientKernel, CKernel, CUnaryKernel, Encoded
 from mpsx.includes.kernels.neuron cimport (
@@ -561,13 +561,11 @@ cdef class CNNUnaryKernel(CNNKernel):
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # A list of images is gathered into a batch on the command buffer first.
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
-                                           destination, given, want)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
+                                       destination, given, want)
+        encoding.complete()
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -662,15 +660,13 @@ cdef class CNNBinaryKernel(CNNKernel):
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # Lists of images are gathered into batches on the command buffer first.
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self.binary_kernel().encode(command_buffer.native()[0],
-                                            image_of(_batch_of(command_buffer, primary_images)),
-                                            image_of(_batch_of(command_buffer, secondary_images)),
-                                            destination, given, want)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self.binary_kernel().encode(command_buffer.native()[0],
+                                        image_of(_batch_of(command_buffer, primary_images)),
+                                        image_of(_batch_of(command_buffer, secondary_images)),
+                                        destination, given, want)
+        encoding.complete()
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -985,14 +981,12 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
         cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
         cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
         cdef shared_ptr[CImage] result
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            result = self.gradient_kernel().encode(
-                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
-                image_of(_batch_of(command_buffer, source_images)), state, destination)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        result = self.gradient_kernel().encode(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
+            image_of(_batch_of(command_buffer, source_images)), state, destination)
+        encoding.complete()
         return wrap_image_batch(result)
 
     def destination_image_descriptor(self, source_images, source_states):
