@@ -1041,9 +1041,21 @@ cdef object _saved_data_source(kernel):
     return source
 
 
+# The Python class of each native kernel and filter node, by the MPS class name its class_name() returns; filled
+# once, at the end of this module, from the public classes (each is its MPS class without "MPS").
+cdef dict _wrapper_classes = {}
+
+
+cdef object _wrapper_class(const char* class_name):
+    cls = _wrapper_classes.get(class_name)
+    if cls is None:
+        name = class_name.decode()
+        raise NotImplementedError(f"mpsx has no Python class for the native {name}")
+    return cls
+
+
 cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKernel forward):
-    # The Python class is the MPS class without "MPS", as everywhere in mpsx.
-    cls = globals()[made.get().class_name().decode()[3:]]
+    cls = _wrapper_class(made.get().class_name())
     cdef CNNGradientKernel kernel = cls.__new__(cls)
     kernel._set(made)
     kernel._made_from(forward)
@@ -1089,3 +1101,9 @@ include "graph/instance_normalization.pxi"
 include "graph/concatenation.pxi"
 include "graph/convolution_transpose.pxi"
 include "graph/initial_gradient.pxi"
+
+for _name in __all__:
+    _class = globals()[_name]
+    if isinstance(_class, type) and issubclass(_class, (CNNKernel, NNFilterNode)):
+        _wrapper_classes[("MPS" + _name).encode()] = _class
+del _name, _class

@@ -694,7 +694,7 @@ def _training_style(value):
 cdef object _wrap_filter_node(const shared_ptr[CFilterNode]& node):
     if not node:
         return None
-    cls = globals()[node.get().class_name().decode()[3:]]
+    cls = _wrapper_class(node.get().class_name())
     cdef NNFilterNode out = cls.__new__(cls)
     out.c = node
     return out
