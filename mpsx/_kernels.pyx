@@ -7,6 +7,7 @@
 import enum
 import warnings
 from collections import namedtuple
+from functools import partial
 
 import numpy as np
 
@@ -592,6 +593,85 @@ cdef class CNNUnaryKernel(CNNKernel):
         return d
 
 
+# MPSCNNBinaryKernel's properties of each source image, primary<Name> and secondary<Name>: each pair is one getter
+# (and setter) over the BinarySource that CNNBinaryKernel.source(secondary) returns, the setter naming the property it
+# sets in its errors.
+def _source_properties(str name, str doc, getter, setter=None):
+    """(primary_<name>, secondary_<name>): properties over getter(kernel, secondary) and setter(kernel, value,
+    secondary, name); ``{side}`` in ``doc`` names the image."""
+    mps_name = "".join(word.capitalize() for word in name.split("_"))
+    return tuple(property(partial(getter, secondary=side == "secondary"),
+                          None if setter is None else partial(setter, secondary=side == "secondary",
+                                                              name=f"{side}_{name}"),
+                          doc=doc.format(side=side) + f"\n\nMPS: MPSCNNBinaryKernel.{side}{mps_name}")
+                 for side in ("primary", "secondary"))
+
+
+def _offset(CNNBinaryKernel kernel, bint secondary):
+    o = kernel.source(secondary).offset
+    return Offset(o.x, o.y, o.z)
+
+
+def _set_offset(CNNBinaryKernel kernel, value, bint secondary, str name):
+    kernel.source(secondary).offset = _offset_argument(value, name)
+
+
+def _edge_mode(CNNBinaryKernel kernel, bint secondary):
+    return ImageEdgeMode(<int>kernel.source(secondary).edge_mode)
+
+
+def _set_edge_mode(CNNBinaryKernel kernel, value, bint secondary, str name):
+    kernel.source(secondary).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+
+
+def _stride_x(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).stride_x
+
+
+def _set_stride_x(CNNBinaryKernel kernel, value, bint secondary, str name):
+    kernel.source(secondary).stride_x = integer_argument(value, name)
+
+
+def _stride_y(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).stride_y
+
+
+def _set_stride_y(CNNBinaryKernel kernel, value, bint secondary, str name):
+    kernel.source(secondary).stride_y = integer_argument(value, name)
+
+
+def _feature_channel_offset(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).feature_channel_offset
+
+
+def _set_feature_channel_offset(CNNBinaryKernel kernel, value, bint secondary, str name):
+    kernel.source(secondary).feature_channel_offset = integer_argument(value, name)
+
+
+def _feature_channel_max_count(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).feature_channel_max_count
+
+
+def _set_feature_channel_max_count(CNNBinaryKernel kernel, value, bint secondary, str name):
+    kernel.source(secondary).feature_channel_max_count = integer_argument(value, name)
+
+
+def _kernel_width(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().kernel_width(secondary)
+
+
+def _kernel_height(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().kernel_height(secondary)
+
+
+def _dilation_rate_x(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().dilation_rate_x(secondary)
+
+
+def _dilation_rate_y(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().dilation_rate_y(secondary)
+
+
 cdef class CNNBinaryKernel(CNNKernel):
     """A forward kernel of a primary and a secondary image, each with its own offset, edge mode, strides and feature
     channel slice. Abstract (TypeError): arithmetic and the gradient kernels derive from it.
@@ -702,228 +782,37 @@ cdef class CNNBinaryKernel(CNNKernel):
         "secondary_offset", "secondary_edge_mode", "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
         "secondary_source_feature_channel_offset", "secondary_source_feature_channel_max_count")
 
-    @property
-    def primary_offset(self):
-        """Where ``clip_rect.origin`` lands in the primary image: an Offset (x, y, z), z being its first image. Set it
-        as a tuple of ints.
-
-        MPS: MPSCNNBinaryKernel.primaryOffset
-        """
-        o = self.source(False).offset
-        return Offset(o.x, o.y, o.z)
-
-    @primary_offset.setter
-    def primary_offset(self, value):
-        self.source(False).offset = _offset_argument(value, "primary_offset")
-
-    @property
-    def primary_edge_mode(self):
-        """What reads past the edge of the primary image return (an ImageEdgeMode; default ZERO).
-
-        MPS: MPSCNNBinaryKernel.primaryEdgeMode
-        """
-        return ImageEdgeMode(<int>self.source(False).edge_mode)
-
-    @primary_edge_mode.setter
-    def primary_edge_mode(self, value):
-        self.source(False).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
-
-    @property
-    def primary_stride_in_pixels_x(self):
-        """The primary image's stride in x (default 1); 0 broadcasts one column of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.primaryStrideInPixelsX
-        """
-        return self.source(False).stride_x
-
-    @primary_stride_in_pixels_x.setter
-    def primary_stride_in_pixels_x(self, value):
-        self.source(False).stride_x = integer_argument(value, "primary_stride_in_pixels_x")
-
-    @property
-    def primary_stride_in_pixels_y(self):
-        """The primary image's stride in y (default 1); 0 broadcasts one row of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.primaryStrideInPixelsY
-        """
-        return self.source(False).stride_y
-
-    @primary_stride_in_pixels_y.setter
-    def primary_stride_in_pixels_y(self, value):
-        self.source(False).stride_y = integer_argument(value, "primary_stride_in_pixels_y")
-
-    @property
-    def primary_source_feature_channel_offset(self):
-        """The first feature channel of the primary image the kernel reads (default 0).
-
-        MPS: MPSCNNBinaryKernel.primarySourceFeatureChannelOffset
-        """
-        return self.source(False).feature_channel_offset
-
-    @primary_source_feature_channel_offset.setter
-    def primary_source_feature_channel_offset(self, value):
-        self.source(False).feature_channel_offset = integer_argument(value, "primary_source_feature_channel_offset")
-
-    @property
-    def primary_source_feature_channel_max_count(self):
-        """The most feature channels of the primary image read from ``primary_source_feature_channel_offset`` on;
-        default all (2**63 - 1).
-
-        MPS: MPSCNNBinaryKernel.primarySourceFeatureChannelMaxCount
-        """
-        return self.source(False).feature_channel_max_count
-
-    @primary_source_feature_channel_max_count.setter
-    def primary_source_feature_channel_max_count(self, value):
-        self.source(False).feature_channel_max_count = integer_argument(value, "primary_source_feature_channel_max_count")
-
-    @property
-    def primary_kernel_width(self):
-        """The width of the window the kernel reads of the primary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryKernelWidth
-        """
-        return self.binary_kernel().kernel_width(False)
-
-    @property
-    def primary_kernel_height(self):
-        """The height of the window the kernel reads of the primary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryKernelHeight
-        """
-        return self.binary_kernel().kernel_height(False)
-
-    @property
-    def primary_dilation_rate_x(self):
-        """The dilation in x of the window the kernel reads of the primary image: a gradient kernel's forward dilation
-        for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryDilationRateX
-        """
-        return self.binary_kernel().dilation_rate_x(False)
-
-    @property
-    def primary_dilation_rate_y(self):
-        """The dilation in y of the window the kernel reads of the primary image: a gradient kernel's forward dilation
-        for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryDilationRateY
-        """
-        return self.binary_kernel().dilation_rate_y(False)
-
-    @property
-    def secondary_offset(self):
-        """Where ``clip_rect.origin`` lands in the secondary image: an Offset (x, y, z), z being its first image. Set
-        it as a tuple of ints.
-
-        MPS: MPSCNNBinaryKernel.secondaryOffset
-        """
-        o = self.source(True).offset
-        return Offset(o.x, o.y, o.z)
-
-    @secondary_offset.setter
-    def secondary_offset(self, value):
-        self.source(True).offset = _offset_argument(value, "secondary_offset")
-
-    @property
-    def secondary_edge_mode(self):
-        """What reads past the edge of the secondary image return (an ImageEdgeMode; default ZERO).
-
-        MPS: MPSCNNBinaryKernel.secondaryEdgeMode
-        """
-        return ImageEdgeMode(<int>self.source(True).edge_mode)
-
-    @secondary_edge_mode.setter
-    def secondary_edge_mode(self, value):
-        self.source(True).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
-
-    @property
-    def secondary_stride_in_pixels_x(self):
-        """The secondary image's stride in x (default 1); 0 broadcasts one column of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsX
-        """
-        return self.source(True).stride_x
-
-    @secondary_stride_in_pixels_x.setter
-    def secondary_stride_in_pixels_x(self, value):
-        self.source(True).stride_x = integer_argument(value, "secondary_stride_in_pixels_x")
-
-    @property
-    def secondary_stride_in_pixels_y(self):
-        """The secondary image's stride in y (default 1); 0 broadcasts one row of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsY
-        """
-        return self.source(True).stride_y
-
-    @secondary_stride_in_pixels_y.setter
-    def secondary_stride_in_pixels_y(self, value):
-        self.source(True).stride_y = integer_argument(value, "secondary_stride_in_pixels_y")
-
-    @property
-    def secondary_source_feature_channel_offset(self):
-        """The first feature channel of the secondary image the kernel reads (default 0).
-
-        MPS: MPSCNNBinaryKernel.secondarySourceFeatureChannelOffset
-        """
-        return self.source(True).feature_channel_offset
-
-    @secondary_source_feature_channel_offset.setter
-    def secondary_source_feature_channel_offset(self, value):
-        self.source(True).feature_channel_offset = integer_argument(value, "secondary_source_feature_channel_offset")
-
-    @property
-    def secondary_source_feature_channel_max_count(self):
-        """The most feature channels of the secondary image read from ``secondary_source_feature_channel_offset`` on;
-        default all (2**63 - 1).
-
-        MPS: MPSCNNBinaryKernel.secondarySourceFeatureChannelMaxCount
-        """
-        return self.source(True).feature_channel_max_count
-
-    @secondary_source_feature_channel_max_count.setter
-    def secondary_source_feature_channel_max_count(self, value):
-        self.source(True).feature_channel_max_count = integer_argument(value, "secondary_source_feature_channel_max_count")
-
-    @property
-    def secondary_kernel_width(self):
-        """The width of the window the kernel reads of the secondary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryKernelWidth
-        """
-        return self.binary_kernel().kernel_width(True)
-
-    @property
-    def secondary_kernel_height(self):
-        """The height of the window the kernel reads of the secondary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryKernelHeight
-        """
-        return self.binary_kernel().kernel_height(True)
-
-    @property
-    def secondary_dilation_rate_x(self):
-        """The dilation in x of the window the kernel reads of the secondary image: a gradient kernel's forward
-        dilation for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryDilationRateX
-        """
-        return self.binary_kernel().dilation_rate_x(True)
-
-    @property
-    def secondary_dilation_rate_y(self):
-        """The dilation in y of the window the kernel reads of the secondary image: a gradient kernel's forward
-        dilation for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryDilationRateY
-        """
-        return self.binary_kernel().dilation_rate_y(True)
-
+    primary_offset, secondary_offset = _source_properties(
+        "offset", "Where ``clip_rect.origin`` lands in the {side} image: an Offset (x, y, z), z being its first image. "
+        "Set it as a tuple of ints.", _offset, _set_offset)
+    primary_edge_mode, secondary_edge_mode = _source_properties(
+        "edge_mode", "What reads past the edge of the {side} image return (an ImageEdgeMode; default ZERO).",
+        _edge_mode, _set_edge_mode)
+    primary_stride_in_pixels_x, secondary_stride_in_pixels_x = _source_properties(
+        "stride_in_pixels_x", "The {side} image's stride in x (default 1); 0 broadcasts one column of it over the "
+        "destination.", _stride_x, _set_stride_x)
+    primary_stride_in_pixels_y, secondary_stride_in_pixels_y = _source_properties(
+        "stride_in_pixels_y", "The {side} image's stride in y (default 1); 0 broadcasts one row of it over the "
+        "destination.", _stride_y, _set_stride_y)
+    primary_source_feature_channel_offset, secondary_source_feature_channel_offset = _source_properties(
+        "source_feature_channel_offset", "The first feature channel of the {side} image the kernel reads (default 0).",
+        _feature_channel_offset, _set_feature_channel_offset)
+    primary_source_feature_channel_max_count, secondary_source_feature_channel_max_count = _source_properties(
+        "source_feature_channel_max_count", "The most feature channels of the {side} image read from "
+        "``{side}_source_feature_channel_offset`` on; default all (2**63 - 1).",
+        _feature_channel_max_count, _set_feature_channel_max_count)
+    primary_kernel_width, secondary_kernel_width = _source_properties(
+        "kernel_width", "The width of the window the kernel reads of the {side} image per destination pixel: a "
+        "gradient kernel's forward window for its secondary image, else 1.", _kernel_width)
+    primary_kernel_height, secondary_kernel_height = _source_properties(
+        "kernel_height", "The height of the window the kernel reads of the {side} image per destination pixel: a "
+        "gradient kernel's forward window for its secondary image, else 1.", _kernel_height)
+    primary_dilation_rate_x, secondary_dilation_rate_x = _source_properties(
+        "dilation_rate_x", "The dilation in x of the window the kernel reads of the {side} image: a gradient kernel's "
+        "forward dilation for its secondary image, else 1.", _dilation_rate_x)
+    primary_dilation_rate_y, secondary_dilation_rate_y = _source_properties(
+        "dilation_rate_y", "The dilation in y of the window the kernel reads of the {side} image: a gradient kernel's "
+        "forward dilation for its secondary image, else 1.", _dilation_rate_y)
 
 cdef class CNNGradientKernel(CNNBinaryKernel):
     """The backward pass of a forward kernel: a binary kernel whose primary image is the gradient of the forward result
