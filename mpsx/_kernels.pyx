@@ -600,11 +600,16 @@ def _source_properties(str name, str doc, getter, setter=None):
     """(primary_<name>, secondary_<name>): properties over getter(kernel, secondary) and setter(kernel, value,
     secondary, name); ``{side}`` in ``doc`` names the image."""
     mps_name = "".join(word.capitalize() for word in name.split("_"))
-    return tuple(property(partial(getter, secondary=side == "secondary"),
-                          None if setter is None else partial(setter, secondary=side == "secondary",
-                                                              name=f"{side}_{name}"),
-                          doc=doc.format(side=side) + f"\n\nMPS: MPSCNNBinaryKernel.{side}{mps_name}")
-                 for side in ("primary", "secondary"))
+    made = []
+    for side in ("primary", "secondary"):
+        secondary = side == "secondary"
+        made.append(property(partial(getter, secondary=secondary),
+                             None if setter is None else partial(setter, secondary=secondary, name=f"{side}_{name}"),
+                             doc=doc.format(side=side) + f"\n\nMPS: MPSCNNBinaryKernel.{side}{mps_name}"))
+        # A static type's body does not name its properties; setting a read-only one then says which (Python 3.11+).
+        if hasattr(property, "__set_name__"):
+            made[-1].__set_name__(None, f"{side}_{name}")
+    return tuple(made)
 
 
 def _offset(CNNBinaryKernel kernel, bint secondary):
