@@ -7,7 +7,6 @@
 import enum
 import warnings
 from collections import namedtuple
-from functools import partial
 
 import numpy as np
 
@@ -596,84 +595,107 @@ cdef class CNNUnaryKernel(CNNKernel):
 # MPSCNNBinaryKernel's properties of each source image, primary<Name> and secondary<Name>: each pair is one getter
 # (and setter) over the BinarySource that CNNBinaryKernel.source(secondary) returns, the setter naming the property it
 # sets in its errors.
-def _source_properties(str name, str doc, getter, setter=None):
-    """(primary_<name>, secondary_<name>): properties over getter(kernel, secondary) and setter(kernel, value,
-    secondary, name); ``{side}`` in ``doc`` names the image."""
+ctypedef object (*SourceGetter)(CNNBinaryKernel kernel, bint secondary)
+ctypedef int (*SourceSetter)(CNNBinaryKernel kernel, bint secondary, object value, str name) except -1
+
+
+cdef class _SourceAccessor:
+    """The fget and fset of one property of a binary kernel's primary or secondary source."""
+    cdef SourceGetter getter
+    cdef SourceSetter setter
+    cdef bint secondary
+    cdef str name
+
+    def get(self, CNNBinaryKernel kernel):
+        if self.getter is NULL:
+            raise TypeError("this _SourceAccessor was not made by _source_properties")
+        return self.getter(kernel, self.secondary)
+
+    def set(self, CNNBinaryKernel kernel, value):
+        if self.setter is NULL:
+            raise AttributeError("this _SourceAccessor sets nothing (it is a read-only property's, or was not made by "
+                                 "_source_properties)")
+        self.setter(kernel, self.secondary, value, self.name)
+
+
+cdef tuple _source_properties(str name, str doc, SourceGetter getter, SourceSetter setter=NULL):
+    """(primary_<name>, secondary_<name>); ``{side}`` in ``doc`` names the image."""
     mps_name = "".join(word.capitalize() for word in name.split("_"))
     made = []
+    cdef _SourceAccessor accessor
     for side in ("primary", "secondary"):
-        secondary = side == "secondary"
-        made.append(property(partial(getter, secondary=secondary),
-                             None if setter is None else partial(setter, secondary=secondary, name=f"{side}_{name}"),
+        accessor = _SourceAccessor.__new__(_SourceAccessor)
+        accessor.getter = getter
+        accessor.setter = setter
+        accessor.secondary = side == "secondary"
+        accessor.name = f"{side}_{name}"
+        made.append(property(accessor.get, None if setter is NULL else accessor.set,
                              doc=doc.format(side=side) + f"\n\nMPS: MPSCNNBinaryKernel.{side}{mps_name}"))
-        # A static type's body does not name its properties; setting a read-only one then says which (Python 3.11+).
-        if hasattr(property, "__set_name__"):
-            made[-1].__set_name__(None, f"{side}_{name}")
     return tuple(made)
 
 
-def _offset(CNNBinaryKernel kernel, bint secondary):
+cdef object _offset(CNNBinaryKernel kernel, bint secondary):
     o = kernel.source(secondary).offset
     return Offset(o.x, o.y, o.z)
 
 
-def _set_offset(CNNBinaryKernel kernel, value, bint secondary, str name):
+cdef int _set_offset(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
     kernel.source(secondary).offset = _offset_argument(value, name)
 
 
-def _edge_mode(CNNBinaryKernel kernel, bint secondary):
+cdef object _edge_mode(CNNBinaryKernel kernel, bint secondary):
     return ImageEdgeMode(<int>kernel.source(secondary).edge_mode)
 
 
-def _set_edge_mode(CNNBinaryKernel kernel, value, bint secondary, str name):
+cdef int _set_edge_mode(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
     kernel.source(secondary).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
 
 
-def _stride_x(CNNBinaryKernel kernel, bint secondary):
+cdef object _stride_x(CNNBinaryKernel kernel, bint secondary):
     return kernel.source(secondary).stride_x
 
 
-def _set_stride_x(CNNBinaryKernel kernel, value, bint secondary, str name):
+cdef int _set_stride_x(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
     kernel.source(secondary).stride_x = integer_argument(value, name)
 
 
-def _stride_y(CNNBinaryKernel kernel, bint secondary):
+cdef object _stride_y(CNNBinaryKernel kernel, bint secondary):
     return kernel.source(secondary).stride_y
 
 
-def _set_stride_y(CNNBinaryKernel kernel, value, bint secondary, str name):
+cdef int _set_stride_y(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
     kernel.source(secondary).stride_y = integer_argument(value, name)
 
 
-def _feature_channel_offset(CNNBinaryKernel kernel, bint secondary):
+cdef object _feature_channel_offset(CNNBinaryKernel kernel, bint secondary):
     return kernel.source(secondary).feature_channel_offset
 
 
-def _set_feature_channel_offset(CNNBinaryKernel kernel, value, bint secondary, str name):
+cdef int _set_feature_channel_offset(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
     kernel.source(secondary).feature_channel_offset = integer_argument(value, name)
 
 
-def _feature_channel_max_count(CNNBinaryKernel kernel, bint secondary):
+cdef object _feature_channel_max_count(CNNBinaryKernel kernel, bint secondary):
     return kernel.source(secondary).feature_channel_max_count
 
 
-def _set_feature_channel_max_count(CNNBinaryKernel kernel, value, bint secondary, str name):
+cdef int _set_feature_channel_max_count(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
     kernel.source(secondary).feature_channel_max_count = integer_argument(value, name)
 
 
-def _kernel_width(CNNBinaryKernel kernel, bint secondary):
+cdef object _kernel_width(CNNBinaryKernel kernel, bint secondary):
     return kernel.binary_kernel().kernel_width(secondary)
 
 
-def _kernel_height(CNNBinaryKernel kernel, bint secondary):
+cdef object _kernel_height(CNNBinaryKernel kernel, bint secondary):
     return kernel.binary_kernel().kernel_height(secondary)
 
 
-def _dilation_rate_x(CNNBinaryKernel kernel, bint secondary):
+cdef object _dilation_rate_x(CNNBinaryKernel kernel, bint secondary):
     return kernel.binary_kernel().dilation_rate_x(secondary)
 
 
-def _dilation_rate_y(CNNBinaryKernel kernel, bint secondary):
+cdef object _dilation_rate_y(CNNBinaryKernel kernel, bint secondary):
     return kernel.binary_kernel().dilation_rate_y(secondary)
 
 
