@@ -16,7 +16,7 @@ from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
 from mpsx.includes.checked cimport checked_parameter
-from mpsx.includes.command_buffer cimport CommandBufferMark
+from mpsx.includes.command_buffer cimport CommandBufferMark, Encoding
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport BinarySource, CBinaryKernel, CGradientKernel, CKernel, CUnaryKernel, Encoded
 from mpsx.includes.kernels.neuron cimport (
@@ -561,13 +561,11 @@ cdef class CNNUnaryKernel(CNNKernel):
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # A list of images is gathered into a batch on the command buffer first.
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
-                                           destination, given, want)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
+                                       destination, given, want)
+        encoding.complete()
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -592,6 +590,113 @@ cdef class CNNUnaryKernel(CNNKernel):
         cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
         d.c = self.unary_kernel().destination_image_descriptor(image_of(_first_image(source_images)).get()[0])
         return d
+
+
+# MPSCNNBinaryKernel's properties of each source image, primary<Name> and secondary<Name>: each pair is one getter
+# (and setter) over the BinarySource that CNNBinaryKernel.source(secondary) returns, the setter naming the property it
+# sets in its errors.
+ctypedef object (*SourceGetter)(CNNBinaryKernel kernel, bint secondary)
+ctypedef int (*SourceSetter)(CNNBinaryKernel kernel, bint secondary, object value, str name) except -1
+
+
+cdef class _SourceAccessor:
+    """The fget and fset of one property of a binary kernel's primary or secondary source."""
+    cdef SourceGetter getter
+    cdef SourceSetter setter
+    cdef bint secondary
+    cdef str name
+
+    def get(self, CNNBinaryKernel kernel):
+        if self.getter is NULL:
+            raise TypeError("this _SourceAccessor was not made by _source_properties")
+        return self.getter(kernel, self.secondary)
+
+    def set(self, CNNBinaryKernel kernel, value):
+        if self.setter is NULL:
+            raise AttributeError("this _SourceAccessor sets nothing (it is a read-only property's, or was not made by "
+                                 "_source_properties)")
+        self.setter(kernel, self.secondary, value, self.name)
+
+
+cdef tuple _source_properties(str name, str doc, SourceGetter getter, SourceSetter setter=NULL):
+    """(primary_<name>, secondary_<name>); ``{side}`` in ``doc`` names the image."""
+    mps_name = "".join(word.capitalize() for word in name.split("_"))
+    made = []
+    cdef _SourceAccessor accessor
+    for side in ("primary", "secondary"):
+        accessor = _SourceAccessor.__new__(_SourceAccessor)
+        accessor.getter = getter
+        accessor.setter = setter
+        accessor.secondary = side == "secondary"
+        accessor.name = f"{side}_{name}"
+        made.append(property(accessor.get, None if setter is NULL else accessor.set,
+                             doc=doc.format(side=side) + f"\n\nMPS: MPSCNNBinaryKernel.{side}{mps_name}"))
+    return tuple(made)
+
+
+cdef object _offset(CNNBinaryKernel kernel, bint secondary):
+    o = kernel.source(secondary).offset
+    return Offset(o.x, o.y, o.z)
+
+
+cdef int _set_offset(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
+    kernel.source(secondary).offset = _offset_argument(value, name)
+
+
+cdef object _edge_mode(CNNBinaryKernel kernel, bint secondary):
+    return ImageEdgeMode(<int>kernel.source(secondary).edge_mode)
+
+
+cdef int _set_edge_mode(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
+    kernel.source(secondary).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+
+
+cdef object _stride_x(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).stride_x
+
+
+cdef int _set_stride_x(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
+    kernel.source(secondary).stride_x = integer_argument(value, name)
+
+
+cdef object _stride_y(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).stride_y
+
+
+cdef int _set_stride_y(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
+    kernel.source(secondary).stride_y = integer_argument(value, name)
+
+
+cdef object _feature_channel_offset(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).feature_channel_offset
+
+
+cdef int _set_feature_channel_offset(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
+    kernel.source(secondary).feature_channel_offset = integer_argument(value, name)
+
+
+cdef object _feature_channel_max_count(CNNBinaryKernel kernel, bint secondary):
+    return kernel.source(secondary).feature_channel_max_count
+
+
+cdef int _set_feature_channel_max_count(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
+    kernel.source(secondary).feature_channel_max_count = integer_argument(value, name)
+
+
+cdef object _kernel_width(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().kernel_width(secondary)
+
+
+cdef object _kernel_height(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().kernel_height(secondary)
+
+
+cdef object _dilation_rate_x(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().dilation_rate_x(secondary)
+
+
+cdef object _dilation_rate_y(CNNBinaryKernel kernel, bint secondary):
+    return kernel.binary_kernel().dilation_rate_y(secondary)
 
 
 cdef class CNNBinaryKernel(CNNKernel):
@@ -662,15 +767,13 @@ cdef class CNNBinaryKernel(CNNKernel):
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # Lists of images are gathered into batches on the command buffer first.
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self.binary_kernel().encode(command_buffer.native()[0],
-                                            image_of(_batch_of(command_buffer, primary_images)),
-                                            image_of(_batch_of(command_buffer, secondary_images)),
-                                            destination, given, want)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self.binary_kernel().encode(command_buffer.native()[0],
+                                        image_of(_batch_of(command_buffer, primary_images)),
+                                        image_of(_batch_of(command_buffer, secondary_images)),
+                                        destination, given, want)
+        encoding.complete()
         out = wrap_image_batch(r.image)
         if not want:
             return out
@@ -706,228 +809,37 @@ cdef class CNNBinaryKernel(CNNKernel):
         "secondary_offset", "secondary_edge_mode", "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
         "secondary_source_feature_channel_offset", "secondary_source_feature_channel_max_count")
 
-    @property
-    def primary_offset(self):
-        """Where ``clip_rect.origin`` lands in the primary image: an Offset (x, y, z), z being its first image. Set it
-        as a tuple of ints.
-
-        MPS: MPSCNNBinaryKernel.primaryOffset
-        """
-        o = self.source(False).offset
-        return Offset(o.x, o.y, o.z)
-
-    @primary_offset.setter
-    def primary_offset(self, value):
-        self.source(False).offset = _offset_argument(value, "primary_offset")
-
-    @property
-    def primary_edge_mode(self):
-        """What reads past the edge of the primary image return (an ImageEdgeMode; default ZERO).
-
-        MPS: MPSCNNBinaryKernel.primaryEdgeMode
-        """
-        return ImageEdgeMode(<int>self.source(False).edge_mode)
-
-    @primary_edge_mode.setter
-    def primary_edge_mode(self, value):
-        self.source(False).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
-
-    @property
-    def primary_stride_in_pixels_x(self):
-        """The primary image's stride in x (default 1); 0 broadcasts one column of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.primaryStrideInPixelsX
-        """
-        return self.source(False).stride_x
-
-    @primary_stride_in_pixels_x.setter
-    def primary_stride_in_pixels_x(self, value):
-        self.source(False).stride_x = integer_argument(value, "primary_stride_in_pixels_x")
-
-    @property
-    def primary_stride_in_pixels_y(self):
-        """The primary image's stride in y (default 1); 0 broadcasts one row of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.primaryStrideInPixelsY
-        """
-        return self.source(False).stride_y
-
-    @primary_stride_in_pixels_y.setter
-    def primary_stride_in_pixels_y(self, value):
-        self.source(False).stride_y = integer_argument(value, "primary_stride_in_pixels_y")
-
-    @property
-    def primary_source_feature_channel_offset(self):
-        """The first feature channel of the primary image the kernel reads (default 0).
-
-        MPS: MPSCNNBinaryKernel.primarySourceFeatureChannelOffset
-        """
-        return self.source(False).feature_channel_offset
-
-    @primary_source_feature_channel_offset.setter
-    def primary_source_feature_channel_offset(self, value):
-        self.source(False).feature_channel_offset = integer_argument(value, "primary_source_feature_channel_offset")
-
-    @property
-    def primary_source_feature_channel_max_count(self):
-        """The most feature channels of the primary image read from ``primary_source_feature_channel_offset`` on;
-        default all (2**63 - 1).
-
-        MPS: MPSCNNBinaryKernel.primarySourceFeatureChannelMaxCount
-        """
-        return self.source(False).feature_channel_max_count
-
-    @primary_source_feature_channel_max_count.setter
-    def primary_source_feature_channel_max_count(self, value):
-        self.source(False).feature_channel_max_count = integer_argument(value, "primary_source_feature_channel_max_count")
-
-    @property
-    def primary_kernel_width(self):
-        """The width of the window the kernel reads of the primary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryKernelWidth
-        """
-        return self.binary_kernel().kernel_width(False)
-
-    @property
-    def primary_kernel_height(self):
-        """The height of the window the kernel reads of the primary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryKernelHeight
-        """
-        return self.binary_kernel().kernel_height(False)
-
-    @property
-    def primary_dilation_rate_x(self):
-        """The dilation in x of the window the kernel reads of the primary image: a gradient kernel's forward dilation
-        for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryDilationRateX
-        """
-        return self.binary_kernel().dilation_rate_x(False)
-
-    @property
-    def primary_dilation_rate_y(self):
-        """The dilation in y of the window the kernel reads of the primary image: a gradient kernel's forward dilation
-        for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.primaryDilationRateY
-        """
-        return self.binary_kernel().dilation_rate_y(False)
-
-    @property
-    def secondary_offset(self):
-        """Where ``clip_rect.origin`` lands in the secondary image: an Offset (x, y, z), z being its first image. Set
-        it as a tuple of ints.
-
-        MPS: MPSCNNBinaryKernel.secondaryOffset
-        """
-        o = self.source(True).offset
-        return Offset(o.x, o.y, o.z)
-
-    @secondary_offset.setter
-    def secondary_offset(self, value):
-        self.source(True).offset = _offset_argument(value, "secondary_offset")
-
-    @property
-    def secondary_edge_mode(self):
-        """What reads past the edge of the secondary image return (an ImageEdgeMode; default ZERO).
-
-        MPS: MPSCNNBinaryKernel.secondaryEdgeMode
-        """
-        return ImageEdgeMode(<int>self.source(True).edge_mode)
-
-    @secondary_edge_mode.setter
-    def secondary_edge_mode(self, value):
-        self.source(True).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
-
-    @property
-    def secondary_stride_in_pixels_x(self):
-        """The secondary image's stride in x (default 1); 0 broadcasts one column of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsX
-        """
-        return self.source(True).stride_x
-
-    @secondary_stride_in_pixels_x.setter
-    def secondary_stride_in_pixels_x(self, value):
-        self.source(True).stride_x = integer_argument(value, "secondary_stride_in_pixels_x")
-
-    @property
-    def secondary_stride_in_pixels_y(self):
-        """The secondary image's stride in y (default 1); 0 broadcasts one row of it over the destination.
-
-        MPS: MPSCNNBinaryKernel.secondaryStrideInPixelsY
-        """
-        return self.source(True).stride_y
-
-    @secondary_stride_in_pixels_y.setter
-    def secondary_stride_in_pixels_y(self, value):
-        self.source(True).stride_y = integer_argument(value, "secondary_stride_in_pixels_y")
-
-    @property
-    def secondary_source_feature_channel_offset(self):
-        """The first feature channel of the secondary image the kernel reads (default 0).
-
-        MPS: MPSCNNBinaryKernel.secondarySourceFeatureChannelOffset
-        """
-        return self.source(True).feature_channel_offset
-
-    @secondary_source_feature_channel_offset.setter
-    def secondary_source_feature_channel_offset(self, value):
-        self.source(True).feature_channel_offset = integer_argument(value, "secondary_source_feature_channel_offset")
-
-    @property
-    def secondary_source_feature_channel_max_count(self):
-        """The most feature channels of the secondary image read from ``secondary_source_feature_channel_offset`` on;
-        default all (2**63 - 1).
-
-        MPS: MPSCNNBinaryKernel.secondarySourceFeatureChannelMaxCount
-        """
-        return self.source(True).feature_channel_max_count
-
-    @secondary_source_feature_channel_max_count.setter
-    def secondary_source_feature_channel_max_count(self, value):
-        self.source(True).feature_channel_max_count = integer_argument(value, "secondary_source_feature_channel_max_count")
-
-    @property
-    def secondary_kernel_width(self):
-        """The width of the window the kernel reads of the secondary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryKernelWidth
-        """
-        return self.binary_kernel().kernel_width(True)
-
-    @property
-    def secondary_kernel_height(self):
-        """The height of the window the kernel reads of the secondary image per destination pixel: a gradient kernel's
-        forward window for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryKernelHeight
-        """
-        return self.binary_kernel().kernel_height(True)
-
-    @property
-    def secondary_dilation_rate_x(self):
-        """The dilation in x of the window the kernel reads of the secondary image: a gradient kernel's forward
-        dilation for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryDilationRateX
-        """
-        return self.binary_kernel().dilation_rate_x(True)
-
-    @property
-    def secondary_dilation_rate_y(self):
-        """The dilation in y of the window the kernel reads of the secondary image: a gradient kernel's forward
-        dilation for its secondary image, else 1.
-
-        MPS: MPSCNNBinaryKernel.secondaryDilationRateY
-        """
-        return self.binary_kernel().dilation_rate_y(True)
-
+    primary_offset, secondary_offset = _source_properties(
+        "offset", "Where ``clip_rect.origin`` lands in the {side} image: an Offset (x, y, z), z being its first image. "
+        "Set it as a tuple of ints.", _offset, _set_offset)
+    primary_edge_mode, secondary_edge_mode = _source_properties(
+        "edge_mode", "What reads past the edge of the {side} image return (an ImageEdgeMode; default ZERO).",
+        _edge_mode, _set_edge_mode)
+    primary_stride_in_pixels_x, secondary_stride_in_pixels_x = _source_properties(
+        "stride_in_pixels_x", "The {side} image's stride in x (default 1); 0 broadcasts one column of it over the "
+        "destination.", _stride_x, _set_stride_x)
+    primary_stride_in_pixels_y, secondary_stride_in_pixels_y = _source_properties(
+        "stride_in_pixels_y", "The {side} image's stride in y (default 1); 0 broadcasts one row of it over the "
+        "destination.", _stride_y, _set_stride_y)
+    primary_source_feature_channel_offset, secondary_source_feature_channel_offset = _source_properties(
+        "source_feature_channel_offset", "The first feature channel of the {side} image the kernel reads (default 0).",
+        _feature_channel_offset, _set_feature_channel_offset)
+    primary_source_feature_channel_max_count, secondary_source_feature_channel_max_count = _source_properties(
+        "source_feature_channel_max_count", "The most feature channels of the {side} image read from "
+        "``{side}_source_feature_channel_offset`` on; default all (2**63 - 1).",
+        _feature_channel_max_count, _set_feature_channel_max_count)
+    primary_kernel_width, secondary_kernel_width = _source_properties(
+        "kernel_width", "The width of the window the kernel reads of the {side} image per destination pixel: a "
+        "gradient kernel's forward window for its secondary image, else 1.", _kernel_width)
+    primary_kernel_height, secondary_kernel_height = _source_properties(
+        "kernel_height", "The height of the window the kernel reads of the {side} image per destination pixel: a "
+        "gradient kernel's forward window for its secondary image, else 1.", _kernel_height)
+    primary_dilation_rate_x, secondary_dilation_rate_x = _source_properties(
+        "dilation_rate_x", "The dilation in x of the window the kernel reads of the {side} image: a gradient kernel's "
+        "forward dilation for its secondary image, else 1.", _dilation_rate_x)
+    primary_dilation_rate_y, secondary_dilation_rate_y = _source_properties(
+        "dilation_rate_y", "The dilation in y of the window the kernel reads of the {side} image: a gradient kernel's "
+        "forward dilation for its secondary image, else 1.", _dilation_rate_y)
 
 cdef class CNNGradientKernel(CNNBinaryKernel):
     """The backward pass of a forward kernel: a binary kernel whose primary image is the gradient of the forward result
@@ -985,14 +897,12 @@ cdef class CNNGradientKernel(CNNBinaryKernel):
         cdef shared_ptr[CState] state = _state_of(gradient_states, "gradient_states")
         cdef shared_ptr[CImage] destination = _destination_batch(destination_gradients, "destination_gradients")
         cdef shared_ptr[CImage] result
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            result = self.gradient_kernel().encode(
-                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
-                image_of(_batch_of(command_buffer, source_images)), state, destination)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        result = self.gradient_kernel().encode(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
+            image_of(_batch_of(command_buffer, source_images)), state, destination)
+        encoding.complete()
         return wrap_image_batch(result)
 
     def destination_image_descriptor(self, source_images, source_states):
@@ -1047,9 +957,21 @@ cdef object _saved_data_source(kernel):
     return source
 
 
+# The Python class of each native kernel and filter node, by the MPS class name its class_name() returns; filled
+# once, at the end of this module, from the public classes (each is its MPS class without "MPS").
+cdef dict _wrapper_classes = {}
+
+
+cdef object _wrapper_class(const char* class_name):
+    cls = _wrapper_classes.get(class_name)
+    if cls is None:
+        name = class_name.decode()
+        raise NotImplementedError(f"mpsx has no Python class for the native {name}")
+    return cls
+
+
 cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKernel forward):
-    # The Python class is the MPS class without "MPS", as everywhere in mpsx.
-    cls = globals()[made.get().class_name().decode()[3:]]
+    cls = _wrapper_class(made.get().class_name())
     cdef CNNGradientKernel kernel = cls.__new__(cls)
     kernel._set(made)
     kernel._made_from(forward)
@@ -1095,3 +1017,9 @@ include "graph/instance_normalization.pxi"
 include "graph/concatenation.pxi"
 include "graph/convolution_transpose.pxi"
 include "graph/initial_gradient.pxi"
+
+for _name in __all__:
+    _class = globals()[_name]
+    if isinstance(_class, type) and issubclass(_class, (CNNKernel, NNFilterNode)):
+        _wrapper_classes[("MPS" + _name).encode()] = _class
+del _name, _class

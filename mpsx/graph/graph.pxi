@@ -694,7 +694,7 @@ def _training_style(value):
 cdef object _wrap_filter_node(const shared_ptr[CFilterNode]& node):
     if not node:
         return None
-    cls = globals()[node.get().class_name().decode()[3:]]
+    cls = _wrapper_class(node.get().class_name())
     cdef NNFilterNode out = cls.__new__(cls)
     out.c = node
     return out
@@ -967,15 +967,13 @@ cdef class NNGraph:
         cdef vector[shared_ptr[CImage]] images
         cdef vector[shared_ptr[CState]] states
         cdef CGraphEncoded r
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            for source in source_images:
-                images.push_back(image_of(_batch_of(command_buffer, source) if batch else source))
-            _source_states(self, source_states, states, batch)
-            r = graph.encode(command_buffer.native()[0], images, states)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        for source in source_images:
+            images.push_back(image_of(_batch_of(command_buffer, source) if batch else source))
+        _source_states(self, source_states, states, batch)
+        r = graph.encode(command_buffer.native()[0], images, states)
+        encoding.complete()
         result = _wrap_graph_image(r.result, batch) if r.result else None
         if not (want_intermediates or want_states):
             return result

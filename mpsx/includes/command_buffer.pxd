@@ -45,6 +45,12 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         shared_ptr[CCommandBuffer] command_buffer(bint replayable) except +raise_py_error
         void wait_until_idle() except +raise_py_error
 
+cdef extern from "_encoding.h" namespace "mpsx::python":
+    # A local of an encoding function: what it recorded after begin() is discarded unless it reaches complete().
+    cdef cppclass Encoding:
+        void begin(CCommandBuffer& command_buffer)
+        void complete()
+
 cdef extern from "_callbacks.h" namespace "mpsx::python":
     ctypedef void (*CompletedCall)(object handler, CCommandBuffer& command_buffer)
     CompletedHandler completed_handler(object handler, CompletedCall call)

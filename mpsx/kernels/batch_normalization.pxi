@@ -741,14 +741,12 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         if batch_normalization_state is not None:
             state = _state_of(batch_normalization_state, "batch_normalization_state")
         cdef Encoded r
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self.unary_kernel().encode(command_buffer.native()[0],
-                                           image_of(_batch_of(command_buffer, source_images)), destination, state,
-                                           False)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self.unary_kernel().encode(command_buffer.native()[0],
+                                       image_of(_batch_of(command_buffer, source_images)), destination, state,
+                                       False)
+        encoding.complete()
         return wrap_image_batch(r.image)
 
     def reload_gamma_and_beta_from_data_source(self):
@@ -839,13 +837,11 @@ cdef class CNNBatchNormalizationStatistics(CNNKernel):
         MPS: -[MPSCNNBatchNormalizationStatistics encodeBatchToCommandBuffer:sourceImages:batchNormalizationState:]
         """
         cdef shared_ptr[CState] state = _state_of(batch_normalization_state, "batch_normalization_state")
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            (<CCNNBatchNormalizationStatistics*>self.native()).encode_batch(
-                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)), state)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        (<CCNNBatchNormalizationStatistics*>self.native()).encode_batch(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)), state)
+        encoding.complete()
 
 
 cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
@@ -891,14 +887,12 @@ cdef class CNNBatchNormalizationStatisticsGradient(CNNGradientKernel):
         MPS: -[MPSCNNBatchNormalizationStatisticsGradient encodeBatchToCommandBuffer:sourceGradients:sourceImages:batchNormalizationState:]
         """
         cdef shared_ptr[CState] state = _state_of(batch_normalization_state, "batch_normalization_state")
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            (<CCNNBatchNormalizationStatisticsGradient*>self.gradient_kernel()).encode_batch(
-                command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
-                image_of(_batch_of(command_buffer, source_images)), state)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        (<CCNNBatchNormalizationStatisticsGradient*>self.gradient_kernel()).encode_batch(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_gradients)),
+            image_of(_batch_of(command_buffer, source_images)), state)
+        encoding.complete()
 
 
 cdef class CNNBatchNormalizationGradient(CNNGradientKernel):

@@ -153,13 +153,11 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         coupled = _convolution_state(convolution_gradient_states)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self._transpose().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
-                                         _state_pointer(coupled), destination, given, want)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self._transpose().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
+                                     _state_pointer(coupled), destination, given, want)
+        encoding.complete()
         out = wrap_image_batch(r.image)
         if not want:
             return out

@@ -1,8 +1,7 @@
 # MPSCNNCrossChannelNormalization and its gradient (included by _kernels.pyx).
 
 from mpsx.includes.kernels.cross_channel_normalization cimport (
-    CCNNCrossChannelNormalization, CCNNCrossChannelNormalizationGradient, CCrossChannelNormalizationProperties,
-    make_cnn_cross_channel_normalization, make_cnn_cross_channel_normalization_gradient)
+    CCNNCrossChannelNormalization, CCNNCrossChannelNormalizationGradient, CCrossChannelNormalizationProperties)
 
 __all__ += ["CNNCrossChannelNormalization", "CNNCrossChannelNormalizationGradient"]
 
@@ -21,7 +20,7 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
     """
 
     def __init__(self, Device device not None, kernel_size):
-        self._set(<shared_ptr[CUnaryKernel]>make_cnn_cross_channel_normalization(
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNCrossChannelNormalization](
             device.shared(), integer_argument(kernel_size, "kernel_size")), NNGradientState)
 
     _mpsx_properties = ("alpha", "beta", "delta")
@@ -91,7 +90,7 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
     """
 
     def __init__(self, Device device not None, kernel_size):
-        self._set(<shared_ptr[CGradientKernel]>make_cnn_cross_channel_normalization_gradient(
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNCrossChannelNormalizationGradient](
             device.shared(), integer_argument(kernel_size, "kernel_size")))
 
     _mpsx_properties = ("alpha", "beta", "delta")

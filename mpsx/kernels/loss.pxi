@@ -559,14 +559,13 @@ cdef class CNNLoss(CNNKernel):
         cdef CCNNLoss* kernel = self.loss_kernel()
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef shared_ptr[CImage] gradient
-        cdef CommandBufferMark mark = command_buffer.native().mark()
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
         try:
             _labels_batch(labels, self._items, "labels")
             gradient = kernel.encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
                                      self._items.data(), self._items.size(), destination)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+            encoding.complete()
         finally:
             self._items.clear()
         return wrap_image_batch(gradient)
@@ -869,16 +868,14 @@ cdef class NNForwardLoss(_SeparatedLoss):
         cdef shared_ptr[CState] given = _given_state(destination_states, &want)
         _encoded_state(destination_states, temporary)
         cdef CForwardLossEncoded r
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            r = self.forward_loss().encode(
-                command_buffer.native()[0], _loss_images(command_buffer, source_images, "source_images", False),
-                _loss_images(command_buffer, labels, "labels", False),
-                _loss_images(command_buffer, weights, "weights", True),
-                _loss_destination(destination_images, "destination_images"), given, want)
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        r = self.forward_loss().encode(
+            command_buffer.native()[0], _loss_images(command_buffer, source_images, "source_images", False),
+            _loss_images(command_buffer, labels, "labels", False),
+            _loss_images(command_buffer, weights, "weights", True),
+            _loss_destination(destination_images, "destination_images"), given, want)
+        encoding.complete()
         out = wrap_image_batch(r.image) if batch else wrap_image(r.image)
         if not want:
             return out
@@ -973,20 +970,18 @@ cdef class NNLossGradient(_SeparatedLoss):
                         source_states, destination_gradients, bint batch):
         cdef shared_ptr[CState] state
         cdef shared_ptr[CImage] result
-        cdef CommandBufferMark mark = command_buffer.native().mark()
-        try:
-            if source_states is not None:
-                state = _state_of(source_states, "source_states")
-            result = self.loss_gradient().encode(
-                command_buffer.native()[0],
-                _loss_images(command_buffer, source_gradients, "source_gradients", False),
-                _loss_images(command_buffer, source_images, "source_images", False),
-                _loss_images(command_buffer, labels, "labels", False),
-                _loss_images(command_buffer, weights, "weights", True), state,
-                _loss_destination(destination_gradients, "destination_gradients"))
-        except BaseException:
-            command_buffer.native().discard_since(mark)
-            raise
+        cdef Encoding encoding
+        encoding.begin(command_buffer.native()[0])
+        if source_states is not None:
+            state = _state_of(source_states, "source_states")
+        result = self.loss_gradient().encode(
+            command_buffer.native()[0],
+            _loss_images(command_buffer, source_gradients, "source_gradients", False),
+            _loss_images(command_buffer, source_images, "source_images", False),
+            _loss_images(command_buffer, labels, "labels", False),
+            _loss_images(command_buffer, weights, "weights", True), state,
+            _loss_destination(destination_gradients, "destination_gradients"))
+        encoding.complete()
         return wrap_image_batch(result) if batch else wrap_image(result)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_gradients, source_images, labels,

@@ -1,7 +1,7 @@
 # MPSCNNPooling, its subclasses and their gradients (included by _kernels.pyx).
 
 from mpsx.includes.kernels.pooling cimport (
-    CCNNPooling, CCNNPoolingGradient, PoolingKind, PoolingWindow, kAllSourceSize, make_cnn_pooling, make_cnn_pooling_gradient)
+    CCNNPooling, CCNNPoolingGradient, PoolingKind, PoolingWindow, kAllSourceSize)
 
 __all__ += ["CNNPooling", "CNNPoolingMax", "CNNPoolingAverage", "CNNPoolingL2Norm", "CNNDilatedPoolingMax",
             "CNNPoolingGradient", "CNNPoolingMaxGradient", "CNNPoolingAverageGradient", "CNNPoolingL2NormGradient",
@@ -40,8 +40,8 @@ cdef class CNNPooling(CNNUnaryKernel):
                dilation_x=1, dilation_y=1):
         cdef PoolingWindowArguments w = _pooling_window(kernel_width, kernel_height, stride_x, stride_y, dilation_x,
                                                         dilation_y)
-        cdef shared_ptr[CCNNPooling] k = make_cnn_pooling(device.shared(), kind, w.kernel_width, w.kernel_height,
-                                                          w.stride_x, w.stride_y, w.dilation_x, w.dilation_y)
+        cdef shared_ptr[CCNNPooling] k = make_native[CCNNPooling](
+            device.shared(), kind, w.kernel_width, w.kernel_height, w.stride_x, w.stride_y, w.dilation_x, w.dilation_y)
         self.pooling = k.get()
         self._set(<shared_ptr[CUnaryKernel]>k, NNGradientState)
 
@@ -213,7 +213,7 @@ cdef class CNNPoolingGradient(CNNGradientKernel):
                dilation_x=1, dilation_y=1):
         cdef PoolingWindowArguments w = _pooling_window(kernel_width, kernel_height, stride_x, stride_y, dilation_x,
                                                         dilation_y)
-        cdef shared_ptr[CCNNPoolingGradient] k = make_cnn_pooling_gradient(
+        cdef shared_ptr[CCNNPoolingGradient] k = make_native[CCNNPoolingGradient](
             device.shared(), kind, w.kernel_width, w.kernel_height, w.stride_x, w.stride_y, w.dilation_x, w.dilation_y)
         self.pooling = k.get()
         self._set(<shared_ptr[CGradientKernel]>k)

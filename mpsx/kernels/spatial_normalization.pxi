@@ -1,8 +1,7 @@
 # MPSCNNSpatialNormalization and its gradient (included by _kernels.pyx).
 
 from mpsx.includes.kernels.spatial_normalization cimport (
-    CCNNSpatialNormalization, CCNNSpatialNormalizationGradient, CSpatialNormalizationProperties,
-    make_cnn_spatial_normalization, make_cnn_spatial_normalization_gradient)
+    CCNNSpatialNormalization, CCNNSpatialNormalizationGradient, CSpatialNormalizationProperties)
 
 __all__ += ["CNNSpatialNormalization", "CNNSpatialNormalizationGradient"]
 
@@ -20,7 +19,7 @@ cdef class CNNSpatialNormalization(CNNUnaryKernel):
     """
 
     def __init__(self, Device device not None, kernel_width, kernel_height):
-        self._set(<shared_ptr[CUnaryKernel]>make_cnn_spatial_normalization(
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNSpatialNormalization](
             device.shared(), integer_argument(kernel_width, "kernel_width"),
             integer_argument(kernel_height, "kernel_height")), NNGradientState)
 
@@ -101,7 +100,7 @@ cdef class CNNSpatialNormalizationGradient(CNNGradientKernel):
     """
 
     def __init__(self, Device device not None, kernel_width, kernel_height):
-        self._set(<shared_ptr[CGradientKernel]>make_cnn_spatial_normalization_gradient(
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNSpatialNormalizationGradient](
             device.shared(), integer_argument(kernel_width, "kernel_width"),
             integer_argument(kernel_height, "kernel_height")))
 

@@ -1,7 +1,7 @@
 # MPSCNNUpsamplingNearest / Bilinear and their gradients (included by _kernels.pyx).
 
 from mpsx.includes.kernels.upsampling cimport (
-    CCNNUpsampling, CCNNUpsamplingGradient, UpsamplingKind, make_cnn_upsampling, make_cnn_upsampling_gradient)
+    CCNNUpsampling, CCNNUpsamplingGradient, UpsamplingKind)
 
 __all__ += ["CNNUpsampling", "CNNUpsamplingNearest", "CNNUpsamplingBilinear", "CNNUpsamplingGradient",
             "CNNUpsamplingNearestGradient", "CNNUpsamplingBilinearGradient"]
@@ -79,7 +79,7 @@ cdef class CNNUpsamplingNearest(CNNUpsampling):
     """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y):
-        self._set(<shared_ptr[CUnaryKernel]>make_cnn_upsampling(
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNUpsampling](
             device.shared(), UpsamplingKind.Nearest, _scale_factor(integer_scale_factor_x, "integer_scale_factor_x"),
             _scale_factor(integer_scale_factor_y, "integer_scale_factor_y"), False), NNGradientState)
 
@@ -97,7 +97,7 @@ cdef class CNNUpsamplingBilinear(CNNUpsampling):
     """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
-        self._set(<shared_ptr[CUnaryKernel]>make_cnn_upsampling(
+        self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNUpsampling](
             device.shared(), UpsamplingKind.Bilinear, _scale_factor(integer_scale_factor_x, "integer_scale_factor_x"),
             _scale_factor(integer_scale_factor_y, "integer_scale_factor_y"), _align_corners(align_corners)),
             NNGradientState)
@@ -151,7 +151,7 @@ cdef class CNNUpsamplingNearestGradient(CNNUpsamplingGradient):
     """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y):
-        self._set(<shared_ptr[CGradientKernel]>make_cnn_upsampling_gradient(
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNUpsamplingGradient](
             device.shared(), UpsamplingKind.Nearest, _scale_factor(integer_scale_factor_x, "integer_scale_factor_x"),
             _scale_factor(integer_scale_factor_y, "integer_scale_factor_y"), False))
 
@@ -168,6 +168,6 @@ cdef class CNNUpsamplingBilinearGradient(CNNUpsamplingGradient):
     """
 
     def __init__(self, Device device not None, integer_scale_factor_x, integer_scale_factor_y, align_corners=False):
-        self._set(<shared_ptr[CGradientKernel]>make_cnn_upsampling_gradient(
+        self._set(<shared_ptr[CGradientKernel]>make_native[CCNNUpsamplingGradient](
             device.shared(), UpsamplingKind.Bilinear, _scale_factor(integer_scale_factor_x, "integer_scale_factor_x"),
             _scale_factor(integer_scale_factor_y, "integer_scale_factor_y"), _align_corners(align_corners)))

@@ -18,17 +18,8 @@ cdef extern from "mpsx/kernels/cross_channel_normalization.h" namespace "mpsx" n
 
     cdef cppclass CCNNCrossChannelNormalization "mpsx::CNNCrossChannelNormalization"(
             CUnaryKernel, CCrossChannelNormalizationProperties):
-        pass
+        CCNNCrossChannelNormalization(shared_ptr[CDevice] device, int64_t kernel_size) except +raise_py_error
 
     cdef cppclass CCNNCrossChannelNormalizationGradient "mpsx::CNNCrossChannelNormalizationGradient"(
             CGradientKernel, CCrossChannelNormalizationProperties):
-        pass
-
-# std::make_shared of the kernels, so constructor errors map to mpsx's exceptions.
-cdef extern from "<memory>" nogil:
-    shared_ptr[CCNNCrossChannelNormalization] make_cnn_cross_channel_normalization \
-        "std::make_shared<mpsx::CNNCrossChannelNormalization>"(shared_ptr[CDevice] device,
-                                                             int64_t kernel_size) except +raise_py_error
-    shared_ptr[CCNNCrossChannelNormalizationGradient] make_cnn_cross_channel_normalization_gradient \
-        "std::make_shared<mpsx::CNNCrossChannelNormalizationGradient>"(shared_ptr[CDevice] device,
-                                                                     int64_t kernel_size) except +raise_py_error
+        CCNNCrossChannelNormalizationGradient(shared_ptr[CDevice] device, int64_t kernel_size) except +raise_py_error

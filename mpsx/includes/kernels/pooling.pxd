@@ -41,12 +41,3 @@ cdef extern from "mpsx/kernels/pooling.h" namespace "mpsx" nogil:
         void set_source_size(int64_t width, int64_t height, int64_t depth) except +raise_py_error
 
     const int64_t kAllSourceSize "mpsx::CNNPoolingGradient::kAll"
-
-# std::make_shared of the kernels, so constructor errors map to mpsx's exceptions.
-cdef extern from "<memory>" nogil:
-    shared_ptr[CCNNPooling] make_cnn_pooling "std::make_shared<mpsx::CNNPooling>"(
-        shared_ptr[CDevice] device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, int64_t stride_x,
-        int64_t stride_y, int64_t dilation_x, int64_t dilation_y) except +raise_py_error
-    shared_ptr[CCNNPoolingGradient] make_cnn_pooling_gradient "std::make_shared<mpsx::CNNPoolingGradient>"(
-        shared_ptr[CDevice] device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height, int64_t stride_x,
-        int64_t stride_y, int64_t dilation_x, int64_t dilation_y) except +raise_py_error

@@ -18,17 +18,10 @@ cdef extern from "mpsx/kernels/spatial_normalization.h" namespace "mpsx" nogil:
 
     cdef cppclass CCNNSpatialNormalization "mpsx::CNNSpatialNormalization"(
             CUnaryKernel, CSpatialNormalizationProperties):
-        pass
+        CCNNSpatialNormalization(shared_ptr[CDevice] device, int64_t kernel_width,
+                                 int64_t kernel_height) except +raise_py_error
 
     cdef cppclass CCNNSpatialNormalizationGradient "mpsx::CNNSpatialNormalizationGradient"(
             CGradientKernel, CSpatialNormalizationProperties):
-        pass
-
-# std::make_shared of the kernels, so constructor errors map to mpsx's exceptions.
-cdef extern from "<memory>" nogil:
-    shared_ptr[CCNNSpatialNormalization] make_cnn_spatial_normalization \
-        "std::make_shared<mpsx::CNNSpatialNormalization>"(shared_ptr[CDevice] device, int64_t kernel_width,
-                                                        int64_t kernel_height) except +raise_py_error
-    shared_ptr[CCNNSpatialNormalizationGradient] make_cnn_spatial_normalization_gradient \
-        "std::make_shared<mpsx::CNNSpatialNormalizationGradient>"(shared_ptr[CDevice] device, int64_t kernel_width,
-                                                                int64_t kernel_height) except +raise_py_error
+        CCNNSpatialNormalizationGradient(shared_ptr[CDevice] device, int64_t kernel_width,
+                                         int64_t kernel_height) except +raise_py_error

@@ -13,20 +13,15 @@ cdef extern from "mpsx/kernels/upsampling.h" namespace "mpsx" nogil:
         Bilinear "mpsx::UpsamplingKind::Bilinear"
 
     cdef cppclass CCNNUpsampling "mpsx::CNNUpsampling"(CUnaryKernel):
+        CCNNUpsampling(shared_ptr[CDevice] device, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
+                       cbool align_corners) except +raise_py_error
         int64_t scale_factor_x()
         int64_t scale_factor_y()
         cbool align_corners()
 
     cdef cppclass CCNNUpsamplingGradient "mpsx::CNNUpsamplingGradient"(CGradientKernel):
+        CCNNUpsamplingGradient(shared_ptr[CDevice] device, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
+                               cbool align_corners) except +raise_py_error
         int64_t scale_factor_x()
         int64_t scale_factor_y()
         cbool align_corners()
-
-# std::make_shared of the kernels, so constructor errors map to mpsx's exceptions.
-cdef extern from "<memory>" nogil:
-    shared_ptr[CCNNUpsampling] make_cnn_upsampling "std::make_shared<mpsx::CNNUpsampling>"(
-        shared_ptr[CDevice] device, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
-        cbool align_corners) except +raise_py_error
-    shared_ptr[CCNNUpsamplingGradient] make_cnn_upsampling_gradient "std::make_shared<mpsx::CNNUpsamplingGradient>"(
-        shared_ptr[CDevice] device, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
-        cbool align_corners) except +raise_py_error
