@@ -52,7 +52,7 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
 
         MPS: none (mpsx)
         """
-        return self._made_with()[0][1]
+        return self._constructor_arguments()[0][1]
 
     @property
     def flags(self):

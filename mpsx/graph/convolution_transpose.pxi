@@ -46,7 +46,7 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 
         MPS: none (mpsx)
         """
-        return self._made_with()[0][2]
+        return self._constructor_arguments()[0][2]
 
     @property
     def training_style(self):

@@ -458,13 +458,13 @@ cdef class NNFilterNode:
     cdef _made(self, shared_ptr[CFilterNode] node, tuple arguments, dict keywords=None):
         """Takes the native node a constructor made, with the arguments it made it from (what saving the
         node describes: the node keeps them, as its wrappers come and go)."""
-        node.get().made_with = hold((arguments, keywords or {}))
+        node.get().constructor_arguments = hold((arguments, keywords or {}))
         self.c = node
 
-    cdef object _made_with(self):
+    cdef object _constructor_arguments(self):
         """(arguments, keywords) of the constructor that made this node; None for one made natively."""
         cdef CFilterNode* node = self.native()
-        return <object><PyObject*>node.made_with.get() if node.made_with else None
+        return <object><PyObject*>node.constructor_arguments.get() if node.constructor_arguments else None
 
     @property
     def result_image(self):
@@ -605,9 +605,9 @@ cdef class NNFilterNode:
     def __mpsx_state__(self):
         cdef CFilterNode* node = self.native()
         state = {"properties": {name: getattr(self, name) for name in property_names(type(self))}}
-        made_with = self._made_with()
-        if made_with is not None:
-            state["arguments"], state["keywords"] = made_with
+        constructor_arguments = self._constructor_arguments()
+        if constructor_arguments is not None:
+            state["arguments"], state["keywords"] = constructor_arguments
         elif node.gradient_origin().has_value():
             state["gradient_of"] = _wrap_filter_node(node.gradient_origin().value().forward)
             state["gradient_images"] = [_wrap_image_node(g) for g in node.gradient_origin().value().gradient_images]

@@ -20,7 +20,7 @@ cdef class _NormalizationNode(NNFilterNode):
 
         MPS: none (mpsx)
         """
-        return self._made_with()[0][1]
+        return self._constructor_arguments()[0][1]
 
     @property
     def training_style(self):

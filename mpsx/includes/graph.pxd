@@ -52,7 +52,7 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
 
     cdef cppclass CFilterNode "mpsx::FilterNode":
         const char* class_name()
-        shared_ptr[void] made_with
+        shared_ptr[void] constructor_arguments
         const optional[CGradientOrigin]& gradient_origin()
         vector[shared_ptr[CImageNode]] sources()
         vector[shared_ptr[CStateNode]] source_states()

@@ -119,12 +119,12 @@ cdef object _value_of(object source, str attribute):
     return value() if callable(value) else value
 
 
-cdef int64_t _bds_number_of_feature_channels(object source) except *:
+cdef int64_t _batch_normalization_source_number_of_feature_channels(object source) except *:
     return integer_argument(_value_of(source, "number_of_feature_channels"),
                             f"{type(source).__name__}.number_of_feature_channels")
 
 
-cdef HostArray _bds_array(object source, const char* method) except *:
+cdef HostArray _batch_normalization_source_array(object source, const char* method) except *:
     cdef HostArray out
     array = getattr(source, method.decode())()
     if array is None:
@@ -139,7 +139,7 @@ cdef HostArray _bds_array(object source, const char* method) except *:
     return out
 
 
-cdef float _bds_epsilon(object source) except *:
+cdef float _batch_normalization_source_epsilon(object source) except *:
     value = _value_of(source, "epsilon")
     return kNormalizationDefaultEpsilon if value is None else float(value)
 
@@ -167,7 +167,7 @@ cdef object wrap_batch_normalization_state(const shared_ptr[CBatchNormalizationS
     return s
 
 
-cdef cbool _bds_update(object source, const char* method, shared_ptr[CBatchNormalizationState] state) except *:
+cdef cbool _batch_normalization_source_update(object source, const char* method, shared_ptr[CBatchNormalizationState] state) except *:
     return bool(getattr(source, method.decode())(wrap_batch_normalization_state(state)))
 
 
@@ -184,7 +184,7 @@ cdef object _checked_update(object source, str method, object result, type expec
     return result
 
 
-cdef shared_ptr[CNormalizationGammaAndBetaState] _bds_update_gamma_and_beta_on_command_buffer(
+cdef shared_ptr[CNormalizationGammaAndBetaState] _batch_normalization_source_update_gamma_and_beta_on_command_buffer(
         object source, CCommandBuffer& command_buffer, shared_ptr[CBatchNormalizationState] state) except *:
     cdef shared_ptr[CNormalizationGammaAndBetaState] out
     result = _checked_update(source, "update_gamma_and_beta_with_command_buffer",
@@ -196,7 +196,7 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _bds_update_gamma_and_beta_on_c
     return out
 
 
-cdef shared_ptr[CNormalizationMeanAndVarianceState] _bds_update_mean_and_variance_on_command_buffer(
+cdef shared_ptr[CNormalizationMeanAndVarianceState] _batch_normalization_source_update_mean_and_variance_on_command_buffer(
         object source, CCommandBuffer& command_buffer, shared_ptr[CBatchNormalizationState] state) except *:
     cdef shared_ptr[CNormalizationMeanAndVarianceState] out
     result = _checked_update(source, "update_mean_and_variance_with_command_buffer",
@@ -210,17 +210,17 @@ cdef shared_ptr[CNormalizationMeanAndVarianceState] _bds_update_mean_and_varianc
 
 # load, purge, label and has are the convolution data source's: the same protocol calls.
 cdef BatchNormalizationDataSourceCalls* _batch_normalization_calls = &batch_normalization_data_source_calls()
-_batch_normalization_calls.load = _cds_load
-_batch_normalization_calls.purge = _cds_purge
-_batch_normalization_calls.number_of_feature_channels = _bds_number_of_feature_channels
-_batch_normalization_calls.array = _bds_array
-_batch_normalization_calls.epsilon = _bds_epsilon
-_batch_normalization_calls.label = _cds_label
-_batch_normalization_calls.has = _cds_has
-_batch_normalization_calls.update = _bds_update
-_batch_normalization_calls.update_gamma_and_beta_on_command_buffer = _bds_update_gamma_and_beta_on_command_buffer
+_batch_normalization_calls.load = _convolution_source_load
+_batch_normalization_calls.purge = _convolution_source_purge
+_batch_normalization_calls.number_of_feature_channels = _batch_normalization_source_number_of_feature_channels
+_batch_normalization_calls.array = _batch_normalization_source_array
+_batch_normalization_calls.epsilon = _batch_normalization_source_epsilon
+_batch_normalization_calls.label = _convolution_source_label
+_batch_normalization_calls.has = _convolution_source_has
+_batch_normalization_calls.update = _batch_normalization_source_update
+_batch_normalization_calls.update_gamma_and_beta_on_command_buffer = _batch_normalization_source_update_gamma_and_beta_on_command_buffer
 _batch_normalization_calls.update_mean_and_variance_on_command_buffer = \
-    _bds_update_mean_and_variance_on_command_buffer
+    _batch_normalization_source_update_mean_and_variance_on_command_buffer
 
 
 cdef shared_ptr[CBatchNormalizationDataSource] batch_normalization_data_source_of(object source) except *:

@@ -444,18 +444,18 @@ cdef dict _NUMPY_TYPES = {0: np.float32, 1: np.float16, 3: np.uint8}
 # load and purge are required by the convolution and batch normalization
 # protocols, optional in instance normalization's and absent from group
 # normalization's: one a data source lacks is not called.
-cdef cbool _cds_load(object source) except *:
+cdef cbool _convolution_source_load(object source) except *:
     load = getattr(source, "load", None)
     return True if load is None else bool(load())
 
 
-cdef void _cds_purge(object source) except *:
+cdef void _convolution_source_purge(object source) except *:
     purge = getattr(source, "purge", None)
     if purge is not None:
         purge()
 
 
-cdef CConvolutionDescriptor _cds_descriptor(object source) except *:
+cdef CConvolutionDescriptor _convolution_source_descriptor(object source) except *:
     d = source.descriptor()
     if not isinstance(d, CNNConvolutionDescriptor):
         raise TypeError(f"{type(source).__name__}.descriptor() must return an mpsx.CNNConvolutionDescriptor, "
@@ -463,11 +463,11 @@ cdef CConvolutionDescriptor _cds_descriptor(object source) except *:
     return (<CNNConvolutionDescriptor>d).desc
 
 
-cdef CDataType _cds_data_type(object source, const char* attribute) except *:
+cdef CDataType _convolution_source_data_type(object source, const char* attribute) except *:
     value = getattr(source, attribute.decode(), None)
     if value is None:
         if attribute == b"kernel_weights_data_type":
-            return _cds_data_type(source, b"data_type")
+            return _convolution_source_data_type(source, b"data_type")
         return CDataType.Float32
     if callable(value):
         value = value()
@@ -489,7 +489,7 @@ cdef object host_values(object values):
     return np.from_dlpack(values)
 
 
-cdef HostArray _cds_array(object source, const char* method, CDataType data_type) except *:
+cdef HostArray _convolution_source_array(object source, const char* method, CDataType data_type) except *:
     cdef HostArray out
     fn = getattr(source, method.decode(), None)
     if fn is None:
@@ -514,7 +514,7 @@ cdef HostArray _cds_array(object source, const char* method, CDataType data_type
     return out
 
 
-cdef string _cds_label(object source) except *:
+cdef string _convolution_source_label(object source) except *:
     value = getattr(source, "label", None)
     if callable(value):
         value = value()
@@ -524,7 +524,7 @@ cdef string _cds_label(object source) except *:
 cdef dict _QUANTIZATION = {None: 0, "none": 0, "linear": 1, "lookup_table": 2}
 
 
-cdef WeightsQuantization _cds_quantization(object source) except *:
+cdef WeightsQuantization _convolution_source_quantization(object source) except *:
     value = getattr(source, "weights_quantization_type", None)
     if callable(value):
         value = value()
@@ -534,7 +534,7 @@ cdef WeightsQuantization _cds_quantization(object source) except *:
         raise ValueError(f"weights_quantization_type must be 'none', 'linear' or 'lookup_table', given {value!r}")
 
 
-cdef cbool _cds_has(object source, const char* attribute) except *:
+cdef cbool _convolution_source_has(object source, const char* attribute) except *:
     return callable(getattr(source, attribute.decode(), None))
 
 
@@ -561,13 +561,13 @@ cdef object wrap_weights_and_biases_state(shared_ptr[CConvolutionWeightsAndBiase
     return s
 
 
-cdef cbool _cds_update(object source, shared_ptr[CConvolutionGradientState] gradient_state,
+cdef cbool _convolution_source_update(object source, shared_ptr[CConvolutionGradientState] gradient_state,
                        shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
     return bool(source.update_with_gradient_state(wrap_convolution_gradient_state(gradient_state),
                                                   wrap_weights_and_biases_state(source_state)))
 
 
-cdef shared_ptr[CConvolutionWeightsAndBiasesState] _cds_update_on_command_buffer(
+cdef shared_ptr[CConvolutionWeightsAndBiasesState] _convolution_source_update_on_command_buffer(
         object source, CCommandBuffer& command_buffer, shared_ptr[CConvolutionGradientState] gradient_state,
         shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
     cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
@@ -584,16 +584,16 @@ cdef shared_ptr[CConvolutionWeightsAndBiasesState] _cds_update_on_command_buffer
 
 
 cdef ConvolutionDataSourceCalls* _convolution_calls = &convolution_data_source_calls()
-_convolution_calls.load = _cds_load
-_convolution_calls.purge = _cds_purge
-_convolution_calls.descriptor = _cds_descriptor
-_convolution_calls.data_type = _cds_data_type
-_convolution_calls.array = _cds_array
-_convolution_calls.label = _cds_label
-_convolution_calls.weights_quantization_type = _cds_quantization
-_convolution_calls.has = _cds_has
-_convolution_calls.update = _cds_update
-_convolution_calls.update_on_command_buffer = _cds_update_on_command_buffer
+_convolution_calls.load = _convolution_source_load
+_convolution_calls.purge = _convolution_source_purge
+_convolution_calls.descriptor = _convolution_source_descriptor
+_convolution_calls.data_type = _convolution_source_data_type
+_convolution_calls.array = _convolution_source_array
+_convolution_calls.label = _convolution_source_label
+_convolution_calls.weights_quantization_type = _convolution_source_quantization
+_convolution_calls.has = _convolution_source_has
+_convolution_calls.update = _convolution_source_update
+_convolution_calls.update_on_command_buffer = _convolution_source_update_on_command_buffer
 
 
 cdef shared_ptr[CConvolutionDataSource] convolution_data_source_of(object source) except *:

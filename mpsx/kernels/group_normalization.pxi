@@ -93,7 +93,7 @@ class CNNGroupNormalizationDataSource:
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
 
-cdef int64_t _gds_integer(object source, const char* attribute) except *:
+cdef int64_t _group_normalization_source_integer(object source, const char* attribute) except *:
     name = attribute.decode()
     return integer_argument(_value_of(source, name), f"{type(source).__name__}.{name}")
 
@@ -121,12 +121,12 @@ cdef str _update_method(bint instance):
             else "update_gamma_and_beta_with_group_normalization_state_batch")
 
 
-cdef cbool _gds_update(object source, cbool instance,
+cdef cbool _group_normalization_source_update(object source, cbool instance,
                        const vector[shared_ptr[CGroupNormalizationGradientState]]& states) except *:
     return bool(getattr(source, _update_method(instance))(_wrap_states(states)))
 
 
-cdef shared_ptr[CNormalizationGammaAndBetaState] _gds_update_on_command_buffer(
+cdef shared_ptr[CNormalizationGammaAndBetaState] _group_normalization_source_update_on_command_buffer(
         object source, cbool instance, CCommandBuffer& command_buffer,
         const vector[shared_ptr[CGroupNormalizationGradientState]]& states) except *:
     cdef shared_ptr[CNormalizationGammaAndBetaState] out
@@ -140,9 +140,9 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _gds_update_on_command_buffer(
 
 
 cdef GroupNormalizationDataSourceCalls* _group_normalization_calls = &group_normalization_data_source_calls()
-_group_normalization_calls.integer = _gds_integer
-_group_normalization_calls.update = _gds_update
-_group_normalization_calls.update_on_command_buffer = _gds_update_on_command_buffer
+_group_normalization_calls.integer = _group_normalization_source_integer
+_group_normalization_calls.update = _group_normalization_source_update
+_group_normalization_calls.update_on_command_buffer = _group_normalization_source_update_on_command_buffer
 
 
 cdef shared_ptr[CGroupNormalizationDataSource] group_normalization_data_source_of(object source,

@@ -202,7 +202,7 @@ std::shared_ptr<ConvolutionGradientState> CNNConvolutionTranspose::coupling(cons
   return state;
 }
 
-void CNNConvolutionTranspose::undo(const ConvolutionGradientState& state) {
+void CNNConvolutionTranspose::align_with_convolution(const ConvolutionGradientState& state) {
   // Mirror the convolution's windows: the destination pixels a source pixel
   // reaches are the pixels the convolution read for it, which makes this the
   // convolution's data gradient for weights transposed and rotated by 180
@@ -232,8 +232,8 @@ UnaryKernel::Encoded CNNConvolutionTranspose::encode(CommandBuffer& command_buff
   auto* transpose_state = dynamic_cast<ConvolutionTransposeGradientState*>(state.get());
   if (!given && transpose_state) given = transpose_state->convolution_gradient_state;
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(given, *source);
-  check_properties();  // undo reads clip_rect
-  if (coupled) undo(*coupled);
+  check_properties();  // align_with_convolution reads clip_rect
+  if (coupled) align_with_convolution(*coupled);
   Encoded encoded = UnaryKernel::encode(command_buffer, source, destination, state, want_state, coupled.get());
   if (coupled && encoded.state)
     static_cast<ConvolutionTransposeGradientState&>(*encoded.state).convolution_gradient_state = coupled;
@@ -249,7 +249,7 @@ ImageDescriptor CNNConvolutionTranspose::destination_image_descriptor(
   std::shared_ptr<ConvolutionGradientState> coupled = coupling(convolution_gradient_state, source);
   Restore<Offset> kept_offset(offset);
   Restore<int64_t> kept_x(kernel_offset_x), kept_y(kernel_offset_y);
-  if (coupled) undo(*coupled);
+  if (coupled) align_with_convolution(*coupled);
   return destination_descriptor(source, coupled.get());
 }
 

@@ -45,7 +45,7 @@ int64_t pad_dimension(int64_t source, int64_t stride, int64_t extent, uint32_t m
 
 // Where a block lies, for messages: images counted in the allocation of
 // `image` when it is a view of one.
-std::string spelled(const Image& image, const ImageBlock& b) {
+std::string text_of(const Image& image, const ImageBlock& b) {
   auto range = [](const char* what, int64_t first, int64_t count) {
     return std::string(what) + " " + std::to_string(first) + "-" + std::to_string(first + count - 1);
   };
@@ -60,7 +60,7 @@ std::string overlap_of(const Image& destination, const ImageBlock& written, cons
   if (same_elements(destination.whole(), image.whole())) return "the same image";
   if (destination.buffer() == image.buffer() && destination.first_in_allocation() >= 0 &&
       image.first_in_allocation() >= 0)
-    return "one allocation: " + spelled(destination, written) + " written, " + spelled(image, read) + " read";
+    return "one allocation: " + text_of(destination, written) + " written, " + text_of(image, read) + " read";
   return "their memory overlaps";
 }
 
@@ -655,13 +655,13 @@ void GradientKernel::record(CommandBuffer&, const std::shared_ptr<Image>&, const
 
 namespace {
 
-// Messages' spelling of the properties a gradient kernel refuses.
-std::string spelled(const Offset& o) {
+// The properties a gradient kernel refuses, as messages write them.
+std::string text_of(const Offset& o) {
   return "(" + std::to_string(o.x) + ", " + std::to_string(o.y) + ", " + std::to_string(o.z) + ")";
 }
-std::string spelled(int64_t v) { return std::to_string(v); }
-std::string spelled(EdgeMode m) { return m == EdgeMode::Zero ? "ZERO" : m == EdgeMode::Clamp ? "CLAMP" : std::to_string(static_cast<int>(m)); }
-std::string spelled(const Region& r) {
+std::string text_of(int64_t v) { return std::to_string(v); }
+std::string text_of(EdgeMode m) { return m == EdgeMode::Zero ? "ZERO" : m == EdgeMode::Clamp ? "CLAMP" : std::to_string(static_cast<int>(m)); }
+std::string text_of(const Region& r) {
   return "(" + std::to_string(r.x) + ", " + std::to_string(r.y) + ", " + std::to_string(r.z) + ", " +
          std::to_string(r.width) + ", " + std::to_string(r.height) + ", " + std::to_string(r.depth) + ")";
 }
@@ -674,11 +674,11 @@ bool operator!=(const Region& a, const Region& b) {
 
 void GradientKernel::check_properties() const {
   BinaryKernel::check_properties();
-  // Runs at every encode: nothing is spelled unless a property is refused.
+  // Runs at every encode: the text of a value is made only for a refused one.
   auto keep = [this](const char* which, const char* property, const auto& given, const auto& initial) {
     if (given != initial)
-      fail<ArgumentError>(class_name(), ": ", which, property, " must keep its default ", spelled(initial),
-                          ", given ", spelled(given), "; a gradient kernel takes the forward geometry from its ",
+      fail<ArgumentError>(class_name(), ": ", which, property, " must keep its default ", text_of(initial),
+                          ", given ", text_of(given), "; a gradient kernel takes the forward geometry from its ",
                           "gradient state");
   };
   const BinarySource plain;

@@ -852,7 +852,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
     MatrixRows y(cuda, destination, kSecondStagedSlot, false, half_);
     if (b) fill_biases(y.region(), b, cuda.stream());
-    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, k(), weights_in(cuda, w),
+    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, values_per_image(), weights_in(cuda, w),
          x.matrix(), b ? 1.0f : 0.0f, y.matrix());
     y.store();
   }
@@ -867,7 +867,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     }
     MatrixRows dy(cuda, result_gradient, kFirstStagedSlot, true, half_);
     MatrixRows dx(cuda, source_gradient, kSecondStagedSlot, false, half_);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, k(), s_.images, s_.output_channels, weights_in(cuda, w),
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, values_per_image(), s_.images, s_.output_channels, weights_in(cuda, w),
          dy.matrix(), 0.0f, dx.matrix());
     dx.store();
   }
@@ -884,20 +884,20 @@ class CudaConvolution final : public ConvolutionPrimitive {
     }
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
     MatrixRows dy(cuda, result_gradient, kSecondStagedSlot, true, half_);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, k(), s_.output_channels, s_.images, x.matrix(),
-         dy.matrix(), 0.0f, Matrix{dw, CUDA_R_32F, k()});
+    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, values_per_image(), s_.output_channels, s_.images, x.matrix(),
+         dy.matrix(), 0.0f, Matrix{dw, CUDA_R_32F, values_per_image()});
   }
 
  private:
   // The values of one source image the window reads.
-  int64_t k() const { return s_.source_height * s_.source_width * s_.input_channels; }
+  int64_t values_per_image() const { return s_.source_height * s_.source_width * s_.input_channels; }
   // TF32 products of float32 operands where the kernel allows them.
   bool tensor_float32() const { return !half_ && s_.accumulator_precision == AccumulatorPrecision::Half; }
   // The weights W [out][k] as the product takes them: float16 in scratch
   // where it runs in float16.
   Matrix weights_in(CudaContext& cuda, const float* w) const {
-    if (!half_) return {w, CUDA_R_32F, k()};
-    const int64_t count = s_.output_channels * k();
+    if (!half_) return {w, CUDA_R_32F, values_per_image()};
+    const int64_t count = s_.output_channels * values_per_image();
     const ImageRegion from{const_cast<float*>(w), DataType::Float32, 1, count, 1, 1, ImageLayout{count, 1, count, count}};
     ImageRegion to = from;
     to.data = cuda.scratch(kCudnnFilterSlot, static_cast<size_t>(count) * size_of(DataType::Float16));

@@ -47,7 +47,7 @@ FilterNode::~FilterNode() {
   // Each owner this destructor drops may be the last of another filter, whose
   // destructor, run meanwhile on this thread, adds its owners to this list
   // instead of dropping them: the outermost destructor drops them one by one.
-  // made_with and the handles go too: a Python object may hold nodes.
+  // constructor_arguments and the handles go too: a Python object may hold nodes.
   thread_local std::vector<std::shared_ptr<void>>* releasing = nullptr;
   std::vector<std::shared_ptr<void>> mine;
   std::vector<std::shared_ptr<void>>& owners = releasing ? *releasing : mine;
@@ -60,7 +60,7 @@ FilterNode::~FilterNode() {
     drop(gradient_origin_->forward);
     for (auto& g : gradient_origin_->gradient_images) drop(g);
   }
-  drop(made_with);
+  drop(constructor_arguments);
   drop(result_image_.handle);
   for (StateNode& state : result_states_) drop(state.handle);
   if (releasing) return;

@@ -189,7 +189,7 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // What the binding made this filter from (Python: its constructor's
   // arguments), kept so that a saved graph can make it again; native code
   // never looks inside. Null for a filter made natively.
-  std::shared_ptr<void> made_with;
+  std::shared_ptr<void> constructor_arguments;
   // A filter gradient_filters made: the forward filter, the gradient images
   // it was given, and this filter's place among those it made.
   struct GradientOrigin {

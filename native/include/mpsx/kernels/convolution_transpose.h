@@ -118,8 +118,9 @@ class CNNConvolutionTranspose : public CNNConvolution {
   // The convolution gradient state checked, or null for none.
   std::shared_ptr<ConvolutionGradientState> coupling(const std::shared_ptr<State>& convolution_gradient_state,
                                                      const Image& source) const;
-  // Sets offset and kernel offsets to undo the convolution of `state`.
-  void undo(const ConvolutionGradientState& state);
+  // Sets offset and kernel offsets so that the transpose reads where the
+  // convolution of `state` wrote and writes where it read.
+  void align_with_convolution(const ConvolutionGradientState& state);
 
   PrimitiveCache<ConvolutionTransposeShape, ConvolutionTransposePrimitive> transpose_primitives_;
 };
