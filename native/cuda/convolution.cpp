@@ -903,7 +903,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     to.data = cuda.scratch(kCudnnFilterSlot, static_cast<size_t>(count) * size_of(DataType::Float16));
     to.data_type = DataType::Float16;
     copy_region(from, to, cuda.stream());
-    return {to.data, CUDA_R_16F, k()};
+    return {to.data, CUDA_R_16F, values_per_image()};
   }
 
   ConvolutionShape s_;
