@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import fuzz_factories
+from fuzz import factories as fuzz_factories
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_HEADERS = ROOT / "native" / "include" / "mpsx" / "kernels"
@@ -144,7 +144,7 @@ def test_every_public_name_is_on_the_family_page(family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_public_class_has_a_fuzz_factory(family):
     absent = [n for n in public_names(family) if n not in fuzz_factories.FACTORIES and n not in enums(family)]
-    assert not absent, f"{family}: no factory in tests/fuzz_factories.py FACTORIES for {absent}"
+    assert not absent, f"{family}: no factory in tests/fuzz/factories.py FACTORIES for {absent}"
 
 
 @pytest.mark.parametrize("family", FAMILIES)

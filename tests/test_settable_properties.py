@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from fuzz_factories import FACTORIES
+from fuzz.factories import FACTORIES
 from helpers import read
 
 # mpsx class -> the readwrite properties of its MPS class, in mpsx's names.

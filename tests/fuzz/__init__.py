@@ -10,7 +10,7 @@ hang:
 
 - the catalog (catalog.py): the public classes and functions (mpsx.__all__), their
   constructors, methods and properties, by introspection;
-- the factories (tests/fuzz_factories.py): for each class, code making a
+- the factories (tests/fuzz/factories.py): for each class, code making a
   valid instance and valid arguments for its methods; a probe runs each once
   and describes what it made (types, shapes, which properties are writable);
   a class with methods but no working factory fails the test by name;

@@ -5,7 +5,7 @@ import enum
 import inspect
 
 import mpsx
-from fuzz_factories import FACTORIES
+from fuzz.factories import FACTORIES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Catalog:
     def coverage_problems(self):
         missing = [n for n in self.drivable if n not in FACTORIES]
         stale = sorted(set(FACTORIES) - set(self.classes))
-        return ([f"mpsx.{n} has methods or properties but no factory in tests/fuzz_factories.py, so the fuzzer "
+        return ([f"mpsx.{n} has methods or properties but no factory in tests/fuzz/factories.py, so the fuzzer "
                  f"cannot drive it: add one making a valid instance (obj) and valid arguments" for n in missing]
-                + [f"tests/fuzz_factories.py has a factory for {n}, which is not a public mpsx class"
+                + [f"tests/fuzz/factories.py has a factory for {n}, which is not a public mpsx class"
                    for n in stale])

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import mpsx
-from fuzz_factories import FACTORIES
+from fuzz.factories import FACTORIES
 
 from .catalog import Catalog
 from .child import finish_code

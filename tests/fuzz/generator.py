@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 
-from fuzz_factories import FACTORIES
+from fuzz.factories import FACTORIES
 
 from .snippets import prelude
 from .values import (BOOLS, CALLABLES, DESTINATIONS, DTYPES, FLOATS, FORMS, HANDLERS, IMAGE_DTYPES, INT_EXTREMES,
