@@ -34,9 +34,11 @@ def test_graph_planner_and_registry(tmp_path):
     dnnl = loaded_library("libdnnl.so")
     assert os.path.exists(runtime) and dnnl, (runtime, dnnl)
     binary = tmp_path / "graph_planner_test"
+    # An installed runtime finds oneDNN only as mpsx/_libraries.py loads it: the linker is told where it is.
     built = subprocess.run([compiler, "-std=c++17", "-O1", "-I", os.path.join(ROOT, "native", "include"),
                             os.path.join(ROOT, "tests", "native", "graph_planner_test.cpp"), runtime,
-                            f"-Wl,-rpath,{os.path.dirname(runtime)}", "-o", str(binary)],
+                            f"-Wl,-rpath,{os.path.dirname(runtime)}", f"-Wl,-rpath-link,{os.path.dirname(dnnl)}",
+                            "-o", str(binary)],
                            capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-4000:]
     env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(filter(None, [os.path.dirname(dnnl),
