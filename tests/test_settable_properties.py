@@ -205,7 +205,7 @@ def test_accumulator_precision_takes_the_mps_enum(device, kind):
                             ("half", Option.HALF)):
         setattr(obj, prop, value)
         assert getattr(obj, prop) is expected, value
-    for bad in ("double", 2, -1, True, None, 1.0):
+    for bad in ("double", 2, -1, True, None, 1.0, np.array([0, 1])):
         with pytest.raises(ValueError, match=f"{prop} must be NNConvolutionAccumulatorPrecisionOption.HALF or FLOAT"):
             setattr(obj, prop, bad)
         assert getattr(obj, prop) is Option.HALF

@@ -58,7 +58,7 @@ class NNConvolutionAccumulatorPrecisionOption(enum.IntFlag):
 
 cdef AccumulatorPrecision accumulator_precision_of(value, str name) except *:
     """An NNConvolutionAccumulatorPrecisionOption, its int value, or mpsx's earlier form "half" or "float"."""
-    if value == "half" or value == "float":
+    if isinstance(value, str) and value in ("half", "float"):
         return AccumulatorPrecision.Half if value == "half" else AccumulatorPrecision.Float
     if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
         return AccumulatorPrecision.Half if value == 0 else AccumulatorPrecision.Float

@@ -56,9 +56,6 @@ void ArithmeticGradientState::fill_views() {
     v->destination_descriptor = destination_descriptor;
     v->geometry = geometry;
     v->forward_class = forward_class;
-    // A filter that reads the forward secondary image checks it as the
-    // "result" identity (GradientKernel's ForwardResult path).
-    v->result_identity = secondary_identity;
     v->encoded = encoded;
   }
 }
