@@ -16,6 +16,7 @@
 #include <string>
 
 #include "mpsx/command_buffer.h"
+#include "mpsx/device.h"
 #include "mpsx/errors.h"
 
 namespace mpsx::python {
@@ -180,6 +181,11 @@ inline bool end_at_exit() {
   return false;
 #endif
 }
+
+// Whether the runtime gave up waiting for a thread that may still run library
+// code (mpsx/device.h): the exit then ends the process before the libraries'
+// destructors, which would run under it.
+inline bool threads_abandoned() { return detail::abandoned_threads.load() > 0; }
 
 // A host step that calls `step()` in Python; a Python exception fails the
 // command buffer with that exception.

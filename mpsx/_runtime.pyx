@@ -28,7 +28,7 @@ from libcpp.vector cimport vector
 from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, end_at_exit, finalizing,
-    install_interrupt_check, wait_until_all_idle, before_fork, after_fork)
+    install_interrupt_check, threads_abandoned, wait_until_all_idle, before_fork, after_fork)
 from mpsx.includes.device cimport CDevice, backend_load_errors, cpu_loop_clone
 from mpsx.includes.dlpack cimport (
     Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,

@@ -63,3 +63,4 @@ cdef extern from "_callbacks.h" namespace "mpsx::python":
     void after_fork()
     bint wait_until_all_idle(double seconds) except +raise_py_error nogil
     bint end_at_exit()
+    bint threads_abandoned()

@@ -265,6 +265,8 @@ def _drain_at_exit():
         pass  # Ctrl-C, or what another signal handler raised: stop waiting
     finalizing().store(True)
     if idle:
+        if threads_abandoned():
+            end_at_exit()  # a thread given up on (an NCCL join past its timeout) may still be inside NCCL
         return
     message = (f"mpsx: command buffers still running at exit are abandoned (waited {seconds:g} s, "
                f"MPSX_EXIT_TIMEOUT); their results and completed handlers are lost")

@@ -17,6 +17,7 @@
 namespace mpsx {
 namespace detail {
 std::atomic<uint64_t> process_generation{0};
+std::atomic<int> abandoned_threads{0};
 }  // namespace detail
 
 namespace {

@@ -19,10 +19,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <future>
 #include <thread>
 
 #include "backend.h"
+#include "mpsx/device.h"
 #include "mpsx/distributed.h"
 #include "mpsx/errors.h"
 #include "mpsx/registry.h"
@@ -82,6 +82,54 @@ void check_nccl(const Nccl& n, NcclResult result, const char* call) {
     fail<DistributedError>(call, " failed: ", n.get_error_string(result));
 }
 
+// ncclCommInitRank, which waits for every rank, on a thread of its own that
+// is given up on after the timeout. One given up on may still be inside NCCL
+// when the process exits: it counts in detail::abandoned_threads, so that the
+// exit ends the process before NCCL's destructors, and aborts a group it
+// joins late. One that finishes in time is joined, so that no thread of it
+// runs on while the process exits.
+NcclComm join_group(const Nccl& n, int ordinal, const NcclUniqueId& id, int rank, int world,
+                    std::chrono::duration<double> timeout, double timeout_seconds) {
+  struct Joining {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false, abandoned = false;
+    NcclResult result = kNcclSuccess;
+    NcclComm comm = nullptr;
+  };
+  auto joining = std::make_shared<Joining>();
+  std::thread thread([joining, n = &n, ordinal, id, rank, world] {
+    NcclComm comm = nullptr;
+    NcclResult result;
+    {
+      DeviceScope scope(ordinal);
+      result = n->comm_init_rank(&comm, world, id, rank);
+    }
+    std::lock_guard<std::mutex> lock(joining->mutex);
+    if (joining->abandoned) {
+      if (comm) n->comm_abort(comm);
+      return;
+    }
+    joining->result = result;
+    joining->comm = comm;
+    joining->done = true;
+    joining->finished.notify_one();
+  });
+  std::unique_lock<std::mutex> lock(joining->mutex);
+  if (!joining->finished.wait_for(lock, timeout, [&] { return joining->done; })) {
+    joining->abandoned = true;
+    detail::abandoned_threads.fetch_add(1);
+    lock.unlock();
+    thread.detach();
+    fail<DistributedError>("NCCL: rank ", rank, " of ", world, " could not join the group within ", timeout_seconds,
+                           " s: did every rank start, with the same group id?");
+  }
+  lock.unlock();
+  thread.join();
+  check_nccl(n, joining->result, "ncclCommInitRank");
+  return joining->comm;
+}
+
 class NcclCollective final : public CollectivePrimitive {
  public:
   NcclCollective(const CudaBackend& backend, const CollectiveDescriptor& d)
@@ -92,30 +140,13 @@ class NcclCollective final : public CollectivePrimitive {
                           "new_group_id), given ", d.unique_id.size());
     NcclUniqueId id;
     std::memcpy(id.internal, d.unique_id.data(), sizeof id.internal);
-    // Joining waits for every rank: a thread of its own, given up on after the timeout.
-    auto joined = std::make_shared<std::promise<std::pair<NcclResult, NcclComm>>>();
-    std::future<std::pair<NcclResult, NcclComm>> result = joined->get_future();
-    const int ordinal = backend.ordinal();
-    const Nccl* n = &nccl_;
-    const int rank = rank_, world = world_size_;
-    std::thread([joined, ordinal, n, id, rank, world] {
-      DeviceScope scope(ordinal);
-      NcclComm comm = nullptr;
-      NcclResult r = n->comm_init_rank(&comm, world, id, rank);
-      joined->set_value({r, comm});
-    }).detach();
-    if (result.wait_for(timeout_) != std::future_status::ready)
-      fail<DistributedError>("NCCL: rank ", rank_, " of ", world_size_, " could not join the group within ",
-                             d.timeout_seconds, " s: did every rank start, with the same group id?");
-    auto [r, comm] = result.get();
-    check_nccl(nccl_, r, "ncclCommInitRank");
-    comm_ = comm;
+    comm_ = join_group(nccl_, ordinal_, id, rank_, world_size_, timeout_, d.timeout_seconds);
     {
-      DeviceScope scope(ordinal);
+      DeviceScope scope(ordinal_);
       MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     }
-    watchdog_ = std::thread([this, ordinal] {
-      DeviceScope scope(ordinal);
+    watchdog_ = std::thread([this] {
+      DeviceScope scope(ordinal_);
       watch();
     });
   }

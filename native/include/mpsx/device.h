@@ -20,6 +20,10 @@ namespace detail {
 // Incremented in the child of each fork(): devices remember the value they
 // were made with, so that the child can tell its parent's objects.
 extern std::atomic<uint64_t> process_generation;
+// Threads the runtime gave up waiting for (an NCCL join past its timeout).
+// One may still be inside a library when the process exits, so the exit then
+// ends the process before the libraries' destructors (mpsx/_callbacks.h).
+extern std::atomic<int> abandoned_threads;
 }  // namespace detail
 
 class Device : public std::enable_shared_from_this<Device> {
