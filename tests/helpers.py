@@ -123,6 +123,21 @@ def float32_graph(*args, **kwargs):
     return mpsx.NNGraph(*args, **kwargs)
 
 
+def run_results(device, results, inputs):
+    """Encodes a float32 graph of the result image nodes `results` over the numpy images `inputs` (by handle
+    label); returns every result as numpy."""
+    for r in results:
+        r.synchronize_resource = True
+    graph = float32_graph(device, result_images=results)
+    sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+    cb = device.command_queue.command_buffer()
+    first, rest = graph.encode(cb, sources, intermediate_images=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    return [first.to_numpy()] + [r.to_numpy() for r in rest]
+
+
 def run_graph(device, graph, inputs):
     """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
     intermediate images as numpy."""

@@ -10,24 +10,9 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, run_results
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 3, 2, 4, 4, 3, 0.3, 3
-
-
-def run(device, results, inputs):
-    """Encodes a graph of `results` with the source images of `inputs` (by handle label); the results as
-    numpy arrays."""
-    for r in results:
-        r.synchronize_resource = True
-    graph = float32_graph(device, result_images=results)
-    sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
-    cb = device.command_queue.command_buffer()
-    first, rest = graph.encode(cb, sources, intermediate_images=True)
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
-    return [first.to_numpy()] + [r.to_numpy() for r in rest]
 
 
 def nonzero(rng, shape):
@@ -44,7 +29,7 @@ def test_gradient_is_the_forward_mask_over_keep_probability(device, rng, keep, s
     source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
     node = mpsx.CNNDropoutNode(source, keep, 11, stride)
     gradient = node.gradient_filter_with_source(g)
-    y, dx = run(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
+    y, dx = run_results(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
     mask = y != 0  # what the forward pass kept, read from its result
     np.testing.assert_allclose(y[mask], x[mask] / np.float32(keep), rtol=1e-6)
     # A mask per image, broadcast where the mask stride is 0 (x, y, channels).
@@ -71,7 +56,7 @@ def test_the_same_seed_gives_the_same_mask_in_one_graph(device, rng):
     source = mpsx.NNImageNode(Handle("x"))
     a, b = mpsx.CNNDropoutNode(source, 0.5, 3), mpsx.CNNDropoutNode(source, 0.5, 3)
     c = mpsx.CNNDropoutNode(source, 0.5, 4)
-    ya, yb, yc = run(device, [a.result_image, b.result_image, c.result_image], dict(x=x))
+    ya, yb, yc = run_results(device, [a.result_image, b.result_image, c.result_image], dict(x=x))
     np.testing.assert_array_equal(ya != 0, yb != 0)
     assert ((ya != 0) != (yc != 0)).any()
 

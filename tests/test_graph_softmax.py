@@ -9,24 +9,9 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph, train_between_convolution_and_fully_connected
+from helpers import Handle, float32_graph, run_results, train_between_convolution_and_fully_connected
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 3, 2, 4, 4, 3, 0.5, 3
-
-
-def run(device, results, inputs):
-    """Encodes a graph of `results` with the source images of `inputs` (by handle label); the results as
-    numpy arrays."""
-    for r in results:
-        r.synchronize_resource = True
-    graph = float32_graph(device, result_images=results)
-    sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
-    cb = device.command_queue.command_buffer()
-    first, rest = graph.encode(cb, sources, intermediate_images=True)
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
-    return [first.to_numpy()] + [r.to_numpy() for r in rest]
 
 
 def node_class(log):
@@ -44,7 +29,7 @@ def test_forward_and_gradient_match_torch_autograd(device, rng, log):
     source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
     node = node_class(log)(source)
     gradient = node.gradient_filter_with_source(g)
-    y, dx = run(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
+    y, dx = run_results(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
     xt = torch.tensor(x, requires_grad=True)
     yt = torch_softmax(log)(xt, dim=1)
     yt.backward(torch.tensor(dy))
@@ -65,7 +50,7 @@ def test_training_graph_of_a_chain_matches_torch_autograd(device, rng):
     assert seen[0][0].source_images == [g, log_softmax.result_image]
     assert seen[1][0].source_images == [seen[0][0].result_image, softmax.result_image]
     assert termini == [seen[1][0]]
-    (dx,) = run(device, [termini[0].result_image], dict(x=x, dy=dy))
+    (dx,) = run_results(device, [termini[0].result_image], dict(x=x, dy=dy))
     xt = torch.tensor(x, requires_grad=True)
     F.log_softmax(F.softmax(xt, dim=1), dim=1).backward(torch.tensor(dy))
     np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
@@ -104,7 +89,7 @@ def test_a_gradient_node_made_by_hand_computes_the_same(device, rng):
     source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
     node = mpsx.CNNSoftMaxNode(source)
     by_hand = mpsx.CNNSoftMaxGradientNode(g, node.result_image, node.result_state)
-    (dx,) = run(device, [by_hand.result_image], dict(x=x, dy=dy))
+    (dx,) = run_results(device, [by_hand.result_image], dict(x=x, dy=dy))
     xt = torch.tensor(x, requires_grad=True)
     F.softmax(xt, dim=1).backward(torch.tensor(dy))
     np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -10,24 +10,9 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph, train_between_convolution_and_fully_connected
+from helpers import Handle, float32_graph, run_results, train_between_convolution_and_fully_connected
 
 N, C_IN, C, SIZE, SCALE, CLASSES, LR, STEPS = 3, 2, 3, 3, 2, 3, 0.2, 3
-
-
-def run(device, results, inputs):
-    """Encodes a graph of `results` with the source images of `inputs` (by handle label); the results as
-    numpy arrays."""
-    for r in results:
-        r.synchronize_resource = True
-    graph = float32_graph(device, result_images=results)
-    sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
-    cb = device.command_queue.command_buffer()
-    first, rest = graph.encode(cb, sources, intermediate_images=True)
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
-    return [first.to_numpy()] + [r.to_numpy() for r in rest]
 
 
 MODES = [("nearest", False), ("bilinear", False), ("bilinear", True)]
@@ -52,7 +37,7 @@ def test_forward_and_gradient_match_torch_autograd(device, rng, mode, align_corn
     source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
     node = make_node(source, mode, align_corners, sx, sy)
     gradient = node.gradient_filter_with_source(g)
-    y, dx = run(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
+    y, dx = run_results(device, [node.result_image, gradient.result_image], dict(x=x, dy=dy))
     xt = torch.tensor(x, requires_grad=True)
     yt = torch_upsample(xt, mode, align_corners, sx, sy)
     yt.backward(torch.tensor(dy))
@@ -71,7 +56,7 @@ def test_training_graph_of_a_chain_matches_torch_autograd(device, rng):
     termini = c.training_graph(g)
     assert len(termini) == 1 and type(termini[0]) is mpsx.CNNUpsamplingNearestGradientNode
     assert termini[0].result_image.handle.label == "x"  # the default handler copies the handle
-    (dx,) = run(device, [termini[0].result_image], dict(x=x, dy=dy))
+    (dx,) = run_results(device, [termini[0].result_image], dict(x=x, dy=dy))
     xt = torch.tensor(x, requires_grad=True)
     h = F.interpolate(xt, scale_factor=2, mode="nearest")
     h = F.interpolate(h, scale_factor=(2, 3), mode="bilinear", align_corners=True)
@@ -120,7 +105,7 @@ def test_a_gradient_node_made_by_hand_computes_the_same(device, rng):
     source, g = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
     node = mpsx.CNNUpsamplingBilinearNode(source, 3, 2, True)
     by_hand = mpsx.CNNUpsamplingBilinearGradientNode(g, source, node.result_state, 3.0, 2.0)
-    (dx,) = run(device, [by_hand.result_image], dict(x=x, dy=dy))
+    (dx,) = run_results(device, [by_hand.result_image], dict(x=x, dy=dy))
     xt = torch.tensor(x, requires_grad=True)
     F.interpolate(xt, scale_factor=(2, 3), mode="bilinear", align_corners=True).backward(torch.tensor(dy))
     np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
