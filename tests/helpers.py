@@ -123,6 +123,13 @@ def float32_graph(*args, **kwargs):
     return mpsx.NNGraph(*args, **kwargs)
 
 
+def one_hot_labels(rng, n, classes):
+    """One-hot labels, shaped (n, classes, 1, 1), of classes drawn from rng."""
+    labels = np.zeros((n, classes, 1, 1), np.float32)
+    labels[np.arange(n), rng.integers(0, classes, n)] = 1
+    return labels
+
+
 def run_results(device, results, inputs):
     """Encodes a float32 graph of the result image nodes `results` over the numpy images `inputs` (by handle
     label); returns every result as numpy."""

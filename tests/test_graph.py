@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, one_hot_labels
 from mpsx.benchmarks.reference_cnn import HostSGD
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 3
@@ -25,8 +25,7 @@ def parameters(seed=3):
 def batch(seed=4):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     return x, labels
 
 

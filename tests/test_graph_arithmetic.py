@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, one_hot_labels
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 6, 3, 0.1, 3
 
@@ -27,8 +27,7 @@ def parameters(names, seed=7):
 def batch(seed=8):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((N, C, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     return x, labels
 
 

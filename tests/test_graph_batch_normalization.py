@@ -9,7 +9,7 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, one_hot_labels
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
 
@@ -29,8 +29,7 @@ def parameters(seed=5):
 def batch(seed=6):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((N, C_IN, SIZE, SIZE)) + 0.5).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     return x, labels
 
 

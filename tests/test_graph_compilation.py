@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph, tolerance
+from helpers import Handle, float32_graph, one_hot_labels, tolerance
 from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, TorchReferenceCNN, random_batch
 
 N, C_IN, C, SIZE, CLASSES, EPSILON = 3, 2, 4, 6, 3, 1e-5
@@ -231,8 +231,7 @@ def parameters(rng):
 def test_a_training_step_reuses_the_storage_of_images_no_later_step_reads(device, rng):
     p = parameters(rng)
     x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     planned = float32_graph(device, model(p))
     kept = float32_graph(device, model(p, export_all=True))
     for graph in (planned, kept):  # the caching allocator has the blocks from now on

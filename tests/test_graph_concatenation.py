@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, one_hot_labels
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 5, 3, 0.1, 3
 
@@ -76,8 +76,7 @@ def test_two_branches_concatenated_then_convolved_train_as_pytorch(device, branc
     fc_b = (rng.standard_normal(CLASSES) * 0.1).astype(np.float32)
     wf = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(SIZE, SIZE, C, CLASSES), fc_w, fc_b, optimizer=sgd)
     x = rng.standard_normal((N, C, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
 
     source = mpsx.NNImageNode(Handle("x"))
     stem = mpsx.CNNNeuronNode(source, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 0.0))

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, one_hot_labels
 
 N, C, SIZE, CLASSES, LR, STEPS = 2, 4, 6, 3, 0.1, 3
 
@@ -50,8 +50,7 @@ def test_transpose_restores_a_strided_convolution_and_trains_as_pytorch(device):
     rng = np.random.default_rng(11)
     m, p = model(device, rng)
     x = rng.standard_normal((N, C, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     seen = []
     termini = m["loss"].training_graph(node_handler=lambda *a: seen.append(a))
     assert [type(a[0]).__name__ for a in seen] == [

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, float32_graph, one_hot_labels
 
 N, C, H, W, GROUPS, CLASSES, LR, STEPS, EPSILON = 3, 4, 4, 5, 2, 3, 0.1, 3, 1e-5
 
@@ -23,8 +23,7 @@ def parameters(seed=7):
 def batch(seed=8):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((N, C, H, W)) * 1.5 + 0.5).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     return x, labels
 
 

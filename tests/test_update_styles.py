@@ -9,6 +9,7 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
+from helpers import one_hot_labels
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 4
 EPSILON = 1e-5
@@ -28,8 +29,7 @@ def start(seed=3):
 def batch(seed=4):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((N, C_IN, SIZE, SIZE)).astype(np.float32)
-    labels = np.zeros((N, CLASSES, 1, 1), np.float32)
-    labels[np.arange(N), rng.integers(0, CLASSES, N)] = 1
+    labels = one_hot_labels(rng, N, CLASSES)
     return x, labels
 
 
