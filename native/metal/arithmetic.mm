@@ -91,21 +91,10 @@ class MetalArithmetic final : public ArithmeticPrimitive {
     g.secondaryScale = 1;
     g.bias = 0;
     g.secondaryStrideInFeatureChannels = stride_of(image.c, dy.c);
-    g.primaryOffset = origin_of(dy);
-    g.secondaryOffset = origin_of(image);
     g.secondaryStrideInPixelsX = stride_of(image.w, dy.w);
     g.secondaryStrideInPixelsY = stride_of(image.h, dy.h);
-    g.clipRect = clip_rect_of(dx);
-    g.primarySourceFeatureChannelOffset = feature_channel_offset(dy);
-    g.primarySourceFeatureChannelMaxCount = slice_channels(dy);
-    g.secondarySourceFeatureChannelOffset = feature_channel_offset(image);
-    g.secondarySourceFeatureChannelMaxCount = slice_channels(image);
-    g.destinationFeatureChannelOffset = feature_channel_offset(dx);
-    [g encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                  sourceGradients:dy_images
-                     sourceImages:image_images
-                   gradientStates:states
-             destinationGradients:dx_images];
+    set_gradient_regions(g, dy, image, origin_of(image), dx, slice_channels);
+    encode_gradient_batch(g, context_of(context).command_buffer(), dy_images, image_images, states, dx);
   }
 
  private:

@@ -66,6 +66,23 @@ NSUInteger slice_channels(const ImageRegion& region);
 // A region's channels exactly, for kernels whose channel count must not be
 // rounded up to whole slices (it would read or write channels beyond it).
 inline NSUInteger exact_channels(const ImageRegion& region) { return static_cast<NSUInteger>(region.c); }
+// What a kernel's feature channel max counts take of a region: whole slices
+// (slice_channels) or exactly its channels (exact_channels).
+using ChannelsOf = NSUInteger (*)(const ImageRegion& region);
+// Points a kernel at the source's channels, read from `offset`, and at the
+// destination's pixels and first channel.
+void set_regions(MPSCNNKernel* kernel, MPSOffset offset, const ImageRegion& source, const ImageRegion& destination,
+                 ChannelsOf channels);
+// Points a gradient kernel at the source gradient (primary), the forward
+// source (secondary, read from `secondary_offset`) and the destination
+// gradient's pixels and first channel.
+void set_gradient_regions(MPSCNNGradientKernel* gradient, const ImageRegion& source_gradient,
+                          const ImageRegion& source, MPSOffset secondary_offset,
+                          const ImageRegion& destination_gradient, ChannelsOf channels);
+// The gradient kernel's batch encode, into the destination gradient.
+void encode_gradient_batch(MPSCNNGradientKernel* gradient, id<MTLCommandBuffer> command_buffer,
+                           MPSImageBatch* source_gradients, MPSImageBatch* sources, MPSStateBatch* states,
+                           const ImageRegion& destination_gradient);
 // The MPSNNNeuronDescriptor of a neuron (neuron.mm); a PReLU one with the
 // slopes from `first_slope` on.
 MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope = 0);

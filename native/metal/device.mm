@@ -53,6 +53,38 @@ NSUInteger feature_channel_offset(const ImageRegion& region) {
 
 NSUInteger slice_channels(const ImageRegion& region) { return static_cast<NSUInteger>((region.c + 3) / 4 * 4); }
 
+void set_regions(MPSCNNKernel* kernel, MPSOffset offset, const ImageRegion& source, const ImageRegion& destination,
+                 ChannelsOf channels) {
+  kernel.offset = offset;
+  kernel.clipRect = clip_rect_of(destination);
+  kernel.sourceFeatureChannelOffset = feature_channel_offset(source);
+  kernel.sourceFeatureChannelMaxCount = channels(source);
+  kernel.destinationFeatureChannelOffset = feature_channel_offset(destination);
+}
+
+void set_gradient_regions(MPSCNNGradientKernel* gradient, const ImageRegion& source_gradient,
+                          const ImageRegion& source, MPSOffset secondary_offset,
+                          const ImageRegion& destination_gradient, ChannelsOf channels) {
+  gradient.primaryOffset = origin_of(source_gradient);
+  gradient.secondaryOffset = secondary_offset;
+  gradient.clipRect = clip_rect_of(destination_gradient);
+  gradient.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
+  gradient.primarySourceFeatureChannelMaxCount = channels(source_gradient);
+  gradient.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
+  gradient.secondarySourceFeatureChannelMaxCount = channels(source);
+  gradient.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
+}
+
+void encode_gradient_batch(MPSCNNGradientKernel* gradient, id<MTLCommandBuffer> command_buffer,
+                           MPSImageBatch* source_gradients, MPSImageBatch* sources, MPSStateBatch* states,
+                           const ImageRegion& destination_gradient) {
+  [gradient encodeBatchToCommandBuffer:command_buffer
+                       sourceGradients:source_gradients
+                          sourceImages:sources
+                        gradientStates:states
+                  destinationGradients:images_of(destination_gradient)];
+}
+
 MPSImageFeatureChannelFormat feature_channel_format(DataType type) {
   switch (type) {
     case DataType::Float32: return MPSImageFeatureChannelFormatFloat32;

@@ -36,11 +36,7 @@ class MetalDropout final : public DropoutPrimitive {
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
                const DropoutOrigin&, const DropoutGenerator&, DropoutGradientState& state) const override {
     id<MTLCommandBuffer> command_buffer = context_of(context).command_buffer();
-    dropout_.offset = origin_of(source);
-    dropout_.clipRect = clip_rect_of(destination);
-    dropout_.sourceFeatureChannelOffset = feature_channel_offset(source);
-    dropout_.sourceFeatureChannelMaxCount = slice_channels(source);
-    dropout_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(dropout_, origin_of(source), source, destination, slice_channels);
     MPSImageBatch* sources = images_of(source);
     MPSImageBatch* destinations = images_of(destination);
     // One state for the whole batch, as MPS's batch result state is.
@@ -78,19 +74,10 @@ class MetalDropout final : public DropoutPrimitive {
     MPSImageBatch* sources = images_of(source);
     NSMutableArray<MPSState*>* states = [NSMutableArray arrayWithCapacity:sources.count];
     for (NSUInteger i = 0; i < sources.count; ++i) [states addObject:holder->state];
-    gradient_.primaryOffset = origin_of(source_gradient);
-    gradient_.secondaryOffset = origin_of(source);  // the offset into the mask
-    gradient_.clipRect = clip_rect_of(destination_gradient);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
-    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source);
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                          sourceGradients:images_of(source_gradient)
-                             sourceImages:sources
-                           gradientStates:states
-                     destinationGradients:images_of(destination_gradient)];
+    // The secondary offset is the offset into the mask.
+    set_gradient_regions(gradient_, source_gradient, source, origin_of(source), destination_gradient, slice_channels);
+    encode_gradient_batch(gradient_, context_of(context).command_buffer(), images_of(source_gradient), sources, states,
+                          destination_gradient);
   }
 
  private:

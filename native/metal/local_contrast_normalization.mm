@@ -67,19 +67,10 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
     set_parameters(gradient_, pass.parameters);
     gradient_.primaryEdgeMode = MPSImageEdgeModeZero;  // dy is read at the centres only
     gradient_.secondaryEdgeMode = edge_mode_of(pass);  // the forward pass's, for the source image
-    gradient_.primaryOffset = origin_of(source_gradient);
-    gradient_.secondaryOffset = window_centre(d_, pass);
-    gradient_.clipRect = clip_rect_of(destination_gradient);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source_image);
-    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source_image);
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
-                          sourceGradients:source_gradients
-                             sourceImages:source_images
-                           gradientStates:states
-                     destinationGradients:images_of(destination_gradient)];
+    set_gradient_regions(gradient_, source_gradient, source_image, window_centre(d_, pass), destination_gradient,
+                         slice_channels);
+    encode_gradient_batch(gradient_, metal.command_buffer(), source_gradients, source_images, states,
+                          destination_gradient);
   }
 
  private:
@@ -87,11 +78,7 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
                    const ImageRegion& destination) const {
     set_parameters(forward_, pass.parameters);
     forward_.edgeMode = edge_mode_of(pass);  // what window pixels off the image read, as on cpu and cuda
-    forward_.offset = window_centre(d_, pass);
-    forward_.clipRect = clip_rect_of(destination);
-    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
-    forward_.sourceFeatureChannelMaxCount = slice_channels(source);
-    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(forward_, window_centre(d_, pass), source, destination, slice_channels);
   }
 
   LocalContrastNormalizationDescriptor d_;

@@ -51,28 +51,14 @@ class MetalNeuron final : public NeuronPrimitive {
                                                               sourceStates:nil
                                                           destinationImage:source_gradients];
     MPSCNNNeuronGradient* gradient = kernels.gradient;
-    gradient.primaryOffset = origin_of(source_gradient);
-    gradient.secondaryOffset = origin_of(source);
-    gradient.clipRect = clip_rect_of(destination_gradient);
-    gradient.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
-    gradient.secondarySourceFeatureChannelMaxCount = slice_channels(source);
-    gradient.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                         sourceGradients:source_gradients
-                            sourceImages:source_images
-                          gradientStates:states
-                    destinationGradients:images_of(destination_gradient)];
+    set_gradient_regions(gradient, source_gradient, source, origin_of(source), destination_gradient, slice_channels);
+    encode_gradient_batch(gradient, context_of(context).command_buffer(), source_gradients, source_images, states,
+                          destination_gradient);
   }
 
  private:
   static void set_forward(MPSCNNNeuron* neuron, const ImageRegion& source, const ImageRegion& destination) {
-    neuron.offset = origin_of(source);
-    neuron.clipRect = clip_rect_of(destination);
-    neuron.sourceFeatureChannelOffset = feature_channel_offset(source);
-    neuron.sourceFeatureChannelMaxCount = slice_channels(source);
-    neuron.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(neuron, origin_of(source), source, destination, slice_channels);
   }
 
   // MPS applies PReLU slope i to channel i of what the kernel reads, counted

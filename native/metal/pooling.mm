@@ -139,29 +139,17 @@ class MetalPooling final : public PoolingPrimitive {
     MPSStateBatch* states = [pooling_ resultStateBatchForSourceImage:source_images
                                                         sourceStates:nil
                                                     destinationImage:source_gradients];
-    gradient_.primaryOffset = origin_of(source_gradient);
+    set_gradient_regions(gradient_, source_gradient, source_image, window_centre(d_), destination_gradient,
+                         slice_channels);
     gradient_.sourceSize = MTLSizeMake(ns(source_gradient.w), ns(source_gradient.h), 1);
-    gradient_.secondaryOffset = window_centre(d_);
     gradient_.clipRect = clip_rect_after(destination_gradient, skip_x, skip_y);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source_image);
-    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source_image);
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient_ encodeBatchToCommandBuffer:metal.command_buffer()
-                          sourceGradients:source_gradients
-                             sourceImages:source_images
-                           gradientStates:states
-                     destinationGradients:images_of(destination_gradient)];
+    encode_gradient_batch(gradient_, metal.command_buffer(), source_gradients, source_images, states,
+                          destination_gradient);
   }
 
  private:
   void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
-    pooling_.offset = window_centre(d_);
-    pooling_.clipRect = clip_rect_of(destination);
-    pooling_.sourceFeatureChannelOffset = feature_channel_offset(source);
-    pooling_.sourceFeatureChannelMaxCount = slice_channels(source);
-    pooling_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(pooling_, window_centre(d_), source, destination, slice_channels);
   }
 
   PoolingDescriptor d_;

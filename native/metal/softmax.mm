@@ -42,30 +42,16 @@ class MetalSoftMax final : public SoftMaxPrimitive {
     MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:results
                                                         sourceStates:nil
                                                     destinationImage:source_gradients];
-    gradient_.primaryOffset = origin_of(source_gradient);
-    gradient_.secondaryOffset = origin_of(result);
-    gradient_.clipRect = clip_rect_of(destination_gradient);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient_.primarySourceFeatureChannelMaxCount = exact_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(result);
-    gradient_.secondarySourceFeatureChannelMaxCount = exact_channels(result);
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                          sourceGradients:source_gradients
-                             sourceImages:results
-                           gradientStates:states
-                     destinationGradients:images_of(destination_gradient)];
+    set_gradient_regions(gradient_, source_gradient, result, origin_of(result), destination_gradient, exact_channels);
+    encode_gradient_batch(gradient_, context_of(context).command_buffer(), source_gradients, results, states,
+                          destination_gradient);
   }
 
  private:
   const char* forward_name() const { return d_.log ? "MPSCNNLogSoftMax" : "MPSCNNSoftMax"; }
 
   void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
-    forward_.offset = origin_of(source);
-    forward_.clipRect = clip_rect_of(destination);
-    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
-    forward_.sourceFeatureChannelMaxCount = exact_channels(source);
-    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(forward_, origin_of(source), source, destination, exact_channels);
   }
 
   SoftMaxDescriptor d_;

@@ -53,19 +53,9 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
     gradient_.delta = p.delta;
     gradient_.primaryEdgeMode = MPSImageEdgeModeZero;  // dy is read inside the written region only
     gradient_.secondaryEdgeMode = edge_mode_;
-    gradient_.primaryOffset = origin_of(source_gradient);
-    gradient_.secondaryOffset = origin_of(source);
-    gradient_.clipRect = clip_rect_of(destination_gradient);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient_.primarySourceFeatureChannelMaxCount = exact_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
-    gradient_.secondarySourceFeatureChannelMaxCount = exact_channels(source);
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                          sourceGradients:source_gradients
-                             sourceImages:sources
-                           gradientStates:states
-                     destinationGradients:images_of(destination_gradient)];
+    set_gradient_regions(gradient_, source_gradient, source, origin_of(source), destination_gradient, exact_channels);
+    encode_gradient_batch(gradient_, context_of(context).command_buffer(), source_gradients, sources, states,
+                          destination_gradient);
   }
 
  private:
@@ -74,12 +64,8 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
     forward_.alpha = p.alpha;
     forward_.beta = p.beta;
     forward_.delta = p.delta;
-    forward_.offset = offset_;
     forward_.edgeMode = edge_mode_;
-    forward_.clipRect = clip_rect_of(destination);
-    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
-    forward_.sourceFeatureChannelMaxCount = exact_channels(source);
-    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(forward_, offset_, source, destination, exact_channels);
   }
 
   MPSOffset offset_;

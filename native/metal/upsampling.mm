@@ -52,30 +52,17 @@ class MetalUpsampling final : public UpsamplingPrimitive {
     MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
                                                         sourceStates:nil
                                                     destinationImage:gradients];
-    gradient_.primaryOffset = origin_of(source_gradient);
-    gradient_.secondaryOffset = origin_of(source);
-    gradient_.clipRect = clip_rect_of(destination_gradient);
-    gradient_.primarySourceFeatureChannelOffset = feature_channel_offset(source_gradient);
-    gradient_.primarySourceFeatureChannelMaxCount = slice_channels(source_gradient);
-    gradient_.secondarySourceFeatureChannelOffset = feature_channel_offset(source);
-    gradient_.secondarySourceFeatureChannelMaxCount = slice_channels(source);
-    gradient_.destinationFeatureChannelOffset = feature_channel_offset(destination_gradient);
-    [gradient_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                          sourceGradients:gradients
-                             sourceImages:sources
-                           gradientStates:states
-                     destinationGradients:images_of(destination_gradient)];
+    set_gradient_regions(gradient_, source_gradient, source, origin_of(source), destination_gradient, slice_channels);
+    encode_gradient_batch(gradient_, context_of(context).command_buffer(), gradients, sources, states,
+                          destination_gradient);
   }
 
  private:
   // MPS reads source pixel offset + (destination pixel - clipRect.origin) /
   // scale: the region's first upsampled pixel must start a source pixel's block.
   void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
-    forward_.offset = MPSOffset{d_.first_x / d_.scale_x, d_.first_y / d_.scale_y, 0};
-    forward_.clipRect = clip_rect_of(destination);
-    forward_.sourceFeatureChannelOffset = feature_channel_offset(source);
-    forward_.sourceFeatureChannelMaxCount = slice_channels(source);
-    forward_.destinationFeatureChannelOffset = feature_channel_offset(destination);
+    set_regions(forward_, MPSOffset{d_.first_x / d_.scale_x, d_.first_y / d_.scale_y, 0}, source, destination,
+                slice_channels);
   }
 
   UpsamplingDescriptor d_;
