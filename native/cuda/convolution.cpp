@@ -124,9 +124,9 @@ std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_
   return passes;
 }
 
-std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(CudnnDirection direction, const CudnnOperands& operands,
-                                                                  int64_t pad_y, int64_t pad_x, Layout layout,
-                                                                  bool float32) const {
+std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(CudnnDirection direction,
+                                                                  const CudnnOperands& operands, int64_t pad_y,
+                                                                  int64_t pad_x, Layout layout, bool float32) const {
   const CudnnConvolutionShape& s = shape_;
   const bool dense = layout != Layout::AsGiven, nchw = layout == Layout::DenseNchw;
   auto p = std::make_unique<Pass>();
