@@ -29,7 +29,7 @@ from mpsx.includes.buffer cimport CBuffer, CVector
 from mpsx.includes.command_buffer cimport (
     CCommandBuffer, CCommandQueue, CommandBufferStatus, completed_handler, end_at_exit, finalizing,
     install_interrupt_check, threads_abandoned, wait_until_all_idle, before_fork, after_fork)
-from mpsx.includes.device cimport CDevice, backend_load_errors, cpu_loop_clone
+from mpsx.includes.device cimport CDevice, backend_load_errors
 from mpsx.includes.dlpack cimport (
     Copy, DLDevice, DLManagedTensor, DLManagedTensorVersioned, ExportRequest, Exported, ImportAs, ImportPlan,
     check_device, device_of as dlpack_device_of, export_buffer, export_image, export_request, import_buffer,

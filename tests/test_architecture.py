@@ -94,7 +94,7 @@ def test_every_layer_has_the_family_files(family):
     """The files named after the family, as docs/architecture.md ("Anatomy of a family") lists them."""
     owner = BORROWED.get(family, (family,))[0]
     paths = [f"native/include/mpsx/kernels/{family}.h", f"native/core/{owner}.cpp",
-             f"shaders/cuda/{owner}.cu", f"shaders/cuda/{owner}.cuh",
+             f"native/cuda/{owner}.cu", f"native/cuda/{owner}.cuh",
              f"mpsx/includes/kernels/{family}.pxd", f"mpsx/kernels/{family}.pxi"]
     paths += [f"native/{backend}/{owner}.{ext}" for backend, ext in BACKENDS.items()]
     if family not in NO_GRAPH_NODES:

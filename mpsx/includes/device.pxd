@@ -6,6 +6,11 @@ from libcpp.vector cimport vector
 
 from mpsx.includes.command_buffer cimport CCommandQueue
 
+cdef extern from "mpsx/backend.h" namespace "mpsx" nogil:
+    cdef cppclass CBackend "mpsx::Backend":
+        const char* loop_clone()
+        bint runs_float16_convolutions()
+
 cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
     cdef cppclass CDevice "mpsx::Device":
         @staticmethod
@@ -14,6 +19,7 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
         shared_ptr[CDevice] named(const string& name) except +raise_py_error
         const string& name()
         const char* backend_name()
+        CBackend& backend()
         bint host_addressable()
         bint deterministic()
         void set_deterministic(bint value)
@@ -27,4 +33,3 @@ cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
 
 cdef extern from "mpsx/backend.h" namespace "mpsx" nogil:
     const vector[string]& backend_load_errors()
-    const char* cpu_loop_clone()

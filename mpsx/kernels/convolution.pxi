@@ -6,10 +6,10 @@ from mpsx.includes.kernels.convolution cimport (
     AccumulatorPrecision, CCNNConvolution, CCNNConvolutionGradient, CCNNFullyConnected, CCNNFullyConnectedGradient,
     CConvolutionDataSource, CConvolutionGradientState, CConvolutionWeights, CConvolutionWeightsAndBiasesState,
     CPythonConvolutionDataSource, ConvolutionDataSourceCalls, ConvolutionDescriptor as CConvolutionDescriptor,
-    ConvolutionGradientOption, WeightsQuantization, convolution_data_source_calls, cpu_runs_float16_convolutions,
-    python_object_of)
+    ConvolutionGradientOption, WeightsQuantization, convolution_data_source_calls, python_object_of)
 from mpsx.includes.buffer cimport CBuffer
 from mpsx.includes.data_source cimport HostArray
+from mpsx.includes.device cimport CDevice
 from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.errors cimport hold
 from cpython.ref cimport PyObject
@@ -32,7 +32,7 @@ __all__ += ["CNNConvolutionDescriptor", "CNNConvolutionDataSource", "Convolution
 def _cpu_runs_float16_convolutions():
     """For tests: whether the cpu backend runs convolutions of float16 images in float16 (oneDNN on a processor with
     AVX-512 FP16) rather than on float32 copies of them."""
-    return cpu_runs_float16_convolutions()
+    return CDevice.named(b"cpu").get().backend().runs_float16_convolutions()
 
 
 class CNNConvolutionGradientOption(enum.IntFlag):

@@ -66,7 +66,7 @@ def _backend_load_errors():
 def _cpu_loop_clone():
     """For tests: which build of the cpu backend's own hot loops runs, "avx512f", "avx2" or "baseline" (the widest
     that oneDNN's effective ISA includes, which ONEDNN_MAX_CPU_ISA lowers)."""
-    return cpu_loop_clone().decode()
+    return CDevice.named(b"cpu").get().backend().loop_clone().decode()
 
 
 def _unregister_primitive(family, backend_kind):

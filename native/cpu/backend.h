@@ -32,6 +32,11 @@ namespace mpsx::cpu {
 enum class CpuClone { Baseline, AVX2, AVX512F };
 CpuClone cpu_clone();
 
+// Whether convolutions of float16 images run on them as they are (oneDNN's
+// float16 kernels, on a processor with AVX-512 FP16) rather than on float32
+// copies (convolution.cpp).
+bool runs_float16_convolutions();
+
 template <auto Body>
 struct Cloned;
 // Body, inlined into one function per clone; run calls the clone cpu_clone()
@@ -72,6 +77,9 @@ class CpuBackend final : public Backend {
   void write_region(const ImageRegion& host, const ImageRegion& device) override { copy_region(host, device); }
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
   std::unique_ptr<Executor> new_executor() override;
+  // "avx512f", "avx2" or "baseline": cpu_clone().
+  const char* loop_clone() const override;
+  bool runs_float16_convolutions() const override { return cpu::runs_float16_convolutions(); }
 
   const dnnl::engine& engine() const { return engine_; }
 

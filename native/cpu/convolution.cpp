@@ -117,17 +117,13 @@ const RegisterPrimitive<ConvolutionPrimitive> registered("cpu", make_convolution
 
 }  // namespace
 
-}  // namespace mpsx::cpu
-
-namespace mpsx {
-
 // The effective ISA (which ONEDNN_MAX_CPU_ISA can lower) includes
 // avx512_core_fp16: that ISA or an AMX one above it, whose bits include its
 // own. There oneDNN's float16 kernels accumulate in float32 (AVX-512 FP16
 // converts to float32 first; AMX-FP16 accumulates in float32). Below it
 // oneDNN has reference kernels for float16, or on avx2_vnni_2 conversions
 // to float32 that were never measured here.
-bool cpu_runs_float16_convolutions() {
+bool runs_float16_convolutions() {
   static const bool native = [] {
     const auto fp16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_fp16);
     return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & fp16) == fp16;
@@ -135,4 +131,4 @@ bool cpu_runs_float16_convolutions() {
   return native;
 }
 
-}  // namespace mpsx
+}  // namespace mpsx::cpu

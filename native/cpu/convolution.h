@@ -19,7 +19,7 @@ namespace mpsx::cpu {
 // and float32 accumulation. Otherwise, and where oneDNN has only its
 // reference kernel for the pass, on float32 views of the regions.
 inline bool may_run_in_float16(DataType source, DataType destination) {
-  return source == DataType::Float16 && destination == DataType::Float16 && cpu_runs_float16_convolutions();
+  return source == DataType::Float16 && destination == DataType::Float16 && runs_float16_convolutions();
 }
 
 // oneDNN's type of the regions of a pass: float16, or their float32 views.

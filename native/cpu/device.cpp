@@ -128,17 +128,13 @@ std::vector<std::unique_ptr<Backend>> enumerate() {
 const bool registered = (register_backend(0, &enumerate), true);
 }  // namespace
 
-}  // namespace mpsx::cpu
-
-namespace mpsx {
-
-const char* cpu_loop_clone() {
-  switch (cpu::cpu_clone()) {
-    case cpu::CpuClone::AVX512F: return "avx512f";
-    case cpu::CpuClone::AVX2: return "avx2";
-    case cpu::CpuClone::Baseline: break;
+const char* CpuBackend::loop_clone() const {
+  switch (cpu_clone()) {
+    case CpuClone::AVX512F: return "avx512f";
+    case CpuClone::AVX2: return "avx2";
+    case CpuClone::Baseline: break;
   }
   return "baseline";
 }
 
-}  // namespace mpsx
+}  // namespace mpsx::cpu

@@ -1,5 +1,5 @@
 // The cuda backend: cuDNN and cuBLAS for what they do well, CUDA kernels
-// (shaders/cuda) for the rest, over NHWC images. A command queue is a CUDA
+// (the .cu files) for the rest, over NHWC images. A command queue is a CUDA
 // stream: commit launches the command buffer's work on it, and a thread per
 // queue finishes command buffers as their events complete.
 #pragma once
@@ -52,7 +52,7 @@ class CudaBackend final : public Backend {
   void check_foreign_stream(int64_t stream) const override;
   BackendLimits limits() const override {
     BackendLimits limits;
-    // channel_tiling (shaders/cuda/channels.cuh): 32 channels a block row,
+    // channel_tiling (channels.cuh): 32 channels a block row,
     // the tiles of channels on grid y, which has at most 65535 blocks.
     limits.summed_feature_channels = int64_t{65535} * 32;
     // pooling.cu keeps the chosen tap of a window as an int32_t.

@@ -1,62 +1,25 @@
 // cuDNN pieces the convolution families share (convolution.cpp,
-// convolution_transpose.cpp): descriptors, and a convolution whose passes are
-// prepared once per shape, over image regions of any strides and data types.
+// convolution_transpose.cpp): a convolution whose passes are prepared once
+// per shape (their plans: cudnn_plan.h), over image regions of any strides
+// and data types.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <vector>
 
 #include "backend.h"
+#include "cudnn_plan.h"
 #include "mpsx/kernels/convolution.h"
 
 namespace mpsx::cuda {
-
-// A descriptor of cuDNN's backend (graph) API, owned for the life of the
-// object. Descriptors are host objects: neither creating nor destroying them
-// needs a current device.
-class CudnnBackendDescriptor {
- public:
-  CudnnBackendDescriptor() = default;
-  explicit CudnnBackendDescriptor(cudnnBackendDescriptorType_t type);
-  ~CudnnBackendDescriptor();
-  CudnnBackendDescriptor(CudnnBackendDescriptor&& other) noexcept : descriptor_(other.descriptor_) {
-    other.descriptor_ = nullptr;
-  }
-  CudnnBackendDescriptor& operator=(CudnnBackendDescriptor&& other) noexcept;
-  operator cudnnBackendDescriptor_t() const { return descriptor_; }
-
-  void set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count, const void* values);
-  void set(cudnnBackendAttributeName_t name, const CudnnBackendDescriptor& value);
-  void set(cudnnBackendAttributeName_t name, std::initializer_list<int64_t> values);
-  // False where cuDNN does not support what the descriptor describes.
-  bool try_finalize();
-  void finalize();
-
- private:
-  cudnnBackendDescriptor_t descriptor_ = nullptr;
-};
 
 // Scratch slots of the convolution families: 0-1 regions staged for cuDNN or
 // cuBLAS, 2 cuDNN's workspace, 3 partial sums of bias gradients, 4 the
 // transpose's filter, 5 a filter in the layout and data type cuDNN takes.
 constexpr size_t kFirstStagedSlot = 0, kSecondStagedSlot = 1, kWorkspaceSlot = 2, kPartialSumsSlot = 3,
                  kTransposeFilterSlot = 4, kCudnnFilterSlot = 5;
-
-// A convolution as cuDNN runs it, x -> y: cross-correlation with the KRSC
-// filter [y_channels][kernel_height][kernel_width][x_channels / groups]. The
-// padding of x may be asymmetric.
-struct CudnnConvolutionShape : ConvolutionWindow {
-  int64_t images = 0;
-  int64_t x_channels = 0, x_height = 0, x_width = 0;
-  int64_t y_channels = 0, y_height = 0, y_width = 0;
-  bool tensor_float32 = false;  // products on TF32 tensor cores
-  bool deterministic = false;   // Backend::deterministic when it was made
-};
 
 // The regions a pass will be given: their data type and their images'
 // strides (in elements).
@@ -117,22 +80,12 @@ class CudnnConvolution {
   // padding common to both sides given to cuDNN), then dense copies holding
   // all the padding in NHWC, then in NCHW with a KCRS filter.
   enum class Layout { AsGiven, DenseNhwc, DenseNchw };
-  enum class Direction { Forward, BackwardData, BackwardFilter };
-  struct Plan;
-  struct Pass {
-    Direction direction = Direction::Forward;
-    // The data type of x, y and the filter (or its gradient) as cuDNN sees
-    // them. A float16 pass sums its filter gradient in float32 and writes it
-    // in float16 (the engines that write float32 from float16 operands ran
-    // 20x slower on an H100), converted to float32 after.
-    DataType io = DataType::Float32;
+  struct Pass : CudnnOperation {
     Staging x, y;
-    ImageLayout x_stride, y_stride;  // as cuDNN sees them
-    int64_t pad_y = 0, pad_x = 0;    // given to cuDNN
     // Plans for operands aligned to 16 bytes (built with the pass) and to
     // 4 (views at odd channel offsets; built when first needed).
     mutable std::mutex mutex;
-    mutable std::unique_ptr<Plan> aligned, unaligned;
+    mutable std::unique_ptr<CudnnPlan> aligned, unaligned;
   };
   struct Passes {
     std::unique_ptr<Pass> forward, backward_data, backward_filter;
@@ -143,14 +96,8 @@ class CudnnConvolution {
   // computes on float32 copies of regions of other types.
   std::optional<Passes> configure(cudnnHandle_t handle, const CudnnPasses& passes, Layout layout,
                                   bool float32) const;
-  std::unique_ptr<Pass> prepare(Direction direction, const CudnnOperands& operands, int64_t pad_y, int64_t pad_x,
+  std::unique_ptr<Pass> prepare(CudnnDirection direction, const CudnnOperands& operands, int64_t pad_y, int64_t pad_x,
                                 Layout layout, bool float32) const;
-  // Null when no engine runs the pass on operands of that alignment.
-  std::unique_ptr<Plan> plan(cudnnHandle_t handle, const Pass& pass, int64_t alignment) const;
-  // The index of the candidate that runs fastest on filled operands of
-  // these sizes (x, filter, y), timed on the handle's stream.
-  size_t fastest(cudnnHandle_t handle, const std::vector<std::unique_ptr<Plan>>& candidates,
-                 const size_t (&operand_bytes)[3]) const;
   // Runs a pass on cuDNN's x, filter and y operands.
   void execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const;
   // The filter as a pass gives it to cuDNN.

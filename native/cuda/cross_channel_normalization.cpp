@@ -49,7 +49,7 @@ bool cudnn_gradient(CudaContext& cuda, CudnnNormalization& lrn, const CrossChann
   return true;
 }
 
-// cuDNN's LRN where it fits (above), else shaders/cuda/cross_channel_normalization.cu:
+// cuDNN's LRN where it fits (above), else cross_channel_normalization.cu:
 // per element, two passes through scratch factors (so results may overwrite
 // what they read), over any strides and float16 or float32 images.
 class CudaCrossChannelNormalization final : public CrossChannelNormalizationPrimitive {

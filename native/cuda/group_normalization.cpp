@@ -1,5 +1,5 @@
 // Group (and instance) normalization on cuda: the kernels of
-// shaders/cuda/group_normalization.cu.
+// group_normalization.cu.
 #include "mpsx/kernels/group_normalization.h"
 #include "mpsx/registry.h"
 

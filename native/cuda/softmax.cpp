@@ -7,7 +7,7 @@
 namespace mpsx::cuda {
 namespace {
 
-// shaders/cuda/softmax.cu: one warp per pixel, over any strides and float16
+// softmax.cu: one warp per pixel, over any strides and float16
 // or float32 images; nothing to build per shape.
 class CudaSoftMax final : public SoftMaxPrimitive {
  public:

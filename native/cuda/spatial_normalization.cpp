@@ -72,7 +72,7 @@ bool cudnn_gradient(CudaContext& cuda, CudnnNormalization& divisive, const Spati
 }
 
 // cuDNN's divisive normalization where it fits (above), else
-// shaders/cuda/spatial_normalization.cu: per element, two passes through
+// spatial_normalization.cu: per element, two passes through
 // scratch factors of the written region (so results may overwrite what they
 // read), over any strides and float16 or float32 images.
 class CudaSpatialNormalization final : public SpatialNormalizationPrimitive {

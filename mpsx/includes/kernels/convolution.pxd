@@ -99,8 +99,6 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         CCNNFullyConnectedGradient(shared_ptr[CDevice] device,
                                    shared_ptr[CConvolutionDataSource] data_source) except +raise_py_error
 
-    bool cpu_runs_float16_convolutions()
-
 cdef extern from "_data_sources.h" namespace "mpsx::python":
     cdef cppclass ConvolutionDataSourceCalls:
         bool (*load)(object) except *

@@ -83,6 +83,14 @@ class Backend {
   // NNGraph's in-place neurons); MPS's kernels refuse it.
   virtual bool writes_in_place() const { return true; }
 
+  // For tests, where a backend picks its code by the processor it runs on
+  // (cpu; the others pick nothing and keep these defaults): the build of its
+  // own hot loops that runs (null: no choice), and whether it chose to run
+  // convolutions of float16 images on them as they are rather than on
+  // float32 copies.
+  virtual const char* loop_clone() const { return nullptr; }
+  virtual bool runs_float16_convolutions() const { return false; }
+
   // Memory. allocate throws OutOfMemoryError.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* data, size_t bytes) = 0;
@@ -145,8 +153,5 @@ void register_backend(int priority, BackendEnumerator enumerate);
 void report_backend_unavailable(const char* kind, const std::string& reason);
 // Why backend libraries present beside the runtime could not be loaded.
 const std::vector<std::string>& backend_load_errors();
-// Which build of the cpu backend's own hot loops runs: "avx512f", "avx2" or
-// "baseline" (the widest oneDNN's effective ISA includes); for tests.
-const char* cpu_loop_clone();
 
 }  // namespace mpsx

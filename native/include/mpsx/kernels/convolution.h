@@ -257,11 +257,6 @@ class ConvolutionPrimitive {
                                 void* biases_gradient) const = 0;
 };
 
-// Whether the cpu backend runs convolutions of float16 images on them as they
-// are (oneDNN's float16 kernels, on a processor with AVX-512 FP16) rather
-// than on float32 copies; for tests.
-bool cpu_runs_float16_convolutions();
-
 // The descriptor of the block `geometry` writes, for intermediate results.
 ImageDescriptor block_descriptor(DataType type, const Geometry& geometry, int64_t channels);
 
