@@ -301,6 +301,23 @@ OVERRIDES = {
     "_NormalizationKernel.reload_data_source.data_source": "Any",
     "_NormalizationWeights.optimizer": "NNOptimizer | None",
 }
+OVERRIDES.update({
+    # The encodes that the overload rules below write several times.
+    "CNNBinaryKernel.encode.destination_image": "Image",
+    "CNNBinaryKernel.encode.primary_image": "Image",
+    "CNNBinaryKernel.encode.secondary_image": "Image",
+    "CNNConvolutionTranspose.encode.convolution_gradient_state": "_StateSource",
+    "CNNConvolutionTranspose.encode.destination_image": "Image",
+    "CNNConvolutionTranspose.result_state.source_image": "Image | ImageBatch",
+    "CNNUnaryKernel.encode.destination_image": "Image",
+    "ImageBatch.__getitem__.key": "int | slice",
+    "NNForwardLoss.encode.destination_image": "Image",
+    "NNForwardLoss.encode_batch.destination_images": "ImageBatch | Image",
+    "NNGraph.encode.source_images": "Sequence[Image]",
+    "NNGraph.encode.source_states": "Sequence[State]",
+    "NNGraph.encode_batch.source_images": "Sequence[_ImageSource]",
+    "NNGraph.encode_batch.source_states": "Sequence[State | Sequence[CNNLossLabels]]",
+})
 # Setters that take more than their getter returns (an enum setter also takes its int).
 SETTERS = {
     "accumulator_precision": 'NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]',
@@ -312,23 +329,6 @@ SETTERS = {
     "secondary_offset": "tuple[int, int] | tuple[int, int, int]",
     "training_style": 'NNTrainingStyle | int | Literal["none", "cpu", "gpu"]',
 }
-OVERRIDES.update({
-    # The encodes with destination_state(s), which the overload rule below writes three times.
-    "CNNUnaryKernel.encode.destination_image": "Image",
-    "CNNBinaryKernel.encode.destination_image": "Image",
-    "CNNConvolutionTranspose.encode.destination_image": "Image",
-    "NNForwardLoss.encode.destination_image": "Image",
-    "NNForwardLoss.encode_batch.destination_images": "ImageBatch | Image",
-    "CNNConvolutionTranspose.encode.convolution_gradient_state": "_StateSource",
-    "NNGraph.encode.source_images": "Sequence[Image]",
-    "NNGraph.encode.source_states": "Sequence[State]",
-    "NNGraph.encode_batch.source_images": "Sequence[_ImageSource]",
-    "NNGraph.encode_batch.source_states": "Sequence[State | Sequence[CNNLossLabels]]",
-    "ImageBatch.__getitem__.key": "int | slice",
-    "CNNBinaryKernel.encode.primary_image": "Image",
-    "CNNBinaryKernel.encode.secondary_image": "Image",
-    "CNNConvolutionTranspose.result_state.source_image": "Image | ImageBatch",
-})
 # Methods whose result's type follows its one argument's: (argument type, result type) per overload.
 PARAMETER_OVERLOADS = {"ImageBatch.__getitem__": [("int", "Image"), ("slice", "ImageBatch")]}
 # The results of NNGraph's encodes by their flags: (result, intermediate images).
@@ -343,7 +343,6 @@ BASES = {"StateBatch": "tuple[State, ...]"}
 # The dunders of the typed API (the rest are object's, pickling's or mpsx's persistence protocol).
 DUNDERS = {"__init__", "__new__", "__enter__", "__exit__", "__array__", "__dlpack__", "__dlpack_device__",
            "__len__", "__getitem__", "__iter__", "__call__", "__copy__", "__deepcopy__"}
-
 
 
 def by_name(table):
@@ -489,7 +488,8 @@ class Module:
         if found is None:
             found = TYPES.get(name)
         if found is None:
-            return fail(f"no type for {'.'.join(filter(None, [cls.__name__, member, name]))}: add it to TYPES or OVERRIDES")
+            where = ".".join(filter(None, [cls.__name__, member, name]))
+            return fail(f"no type for {where}: add it to TYPES or OVERRIDES")
         if default is None and "None" not in found.split(" | "):
             found += " | None"
         return found
@@ -594,7 +594,8 @@ class Module:
             variants = [(parameters, "None" if name == "__init__" else self.returns(cls, name))]
         lines = []
         for variant, returns in variants:
-            lines += (["    @overload"] if len(variants) > 1 else []) + format_def("    ", name, render(variant), returns)
+            lines += ["    @overload"] if len(variants) > 1 else []
+            lines += format_def("    ", name, render(variant), returns)
         return self.override(cls, name, lines)
 
     def override(self, cls, name, lines):
@@ -619,7 +620,9 @@ class Module:
             if kind in ("var", "var_kw"):
                 type_ = OVERRIDES.get(f"{getattr(cls, '__name__', '')}.{member}.{p.name}", "Any")
             elif cls is None:
-                type_ = OVERRIDES.get(f"{member}.{p.name}") or TYPES.get(p.name) or fail(f"no type for {member}.{p.name}")
+                type_ = OVERRIDES.get(f"{member}.{p.name}") or TYPES.get(p.name)
+                if type_ is None:
+                    return fail(f"no type for {self.name}.{member}.{p.name}: add it to TYPES or OVERRIDES")
                 type_ += " | None" if p.default is None and "None" not in type_.split(" | ") else ""
             else:
                 type_ = self.lookup(cls, p.name, p.default, member)
@@ -643,15 +646,15 @@ class Module:
     def property(self, cls, name, descriptor):
         """A read-only property, a settable one as an attribute, or a getter and a setter of wider type."""
         getter = self.lookup(cls, name)
+        get = ["    @property"] + format_def("    ", name, ["self"], getter)
         if not self.settable(cls, descriptor):
-            return ["    @property", f"    def {name}(self) -> {getter}: ..."]
+            return get
         setter = SETTERS.get(f"{cls.__name__}.{name}") or SETTERS.get(name)
         if setter is None and getter in self.enums:
             setter = f"{getter} | int"
         if setter is None or setter == getter:
             return [f"    {name}: {getter}"]
-        return ["    @property", f"    def {name}(self) -> {getter}: ...", f"    @{name}.setter",
-                f"    def {name}(self, value: {setter}) -> None: ..."]
+        return get + [f"    @{name}.setter"] + format_def("    ", name, ["self", f"value: {setter}"], "None")
 
     def literal(self, value):
         """A default as the stub writes it: the value where it is a literal, else ...."""
@@ -749,7 +752,8 @@ def main():
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")
     if arguments.check and different:
-        sys.exit("generate_stubs: the committed stubs differ from the generated ones: run tools/generate_stubs.py")
+        sys.exit("generate_stubs: the committed stubs differ from the generated ones: write them with "
+                 "PYTHONPATH=build/dev/stage python tools/generate_stubs.py")
 
 
 if __name__ == "__main__":
