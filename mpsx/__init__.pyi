@@ -1,7 +1,6 @@
 """Type stubs of the mpsx package: the names of mpsx._runtime, mpsx._kernels and mpsx._errors it exports."""
 
-from mpsx import distributed as distributed
-from mpsx import persistence as persistence
+from mpsx import distributed as distributed, persistence as persistence
 from mpsx._errors import (
     DeviceMismatchError as DeviceMismatchError,
     DistributedError as DistributedError,

@@ -24,36 +24,6 @@ from mpsx._runtime import (
     Vector,
 )
 
-# What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
-_ImageSource = ImageBatch | Image | Sequence[Image]
-# A forward encode's state: the state, or its StateBatch (whose items are that state).
-_StateSource = State | Sequence[State]
-# The state type parameter is the family's gradient state class: what destination_state=True returns.
-_S = TypeVar("_S", bound=State)
-_LossData = npt.ArrayLike | Image | ImageBatch | CNNLossDataDescriptor
-_NodeHandler = Callable[[NNFilterNode, NNFilterNode, NNImageNode, NNImageNode], object]
-
-class _Handle(Protocol):
-    """An MPSHandle: anything with a label."""
-
-    @property
-    def label(self) -> str: ...
-
-class _LossCallback(Protocol):
-    def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
-
-class _ConvolutionDataSource(Protocol):
-    """What a convolution data source needs (CNNConvolutionDataSource lists the optional members)."""
-
-    def descriptor(self) -> CNNConvolutionDescriptor: ...
-    def weights(self) -> npt.ArrayLike: ...
-
-class _ProcessGroup(Protocol):
-    """An mpsx.distributed.ProcessGroup: what NNGraph's data_parallel takes besides a Communicator."""
-
-    @property
-    def communicator(self) -> Communicator: ...
-
 __all__ = [
     "CNNKernel",
     "CNNUnaryKernel",
@@ -229,6 +199,36 @@ __all__ = [
     "CNNConvolutionTransposeGradientStateNode",
     "NNInitialGradientNode",
 ]
+
+# What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
+_ImageSource = ImageBatch | Image | Sequence[Image]
+# A forward encode's state: the state, or its StateBatch (whose items are that state).
+_StateSource = State | Sequence[State]
+# The state type parameter is the family's gradient state class: what destination_state=True returns.
+_S = TypeVar("_S", bound=State)
+_LossData = npt.ArrayLike | Image | ImageBatch | CNNLossDataDescriptor
+_NodeHandler = Callable[[NNFilterNode, NNFilterNode, NNImageNode, NNImageNode], object]
+
+class _Handle(Protocol):
+    """An MPSHandle: anything with a label."""
+
+    @property
+    def label(self) -> str: ...
+
+class _LossCallback(Protocol):
+    def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class _ConvolutionDataSource(Protocol):
+    """What a convolution data source needs (CNNConvolutionDataSource lists the optional members)."""
+
+    def descriptor(self) -> CNNConvolutionDescriptor: ...
+    def weights(self) -> npt.ArrayLike: ...
+
+class _ProcessGroup(Protocol):
+    """An mpsx.distributed.ProcessGroup: what NNGraph's data_parallel takes besides a Communicator."""
+
+    @property
+    def communicator(self) -> Communicator: ...
 
 @disjoint_base
 class CNNKernel:

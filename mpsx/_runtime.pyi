@@ -204,8 +204,8 @@ class Communicator:
         device: Device,
         rank: int,
         world_size: int,
-        group_id: bytes = b'',
-        library: str = '',
+        group_id: bytes = b"",
+        library: str = "",
         host_all_reduce: Callable[[npt.NDArray[np.float32], Literal["sum", "mean"]], object] | None = None,
         timeout: float = 300,
         bucket_bytes: int = 26214400,
@@ -214,7 +214,7 @@ class Communicator:
         self,
         command_buffer: CommandBuffer,
         items: _Reducible | Sequence[_Reducible],
-        op: Literal["sum", "mean"] = 'sum',
+        op: Literal["sum", "mean"] = "sum",
     ) -> None: ...
     @property
     def rank(self) -> int: ...

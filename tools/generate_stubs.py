@@ -1,17 +1,16 @@
 #!/usr/bin/env python3
-"""Writes mpsx/_runtime.pyi and mpsx/_kernels.pyi from the built extension modules.
+"""Writes mpsx's type stubs (mpsx/*.pyi) from the built package.
 
     PYTHONPATH=build/dev/stage python tools/generate_stubs.py          # rewrite the stubs
     PYTHONPATH=build/dev/stage python tools/generate_stubs.py --check  # exit 1 with a diff if they differ
 
 What the runtime tells, the stubs take from it: the classes and their bases, each member on the class that
-defines it (a subclass inherits rather than repeats), every signature as inspect reads it (the constructor's
-from the class's declared __text_signature__), defaults, which properties are settable, enum members, module
-functions and __all__. What the runtime cannot tell is its types: Cython's untyped arguments carry no
-annotations, so the types come from the tables below, keyed by the names mpsx uses for the same thing
-everywhere (a ``kernel_width`` is an int wherever it stands). A name the tables lack stops the generator.
-mpsx/__init__.pyi, distributed.pyi and persistence.pyi are short, hand-written and not generated.
-"""
+defines it (a subclass inherits rather than repeats), every signature as inspect reads it (a constructor's
+from its class's declared __text_signature__), defaults, which properties are settable, enum members, module
+functions and constants, __all__ and where each exported name comes from. What the runtime cannot tell is
+the types: Cython's untyped arguments and the Python modules carry no annotations, so the types come from the
+tables below, keyed by the names mpsx gives the same thing everywhere (a ``kernel_width`` is an int wherever
+it stands), with the exceptions by class and member. A name the tables lack stops the generator."""
 
 import argparse
 import difflib
@@ -28,7 +27,7 @@ WIDTH = 120  # the line length of the project's formatter
 # Each key is a type; each value the parameter, property and class-attribute names that have it wherever they
 # stand. A parameter whose default is None also takes None.
 TYPES = {
-    "Any": "memo result_handle tensor",
+    "Any": "memo mpi_comm result_handle tensor",
     "BaseException | None": "error exc",
     "Buffer": "beta buffer gradient_for_beta gradient_for_biases gradient_for_gamma gradient_for_weights mean variance",
     "CNNBatchNormalization": "batch_normalization",
@@ -55,6 +54,7 @@ TYPES = {
     'Callable[[npt.NDArray[np.float32], Literal["sum", "mean"]], object]': "host_all_reduce",
     "CommandBuffer": "command_buffer",
     "CommandQueue": "command_queue",
+    "Communicator": "communicator",
     "Communicator | _ProcessGroup": "data_parallel",
     "DataLayout | int": "layout",
     "DataType": "channel_format data_type format",
@@ -65,9 +65,12 @@ TYPES = {
     "ImageDescriptor": "descriptor",
     "ImageEdgeMode": "edge_mode primary_edge_mode secondary_edge_mode",
     "Iterable[State] | None": "batch",
+    "Iterable[str]": "names",
     'Literal["cpu", "cuda", "metal"]': "backend",
     'Literal["not_enqueued", "committed", "completed", "error"]': "status",
     'Literal["sum", "mean"]': "op",
+    "Mapping[str, npt.ArrayLike]": "state_dict",
+    "Mapping[str, object]": "data_sources properties",
     "NNBinaryArithmeticNode": "forward_filter",
     "NNBinaryGradientStateNode | None": "binary_gradient_state",
     "NNComparisonType": "comparison_type",
@@ -110,7 +113,7 @@ TYPES = {
     "bool": (
         "align_corners apply_gradient_clipping compute_label_gradients copy destination_state "
         "destination_state_is_temporary destination_states deterministic export_from_graph intermediate_images "
-        "is_labels_gradient_filter is_secondary_source_filter is_temporary output_state_is_temporary "
+        "is_labels_gradient_filter is_secondary_source_filter is_temporary linear output_state_is_temporary "
         "reduce_across_batch replayable result_image_is_needed result_state_can_be_temporary "
         "serialize_weights_and_biases stop_gradient synchronize_resource use_nesterov_momentum"
     ),
@@ -126,7 +129,7 @@ TYPES = {
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
         "integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
-        "kernel_size_in_feature_channels kernel_width layout_checks length number_of_classes "
+        "kernel_size_in_feature_channels kernel_width layout_checks length local_rank number_of_classes "
         "number_of_feature_channels number_of_filters number_of_fused_filters number_of_groups number_of_images "
         "output_feature_channels peak_bytes_in_use primary_dilation_rate_x primary_dilation_rate_y "
         "primary_kernel_height primary_kernel_width primary_source_feature_channel_max_count "
@@ -142,12 +145,14 @@ TYPES = {
     "list[NNStateNode]": "result_states",
     "npt.ArrayLike": "array biases data gamma",
     "npt.DTypeLike": "dtype",
-    "object": "value",
+    "object": "obj value",
     "str": "label library name",
+    "str | PathLike[str]": "path",
     "tuple[int, int, int, int]": "shape weights_shape",
     "tuple[int, int, int]": "loss_image_size mask_stride_in_pixels size",
     "tuple[int, int, int] | None": "source_size",
     "tuple[int, int]": "dl_device max_version",
+    "type": "cls",
     "type[BaseException] | None": "exc_type",
 }
 # The graph's nodes name their node inputs as the kernels name their images and states.
@@ -165,6 +170,7 @@ NODE_TYPES = {
 # Return types by method name.
 RETURNS = {
     "Any": "__dlpack__",
+    "BatchNormalizationWeights": "batch_normalization_weights_from_torch",
     "Buffer": "from_dlpack",
     "CNNConvolutionDescriptor": "descriptor",
     "CNNConvolutionWeightsAndBiasesState": "export_weights_and_biases",
@@ -172,6 +178,8 @@ RETURNS = {
     "CNNNormalizationMeanAndVarianceState": "update_mean_and_variance_with_command_buffer",
     "CommandBuffer": "command_buffer",
     "CommandQueue": "new_command_queue",
+    "ConvolutionWeights": "convolution_weights_from_torch",
+    "Device": "device_of",
     "Image": "encode labels_image loss_image",
     "Image | None": "execute_async weights_image",
     "ImageBatch": "encode_batch",
@@ -180,13 +188,14 @@ RETURNS = {
     "Literal[False]": "__exit__",
     "NNGradientFilterNode": "gradient_filter_with_source gradient_filter_with_sources",
     "None": (
-        "add_completed_handler commit empty_cache encode_all_reduce encode_gamma_and_beta_update "
-        "encode_mean_and_variance_update encode_weights_and_bias_update purge reload_data_source "
-        "reload_from_data_sources reload_gamma_and_beta reload_gamma_and_beta_from_data_source "
+        "add_completed_handler all_reduce barrier commit destroy empty_cache encode_all_reduce "
+        "encode_gamma_and_beta_update encode_mean_and_variance_update encode_weights_and_bias_update purge "
+        "reload_data_source reload_from_data_sources reload_gamma_and_beta reload_gamma_and_beta_from_data_source "
         "reload_mean_and_variance reload_mean_and_variance_from_data_source reload_weights_and_biases "
-        "reload_weights_and_biases_from_data_source replay reset reset_peak_bytes_in_use set_learning_rate "
-        "set_optimizer_state synchronize wait_until_completed wait_until_idle write"
+        "reload_weights_and_biases_from_data_source replay reset reset_peak_bytes_in_use restore_properties save "
+        "set_learning_rate set_optimizer_state synchronize wait_until_completed wait_until_idle write"
     ),
+    "ProcessGroup": "group init",
     "Self": (
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
         "node_with_source_gradient node_with_sources with_gradient_images"
@@ -197,17 +206,21 @@ RETURNS = {
     "_S": "result_state",
     "bool": "is_result_state_reused_across_batch load",
     "dict[str, list[npt.NDArray[np.float32]]]": "optimizer_state",
+    "dict[str, npt.NDArray[np.float32]]": "torch_state_dict",
     "float": "scalar_weight_for_source_image",
-    "int": "__len__ number_of_feature_channels state_batch_increment_read_count",
+    "int": "__len__ number_of_feature_channels rank state_batch_increment_read_count world_size",
     "list[CNNGradientKernel]": "gradient_kernels",
     "list[Device]": "devices",
     "list[NNFilterNode]": "training_graph",
     "list[NNGradientFilterNode]": "gradient_filters_with_source gradient_filters_with_sources",
+    "list[str]": "property_names",
     "npt.NDArray[Any]": "__array__ to_numpy weights",
+    "npt.NDArray[np.float32]": "weights_from_torch weights_to_torch",
     "npt.NDArray[np.float32] | None": "beta bias_terms gamma mean variance",
     "npt.NDArray[np.uint8]": "mask_data",
     "str": "quoted",
     "str | None": "label",
+    "tuple[Any, tuple[Any, ...]]": "reduce",
     "tuple[int, int]": "__dlpack_device__",
 }
 # The exceptions: "Class.member" (a property's type or a method's return) or "Class.method.parameter".
@@ -289,6 +302,8 @@ OVERRIDES = {
     "NNOptimizerAdam.encode": "None",
     "NNOptimizerRMSProp.encode": "None",
     "NNOptimizerStochasticGradientDescent.encode": "None",
+    "ProcessGroup.__init__.backend": 'Literal["nccl", "mpi"]',
+    "ProcessGroup.backend": 'Literal["nccl", "mpi"]',
     "StateBatch.__new__.state": "State",
     "_ConvolutionGradientKernel.descriptor": "CNNConvolutionDescriptor",
     "_ConvolutionGradientKernel.reload_weights_and_biases.state": "CNNConvolutionWeightsAndBiasesState",
@@ -300,6 +315,16 @@ OVERRIDES = {
     "_NormalizationKernel.encode_gamma_and_beta_update.state": "_StateSource",
     "_NormalizationKernel.reload_data_source.data_source": "Any",
     "_NormalizationWeights.optimizer": "NNOptimizer | None",
+    "convolution_weights_from_torch.descriptor": "CNNConvolutionDescriptor",
+    "copy": "_T",
+    "copy.obj": "_T",
+    "device_of.device": "Device | None",
+    "device_of.state": "Mapping[str, object]",
+    "init.backend": 'Literal["nccl", "mpi"]',
+    "load": "Any",
+    "weights_from_torch.descriptor": "CNNConvolutionDescriptor",
+    "weights_from_torch.weight": "npt.ArrayLike",
+    "weights_to_torch.weight": "npt.ArrayLike",
 }
 OVERRIDES.update({
     # The encodes that the overload rules below write several times.
@@ -329,6 +354,8 @@ SETTERS = {
     "secondary_offset": "tuple[int, int] | tuple[int, int, int]",
     "training_style": 'NNTrainingStyle | int | Literal["none", "cpu", "gpu"]',
 }
+# The attributes a Python class's __init__ sets, which its class does not show.
+INSTANCE_ATTRIBUTES = {"ProcessGroup": "communicator backend local_rank"}
 # Methods whose result's type follows its one argument's: (argument type, result type) per overload.
 PARAMETER_OVERLOADS = {"ImageBatch.__getitem__": [("int", "Image"), ("slice", "ImageBatch")]}
 # The results of NNGraph's encodes by their flags: (result, intermediate images).
@@ -368,11 +395,43 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Self, disjoint_base
 """
-# Each stub's docstring, imports and the aliases and protocols its types use.
+# Each stub's docstring, its imports, and the aliases and protocols its types use.
 MODULES = {
+    "mpsx": ("Type stubs of the mpsx package: the names of mpsx._runtime, mpsx._kernels and mpsx._errors it exports.",
+             "", ""),
+    "mpsx.distributed": (
+        "Type stubs of mpsx.distributed: data-parallel training, NCCL on cuda and MPI on cpu.",
+        """
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from mpsx._runtime import Buffer, CommandBuffer, Device, State, Vector
+""",
+        """
+_Reducible = Buffer | Vector | State
+""",
+    ),
+    "mpsx.persistence": (
+        "Type stubs of mpsx.persistence: mpsx.save, mpsx.load and copies, and PyTorch weights.",
+        """
+from collections.abc import Iterable, Mapping
+from os import PathLike
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from mpsx._kernels import BatchNormalizationWeights, CNNConvolutionDescriptor, ConvolutionWeights, NNOptimizer
+from mpsx._runtime import Device
+""",
+        """
+_T = TypeVar("_T")
+""",
+    ),
     "mpsx._runtime": (
         "Type stubs of mpsx._runtime: devices, command queues and buffers, memory, images and states.",
-        IMPORTS + """
+        IMPORTS,
+        """
 _Reducible = Buffer | Vector | State
 """,
     ),
@@ -393,7 +452,8 @@ from mpsx._runtime import (
     StateBatch,
     Vector,
 )
-
+""",
+        """
 # What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
 _ImageSource = ImageBatch | Image | Sequence[Image]
 # A forward encode's state: the state, or its StateBatch (whose items are that state).
@@ -457,12 +517,12 @@ class Module:
         self.rendered = {}  # (class, member) -> its lines, for the overrides
         self.name = module.__name__
         names = getattr(module, "__all__", None) or [
-            n for n, v in vars(module).items()
-            if not n.startswith("_") and getattr(v, "__module__", None) == self.name]
-        self.public = [getattr(module, n) for n in names]
+            n for n, v in vars(module).items() if not n.startswith("_") and (
+                getattr(v, "__module__", None) == self.name or type(v) in (int, float, str))]
+        self.public = {n: getattr(module, n) for n in names}
         self.classes = []
-        for obj in self.public:
-            if isinstance(obj, type):
+        for obj in self.public.values():
+            if isinstance(obj, type) and origin(obj, self.name) == self.name:
                 self.add_class(obj)
         self.enums = {c.__name__ for c in self.classes if issubclass(c, enum.Enum)}
 
@@ -490,9 +550,7 @@ class Module:
         if found is None:
             where = ".".join(filter(None, [cls.__name__, member, name]))
             return fail(f"no type for {where}: add it to TYPES or OVERRIDES")
-        if default is None and "None" not in found.split(" | "):
-            found += " | None"
-        return found
+        return with_none(found, default)
 
     def returns(self, cls, member):
         found = OVERRIDES.get(f"{cls.__name__}.{member}") or RETURNS.get(member)
@@ -516,15 +574,24 @@ class Module:
     # The text.
 
     def render(self):
-        header, prelude = MODULES[self.name]
-        out = [f'"""{header}"""', "", prelude.strip("\n"), ""]
+        header, imports, aliases = MODULES[self.name]
+        out = [f'"""{header}"""', "", imports.strip("\n")]
+        others = {}  # what the module takes from another and exports
+        for name, obj in self.public.items():
+            if origin(obj, self.name) != self.name:
+                others.setdefault(origin(obj, self.name), []).append(name)
+        for module, names in sorted(others.items()):
+            out += format_import(module, names)
         if hasattr(self.module, "__all__"):
-            out += ["__all__ = ["] + [f'    "{n}",' for n in self.module.__all__] + ["]", ""]
-        for obj in self.public:
-            if callable(obj) and not isinstance(obj, type):
-                out += format_def("", obj.__name__, render(self.parameters(None, obj.__name__,
-                                                                        inspect.signature(obj), False)),
-                                  OVERRIDES.get(obj.__name__) or RETURNS[obj.__name__])
+            out += ["", "__all__ = ["] + [f'    "{n}",' for n in self.module.__all__] + ["]"]
+        out += ["", aliases.strip("\n"), ""]
+        for name, obj in self.public.items():
+            if type(obj) in (int, float, str):
+                out += [f"{name}: {type(obj).__name__}", ""]
+            elif inspect.isroutine(obj):
+                if origin(obj, self.name) == self.name:
+                    out += format_def("", name, render(self.parameters(None, name, inspect.signature(obj), False)),
+                                      OVERRIDES.get(name) or RETURNS.get(name) or fail(f"no return type for {name}"))
         for cls in self.classes:
             out += [""] + self.class_(cls)
         return "\n".join(out).replace("\n\n\n", "\n\n").rstrip("\n") + "\n"
@@ -558,7 +625,7 @@ class Module:
         return base.__name__
 
     def members(self, cls):
-        lines = []
+        lines = [f"    {name}: {self.lookup(cls, name)}" for name in INSTANCE_ATTRIBUTES.get(cls.__name__, "").split()]
         attributes = vars(cls)
         if "__init__" in attributes:
             lines += self.method(cls, "__init__", inspect.signature(cls), bound=True)
@@ -620,10 +687,9 @@ class Module:
             if kind in ("var", "var_kw"):
                 type_ = OVERRIDES.get(f"{getattr(cls, '__name__', '')}.{member}.{p.name}", "Any")
             elif cls is None:
-                type_ = OVERRIDES.get(f"{member}.{p.name}") or TYPES.get(p.name)
-                if type_ is None:
-                    return fail(f"no type for {self.name}.{member}.{p.name}: add it to TYPES or OVERRIDES")
-                type_ += " | None" if p.default is None and "None" not in type_.split(" | ") else ""
+                type_ = OVERRIDES.get(f"{member}.{p.name}") or TYPES.get(p.name) or fail(
+                    f"no type for {self.name}.{member}.{p.name}: add it to TYPES or OVERRIDES")
+                type_ = with_none(type_, p.default)
             else:
                 type_ = self.lookup(cls, p.name, p.default, member)
             if type_ in self.enums:
@@ -660,6 +726,10 @@ class Module:
         """A default as the stub writes it: the value where it is a literal, else ...."""
         if isinstance(value, enum.Enum):
             return f"{type(value).__name__}.{value.name}"
+        if isinstance(value, str) and '"' not in value and "\\" not in value:
+            return f'"{value}"'
+        if isinstance(value, bytes) and b'"' not in value and value.isascii() and value.decode().isprintable():
+            return f'b"{value.decode()}"'
         if value is None or isinstance(value, (bool, int, str, bytes)) or (
                 isinstance(value, float) and len(repr(value)) < 12):
             return repr(value)
@@ -727,11 +797,59 @@ def format_def(indent, name, parameters, result):
     return [head] + [f"{indent}    {p}," for p in parameters] + [indent + tail]
 
 
+def with_none(type_, default):
+    """A parameter whose default is None also takes None."""
+    return type_ + " | None" if default is None and type_ != "Any" and "None" not in type_.split(" | ") else type_
+
+
+def origin(obj, here):
+    """The module obj comes from, as far as a stub of module here is concerned: here, or another module."""
+    where = getattr(obj, "__module__", here)
+    return where if where in sys.modules and where != "mpsx" else here
+
+
+def format_import(module, names):
+    """from module import a as a, ...: the names the stub exports from module."""
+    names = [f"{n} as {n}" for n in sorted(names)]
+    line = f"from {module} import {', '.join(names)}"
+    return [line] if len(line) <= WIDTH else [f"from {module} import ("] + [f"    {n}," for n in names] + [")"]
+
+
+def package_stub():
+    """mpsx/__init__.pyi: where each of mpsx's names comes from (all of a module with __all__ as *)."""
+    import mpsx
+    modules, version = {}, None
+    for name, obj in vars(mpsx).items():
+        if inspect.ismodule(obj) and not name.startswith("_"):
+            modules.setdefault("mpsx", []).append(name)
+        elif name == "__version__":
+            version = f"__version__: {type(obj).__name__}"
+        elif not name.startswith("_"):
+            where = origin(obj, "mpsx")
+            if where == "mpsx":  # made in one module, named after the package (namedtuple's default)
+                where = next(m for m, v in sorted(sys.modules.items())
+                             if m.startswith("mpsx.") and name in getattr(v, "__all__", ()))
+            modules.setdefault(where, []).append(name)
+    out = [f'"""{MODULES["mpsx"][0]}"""', ""]
+    for module, names in sorted(modules.items()):
+        exported = getattr(sys.modules[module], "__all__", None)
+        if module != "mpsx" and exported and set(exported) <= set(names):
+            out.append(f"from {module} import *")
+            names = [n for n in names if n not in exported]
+        if names:
+            out += format_import(module, names)
+    return "\n".join(out + ["", version]) + "\n"
+
+
 def generate():
     import mpsx._kernels
     import mpsx._runtime
-    return {ROOT / "mpsx" / f"{m.__name__.split('.')[-1]}.pyi": Module(m).render()
-            for m in (mpsx._runtime, mpsx._kernels)}
+    import mpsx.distributed
+    import mpsx.persistence
+    stubs = {ROOT / "mpsx" / "__init__.pyi": package_stub()}
+    for module in (mpsx._runtime, mpsx._kernels, mpsx.distributed, mpsx.persistence):
+        stubs[ROOT / "mpsx" / f"{module.__name__.split('.')[-1]}.pyi"] = Module(module).render()
+    return stubs
 
 
 def main():
