@@ -2,8 +2,7 @@
 states and optimizers, and the graph (MPSNNGraph and its nodes)."""
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from types import TracebackType
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, overload
 
 import numpy as np

@@ -3,7 +3,7 @@
 import enum
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt

@@ -3,8 +3,7 @@
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from mpsx._runtime import Buffer, CommandBuffer, Device, State, Vector
-from mpsx._runtime import Communicator as Communicator
+from mpsx._runtime import Buffer, CommandBuffer, Communicator as Communicator, Device, State, Vector
 
 __all__ = [
     "init",

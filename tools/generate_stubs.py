@@ -16,6 +16,7 @@ import argparse
 import difflib
 import enum
 import inspect
+import re
 import struct
 import sys
 from pathlib import Path
@@ -385,28 +386,20 @@ def by_name(table):
 
 TYPES, NODE_TYPES, RETURNS = by_name(TYPES), by_name(NODE_TYPES), by_name(RETURNS)
 
-IMPORTS = """
-import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from types import TracebackType
-from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, overload
-
-import numpy as np
-import numpy.typing as npt
-from typing_extensions import Self, disjoint_base
-"""
-# Each stub's docstring, its imports, and the aliases and protocols its types use.
+# What the stubs may import, found by the names they use.
+IMPORTED = {
+    "Callable": "collections.abc", "Iterable": "collections.abc", "Iterator": "collections.abc",
+    "Mapping": "collections.abc", "Sequence": "collections.abc", "PathLike": "os", "TracebackType": "types",
+    "Any": "typing", "Generic": "typing", "Literal": "typing", "NamedTuple": "typing", "Protocol": "typing",
+    "TypeVar": "typing", "overload": "typing", "Self": "typing_extensions", "disjoint_base": "typing_extensions",
+}
+MODULE_IMPORTS = {"enum": "import enum", "np": "import numpy as np", "npt": "import numpy.typing as npt"}
+# Each stub's docstring, and the aliases and protocols its types use.
 MODULES = {
     "mpsx": ("Type stubs of the mpsx package: the names of mpsx._runtime, mpsx._kernels and mpsx._errors it exports.",
-             "", ""),
+             ""),
     "mpsx.distributed": (
         "Type stubs of mpsx.distributed: data-parallel training, NCCL on cuda and MPI on cpu.",
-        """
-from collections.abc import Sequence
-from typing import Any, Literal
-
-from mpsx._runtime import Buffer, CommandBuffer, Device, State, Vector
-""",
         """
 _Reducible = Buffer | Vector | State
 """,
@@ -414,23 +407,11 @@ _Reducible = Buffer | Vector | State
     "mpsx.persistence": (
         "Type stubs of mpsx.persistence: mpsx.save, mpsx.load and copies, and PyTorch weights.",
         """
-from collections.abc import Iterable, Mapping
-from os import PathLike
-from typing import Any, TypeVar
-
-import numpy as np
-import numpy.typing as npt
-
-from mpsx._kernels import BatchNormalizationWeights, CNNConvolutionDescriptor, ConvolutionWeights, NNOptimizer
-from mpsx._runtime import Device
-""",
-        """
 _T = TypeVar("_T")
 """,
     ),
     "mpsx._runtime": (
         "Type stubs of mpsx._runtime: devices, command queues and buffers, memory, images and states.",
-        IMPORTS,
         """
 _Reducible = Buffer | Vector | State
 """,
@@ -438,21 +419,6 @@ _Reducible = Buffer | Vector | State
     "mpsx._kernels": (
         "Type stubs of mpsx._kernels: the kernel families (MPSCNNKernel and MPSCNNGradientKernel), their data "
         "sources,\nstates and optimizers, and the graph (MPSNNGraph and its nodes).",
-        IMPORTS + """
-from mpsx._runtime import (
-    Buffer,
-    CommandBuffer,
-    Communicator,
-    DataType,
-    Device,
-    Image,
-    ImageBatch,
-    ImageDescriptor,
-    State,
-    StateBatch,
-    Vector,
-)
-""",
         """
 # What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
 _ImageSource = ImageBatch | Image | Sequence[Image]
@@ -516,9 +482,7 @@ class Module:
         self.module = module
         self.rendered = {}  # (class, member) -> its lines, for the overrides
         self.name = module.__name__
-        names = getattr(module, "__all__", None) or [
-            n for n, v in vars(module).items() if not n.startswith("_") and (
-                getattr(v, "__module__", None) == self.name or type(v) in (int, float, str))]
+        names = getattr(module, "__all__", None) or self.exported(module, constants=True)
         self.public = {n: getattr(module, n) for n in names}
         self.classes = []
         for obj in self.public.values():
@@ -574,27 +538,57 @@ class Module:
     # The text.
 
     def render(self):
-        header, imports, aliases = MODULES[self.name]
-        out = [f'"""{header}"""', "", imports.strip("\n")]
-        others = {}  # what the module takes from another and exports
-        for name, obj in self.public.items():
-            if origin(obj, self.name) != self.name:
-                others.setdefault(origin(obj, self.name), []).append(name)
-        for module, names in sorted(others.items()):
-            out += format_import(module, names)
+        header, aliases = MODULES[self.name]
+        out = []
         if hasattr(self.module, "__all__"):
-            out += ["", "__all__ = ["] + [f'    "{n}",' for n in self.module.__all__] + ["]"]
-        out += ["", aliases.strip("\n"), ""]
+            out += ["__all__ = ["] + [f'    "{n}",' for n in self.module.__all__] + ["]", ""]
+        out += [aliases.strip("\n"), ""]
         for name, obj in self.public.items():
             if type(obj) in (int, float, str):
                 out += [f"{name}: {type(obj).__name__}", ""]
-            elif inspect.isroutine(obj):
-                if origin(obj, self.name) == self.name:
-                    out += format_def("", name, render(self.parameters(None, name, inspect.signature(obj), False)),
-                                      OVERRIDES.get(name) or RETURNS.get(name) or fail(f"no return type for {name}"))
+            elif inspect.isroutine(obj) and origin(obj, self.name) == self.name:
+                out += format_def("", name, render(self.parameters(None, name, inspect.signature(obj), False)),
+                                  OVERRIDES.get(name) or RETURNS.get(name) or fail(f"no return type for {name}"))
         for cls in self.classes:
             out += [""] + self.class_(cls)
+        out = [f'"""{header}"""', ""] + self.imports("\n".join(out)) + [""] + out
         return "\n".join(out).replace("\n\n\n", "\n\n").rstrip("\n") + "\n"
+
+    def imports(self, body):
+        """The imports of what body names and of what the module exports from another (isort's sections)."""
+        code = re.sub(r'""".*?"""|"[^"\n]*"|#[^\n]*', "", body, flags=re.S)  # names, not words
+        used = set(re.findall(r"\b\w+\b", code))
+        found = {}  # module -> names as imported
+        for name, where in IMPORTED.items():
+            if name in used:
+                found.setdefault(where, []).append(name)
+        defined = {c.__name__ for c in self.classes} | set(self.public)
+        for module in ("mpsx._runtime", "mpsx._kernels"):
+            if module != self.name:
+                found.setdefault(module, []).extend(
+                    n for n in Module.exported(sys.modules[module]) if n in used and n not in defined)
+        for name, obj in self.public.items():
+            if origin(obj, self.name) != self.name:
+                found.setdefault(origin(obj, self.name), []).append(f"{name} as {name}")
+        def section(module):  # the standard library's, other packages', mpsx's
+            top = module.split(".")[0]
+            return 2 if top == "mpsx" else int(top in ("numpy", "typing_extensions"))
+
+        sections = [[], [], []]
+        for name, statement in MODULE_IMPORTS.items():
+            if re.search(rf"\b{name}\.", code):
+                sections[section(statement.split()[1])].append(statement)
+        for module, names in sorted(found.items()):
+            if names:
+                sections[section(module)] += format_import(module, names)
+        return [line for section in sections if section for line in section + [""]][:-1]
+
+    @staticmethod
+    def exported(module, constants=False):
+        """A module's public names: its __all__, else what it defines (and its constants)."""
+        return getattr(module, "__all__", None) or [
+            n for n, v in vars(module).items() if not n.startswith("_") and (
+                getattr(v, "__module__", None) == module.__name__ or constants and type(v) in (int, float, str))]
 
     def class_(self, cls):
         if issubclass(cls, enum.Enum):
@@ -809,8 +803,8 @@ def origin(obj, here):
 
 
 def format_import(module, names):
-    """from module import a as a, ...: the names the stub exports from module."""
-    names = [f"{n} as {n}" for n in sorted(names)]
+    """from module import names (each a name, or "a as a" for a name the stub exports)."""
+    names = sorted(set(names), key=lambda n: n.split()[0])
     line = f"from {module} import {', '.join(names)}"
     return [line] if len(line) <= WIDTH else [f"from {module} import ("] + [f"    {n}," for n in names] + [")"]
 
@@ -837,7 +831,7 @@ def package_stub():
             out.append(f"from {module} import *")
             names = [n for n in names if n not in exported]
         if names:
-            out += format_import(module, names)
+            out += format_import(module, [f"{n} as {n}" for n in names])
     return "\n".join(out + ["", version]) + "\n"
 
 
