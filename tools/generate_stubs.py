@@ -373,6 +373,10 @@ DUNDERS = {"__init__", "__new__", "__enter__", "__exit__", "__array__", "__dlpac
            "__len__", "__getitem__", "__iter__", "__call__", "__copy__", "__deepcopy__"}
 
 
+def fail(message):
+    sys.exit(f"generate_stubs: {message}")
+
+
 def by_name(table):
     """name -> type from a table of type -> names."""
     found = {}
@@ -454,10 +458,6 @@ class _ProcessGroup(Protocol):
 }
 
 
-def fail(message):
-    sys.exit(f"generate_stubs: {message}")
-
-
 def is_disjoint_base(cls):
     """Whether instances of cls have a layout of their own (PEP 800's @disjoint_base): mypy's stubtest
     checks the stubs say so, with this rule (CPython's shape_differs in typeobject.c)."""
@@ -476,7 +476,7 @@ def is_disjoint_base(cls):
 
 
 class Module:
-    """The stub of one extension module."""
+    """The stub of one module of the package."""
 
     def __init__(self, module):
         self.module = module
@@ -500,6 +500,7 @@ class Module:
         self.classes.append(cls)
 
     def is_node(self, cls):
+        """Whether cls is a graph node (whose arguments are nodes where a kernel's are images and states)."""
         return any(k.__name__ in ("NNFilterNode", "NNStateNode", "NNImageNode") for k in cls.__mro__)
 
     # The types.
@@ -517,15 +518,16 @@ class Module:
         return with_none(found, default)
 
     def returns(self, cls, member):
+        """The type a method returns."""
         found = OVERRIDES.get(f"{cls.__name__}.{member}") or RETURNS.get(member)
         if found is None:
             return fail(f"no return type for {cls.__name__}.{member}: add it to RETURNS or OVERRIDES")
         return self.state_of(cls) if found == "_S" else found
 
     def state_of(self, cls):
+        """The gradient state a kernel class's destination_state=True returns (_S in a generic class)."""
         if cls.__name__ in GENERIC:
             return "_S"
-        name = cls.__name__
         for k in cls.__mro__:
             if k.__name__ in STATES:
                 return STATES[k.__name__]
@@ -591,6 +593,7 @@ class Module:
                 getattr(v, "__module__", None) == module.__name__ or constants and type(v) in (int, float, str))]
 
     def class_(self, cls):
+        """An enum, a named tuple, or a class with its members."""
         if issubclass(cls, enum.Enum):
             base = next(b for b in (enum.IntFlag, enum.IntEnum, enum.Enum) if issubclass(cls, b))
             return [f"class {cls.__name__}(enum.{base.__name__}):"] + [
@@ -614,11 +617,13 @@ class Module:
         return lines + body
 
     def base(self, cls, base):
+        """A base's name, with its state type where it is generic."""
         if base.__name__ in GENERIC:
             return f"{base.__name__}[{self.state_of(cls)}]"
         return base.__name__
 
     def members(self, cls):
+        """The members cls defines (not those it inherits)."""
         lines = [f"    {name}: {self.lookup(cls, name)}" for name in INSTANCE_ATTRIBUTES.get(cls.__name__, "").split()]
         attributes = vars(cls)
         if "__init__" in attributes:
@@ -692,11 +697,14 @@ class Module:
         return found
 
     def settable(self, cls, descriptor):
+        """Whether a property has a setter."""
         if isinstance(descriptor, property):
             return descriptor.fset is not None
-        # An extension type's property: a getset without a setter refuses before any code of the class runs.
+        # An extension type's property: a getset without a setter refuses before any code of the class runs
+        # (an instance made without __init__ is safe: the standards ask it of every class).
+        instance = cls.__new__(cls)
         try:
-            descriptor.__set__(cls.__new__(cls), Unset())
+            descriptor.__set__(instance, Unset())
         except AttributeError as e:
             return "not writable" not in str(e)
         except Exception:  # noqa: BLE001 (the setter ran and refused the placeholder: it exists)
@@ -759,6 +767,7 @@ class Module:
             variants.append((variant, f"tuple[{', '.join([result] + extra)}]" if extra else result))
         everything = list(parameters[:-2]) + [(f[0], f[1], "bool", "False") for f in flags]
         return variants + [(everything, f"{result} | tuple[Any, ...]")]
+
 
 class Unset:
     """A value no setter takes."""
