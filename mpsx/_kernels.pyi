@@ -1,6 +1,8 @@
 """Type stubs of mpsx._kernels: the kernel families (MPSCNNKernel and MPSCNNGradientKernel), their data sources,
 states and optimizers, and the graph (MPSNNGraph and its nodes)."""
 
+# Written by tools/generate_stubs.py from the built package: change the tool, not this file.
+
 import enum
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, NamedTuple, Protocol, TypeVar, overload

@@ -1,5 +1,7 @@
 """Type stubs of mpsx._runtime: devices, command queues and buffers, memory, images and states."""
 
+# Written by tools/generate_stubs.py from the built package: change the tool, not this file.
+
 import enum
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType

@@ -1,5 +1,7 @@
 """Type stubs of mpsx.distributed: data-parallel training, NCCL on cuda and MPI on cpu."""
 
+# Written by tools/generate_stubs.py from the built package: change the tool, not this file.
+
 from collections.abc import Sequence
 from typing import Any, Literal
 

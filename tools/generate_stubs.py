@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+GENERATED = "# Written by tools/generate_stubs.py from the built package: change the tool, not this file."
 WIDTH = 120  # the line length of the project's formatter
 
 # --- Types the runtime cannot tell -------------------------------------------------------------------------
@@ -553,7 +554,7 @@ class Module:
                                   OVERRIDES.get(name) or RETURNS.get(name) or fail(f"no return type for {name}"))
         for cls in self.classes:
             out += [""] + self.class_(cls)
-        out = [f'"""{header}"""', ""] + self.imports("\n".join(out)) + [""] + out
+        out = [f'"""{header}"""', "", GENERATED, ""] + self.imports("\n".join(out)) + [""] + out
         return "\n".join(out).replace("\n\n\n", "\n\n").rstrip("\n") + "\n"
 
     def imports(self, body):
@@ -833,7 +834,7 @@ def package_stub():
                 where = next(m for m, v in sorted(sys.modules.items())
                              if m.startswith("mpsx.") and name in getattr(v, "__all__", ()))
             modules.setdefault(where, []).append(name)
-    out = [f'"""{MODULES["mpsx"][0]}"""', ""]
+    out = [f'"""{MODULES["mpsx"][0]}"""', "", GENERATED, ""]
     for module, names in sorted(modules.items()):
         exported = getattr(sys.modules[module], "__all__", None)
         if module != "mpsx" and exported and set(exported) <= set(names):
