@@ -1,7 +1,8 @@
 """Type stubs of the mpsx package: the names of mpsx._runtime, mpsx._kernels and mpsx._errors it exports."""
 
-from mpsx import distributed as distributed
-from mpsx import persistence as persistence
+# Written by tools/generate_stubs.py from the built package: change the tool, not this file.
+
+from mpsx import distributed as distributed, persistence as persistence
 from mpsx._errors import (
     DeviceMismatchError as DeviceMismatchError,
     DistributedError as DistributedError,

@@ -1,5 +1,7 @@
 """Type stubs of mpsx.persistence: mpsx.save, mpsx.load and copies, and PyTorch weights."""
 
+# Written by tools/generate_stubs.py from the built package: change the tool, not this file.
+
 from collections.abc import Iterable, Mapping
 from os import PathLike
 from typing import Any, TypeVar
