@@ -549,8 +549,7 @@ void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr
                          biases = std::move(p.biases), g, b, in = descriptor_.input_feature_channels,
                          out = descriptor_.output_feature_channels](ExecutionContext& context) {
     ImageRegion from = source->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
-    ImageRegion to =
-        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, out, g.height, g.width);
+    ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
     primitive->forward(context, from, weights->data(), biases->data(), result);
     if (neuron) neuron->forward(context, result, to, 0);
@@ -652,8 +651,7 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
                          g, b, data, weights, covers, concurrent, in = descriptor_.input_feature_channels,
                          out = descriptor_.output_feature_channels](ExecutionContext& context) {
-    ImageRegion incoming = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                   out, g.height, g.width);
+    ImageRegion incoming = destination_region(*source_gradient, g, out);
     ImageRegion result_gradient = incoming;
     if (dy) {
       result_gradient = dy->whole();

@@ -297,8 +297,7 @@ void CNNConvolutionTranspose::record(CommandBuffer& command_buffer, const std::s
   }
   command_buffer.record([primitive, neuron = neuron_, source, destination, pre, weights = std::move(p.weights),
                          biases = std::move(p.biases), g, b, in, out](ExecutionContext& context) {
-    ImageRegion to =
-        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, out, g.height, g.width);
+    ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
     primitive->forward(context, source_block(*source, g, b, in), weights->data(), biases->data(), result);
     if (neuron) neuron->forward(context, result, to, 0);
@@ -345,8 +344,7 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
                 in == source_image->feature_channels();
   command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy, g,
                          b, data, weights, covers, in, out](ExecutionContext& context) {
-    ImageRegion incoming = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                   out, g.height, g.width);
+    ImageRegion incoming = destination_region(*source_gradient, g, out);
     ImageRegion result_gradient = incoming;
     if (dy) {
       result_gradient = dy->whole();

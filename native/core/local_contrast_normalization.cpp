@@ -73,11 +73,8 @@ void CNNLocalContrastNormalization::record(CommandBuffer& command_buffer, const 
   LocalContrastNormalizationPass pass = pass_of(parameters, edge_mode, g);
   command_buffer.record([primitive = primitive_, source, destination, g, pass](ExecutionContext& context) {
     int64_t channels = g.source_channels;
-    primitive->forward(context, pass,
-                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
-                                      source->width()),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width));
+    primitive->forward(context, pass, whole_source_region(*source, g, channels),
+                       destination_region(*destination, g, channels));
   });
 }
 
@@ -128,9 +125,7 @@ void CNNLocalContrastNormalizationGradient::record(CommandBuffer& command_buffer
                          pass](ExecutionContext& context) {
     int64_t channels = g.source_channels;
     int64_t height = source_image->height(), width = source_image->width();
-    primitive->gradient(context, pass,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
+    primitive->gradient(context, pass, destination_region(*source_gradient, g, channels),
                         source_image->region(g.source_image, g.source_channel, 0, 0, g.images, channels, height, width),
                         destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
                                                      height, width));
