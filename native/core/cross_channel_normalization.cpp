@@ -55,9 +55,7 @@ void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const s
 
 std::vector<std::shared_ptr<GradientKernel>> CNNCrossChannelNormalization::make_gradient_kernels() const {
   auto gradient = std::make_shared<CNNCrossChannelNormalizationGradient>(device_ptr(), kernel_size());
-  gradient->set_alpha(alpha());
-  gradient->set_beta(beta());
-  gradient->set_delta(delta());
+  gradient->set_parameters(*this);
   return {gradient};
 }
 

@@ -145,8 +145,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   int64_t source_feature_channel_offset = 0;
   // MPS's ULONG_MAX: every channel from source_feature_channel_offset on.
   int64_t source_feature_channel_max_count = std::numeric_limits<int64_t>::max();
-  uint32_t padding_method =
-      padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+  uint32_t padding_method = padding::kDefault;
   std::string label;
   // MPSKernel's destinationImageAllocator (native only; the graph gives its
   // kernels its own).

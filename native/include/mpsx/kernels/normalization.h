@@ -104,6 +104,9 @@ class ResponseNormalizationProperties {
   void set_beta(float value) { parameters_.beta = checked_parameter(value, kernel_, "beta"); }
   void set_delta(float value) { parameters_.delta = checked_parameter(value, kernel_, "delta"); }
   const ResponseNormalizationParameters& parameters() const { return parameters_; }
+  // A forward kernel's alpha, beta and delta, already checked: how its
+  // gradient kernel gets them.
+  void set_parameters(const ResponseNormalizationProperties& forward) { parameters_ = forward.parameters_; }
 
  private:
   const char* kernel_;
