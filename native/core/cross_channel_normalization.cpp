@@ -55,7 +55,7 @@ void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const s
 
 std::vector<std::shared_ptr<GradientKernel>> CNNCrossChannelNormalization::make_gradient_kernels() const {
   auto gradient = std::make_shared<CNNCrossChannelNormalizationGradient>(device_ptr(), kernel_size());
-  gradient->set_parameters(*this);
+  gradient->set_parameters(parameters());
   return {gradient};
 }
 

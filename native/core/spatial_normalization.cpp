@@ -74,7 +74,7 @@ void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::s
 
 std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradient_kernels() const {
   auto gradient = std::make_shared<CNNSpatialNormalizationGradient>(device_ptr(), kernel_size(), kernel_size());
-  gradient->set_parameters(*this);
+  gradient->set_parameters(parameters());
   gradient->edge_mode = edge_mode;  // the gradient reads the forward edge mode from its own, as pooling's does
   return {gradient};
 }

@@ -37,9 +37,7 @@ void CNNCrossChannelNormalizationNode::set_delta(float value) {
 
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNCrossChannelNormalization>(slots, kernel_size_);
-  kernel->set_alpha(parameters_.alpha);
-  kernel->set_beta(parameters_.beta);
-  kernel->set_delta(parameters_.delta);
+  kernel->set_parameters(parameters_);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -67,9 +65,7 @@ std::unique_ptr<GraphStep> CNNCrossChannelNormalizationGradientNode::compile(con
   check_forward_parameter(class_name(), "beta", parameters_.beta, forward.parameters().beta);
   check_forward_parameter(class_name(), "delta", parameters_.delta, forward.parameters().delta);
   auto kernel = graph_kernel<CNNCrossChannelNormalizationGradient>(slots, kernel_size_);
-  kernel->set_alpha(parameters_.alpha);
-  kernel->set_beta(parameters_.beta);
-  kernel->set_delta(parameters_.delta);
+  kernel->set_parameters(parameters_);
   return gradient_step(std::move(kernel), slots);
 }
 

@@ -48,9 +48,7 @@ std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const StepSlots
     fail<ArgumentError>(node_, ": kernel_width (", kernel_width_, ") must equal kernel_height (", kernel_height_,
                         ")");
   auto kernel = graph_kernel<K>(slots, kernel_width_, kernel_height_);
-  kernel->set_alpha(parameters_.alpha);
-  kernel->set_beta(parameters_.beta);
-  kernel->set_delta(parameters_.delta);
+  kernel->set_parameters(parameters_);
   return kernel;
 }
 
