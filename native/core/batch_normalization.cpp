@@ -396,10 +396,7 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
   check_reads_inside(*source, g);
   Parameters p = parameters();
   auto regions = [source, destination, g, channels = channels_] {
-    return std::make_pair(
-        source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height, g.width),
-        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels, g.height,
-                            g.width));
+    return std::make_pair(source_region(*source, g, channels), destination_region(*destination, g, channels));
   };
   auto bn = std::static_pointer_cast<BatchNormalizationState>(state);
   if (!bn) {  // inference: the running statistics
@@ -517,13 +514,8 @@ void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buff
   const bool accumulate = bn->gradients_encoded;  // a later sub-batch adds to the sums
   command_buffer.record([primitive = primitive_, source_gradient, source_image, bn, g, channels, accumulate,
                          epsilon = bn->epsilon](ExecutionContext& context) {
-    primitive->statistics_gradient(
-        context,
-        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels, g.height,
-                                g.width),
-        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height,
-                             g.width),
-        epsilon, bn->batch(), accumulate);
+    primitive->statistics_gradient(context, destination_region(*source_gradient, g, channels),
+                                   source_region(*source_image, g, channels), epsilon, bn->batch(), accumulate);
   });
   bn->gradients_encoded = true;
   source_gradient->buffer()->will_read(command_buffer);
@@ -569,12 +561,8 @@ void CNNBatchNormalizationGradient::record(CommandBuffer& command_buffer,
       gradient(ImageRegion{}, source_image->region(0, g.source_channel, 0, 0, n, channels, h, w),
                destination_gradient->region(0, g.source_channel, 0, 0, n, channels, h, w));
     }
-    gradient(source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                     g.height, g.width),
-             source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                  g.height, g.width),
-             destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                          g.height, g.width));
+    gradient(destination_region(*source_gradient, g, channels), source_region(*source_image, g, channels),
+             source_region(*destination_gradient, g, channels));
   });
 }
 

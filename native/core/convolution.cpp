@@ -443,6 +443,23 @@ CNNConvolution::Parameters CNNConvolution::parameters() const {
   return p;
 }
 
+std::shared_ptr<Image> CNNConvolution::pre_activation_for(const ConvolutionGradientState* state, DataType type,
+                                                          const Geometry& g) const {
+  if (!state || !neuron_) return nullptr;
+  return make_pooled<Image>(device_ptr(), block_descriptor(type, g, descriptor_.output_feature_channels));
+}
+
+CNNConvolution::Parameters CNNConvolution::parameters_for(ConvolutionGradientState* state,
+                                                          std::shared_ptr<Image> pre_activation) const {
+  Parameters p = parameters();
+  if (state) {
+    state->weights = p.weights;
+    state->biases = p.biases;
+    state->pre_activation = std::move(pre_activation);
+  }
+  return p;
+}
+
 void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
                                                const ConvolutionWeightsAndBiasesState& state) {
   check_command_buffer(command_buffer);
@@ -530,27 +547,17 @@ void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr
                             const std::shared_ptr<State>& state) {
   SourceBlock b = source_block(class_name(), descriptor_, *source, g);
   auto* gradient_state = static_cast<ConvolutionGradientState*>(state.get());
-  std::shared_ptr<Image> pre;
-  if (gradient_state && neuron_)  // the gradient needs the result before the neuron
-    pre = make_pooled<Image>(device_ptr(), block_descriptor(destination->data_type(), g,
-                                                            descriptor_.output_feature_channels));
+  std::shared_ptr<Image> pre = pre_activation_for(gradient_state, destination->data_type(), g);
   ConvolutionShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
                                     destination->data_type(), false);
   shape.accumulator_precision = accumulator_precision;
-  const auto& primitive = primitives_.get(
-      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(make_primitive<ConvolutionPrimitive>(device().backend(), shape)); });
-  Parameters p = parameters();
-  if (gradient_state) {
-    gradient_state->weights = p.weights;
-    gradient_state->biases = p.biases;
-    gradient_state->pre_activation = pre;
-  }
+  const auto& primitive = cached_primitive(primitives_, device().backend(), shape);
+  Parameters p = parameters_for(gradient_state, pre);
   command_buffer.record([primitive, neuron = neuron_, source, destination, pre, weights = std::move(p.weights),
                          biases = std::move(p.biases), g, b, in = descriptor_.input_feature_channels,
                          out = descriptor_.output_feature_channels](ExecutionContext& context) {
     ImageRegion from = source->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
-    ImageRegion to =
-        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, out, g.height, g.width);
+    ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
     primitive->forward(context, from, weights->data(), biases->data(), result);
     if (neuron) neuron->forward(context, result, to, 0);
@@ -626,19 +633,15 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   auto gs = std::static_pointer_cast<ConvolutionGradientState>(state);
   const Geometry g = gs->geometry;
   SourceBlock b = source_block(class_name(), descriptor_, *source_image, g);
-  std::shared_ptr<Image> dy;  // the gradient at the convolution's result, before the fused neuron
-  if (gs->pre_activation)
-    dy = make_pooled<Image>(device_ptr(), block_descriptor(source_gradient->data_type(), g,
-                                                           descriptor_.output_feature_channels));
+  std::shared_ptr<Image> dy = result_gradient_scratch(*gs, source_gradient->data_type(), g);
   ConvolutionShape shape = shape_of(descriptor_, b, g, *source_image,
                                     dy ? dy->layout() : source_gradient->layout(), source_gradient->data_type(), true);
   // MPSCNNConvolutionGradient has no precision option of its own: it computes
   // as the forward kernel that made the state allows (TF32 where "half").
   shape.accumulator_precision = gs->convolution()->accumulator_precision;
-  const auto& primitive = primitives_.get(
-      shape, [&] { return std::shared_ptr<ConvolutionPrimitive>(make_primitive<ConvolutionPrimitive>(device().backend(), shape)); });
-  bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
-  bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
+  const auto& primitive = cached_primitive(primitives_, device().backend(), shape);
+  bool data = computes_data();
+  bool weights = computes_weights();
   bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&
                 g.source_channel == 0 && descriptor_.input_feature_channels == source_image->feature_channels();
   // The passes share only what they read, unless the source gradient is
@@ -652,13 +655,8 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
                          g, b, data, weights, covers, concurrent, in = descriptor_.input_feature_channels,
                          out = descriptor_.output_feature_channels](ExecutionContext& context) {
-    ImageRegion incoming = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                   out, g.height, g.width);
-    ImageRegion result_gradient = incoming;
-    if (dy) {
-      result_gradient = dy->whole();
-      neuron->gradient(context, incoming, gs->pre_activation->whole(), result_gradient, 0);
-    }
+    const ImageRegion result_gradient =
+        gradient_before_neuron(context, neuron.get(), *gs, destination_region(*source_gradient, g, out), dy.get());
     const ImageRegion source =
         source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
     auto data_pass = [&] {
@@ -680,10 +678,29 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
       data_pass();
     }
   });
-  if (weights) {
-    gs->gradient_for_weights()->will_write(command_buffer);
-    gs->gradient_for_biases()->will_write(command_buffer);
-  }
+  will_write_weights_gradients(command_buffer, *gs);
+}
+
+std::shared_ptr<Image> CNNConvolutionGradient::result_gradient_scratch(const ConvolutionGradientState& state,
+                                                                       DataType type, const Geometry& g) const {
+  if (!state.pre_activation) return nullptr;
+  return make_pooled<Image>(device_ptr(), block_descriptor(type, g, descriptor_.output_feature_channels));
+}
+
+ImageRegion CNNConvolutionGradient::gradient_before_neuron(ExecutionContext& context, const NeuronPrimitive* neuron,
+                                                           const ConvolutionGradientState& state,
+                                                           const ImageRegion& incoming, const Image* scratch) {
+  if (!scratch) return incoming;
+  ImageRegion result_gradient = scratch->whole();
+  neuron->gradient(context, incoming, state.pre_activation->whole(), result_gradient, 0);
+  return result_gradient;
+}
+
+void CNNConvolutionGradient::will_write_weights_gradients(CommandBuffer& command_buffer,
+                                                          const ConvolutionGradientState& state) const {
+  if (!computes_weights()) return;
+  state.gradient_for_weights()->will_write(command_buffer);
+  state.gradient_for_biases()->will_write(command_buffer);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNConvolution::make_gradient_kernels() const {

@@ -280,25 +280,15 @@ void CNNConvolutionTranspose::record(CommandBuffer& command_buffer, const std::s
   Blocks b = blocks_of(class_name(), descriptor_, *source, g);
   auto* gradient_state = static_cast<ConvolutionTransposeGradientState*>(state.get());
   const int64_t in = descriptor_.input_feature_channels, out = descriptor_.output_feature_channels;
-  std::shared_ptr<Image> pre;
-  if (gradient_state && neuron_)  // the gradient needs the result before the neuron
-    pre = make_pooled<Image>(device_ptr(), block_descriptor(destination->data_type(), g, out));
+  std::shared_ptr<Image> pre = pre_activation_for(gradient_state, destination->data_type(), g);
   ConvolutionTransposeShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
                                              destination->data_type(), false);
   shape.accumulator_precision = accumulator_precision;
-  const auto& primitive = transpose_primitives_.get(shape, [&] {
-    return std::shared_ptr<ConvolutionTransposePrimitive>(make_primitive<ConvolutionTransposePrimitive>(device().backend(), shape));
-  });
-  Parameters p = parameters();
-  if (gradient_state) {
-    gradient_state->weights = p.weights;
-    gradient_state->biases = p.biases;
-    gradient_state->pre_activation = pre;
-  }
+  const auto& primitive = cached_primitive(transpose_primitives_, device().backend(), shape);
+  Parameters p = parameters_for(gradient_state, pre);
   command_buffer.record([primitive, neuron = neuron_, source, destination, pre, weights = std::move(p.weights),
                          biases = std::move(p.biases), g, b, in, out](ExecutionContext& context) {
-    ImageRegion to =
-        destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, out, g.height, g.width);
+    ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
     primitive->forward(context, source_block(*source, g, b, in), weights->data(), biases->data(), result);
     if (neuron) neuron->forward(context, result, to, 0);
@@ -330,28 +320,20 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
   const Geometry g = gs->geometry;
   const int64_t in = d.input_feature_channels, out = d.output_feature_channels;
   Blocks b = blocks_of(class_name(), d, *source_image, g);
-  std::shared_ptr<Image> dy;  // the gradient at the transpose's result, before the fused neuron
-  if (gs->pre_activation) dy = make_pooled<Image>(device_ptr(), block_descriptor(source_gradient->data_type(), g, out));
+  std::shared_ptr<Image> dy = result_gradient_scratch(*gs, source_gradient->data_type(), g);
   ConvolutionTransposeShape shape = shape_of(d, b, g, *source_image, dy ? dy->layout() : source_gradient->layout(),
                                              source_gradient->data_type(), true);
   shape.accumulator_precision = gs->convolution_transpose()->accumulator_precision;
-  const auto& primitive = transpose_primitives_.get(shape, [&] {
-    return std::shared_ptr<ConvolutionTransposePrimitive>(make_primitive<ConvolutionTransposePrimitive>(device().backend(), shape));
-  });
-  bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
-  bool weights = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
+  const auto& primitive = cached_primitive(transpose_primitives_, device().backend(), shape);
+  bool data = computes_data();
+  bool weights = computes_weights();
   bool covers = b.reads_source() && g.source_image == 0 && b.x.source_count == source_image->width() &&
                 b.y.source_count == source_image->height() && g.source_channel == 0 &&
                 in == source_image->feature_channels();
   command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy, g,
                          b, data, weights, covers, in, out](ExecutionContext& context) {
-    ImageRegion incoming = source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                   out, g.height, g.width);
-    ImageRegion result_gradient = incoming;
-    if (dy) {
-      result_gradient = dy->whole();
-      neuron->gradient(context, incoming, gs->pre_activation->whole(), result_gradient, 0);
-    }
+    const ImageRegion result_gradient =
+        gradient_before_neuron(context, neuron.get(), *gs, destination_region(*source_gradient, g, out), dy.get());
     if (data) {
       if (!covers) context.fill_zero_image(*destination_gradient);
       if (b.reads_source())
@@ -362,10 +344,7 @@ void CNNConvolutionTransposeGradient::record(CommandBuffer& command_buffer,
       primitive->backward_weights(context, source_block(*source_image, g, b, in), result_gradient,
                                   gs->gradient_for_weights()->data(), gs->gradient_for_biases()->data());
   });
-  if (weights) {
-    gs->gradient_for_weights()->will_write(command_buffer);
-    gs->gradient_for_biases()->will_write(command_buffer);
-  }
+  will_write_weights_gradients(command_buffer, *gs);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNConvolutionTranspose::make_gradient_kernels() const {

@@ -11,6 +11,28 @@
 #include "mpsx/registry.h"
 
 namespace mpsx {
+namespace {
+
+// A pass over the region of `g`, `channels` deep: forward from `source` to
+// `destination`, or gradient with the forward source as `secondary`.
+CrossChannelNormalizationDescriptor describe(bool gradient, int64_t kernel_size, const Geometry& g, int64_t channels,
+                                             const ImageDescriptor& source, const ImageDescriptor& secondary,
+                                             const ImageDescriptor& destination) {
+  CrossChannelNormalizationDescriptor d;
+  d.gradient = gradient;
+  d.kernel_size = kernel_size;
+  d.images = g.images;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  d.source = source;
+  d.secondary = secondary;
+  d.destination = destination;
+  return d;
+}
+
+}  // namespace
+
 CNNCrossChannelNormalization::CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size)
     : UnaryKernel(std::move(device)),
       CrossChannelNormalizationProperties("MPSCNNCrossChannelNormalization", kernel_size) {
@@ -22,34 +44,18 @@ void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const s
                                           const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  CrossChannelNormalizationDescriptor d;
-  d.gradient = false;
-  d.kernel_size = kernel_size();
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source = source->descriptor();
-  d.destination = destination->descriptor();
-  std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = primitives_.get(d, [&] {
-    return std::shared_ptr<CrossChannelNormalizationPrimitive>(
-        make_primitive<CrossChannelNormalizationPrimitive>(device().backend(), d));
-  });
+  const CrossChannelNormalizationDescriptor d =
+      describe(false, kernel_size(), g, channels, source->descriptor(), {}, destination->descriptor());
+  std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
                          channels](ExecutionContext& context) {
-    primitive->forward(context, p,
-                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                      g.height, g.width),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width));
+    primitive->forward(context, p, source_region(*source, g, channels), destination_region(*destination, g, channels));
   });
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNCrossChannelNormalization::make_gradient_kernels() const {
   auto gradient = std::make_shared<CNNCrossChannelNormalizationGradient>(device_ptr(), kernel_size());
-  gradient->set_alpha(alpha());
-  gradient->set_beta(beta());
-  gradient->set_delta(delta());
+  gradient->set_parameters(parameters());
   return {gradient};
 }
 
@@ -70,30 +76,15 @@ void CNNCrossChannelNormalizationGradient::record(CommandBuffer& command_buffer,
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  CrossChannelNormalizationDescriptor d;
-  d.gradient = true;
-  d.kernel_size = kernel_size();
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source = source_gradient->descriptor();
-  d.secondary = source_image->descriptor();
-  d.destination = destination_gradient->descriptor();
-  std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = primitives_.get(d, [&] {
-    return std::shared_ptr<CrossChannelNormalizationPrimitive>(
-        make_primitive<CrossChannelNormalizationPrimitive>(device().backend(), d));
-  });
+  const CrossChannelNormalizationDescriptor d =
+      describe(true, kernel_size(), g, channels, source_gradient->descriptor(), source_image->descriptor(),
+               destination_gradient->descriptor());
+  std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
                          destination_gradient, g, channels](ExecutionContext& context) {
-    primitive->gradient(context, p,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
-                        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
-                                             channels, g.height, g.width),
-                        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x,
-                                                     g.images, channels, g.height, g.width));
+    primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
+                        source_region(*source_image, g, channels), source_region(*destination_gradient, g, channels));
   });
 }
 

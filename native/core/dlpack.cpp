@@ -348,6 +348,159 @@ void check_device(const Device& device, int32_t device_type, int32_t device_id) 
                             given.device_type == kDLCPU ? ", or copy a host array in with from_numpy()" : "");
 }
 
+namespace {
+
+// Whether the tensor is flagged read-only (only a versioned one can say);
+// BufferError for a DLPack major version mpsx does not read.
+bool read_only_flag(const void* managed, bool versioned) {
+  if (!versioned) return false;
+  const auto* m = static_cast<const DLManagedTensorVersioned*>(managed);
+  if (m->version.major != kDLPackMajorVersion)
+    fail<BufferError>("the tensor is of DLPack ", m->version.major, ".", m->version.minor, "; mpsx reads DLPack ",
+                      kDLPackMajorVersion, ".x");
+  return (m->flags & kReadOnly) != 0;
+}
+
+// ShapeError for a number of dims an import `as` does not take.
+void check_ndim(const DLTensor& t, ImportAs as) {
+  if (as == ImportAs::ImageBatch ? t.ndim != 4 : as == ImportAs::Image ? (t.ndim != 3 && t.ndim != 4)
+                                                                        : (t.ndim < 0 || t.ndim > kMaxDimensions))
+    fail<ShapeError>(as == ImportAs::ImageBatch ? "expected an (N, C, H, W) tensor"
+                     : as == ImportAs::Image    ? "expected an (N, C, H, W) or (C, H, W) tensor"
+                                                : "expected a tensor of at most 8 dims",
+                     ", given one of ", t.ndim, " dims");
+  if (t.ndim > 0 && !t.shape) fail<ShapeError>("the tensor has ", t.ndim, " dims and no shape");
+}
+
+// The tensor's element count, once its bytes are known to fit. Dims of 0
+// count as 1 here too: row-major strides (a buffer's, on the host as in
+// DLPack) then fit, even of an empty tensor.
+int64_t element_count(const DLTensor& t, DataType type) {
+  int64_t volume = 1;
+  bool empty = false;
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    const int64_t extent = t.shape[i];
+    if (extent < 0)
+      fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
+    volume = checked_mul(volume, std::max<int64_t>(extent, 1), "the element count of the tensor of shape ",
+                         dims_text(t.shape, t.ndim));
+    empty = empty || extent == 0;
+  }
+  checked_bytes(volume, size_of(type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
+  return empty ? 0 : volume;
+}
+
+// The tensor's strides (row-major where DLPack gives none); ShapeError for
+// negative ones.
+std::vector<int64_t> strides_of(const DLTensor& t, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> strides = t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim) : row_major(shape);
+  for (int64_t stride : strides)
+    if (stride < 0)
+      fail<ShapeError>("the tensor's strides ", dims_text(strides.data(), t.ndim), " are negative, which mpsx cannot ",
+                       "represent; copy it in its own library first");
+  return strides;
+}
+
+// The tensor's first element, once its last element's offset is known to
+// stay inside the address space, so that a copy or a view stays inside the
+// tensor.
+void* first_element(const DLTensor& t, const std::vector<int64_t>& strides, int64_t count, DataType type) {
+  int64_t span = 0;
+  if (count > 0)
+    for (int32_t i = 0; i < t.ndim; ++i)
+      if (__builtin_add_overflow(span, checked_mul(t.shape[i] - 1, strides[i], "the tensor's extent in memory"),
+                                 &span))
+        fail<ShapeError>("the tensor's extent in memory overflows: shape ", dims_text(t.shape, t.ndim), ", strides ",
+                         dims_text(strides.data(), t.ndim));
+  const size_t extent = checked_bytes(span, size_of(type), "the tensor's extent in memory");
+  uintptr_t last = 0;
+  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data), t.byte_offset, &last) ||
+      __builtin_add_overflow(last, extent, &last))
+    fail<ShapeError>("the tensor's memory, ", extent, " bytes from byte ", t.byte_offset, " of ", t.data,
+                     ", runs past the end of the address space");
+  if (count > 0 && !t.data) fail<ArgumentError>("the tensor has ", count, " elements and a null data pointer");
+  return static_cast<char*>(t.data) + t.byte_offset;
+}
+
+// An image's descriptor and (N, C, H, W) region; why its memory cannot be
+// shared where its strides are not the backend's image layout, else "".
+std::string plan_image_region(ImportPlan& plan, const std::vector<int64_t>& strides) {
+  ImageDescriptor& d = plan.descriptor;
+  ImageRegion& r = plan.region;
+  const int first = static_cast<int>(plan.shape.size()) - 3;  // (C, H, W) is one image
+  d.channel_format = plan.data_type;
+  d.number_of_images = first ? plan.shape[0] : 1;
+  d.feature_channels = plan.shape[first];
+  d.height = plan.shape[first + 1];
+  d.width = plan.shape[first + 2];
+  d.validate();
+  r.n = d.number_of_images;
+  r.c = d.feature_channels;
+  r.h = d.height;
+  r.w = d.width;
+  r.stride = ImageLayout{first ? strides[0] : 0, strides[first], strides[first + 1], strides[first + 2]};
+  const ImageLayout l = plan.device->backend().image_layout(d);
+  // Strides of dims of one element address nothing.
+  const bool same_layout = (r.n == 1 || r.stride.n == l.n) && (r.c == 1 || r.stride.c == l.c) &&
+                           (r.h == 1 || r.stride.h == l.h) && (r.w == 1 || r.stride.w == l.w);
+  if (same_layout) return {};
+  const int64_t expected[4] = {l.n, l.c, l.h, l.w}, given[4] = {r.stride.n, r.stride.c, r.stride.h, r.stride.w};
+  return "the tensor's (N, C, H, W) strides " + dims_text(given, 4) + " are not those of " + plan.device->name() +
+         " images, " + dims_text(expected, 4) + " (NHWC: PyTorch's channels_last memory format is shared)";
+}
+
+// A buffer's region: its dims of one element dropped, dims contiguous with
+// the next merged, the groups left in the innermost of four dims; why its
+// memory cannot be shared where it is not row-major, else "".
+std::string plan_buffer_region(ImportPlan& plan, const DLTensor& t, const std::vector<int64_t>& strides,
+                               int64_t count, Copy copy) {
+  int64_t extent[kMaxDimensions], stride[kMaxDimensions];
+  int groups = 0;
+  for (int32_t i = 0; i < t.ndim; ++i) {
+    if (plan.shape[i] == 1) continue;
+    int64_t outer = 0;
+    if (groups > 0 && !__builtin_mul_overflow(plan.shape[i], strides[i], &outer) && stride[groups - 1] == outer) {
+      extent[groups - 1] *= plan.shape[i];
+      stride[groups - 1] = strides[i];
+      continue;
+    }
+    extent[groups] = plan.shape[i];
+    stride[groups] = strides[i];
+    ++groups;
+  }
+  std::string refused;
+  if (count > 0 && !(groups == 0 || (groups == 1 && stride[0] == 1)))
+    refused = "the tensor of shape " + dims_text(t.shape, t.ndim) + " and strides " +
+              dims_text(strides.data(), t.ndim) + " is not row-major (C-contiguous), as mpsx buffers are";
+  if (groups > 4 && (!refused.empty() || copy == Copy::Always))
+    fail<ShapeError>("the tensor of shape ", dims_text(t.shape, t.ndim), " and strides ",
+                     dims_text(strides.data(), t.ndim), " has more than 4 dims that are not contiguous, which mpsx ",
+                     "cannot copy; make it contiguous in its own library first");
+  ImageRegion& r = plan.region;
+  int64_t* extents[4] = {&r.n, &r.c, &r.h, &r.w};
+  int64_t* region_strides[4] = {&r.stride.n, &r.stride.c, &r.stride.h, &r.stride.w};
+  for (int k = 0; k < 4; ++k) {
+    const int g = k - (4 - groups);  // the groups fill the innermost dims
+    *extents[k] = count == 0 ? (k == 3 ? 0 : 1) : g >= 0 ? extent[g] : 1;
+    *region_strides[k] = g >= 0 && count > 0 ? stride[g] : 0;
+  }
+  return refused;
+}
+
+// Why the planned region cannot be shared with the device, the layout's
+// reason first; "" where it can.
+std::string sharing_refusal(const ImportPlan& plan, std::string layout_refusal, bool read_only) {
+  if (!layout_refusal.empty()) return layout_refusal;
+  if (read_only)
+    return "the tensor is read-only (DLPack's read-only flag), and mpsx kernels may write what they are given";
+  if (reinterpret_cast<uintptr_t>(plan.region.data) % static_cast<uintptr_t>(size_of(plan.data_type)) != 0)
+    return "the tensor's data is not aligned to its elements";
+  if (!plan.device->backend().runs_on_foreign_memory()) return "its kernels run only on memory mpsx allocated";
+  return {};
+}
+
+}  // namespace
+
 ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versioned, ImportAs as, Copy copy) {
   device->check_process();
   if (!managed) fail<TypeMismatchError>("the DLPack capsule holds no tensor");
@@ -356,138 +509,23 @@ ImportPlan plan_import(std::shared_ptr<Device> device, void* managed, bool versi
   plan.managed = managed;
   plan.versioned = versioned;
   plan.as = as;
-  Backend& backend = plan.device->backend();
-  bool read_only = false;
-  if (versioned) {
-    const auto* m = static_cast<const DLManagedTensorVersioned*>(managed);
-    if (m->version.major != kDLPackMajorVersion)
-      fail<BufferError>("the tensor is of DLPack ", m->version.major, ".", m->version.minor, "; mpsx reads DLPack ",
-                        kDLPackMajorVersion, ".x");
-    read_only = (m->flags & kReadOnly) != 0;
-  }
+  const bool read_only = read_only_flag(managed, versioned);
   const DLTensor& t = tensor_of(managed, versioned);
   check_device(*plan.device, t.device.device_type, t.device.device_id);
   plan.data_type = data_type_of(t.dtype, as);
-  const int64_t element = static_cast<int64_t>(size_of(plan.data_type));
-
-  const bool image = as != ImportAs::Buffer;
-  if (as == ImportAs::ImageBatch ? t.ndim != 4 : as == ImportAs::Image ? (t.ndim != 3 && t.ndim != 4)
-                                                                        : (t.ndim < 0 || t.ndim > kMaxDimensions))
-    fail<ShapeError>(as == ImportAs::ImageBatch ? "expected an (N, C, H, W) tensor"
-                     : as == ImportAs::Image    ? "expected an (N, C, H, W) or (C, H, W) tensor"
-                                                : "expected a tensor of at most 8 dims",
-                     ", given one of ", t.ndim, " dims");
-  if (t.ndim > 0 && !t.shape) fail<ShapeError>("the tensor has ", t.ndim, " dims and no shape");
+  check_ndim(t, as);
   plan.shape.assign(t.shape, t.shape + t.ndim);
-  // Dims of 0 count as 1 here too: row-major strides (a buffer's, on the
-  // host as in DLPack) then fit, even of an empty tensor.
-  int64_t volume = 1;
-  bool empty = false;
-  for (int64_t extent : plan.shape) {
-    if (extent < 0)
-      fail<ArgumentError>("the tensor's dims must be at least 0, given shape ", dims_text(t.shape, t.ndim));
-    volume = checked_mul(volume, std::max<int64_t>(extent, 1), "the element count of the tensor of shape ",
-                         dims_text(t.shape, t.ndim));
-    empty = empty || extent == 0;
-  }
-  checked_bytes(volume, size_of(plan.data_type), "the byte count of the tensor of shape ", dims_text(t.shape, t.ndim));
-  const int64_t count = empty ? 0 : volume;
-  const std::vector<int64_t> strides =
-      t.strides ? std::vector<int64_t>(t.strides, t.strides + t.ndim) : row_major(plan.shape);
-  for (int64_t stride : strides)
-    if (stride < 0)
-      fail<ShapeError>("the tensor's strides ", dims_text(strides.data(), t.ndim), " are negative, which mpsx cannot ",
-                       "represent; copy it in its own library first");
-  // The last element's offset, so that a copy or a view stays inside the tensor.
-  int64_t span = 0;
-  if (count > 0)
-    for (int32_t i = 0; i < t.ndim; ++i)
-      if (__builtin_add_overflow(span, checked_mul(plan.shape[i] - 1, strides[i], "the tensor's extent in memory"),
-                                 &span))
-        fail<ShapeError>("the tensor's extent in memory overflows: shape ", dims_text(t.shape, t.ndim), ", strides ",
-                         dims_text(strides.data(), t.ndim));
-  const size_t extent = checked_bytes(span, size_of(plan.data_type), "the tensor's extent in memory");
-  uintptr_t last = 0;
-  if (__builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data), t.byte_offset, &last) ||
-      __builtin_add_overflow(last, extent, &last))
-    fail<ShapeError>("the tensor's memory, ", extent, " bytes from byte ", t.byte_offset, " of ", t.data,
-                     ", runs past the end of the address space");
-  if (count > 0 && !t.data) fail<ArgumentError>("the tensor has ", count, " elements and a null data pointer");
-  void* data = static_cast<char*>(t.data) + t.byte_offset;
-
-  const char* refused = nullptr;  // why the memory cannot be shared
-  std::string layout_reason;
-  ImageRegion& r = plan.region;
-  r.data = data;
-  r.data_type = plan.data_type;
-  if (image) {
-    ImageDescriptor& d = plan.descriptor;
-    const int first = t.ndim - 3;  // (C, H, W) is one image
-    d.channel_format = plan.data_type;
-    d.number_of_images = first ? plan.shape[0] : 1;
-    d.feature_channels = plan.shape[first];
-    d.height = plan.shape[first + 1];
-    d.width = plan.shape[first + 2];
-    d.validate();
-    r.n = d.number_of_images;
-    r.c = d.feature_channels;
-    r.h = d.height;
-    r.w = d.width;
-    r.stride = ImageLayout{first ? strides[0] : 0, strides[first], strides[first + 1], strides[first + 2]};
-    const ImageLayout l = backend.image_layout(d);
-    // Strides of dims of one element address nothing.
-    const bool same_layout = (r.n == 1 || r.stride.n == l.n) && (r.c == 1 || r.stride.c == l.c) &&
-                             (r.h == 1 || r.stride.h == l.h) && (r.w == 1 || r.stride.w == l.w);
-    if (!same_layout) {
-      const int64_t expected[4] = {l.n, l.c, l.h, l.w}, given[4] = {r.stride.n, r.stride.c, r.stride.h, r.stride.w};
-      layout_reason = "the tensor's (N, C, H, W) strides " + dims_text(given, 4) + " are not those of " +
-                      plan.device->name() + " images, " + dims_text(expected, 4) +
-                      " (NHWC: PyTorch's channels_last memory format is shared)";
-      refused = layout_reason.c_str();
-    }
-  } else {
-    // Dims of one element dropped, dims contiguous with the next merged.
-    int64_t extent[kMaxDimensions], stride[kMaxDimensions];
-    int groups = 0;
-    for (int32_t i = 0; i < t.ndim; ++i) {
-      if (plan.shape[i] == 1) continue;
-      int64_t outer = 0;
-      if (groups > 0 && !__builtin_mul_overflow(plan.shape[i], strides[i], &outer) && stride[groups - 1] == outer) {
-        extent[groups - 1] *= plan.shape[i];
-        stride[groups - 1] = strides[i];
-        continue;
-      }
-      extent[groups] = plan.shape[i];
-      stride[groups] = strides[i];
-      ++groups;
-    }
-    if (count > 0 && !(groups == 0 || (groups == 1 && stride[0] == 1))) {
-      layout_reason = "the tensor of shape " + dims_text(t.shape, t.ndim) + " and strides " +
-                      dims_text(strides.data(), t.ndim) + " is not row-major (C-contiguous), as mpsx buffers are";
-      refused = layout_reason.c_str();
-    }
-    if (groups > 4 && (refused || copy == Copy::Always))
-      fail<ShapeError>("the tensor of shape ", dims_text(t.shape, t.ndim), " and strides ",
-                       dims_text(strides.data(), t.ndim), " has more than 4 dims that are not contiguous, which mpsx ",
-                       "cannot copy; make it contiguous in its own library first");
-    int64_t* extents[4] = {&r.n, &r.c, &r.h, &r.w};
-    int64_t* region_strides[4] = {&r.stride.n, &r.stride.c, &r.stride.h, &r.stride.w};
-    for (int k = 0; k < 4; ++k) {
-      const int g = k - (4 - groups);  // the groups fill the innermost dims
-      *extents[k] = count == 0 ? (k == 3 ? 0 : 1) : g >= 0 ? extent[g] : 1;
-      *region_strides[k] = g >= 0 && count > 0 ? stride[g] : 0;
-    }
-  }
-  if (!refused && read_only)
-    refused = "the tensor is read-only (DLPack's read-only flag), and mpsx kernels may write what they are given";
-  if (!refused && reinterpret_cast<uintptr_t>(data) % static_cast<uintptr_t>(element) != 0)
-    refused = "the tensor's data is not aligned to its elements";
-  if (!refused && !backend.runs_on_foreign_memory())
-    refused = "its kernels run only on memory mpsx allocated";
-  if (copy == Copy::Never && refused)
+  const int64_t count = element_count(t, plan.data_type);
+  const std::vector<int64_t> strides = strides_of(t, plan.shape);
+  plan.region.data = first_element(t, strides, count, plan.data_type);
+  plan.region.data_type = plan.data_type;
+  std::string layout_refusal = as != ImportAs::Buffer ? plan_image_region(plan, strides)
+                                                      : plan_buffer_region(plan, t, strides, count, copy);
+  const std::string refused = sharing_refusal(plan, std::move(layout_refusal), read_only);
+  if (copy == Copy::Never && !refused.empty())
     fail<BufferError>("copy=False, but the tensor cannot be shared with ", plan.device->name(), ": ", refused,
                       "; copy=None copies it on the device");
-  plan.zero_copy = !refused && copy != Copy::Always;
+  plan.zero_copy = refused.empty() && copy != Copy::Always;
   return plan;
 }
 

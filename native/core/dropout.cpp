@@ -96,11 +96,7 @@ void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
   command_buffer.record([primitive = primitive_, source, destination, g, origin, generator,
                          state](ExecutionContext& context) {
     int64_t channels = g.source_channels;
-    primitive->forward(context,
-                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                      g.height, g.width),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width),
+    primitive->forward(context, source_region(*source, g, channels), destination_region(*destination, g, channels),
                        origin, generator, *state);
   });
   state->mask()->will_write(command_buffer);
@@ -136,13 +132,8 @@ void CNNDropoutGradient::record(CommandBuffer& command_buffer, const std::shared
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g, origin,
                          dropout_state](ExecutionContext& context) {
     int64_t channels = g.source_channels;
-    primitive->gradient(context,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
-                        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
-                                             channels, g.height, g.width),
-                        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x,
-                                                     g.images, channels, g.height, g.width),
+    primitive->gradient(context, destination_region(*source_gradient, g, channels),
+                        source_region(*source_image, g, channels), source_region(*destination_gradient, g, channels),
                         origin, *dropout_state);
   });
   dropout_state->mask()->will_read(command_buffer);

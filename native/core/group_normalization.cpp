@@ -278,11 +278,7 @@ void GroupNormalizationKernel::record(CommandBuffer& command_buffer, const std::
     const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
     context.copy(s->gamma()->data(), p.gamma->data(), bytes);
     context.copy(s->beta()->data(), p.beta->data(), bytes);
-    primitive->forward(context,
-                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                      g.height, g.width),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width),
+    primitive->forward(context, source_region(*source, g, channels), destination_region(*destination, g, channels),
                        p.groups, values_of(p.gamma), values_of(p.beta), eps, s->statistics());
   });
   s->gamma()->will_write(command_buffer);
@@ -325,16 +321,10 @@ void GroupNormalizationGradientKernel::record(CommandBuffer& command_buffer,
                          channels](ExecutionContext& context) {
     if (g.source_channel != 0 || channels != destination_gradient->feature_channels())
       context.fill_zero_image(*destination_gradient);  // channels outside the normalization get no gradient
-    primitive->gradient(
-        context,
-        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels, g.height,
-                                g.width),
-        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height,
-                             g.width),
-        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                     g.height, g.width),
-        s->groups, values_of(s->gamma()), values_of(s->beta()), s->epsilon, s->statistics(),
-        values_of(s->gradient_for_gamma()), values_of(s->gradient_for_beta()));
+    primitive->gradient(context, destination_region(*source_gradient, g, channels),
+                        source_region(*source_image, g, channels), source_region(*destination_gradient, g, channels),
+                        s->groups, values_of(s->gamma()), values_of(s->beta()), s->epsilon, s->statistics(),
+                        values_of(s->gradient_for_gamma()), values_of(s->gradient_for_beta()));
   });
   s->gradients_encoded = true;
   s->gradient_for_gamma()->will_write(command_buffer);

@@ -124,6 +124,10 @@ ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_
     fail<ShapeError>(class_name(), ": the padding policy makes a ", d.width, "x", d.height, " destination of a ", width,
                      "x", height, " source; image sizes must be at most ", kMaxDimension);
   d.feature_channels = destination_channels;
+  return with_source_images(source, d);
+}
+
+ImageDescriptor Kernel::with_source_images(const Image& source, ImageDescriptor d) const {
   d.number_of_images = source.number_of_images() - offset.z;
   if (d.number_of_images <= 0)
     fail<ShapeError>(class_name(), ": offset.z ", offset.z, " is past the ", source.number_of_images(),
@@ -236,6 +240,17 @@ void GradientKernel::record_zeros_outside(CommandBuffer& command_buffer,
   bool covers = g.source_x == 0 && g.source_y == 0 && g.width == d.width() && g.height == d.height() &&
                 g.source_channel == 0 && g.source_channels == d.feature_channels() && g.source_image == 0 &&
                 g.images == d.number_of_images();
+  if (covers) return;
+  command_buffer.record([destination_gradient](ExecutionContext& context) {
+    context.fill_zero_image(*destination_gradient);
+  });
+}
+
+void GradientKernel::record_zeros_outside_slice(CommandBuffer& command_buffer,
+                                                const std::shared_ptr<Image>& destination_gradient,
+                                                const Image& source_image, const Geometry& g) {
+  bool covers = g.source_channel == 0 && g.source_channels == source_image.feature_channels() &&
+                g.source_image == 0 && g.images == source_image.number_of_images();
   if (covers) return;
   command_buffer.record([destination_gradient](ExecutionContext& context) {
     context.fill_zero_image(*destination_gradient);

@@ -73,11 +73,8 @@ void CNNLocalContrastNormalization::record(CommandBuffer& command_buffer, const 
   LocalContrastNormalizationPass pass = pass_of(parameters, edge_mode, g);
   command_buffer.record([primitive = primitive_, source, destination, g, pass](ExecutionContext& context) {
     int64_t channels = g.source_channels;
-    primitive->forward(context, pass,
-                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
-                                      source->width()),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width));
+    primitive->forward(context, pass, whole_source_region(*source, g, channels),
+                       destination_region(*destination, g, channels));
   });
 }
 
@@ -116,22 +113,14 @@ void CNNLocalContrastNormalizationGradient::record(CommandBuffer& command_buffer
                                                    const std::shared_ptr<State>& state,
                                                    const std::shared_ptr<Image>& destination_gradient) {
   const Geometry& g = static_cast<const GradientState&>(*state).geometry;
-  if (g.source_channel != 0 || g.source_channels != source_image->feature_channels() || g.source_image != 0 ||
-      g.images != source_image->number_of_images()) {
-    // images and channels the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero_image(*destination_gradient);
-    });
-  }
+  record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
   LocalContrastNormalizationPass pass = pass_of(parameters, edge_mode, g);
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g,
                          pass](ExecutionContext& context) {
     int64_t channels = g.source_channels;
     int64_t height = source_image->height(), width = source_image->width();
-    primitive->gradient(context, pass,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
-                        source_image->region(g.source_image, g.source_channel, 0, 0, g.images, channels, height, width),
+    primitive->gradient(context, pass, destination_region(*source_gradient, g, channels),
+                        whole_source_region(*source_image, g, channels),
                         destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
                                                      height, width));
   });

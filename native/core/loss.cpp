@@ -137,27 +137,55 @@ ImageDescriptor CNNLoss::destination_image_descriptor(const Image& source) {
   return apply_padding(source, Window{}, source.feature_channels());
 }
 
-std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
-                                       const std::shared_ptr<CNNLossLabels>* labels, size_t count,
-                                       const std::shared_ptr<Image>& destination) {
-  check_command_buffer(command_buffer);
-  if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
-  if (count == 0)
-    fail<ArgumentError>(class_name(), ": expected one MPSCNNLossLabels for the batch or an MPSCNNLossLabelsBatch "
-                                      "(one per source image), given an empty list");
-  check_device(*source, "source image");
-  check_properties();
-  check_source(*source);
-  const ImageDescriptor& s = source->descriptor();
+namespace {
 
-  // The loss image of each labels object: one value per image, or the
-  // source's size for ReductionType::None.
+// The loss image of each labels object: one value per image, or the
+// source's size for ReductionType::None (number_of_images set per object).
+ImageDescriptor loss_image_descriptor(const ImageDescriptor& source, ReductionType reduction) {
   ImageDescriptor loss_size;
-  if (descriptor_.reduction_type == ReductionType::None) {
-    loss_size.width = s.width;
-    loss_size.height = s.height;
-    loss_size.feature_channels = s.feature_channels;
+  if (reduction == ReductionType::None) {
+    loss_size.width = source.width;
+    loss_size.height = source.height;
+    loss_size.feature_channels = source.feature_channels;
   }
+  return loss_size;
+}
+
+// Per-image labels are gathered into one batch: those of labels `i` must
+// match labels 0's (and their weights likewise) in feature channels and
+// data type.
+void check_batch_match(const char* kernel, const CNNLossLabels& first_labels, const CNNLossLabels& item, size_t i,
+                       bool weighted) {
+  for (bool weights : {false, true}) {
+    if (weights && !weighted) continue;
+    const Image& first = weights ? *first_labels.weights_image() : *first_labels.labels_image();
+    const Image& other = weights ? *item.weights_image() : *item.labels_image();
+    if (other.feature_channels() != first.feature_channels() || other.data_type() != first.data_type())
+      fail<ShapeError>(kernel, ": the ", weights ? "weights" : "labels", " of a batch must match in feature "
+                       "channels and data type; those of labels 0 are ", nchw(first.descriptor()), " ",
+                       name_of(first.data_type()), ", of labels ", i, " ", nchw(other.descriptor()), " ",
+                       name_of(other.data_type()));
+  }
+}
+
+// A loss image size given to labels `i` must be the one the loss writes.
+void check_loss_image_size(const char* kernel, const CNNLossLabels& item, size_t i, const ImageDescriptor& loss_size,
+                           ReductionType reduction) {
+  const LossImageSize& l = item.loss_image_size();
+  const bool per_value = reduction == ReductionType::None;
+  if (l.given() && (l.width != loss_size.width || l.height != loss_size.height ||
+                    l.feature_channels != loss_size.feature_channels))
+    fail<ShapeError>(kernel, ": labels ", i, " were made with a loss image size of ", l.width, "x", l.height, "x",
+                     l.feature_channels, " (width x height x feature channels), but ",
+                     per_value ? "reduction NONE writes one loss per value: "
+                               : "a reduced loss writes one value per image: ",
+                     loss_size.width, "x", loss_size.height, "x", loss_size.feature_channels);
+}
+
+}  // namespace
+
+bool CNNLoss::check_labels(const ImageDescriptor& s, const std::shared_ptr<CNNLossLabels>* labels, size_t count,
+                           const ImageDescriptor& loss_size) const {
   const bool weighted = labels[0] && labels[0]->weights_image();
   int64_t images = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -166,82 +194,69 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
       fail<TypeMismatchError>(class_name(), ": expected an MPSCNNLossLabels", count > 1 ? " for each image" : "",
                               ", given None", count > 1 ? detail::concat(" at ", i) : std::string());
     check_device(*item, "labels");
-    const Image& targets = *item->labels_image();
-    check_loss_data(class_name(), count > 1 ? "per-image labels" : "labels", targets, s, item->number_of_images());
+    check_loss_data(class_name(), count > 1 ? "per-image labels" : "labels", *item->labels_image(), s,
+                    item->number_of_images());
     if (static_cast<bool>(item->weights_image()) != weighted)
       fail<ArgumentError>(class_name(), ": the labels of a batch must all have weights or none; labels 0 ",
                           weighted ? "has" : "has none", ", labels ", i, weighted ? " has none" : " has");
     if (weighted) check_loss_data(class_name(), "weights", *item->weights_image(), s, item->number_of_images());
-    if (i > 0) {
-      // Gathered into one batch: the per-image labels (and weights) must match.
-      for (bool weights : {false, true}) {
-        if (weights && !weighted) continue;
-        const Image& first = weights ? *labels[0]->weights_image() : *labels[0]->labels_image();
-        const Image& other = weights ? *item->weights_image() : targets;
-        if (other.feature_channels() != first.feature_channels() || other.data_type() != first.data_type())
-          fail<ShapeError>(class_name(), ": the ", weights ? "weights" : "labels", " of a batch must match in feature "
-                           "channels and data type; those of labels 0 are ", nchw(first.descriptor()), " ",
-                           name_of(first.data_type()), ", of labels ", i, " ", nchw(other.descriptor()), " ",
-                           name_of(other.data_type()));
-      }
-    }
-    const LossImageSize& l = item->loss_image_size();
-    const bool per_value = descriptor_.reduction_type == ReductionType::None;
-    if (l.given() && (l.width != loss_size.width || l.height != loss_size.height ||
-                      l.feature_channels != loss_size.feature_channels))
-      fail<ShapeError>(class_name(), ": labels ", i, " were made with a loss image size of ", l.width, "x", l.height,
-                       "x", l.feature_channels, " (width x height x feature channels), but ",
-                       per_value ? "reduction NONE writes one loss per value: "
-                                 : "a reduced loss writes one value per image: ",
-                       loss_size.width, "x", loss_size.height, "x", loss_size.feature_channels);
+    if (i > 0) check_batch_match(class_name(), *labels[0], *item, i, weighted);
+    check_loss_image_size(class_name(), *item, i, loss_size, descriptor_.reduction_type);
     images += item->number_of_images();
   }
   if (images != s.number_of_images)
     fail<ShapeError>(class_name(), ": expected labels for the ", s.number_of_images, " source images (one "
                      "MPSCNNLossLabels holding them all, or an MPSCNNLossLabelsBatch of one per image), given ",
                      count, " MPSCNNLossLabels holding ", images, " images");
+  return weighted;
+}
 
-  std::shared_ptr<Image> result = destination;
-  if (result) {
-    check_device(*result, "destination image");
-    check_floating(*result, class_name(), "destination image");
-  } else {
-    result = new_destination(command_buffer, apply_padding(*source, Window{}, s.feature_channels));
-  }
-  Geometry g = resolve(*source, *result, Window{}, s.feature_channels, s.feature_channels, offset);
+std::shared_ptr<Image> CNNLoss::gradient_destination(CommandBuffer& command_buffer, const Image& source,
+                                                     const std::shared_ptr<Image>& destination) {
+  if (!destination) return new_destination(command_buffer, apply_padding(source, Window{}, source.feature_channels()));
+  check_device(*destination, "destination image");
+  check_floating(*destination, class_name(), "destination image");
+  return destination;
+}
+
+Geometry CNNLoss::whole_source_geometry(const Image& source, const Image& destination) const {
+  const ImageDescriptor& s = source.descriptor();
+  Geometry g = resolve(source, destination, Window{}, s.feature_channels, s.feature_channels, offset);
   if (g.source_x != 0 || g.source_y != 0 || g.width != s.width || g.height != s.height || g.source_image != 0)
     fail<ShapeError>(class_name(), ": the loss covers whole source images, but offset (", offset.x, ", ", offset.y,
                      ", ", offset.z, ") and clip_rect read a ", g.width, "x", g.height, " region at (", g.source_x,
                      ", ", g.source_y, ") of a ", s.width, "x", s.height, " source from image ", g.source_image);
+  return g;
+}
 
-  check_aliasing(*result, "destination image", result->whole_block(), {ReadImage{source.get(), "source image"}});
+void CNNLoss::check_loss_aliasing(const Image& source, const Image& destination,
+                                  const std::shared_ptr<CNNLossLabels>* labels, size_t count,
+                                  ImageDescriptor loss_size) const {
+  check_aliasing(destination, "destination image", destination.whole_block(),
+                 {ReadImage{&source, "source image"}});
   for (size_t i = 0; i < count; ++i) {
     loss_size.number_of_images = labels[i]->number_of_images();
     const Image* loss = labels[i]->loss_image_for(loss_size).get();
-    check_aliasing(*result, "destination image", result->whole_block(),
+    check_aliasing(destination, "destination image", destination.whole_block(),
                    {ReadImage{labels[i]->labels_image().get(), "labels image"},
                     ReadImage{labels[i]->weights_image().get(), "weights image"}, ReadImage{loss, "loss image"}});
   }
+}
 
-  // Per-image labels are gathered into one batch (a view where they are
-  // consecutive images of one allocation), and the batch's loss scattered
-  // back to each object's loss image.
-  std::shared_ptr<Image> targets = labels[0]->labels_image(), weights = labels[0]->weights_image(), loss;
-  if (count == 1) {
-    loss = labels[0]->loss_image();
-  } else {
-    gathered_.clear();
-    for (size_t i = 0; i < count; ++i) gathered_.push_back(labels[i]->labels_image());
-    targets = Image::gather(command_buffer, gathered_);
-    if (weighted) {
-      gathered_.clear();
-      for (size_t i = 0; i < count; ++i) gathered_.push_back(labels[i]->weights_image());
-      weights = Image::gather(command_buffer, gathered_);
-    }
-    gathered_.clear();
-    loss_size.number_of_images = s.number_of_images;
-    loss = make_pooled<Image>(device_ptr(), loss_size);
-  }
+std::shared_ptr<Image> CNNLoss::gather(CommandBuffer& command_buffer, const std::shared_ptr<CNNLossLabels>* labels,
+                                       size_t count, bool weights) {
+  gathered_.clear();
+  for (size_t i = 0; i < count; ++i)
+    gathered_.push_back(weights ? labels[i]->weights_image() : labels[i]->labels_image());
+  std::shared_ptr<Image> batch = Image::gather(command_buffer, gathered_);
+  gathered_.clear();
+  return batch;
+}
+
+void CNNLoss::record_loss(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                          const std::shared_ptr<Image>& targets, const std::shared_ptr<Image>& weights,
+                          const std::shared_ptr<Image>& result, const std::shared_ptr<Image>& loss,
+                          const Geometry& g) const {
   command_buffer.record([primitive = primitive_, source, targets, weights, result, loss, g](ExecutionContext& context) {
     const ImageDescriptor& d = source->descriptor();
     primitive->loss_and_gradient(context, source->whole(), loss_region(*targets, d), loss_region(weights, d),
@@ -254,18 +269,54 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
   if (weights) weights->buffer()->will_read(command_buffer);
   result->buffer()->will_write(command_buffer);
   loss->buffer()->will_write(command_buffer);
-  if (count > 1) {
-    loss->buffer()->will_read(command_buffer);
-    int64_t at = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const std::shared_ptr<Image>& output = labels[i]->loss_image();
-      output->buffer()->will_write(command_buffer);
-      command_buffer.record([loss, output, at](ExecutionContext& context) {
-        context.copy_images(Image(*loss, at, output->number_of_images()), *output, 0);
-      });
-      at += output->number_of_images();
-    }
+}
+
+void CNNLoss::scatter_loss(CommandBuffer& command_buffer, const std::shared_ptr<Image>& loss,
+                           const std::shared_ptr<CNNLossLabels>* labels, size_t count) const {
+  loss->buffer()->will_read(command_buffer);
+  int64_t at = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const std::shared_ptr<Image>& output = labels[i]->loss_image();
+    output->buffer()->will_write(command_buffer);
+    command_buffer.record([loss, output, at](ExecutionContext& context) {
+      context.copy_images(Image(*loss, at, output->number_of_images()), *output, 0);
+    });
+    at += output->number_of_images();
   }
+}
+
+std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                                       const std::shared_ptr<CNNLossLabels>* labels, size_t count,
+                                       const std::shared_ptr<Image>& destination) {
+  check_command_buffer(command_buffer);
+  if (!source) fail<TypeMismatchError>(class_name(), ": expected a source image, given None");
+  if (count == 0)
+    fail<ArgumentError>(class_name(), ": expected one MPSCNNLossLabels for the batch or an MPSCNNLossLabelsBatch "
+                                      "(one per source image), given an empty list");
+  check_device(*source, "source image");
+  check_properties();
+  check_source(*source);
+  const ImageDescriptor& s = source->descriptor();
+  ImageDescriptor loss_size = loss_image_descriptor(s, descriptor_.reduction_type);
+  const bool weighted = check_labels(s, labels, count, loss_size);
+  std::shared_ptr<Image> result = gradient_destination(command_buffer, *source, destination);
+  const Geometry g = whole_source_geometry(*source, *result);
+  check_loss_aliasing(*source, *result, labels, count, loss_size);
+
+  // Per-image labels are gathered into one batch (a view where they are
+  // consecutive images of one allocation), and the batch's loss scattered
+  // back to each object's loss image.
+  if (count == 1) {
+    record_loss(command_buffer, source, labels[0]->labels_image(), labels[0]->weights_image(), result,
+                labels[0]->loss_image(), g);
+    return result;
+  }
+  std::shared_ptr<Image> targets = gather(command_buffer, labels, count, false);
+  std::shared_ptr<Image> weights = weighted ? gather(command_buffer, labels, count, true) : nullptr;
+  loss_size.number_of_images = s.number_of_images;
+  std::shared_ptr<Image> loss = make_pooled<Image>(device_ptr(), loss_size);
+  record_loss(command_buffer, source, targets, weights, result, loss, g);
+  scatter_loss(command_buffer, loss, labels, count);
   return result;
 }
 

@@ -49,11 +49,7 @@ void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Imag
   check_reads_inside(*source, g);
   command_buffer.record([primitive = primitive_, source, destination, g](ExecutionContext& context) {
     int64_t channels = g.source_channels;
-    primitive->forward(context,
-                       source->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels,
-                                      g.height, g.width),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width),
+    primitive->forward(context, source_region(*source, g, channels), destination_region(*destination, g, channels),
                        g.source_channel);
   });
 }
@@ -78,13 +74,8 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
   command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient,
                          g](ExecutionContext& context) {
     int64_t channels = g.source_channels;
-    primitive->gradient(context,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
-                        source_image->region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images,
-                                             channels, g.height, g.width),
-                        destination_gradient->region(g.source_image, g.source_channel, g.source_y, g.source_x,
-                                                     g.images, channels, g.height, g.width),
+    primitive->gradient(context, destination_region(*source_gradient, g, channels),
+                        source_region(*source_image, g, channels), source_region(*destination_gradient, g, channels),
                         g.source_channel);
   });
 }

@@ -209,8 +209,7 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
   c.gradient_clip_min = descriptor_.gradient_clip_min;
   c.gradient_clip_max = descriptor_.gradient_clip_max;
   c.regularization_scale = descriptor_.regularization_scale;
-  const auto& primitive = primitives_.get(
-      c, [&] { return std::shared_ptr<OptimizerPrimitive>(make_primitive<OptimizerPrimitive>(device_->backend(), c)); });
+  const auto& primitive = cached_primitive(primitives_, device_->backend(), c);
   const OptimizerStep step = next_step();
   std::array<Parameter, kMaxParameters> updated;
   for (size_t i = 0; i < count; ++i) updated[i] = parameters[i];

@@ -98,14 +98,10 @@ void CNNPooling::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
                         const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
   int64_t channels = source_channels(*source);
   PoolingDescriptor d = describe(*this, g, channels, source->descriptor(), destination->descriptor());
-  std::shared_ptr<PoolingPrimitive> primitive =
-      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(make_primitive<PoolingPrimitive>(device().backend(), d)); });
+  std::shared_ptr<PoolingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
-    primitive->forward(context,
-                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
-                                      source->width()),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width));
+    primitive->forward(context, whole_source_region(*source, g, channels),
+                       destination_region(*destination, g, channels));
   });
 }
 
@@ -141,22 +137,13 @@ void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared
   int64_t channels = g.source_channels;
   PoolingDescriptor d =
       describe(*this, g, channels, destination_gradient->descriptor(), source_gradient->descriptor());
-  std::shared_ptr<PoolingPrimitive> primitive =
-      primitives_.get(d, [&] { return std::shared_ptr<PoolingPrimitive>(make_primitive<PoolingPrimitive>(device().backend(), d)); });
-  if (g.source_channel != 0 || g.source_channels != source_image->feature_channels() || g.source_image != 0 ||
-      g.images != source_image->number_of_images()) {
-    // images and channels the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero_image(*destination_gradient);
-    });
-  }
+  std::shared_ptr<PoolingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
+  record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
   command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
                          channels](ExecutionContext& context) {
     int64_t height = source_image->height(), width = source_image->width();
-    primitive->gradient(context,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
-                        source_image->region(g.source_image, g.source_channel, 0, 0, g.images, channels, height, width),
+    primitive->gradient(context, destination_region(*source_gradient, g, channels),
+                        whole_source_region(*source_image, g, channels),
                         destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
                                                      height, width));
   });

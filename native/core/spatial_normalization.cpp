@@ -23,6 +23,27 @@ int64_t square_window(const char* kernel, int64_t kernel_width, int64_t kernel_h
   return kernel_width;
 }
 
+// A pass over the region of `g`, `channels` deep: forward from `source` to
+// `destination`, or gradient with the forward source as `secondary`.
+SpatialNormalizationDescriptor describe(bool gradient, int64_t kernel_size, EdgeMode edge_mode, const Geometry& g,
+                                        int64_t channels, const ImageDescriptor& source,
+                                        const ImageDescriptor& secondary, const ImageDescriptor& destination) {
+  SpatialNormalizationDescriptor d;
+  d.gradient = gradient;
+  d.kernel_size = kernel_size;
+  d.edge_mode = edge_mode;
+  d.images = g.images;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  d.source_x = g.source_x;
+  d.source_y = g.source_y;
+  d.source = source;
+  d.secondary = secondary;
+  d.destination = destination;
+  return d;
+}
+
 }  // namespace
 
 SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kernel, int64_t kernel_width,
@@ -41,37 +62,19 @@ void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::s
                                           const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  SpatialNormalizationDescriptor d;
-  d.gradient = false;
-  d.kernel_size = kernel_size();
-  d.edge_mode = edge_mode;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source_x = g.source_x;
-  d.source_y = g.source_y;
-  d.source = source->descriptor();
-  d.destination = destination->descriptor();
-  std::shared_ptr<SpatialNormalizationPrimitive> primitive = primitives_.get(d, [&] {
-    return std::shared_ptr<SpatialNormalizationPrimitive>(
-        make_primitive<SpatialNormalizationPrimitive>(device().backend(), d));
-  });
+  const SpatialNormalizationDescriptor d =
+      describe(false, kernel_size(), edge_mode, g, channels, source->descriptor(), {}, destination->descriptor());
+  std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
                          channels](ExecutionContext& context) {
-    primitive->forward(context, p,
-                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
-                                      source->width()),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width));
+    primitive->forward(context, p, whole_source_region(*source, g, channels),
+                       destination_region(*destination, g, channels));
   });
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradient_kernels() const {
   auto gradient = std::make_shared<CNNSpatialNormalizationGradient>(device_ptr(), kernel_size(), kernel_size());
-  gradient->set_alpha(alpha());
-  gradient->set_beta(beta());
-  gradient->set_delta(delta());
+  gradient->set_parameters(parameters());
   gradient->edge_mode = edge_mode;  // the gradient reads the forward edge mode from its own, as pooling's does
   return {gradient};
 }
@@ -93,33 +96,16 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  SpatialNormalizationDescriptor d;
-  d.gradient = true;
-  d.kernel_size = kernel_size();
-  d.edge_mode = edge_mode;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source_x = g.source_x;
-  d.source_y = g.source_y;
-  d.source = source_gradient->descriptor();
-  d.secondary = source_image->descriptor();
-  d.destination = destination_gradient->descriptor();
-  std::shared_ptr<SpatialNormalizationPrimitive> primitive = primitives_.get(d, [&] {
-    return std::shared_ptr<SpatialNormalizationPrimitive>(
-        make_primitive<SpatialNormalizationPrimitive>(device().backend(), d));
-  });
+  const SpatialNormalizationDescriptor d =
+      describe(true, kernel_size(), edge_mode, g, channels, source_gradient->descriptor(), source_image->descriptor(),
+               destination_gradient->descriptor());
+  std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
                          destination_gradient, g, channels](ExecutionContext& context) {
-    primitive->gradient(context, p,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
-                        source_image->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
-                                             source_image->height(), source_image->width()),
-                        destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
-                                                     destination_gradient->height(), destination_gradient->width()));
+    primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
+                        whole_source_region(*source_image, g, channels),
+                        whole_source_region(*destination_gradient, g, channels));
   });
 }
 

@@ -147,13 +147,7 @@ ImageDescriptor CNNUpsampling::destination_descriptor(const Image& source, const
   d.width = width;
   d.height = height;
   d.feature_channels = destination_channels(source);
-  d.number_of_images = source.number_of_images() - offset.z;
-  if (d.number_of_images <= 0)
-    fail<ShapeError>(class_name(), ": offset.z ", offset.z, " is past the ", source.number_of_images(),
-                     " source images");
-  DataType t = source.data_type();
-  d.channel_format = (t == DataType::Float16 || t == DataType::Float32) ? t : DataType::Float32;
-  return d;
+  return with_source_images(source, d);
 }
 
 void CNNUpsampling::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
@@ -170,15 +164,10 @@ void CNNUpsampling::record(CommandBuffer& command_buffer, const std::shared_ptr<
   const int64_t channels = source_channels(*source);
   UpsamplingDescriptor d = describe(g, channels, source->width(), source->height(), source->descriptor(),
                                     destination->descriptor());
-  std::shared_ptr<UpsamplingPrimitive> primitive = primitives_.get(d, [&] {
-    return std::shared_ptr<UpsamplingPrimitive>(make_primitive<UpsamplingPrimitive>(device().backend(), d));
-  });
+  std::shared_ptr<UpsamplingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
-    primitive->forward(context,
-                       source->region(g.source_image, g.source_channel, 0, 0, g.images, channels, source->height(),
-                                      source->width()),
-                       destination->region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels,
-                                           g.height, g.width));
+    primitive->forward(context, whole_source_region(*source, g, channels),
+                       destination_region(*destination, g, channels));
   });
 }
 
@@ -211,21 +200,11 @@ void CNNUpsamplingGradient::record(CommandBuffer& command_buffer, const std::sha
   const int64_t height = source_image->height(), width = source_image->width();
   UpsamplingDescriptor d =
       describe(g, channels, width, height, destination_gradient->descriptor(), source_gradient->descriptor());
-  std::shared_ptr<UpsamplingPrimitive> primitive = primitives_.get(d, [&] {
-    return std::shared_ptr<UpsamplingPrimitive>(make_primitive<UpsamplingPrimitive>(device().backend(), d));
-  });
-  if (g.source_channel != 0 || g.source_channels != source_image->feature_channels() || g.source_image != 0 ||
-      g.images != source_image->number_of_images()) {
-    // images and channels the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
-      context.fill_zero_image(*destination_gradient);
-    });
-  }
+  std::shared_ptr<UpsamplingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
+  record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
   command_buffer.record([primitive = std::move(primitive), source_gradient, destination_gradient, g, channels, height,
                          width](ExecutionContext& context) {
-    primitive->gradient(context,
-                        source_gradient->region(g.destination_image, g.destination_channel, g.y, g.x, g.images,
-                                                channels, g.height, g.width),
+    primitive->gradient(context, destination_region(*source_gradient, g, channels),
                         destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
                                                      height, width));
   });

@@ -6,7 +6,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr size_t kNoSlot = SIZE_MAX;
 
 class BinaryStep final : public GraphStep {
@@ -38,7 +37,7 @@ void check_operation(ArithmeticOperation operation) {
 
 NNBinaryArithmeticNode::NNBinaryArithmeticNode(ArithmeticOperation operation, std::shared_ptr<ImageNode> left,
                                                std::shared_ptr<ImageNode> right)
-    : FilterNode({std::move(left), std::move(right)}, {}, kDefaultPadding) {
+    : FilterNode({std::move(left), std::move(right)}, {}, padding::kDefault) {
   check_operation(operation);
   parameters.operation = operation;
 }
@@ -112,7 +111,7 @@ NNArithmeticGradientNode::NNArithmeticGradientNode(ArithmeticOperation operation
                                                    std::shared_ptr<ImageNode> source_image,
                                                    std::shared_ptr<StateNode> gradient_state,
                                                    bool is_secondary_source_filter)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       operation_(operation),
       secondary_(is_secondary_source_filter) {
   if (operation != ArithmeticOperation::Add && operation != ArithmeticOperation::Subtract &&

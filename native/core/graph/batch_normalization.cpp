@@ -8,7 +8,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr size_t kNoSlot = SIZE_MAX;
 
 // The neuron fused after the normalization (identity if none).
@@ -104,7 +103,7 @@ class BatchNormalizationGradientStep final : public GraphStep {
 
 CNNBatchNormalizationNode::CNNBatchNormalizationNode(std::shared_ptr<ImageNode> source,
                                                      std::shared_ptr<BatchNormalizationDataSource> data_source)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), data_source_(std::move(data_source)) {
+    : FilterNode({std::move(source)}, {}, padding::kDefault), data_source_(std::move(data_source)) {
   if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a batch normalization data source, given None");
 }
 
@@ -133,7 +132,7 @@ CNNBatchNormalizationGradientNode::CNNBatchNormalizationGradientNode(std::shared
                                                                      std::shared_ptr<ImageNode> source_image,
                                                                      std::shared_ptr<StateNode> gradient_state)
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
-                 kDefaultPadding) {
+                 padding::kDefault) {
   forward_node_of<CNNBatchNormalizationNode>(class_name(), "MPSCNNBatchNormalizationNode", source_states().front());
 }
 

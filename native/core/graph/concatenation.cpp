@@ -12,7 +12,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr size_t kNoSlot = SIZE_MAX;
 
 int64_t round_up_4(int64_t channels) { return (channels + 3) / 4 * 4; }
@@ -141,7 +140,7 @@ class ConcatenationGradientStep final : public GraphStep {
 }  // namespace
 
 NNConcatenationNode::NNConcatenationNode(std::vector<std::shared_ptr<ImageNode>> sources)
-    : FilterNode(std::move(sources), {}, kDefaultPadding) {
+    : FilterNode(std::move(sources), {}, padding::kDefault) {
   if (this->sources().empty())
     fail<ArgumentError>("MPSNNConcatenationNode: expected at least one source image, given none");
 }
@@ -162,7 +161,7 @@ std::vector<std::shared_ptr<FilterNode>> NNConcatenationNode::make_gradient_filt
 NNConcatenationGradientNode::NNConcatenationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                          std::shared_ptr<ImageNode> source_image,
                                                          std::shared_ptr<StateNode> gradient_state, int64_t index)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       index_(index) {
   const auto& forward_sources =
       forward_node_of<NNConcatenationNode>(class_name(), "MPSNNConcatenationNode", source_states().front()).sources();

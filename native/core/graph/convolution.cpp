@@ -1,51 +1,13 @@
 #include "mpsx/graph/convolution.h"
 
 #include "mpsx/errors.h"
+#include "weights_gradient_step.h"
 
 namespace mpsx {
 
-namespace {
-
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-
-// The gradient of the source and the weights, then the update of the
-// forward kernel's weights (the kernel the forward filter compiled to).
-class ConvolutionGradientStep final : public GraphStep {
- public:
-  ConvolutionGradientStep(std::shared_ptr<CNNConvolutionGradient> kernel, std::shared_ptr<CNNConvolution> forward,
-                          TrainingStyle style, const StepSlots& slots)
-      : kernel_(std::move(kernel)),
-        forward_(std::move(forward)),
-        style_(style),
-        gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
-
-  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    const std::shared_ptr<State>& state = values.states[state_];
-    values.images[result_] = kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], state,
-                                             nullptr);
-    if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
-  }
-
-  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& state) override {
-    forward_->encode_weights_and_bias_update(command_buffer, std::static_pointer_cast<ConvolutionGradientState>(state),
-                                            style_ == TrainingStyle::Gpu);
-  }
-
- private:
-  std::shared_ptr<CNNConvolutionGradient> kernel_;
-  std::shared_ptr<CNNConvolution> forward_;
-  TrainingStyle style_;
-  size_t gradient_, source_, state_, result_;
-};
-
-}  // namespace
-
 CNNConvolutionNode::CNNConvolutionNode(std::shared_ptr<ImageNode> source, std::shared_ptr<ConvolutionDataSource> weights,
                                        bool fully_connected)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), weights_(std::move(weights)),
+    : FilterNode({std::move(source)}, {}, padding::kDefault), weights_(std::move(weights)),
       fully_connected_(fully_connected) {
   if (!weights_) fail<TypeMismatchError>(class_name(), ": expected a convolution data source, given None");
 }
@@ -71,7 +33,7 @@ CNNConvolutionGradientNode::CNNConvolutionGradientNode(std::shared_ptr<ImageNode
                                                        std::shared_ptr<StateNode> gradient_state,
                                                        std::shared_ptr<ConvolutionDataSource> weights,
                                                        bool fully_connected)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       weights_(std::move(weights)),
       fully_connected_(fully_connected) {
   if (source_states().front()->kind() != StateNodeKind::ConvolutionGradient)
@@ -89,7 +51,7 @@ std::unique_ptr<GraphStep> CNNConvolutionGradientNode::compile(const StepSlots& 
   // Nothing reads the gradient of the source (the first convolution of a
   // model): only the weights' gradients are computed.
   if (!slots.result_needed) kernel->gradient_option = ConvolutionGradientOption::WeightsAndBias;
-  return std::make_unique<ConvolutionGradientStep>(std::move(kernel), std::move(forward), training_style, slots);
+  return weights_gradient_step(std::move(kernel), std::move(forward), training_style, slots);
 }
 
 }  // namespace mpsx

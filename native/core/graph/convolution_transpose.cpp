@@ -1,12 +1,12 @@
 #include "mpsx/graph/convolution_transpose.h"
 
 #include "mpsx/errors.h"
+#include "weights_gradient_step.h"
 
 namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr size_t kNoSlot = SIZE_MAX;
 
 class TransposeForwardStep final : public GraphStep {
@@ -30,36 +30,6 @@ class TransposeForwardStep final : public GraphStep {
   size_t source_, coupled_, result_, state_;
 };
 
-class TransposeGradientStep final : public GraphStep {
- public:
-  TransposeGradientStep(std::shared_ptr<CNNConvolutionTransposeGradient> kernel,
-                        std::shared_ptr<CNNConvolutionTranspose> forward, TrainingStyle style, const StepSlots& slots)
-      : kernel_(std::move(kernel)),
-        forward_(std::move(forward)),
-        style_(style),
-        gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
-  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    const std::shared_ptr<State>& state = values.states[state_];
-    values.images[result_] =
-        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], state, nullptr);
-    if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
-  }
-
-  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& state) override {
-    forward_->encode_weights_and_bias_update(command_buffer, std::static_pointer_cast<ConvolutionGradientState>(state),
-                                            style_ == TrainingStyle::Gpu);
-  }
-
- private:
-  std::shared_ptr<CNNConvolutionTransposeGradient> kernel_;
-  std::shared_ptr<CNNConvolutionTranspose> forward_;
-  TrainingStyle style_;
-  size_t gradient_, source_, state_, result_;
-};
-
 std::vector<std::shared_ptr<StateNode>> optional_state(std::shared_ptr<StateNode> state) {
   if (!state) return {};
   return {std::move(state)};
@@ -70,7 +40,7 @@ std::vector<std::shared_ptr<StateNode>> optional_state(std::shared_ptr<StateNode
 CNNConvolutionTransposeNode::CNNConvolutionTransposeNode(std::shared_ptr<ImageNode> source,
                                                          std::shared_ptr<StateNode> convolution_gradient_state,
                                                          std::shared_ptr<ConvolutionDataSource> weights)
-    : FilterNode({std::move(source)}, optional_state(std::move(convolution_gradient_state)), kDefaultPadding),
+    : FilterNode({std::move(source)}, optional_state(std::move(convolution_gradient_state)), padding::kDefault),
       weights_(std::move(weights)) {
   if (!weights_) fail<TypeMismatchError>(class_name(), ": expected a convolution data source, given None");
   if (!source_states().empty() && source_states().front()->kind() != StateNodeKind::ConvolutionGradient)
@@ -96,7 +66,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNConvolutionTransposeNode::make_gradi
 CNNConvolutionTransposeGradientNode::CNNConvolutionTransposeGradientNode(
     std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
     std::shared_ptr<StateNode> gradient_state, std::shared_ptr<ConvolutionDataSource> weights)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       weights_(std::move(weights)) {
   if (source_states().front()->kind() != StateNodeKind::ConvolutionTransposeGradient)
     fail<TypeMismatchError>(class_name(), ": expected a CNNConvolutionTransposeGradientStateNode, given ",
@@ -108,7 +78,7 @@ std::unique_ptr<GraphStep> CNNConvolutionTransposeGradientNode::compile(const St
   const std::shared_ptr<ConvolutionDataSource>& weights = weights_ ? weights_ : forward->data_source();
   auto kernel = graph_kernel<CNNConvolutionTransposeGradient>(slots, weights);
   kernel->label = label;
-  return std::make_unique<TransposeGradientStep>(std::move(kernel), std::move(forward), training_style, slots);
+  return weights_gradient_step(std::move(kernel), std::move(forward), training_style, slots);
 }
 
 }  // namespace mpsx

@@ -8,14 +8,13 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr const char* kForward = "MPSCNNCrossChannelNormalizationNode";
 
 }  // namespace
 
 CNNCrossChannelNormalizationNode::CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source,
                                                                    int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), kernel_size_(kernel_size) {
+    : FilterNode({std::move(source)}, {}, padding::kDefault), kernel_size_(kernel_size) {
   check_size(kernel_size, kForward, ": kernel_size");
 }
 
@@ -38,9 +37,7 @@ void CNNCrossChannelNormalizationNode::set_delta(float value) {
 
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNCrossChannelNormalization>(slots, kernel_size_);
-  kernel->set_alpha(parameters_.alpha);
-  kernel->set_beta(parameters_.beta);
-  kernel->set_delta(parameters_.delta);
+  kernel->set_parameters(parameters_);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -54,7 +51,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNCrossChannelNormalizationNode::make_
 CNNCrossChannelNormalizationGradientNode::CNNCrossChannelNormalizationGradientNode(
     std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
     std::shared_ptr<StateNode> gradient_state, int64_t kernel_size)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       kernel_size_(kernel_size),
       parameters_(forward_node_of<CNNCrossChannelNormalizationNode>(class_name(), kForward, source_states().front()).parameters()) {
   check_size(kernel_size, class_name(), ": kernel_size");
@@ -68,9 +65,7 @@ std::unique_ptr<GraphStep> CNNCrossChannelNormalizationGradientNode::compile(con
   check_forward_parameter(class_name(), "beta", parameters_.beta, forward.parameters().beta);
   check_forward_parameter(class_name(), "delta", parameters_.delta, forward.parameters().delta);
   auto kernel = graph_kernel<CNNCrossChannelNormalizationGradient>(slots, kernel_size_);
-  kernel->set_alpha(parameters_.alpha);
-  kernel->set_beta(parameters_.beta);
-  kernel->set_delta(parameters_.delta);
+  kernel->set_parameters(parameters_);
   return gradient_step(std::move(kernel), slots);
 }
 

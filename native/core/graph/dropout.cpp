@@ -5,12 +5,8 @@
 
 namespace mpsx {
 
-namespace {
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-}
-
 CNNDropoutNode::CNNDropoutNode(std::shared_ptr<ImageNode> source, DropoutDescriptor descriptor)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), descriptor_(descriptor) {
+    : FilterNode({std::move(source)}, {}, padding::kDefault), descriptor_(descriptor) {
   descriptor_.validate(class_name());
 }
 
@@ -29,7 +25,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNDropoutNode::make_gradient_filters(
 CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                std::shared_ptr<ImageNode> source_image,
                                                std::shared_ptr<StateNode> gradient_state, DropoutDescriptor descriptor)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       descriptor_(descriptor) {
   descriptor_.validate(class_name());
   const CNNDropoutNode& forward =

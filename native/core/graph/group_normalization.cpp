@@ -9,8 +9,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-
 class GroupNormalizationGradientStep final : public GraphStep {
  public:
   GroupNormalizationGradientStep(std::shared_ptr<GradientKernel> kernel,
@@ -51,7 +49,7 @@ class GroupNormalizationGradientStep final : public GraphStep {
 CNNGroupNormalizationNode::CNNGroupNormalizationNode(std::shared_ptr<ImageNode> source,
                                                      std::shared_ptr<GroupNormalizationDataSource> data_source,
                                                      GroupNormalizationKind kind)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), data_source_(std::move(data_source)), kind_(kind) {
+    : FilterNode({std::move(source)}, {}, padding::kDefault), data_source_(std::move(data_source)), kind_(kind) {
   if (!data_source_)
     fail<TypeMismatchError>(class_name(), ": expected ",
                             kind_ == GroupNormalizationKind::Instance ? "an instance" : "a group",
@@ -80,7 +78,7 @@ CNNGroupNormalizationGradientNode::CNNGroupNormalizationGradientNode(std::shared
                                                                      std::shared_ptr<StateNode> gradient_state,
                                                                      GroupNormalizationKind kind)
     : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
-                 kDefaultPadding),
+                 padding::kDefault),
       kind_(kind) {
   const char* expected =
       kind_ == GroupNormalizationKind::Instance ? "MPSCNNInstanceNormalizationNode" : "MPSCNNGroupNormalizationNode";

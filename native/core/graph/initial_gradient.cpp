@@ -4,12 +4,8 @@
 
 namespace mpsx {
 
-namespace {
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-}
-
 NNInitialGradientNode::NNInitialGradientNode(std::shared_ptr<ImageNode> source)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding) {}
+    : FilterNode({std::move(source)}, {}, padding::kDefault) {}
 
 // Ones shaped as the source: the linear neuron 0 * x + 1.
 std::unique_ptr<GraphStep> NNInitialGradientNode::compile(const StepSlots& slots) const {

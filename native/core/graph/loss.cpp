@@ -9,8 +9,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-
 class LossStep final : public GraphStep {
  public:
   LossStep(std::shared_ptr<CNNLoss> kernel, const StepSlots& slots)
@@ -124,7 +122,7 @@ NNForwardLossNode::NNForwardLossNode(std::shared_ptr<ImageNode> source, std::sha
                                      std::shared_ptr<ImageNode> weights, LossDescriptor descriptor)
     : FilterNode(loss_sources("MPSNNForwardLossNode", {std::move(source), std::move(labels)}, {"source", "labels"},
                               std::move(weights), descriptor),
-                 {}, kDefaultPadding),
+                 {}, padding::kDefault),
       descriptor_(descriptor) {}
 
 std::unique_ptr<GraphStep> NNForwardLossNode::compile(const StepSlots& slots) const {
@@ -158,7 +156,7 @@ NNLossGradientNode::NNLossGradientNode(std::shared_ptr<ImageNode> source_gradien
                               {"source_gradient", "source_image", "labels"}, std::move(weights), descriptor),
                  gradient_state ? std::vector<std::shared_ptr<StateNode>>{gradient_state}
                                 : std::vector<std::shared_ptr<StateNode>>{},
-                 kDefaultPadding),
+                 padding::kDefault),
       descriptor_(descriptor), labels_(is_labels_gradient_filter) {
   if (gradient_state)
     forward_node_of<NNForwardLossNode>(class_name(), "MPSNNForwardLossNode", gradient_state);
@@ -170,7 +168,7 @@ std::unique_ptr<GraphStep> NNLossGradientNode::compile(const StepSlots& slots) c
 }
 
 CNNLossNode::CNNLossNode(std::shared_ptr<ImageNode> source, LossDescriptor descriptor)
-    : FilterNode({std::move(source)}, {std::make_shared<StateNode>(StateNodeKind::Labels)}, kDefaultPadding),
+    : FilterNode({std::move(source)}, {std::make_shared<StateNode>(StateNodeKind::Labels)}, padding::kDefault),
       descriptor_(std::move(descriptor)) {
   descriptor_.validate();
 }

@@ -4,12 +4,8 @@
 
 namespace mpsx {
 
-namespace {
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-}
-
 CNNNeuronNode::CNNNeuronNode(std::shared_ptr<ImageNode> source, NeuronDescriptor descriptor)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), descriptor_(std::move(descriptor)) {
+    : FilterNode({std::move(source)}, {}, padding::kDefault), descriptor_(std::move(descriptor)) {
   descriptor_.validate();
 }
 
@@ -28,7 +24,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNNeuronNode::make_gradient_filters(
 CNNNeuronGradientNode::CNNNeuronGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                              std::shared_ptr<ImageNode> source_image,
                                              std::shared_ptr<StateNode> gradient_state, NeuronDescriptor descriptor)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       descriptor_(std::move(descriptor)) {
   descriptor_.validate();
 }

@@ -7,8 +7,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-
 const char* node_name(PoolingKind kind, bool gradient) {
   switch (kind) {
     case PoolingKind::Max: return gradient ? "MPSCNNPoolingMaxGradientNode" : "MPSCNNPoolingMaxNode";
@@ -34,7 +32,7 @@ std::shared_ptr<K> pooling_kernel(const StepSlots& slots, const PoolingNodeWindo
 }  // namespace
 
 CNNPoolingNode::CNNPoolingNode(std::shared_ptr<ImageNode> source, PoolingNodeWindow window)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), window_(window) {
+    : FilterNode({std::move(source)}, {}, padding::kDefault), window_(window) {
   // Checks the window now, as the MPS initializers do.
   PoolingParameters(window_.kind, false, window_.kernel_width, window_.kernel_height, window_.stride_x,
                     window_.stride_y, window_.dilation_x, window_.dilation_y);

@@ -5,12 +5,8 @@
 
 namespace mpsx {
 
-namespace {
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
-}
-
 CNNSoftMaxNode::CNNSoftMaxNode(std::shared_ptr<ImageNode> source, bool log)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding), log_(log) {}
+    : FilterNode({std::move(source)}, {}, padding::kDefault), log_(log) {}
 
 std::unique_ptr<GraphStep> CNNSoftMaxNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNSoftMax>(slots, log_);
@@ -28,7 +24,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNSoftMaxNode::make_gradient_filters(
 CNNSoftMaxGradientNode::CNNSoftMaxGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                std::shared_ptr<ImageNode> source_image,
                                                std::shared_ptr<StateNode> gradient_state, bool log)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       log_(log) {
   const std::shared_ptr<StateNode>& state = source_states().front();
   const char* expected = log_ ? "MPSCNNLogSoftMaxNode" : "MPSCNNSoftMaxNode";

@@ -8,7 +8,6 @@ namespace mpsx {
 
 namespace {
 
-constexpr uint32_t kDefaultPadding = padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
 constexpr const char* kForward = "MPSCNNSpatialNormalizationNode";
 constexpr const char* kGradient = "MPSCNNSpatialNormalizationGradientNode";
 
@@ -49,14 +48,12 @@ std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const StepSlots
     fail<ArgumentError>(node_, ": kernel_width (", kernel_width_, ") must equal kernel_height (", kernel_height_,
                         ")");
   auto kernel = graph_kernel<K>(slots, kernel_width_, kernel_height_);
-  kernel->set_alpha(parameters_.alpha);
-  kernel->set_beta(parameters_.beta);
-  kernel->set_delta(parameters_.delta);
+  kernel->set_parameters(parameters_);
   return kernel;
 }
 
 CNNSpatialNormalizationNode::CNNSpatialNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, kDefaultPadding),
+    : FilterNode({std::move(source)}, {}, padding::kDefault),
       SpatialNormalizationNodeSettings(kForward, kernel_size, kernel_size) {}
 
 std::unique_ptr<GraphStep> CNNSpatialNormalizationNode::compile(const StepSlots& slots) const {
@@ -80,7 +77,7 @@ CNNSpatialNormalizationGradientNode::CNNSpatialNormalizationGradientNode(std::sh
                                                                          std::shared_ptr<ImageNode> source_image,
                                                                          std::shared_ptr<StateNode> gradient_state,
                                                                          int64_t kernel_size)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, kDefaultPadding),
+    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
       SpatialNormalizationNodeSettings(kGradient, kernel_size, kernel_size) {
   forward_node_of<CNNSpatialNormalizationNode>(kGradient, kForward, source_states().front());
 }

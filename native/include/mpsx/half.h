@@ -6,6 +6,19 @@
 
 namespace mpsx {
 
+// A float's IEEE bits, and back.
+inline uint32_t bits_of(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
+inline float float_from_bits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 inline float half_to_float(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exponent = (h >> 10) & 0x1f;
@@ -28,14 +41,11 @@ inline float half_to_float(uint16_t h) {
   } else {
     bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return float_from_bits(bits);
 }
 
 inline uint16_t float_to_half(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
+  const uint32_t bits = bits_of(f);
   uint32_t sign = (bits >> 16) & 0x8000;
   uint32_t magnitude = bits & 0x7fffffff;
   if (magnitude >= 0x7f800000)  // inf or nan
@@ -57,16 +67,10 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000) >> 13));
 }
 
-inline float bfloat16_to_float(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float bfloat16_to_float(uint16_t b) { return float_from_bits(static_cast<uint32_t>(b) << 16); }
 
 inline uint16_t float_to_bfloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
+  uint32_t bits = bits_of(f);
   if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);
   bits += 0x7fff + ((bits >> 16) & 1);
   return static_cast<uint16_t>(bits >> 16);

@@ -100,6 +100,21 @@ struct ReadImage {
   ImageBlock at;
 };
 
+// Regions of `image` for a pass of geometry `g`, `channels` deep: the
+// written region's size at the source's position (the read of a kernel that
+// reads one source pixel per written pixel) or at the destination's, and
+// every row and column from the source's image and channel (the read of a
+// kernel whose window reaches around the region).
+inline ImageRegion source_region(const Image& image, const Geometry& g, int64_t channels) {
+  return image.region(g.source_image, g.source_channel, g.source_y, g.source_x, g.images, channels, g.height, g.width);
+}
+inline ImageRegion destination_region(const Image& image, const Geometry& g, int64_t channels) {
+  return image.region(g.destination_image, g.destination_channel, g.y, g.x, g.images, channels, g.height, g.width);
+}
+inline ImageRegion whole_source_region(const Image& image, const Geometry& g, int64_t channels) {
+  return image.region(g.source_image, g.source_channel, 0, 0, g.images, channels, image.height(), image.width());
+}
+
 // MPSImageAllocator: makes the destination of an encode that returns an
 // image. Without one a kernel makes a new image of the descriptor.
 class ImageAllocator {
@@ -130,8 +145,7 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   int64_t source_feature_channel_offset = 0;
   // MPS's ULONG_MAX: every channel from source_feature_channel_offset on.
   int64_t source_feature_channel_max_count = std::numeric_limits<int64_t>::max();
-  uint32_t padding_method =
-      padding::kSizeSame | padding::kAlignCentered | padding::kAddRemainderToTopLeft;
+  uint32_t padding_method = padding::kDefault;
   std::string label;
   // MPSKernel's destinationImageAllocator (native only; the graph gives its
   // kernels its own).
@@ -160,6 +174,10 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // (reverse filters pad their expanded source).
   ImageDescriptor apply_padding(const Image& source, int64_t width, int64_t height, const Window& window,
                                 int64_t destination_channels);
+  // `d`, a destination's width, height and feature channels, for the source
+  // images from offset.z on, in the source's float format (else float32);
+  // ShapeError where offset.z is past them.
+  ImageDescriptor with_source_images(const Image& source, ImageDescriptor d) const;
   // Throws ArgumentError for a property outside its limits (offset,
   // clip_rect, feature channel offsets): every encode, destination
   // descriptor query and result state calls it first, so the arithmetic of
@@ -443,6 +461,11 @@ class GradientKernel : public BinaryKernel {
   // and image of its source, since what it did not read gets no gradient.
   static void record_zeros_outside(CommandBuffer& command_buffer, const std::shared_ptr<Image>& destination_gradient,
                                    const Geometry& g);
+  // For a windowed forward geometry `g` over `source_image`: the same unless
+  // the forward pass read every channel and image of its source.
+  static void record_zeros_outside_slice(CommandBuffer& command_buffer,
+                                         const std::shared_ptr<Image>& destination_gradient, const Image& source_image,
+                                         const Geometry& g);
   virtual void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                       const std::shared_ptr<Image>& source_image,
                       const std::shared_ptr<State>& state,

@@ -48,4 +48,15 @@ std::unique_ptr<P> make_primitive(Backend& backend, const typename P::Descriptor
   return primitive_maker<P>(backend)(backend, descriptor);
 }
 
+template <class Key, class Primitive>
+class PrimitiveCache;
+
+// The primitive `cache` holds for `descriptor`, which `backend` makes the
+// first time.
+template <class P>
+const std::shared_ptr<P>& cached_primitive(PrimitiveCache<typename P::Descriptor, P>& cache, Backend& backend,
+                                           const typename P::Descriptor& descriptor) {
+  return cache.get(descriptor, [&] { return std::shared_ptr<P>(make_primitive<P>(backend, descriptor)); });
+}
+
 }  // namespace mpsx

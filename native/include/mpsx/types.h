@@ -85,6 +85,9 @@ inline constexpr uint32_t kSizeFull = 2u << 4;
 inline constexpr uint32_t kSizeMask = 0x7f0;
 inline constexpr uint32_t kCustom = 1u << 14;
 inline constexpr uint32_t kExcludeEdges = 1u << 15;
+// MPS's default policy: a destination of the source's size, the window
+// centred, an odd remainder of padding at the top left.
+inline constexpr uint32_t kDefault = kSizeSame | kAlignCentered | kAddRemainderToTopLeft;
 }  // namespace padding
 
 }  // namespace mpsx

@@ -313,6 +313,14 @@ class CNNConvolution : public UnaryKernel {
   // Updates from a command buffer's host step may swap the buffers while
   // another thread encodes.
   Parameters parameters() const;
+  // The result before the fused neuron, which the gradient needs: scratch of
+  // the block `g` writes where a gradient state is filled and a neuron fused,
+  // else null.
+  std::shared_ptr<Image> pre_activation_for(const ConvolutionGradientState* state, DataType type,
+                                            const Geometry& g) const;
+  // parameters(), kept in `state` (may be null) with `pre_activation` for
+  // the gradient.
+  Parameters parameters_for(ConvolutionGradientState* state, std::shared_ptr<Image> pre_activation) const;
 
   ConvolutionDescriptor descriptor_;
   std::shared_ptr<const NeuronPrimitive> neuron_;
@@ -365,12 +373,30 @@ class CNNConvolutionGradient : public GradientKernel {
   // fused neuron's gradient first takes it to scratch; it never reads the
   // forward source, whose weights gradient runs first when overwritten.
   InPlace in_place(bool secondary) const override {
-    const bool data = static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
-    return secondary || neuron_ || !data ? InPlace::Any : InPlace::None;
+    return secondary || neuron_ || !computes_data() ? InPlace::Any : InPlace::None;
   }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;
+
+  // What gradient_option asks for.
+  bool computes_data() const {
+    return static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::Data);
+  }
+  bool computes_weights() const {
+    return static_cast<uint32_t>(gradient_option) & static_cast<uint32_t>(ConvolutionGradientOption::WeightsAndBias);
+  }
+  // Scratch for the gradient at the result before the fused neuron, where
+  // the forward pass kept its pre-activation (`g`'s block of `type`), else null.
+  std::shared_ptr<Image> result_gradient_scratch(const ConvolutionGradientState& state, DataType type,
+                                                 const Geometry& g) const;
+  // In the command: the gradient at the convolution's result, `incoming`, or
+  // with a fused neuron its gradient through the neuron into `scratch`.
+  static ImageRegion gradient_before_neuron(ExecutionContext& context, const NeuronPrimitive* neuron,
+                                            const ConvolutionGradientState& state, const ImageRegion& incoming,
+                                            const Image* scratch);
+  // The weights and biases gradients the command writes, where it computes them.
+  void will_write_weights_gradients(CommandBuffer& command_buffer, const ConvolutionGradientState& state) const;
 
   std::shared_ptr<const NeuronPrimitive> neuron_;
 

@@ -170,6 +170,31 @@ class CNNLoss : public Kernel {
 
  private:
   void check_source(const Image& source) const;
+  // Throws unless `labels` (count objects) hold labels, and weights for all
+  // or none, for every image of a source of `s`, and any loss image size
+  // they were given is `loss_size`'s; returns whether they hold weights.
+  bool check_labels(const ImageDescriptor& s, const std::shared_ptr<CNNLossLabels>* labels, size_t count,
+                    const ImageDescriptor& loss_size) const;
+  // `destination`, checked, or a new gradient image the size of `source`.
+  std::shared_ptr<Image> gradient_destination(CommandBuffer& command_buffer, const Image& source,
+                                              const std::shared_ptr<Image>& destination);
+  // The geometry of the gradient; ShapeError unless the loss reads whole
+  // source images.
+  Geometry whole_source_geometry(const Image& source, const Image& destination) const;
+  // Throws where the gradient overlaps what the loss reads, or the loss image
+  // (of `loss_size`) each labels object gets.
+  void check_loss_aliasing(const Image& source, const Image& destination,
+                           const std::shared_ptr<CNNLossLabels>* labels, size_t count,
+                           ImageDescriptor loss_size) const;
+  // The labels (or weights) of per-image labels objects as one batch.
+  std::shared_ptr<Image> gather(CommandBuffer& command_buffer, const std::shared_ptr<CNNLossLabels>* labels,
+                                size_t count, bool weights);
+  void record_loss(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
+                   const std::shared_ptr<Image>& targets, const std::shared_ptr<Image>& weights,
+                   const std::shared_ptr<Image>& result, const std::shared_ptr<Image>& loss, const Geometry& g) const;
+  // The batch's `loss` copied to each labels object's loss image.
+  void scatter_loss(CommandBuffer& command_buffer, const std::shared_ptr<Image>& loss,
+                    const std::shared_ptr<CNNLossLabels>* labels, size_t count) const;
 
   LossDescriptor descriptor_;
   std::vector<std::shared_ptr<Image>> gathered_;  // reused to gather per-image labels

@@ -104,6 +104,13 @@ class ResponseNormalizationProperties {
   void set_beta(float value) { parameters_.beta = checked_parameter(value, kernel_, "beta"); }
   void set_delta(float value) { parameters_.delta = checked_parameter(value, kernel_, "delta"); }
   const ResponseNormalizationParameters& parameters() const { return parameters_; }
+  // alpha, beta and delta at once (a forward kernel's for its gradient, a
+  // graph node's for its kernel).
+  void set_parameters(const ResponseNormalizationParameters& p) {
+    set_alpha(p.alpha);
+    set_beta(p.beta);
+    set_delta(p.delta);
+  }
 
  private:
   const char* kernel_;

@@ -1,0 +1,53 @@
+// The gradient step of the filters with weights and biases (convolution,
+// fully connected, convolution transpose). Internal to native/core/graph.
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "mpsx/graph.h"
+#include "mpsx/kernels/convolution.h"
+
+namespace mpsx {
+
+// The gradient of the source and the weights, then the update of the
+// forward kernel's weights (the kernel the forward filter compiled to).
+template <class Gradient, class Forward>
+class WeightsGradientStep final : public GraphStep {
+ public:
+  WeightsGradientStep(std::shared_ptr<Gradient> kernel, std::shared_ptr<Forward> forward,
+                      TrainingStyle style, const StepSlots& slots)
+      : kernel_(std::move(kernel)),
+        forward_(std::move(forward)),
+        style_(style),
+        gradient_(slots.sources.at(0)),
+        source_(slots.sources.at(1)),
+        state_(slots.source_states.at(0)),
+        result_(slots.result) {}
+
+  void encode(CommandBuffer& command_buffer, GraphValues& values) override {
+    const std::shared_ptr<State>& state = values.states[state_];
+    values.images[result_] =
+        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], state, nullptr);
+    if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
+  }
+
+  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& state) override {
+    forward_->encode_weights_and_bias_update(command_buffer, std::static_pointer_cast<ConvolutionGradientState>(state),
+                                            style_ == TrainingStyle::Gpu);
+  }
+
+ private:
+  std::shared_ptr<Gradient> kernel_;
+  std::shared_ptr<Forward> forward_;
+  TrainingStyle style_;
+  size_t gradient_, source_, state_, result_;
+};
+
+template <class Gradient, class Forward>
+std::unique_ptr<GraphStep> weights_gradient_step(std::shared_ptr<Gradient> kernel, std::shared_ptr<Forward> forward,
+                                                 TrainingStyle style, const StepSlots& slots) {
+  return std::make_unique<WeightsGradientStep<Gradient, Forward>>(std::move(kernel), std::move(forward), style, slots);
+}
+
+}  // namespace mpsx
