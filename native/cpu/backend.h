@@ -171,6 +171,21 @@ inline int64_t pixel_offset(const ImageRegion& r, int64_t n, int64_t y, int64_t 
   return n * r.stride.n + y * r.stride.h + x * r.stride.w;
 }
 
+// Calls f(offsets) for pixels [first, first + count) of regions of equal
+// extents, counted in (image, row, column) order: offsets[k] is that of
+// channel 0 in regions[k].
+template <size_t K, class F>
+inline void for_pixels(const ImageRegion* const (&regions)[K], int64_t first, int64_t count, F&& f) {
+  const ImageRegion& r0 = *regions[0];
+  for (int64_t p = first; p < first + count; ++p) {
+    const int64_t x = p % r0.w, row = p / r0.w;
+    const int64_t y = row % r0.h, n = row / r0.h;
+    int64_t offsets[K];
+    for (size_t k = 0; k < K; ++k) offsets[k] = pixel_offset(*regions[k], n, y, x);
+    f(offsets);
+  }
+}
+
 // Float32 regions of equal extents with channels innermost: calls
 // run(offsets..., pixels) for runs of pixels whose channels are contiguous.
 template <size_t K, class Run>

@@ -27,20 +27,6 @@ float* scratch_of(int64_t channels) {
   return scratch.data();
 }
 
-// Calls f(offsets) for pixels [first, first + count) of regions of equal
-// extents, counted in (image, row, column) order.
-template <size_t K, class F>
-inline void for_pixels(const ImageRegion* const (&regions)[K], int64_t first, int64_t count, F&& f) {
-  const ImageRegion& r0 = *regions[0];
-  for (int64_t p = first; p < first + count; ++p) {
-    const int64_t x = p % r0.w, row = p / r0.w;
-    const int64_t y = row % r0.h, n = row / r0.h;
-    int64_t offsets[K];
-    for (size_t k = 0; k < K; ++k) offsets[k] = detail::pixel_offset(*regions[k], n, y, x);
-    f(offsets);
-  }
-}
-
 // L_k = delta + alpha/N * sum_{q in Q(k)} x_q^2 for every channel k of one
 // pixel, by a running sum over the window.
 void denominators(const CrossChannelNormalizationDescriptor& d, const CrossChannelNormalizationParameters& p,
@@ -65,7 +51,7 @@ void forward_pixels(const CrossChannelNormalizationDescriptor& d, const CrossCha
   float* out = static_cast<float*>(y.data);
   const int64_t channels = d.channels, sx = x.stride.c, sy = y.stride.c;
   float* l = scratch_of(channels);
-  for_pixels<2>(regions, first, count, [&](const int64_t* o) {
+  detail::for_pixels<2>(regions, first, count, [&](const int64_t* o) {
     const float* a = in + o[0];
     float* b = out + o[1];
     denominators(d, p, a, sx, l);  // every x read before any y is written: y may be x
@@ -87,7 +73,7 @@ void gradient_pixels(const CrossChannelNormalizationDescriptor& d, const CrossCh
   const float scale = 2.0f * p.alpha * p.beta / static_cast<float>(d.kernel_size);
   float* l = scratch_of(channels);
   float* t = l + channels;
-  for_pixels<3>(regions, first, count, [&](const int64_t* o) {
+  detail::for_pixels<3>(regions, first, count, [&](const int64_t* o) {
     const float* pg = g + o[0];
     const float* px = in + o[1];
     float* po = out + o[2];

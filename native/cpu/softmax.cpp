@@ -11,20 +11,6 @@
 namespace mpsx::cpu {
 namespace {
 
-// Pixels [first, first + count) of a region, counted in (image, row, column)
-// order: calls f(offset of channel 0 in each region) per pixel.
-template <size_t K, class F>
-inline void for_pixels(const ImageRegion* const (&regions)[K], int64_t first, int64_t count, F&& f) {
-  const ImageRegion& r0 = *regions[0];
-  for (int64_t p = first; p < first + count; ++p) {
-    const int64_t x = p % r0.w, row = p / r0.w;
-    const int64_t y = row % r0.h, n = row / r0.h;
-    int64_t offsets[K];
-    for (size_t k = 0; k < K; ++k) offsets[k] = detail::pixel_offset(*regions[k], n, y, x);
-    f(offsets);
-  }
-}
-
 // Softmax or log-softmax over the channels of pixels [first, first + count).
 // Each pixel's max and sum are taken before any of its results is written,
 // so a destination that is the source itself stays right.
@@ -34,7 +20,7 @@ MPSX_CPU_LOOP void forward_pixels(const ImageRegion& x, const ImageRegion& y, in
   const float* in = static_cast<const float*>(x.data);
   float* out = static_cast<float*>(y.data);
   const int64_t channels = x.c, sx = x.stride.c, sy = y.stride.c;
-  for_pixels<2>(regions, first, count, [&](const int64_t* o) {
+  detail::for_pixels<2>(regions, first, count, [&](const int64_t* o) {
     const float* a = in + o[0];
     float* b = out + o[1];
     float top = -std::numeric_limits<float>::infinity();
@@ -60,7 +46,7 @@ MPSX_CPU_LOOP void gradient_pixels(const ImageRegion& dy, const ImageRegion& y, 
   const float* r = static_cast<const float*>(y.data);
   float* out = static_cast<float*>(dx.data);
   const int64_t channels = dy.c, sg = dy.stride.c, sr = y.stride.c, so = dx.stride.c;
-  for_pixels<3>(regions, first, count, [&](const int64_t* o) {
+  detail::for_pixels<3>(regions, first, count, [&](const int64_t* o) {
     const float* pg = g + o[0];
     const float* pr = r + o[1];
     float* po = out + o[2];
