@@ -56,11 +56,7 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
     PassRegion x(cpu, source, 0, true, forward_half_);
     PassRegion y(cpu, destination, 1, false, forward_half_);
     memory w = weights_in(cpu, weights, weights_to_forward_, forward_pd_.weights_desc());
-    forward_.execute(cpu.stream(), {{DNNL_ARG_SRC, memory(forward_pd_.src_desc(), engine_, x.data())},
-                                    {DNNL_ARG_WEIGHTS, w},
-                                    {DNNL_ARG_BIAS, memory(forward_pd_.bias_desc(), engine_, const_cast<void*>(biases))},
-                                    {DNNL_ARG_DST, memory(forward_pd_.dst_desc(), engine_, y.data())},
-                                    {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, forward_pd_)}});
+    execute_forward(cpu, forward_, forward_pd_, x.data(), w, biases, y.data());
     y.store();
   }
 
@@ -70,10 +66,7 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
     PassRegion dy(cpu, result_gradient, 0, true, data_half_);
     PassRegion dx(cpu, source_gradient, 1, false, data_half_);
     memory w = weights_in(cpu, weights, weights_to_data_, data_pd_.weights_desc());
-    data_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, memory(data_pd_.diff_dst_desc(), engine_, dy.data())},
-                                 {DNNL_ARG_WEIGHTS, w},
-                                 {DNNL_ARG_DIFF_SRC, memory(data_pd_.diff_src_desc(), engine_, dx.data())},
-                                 {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, data_pd_)}});
+    execute_backward_data(cpu, data_, data_pd_, dy.data(), w, dx.data());
     dx.store();
   }
 

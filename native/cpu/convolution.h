@@ -147,6 +147,29 @@ class OhwiWeightsPrimitive {
     return dnnl::memory(d, engine_, cpu.scratch(kScratchpadSlot, d.get_size()));
   }
 
+  // Runs a forward pass `pd` of either family: the source block at `x` into
+  // the destination block at `y`.
+  template <class PrimitiveDesc>
+  void execute_forward(CpuContext& cpu, const dnnl::primitive& pass, const PrimitiveDesc& pd, void* x,
+                       const dnnl::memory& w, const void* biases, void* y) const {
+    pass.execute(cpu.stream(), {{DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), engine_, x)},
+                                {DNNL_ARG_WEIGHTS, w},
+                                {DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), engine_, const_cast<void*>(biases))},
+                                {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), engine_, y)},
+                                {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, pd)}});
+  }
+
+  // Runs a backward-data pass `pd` of either family: the result gradient
+  // block at `dy` into the source gradient block at `dx`.
+  template <class PrimitiveDesc>
+  void execute_backward_data(CpuContext& cpu, const dnnl::primitive& pass, const PrimitiveDesc& pd, void* dy,
+                             const dnnl::memory& w, void* dx) const {
+    pass.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, dnnl::memory(pd.diff_dst_desc(), engine_, dy)},
+                                {DNNL_ARG_WEIGHTS, w},
+                                {DNNL_ARG_DIFF_SRC, dnnl::memory(pd.diff_src_desc(), engine_, dx)},
+                                {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, pd)}});
+  }
+
   dnnl::engine engine_;
   dnnl::memory::desc user_weights_;
 };

@@ -132,12 +132,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
         dense.data =
             cpu.scratch(kDenseResultSlot, static_cast<size_t>(dense.element_count()) * size_of(dense.data_type));
       }
-      forward_.execute(cpu.stream(),
-                       {{DNNL_ARG_SRC, memory(forward_pd_.src_desc(), engine_, x.data())},
-                        {DNNL_ARG_WEIGHTS, w},
-                        {DNNL_ARG_BIAS, memory(forward_pd_.bias_desc(), engine_, const_cast<void*>(biases))},
-                        {DNNL_ARG_DST, memory(forward_pd_.dst_desc(), engine_, dense.data)},
-                        {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, forward_pd_)}});
+      execute_forward(cpu, forward_, forward_pd_, x.data(), w, biases, dense.data);
       if (!dense_result_) copy_region(dense, result);
     }
     y.store();
@@ -149,10 +144,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     PassRegion dy(cpu, result_gradient, 0, true, data_half_);
     PassRegion dx(cpu, source_gradient, 1, false, data_half_);
     memory w = weights_in(cpu, rotated(cpu, weights), weights_to_data_, data_pd_.weights_desc());
-    data_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, memory(data_pd_.diff_dst_desc(), engine_, reached(dy))},
-                                 {DNNL_ARG_WEIGHTS, w},
-                                 {DNNL_ARG_DIFF_SRC, memory(data_pd_.diff_src_desc(), engine_, dx.data())},
-                                 {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, data_pd_)}});
+    execute_backward_data(cpu, data_, data_pd_, reached(dy), w, dx.data());
     dx.store();
   }
 
