@@ -24,6 +24,27 @@ auto call_python(F&& f) {
   return result;
 }
 
+// The Python object behind a data source, and the calls to it that every
+// data source protocol has (load and purge).
+class PythonDataSourceObject {
+ public:
+  PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
+
+ protected:
+  explicit PythonDataSourceObject(PyObject* source) : source_(hold(source)) {}
+
+  bool load_with(bool (*const& load)(PyObject*)) const { return call_python([&] { return load(object()); }); }
+  void purge_with(void (*const& purge)(PyObject*)) const {
+    call_python([&] {
+      purge(object());
+      return true;
+    });
+  }
+
+ private:
+  std::shared_ptr<void> source_;
+};
+
 // MPSCNNConvolutionDataSource calls, filled in when mpsx._kernels is imported.
 struct ConvolutionDataSourceCalls {
   bool (*load)(PyObject* source) = nullptr;
@@ -46,21 +67,15 @@ inline ConvolutionDataSourceCalls& convolution_data_source_calls() {
   return calls;
 }
 
-class PythonConvolutionDataSource final : public ConvolutionDataSource {
+class PythonConvolutionDataSource final : public ConvolutionDataSource, public PythonDataSourceObject {
   // Defined first: the overrides below deduce their results from it.
   static ConvolutionDataSourceCalls& calls() { return convolution_data_source_calls(); }
 
  public:
-  explicit PythonConvolutionDataSource(PyObject* source) : source_(hold(source)) {}
-  PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
+  explicit PythonConvolutionDataSource(PyObject* source) : PythonDataSourceObject(source) {}
 
-  bool load() override { return call_python([&] { return calls().load(object()); }); }
-  void purge() override {
-    call_python([&] {
-      calls().purge(object());
-      return true;
-    });
-  }
+  bool load() override { return load_with(calls().load); }
+  void purge() override { purge_with(calls().purge); }
   ConvolutionDescriptor descriptor() override { return call_python([&] { return calls().descriptor(object()); }); }
   DataType data_type() override { return call_python([&] { return calls().data_type(object(), "data_type"); }); }
   HostArray weights() override { return call_python([&] { return calls().array(object(), "weights", data_type()); }); }
@@ -95,9 +110,6 @@ class PythonConvolutionDataSource final : public ConvolutionDataSource {
       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override {
     return call_python([&] { return calls().update_on_command_buffer(object(), command_buffer, gradient_state, source_state); });
   }
-
- private:
-  std::shared_ptr<void> source_;
 };
 
 // The Python object behind a data source, or nullptr for a native one.
@@ -135,20 +147,14 @@ inline BatchNormalizationDataSourceCalls& batch_normalization_data_source_calls(
   return calls;
 }
 
-class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSource {
+class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSource, public PythonDataSourceObject {
   static BatchNormalizationDataSourceCalls& calls() { return batch_normalization_data_source_calls(); }
 
  public:
-  explicit PythonBatchNormalizationDataSource(PyObject* source) : source_(hold(source)) {}
-  PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
+  explicit PythonBatchNormalizationDataSource(PyObject* source) : PythonDataSourceObject(source) {}
 
-  bool load() override { return call_python([&] { return calls().load(object()); }); }
-  void purge() override {
-    call_python([&] {
-      calls().purge(object());
-      return true;
-    });
-  }
+  bool load() override { return load_with(calls().load); }
+  void purge() override { purge_with(calls().purge); }
   int64_t number_of_feature_channels() override {
     return call_python([&] { return calls().number_of_feature_channels(object()); });
   }
@@ -193,8 +199,6 @@ class PythonBatchNormalizationDataSource final : public BatchNormalizationDataSo
  private:
   HostArray array(const char* method) { return call_python([&] { return calls().array(object(), method); }); }
   bool has(const char* attribute) { return call_python([&] { return calls().has(object(), attribute); }); }
-
-  std::shared_ptr<void> source_;
 };
 
 }  // namespace mpsx::python
@@ -222,21 +226,16 @@ inline GroupNormalizationDataSourceCalls& group_normalization_data_source_calls(
   return calls;
 }
 
-class PythonGroupNormalizationDataSource final : public GroupNormalizationDataSource {
+class PythonGroupNormalizationDataSource final : public GroupNormalizationDataSource, public PythonDataSourceObject {
   static BatchNormalizationDataSourceCalls& common() { return batch_normalization_data_source_calls(); }
   static GroupNormalizationDataSourceCalls& calls() { return group_normalization_data_source_calls(); }
 
  public:
-  PythonGroupNormalizationDataSource(PyObject* source, bool instance) : source_(hold(source)), instance_(instance) {}
-  PyObject* object() const { return static_cast<PyObject*>(source_.get()); }
+  PythonGroupNormalizationDataSource(PyObject* source, bool instance)
+      : PythonDataSourceObject(source), instance_(instance) {}
 
-  bool load() override { return call_python([&] { return common().load(object()); }); }
-  void purge() override {
-    call_python([&] {
-      common().purge(object());
-      return true;
-    });
-  }
+  bool load() override { return load_with(common().load); }
+  void purge() override { purge_with(common().purge); }
   int64_t number_of_feature_channels() override {
     return call_python([&] { return calls().integer(object(), "number_of_feature_channels"); });
   }
@@ -266,7 +265,6 @@ class PythonGroupNormalizationDataSource final : public GroupNormalizationDataSo
  private:
   bool has(const char* attribute) { return call_python([&] { return common().has(object(), attribute); }); }
 
-  std::shared_ptr<void> source_;
   bool instance_;
 };
 
