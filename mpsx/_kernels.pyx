@@ -136,7 +136,10 @@ cdef COffset _offset_argument(object value, str name) except *:
     return offset
 
 
-cdef shared_ptr[CState] _given_state(object destination_state, bint* want) except *:
+cdef shared_ptr[CState] _given_state(object destination_state, bint temporary, bint* want) except *:
+    """The state an encode fills (null for a new one) and whether it returns one (``want``). Refuses
+    destination_state_is_temporary (``temporary``) for a state the caller gave: it applies to a state the encode
+    makes."""
     cdef shared_ptr[CState] given
     if destination_state is True:
         want[0] = True
@@ -150,7 +153,18 @@ cdef shared_ptr[CState] _given_state(object destination_state, bint* want) excep
         given = (<State>destination_state[0]).shared()
     else:
         raise TypeError(f"destination_state must be True, False or a state, given {type(destination_state).__name__}")
+    if temporary and destination_state is not True:
+        raise ValueError("destination_state_is_temporary=True applies to a state the encode makes "
+                         "(destination_state=True); a given state stays as it was made")
     return given
+
+
+cdef bint _returns_state(CommandBuffer command_buffer, CState* made, bint want, bint temporary):
+    """Whether an encode returns the state it ``made`` (``want``); first makes that state temporary for
+    ``command_buffer`` where ``temporary``."""
+    if want and temporary:
+        made.make_temporary(command_buffer.native()[0])
+    return want
 
 
 cdef object _temporary(CommandBuffer command_buffer, object state):
@@ -176,13 +190,6 @@ cdef object _one_of_batch(object images):
     if isinstance(images, (Image, ImageBatch)):
         return images, image_of(images).get().number_of_images()
     raise TypeError(f"expected an mpsx.ImageBatch or a list of mpsx.Image, given {type(images).__name__}")
-
-
-cdef object _encoded_state(object destination_state, bint temporary):
-    """Refuses destination_state_is_temporary for a state the caller gave: it applies to a state the encode makes."""
-    if temporary and destination_state is not True:
-        raise ValueError("destination_state_is_temporary=True applies to a state the encode makes "
-                         "(destination_state=True); a given state stays as it was made")
 
 
 cdef shared_ptr[CImage] _destination_batch(object images, str name) except *:
@@ -533,18 +540,15 @@ cdef class CNNUnaryKernel(CNNKernel):
         MPS: -[MPSCNNKernel encodeToCommandBuffer:sourceImage:destinationState:destinationStateIsTemporary:]
         """
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_state, &want)
-        _encoded_state(destination_state, destination_state_is_temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_state, destination_state_is_temporary, &want)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
         cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination, given, want)
         cdef Image out = Image.__new__(Image)
         out.c = r.image
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
             return out
-        if destination_state_is_temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         return out, self._wrap_state(r.state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, destination_images=None,
@@ -556,8 +560,7 @@ cdef class CNNUnaryKernel(CNNKernel):
         MPS: -[MPSCNNKernel encodeBatchToCommandBuffer:sourceImages:destinationStates:destinationStateIsTemporary:]
         """
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
-        _encoded_state(destination_states, destination_state_is_temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_states, destination_state_is_temporary, &want)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # A list of images is gathered into a batch on the command buffer first.
@@ -567,10 +570,8 @@ cdef class CNNUnaryKernel(CNNKernel):
                                        destination, given, want)
         encoding.complete()
         out = wrap_image_batch(r.image)
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
             return out
-        if destination_state_is_temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
 
     def result_state(self, source_image, source_states=None, destination_image=None):
@@ -739,8 +740,7 @@ cdef class CNNBinaryKernel(CNNKernel):
         MPS: -[MPSCNNBinaryKernel encodeToCommandBuffer:primaryImage:secondaryImage:destinationState:destinationStateIsTemporary:]
         """
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_state, &want)
-        _encoded_state(destination_state, destination_state_is_temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_state, destination_state_is_temporary, &want)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
             destination = destination_image.shared()
@@ -748,10 +748,8 @@ cdef class CNNBinaryKernel(CNNKernel):
                                                      secondary_image.shared(), destination, given, want)
         cdef Image out = Image.__new__(Image)
         out.c = r.image
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
             return out
-        if destination_state_is_temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         return out, self._wrap_state(r.state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, primary_images, secondary_images,
@@ -762,8 +760,7 @@ cdef class CNNBinaryKernel(CNNKernel):
         MPS: -[MPSCNNBinaryKernel encodeBatchToCommandBuffer:primaryImages:secondaryImages:destinationStates:destinationStateIsTemporary:]
         """
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
-        _encoded_state(destination_states, destination_state_is_temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_states, destination_state_is_temporary, &want)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
         # Lists of images are gathered into batches on the command buffer first.
@@ -775,10 +772,8 @@ cdef class CNNBinaryKernel(CNNKernel):
                                         destination, given, want)
         encoding.complete()
         out = wrap_image_batch(r.image)
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
             return out
-        if destination_state_is_temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
 
     def result_state(self, primary_image, secondary_image, source_states=None, destination_image=None):

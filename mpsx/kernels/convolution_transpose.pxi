@@ -125,8 +125,7 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         MPS: -[MPSCNNConvolutionTranspose encodeToCommandBuffer:sourceImage:convolutionGradientState:destinationState:destinationStateIsTemporary:]
         """
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_state, &want)
-        _encoded_state(destination_state, destination_state_is_temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_state, destination_state_is_temporary, &want)
         coupled = _convolution_state(convolution_gradient_state)
         cdef shared_ptr[CImage] destination
         if destination_image is not None:
@@ -134,10 +133,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         cdef Encoded r = self._transpose().encode(command_buffer.native()[0], source_image.shared(), _state_pointer(coupled),
                                                   destination, given, want)
         out = wrap_image(r.image)
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
             return out
-        if destination_state_is_temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         return out, self._state_with(r.state, coupled, destination_state)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, convolution_gradient_states=None,
@@ -148,8 +145,7 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         MPS: -[MPSCNNConvolutionTranspose encodeBatchToCommandBuffer:sourceImages:convolutionGradientStates:destinationStates:destinationStateIsTemporary:]
         """
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
-        _encoded_state(destination_states, destination_state_is_temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_states, destination_state_is_temporary, &want)
         coupled = _convolution_state(convolution_gradient_states)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
         cdef Encoded r
@@ -159,10 +155,8 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
                                      _state_pointer(coupled), destination, given, want)
         encoding.complete()
         out = wrap_image_batch(r.image)
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
             return out
-        if destination_state_is_temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         states = destination_states[0] if isinstance(destination_states, tuple) else destination_states
         return out, StateBatch(self._state_with(r.state, coupled, states), r.image.get().number_of_images())
 

@@ -865,8 +865,7 @@ cdef class NNForwardLoss(_SeparatedLoss):
     cdef object _encode(self, CommandBuffer command_buffer, source_images, labels, weights, destination_states,
                         destination_images, bint batch, bint temporary):
         cdef bint want = False
-        cdef shared_ptr[CState] given = _given_state(destination_states, &want)
-        _encoded_state(destination_states, temporary)
+        cdef shared_ptr[CState] given = _given_state(destination_states, temporary, &want)
         cdef CForwardLossEncoded r
         cdef Encoding encoding
         encoding.begin(command_buffer.native()[0])
@@ -877,10 +876,8 @@ cdef class NNForwardLoss(_SeparatedLoss):
             _loss_destination(destination_images, "destination_images"), given, want)
         encoding.complete()
         out = wrap_image_batch(r.image) if batch else wrap_image(r.image)
-        if not want:
+        if not _returns_state(command_buffer, r.state.get(), want, temporary):
             return out
-        if temporary:
-            r.state.get().make_temporary(command_buffer.native()[0])
         state = _wrap_loss_state(r.state, self)
         return out, (StateBatch(state, r.image.get().number_of_images()) if batch else state)
 
