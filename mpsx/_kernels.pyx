@@ -255,6 +255,7 @@ cdef class CNNKernel:
     MPS: MPSKernel
     """
     cdef shared_ptr[CKernel] kernel
+    cdef object state_class  # the NNGradientState subclass of the states its encodes make
 
     def __init__(self, *args, **kwargs):
         raise TypeError(f"{type(self).__name__} cannot be made directly")
@@ -265,6 +266,12 @@ cdef class CNNKernel:
         if not self.kernel:
             raise_uninitialized(self)
         return self.kernel.get()
+
+    cdef object _wrap_state(self, const shared_ptr[CState]& state):
+        cdef NNGradientState s = self.state_class.__new__(self.state_class)
+        s.c = state
+        s._kernel = self
+        return s
 
     def is_result_state_reused_across_batch(self):
         """True: an encode over a batch makes one state, and its StateBatch holds that state once per image (read
@@ -504,6 +511,24 @@ cdef class CNNKernel:
         return f"<mpsx.{type(self).__name__} on {self.device.name}>"
 
 
+cdef object _encoded(CNNKernel kernel, CommandBuffer command_buffer, Encoded& r, bint want, bint temporary):
+    """What encode returns: the destination image, with the state made where ``want`` (temporary for
+    ``command_buffer`` where ``temporary``)."""
+    cdef Image out = Image.__new__(Image)
+    out.c = r.image
+    if not _returns_state(command_buffer, r.state.get(), want, temporary):
+        return out
+    return out, kernel._wrap_state(r.state)
+
+
+cdef object _encoded_batch(CNNKernel kernel, CommandBuffer command_buffer, Encoded& r, bint want, bint temporary):
+    """What encode_batch returns: the destination ImageBatch, with a StateBatch of the state made where ``want``."""
+    out = wrap_image_batch(r.image)
+    if not _returns_state(command_buffer, r.state.get(), want, temporary):
+        return out
+    return out, StateBatch(kernel._wrap_state(r.state), r.image.get().number_of_images())
+
+
 cdef class CNNUnaryKernel(CNNKernel):
     """A forward kernel of one source image: its encodes, result state and destination descriptor. Abstract
     (TypeError): each family's kernel derives from it.
@@ -511,7 +536,6 @@ cdef class CNNUnaryKernel(CNNKernel):
     MPS: MPSCNNKernel
     """
     cdef CUnaryKernel* unary
-    cdef object state_class
 
     cdef _set(self, shared_ptr[CUnaryKernel] kernel, state_class):
         self.kernel = <shared_ptr[CKernel]>kernel
@@ -521,12 +545,6 @@ cdef class CNNUnaryKernel(CNNKernel):
     cdef CUnaryKernel* unary_kernel(self) except NULL:
         self.native()
         return self.unary
-
-    cdef object _wrap_state(self, const shared_ptr[CState]& state):
-        cdef NNGradientState s = self.state_class.__new__(self.state_class)
-        s.c = state
-        s._kernel = self
-        return s
 
     def encode(self, CommandBuffer command_buffer not None, Image source_image not None,
                Image destination_image=None, destination_state=False, destination_state_is_temporary=False):
@@ -545,11 +563,7 @@ cdef class CNNUnaryKernel(CNNKernel):
         if destination_image is not None:
             destination = destination_image.shared()
         cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination, given, want)
-        cdef Image out = Image.__new__(Image)
-        out.c = r.image
-        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
-            return out
-        return out, self._wrap_state(r.state)
+        return _encoded(self, command_buffer, r, want, destination_state_is_temporary)
 
     def encode_batch(self, CommandBuffer command_buffer not None, source_images, destination_images=None,
                      destination_states=False, destination_state_is_temporary=False):
@@ -569,10 +583,7 @@ cdef class CNNUnaryKernel(CNNKernel):
         r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
                                        destination, given, want)
         encoding.complete()
-        out = wrap_image_batch(r.image)
-        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
-            return out
-        return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
+        return _encoded_batch(self, command_buffer, r, want, destination_state_is_temporary)
 
     def result_state(self, source_image, source_states=None, destination_image=None):
         """A new state for ``encode(..., destination_state=state)`` on images like ``source_image``. ``source_states``
@@ -707,7 +718,6 @@ cdef class CNNBinaryKernel(CNNKernel):
     MPS: MPSCNNBinaryKernel
     """
     cdef CBinaryKernel* binary
-    cdef object state_class
 
     cdef _set_binary(self, shared_ptr[CBinaryKernel] kernel, state_class):
         self.kernel = <shared_ptr[CKernel]>kernel
@@ -721,12 +731,6 @@ cdef class CNNBinaryKernel(CNNKernel):
     cdef BinarySource* source(self, bint secondary) except NULL:
         cdef CBinaryKernel* k = self.binary_kernel()
         return &k.secondary if secondary else &k.primary
-
-    cdef object _wrap_state(self, const shared_ptr[CState]& state):
-        cdef NNGradientState s = self.state_class.__new__(self.state_class)
-        s.c = state
-        s._kernel = self
-        return s
 
     def encode(self, CommandBuffer command_buffer not None, Image primary_image not None,
                Image secondary_image not None, Image destination_image=None, destination_state=False,
@@ -746,11 +750,7 @@ cdef class CNNBinaryKernel(CNNKernel):
             destination = destination_image.shared()
         cdef Encoded r = self.binary_kernel().encode(command_buffer.native()[0], primary_image.shared(),
                                                      secondary_image.shared(), destination, given, want)
-        cdef Image out = Image.__new__(Image)
-        out.c = r.image
-        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
-            return out
-        return out, self._wrap_state(r.state)
+        return _encoded(self, command_buffer, r, want, destination_state_is_temporary)
 
     def encode_batch(self, CommandBuffer command_buffer not None, primary_images, secondary_images,
                      destination_images=None, destination_states=False, destination_state_is_temporary=False):
@@ -771,10 +771,7 @@ cdef class CNNBinaryKernel(CNNKernel):
                                         image_of(_batch_of(command_buffer, secondary_images)),
                                         destination, given, want)
         encoding.complete()
-        out = wrap_image_batch(r.image)
-        if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):
-            return out
-        return out, StateBatch(self._wrap_state(r.state), r.image.get().number_of_images())
+        return _encoded_batch(self, command_buffer, r, want, destination_state_is_temporary)
 
     def result_state(self, primary_image, secondary_image, source_states=None, destination_image=None):
         """A new state for ``encode(..., destination_state=state)`` on images like ``primary_image`` and
