@@ -192,6 +192,14 @@ cdef object _one_of_batch(object images):
     raise TypeError(f"expected an mpsx.ImageBatch or a list of mpsx.Image, given {type(images).__name__}")
 
 
+cdef shared_ptr[CImage] _destination_image(Image image) except *:
+    """The native image of an Image given as a destination, or null for None."""
+    cdef shared_ptr[CImage] none
+    if image is None:
+        return none
+    return image.shared()
+
+
 cdef shared_ptr[CImage] _destination_batch(object images, str name) except *:
     """The native image of an ImageBatch given as a destination, or null for None."""
     cdef shared_ptr[CImage] none
@@ -559,9 +567,7 @@ cdef class CNNUnaryKernel(CNNKernel):
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, destination_state_is_temporary, &want)
-        cdef shared_ptr[CImage] destination
-        if destination_image is not None:
-            destination = destination_image.shared()
+        cdef shared_ptr[CImage] destination = _destination_image(destination_image)
         cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0], source_image.shared(), destination, given, want)
         return _encoded(self, command_buffer, r, want, destination_state_is_temporary)
 
@@ -576,12 +582,11 @@ cdef class CNNUnaryKernel(CNNKernel):
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, destination_state_is_temporary, &want)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
-        cdef Encoded r
         # A list of images is gathered into a batch on the command buffer first.
         cdef Encoding encoding
         encoding.begin(command_buffer.native()[0])
-        r = self.unary_kernel().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
-                                       destination, given, want)
+        cdef Encoded r = self.unary_kernel().encode(
+            command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)), destination, given, want)
         encoding.complete()
         return _encoded_batch(self, command_buffer, r, want, destination_state_is_temporary)
 
@@ -745,9 +750,7 @@ cdef class CNNBinaryKernel(CNNKernel):
         """
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, destination_state_is_temporary, &want)
-        cdef shared_ptr[CImage] destination
-        if destination_image is not None:
-            destination = destination_image.shared()
+        cdef shared_ptr[CImage] destination = _destination_image(destination_image)
         cdef Encoded r = self.binary_kernel().encode(command_buffer.native()[0], primary_image.shared(),
                                                      secondary_image.shared(), destination, given, want)
         return _encoded(self, command_buffer, r, want, destination_state_is_temporary)
@@ -762,14 +765,13 @@ cdef class CNNBinaryKernel(CNNKernel):
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_states, destination_state_is_temporary, &want)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
-        cdef Encoded r
         # Lists of images are gathered into batches on the command buffer first.
         cdef Encoding encoding
         encoding.begin(command_buffer.native()[0])
-        r = self.binary_kernel().encode(command_buffer.native()[0],
-                                        image_of(_batch_of(command_buffer, primary_images)),
-                                        image_of(_batch_of(command_buffer, secondary_images)),
-                                        destination, given, want)
+        cdef Encoded r = self.binary_kernel().encode(command_buffer.native()[0],
+                                                     image_of(_batch_of(command_buffer, primary_images)),
+                                                     image_of(_batch_of(command_buffer, secondary_images)),
+                                                     destination, given, want)
         encoding.complete()
         return _encoded_batch(self, command_buffer, r, want, destination_state_is_temporary)
 

@@ -720,9 +720,7 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
 
         MPS: -[MPSCNNBatchNormalization encodeToCommandBuffer:sourceImage:batchNormalizationState:destinationImage:]
         """
-        cdef shared_ptr[CImage] destination
-        if destination_image is not None:
-            destination = destination_image.shared()
+        cdef shared_ptr[CImage] destination = _destination_image(destination_image)
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
             state = batch_normalization_state.shared()
@@ -740,12 +738,11 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         cdef shared_ptr[CState] state
         if batch_normalization_state is not None:
             state = _state_of(batch_normalization_state, "batch_normalization_state")
-        cdef Encoded r
         cdef Encoding encoding
         encoding.begin(command_buffer.native()[0])
-        r = self.unary_kernel().encode(command_buffer.native()[0],
-                                       image_of(_batch_of(command_buffer, source_images)), destination, state,
-                                       False)
+        cdef Encoded r = self.unary_kernel().encode(command_buffer.native()[0],
+                                                    image_of(_batch_of(command_buffer, source_images)), destination,
+                                                    state, False)
         encoding.complete()
         return wrap_image_batch(r.image)
 

@@ -127,9 +127,7 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         cdef bint want = False
         cdef shared_ptr[CState] given = _given_state(destination_state, destination_state_is_temporary, &want)
         coupled = _convolution_state(convolution_gradient_state)
-        cdef shared_ptr[CImage] destination
-        if destination_image is not None:
-            destination = destination_image.shared()
+        cdef shared_ptr[CImage] destination = _destination_image(destination_image)
         cdef Encoded r = self._transpose().encode(command_buffer.native()[0], source_image.shared(), _state_pointer(coupled),
                                                   destination, given, want)
         out = wrap_image(r.image)
@@ -148,11 +146,11 @@ cdef class CNNConvolutionTranspose(_ConvolutionKernel):
         cdef shared_ptr[CState] given = _given_state(destination_states, destination_state_is_temporary, &want)
         coupled = _convolution_state(convolution_gradient_states)
         cdef shared_ptr[CImage] destination = _destination_batch(destination_images, "destination_images")
-        cdef Encoded r
         cdef Encoding encoding
         encoding.begin(command_buffer.native()[0])
-        r = self._transpose().encode(command_buffer.native()[0], image_of(_batch_of(command_buffer, source_images)),
-                                     _state_pointer(coupled), destination, given, want)
+        cdef Encoded r = self._transpose().encode(command_buffer.native()[0],
+                                                  image_of(_batch_of(command_buffer, source_images)),
+                                                  _state_pointer(coupled), destination, given, want)
         encoding.complete()
         out = wrap_image_batch(r.image)
         if not _returns_state(command_buffer, r.state.get(), want, destination_state_is_temporary):

@@ -543,9 +543,7 @@ cdef class CNNLoss(CNNKernel):
                             f"{type(labels).__name__}" + ("; a list of per-image labels goes to encode_batch"
                                                           if isinstance(labels, (list, tuple)) else ""))
         cdef shared_ptr[CCNNLossLabels] one = (<CNNLossLabels>labels).shared_labels()
-        cdef shared_ptr[CImage] destination
-        if destination_image is not None:
-            destination = destination_image.shared()
+        cdef shared_ptr[CImage] destination = _destination_image(destination_image)
         return wrap_image(self.loss_kernel().encode(command_buffer.native()[0], source_image.shared(), &one, 1,
                                                     destination))
 
