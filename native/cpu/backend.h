@@ -115,6 +115,16 @@ class CpuContext final : public ExecutionContext {
 
 inline CpuContext& context_of(ExecutionContext& context) { return static_cast<CpuContext&>(context); }
 
+// Runs a oneDNN primitive of one source and one destination: `x`, described
+// by `source`, into `y`, described by `destination`; returns when it is done.
+inline void execute_and_wait(CpuContext& cpu, const dnnl::primitive& primitive, const dnnl::memory::desc& source,
+                             const void* x, const dnnl::memory::desc& destination, void* y) {
+  dnnl::memory src(source, cpu.engine(), const_cast<void*>(x));
+  dnnl::memory dst(destination, cpu.engine(), y);
+  primitive.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  cpu.stream().wait();
+}
+
 // A float32 view of an image region: the region itself when it is float32,
 // otherwise a converted copy in scratch that store() writes back.
 class Float32Region {

@@ -120,11 +120,9 @@ class CpuCrossChannelNormalization final : public CrossChannelNormalizationPrimi
     Float32Region x(cpu, source, 0, true);
     Float32Region y(cpu, destination, 1, false);
     if (const std::shared_ptr<const Built> built = onednn(p)) {
-      dnnl::memory src(source_desc_, cpu.engine(),
-                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), kCopySlot, OneDnnInPlace::Unsupported)));
-      dnnl::memory dst(destination_desc_, cpu.engine(), y.data());
-      built->forward.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-      cpu.stream().wait();
+      execute_and_wait(cpu, built->forward, source_desc_,
+                       unaliased_input(cpu, x.region(), y.region(), kCopySlot, OneDnnInPlace::Unsupported),
+                       destination_desc_, y.data());
     } else {
       const ImageRegion& in = x.region();
       detail::parallel_chunks(in.n * in.h * in.w, grain_of(in.c), [&](int64_t first, int64_t count) {

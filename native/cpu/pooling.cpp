@@ -236,10 +236,7 @@ class CpuPooling final : public PoolingPrimitive {
     Float32Region x(cpu, source, 0, true);
     Float32Region y(cpu, destination, 1, false);
     if (onednn_) {
-      dnnl::memory src(source_desc_, cpu.engine(), x.data() + source_offset_);
-      dnnl::memory dst(destination_desc_, cpu.engine(), y.data());
-      forward_.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-      cpu.stream().wait();
+      execute_and_wait(cpu, forward_, source_desc_, x.data() + source_offset_, destination_desc_, y.data());
     } else {
       const ImageRegion& in = x.region();
       const ImageRegion& out = y.region();

@@ -82,11 +82,9 @@ class CpuSoftMax final : public SoftMaxPrimitive {
     Float32Region x(cpu, source, 0, true);
     Float32Region y(cpu, destination, 1, false);
     if (onednn_) {
-      dnnl::memory src(source_desc_, cpu.engine(),
-                       const_cast<float*>(unaliased_input(cpu, x.region(), y.region(), 3, OneDnnInPlace::Documented)));
-      dnnl::memory dst(destination_desc_, cpu.engine(), y.data());
-      forward_.execute(cpu.stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-      cpu.stream().wait();
+      execute_and_wait(cpu, forward_, source_desc_,
+                       unaliased_input(cpu, x.region(), y.region(), 3, OneDnnInPlace::Documented), destination_desc_,
+                       y.data());
     } else {
       const ImageRegion& in = x.region();
       const ImageRegion& out = y.region();
