@@ -76,6 +76,12 @@ class CpuBackend final : public Backend {
   void read_region(const ImageRegion& device, const ImageRegion& host) override { copy_region(device, host); }
   void write_region(const ImageRegion& host, const ImageRegion& device) override { copy_region(host, device); }
   ImageLayout image_layout(const ImageDescriptor& descriptor) const override;
+  // The strides Float32Region presents a height x width x channels region of
+  // `image` with: the image's own for float32, dense NHWC otherwise.
+  ImageLayout float32_layout(const ImageDescriptor& image, int64_t height, int64_t width, int64_t channels) const {
+    if (image.channel_format == DataType::Float32) return image_layout(image);
+    return ImageLayout{height * width * channels, 1, width * channels, channels};
+  }
   std::unique_ptr<Executor> new_executor() override;
   // "avx512f", "avx2" or "baseline": cpu_clone().
   const char* loop_clone() const override;
@@ -86,6 +92,13 @@ class CpuBackend final : public Backend {
  private:
   dnnl::engine engine_;
 };
+
+// oneDNN's descriptor (dims N, C, H, W) of such a region of `image`.
+inline dnnl::memory::desc float32_region_desc(const CpuBackend& backend, const ImageDescriptor& image, int64_t images,
+                                              int64_t channels, int64_t height, int64_t width) {
+  const ImageLayout s = backend.float32_layout(image, height, width, channels);
+  return dnnl::memory::desc({images, channels, height, width}, dnnl::memory::data_type::f32, {s.n, s.c, s.h, s.w});
+}
 
 // What commands get while a cpu queue runs them.
 class CpuContext final : public ExecutionContext {

@@ -228,11 +228,7 @@ class CpuCrossChannelNormalization final : public CrossChannelNormalizationPrimi
   // oneDNN descriptors of the regions as Float32Region presents them: the
   // image's own layout for float32, dense NHWC otherwise.
   dnnl::memory::desc region_desc(const CpuBackend& backend, const ImageDescriptor& image) const {
-    ImageLayout s = image.channel_format == DataType::Float32
-                        ? backend.image_layout(image)
-                        : ImageLayout{d_.height * d_.width * d_.channels, 1, d_.width * d_.channels, d_.channels};
-    return dnnl::memory::desc({d_.images, d_.channels, d_.height, d_.width}, dnnl::memory::data_type::f32,
-                              {s.n, s.c, s.h, s.w});
+    return float32_region_desc(backend, image, d_.images, d_.channels, d_.height, d_.width);
   }
 
   CrossChannelNormalizationDescriptor d_;

@@ -354,11 +354,7 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
   // Float32Region presents it: the image's own strides for float32, dense
   // NHWC otherwise.
   dnnl::memory::desc region_desc(const CpuBackend& backend, const ImageDescriptor& image) const {
-    const ImageLayout s = image.channel_format == DataType::Float32
-                              ? backend.image_layout(image)
-                              : ImageLayout{d_.height * d_.width * d_.channels, 1, d_.width * d_.channels, d_.channels};
-    return dnnl::memory::desc({d_.images, d_.channels, d_.height, d_.width}, dnnl::memory::data_type::f32,
-                              {s.n, s.c, s.h, s.w});
+    return float32_region_desc(backend, image, d_.images, d_.channels, d_.height, d_.width);
   }
 
   SpatialNormalizationDescriptor d_;

@@ -112,8 +112,7 @@ class CpuUpsampling final : public UpsamplingPrimitive {
     // Regions as Float32Region presents them: the image's own layout for
     // float32, dense NHWC otherwise.
     auto layout = [&](const ImageDescriptor& image, int64_t height, int64_t width) {
-      if (image.channel_format == DataType::Float32) return backend.image_layout(image);
-      return ImageLayout{height * width * d_.channels, 1, width * d_.channels, d_.channels};
+      return backend.float32_layout(image, height, width, d_.channels);
     };
     ImageLayout source = layout(d_.source, d_.source_height, d_.source_width);
     ImageLayout destination = layout(d_.destination, d_.height, d_.width);
