@@ -237,6 +237,5 @@ class DataType(enum.IntEnum):
     BFLOAT16 = 2
     UINT8 = 3
 
-@disjoint_base
 class StateBatch(tuple[State, ...]):
     def __new__(cls, state: State, count: int) -> Self: ...

@@ -87,6 +87,9 @@ class StateBatch(tuple):
     MPS: MPSStateBatch
     """
 
+    # No __dict__: the layout stays tuple's on every Python, so its stub is the same everywhere.
+    __slots__ = ()
+
     def __new__(cls, state, count):
         n = integer_argument(count, "StateBatch count")
         if not 0 <= n <= kMaxDimension:  # one state per image
