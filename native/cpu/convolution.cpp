@@ -9,10 +9,13 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
+class CpuConvolution final
+    : public ConvolutionPrimitive,
+      OhwiWeightsPasses<dnnl::convolution_forward, dnnl::convolution_backward_data,
+                        dnnl::convolution_backward_weights> {
  public:
   CpuConvolution(const dnnl::engine& engine, const ConvolutionShape& s)
-      : OhwiWeightsPrimitive(engine, weights_desc(s, tag::ohwi)) {
+      : OhwiWeightsPasses(engine, weights_desc(s, tag::ohwi)) {
     const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
     auto dst = [&](bool half) {
       return region_desc(s.images, s.output_channels, s.height, s.width, s.destination_type, s.destination_stride,
@@ -28,26 +31,19 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
           engine, dnnl::prop_kind::forward_training, algorithm, source, weights_desc(s, tag::any, pass_type(half)),
           bias, destination, strides, dilates, pad_l, pad_r, attr);
     };
-    forward_pd_ = make_pass(try_half, forward_half_,
-                            [&](bool half) { return forward_pd(source_desc(s, half), dst(half), half); });
-    forward_ = dnnl::convolution_forward(forward_pd_);
-    weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
+    make_forward(try_half, [&](bool half) { return forward_pd(source_desc(s, half), dst(half), half); });
     if (!s.gradient) return;
-    data_pd_ = make_pass(try_half, data_half_, [&](bool half) {
+    make_backward_data(try_half, [&](bool half) {
       return dnnl::convolution_backward_data::primitive_desc(
           engine, algorithm, source_gradient_desc(s, half), weights_desc(s, tag::any, pass_type(half)), dst(half),
           strides, dilates, pad_l, pad_r, forward_pd(source_gradient_desc(s, half), dst(half), half), attr);
     });
-    data_ = dnnl::convolution_backward_data(data_pd_);
-    weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
     // Float32 weight and bias gradients, from float16 regions too.
-    weights_pd_ = make_pass(try_half, weights_half_, [&](bool half) {
+    make_backward_weights(try_half, [&](bool half) {
       return dnnl::convolution_backward_weights::primitive_desc(
           engine, algorithm, source_desc(s, half), weights_desc(s, tag::any), bias, dst(half), strides, dilates,
           pad_l, pad_r, forward_pd(source_desc(s, half), dst(half), half), attr);
     });
-    weights_ = dnnl::convolution_backward_weights(weights_pd_);
-    weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
@@ -55,8 +51,7 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
     CpuContext& cpu = context_of(context);
     PassRegion x(cpu, source, 0, true, forward_half_);
     PassRegion y(cpu, destination, 1, false, forward_half_);
-    memory w = weights_in(cpu, weights, weights_to_forward_, forward_pd_.weights_desc());
-    execute_forward(cpu, forward_, forward_pd_, x.data(), w, biases, y.data());
+    execute_forward(cpu, x.data(), weights, biases, y.data());
     y.store();
   }
 
@@ -65,8 +60,7 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
     CpuContext& cpu = context_of(context);
     PassRegion dy(cpu, result_gradient, 0, true, data_half_);
     PassRegion dx(cpu, source_gradient, 1, false, data_half_);
-    memory w = weights_in(cpu, weights, weights_to_data_, data_pd_.weights_desc());
-    execute_backward_data(cpu, data_, data_pd_, dy.data(), w, dx.data());
+    execute_backward_data(cpu, dy.data(), weights, dx.data());
     dx.store();
   }
 
@@ -75,31 +69,8 @@ class CpuConvolution final : public ConvolutionPrimitive, OhwiWeightsPrimitive {
     CpuContext& cpu = context_of(context);
     PassRegion x(cpu, source, 0, true, weights_half_);
     PassRegion dy(cpu, result_gradient, 1, true, weights_half_);
-    memory user(user_weights_, engine_, weights_gradient);
-    memory diff_weights = weights_from_gradient_
-                              ? memory(weights_pd_.diff_weights_desc(), engine_,
-                                       cpu.scratch(kDiffWeightsSlot, weights_pd_.diff_weights_desc().get_size()))
-                              : user;
-    weights_.execute(cpu.stream(),
-                     {{DNNL_ARG_SRC, memory(weights_pd_.src_desc(), engine_, x.data())},
-                      {DNNL_ARG_DIFF_DST, memory(weights_pd_.diff_dst_desc(), engine_, dy.data())},
-                      {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
-                      {DNNL_ARG_DIFF_BIAS, memory(weights_pd_.diff_bias_desc(), engine_, biases_gradient)},
-                      {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, weights_pd_)}});
-    if (weights_from_gradient_) weights_from_gradient_.execute(cpu.stream(), diff_weights, user);
+    execute_backward_weights(cpu, x.data(), dy.data(), weights_gradient, biases_gradient);
   }
-
- private:
-  bool forward_half_ = false, data_half_ = false, weights_half_ = false;  // the passes run in float16
-  dnnl::convolution_forward::primitive_desc forward_pd_;
-  dnnl::convolution_forward forward_;
-  dnnl::reorder weights_to_forward_;
-  dnnl::convolution_backward_data::primitive_desc data_pd_;
-  dnnl::convolution_backward_data data_;
-  dnnl::reorder weights_to_data_;
-  dnnl::convolution_backward_weights::primitive_desc weights_pd_;
-  dnnl::convolution_backward_weights weights_;
-  dnnl::reorder weights_from_gradient_;
 };
 
 std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {

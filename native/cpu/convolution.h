@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "backend.h"
 #include "mpsx/kernels/convolution.h"
@@ -147,31 +148,92 @@ class OhwiWeightsPrimitive {
     return dnnl::memory(d, engine_, cpu.scratch(kScratchpadSlot, d.get_size()));
   }
 
-  // Runs a forward pass `pd` of either family: the source block at `x` into
-  // the destination block at `y`.
-  template <class PrimitiveDesc>
-  void execute_forward(CpuContext& cpu, const dnnl::primitive& pass, const PrimitiveDesc& pd, void* x,
-                       const dnnl::memory& w, const void* biases, void* y) const {
-    pass.execute(cpu.stream(), {{DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), engine_, x)},
-                                {DNNL_ARG_WEIGHTS, w},
-                                {DNNL_ARG_BIAS, dnnl::memory(pd.bias_desc(), engine_, const_cast<void*>(biases))},
-                                {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), engine_, y)},
-                                {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, pd)}});
-  }
-
-  // Runs a backward-data pass `pd` of either family: the result gradient
-  // block at `dy` into the source gradient block at `dx`.
-  template <class PrimitiveDesc>
-  void execute_backward_data(CpuContext& cpu, const dnnl::primitive& pass, const PrimitiveDesc& pd, void* dy,
-                             const dnnl::memory& w, void* dx) const {
-    pass.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, dnnl::memory(pd.diff_dst_desc(), engine_, dy)},
-                                {DNNL_ARG_WEIGHTS, w},
-                                {DNNL_ARG_DIFF_SRC, dnnl::memory(pd.diff_src_desc(), engine_, dx)},
-                                {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, pd)}});
-  }
-
   dnnl::engine engine_;
   dnnl::memory::desc user_weights_;
+};
+
+// The three passes of a convolution-like oneDNN operation over OHWI weights
+// (Forward, Data, Weights: the convolution's or the deconvolution's
+// primitives), each run in float16 where oneDNN can (make_pass), with the
+// reorders of the weights each needs.
+template <class Forward, class Data, class Weights>
+class OhwiWeightsPasses : protected OhwiWeightsPrimitive {
+ protected:
+  using OhwiWeightsPrimitive::OhwiWeightsPrimitive;
+
+  template <class Make>
+  void make_forward(bool try_half, Make make) {
+    forward_pd_ = make_pass(try_half, forward_half_, make);
+    forward_ = Forward(forward_pd_);
+    weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
+  }
+
+  template <class Make>
+  void make_backward_data(bool try_half, Make make) {
+    data_pd_ = make_pass(try_half, data_half_, make);
+    data_ = Data(data_pd_);
+    weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
+  }
+
+  template <class Make>
+  void make_backward_weights(bool try_half, Make make) {
+    weights_pd_ = make_pass(try_half, weights_half_, make);
+    weights_ = Weights(weights_pd_);
+    weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
+  }
+
+  // The source block at `x` into the destination block at `y`.
+  void execute_forward(CpuContext& cpu, void* x, const void* weights, const void* biases, void* y) const {
+    dnnl::memory w = weights_in(cpu, weights, weights_to_forward_, forward_pd_.weights_desc());
+    forward_.execute(cpu.stream(),
+                     {{DNNL_ARG_SRC, dnnl::memory(forward_pd_.src_desc(), engine_, x)},
+                      {DNNL_ARG_WEIGHTS, w},
+                      {DNNL_ARG_BIAS, dnnl::memory(forward_pd_.bias_desc(), engine_, const_cast<void*>(biases))},
+                      {DNNL_ARG_DST, dnnl::memory(forward_pd_.dst_desc(), engine_, y)},
+                      {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, forward_pd_)}});
+  }
+
+  // The result gradient block at `dy` into the source gradient block at `dx`.
+  void execute_backward_data(CpuContext& cpu, void* dy, const void* weights, void* dx) const {
+    dnnl::memory w = weights_in(cpu, weights, weights_to_data_, data_pd_.weights_desc());
+    data_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, dnnl::memory(data_pd_.diff_dst_desc(), engine_, dy)},
+                                 {DNNL_ARG_WEIGHTS, w},
+                                 {DNNL_ARG_DIFF_SRC, dnnl::memory(data_pd_.diff_src_desc(), engine_, dx)},
+                                 {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, data_pd_)}});
+  }
+
+  // The OHWI weights gradient at `weights_gradient` from the blocks at `x`
+  // and `dy`, and the biases gradient where the pass has one.
+  void execute_backward_weights(CpuContext& cpu, void* x, void* dy, void* weights_gradient,
+                                void* biases_gradient) const {
+    dnnl::memory user(user_weights_, engine_, weights_gradient);
+    dnnl::memory diff_weights =
+        weights_from_gradient_ ? dnnl::memory(weights_pd_.diff_weights_desc(), engine_,
+                                              cpu.scratch(kDiffWeightsSlot, weights_pd_.diff_weights_desc().get_size()))
+                               : user;
+    std::unordered_map<int, dnnl::memory> arguments{
+        {DNNL_ARG_SRC, dnnl::memory(weights_pd_.src_desc(), engine_, x)},
+        {DNNL_ARG_DIFF_DST, dnnl::memory(weights_pd_.diff_dst_desc(), engine_, dy)},
+        {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
+        {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, weights_pd_)}};
+    if (!weights_pd_.diff_bias_desc().is_zero())
+      arguments.emplace(DNNL_ARG_DIFF_BIAS, dnnl::memory(weights_pd_.diff_bias_desc(), engine_, biases_gradient));
+    weights_.execute(cpu.stream(), arguments);
+    if (weights_from_gradient_) weights_from_gradient_.execute(cpu.stream(), diff_weights, user);
+  }
+
+  bool forward_half_ = false, data_half_ = false, weights_half_ = false;  // the passes run in float16
+  typename Forward::primitive_desc forward_pd_;
+  typename Data::primitive_desc data_pd_;
+  typename Weights::primitive_desc weights_pd_;
+
+ private:
+  Forward forward_;
+  dnnl::reorder weights_to_forward_;
+  Data data_;
+  dnnl::reorder weights_to_data_;
+  Weights weights_;
+  dnnl::reorder weights_from_gradient_;
 };
 
 }  // namespace mpsx::cpu

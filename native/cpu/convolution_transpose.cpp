@@ -65,10 +65,13 @@ MPSX_CPU_LOOP void sum_channels(const ImageRegion& r, float* sums) {
 // deconvolution spreads each source pixel over the filter, which is the same
 // with the filter rotated by 180 degrees. The part of the destination no
 // source pixel reaches gets the biases.
-class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, OhwiWeightsPrimitive {
+class CpuConvolutionTranspose final
+    : public ConvolutionTransposePrimitive,
+      OhwiWeightsPasses<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
+                        dnnl::deconvolution_backward_weights> {
  public:
   CpuConvolutionTranspose(const dnnl::engine& engine, const ConvolutionTransposeShape& s)
-      : OhwiWeightsPrimitive(engine, weights_desc(s, tag::ohwi)), s_(s) {
+      : OhwiWeightsPasses(engine, weights_desc(s, tag::ohwi)), s_(s) {
     reaches_all_ = s.reads_source() && s.reached_y == 0 && s.reached_x == 0 && s.reached_height == s.height &&
                    s.reached_width == s.width;
     if (!s.reads_source()) return;
@@ -91,30 +94,22 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
                                                          source, weights_desc(s, tag::any, pass_type(half)), bias,
                                                          destination, strides, dilates, pad_l, pad_r, attr);
     };
-    forward_pd_ =
-        make_pass(try_half, forward_half_,
-                  [&](bool half) { return forward_pd(source_desc(s, half), dense_dst(half), half); });
-    forward_ = dnnl::deconvolution_forward(forward_pd_);
+    make_forward(try_half, [&](bool half) { return forward_pd(source_desc(s, half), dense_dst(half), half); });
     dense_result_ = reached_desc(forward_half_) == dense_dst(forward_half_);
-    weights_to_forward_ = reorder_if_needed(user_weights_, forward_pd_.weights_desc());
     if (!s.gradient) return;
-    data_pd_ = make_pass(try_half, data_half_, [&](bool half) {
+    make_backward_data(try_half, [&](bool half) {
       return dnnl::deconvolution_backward_data::primitive_desc(
           engine, algorithm, source_gradient_desc(s, half), weights_desc(s, tag::any, pass_type(half)),
           reached_desc(half), strides, dilates, pad_l, pad_r,
           forward_pd(source_gradient_desc(s, half), reached_desc(half), half), attr);
     });
-    data_ = dnnl::deconvolution_backward_data(data_pd_);
-    weights_to_data_ = reorder_if_needed(user_weights_, data_pd_.weights_desc());
     // Float32 weight gradients, from float16 regions too. Bias gradients sum
     // over the whole destination, reached or not: computed apart.
-    weights_pd_ = make_pass(try_half, weights_half_, [&](bool half) {
+    make_backward_weights(try_half, [&](bool half) {
       return dnnl::deconvolution_backward_weights::primitive_desc(
           engine, algorithm, source_desc(s, half), weights_desc(s, tag::any), reached_desc(half), strides, dilates,
           pad_l, pad_r, forward_pd(source_desc(s, half), reached_desc(half), half), attr);
     });
-    weights_ = dnnl::deconvolution_backward_weights(weights_pd_);
-    weights_from_gradient_ = reorder_if_needed(weights_pd_.diff_weights_desc(), user_weights_);
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
@@ -124,7 +119,6 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     if (!reaches_all_) fill_biases(y.region(), static_cast<const float*>(biases));
     if (s_.reads_source()) {
       PassRegion x(cpu, source, 0, true, forward_half_);
-      memory w = weights_in(cpu, rotated(cpu, weights), weights_to_forward_, forward_pd_.weights_desc());
       ImageRegion result = reached_region(y);
       ImageRegion dense = result;
       if (!dense_result_) {
@@ -132,7 +126,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
         dense.data =
             cpu.scratch(kDenseResultSlot, static_cast<size_t>(dense.element_count()) * size_of(dense.data_type));
       }
-      execute_forward(cpu, forward_, forward_pd_, x.data(), w, biases, dense.data);
+      execute_forward(cpu, x.data(), rotated(cpu, weights), biases, dense.data);
       if (!dense_result_) copy_region(dense, result);
     }
     y.store();
@@ -143,8 +137,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     CpuContext& cpu = context_of(context);
     PassRegion dy(cpu, result_gradient, 0, true, data_half_);
     PassRegion dx(cpu, source_gradient, 1, false, data_half_);
-    memory w = weights_in(cpu, rotated(cpu, weights), weights_to_data_, data_pd_.weights_desc());
-    execute_backward_data(cpu, data_, data_pd_, reached(dy), w, dx.data());
+    execute_backward_data(cpu, reached(dy), rotated(cpu, weights), dx.data());
     dx.store();
   }
 
@@ -165,16 +158,7 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
     }
     PassRegion x(cpu, source, 0, true, weights_half_);
     float* rotated_gradient = static_cast<float*>(cpu.scratch(kHostWeightsSlot, count * sizeof(float)));
-    memory user(user_weights_, engine_, rotated_gradient);
-    memory diff_weights = weights_from_gradient_
-                              ? memory(weights_pd_.diff_weights_desc(), engine_,
-                                       cpu.scratch(kDiffWeightsSlot, weights_pd_.diff_weights_desc().get_size()))
-                              : user;
-    weights_.execute(cpu.stream(), {{DNNL_ARG_SRC, memory(weights_pd_.src_desc(), engine_, x.data())},
-                                    {DNNL_ARG_DIFF_DST, memory(weights_pd_.diff_dst_desc(), engine_, reached(dy))},
-                                    {DNNL_ARG_DIFF_WEIGHTS, diff_weights},
-                                    {DNNL_ARG_SCRATCHPAD, scratchpad(cpu, weights_pd_)}});
-    if (weights_from_gradient_) weights_from_gradient_.execute(cpu.stream(), diff_weights, user);
+    execute_backward_weights(cpu, x.data(), reached(dy), rotated_gradient, nullptr);
     rotate(rotated_gradient, gradient, s_);
   }
 
@@ -209,16 +193,6 @@ class CpuConvolutionTranspose final : public ConvolutionTransposePrimitive, Ohwi
   ConvolutionTransposeShape s_;
   bool reaches_all_ = false;
   bool dense_result_ = false;
-  bool forward_half_ = false, data_half_ = false, weights_half_ = false;  // the passes run in float16
-  dnnl::deconvolution_forward::primitive_desc forward_pd_;
-  dnnl::deconvolution_forward forward_;
-  dnnl::reorder weights_to_forward_;
-  dnnl::deconvolution_backward_data::primitive_desc data_pd_;
-  dnnl::deconvolution_backward_data data_;
-  dnnl::reorder weights_to_data_;
-  dnnl::deconvolution_backward_weights::primitive_desc weights_pd_;
-  dnnl::deconvolution_backward_weights weights_;
-  dnnl::reorder weights_from_gradient_;
 };
 
 std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
