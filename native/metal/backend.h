@@ -83,6 +83,26 @@ void set_gradient_regions(MPSCNNGradientKernel* gradient, const ImageRegion& sou
 void encode_gradient_batch(MPSCNNGradientKernel* gradient, id<MTLCommandBuffer> command_buffer,
                            MPSImageBatch* source_gradients, MPSImageBatch* sources, MPSStateBatch* states,
                            const ImageRegion& destination_gradient);
+// A forward kernel's batch encode of the source into the destination.
+void encode_batch(MPSCNNKernel* kernel, id<MTLCommandBuffer> command_buffer, const ImageRegion& source,
+                  const ImageRegion& destination);
+// The gradient encode of a family whose gradient states its forward kernel
+// makes: `forward`, set up as for its pass on the source into the source
+// gradient, makes them; the gradient kernel, its own properties set, then
+// reads the source gradient and the forward source (from
+// `secondary_offset`).
+void encode_gradient_with_forward_states(MPSCNNKernel* forward, MPSCNNGradientKernel* gradient,
+                                         id<MTLCommandBuffer> command_buffer, const ImageRegion& source_gradient,
+                                         const ImageRegion& source, MPSOffset secondary_offset,
+                                         const ImageRegion& destination_gradient, ChannelsOf channels);
+// A normalization kernel's alpha, beta and delta (cross-channel, spatial and
+// local contrast normalization, forward or gradient) from its parameters.
+template <class Kernel, class Parameters>
+void set_alpha_beta_delta(Kernel* kernel, const Parameters& p) {
+  kernel.alpha = p.alpha;
+  kernel.beta = p.beta;
+  kernel.delta = p.delta;
+}
 // The MPSNNNeuronDescriptor of a neuron (neuron.mm); a PReLU one with the
 // slopes from `first_slope` on.
 MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t first_slope = 0);

@@ -233,9 +233,7 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
                               meanAndVarianceState:[[MPSCNNNormalizationMeanAndVarianceState alloc]
                                                        initWithMean:means
                                                            variance:variances]];
-    [kernel encodeBatchToCommandBuffer:command_buffer
-                          sourceImages:images_of(source)
-                     destinationImages:images_of(destination)];
+    encode_batch(kernel, command_buffer, source, destination);
   }
 
   // Training: the batch statistics of the MPS state; the state also takes

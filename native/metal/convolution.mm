@@ -299,9 +299,7 @@ class MetalConvolution final : public ConvolutionPrimitive {
     convolution_.clipRect = clip_rect_of(destination);
     convolution_.sourceFeatureChannelOffset = feature_channel_offset(source);
     convolution_.destinationFeatureChannelOffset = feature_channel_offset(destination);
-    [convolution_ encodeBatchToCommandBuffer:command_buffer
-                                sourceImages:images_of(source)
-                           destinationImages:images_of(destination)];
+    encode_batch(convolution_, command_buffer, source, destination);
   }
 
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,

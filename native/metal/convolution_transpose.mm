@@ -42,9 +42,7 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
                                                   state:weights_and_biases_state(metal.backend(), weights, biases,
                                                                                  descriptor_)];
     place(source, destination);
-    [transpose_ encodeBatchToCommandBuffer:metal.command_buffer()
-                              sourceImages:images_of(source)
-                         destinationImages:images_of(destination)];
+    encode_batch(transpose_, metal.command_buffer(), source, destination);
   }
 
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,

@@ -25,9 +25,7 @@ class MetalCrossChannelNormalization final : public CrossChannelNormalizationPri
                const ImageRegion& destination) const override {
     check_distinct("MPSCNNCrossChannelNormalization", source, destination);
     set_forward(p, source, destination);
-    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                            sourceImages:images_of(source)
-                       destinationImages:images_of(destination)];
+    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const CrossChannelNormalizationParameters& p,
@@ -36,26 +34,16 @@ class MetalCrossChannelNormalization final : public CrossChannelNormalizationPri
     const char* name = "MPSCNNCrossChannelNormalizationGradient";
     check_distinct(name, source_gradient, destination_gradient);
     check_distinct(name, source, destination_gradient);
-    MPSImageBatch* sources = images_of(source);
-    MPSImageBatch* source_gradients = images_of(source_gradient);
     set_forward(p, source, source_gradient);
-    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
-                                                        sourceStates:nil
-                                                    destinationImage:source_gradients];
-    gradient_.alpha = p.alpha;
-    gradient_.beta = p.beta;
-    gradient_.delta = p.delta;
-    set_gradient_regions(gradient_, source_gradient, source, origin_of(source), destination_gradient, exact_channels);
-    encode_gradient_batch(gradient_, context_of(context).command_buffer(), source_gradients, sources, states,
-                          destination_gradient);
+    set_alpha_beta_delta(gradient_, p);
+    encode_gradient_with_forward_states(forward_, gradient_, context_of(context).command_buffer(), source_gradient,
+                                        source, origin_of(source), destination_gradient, exact_channels);
   }
 
  private:
   void set_forward(const CrossChannelNormalizationParameters& p, const ImageRegion& source,
                    const ImageRegion& destination) const {
-    forward_.alpha = p.alpha;
-    forward_.beta = p.beta;
-    forward_.delta = p.delta;
+    set_alpha_beta_delta(forward_, p);
     set_regions(forward_, origin_of(source), source, destination, exact_channels);
   }
 

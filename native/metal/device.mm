@@ -85,6 +85,26 @@ void encode_gradient_batch(MPSCNNGradientKernel* gradient, id<MTLCommandBuffer> 
                   destinationGradients:images_of(destination_gradient)];
 }
 
+void encode_batch(MPSCNNKernel* kernel, id<MTLCommandBuffer> command_buffer, const ImageRegion& source,
+                  const ImageRegion& destination) {
+  [kernel encodeBatchToCommandBuffer:command_buffer
+                        sourceImages:images_of(source)
+                   destinationImages:images_of(destination)];
+}
+
+void encode_gradient_with_forward_states(MPSCNNKernel* forward, MPSCNNGradientKernel* gradient,
+                                         id<MTLCommandBuffer> command_buffer, const ImageRegion& source_gradient,
+                                         const ImageRegion& source, MPSOffset secondary_offset,
+                                         const ImageRegion& destination_gradient, ChannelsOf channels) {
+  MPSImageBatch* sources = images_of(source);
+  MPSImageBatch* source_gradients = images_of(source_gradient);
+  MPSStateBatch* states = [forward resultStateBatchForSourceImage:sources
+                                                     sourceStates:nil
+                                                 destinationImage:source_gradients];
+  set_gradient_regions(gradient, source_gradient, source, secondary_offset, destination_gradient, channels);
+  encode_gradient_batch(gradient, command_buffer, source_gradients, sources, states, destination_gradient);
+}
+
 MPSImageFeatureChannelFormat feature_channel_format(DataType type) {
   switch (type) {
     case DataType::Float32: return MPSImageFeatureChannelFormatFloat32;

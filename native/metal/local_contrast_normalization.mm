@@ -23,9 +23,7 @@ MPSImageEdgeMode edge_mode_of(const LocalContrastNormalizationPass& pass) {
 // The properties of either class (the forward kernel and its gradient declare the same ones).
 template <class Kernel>
 void set_parameters(Kernel* kernel, const LocalContrastNormalizationParameters& p) {
-  kernel.alpha = p.alpha;
-  kernel.beta = p.beta;
-  kernel.delta = p.delta;
+  set_alpha_beta_delta(kernel, p);
   kernel.p0 = p.p0;
   kernel.pm = p.pm;
   kernel.ps = p.ps;
@@ -47,30 +45,19 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
   void forward(ExecutionContext& context, const LocalContrastNormalizationPass& pass, const ImageRegion& source,
                const ImageRegion& destination) const override {
     set_forward(pass, source, destination);
-    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                            sourceImages:images_of(source)
-                       destinationImages:images_of(destination)];
+    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const LocalContrastNormalizationPass& pass,
                 const ImageRegion& source_gradient, const ImageRegion& source_image,
                 const ImageRegion& destination_gradient) const override {
     MetalContext& metal = context_of(context);
-    MPSImageBatch* source_images = images_of(source_image);
-    MPSImageBatch* source_gradients = images_of(source_gradient);
-    // The gradient encode takes the forward pass's states: made by the
-    // forward kernel, set as for that pass.
     set_forward(pass, source_image, source_gradient);
-    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:source_images
-                                                        sourceStates:nil
-                                                    destinationImage:source_gradients];
     set_parameters(gradient_, pass.parameters);
     gradient_.primaryEdgeMode = MPSImageEdgeModeZero;  // dy is read at the centres only
     gradient_.secondaryEdgeMode = edge_mode_of(pass);  // the forward pass's, for the source image
-    set_gradient_regions(gradient_, source_gradient, source_image, window_centre(d_, pass), destination_gradient,
-                         slice_channels);
-    encode_gradient_batch(gradient_, metal.command_buffer(), source_gradients, source_images, states,
-                          destination_gradient);
+    encode_gradient_with_forward_states(forward_, gradient_, metal.command_buffer(), source_gradient, source_image,
+                                        window_centre(d_, pass), destination_gradient, slice_channels);
   }
 
  private:

@@ -32,9 +32,7 @@ class MetalNeuron final : public NeuronPrimitive {
     check_distinct("MPSCNNNeuron", source, destination);
     MPSCNNNeuron* neuron = kernels(source, first_channel).neuron;
     set_forward(neuron, source, destination);
-    [neuron encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                          sourceImages:images_of(source)
-                     destinationImages:images_of(destination)];
+    encode_batch(neuron, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source,
@@ -42,18 +40,10 @@ class MetalNeuron final : public NeuronPrimitive {
     check_distinct("MPSCNNNeuronGradient", source_gradient, destination_gradient);
     check_distinct("MPSCNNNeuronGradient", source, destination_gradient);
     const NeuronKernels& kernels = this->kernels(source, first_channel);
-    MPSImageBatch* source_images = images_of(source);
-    MPSImageBatch* source_gradients = images_of(source_gradient);
-    // The gradient encode takes the forward pass's states: made by the
-    // forward kernel, set as for that pass.
     set_forward(kernels.neuron, source, source_gradient);
-    MPSStateBatch* states = [kernels.neuron resultStateBatchForSourceImage:source_images
-                                                              sourceStates:nil
-                                                          destinationImage:source_gradients];
-    MPSCNNNeuronGradient* gradient = kernels.gradient;
-    set_gradient_regions(gradient, source_gradient, source, origin_of(source), destination_gradient, slice_channels);
-    encode_gradient_batch(gradient, context_of(context).command_buffer(), source_gradients, source_images, states,
-                          destination_gradient);
+    encode_gradient_with_forward_states(kernels.neuron, kernels.gradient, context_of(context).command_buffer(),
+                                        source_gradient, source, origin_of(source), destination_gradient,
+                                        slice_channels);
   }
 
  private:

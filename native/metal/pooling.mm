@@ -115,9 +115,7 @@ class MetalPooling final : public PoolingPrimitive {
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
     set_forward(source, destination);
-    [pooling_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                            sourceImages:images_of(source)
-                       destinationImages:images_of(destination)];
+    encode_batch(pooling_, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& source_image,

@@ -22,9 +22,7 @@ class MetalSoftMax final : public SoftMaxPrimitive {
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
     check_distinct(forward_name(), source, destination);
     set_forward(source, destination);
-    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                            sourceImages:images_of(source)
-                       destinationImages:images_of(destination)];
+    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient, const ImageRegion& result,
@@ -32,19 +30,12 @@ class MetalSoftMax final : public SoftMaxPrimitive {
     const char* name = d_.log ? "MPSCNNLogSoftMaxGradient" : "MPSCNNSoftMaxGradient";
     check_distinct(name, source_gradient, destination_gradient);
     check_distinct(name, result, destination_gradient);
-    MPSImageBatch* results = images_of(result);
-    MPSImageBatch* source_gradients = images_of(source_gradient);
-    // The gradient encode takes the forward pass's states, made by the
-    // forward kernel. Its source is not at hand here (the gradient reads the
-    // result); a softmax keeps the size and channels of what it reads, so
-    // the result stands for it.
+    // The forward kernel's source is not at hand here (the gradient reads
+    // the result); a softmax keeps the size and channels of what it reads,
+    // so the result stands for it.
     set_forward(result, source_gradient);
-    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:results
-                                                        sourceStates:nil
-                                                    destinationImage:source_gradients];
-    set_gradient_regions(gradient_, source_gradient, result, origin_of(result), destination_gradient, exact_channels);
-    encode_gradient_batch(gradient_, context_of(context).command_buffer(), source_gradients, results, states,
-                          destination_gradient);
+    encode_gradient_with_forward_states(forward_, gradient_, context_of(context).command_buffer(), source_gradient,
+                                        result, origin_of(result), destination_gradient, exact_channels);
   }
 
  private:

@@ -31,9 +31,7 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
                const ImageRegion& destination) const override {
     check_distinct("MPSCNNSpatialNormalization", source, destination);
     set_forward(p, source, destination);
-    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                            sourceImages:images_of(source)
-                       destinationImages:images_of(destination)];
+    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const SpatialNormalizationParameters& p,
@@ -42,28 +40,18 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
     const char* name = "MPSCNNSpatialNormalizationGradient";
     check_distinct(name, source_gradient, destination_gradient);
     check_distinct(name, source, destination_gradient);
-    MPSImageBatch* sources = images_of(source);
-    MPSImageBatch* source_gradients = images_of(source_gradient);
     set_forward(p, source, source_gradient);
-    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
-                                                        sourceStates:nil
-                                                    destinationImage:source_gradients];
-    gradient_.alpha = p.alpha;
-    gradient_.beta = p.beta;
-    gradient_.delta = p.delta;
+    set_alpha_beta_delta(gradient_, p);
     gradient_.primaryEdgeMode = MPSImageEdgeModeZero;  // dy is read inside the written region only
     gradient_.secondaryEdgeMode = edge_mode_;
-    set_gradient_regions(gradient_, source_gradient, source, origin_of(source), destination_gradient, exact_channels);
-    encode_gradient_batch(gradient_, context_of(context).command_buffer(), source_gradients, sources, states,
-                          destination_gradient);
+    encode_gradient_with_forward_states(forward_, gradient_, context_of(context).command_buffer(), source_gradient,
+                                        source, origin_of(source), destination_gradient, exact_channels);
   }
 
  private:
   void set_forward(const SpatialNormalizationParameters& p, const ImageRegion& source,
                    const ImageRegion& destination) const {
-    forward_.alpha = p.alpha;
-    forward_.beta = p.beta;
-    forward_.delta = p.delta;
+    set_alpha_beta_delta(forward_, p);
     forward_.edgeMode = edge_mode_;
     set_regions(forward_, offset_, source, destination, exact_channels);
   }

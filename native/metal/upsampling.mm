@@ -37,24 +37,16 @@ class MetalUpsampling final : public UpsamplingPrimitive {
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
     set_forward(source, destination);
-    [forward_ encodeBatchToCommandBuffer:context_of(context).command_buffer()
-                            sourceImages:images_of(source)
-                       destinationImages:images_of(destination)];
+    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient,
                 const ImageRegion& destination_gradient) const override {
     // The secondary image is the forward source; the gradient writes it.
     const ImageRegion& source = destination_gradient;
-    MPSImageBatch* sources = images_of(source);
-    MPSImageBatch* gradients = images_of(source_gradient);
     set_forward(source, source_gradient);
-    MPSStateBatch* states = [forward_ resultStateBatchForSourceImage:sources
-                                                        sourceStates:nil
-                                                    destinationImage:gradients];
-    set_gradient_regions(gradient_, source_gradient, source, origin_of(source), destination_gradient, slice_channels);
-    encode_gradient_batch(gradient_, context_of(context).command_buffer(), gradients, sources, states,
-                          destination_gradient);
+    encode_gradient_with_forward_states(forward_, gradient_, context_of(context).command_buffer(), source_gradient,
+                                        source, origin_of(source), destination_gradient, slice_channels);
   }
 
  private:
