@@ -21,10 +21,29 @@ constexpr int64_t kValuesPerLane = 8;
 
 // Everything the kernels read: the descriptor's values resolved, the
 // regions, the split into tasks and the scratch arrays.
-struct Loss {
+// What the loss and its gradient take of the descriptor for every value.
+struct LossConstants {
   LossType type;
   float weight, keep, spread, delta, epsilon, share;
   bool smooth;
+};
+
+LossConstants loss_constants(const LossDescriptor& d, const ImageRegion& y) {
+  LossConstants k;
+  k.type = d.loss_type;
+  k.weight = d.weight;
+  k.smooth = d.label_smoothing > 0;
+  k.keep = 1.0f - d.label_smoothing;
+  k.spread = d.loss_type == LossType::SoftMaxCrossEntropy
+                 ? d.label_smoothing / static_cast<float>(d.number_of_classes)
+                 : 0.5f * d.label_smoothing;
+  k.delta = d.delta;
+  k.epsilon = d.epsilon;
+  k.share = 1.0f / static_cast<float>(y.c);
+  return k;
+}
+
+struct Loss : LossConstants {
   bool loss_per_pixel;  // the reduction counts pixels, not values
   bool per_value_loss;  // ReductionType::None
   bool across;          // reduce_across_batch, when reducing
@@ -382,16 +401,7 @@ void loss_and_gradient(const LossDescriptor& d, const ImageRegion& y, const Imag
                        const ImageRegion& g, const ImageRegion& loss, void* scratch, cudaStream_t stream) {
   const Split s = split_of(d, y);
   Loss k{};
-  k.type = d.loss_type;
-  k.weight = d.weight;
-  k.smooth = d.label_smoothing > 0;
-  k.keep = 1.0f - d.label_smoothing;
-  k.spread = d.loss_type == LossType::SoftMaxCrossEntropy
-                 ? d.label_smoothing / static_cast<float>(d.number_of_classes)
-                 : 0.5f * d.label_smoothing;
-  k.delta = d.delta;
-  k.epsilon = d.epsilon;
-  k.share = 1.0f / static_cast<float>(y.c);
+  static_cast<LossConstants&>(k) = loss_constants(d, y);
   k.loss_per_pixel = d.loss_per_pixel();
   k.per_value_loss = d.reduction_type == ReductionType::None;
   k.across = d.reduce_across_batch && !k.per_value_loss;
@@ -455,11 +465,9 @@ void loss_and_gradient(const LossDescriptor& d, const ImageRegion& y, const Imag
 
 namespace {
 
-struct Gradient {
-  LossType type;
+struct Gradient : LossConstants {
   ReductionType reduction;
-  float weight, keep, spread, delta, epsilon, share;
-  bool smooth, per_pixel, across, labels;
+  bool per_pixel, across, labels;
   ImageRegion y, t, w, s, g;
   double* scales;  // [images]: counts first, where counted
 };
@@ -597,17 +605,8 @@ void loss_gradient(const LossDescriptor& d, const ImageRegion& y, const ImageReg
                    cudaStream_t stream) {
   if (y.n == 0 || y.c == 0 || y.h == 0 || y.w == 0) return;
   Gradient k;
-  k.type = d.loss_type;
+  static_cast<LossConstants&>(k) = loss_constants(d, y);
   k.reduction = d.reduction_type;
-  k.weight = d.weight;
-  k.keep = 1.0f - d.label_smoothing;
-  k.smooth = d.label_smoothing > 0;
-  k.spread = d.loss_type == LossType::SoftMaxCrossEntropy
-                 ? d.label_smoothing / static_cast<float>(d.number_of_classes)
-                 : 0.5f * d.label_smoothing;
-  k.delta = d.delta;
-  k.epsilon = d.epsilon;
-  k.share = 1.0f / static_cast<float>(y.c);
   k.per_pixel = d.loss_per_pixel();
   k.across = d.reduce_across_batch && d.reduction_type != ReductionType::None;
   k.labels = labels_gradient;
