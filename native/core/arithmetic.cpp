@@ -12,17 +12,6 @@
 namespace mpsx {
 namespace {
 
-const char* forward_name(ArithmeticOperation operation) {
-  switch (operation) {
-    case ArithmeticOperation::Add: return "MPSCNNAdd";
-    case ArithmeticOperation::Subtract: return "MPSCNNSubtract";
-    case ArithmeticOperation::Multiply: return "MPSCNNMultiply";
-    case ArithmeticOperation::Divide: return "MPSCNNDivide";
-    case ArithmeticOperation::Compare: return "MPSNNCompare";
-  }
-  return "MPSCNNArithmetic";
-}
-
 void check_operation(ArithmeticOperation operation) {
   if (static_cast<int32_t>(operation) < 0 || static_cast<int32_t>(operation) > 4)
     fail<ArgumentError>("unknown arithmetic operation ", static_cast<int32_t>(operation), "; expected 0 to 4");
@@ -46,6 +35,17 @@ std::string shape_of(const Image& i) { return shape_of(i.descriptor()); }
 
 }  // namespace
 
+const char* arithmetic_class_name(ArithmeticOperation operation) {
+  switch (operation) {
+    case ArithmeticOperation::Add: return "MPSCNNAdd";
+    case ArithmeticOperation::Subtract: return "MPSCNNSubtract";
+    case ArithmeticOperation::Multiply: return "MPSCNNMultiply";
+    case ArithmeticOperation::Divide: return "MPSCNNDivide";
+    case ArithmeticOperation::Compare: return "MPSNNCompare";
+  }
+  return "MPSCNNArithmetic";
+}
+
 ArithmeticGradientState::ArithmeticGradientState(std::shared_ptr<Device> device)
     : BinaryGradientState(device), primary_view_(device, this), secondary_view_(device, this) {}
 
@@ -67,7 +67,7 @@ CNNArithmetic::CNNArithmetic(std::shared_ptr<Device> device, ArithmeticOperation
   primitive_ = make_primitive<ArithmeticPrimitive>(this->device().backend(), operation);
 }
 
-const char* CNNArithmetic::class_name() const { return forward_name(parameters.operation); }
+const char* CNNArithmetic::class_name() const { return arithmetic_class_name(parameters.operation); }
 
 void CNNArithmetic::check_properties() const {
   BinaryKernel::check_properties();
@@ -119,7 +119,7 @@ CNNArithmeticGradient::CNNArithmeticGradient(std::shared_ptr<Device> device, Ari
   check_operation(operation);
   if (operation != ArithmeticOperation::Add && operation != ArithmeticOperation::Subtract &&
       operation != ArithmeticOperation::Multiply)
-    fail<ArgumentError>("MPS has no gradient of ", forward_name(operation),
+    fail<ArgumentError>("MPS has no gradient of ", arithmetic_class_name(operation),
                         "; arithmetic gradients exist for Add, Subtract and Multiply");
   primitive_ = make_primitive<ArithmeticPrimitive>(this->device().backend(), operation);
 }
@@ -151,7 +151,7 @@ void CNNArithmeticGradient::check_source_image(State& state, const GradientState
   if (source_image.identity() != (second ? s.secondary_identity : s.primary_identity))
     fail<StateError>(class_name(), ": source_image must be the forward ", second ? "secondary" : "primary",
                      " image of the encode that made this ", state.class_name(), " (the ",
-                     secondary_filter_ ? "secondary" : "primary", " filter of ", forward_name(operation_),
+                     secondary_filter_ ? "secondary" : "primary", " filter of ", arithmetic_class_name(operation_),
                      " reads the forward ", second ? "secondary" : "primary", " image)");
 }
 

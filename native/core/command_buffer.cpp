@@ -208,18 +208,6 @@ void CommandBuffer::submit() {
   queue_->executor().submit(shared_from_this());
 }
 
-void stop_executor_thread(std::mutex& mutex, bool& stopping, std::condition_variable& wake, std::thread& thread) {
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    stopping = true;
-  }
-  wake.notify_all();
-  if (thread.get_id() == std::this_thread::get_id())
-    thread.detach();
-  else
-    thread.join();
-}
-
 void CommandBuffer::wait_until_completed() {
   device().check_process();
   if (status() == CommandBufferStatus::NotEnqueued)

@@ -1,7 +1,4 @@
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
 #include <thread>
 
 #include "backend.h"
@@ -9,38 +6,19 @@
 namespace mpsx::cpu {
 namespace {
 
-// What the worker thread shares with its executor. The worker keeps its own
-// reference: the executor can be destroyed on the worker itself, when the
-// last command buffer of a forgotten queue finishes there.
-struct WorkerState {
+// What the worker thread shares with its executor.
+struct WorkerState : ExecutorQueue<std::shared_ptr<CommandBuffer>> {
   explicit WorkerState(const dnnl::engine& engine) : context(engine) {}
   CpuContext context;
-  std::mutex mutex;
-  std::condition_variable wake, idle;
-  std::deque<std::shared_ptr<CommandBuffer>> pending;
-  bool busy = false;
-  bool stopping = false;
 };
 
 void run(std::shared_ptr<WorkerState> state) {
-  for (;;) {
-    std::shared_ptr<CommandBuffer> next;
-    {
-      std::unique_lock<std::mutex> lock(state->mutex);
-      state->wake.wait(lock, [&] { return state->stopping || !state->pending.empty(); });
-      if (state->pending.empty()) return;
-      next = std::move(state->pending.front());
-      state->pending.pop_front();
-      state->busy = true;
-    }
+  std::shared_ptr<CommandBuffer> next;
+  while (state->take(next)) {
     next->execute(state->context);
     next->finish();
     next.reset();
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
-      state->busy = false;
-    }
-    state->idle.notify_all();
+    state->finished();
   }
 }
 
@@ -51,20 +29,11 @@ class CpuExecutor final : public Executor {
   explicit CpuExecutor(const dnnl::engine& engine)
       : state_(std::make_shared<WorkerState>(engine)), worker_(run, state_) {}
 
-  ~CpuExecutor() override { stop_executor_thread(state_->mutex, state_->stopping, state_->wake, worker_); }
+  ~CpuExecutor() override { state_->stop(worker_); }
 
-  void submit(std::shared_ptr<CommandBuffer> command_buffer) override {
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->pending.push_back(std::move(command_buffer));
-    }
-    state_->wake.notify_one();
-  }
+  void submit(std::shared_ptr<CommandBuffer> command_buffer) override { state_->push(std::move(command_buffer)); }
 
-  bool wait_until_idle(std::chrono::milliseconds at_most) override {
-    std::unique_lock<std::mutex> lock(state_->mutex);
-    return state_->idle.wait_for(lock, at_most, [this] { return state_->pending.empty() && !state_->busy; });
-  }
+  bool wait_until_idle(std::chrono::milliseconds at_most) override { return state_->wait_until_idle(at_most); }
 
  private:
   std::shared_ptr<WorkerState> state_;

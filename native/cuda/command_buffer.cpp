@@ -13,35 +13,24 @@ namespace {
 
 // What the completion thread shares with its executor; the thread keeps its
 // own reference, as the cpu executor's worker does.
-struct CompletionState {
+struct CompletionState : ExecutorQueue<std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t>> {
   explicit CompletionState(int ordinal) : ordinal(ordinal) {}
   int ordinal;
-  std::mutex mutex;
-  std::condition_variable wake, idle;
-  std::deque<std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t>> pending;
   // The command buffer the thread waits for, and its event.
   const CommandBuffer* waiting_for = nullptr;
   cudaEvent_t waiting_event = nullptr;
   std::vector<cudaEvent_t> free_events;
-  bool stopping = false;
-  bool busy = false;
 };
 
 // Waits for each command buffer's event in commit order, then finishes it:
 // releases what it held, runs host steps and completed handlers.
 void complete(std::shared_ptr<CompletionState> state) {
-  for (;;) {
-    std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t> next;
-    {
-      std::unique_lock<std::mutex> lock(state->mutex);
-      state->wake.wait(lock, [&] { return state->stopping || !state->pending.empty(); });
-      if (state->pending.empty()) return;
-      next = std::move(state->pending.front());
-      state->pending.pop_front();
-      state->busy = true;
-      state->waiting_for = next.first.get();
-      state->waiting_event = next.second;
-    }
+  const auto wait_for = [&](const std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t>& taken) {
+    state->waiting_for = taken.first.get();
+    state->waiting_event = taken.second;
+  };
+  std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t> next;
+  while (state->take(next, wait_for)) {
     {
       DeviceScope scope(state->ordinal);
       cudaError_t status = cudaEventSynchronize(next.second);
@@ -55,13 +44,10 @@ void complete(std::shared_ptr<CompletionState> state) {
     }
     next.first->finish();
     next.first.reset();
-    {
-      std::lock_guard<std::mutex> lock(state->mutex);
+    state->finished([&] {
       state->free_events.push_back(next.second);
-      state->busy = false;
       state->waiting_for = nullptr;
-    }
-    state->idle.notify_all();
+    });
   }
 }
 
@@ -100,7 +86,7 @@ class CudaExecutor final : public Executor {
         thread_(complete, state_) {}
 
   ~CudaExecutor() override {
-    stop_executor_thread(state_->mutex, state_->stopping, state_->wake, thread_);
+    state_->stop(thread_);
     DeviceScope scope(state_->ordinal);
     for (cudaEvent_t e : state_->free_events) cudaEventDestroy(e);
   }
@@ -123,11 +109,7 @@ class CudaExecutor final : public Executor {
         command_buffer->set_error(std::current_exception());
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->pending.emplace_back(std::move(command_buffer), event);
-    }
-    state_->wake.notify_one();
+    state_->push({std::move(command_buffer), event});
   }
 
   // Polls the command buffer's event on the calling thread, as
@@ -171,10 +153,7 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
-  bool wait_until_idle(std::chrono::milliseconds at_most) override {
-    std::unique_lock<std::mutex> lock(state_->mutex);
-    return state_->idle.wait_for(lock, at_most, [this] { return state_->pending.empty() && !state_->busy; });
-  }
+  bool wait_until_idle(std::chrono::milliseconds at_most) override { return state_->wait_until_idle(at_most); }
 
  private:
   void run(CommandBuffer& command_buffer) {

@@ -98,16 +98,7 @@ class MetalArithmetic final : public ArithmeticPrimitive {
   }
 
  private:
-  const char* forward_name() const {
-    switch (operation_) {
-      case ArithmeticOperation::Add: return "MPSCNNAdd";
-      case ArithmeticOperation::Subtract: return "MPSCNNSubtract";
-      case ArithmeticOperation::Multiply: return "MPSCNNMultiply";
-      case ArithmeticOperation::Divide: return "MPSCNNDivide";
-      case ArithmeticOperation::Compare: return "MPSNNCompare";
-    }
-    return "MPSCNNArithmetic";
-  }
+  const char* forward_name() const { return arithmetic_class_name(operation_); }
 
   static void set_forward(MPSCNNArithmetic* k, const ImageRegion& primary, const ImageRegion& secondary,
                           const ImageRegion& destination) {

@@ -21,43 +21,28 @@
 #include "mpsx/errors.h"
 #include "mpsx/kernels/normalization.h"
 #include "mpsx/registry.h"
+#include "normalization.h"
 
 // The <MPSCNNBatchNormalizationDataSource> of the primitive's own
-// MPSCNNBatchNormalization kernels: the neutral normalization of
-// mpsx/kernels/normalization.h (every array a source does not give), since
-// every encode brings its gamma, beta, mean, variance and epsilon. It has
-// what MPS calls: the required methods and NSCopying's copy.
-@interface MPSXNeutralBatchNormalizationDataSource : NSObject <MPSCNNBatchNormalizationDataSource>
-- (instancetype)initWithChannels:(int64_t)channels NS_DESIGNATED_INITIALIZER;
-- (instancetype)init NS_UNAVAILABLE;
+// MPSCNNBatchNormalization kernels: the neutral normalization, with its mean
+// and variance, since every encode brings its gamma, beta, mean, variance
+// and epsilon.
+@interface MPSXNeutralBatchNormalizationDataSource
+    : MPSXNeutralNormalizationDataSource <MPSCNNBatchNormalizationDataSource>
 @end
 
 @implementation MPSXNeutralBatchNormalizationDataSource {
-  std::vector<float> _gamma, _beta, _mean, _variance;
+  std::vector<float> _mean, _variance;
 }
 
 - (instancetype)initWithChannels:(int64_t)channels {
-  if ((self = [super init])) {
+  if ((self = [super initWithChannels:channels])) {
     using mpsx::NormalizationArray;
     const size_t count = static_cast<size_t>(channels);
-    _gamma.assign(count, mpsx::normalization_default(NormalizationArray::Gamma));
-    _beta.assign(count, mpsx::normalization_default(NormalizationArray::Beta));
     _mean.assign(count, mpsx::normalization_default(NormalizationArray::Mean));
     _variance.assign(count, mpsx::normalization_default(NormalizationArray::Variance));
   }
   return self;
-}
-
-- (NSUInteger)numberOfFeatureChannels {
-  return static_cast<NSUInteger>(_gamma.size());
-}
-
-- (float*)gamma {
-  return _gamma.data();
-}
-
-- (float*)beta {
-  return _beta.data();
 }
 
 - (float*)mean {
@@ -68,25 +53,8 @@
   return _variance.data();
 }
 
-- (BOOL)load {
-  return YES;
-}
-
-// The arrays are the source's own and never change: nothing to purge.
-- (void)purge {
-}
-
 - (NSString*)label {
   return @"mpsx batch normalization";
-}
-
-- (float)epsilon {
-  return mpsx::kNormalizationDefaultEpsilon;
-}
-
-// Immutable: a copy is the same values.
-- (id)copyWithZone:(NSZone*)zone {
-  return self;
 }
 
 @end

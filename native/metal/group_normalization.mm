@@ -30,106 +30,39 @@
 #include "mpsx/errors.h"
 #include "mpsx/kernels/normalization.h"
 #include "mpsx/registry.h"
+#include "normalization.h"
 
-// The <MPSCNNInstanceNormalizationDataSource> of the primitive's own
-// MPSCNNInstanceNormalization kernels: the neutral normalization of
-// mpsx/kernels/normalization.h, since every encode reloads its gamma and
-// beta and sets its epsilon. It has what MPS calls: the required methods,
-// epsilon, load, purge and NSCopying's copy.
-@interface MPSXInstanceNormalizationDataSource : NSObject <MPSCNNInstanceNormalizationDataSource>
-- (instancetype)initWithChannels:(int64_t)channels NS_DESIGNATED_INITIALIZER;
-- (instancetype)init NS_UNAVAILABLE;
+// The <MPSCNNInstanceNormalizationDataSource> and
+// <MPSCNNGroupNormalizationDataSource> of the primitive's own
+// MPSCNNInstanceNormalization and MPSCNNGroupNormalization kernels: the
+// neutral normalization, since every encode reloads its gamma and beta and
+// sets its epsilon; the group one with the number of groups the kernel is
+// made for.
+@interface MPSXInstanceNormalizationDataSource
+    : MPSXNeutralNormalizationDataSource <MPSCNNInstanceNormalizationDataSource>
 @end
 
-@implementation MPSXInstanceNormalizationDataSource {
-  std::vector<float> _gamma, _beta;
-}
-
-- (instancetype)initWithChannels:(int64_t)channels {
-  if ((self = [super init])) {
-    using mpsx::NormalizationArray;
-    const size_t count = static_cast<size_t>(channels);
-    _gamma.assign(count, mpsx::normalization_default(NormalizationArray::Gamma));
-    _beta.assign(count, mpsx::normalization_default(NormalizationArray::Beta));
-  }
-  return self;
-}
-
-- (NSUInteger)numberOfFeatureChannels {
-  return static_cast<NSUInteger>(_gamma.size());
-}
-
-- (float*)gamma {
-  return _gamma.data();
-}
-
-- (float*)beta {
-  return _beta.data();
-}
-
-- (float)epsilon {
-  return mpsx::kNormalizationDefaultEpsilon;
-}
-
-- (BOOL)load {
-  return YES;
-}
-
-// The arrays are the source's own and never change: nothing to purge.
-- (void)purge {
-}
+@implementation MPSXInstanceNormalizationDataSource
 
 - (NSString*)label {
   return @"mpsx instance normalization";
 }
 
-// Immutable: a copy is the same values.
-- (id)copyWithZone:(NSZone*)zone {
-  return self;
-}
-
 @end
 
-// The <MPSCNNGroupNormalizationDataSource> of the primitive's own
-// MPSCNNGroupNormalization kernels: as the instance normalization's, with
-// the number of groups the kernel is made for.
-@interface MPSXGroupNormalizationDataSource : NSObject <MPSCNNGroupNormalizationDataSource>
+@interface MPSXGroupNormalizationDataSource : MPSXNeutralNormalizationDataSource <MPSCNNGroupNormalizationDataSource>
 - (instancetype)initWithChannels:(int64_t)channels groups:(int64_t)groups NS_DESIGNATED_INITIALIZER;
-- (instancetype)init NS_UNAVAILABLE;
+- (instancetype)initWithChannels:(int64_t)channels NS_UNAVAILABLE;
 @end
 
-@implementation MPSXGroupNormalizationDataSource {
-  std::vector<float> _gamma, _beta;
-}
+@implementation MPSXGroupNormalizationDataSource
 
 // The protocol's numberOfGroups is read-write.
 @synthesize numberOfGroups = _numberOfGroups;
 
 - (instancetype)initWithChannels:(int64_t)channels groups:(int64_t)groups {
-  if ((self = [super init])) {
-    using mpsx::NormalizationArray;
-    const size_t count = static_cast<size_t>(channels);
-    _gamma.assign(count, mpsx::normalization_default(NormalizationArray::Gamma));
-    _beta.assign(count, mpsx::normalization_default(NormalizationArray::Beta));
-    _numberOfGroups = static_cast<NSUInteger>(groups);
-  }
+  if ((self = [super initWithChannels:channels])) _numberOfGroups = static_cast<NSUInteger>(groups);
   return self;
-}
-
-- (NSUInteger)numberOfFeatureChannels {
-  return static_cast<NSUInteger>(_gamma.size());
-}
-
-- (float*)gamma {
-  return _gamma.data();
-}
-
-- (float*)beta {
-  return _beta.data();
-}
-
-- (float)epsilon {
-  return mpsx::kNormalizationDefaultEpsilon;
 }
 
 - (NSString*)label {
@@ -138,7 +71,7 @@
 
 // numberOfGroups can be set: a copy is a new source of the same values.
 - (id)copyWithZone:(NSZone*)zone {
-  return [[MPSXGroupNormalizationDataSource alloc] initWithChannels:static_cast<int64_t>(_gamma.size())
+  return [[MPSXGroupNormalizationDataSource alloc] initWithChannels:static_cast<int64_t>(self.numberOfFeatureChannels)
                                                              groups:static_cast<int64_t>(_numberOfGroups)];
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,10 +41,78 @@ class Executor {
   virtual bool order_stream_after_submitted(int64_t /*stream*/) { return false; }
 };
 
-// Stops an executor's thread: sets `stopping` under `mutex`, wakes the thread
-// and joins it, or detaches it when the executor dies on that thread (its
-// last reference dropped by a completed handler).
-void stop_executor_thread(std::mutex& mutex, bool& stopping, std::condition_variable& wake, std::thread& thread);
+// What an executor's thread takes, in submission order, and what the
+// executor waits on (the cpu executor's command buffers to run, the cuda
+// executor's to complete). The thread keeps its own reference to the state
+// holding it: the executor can be destroyed on that thread, when the last
+// command buffer of a forgotten queue finishes there.
+template <class Item>
+struct ExecutorQueue {
+  std::mutex mutex;
+  std::condition_variable wake, idle;
+  std::deque<Item> pending;
+  bool busy = false;
+  bool stopping = false;
+
+  void push(Item item) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      pending.push_back(std::move(item));
+    }
+    wake.notify_one();
+  }
+
+  // The thread's next item, waited for; false once stopping with nothing
+  // pending. `taken(next)` runs under the lock.
+  template <class Taken>
+  bool take(Item& next, Taken taken) {
+    std::unique_lock<std::mutex> lock(mutex);
+    wake.wait(lock, [&] { return stopping || !pending.empty(); });
+    if (pending.empty()) return false;
+    next = std::move(pending.front());
+    pending.pop_front();
+    busy = true;
+    taken(next);
+    return true;
+  }
+  bool take(Item& next) {
+    return take(next, [](const Item&) {});
+  }
+
+  // The thread is done with its item; `done()` runs under the lock.
+  template <class Done>
+  void finished(Done done) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      busy = false;
+      done();
+    }
+    idle.notify_all();
+  }
+  void finished() {
+    finished([] {});
+  }
+
+  bool wait_until_idle(std::chrono::milliseconds at_most) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return idle.wait_for(lock, at_most, [this] { return pending.empty() && !busy; });
+  }
+
+  // Sets `stopping`, wakes the thread and joins it, or detaches it when the
+  // executor dies on that thread (its last reference dropped by a completed
+  // handler).
+  void stop(std::thread& thread) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    if (thread.get_id() == std::this_thread::get_id())
+      thread.detach();
+    else
+      thread.join();
+  }
+};
 
 // Sizes within core's limits (types.h) that a backend's kernels cannot
 // handle. Core refuses them with ShapeError where a kernel is made, before

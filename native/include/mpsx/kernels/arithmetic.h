@@ -15,6 +15,9 @@ class ExecutionContext;
 
 enum class ArithmeticOperation : int32_t { Add = 0, Subtract, Multiply, Divide, Compare };
 
+// The MPS class of the forward kernel of an operation ("MPSCNNAdd", ...).
+const char* arithmetic_class_name(ArithmeticOperation operation);
+
 // MPSNNComparisonType, same values.
 enum class ComparisonType : int32_t { Equal = 0, NotEqual, Less, LessOrEqual, Greater, GreaterOrEqual, Count };
 
