@@ -61,6 +61,37 @@ def finite_difference_gradient(f, x, h=1e-3, indices=None):
     return gradient
 
 
+def forward_finite_differences(device, forward, x, dy, h=1e-2):
+    """The central-difference gradient of sum(y * dy), y = forward's encode of x as a float32 image on the device:
+    the reference for a gradient kernel that does not trust the forward pass's formula."""
+    def loss(values):
+        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
+        return float(np.sum(y.astype(np.float64) * dy))
+
+    return finite_difference_gradient(loss, x, h)
+
+
+def kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=None):
+    """y and dx (numpy) of a forward kernel over the image x (into destination where given) and its gradient
+    kernel for the image dy, on one command buffer."""
+    source = mpsx.Image.from_numpy(device, x)
+
+    def encode(cb):
+        y, state = forward.encode(cb, source, destination, destination_state=True)
+        return y, gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
+
+    return read(device, encode)
+
+
+def autograd(function, x, dy, *args):
+    """function(x, *args) and its gradient for the output gradient dy by torch autograd, in float64, as numpy."""
+    import torch
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    y = function(xt, *args)
+    y.backward(torch.tensor(dy, dtype=torch.float64))
+    return y.detach().numpy(), xt.grad.numpy()
+
+
 def assert_same_run(device, got, expected, err_msg=""):
     """Two runs of the same computation: equal on cpu; on a GPU within float32 rounding, since cuDNN's
     fastest algorithms (a weight gradient summed with atomics) need not give the same bits twice."""
@@ -103,6 +134,75 @@ def run_isolated(device, code, timeout=60):
                               timeout=timeout)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def assert_uninitialized_raise(cls, names, only_those_it_has=False):
+    """A cls made without __init__: its repr works and reading each of `names` (only those cls has, where
+    only_those_it_has) raises TypeError. Returns the object."""
+    obj = cls.__new__(cls)
+    repr(obj)
+    for name in names:
+        if not only_those_it_has or hasattr(cls, name):
+            with pytest.raises(TypeError):
+                getattr(obj, name)
+    return obj
+
+
+class GammaAndBeta:
+    """The getters of a Python normalization data source that keeps gamma and beta as numpy arrays in self.g and
+    self.b, with as many feature channels as gamma has; put before the mpsx data source class it serves."""
+
+    def number_of_feature_channels(self):
+        return len(self.g)
+
+    def gamma(self):
+        return self.g
+
+    def beta(self):
+        return self.b
+
+
+class ArrayConvolutionSource(mpsx.CNNConvolutionDataSource):
+    """A Python convolution data source of a descriptor and numpy weights and biases (self._weights and
+    self._biases, which subclasses' updates replace)."""
+
+    def __init__(self, descriptor, weights, biases):
+        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        return self._weights
+
+    def bias_terms(self):
+        return self._biases
+
+
+class StateConvolutionSource:
+    """The WWDC19 training sample's form of a convolution data source (a plain class, not the mpsx base): its
+    weights and biases live in self.state, a CNNConvolutionWeightsAndBiasesState that its own
+    update_with_command_buffer updates; self._descriptor and self.name are set by the subclass."""
+
+    data_type = mpsx.DataType.FLOAT32
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        return self.state.weights
+
+    def bias_terms(self):
+        return self.state.biases
+
+    def load(self):
+        return True
+
+    def purge(self):
+        pass
+
+    def label(self):
+        return self.name
 
 
 class Handle:
@@ -165,6 +265,42 @@ def forward_and_gradient(device, node, gradient, x, dy):
     assert sorted(h.label for h in graph.source_image_handles) == ["dy", "x"]
     y, (dx,) = run_graph(device, graph, {"x": x, "dy": dy})
     return y, dx
+
+
+def assert_nodes_match_torch(device, node, gradient, x, dy, function, *args, rtol=1e-4, atol=1e-5):
+    """y and dx of a forward node and its gradient node (forward_and_gradient) against function(x, *args) and its
+    input gradient by torch autograd (float64)."""
+    y, dx = forward_and_gradient(device, node, gradient, x, dy)
+    expected_y, expected_dx = autograd(function, x, dy, *args)
+    assert y.shape == x.shape and dx.shape == x.shape
+    np.testing.assert_allclose(y, expected_y, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
+
+
+def gradient_node_copied_forward(device, cls, name, value, copied, message):
+    """A node cls(x, 3) and its gradient node, then the node's `name` set to value: the gradient node keeps
+    the `copied` value it took when made, and a graph of it is refused with `message`. Returns both nodes."""
+    node = cls(mpsx.NNImageNode(Handle("x")), 3)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    setattr(node, name, value)
+    assert getattr(gradient, name) == copied  # copied when made
+    with pytest.raises(ValueError, match=message):
+        float32_graph(device, gradient.result_image)
+    return node, gradient
+
+
+def train_normalization_node(device, cls, gradient_cls, k, parameters, torch_layer, **sizes):
+    """train_between_convolution_and_fully_connected with cls(image, k) as the node, `parameters` set on it;
+    asserts that training_graph made a gradient_cls for it, and returns that gradient node."""
+    def make_node(image):
+        node = cls(image, k)
+        for name, value in parameters.items():
+            setattr(node, name, value)
+        return node
+
+    made = train_between_convolution_and_fully_connected(device, make_node, torch_layer, **sizes)[cls.__name__]
+    assert isinstance(made, gradient_cls)
+    return made
 
 
 def train_between_convolution_and_fully_connected(device, make_node, torch_layer, c_in=2, c=4, size=5, classes=3,

@@ -8,23 +8,15 @@ kernel's 0), and bad input."""
 
 import numpy as np
 import pytest
-import torch
 
 import mpsx
-from helpers import float32_graph, forward_and_gradient, train_between_convolution_and_fully_connected
+from helpers import (assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
+                     gradient_node_copied_forward, train_normalization_node)
 from test_graph import Handle
 from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
 
-N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
 NODE_DEFAULTS = {"alpha": 1.0, "beta": 0.5, "delta": 1.0 / 1024, "p0": 1.0, "pm": 0.0, "ps": 1.0}
 GRADIENT_DEFAULTS = dict(NODE_DEFAULTS, alpha=0.0)
-
-
-def torch_reference(x, dy, k, p):
-    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    y = torch_lcn(xt, k, p)
-    y.backward(torch.tensor(dy, dtype=torch.float64))
-    return y.detach().numpy(), xt.grad.numpy()
 
 
 def values(node):
@@ -48,11 +40,7 @@ def test_forward_and_gradient_match_torch(device, rng, k, p):
     assert isinstance(gradient, mpsx.CNNLocalContrastNormalizationGradientNode)
     assert (gradient.kernel_width, gradient.kernel_height) == (k, k)
     assert values(gradient) == as_float32(p)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, k, p)
-    assert y.shape == x.shape and dx.shape == x.shape
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_lcn, k, p, atol=1e-4)
 
 
 def test_gradient_node_made_by_hand(device, rng):
@@ -71,28 +59,19 @@ def test_gradient_node_made_by_hand(device, rng):
     for name, value in GENERAL.items():
         setattr(node, name, value)
         setattr(gradient, name, value)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, 3, GENERAL)
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_lcn, 3, GENERAL, atol=1e-4)
 
 
-NORM = dict(k=3, alpha=0.8, beta=0.75, delta=0.5, p0=0.6, pm=0.25, ps=1.5)
+K, NORM = 3, dict(alpha=0.8, beta=0.75, delta=0.5, p0=0.6, pm=0.25, ps=1.5)
 
 
 def test_training_graph_trains_as_pytorch(device):
     """conv 3x3 -> local contrast normalization -> fully connected -> softmax cross entropy, trained by the
     graph training_graph makes, against the same model in PyTorch with SGD."""
-    def make_node(image):
-        norm = mpsx.CNNLocalContrastNormalizationNode(image, NORM["k"])
-        for name in PARAMETERS:
-            setattr(norm, name, NORM[name])
-        return norm
-    made = train_between_convolution_and_fully_connected(device, make_node, lambda h: torch_lcn(h, NORM["k"], NORM),
-                                                         c_in=C_IN, c=C, size=SIZE, classes=CLASSES, n=N, lr=LR,
-                                                         steps=STEPS)
-    assert isinstance(made["CNNLocalContrastNormalizationNode"], mpsx.CNNLocalContrastNormalizationGradientNode)
-    assert made["CNNLocalContrastNormalizationNode"].p0 == np.float32(NORM["p0"])
+    made = train_normalization_node(device, mpsx.CNNLocalContrastNormalizationNode,
+                                    mpsx.CNNLocalContrastNormalizationGradientNode, K, NORM,
+                                    lambda h: torch_lcn(h, K, NORM))
+    assert made.p0 == np.float32(NORM["p0"])
 
 
 def test_defaults_and_properties(device):
@@ -118,12 +97,8 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    node.pm = 0.5
-    assert gradient.pm == 0.0  # copied when made
-    with pytest.raises(ValueError, match=r"pm is 0 but its forward node's is 0.5"):
-        float32_graph(device, gradient.result_image)
+    node, gradient = gradient_node_copied_forward(device, mpsx.CNNLocalContrastNormalizationNode, "pm", 0.5, 0.0,
+                                                  r"pm is 0 but its forward node's is 0.5")
     gradient.pm = 0.5  # set on both: it compiles
     float32_graph(device, gradient.result_image)
     node.kernel_width = node.kernel_height = 5
@@ -164,10 +139,6 @@ def test_bad_input(device):
 @pytest.mark.parametrize("cls", [mpsx.CNNLocalContrastNormalizationNode,
                                  mpsx.CNNLocalContrastNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "kernel_width", "kernel_height") + PARAMETERS:
-        with pytest.raises(TypeError):
-            getattr(obj, name)
+    obj = assert_uninitialized_raise(cls, ("result_image", "kernel_width", "kernel_height") + PARAMETERS)
     with pytest.raises(TypeError):
         obj.alpha = 1.0

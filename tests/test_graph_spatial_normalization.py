@@ -7,29 +7,16 @@ and their defaults (MPSNNGraphNodes.h), and bad input."""
 
 import numpy as np
 import pytest
-import torch
 
 import mpsx
-from helpers import float32_graph, forward_and_gradient, train_between_convolution_and_fully_connected
+from helpers import (assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
+                     gradient_node_copied_forward, train_normalization_node)
 from test_graph import Handle
+from test_graph_cross_channel_normalization import CASES, K, NORM
 from test_spatial_normalization import torch_forward
 
-N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
 
-
-def torch_norm(x, k, alpha, beta, delta):
-    return torch_forward(x, k, alpha, beta, delta)
-
-
-def torch_reference(x, dy, k, alpha, beta, delta):
-    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    y = torch_norm(xt, k, alpha, beta, delta)
-    y.backward(torch.tensor(dy, dtype=torch.float64))
-    return y.detach().numpy(), xt.grad.numpy()
-
-
-@pytest.mark.parametrize("k, alpha, beta, delta", [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5),
-                                                   (1, 1.0, 0.75, 2.0)])
+@pytest.mark.parametrize("k, alpha, beta, delta", CASES)
 def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
     x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
@@ -39,11 +26,7 @@ def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
     assert isinstance(gradient, mpsx.CNNSpatialNormalizationGradientNode)
     assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
         (k, k, alpha, beta, delta)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, k, alpha, beta, delta)
-    assert y.shape == x.shape and dx.shape == x.shape
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_forward, k, alpha, beta, delta)
 
 
 def test_gradient_node_made_by_hand(device, rng):
@@ -59,27 +42,15 @@ def test_gradient_node_made_by_hand(device, rng):
     with pytest.raises(ValueError, match="alpha is 1 but its forward node's is 0.25"):
         float32_graph(device, gradient.result_image)
     gradient.alpha, gradient.beta, gradient.delta = 0.25, 0.5, 2.0
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, 3, 0.25, 0.5, 2.0)
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
-
-
-NORM = dict(k=3, alpha=2.0, beta=0.75, delta=1.0)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_forward, 3, 0.25, 0.5, 2.0)
 
 
 def test_training_graph_trains_as_pytorch(device):
     """conv 3x3 -> spatial normalization -> fully connected -> softmax cross entropy, trained by the
     graph training_graph makes, against the same model in PyTorch with SGD."""
-    def make_node(image):
-        norm = mpsx.CNNSpatialNormalizationNode(image, NORM["k"])
-        norm.alpha, norm.beta, norm.delta = NORM["alpha"], NORM["beta"], NORM["delta"]
-        return norm
-    layer = lambda h: torch_norm(h, NORM["k"], NORM["alpha"], NORM["beta"], NORM["delta"])
-    made = train_between_convolution_and_fully_connected(device, make_node, layer, c_in=C_IN, c=C, size=SIZE,
-                                                         classes=CLASSES, n=N, lr=LR, steps=STEPS)
-    assert isinstance(made["CNNSpatialNormalizationNode"], mpsx.CNNSpatialNormalizationGradientNode)
-    assert made["CNNSpatialNormalizationNode"].alpha == NORM["alpha"]
+    made = train_normalization_node(device, mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode,
+                                    K, NORM, lambda h: torch_forward(h, K, **NORM))
+    assert made.alpha == NORM["alpha"]
 
 
 def test_defaults_and_properties(device):
@@ -101,12 +72,8 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    node.delta = 0.5
-    assert gradient.delta == 1.0  # copied when made
-    with pytest.raises(ValueError, match=r"delta is 1 but its forward node's is 0.5"):
-        float32_graph(device, gradient.result_image)
+    node, gradient = gradient_node_copied_forward(device, mpsx.CNNSpatialNormalizationNode, "delta", 0.5, 1.0,
+                                                  r"delta is 1 but its forward node's is 0.5")
     gradient.delta = 0.5  # set on both: it compiles
     float32_graph(device, gradient.result_image)
     node.kernel_width = node.kernel_height = 5
@@ -157,11 +124,7 @@ def test_bad_input(device):
 
 @pytest.mark.parametrize("cls", [mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "alpha", "beta", "delta", "kernel_width", "kernel_height"):
-        with pytest.raises(TypeError):
-            getattr(obj, name)
+    obj = assert_uninitialized_raise(cls, ("result_image", "alpha", "beta", "delta", "kernel_width", "kernel_height"))
     with pytest.raises(TypeError):
         obj.alpha = 1.0
     with pytest.raises(TypeError):
