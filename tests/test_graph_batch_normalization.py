@@ -9,7 +9,7 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
-from helpers import Handle, assert_uninitialized_raise, float32_graph, one_hot_labels
+from helpers import GammaAndBeta, Handle, assert_uninitialized_raise, float32_graph, one_hot_labels
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
 
@@ -33,22 +33,13 @@ def batch(seed=6):
     return x, labels
 
 
-class HostNormalization(mpsx.CNNBatchNormalizationDataSource):
+class HostNormalization(GammaAndBeta, mpsx.CNNBatchNormalizationDataSource):
     """gamma, beta and the running statistics in numpy, updated on the host as PyTorch does."""
     epsilon = EPSILON
 
     def __init__(self, p):
         self.g, self.b, self.m, self.v = (p[k].copy() for k in ("gamma", "beta", "mean", "variance"))
         self.calls = []
-
-    def number_of_feature_channels(self):
-        return C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def mean(self):
         return self.m

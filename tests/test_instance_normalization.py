@@ -195,19 +195,13 @@ def test_gradient_kernels(device):
     assert type(g) is mpsx.CNNInstanceNormalizationGradient
 
 
-class Source(mpsx.CNNInstanceNormalizationDataSource):
+class Source(helpers.GammaAndBeta, mpsx.CNNInstanceNormalizationDataSource):
     def __init__(self, gamma, beta=None, channels=None):
         self.g, self.b, self.loads, self.purges = gamma, beta, 0, 0
         self.channels = len(gamma) if channels is None else channels
 
     def number_of_feature_channels(self):
         return self.channels
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def load(self):
         self.loads += 1
@@ -401,52 +395,26 @@ def test_a_data_source_without_updates(device):
 
 def torch_trajectory(p, x, labels):
     """styles.torch_trajectory with instance normalization in place of batch normalization."""
-    N, C, C_IN, SIZE, CLASSES = styles.N, styles.C, styles.C_IN, styles.SIZE, styles.CLASSES
-    conv = torch.nn.Conv2d(C_IN, C, 3, padding=1)
-    conv.weight.data = torch.tensor(p["conv_w"]).permute(0, 3, 1, 2).contiguous()
-    conv.bias.data = torch.tensor(p["conv_b"])
-    norm = torch.nn.InstanceNorm2d(C, eps=styles.EPSILON, affine=True)
-    norm.weight.data, norm.bias.data = torch.tensor(p["gamma"]), torch.tensor(p["beta"])
-    fc = torch.nn.Linear(SIZE * SIZE * C, CLASSES)
-    fc.weight.data = torch.tensor(p["fc_w"]).reshape(CLASSES, -1)
-    fc.bias.data = torch.tensor(p["fc_b"])
-    optimizer = torch.optim.SGD([conv.weight, conv.bias, norm.weight, norm.bias, fc.weight, fc.bias], lr=styles.LR)
-    target = torch.tensor(labels.reshape(N, -1).argmax(1))
-    trajectory, losses = [], []
-    for _ in range(styles.STEPS):
-        optimizer.zero_grad()
-        h = torch.relu(norm(conv(torch.tensor(x))))
-        loss = torch.nn.functional.cross_entropy(fc(h.permute(0, 2, 3, 1).reshape(N, -1)), target)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        trajectory.append(dict(
-            conv_w=conv.weight.detach().permute(0, 2, 3, 1).numpy().copy(), conv_b=conv.bias.detach().numpy().copy(),
-            gamma=norm.weight.detach().numpy().copy(), beta=norm.bias.detach().numpy().copy(),
-            fc_w=fc.weight.detach().reshape(CLASSES, SIZE, SIZE, C).numpy().copy(),
-            fc_b=fc.bias.detach().numpy().copy()))
-    return trajectory, losses
+    return styles.torch_trajectory(p, x, labels, torch.nn.InstanceNorm2d(styles.C, eps=styles.EPSILON, affine=True))
 
 
-class NormalizationSource(mpsx.CNNInstanceNormalizationDataSource):
+class SGDGammaAndBeta(helpers.GammaAndBeta):
+    """gamma and beta of a data source of the three styles' model, updated by a plain SGD step over the batch of
+    states (style 2)."""
     epsilon = styles.EPSILON
 
     def __init__(self, gamma, beta):
         self.g, self.b = gamma.copy(), beta.copy()
 
-    def number_of_feature_channels(self):
-        return styles.C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
-
-    def update_gamma_and_beta_with_instance_normalization_state_batch(self, states):  # style 2
+    def sgd_step(self, states):
         self.g = states[0].gamma.to_numpy() - styles.LR * sum(s.gradient_for_gamma.to_numpy() for s in states)
         self.b = states[0].beta.to_numpy() - styles.LR * sum(s.gradient_for_beta.to_numpy() for s in states)
         return True
+
+
+class NormalizationSource(SGDGammaAndBeta, mpsx.CNNInstanceNormalizationDataSource):
+    def update_gamma_and_beta_with_instance_normalization_state_batch(self, states):  # style 2
+        return self.sgd_step(states)
 
 
 class Model(styles.Model):

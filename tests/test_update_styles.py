@@ -9,7 +9,7 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
-from helpers import one_hot_labels
+from helpers import GammaAndBeta, one_hot_labels
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 4
 EPSILON = 1e-5
@@ -33,12 +33,14 @@ def batch(seed=4):
     return x, labels
 
 
-def torch_trajectory(p, x, labels):
-    """Parameters after every step of plain SGD in PyTorch (OHWI weights)."""
+def torch_trajectory(p, x, labels, bn=None):
+    """Parameters after every step of plain SGD in PyTorch (OHWI weights); bn, the normalization layer, is
+    BatchNorm2d unless given."""
     conv = torch.nn.Conv2d(C_IN, C, 3, padding=1)
     conv.weight.data = torch.tensor(p["conv_w"]).permute(0, 3, 1, 2).contiguous()
     conv.bias.data = torch.tensor(p["conv_b"])
-    bn = torch.nn.BatchNorm2d(C, eps=EPSILON)
+    if bn is None:
+        bn = torch.nn.BatchNorm2d(C, eps=EPSILON)
     bn.weight.data, bn.bias.data = torch.tensor(p["gamma"]), torch.tensor(p["beta"])
     fc = torch.nn.Linear(SIZE * SIZE * C, CLASSES)
     fc.weight.data = torch.tensor(p["fc_w"]).reshape(CLASSES, -1)
@@ -62,20 +64,11 @@ def torch_trajectory(p, x, labels):
     return trajectory, losses
 
 
-class NormalizationSource(mpsx.CNNBatchNormalizationDataSource):
+class NormalizationSource(GammaAndBeta, mpsx.CNNBatchNormalizationDataSource):
     epsilon = EPSILON
 
     def __init__(self, gamma, beta):
         self.g, self.b = gamma.copy(), beta.copy()
-
-    def number_of_feature_channels(self):
-        return C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def update_gamma_and_beta_with_batch_normalization_state(self, state):  # style 2
         self.g = state.gamma.to_numpy() - LR * state.gradient_for_gamma.to_numpy()
