@@ -179,6 +179,26 @@ class ArrayConvolutionSource(mpsx.CNNConvolutionDataSource):
         return self._biases
 
 
+class RecordedLoads:
+    """load, purge and label of the tests' Python data sources as users write them: each load and purge
+    recorded in self.calls; keyword arguments become attributes."""
+
+    def __init__(self, **extra):
+        self.calls = []
+        for k, v in extra.items():
+            setattr(self, k, v)
+
+    def load(self):
+        self.calls.append("load")
+        return True
+
+    def purge(self):
+        self.calls.append("purge")
+
+    def label(self):
+        return "array source"
+
+
 class StateConvolutionSource:
     """The WWDC19 training sample's form of a convolution data source (a plain class, not the mpsx base): its
     weights and biases live in self.state, a CNNConvolutionWeightsAndBiasesState that its own

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import assert_same_run, finite_difference_gradient, read, run, tolerance
+from helpers import (ArrayConvolutionSource, RecordedLoads, assert_same_run, finite_difference_gradient, read,
+                     run, tolerance)
 
 P = mpsx.NNPaddingMethod
 
@@ -236,35 +237,17 @@ def test_fully_connected_matches_torch(device, rng):
         fc.encode(device.command_queue.command_buffer(), mpsx.Image.from_numpy(device, x[:1, :, :2]))
 
 
-class ArraySource(mpsx.CNNConvolutionDataSource):
+class ArraySource(RecordedLoads, ArrayConvolutionSource):
     """A Python data source, as users write them."""
 
     def __init__(self, descriptor, weights, biases=None, data_type=mpsx.DataType.FLOAT32, **extra):
-        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+        ArrayConvolutionSource.__init__(self, descriptor, weights, biases)
         self.data_type = data_type
-        self.calls = []
-        for k, v in extra.items():
-            setattr(self, k, v)
-
-    def descriptor(self):
-        return self._descriptor
+        RecordedLoads.__init__(self, **extra)
 
     def weights(self):
         self.calls.append("weights")
         return self._weights
-
-    def bias_terms(self):
-        return self._biases
-
-    def load(self):
-        self.calls.append("load")
-        return True
-
-    def purge(self):
-        self.calls.append("purge")
-
-    def label(self):
-        return "array source"
 
 
 def test_python_data_sources(device, rng):

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, run, tolerance
+from helpers import ArrayConvolutionSource, finite_difference_gradient, read, run, tolerance
 
 P = mpsx.NNPaddingMethod
 
@@ -378,21 +378,12 @@ def test_gradient_finite_differences(device, rng):
         assert state.gradient_for_biases.to_numpy()[i] == pytest.approx(numeric_b[i], rel=2e-2, abs=2e-3)
 
 
-class ArraySource(mpsx.CNNConvolutionDataSource):
+class ArraySource(ArrayConvolutionSource):
     """A Python data source whose update is a host SGD step."""
 
     def __init__(self, descriptor, weights, biases):
-        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+        super().__init__(descriptor, weights, biases)
         self.updates = []
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self._weights
-
-    def bias_terms(self):
-        return self._biases
 
     def update_with_gradient_state(self, gradient_state, source_state):
         self.updates.append((gradient_state, source_state))

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read
+from helpers import ArrayConvolutionSource, StateConvolutionSource, read
 
 # The @required members of each protocol (MPSCNNConvolution.h,
 # MPSCNNBatchNormalization.h, MPSCNNInstanceNormalization.h,
@@ -131,18 +131,10 @@ def test_normalization_source_members(device, rng, kind, required):
             kernel(device, source)
 
 
-class Counted(mpsx.CNNConvolutionDataSource):
+class Counted(ArrayConvolutionSource):
     def __init__(self, descriptor, weights, biases):
-        self._d, self._w, self._b, self.calls = descriptor, weights, biases, []
-
-    def descriptor(self):
-        return self._d
-
-    def weights(self):
-        return self._w
-
-    def bias_terms(self):
-        return self._b
+        super().__init__(descriptor, weights, biases)
+        self.calls = []
 
 
 def test_update_methods_have_the_mps_names(device, rng):
@@ -158,7 +150,7 @@ def test_update_methods_have_the_mps_names(device, rng):
     class Host(Counted):
         def update_with_gradient_state(self, gradient_state, source_state):
             self.calls.append((type(gradient_state), type(source_state)))
-            self._w = self._w - 0.5 * gradient_state.gradient_for_weights.to_numpy()
+            self._weights = self._weights - 0.5 * gradient_state.gradient_for_weights.to_numpy()
             return True
 
     class Old(Counted):
@@ -340,31 +332,13 @@ def test_self_updating_data_source_as_the_wwdc_sample(device, rng):
     b0 = rng.standard_normal(3).astype(np.float32)
     lr = 0.05
 
-    class DataSource:
-        data_type = mpsx.DataType.FLOAT32
+    class DataSource(StateConvolutionSource):
+        _descriptor, name = d, "conv"
 
         def __init__(self):
             self.state = mpsx.CNNConvolutionWeightsAndBiasesState(device, w0, b0)
             self.optimizer = mpsx.NNOptimizerStochasticGradientDescent(device, lr)
             self.updates = 0
-
-        def descriptor(self):
-            return d
-
-        def weights(self):
-            return self.state.weights
-
-        def bias_terms(self):
-            return self.state.biases
-
-        def load(self):
-            return True
-
-        def purge(self):
-            pass
-
-        def label(self):
-            return "conv"
 
         def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
             self.optimizer.encode(command_buffer, convolution_gradient_state=gradient_state,
