@@ -257,11 +257,7 @@ def run_results(device, results, inputs):
         r.synchronize_resource = True
     graph = float32_graph(device, result_images=results)
     sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
-    cb = device.command_queue.command_buffer()
-    first, rest = graph.encode(cb, sources, intermediate_images=True)
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
+    first, rest = run(device, lambda cb: graph.encode(cb, sources, intermediate_images=True))
     return [first.to_numpy()] + [r.to_numpy() for r in rest]
 
 
@@ -269,12 +265,18 @@ def run_graph(device, graph, inputs):
     """Encodes `graph` over the numpy batches `inputs` (by handle label); returns the result and the
     intermediate images as numpy."""
     images = [mpsx.ImageBatch.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
-    cb = device.command_queue.command_buffer()
-    result, intermediates = graph.encode_batch(cb, images, intermediate_images=True)
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
+    result, intermediates = run(device, lambda cb: graph.encode_batch(cb, images, intermediate_images=True))
     return result.to_numpy(), [i.to_numpy() for i in intermediates]
+
+
+def run_gradient_graph(device, gradient_image, x, dy):
+    """dx (numpy) of a float32 graph of the gradient image node gradient_image over the batches x and dy, its
+    sources 'x' and 'dy' in that order."""
+    gradient_image.synchronize_resource = True
+    graph = float32_graph(device, gradient_image)
+    assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
+    images = [mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)]
+    return run(device, lambda cb: graph.encode_batch(cb, images)).to_numpy()
 
 
 def forward_and_gradient(device, node, gradient, x, dy):
@@ -297,16 +299,59 @@ def assert_nodes_match_torch(device, node, gradient, x, dy, function, *args, rto
     np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
 
 
-def gradient_node_copied_forward(device, cls, name, value, copied, message):
+def gradient_node_copied_forward(device, cls, name, value, copied, message, settable_on_gradient=False):
     """A node cls(x, 3) and its gradient node, then the node's `name` set to value: the gradient node keeps
-    the `copied` value it took when made, and a graph of it is refused with `message`. Returns both nodes."""
+    the `copied` value it took when made, and a graph of it is refused with `message`. Where the gradient node's
+    parameters are settable: set on both, it compiles; then the node's kernel_width and kernel_height set to 5 are
+    refused likewise. Returns both nodes."""
     node = cls(mpsx.NNImageNode(Handle("x")), 3)
     gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     setattr(node, name, value)
     assert getattr(gradient, name) == copied  # copied when made
     with pytest.raises(ValueError, match=message):
         float32_graph(device, gradient.result_image)
+    if settable_on_gradient:
+        setattr(gradient, name, value)
+        float32_graph(device, gradient.result_image)
+        node.kernel_width = node.kernel_height = 5
+        with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
+            float32_graph(device, gradient.result_image)
     return node, gradient
+
+
+def node_refusals(cls, kernel_name, not_an_integer):
+    """The normalization node cls's refusals of a kernel size of 0 (naming kernel_name) or not_an_integer, and of
+    a source that is not an image node. Returns an image node and cls(it, 3)."""
+    source = mpsx.NNImageNode()
+    with pytest.raises(ValueError, match=f"{kernel_name} must be positive, given 0"):
+        cls(source, 0)
+    with pytest.raises(TypeError):
+        cls(source, not_an_integer)
+    with pytest.raises(TypeError, match="expected an NNImageNode"):
+        cls(None, 3)
+    return source, cls(source, 3)
+
+
+def assert_finite_parameters(node):
+    """A node's alpha, beta and delta refuse values that are not finite (alpha negative) and keep their defaults
+    (1, 5, 1)."""
+    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
+                        ("delta", float("inf"))):
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            setattr(node, name, value)
+    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+
+
+def gradient_node_refusals(gradient_cls, node, source, *sizes):
+    """gradient_cls(gradient, source, state, *sizes) refuses the gradient state of another family, and node's
+    gradient node makes no gradient node of its own."""
+    pool = mpsx.CNNPoolingMaxNode(source, 2)
+    with pytest.raises(TypeError, match=f"expected the result state of an MPS{type(node).__name__}, given "
+                                        "the result state of an MPSCNNPoolingMaxNode"):
+        gradient_cls(mpsx.NNImageNode(), source, pool.result_state, *sizes)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
+    with pytest.raises(TypeError, match="no gradients of gradients"):
+        gradient.gradient_filter_with_source(mpsx.NNImageNode())
 
 
 def train_normalization_node(device, cls, gradient_cls, k, parameters, torch_layer, **sizes):

@@ -9,7 +9,8 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
-from helpers import GammaAndBeta, Handle, assert_uninitialized_raise, float32_graph, one_hot_labels
+from helpers import (GammaAndBeta, Handle, assert_uninitialized_raise, float32_graph, one_hot_labels,
+                     run_gradient_graph)
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
 
@@ -197,20 +198,13 @@ def test_gradient_node_by_hand_gives_gamma_and_beta_gradients(device, rng):
     gradient = bn.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     assert isinstance(gradient, mpsx.CNNBatchNormalizationGradientNode)
     assert gradient.training_style == mpsx.NNTrainingStyle.CPU
-    gradient.result_image.synchronize_resource = True
-    graph = float32_graph(device, gradient.result_image)
-    assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
-    cb = device.command_queue.command_buffer()
-    dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)])
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
+    dx = run_gradient_graph(device, gradient.result_image, x, dy)
     xt = torch.tensor(x, requires_grad=True)
     gamma = torch.tensor(p["gamma"], requires_grad=True)
     beta = torch.tensor(p["beta"], requires_grad=True)
     y = torch.nn.functional.batch_norm(xt, None, None, gamma, beta, training=True, eps=EPSILON)
     (y * torch.tensor(dy)).sum().backward()
-    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(w.g, p["gamma"] - LR * gamma.grad.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(w.b, p["beta"] - LR * beta.grad.numpy(), rtol=1e-5, atol=1e-5)
 

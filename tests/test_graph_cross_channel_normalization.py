@@ -9,8 +9,8 @@ import pytest
 import torch.nn.functional as F
 
 import mpsx
-from helpers import (assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
-                     gradient_node_copied_forward, train_normalization_node)
+from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
+                     gradient_node_copied_forward, gradient_node_refusals, node_refusals, train_normalization_node)
 from test_graph import Handle
 
 CASES = [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5), (1, 1.0, 0.75, 2.0)]
@@ -91,19 +91,8 @@ def test_forward_changed_after_the_gradient_node_was_made(device):
 
 
 def test_bad_input(device):
-    source = mpsx.NNImageNode()
-    with pytest.raises(ValueError, match="kernel_size must be positive, given 0"):
-        mpsx.CNNCrossChannelNormalizationNode(source, 0)
-    with pytest.raises(TypeError):
-        mpsx.CNNCrossChannelNormalizationNode(source, 2.5)
-    with pytest.raises(TypeError, match="expected an NNImageNode"):
-        mpsx.CNNCrossChannelNormalizationNode(None, 3)
-    node = mpsx.CNNCrossChannelNormalizationNode(source, 3)
-    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
-                        ("delta", float("inf"))):
-        with pytest.raises(ValueError, match=f"{name} must be finite"):
-            setattr(node, name, value)
-    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+    source, node = node_refusals(mpsx.CNNCrossChannelNormalizationNode, "kernel_size", 2.5)
+    assert_finite_parameters(node)
     with pytest.raises(TypeError, match="alpha must be a float"):
         node.alpha = "1"
     with pytest.raises(ValueError, match="kernel_size_in_feature_channels must be positive"):
@@ -111,16 +100,9 @@ def test_bad_input(device):
     assert node.kernel_size_in_feature_channels == 3
     with pytest.raises(AttributeError):
         node.training_style = "gpu"  # not trainable
-    # A gradient state of another family.
-    pool = mpsx.CNNPoolingMaxNode(source, 2)
-    with pytest.raises(TypeError, match="expected the result state of an MPSCNNCrossChannelNormalizationNode, given "
-                                        "the result state of an MPSCNNPoolingMaxNode"):
-        mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3)
     with pytest.raises(TypeError):
         mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
-    with pytest.raises(TypeError, match="no gradients of gradients"):
-        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+    gradient_node_refusals(mpsx.CNNCrossChannelNormalizationGradientNode, node, source, 3)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNCrossChannelNormalizationNode, mpsx.CNNCrossChannelNormalizationGradientNode])

@@ -11,7 +11,7 @@ import pytest
 
 import mpsx
 from helpers import (assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
-                     gradient_node_copied_forward, train_normalization_node)
+                     gradient_node_copied_forward, gradient_node_refusals, node_refusals, train_normalization_node)
 from test_graph import Handle
 from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
 
@@ -97,24 +97,12 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node, gradient = gradient_node_copied_forward(device, mpsx.CNNLocalContrastNormalizationNode, "pm", 0.5, 0.0,
-                                                  r"pm is 0 but its forward node's is 0.5")
-    gradient.pm = 0.5  # set on both: it compiles
-    float32_graph(device, gradient.result_image)
-    node.kernel_width = node.kernel_height = 5
-    with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
-        float32_graph(device, gradient.result_image)
+    gradient_node_copied_forward(device, mpsx.CNNLocalContrastNormalizationNode, "pm", 0.5, 0.0,
+                                 r"pm is 0 but its forward node's is 0.5", settable_on_gradient=True)
 
 
 def test_bad_input(device):
-    source = mpsx.NNImageNode()
-    with pytest.raises(ValueError, match="kernel_size must be positive, given 0"):
-        mpsx.CNNLocalContrastNormalizationNode(source, 0)
-    with pytest.raises(TypeError):
-        mpsx.CNNLocalContrastNormalizationNode(source, "3")
-    with pytest.raises(TypeError, match="expected an NNImageNode"):
-        mpsx.CNNLocalContrastNormalizationNode(None, 3)
-    node = mpsx.CNNLocalContrastNormalizationNode(source, 3)
+    source, node = node_refusals(mpsx.CNNLocalContrastNormalizationNode, "kernel_size", "3")
     with pytest.raises(TypeError, match="p0 must be a float"):
         node.p0 = "1"
     with pytest.raises(ValueError, match="kernel_width must be positive"):
@@ -125,15 +113,9 @@ def test_bad_input(device):
         float32_graph(device, node.result_image)
     with pytest.raises(AttributeError):
         node.training_style = "gpu"  # not trainable
-    pool = mpsx.CNNPoolingMaxNode(source, 2)
-    with pytest.raises(TypeError, match="expected the result state of an MPSCNNLocalContrastNormalizationNode, "
-                                        "given the result state of an MPSCNNPoolingMaxNode"):
-        mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3, 3)
     with pytest.raises(ValueError, match="kernel_height must be positive"):
         mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, node.result_state, 3, -1)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
-    with pytest.raises(TypeError, match="no gradients of gradients"):
-        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+    gradient_node_refusals(mpsx.CNNLocalContrastNormalizationGradientNode, node, source, 3, 3)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNLocalContrastNormalizationNode,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import mpsx
-from helpers import (assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
-                     gradient_node_copied_forward, train_normalization_node)
+from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
+                     gradient_node_copied_forward, gradient_node_refusals, node_refusals, train_normalization_node)
 from test_graph import Handle
 from test_graph_cross_channel_normalization import CASES, K, NORM
 from test_spatial_normalization import torch_forward
@@ -72,32 +72,16 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node, gradient = gradient_node_copied_forward(device, mpsx.CNNSpatialNormalizationNode, "delta", 0.5, 1.0,
-                                                  r"delta is 1 but its forward node's is 0.5")
-    gradient.delta = 0.5  # set on both: it compiles
-    float32_graph(device, gradient.result_image)
-    node.kernel_width = node.kernel_height = 5
-    with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
-        float32_graph(device, gradient.result_image)
+    node, _ = gradient_node_copied_forward(device, mpsx.CNNSpatialNormalizationNode, "delta", 0.5, 1.0,
+                                           r"delta is 1 but its forward node's is 0.5", settable_on_gradient=True)
     again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     assert (again.kernel_width, again.delta) == (5, 0.5)
     float32_graph(device, again.result_image)
 
 
 def test_bad_input(device):
-    source = mpsx.NNImageNode()
-    with pytest.raises(ValueError, match="kernel_width must be positive, given 0"):
-        mpsx.CNNSpatialNormalizationNode(source, 0)
-    with pytest.raises(TypeError):
-        mpsx.CNNSpatialNormalizationNode(source, 2.5)
-    with pytest.raises(TypeError, match="expected an NNImageNode"):
-        mpsx.CNNSpatialNormalizationNode(None, 3)
-    node = mpsx.CNNSpatialNormalizationNode(source, 3)
-    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
-                        ("delta", float("inf"))):
-        with pytest.raises(ValueError, match=f"{name} must be finite"):
-            setattr(node, name, value)
-    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+    source, node = node_refusals(mpsx.CNNSpatialNormalizationNode, "kernel_width", 2.5)
+    assert_finite_parameters(node)
     with pytest.raises(TypeError, match="beta must be a float"):
         node.beta = None
     with pytest.raises(ValueError, match="kernel_height must be positive"):
@@ -111,15 +95,9 @@ def test_bad_input(device):
         float32_graph(device, node.result_image)
     with pytest.raises(AttributeError):
         node.training_style = "gpu"  # not trainable
-    pool = mpsx.CNNPoolingMaxNode(source, 2)
-    with pytest.raises(TypeError, match="expected the result state of an MPSCNNSpatialNormalizationNode, given "
-                                        "the result state of an MPSCNNPoolingMaxNode"):
-        mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3)
     with pytest.raises(TypeError):
         mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
-    with pytest.raises(TypeError, match="no gradients of gradients"):
-        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+    gradient_node_refusals(mpsx.CNNSpatialNormalizationGradientNode, node, source, 3)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode])
