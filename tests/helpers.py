@@ -299,6 +299,27 @@ def assert_nodes_match_torch(device, node, gradient, x, dy, function, *args, rto
     np.testing.assert_allclose(dx, expected_dx, rtol=rtol, atol=atol)
 
 
+def normalization_node(cls, source, k, parameters):
+    """cls(source, k) with `parameters` (by name) set on it."""
+    node = cls(source, k)
+    for name, value in parameters.items():
+        setattr(node, name, value)
+    return node
+
+
+def assert_normalization_nodes_match_torch(device, rng, shape, cls, gradient_cls, k, parameters, function, *args,
+                                           atol=1e-5):
+    """x and dy of `shape` drawn from rng through normalization_node(cls, x, k, parameters) and the gradient node
+    it makes, a gradient_cls, against function(x, *args) (assert_nodes_match_torch). Returns the gradient node."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    node = normalization_node(cls, mpsx.NNImageNode(Handle("x")), k, parameters)
+    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
+    assert isinstance(gradient, gradient_cls)
+    assert_nodes_match_torch(device, node, gradient, x, dy, function, *args, atol=atol)
+    return gradient
+
+
 def gradient_node_copied_forward(device, cls, name, value, copied, message, settable_on_gradient=False):
     """A node cls(x, 3) and its gradient node, then the node's `name` set to value: the gradient node keeps
     the `copied` value it took when made, and a graph of it is refused with `message`. Where the gradient node's
@@ -357,13 +378,8 @@ def gradient_node_refusals(gradient_cls, node, source, *sizes):
 def train_normalization_node(device, cls, gradient_cls, k, parameters, torch_layer, **sizes):
     """train_between_convolution_and_fully_connected with cls(image, k) as the node, `parameters` set on it;
     asserts that training_graph made a gradient_cls for it, and returns that gradient node."""
-    def make_node(image):
-        node = cls(image, k)
-        for name, value in parameters.items():
-            setattr(node, name, value)
-        return node
-
-    made = train_between_convolution_and_fully_connected(device, make_node, torch_layer, **sizes)[cls.__name__]
+    made = train_between_convolution_and_fully_connected(
+        device, lambda image: normalization_node(cls, image, k, parameters), torch_layer, **sizes)[cls.__name__]
     assert isinstance(made, gradient_cls)
     return made
 

@@ -9,8 +9,9 @@ import pytest
 import torch.nn.functional as F
 
 import mpsx
-from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
-                     gradient_node_copied_forward, gradient_node_refusals, node_refusals, train_normalization_node)
+from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_normalization_nodes_match_torch,
+                     assert_uninitialized_raise, float32_graph, gradient_node_copied_forward, gradient_node_refusals,
+                     node_refusals, train_normalization_node)
 from test_graph import Handle
 
 CASES = [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5), (1, 1.0, 0.75, 2.0)]
@@ -22,14 +23,10 @@ def torch_norm(x, k, alpha, beta, delta):
 
 @pytest.mark.parametrize("k, alpha, beta, delta", CASES)
 def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
-    x = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
-    dy = rng.standard_normal(x.shape).astype(np.float32)
-    node = mpsx.CNNCrossChannelNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
-    node.alpha, node.beta, node.delta = alpha, beta, delta
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    assert isinstance(gradient, mpsx.CNNCrossChannelNormalizationGradientNode)
+    gradient = assert_normalization_nodes_match_torch(
+        device, rng, (2, 6, 4, 3), mpsx.CNNCrossChannelNormalizationNode, mpsx.CNNCrossChannelNormalizationGradientNode,
+        k, dict(alpha=alpha, beta=beta, delta=delta), torch_norm, k, alpha, beta, delta)
     assert (gradient.kernel_size, gradient.alpha, gradient.beta, gradient.delta) == (k, alpha, beta, delta)
-    assert_nodes_match_torch(device, node, gradient, x, dy, torch_norm, k, alpha, beta, delta)
 
 
 def test_gradient_node_made_by_hand(device, rng):

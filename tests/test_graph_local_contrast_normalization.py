@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import mpsx
-from helpers import (assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
-                     gradient_node_copied_forward, gradient_node_refusals, node_refusals, train_normalization_node)
+from helpers import (assert_nodes_match_torch, assert_normalization_nodes_match_torch, assert_uninitialized_raise,
+                     float32_graph, gradient_node_copied_forward, gradient_node_refusals, node_refusals,
+                     train_normalization_node)
 from test_graph import Handle
 from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
 
@@ -30,17 +31,11 @@ def as_float32(p):
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("p", [UNIT, GENERAL, None], ids=["unit", "general", "node-defaults"])
 def test_forward_and_gradient_match_torch(device, rng, k, p):
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    dy = rng.standard_normal(x.shape).astype(np.float32)
-    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
-    for name, value in (p or {}).items():
-        setattr(node, name, value)
-    p = p or NODE_DEFAULTS
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    assert isinstance(gradient, mpsx.CNNLocalContrastNormalizationGradientNode)
+    gradient = assert_normalization_nodes_match_torch(
+        device, rng, (2, 3, 6, 5), mpsx.CNNLocalContrastNormalizationNode,
+        mpsx.CNNLocalContrastNormalizationGradientNode, k, p or {}, torch_lcn, k, p or NODE_DEFAULTS, atol=1e-4)
     assert (gradient.kernel_width, gradient.kernel_height) == (k, k)
-    assert values(gradient) == as_float32(p)
-    assert_nodes_match_torch(device, node, gradient, x, dy, torch_lcn, k, p, atol=1e-4)
+    assert values(gradient) == as_float32(p or NODE_DEFAULTS)
 
 
 def test_gradient_node_made_by_hand(device, rng):

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import mpsx
-from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_uninitialized_raise, float32_graph,
-                     gradient_node_copied_forward, gradient_node_refusals, node_refusals, train_normalization_node)
+from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_normalization_nodes_match_torch,
+                     assert_uninitialized_raise, float32_graph, gradient_node_copied_forward, gradient_node_refusals,
+                     node_refusals, train_normalization_node)
 from test_graph import Handle
 from test_graph_cross_channel_normalization import CASES, K, NORM
 from test_spatial_normalization import torch_forward
@@ -18,15 +19,11 @@ from test_spatial_normalization import torch_forward
 
 @pytest.mark.parametrize("k, alpha, beta, delta", CASES)
 def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    dy = rng.standard_normal(x.shape).astype(np.float32)
-    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
-    node.alpha, node.beta, node.delta = alpha, beta, delta
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    assert isinstance(gradient, mpsx.CNNSpatialNormalizationGradientNode)
+    gradient = assert_normalization_nodes_match_torch(
+        device, rng, (2, 3, 6, 5), mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode, k,
+        dict(alpha=alpha, beta=beta, delta=delta), torch_forward, k, alpha, beta, delta)
     assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
         (k, k, alpha, beta, delta)
-    assert_nodes_match_torch(device, node, gradient, x, dy, torch_forward, k, alpha, beta, delta)
 
 
 def test_gradient_node_made_by_hand(device, rng):
