@@ -364,8 +364,10 @@ def assert_finite_parameters(node):
 
 
 def gradient_node_refusals(gradient_cls, node, source, *sizes):
-    """gradient_cls(gradient, source, state, *sizes) refuses the gradient state of another family, and node's
-    gradient node makes no gradient node of its own."""
+    """node, not trainable, has no training style; gradient_cls(gradient, source, state, *sizes) refuses the
+    gradient state of another family; and node's gradient node makes no gradient node of its own."""
+    with pytest.raises(AttributeError):
+        node.training_style = "gpu"
     pool = mpsx.CNNPoolingMaxNode(source, 2)
     with pytest.raises(TypeError, match=f"expected the result state of an MPS{type(node).__name__}, given "
                                         "the result state of an MPSCNNPoolingMaxNode"):

@@ -95,8 +95,6 @@ def test_bad_input(device):
     with pytest.raises(ValueError, match="kernel_size_in_feature_channels must be positive"):
         node.kernel_size_in_feature_channels = -3
     assert node.kernel_size_in_feature_channels == 3
-    with pytest.raises(AttributeError):
-        node.training_style = "gpu"  # not trainable
     with pytest.raises(TypeError):
         mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
     gradient_node_refusals(mpsx.CNNCrossChannelNormalizationGradientNode, node, source, 3)

@@ -106,8 +106,6 @@ def test_bad_input(device):
     node.kernel_height = 4
     with pytest.raises(ValueError, match=r"kernel_width \(3\) must equal kernel_height \(4\)"):
         float32_graph(device, node.result_image)
-    with pytest.raises(AttributeError):
-        node.training_style = "gpu"  # not trainable
     with pytest.raises(ValueError, match="kernel_height must be positive"):
         mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, node.result_state, 3, -1)
     gradient_node_refusals(mpsx.CNNLocalContrastNormalizationGradientNode, node, source, 3, 3)

@@ -90,8 +90,6 @@ def test_bad_input(device):
     node.kernel_width = 5
     with pytest.raises(ValueError, match=r"kernel_width \(5\) must equal kernel_height \(3\)"):
         float32_graph(device, node.result_image)
-    with pytest.raises(AttributeError):
-        node.training_style = "gpu"  # not trainable
     with pytest.raises(TypeError):
         mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
     gradient_node_refusals(mpsx.CNNSpatialNormalizationGradientNode, node, source, 3)
