@@ -83,6 +83,30 @@ def kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=No
     return read(device, encode)
 
 
+def kernel_batch_forward_and_gradient(device, xs, dys, forward, gradient):
+    """ys and dxs (numpy) of encode_batch of a forward kernel over the images xs (separate allocations) and of its
+    gradient kernel for the images dys, on one command buffer."""
+    items = [mpsx.Image.from_numpy(device, x) for x in xs]
+
+    def encode(cb):
+        ys, states = forward.encode_batch(cb, items, destination_states=True)
+        return ys, gradient.encode_batch(cb, [mpsx.Image.from_numpy(device, dy) for dy in dys], items, states)
+
+    return read(device, encode)
+
+
+def assert_parameter_sets_used(device, x, dy, forward, gradient, k, reference, reference_gradient):
+    """A normalization kernel pair of window k with alpha, beta and delta set between encodes (cuda: in and out of
+    the range cuDNN takes, delta >= 1e-5 and beta >= 0.01), against reference(x, k, alpha, beta, delta) and
+    reference_gradient(x, dy, k, alpha, beta, delta)."""
+    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
+        for kernel in (forward, gradient):
+            kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
+        y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
+        np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(dx, reference_gradient(x, dy, k, alpha, beta, delta), rtol=1e-4, atol=1e-4)
+
+
 def autograd(function, x, dy, *args):
     """function(x, *args) and its gradient for the output gradient dy by torch autograd, in float64, as numpy."""
     import torch

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import (assert_parameter_sets_used, finite_difference_gradient, forward_finite_differences,
+                     kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read, tolerance)
 
 PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
 
@@ -56,16 +57,6 @@ def kernels(device, k, alpha, beta, delta, clamp=False):
     return forward, gradient
 
 
-def forward_and_gradient(device, x, dy, forward, gradient, destination=None):
-    source = mpsx.Image.from_numpy(device, x)
-
-    def encode(cb):
-        y, state = forward.encode(cb, source, destination, destination_state=True)
-        return y, gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
-
-    return read(device, encode)
-
-
 @pytest.mark.parametrize("clamp", [False, True])
 def test_torch_formula_is_the_numpy_reference(rng, clamp):
     for k, alpha, beta, delta in PARAMETERS:
@@ -106,7 +97,7 @@ def test_forward_and_gradient(device, rng, parameters, shape, clamp):
     k, alpha, beta, delta = parameters
     x = rng.standard_normal(shape).astype(np.float32)
     dy = rng.standard_normal(shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, *parameters, clamp=clamp))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, *parameters, clamp=clamp))
     assert y.shape == shape and dx.shape == shape and y.dtype == np.float32
     np.testing.assert_allclose(y, reference(x, *parameters, clamp=clamp), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, *parameters, clamp=clamp), rtol=1e-4, atol=1e-5)
@@ -123,24 +114,17 @@ def test_defaults(device, rng):
         assert kernel.edge_mode == mpsx.ImageEdgeMode.ZERO
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
     np.testing.assert_allclose(y, reference(x, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
 
 
 def test_parameters_set_between_encodes_are_used(device, rng):
-    # One kernel of one shape, its parameters changed between encodes (cuda:
-    # in and out of the range cuDNN's divisive normalization takes: delta >=
-    # 1e-5, beta >= 0.01).
+    # One kernel of one shape, its parameters changed between encodes (cuda: divisive normalization's range).
     x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
     forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
-    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
-        for kernel in (forward, gradient):
-            kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
-        y, dx = forward_and_gradient(device, x, dy, forward, gradient)
-        np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=1e-4, atol=1e-4)
+    assert_parameter_sets_used(device, x, dy, forward, gradient, 3, reference, reference_gradient)
 
 
 def test_properties(device):
@@ -159,13 +143,8 @@ def test_gradient_finite_differences(device, rng, k, clamp):
     x = rng.standard_normal(shape)
     dy = rng.standard_normal(shape)
     forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-
-    def loss(values):
-        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(y.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-2)
-    _, dx = forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
+    numeric = forward_finite_differences(device, forward, x, dy)
+    _, dx = kernel_forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 
 
@@ -174,7 +153,7 @@ def test_float16(device, rng, k, clamp):
     alpha, beta, delta = 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 3, 5, 6)).astype(np.float16)
     dy = rng.standard_normal(x.shape).astype(np.float16)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta, clamp))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta, clamp))
     assert y.dtype == np.float16 and dx.dtype == np.float16
     rtol, atol = tolerance(np.float16)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta, clamp), rtol=rtol, atol=atol)
@@ -195,7 +174,7 @@ def test_clip_rect_offset_and_channel_offsets(device, rng, data_type):
     forward.destination_feature_channel_offset = 4
     destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
     dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 0) reads source (offset.x, offset.y) = (1, 2): rows 2:4, columns 1:4.
     expected = np.full((2, 12, 5, 5), 7.0)
@@ -223,7 +202,7 @@ def test_clamp_clip_rect_at_the_edges(device, rng, data_type, k):
     forward.destination_feature_channel_offset = 4
     destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
     dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 2) reads source (0, 4): rows 4:6, columns 0:3.
     expected = np.full((2, 12, 5, 5), 7.0)
@@ -244,21 +223,14 @@ def test_offset_z_and_batches(device, rng, clamp):
     dy = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
     forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
     forward.offset = (0, 0, 1)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
     assert y.shape == (3, 3, 3, 4)
     np.testing.assert_allclose(y, reference(x[1:], k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(dx[0], 0)
     np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, k, alpha, beta, delta, clamp=clamp), rtol=1e-4,
                                atol=1e-5)
     forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]
-
-    def encode(cb):
-        ys, states = forward.encode_batch(cb, items, destination_states=True)
-        dxs = gradient.encode_batch(cb, [mpsx.Image.from_numpy(device, dy[i % 3]) for i in range(4)], items, states)
-        return ys, dxs
-
-    ys, dxs = read(device, encode)
+    ys, dxs = kernel_batch_forward_and_gradient(device, x, dy[[0, 1, 2, 0]], forward, gradient)
     np.testing.assert_allclose(ys, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], k, alpha, beta, delta, clamp=clamp),
                                rtol=1e-4, atol=1e-5)
@@ -286,14 +258,14 @@ def test_gradient_kernels_keep_the_parameters(device, rng):
     assert g.edge_mode == mpsx.ImageEdgeMode.ZERO
     x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    _, dx = forward_and_gradient(device, x, dy, forward, g)
+    _, dx = kernel_forward_and_gradient(device, x, dy, forward, g)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0), rtol=1e-4, atol=1e-5)
     # The forward edge mode reaches the gradient through the gradient
     # kernel's own edge_mode, which gradient_kernels() copies.
     forward.edge_mode = mpsx.ImageEdgeMode.CLAMP
     (g,) = forward.gradient_kernels()
     assert g.edge_mode == mpsx.ImageEdgeMode.CLAMP
-    y, dx = forward_and_gradient(device, x, dy, forward, g)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, g)
     np.testing.assert_allclose(y, reference(x, 2, 2.5, 0.5, 3.0, clamp=True), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0, clamp=True), rtol=1e-4, atol=1e-5)
 
@@ -378,7 +350,7 @@ def test_whole_images_odd_windows(device, rng, data_type, k, shape):
     alpha, beta, delta = 2.5, 0.75, 0.6  # oneDNN's jit kernels take beta 0.75 only
     x = rng.standard_normal(shape).astype(data_type)
     dy = rng.standard_normal(shape).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
     assert y.dtype == data_type and dx.dtype == data_type
     rtol, atol = tolerance(data_type)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=rtol, atol=atol)
@@ -450,7 +422,7 @@ def test_many_parameter_sets(device, rng):
         for alpha, beta, delta in sets + sets[::-1]:
             for kernel in (forward, gradient):
                 kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
-            y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+            y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
             np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=rtol, atol=atol)
             np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=rtol,
                                        atol=max(atol, 1e-4))
