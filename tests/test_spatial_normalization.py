@@ -161,20 +161,24 @@ def test_float16(device, rng, k, clamp):
                                atol=atol)
 
 
+def encode_region(device, rng, data_type, forward, gradient, offset, clip_rect):
+    """x (2x8x6x7 of data_type, from rng) through forward, its offset and clip_rect as given and channel offsets
+    4, into a destination image of 7s (2x12x5x5), and the gradient for dy drawn next; returns x, dy, y and dx."""
+    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
+    forward.offset, forward.clip_rect = offset, clip_rect
+    forward.source_feature_channel_offset = forward.destination_feature_channel_offset = 4
+    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
+    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
+    return (x, dy) + kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+
+
 @pytest.mark.parametrize("data_type", [np.float32, np.float16])
 def test_clip_rect_offset_and_channel_offsets(device, rng, data_type):
     # The windows of the written region read source pixels around it (off the
     # region, inside the image), so those get gradient too.
     k, alpha, beta, delta = 3, 2.0, 0.75, 0.5
-    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
     forward, gradient = kernels(device, k, alpha, beta, delta)
-    forward.offset = (1, 2, 0)
-    forward.clip_rect = (1, 0, 0, 3, 2, 2)
-    forward.source_feature_channel_offset = 4
-    forward.destination_feature_channel_offset = 4
-    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
-    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    x, dy, y, dx = encode_region(device, rng, data_type, forward, gradient, (1, 2, 0), (1, 0, 0, 3, 2, 2))
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 0) reads source (offset.x, offset.y) = (1, 2): rows 2:4, columns 1:4.
     expected = np.full((2, 12, 5, 5), 7.0)
@@ -194,15 +198,8 @@ def test_clamp_clip_rect_at_the_edges(device, rng, data_type, k):
     # A region in the bottom-left corner of the source: its windows reach off
     # the image (clamped) and, inside it, past the region (read as they are).
     alpha, beta, delta = 2.0, 0.75, 0.5
-    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
     forward, gradient = kernels(device, k, alpha, beta, delta, clamp=True)
-    forward.offset = (0, 4, 0)
-    forward.clip_rect = (1, 2, 0, 3, 2, 2)
-    forward.source_feature_channel_offset = 4
-    forward.destination_feature_channel_offset = 4
-    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
-    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    x, dy, y, dx = encode_region(device, rng, data_type, forward, gradient, (0, 4, 0), (1, 2, 0, 3, 2, 2))
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 2) reads source (0, 4): rows 4:6, columns 0:3.
     expected = np.full((2, 12, 5, 5), 7.0)
