@@ -95,6 +95,21 @@ def kernel_batch_forward_and_gradient(device, xs, dys, forward, gradient):
     return read(device, encode)
 
 
+def assert_kernel_classes(device, forward_cls, gradient_cls, attribute, *sizes):
+    """forward_cls(device, *sizes) is a CNNUnaryKernel and gradient_cls(device, *sizes) a CNNGradientKernel; made
+    without __init__, the forward kernel refuses to encode and both refuse to read `attribute`, naming the class.
+    Returns the image it encoded."""
+    assert isinstance(forward_cls(device, *sizes), mpsx.CNNUnaryKernel)
+    assert isinstance(gradient_cls(device, *sizes), mpsx.CNNGradientKernel)
+    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 1, 1), np.float32))
+    with pytest.raises(TypeError, match=f"this mpsx.{forward_cls.__name__} was made without __init__"):
+        forward_cls.__new__(forward_cls).encode(device.command_queue.command_buffer(), image)
+    for cls in (forward_cls, gradient_cls):
+        with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
+            getattr(cls.__new__(cls), attribute)
+    return image
+
+
 def assert_parameter_sets_used(device, x, dy, forward, gradient, k, reference, reference_gradient):
     """A normalization kernel pair of window k with alpha, beta and delta set between encodes (cuda: in and out of
     the range cuDNN takes, delta >= 1e-5 and beta >= 0.01), against reference(x, k, alpha, beta, delta) and

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import mpsx
-from helpers import (assert_parameter_sets_used, finite_difference_gradient, forward_finite_differences,
-                     kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read, tolerance)
+from helpers import (assert_kernel_classes, assert_parameter_sets_used, finite_difference_gradient,
+                     forward_finite_differences, kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read,
+                     tolerance)
 
 PARAMETERS = [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 2.0), (4, 2.0, 0.5, 1.5), (1, 1.5, 1.0, 0.5), (2, 0.25, 2.0, 1.0),
               (9, 3.0, 0.75, 1.0)]
@@ -293,16 +294,9 @@ def test_errors(device, rng):
 
 
 def test_classes(device):
-    assert isinstance(mpsx.CNNCrossChannelNormalization(device, 3), mpsx.CNNUnaryKernel)
-    assert isinstance(mpsx.CNNCrossChannelNormalizationGradient(device, 3), mpsx.CNNGradientKernel)
+    image = assert_kernel_classes(device, mpsx.CNNCrossChannelNormalization, mpsx.CNNCrossChannelNormalizationGradient,
+                                  "alpha", 3)
     assert repr(mpsx.CNNCrossChannelNormalization(device, 3)).startswith("<mpsx.CNNCrossChannelNormalization on ")
-    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 1, 1), np.float32))
-    cls = mpsx.CNNCrossChannelNormalization
-    with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-        cls.__new__(cls).encode(device.command_queue.command_buffer(), image)
-    for cls in (mpsx.CNNCrossChannelNormalization, mpsx.CNNCrossChannelNormalizationGradient):
-        with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-            cls.__new__(cls).alpha
     cls = mpsx.CNNCrossChannelNormalizationGradient
     with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
         cls.__new__(cls).destination_image_descriptor(image, [])

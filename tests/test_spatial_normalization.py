@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import mpsx
-from helpers import (assert_parameter_sets_used, finite_difference_gradient, forward_finite_differences,
-                     kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read, tolerance)
+from helpers import (assert_kernel_classes, assert_parameter_sets_used, finite_difference_gradient,
+                     forward_finite_differences, kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read,
+                     tolerance)
 
 PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
 
@@ -324,15 +325,8 @@ def test_errors(device, rng):
 
 
 def test_classes(device):
-    assert isinstance(mpsx.CNNSpatialNormalization(device, 3, 3), mpsx.CNNUnaryKernel)
-    assert isinstance(mpsx.CNNSpatialNormalizationGradient(device, 3, 3), mpsx.CNNGradientKernel)
-    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 1, 1), np.float32))
-    cls = mpsx.CNNSpatialNormalization
-    with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-        cls.__new__(cls).encode(device.command_queue.command_buffer(), image)
-    for cls in (mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient):
-        with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-            cls.__new__(cls).kernel_width
+    assert_kernel_classes(device, mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient, "kernel_width",
+                          3, 3)
 
 
 # Whole source images, odd k, edge mode ZERO: on cpu oneDNN's
