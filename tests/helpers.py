@@ -95,6 +95,28 @@ def kernel_batch_forward_and_gradient(device, xs, dys, forward, gradient):
     return read(device, encode)
 
 
+def encode_in_place(device, forward, x):
+    """forward encoded from the image of x into that same image; returns it as numpy."""
+    image = mpsx.Image.from_numpy(device, x)
+    return read(device, lambda cb: forward.encode(cb, image, image))
+
+
+def assert_offset_z_and_batches(device, x, dy, make_kernels, reference, reference_gradient):
+    """A forward and gradient kernel pair from make_kernels(): with offset.z 1, over the batch x, for the len(dy)
+    = 3 images after the first, against reference(x) and reference_gradient(x, dy), dx[0] left zero; then a new
+    pair's encode_batch over separate allocations of all of x, for dy[[0, 1, 2, 0]]."""
+    forward, gradient = make_kernels()
+    forward.offset = (0, 0, 1)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
+    assert y.shape == dy.shape
+    np.testing.assert_allclose(y, reference(x[1:]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(dx[0], 0)
+    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy), rtol=1e-4, atol=1e-5)
+    ys, dxs = kernel_batch_forward_and_gradient(device, x, dy[[0, 1, 2, 0]], *make_kernels())
+    np.testing.assert_allclose(ys, reference(x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]]), rtol=1e-4, atol=1e-5)
+
+
 def assert_kernel_classes(device, forward_cls, gradient_cls, attribute, *sizes):
     """forward_cls(device, *sizes) is a CNNUnaryKernel and gradient_cls(device, *sizes) a CNNGradientKernel; made
     without __init__, the forward kernel refuses to encode and both refuse to read `attribute`, naming the class.

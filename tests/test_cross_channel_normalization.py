@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import mpsx
-from helpers import (assert_kernel_classes, assert_parameter_sets_used, finite_difference_gradient,
-                     forward_finite_differences, kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read,
+from helpers import (assert_kernel_classes, assert_offset_z_and_batches, assert_parameter_sets_used, encode_in_place,
+                     finite_difference_gradient, forward_finite_differences, kernel_forward_and_gradient, read,
                      tolerance)
 
 PARAMETERS = [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 2.0), (4, 2.0, 0.5, 1.5), (1, 1.5, 1.0, 0.5), (2, 0.25, 2.0, 1.0),
@@ -194,19 +194,9 @@ def test_offset_z_and_batches(device, rng):
     n, alpha, beta, delta = 5, 1.0, 0.75, 2.0
     x = rng.standard_normal((4, 6, 2, 3)).astype(np.float32)
     dy = rng.standard_normal((3, 6, 2, 3)).astype(np.float32)
-    forward, gradient = kernels(device, n, alpha, beta, delta)
-    forward.offset = (0, 0, 1)
-    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
-    assert y.shape == (3, 6, 2, 3)
-    np.testing.assert_allclose(y, reference(x[1:], n, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(dx[0], 0)
-    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, n, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    # encode_batch over separate allocations.
-    forward, gradient = kernels(device, n, alpha, beta, delta)
-    ys, dxs = kernel_batch_forward_and_gradient(device, x, dy[[0, 1, 2, 0]], forward, gradient)
-    np.testing.assert_allclose(ys, reference(x, n, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], n, alpha, beta, delta), rtol=1e-4,
-                               atol=1e-5)
+    assert_offset_z_and_batches(device, x, dy, lambda: kernels(device, n, alpha, beta, delta),
+                                lambda x: reference(x, n, alpha, beta, delta),
+                                lambda x, dy: reference_gradient(x, dy, n, alpha, beta, delta))
 
 
 @pytest.mark.parametrize("offset", [0, 4])
@@ -215,11 +205,10 @@ def test_in_place(device, rng, offset):
         pytest.skip("MPS kernels may not write the images they read")
     n, alpha, beta, delta = 3, 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 9, 3, 4)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, n, alpha, beta, delta)
     forward.source_feature_channel_offset = offset
     forward.destination_feature_channel_offset = offset
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     expected = x.astype(np.float64)
     expected[:, offset:] = reference(x[:, offset:], n, alpha, beta, delta)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import mpsx
-from helpers import (assert_kernel_classes, assert_parameter_sets_used, finite_difference_gradient,
-                     forward_finite_differences, kernel_batch_forward_and_gradient, kernel_forward_and_gradient, read,
+from helpers import (assert_kernel_classes, assert_offset_z_and_batches, assert_parameter_sets_used, encode_in_place,
+                     finite_difference_gradient, forward_finite_differences, kernel_forward_and_gradient, read,
                      tolerance)
 
 PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
@@ -219,19 +219,9 @@ def test_offset_z_and_batches(device, rng, clamp):
     k, alpha, beta, delta = 3, 1.0, 0.75, 2.0
     x = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)
     dy = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-    forward.offset = (0, 0, 1)
-    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
-    assert y.shape == (3, 3, 3, 4)
-    np.testing.assert_allclose(y, reference(x[1:], k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(dx[0], 0)
-    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, k, alpha, beta, delta, clamp=clamp), rtol=1e-4,
-                               atol=1e-5)
-    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-    ys, dxs = kernel_batch_forward_and_gradient(device, x, dy[[0, 1, 2, 0]], forward, gradient)
-    np.testing.assert_allclose(ys, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], k, alpha, beta, delta, clamp=clamp),
-                               rtol=1e-4, atol=1e-5)
+    assert_offset_z_and_batches(device, x, dy, lambda: kernels(device, k, alpha, beta, delta, clamp),
+                                lambda x: reference(x, k, alpha, beta, delta, clamp),
+                                lambda x, dy: reference_gradient(x, dy, k, alpha, beta, delta, clamp=clamp))
 
 
 @pytest.mark.parametrize("clamp", [False, True])
@@ -240,9 +230,8 @@ def test_in_place(device, rng, clamp):
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 3, 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, k, alpha, beta, delta, clamp)
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
 
 
@@ -354,9 +343,8 @@ def test_forward_in_place_whole_images(device, rng, channels):
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 5, 1.5, 0.75, 1.0
     x = rng.standard_normal((2, channels, 6, 5)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, k, alpha, beta, delta)
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
 
 
@@ -390,10 +378,9 @@ def test_channels_of_the_source_image_as_destination(device, rng):
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 3, 2.0, 0.75, 0.5
     x = rng.standard_normal((2, 8, 5, 4)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, k, alpha, beta, delta)
     forward.source_feature_channel_offset = 4
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     expected = x.astype(np.float64)
     expected[:, 0:4] = reference(x[:, 4:8], k, alpha, beta, delta)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
