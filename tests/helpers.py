@@ -83,6 +83,36 @@ def kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=No
     return read(device, encode)
 
 
+def batch_forward_and_gradient(device, x, dy, forward, gradient):
+    """y and dx (numpy) of encode_batch of a forward kernel over the batch x and of its gradient kernel for the
+    batch dy, on one command buffer."""
+    source = mpsx.ImageBatch.from_numpy(device, x)
+
+    def encode(cb):
+        y, states = forward.encode_batch(cb, source, destination_states=True)
+        return y, gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), source, states)
+
+    return read(device, encode)
+
+
+def batch_and_items_forward_and_gradient(device, x, dy, forward, gradient):
+    """forward's encode_batch over x as one ImageBatch (its states one state, shared) and over x as images of
+    separate allocations, and gradient's over the batch for the batch dy, on one command buffer: returns both
+    results and dx (numpy)."""
+    batch = mpsx.ImageBatch.from_numpy(device, x)
+    items = [mpsx.Image.from_numpy(device, image) for image in x]
+
+    def encode(cb):
+        y1, states = forward.encode_batch(cb, batch, destination_states=True)
+        y2 = forward.encode_batch(cb, items)
+        assert isinstance(y1, mpsx.ImageBatch) and len(y1) == len(x)
+        assert len(states) == len(x) and all(s is states[0] for s in states)
+        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, states)
+        return y1, y2, dx
+
+    return read(device, encode)
+
+
 def kernel_batch_forward_and_gradient(device, xs, dys, forward, gradient):
     """ys and dxs (numpy) of encode_batch of a forward kernel over the images xs (separate allocations) and of its
     gradient kernel for the images dys, on one command buffer."""
