@@ -61,6 +61,25 @@ def finite_difference_gradient(f, x, h=1e-3, indices=None):
     return gradient
 
 
+def encode_training_step(cb, convolution, gradient, image, dy=None):
+    """A convolution's (or convolution transpose's) forward over image, its gradient kernel's for dy (for y itself
+    where not given) and its weights update, encoded on cb; returns y and the gradient state."""
+    y, state = convolution.encode(cb, image, destination_state=True)
+    gradient.encode(cb, y if dy is None else dy, image, state)
+    convolution.encode_weights_and_bias_update(cb, state)
+    return y, state
+
+
+def committed_training_step(device, convolution, gradient, image, dy=None):
+    """encode_training_step on a new command buffer, committed and waited for; returns the command buffer, y and
+    the gradient state."""
+    cb = device.command_queue.command_buffer()
+    y, state = encode_training_step(cb, convolution, gradient, image, dy)
+    cb.commit()
+    cb.wait_until_completed()
+    return cb, y, state
+
+
 def forward_finite_differences(device, forward, x, dy, h=1e-2):
     """The central-difference gradient of sum(y * dy), y = forward's encode of x as a float32 image on the device:
     the reference for a gradient kernel that does not trust the forward pass's formula."""

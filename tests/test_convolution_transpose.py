@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import ArrayConvolutionSource, finite_difference_gradient, read, run, tolerance
+from helpers import ArrayConvolutionSource, encode_training_step, finite_difference_gradient, read, run, tolerance
 
 P = mpsx.NNPaddingMethod
 
@@ -427,13 +427,7 @@ def test_encode_weights_and_bias_update(device, rng):
     image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 2, 3, 4)).astype(np.float32))
     dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 5, 7)).astype(np.float32))
 
-    def encode(cb):
-        _, state = transpose.encode(cb, image, destination_state=True)
-        gradient.encode(cb, dy, image, state)
-        transpose.encode_weights_and_bias_update(cb, state)
-        return state
-
-    state = run(device, encode)
+    _, state = run(device, lambda cb: encode_training_step(cb, transpose, gradient, image, dy))
     assert len(src.updates) == 1
     np.testing.assert_array_equal(src.updates[0][1].weights.to_numpy(), w.reshape(-1))  # the weights used
     expected_w = w - 0.1 * state.gradient_for_weights.to_numpy()
