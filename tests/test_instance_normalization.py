@@ -4,6 +4,8 @@ with PyTorch's trajectory, and bad input. The functions here without a test_
 prefix also serve tests/test_group_normalization.py (instance normalization
 is group normalization with one channel per group)."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -440,11 +442,7 @@ class Model(styles.Model):
 
 
 def python_sourced_model(device, p, source=NormalizationSource, kernel=mpsx.CNNInstanceNormalization):
-    conv_d, fc_d = styles.descriptors()
-    conv_src = styles.HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=styles.LR)
-    fc_src = styles.HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=styles.LR)
-    norm_src = source(p["gamma"], p["beta"])
-    return conv_src, norm_src, fc_src, Model(device, conv_src, norm_src, fc_src, kernel)
+    return styles.python_sourced_model(device, p, source, functools.partial(Model, kernel=kernel))
 
 
 def style_1(device, source, kernel, torch_trajectory):
@@ -452,29 +450,8 @@ def style_1(device, source, kernel, torch_trajectory):
     sources on the host, then reload the kernels from them."""
     p = styles.start()
     x, labels = styles.batch()
-    conv_src, norm_src, fc_src, model = python_sourced_model(device, p, source, kernel)
-    images = mpsx.ImageBatch.from_numpy(device, x)
-    trajectory, losses = [], []
-    for _ in range(styles.STEPS):
-        cb = device.command_queue.command_buffer()
-        loss_labels = mpsx.CNNLossLabels(device, labels)
-        states = model.encode(cb, images, loss_labels)
-        for state in states + (loss_labels,):
-            state.synchronize(cb)
-        cb.commit()
-        cb.wait_until_completed()
-        conv_state, norm_state, fc_state = states
-        for src, state in ((conv_src, conv_state), (fc_src, fc_state)):
-            src.w = src.w - styles.LR * state.gradient_for_weights.to_numpy()
-            src.b = src.b - styles.LR * state.gradient_for_biases.to_numpy()
-        norm_src.g = norm_src.g - styles.LR * norm_state.gradient_for_gamma.to_numpy()
-        norm_src.b = norm_src.b - styles.LR * norm_state.gradient_for_beta.to_numpy()
-        model.conv.reload_weights_and_biases_from_data_source()
-        model.fc.reload_weights_and_biases_from_data_source()
-        model.bn.reload_gamma_and_beta_from_data_source()
-        losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
-        trajectory.append(dict(conv_w=conv_src.w, conv_b=conv_src.b, gamma=norm_src.g, beta=norm_src.b,
-                               fc_w=fc_src.w, fc_b=fc_src.b))
+    trajectory, losses = styles.train_with_host_updates(device, x, labels,
+                                                        *python_sourced_model(device, p, source, kernel))
     styles.check(trajectory, losses, *torch_trajectory(p, x, labels))
 
 

@@ -126,21 +126,19 @@ def check(trajectory, losses, expected_trajectory, expected_losses):
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-def python_sourced_model(device, p):
-    """The model over Python data sources holding the parameters p."""
+def python_sourced_model(device, p, source=NormalizationSource, model=Model):
+    """The model (a Model unless given) over Python data sources holding the parameters p, its normalization
+    data source a `source`."""
     conv_d, fc_d = descriptors()
     conv_src = HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=LR)
     fc_src = HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=LR)
-    bn_src = NormalizationSource(p["gamma"], p["beta"])
-    return conv_src, bn_src, fc_src, Model(device, conv_src, bn_src, fc_src)
+    bn_src = source(p["gamma"], p["beta"])
+    return conv_src, bn_src, fc_src, model(device, conv_src, bn_src, fc_src)
 
 
-def test_style_1_host_update_then_reload_from_data_source(device):
-    """Read the synchronized gradients after completion, update the data
-    sources on the host, then reload the kernels from them."""
-    p = start()
-    x, labels = batch()
-    conv_src, bn_src, fc_src, model = python_sourced_model(device, p)
+def train_with_host_updates(device, x, labels, conv_src, bn_src, fc_src, model):
+    """STEPS steps that read the synchronized gradients after completion, update the data sources on the host,
+    then reload the kernels from them; returns the parameters after each step, and the losses."""
     images = mpsx.ImageBatch.from_numpy(device, x)
     trajectory, losses = [], []
     for _ in range(STEPS):
@@ -163,6 +161,15 @@ def test_style_1_host_update_then_reload_from_data_source(device):
         losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
         trajectory.append(dict(conv_w=conv_src.w, conv_b=conv_src.b, gamma=bn_src.g, beta=bn_src.b, fc_w=fc_src.w,
                                fc_b=fc_src.b))
+    return trajectory, losses
+
+
+def test_style_1_host_update_then_reload_from_data_source(device):
+    """Read the synchronized gradients after completion, update the data
+    sources on the host, then reload the kernels from them."""
+    p = start()
+    x, labels = batch()
+    trajectory, losses = train_with_host_updates(device, x, labels, *python_sourced_model(device, p))
     check(trajectory, losses, *torch_trajectory(p, x, labels))
 
 
