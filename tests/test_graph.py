@@ -151,6 +151,11 @@ def test_training_graph_trains_as_pytorch(device, style):
         cb.commit()
         cb.wait_until_completed()
         assert cb.status == "completed", cb.error
+    assert_trained_as_pytorch(m, p, x, labels)
+
+
+def assert_trained_as_pytorch(m, p, x, labels):
+    """The weights and biases of the model m (model(p)), trained STEPS steps on x and labels, equal PyTorch's."""
     expected = torch_trajectory(p, x, labels)
     np.testing.assert_allclose(m["conv_w"].weights(), expected["conv_w"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m["conv_w"].bias_terms(), expected["conv_b"], rtol=1e-4, atol=1e-5)
