@@ -187,6 +187,17 @@ def test_update_methods_have_the_mps_names(device, rng):
         conv.encode_weights_and_bias_update(cb, state)
 
 
+def encode_training_pass(device, cb, bn, batch):
+    """The batch normalization bn's statistics, forward, statistics gradient and gradient over batch (for its own
+    result as the gradient), encoded on cb; returns the state that holds the gradients."""
+    state = bn.result_state(batch)
+    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
+    y = bn.encode_batch(cb, batch, state)
+    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
+    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
+    return state
+
+
 def test_batch_normalization_update_names(device, rng):
     """updateGammaAndBetaWithCommandBuffer:batchNormalizationState: is
     update_gamma_and_beta_with_command_buffer(command_buffer, batch_normalization_state), on Python and native data
@@ -217,11 +228,7 @@ def test_batch_normalization_update_names(device, rng):
     source = Gpu()
     bn = mpsx.CNNBatchNormalization(device, source)
     cb = device.command_queue.command_buffer()
-    state = bn.result_state(batch)
-    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
-    y = bn.encode_batch(cb, batch, state)
-    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
-    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
+    state = encode_training_pass(device, cb, bn, batch)
     bn.encode_gamma_and_beta_update(cb, state)
     after = bn.encode_batch(cb, batch)  # inference, with the reloaded gamma 2 and beta 1
     after.synchronize(cb)
@@ -233,11 +240,7 @@ def test_batch_normalization_update_names(device, rng):
 
     bn = mpsx.CNNBatchNormalization(device, Old())
     cb = device.command_queue.command_buffer()
-    state = bn.result_state(batch)
-    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
-    y = bn.encode_batch(cb, batch, state)
-    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
-    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
+    state = encode_training_pass(device, cb, bn, batch)
     with pytest.raises(TypeError, match="neither update_gamma_and_beta_with_command_buffer nor "
                                         "update_gamma_and_beta_with_batch_normalization_state"):
         bn.encode_gamma_and_beta_update(cb, state)

@@ -148,12 +148,7 @@ def test_source_feature_channel_offset(device):
     gamma, beta = parameters(3)
     k = kernel_for(device, None, gamma, beta)
     k.source_feature_channel_offset = 4
-    xs, dys = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)
-
-    def encode(cb):
-        y, states = k.encode_batch(cb, xs, destination_states=True)
-        return y, k.gradient_kernels()[0].encode_batch(cb, dys, xs, states)
-    y, dx = helpers.read(device, encode)
+    y, dx = helpers.batch_forward_and_gradient(device, x, dy, k, k.gradient_kernels()[0])
     ey, edx, _, _ = reference(x[:, 4:7], dy, gamma, beta, None)
     np.testing.assert_allclose(y, ey, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx[:, 4:7], edx, rtol=1e-4, atol=1e-4)
