@@ -185,7 +185,8 @@ def assert_parameter_sets_used(device, x, dy, forward, gradient, k, reference, r
     """A normalization kernel pair of window k with alpha, beta and delta set between encodes (cuda: in and out of
     the range cuDNN takes, delta >= 1e-5 and beta >= 0.01), against reference(x, k, alpha, beta, delta) and
     reference_gradient(x, dy, k, alpha, beta, delta)."""
-    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
+    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0),
+                               (1.0, 0.75, 1.0)]:
         for kernel in (forward, gradient):
             kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
         y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
