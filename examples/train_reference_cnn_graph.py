@@ -11,25 +11,20 @@ in the graph: it exports the gradient states and the model encodes the SGD
 updates by hand after it.
 """
 
-import argparse
 import functools
-import time
-
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, HostSGD, random_batch
+from train_reference_cnn import parser, train  # the hand-encoded example, in this folder
 
 LEARNING_RATE, MOMENTUM = 0.001, 0.9
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, metal (default: the best present)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--style", choices=["gpu", "cpu", "none"], default="gpu",
-                        help="the training style: who updates the weights (default gpu)")
-    args = parser.parse_args()
+    options = parser(__doc__.splitlines()[0])
+    options.add_argument("--style", choices=["gpu", "cpu", "none"], default="gpu",
+                         help="the training style: who updates the weights (default gpu)")
+    args = options.parse_args()
 
     device = mpsx.Device(args.device)
     model = GraphReferenceCNN(device, args.batch_size, learning_rate=LEARNING_RATE, momentum=MOMENTUM,
@@ -37,11 +32,7 @@ def main():
     images, labels = random_batch(args.batch_size)
     print(f"training the reference CNN through an NNGraph of {model.graph.number_of_filters} filters on "
           f"{device.name}, batch {args.batch_size}, training style {args.style}")
-    for step in range(args.steps):
-        start = time.perf_counter()
-        model.train_step(images, labels)
-        loss = model.loss()
-        print(f"step {step:3d}  loss {loss:.5f}  {1e3 * (time.perf_counter() - start):7.1f} ms")
+    train(model, images, labels, args.steps)
 
 
 if __name__ == "__main__":

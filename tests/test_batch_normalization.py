@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, run, run_isolated, tolerance
+from helpers import RecordedLoads, finite_difference_gradient, read, run, run_isolated, tolerance
 
 N = mpsx.NeuronType
 
@@ -308,14 +308,12 @@ def test_update_on_command_buffer_of_batch_normalization_weights(device, rng):
     np.testing.assert_allclose(source.mean(), updated.mean.to_numpy())
 
 
-class ArraySource(mpsx.CNNBatchNormalizationDataSource):
+class ArraySource(RecordedLoads, mpsx.CNNBatchNormalizationDataSource):
     """A Python data source, as users write them."""
 
     def __init__(self, gamma, beta=None, mean=None, variance=None, **extra):
         self._gamma, self._beta, self._mean, self._variance = gamma, beta, mean, variance
-        self.calls = []
-        for k, v in extra.items():
-            setattr(self, k, v)
+        super().__init__(**extra)
 
     def number_of_feature_channels(self):
         return len(self._gamma)
@@ -333,16 +331,6 @@ class ArraySource(mpsx.CNNBatchNormalizationDataSource):
 
     def variance(self):
         return self._variance
-
-    def load(self):
-        self.calls.append("load")
-        return True
-
-    def purge(self):
-        self.calls.append("purge")
-
-    def label(self):
-        return "array source"
 
 
 def inference(x, gamma, beta, mean, variance, eps):

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import assert_same_run, finite_difference_gradient, read, run, tolerance
+from helpers import (ArrayConvolutionSource, RecordedLoads, assert_same_run, committed_training_step,
+                     encode_training_step, finite_difference_gradient, read, run, tolerance)
 
 P = mpsx.NNPaddingMethod
 
@@ -236,35 +237,17 @@ def test_fully_connected_matches_torch(device, rng):
         fc.encode(device.command_queue.command_buffer(), mpsx.Image.from_numpy(device, x[:1, :, :2]))
 
 
-class ArraySource(mpsx.CNNConvolutionDataSource):
+class ArraySource(RecordedLoads, ArrayConvolutionSource):
     """A Python data source, as users write them."""
 
     def __init__(self, descriptor, weights, biases=None, data_type=mpsx.DataType.FLOAT32, **extra):
-        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+        ArrayConvolutionSource.__init__(self, descriptor, weights, biases)
         self.data_type = data_type
-        self.calls = []
-        for k, v in extra.items():
-            setattr(self, k, v)
-
-    def descriptor(self):
-        return self._descriptor
+        RecordedLoads.__init__(self, **extra)
 
     def weights(self):
         self.calls.append("weights")
         return self._weights
-
-    def bias_terms(self):
-        return self._biases
-
-    def load(self):
-        self.calls.append("load")
-        return True
-
-    def purge(self):
-        self.calls.append("purge")
-
-    def label(self):
-        return "array source"
 
 
 def test_python_data_sources(device, rng):
@@ -629,12 +612,7 @@ def test_encode_weights_and_bias_update_cpu_style(device, rng):
     conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
     image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 2, 5, 5)).astype(np.float32))
     dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 5, 5)).astype(np.float32))
-    cb = device.command_queue.command_buffer()
-    _, state = conv.encode(cb, image, destination_state=True)
-    gradient.encode(cb, dy, image, state)
-    conv.encode_weights_and_bias_update(cb, state)
-    cb.commit()
-    cb.wait_until_completed()
+    cb, _, state = committed_training_step(device, conv, gradient, image, dy)
     assert cb.status == "completed" and src.updates == 1
     expected_w, expected_b = sgd_step(w, b, state, 0.1)
     np.testing.assert_allclose(src._weights, expected_w, rtol=1e-6)
@@ -643,19 +621,20 @@ def test_encode_weights_and_bias_update_cpu_style(device, rng):
                                rtol=1e-4, atol=1e-4)
 
 
-def test_update_that_raises_fails_the_command_buffer(device, rng):
+def failing_update(device, rng):
+    """A convolution (and its gradient kernel) whose data source's host update raises ValueError, and an image
+    for it."""
     d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
     w = rng.standard_normal(d.weights_shape).astype(np.float32)
     src = UpdatingSource(d, w, np.zeros(3, np.float32), fail=True)
     conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
-    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    return conv, gradient, mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+
+
+def test_update_that_raises_fails_the_command_buffer(device, rng):
+    conv, gradient, image = failing_update(device, rng)
     before = read(device, lambda c: conv.encode(c, image))
-    cb = device.command_queue.command_buffer()
-    y, state = conv.encode(cb, image, destination_state=True)
-    gradient.encode(cb, y, image, state)
-    conv.encode_weights_and_bias_update(cb, state)
-    cb.commit()
-    cb.wait_until_completed()
+    cb, _, _ = committed_training_step(device, conv, gradient, image)
     assert cb.status == "error"
     assert isinstance(cb.error, ValueError) and str(cb.error) == "update failed"
     after = read(device, lambda c: conv.encode(c, image))
@@ -680,9 +659,7 @@ def test_encode_weights_and_bias_update_gpu_style(device, rng):
     conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
     image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
     cb = device.command_queue.command_buffer()
-    y, state = conv.encode(cb, image, destination_state=True)
-    gradient.encode(cb, y, image, state)
-    conv.encode_weights_and_bias_update(cb, state)
+    encode_training_step(cb, conv, gradient, image)
     assert src.seen[0] is not None and src.seen[1] is not None
     after = conv.encode(cb, image)
     after.synchronize(cb)

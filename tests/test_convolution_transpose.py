@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, run, tolerance
+from helpers import ArrayConvolutionSource, encode_training_step, finite_difference_gradient, read, run, tolerance
 
 P = mpsx.NNPaddingMethod
 
@@ -378,21 +378,12 @@ def test_gradient_finite_differences(device, rng):
         assert state.gradient_for_biases.to_numpy()[i] == pytest.approx(numeric_b[i], rel=2e-2, abs=2e-3)
 
 
-class ArraySource(mpsx.CNNConvolutionDataSource):
+class ArraySource(ArrayConvolutionSource):
     """A Python data source whose update is a host SGD step."""
 
     def __init__(self, descriptor, weights, biases):
-        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+        super().__init__(descriptor, weights, biases)
         self.updates = []
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self._weights
-
-    def bias_terms(self):
-        return self._biases
 
     def update_with_gradient_state(self, gradient_state, source_state):
         self.updates.append((gradient_state, source_state))
@@ -436,13 +427,7 @@ def test_encode_weights_and_bias_update(device, rng):
     image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 2, 3, 4)).astype(np.float32))
     dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 5, 7)).astype(np.float32))
 
-    def encode(cb):
-        _, state = transpose.encode(cb, image, destination_state=True)
-        gradient.encode(cb, dy, image, state)
-        transpose.encode_weights_and_bias_update(cb, state)
-        return state
-
-    state = run(device, encode)
+    _, state = run(device, lambda cb: encode_training_step(cb, transpose, gradient, image, dy))
     assert len(src.updates) == 1
     np.testing.assert_array_equal(src.updates[0][1].weights.to_numpy(), w.reshape(-1))  # the weights used
     expected_w = w - 0.1 * state.gradient_for_weights.to_numpy()

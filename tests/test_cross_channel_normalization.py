@@ -7,7 +7,9 @@ import pytest
 import torch
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import (assert_kernel_classes, assert_offset_z_and_batches, assert_parameter_sets_used, encode_in_place,
+                     finite_difference_gradient, forward_finite_differences, kernel_forward_and_gradient, read,
+                     tolerance)
 
 PARAMETERS = [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 2.0), (4, 2.0, 0.5, 1.5), (1, 1.5, 1.0, 0.5), (2, 0.25, 2.0, 1.0),
               (9, 3.0, 0.75, 1.0)]
@@ -60,16 +62,6 @@ def kernels(device, n, alpha, beta, delta):
     return forward, gradient
 
 
-def forward_and_gradient(device, x, dy, forward, gradient, destination=None):
-    source = mpsx.Image.from_numpy(device, x)
-
-    def encode(cb):
-        y, state = forward.encode(cb, source, destination, destination_state=True)
-        return y, gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
-
-    return read(device, encode)
-
-
 def test_reference_gradient_is_the_derivative_of_the_forward_formula(rng):
     # Central differences of the float64 forward reference check the written-out
     # gradient (and so the 1/N the header's printed gradient lacks).
@@ -97,7 +89,7 @@ def test_forward_and_gradient_match_torch(device, rng, parameters, shape):
     n, alpha, beta, delta = parameters
     x = rng.standard_normal(shape).astype(np.float32)
     dy = rng.standard_normal(shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, *parameters))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, *parameters))
     assert y.shape == shape and dx.shape == shape and y.dtype == np.float32
     expected_y, expected_dx = torch_forward_and_gradient(x, dy, n, alpha, beta, delta)
     np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
@@ -112,7 +104,7 @@ def test_defaults(device, rng):
     # The defaults are what runs.
     x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, forward, mpsx.CNNCrossChannelNormalizationGradient(device, 5))
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, mpsx.CNNCrossChannelNormalizationGradient(device, 5))
     np.testing.assert_allclose(y, reference(x, 5, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 5, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
 
@@ -127,17 +119,11 @@ def test_properties_are_read_write_and_kernel_size_read_only(device):
 
 
 def test_parameters_set_between_encodes_are_used(device, rng):
-    # One kernel of one shape, its parameters changed between encodes (cuda:
-    # in and out of the range cuDNN's LRN takes: delta >= 1e-5, beta >= 0.01).
+    # One kernel of one shape, its parameters changed between encodes (cuda: LRN's range).
     x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
     forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
-    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
-        for kernel in (forward, gradient):
-            kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
-        y, dx = forward_and_gradient(device, x, dy, forward, gradient)
-        np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=1e-4, atol=1e-4)
+    assert_parameter_sets_used(device, x, dy, forward, gradient, 3, reference, reference_gradient)
 
 
 def test_gradient_finite_differences(device, rng):
@@ -147,13 +133,8 @@ def test_gradient_finite_differences(device, rng):
     x = rng.standard_normal(shape)
     dy = rng.standard_normal(shape)
     forward, gradient = kernels(device, n, alpha, beta, delta)
-
-    def loss(values):
-        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(y.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-2)
-    _, dx = forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
+    numeric = forward_finite_differences(device, forward, x, dy)
+    _, dx = kernel_forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 
 
@@ -161,7 +142,7 @@ def test_float16(device, rng):
     n, alpha, beta, delta = 5, 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 6, 3, 5)).astype(np.float16)
     dy = rng.standard_normal(x.shape).astype(np.float16)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, n, alpha, beta, delta))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, n, alpha, beta, delta))
     assert y.dtype == np.float16 and dx.dtype == np.float16
     rtol, atol = tolerance(np.float16)
     np.testing.assert_allclose(y, reference(x, n, alpha, beta, delta), rtol=rtol, atol=atol)
@@ -177,7 +158,7 @@ def test_source_feature_channel_offset(device, rng, data_type):
     dy = rng.standard_normal((2, 6, 3, 3)).astype(data_type)
     forward, gradient = kernels(device, n, alpha, beta, delta)
     forward.source_feature_channel_offset = 4
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
     rtol, atol = tolerance(data_type)
     assert y.shape == (2, 6, 3, 3) and dx.shape == x.shape
     np.testing.assert_allclose(y, reference(x[:, 4:], n, alpha, beta, delta), rtol=rtol, atol=atol)
@@ -196,7 +177,7 @@ def test_clip_rect_offset_and_destination_channel_offset(device, rng, data_type)
     forward.destination_feature_channel_offset = 4
     destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
     dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 0) reads source (offset.x, offset.y) = (1, 2).
     read_x = x[:, :, 2:4, 1:4]
@@ -213,26 +194,9 @@ def test_offset_z_and_batches(device, rng):
     n, alpha, beta, delta = 5, 1.0, 0.75, 2.0
     x = rng.standard_normal((4, 6, 2, 3)).astype(np.float32)
     dy = rng.standard_normal((3, 6, 2, 3)).astype(np.float32)
-    forward, gradient = kernels(device, n, alpha, beta, delta)
-    forward.offset = (0, 0, 1)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
-    assert y.shape == (3, 6, 2, 3)
-    np.testing.assert_allclose(y, reference(x[1:], n, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(dx[0], 0)
-    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, n, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    # encode_batch over separate allocations.
-    forward, gradient = kernels(device, n, alpha, beta, delta)
-    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]
-
-    def encode(cb):
-        ys, states = forward.encode_batch(cb, items, destination_states=True)
-        dxs = gradient.encode_batch(cb, [mpsx.Image.from_numpy(device, dy[i % 3]) for i in range(4)], items, states)
-        return ys, dxs
-
-    ys, dxs = read(device, encode)
-    np.testing.assert_allclose(ys, reference(x, n, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], n, alpha, beta, delta), rtol=1e-4,
-                               atol=1e-5)
+    assert_offset_z_and_batches(device, x, dy, lambda: kernels(device, n, alpha, beta, delta),
+                                lambda x: reference(x, n, alpha, beta, delta),
+                                lambda x, dy: reference_gradient(x, dy, n, alpha, beta, delta))
 
 
 @pytest.mark.parametrize("offset", [0, 4])
@@ -241,11 +205,10 @@ def test_in_place(device, rng, offset):
         pytest.skip("MPS kernels may not write the images they read")
     n, alpha, beta, delta = 3, 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 9, 3, 4)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, n, alpha, beta, delta)
     forward.source_feature_channel_offset = offset
     forward.destination_feature_channel_offset = offset
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     expected = x.astype(np.float64)
     expected[:, offset:] = reference(x[:, offset:], n, alpha, beta, delta)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
@@ -260,7 +223,7 @@ def test_gradient_kernels_keep_the_parameters(device, rng):
     assert (g.kernel_size, g.alpha, g.beta, g.delta) == (4, 2.5, 0.5, 3.0)
     x = rng.standard_normal((1, 6, 2, 3)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    _, dx = forward_and_gradient(device, x, dy, forward, g)
+    _, dx = kernel_forward_and_gradient(device, x, dy, forward, g)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 4, 2.5, 0.5, 3.0), rtol=1e-4, atol=1e-5)
 
 
@@ -320,16 +283,9 @@ def test_errors(device, rng):
 
 
 def test_classes(device):
-    assert isinstance(mpsx.CNNCrossChannelNormalization(device, 3), mpsx.CNNUnaryKernel)
-    assert isinstance(mpsx.CNNCrossChannelNormalizationGradient(device, 3), mpsx.CNNGradientKernel)
+    image = assert_kernel_classes(device, mpsx.CNNCrossChannelNormalization, mpsx.CNNCrossChannelNormalizationGradient,
+                                  "alpha", 3)
     assert repr(mpsx.CNNCrossChannelNormalization(device, 3)).startswith("<mpsx.CNNCrossChannelNormalization on ")
-    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 1, 1), np.float32))
-    cls = mpsx.CNNCrossChannelNormalization
-    with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-        cls.__new__(cls).encode(device.command_queue.command_buffer(), image)
-    for cls in (mpsx.CNNCrossChannelNormalization, mpsx.CNNCrossChannelNormalizationGradient):
-        with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-            cls.__new__(cls).alpha
     cls = mpsx.CNNCrossChannelNormalizationGradient
     with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
         cls.__new__(cls).destination_image_descriptor(image, [])

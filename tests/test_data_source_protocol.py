@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read
+from helpers import ArrayConvolutionSource, StateConvolutionSource, read
 
 # The @required members of each protocol (MPSCNNConvolution.h,
 # MPSCNNBatchNormalization.h, MPSCNNInstanceNormalization.h,
@@ -131,18 +131,10 @@ def test_normalization_source_members(device, rng, kind, required):
             kernel(device, source)
 
 
-class Counted(mpsx.CNNConvolutionDataSource):
+class Counted(ArrayConvolutionSource):
     def __init__(self, descriptor, weights, biases):
-        self._d, self._w, self._b, self.calls = descriptor, weights, biases, []
-
-    def descriptor(self):
-        return self._d
-
-    def weights(self):
-        return self._w
-
-    def bias_terms(self):
-        return self._b
+        super().__init__(descriptor, weights, biases)
+        self.calls = []
 
 
 def test_update_methods_have_the_mps_names(device, rng):
@@ -158,7 +150,7 @@ def test_update_methods_have_the_mps_names(device, rng):
     class Host(Counted):
         def update_with_gradient_state(self, gradient_state, source_state):
             self.calls.append((type(gradient_state), type(source_state)))
-            self._w = self._w - 0.5 * gradient_state.gradient_for_weights.to_numpy()
+            self._weights = self._weights - 0.5 * gradient_state.gradient_for_weights.to_numpy()
             return True
 
     class Old(Counted):
@@ -195,6 +187,17 @@ def test_update_methods_have_the_mps_names(device, rng):
         conv.encode_weights_and_bias_update(cb, state)
 
 
+def encode_training_pass(device, cb, bn, batch):
+    """The batch normalization bn's statistics, forward, statistics gradient and gradient over batch (for its own
+    result as the gradient), encoded on cb; returns the state that holds the gradients."""
+    state = bn.result_state(batch)
+    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
+    y = bn.encode_batch(cb, batch, state)
+    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
+    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
+    return state
+
+
 def test_batch_normalization_update_names(device, rng):
     """updateGammaAndBetaWithCommandBuffer:batchNormalizationState: is
     update_gamma_and_beta_with_command_buffer(command_buffer, batch_normalization_state), on Python and native data
@@ -225,11 +228,7 @@ def test_batch_normalization_update_names(device, rng):
     source = Gpu()
     bn = mpsx.CNNBatchNormalization(device, source)
     cb = device.command_queue.command_buffer()
-    state = bn.result_state(batch)
-    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
-    y = bn.encode_batch(cb, batch, state)
-    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
-    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
+    state = encode_training_pass(device, cb, bn, batch)
     bn.encode_gamma_and_beta_update(cb, state)
     after = bn.encode_batch(cb, batch)  # inference, with the reloaded gamma 2 and beta 1
     after.synchronize(cb)
@@ -241,11 +240,7 @@ def test_batch_normalization_update_names(device, rng):
 
     bn = mpsx.CNNBatchNormalization(device, Old())
     cb = device.command_queue.command_buffer()
-    state = bn.result_state(batch)
-    mpsx.CNNBatchNormalizationStatistics(device).encode_batch(cb, batch, state)
-    y = bn.encode_batch(cb, batch, state)
-    mpsx.CNNBatchNormalizationStatisticsGradient(device).encode_batch(cb, y, batch, state)
-    mpsx.CNNBatchNormalizationGradient(device).encode_batch(cb, y, batch, state)
+    state = encode_training_pass(device, cb, bn, batch)
     with pytest.raises(TypeError, match="neither update_gamma_and_beta_with_command_buffer nor "
                                         "update_gamma_and_beta_with_batch_normalization_state"):
         bn.encode_gamma_and_beta_update(cb, state)
@@ -340,31 +335,13 @@ def test_self_updating_data_source_as_the_wwdc_sample(device, rng):
     b0 = rng.standard_normal(3).astype(np.float32)
     lr = 0.05
 
-    class DataSource:
-        data_type = mpsx.DataType.FLOAT32
+    class DataSource(StateConvolutionSource):
+        _descriptor, name = d, "conv"
 
         def __init__(self):
             self.state = mpsx.CNNConvolutionWeightsAndBiasesState(device, w0, b0)
             self.optimizer = mpsx.NNOptimizerStochasticGradientDescent(device, lr)
             self.updates = 0
-
-        def descriptor(self):
-            return d
-
-        def weights(self):
-            return self.state.weights
-
-        def bias_terms(self):
-            return self.state.biases
-
-        def load(self):
-            return True
-
-        def purge(self):
-            pass
-
-        def label(self):
-            return "conv"
 
         def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
             self.optimizer.encode(command_buffer, convolution_gradient_state=gradient_state,

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import mpsx
-from test_convolution import UpdatingSource
+from helpers import committed_training_step
+from test_convolution import failing_update
 
 KCPU, KCUDA = 1, 2
 SHARED = ("cpu", "cuda")  # backends whose images DLPack describes (metal keeps them in textures)
@@ -341,17 +342,7 @@ def test_exports_wait_for_the_last_write(device, rng):
 
 
 def test_exports_of_a_failed_write_raise(device, rng):
-    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
-    w = rng.standard_normal(d.weights_shape).astype(np.float32)
-    src = UpdatingSource(d, w, np.zeros(3, np.float32), fail=True)
-    conv, gradient = mpsx.CNNConvolution(device, src), mpsx.CNNConvolutionGradient(device, src)
-    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
-    cb = device.command_queue.command_buffer()
-    y, state = conv.encode(cb, image, destination_state=True)
-    gradient.encode(cb, y, image, state)
-    conv.encode_weights_and_bias_update(cb, state)
-    cb.commit()
-    cb.wait_until_completed()
+    cb, y, _ = committed_training_step(device, *failing_update(device, rng))
     assert cb.status == "error"
     with pytest.raises(mpsx.SynchronizationError, match="written by a command buffer that failed"):
         y.__dlpack__()

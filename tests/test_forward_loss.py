@@ -11,7 +11,7 @@ import torch
 
 import mpsx
 from helpers import finite_difference_gradient, read, run, tolerance
-from test_loss import PER_PIXEL, descriptor, reference, sample, sample_weights
+from test_loss import PER_PIXEL, descriptor, every_case, reference, sample, sample_weights
 
 LT = mpsx.CNNLossType
 RT = mpsx.CNNReductionType
@@ -29,6 +29,14 @@ def reference_gradients(d, x, labels, weights, dl):
     loss = reference(d, xt, tt, w)
     (loss * torch.from_numpy(dl.astype(np.float64))).sum().backward()
     return loss.detach().numpy(), xt.grad.numpy(), tt.grad.numpy()
+
+
+def sample_and_kernels(device, rng, t, reduction, shape):
+    """x and labels of `shape` for the loss type t, the descriptor of t and reduction, and its NNForwardLoss and
+    NNLossGradient."""
+    x, labels = sample(rng, t, shape)
+    d = descriptor(t, reduction)
+    return x, labels, d, mpsx.NNForwardLoss(device, d), mpsx.NNLossGradient(device, d)
 
 
 def encode_all(device, d, x, labels, weights, dl, dtype=np.float32):
@@ -51,10 +59,7 @@ def encode_all(device, d, x, labels, weights, dl, dtype=np.float32):
     return read(device, encode)
 
 
-@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-@pytest.mark.parametrize("across", [False, True], ids=["per_image", "across_batch"])
-@pytest.mark.parametrize("reduction", list(RT), ids=lambda r: r.name)
-@pytest.mark.parametrize("t", list(LT), ids=lambda t: t.name)
+@every_case
 def test_loss_and_gradients_match_torch(device, rng, t, reduction, across, weighted):
     shape = (3, 5, 3, 2)
     x, labels = sample(rng, t, shape)
@@ -136,10 +141,7 @@ def test_float16(device, rng, t, reduction):
 def test_state_carries_the_forward_values(device, rng):
     shape = (2, 3, 2, 2)
     t = LT.HUBER
-    x, labels = sample(rng, t, shape)
-    d = descriptor(t, RT.SUM)
-    forward = mpsx.NNForwardLoss(device, d)
-    gradient = mpsx.NNLossGradient(device, d)
+    x, labels, d, forward, gradient = sample_and_kernels(device, rng, t, RT.SUM, shape)
     forward.weight, forward.delta = 2.5, 0.4
     assert (forward.weight, forward.delta) == (2.5, pytest.approx(0.4))
     assert forward.loss_descriptor.weight == 2.5 and d.weight == 1.0
@@ -175,10 +177,7 @@ def test_state_carries_the_forward_values(device, rng):
 
 def test_lists_of_images_result_state_and_destinations(device, rng):
     shape = (2, 3, 2, 2)
-    x, labels = sample(rng, LT.MEAN_ABSOLUTE_ERROR, shape)
-    d = descriptor(LT.MEAN_ABSOLUTE_ERROR, RT.MEAN)
-    forward = mpsx.NNForwardLoss(device, d)
-    gradient = mpsx.NNLossGradient(device, d)
+    x, labels, d, forward, gradient = sample_and_kernels(device, rng, LT.MEAN_ABSOLUTE_ERROR, RT.MEAN, shape)
     images = [mpsx.Image.from_numpy(device, x[i]) for i in range(2)]
     targets = [mpsx.Image.from_numpy(device, labels[i]) for i in range(2)]
     source = mpsx.ImageBatch.from_numpy(device, x)
@@ -211,10 +210,7 @@ def test_lists_of_images_result_state_and_destinations(device, rng):
 
 def test_single_image_encode(device, rng):
     shape = (1, 4, 2, 3)
-    x, labels = sample(rng, LT.SIGMOID_CROSS_ENTROPY, shape)
-    d = descriptor(LT.SIGMOID_CROSS_ENTROPY, RT.NONE)
-    forward = mpsx.NNForwardLoss(device, d)
-    gradient = mpsx.NNLossGradient(device, d)
+    x, labels, d, forward, gradient = sample_and_kernels(device, rng, LT.SIGMOID_CROSS_ENTROPY, RT.NONE, shape)
     source = mpsx.Image.from_numpy(device, x[0])
     targets = mpsx.Image.from_numpy(device, labels[0])
     dl = rng.uniform(-1, 1, shape).astype(np.float32)
@@ -256,10 +252,7 @@ def test_properties_and_pickle(device):
 
 def test_errors(device, rng):
     shape = (2, 3, 4, 5)
-    x, labels = sample(rng, LT.MEAN_SQUARED_ERROR, shape)
-    d = descriptor(LT.MEAN_SQUARED_ERROR, RT.MEAN)
-    forward = mpsx.NNForwardLoss(device, d)
-    gradient = mpsx.NNLossGradient(device, d)
+    x, labels, d, forward, gradient = sample_and_kernels(device, rng, LT.MEAN_SQUARED_ERROR, RT.MEAN, shape)
     source = mpsx.ImageBatch.from_numpy(device, x)
     targets = mpsx.ImageBatch.from_numpy(device, labels)
     dl = mpsx.ImageBatch.from_numpy(device, np.ones((2, 1, 1, 1), np.float32))

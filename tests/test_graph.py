@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph, one_hot_labels
+from helpers import Handle, assert_uninitialized_raise, float32_graph, one_hot_labels
 from mpsx.benchmarks.reference_cnn import HostSGD
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 3
@@ -151,6 +151,11 @@ def test_training_graph_trains_as_pytorch(device, style):
         cb.commit()
         cb.wait_until_completed()
         assert cb.status == "completed", cb.error
+    assert_trained_as_pytorch(m, p, x, labels)
+
+
+def assert_trained_as_pytorch(m, p, x, labels):
+    """The weights and biases of the model m (model(p)), trained STEPS steps on x and labels, equal PyTorch's."""
     expected = torch_trajectory(p, x, labels)
     np.testing.assert_allclose(m["conv_w"].weights(), expected["conv_w"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m["conv_w"].bias_terms(), expected["conv_b"], rtol=1e-4, atol=1e-5)
@@ -371,12 +376,7 @@ def test_bad_input(device):
 @pytest.mark.parametrize("cls", [mpsx.NNImageNode, mpsx.NNFilterNode, mpsx.CNNNeuronNode, mpsx.NNGraph,
                                  mpsx.CNNConvolutionNode, mpsx.CNNPoolingMaxNode, mpsx.CNNLossNode])
 def test_uninitialized_objects_raise(device, cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "handle", "source_image_handles", "label"):
-        if hasattr(cls, name):
-            with pytest.raises(TypeError):
-                getattr(obj, name)
+    assert_uninitialized_raise(cls, ("result_image", "handle", "source_image_handles", "label"), only_those_it_has=True)
 
 
 def test_dilated_pooling_node_takes_mps_forms_only():

@@ -9,7 +9,8 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
-from helpers import Handle, float32_graph, one_hot_labels
+from helpers import (GammaAndBeta, Handle, assert_uninitialized_raise, float32_graph, one_hot_labels,
+                     run_gradient_graph)
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS, EPSILON, MOMENTUM = 4, 2, 4, 5, 3, 0.1, 3, 1e-5, 0.1
 
@@ -33,22 +34,13 @@ def batch(seed=6):
     return x, labels
 
 
-class HostNormalization(mpsx.CNNBatchNormalizationDataSource):
+class HostNormalization(GammaAndBeta, mpsx.CNNBatchNormalizationDataSource):
     """gamma, beta and the running statistics in numpy, updated on the host as PyTorch does."""
     epsilon = EPSILON
 
     def __init__(self, p):
         self.g, self.b, self.m, self.v = (p[k].copy() for k in ("gamma", "beta", "mean", "variance"))
         self.calls = []
-
-    def number_of_feature_channels(self):
-        return C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def mean(self):
         return self.m
@@ -206,20 +198,13 @@ def test_gradient_node_by_hand_gives_gamma_and_beta_gradients(device, rng):
     gradient = bn.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     assert isinstance(gradient, mpsx.CNNBatchNormalizationGradientNode)
     assert gradient.training_style == mpsx.NNTrainingStyle.CPU
-    gradient.result_image.synchronize_resource = True
-    graph = float32_graph(device, gradient.result_image)
-    assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
-    cb = device.command_queue.command_buffer()
-    dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)])
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
+    dx = run_gradient_graph(device, gradient.result_image, x, dy)
     xt = torch.tensor(x, requires_grad=True)
     gamma = torch.tensor(p["gamma"], requires_grad=True)
     beta = torch.tensor(p["beta"], requires_grad=True)
     y = torch.nn.functional.batch_norm(xt, None, None, gamma, beta, training=True, eps=EPSILON)
     (y * torch.tensor(dy)).sum().backward()
-    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(w.g, p["gamma"] - LR * gamma.grad.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(w.b, p["beta"] - LR * beta.grad.numpy(), rtol=1e-5, atol=1e-5)
 
@@ -353,9 +338,4 @@ def test_a_data_source_without_updates(device):
 
 @pytest.mark.parametrize("cls", [mpsx.CNNBatchNormalizationNode, mpsx.CNNBatchNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "training_style", "data_source", "flags"):
-        if hasattr(cls, name):
-            with pytest.raises(TypeError):
-                getattr(obj, name)
+    assert_uninitialized_raise(cls, ("result_image", "training_style", "data_source", "flags"), only_those_it_has=True)

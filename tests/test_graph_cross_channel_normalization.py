@@ -6,42 +6,27 @@ the properties and their defaults (MPSNNGraphNodes.h), and bad input."""
 
 import numpy as np
 import pytest
-import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import float32_graph, forward_and_gradient, train_between_convolution_and_fully_connected
+from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_normalization_nodes_match_torch,
+                     assert_uninitialized_raise, float32_graph, gradient_node_copied_forward, gradient_node_refusals,
+                     node_refusals, train_normalization_node)
 from test_graph import Handle
 
-N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 8, 5, 3, 0.1, 3
+CASES = [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5), (1, 1.0, 0.75, 2.0)]
 
 
 def torch_norm(x, k, alpha, beta, delta):
     return F.local_response_norm(x, k, alpha, beta, delta)
 
 
-def torch_reference(x, dy, k, alpha, beta, delta):
-    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    y = torch_norm(xt, k, alpha, beta, delta)
-    y.backward(torch.tensor(dy, dtype=torch.float64))
-    return y.detach().numpy(), xt.grad.numpy()
-
-
-@pytest.mark.parametrize("k, alpha, beta, delta", [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5),
-                                                   (1, 1.0, 0.75, 2.0)])
+@pytest.mark.parametrize("k, alpha, beta, delta", CASES)
 def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
-    x = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
-    dy = rng.standard_normal(x.shape).astype(np.float32)
-    node = mpsx.CNNCrossChannelNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
-    node.alpha, node.beta, node.delta = alpha, beta, delta
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    assert isinstance(gradient, mpsx.CNNCrossChannelNormalizationGradientNode)
+    gradient = assert_normalization_nodes_match_torch(
+        device, rng, (2, 6, 4, 3), mpsx.CNNCrossChannelNormalizationNode, mpsx.CNNCrossChannelNormalizationGradientNode,
+        k, dict(alpha=alpha, beta=beta, delta=delta), torch_norm, k, alpha, beta, delta)
     assert (gradient.kernel_size, gradient.alpha, gradient.beta, gradient.delta) == (k, alpha, beta, delta)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, k, alpha, beta, delta)
-    assert y.shape == x.shape and dx.shape == x.shape
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
 
 
 def test_gradient_node_made_by_hand(device, rng):
@@ -55,27 +40,19 @@ def test_gradient_node_made_by_hand(device, rng):
                                                              node.result_state, 3)
     assert (gradient.alpha, gradient.beta, gradient.delta) == (0.25, 0.5, 2.0)
     assert gradient.source_states == [node.result_state]
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, 3, 0.25, 0.5, 2.0)
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_norm, 3, 0.25, 0.5, 2.0)
 
 
-NORM = dict(k=3, alpha=2.0, beta=0.75, delta=1.0)
+K, NORM = 3, dict(alpha=2.0, beta=0.75, delta=1.0)
 
 
 def test_training_graph_trains_as_pytorch(device):
     """conv 3x3 -> cross-channel normalization -> fully connected -> softmax cross entropy, trained by the
     graph training_graph makes, against the same model in PyTorch with SGD."""
-    def make_node(image):
-        norm = mpsx.CNNCrossChannelNormalizationNode(image, NORM["k"])
-        norm.alpha, norm.beta, norm.delta = NORM["alpha"], NORM["beta"], NORM["delta"]
-        return norm
-    layer = lambda h: torch_norm(h, NORM["k"], NORM["alpha"], NORM["beta"], NORM["delta"])
-    made = train_between_convolution_and_fully_connected(device, make_node, layer, c_in=C_IN, c=C, size=SIZE,
-                                                         classes=CLASSES, n=N, lr=LR, steps=STEPS)
-    assert isinstance(made["CNNCrossChannelNormalizationNode"], mpsx.CNNCrossChannelNormalizationGradientNode)
-    assert made["CNNCrossChannelNormalizationNode"].alpha == NORM["alpha"]
+    made = train_normalization_node(device, mpsx.CNNCrossChannelNormalizationNode,
+                                    mpsx.CNNCrossChannelNormalizationGradientNode, K, NORM,
+                                    lambda h: torch_norm(h, K, **NORM), c=8)
+    assert made.alpha == NORM["alpha"]
 
 
 def test_defaults_and_properties(device):
@@ -97,12 +74,8 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node = mpsx.CNNCrossChannelNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    node.beta = 0.5
-    assert gradient.beta == 5.0  # copied when made
-    with pytest.raises(ValueError, match=r"beta is 5 but its forward node's is 0.5"):
-        float32_graph(device, gradient.result_image)
+    node, gradient = gradient_node_copied_forward(device, mpsx.CNNCrossChannelNormalizationNode, "beta", 0.5, 5.0,
+                                                  r"beta is 5 but its forward node's is 0.5")
     float32_graph(device, node.result_image)  # the forward node alone compiles
     node.beta = 5.0
     node.kernel_size_in_feature_channels = 4
@@ -115,46 +88,22 @@ def test_forward_changed_after_the_gradient_node_was_made(device):
 
 
 def test_bad_input(device):
-    source = mpsx.NNImageNode()
-    with pytest.raises(ValueError, match="kernel_size must be positive, given 0"):
-        mpsx.CNNCrossChannelNormalizationNode(source, 0)
-    with pytest.raises(TypeError):
-        mpsx.CNNCrossChannelNormalizationNode(source, 2.5)
-    with pytest.raises(TypeError, match="expected an NNImageNode"):
-        mpsx.CNNCrossChannelNormalizationNode(None, 3)
-    node = mpsx.CNNCrossChannelNormalizationNode(source, 3)
-    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
-                        ("delta", float("inf"))):
-        with pytest.raises(ValueError, match=f"{name} must be finite"):
-            setattr(node, name, value)
-    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+    source, node = node_refusals(mpsx.CNNCrossChannelNormalizationNode, "kernel_size", 2.5)
+    assert_finite_parameters(node)
     with pytest.raises(TypeError, match="alpha must be a float"):
         node.alpha = "1"
     with pytest.raises(ValueError, match="kernel_size_in_feature_channels must be positive"):
         node.kernel_size_in_feature_channels = -3
     assert node.kernel_size_in_feature_channels == 3
-    with pytest.raises(AttributeError):
-        node.training_style = "gpu"  # not trainable
-    # A gradient state of another family.
-    pool = mpsx.CNNPoolingMaxNode(source, 2)
-    with pytest.raises(TypeError, match="expected the result state of an MPSCNNCrossChannelNormalizationNode, given "
-                                        "the result state of an MPSCNNPoolingMaxNode"):
-        mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3)
     with pytest.raises(TypeError):
         mpsx.CNNCrossChannelNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
-    with pytest.raises(TypeError, match="no gradients of gradients"):
-        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+    gradient_node_refusals(mpsx.CNNCrossChannelNormalizationGradientNode, node, source, 3)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNCrossChannelNormalizationNode, mpsx.CNNCrossChannelNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "alpha", "beta", "delta", "kernel_size", "kernel_size_in_feature_channels"):
-        if hasattr(cls, name):
-            with pytest.raises(TypeError):
-                getattr(obj, name)
+    names = ("result_image", "alpha", "beta", "delta", "kernel_size", "kernel_size_in_feature_channels")
+    obj = assert_uninitialized_raise(cls, names, only_those_it_has=True)
     if hasattr(cls, "alpha") and cls is mpsx.CNNCrossChannelNormalizationNode:
         with pytest.raises(TypeError):
             obj.alpha = 1.0

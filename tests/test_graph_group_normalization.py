@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph, one_hot_labels
+from helpers import GammaAndBeta, Handle, assert_uninitialized_raise, float32_graph, one_hot_labels
 
 N, C, H, W, GROUPS, CLASSES, LR, STEPS, EPSILON = 3, 4, 4, 5, 2, 3, 0.1, 3, 1e-5
 
@@ -33,7 +33,7 @@ def torch_normalization(kind, x, gamma, beta):
     return torch.nn.functional.group_norm(x, GROUPS, gamma, beta, eps=EPSILON)
 
 
-class HostGamma:
+class HostGamma(GammaAndBeta):
     """gamma and beta in numpy, plain SGD in the host update over the batch of states (training style CPU)."""
     epsilon = EPSILON
     number_of_groups = GROUPS
@@ -41,15 +41,6 @@ class HostGamma:
     def __init__(self, p):
         self.g, self.b = p["gamma"].copy(), p["beta"].copy()
         self.calls = 0
-
-    def number_of_feature_channels(self):
-        return C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def _update(self, states):
         self.calls += 1
@@ -252,9 +243,4 @@ def test_bad_input(device):
 @pytest.mark.parametrize("cls", [mpsx.CNNGroupNormalizationNode, mpsx.CNNGroupNormalizationGradientNode,
                                  mpsx.CNNInstanceNormalizationNode, mpsx.CNNInstanceNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "training_style", "data_source"):
-        if hasattr(cls, name):
-            with pytest.raises(TypeError):
-                getattr(obj, name)
+    assert_uninitialized_raise(cls, ("result_image", "training_style", "data_source"), only_those_it_has=True)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import mpsx
-from helpers import Handle, float32_graph
+from helpers import Handle, run_gradient_graph
 
 C, LR, EPSILON = 3, 0.05, 1e-3
 
@@ -47,14 +47,7 @@ def test_two_instance_normalizations_in_a_chain_against_autograd(device, rng):
         node.training_style = "cpu"
     termini = b.training_graph(mpsx.NNImageNode(Handle("dy")))
     assert [type(t).__name__ for t in termini] == ["CNNNeuronGradientNode"]
-    termini[0].result_image.synchronize_resource = True
-    graph = float32_graph(device, termini[0].result_image)
-    assert [h.label for h in graph.source_image_handles] == ["x", "dy"]
-    cb = device.command_queue.command_buffer()
-    dx = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)])
-    cb.commit()
-    cb.wait_until_completed()
-    assert cb.status == "completed", cb.error
+    dx = run_gradient_graph(device, termini[0].result_image, x, dy)
     xt = torch.tensor(x, requires_grad=True)
     t1 = torch.tensor(g1, requires_grad=True)
     t2 = torch.tensor(g2, requires_grad=True)
@@ -63,7 +56,7 @@ def test_two_instance_normalizations_in_a_chain_against_autograd(device, rng):
     y = torch.nn.functional.instance_norm(torch.nn.functional.instance_norm(h, weight=t1, bias=beta, eps=EPSILON),
                                           weight=t2, eps=EPSILON)
     (y * torch.tensor(dy)).sum().backward()
-    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
     assert len(s1.updates) == len(s2.updates) == 1
     np.testing.assert_allclose(s1.updates[0][0], t1.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(s1.updates[0][1], beta.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -8,23 +8,16 @@ kernel's 0), and bad input."""
 
 import numpy as np
 import pytest
-import torch
 
 import mpsx
-from helpers import float32_graph, forward_and_gradient, train_between_convolution_and_fully_connected
+from helpers import (assert_nodes_match_torch, assert_normalization_nodes_match_torch, assert_uninitialized_raise,
+                     float32_graph, gradient_node_copied_forward, gradient_node_refusals, node_refusals,
+                     train_normalization_node)
 from test_graph import Handle
 from test_local_contrast_normalization import GENERAL, PARAMETERS, UNIT, torch_lcn
 
-N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
 NODE_DEFAULTS = {"alpha": 1.0, "beta": 0.5, "delta": 1.0 / 1024, "p0": 1.0, "pm": 0.0, "ps": 1.0}
 GRADIENT_DEFAULTS = dict(NODE_DEFAULTS, alpha=0.0)
-
-
-def torch_reference(x, dy, k, p):
-    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    y = torch_lcn(xt, k, p)
-    y.backward(torch.tensor(dy, dtype=torch.float64))
-    return y.detach().numpy(), xt.grad.numpy()
 
 
 def values(node):
@@ -38,21 +31,11 @@ def as_float32(p):
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("p", [UNIT, GENERAL, None], ids=["unit", "general", "node-defaults"])
 def test_forward_and_gradient_match_torch(device, rng, k, p):
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    dy = rng.standard_normal(x.shape).astype(np.float32)
-    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
-    for name, value in (p or {}).items():
-        setattr(node, name, value)
-    p = p or NODE_DEFAULTS
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    assert isinstance(gradient, mpsx.CNNLocalContrastNormalizationGradientNode)
+    gradient = assert_normalization_nodes_match_torch(
+        device, rng, (2, 3, 6, 5), mpsx.CNNLocalContrastNormalizationNode,
+        mpsx.CNNLocalContrastNormalizationGradientNode, k, p or {}, torch_lcn, k, p or NODE_DEFAULTS, atol=1e-4)
     assert (gradient.kernel_width, gradient.kernel_height) == (k, k)
-    assert values(gradient) == as_float32(p)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, k, p)
-    assert y.shape == x.shape and dx.shape == x.shape
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
+    assert values(gradient) == as_float32(p or NODE_DEFAULTS)
 
 
 def test_gradient_node_made_by_hand(device, rng):
@@ -71,28 +54,19 @@ def test_gradient_node_made_by_hand(device, rng):
     for name, value in GENERAL.items():
         setattr(node, name, value)
         setattr(gradient, name, value)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, 3, GENERAL)
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-4)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_lcn, 3, GENERAL, atol=1e-4)
 
 
-NORM = dict(k=3, alpha=0.8, beta=0.75, delta=0.5, p0=0.6, pm=0.25, ps=1.5)
+K, NORM = 3, dict(alpha=0.8, beta=0.75, delta=0.5, p0=0.6, pm=0.25, ps=1.5)
 
 
 def test_training_graph_trains_as_pytorch(device):
     """conv 3x3 -> local contrast normalization -> fully connected -> softmax cross entropy, trained by the
     graph training_graph makes, against the same model in PyTorch with SGD."""
-    def make_node(image):
-        norm = mpsx.CNNLocalContrastNormalizationNode(image, NORM["k"])
-        for name in PARAMETERS:
-            setattr(norm, name, NORM[name])
-        return norm
-    made = train_between_convolution_and_fully_connected(device, make_node, lambda h: torch_lcn(h, NORM["k"], NORM),
-                                                         c_in=C_IN, c=C, size=SIZE, classes=CLASSES, n=N, lr=LR,
-                                                         steps=STEPS)
-    assert isinstance(made["CNNLocalContrastNormalizationNode"], mpsx.CNNLocalContrastNormalizationGradientNode)
-    assert made["CNNLocalContrastNormalizationNode"].p0 == np.float32(NORM["p0"])
+    made = train_normalization_node(device, mpsx.CNNLocalContrastNormalizationNode,
+                                    mpsx.CNNLocalContrastNormalizationGradientNode, K, NORM,
+                                    lambda h: torch_lcn(h, K, NORM))
+    assert made.p0 == np.float32(NORM["p0"])
 
 
 def test_defaults_and_properties(device):
@@ -118,28 +92,12 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node = mpsx.CNNLocalContrastNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    node.pm = 0.5
-    assert gradient.pm == 0.0  # copied when made
-    with pytest.raises(ValueError, match=r"pm is 0 but its forward node's is 0.5"):
-        float32_graph(device, gradient.result_image)
-    gradient.pm = 0.5  # set on both: it compiles
-    float32_graph(device, gradient.result_image)
-    node.kernel_width = node.kernel_height = 5
-    with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
-        float32_graph(device, gradient.result_image)
+    gradient_node_copied_forward(device, mpsx.CNNLocalContrastNormalizationNode, "pm", 0.5, 0.0,
+                                 r"pm is 0 but its forward node's is 0.5", settable_on_gradient=True)
 
 
 def test_bad_input(device):
-    source = mpsx.NNImageNode()
-    with pytest.raises(ValueError, match="kernel_size must be positive, given 0"):
-        mpsx.CNNLocalContrastNormalizationNode(source, 0)
-    with pytest.raises(TypeError):
-        mpsx.CNNLocalContrastNormalizationNode(source, "3")
-    with pytest.raises(TypeError, match="expected an NNImageNode"):
-        mpsx.CNNLocalContrastNormalizationNode(None, 3)
-    node = mpsx.CNNLocalContrastNormalizationNode(source, 3)
+    source, node = node_refusals(mpsx.CNNLocalContrastNormalizationNode, "kernel_size", "3")
     with pytest.raises(TypeError, match="p0 must be a float"):
         node.p0 = "1"
     with pytest.raises(ValueError, match="kernel_width must be positive"):
@@ -148,26 +106,14 @@ def test_bad_input(device):
     node.kernel_height = 4
     with pytest.raises(ValueError, match=r"kernel_width \(3\) must equal kernel_height \(4\)"):
         float32_graph(device, node.result_image)
-    with pytest.raises(AttributeError):
-        node.training_style = "gpu"  # not trainable
-    pool = mpsx.CNNPoolingMaxNode(source, 2)
-    with pytest.raises(TypeError, match="expected the result state of an MPSCNNLocalContrastNormalizationNode, "
-                                        "given the result state of an MPSCNNPoolingMaxNode"):
-        mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3, 3)
     with pytest.raises(ValueError, match="kernel_height must be positive"):
         mpsx.CNNLocalContrastNormalizationGradientNode(mpsx.NNImageNode(), source, node.result_state, 3, -1)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
-    with pytest.raises(TypeError, match="no gradients of gradients"):
-        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+    gradient_node_refusals(mpsx.CNNLocalContrastNormalizationGradientNode, node, source, 3, 3)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNLocalContrastNormalizationNode,
                                  mpsx.CNNLocalContrastNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "kernel_width", "kernel_height") + PARAMETERS:
-        with pytest.raises(TypeError):
-            getattr(obj, name)
+    obj = assert_uninitialized_raise(cls, ("result_image", "kernel_width", "kernel_height") + PARAMETERS)
     with pytest.raises(TypeError):
         obj.alpha = 1.0

@@ -8,7 +8,7 @@ import torch
 
 import mpsx
 from helpers import Handle, float32_graph
-from test_graph import C, C_IN, CLASSES, LR, N, SIZE, STEPS, batch, parameters, torch_trajectory
+from test_graph import C, C_IN, CLASSES, LR, N, SIZE, STEPS, assert_trained_as_pytorch, batch, parameters
 
 LT = mpsx.CNNLossType
 RT = mpsx.CNNReductionType
@@ -60,11 +60,7 @@ def test_training_graph_from_initial_gradient_trains_as_pytorch(device):
     assert graph.source_state_handles == []
     for _ in range(STEPS):
         assert encode(device, graph, {"images": x, "labels": labels})[0] is None
-    expected = torch_trajectory(p, x, labels)
-    np.testing.assert_allclose(m["conv_w"].weights(), expected["conv_w"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m["conv_w"].bias_terms(), expected["conv_b"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m["fc_w"].weights(), expected["fc_w"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m["fc_w"].bias_terms(), expected["fc_b"], rtol=1e-4, atol=1e-5)
+    assert_trained_as_pytorch(m, p, x, labels)
 
 
 @pytest.mark.parametrize("reduction", [RT.NONE, RT.SUM_BY_NON_ZERO_WEIGHTS])

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, float32_graph, run_results, train_between_convolution_and_fully_connected
+from helpers import (Handle, assert_uninitialized_raise, float32_graph,
+                     run_results, train_between_convolution_and_fully_connected)
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 3, 2, 4, 4, 3, 0.5, 3
 
@@ -135,10 +136,6 @@ def test_a_graph_refuses_images_of_another_shape_before_encoding(device, rng):
 @pytest.mark.parametrize("cls", [mpsx.CNNSoftMaxNode, mpsx.CNNLogSoftMaxNode, mpsx.CNNSoftMaxGradientNode,
                                  mpsx.CNNLogSoftMaxGradientNode])
 def test_uninitialized_objects_raise(device, cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "result_state", "source_images", "label"):
-        with pytest.raises(TypeError):
-            getattr(obj, name)
+    obj = assert_uninitialized_raise(cls, ("result_image", "result_state", "source_images", "label"))
     with pytest.raises(TypeError):
         obj.gradient_filter_with_source(mpsx.NNImageNode())

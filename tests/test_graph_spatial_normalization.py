@@ -7,43 +7,23 @@ and their defaults (MPSNNGraphNodes.h), and bad input."""
 
 import numpy as np
 import pytest
-import torch
 
 import mpsx
-from helpers import float32_graph, forward_and_gradient, train_between_convolution_and_fully_connected
+from helpers import (assert_finite_parameters, assert_nodes_match_torch, assert_normalization_nodes_match_torch,
+                     assert_uninitialized_raise, float32_graph, gradient_node_copied_forward, gradient_node_refusals,
+                     node_refusals, train_normalization_node)
 from test_graph import Handle
+from test_graph_cross_channel_normalization import CASES, K, NORM
 from test_spatial_normalization import torch_forward
 
-N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 5, 3, 0.1, 3
 
-
-def torch_norm(x, k, alpha, beta, delta):
-    return torch_forward(x, k, alpha, beta, delta)
-
-
-def torch_reference(x, dy, k, alpha, beta, delta):
-    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
-    y = torch_norm(xt, k, alpha, beta, delta)
-    y.backward(torch.tensor(dy, dtype=torch.float64))
-    return y.detach().numpy(), xt.grad.numpy()
-
-
-@pytest.mark.parametrize("k, alpha, beta, delta", [(5, 1.0, 5.0, 1.0), (3, 0.5, 0.75, 1.5), (4, 2.0, 0.5, 0.5),
-                                                   (1, 1.0, 0.75, 2.0)])
+@pytest.mark.parametrize("k, alpha, beta, delta", CASES)
 def test_forward_and_gradient_match_torch(device, rng, k, alpha, beta, delta):
-    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
-    dy = rng.standard_normal(x.shape).astype(np.float32)
-    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(Handle("x")), k)
-    node.alpha, node.beta, node.delta = alpha, beta, delta
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    assert isinstance(gradient, mpsx.CNNSpatialNormalizationGradientNode)
+    gradient = assert_normalization_nodes_match_torch(
+        device, rng, (2, 3, 6, 5), mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode, k,
+        dict(alpha=alpha, beta=beta, delta=delta), torch_forward, k, alpha, beta, delta)
     assert (gradient.kernel_width, gradient.kernel_height, gradient.alpha, gradient.beta, gradient.delta) == \
         (k, k, alpha, beta, delta)
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, k, alpha, beta, delta)
-    assert y.shape == x.shape and dx.shape == x.shape
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
 
 
 def test_gradient_node_made_by_hand(device, rng):
@@ -59,27 +39,15 @@ def test_gradient_node_made_by_hand(device, rng):
     with pytest.raises(ValueError, match="alpha is 1 but its forward node's is 0.25"):
         float32_graph(device, gradient.result_image)
     gradient.alpha, gradient.beta, gradient.delta = 0.25, 0.5, 2.0
-    y, dx = forward_and_gradient(device, node, gradient, x, dy)
-    expected_y, expected_dx = torch_reference(x, dy, 3, 0.25, 0.5, 2.0)
-    np.testing.assert_allclose(y, expected_y, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dx, expected_dx, rtol=1e-4, atol=1e-5)
-
-
-NORM = dict(k=3, alpha=2.0, beta=0.75, delta=1.0)
+    assert_nodes_match_torch(device, node, gradient, x, dy, torch_forward, 3, 0.25, 0.5, 2.0)
 
 
 def test_training_graph_trains_as_pytorch(device):
     """conv 3x3 -> spatial normalization -> fully connected -> softmax cross entropy, trained by the
     graph training_graph makes, against the same model in PyTorch with SGD."""
-    def make_node(image):
-        norm = mpsx.CNNSpatialNormalizationNode(image, NORM["k"])
-        norm.alpha, norm.beta, norm.delta = NORM["alpha"], NORM["beta"], NORM["delta"]
-        return norm
-    layer = lambda h: torch_norm(h, NORM["k"], NORM["alpha"], NORM["beta"], NORM["delta"])
-    made = train_between_convolution_and_fully_connected(device, make_node, layer, c_in=C_IN, c=C, size=SIZE,
-                                                         classes=CLASSES, n=N, lr=LR, steps=STEPS)
-    assert isinstance(made["CNNSpatialNormalizationNode"], mpsx.CNNSpatialNormalizationGradientNode)
-    assert made["CNNSpatialNormalizationNode"].alpha == NORM["alpha"]
+    made = train_normalization_node(device, mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode,
+                                    K, NORM, lambda h: torch_forward(h, K, **NORM))
+    assert made.alpha == NORM["alpha"]
 
 
 def test_defaults_and_properties(device):
@@ -101,36 +69,16 @@ def test_defaults_and_properties(device):
 
 
 def test_forward_changed_after_the_gradient_node_was_made(device):
-    node = mpsx.CNNSpatialNormalizationNode(mpsx.NNImageNode(Handle("x")), 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
-    node.delta = 0.5
-    assert gradient.delta == 1.0  # copied when made
-    with pytest.raises(ValueError, match=r"delta is 1 but its forward node's is 0.5"):
-        float32_graph(device, gradient.result_image)
-    gradient.delta = 0.5  # set on both: it compiles
-    float32_graph(device, gradient.result_image)
-    node.kernel_width = node.kernel_height = 5
-    with pytest.raises(ValueError, match=r"kernel_width is 3 but its forward node's is 5"):
-        float32_graph(device, gradient.result_image)
+    node, _ = gradient_node_copied_forward(device, mpsx.CNNSpatialNormalizationNode, "delta", 0.5, 1.0,
+                                           r"delta is 1 but its forward node's is 0.5", settable_on_gradient=True)
     again = node.gradient_filter_with_source(mpsx.NNImageNode(Handle("dy")))
     assert (again.kernel_width, again.delta) == (5, 0.5)
     float32_graph(device, again.result_image)
 
 
 def test_bad_input(device):
-    source = mpsx.NNImageNode()
-    with pytest.raises(ValueError, match="kernel_width must be positive, given 0"):
-        mpsx.CNNSpatialNormalizationNode(source, 0)
-    with pytest.raises(TypeError):
-        mpsx.CNNSpatialNormalizationNode(source, 2.5)
-    with pytest.raises(TypeError, match="expected an NNImageNode"):
-        mpsx.CNNSpatialNormalizationNode(None, 3)
-    node = mpsx.CNNSpatialNormalizationNode(source, 3)
-    for name, value in (("alpha", -1.0), ("alpha", float("inf")), ("alpha", float("nan")), ("beta", float("nan")),
-                        ("delta", float("inf"))):
-        with pytest.raises(ValueError, match=f"{name} must be finite"):
-            setattr(node, name, value)
-    assert (node.alpha, node.beta, node.delta) == (1.0, 5.0, 1.0)
+    source, node = node_refusals(mpsx.CNNSpatialNormalizationNode, "kernel_width", 2.5)
+    assert_finite_parameters(node)
     with pytest.raises(TypeError, match="beta must be a float"):
         node.beta = None
     with pytest.raises(ValueError, match="kernel_height must be positive"):
@@ -142,26 +90,14 @@ def test_bad_input(device):
     node.kernel_width = 5
     with pytest.raises(ValueError, match=r"kernel_width \(5\) must equal kernel_height \(3\)"):
         float32_graph(device, node.result_image)
-    with pytest.raises(AttributeError):
-        node.training_style = "gpu"  # not trainable
-    pool = mpsx.CNNPoolingMaxNode(source, 2)
-    with pytest.raises(TypeError, match="expected the result state of an MPSCNNSpatialNormalizationNode, given "
-                                        "the result state of an MPSCNNPoolingMaxNode"):
-        mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, pool.result_state, 3)
     with pytest.raises(TypeError):
         mpsx.CNNSpatialNormalizationGradientNode(mpsx.NNImageNode(), source, None, 3)
-    gradient = node.gradient_filter_with_source(mpsx.NNImageNode())
-    with pytest.raises(TypeError, match="no gradients of gradients"):
-        gradient.gradient_filter_with_source(mpsx.NNImageNode())
+    gradient_node_refusals(mpsx.CNNSpatialNormalizationGradientNode, node, source, 3)
 
 
 @pytest.mark.parametrize("cls", [mpsx.CNNSpatialNormalizationNode, mpsx.CNNSpatialNormalizationGradientNode])
 def test_uninitialized_objects_raise(cls):
-    obj = cls.__new__(cls)
-    repr(obj)
-    for name in ("result_image", "alpha", "beta", "delta", "kernel_width", "kernel_height"):
-        with pytest.raises(TypeError):
-            getattr(obj, name)
+    obj = assert_uninitialized_raise(cls, ("result_image", "alpha", "beta", "delta", "kernel_width", "kernel_height"))
     with pytest.raises(TypeError):
         obj.alpha = 1.0
     with pytest.raises(TypeError):

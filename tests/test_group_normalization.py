@@ -38,18 +38,9 @@ def test_gradient_kernels_and_state(device):
     assert k.number_of_groups == 2
 
 
-class Source(mpsx.CNNGroupNormalizationDataSource):
+class Source(helpers.GammaAndBeta, mpsx.CNNGroupNormalizationDataSource):
     def __init__(self, gamma, beta, groups):
         self.g, self.b, self.number_of_groups = gamma, beta, groups
-
-    def number_of_feature_channels(self):
-        return len(self.g)
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
 
 def test_number_of_groups_is_read_at_load(device):
@@ -118,34 +109,14 @@ def test_an_update_that_raises_fails_the_command_buffer(device):
 
 def torch_trajectory(p, x, labels):
     """The instance normalization trajectory with GroupNorm(2 groups) in its place."""
-    original = torch.nn.InstanceNorm2d
-    try:
-        torch.nn.InstanceNorm2d = lambda c, eps, affine: torch.nn.GroupNorm(2, c, eps=eps)
-        return shared.torch_trajectory(p, x, labels)
-    finally:
-        torch.nn.InstanceNorm2d = original
+    return styles.torch_trajectory(p, x, labels, torch.nn.GroupNorm(2, styles.C, eps=styles.EPSILON))
 
 
-class NormalizationSource(mpsx.CNNGroupNormalizationDataSource):
-    epsilon = styles.EPSILON
+class NormalizationSource(shared.SGDGammaAndBeta, mpsx.CNNGroupNormalizationDataSource):
     number_of_groups = 2
 
-    def __init__(self, gamma, beta):
-        self.g, self.b = gamma.copy(), beta.copy()
-
-    def number_of_feature_channels(self):
-        return styles.C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
-
     def update_gamma_and_beta_with_group_normalization_state_batch(self, states):  # style 2
-        self.g = states[0].gamma.to_numpy() - styles.LR * sum(s.gradient_for_gamma.to_numpy() for s in states)
-        self.b = states[0].beta.to_numpy() - styles.LR * sum(s.gradient_for_beta.to_numpy() for s in states)
-        return True
+        return self.sgd_step(states)
 
 
 def test_style_1_host_update_then_reload_from_data_source(device):

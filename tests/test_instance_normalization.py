@@ -4,6 +4,8 @@ with PyTorch's trajectory, and bad input. The functions here without a test_
 prefix also serve tests/test_group_normalization.py (instance normalization
 is group normalization with one channel per group)."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -146,12 +148,7 @@ def test_source_feature_channel_offset(device):
     gamma, beta = parameters(3)
     k = kernel_for(device, None, gamma, beta)
     k.source_feature_channel_offset = 4
-    xs, dys = mpsx.ImageBatch.from_numpy(device, x), mpsx.ImageBatch.from_numpy(device, dy)
-
-    def encode(cb):
-        y, states = k.encode_batch(cb, xs, destination_states=True)
-        return y, k.gradient_kernels()[0].encode_batch(cb, dys, xs, states)
-    y, dx = helpers.read(device, encode)
+    y, dx = helpers.batch_forward_and_gradient(device, x, dy, k, k.gradient_kernels()[0])
     ey, edx, _, _ = reference(x[:, 4:7], dy, gamma, beta, None)
     np.testing.assert_allclose(y, ey, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx[:, 4:7], edx, rtol=1e-4, atol=1e-4)
@@ -195,19 +192,13 @@ def test_gradient_kernels(device):
     assert type(g) is mpsx.CNNInstanceNormalizationGradient
 
 
-class Source(mpsx.CNNInstanceNormalizationDataSource):
+class Source(helpers.GammaAndBeta, mpsx.CNNInstanceNormalizationDataSource):
     def __init__(self, gamma, beta=None, channels=None):
         self.g, self.b, self.loads, self.purges = gamma, beta, 0, 0
         self.channels = len(gamma) if channels is None else channels
 
     def number_of_feature_channels(self):
         return self.channels
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def load(self):
         self.loads += 1
@@ -401,52 +392,26 @@ def test_a_data_source_without_updates(device):
 
 def torch_trajectory(p, x, labels):
     """styles.torch_trajectory with instance normalization in place of batch normalization."""
-    N, C, C_IN, SIZE, CLASSES = styles.N, styles.C, styles.C_IN, styles.SIZE, styles.CLASSES
-    conv = torch.nn.Conv2d(C_IN, C, 3, padding=1)
-    conv.weight.data = torch.tensor(p["conv_w"]).permute(0, 3, 1, 2).contiguous()
-    conv.bias.data = torch.tensor(p["conv_b"])
-    norm = torch.nn.InstanceNorm2d(C, eps=styles.EPSILON, affine=True)
-    norm.weight.data, norm.bias.data = torch.tensor(p["gamma"]), torch.tensor(p["beta"])
-    fc = torch.nn.Linear(SIZE * SIZE * C, CLASSES)
-    fc.weight.data = torch.tensor(p["fc_w"]).reshape(CLASSES, -1)
-    fc.bias.data = torch.tensor(p["fc_b"])
-    optimizer = torch.optim.SGD([conv.weight, conv.bias, norm.weight, norm.bias, fc.weight, fc.bias], lr=styles.LR)
-    target = torch.tensor(labels.reshape(N, -1).argmax(1))
-    trajectory, losses = [], []
-    for _ in range(styles.STEPS):
-        optimizer.zero_grad()
-        h = torch.relu(norm(conv(torch.tensor(x))))
-        loss = torch.nn.functional.cross_entropy(fc(h.permute(0, 2, 3, 1).reshape(N, -1)), target)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        trajectory.append(dict(
-            conv_w=conv.weight.detach().permute(0, 2, 3, 1).numpy().copy(), conv_b=conv.bias.detach().numpy().copy(),
-            gamma=norm.weight.detach().numpy().copy(), beta=norm.bias.detach().numpy().copy(),
-            fc_w=fc.weight.detach().reshape(CLASSES, SIZE, SIZE, C).numpy().copy(),
-            fc_b=fc.bias.detach().numpy().copy()))
-    return trajectory, losses
+    return styles.torch_trajectory(p, x, labels, torch.nn.InstanceNorm2d(styles.C, eps=styles.EPSILON, affine=True))
 
 
-class NormalizationSource(mpsx.CNNInstanceNormalizationDataSource):
+class SGDGammaAndBeta(helpers.GammaAndBeta):
+    """gamma and beta of a data source of the three styles' model, updated by a plain SGD step over the batch of
+    states (style 2)."""
     epsilon = styles.EPSILON
 
     def __init__(self, gamma, beta):
         self.g, self.b = gamma.copy(), beta.copy()
 
-    def number_of_feature_channels(self):
-        return styles.C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
-
-    def update_gamma_and_beta_with_instance_normalization_state_batch(self, states):  # style 2
+    def sgd_step(self, states):
         self.g = states[0].gamma.to_numpy() - styles.LR * sum(s.gradient_for_gamma.to_numpy() for s in states)
         self.b = states[0].beta.to_numpy() - styles.LR * sum(s.gradient_for_beta.to_numpy() for s in states)
         return True
+
+
+class NormalizationSource(SGDGammaAndBeta, mpsx.CNNInstanceNormalizationDataSource):
+    def update_gamma_and_beta_with_instance_normalization_state_batch(self, states):  # style 2
+        return self.sgd_step(states)
 
 
 class Model(styles.Model):
@@ -472,11 +437,7 @@ class Model(styles.Model):
 
 
 def python_sourced_model(device, p, source=NormalizationSource, kernel=mpsx.CNNInstanceNormalization):
-    conv_d, fc_d = styles.descriptors()
-    conv_src = styles.HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=styles.LR)
-    fc_src = styles.HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=styles.LR)
-    norm_src = source(p["gamma"], p["beta"])
-    return conv_src, norm_src, fc_src, Model(device, conv_src, norm_src, fc_src, kernel)
+    return styles.python_sourced_model(device, p, source, functools.partial(Model, kernel=kernel))
 
 
 def style_1(device, source, kernel, torch_trajectory):
@@ -484,29 +445,8 @@ def style_1(device, source, kernel, torch_trajectory):
     sources on the host, then reload the kernels from them."""
     p = styles.start()
     x, labels = styles.batch()
-    conv_src, norm_src, fc_src, model = python_sourced_model(device, p, source, kernel)
-    images = mpsx.ImageBatch.from_numpy(device, x)
-    trajectory, losses = [], []
-    for _ in range(styles.STEPS):
-        cb = device.command_queue.command_buffer()
-        loss_labels = mpsx.CNNLossLabels(device, labels)
-        states = model.encode(cb, images, loss_labels)
-        for state in states + (loss_labels,):
-            state.synchronize(cb)
-        cb.commit()
-        cb.wait_until_completed()
-        conv_state, norm_state, fc_state = states
-        for src, state in ((conv_src, conv_state), (fc_src, fc_state)):
-            src.w = src.w - styles.LR * state.gradient_for_weights.to_numpy()
-            src.b = src.b - styles.LR * state.gradient_for_biases.to_numpy()
-        norm_src.g = norm_src.g - styles.LR * norm_state.gradient_for_gamma.to_numpy()
-        norm_src.b = norm_src.b - styles.LR * norm_state.gradient_for_beta.to_numpy()
-        model.conv.reload_weights_and_biases_from_data_source()
-        model.fc.reload_weights_and_biases_from_data_source()
-        model.bn.reload_gamma_and_beta_from_data_source()
-        losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
-        trajectory.append(dict(conv_w=conv_src.w, conv_b=conv_src.b, gamma=norm_src.g, beta=norm_src.b,
-                               fc_w=fc_src.w, fc_b=fc_src.b))
+    trajectory, losses = styles.train_with_host_updates(device, x, labels,
+                                                        *python_sourced_model(device, p, source, kernel))
     styles.check(trajectory, losses, *torch_trajectory(p, x, labels))
 
 

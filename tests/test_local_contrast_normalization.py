@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import batch_forward_and_gradient, finite_difference_gradient, read, tolerance
 
 PARAMETERS = ("alpha", "beta", "delta", "p0", "pm", "ps")
 DEFAULTS = {"alpha": 0.0, "beta": 0.5, "delta": 1.0 / 1024, "p0": 1.0, "pm": 0.0, "ps": 1.0}
@@ -73,14 +73,7 @@ def make(device, k, p, gradient=False, clamp=False):
 
 def forward_and_gradient(device, x, dy, k, p, data_type=np.float32, clamp=False):
     forward, gradient = make(device, k, p, clamp=clamp), make(device, k, p, gradient=True, clamp=clamp)
-    source = mpsx.ImageBatch.from_numpy(device, x.astype(data_type))
-
-    def encode(cb):
-        y, states = forward.encode_batch(cb, source, destination_states=True)
-        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy.astype(data_type)), source, states)
-        return y, dx
-
-    return read(device, encode)
+    return batch_forward_and_gradient(device, x.astype(data_type), dy.astype(data_type), forward, gradient)
 
 
 def torch_reference(x, dy, k, p, clamp=False):

@@ -133,10 +133,17 @@ def encode_loss(device, d, x, labels, weights=None):
     return gradient, state.loss_image().to_numpy()
 
 
-@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-@pytest.mark.parametrize("across", [False, True], ids=["per_image", "across_batch"])
-@pytest.mark.parametrize("reduction", list(RT), ids=lambda r: r.name)
-@pytest.mark.parametrize("t", list(LT), ids=lambda t: t.name)
+def every_case(test):
+    """test parametrized over every loss type t, reduction, across-batch setting and weighting."""
+    for mark in (pytest.mark.parametrize("t", list(LT), ids=lambda t: t.name),
+                 pytest.mark.parametrize("reduction", list(RT), ids=lambda r: r.name),
+                 pytest.mark.parametrize("across", [False, True], ids=["per_image", "across_batch"]),
+                 pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])):
+        test = mark(test)
+    return test
+
+
+@every_case
 def test_loss_and_gradient_match_formulas(device, rng, t, reduction, across, weighted):
     shape = (3, 5, 3, 2)
     x, labels = sample(rng, t, shape)
@@ -389,11 +396,16 @@ def test_descriptor_properties_and_pickle(device):
     assert pickle.loads(pickle.dumps(loss)).loss_descriptor == loss.loss_descriptor
 
 
-def test_errors(device, rng):
+def mean_squared_error_case(device, rng):
+    """A sampled 2x3x4x5 batch and its labels, a CNNLoss of mean squared error (mean), and the batch and its labels
+    as an ImageBatch and a CNNLossLabels."""
     x, labels = sample(rng, LT.MEAN_SQUARED_ERROR, (2, 3, 4, 5))
     loss = mpsx.CNNLoss(device, descriptor(LT.MEAN_SQUARED_ERROR, RT.MEAN))
-    source = mpsx.ImageBatch.from_numpy(device, x)
-    state = mpsx.CNNLossLabels(device, labels)
+    return x, labels, loss, mpsx.ImageBatch.from_numpy(device, x), mpsx.CNNLossLabels(device, labels)
+
+
+def test_errors(device, rng):
+    x, labels, loss, source, state = mean_squared_error_case(device, rng)
     cb = device.command_queue.command_buffer()
 
     with pytest.raises(mpsx.ShapeError, match=r"expected labels of 2x3x4x5 \(NxCxHxW; more feature channels are "
@@ -449,10 +461,7 @@ def test_number_of_classes_is_an_int():
 
 
 def test_properties_are_checked(device, rng):
-    x, labels = sample(rng, LT.MEAN_SQUARED_ERROR, (2, 3, 4, 5))
-    loss = mpsx.CNNLoss(device, descriptor(LT.MEAN_SQUARED_ERROR, RT.MEAN))
-    source = mpsx.ImageBatch.from_numpy(device, x)
-    state = mpsx.CNNLossLabels(device, labels)
+    _, _, loss, source, state = mean_squared_error_case(device, rng)
     cb = device.command_queue.command_buffer()
     for name, value, message in [
             ("offset", (0, 0, -2**63), "offset.z must be between -2147483648 and 2147483648, given "

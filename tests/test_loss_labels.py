@@ -12,7 +12,7 @@ import torch
 
 import mpsx
 from helpers import assert_same_run, float32_graph, read, run
-from test_graph import CLASSES, LR, STEPS, batch, model, parameters, torch_trajectory
+from test_graph import CLASSES, LR, STEPS, assert_trained_as_pytorch, batch, model, parameters, torch_trajectory
 from test_loss import descriptor, reference_and_gradient, sample, sample_weights
 
 LT = mpsx.CNNLossType
@@ -218,11 +218,7 @@ def test_graph_encode_batch_takes_per_image_labels(device, images_as_list):
         cb.commit()
         cb.wait_until_completed()
         assert cb.status == "completed", cb.error
-    expected = torch_trajectory(p, x, labels)
-    np.testing.assert_allclose(m["conv_w"].weights(), expected["conv_w"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m["conv_w"].bias_terms(), expected["conv_b"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m["fc_w"].weights(), expected["fc_w"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m["fc_w"].bias_terms(), expected["fc_b"], rtol=1e-4, atol=1e-5)
+    assert_trained_as_pytorch(m, p, x, labels)
     # The batch form (one CNNLossLabels of the batch) trains alike.
     b = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
     batch_graph = float32_graph(device, b["loss"].training_graph()[0].result_image, False)

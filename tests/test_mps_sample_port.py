@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 
 import mpsx
+from helpers import StateConvolutionSource
 
 ITERATIONS, BATCH, CLASSES, PADDED_CLASSES = 300, 40, 10, 12
 
 
-class AdamConvolutionDataSource:
+class AdamConvolutionDataSource(StateConvolutionSource):
     """The sample's data source: its weights and biases live in a weights state that its own Adam updates on the
     command buffer, from the gradient state the graph hands it."""
-
-    data_type = mpsx.DataType.FLOAT32
 
     def __init__(self, device, rng, kernel, inputs, outputs, name):
         self._descriptor = mpsx.CNNConvolutionDescriptor(kernel, kernel, inputs, outputs)
@@ -33,24 +32,6 @@ class AdamConvolutionDataSource:
         for vector in self.momentum + self.velocity:
             vector.write(np.zeros(vector.length, np.float32))
         self.name = name
-
-    def descriptor(self):
-        return self._descriptor
-
-    def weights(self):
-        return self.state.weights
-
-    def bias_terms(self):
-        return self.state.biases
-
-    def load(self):
-        return True
-
-    def purge(self):
-        pass
-
-    def label(self):
-        return self.name
 
     def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
         self.optimizer.encode(command_buffer, convolution_gradient_state=gradient_state,

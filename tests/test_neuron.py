@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import (batch_and_items_forward_and_gradient, forward_finite_differences, kernel_forward_and_gradient,
+                     read, tolerance)
 
 NT = mpsx.NeuronType
 
@@ -120,13 +121,7 @@ def test_gradient_matches_autograd(device, rng, t):
     dy = rng.standard_normal(shape).astype(np.float32)
     d, slopes = descriptor(t, shape[1])
     neuron, gradient = mpsx.CNNNeuron(device, d), mpsx.CNNNeuronGradient(device, d)
-    source = mpsx.Image.from_numpy(device, x)
-
-    def encode(cb):
-        _, state = neuron.encode(cb, source, destination_state=True)
-        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
-
-    dx = read(device, encode)
+    _, dx = kernel_forward_and_gradient(device, x, dy, neuron, gradient)
     a, b, c, _ = CASES[t]
     xt = torch.from_numpy(x.astype(np.float64)).requires_grad_()
     torch_neuron(t, xt, a, b, c, slopes).backward(torch.from_numpy(dy.astype(np.float64)))
@@ -140,19 +135,9 @@ def test_gradient_finite_differences(device, rng, t):
     dy = rng.standard_normal(shape)
     d, _ = descriptor(t, shape[1])
     neuron, gradient = mpsx.CNNNeuron(device, d), mpsx.CNNNeuronGradient(device, d)
-
-    def loss(values):
-        y = read(device, lambda cb: neuron.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(y.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-2)
-    source = mpsx.Image.from_numpy(device, x.astype(np.float32))
-
-    def encode(cb):
-        _, state = neuron.encode(cb, source, destination_state=True)
-        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy.astype(np.float32)), source, state)
-
-    np.testing.assert_allclose(read(device, encode), numeric, rtol=2e-2, atol=2e-3)
+    numeric = forward_finite_differences(device, neuron, x, dy)
+    _, dx = kernel_forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), neuron, gradient)
+    np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 
 
 def test_batch_of_images_and_states(device, rng):
@@ -160,18 +145,7 @@ def test_batch_of_images_and_states(device, rng):
     dy = rng.standard_normal(x.shape).astype(np.float32)
     relu = mpsx.NNNeuronDescriptor(NT.RELU)
     neuron, gradient = mpsx.CNNNeuron(device, relu), mpsx.CNNNeuronGradient(device, relu)
-    batch = mpsx.ImageBatch.from_numpy(device, x)
-    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]  # separate allocations
-
-    def encode(cb):
-        y1, states = neuron.encode_batch(cb, batch, destination_states=True)
-        y2 = neuron.encode_batch(cb, items)
-        assert isinstance(y1, mpsx.ImageBatch) and len(y1) == 4
-        assert len(states) == 4 and all(s is states[0] for s in states)
-        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, states)
-        return y1, y2, dx
-
-    y1, y2, dx = read(device, encode)
+    y1, y2, dx = batch_and_items_forward_and_gradient(device, x, dy, neuron, gradient)
     np.testing.assert_array_equal(y1, np.maximum(x, 0))
     np.testing.assert_array_equal(y2, np.maximum(x, 0))
     np.testing.assert_array_equal(dx, np.where(x >= 0, dy, 0))

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, run_isolated, tolerance
+from helpers import (batch_and_items_forward_and_gradient, forward_finite_differences, kernel_forward_and_gradient,
+                     read, run_isolated, tolerance)
 
 EM = mpsx.ImageEdgeMode
 PM = mpsx.NNPaddingMethod
@@ -382,21 +383,10 @@ def test_gradient_source_size(device, rng):
 def test_encode_batch(device, rng):
     x = sample(rng, (4, 3, 6, 7))
     pooling, gradient = mpsx.CNNPoolingMax(device, 3, 3, 2, 2), mpsx.CNNPoolingMaxGradient(device, 3, 3, 2, 2)
-    batch = mpsx.ImageBatch.from_numpy(device, x)
-    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]  # separate allocations
     xt = torch.from_numpy(x.astype(np.float64)).requires_grad_()
     expected = reference("max", xt, (3, 3), (2, 2), (1, 1), EM.ZERO, "same")
     dy = sample(rng, tuple(expected.shape))
-
-    def encode(cb):
-        y1, states = pooling.encode_batch(cb, batch, destination_states=True)
-        y2 = pooling.encode_batch(cb, items)
-        assert isinstance(y1, mpsx.ImageBatch) and len(y1) == 4
-        assert len(states) == 4 and all(s is states[0] for s in states)
-        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), batch, states)
-        return y1, y2, dx
-
-    y1, y2, dx = read(device, encode)
+    y1, y2, dx = batch_and_items_forward_and_gradient(device, x, dy, pooling, gradient)
     expected.backward(torch.from_numpy(dy.astype(np.float64)))
     np.testing.assert_allclose(y1, expected.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(y2, expected.detach().numpy(), rtol=1e-6)
@@ -427,18 +417,9 @@ def test_gradient_finite_differences(device, rng, kind, edge):
     source = mpsx.Image.from_numpy(device, x.astype(np.float32))
     d = pooling.destination_image_descriptor(source)
     dy = rng.standard_normal((1, 2, d.height, d.width))
-
-    def loss(values):
-        out = read(device, lambda cb: pooling.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(out.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-3)
-
-    def encode(cb):
-        _, s = pooling.encode(cb, source, destination_state=True)
-        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy.astype(np.float32)), source, s)
-
-    np.testing.assert_allclose(read(device, encode), numeric, rtol=1e-2, atol=1e-3)
+    numeric = forward_finite_differences(device, pooling, x, dy, 1e-3)
+    _, dx = kernel_forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), pooling, gradient)
+    np.testing.assert_allclose(dx, numeric, rtol=1e-2, atol=1e-3)
 
 
 def test_errors(device, rng):

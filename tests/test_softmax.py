@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import encode_in_place, forward_finite_differences, read, tolerance
 
 KINDS = {
     "softmax": (mpsx.CNNSoftMax, mpsx.CNNSoftMaxGradient, torch.softmax),
@@ -93,12 +93,7 @@ def test_gradient_finite_differences(device, rng, kind):
     x = rng.standard_normal(shape)
     dy = rng.standard_normal(shape)
     forward = KINDS[kind][0](device)
-
-    def loss(values):
-        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(y.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-2)
+    numeric = forward_finite_differences(device, forward, x, dy)
     _, dx = forward_and_gradient(device, kind, x.astype(np.float32), dy.astype(np.float32))
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 
@@ -286,12 +281,11 @@ def test_in_place(device, rng, kind, offset):
     if device.backend == "metal":
         pytest.skip("MPS kernels may not write the images they read")
     x = rng.standard_normal((2, 7, 3, 4)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward = KINDS[kind][0](device)
     # offset 4: channels 4..6 in place; the others stay as they were.
     forward.source_feature_channel_offset = offset
     forward.destination_feature_channel_offset = offset
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     expected = x.astype(np.float64)
     expected[:, offset:] = reference(kind, x[:, offset:])
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)

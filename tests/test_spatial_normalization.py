@@ -9,7 +9,9 @@ import pytest
 import torch
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import (assert_kernel_classes, assert_offset_z_and_batches, assert_parameter_sets_used, encode_in_place,
+                     finite_difference_gradient, forward_finite_differences, kernel_forward_and_gradient, read,
+                     tolerance)
 
 PARAMETERS = [(3, 1.0, 0.75, 1.0), (5, 1.0, 5.0, 1.0), (1, 0.5, 1.0, 2.0), (2, 2.0, 0.5, 1.5), (4, 3.0, 0.75, 0.5)]
 
@@ -56,16 +58,6 @@ def kernels(device, k, alpha, beta, delta, clamp=False):
     return forward, gradient
 
 
-def forward_and_gradient(device, x, dy, forward, gradient, destination=None):
-    source = mpsx.Image.from_numpy(device, x)
-
-    def encode(cb):
-        y, state = forward.encode(cb, source, destination, destination_state=True)
-        return y, gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
-
-    return read(device, encode)
-
-
 @pytest.mark.parametrize("clamp", [False, True])
 def test_torch_formula_is_the_numpy_reference(rng, clamp):
     for k, alpha, beta, delta in PARAMETERS:
@@ -106,7 +98,7 @@ def test_forward_and_gradient(device, rng, parameters, shape, clamp):
     k, alpha, beta, delta = parameters
     x = rng.standard_normal(shape).astype(np.float32)
     dy = rng.standard_normal(shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, *parameters, clamp=clamp))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, *parameters, clamp=clamp))
     assert y.shape == shape and dx.shape == shape and y.dtype == np.float32
     np.testing.assert_allclose(y, reference(x, *parameters, clamp=clamp), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, *parameters, clamp=clamp), rtol=1e-4, atol=1e-5)
@@ -123,24 +115,17 @@ def test_defaults(device, rng):
         assert kernel.edge_mode == mpsx.ImageEdgeMode.ZERO
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
     np.testing.assert_allclose(y, reference(x, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, 1.0, 5.0, 1.0), rtol=1e-4, atol=1e-5)
 
 
 def test_parameters_set_between_encodes_are_used(device, rng):
-    # One kernel of one shape, its parameters changed between encodes (cuda:
-    # in and out of the range cuDNN's divisive normalization takes: delta >=
-    # 1e-5, beta >= 0.01).
+    # One kernel of one shape, its parameters changed between encodes (cuda: divisive normalization's range).
     x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
     forward, gradient = kernels(device, 3, 1.0, 0.75, 1.0)
-    for alpha, beta, delta in [(1.0, 0.75, 1.0), (2.0, 0.5, 2.0), (0.5, 0.005, 1.0), (1e-3, 0.75, 0.0), (1.0, 0.75, 1.0)]:
-        for kernel in (forward, gradient):
-            kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
-        y, dx = forward_and_gradient(device, x, dy, forward, gradient)
-        np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=1e-4, atol=1e-4)
+    assert_parameter_sets_used(device, x, dy, forward, gradient, 3, reference, reference_gradient)
 
 
 def test_properties(device):
@@ -159,13 +144,8 @@ def test_gradient_finite_differences(device, rng, k, clamp):
     x = rng.standard_normal(shape)
     dy = rng.standard_normal(shape)
     forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-
-    def loss(values):
-        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(y.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-2)
-    _, dx = forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
+    numeric = forward_finite_differences(device, forward, x, dy)
+    _, dx = kernel_forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
     np.testing.assert_allclose(dx, numeric, rtol=2e-2, atol=2e-3)
 
 
@@ -174,7 +154,7 @@ def test_float16(device, rng, k, clamp):
     alpha, beta, delta = 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 3, 5, 6)).astype(np.float16)
     dy = rng.standard_normal(x.shape).astype(np.float16)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta, clamp))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta, clamp))
     assert y.dtype == np.float16 and dx.dtype == np.float16
     rtol, atol = tolerance(np.float16)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta, clamp), rtol=rtol, atol=atol)
@@ -182,20 +162,24 @@ def test_float16(device, rng, k, clamp):
                                atol=atol)
 
 
+def encode_region(device, rng, data_type, forward, gradient, offset, clip_rect):
+    """x (2x8x6x7 of data_type, from rng) through forward, its offset and clip_rect as given and channel offsets
+    4, into a destination image of 7s (2x12x5x5), and the gradient for dy drawn next; returns x, dy, y and dx."""
+    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
+    forward.offset, forward.clip_rect = offset, clip_rect
+    forward.source_feature_channel_offset = forward.destination_feature_channel_offset = 4
+    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
+    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
+    return (x, dy) + kernel_forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+
+
 @pytest.mark.parametrize("data_type", [np.float32, np.float16])
 def test_clip_rect_offset_and_channel_offsets(device, rng, data_type):
     # The windows of the written region read source pixels around it (off the
     # region, inside the image), so those get gradient too.
     k, alpha, beta, delta = 3, 2.0, 0.75, 0.5
-    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
     forward, gradient = kernels(device, k, alpha, beta, delta)
-    forward.offset = (1, 2, 0)
-    forward.clip_rect = (1, 0, 0, 3, 2, 2)
-    forward.source_feature_channel_offset = 4
-    forward.destination_feature_channel_offset = 4
-    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
-    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    x, dy, y, dx = encode_region(device, rng, data_type, forward, gradient, (1, 2, 0), (1, 0, 0, 3, 2, 2))
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 0) reads source (offset.x, offset.y) = (1, 2): rows 2:4, columns 1:4.
     expected = np.full((2, 12, 5, 5), 7.0)
@@ -215,15 +199,8 @@ def test_clamp_clip_rect_at_the_edges(device, rng, data_type, k):
     # A region in the bottom-left corner of the source: its windows reach off
     # the image (clamped) and, inside it, past the region (read as they are).
     alpha, beta, delta = 2.0, 0.75, 0.5
-    x = rng.standard_normal((2, 8, 6, 7)).astype(data_type)
     forward, gradient = kernels(device, k, alpha, beta, delta, clamp=True)
-    forward.offset = (0, 4, 0)
-    forward.clip_rect = (1, 2, 0, 3, 2, 2)
-    forward.source_feature_channel_offset = 4
-    forward.destination_feature_channel_offset = 4
-    destination = mpsx.Image.from_numpy(device, np.full((2, 12, 5, 5), 7.0, data_type))
-    dy = rng.standard_normal((2, 12, 5, 5)).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient, destination=destination)
+    x, dy, y, dx = encode_region(device, rng, data_type, forward, gradient, (0, 4, 0), (1, 2, 0, 3, 2, 2))
     rtol, atol = tolerance(data_type)
     # clipRect.origin (1, 2) reads source (0, 4): rows 4:6, columns 0:3.
     expected = np.full((2, 12, 5, 5), 7.0)
@@ -242,26 +219,9 @@ def test_offset_z_and_batches(device, rng, clamp):
     k, alpha, beta, delta = 3, 1.0, 0.75, 2.0
     x = rng.standard_normal((4, 3, 3, 4)).astype(np.float32)
     dy = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-    forward.offset = (0, 0, 1)
-    y, dx = forward_and_gradient(device, x, dy, forward, gradient)
-    assert y.shape == (3, 3, 3, 4)
-    np.testing.assert_allclose(y, reference(x[1:], k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(dx[0], 0)
-    np.testing.assert_allclose(dx[1:], reference_gradient(x[1:], dy, k, alpha, beta, delta, clamp=clamp), rtol=1e-4,
-                               atol=1e-5)
-    forward, gradient = kernels(device, k, alpha, beta, delta, clamp)
-    items = [mpsx.Image.from_numpy(device, x[i]) for i in range(4)]
-
-    def encode(cb):
-        ys, states = forward.encode_batch(cb, items, destination_states=True)
-        dxs = gradient.encode_batch(cb, [mpsx.Image.from_numpy(device, dy[i % 3]) for i in range(4)], items, states)
-        return ys, dxs
-
-    ys, dxs = read(device, encode)
-    np.testing.assert_allclose(ys, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(dxs, reference_gradient(x, dy[[0, 1, 2, 0]], k, alpha, beta, delta, clamp=clamp),
-                               rtol=1e-4, atol=1e-5)
+    assert_offset_z_and_batches(device, x, dy, lambda: kernels(device, k, alpha, beta, delta, clamp),
+                                lambda x: reference(x, k, alpha, beta, delta, clamp),
+                                lambda x, dy: reference_gradient(x, dy, k, alpha, beta, delta, clamp=clamp))
 
 
 @pytest.mark.parametrize("clamp", [False, True])
@@ -270,9 +230,8 @@ def test_in_place(device, rng, clamp):
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 3, 1.0, 0.75, 1.0
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, k, alpha, beta, delta, clamp)
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta, clamp), rtol=1e-4, atol=1e-5)
 
 
@@ -286,14 +245,14 @@ def test_gradient_kernels_keep_the_parameters(device, rng):
     assert g.edge_mode == mpsx.ImageEdgeMode.ZERO
     x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
     dy = rng.standard_normal(x.shape).astype(np.float32)
-    _, dx = forward_and_gradient(device, x, dy, forward, g)
+    _, dx = kernel_forward_and_gradient(device, x, dy, forward, g)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0), rtol=1e-4, atol=1e-5)
     # The forward edge mode reaches the gradient through the gradient
     # kernel's own edge_mode, which gradient_kernels() copies.
     forward.edge_mode = mpsx.ImageEdgeMode.CLAMP
     (g,) = forward.gradient_kernels()
     assert g.edge_mode == mpsx.ImageEdgeMode.CLAMP
-    y, dx = forward_and_gradient(device, x, dy, forward, g)
+    y, dx = kernel_forward_and_gradient(device, x, dy, forward, g)
     np.testing.assert_allclose(y, reference(x, 2, 2.5, 0.5, 3.0, clamp=True), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(dx, reference_gradient(x, dy, 2, 2.5, 0.5, 3.0, clamp=True), rtol=1e-4, atol=1e-5)
 
@@ -355,15 +314,8 @@ def test_errors(device, rng):
 
 
 def test_classes(device):
-    assert isinstance(mpsx.CNNSpatialNormalization(device, 3, 3), mpsx.CNNUnaryKernel)
-    assert isinstance(mpsx.CNNSpatialNormalizationGradient(device, 3, 3), mpsx.CNNGradientKernel)
-    image = mpsx.Image.from_numpy(device, np.zeros((1, 2, 1, 1), np.float32))
-    cls = mpsx.CNNSpatialNormalization
-    with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-        cls.__new__(cls).encode(device.command_queue.command_buffer(), image)
-    for cls in (mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient):
-        with pytest.raises(TypeError, match=f"this mpsx.{cls.__name__} was made without __init__"):
-            cls.__new__(cls).kernel_width
+    assert_kernel_classes(device, mpsx.CNNSpatialNormalization, mpsx.CNNSpatialNormalizationGradient, "kernel_width",
+                          3, 3)
 
 
 # Whole source images, odd k, edge mode ZERO: on cpu oneDNN's
@@ -378,7 +330,7 @@ def test_whole_images_odd_windows(device, rng, data_type, k, shape):
     alpha, beta, delta = 2.5, 0.75, 0.6  # oneDNN's jit kernels take beta 0.75 only
     x = rng.standard_normal(shape).astype(data_type)
     dy = rng.standard_normal(shape).astype(data_type)
-    y, dx = forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
+    y, dx = kernel_forward_and_gradient(device, x, dy, *kernels(device, k, alpha, beta, delta))
     assert y.dtype == data_type and dx.dtype == data_type
     rtol, atol = tolerance(data_type)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=rtol, atol=atol)
@@ -391,9 +343,8 @@ def test_forward_in_place_whole_images(device, rng, channels):
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 5, 1.5, 0.75, 1.0
     x = rng.standard_normal((2, channels, 6, 5)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, k, alpha, beta, delta)
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     np.testing.assert_allclose(y, reference(x, k, alpha, beta, delta), rtol=1e-4, atol=1e-5)
 
 
@@ -427,10 +378,9 @@ def test_channels_of_the_source_image_as_destination(device, rng):
         pytest.skip("MPS kernels may not write the images they read")
     k, alpha, beta, delta = 3, 2.0, 0.75, 0.5
     x = rng.standard_normal((2, 8, 5, 4)).astype(np.float32)
-    image = mpsx.Image.from_numpy(device, x)
     forward, _ = kernels(device, k, alpha, beta, delta)
     forward.source_feature_channel_offset = 4
-    y = read(device, lambda cb: forward.encode(cb, image, image))
+    y = encode_in_place(device, forward, x)
     expected = x.astype(np.float64)
     expected[:, 0:4] = reference(x[:, 4:8], k, alpha, beta, delta)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
@@ -450,7 +400,7 @@ def test_many_parameter_sets(device, rng):
         for alpha, beta, delta in sets + sets[::-1]:
             for kernel in (forward, gradient):
                 kernel.alpha, kernel.beta, kernel.delta = alpha, beta, delta
-            y, dx = forward_and_gradient(device, x, dy, forward, gradient)
+            y, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
             np.testing.assert_allclose(y, reference(x, 3, alpha, beta, delta), rtol=rtol, atol=atol)
             np.testing.assert_allclose(dx, reference_gradient(x, dy, 3, alpha, beta, delta), rtol=rtol,
                                        atol=max(atol, 1e-4))

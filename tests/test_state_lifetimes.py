@@ -50,6 +50,17 @@ def unary(forward, gradient, f, secondary="source"):
     return case
 
 
+def weighted(forward, gradient, expected):
+    """The case of a forward and gradient kernel pair whose gradient state holds the weight and bias gradients."""
+    def encode_forward(cb, xs):
+        return forward.encode_batch(cb, xs, destination_states=True)
+
+    def encode_gradient(cb, dys, xs, y, states):
+        return [gradient.encode_batch(cb, dys, xs, states), states[0].gradient_for_weights,
+                states[0].gradient_for_biases]
+    return encode_forward, encode_gradient, expected
+
+
 def convolution(device, x, dy):
     rng = np.random.default_rng(3)
     w = (0.3 * rng.standard_normal((5, 3, 3, SHAPE[1]))).astype(np.float32)  # OHWI
@@ -58,17 +69,10 @@ def convolution(device, x, dy):
     conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(d, w, b))
     gradient = mpsx.CNNConvolutionGradient(device, mpsx.ConvolutionWeights(d, w, b))
 
-    def encode_forward(cb, xs):
-        return conv.encode_batch(cb, xs, destination_states=True)
-
-    def encode_gradient(cb, dys, xs, y, states):
-        return [gradient.encode_batch(cb, dys, xs, states), states[0].gradient_for_weights,
-                states[0].gradient_for_biases]
-
     def expected(y_host):
         y, (dx, dw, db) = autograd(lambda a, k, c: F.conv2d(a, k.permute(0, 3, 1, 2), c, padding=1), dy, x, w, b)
         return y, [dx, dw, db]
-    return encode_forward, encode_gradient, expected
+    return weighted(conv, gradient, expected)
 
 
 def convolution_transpose(device, x, dy):
@@ -76,17 +80,10 @@ def convolution_transpose(device, x, dy):
     transpose = mpsx.CNNConvolutionTranspose(device, source)
     gradient = mpsx.CNNConvolutionTransposeGradient(device, source)
 
-    def encode_forward(cb, xs):
-        return transpose.encode_batch(cb, xs, destination_states=True)
-
-    def encode_gradient(cb, dys, xs, y, states):
-        return [gradient.encode_batch(cb, dys, xs, states), states[0].gradient_for_weights,
-                states[0].gradient_for_biases]
-
     def expected(y_host):
         centre, size = transposes.centre_of(transpose), (y_host.shape[3], y_host.shape[2])
         return autograd(lambda a, k, c: transposes.reference(a, k, c, (1, 1), (1, 1), 1, centre, size), dy, x, w, b)
-    return encode_forward, encode_gradient, expected
+    return weighted(transpose, gradient, expected)
 
 
 def batch_normalization(device, x, dy):

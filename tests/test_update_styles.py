@@ -9,7 +9,7 @@ import torch
 
 import mpsx
 from mpsx.benchmarks.reference_cnn import HostSGD
-from helpers import one_hot_labels
+from helpers import GammaAndBeta, one_hot_labels
 
 N, C_IN, C, SIZE, CLASSES, LR, STEPS = 4, 2, 4, 6, 3, 0.1, 4
 EPSILON = 1e-5
@@ -33,12 +33,14 @@ def batch(seed=4):
     return x, labels
 
 
-def torch_trajectory(p, x, labels):
-    """Parameters after every step of plain SGD in PyTorch (OHWI weights)."""
+def torch_trajectory(p, x, labels, bn=None):
+    """Parameters after every step of plain SGD in PyTorch (OHWI weights); bn, the normalization layer, is
+    BatchNorm2d unless given."""
     conv = torch.nn.Conv2d(C_IN, C, 3, padding=1)
     conv.weight.data = torch.tensor(p["conv_w"]).permute(0, 3, 1, 2).contiguous()
     conv.bias.data = torch.tensor(p["conv_b"])
-    bn = torch.nn.BatchNorm2d(C, eps=EPSILON)
+    if bn is None:
+        bn = torch.nn.BatchNorm2d(C, eps=EPSILON)
     bn.weight.data, bn.bias.data = torch.tensor(p["gamma"]), torch.tensor(p["beta"])
     fc = torch.nn.Linear(SIZE * SIZE * C, CLASSES)
     fc.weight.data = torch.tensor(p["fc_w"]).reshape(CLASSES, -1)
@@ -62,20 +64,11 @@ def torch_trajectory(p, x, labels):
     return trajectory, losses
 
 
-class NormalizationSource(mpsx.CNNBatchNormalizationDataSource):
+class NormalizationSource(GammaAndBeta, mpsx.CNNBatchNormalizationDataSource):
     epsilon = EPSILON
 
     def __init__(self, gamma, beta):
         self.g, self.b = gamma.copy(), beta.copy()
-
-    def number_of_feature_channels(self):
-        return C
-
-    def gamma(self):
-        return self.g
-
-    def beta(self):
-        return self.b
 
     def update_gamma_and_beta_with_batch_normalization_state(self, state):  # style 2
         self.g = state.gamma.to_numpy() - LR * state.gradient_for_gamma.to_numpy()
@@ -133,21 +126,19 @@ def check(trajectory, losses, expected_trajectory, expected_losses):
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-def python_sourced_model(device, p):
-    """The model over Python data sources holding the parameters p."""
+def python_sourced_model(device, p, source=NormalizationSource, model=Model):
+    """The model (a Model unless given) over Python data sources holding the parameters p, its normalization
+    data source a `source`."""
     conv_d, fc_d = descriptors()
     conv_src = HostSGD(conv_d, p["conv_w"], p["conv_b"], learning_rate=LR)
     fc_src = HostSGD(fc_d, p["fc_w"], p["fc_b"], learning_rate=LR)
-    bn_src = NormalizationSource(p["gamma"], p["beta"])
-    return conv_src, bn_src, fc_src, Model(device, conv_src, bn_src, fc_src)
+    bn_src = source(p["gamma"], p["beta"])
+    return conv_src, bn_src, fc_src, model(device, conv_src, bn_src, fc_src)
 
 
-def test_style_1_host_update_then_reload_from_data_source(device):
-    """Read the synchronized gradients after completion, update the data
-    sources on the host, then reload the kernels from them."""
-    p = start()
-    x, labels = batch()
-    conv_src, bn_src, fc_src, model = python_sourced_model(device, p)
+def train_with_host_updates(device, x, labels, conv_src, bn_src, fc_src, model):
+    """STEPS steps that read the synchronized gradients after completion, update the data sources on the host,
+    then reload the kernels from them; returns the parameters after each step, and the losses."""
     images = mpsx.ImageBatch.from_numpy(device, x)
     trajectory, losses = [], []
     for _ in range(STEPS):
@@ -170,6 +161,15 @@ def test_style_1_host_update_then_reload_from_data_source(device):
         losses.append(float(loss_labels.loss_image().to_numpy()[0, 0, 0, 0]))
         trajectory.append(dict(conv_w=conv_src.w, conv_b=conv_src.b, gamma=bn_src.g, beta=bn_src.b, fc_w=fc_src.w,
                                fc_b=fc_src.b))
+    return trajectory, losses
+
+
+def test_style_1_host_update_then_reload_from_data_source(device):
+    """Read the synchronized gradients after completion, update the data
+    sources on the host, then reload the kernels from them."""
+    p = start()
+    x, labels = batch()
+    trajectory, losses = train_with_host_updates(device, x, labels, *python_sourced_model(device, p))
     check(trajectory, losses, *torch_trajectory(p, x, labels))
 
 

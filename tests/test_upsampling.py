@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, run, tolerance
+from helpers import batch_forward_and_gradient, forward_finite_differences, kernel_forward_and_gradient, read, tolerance
 
 SCALES = [(1, 1), (2, 2), (3, 2), (1, 3)]
 SHAPES = [(1, 3, 5, 7), (2, 4, 3, 1)]
@@ -47,14 +47,7 @@ def test_forward_and_gradient_match_torch(device, rng, mode, align, sx, sy, shap
     n, c, h, w = shape
     dy = rng.standard_normal((n, c, h * sy, w * sx)).astype(np.float32)
     forward, gradient = kernels(device, mode, sx, sy, align)
-    source = mpsx.ImageBatch.from_numpy(device, x)
-
-    def encode(cb):
-        y, states = forward.encode_batch(cb, source, destination_states=True)
-        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), source, states)
-        return y, dx
-
-    y, dx = read(device, encode)
+    y, dx = batch_forward_and_gradient(device, x, dy, forward, gradient)
     expected_y, expected_dx = reference(x, mode, sx, sy, align, dy)
     assert y.shape == expected_y.shape
     np.testing.assert_allclose(y, expected_y, rtol=1e-5, atol=1e-5)
@@ -65,13 +58,7 @@ def test_nearest_gradient_is_the_block_sum(device, rng):
     x = rng.standard_normal((1, 2, 3, 5)).astype(np.float32)
     dy = rng.standard_normal((1, 2, 6, 15)).astype(np.float32)
     forward, gradient = kernels(device, "nearest", 3, 2)
-    source = mpsx.Image.from_numpy(device, x)
-
-    def encode(cb):
-        _, state = forward.encode(cb, source, destination_state=True)
-        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy), source, state)
-
-    dx = read(device, encode)
+    _, dx = kernel_forward_and_gradient(device, x, dy, forward, gradient)
     np.testing.assert_allclose(dx, dy.reshape(1, 2, 3, 2, 5, 3).sum(axis=(3, 5)), rtol=1e-5, atol=1e-6)
 
 
@@ -80,14 +67,7 @@ def test_float16(device, rng, mode, align):
     x = rng.standard_normal((2, 3, 5, 4)).astype(np.float16)
     dy = rng.standard_normal((2, 3, 10, 12)).astype(np.float16)
     forward, gradient = kernels(device, mode, 3, 2, align)
-    source = mpsx.ImageBatch.from_numpy(device, x)
-
-    def encode(cb):
-        y, states = forward.encode_batch(cb, source, destination_states=True)
-        dx = gradient.encode_batch(cb, mpsx.ImageBatch.from_numpy(device, dy), source, states)
-        return y, dx
-
-    y, dx = read(device, encode)
+    y, dx = batch_forward_and_gradient(device, x, dy, forward, gradient)
     assert y.dtype == np.float16 and dx.dtype == np.float16
     expected_y, expected_dx = reference(x.astype(np.float32), mode, 3, 2, align, dy.astype(np.float32))
     rtol, atol = tolerance(np.float16)
@@ -101,19 +81,9 @@ def test_gradient_finite_differences(device, rng, mode, align):
     x = rng.standard_normal(shape)
     dy = rng.standard_normal((1, 1, 6, 6))
     forward, gradient = kernels(device, mode, 3, 2, align)
-
-    def loss(values):
-        y = read(device, lambda cb: forward.encode(cb, mpsx.Image.from_numpy(device, values.astype(np.float32))))
-        return float(np.sum(y.astype(np.float64) * dy))
-
-    numeric = finite_difference_gradient(loss, x, 1e-2)
-    source = mpsx.Image.from_numpy(device, x.astype(np.float32))
-
-    def encode(cb):
-        _, state = forward.encode(cb, source, destination_state=True)
-        return gradient.encode(cb, mpsx.Image.from_numpy(device, dy.astype(np.float32)), source, state)
-
-    np.testing.assert_allclose(read(device, encode), numeric, rtol=1e-3, atol=1e-3)
+    numeric = forward_finite_differences(device, forward, x, dy)
+    _, dx = kernel_forward_and_gradient(device, x.astype(np.float32), dy.astype(np.float32), forward, gradient)
+    np.testing.assert_allclose(dx, numeric, rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.parametrize("mode,align", MODES, ids=MODE_IDS)
