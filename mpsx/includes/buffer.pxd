@@ -1,12 +1,5 @@
 # cdef extern declarations of native/include/mpsx/buffer.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.types cimport DataType
+from mpsx.includes.common cimport *
 
 cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
     cdef cppclass CBuffer "mpsx::Buffer":

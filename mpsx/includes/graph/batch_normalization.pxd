@@ -1,8 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/batch_normalization.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint32_t
-from libcpp.memory cimport shared_ptr
-
+from mpsx.includes.common cimport *
 from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
 from mpsx.includes.kernels.batch_normalization cimport CBatchNormalizationDataSource
 

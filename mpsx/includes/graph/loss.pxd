@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/loss.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp cimport bool
-from cpython.ref cimport PyObject
-from libcpp.memory cimport shared_ptr
-
+from mpsx.includes.common cimport *
 from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernels.loss cimport LossDescriptor

@@ -1,7 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/neuron.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp.memory cimport shared_ptr
-
+from mpsx.includes.common cimport *
 from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 

@@ -1,8 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/softmax.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
+from mpsx.includes.common cimport *
 from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
 
 cdef extern from "mpsx/graph/softmax.h" namespace "mpsx" nogil:

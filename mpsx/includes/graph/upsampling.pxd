@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/upsampling.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
+from mpsx.includes.common cimport *
 from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
 from mpsx.includes.kernels.upsampling cimport UpsamplingKind
 

@@ -1,23 +1,12 @@
 # cdef extern declarations of native/include/mpsx/kernels/convolution.h
-from mpsx.includes.errors cimport raise_py_error
-from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t, uint32_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.optional cimport optional
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
 from mpsx.includes.data_source cimport HostArray
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from mpsx.includes.state cimport CGradientState, CState
-from mpsx.includes.types cimport DataType
 
 cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
     cdef cppclass ConvolutionDescriptor "mpsx::ConvolutionDescriptor":

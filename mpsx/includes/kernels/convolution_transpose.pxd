@@ -1,11 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/convolution_transpose.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
+from mpsx.includes.common cimport *
 from mpsx.includes.image cimport CImage, ImageDescriptor
 from mpsx.includes.kernel cimport Encoded
 from mpsx.includes.kernels.convolution cimport (

@@ -1,10 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/neuron.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
-from mpsx.includes.device cimport CDevice
+from mpsx.includes.common cimport *
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 
 cdef extern from "mpsx/kernels/neuron.h" namespace "mpsx" nogil:

@@ -1,14 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/optimizer.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint32_t, uint64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CVector
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
 from mpsx.includes.state cimport CState
 
 cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:

@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/softmax.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.device cimport CDevice
+from mpsx.includes.common cimport *
 from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 
 cdef extern from "mpsx/kernels/softmax.h" namespace "mpsx" nogil:
