@@ -14,9 +14,6 @@ cdef extern from "<functional>" namespace "std" nogil:
 
 cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
     cdef enum class CommandBufferStatus "mpsx::CommandBufferStatus"(uint8_t):
-        NotEnqueued "mpsx::CommandBufferStatus::NotEnqueued"
-        Committed "mpsx::CommandBufferStatus::Committed"
-        Completed "mpsx::CommandBufferStatus::Completed"
         Error "mpsx::CommandBufferStatus::Error"
 
     cdef cppclass CommandBufferMark "mpsx::CommandBuffer::Mark":

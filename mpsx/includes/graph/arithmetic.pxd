@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/arithmetic.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.arithmetic cimport ArithmeticOperation, ArithmeticParameters
 
 cdef extern from "mpsx/graph/arithmetic.h" namespace "mpsx" nogil:

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/batch_normalization.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.batch_normalization cimport CBatchNormalizationDataSource
 
 cdef extern from "mpsx/graph/batch_normalization.h" namespace "mpsx" nogil:

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/convolution.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.convolution cimport AccumulatorPrecision, CConvolutionDataSource
 
 cdef extern from "mpsx/graph/convolution.h" namespace "mpsx" nogil:

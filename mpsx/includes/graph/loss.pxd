@@ -1,7 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/loss.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
-from mpsx.includes.image cimport CImage
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.loss cimport LossDescriptor
 
 cdef extern from "mpsx/graph/loss.h" namespace "mpsx" nogil:

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/neuron.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 
 cdef extern from "mpsx/graph/neuron.h" namespace "mpsx" nogil:

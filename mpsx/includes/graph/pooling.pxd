@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/pooling.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.pooling cimport PoolingKind
 
 cdef extern from "mpsx/graph/pooling.h" namespace "mpsx" nogil:

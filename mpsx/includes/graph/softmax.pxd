@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/softmax.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 
 cdef extern from "mpsx/graph/softmax.h" namespace "mpsx" nogil:
     cdef cppclass CCNNSoftMaxNode "mpsx::CNNSoftMaxNode"(CFilterNode):

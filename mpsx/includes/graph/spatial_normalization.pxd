@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/spatial_normalization.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.normalization cimport ResponseNormalizationParameters
 
 cdef extern from "mpsx/graph/spatial_normalization.h" namespace "mpsx" nogil:

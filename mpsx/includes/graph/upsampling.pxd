@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/upsampling.h
-from mpsx.includes.common cimport *
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.upsampling cimport UpsamplingKind
 
 cdef extern from "mpsx/graph/upsampling.h" namespace "mpsx" nogil:

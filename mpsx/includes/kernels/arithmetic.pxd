@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/arithmetic.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CBinaryKernel, CGradientKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/arithmetic.h" namespace "mpsx" nogil:
     cdef enum class ArithmeticOperation "mpsx::ArithmeticOperation"(int32_t):

@@ -1,13 +1,11 @@
 # cdef extern declarations of native/include/mpsx/kernels/batch_normalization.h
-from mpsx.includes.common cimport *
+from mpsx.includes.kernel cimport *
 from mpsx.includes.buffer cimport CBuffer
 from mpsx.includes.data_source cimport HostArray
-from mpsx.includes.image cimport CImage
-from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 from mpsx.includes.kernels.normalization cimport CNormalizationGammaAndBetaState, CNormalizationMeanAndVarianceState
 from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
-from mpsx.includes.state cimport CGradientState, CState
+from mpsx.includes.state cimport CGradientState
 
 cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
     cdef cppclass CBatchNormalizationDataSource "mpsx::BatchNormalizationDataSource":

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/cross_channel_normalization.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 from mpsx.includes.kernels.normalization cimport CResponseNormalizationProperties
 
 cdef extern from "mpsx/kernels/cross_channel_normalization.h" namespace "mpsx" nogil:

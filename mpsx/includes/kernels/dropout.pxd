@@ -1,7 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/dropout.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
-from mpsx.includes.state cimport CState
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/dropout.h" namespace "mpsx" nogil:
     cdef cppclass DropoutDescriptor "mpsx::DropoutDescriptor":

@@ -1,9 +1,8 @@
 # cdef extern declarations of native/include/mpsx/kernels/group_normalization.h
 # and instance_normalization.h (one native model serves both families).
-from mpsx.includes.common cimport *
+from mpsx.includes.kernel cimport *
 from mpsx.includes.buffer cimport CBuffer
 from mpsx.includes.data_source cimport HostArray
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.normalization cimport CNormalizationGammaAndBetaState
 from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from mpsx.includes.state cimport CGradientState

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/local_contrast_normalization.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/local_contrast_normalization.h" namespace "mpsx" nogil:
     cdef cppclass LocalContrastNormalizationParameters "mpsx::LocalContrastNormalizationParameters":

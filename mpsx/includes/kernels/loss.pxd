@@ -1,8 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/loss.h
-from mpsx.includes.common cimport *
-from mpsx.includes.image cimport CImage, ImageDescriptor
-from mpsx.includes.kernel cimport CKernel
-from mpsx.includes.state cimport CGradientState, CState
+from mpsx.includes.kernel cimport *
+from mpsx.includes.state cimport CGradientState
 
 cdef extern from "mpsx/kernels/loss.h" namespace "mpsx" nogil:
     cdef enum class LossType "mpsx::LossType"(uint32_t):

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/neuron.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/neuron.h" namespace "mpsx" nogil:
     cdef enum class NeuronType "mpsx::NeuronType"(int32_t):

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/pooling.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/pooling.h" namespace "mpsx" nogil:
     cdef enum class PoolingKind "mpsx::PoolingKind"(int32_t):

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/softmax.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/softmax.h" namespace "mpsx" nogil:
     cdef cppclass CCNNSoftMax "mpsx::CNNSoftMax"(CUnaryKernel):

@@ -1,6 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/upsampling.h
-from mpsx.includes.common cimport *
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/upsampling.h" namespace "mpsx" nogil:
     cdef enum class UpsamplingKind "mpsx::UpsamplingKind"(int32_t):
