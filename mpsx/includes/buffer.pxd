@@ -11,7 +11,6 @@ cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
         uint64_t id()
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
         void check_host_readable(const char* what) except +raise_py_error
-        bool written_by_pending_command_buffer()
         void check_host_writable(const char* what) except +raise_py_error
         void read(void* destination, size_t offset, size_t bytes, const char* what) except +raise_py_error
         void write(const void* source, size_t offset, size_t bytes) except +raise_py_error

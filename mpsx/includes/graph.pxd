@@ -50,8 +50,6 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         vector[shared_ptr[CStateNode]] result_states() except +raise_py_error
         string label
         uint32_t padding_policy
-        bool is_gradient()
-        bool is_trainable()
         TrainingStyle training_style
         vector[shared_ptr[CFilterNode]] gradient_filters(const vector[shared_ptr[CImageNode]]& gradients) except +raise_py_error
 

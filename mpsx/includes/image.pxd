@@ -20,7 +20,6 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         const shared_ptr[CBuffer]& buffer()
-        size_t byte_offset()
         uint64_t identity()
         void read(void* destination, size_t bytes, DataType host_type) except +raise_py_error
         void write(const void* source, size_t bytes, DataType host_type) except +raise_py_error

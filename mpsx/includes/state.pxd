@@ -7,7 +7,6 @@ cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         const char* class_name()
-        bool is_bound()
         bool is_temporary()
         int64_t read_count()
         void set_read_count(int64_t count) except +raise_py_error

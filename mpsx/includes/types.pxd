@@ -10,7 +10,6 @@ cdef extern from "mpsx/types.h" namespace "mpsx" nogil:
     const int64_t kMaxDimension "mpsx::kMaxDimension"
 
     size_t size_of(DataType)
-    const char* name_of(DataType)
 
     cdef cppclass Offset "mpsx::Offset":
         int64_t x, y, z

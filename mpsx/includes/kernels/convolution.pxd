@@ -12,7 +12,6 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         int64_t stride_x, stride_y, dilation_x, dilation_y, groups
         NeuronDescriptor fused_neuron
         void validate() except +raise_py_error
-        size_t weight_count()
 
     cdef enum class WeightsQuantization "mpsx::WeightsQuantization"(uint32_t):
         None_ "mpsx::WeightsQuantization::None"
@@ -20,8 +19,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         LookupTable "mpsx::WeightsQuantization::LookupTable"
 
     cdef cppclass CConvolutionDataSource "mpsx::ConvolutionDataSource":
-        bool supports_update() except +raise_py_error
-        bool supports_update_on_command_buffer() except +raise_py_error
+        pass
 
     cdef cppclass CConvolutionWeights "mpsx::ConvolutionWeights"(CConvolutionDataSource):
         CConvolutionWeights(ConvolutionDescriptor descriptor, vector[float] weights,
@@ -63,7 +61,6 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
                                        const CConvolutionWeightsAndBiasesState& state) except +raise_py_error
         shared_ptr[CConvolutionWeightsAndBiasesState] export_weights_and_biases(
             CCommandBuffer& command_buffer) except +raise_py_error
-        shared_ptr[CConvolutionWeightsAndBiasesState] current_weights_and_biases()
         void encode_weights_and_bias_update(CCommandBuffer& command_buffer,
                                             const shared_ptr[CConvolutionGradientState]& gradient_state) except +raise_py_error
 
