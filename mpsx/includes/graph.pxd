@@ -17,7 +17,6 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         shared_ptr[CFilterNode] producer()
 
     cdef enum class StateNodeKind "mpsx::StateNodeKind"(uint8_t):
-        Gradient "mpsx::StateNodeKind::Gradient"
         ConvolutionGradient "mpsx::StateNodeKind::ConvolutionGradient"
         BinaryGradient "mpsx::StateNodeKind::BinaryGradient"
         ConvolutionTransposeGradient "mpsx::StateNodeKind::ConvolutionTransposeGradient"

@@ -14,9 +14,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         void validate() except +raise_py_error
 
     cdef enum class WeightsQuantization "mpsx::WeightsQuantization"(uint32_t):
-        None_ "mpsx::WeightsQuantization::None"
-        Linear "mpsx::WeightsQuantization::Linear"
-        LookupTable "mpsx::WeightsQuantization::LookupTable"
+        pass
 
     cdef cppclass CConvolutionDataSource "mpsx::ConvolutionDataSource":
         pass
@@ -69,9 +67,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
                            shared_ptr[CConvolutionDataSource] data_source) except +raise_py_error
 
     cdef enum class ConvolutionGradientOption "mpsx::ConvolutionGradientOption"(uint32_t):
-        Data "mpsx::ConvolutionGradientOption::Data"
-        WeightsAndBias "mpsx::ConvolutionGradientOption::WeightsAndBias"
-        All "mpsx::ConvolutionGradientOption::All"
+        pass
 
     cdef cppclass CCNNConvolutionGradient "mpsx::CNNConvolutionGradient"(CGradientKernel):
         CCNNConvolutionGradient(shared_ptr[CDevice] device,

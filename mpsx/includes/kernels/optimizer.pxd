@@ -25,7 +25,7 @@ cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:
         vector[shared_ptr[CVector]] momentum, velocity, maximum_velocity, sum_of_squares
 
     cdef enum class OptimizerVectorKind "mpsx::OptimizerVectorKind"(uint32_t):
-        Count "mpsx::OptimizerVectorKind::Count"
+        pass
 
     cdef cppclass CKeptOptimizerVectors "mpsx::KeptOptimizerVectors":
         size_t count(OptimizerVectorKind kind) except +raise_py_error
