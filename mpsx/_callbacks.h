@@ -187,17 +187,4 @@ inline bool end_at_exit() {
 // destructors, which would run under it.
 inline bool threads_abandoned() { return detail::abandoned_threads.load() > 0; }
 
-// A host step that calls `step()` in Python; a Python exception fails the
-// command buffer with that exception.
-inline std::function<void()> host_step(PyObject* step) {
-  std::shared_ptr<void> held = hold(step);
-  return [held] {
-    if (finalizing().load()) return;
-    Gil gil;
-    PyObject* result = PyObject_CallNoArgs(static_cast<PyObject*>(held.get()));
-    if (!result) throw fetch_foreign_error();
-    Py_DECREF(result);
-  };
-}
-
 }  // namespace mpsx::python

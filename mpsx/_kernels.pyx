@@ -16,7 +16,7 @@ from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
 from mpsx.includes.checked cimport checked_parameter
-from mpsx.includes.command_buffer cimport CommandBufferMark, Encoding
+from mpsx.includes.command_buffer cimport Encoding
 from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport BinarySource, CBinaryKernel, CGradientKernel, CKernel, CUnaryKernel, Encoded
 from mpsx.includes.kernels.neuron cimport (

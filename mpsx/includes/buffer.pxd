@@ -1,12 +1,5 @@
 # cdef extern declarations of native/include/mpsx/buffer.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.types cimport DataType
+from mpsx.includes.common cimport *
 
 cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
     cdef cppclass CBuffer "mpsx::Buffer":
@@ -18,7 +11,6 @@ cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
         uint64_t id()
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
         void check_host_readable(const char* what) except +raise_py_error
-        bool written_by_pending_command_buffer()
         void check_host_writable(const char* what) except +raise_py_error
         void read(void* destination, size_t offset, size_t bytes, const char* what) except +raise_py_error
         void write(const void* source, size_t offset, size_t bytes) except +raise_py_error

@@ -9,22 +9,12 @@ from mpsx.includes.device cimport CDevice
 cdef extern from "<functional>" namespace "std" nogil:
     cdef cppclass CompletedHandler "std::function<void(mpsx::CommandBuffer&)>":
         pass
-    cdef cppclass HostStep "std::function<void()>":
-        pass
 
 cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
     cdef enum class CommandBufferStatus "mpsx::CommandBufferStatus"(uint8_t):
-        NotEnqueued "mpsx::CommandBufferStatus::NotEnqueued"
-        Committed "mpsx::CommandBufferStatus::Committed"
-        Completed "mpsx::CommandBufferStatus::Completed"
         Error "mpsx::CommandBufferStatus::Error"
 
-    cdef cppclass CommandBufferMark "mpsx::CommandBuffer::Mark":
-        pass
-
     cdef cppclass CCommandBuffer "mpsx::CommandBuffer":
-        CommandBufferMark mark()
-        void discard_since(const CommandBufferMark& mark) except +raise_py_error
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         shared_ptr[CCommandBuffer] shared_from_this()
@@ -36,7 +26,6 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         CommandBufferStatus status()
         exception_ptr error()
         void add_completed_handler(CompletedHandler handler) except +raise_py_error
-        void add_host_step(HostStep step) except +raise_py_error
         size_t command_count()
 
     cdef cppclass CCommandQueue "mpsx::CommandQueue":
@@ -54,7 +43,6 @@ cdef extern from "_encoding.h" namespace "mpsx::python":
 cdef extern from "_callbacks.h" namespace "mpsx::python":
     ctypedef void (*CompletedCall)(object handler, CCommandBuffer& command_buffer)
     CompletedHandler completed_handler(object handler, CompletedCall call)
-    HostStep host_step(object step)
     cdef cppclass AtomicBool "std::atomic<bool>":
         void store(bint)
     AtomicBool& finalizing()

@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/data_source.h
-from libc.stdint cimport int64_t
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
-from mpsx.includes.types cimport DataType
+from mpsx.includes.common cimport *
 
 cdef extern from "mpsx/data_source.h" namespace "mpsx" nogil:
     cdef cppclass HostArray "mpsx::HostArray":

@@ -1,15 +1,6 @@
 # cdef extern declarations of native/include/mpsx/distributed.h
-from mpsx.includes.errors cimport raise_py_error
-from cpython.ref cimport PyObject
-from libc.stdint cimport uint8_t, uint64_t
-from libcpp.functional cimport function
-from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
 
 cdef extern from "mpsx/distributed.h" namespace "mpsx" nogil:
     cdef enum class ReduceOperation "mpsx::ReduceOperation"(uint8_t):

@@ -1,14 +1,7 @@
 # cdef extern declarations of native/include/mpsx/dlpack.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t, int64_t, uint8_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
-from mpsx.includes.device cimport CDevice
 from mpsx.includes.image cimport CImage
-from mpsx.includes.types cimport DataType
 
 cdef extern from "mpsx/dlpack.h" namespace "mpsx::dlpack" nogil:
     const char* kTensorCapsule "mpsx::dlpack::kTensorCapsule"

@@ -1,13 +1,5 @@
-# cdef extern declarations of native/include/mpsx/errors.h
+# How the errors of native/include/mpsx/errors.h reach Python (mpsx/_errors.h translates them).
 from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-
-cdef extern from "mpsx/errors.h" namespace "mpsx" nogil:
-    cdef cppclass CError "mpsx::Error":
-        const char* what()
-
-    cdef cppclass CForeignError "mpsx::ForeignError"(CError):
-        CForeignError(const string& message, shared_ptr[void] payload)
 
 cdef extern from "<exception>" namespace "std" nogil:
     cdef cppclass exception_ptr:
@@ -20,7 +12,6 @@ cdef extern from "_errors.h" namespace "mpsx::python":
 
 cdef extern from "_callbacks.h" namespace "mpsx::python":
     shared_ptr[void] hold(object o)
-    CForeignError fetch_foreign_error()
 
 cdef extern from "<memory>" namespace "std" nogil:
     # std::make_shared whose exceptions (from the constructors) get our translation.

@@ -1,18 +1,8 @@
 # cdef extern declarations of native/include/mpsx/graph.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint8_t, uint32_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.optional cimport optional
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
+from mpsx.includes.common cimport *
 from mpsx.includes.distributed cimport CCommunicator
 from mpsx.includes.image cimport CImage
 from mpsx.includes.state cimport CState
-from mpsx.includes.types cimport DataType
 
 cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
     cdef cppclass CFilterNode "mpsx::FilterNode"
@@ -27,7 +17,6 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         shared_ptr[CFilterNode] producer()
 
     cdef enum class StateNodeKind "mpsx::StateNodeKind"(uint8_t):
-        Gradient "mpsx::StateNodeKind::Gradient"
         ConvolutionGradient "mpsx::StateNodeKind::ConvolutionGradient"
         BinaryGradient "mpsx::StateNodeKind::BinaryGradient"
         ConvolutionTransposeGradient "mpsx::StateNodeKind::ConvolutionTransposeGradient"
@@ -60,8 +49,6 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         vector[shared_ptr[CStateNode]] result_states() except +raise_py_error
         string label
         uint32_t padding_policy
-        bool is_gradient()
-        bool is_trainable()
         TrainingStyle training_style
         vector[shared_ptr[CFilterNode]] gradient_filters(const vector[shared_ptr[CImageNode]]& gradients) except +raise_py_error
 

@@ -1,13 +1,6 @@
 # cdef extern declarations of native/include/mpsx/image.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t, uint64_t
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.types cimport DataType
 
 cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
     cdef cppclass ImageDescriptor "mpsx::ImageDescriptor":
@@ -27,7 +20,6 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         const shared_ptr[CBuffer]& buffer()
-        size_t byte_offset()
         uint64_t identity()
         void read(void* destination, size_t bytes, DataType host_type) except +raise_py_error
         void write(const void* source, size_t bytes, DataType host_type) except +raise_py_error

@@ -1,13 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernel.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t, uint32_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
+from mpsx.includes.common cimport *
 from mpsx.includes.image cimport CImage, ImageDescriptor
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport EdgeMode, Offset, Region

@@ -1,21 +1,12 @@
 # cdef extern declarations of native/include/mpsx/state.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-from libc.stdint cimport int64_t
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
 
 cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
     cdef cppclass CState "mpsx::State":
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
         const char* class_name()
-        bool is_bound()
         bool is_temporary()
         int64_t read_count()
         void set_read_count(int64_t count) except +raise_py_error

@@ -1,7 +1,8 @@
 # MPSCNNCrossChannelNormalization and its gradient (included by _kernels.pyx).
 
 from mpsx.includes.kernels.cross_channel_normalization cimport (
-    CCNNCrossChannelNormalization, CCNNCrossChannelNormalizationGradient, CCrossChannelNormalizationProperties)
+    CCNNCrossChannelNormalization, CCNNCrossChannelNormalizationGradient)
+from mpsx.includes.kernels.normalization cimport CResponseNormalizationProperties
 
 __all__ += ["CNNCrossChannelNormalization", "CNNCrossChannelNormalizationGradient"]
 
@@ -28,8 +29,8 @@ cdef class CNNCrossChannelNormalization(CNNUnaryKernel):
     def _mpsx_arguments(self):
         return (self.kernel_size,)
 
-    cdef CCrossChannelNormalizationProperties* properties(self) except NULL:
-        return <CCrossChannelNormalizationProperties*><CCNNCrossChannelNormalization*>self.unary_kernel()
+    cdef CResponseNormalizationProperties* properties(self) except NULL:
+        return <CResponseNormalizationProperties*><CCNNCrossChannelNormalization*>self.unary_kernel()
 
     @property
     def kernel_size(self):
@@ -98,8 +99,8 @@ cdef class CNNCrossChannelNormalizationGradient(CNNGradientKernel):
     def _mpsx_arguments(self):
         return (self.kernel_size,)
 
-    cdef CCrossChannelNormalizationProperties* properties(self) except NULL:
-        return <CCrossChannelNormalizationProperties*><CCNNCrossChannelNormalizationGradient*>self.gradient_kernel()
+    cdef CResponseNormalizationProperties* properties(self) except NULL:
+        return <CResponseNormalizationProperties*><CCNNCrossChannelNormalizationGradient*>self.gradient_kernel()
 
     @property
     def kernel_size(self):

@@ -1,10 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/arithmetic.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.arithmetic cimport ArithmeticOperation, ArithmeticParameters
 
 cdef extern from "mpsx/graph/arithmetic.h" namespace "mpsx" nogil:

@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/batch_normalization.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint32_t
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.batch_normalization cimport CBatchNormalizationDataSource
 
 cdef extern from "mpsx/graph/batch_normalization.h" namespace "mpsx" nogil:

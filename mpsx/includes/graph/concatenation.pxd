@@ -1,10 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/concatenation.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 
 cdef extern from "mpsx/graph/concatenation.h" namespace "mpsx" nogil:
     cdef cppclass CNNConcatenationNode "mpsx::NNConcatenationNode"(CFilterNode):

@@ -1,8 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/convolution_transpose.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.convolution cimport AccumulatorPrecision, CConvolutionDataSource
 
 cdef extern from "mpsx/graph/convolution_transpose.h" namespace "mpsx" nogil:

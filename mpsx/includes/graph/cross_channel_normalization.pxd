@@ -1,19 +1,13 @@
 # cdef extern declarations of native/include/mpsx/graph/cross_channel_normalization.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
+from mpsx.includes.kernels.normalization cimport ResponseNormalizationParameters
 
 cdef extern from "mpsx/graph/cross_channel_normalization.h" namespace "mpsx" nogil:
-    cdef cppclass CrossChannelNormalizationNodeParameters "mpsx::CrossChannelNormalizationParameters":
-        float alpha, beta, delta
-
     cdef cppclass CCNNCrossChannelNormalizationNode "mpsx::CNNCrossChannelNormalizationNode"(CFilterNode):
         CCNNCrossChannelNormalizationNode(shared_ptr[CImageNode] source, int64_t kernel_size) except +raise_py_error
         int64_t kernel_size()
         void set_kernel_size(int64_t value) except +raise_py_error
-        const CrossChannelNormalizationNodeParameters& parameters()
+        const ResponseNormalizationParameters& parameters()
         void set_alpha(float value) except +raise_py_error
         void set_beta(float value) except +raise_py_error
         void set_delta(float value) except +raise_py_error
@@ -25,4 +19,4 @@ cdef extern from "mpsx/graph/cross_channel_normalization.h" namespace "mpsx" nog
                                                   shared_ptr[CStateNode] gradient_state,
                                                   int64_t kernel_size) except +raise_py_error
         int64_t kernel_size()
-        const CrossChannelNormalizationNodeParameters& parameters()
+        const ResponseNormalizationParameters& parameters()

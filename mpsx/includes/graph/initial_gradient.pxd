@@ -1,8 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/initial_gradient.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode
+from mpsx.includes.graph cimport *
 
 cdef extern from "mpsx/graph/initial_gradient.h" namespace "mpsx" nogil:
     cdef cppclass CNNInitialGradientNode "mpsx::NNInitialGradientNode"(CFilterNode):

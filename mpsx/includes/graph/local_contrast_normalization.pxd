@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/local_contrast_normalization.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.local_contrast_normalization cimport LocalContrastNormalizationParameters
 
 cdef extern from "mpsx/graph/local_contrast_normalization.h" namespace "mpsx" nogil:

@@ -1,11 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/loss.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp cimport bool
-from cpython.ref cimport PyObject
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
-from mpsx.includes.image cimport CImage
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.loss cimport LossDescriptor
 
 cdef extern from "mpsx/graph/loss.h" namespace "mpsx" nogil:

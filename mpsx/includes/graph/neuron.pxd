@@ -1,8 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/neuron.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 
 cdef extern from "mpsx/graph/neuron.h" namespace "mpsx" nogil:

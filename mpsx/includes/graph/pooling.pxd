@@ -1,9 +1,5 @@
 # cdef extern declarations of native/include/mpsx/graph/pooling.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t, uint32_t
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.graph cimport CFilterNode, CImageNode, CStateNode
+from mpsx.includes.graph cimport *
 from mpsx.includes.kernels.pooling cimport PoolingKind
 
 cdef extern from "mpsx/graph/pooling.h" namespace "mpsx" nogil:

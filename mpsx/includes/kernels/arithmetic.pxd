@@ -1,14 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/arithmetic.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t, int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.image cimport CImage
-from mpsx.includes.kernel cimport CBinaryKernel, CGradientKernel
-from mpsx.includes.state cimport CState
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/arithmetic.h" namespace "mpsx" nogil:
     cdef enum class ArithmeticOperation "mpsx::ArithmeticOperation"(int32_t):

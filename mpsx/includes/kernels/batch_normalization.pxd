@@ -1,22 +1,11 @@
 # cdef extern declarations of native/include/mpsx/kernels/batch_normalization.h
-from mpsx.includes.errors cimport raise_py_error
-from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
-from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.kernel cimport *
 from mpsx.includes.buffer cimport CBuffer
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.kernel cimport CGradientKernel, CKernel, CUnaryKernel
-from mpsx.includes.image cimport CImage
 from mpsx.includes.data_source cimport HostArray
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 from mpsx.includes.kernels.normalization cimport CNormalizationGammaAndBetaState, CNormalizationMeanAndVarianceState
-from mpsx.includes.state cimport CGradientState, CState
+from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
+from mpsx.includes.state cimport CGradientState
 
 cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
     cdef cppclass CBatchNormalizationDataSource "mpsx::BatchNormalizationDataSource":

@@ -1,23 +1,10 @@
 # cdef extern declarations of native/include/mpsx/kernels/convolution.h
-from mpsx.includes.errors cimport raise_py_error
-from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t, uint32_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.optional cimport optional
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.kernel cimport *
 from mpsx.includes.buffer cimport CBuffer
 from mpsx.includes.data_source cimport HostArray
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.image cimport CImage
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.neuron cimport NeuronDescriptor
 from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
-from mpsx.includes.state cimport CGradientState, CState
-from mpsx.includes.types cimport DataType
+from mpsx.includes.state cimport CGradientState
 
 cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
     cdef cppclass ConvolutionDescriptor "mpsx::ConvolutionDescriptor":
@@ -25,16 +12,12 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         int64_t stride_x, stride_y, dilation_x, dilation_y, groups
         NeuronDescriptor fused_neuron
         void validate() except +raise_py_error
-        size_t weight_count()
 
     cdef enum class WeightsQuantization "mpsx::WeightsQuantization"(uint32_t):
-        None_ "mpsx::WeightsQuantization::None"
-        Linear "mpsx::WeightsQuantization::Linear"
-        LookupTable "mpsx::WeightsQuantization::LookupTable"
+        pass
 
     cdef cppclass CConvolutionDataSource "mpsx::ConvolutionDataSource":
-        bool supports_update() except +raise_py_error
-        bool supports_update_on_command_buffer() except +raise_py_error
+        pass
 
     cdef cppclass CConvolutionWeights "mpsx::ConvolutionWeights"(CConvolutionDataSource):
         CConvolutionWeights(ConvolutionDescriptor descriptor, vector[float] weights,
@@ -76,7 +59,6 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
                                        const CConvolutionWeightsAndBiasesState& state) except +raise_py_error
         shared_ptr[CConvolutionWeightsAndBiasesState] export_weights_and_biases(
             CCommandBuffer& command_buffer) except +raise_py_error
-        shared_ptr[CConvolutionWeightsAndBiasesState] current_weights_and_biases()
         void encode_weights_and_bias_update(CCommandBuffer& command_buffer,
                                             const shared_ptr[CConvolutionGradientState]& gradient_state) except +raise_py_error
 
@@ -85,9 +67,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
                            shared_ptr[CConvolutionDataSource] data_source) except +raise_py_error
 
     cdef enum class ConvolutionGradientOption "mpsx::ConvolutionGradientOption"(uint32_t):
-        Data "mpsx::ConvolutionGradientOption::Data"
-        WeightsAndBias "mpsx::ConvolutionGradientOption::WeightsAndBias"
-        All "mpsx::ConvolutionGradientOption::All"
+        pass
 
     cdef cppclass CCNNConvolutionGradient "mpsx::CNNConvolutionGradient"(CGradientKernel):
         CCNNConvolutionGradient(shared_ptr[CDevice] device,

@@ -1,16 +1,7 @@
 # cdef extern declarations of native/include/mpsx/kernels/convolution_transpose.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.image cimport CImage, ImageDescriptor
-from mpsx.includes.kernel cimport Encoded
+from mpsx.includes.kernel cimport *
 from mpsx.includes.kernels.convolution cimport (
     CCNNConvolution, CCNNConvolutionGradient, CConvolutionDataSource, CConvolutionGradientState)
-from mpsx.includes.state cimport CState
 
 cdef extern from "mpsx/kernels/convolution_transpose.h" namespace "mpsx" nogil:
     cdef cppclass CConvolutionTransposeGradientState "mpsx::ConvolutionTransposeGradientState"(CConvolutionGradientState):

@@ -1,11 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/dropout.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int64_t, uint64_t
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
-from mpsx.includes.state cimport CState
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/dropout.h" namespace "mpsx" nogil:
     cdef cppclass DropoutDescriptor "mpsx::DropoutDescriptor":

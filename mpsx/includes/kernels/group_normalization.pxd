@@ -1,18 +1,8 @@
 # cdef extern declarations of native/include/mpsx/kernels/group_normalization.h
 # and instance_normalization.h (one native model serves both families).
-from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.kernel cimport *
 from mpsx.includes.buffer cimport CBuffer
-from mpsx.includes.command_buffer cimport CCommandBuffer
 from mpsx.includes.data_source cimport HostArray
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.errors cimport raise_py_error
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
 from mpsx.includes.kernels.normalization cimport CNormalizationGammaAndBetaState
 from mpsx.includes.kernels.optimizer cimport CKeptOptimizerVectors, CNNOptimizer
 from mpsx.includes.state cimport CGradientState

@@ -1,6 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/instance_normalization.h;
 # the classes are declared in group_normalization.pxd (one native model).
-from libc.stdint cimport int64_t
+from mpsx.includes.common cimport *
 
 cdef extern from "mpsx/kernels/instance_normalization.h" namespace "mpsx" nogil:
     const int64_t kInstanceNormalizationGroups

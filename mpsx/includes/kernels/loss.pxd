@@ -1,15 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/loss.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.image cimport CImage, ImageDescriptor
-from mpsx.includes.kernel cimport CKernel
-from mpsx.includes.state cimport CGradientState, CState
+from mpsx.includes.kernel cimport *
+from mpsx.includes.state cimport CGradientState
 
 cdef extern from "mpsx/kernels/loss.h" namespace "mpsx" nogil:
     cdef enum class LossType "mpsx::LossType"(uint32_t):

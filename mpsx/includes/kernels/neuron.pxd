@@ -1,11 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/neuron.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t
-from libcpp.memory cimport shared_ptr
-from libcpp.vector cimport vector
-
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/neuron.h" namespace "mpsx" nogil:
     cdef enum class NeuronType "mpsx::NeuronType"(int32_t):

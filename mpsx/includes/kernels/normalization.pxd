@@ -1,15 +1,23 @@
 # cdef extern declarations of native/include/mpsx/kernels/normalization.h
-from libc.stdint cimport int64_t
-from libcpp.memory cimport shared_ptr
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.errors cimport raise_py_error
 from mpsx.includes.state cimport CState
 
 cdef extern from "mpsx/kernels/normalization.h" namespace "mpsx" nogil:
     const float kNormalizationDefaultEpsilon
     float checked_normalization_epsilon(float value, const char* owner) except +raise_py_error
+
+    cdef cppclass ResponseNormalizationParameters "mpsx::ResponseNormalizationParameters":
+        float alpha, beta, delta
+
+    cdef cppclass CResponseNormalizationProperties "mpsx::ResponseNormalizationProperties":
+        int64_t kernel_size()
+        float alpha()
+        float beta()
+        float delta()
+        void set_alpha(float value) except +raise_py_error
+        void set_beta(float value) except +raise_py_error
+        void set_delta(float value) except +raise_py_error
 
     cdef cppclass CNormalizationGammaAndBetaState "mpsx::NormalizationGammaAndBetaState"(CState):
         CNormalizationGammaAndBetaState(shared_ptr[CBuffer] gamma, shared_ptr[CBuffer] beta) except +raise_py_error

@@ -1,14 +1,6 @@
 # cdef extern declarations of native/include/mpsx/kernels/optimizer.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport uint32_t, uint64_t
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-from libcpp.string cimport string
-from libcpp.vector cimport vector
-
+from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CVector
-from mpsx.includes.command_buffer cimport CCommandBuffer
-from mpsx.includes.device cimport CDevice
 from mpsx.includes.state cimport CState
 
 cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:
@@ -33,7 +25,7 @@ cdef extern from "mpsx/kernels/optimizer.h" namespace "mpsx" nogil:
         vector[shared_ptr[CVector]] momentum, velocity, maximum_velocity, sum_of_squares
 
     cdef enum class OptimizerVectorKind "mpsx::OptimizerVectorKind"(uint32_t):
-        Count "mpsx::OptimizerVectorKind::Count"
+        pass
 
     cdef cppclass CKeptOptimizerVectors "mpsx::KeptOptimizerVectors":
         size_t count(OptimizerVectorKind kind) except +raise_py_error

@@ -1,10 +1,5 @@
 # cdef extern declarations of native/include/mpsx/kernels/pooling.h
-from mpsx.includes.errors cimport raise_py_error
-from libc.stdint cimport int32_t, int64_t
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/pooling.h" namespace "mpsx" nogil:
     cdef enum class PoolingKind "mpsx::PoolingKind"(int32_t):
@@ -17,24 +12,21 @@ cdef extern from "mpsx/kernels/pooling.h" namespace "mpsx" nogil:
     cdef cppclass PoolingWindow "mpsx::Window":
         int64_t kernel_width, kernel_height, stride_x, stride_y, dilation_x, dilation_y
 
-    cdef cppclass CCNNPooling "mpsx::CNNPooling"(CUnaryKernel):
-        CCNNPooling(shared_ptr[CDevice] device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
-                    int64_t stride_x, int64_t stride_y, int64_t dilation_x, int64_t dilation_y) except +raise_py_error
+    cdef cppclass CPoolingParameters "mpsx::PoolingParameters":
         const PoolingWindow& pooling_window()
         int64_t zero_pad_size_x()
         int64_t zero_pad_size_y()
         void set_zero_pad_size_x(int64_t value) except +raise_py_error
         void set_zero_pad_size_y(int64_t value) except +raise_py_error
 
-    cdef cppclass CCNNPoolingGradient "mpsx::CNNPoolingGradient"(CGradientKernel):
+    cdef cppclass CCNNPooling "mpsx::CNNPooling"(CUnaryKernel, CPoolingParameters):
+        CCNNPooling(shared_ptr[CDevice] device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
+                    int64_t stride_x, int64_t stride_y, int64_t dilation_x, int64_t dilation_y) except +raise_py_error
+
+    cdef cppclass CCNNPoolingGradient "mpsx::CNNPoolingGradient"(CGradientKernel, CPoolingParameters):
         CCNNPoolingGradient(shared_ptr[CDevice] device, PoolingKind kind, int64_t kernel_width, int64_t kernel_height,
                             int64_t stride_x, int64_t stride_y, int64_t dilation_x,
                             int64_t dilation_y) except +raise_py_error
-        const PoolingWindow& pooling_window()
-        int64_t zero_pad_size_x()
-        int64_t zero_pad_size_y()
-        void set_zero_pad_size_x(int64_t value) except +raise_py_error
-        void set_zero_pad_size_y(int64_t value) except +raise_py_error
         int64_t source_size_width()
         int64_t source_size_height()
         int64_t source_size_depth()

@@ -1,16 +1,9 @@
 # cdef extern declarations of native/include/mpsx/kernels/softmax.h
-from mpsx.includes.errors cimport raise_py_error
-from libcpp cimport bool
-from libcpp.memory cimport shared_ptr
-
-from mpsx.includes.device cimport CDevice
-from mpsx.includes.kernel cimport CGradientKernel, CUnaryKernel
+from mpsx.includes.kernel cimport *
 
 cdef extern from "mpsx/kernels/softmax.h" namespace "mpsx" nogil:
     cdef cppclass CCNNSoftMax "mpsx::CNNSoftMax"(CUnaryKernel):
         CCNNSoftMax(shared_ptr[CDevice] device, bool log) except +raise_py_error
-        bool is_log()
 
     cdef cppclass CCNNSoftMaxGradient "mpsx::CNNSoftMaxGradient"(CGradientKernel):
         CCNNSoftMaxGradient(shared_ptr[CDevice] device, bool log) except +raise_py_error
-        bool is_log()
