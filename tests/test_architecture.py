@@ -116,8 +116,8 @@ def test_every_backend_registers_the_family(family, backend):
     path = f"native/{backend}/{family}.{BACKENDS[backend]}"
     primitive = primitive_class(family)
     assert not missing([path]), f"{family}: no {path}"
-    assert re.search(rf"RegisterPrimitive<{primitive}> \w+\(\"{backend}\"", read(path)), \
-        f"{family}: {path} has no RegisterPrimitive<{primitive}> for \"{backend}\""
+    assert re.search(rf"(RegisterPrimitive<{primitive}>|Registered<{primitive}, \w+>) \w+\(\"{backend}\"",
+                     read(path)), f"{family}: {path} registers no {primitive} for \"{backend}\""
 
 
 @pytest.mark.parametrize("family", FAMILIES)

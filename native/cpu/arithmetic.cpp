@@ -181,11 +181,7 @@ class CpuArithmetic final : public ArithmeticPrimitive {
   mutable std::deque<Cached> cache_;
 };
 
-std::unique_ptr<ArithmeticPrimitive> make_arithmetic(Backend&, const ArithmeticOperation& operation) {
-  return std::make_unique<CpuArithmetic>(operation);
-}
-
-const RegisterPrimitive<ArithmeticPrimitive> registered("cpu", make_arithmetic);
+const Registered<ArithmeticPrimitive, CpuArithmetic> registered("cpu");
 
 }  // namespace
 }  // namespace mpsx::cpu

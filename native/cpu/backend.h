@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "mpsx/backend.h"
+#include "mpsx/registry.h"
 #include "mpsx/command_buffer.h"
 
 // Hot loops (MPSX_CPU_LOOP functions run through Cloned<f>::run) are
@@ -92,6 +93,11 @@ class CpuBackend final : public Backend {
  private:
   dnnl::engine engine_;
 };
+
+// The registration of a family's implementation I of P on this backend
+// (mpsx::Registered, registry.h).
+template <class P, class I>
+using Registered = mpsx::Registered<P, I, CpuBackend>;
 
 // oneDNN's descriptor (dims N, C, H, W) of such a region of `image`.
 inline dnnl::memory::desc float32_region_desc(const CpuBackend& backend, const ImageDescriptor& image, int64_t images,

@@ -338,11 +338,7 @@ class CpuBatchNormalization final : public BatchNormalizationPrimitive {
   bool relu_, other_;
 };
 
-std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(Backend&, const BatchNormalizationDescriptor& descriptor) {
-  return std::make_unique<CpuBatchNormalization>(descriptor);
-}
-
-const RegisterPrimitive<BatchNormalizationPrimitive> registered("cpu", make_batch_normalization);
+const Registered<BatchNormalizationPrimitive, CpuBatchNormalization> registered("cpu");
 
 }  // namespace
 

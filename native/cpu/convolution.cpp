@@ -14,8 +14,9 @@ class CpuConvolution final
       OhwiWeightsPasses<dnnl::convolution_forward, dnnl::convolution_backward_data,
                         dnnl::convolution_backward_weights> {
  public:
-  CpuConvolution(const dnnl::engine& engine, const ConvolutionShape& s)
-      : OhwiWeightsPasses(engine, weights_desc(s, tag::ohwi)) {
+  CpuConvolution(const CpuBackend& backend, const ConvolutionShape& s)
+      : OhwiWeightsPasses(backend.engine(), weights_desc(s, tag::ohwi)) {
+    const dnnl::engine& engine = backend.engine();
     const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
     auto dst = [&](bool half) {
       return region_desc(s.images, s.output_channels, s.height, s.width, s.destination_type, s.destination_stride,
@@ -73,11 +74,7 @@ class CpuConvolution final
   }
 };
 
-std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
-  return std::make_unique<CpuConvolution>(static_cast<CpuBackend&>(backend).engine(), shape);
-}
-
-const RegisterPrimitive<ConvolutionPrimitive> registered("cpu", make_convolution);
+const Registered<ConvolutionPrimitive, CpuConvolution> registered("cpu");
 
 }  // namespace
 

@@ -70,8 +70,9 @@ class CpuConvolutionTranspose final
       OhwiWeightsPasses<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
                         dnnl::deconvolution_backward_weights> {
  public:
-  CpuConvolutionTranspose(const dnnl::engine& engine, const ConvolutionTransposeShape& s)
-      : OhwiWeightsPasses(engine, weights_desc(s, tag::ohwi)), s_(s) {
+  CpuConvolutionTranspose(const CpuBackend& backend, const ConvolutionTransposeShape& s)
+      : OhwiWeightsPasses(backend.engine(), weights_desc(s, tag::ohwi)), s_(s) {
+    const dnnl::engine& engine = backend.engine();
     reaches_all_ = s.reads_source() && s.reached_y == 0 && s.reached_x == 0 && s.reached_height == s.height &&
                    s.reached_width == s.width;
     if (!s.reads_source()) return;
@@ -195,11 +196,7 @@ class CpuConvolutionTranspose final
   bool dense_result_ = false;
 };
 
-std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
-  return std::make_unique<CpuConvolutionTranspose>(static_cast<CpuBackend&>(backend).engine(), shape);
-}
-
-const RegisterPrimitive<ConvolutionTransposePrimitive> registered("cpu", make_convolution_transpose);
+const Registered<ConvolutionTransposePrimitive, CpuConvolutionTranspose> registered("cpu");
 
 }  // namespace
 

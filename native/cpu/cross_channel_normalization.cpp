@@ -239,12 +239,7 @@ class CpuCrossChannelNormalization final : public CrossChannelNormalizationPrimi
   mutable std::shared_ptr<const Built> built_;
 };
 
-std::unique_ptr<CrossChannelNormalizationPrimitive> make_cross_channel_normalization(
-    Backend& backend, const CrossChannelNormalizationDescriptor& descriptor) {
-  return std::make_unique<CpuCrossChannelNormalization>(static_cast<CpuBackend&>(backend), descriptor);
-}
-
-const RegisterPrimitive<CrossChannelNormalizationPrimitive> registered("cpu", make_cross_channel_normalization);
+const Registered<CrossChannelNormalizationPrimitive, CpuCrossChannelNormalization> registered("cpu");
 
 }  // namespace
 

@@ -71,11 +71,7 @@ class CpuDropout final : public DropoutPrimitive {
   DropoutDescriptor d_;
 };
 
-std::unique_ptr<DropoutPrimitive> make_dropout(Backend&, const DropoutDescriptor& descriptor) {
-  return std::make_unique<CpuDropout>(descriptor);
-}
-
-const RegisterPrimitive<DropoutPrimitive> registered("cpu", make_dropout);
+const Registered<DropoutPrimitive, CpuDropout> registered("cpu");
 
 }  // namespace
 

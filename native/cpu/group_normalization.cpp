@@ -373,12 +373,7 @@ class CpuGroupNormalization final : public GroupNormalizationPrimitive {
   mutable size_t next_built_ = 0, next_binding_ = 0;
 };
 
-std::unique_ptr<GroupNormalizationPrimitive> make_group_normalization(Backend& backend,
-                                                                      const GroupNormalizationDescriptor&) {
-  return std::make_unique<CpuGroupNormalization>(static_cast<CpuBackend&>(backend));
-}
-
-const RegisterPrimitive<GroupNormalizationPrimitive> registered("cpu", make_group_normalization);
+const Registered<GroupNormalizationPrimitive, CpuGroupNormalization> registered("cpu");
 
 }  // namespace
 }  // namespace mpsx::cpu

@@ -178,12 +178,7 @@ class CpuLocalContrastNormalization final : public LocalContrastNormalizationPri
   LocalContrastNormalizationDescriptor d_;
 };
 
-std::unique_ptr<LocalContrastNormalizationPrimitive> make_local_contrast_normalization(
-    Backend&, const LocalContrastNormalizationDescriptor& descriptor) {
-  return std::make_unique<CpuLocalContrastNormalization>(descriptor);
-}
-
-const RegisterPrimitive<LocalContrastNormalizationPrimitive> registered("cpu", make_local_contrast_normalization);
+const Registered<LocalContrastNormalizationPrimitive, CpuLocalContrastNormalization> registered("cpu");
 
 }  // namespace
 }  // namespace mpsx::cpu

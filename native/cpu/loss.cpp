@@ -346,11 +346,7 @@ class CpuLoss final : public LossPrimitive {
   LossDescriptor d_;
 };
 
-std::unique_ptr<LossPrimitive> make_loss(Backend&, const LossDescriptor& descriptor) {
-  return std::make_unique<CpuLoss>(descriptor);
-}
-
-const RegisterPrimitive<LossPrimitive> registered("cpu", make_loss);
+const Registered<LossPrimitive, CpuLoss> registered("cpu");
 
 }  // namespace
 

@@ -218,11 +218,7 @@ void apply_neuron_gradient(const NeuronDescriptor& d, const ImageRegion& dy, con
 
 namespace {
 
-std::unique_ptr<NeuronPrimitive> make_neuron(Backend&, const NeuronDescriptor& descriptor) {
-  return std::make_unique<CpuNeuron>(descriptor);
-}
-
-const RegisterPrimitive<NeuronPrimitive> registered("cpu", make_neuron);
+const Registered<NeuronPrimitive, CpuNeuron> registered("cpu");
 
 }  // namespace
 

@@ -199,11 +199,7 @@ class CpuOptimizer final : public OptimizerPrimitive {
   OptimizerScalars scalars_;  // the configuration's; each step sets the learning rate
 };
 
-std::unique_ptr<OptimizerPrimitive> make_optimizer(Backend&, const OptimizerConfiguration& configuration) {
-  return std::make_unique<CpuOptimizer>(configuration);
-}
-
-const RegisterPrimitive<OptimizerPrimitive> registered("cpu", make_optimizer);
+const Registered<OptimizerPrimitive, CpuOptimizer> registered("cpu");
 
 }  // namespace
 

@@ -361,11 +361,7 @@ class CpuPooling final : public PoolingPrimitive {
   dnnl::pooling_backward backward_;
 };
 
-std::unique_ptr<PoolingPrimitive> make_pooling(Backend& backend, const PoolingDescriptor& descriptor) {
-  return std::make_unique<CpuPooling>(static_cast<CpuBackend&>(backend), descriptor);
-}
-
-const RegisterPrimitive<PoolingPrimitive> registered("cpu", make_pooling);
+const Registered<PoolingPrimitive, CpuPooling> registered("cpu");
 
 }  // namespace
 

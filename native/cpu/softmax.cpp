@@ -163,11 +163,7 @@ class CpuSoftMax final : public SoftMaxPrimitive {
   dnnl::softmax_backward backward_;
 };
 
-std::unique_ptr<SoftMaxPrimitive> make_softmax(Backend& backend, const SoftMaxDescriptor& descriptor) {
-  return std::make_unique<CpuSoftMax>(static_cast<CpuBackend&>(backend), descriptor);
-}
-
-const RegisterPrimitive<SoftMaxPrimitive> registered("cpu", make_softmax);
+const Registered<SoftMaxPrimitive, CpuSoftMax> registered("cpu");
 
 }  // namespace
 

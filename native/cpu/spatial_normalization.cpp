@@ -368,12 +368,7 @@ class CpuSpatialNormalization final : public SpatialNormalizationPrimitive {
   mutable size_t next_built_ = 0, next_binding_ = 0;
 };
 
-std::unique_ptr<SpatialNormalizationPrimitive> make_spatial_normalization(
-    Backend& backend, const SpatialNormalizationDescriptor& descriptor) {
-  return std::make_unique<CpuSpatialNormalization>(static_cast<CpuBackend&>(backend), descriptor);
-}
-
-const RegisterPrimitive<SpatialNormalizationPrimitive> registered("cpu", make_spatial_normalization);
+const Registered<SpatialNormalizationPrimitive, CpuSpatialNormalization> registered("cpu");
 
 }  // namespace
 

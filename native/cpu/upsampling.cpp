@@ -142,11 +142,7 @@ class CpuUpsampling final : public UpsamplingPrimitive {
   dnnl::resampling_backward backward_;
 };
 
-std::unique_ptr<UpsamplingPrimitive> make_upsampling(Backend& backend, const UpsamplingDescriptor& descriptor) {
-  return std::make_unique<CpuUpsampling>(static_cast<CpuBackend&>(backend), descriptor);
-}
-
-const RegisterPrimitive<UpsamplingPrimitive> registered("cpu", make_upsampling);
+const Registered<UpsamplingPrimitive, CpuUpsampling> registered("cpu");
 
 }  // namespace
 

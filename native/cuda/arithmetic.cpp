@@ -20,11 +20,7 @@ class CudaArithmetic final : public ArithmeticPrimitive {
   }
 };
 
-std::unique_ptr<ArithmeticPrimitive> make_arithmetic(Backend&, const ArithmeticOperation&) {
-  return std::make_unique<CudaArithmetic>();
-}
-
-const RegisterPrimitive<ArithmeticPrimitive> registered("cuda", make_arithmetic);
+const Registered<ArithmeticPrimitive, CudaArithmetic> registered("cuda");
 
 }  // namespace
 }  // namespace mpsx::cuda

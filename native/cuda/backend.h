@@ -18,6 +18,7 @@
 
 #include "buffer.cuh"
 #include "mpsx/backend.h"
+#include "mpsx/registry.h"
 #include "mpsx/command_buffer.h"
 
 namespace mpsx::cuda {
@@ -105,6 +106,11 @@ class CudaBackend final : public Backend {
   PinnedBlock pinned_[4];
   size_t next_pinned_ = 0;
 };
+
+// The registration of a family's implementation I of P on this backend
+// (mpsx::Registered, registry.h).
+template <class P, class I>
+using Registered = mpsx::Registered<P, I, CudaBackend>;
 
 // Makes `ordinal` the calling thread's current device for the scope.
 class DeviceScope {

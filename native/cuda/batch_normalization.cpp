@@ -14,7 +14,8 @@ constexpr size_t kSumsSlot = 3;
 
 class CudaBatchNormalization final : public BatchNormalizationPrimitive {
  public:
-  CudaBatchNormalization(int ordinal, const BatchNormalizationDescriptor& d) : neuron_(ordinal, d.fused_neuron) {}
+  CudaBatchNormalization(const CudaBackend& backend, const BatchNormalizationDescriptor& d)
+      : neuron_(backend.ordinal(), d.fused_neuron) {}
 
   void statistics(ExecutionContext& context, const ImageRegion& source, BatchNormalizationBatch& batch,
                   int64_t before) const override {
@@ -81,11 +82,7 @@ class CudaBatchNormalization final : public BatchNormalizationPrimitive {
   DeviceNeuron neuron_;
 };
 
-std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(Backend& backend, const BatchNormalizationDescriptor& descriptor) {
-  return std::make_unique<CudaBatchNormalization>(static_cast<CudaBackend&>(backend).ordinal(), descriptor);
-}
-
-const RegisterPrimitive<BatchNormalizationPrimitive> registered("cuda", make_batch_normalization);
+const Registered<BatchNormalizationPrimitive, CudaBatchNormalization> registered("cuda");
 
 }  // namespace
 

@@ -414,11 +414,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
   bool half_ = false;  // a matrix product on float16 rows
 };
 
-std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
-  return std::make_unique<CudaConvolution>(static_cast<CudaBackend&>(backend), shape);
-}
-
-const RegisterPrimitive<ConvolutionPrimitive> registered("cuda", make_convolution);
+const Registered<ConvolutionPrimitive, CudaConvolution> registered("cuda");
 
 }  // namespace
 

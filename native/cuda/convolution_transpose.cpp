@@ -121,11 +121,7 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
   std::unique_ptr<CudnnConvolution> cudnn_;
 };
 
-std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
-  return std::make_unique<CudaConvolutionTranspose>(static_cast<CudaBackend&>(backend), shape);
-}
-
-const RegisterPrimitive<ConvolutionTransposePrimitive> registered("cuda", make_convolution_transpose);
+const Registered<ConvolutionTransposePrimitive, CudaConvolutionTranspose> registered("cuda");
 
 }  // namespace
 

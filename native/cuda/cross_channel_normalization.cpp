@@ -111,12 +111,7 @@ class CudaCrossChannelNormalization final : public CrossChannelNormalizationPrim
   std::unique_ptr<CudnnNormalization> cudnn_;
 };
 
-std::unique_ptr<CrossChannelNormalizationPrimitive> make_cross_channel_normalization(
-    Backend&, const CrossChannelNormalizationDescriptor& descriptor) {
-  return std::make_unique<CudaCrossChannelNormalization>(descriptor);
-}
-
-const RegisterPrimitive<CrossChannelNormalizationPrimitive> registered("cuda", make_cross_channel_normalization);
+const Registered<CrossChannelNormalizationPrimitive, CudaCrossChannelNormalization> registered("cuda");
 
 }  // namespace
 

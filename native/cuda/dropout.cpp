@@ -31,11 +31,7 @@ class CudaDropout final : public DropoutPrimitive {
   DropoutDescriptor d_;
 };
 
-std::unique_ptr<DropoutPrimitive> make_dropout(Backend&, const DropoutDescriptor& descriptor) {
-  return std::make_unique<CudaDropout>(descriptor);
-}
-
-const RegisterPrimitive<DropoutPrimitive> registered("cuda", make_dropout);
+const Registered<DropoutPrimitive, CudaDropout> registered("cuda");
 
 }  // namespace
 

@@ -30,11 +30,7 @@ class CudaGroupNormalization final : public GroupNormalizationPrimitive {
   }
 };
 
-std::unique_ptr<GroupNormalizationPrimitive> make_group_normalization(Backend&, const GroupNormalizationDescriptor&) {
-  return std::make_unique<CudaGroupNormalization>();
-}
-
-const RegisterPrimitive<GroupNormalizationPrimitive> registered("cuda", make_group_normalization);
+const Registered<GroupNormalizationPrimitive, CudaGroupNormalization> registered("cuda");
 
 }  // namespace
 }  // namespace mpsx::cuda

@@ -27,12 +27,7 @@ class CudaLocalContrastNormalization final : public LocalContrastNormalizationPr
   LocalContrastNormalizationDescriptor d_;
 };
 
-std::unique_ptr<LocalContrastNormalizationPrimitive> make_local_contrast_normalization(
-    Backend&, const LocalContrastNormalizationDescriptor& descriptor) {
-  return std::make_unique<CudaLocalContrastNormalization>(descriptor);
-}
-
-const RegisterPrimitive<LocalContrastNormalizationPrimitive> registered("cuda", make_local_contrast_normalization);
+const Registered<LocalContrastNormalizationPrimitive, CudaLocalContrastNormalization> registered("cuda");
 
 }  // namespace
 }  // namespace mpsx::cuda

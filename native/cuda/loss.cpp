@@ -46,11 +46,7 @@ class CudaLoss final : public LossPrimitive {
   LossDescriptor d_;
 };
 
-std::unique_ptr<LossPrimitive> make_loss(Backend&, const LossDescriptor& descriptor) {
-  return std::make_unique<CudaLoss>(descriptor);
-}
-
-const RegisterPrimitive<LossPrimitive> registered("cuda", make_loss);
+const Registered<LossPrimitive, CudaLoss> registered("cuda");
 
 }  // namespace
 

@@ -29,7 +29,7 @@ namespace {
 
 class CudaNeuron final : public NeuronPrimitive {
  public:
-  CudaNeuron(int ordinal, const NeuronDescriptor& d) : neuron_(ordinal, d) {}
+  CudaNeuron(const CudaBackend& backend, const NeuronDescriptor& d) : neuron_(backend.ordinal(), d) {}
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
                int64_t first_channel) const override {
@@ -46,11 +46,7 @@ class CudaNeuron final : public NeuronPrimitive {
   DeviceNeuron neuron_;
 };
 
-std::unique_ptr<NeuronPrimitive> make_neuron(Backend& backend, const NeuronDescriptor& descriptor) {
-  return std::make_unique<CudaNeuron>(static_cast<CudaBackend&>(backend).ordinal(), descriptor);
-}
-
-const RegisterPrimitive<NeuronPrimitive> registered("cuda", make_neuron);
+const Registered<NeuronPrimitive, CudaNeuron> registered("cuda");
 
 }  // namespace
 

@@ -39,11 +39,7 @@ class CudaOptimizer final : public OptimizerPrimitive {
   OptimizerScalars scalars_;  // the configuration's; each step sets the learning rate
 };
 
-std::unique_ptr<OptimizerPrimitive> make_optimizer(Backend&, const OptimizerConfiguration& configuration) {
-  return std::make_unique<CudaOptimizer>(configuration);
-}
-
-const RegisterPrimitive<OptimizerPrimitive> registered("cuda", make_optimizer);
+const Registered<OptimizerPrimitive, CudaOptimizer> registered("cuda");
 
 }  // namespace
 

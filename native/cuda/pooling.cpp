@@ -30,11 +30,7 @@ class CudaPooling final : public PoolingPrimitive {
   PoolingDescriptor d_;
 };
 
-std::unique_ptr<PoolingPrimitive> make_pooling(Backend&, const PoolingDescriptor& descriptor) {
-  return std::make_unique<CudaPooling>(descriptor);
-}
-
-const RegisterPrimitive<PoolingPrimitive> registered("cuda", make_pooling);
+const Registered<PoolingPrimitive, CudaPooling> registered("cuda");
 
 }  // namespace
 

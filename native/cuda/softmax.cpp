@@ -26,11 +26,7 @@ class CudaSoftMax final : public SoftMaxPrimitive {
   bool log_;
 };
 
-std::unique_ptr<SoftMaxPrimitive> make_softmax(Backend&, const SoftMaxDescriptor& descriptor) {
-  return std::make_unique<CudaSoftMax>(descriptor);
-}
-
-const RegisterPrimitive<SoftMaxPrimitive> registered("cuda", make_softmax);
+const Registered<SoftMaxPrimitive, CudaSoftMax> registered("cuda");
 
 }  // namespace
 

@@ -121,12 +121,7 @@ class CudaSpatialNormalization final : public SpatialNormalizationPrimitive {
   std::unique_ptr<CudnnNormalization> cudnn_;
 };
 
-std::unique_ptr<SpatialNormalizationPrimitive> make_spatial_normalization(
-    Backend&, const SpatialNormalizationDescriptor& descriptor) {
-  return std::make_unique<CudaSpatialNormalization>(descriptor);
-}
-
-const RegisterPrimitive<SpatialNormalizationPrimitive> registered("cuda", make_spatial_normalization);
+const Registered<SpatialNormalizationPrimitive, CudaSpatialNormalization> registered("cuda");
 
 }  // namespace
 

@@ -13,7 +13,7 @@ namespace {
 // primitive is built (once per shape).
 class CudaUpsampling final : public UpsamplingPrimitive {
  public:
-  CudaUpsampling(int ordinal, const UpsamplingDescriptor& d) : ordinal_(ordinal) {
+  CudaUpsampling(const CudaBackend& backend, const UpsamplingDescriptor& d) : ordinal_(backend.ordinal()) {
     std::vector<UpsamplingTap> taps_x =
         upsampling_taps(d.kind, d.align_corners, d.scale_x, d.source_width, d.first_x, d.width);
     std::vector<UpsamplingTap> taps_y =
@@ -67,11 +67,7 @@ class CudaUpsampling final : public UpsamplingPrimitive {
   UpsamplingTables tables_;
 };
 
-std::unique_ptr<UpsamplingPrimitive> make_upsampling(Backend& backend, const UpsamplingDescriptor& descriptor) {
-  return std::make_unique<CudaUpsampling>(static_cast<CudaBackend&>(backend).ordinal(), descriptor);
-}
-
-const RegisterPrimitive<UpsamplingPrimitive> registered("cuda", make_upsampling);
+const Registered<UpsamplingPrimitive, CudaUpsampling> registered("cuda");
 
 }  // namespace
 

@@ -21,7 +21,8 @@ NSUInteger stride_of(int64_t extent, int64_t destination_extent) {
 
 class MetalArithmetic final : public ArithmeticPrimitive {
  public:
-  MetalArithmetic(id<MTLDevice> device, ArithmeticOperation operation) : operation_(operation) {
+  MetalArithmetic(const MetalBackend& backend, ArithmeticOperation operation) : operation_(operation) {
+    id<MTLDevice> device = backend.device();
     switch (operation) {
       case ArithmeticOperation::Add:
         forward_ = [[MPSCNNAdd alloc] initWithDevice:device];
@@ -124,11 +125,7 @@ class MetalArithmetic final : public ArithmeticPrimitive {
   MPSCNNArithmeticGradient* secondary_gradient_ = nil;
 };
 
-std::unique_ptr<ArithmeticPrimitive> make_arithmetic(Backend& backend, const ArithmeticOperation& operation) {
-  return std::make_unique<MetalArithmetic>(static_cast<MetalBackend&>(backend).device(), operation);
-}
-
-const RegisterPrimitive<ArithmeticPrimitive> registered("metal", make_arithmetic);
+const Registered<ArithmeticPrimitive, MetalArithmetic> registered("metal");
 
 }  // namespace
 }  // namespace mpsx::metal

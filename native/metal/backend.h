@@ -16,6 +16,7 @@
 #include <string>
 
 #include "mpsx/backend.h"
+#include "mpsx/registry.h"
 #include "mpsx/buffer.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/errors.h"
@@ -143,6 +144,11 @@ class MetalBackend final : public Backend {
   std::mutex zeros_mutex_;
   id<MTLBuffer> zeros_;
 };
+
+// The registration of a family's implementation I of P on this backend
+// (mpsx::Registered, registry.h).
+template <class P, class I>
+using Registered = mpsx::Registered<P, I, MetalBackend>;
 
 // What commands get while a metal queue encodes them: the MTLCommandBuffer.
 class MetalContext final : public ExecutionContext {

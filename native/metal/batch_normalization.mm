@@ -145,15 +145,16 @@ struct Kernels {
 
 class MetalBatchNormalization final : public BatchNormalizationPrimitive {
  public:
-  MetalBatchNormalization(id<MTLDevice> device, const BatchNormalizationDescriptor& d)
-      : device_(device),
+  MetalBatchNormalization(const MetalBackend& backend, const BatchNormalizationDescriptor& d)
+      : device_(backend.device()),
         fused_neuron_(d.fused_neuron.is_identity() ? nil : neuron_descriptor(d.fused_neuron)),
-        statistics_([[MPSCNNBatchNormalizationStatistics alloc] initWithDevice:device]),
-        statistics_gradient_([[MPSCNNBatchNormalizationStatisticsGradient alloc] initWithDevice:device
+        statistics_([[MPSCNNBatchNormalizationStatistics alloc] initWithDevice:backend.device()]),
+        statistics_gradient_([[MPSCNNBatchNormalizationStatisticsGradient alloc] initWithDevice:backend.device()
                                                                           fusedNeuronDescriptor:fused_neuron_]),
-        gradient_([[MPSCNNBatchNormalizationGradient alloc] initWithDevice:device fusedNeuronDescriptor:fused_neuron_]),
+        gradient_([[MPSCNNBatchNormalizationGradient alloc] initWithDevice:backend.device()
+                                                      fusedNeuronDescriptor:fused_neuron_]),
         zero_([[MPSCNNNeuron alloc]
-              initWithDevice:device
+              initWithDevice:backend.device()
             neuronDescriptor:[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:MPSCNNNeuronTypeLinear a:0 b:0]]) {}
 
   std::shared_ptr<BatchNormalizationBatch> make_batch(const std::shared_ptr<Device>& device,
@@ -370,11 +371,7 @@ class MetalBatchNormalization final : public BatchNormalizationPrimitive {
   mutable std::map<int64_t, Kernels> kernels_;
 };
 
-std::unique_ptr<BatchNormalizationPrimitive> make_batch_normalization(Backend& backend, const BatchNormalizationDescriptor& descriptor) {
-  return std::make_unique<MetalBatchNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<BatchNormalizationPrimitive> registered("metal", make_batch_normalization);
+const Registered<BatchNormalizationPrimitive, MetalBatchNormalization> registered("metal");
 
 }  // namespace
 

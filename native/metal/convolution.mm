@@ -244,10 +244,11 @@ struct Images {
 // encodes under a lock, as one primitive serves every encoding thread.
 class MetalConvolution final : public ConvolutionPrimitive {
  public:
-  MetalConvolution(id<MTLDevice> device, const ConvolutionShape& s)
+  MetalConvolution(const MetalBackend& backend, const ConvolutionShape& s)
       : shape_(s),
         extent_x_((s.kernel_width - 1) * s.dilation_x + 1),
         extent_y_((s.kernel_height - 1) * s.dilation_y + 1) {
+    id<MTLDevice> device = backend.device();
     const ConvolutionDescriptor filter = filter_of(s, s.input_channels, s.output_channels);
     descriptor_ = convolution_descriptor(filter);
     // The forward kernel and the gradient share the data source, as MPS asks.
@@ -398,11 +399,7 @@ class MetalConvolution final : public ConvolutionPrimitive {
   mutable std::mutex mutex_;
 };
 
-std::unique_ptr<ConvolutionPrimitive> make_convolution(Backend& backend, const ConvolutionShape& shape) {
-  return std::make_unique<MetalConvolution>(static_cast<MetalBackend&>(backend).device(), shape);
-}
-
-const RegisterPrimitive<ConvolutionPrimitive> registered("metal", make_convolution);
+const Registered<ConvolutionPrimitive, MetalConvolution> registered("metal");
 
 }  // namespace
 

@@ -17,7 +17,8 @@ int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1)
 // the gradient.
 class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
  public:
-  MetalConvolutionTranspose(id<MTLDevice> device, const ConvolutionTransposeShape& s) : s_(s) {
+  MetalConvolutionTranspose(const MetalBackend& backend, const ConvolutionTransposeShape& s) : s_(s) {
+    id<MTLDevice> device = backend.device();
     if (s.groups > 1 && ((s.input_channels / s.groups) % 4 != 0 || (s.output_channels / s.groups) % 4 != 0))
       fail<ArgumentError>("MPSCNNConvolutionTranspose on metal: MPS groups hold multiples of 4 channels; given ",
                           s.input_channels, " input and ", s.output_channels, " output channels in ", s.groups,
@@ -154,11 +155,7 @@ class MetalConvolutionTranspose final : public ConvolutionTransposePrimitive {
   MPSCNNConvolutionTransposeGradient* gradient_ = nil;  // for gradient shapes
 };
 
-std::unique_ptr<ConvolutionTransposePrimitive> make_convolution_transpose(Backend& backend, const ConvolutionTransposeShape& shape) {
-  return std::make_unique<MetalConvolutionTranspose>(static_cast<MetalBackend&>(backend).device(), shape);
-}
-
-const RegisterPrimitive<ConvolutionTransposePrimitive> registered("metal", make_convolution_transpose);
+const Registered<ConvolutionTransposePrimitive, MetalConvolutionTranspose> registered("metal");
 
 }  // namespace
 

@@ -13,7 +13,8 @@ namespace {
 // at every encode. On metal the values are what Apple's kernels compute.
 class MetalCrossChannelNormalization final : public CrossChannelNormalizationPrimitive {
  public:
-  MetalCrossChannelNormalization(id<MTLDevice> device, const CrossChannelNormalizationDescriptor& d) {
+  MetalCrossChannelNormalization(const MetalBackend& backend, const CrossChannelNormalizationDescriptor& d) {
+    id<MTLDevice> device = backend.device();
     const NSUInteger size = static_cast<NSUInteger>(d.kernel_size);
     // The gradient pass makes its states with the forward kernel too.
     forward_ = [[MPSCNNCrossChannelNormalization alloc] initWithDevice:device kernelSize:size];
@@ -51,12 +52,7 @@ class MetalCrossChannelNormalization final : public CrossChannelNormalizationPri
   MPSCNNCrossChannelNormalizationGradient* gradient_ = nil;
 };
 
-std::unique_ptr<CrossChannelNormalizationPrimitive> make_cross_channel_normalization(
-    Backend& backend, const CrossChannelNormalizationDescriptor& descriptor) {
-  return std::make_unique<MetalCrossChannelNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<CrossChannelNormalizationPrimitive> registered("metal", make_cross_channel_normalization);
+const Registered<CrossChannelNormalizationPrimitive, MetalCrossChannelNormalization> registered("metal");
 
 }  // namespace
 

@@ -20,7 +20,8 @@ struct MetalDropoutState {
 
 class MetalDropout final : public DropoutPrimitive {
  public:
-  MetalDropout(id<MTLDevice> device, const DropoutDescriptor& d) {
+  MetalDropout(const MetalBackend& backend, const DropoutDescriptor& d) {
+    id<MTLDevice> device = backend.device();
     MTLSize stride = MTLSizeMake(ns(d.mask_stride_x), ns(d.mask_stride_y), ns(d.mask_stride_z));
     dropout_ = [[MPSCNNDropout alloc] initWithDevice:device
                                      keepProbability:d.keep_probability
@@ -85,11 +86,7 @@ class MetalDropout final : public DropoutPrimitive {
   MPSCNNDropoutGradient* gradient_;
 };
 
-std::unique_ptr<DropoutPrimitive> make_dropout(Backend& backend, const DropoutDescriptor& descriptor) {
-  return std::make_unique<MetalDropout>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<DropoutPrimitive> registered("metal", make_dropout);
+const Registered<DropoutPrimitive, MetalDropout> registered("metal");
 
 }  // namespace
 

@@ -31,12 +31,12 @@ void set_parameters(Kernel* kernel, const LocalContrastNormalizationParameters& 
 
 class MetalLocalContrastNormalization final : public LocalContrastNormalizationPrimitive {
  public:
-  MetalLocalContrastNormalization(id<MTLDevice> device, const LocalContrastNormalizationDescriptor& d)
+  MetalLocalContrastNormalization(const MetalBackend& backend, const LocalContrastNormalizationDescriptor& d)
       : d_(d),
-        forward_([[MPSCNNLocalContrastNormalization alloc] initWithDevice:device
+        forward_([[MPSCNNLocalContrastNormalization alloc] initWithDevice:backend.device()
                                                               kernelWidth:ns(d.kernel_width)
                                                              kernelHeight:ns(d.kernel_height)]),
-        gradient_(d.gradient ? [[MPSCNNLocalContrastNormalizationGradient alloc] initWithDevice:device
+        gradient_(d.gradient ? [[MPSCNNLocalContrastNormalizationGradient alloc] initWithDevice:backend.device()
                                                                                    kernelWidth:ns(d.kernel_width)
                                                                                   kernelHeight:ns(d.kernel_height)]
                              : nil) {
@@ -73,12 +73,7 @@ class MetalLocalContrastNormalization final : public LocalContrastNormalizationP
   MPSCNNLocalContrastNormalizationGradient* gradient_;
 };
 
-std::unique_ptr<LocalContrastNormalizationPrimitive> make_local_contrast_normalization(
-    Backend& backend, const LocalContrastNormalizationDescriptor& descriptor) {
-  return std::make_unique<MetalLocalContrastNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<LocalContrastNormalizationPrimitive> registered("metal", make_local_contrast_normalization);
+const Registered<LocalContrastNormalizationPrimitive, MetalLocalContrastNormalization> registered("metal");
 
 }  // namespace
 

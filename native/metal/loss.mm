@@ -42,8 +42,9 @@ MPSCNNReductionType reduction_type_of(ReductionType type) {
 // weights images; blits copy it into the loss region.
 class MetalLoss final : public LossPrimitive {
  public:
-  MetalLoss(id<MTLDevice> device, const LossDescriptor& d)
-      : device_(device), per_value_(d.reduction_type == ReductionType::None) {
+  MetalLoss(const MetalBackend& backend, const LossDescriptor& d)
+      : device_(backend.device()), per_value_(d.reduction_type == ReductionType::None) {
+    id<MTLDevice> device = backend.device();
     if (d.loss_type == LossType::CosineDistance && d.reduction_type != ReductionType::Sum)
       fail<ArgumentError>("metal: MPSCNNLoss computes cosine distance with MPSCNNReductionTypeSum only "
                           "(MPSCNNLoss.h); given reduction type ",
@@ -162,11 +163,7 @@ class MetalLoss final : public LossPrimitive {
   mutable std::mutex mutex_;
 };
 
-std::unique_ptr<LossPrimitive> make_loss(Backend& backend, const LossDescriptor& descriptor) {
-  return std::make_unique<MetalLoss>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<LossPrimitive> registered("metal", make_loss);
+const Registered<LossPrimitive, MetalLoss> registered("metal");
 
 }  // namespace
 

@@ -23,7 +23,8 @@ struct NeuronKernels {
 
 class MetalNeuron final : public NeuronPrimitive {
  public:
-  MetalNeuron(id<MTLDevice> device, const NeuronDescriptor& descriptor) : device_(device), descriptor_(descriptor) {
+  MetalNeuron(const MetalBackend& backend, const NeuronDescriptor& descriptor)
+      : device_(backend.device()), descriptor_(descriptor) {
     kernels_.emplace(0, make_kernels(0));
   }
 
@@ -98,11 +99,7 @@ MPSNNNeuronDescriptor* neuron_descriptor(const NeuronDescriptor& neuron, size_t 
 
 namespace {
 
-std::unique_ptr<NeuronPrimitive> make_neuron(Backend& backend, const NeuronDescriptor& descriptor) {
-  return std::make_unique<MetalNeuron>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<NeuronPrimitive> registered("metal", make_neuron);
+const Registered<NeuronPrimitive, MetalNeuron> registered("metal");
 
 }  // namespace
 

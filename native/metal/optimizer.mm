@@ -34,8 +34,9 @@ MPSDataType data_type_of(DataType type) {
 // set per update.
 class MetalOptimizer final : public OptimizerPrimitive {
  public:
-  MetalOptimizer(id<MTLDevice> device, const OptimizerConfiguration& c)
+  MetalOptimizer(const MetalBackend& backend, const OptimizerConfiguration& c)
       : kind_(c.kind), data_type_(data_type_of(c.data_type)) {
+    id<MTLDevice> device = backend.device();
     MPSNNOptimizerDescriptor* descriptor =
         [MPSNNOptimizerDescriptor optimizerDescriptorWithLearningRate:0
                                                       gradientRescale:c.gradient_rescale
@@ -122,11 +123,7 @@ class MetalOptimizer final : public OptimizerPrimitive {
   mutable std::mutex mutex_;
 };
 
-std::unique_ptr<OptimizerPrimitive> make_optimizer(Backend& backend, const OptimizerConfiguration& configuration) {
-  return std::make_unique<MetalOptimizer>(static_cast<MetalBackend&>(backend).device(), configuration);
-}
-
-const RegisterPrimitive<OptimizerPrimitive> registered("metal", make_optimizer);
+const Registered<OptimizerPrimitive, MetalOptimizer> registered("metal");
 
 }  // namespace
 

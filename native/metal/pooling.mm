@@ -108,10 +108,10 @@ MPSCNNPoolingGradient* make_pooling_gradient(id<MTLDevice> device, const Pooling
 
 class MetalPooling final : public PoolingPrimitive {
  public:
-  MetalPooling(id<MTLDevice> device, const PoolingDescriptor& d)
+  MetalPooling(const MetalBackend& backend, const PoolingDescriptor& d)
       : d_(d),
-        pooling_(make_pooling(device, d)),  // the gradient pass makes its states with it
-        gradient_(d.gradient ? make_pooling_gradient(device, d) : nil) {}
+        pooling_(make_pooling(backend.device(), d)),  // the gradient pass makes its states with it
+        gradient_(d.gradient ? make_pooling_gradient(backend.device(), d) : nil) {}
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
     set_forward(source, destination);
@@ -160,7 +160,7 @@ std::unique_ptr<PoolingPrimitive> make_pooling(Backend& backend, const PoolingDe
     fail<ArgumentError>(descriptor.kind == PoolingKind::Average ? "MPSCNNPoolingAverage" : "MPSCNNPoolingL2Norm",
                         ": MPS dilates max pooling only (MPSCNNDilatedPoolingMax); given dilation ",
                         descriptor.window.dilation_x, "x", descriptor.window.dilation_y);
-  return std::make_unique<MetalPooling>(static_cast<MetalBackend&>(backend).device(), descriptor);
+  return std::make_unique<MetalPooling>(static_cast<MetalBackend&>(backend), descriptor);
 }
 
 const RegisterPrimitive<PoolingPrimitive> registered("metal", make_pooling);

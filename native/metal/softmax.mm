@@ -11,7 +11,8 @@ namespace {
 
 class MetalSoftMax final : public SoftMaxPrimitive {
  public:
-  MetalSoftMax(id<MTLDevice> device, const SoftMaxDescriptor& d) : d_(d) {
+  MetalSoftMax(const MetalBackend& backend, const SoftMaxDescriptor& d) : d_(d) {
+    id<MTLDevice> device = backend.device();
     // The gradient pass makes its states with the forward kernel too.
     forward_ = d.log ? [[MPSCNNLogSoftMax alloc] initWithDevice:device] : [[MPSCNNSoftMax alloc] initWithDevice:device];
     if (d.gradient)
@@ -50,11 +51,7 @@ class MetalSoftMax final : public SoftMaxPrimitive {
   MPSCNNGradientKernel* gradient_ = nil;
 };
 
-std::unique_ptr<SoftMaxPrimitive> make_softmax(Backend& backend, const SoftMaxDescriptor& descriptor) {
-  return std::make_unique<MetalSoftMax>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<SoftMaxPrimitive> registered("metal", make_softmax);
+const Registered<SoftMaxPrimitive, MetalSoftMax> registered("metal");
 
 }  // namespace
 

@@ -15,7 +15,8 @@ namespace {
 // Apple's kernels compute.
 class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
  public:
-  MetalSpatialNormalization(id<MTLDevice> device, const SpatialNormalizationDescriptor& d) {
+  MetalSpatialNormalization(const MetalBackend& backend, const SpatialNormalizationDescriptor& d) {
+    id<MTLDevice> device = backend.device();
     const NSUInteger size = static_cast<NSUInteger>(d.kernel_size);
     offset_ = MPSOffset{static_cast<NSInteger>(d.source_x), static_cast<NSInteger>(d.source_y), 0};
     // What window taps off the source read: the forward kernel's edgeMode;
@@ -62,12 +63,7 @@ class MetalSpatialNormalization final : public SpatialNormalizationPrimitive {
   MPSCNNSpatialNormalizationGradient* gradient_ = nil;
 };
 
-std::unique_ptr<SpatialNormalizationPrimitive> make_spatial_normalization(
-    Backend& backend, const SpatialNormalizationDescriptor& descriptor) {
-  return std::make_unique<MetalSpatialNormalization>(static_cast<MetalBackend&>(backend).device(), descriptor);
-}
-
-const RegisterPrimitive<SpatialNormalizationPrimitive> registered("metal", make_spatial_normalization);
+const Registered<SpatialNormalizationPrimitive, MetalSpatialNormalization> registered("metal");
 
 }  // namespace
 

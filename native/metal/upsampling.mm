@@ -32,8 +32,10 @@ MPSCNNUpsamplingGradient* make_gradient(id<MTLDevice> device, const UpsamplingDe
 
 class MetalUpsampling final : public UpsamplingPrimitive {
  public:
-  MetalUpsampling(id<MTLDevice> device, const UpsamplingDescriptor& d)
-      : d_(d), forward_(make_forward(device, d)), gradient_(d.gradient ? make_gradient(device, d) : nil) {}
+  MetalUpsampling(const MetalBackend& backend, const UpsamplingDescriptor& d)
+      : d_(d),
+        forward_(make_forward(backend.device(), d)),
+        gradient_(d.gradient ? make_gradient(backend.device(), d) : nil) {}
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
     set_forward(source, destination);
@@ -71,7 +73,7 @@ std::unique_ptr<UpsamplingPrimitive> make_upsampling(Backend& backend, const Ups
                         ": on metal the region must start at a multiple of the scale factors in the upsampled "
                         "image; it starts at (", d.first_x, ", ", d.first_y, ") with scale factors ", d.scale_x, "x",
                         d.scale_y);
-  return std::make_unique<MetalUpsampling>(static_cast<MetalBackend&>(backend).device(), d);
+  return std::make_unique<MetalUpsampling>(static_cast<MetalBackend&>(backend), d);
 }
 
 const RegisterPrimitive<UpsamplingPrimitive> registered("metal", make_upsampling);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <type_traits>
 
 #include "mpsx/backend.h"
 
@@ -33,6 +34,27 @@ template <class P>
 struct RegisterPrimitive {
   RegisterPrimitive(const char* backend_kind, PrimitiveMaker<P> maker) {
     detail::register_primitive(P::family, backend_kind, reinterpret_cast<detail::ErasedMaker>(maker));
+  }
+};
+
+// The registration of I, a backend's implementation of P, made from what
+// its constructor takes: the backend (as the backend's class B) and the
+// descriptor, either, or neither:
+//   const Registered<NeuronPrimitive, CudaNeuron, CudaBackend> registered("cuda");
+template <class P, class I, class B>
+struct Registered : RegisterPrimitive<P> {
+  explicit Registered(const char* backend_kind) : RegisterPrimitive<P>(backend_kind, make) {}
+
+  static std::unique_ptr<P> make(Backend& backend, const typename P::Descriptor& descriptor) {
+    using D = typename P::Descriptor;
+    if constexpr (std::is_constructible_v<I, B&, const D&>)
+      return std::make_unique<I>(static_cast<B&>(backend), descriptor);
+    else if constexpr (std::is_constructible_v<I, const D&>)
+      return std::make_unique<I>(descriptor);
+    else if constexpr (std::is_constructible_v<I, B&>)
+      return std::make_unique<I>(static_cast<B&>(backend));
+    else
+      return std::make_unique<I>();
   }
 };
 
