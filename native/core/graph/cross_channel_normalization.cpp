@@ -14,7 +14,7 @@ constexpr const char* kForward = "MPSCNNCrossChannelNormalizationNode";
 
 CNNCrossChannelNormalizationNode::CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source,
                                                                    int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), kernel_size_(kernel_size) {
+    : ForwardFilterNode({std::move(source)}), kernel_size_(kernel_size) {
   check_size(kernel_size, kForward, ": kernel_size");
 }
 
@@ -51,7 +51,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNCrossChannelNormalizationNode::make_
 CNNCrossChannelNormalizationGradientNode::CNNCrossChannelNormalizationGradientNode(
     std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
     std::shared_ptr<StateNode> gradient_state, int64_t kernel_size)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       kernel_size_(kernel_size),
       parameters_(forward_node_of<CNNCrossChannelNormalizationNode>(class_name(), kForward, source_states().front()).parameters()) {
   check_size(kernel_size, class_name(), ": kernel_size");

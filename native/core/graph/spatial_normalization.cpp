@@ -53,7 +53,7 @@ std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const StepSlots
 }
 
 CNNSpatialNormalizationNode::CNNSpatialNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, padding::kDefault),
+    : ForwardFilterNode({std::move(source)}),
       SpatialNormalizationNodeSettings(kForward, kernel_size, kernel_size) {}
 
 std::unique_ptr<GraphStep> CNNSpatialNormalizationNode::compile(const StepSlots& slots) const {
@@ -77,7 +77,7 @@ CNNSpatialNormalizationGradientNode::CNNSpatialNormalizationGradientNode(std::sh
                                                                          std::shared_ptr<ImageNode> source_image,
                                                                          std::shared_ptr<StateNode> gradient_state,
                                                                          int64_t kernel_size)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       SpatialNormalizationNodeSettings(kGradient, kernel_size, kernel_size) {
   forward_node_of<CNNSpatialNormalizationNode>(kGradient, kForward, source_states().front());
 }

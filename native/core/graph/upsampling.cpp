@@ -21,7 +21,7 @@ const char* node_name(UpsamplingKind kind, bool gradient) {
 
 CNNUpsamplingNode::CNNUpsamplingNode(std::shared_ptr<ImageNode> source, UpsamplingKind kind, int64_t scale_x,
                                      int64_t scale_y, bool align_corners)
-    : FilterNode({std::move(source)}, {}, padding::kDefault),
+    : ForwardFilterNode({std::move(source)}),
       kind_(kind),
       scale_x_(scale_x),
       scale_y_(scale_y),
@@ -51,7 +51,7 @@ CNNUpsamplingGradientNode::CNNUpsamplingGradientNode(std::shared_ptr<ImageNode> 
                                                      std::shared_ptr<ImageNode> source_image,
                                                      std::shared_ptr<StateNode> gradient_state, UpsamplingKind kind,
                                                      double scale_x, double scale_y)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       kind_(kind) {
   if (kind_ != UpsamplingKind::Nearest && kind_ != UpsamplingKind::Bilinear)
     fail<ArgumentError>("an upsampling gradient node: unknown kind ", static_cast<int32_t>(kind_),

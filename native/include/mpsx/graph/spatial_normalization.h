@@ -36,7 +36,7 @@ class SpatialNormalizationNodeSettings {
   SpatialNormalizationParameters parameters_;
 };
 
-class CNNSpatialNormalizationNode final : public FilterNode, public SpatialNormalizationNodeSettings {
+class CNNSpatialNormalizationNode final : public ForwardFilterNode, public SpatialNormalizationNodeSettings {
  public:
   // initWithSource:kernelSize: (kernel_width = kernel_height = kernel_size).
   CNNSpatialNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size);
@@ -44,7 +44,6 @@ class CNNSpatialNormalizationNode final : public FilterNode, public SpatialNorma
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 };
@@ -52,13 +51,12 @@ class CNNSpatialNormalizationNode final : public FilterNode, public SpatialNorma
 // Sources: the gradient of the forward result and the forward source; the
 // result state of a CNNSpatialNormalizationNode (TypeMismatchError
 // otherwise). Made by hand it has the header's defaults.
-class CNNSpatialNormalizationGradientNode final : public FilterNode, public SpatialNormalizationNodeSettings {
+class CNNSpatialNormalizationGradientNode final : public GradientFilterNode, public SpatialNormalizationNodeSettings {
  public:
   CNNSpatialNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                       std::shared_ptr<ImageNode> source_image,
                                       std::shared_ptr<StateNode> gradient_state, int64_t kernel_size);
   const char* class_name() const override { return "MPSCNNSpatialNormalizationGradientNode"; }
-  bool is_gradient() const override { return true; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 };
 

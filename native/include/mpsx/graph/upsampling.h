@@ -10,7 +10,7 @@ namespace mpsx {
 // (alignCorners: bilinear only). Throws ArgumentError as the kernels do for
 // a scale factor outside 1..kMaxDimension, and for align_corners on a
 // nearest node.
-class CNNUpsamplingNode final : public FilterNode {
+class CNNUpsamplingNode final : public ForwardFilterNode {
  public:
   CNNUpsamplingNode(std::shared_ptr<ImageNode> source, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
                     bool align_corners = false);
@@ -22,7 +22,6 @@ class CNNUpsamplingNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -39,13 +38,12 @@ class CNNUpsamplingNode final : public FilterNode {
 // MPS's bilinear gradient node does not take, is the forward node's. Throws
 // TypeMismatchError unless the state comes from an upsampling node of the
 // same kind.
-class CNNUpsamplingGradientNode final : public FilterNode {
+class CNNUpsamplingGradientNode final : public GradientFilterNode {
  public:
   CNNUpsamplingGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                             std::shared_ptr<StateNode> gradient_state, UpsamplingKind kind, double scale_x,
                             double scale_y);
   const char* class_name() const override;
-  bool is_gradient() const override { return true; }
   UpsamplingKind kind() const { return kind_; }
   int64_t scale_factor_x() const { return scale_x_; }
   int64_t scale_factor_y() const { return scale_y_; }
