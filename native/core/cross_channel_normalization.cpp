@@ -11,27 +11,6 @@
 #include "mpsx/registry.h"
 
 namespace mpsx {
-namespace {
-
-// A pass over the region of `g`, `channels` deep: forward from `source` to
-// `destination`, or gradient with the forward source as `secondary`.
-CrossChannelNormalizationDescriptor describe(bool gradient, int64_t kernel_size, const Geometry& g, int64_t channels,
-                                             const ImageDescriptor& source, const ImageDescriptor& secondary,
-                                             const ImageDescriptor& destination) {
-  CrossChannelNormalizationDescriptor d;
-  d.gradient = gradient;
-  d.kernel_size = kernel_size;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source = source;
-  d.secondary = secondary;
-  d.destination = destination;
-  return d;
-}
-
-}  // namespace
 
 CNNCrossChannelNormalization::CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size)
     : UnaryKernel(std::move(device)),
@@ -44,8 +23,8 @@ void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const s
                                           const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  const CrossChannelNormalizationDescriptor d =
-      describe(false, kernel_size(), g, channels, source->descriptor(), {}, destination->descriptor());
+  const CrossChannelNormalizationDescriptor d{
+      region_pass(false, g, channels, source->descriptor(), {}, destination->descriptor()), kernel_size()};
   std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
                          channels](ExecutionContext& context) {
@@ -76,9 +55,9 @@ void CNNCrossChannelNormalizationGradient::record(CommandBuffer& command_buffer,
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  const CrossChannelNormalizationDescriptor d =
-      describe(true, kernel_size(), g, channels, source_gradient->descriptor(), source_image->descriptor(),
-               destination_gradient->descriptor());
+  const CrossChannelNormalizationDescriptor d{region_pass(true, g, channels, source_gradient->descriptor(),
+                                                          source_image->descriptor(), destination_gradient->descriptor()),
+                                              kernel_size()};
   std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,

@@ -23,27 +23,6 @@ int64_t square_window(const char* kernel, int64_t kernel_width, int64_t kernel_h
   return kernel_width;
 }
 
-// A pass over the region of `g`, `channels` deep: forward from `source` to
-// `destination`, or gradient with the forward source as `secondary`.
-SpatialNormalizationDescriptor describe(bool gradient, int64_t kernel_size, EdgeMode edge_mode, const Geometry& g,
-                                        int64_t channels, const ImageDescriptor& source,
-                                        const ImageDescriptor& secondary, const ImageDescriptor& destination) {
-  SpatialNormalizationDescriptor d;
-  d.gradient = gradient;
-  d.kernel_size = kernel_size;
-  d.edge_mode = edge_mode;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source_x = g.source_x;
-  d.source_y = g.source_y;
-  d.source = source;
-  d.secondary = secondary;
-  d.destination = destination;
-  return d;
-}
-
 }  // namespace
 
 SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kernel, int64_t kernel_width,
@@ -62,8 +41,9 @@ void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::s
                                           const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  const SpatialNormalizationDescriptor d =
-      describe(false, kernel_size(), edge_mode, g, channels, source->descriptor(), {}, destination->descriptor());
+  const SpatialNormalizationDescriptor d{region_pass(false, g, channels, source->descriptor(), {},
+                                                     destination->descriptor()),
+                                         kernel_size(), edge_mode, g.source_x, g.source_y};
   std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
                          channels](ExecutionContext& context) {
@@ -96,9 +76,9 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  const SpatialNormalizationDescriptor d =
-      describe(true, kernel_size(), edge_mode, g, channels, source_gradient->descriptor(), source_image->descriptor(),
-               destination_gradient->descriptor());
+  const SpatialNormalizationDescriptor d{region_pass(true, g, channels, source_gradient->descriptor(),
+                                                     source_image->descriptor(), destination_gradient->descriptor()),
+                                         kernel_size(), edge_mode, g.source_x, g.source_y};
   std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,

@@ -236,11 +236,9 @@ struct BatchNormalizationDescriptor {
 // sqrt(variance + epsilon) + beta; dz the gradient at z (the fused neuron's
 // gradient applied to the incoming one). The training passes read and write
 // the per-batch data of a BatchNormalizationBatch the primitive made.
-class BatchNormalizationPrimitive {
+class BatchNormalizationPrimitive : public PrimitiveInterface<BatchNormalizationDescriptor> {
  public:
   static constexpr const char* family = "batch normalization";
-  using Descriptor = BatchNormalizationDescriptor;
-  virtual ~BatchNormalizationPrimitive() = default;
   // The per-batch data of a new state: by default the plain buffers.
   virtual std::shared_ptr<BatchNormalizationBatch> make_batch(const std::shared_ptr<Device>& device,
                                                               int64_t channels) const {

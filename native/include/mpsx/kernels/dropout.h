@@ -93,11 +93,9 @@ struct DropoutOrigin {
   int64_t image = 0, channel = 0, y = 0, x = 0;
 };
 
-class DropoutPrimitive {
+class DropoutPrimitive : public PrimitiveInterface<DropoutDescriptor> {
  public:
   static constexpr const char* family = "dropout";
-  using Descriptor = DropoutDescriptor;
-  virtual ~DropoutPrimitive() = default;
   // Fills the state's whole mask from `generator`, then y = x / keep where
   // kept, else 0.
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,

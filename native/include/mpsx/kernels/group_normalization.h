@@ -45,11 +45,9 @@ struct GroupNormalizationStatistics {
 // What a backend runs, over regions of images x channels x H x W (float32 or
 // float16) whose channels split into `groups` equal groups; gamma, beta and
 // the gradients are float32, one per channel of the region.
-class GroupNormalizationPrimitive {
+class GroupNormalizationPrimitive : public PrimitiveInterface<GroupNormalizationDescriptor> {
  public:
   static constexpr const char* family = "group normalization";
-  using Descriptor = GroupNormalizationDescriptor;
-  virtual ~GroupNormalizationPrimitive() = default;
   // Per image n and group g: mean and biased variance over the group's
   // channels x H x W into statistics (index n * groups + g), and
   // destination = (x - mean) / sqrt(variance + epsilon) * gamma[c] + beta[c].

@@ -51,11 +51,9 @@ struct NeuronDescriptor {
 // What a backend runs for a neuron, f(x) as MPSCNNNeuron.h defines it, over
 // regions of equal extents. `first_channel` is the feature channel of the
 // regions' channel 0, for per-channel parameters.
-class NeuronPrimitive {
+class NeuronPrimitive : public PrimitiveInterface<NeuronDescriptor> {
  public:
   static constexpr const char* family = "neuron";
-  using Descriptor = NeuronDescriptor;
-  virtual ~NeuronPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source,
                        const ImageRegion& destination, int64_t first_channel) const = 0;
   // destination_gradient = f'(source) * source_gradient.

@@ -18,6 +18,8 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/data_source.h"
 #include "mpsx/errors.h"
+#include "mpsx/image.h"
+#include "mpsx/primitive.h"
 #include "mpsx/state.h"
 
 namespace mpsx {
@@ -76,6 +78,20 @@ struct ResponseNormalizationParameters {
   float alpha = 1.0f;
   float beta = 5.0f;
   float delta = 1.0f;
+};
+
+class ExecutionContext;
+
+// What a backend runs for a response normalization's descriptor D (both
+// families' primitive interfaces), over regions of its extents.
+template <class D>
+class ResponseNormalizationPasses : public PrimitiveInterface<D> {
+ public:
+  virtual void forward(ExecutionContext& context, const ResponseNormalizationParameters& p,
+                       const ImageRegion& source, const ImageRegion& destination) const = 0;
+  virtual void gradient(ExecutionContext& context, const ResponseNormalizationParameters& p,
+                        const ImageRegion& source_gradient, const ImageRegion& source,
+                        const ImageRegion& destination_gradient) const = 0;
 };
 
 // alpha of both families as `owner` is given it: finite (checked_parameter)
