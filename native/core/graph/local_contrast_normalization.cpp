@@ -73,9 +73,7 @@ std::unique_ptr<GraphStep> CNNLocalContrastNormalizationGradientNode::compile(co
   check_forward_parameter(kGradient, "kernel_width", static_cast<double>(kernel_width_), static_cast<double>(forward.kernel_width()));
   check_forward_parameter(kGradient, "kernel_height", static_cast<double>(kernel_height_), static_cast<double>(forward.kernel_height()));
   const LocalContrastNormalizationParameters& f = forward.parameters;
-  check_forward_parameter(kGradient, "alpha", parameters.alpha, f.alpha);
-  check_forward_parameter(kGradient, "beta", parameters.beta, f.beta);
-  check_forward_parameter(kGradient, "delta", parameters.delta, f.delta);
+  check_forward_alpha_beta_delta(kGradient, parameters, f);
   check_forward_parameter(kGradient, "p0", parameters.p0, f.p0);
   check_forward_parameter(kGradient, "pm", parameters.pm, f.pm);
   check_forward_parameter(kGradient, "ps", parameters.ps, f.ps);

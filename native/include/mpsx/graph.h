@@ -341,6 +341,14 @@ const N& forward_node_of(const char* gradient, const char* forward, const std::s
 // A parameter a gradient node copied from its forward node when it was made:
 // ArgumentError naming both values unless they are equal.
 void check_forward_parameter(const char* gradient, const char* name, double mine, double forward);
+// The same of alpha, beta and delta, in that order (the normalization
+// nodes' parameters P).
+template <class P>
+void check_forward_alpha_beta_delta(const char* gradient, const P& mine, const P& forward) {
+  check_forward_parameter(gradient, "alpha", mine.alpha, forward.alpha);
+  check_forward_parameter(gradient, "beta", mine.beta, forward.beta);
+  check_forward_parameter(gradient, "delta", mine.delta, forward.delta);
+}
 // ArgumentError: `gradient`'s forward filter did not compile into this graph.
 [[noreturn]] void fail_forward_not_compiled(const char* gradient);
 // The kernel of type K that the filter making `gradient`'s first source

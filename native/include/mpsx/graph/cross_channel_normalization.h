@@ -10,7 +10,7 @@
 
 namespace mpsx {
 
-class CNNCrossChannelNormalizationNode final : public ForwardFilterNode {
+class CNNCrossChannelNormalizationNode final : public ForwardFilterNode, public ResponseNormalizationSettings {
  public:
   // Throws ArgumentError unless 1 <= kernel_size <= the size limit.
   CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size);
@@ -18,11 +18,6 @@ class CNNCrossChannelNormalizationNode final : public ForwardFilterNode {
   // kernelSizeInFeatureChannels (read-write).
   int64_t kernel_size() const { return kernel_size_; }
   void set_kernel_size(int64_t value);
-  const CrossChannelNormalizationParameters& parameters() const { return parameters_; }
-  // alpha finite and >= 0, beta and delta finite, as the kernels check.
-  void set_alpha(float value);
-  void set_beta(float value);
-  void set_delta(float value);
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
@@ -31,7 +26,6 @@ class CNNCrossChannelNormalizationNode final : public ForwardFilterNode {
 
  private:
   int64_t kernel_size_;
-  CrossChannelNormalizationParameters parameters_;
 };
 
 // Sources: the gradient of the forward result and the forward source; the

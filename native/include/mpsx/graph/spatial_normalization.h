@@ -13,17 +13,13 @@
 namespace mpsx {
 
 // The window and parameters both nodes carry, with the kernels' checks.
-class SpatialNormalizationNodeSettings {
+class SpatialNormalizationNodeSettings : public ResponseNormalizationSettings {
  public:
   SpatialNormalizationNodeSettings(const char* node, int64_t kernel_width, int64_t kernel_height);
   int64_t kernel_width() const { return kernel_width_; }
   int64_t kernel_height() const { return kernel_height_; }
   void set_kernel_width(int64_t value);
   void set_kernel_height(int64_t value);
-  const SpatialNormalizationParameters& parameters() const { return parameters_; }
-  void set_alpha(float value);  // finite and >= 0
-  void set_beta(float value);   // finite
-  void set_delta(float value);  // finite
 
  protected:
   // Both kernels of a compiled graph, made with these settings.
@@ -33,7 +29,6 @@ class SpatialNormalizationNodeSettings {
  private:
   const char* node_;
   int64_t kernel_width_, kernel_height_;
-  SpatialNormalizationParameters parameters_;
 };
 
 class CNNSpatialNormalizationNode final : public ForwardFilterNode, public SpatialNormalizationNodeSettings {

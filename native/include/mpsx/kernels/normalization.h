@@ -102,23 +102,18 @@ inline float checked_response_alpha(float value, const char* owner) {
   return value;
 }
 
-// The properties the forward and gradient kernels of both families have:
-// kernel_size (read-only, >= 1), alpha (checked_response_alpha), beta and
-// delta (checked_parameter: finite). A value outside its limits raises
-// ArgumentError and is not kept.
-class ResponseNormalizationProperties {
+// alpha (checked_response_alpha), beta and delta (checked_parameter:
+// finite) of both families' kernels and graph nodes, as `owner` is given
+// them. A value outside its limits raises ArgumentError and is not kept.
+class ResponseNormalizationSettings {
  public:
-  ResponseNormalizationProperties(const char* kernel, int64_t kernel_size, const char* size_name = "kernel_size")
-      : kernel_(kernel), kernel_size_(kernel_size) {
-    check_size(kernel_size, kernel, ": ", size_name);
-  }
-  int64_t kernel_size() const { return kernel_size_; }
+  explicit ResponseNormalizationSettings(const char* owner) : owner_(owner) {}
   float alpha() const { return parameters_.alpha; }
   float beta() const { return parameters_.beta; }
   float delta() const { return parameters_.delta; }
-  void set_alpha(float value) { parameters_.alpha = checked_response_alpha(value, kernel_); }
-  void set_beta(float value) { parameters_.beta = checked_parameter(value, kernel_, "beta"); }
-  void set_delta(float value) { parameters_.delta = checked_parameter(value, kernel_, "delta"); }
+  void set_alpha(float value) { parameters_.alpha = checked_response_alpha(value, owner_); }
+  void set_beta(float value) { parameters_.beta = checked_parameter(value, owner_, "beta"); }
+  void set_delta(float value) { parameters_.delta = checked_parameter(value, owner_, "delta"); }
   const ResponseNormalizationParameters& parameters() const { return parameters_; }
   // alpha, beta and delta at once (a forward kernel's for its gradient, a
   // graph node's for its kernel).
@@ -129,9 +124,22 @@ class ResponseNormalizationProperties {
   }
 
  private:
-  const char* kernel_;
-  int64_t kernel_size_;
+  const char* owner_;
   ResponseNormalizationParameters parameters_;
+};
+
+// The properties the forward and gradient kernels of both families have:
+// the settings and kernel_size (read-only, >= 1).
+class ResponseNormalizationProperties : public ResponseNormalizationSettings {
+ public:
+  ResponseNormalizationProperties(const char* kernel, int64_t kernel_size, const char* size_name = "kernel_size")
+      : ResponseNormalizationSettings(kernel), kernel_size_(kernel_size) {
+    check_size(kernel_size, kernel, ": ", size_name);
+  }
+  int64_t kernel_size() const { return kernel_size_; }
+
+ private:
+  int64_t kernel_size_;
 };
 
 // `channels` float32 zeros, for `owner`, which names the channels in errors.
