@@ -237,7 +237,7 @@ void BatchNormalizationState::check_statistics_open(const char* kernel) const {
 CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
                                              std::shared_ptr<BatchNormalizationDataSource> data_source,
                                              NeuronDescriptor fused_neuron)
-    : UnaryKernel(std::move(device)), data_source_(std::move(data_source)), fused_neuron_(std::move(fused_neuron)) {
+    : InPlaceUnaryKernel(std::move(device)), data_source_(std::move(data_source)), fused_neuron_(std::move(fused_neuron)) {
   if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
   fused_neuron_.validate();
   BatchNormalizationParameters p = load_batch_normalization_parameters(*data_source_, class_name(), true, true);

@@ -13,7 +13,7 @@
 namespace mpsx {
 
 CNNCrossChannelNormalization::CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size)
-    : UnaryKernel(std::move(device)),
+    : InPlaceUnaryKernel(std::move(device)),
       CrossChannelNormalizationProperties("MPSCNNCrossChannelNormalization", kernel_size) {
   primitive_maker<CrossChannelNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }

@@ -10,7 +10,7 @@
 
 namespace mpsx {
 
-CNNSoftMax::CNNSoftMax(std::shared_ptr<Device> device, bool log) : UnaryKernel(std::move(device)), log_(log) {
+CNNSoftMax::CNNSoftMax(std::shared_ptr<Device> device, bool log) : InPlaceUnaryKernel(std::move(device)), log_(log) {
   primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
 
@@ -26,7 +26,7 @@ void CNNSoftMax::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
 }
 
 CNNSoftMaxGradient::CNNSoftMaxGradient(std::shared_ptr<Device> device, bool log)
-    : GradientKernel(std::move(device)), log_(log) {
+    : InPlaceGradientKernel(std::move(device)), log_(log) {
   primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
 

@@ -31,7 +31,7 @@ SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kerne
 
 CNNSpatialNormalization::CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width,
                                                  int64_t kernel_height)
-    : UnaryKernel(std::move(device)),
+    : InPlaceUnaryKernel(std::move(device)),
       SpatialNormalizationProperties("MPSCNNSpatialNormalization", kernel_width, kernel_height) {
   primitive_maker<SpatialNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
@@ -61,7 +61,7 @@ std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradi
 
 CNNSpatialNormalizationGradient::CNNSpatialNormalizationGradient(std::shared_ptr<Device> device,
                                                                  int64_t kernel_width, int64_t kernel_height)
-    : GradientKernel(std::move(device)),
+    : InPlaceGradientKernel(std::move(device)),
       SpatialNormalizationProperties("MPSCNNSpatialNormalizationGradient", kernel_width, kernel_height) {
   primitive_maker<SpatialNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }

@@ -502,4 +502,19 @@ class GradientKernel : public BinaryKernel {
               const BinaryGeometry& geometry, const std::shared_ptr<State>& state) final;
 };
 
+// Kernels whose destination may lie exactly over the elements it is
+// computed from (InPlace::Exact): pointwise kernels, and those that read
+// what they need of each element before they write it.
+class InPlaceUnaryKernel : public UnaryKernel {
+ protected:
+  using UnaryKernel::UnaryKernel;
+  InPlace in_place() const final { return InPlace::Exact; }
+};
+
+class InPlaceGradientKernel : public GradientKernel {
+ protected:
+  using GradientKernel::GradientKernel;
+  InPlace in_place(bool) const final { return InPlace::Exact; }
+};
+
 }  // namespace mpsx

@@ -278,7 +278,8 @@ class BatchNormalizationPrimitive : public PrimitiveInterface<BatchNormalization
                                          float* result_mean, float* result_variance) const = 0;
 };
 
-class CNNBatchNormalization : public UnaryKernel {
+// In place: pointwise (the statistics come from the state or the running values).
+class CNNBatchNormalization : public InPlaceUnaryKernel {
  public:
   CNNBatchNormalization(std::shared_ptr<Device> device, std::shared_ptr<BatchNormalizationDataSource> data_source,
                         NeuronDescriptor fused_neuron);
@@ -320,8 +321,6 @@ class CNNBatchNormalization : public UnaryKernel {
   std::shared_ptr<State> new_result_state(const Image& source) override;
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_state(const State& state) const override;
-  // Pointwise: the statistics come from the state or the running values.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;

@@ -45,15 +45,14 @@ class CrossChannelNormalizationPrimitive : public ResponseNormalizationPasses<Cr
 using CrossChannelNormalizationProperties = ResponseNormalizationProperties;
 
 // MPSCNNCrossChannelNormalization.
-class CNNCrossChannelNormalization : public UnaryKernel, public CrossChannelNormalizationProperties {
+// In place: the backends compute every factor before they write a result.
+class CNNCrossChannelNormalization : public InPlaceUnaryKernel, public CrossChannelNormalizationProperties {
  public:
   CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size);
   const char* class_name() const override { return "MPSCNNCrossChannelNormalization"; }
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
-  // The backends compute every factor before they write a result.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;

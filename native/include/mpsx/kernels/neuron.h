@@ -62,7 +62,8 @@ class NeuronPrimitive : public PrimitiveInterface<NeuronDescriptor> {
                         int64_t first_channel) const = 0;
 };
 
-class CNNNeuron : public UnaryKernel {
+// In place: pointwise; the NNGraph writes neurons over their sources.
+class CNNNeuron : public InPlaceUnaryKernel {
  public:
   CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNNeuron"; }
@@ -71,8 +72,6 @@ class CNNNeuron : public UnaryKernel {
 
  protected:
   void check_source(const Image& source) const override;
-  // Pointwise: the NNGraph writes neurons over their sources.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -82,7 +81,7 @@ class CNNNeuron : public UnaryKernel {
   std::shared_ptr<const NeuronPrimitive> primitive_;
 };
 
-class CNNNeuronGradient : public GradientKernel {
+class CNNNeuronGradient : public InPlaceGradientKernel {
  public:
   CNNNeuronGradient(std::shared_ptr<Device> device, NeuronDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNNeuronGradient"; }
@@ -90,7 +89,6 @@ class CNNNeuronGradient : public GradientKernel {
 
  protected:
   void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -36,7 +36,8 @@ class SoftMaxPrimitive : public PrimitiveInterface<SoftMaxDescriptor> {
 };
 
 // MPSCNNSoftMax (log false) and MPSCNNLogSoftMax (log true).
-class CNNSoftMax : public UnaryKernel {
+// In place: each pixel's channels are read (both reductions) before they are written.
+class CNNSoftMax : public InPlaceUnaryKernel {
  public:
   CNNSoftMax(std::shared_ptr<Device> device, bool log);
   const char* class_name() const override { return log_ ? "MPSCNNLogSoftMax" : "MPSCNNSoftMax"; }
@@ -44,8 +45,6 @@ class CNNSoftMax : public UnaryKernel {
   bool is_log() const { return log_; }
 
  protected:
-  // Each pixel's channels are read (both reductions) before they are written.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -59,7 +58,8 @@ class CNNSoftMax : public UnaryKernel {
 // The secondary image is the forward result; the destination gradient is
 // shaped as the forward source, and gets zeros where the forward pass read
 // nothing.
-class CNNSoftMaxGradient : public GradientKernel {
+// In place: each pixel's channels are read (the sum) before they are written.
+class CNNSoftMaxGradient : public InPlaceGradientKernel {
  public:
   CNNSoftMaxGradient(std::shared_ptr<Device> device, bool log);
   const char* class_name() const override {
@@ -69,8 +69,6 @@ class CNNSoftMaxGradient : public GradientKernel {
 
  protected:
   GradientSecondary gradient_secondary() const override { return GradientSecondary::ForwardResult; }
-  // Each pixel's channels are read (the sum) before they are written.
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

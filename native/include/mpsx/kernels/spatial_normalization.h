@@ -63,15 +63,14 @@ class SpatialNormalizationProperties : public ResponseNormalizationProperties {
 };
 
 // MPSCNNSpatialNormalization.
-class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationProperties {
+// In place: the backends compute every factor before they write a result.
+class CNNSpatialNormalization : public InPlaceUnaryKernel, public SpatialNormalizationProperties {
  public:
   CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
   const char* class_name() const override { return "MPSCNNSpatialNormalization"; }
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
-  // The backends compute every factor before they write a result.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -84,14 +83,13 @@ class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationP
 // source; the destination gradient is shaped as the forward source. Its own
 // alpha, beta, delta and edge_mode are used (MPS: they must equal the forward
 // kernel's; make_gradient_kernels copies them), as the pooling gradients do.
-class CNNSpatialNormalizationGradient : public GradientKernel, public SpatialNormalizationProperties {
+// In place: the second pass reads only the factors and the source at its own element.
+class CNNSpatialNormalizationGradient : public InPlaceGradientKernel, public SpatialNormalizationProperties {
  public:
   CNNSpatialNormalizationGradient(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
   const char* class_name() const override { return "MPSCNNSpatialNormalizationGradient"; }
 
  protected:
-  // The second pass reads only the factors and the source at its own element.
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;
