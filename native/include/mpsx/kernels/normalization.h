@@ -145,42 +145,66 @@ class ResponseNormalizationProperties : public ResponseNormalizationSettings {
 // `channels` float32 zeros, for `owner`, which names the channels in errors.
 std::shared_ptr<Buffer> zeroed_per_channel(const std::shared_ptr<Device>& device, int64_t channels, const char* owner);
 
-// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
-class NormalizationGammaAndBetaState : public State {
+// What names a NormalizationPairState and its buffers in errors.
+struct NormalizationPairNames {
+  const char* state;  // the MPS class name
+  const char* first;
+  const char* second;
+};
+
+// A state of two float32 buffers of one value per channel, on one device.
+class NormalizationPairState : public State {
  public:
-  NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma, std::shared_ptr<Buffer> beta);
-  // New zeroed buffers for `channels` channels.
-  NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels);
-  const char* class_name() const override { return "MPSCNNNormalizationGammaAndBetaState"; }
   void synchronize(CommandBuffer& command_buffer) override;
   // Throws ShapeError unless both buffers hold `channels` float32.
   void check_fits(int64_t channels, const char* kernel) const;
-  // Records the copy of the first `channels` values of gamma and beta into
-  // `gamma` and `beta`: how a normalization kernel reloads from the state.
-  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& gamma,
-                      const std::shared_ptr<Buffer>& beta) const;
+  // Records the copy of the first `channels` values of both buffers into
+  // `first` and `second`: how a normalization kernel reloads from the state.
+  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& first,
+                      const std::shared_ptr<Buffer>& second) const;
 
-  const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
-  const std::shared_ptr<Buffer>& beta() const { return beta_; }
+ protected:
+  // Throws unless both buffers are given, on one device, of one length.
+  NormalizationPairState(std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second,
+                         const NormalizationPairNames& names);
+  // New zeroed buffers for `channels` channels.
+  NormalizationPairState(const std::shared_ptr<Device>& device, int64_t channels, const NormalizationPairNames& names);
+
+  std::shared_ptr<Buffer> first_, second_;
 
  private:
-  std::shared_ptr<Buffer> gamma_, beta_;
+  const NormalizationPairNames& names_;
+};
+
+// The MPS class of such a state named N.
+template <const NormalizationPairNames& N>
+class NamedNormalizationPairState : public NormalizationPairState {
+ public:
+  NamedNormalizationPairState(std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second)
+      : NormalizationPairState(std::move(first), std::move(second), N) {}
+  NamedNormalizationPairState(const std::shared_ptr<Device>& device, int64_t channels)
+      : NormalizationPairState(device, channels, N) {}
+  const char* class_name() const override { return N.state; }
+};
+
+inline constexpr NormalizationPairNames kGammaAndBetaNames{"MPSCNNNormalizationGammaAndBetaState", "gamma", "beta"};
+inline constexpr NormalizationPairNames kMeanAndVarianceNames{"MPSCNNNormalizationMeanAndVarianceState", "mean",
+                                                              "variance"};
+
+// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
+class NormalizationGammaAndBetaState : public NamedNormalizationPairState<kGammaAndBetaNames> {
+ public:
+  using NamedNormalizationPairState::NamedNormalizationPairState;
+  const std::shared_ptr<Buffer>& gamma() const { return first_; }
+  const std::shared_ptr<Buffer>& beta() const { return second_; }
 };
 
 // MPSCNNNormalizationMeanAndVarianceState: float32 mean and variance, one per channel.
-class NormalizationMeanAndVarianceState : public State {
+class NormalizationMeanAndVarianceState : public NamedNormalizationPairState<kMeanAndVarianceNames> {
  public:
-  NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean, std::shared_ptr<Buffer> variance);
-  NormalizationMeanAndVarianceState(std::shared_ptr<Device> device, int64_t channels);
-  const char* class_name() const override { return "MPSCNNNormalizationMeanAndVarianceState"; }
-  void synchronize(CommandBuffer& command_buffer) override;
-  void check_fits(int64_t channels, const char* kernel) const;
-
-  const std::shared_ptr<Buffer>& mean() const { return mean_; }
-  const std::shared_ptr<Buffer>& variance() const { return variance_; }
-
- private:
-  std::shared_ptr<Buffer> mean_, variance_;
+  using NamedNormalizationPairState::NamedNormalizationPairState;
+  const std::shared_ptr<Buffer>& mean() const { return first_; }
+  const std::shared_ptr<Buffer>& variance() const { return second_; }
 };
 
 // Two per-channel arrays a native data source updates on the device (gamma
