@@ -25,11 +25,8 @@ void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const s
   const int64_t channels = source_channels(*source);
   const CrossChannelNormalizationDescriptor d{
       region_pass(false, g, channels, source->descriptor(), {}, destination->descriptor()), kernel_size()};
-  std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
-                         channels](ExecutionContext& context) {
-    primitive->forward(context, p, source_region(*source, g, channels), destination_region(*destination, g, channels));
-  });
+  record_forward(command_buffer, cached_primitive(primitives_, device().backend(), d), source_region, source,
+                 destination, g, channels);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNCrossChannelNormalization::make_gradient_kernels() const {
@@ -60,11 +57,8 @@ void CNNCrossChannelNormalizationGradient::record(CommandBuffer& command_buffer,
                                               kernel_size()};
   std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
-                         destination_gradient, g, channels](ExecutionContext& context) {
-    primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
-                        source_region(*source_image, g, channels), source_region(*destination_gradient, g, channels));
-  });
+  record_gradient(command_buffer, std::move(primitive), source_region, source_gradient, source_image,
+                  destination_gradient, g, channels);
 }
 
 }  // namespace mpsx

@@ -44,12 +44,8 @@ void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::s
   const SpatialNormalizationDescriptor d{region_pass(false, g, channels, source->descriptor(), {},
                                                      destination->descriptor()),
                                          kernel_size(), edge_mode, g.source_x, g.source_y};
-  std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
-                         channels](ExecutionContext& context) {
-    primitive->forward(context, p, whole_source_region(*source, g, channels),
-                       destination_region(*destination, g, channels));
-  });
+  record_forward(command_buffer, cached_primitive(primitives_, device().backend(), d), whole_source_region, source,
+                 destination, g, channels);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradient_kernels() const {
@@ -81,12 +77,8 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
                                          kernel_size(), edge_mode, g.source_x, g.source_y};
   std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
-                         destination_gradient, g, channels](ExecutionContext& context) {
-    primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
-                        whole_source_region(*source_image, g, channels),
-                        whole_source_region(*destination_gradient, g, channels));
-  });
+  record_gradient(command_buffer, std::move(primitive), whole_source_region, source_gradient, source_image,
+                  destination_gradient, g, channels);
 }
 
 }  // namespace mpsx

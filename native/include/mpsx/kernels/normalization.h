@@ -19,6 +19,7 @@
 #include "mpsx/data_source.h"
 #include "mpsx/errors.h"
 #include "mpsx/image.h"
+#include "mpsx/kernel.h"
 #include "mpsx/primitive.h"
 #include "mpsx/state.h"
 
@@ -137,6 +138,33 @@ class ResponseNormalizationProperties : public ResponseNormalizationSettings {
     check_size(kernel_size, kernel, ": ", size_name);
   }
   int64_t kernel_size() const { return kernel_size_; }
+
+ protected:
+  // The region of the forward source (and of its gradient) a pass reads:
+  // source_region, or whole_source_region where the window reaches past the
+  // written region.
+  using Reach = ImageRegion (*)(const Image& image, const Geometry& g, int64_t channels);
+  // The commands of both families' encodes: P's pass with these parameters
+  // over regions `channels` deep of the forward geometry `g`.
+  template <class P>
+  void record_forward(CommandBuffer& command_buffer, std::shared_ptr<P> primitive, Reach reach,
+                      const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& destination,
+                      const Geometry& g, int64_t channels) const {
+    command_buffer.record([primitive = std::move(primitive), p = parameters(), reach, source, destination, g,
+                           channels](ExecutionContext& context) {
+      primitive->forward(context, p, reach(*source, g, channels), destination_region(*destination, g, channels));
+    });
+  }
+  template <class P>
+  void record_gradient(CommandBuffer& command_buffer, std::shared_ptr<P> primitive, Reach reach,
+                       const std::shared_ptr<Image>& source_gradient, const std::shared_ptr<Image>& source_image,
+                       const std::shared_ptr<Image>& destination_gradient, const Geometry& g, int64_t channels) const {
+    command_buffer.record([primitive = std::move(primitive), p = parameters(), reach, source_gradient, source_image,
+                           destination_gradient, g, channels](ExecutionContext& context) {
+      primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
+                          reach(*source_image, g, channels), reach(*destination_gradient, g, channels));
+    });
+  }
 
  private:
   int64_t kernel_size_;
