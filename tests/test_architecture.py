@@ -50,7 +50,7 @@ def read(path):
 
 def primitive_class(family):
     """The primitive interface the family's header declares (`static constexpr const char* family`), or None."""
-    found = re.search(r"class (\w+) \{\s*public:\s*static constexpr const char\* family = \"[^\"]+\";",
+    found = re.search(r"class (\w+) : public \w+<\w+> \{\s*public:\s*static constexpr const char\* family = \"[^\"]+\";",
                       read(KERNEL_HEADERS / f"{family}.h"))
     return found and found.group(1)
 

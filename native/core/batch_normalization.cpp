@@ -237,7 +237,7 @@ void BatchNormalizationState::check_statistics_open(const char* kernel) const {
 CNNBatchNormalization::CNNBatchNormalization(std::shared_ptr<Device> device,
                                              std::shared_ptr<BatchNormalizationDataSource> data_source,
                                              NeuronDescriptor fused_neuron)
-    : UnaryKernel(std::move(device)), data_source_(std::move(data_source)), fused_neuron_(std::move(fused_neuron)) {
+    : InPlaceUnaryKernel(std::move(device)), data_source_(std::move(data_source)), fused_neuron_(std::move(fused_neuron)) {
   if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
   fused_neuron_.validate();
   BatchNormalizationParameters p = load_batch_normalization_parameters(*data_source_, class_name(), true, true);
@@ -309,11 +309,7 @@ void CNNBatchNormalization::reload_mean_and_variance(CommandBuffer& command_buff
   check_device(state, "mean and variance state");
   state.check_fits(channels_, class_name());
   Parameters p = parameters();
-  command_buffer.record([mean = p.mean, variance = p.variance, from_mean = state.mean(),
-                         from_variance = state.variance(), bytes = static_cast<size_t>(channels_) * sizeof(float)](ExecutionContext& context) {
-    context.copy(mean->data(), from_mean->data(), bytes);
-    context.copy(variance->data(), from_variance->data(), bytes);
-  });
+  state.record_copy_to(command_buffer, channels_, p.mean, p.variance);
 }
 
 std::shared_ptr<NormalizationMeanAndVarianceState> CNNBatchNormalization::current_mean_and_variance() const {

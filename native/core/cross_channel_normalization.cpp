@@ -11,30 +11,9 @@
 #include "mpsx/registry.h"
 
 namespace mpsx {
-namespace {
-
-// A pass over the region of `g`, `channels` deep: forward from `source` to
-// `destination`, or gradient with the forward source as `secondary`.
-CrossChannelNormalizationDescriptor describe(bool gradient, int64_t kernel_size, const Geometry& g, int64_t channels,
-                                             const ImageDescriptor& source, const ImageDescriptor& secondary,
-                                             const ImageDescriptor& destination) {
-  CrossChannelNormalizationDescriptor d;
-  d.gradient = gradient;
-  d.kernel_size = kernel_size;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source = source;
-  d.secondary = secondary;
-  d.destination = destination;
-  return d;
-}
-
-}  // namespace
 
 CNNCrossChannelNormalization::CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size)
-    : UnaryKernel(std::move(device)),
+    : InPlaceUnaryKernel(std::move(device)),
       CrossChannelNormalizationProperties("MPSCNNCrossChannelNormalization", kernel_size) {
   primitive_maker<CrossChannelNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
@@ -44,13 +23,10 @@ void CNNCrossChannelNormalization::record(CommandBuffer& command_buffer, const s
                                           const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  const CrossChannelNormalizationDescriptor d =
-      describe(false, kernel_size(), g, channels, source->descriptor(), {}, destination->descriptor());
-  std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
-                         channels](ExecutionContext& context) {
-    primitive->forward(context, p, source_region(*source, g, channels), destination_region(*destination, g, channels));
-  });
+  const CrossChannelNormalizationDescriptor d{
+      region_pass(false, g, channels, source->descriptor(), {}, destination->descriptor()), kernel_size()};
+  record_forward(command_buffer, cached_primitive(primitives_, device().backend(), d), source_region, source,
+                 destination, g, channels);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNCrossChannelNormalization::make_gradient_kernels() const {
@@ -76,16 +52,13 @@ void CNNCrossChannelNormalizationGradient::record(CommandBuffer& command_buffer,
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  const CrossChannelNormalizationDescriptor d =
-      describe(true, kernel_size(), g, channels, source_gradient->descriptor(), source_image->descriptor(),
-               destination_gradient->descriptor());
+  const CrossChannelNormalizationDescriptor d{region_pass(true, g, channels, source_gradient->descriptor(),
+                                                          source_image->descriptor(), destination_gradient->descriptor()),
+                                              kernel_size()};
   std::shared_ptr<CrossChannelNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
-                         destination_gradient, g, channels](ExecutionContext& context) {
-    primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
-                        source_region(*source_image, g, channels), source_region(*destination_gradient, g, channels));
-  });
+  record_gradient(command_buffer, std::move(primitive), source_region, source_gradient, source_image,
+                  destination_gradient, g, channels);
 }
 
 }  // namespace mpsx

@@ -66,7 +66,7 @@ void DropoutGradientState::read_mask(void* destination) const {
 // ---------------------------------------------------------------- kernels
 
 CNNDropout::CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descriptor)
-    : UnaryKernel(std::move(device)), descriptor_(descriptor) {
+    : InPlaceUnaryKernel(std::move(device)), descriptor_(descriptor) {
   descriptor_.validate(class_name());
   primitive_ = make_primitive<DropoutPrimitive>(this->device().backend(), descriptor_);
 }
@@ -103,7 +103,7 @@ void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
 }
 
 CNNDropoutGradient::CNNDropoutGradient(std::shared_ptr<Device> device, DropoutDescriptor descriptor)
-    : GradientKernel(std::move(device)), descriptor_(descriptor) {
+    : InPlaceGradientKernel(std::move(device)), descriptor_(descriptor) {
   descriptor_.validate(class_name());
   primitive_ = make_primitive<DropoutPrimitive>(this->device().backend(), descriptor_);
 }

@@ -140,7 +140,7 @@ bool GroupNormalizationGradientState::shares_memory(const Image& image) const {
 GroupNormalizationKernel::GroupNormalizationKernel(std::shared_ptr<Device> device,
                                                    std::shared_ptr<GroupNormalizationDataSource> data_source,
                                                    GroupNormalizationKind kind)
-    : UnaryKernel(std::move(device)), kind_(kind), data_source_(std::move(data_source)) {
+    : InPlaceUnaryKernel(std::move(device)), kind_(kind), data_source_(std::move(data_source)) {
   if (!data_source_) fail<TypeMismatchError>(forward_name(kind_), ": expected a data source, given None");
   primitive_ = make_primitive<GroupNormalizationPrimitive>(this->device().backend(), GroupNormalizationDescriptor{kind_});
   load(*data_source_, true);
@@ -297,7 +297,7 @@ std::vector<std::shared_ptr<GradientKernel>> CNNInstanceNormalization::make_grad
 
 GroupNormalizationGradientKernel::GroupNormalizationGradientKernel(std::shared_ptr<Device> device,
                                                                    GroupNormalizationKind kind)
-    : GradientKernel(std::move(device)), kind_(kind) {
+    : InPlaceGradientKernel(std::move(device)), kind_(kind) {
   primitive_ = make_primitive<GroupNormalizationPrimitive>(this->device().backend(), GroupNormalizationDescriptor{kind_});
 }
 

@@ -220,6 +220,20 @@ void Kernel::check_aliasing(const Image& destination, const char* destination_ro
                         "writes): give another image");
 }
 
+RegionPass region_pass(bool gradient, const Geometry& g, int64_t channels, const ImageDescriptor& source,
+                       const ImageDescriptor& secondary, const ImageDescriptor& destination) {
+  RegionPass pass;
+  pass.gradient = gradient;
+  pass.images = g.images;
+  pass.channels = channels;
+  pass.height = g.height;
+  pass.width = g.width;
+  pass.source = source;
+  pass.secondary = secondary;
+  pass.destination = destination;
+  return pass;
+}
+
 Region Kernel::clipped_region(const Image& destination) const {
   // check_properties() passed: every sum below is far inside int64_t.
   int64_t x0 = std::max<int64_t>(clip_rect.x, 0), y0 = std::max<int64_t>(clip_rect.y, 0);

@@ -34,7 +34,7 @@ void check_slopes(const char* kernel, const NeuronDescriptor& d, const Image& so
 }  // namespace
 
 CNNNeuron::CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
-    : UnaryKernel(std::move(device)), descriptor_(std::move(descriptor)) {
+    : InPlaceUnaryKernel(std::move(device)), descriptor_(std::move(descriptor)) {
   descriptor_.validate();
   primitive_ = make_primitive<NeuronPrimitive>(this->device().backend(), descriptor_);
 }
@@ -55,7 +55,7 @@ void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Imag
 }
 
 CNNNeuronGradient::CNNNeuronGradient(std::shared_ptr<Device> device, NeuronDescriptor descriptor)
-    : GradientKernel(std::move(device)), descriptor_(std::move(descriptor)) {
+    : InPlaceGradientKernel(std::move(device)), descriptor_(std::move(descriptor)) {
   descriptor_.validate();
   primitive_ = make_primitive<NeuronPrimitive>(this->device().backend(), descriptor_);
 }

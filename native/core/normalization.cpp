@@ -39,55 +39,36 @@ std::shared_ptr<Buffer> zeroed_per_channel(const std::shared_ptr<Device>& device
 
 // ---------------------------------------------------------------- gamma/beta and mean/variance states
 
-NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma,
-                                                               std::shared_ptr<Buffer> beta)
-    : State(gamma ? gamma->device_ptr() : nullptr), gamma_(std::move(gamma)), beta_(std::move(beta)) {
-  check_buffer_pair(gamma_, beta_, "MPSCNNNormalizationGammaAndBetaState", "gamma", "beta");
+NormalizationPairState::NormalizationPairState(std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second,
+                                               const NormalizationPairNames& names)
+    : State(first ? first->device_ptr() : nullptr), first_(std::move(first)), second_(std::move(second)),
+      names_(names) {
+  check_buffer_pair(first_, second_, names_.state, names_.first, names_.second);
 }
 
-NormalizationGammaAndBetaState::NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels)
-    : NormalizationGammaAndBetaState(zeroed_per_channel(device, channels, "MPSCNNNormalizationGammaAndBetaState"),
-                                     zeroed_per_channel(device, channels, "MPSCNNNormalizationGammaAndBetaState")) {}
+NormalizationPairState::NormalizationPairState(const std::shared_ptr<Device>& device, int64_t channels,
+                                               const NormalizationPairNames& names)
+    : NormalizationPairState(zeroed_per_channel(device, channels, names.state),
+                             zeroed_per_channel(device, channels, names.state), names) {}
 
-void NormalizationGammaAndBetaState::synchronize(CommandBuffer& command_buffer) {
-  gamma_->synchronize(command_buffer);
-  beta_->synchronize(command_buffer);
+void NormalizationPairState::synchronize(CommandBuffer& command_buffer) {
+  first_->synchronize(command_buffer);
+  second_->synchronize(command_buffer);
 }
 
-void NormalizationGammaAndBetaState::check_fits(int64_t channels, const char* kernel) const {
-  check_buffer_fits(*gamma_, channels, kernel, "gamma");
-  check_buffer_fits(*beta_, channels, kernel, "beta");
+void NormalizationPairState::check_fits(int64_t channels, const char* kernel) const {
+  check_buffer_fits(*first_, channels, kernel, names_.first);
+  check_buffer_fits(*second_, channels, kernel, names_.second);
 }
 
-void NormalizationGammaAndBetaState::record_copy_to(CommandBuffer& command_buffer, int64_t channels,
-                                                    const std::shared_ptr<Buffer>& gamma,
-                                                    const std::shared_ptr<Buffer>& beta) const {
-  command_buffer.record([gamma, beta, from_gamma = gamma_, from_beta = beta_,
+void NormalizationPairState::record_copy_to(CommandBuffer& command_buffer, int64_t channels,
+                                            const std::shared_ptr<Buffer>& first,
+                                            const std::shared_ptr<Buffer>& second) const {
+  command_buffer.record([first, second, from_first = first_, from_second = second_,
                          bytes = static_cast<size_t>(channels) * sizeof(float)](ExecutionContext& context) {
-    context.copy(gamma->data(), from_gamma->data(), bytes);
-    context.copy(beta->data(), from_beta->data(), bytes);
+    context.copy(first->data(), from_first->data(), bytes);
+    context.copy(second->data(), from_second->data(), bytes);
   });
-}
-
-NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean,
-                                                                     std::shared_ptr<Buffer> variance)
-    : State(mean ? mean->device_ptr() : nullptr), mean_(std::move(mean)), variance_(std::move(variance)) {
-  check_buffer_pair(mean_, variance_, "MPSCNNNormalizationMeanAndVarianceState", "mean", "variance");
-}
-
-NormalizationMeanAndVarianceState::NormalizationMeanAndVarianceState(std::shared_ptr<Device> device,
-                                                                     int64_t channels)
-    : NormalizationMeanAndVarianceState(zeroed_per_channel(device, channels, "MPSCNNNormalizationMeanAndVarianceState"),
-                                        zeroed_per_channel(device, channels, "MPSCNNNormalizationMeanAndVarianceState")) {}
-
-void NormalizationMeanAndVarianceState::synchronize(CommandBuffer& command_buffer) {
-  mean_->synchronize(command_buffer);
-  variance_->synchronize(command_buffer);
-}
-
-void NormalizationMeanAndVarianceState::check_fits(int64_t channels, const char* kernel) const {
-  check_buffer_fits(*mean_, channels, kernel, "mean");
-  check_buffer_fits(*variance_, channels, kernel, "variance");
 }
 
 HostArray TrainedArrays::copy_of(std::mutex& mutex, int which) {

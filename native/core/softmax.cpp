@@ -9,28 +9,8 @@
 #include "mpsx/registry.h"
 
 namespace mpsx {
-namespace {
 
-// A pass over the region of `g`, `channels` deep: forward from `source` to
-// `destination`, or gradient with the forward result as `result`.
-SoftMaxDescriptor describe(bool log, bool gradient, const Geometry& g, int64_t channels, const ImageDescriptor& source,
-                           const ImageDescriptor& result, const ImageDescriptor& destination) {
-  SoftMaxDescriptor d;
-  d.log = log;
-  d.gradient = gradient;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source = source;
-  d.result = result;
-  d.destination = destination;
-  return d;
-}
-
-}  // namespace
-
-CNNSoftMax::CNNSoftMax(std::shared_ptr<Device> device, bool log) : UnaryKernel(std::move(device)), log_(log) {
+CNNSoftMax::CNNSoftMax(std::shared_ptr<Device> device, bool log) : InPlaceUnaryKernel(std::move(device)), log_(log) {
   primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
 
@@ -38,7 +18,7 @@ void CNNSoftMax::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
                         const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  const SoftMaxDescriptor d = describe(log_, false, g, channels, source->descriptor(), {}, destination->descriptor());
+  const SoftMaxDescriptor d{region_pass(false, g, channels, source->descriptor(), {}, destination->descriptor()), log_};
   std::shared_ptr<SoftMaxPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
     primitive->forward(context, source_region(*source, g, channels), destination_region(*destination, g, channels));
@@ -46,7 +26,7 @@ void CNNSoftMax::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
 }
 
 CNNSoftMaxGradient::CNNSoftMaxGradient(std::shared_ptr<Device> device, bool log)
-    : GradientKernel(std::move(device)), log_(log) {
+    : InPlaceGradientKernel(std::move(device)), log_(log) {
   primitive_maker<SoftMaxPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
 
@@ -58,8 +38,9 @@ void CNNSoftMaxGradient::record(CommandBuffer& command_buffer, const std::shared
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  const SoftMaxDescriptor d = describe(log_, true, g, channels, source_gradient->descriptor(),
-                                       source_image->descriptor(), destination_gradient->descriptor());
+  const SoftMaxDescriptor d{region_pass(true, g, channels, source_gradient->descriptor(), source_image->descriptor(),
+                                        destination_gradient->descriptor()),
+                            log_};
   std::shared_ptr<SoftMaxPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
   command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,

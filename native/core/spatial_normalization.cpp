@@ -23,27 +23,6 @@ int64_t square_window(const char* kernel, int64_t kernel_width, int64_t kernel_h
   return kernel_width;
 }
 
-// A pass over the region of `g`, `channels` deep: forward from `source` to
-// `destination`, or gradient with the forward source as `secondary`.
-SpatialNormalizationDescriptor describe(bool gradient, int64_t kernel_size, EdgeMode edge_mode, const Geometry& g,
-                                        int64_t channels, const ImageDescriptor& source,
-                                        const ImageDescriptor& secondary, const ImageDescriptor& destination) {
-  SpatialNormalizationDescriptor d;
-  d.gradient = gradient;
-  d.kernel_size = kernel_size;
-  d.edge_mode = edge_mode;
-  d.images = g.images;
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.source_x = g.source_x;
-  d.source_y = g.source_y;
-  d.source = source;
-  d.secondary = secondary;
-  d.destination = destination;
-  return d;
-}
-
 }  // namespace
 
 SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kernel, int64_t kernel_width,
@@ -52,7 +31,7 @@ SpatialNormalizationProperties::SpatialNormalizationProperties(const char* kerne
 
 CNNSpatialNormalization::CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width,
                                                  int64_t kernel_height)
-    : UnaryKernel(std::move(device)),
+    : InPlaceUnaryKernel(std::move(device)),
       SpatialNormalizationProperties("MPSCNNSpatialNormalization", kernel_width, kernel_height) {
   primitive_maker<SpatialNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
@@ -62,14 +41,11 @@ void CNNSpatialNormalization::record(CommandBuffer& command_buffer, const std::s
                                           const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
   const int64_t channels = source_channels(*source);
-  const SpatialNormalizationDescriptor d =
-      describe(false, kernel_size(), edge_mode, g, channels, source->descriptor(), {}, destination->descriptor());
-  std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source, destination, g,
-                         channels](ExecutionContext& context) {
-    primitive->forward(context, p, whole_source_region(*source, g, channels),
-                       destination_region(*destination, g, channels));
-  });
+  const SpatialNormalizationDescriptor d{region_pass(false, g, channels, source->descriptor(), {},
+                                                     destination->descriptor()),
+                                         kernel_size(), edge_mode, g.source_x, g.source_y};
+  record_forward(command_buffer, cached_primitive(primitives_, device().backend(), d), whole_source_region, source,
+                 destination, g, channels);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradient_kernels() const {
@@ -81,7 +57,7 @@ std::vector<std::shared_ptr<GradientKernel>> CNNSpatialNormalization::make_gradi
 
 CNNSpatialNormalizationGradient::CNNSpatialNormalizationGradient(std::shared_ptr<Device> device,
                                                                  int64_t kernel_width, int64_t kernel_height)
-    : GradientKernel(std::move(device)),
+    : InPlaceGradientKernel(std::move(device)),
       SpatialNormalizationProperties("MPSCNNSpatialNormalizationGradient", kernel_width, kernel_height) {
   primitive_maker<SpatialNormalizationPrimitive>(this->device().backend());  // a family the backend lacks fails here
 }
@@ -96,17 +72,13 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
   // at (destination_image, destination_channel, y, x), `channels` deep.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
-  const SpatialNormalizationDescriptor d =
-      describe(true, kernel_size(), edge_mode, g, channels, source_gradient->descriptor(), source_image->descriptor(),
-               destination_gradient->descriptor());
+  const SpatialNormalizationDescriptor d{region_pass(true, g, channels, source_gradient->descriptor(),
+                                                     source_image->descriptor(), destination_gradient->descriptor()),
+                                         kernel_size(), edge_mode, g.source_x, g.source_y};
   std::shared_ptr<SpatialNormalizationPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
-  command_buffer.record([primitive = std::move(primitive), p = parameters(), source_gradient, source_image,
-                         destination_gradient, g, channels](ExecutionContext& context) {
-    primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
-                        whole_source_region(*source_image, g, channels),
-                        whole_source_region(*destination_gradient, g, channels));
-  });
+  record_gradient(command_buffer, std::move(primitive), whole_source_region, source_gradient, source_image,
+                  destination_gradient, g, channels);
 }
 
 }  // namespace mpsx

@@ -69,7 +69,7 @@ class CpuSoftMax final : public SoftMaxPrimitive {
   CpuSoftMax(const CpuBackend& backend, const SoftMaxDescriptor& d) : d_(d) {
     // oneDNN's fast softmax wants dense channels-last blocks; regions within
     // larger images (clip rects, feature channel offsets) run the loops below.
-    if (!dense(d.source) || !dense(d.destination) || (d.gradient && !dense(d.result))) return;
+    if (!dense(d.source) || !dense(d.destination) || (d.gradient && !dense(d.secondary))) return;
     try {
       build(backend);
     } catch (const dnnl::error&) {  // a layout oneDNN does not take: the loops below
@@ -147,7 +147,7 @@ class CpuSoftMax final : public SoftMaxPrimitive {
           backend.engine(), dnnl::prop_kind::forward_inference, algorithm, source_desc_, destination_desc_, 1));
     } else {
       // source: dy (diff_dst); result: y (dst); destination: dx (diff_src).
-      result_desc_ = region_desc(backend, d_.result);
+      result_desc_ = region_desc(backend, d_.secondary);
       dnnl::softmax_forward::primitive_desc hint(backend.engine(), dnnl::prop_kind::forward_training, algorithm,
                                                  destination_desc_, result_desc_, 1);
       backward_ = dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(

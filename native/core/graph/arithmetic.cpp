@@ -111,7 +111,7 @@ NNArithmeticGradientNode::NNArithmeticGradientNode(ArithmeticOperation operation
                                                    std::shared_ptr<ImageNode> source_image,
                                                    std::shared_ptr<StateNode> gradient_state,
                                                    bool is_secondary_source_filter)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       operation_(operation),
       secondary_(is_secondary_source_filter) {
   if (operation != ArithmeticOperation::Add && operation != ArithmeticOperation::Subtract &&

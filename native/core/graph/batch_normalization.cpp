@@ -103,7 +103,7 @@ class BatchNormalizationGradientStep final : public GraphStep {
 
 CNNBatchNormalizationNode::CNNBatchNormalizationNode(std::shared_ptr<ImageNode> source,
                                                      std::shared_ptr<BatchNormalizationDataSource> data_source)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), data_source_(std::move(data_source)) {
+    : ForwardFilterNode({std::move(source)}), data_source_(std::move(data_source)) {
   if (!data_source_) fail<TypeMismatchError>(class_name(), ": expected a batch normalization data source, given None");
 }
 
@@ -131,8 +131,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNBatchNormalizationNode::make_gradien
 CNNBatchNormalizationGradientNode::CNNBatchNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                                      std::shared_ptr<ImageNode> source_image,
                                                                      std::shared_ptr<StateNode> gradient_state)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
-                 padding::kDefault) {
+    : TrainableGradientNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)) {
   forward_node_of<CNNBatchNormalizationNode>(class_name(), "MPSCNNBatchNormalizationNode", source_states().front());
 }
 

@@ -140,7 +140,7 @@ class ConcatenationGradientStep final : public GraphStep {
 }  // namespace
 
 NNConcatenationNode::NNConcatenationNode(std::vector<std::shared_ptr<ImageNode>> sources)
-    : FilterNode(std::move(sources), {}, padding::kDefault) {
+    : ForwardFilterNode(std::move(sources)) {
   if (this->sources().empty())
     fail<ArgumentError>("MPSNNConcatenationNode: expected at least one source image, given none");
 }
@@ -161,7 +161,7 @@ std::vector<std::shared_ptr<FilterNode>> NNConcatenationNode::make_gradient_filt
 NNConcatenationGradientNode::NNConcatenationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                          std::shared_ptr<ImageNode> source_image,
                                                          std::shared_ptr<StateNode> gradient_state, int64_t index)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       index_(index) {
   const auto& forward_sources =
       forward_node_of<NNConcatenationNode>(class_name(), "MPSNNConcatenationNode", source_states().front()).sources();

@@ -7,7 +7,7 @@ namespace mpsx {
 
 CNNConvolutionNode::CNNConvolutionNode(std::shared_ptr<ImageNode> source, std::shared_ptr<ConvolutionDataSource> weights,
                                        bool fully_connected)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), weights_(std::move(weights)),
+    : ForwardFilterNode({std::move(source)}, {}, StateNodeKind::ConvolutionGradient), weights_(std::move(weights)),
       fully_connected_(fully_connected) {
   if (!weights_) fail<TypeMismatchError>(class_name(), ": expected a convolution data source, given None");
 }
@@ -33,7 +33,7 @@ CNNConvolutionGradientNode::CNNConvolutionGradientNode(std::shared_ptr<ImageNode
                                                        std::shared_ptr<StateNode> gradient_state,
                                                        std::shared_ptr<ConvolutionDataSource> weights,
                                                        bool fully_connected)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : TrainableGradientNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       weights_(std::move(weights)),
       fully_connected_(fully_connected) {
   if (source_states().front()->kind() != StateNodeKind::ConvolutionGradient)

@@ -40,7 +40,8 @@ std::vector<std::shared_ptr<StateNode>> optional_state(std::shared_ptr<StateNode
 CNNConvolutionTransposeNode::CNNConvolutionTransposeNode(std::shared_ptr<ImageNode> source,
                                                          std::shared_ptr<StateNode> convolution_gradient_state,
                                                          std::shared_ptr<ConvolutionDataSource> weights)
-    : FilterNode({std::move(source)}, optional_state(std::move(convolution_gradient_state)), padding::kDefault),
+    : ForwardFilterNode({std::move(source)}, optional_state(std::move(convolution_gradient_state)),
+                        StateNodeKind::ConvolutionTransposeGradient),
       weights_(std::move(weights)) {
   if (!weights_) fail<TypeMismatchError>(class_name(), ": expected a convolution data source, given None");
   if (!source_states().empty() && source_states().front()->kind() != StateNodeKind::ConvolutionGradient)
@@ -66,7 +67,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNConvolutionTransposeNode::make_gradi
 CNNConvolutionTransposeGradientNode::CNNConvolutionTransposeGradientNode(
     std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
     std::shared_ptr<StateNode> gradient_state, std::shared_ptr<ConvolutionDataSource> weights)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : TrainableGradientNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       weights_(std::move(weights)) {
   if (source_states().front()->kind() != StateNodeKind::ConvolutionTransposeGradient)
     fail<TypeMismatchError>(class_name(), ": expected a CNNConvolutionTransposeGradientStateNode, given ",

@@ -14,7 +14,7 @@ constexpr const char* kForward = "MPSCNNCrossChannelNormalizationNode";
 
 CNNCrossChannelNormalizationNode::CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source,
                                                                    int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), kernel_size_(kernel_size) {
+    : ForwardFilterNode({std::move(source)}), ResponseNormalizationSettings(kForward), kernel_size_(kernel_size) {
   check_size(kernel_size, kForward, ": kernel_size");
 }
 
@@ -23,21 +23,9 @@ void CNNCrossChannelNormalizationNode::set_kernel_size(int64_t value) {
   kernel_size_ = value;
 }
 
-void CNNCrossChannelNormalizationNode::set_alpha(float value) {
-  parameters_.alpha = checked_response_alpha(value, kForward);
-}
-
-void CNNCrossChannelNormalizationNode::set_beta(float value) {
-  parameters_.beta = checked_parameter(value, kForward, "beta");
-}
-
-void CNNCrossChannelNormalizationNode::set_delta(float value) {
-  parameters_.delta = checked_parameter(value, kForward, "delta");
-}
-
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNCrossChannelNormalization>(slots, kernel_size_);
-  kernel->set_parameters(parameters_);
+  kernel->set_parameters(parameters());
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -51,7 +39,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNCrossChannelNormalizationNode::make_
 CNNCrossChannelNormalizationGradientNode::CNNCrossChannelNormalizationGradientNode(
     std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
     std::shared_ptr<StateNode> gradient_state, int64_t kernel_size)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       kernel_size_(kernel_size),
       parameters_(forward_node_of<CNNCrossChannelNormalizationNode>(class_name(), kForward, source_states().front()).parameters()) {
   check_size(kernel_size, class_name(), ": kernel_size");
@@ -61,9 +49,7 @@ std::unique_ptr<GraphStep> CNNCrossChannelNormalizationGradientNode::compile(con
   const CNNCrossChannelNormalizationNode& forward = forward_node_of<CNNCrossChannelNormalizationNode>(class_name(), kForward, source_states().front());
   check_forward_parameter(class_name(), "kernel_size", static_cast<double>(kernel_size_),
                 static_cast<double>(forward.kernel_size()));
-  check_forward_parameter(class_name(), "alpha", parameters_.alpha, forward.parameters().alpha);
-  check_forward_parameter(class_name(), "beta", parameters_.beta, forward.parameters().beta);
-  check_forward_parameter(class_name(), "delta", parameters_.delta, forward.parameters().delta);
+  check_forward_alpha_beta_delta(class_name(), parameters_, forward.parameters());
   auto kernel = graph_kernel<CNNCrossChannelNormalizationGradient>(slots, kernel_size_);
   kernel->set_parameters(parameters_);
   return gradient_step(std::move(kernel), slots);

@@ -6,27 +6,14 @@
 namespace mpsx {
 
 CNNDropoutNode::CNNDropoutNode(std::shared_ptr<ImageNode> source, DropoutDescriptor descriptor)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), descriptor_(descriptor) {
+    : DescribedForwardNode(std::move(source), descriptor) {
   descriptor_.validate(class_name());
-}
-
-std::unique_ptr<GraphStep> CNNDropoutNode::compile(const StepSlots& slots) const {
-  auto kernel = graph_kernel<CNNDropout>(slots, descriptor_);
-  kernel->padding_method = padding_policy;
-  return unary_step(std::move(kernel), slots);
-}
-
-std::vector<std::shared_ptr<FilterNode>> CNNDropoutNode::make_gradient_filters(
-    const std::vector<std::shared_ptr<ImageNode>>& gradient_images) {
-  return {std::make_shared<CNNDropoutGradientNode>(gradient_images.front(), sources().front(), result_states().front(),
-                                                   descriptor_)};
 }
 
 CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                std::shared_ptr<ImageNode> source_image,
                                                std::shared_ptr<StateNode> gradient_state, DropoutDescriptor descriptor)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
-      descriptor_(descriptor) {
+    : DescribedGradientNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state), descriptor) {
   descriptor_.validate(class_name());
   const CNNDropoutNode& forward =
       forward_node_of<CNNDropoutNode>(class_name(), "MPSCNNDropoutNode", source_states().front());
@@ -41,10 +28,6 @@ CNNDropoutGradientNode::CNNDropoutGradientNode(std::shared_ptr<ImageNode> source
   if (sources()[1] != forward.sources().front())
     fail<ArgumentError>(class_name(), ": source_image must be the source image of the MPSCNNDropoutNode whose state "
                                       "it is given, given another image");
-}
-
-std::unique_ptr<GraphStep> CNNDropoutGradientNode::compile(const StepSlots& slots) const {
-  return gradient_step(graph_kernel<CNNDropoutGradient>(slots, descriptor_), slots);
 }
 
 }  // namespace mpsx

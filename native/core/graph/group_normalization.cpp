@@ -49,7 +49,7 @@ class GroupNormalizationGradientStep final : public GraphStep {
 CNNGroupNormalizationNode::CNNGroupNormalizationNode(std::shared_ptr<ImageNode> source,
                                                      std::shared_ptr<GroupNormalizationDataSource> data_source,
                                                      GroupNormalizationKind kind)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), data_source_(std::move(data_source)), kind_(kind) {
+    : ForwardFilterNode({std::move(source)}), data_source_(std::move(data_source)), kind_(kind) {
   if (!data_source_)
     fail<TypeMismatchError>(class_name(), ": expected ",
                             kind_ == GroupNormalizationKind::Instance ? "an instance" : "a group",
@@ -77,8 +77,7 @@ CNNGroupNormalizationGradientNode::CNNGroupNormalizationGradientNode(std::shared
                                                                      std::shared_ptr<ImageNode> source_image,
                                                                      std::shared_ptr<StateNode> gradient_state,
                                                                      GroupNormalizationKind kind)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
-                 padding::kDefault),
+    : TrainableGradientNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       kind_(kind) {
   const char* expected =
       kind_ == GroupNormalizationKind::Instance ? "MPSCNNInstanceNormalizationNode" : "MPSCNNGroupNormalizationNode";

@@ -27,7 +27,7 @@ std::shared_ptr<K> make_kernel(const char* node, const StepSlots& slots, int64_t
 
 CNNLocalContrastNormalizationNode::CNNLocalContrastNormalizationNode(std::shared_ptr<ImageNode> source,
                                                                      int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), kernel_width_(kernel_size), kernel_height_(kernel_size) {
+    : ForwardFilterNode({std::move(source)}), kernel_width_(kernel_size), kernel_height_(kernel_size) {
   check_size(kernel_size, kForward, ": kernel_size");
   parameters.alpha = 1.0f;  // MPSCNNLocalContrastNormalizationNode's default; the kernel's is 0
 }
@@ -60,7 +60,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNLocalContrastNormalizationNode::make
 CNNLocalContrastNormalizationGradientNode::CNNLocalContrastNormalizationGradientNode(
     std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
     std::shared_ptr<StateNode> gradient_state, int64_t kernel_width, int64_t kernel_height)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       kernel_width_(kernel_width),
       kernel_height_(kernel_height) {
   check_size(kernel_width, kGradient, ": kernel_width");
@@ -73,9 +73,7 @@ std::unique_ptr<GraphStep> CNNLocalContrastNormalizationGradientNode::compile(co
   check_forward_parameter(kGradient, "kernel_width", static_cast<double>(kernel_width_), static_cast<double>(forward.kernel_width()));
   check_forward_parameter(kGradient, "kernel_height", static_cast<double>(kernel_height_), static_cast<double>(forward.kernel_height()));
   const LocalContrastNormalizationParameters& f = forward.parameters;
-  check_forward_parameter(kGradient, "alpha", parameters.alpha, f.alpha);
-  check_forward_parameter(kGradient, "beta", parameters.beta, f.beta);
-  check_forward_parameter(kGradient, "delta", parameters.delta, f.delta);
+  check_forward_alpha_beta_delta(kGradient, parameters, f);
   check_forward_parameter(kGradient, "p0", parameters.p0, f.p0);
   check_forward_parameter(kGradient, "pm", parameters.pm, f.pm);
   check_forward_parameter(kGradient, "ps", parameters.ps, f.ps);

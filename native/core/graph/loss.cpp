@@ -120,9 +120,8 @@ class LossGradientStep final : public GraphStep {
 
 NNForwardLossNode::NNForwardLossNode(std::shared_ptr<ImageNode> source, std::shared_ptr<ImageNode> labels,
                                      std::shared_ptr<ImageNode> weights, LossDescriptor descriptor)
-    : FilterNode(loss_sources("MPSNNForwardLossNode", {std::move(source), std::move(labels)}, {"source", "labels"},
-                              std::move(weights), descriptor),
-                 {}, padding::kDefault),
+    : ForwardFilterNode(loss_sources("MPSNNForwardLossNode", {std::move(source), std::move(labels)},
+                                     {"source", "labels"}, std::move(weights), descriptor)),
       descriptor_(descriptor) {}
 
 std::unique_ptr<GraphStep> NNForwardLossNode::compile(const StepSlots& slots) const {

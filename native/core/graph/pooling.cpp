@@ -32,7 +32,7 @@ std::shared_ptr<K> pooling_kernel(const StepSlots& slots, const PoolingNodeWindo
 }  // namespace
 
 CNNPoolingNode::CNNPoolingNode(std::shared_ptr<ImageNode> source, PoolingNodeWindow window)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), window_(window) {
+    : ForwardFilterNode({std::move(source)}), window_(window) {
   // Checks the window now, as the MPS initializers do.
   PoolingParameters(window_.kind, false, window_.kernel_width, window_.kernel_height, window_.stride_x,
                     window_.stride_y, window_.dilation_x, window_.dilation_y);
@@ -54,7 +54,7 @@ CNNPoolingGradientNode::CNNPoolingGradientNode(std::shared_ptr<ImageNode> source
                                                std::shared_ptr<ImageNode> source_image,
                                                std::shared_ptr<StateNode> gradient_state, PoolingNodeWindow window,
                                                uint32_t padding_policy)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding_policy),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state), padding_policy),
       window_(window) {
   PoolingParameters(window_.kind, true, window_.kernel_width, window_.kernel_height, window_.stride_x,
                     window_.stride_y, window_.dilation_x, window_.dilation_y);

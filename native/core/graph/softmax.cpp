@@ -6,7 +6,7 @@
 namespace mpsx {
 
 CNNSoftMaxNode::CNNSoftMaxNode(std::shared_ptr<ImageNode> source, bool log)
-    : FilterNode({std::move(source)}, {}, padding::kDefault), log_(log) {}
+    : ForwardFilterNode({std::move(source)}), log_(log) {}
 
 std::unique_ptr<GraphStep> CNNSoftMaxNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNSoftMax>(slots, log_);
@@ -24,7 +24,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNSoftMaxNode::make_gradient_filters(
 CNNSoftMaxGradientNode::CNNSoftMaxGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                                std::shared_ptr<ImageNode> source_image,
                                                std::shared_ptr<StateNode> gradient_state, bool log)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       log_(log) {
   const std::shared_ptr<StateNode>& state = source_states().front();
   const char* expected = log_ ? "MPSCNNLogSoftMaxNode" : "MPSCNNSoftMaxNode";

@@ -15,7 +15,7 @@ constexpr const char* kGradient = "MPSCNNSpatialNormalizationGradientNode";
 
 SpatialNormalizationNodeSettings::SpatialNormalizationNodeSettings(const char* node, int64_t kernel_width,
                                                                    int64_t kernel_height)
-    : node_(node), kernel_width_(kernel_width), kernel_height_(kernel_height) {
+    : ResponseNormalizationSettings(node), node_(node), kernel_width_(kernel_width), kernel_height_(kernel_height) {
   check_size(kernel_width, node, ": kernel_width");
   check_size(kernel_height, node, ": kernel_height");
 }
@@ -30,30 +30,18 @@ void SpatialNormalizationNodeSettings::set_kernel_height(int64_t value) {
   kernel_height_ = value;
 }
 
-void SpatialNormalizationNodeSettings::set_alpha(float value) {
-  parameters_.alpha = checked_response_alpha(value, node_);
-}
-
-void SpatialNormalizationNodeSettings::set_beta(float value) {
-  parameters_.beta = checked_parameter(value, node_, "beta");
-}
-
-void SpatialNormalizationNodeSettings::set_delta(float value) {
-  parameters_.delta = checked_parameter(value, node_, "delta");
-}
-
 template <class K>
 std::shared_ptr<K> SpatialNormalizationNodeSettings::make_kernel(const StepSlots& slots) const {
   if (kernel_width_ != kernel_height_)
     fail<ArgumentError>(node_, ": kernel_width (", kernel_width_, ") must equal kernel_height (", kernel_height_,
                         ")");
   auto kernel = graph_kernel<K>(slots, kernel_width_, kernel_height_);
-  kernel->set_parameters(parameters_);
+  kernel->set_parameters(parameters());
   return kernel;
 }
 
 CNNSpatialNormalizationNode::CNNSpatialNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size)
-    : FilterNode({std::move(source)}, {}, padding::kDefault),
+    : ForwardFilterNode({std::move(source)}),
       SpatialNormalizationNodeSettings(kForward, kernel_size, kernel_size) {}
 
 std::unique_ptr<GraphStep> CNNSpatialNormalizationNode::compile(const StepSlots& slots) const {
@@ -67,9 +55,7 @@ std::vector<std::shared_ptr<FilterNode>> CNNSpatialNormalizationNode::make_gradi
   auto gradient = std::make_shared<CNNSpatialNormalizationGradientNode>(gradient_images.front(), sources().front(),
                                                                         result_states().front(), kernel_width());
   gradient->set_kernel_height(kernel_height());
-  gradient->set_alpha(parameters().alpha);
-  gradient->set_beta(parameters().beta);
-  gradient->set_delta(parameters().delta);
+  gradient->set_parameters(parameters());
   return {gradient};
 }
 
@@ -77,7 +63,7 @@ CNNSpatialNormalizationGradientNode::CNNSpatialNormalizationGradientNode(std::sh
                                                                          std::shared_ptr<ImageNode> source_image,
                                                                          std::shared_ptr<StateNode> gradient_state,
                                                                          int64_t kernel_size)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
       SpatialNormalizationNodeSettings(kGradient, kernel_size, kernel_size) {
   forward_node_of<CNNSpatialNormalizationNode>(kGradient, kForward, source_states().front());
 }
@@ -88,9 +74,7 @@ std::unique_ptr<GraphStep> CNNSpatialNormalizationGradientNode::compile(const St
                 static_cast<double>(forward.kernel_width()));
   check_forward_parameter(kGradient, "kernel_height", static_cast<double>(kernel_height()),
                 static_cast<double>(forward.kernel_height()));
-  check_forward_parameter(kGradient, "alpha", parameters().alpha, forward.parameters().alpha);
-  check_forward_parameter(kGradient, "beta", parameters().beta, forward.parameters().beta);
-  check_forward_parameter(kGradient, "delta", parameters().delta, forward.parameters().delta);
+  check_forward_alpha_beta_delta(kGradient, parameters(), forward.parameters());
   return gradient_step(make_kernel<CNNSpatialNormalizationGradient>(slots), slots);
 }
 

@@ -21,11 +21,7 @@ const char* node_name(UpsamplingKind kind, bool gradient) {
 
 CNNUpsamplingNode::CNNUpsamplingNode(std::shared_ptr<ImageNode> source, UpsamplingKind kind, int64_t scale_x,
                                      int64_t scale_y, bool align_corners)
-    : FilterNode({std::move(source)}, {}, padding::kDefault),
-      kind_(kind),
-      scale_x_(scale_x),
-      scale_y_(scale_y),
-      align_corners_(align_corners) {
+    : ForwardFilterNode({std::move(source)}), UpsamplingNodeSettings(kind, scale_x, scale_y, align_corners) {
   // Checks the kind and the scale factors now, as the MPS initializers do.
   UpsamplingParameters(kind_, false, scale_x_, scale_y_, align_corners_);
   if (kind_ == UpsamplingKind::Nearest && align_corners_)
@@ -35,7 +31,7 @@ CNNUpsamplingNode::CNNUpsamplingNode(std::shared_ptr<ImageNode> source, Upsampli
 const char* CNNUpsamplingNode::class_name() const { return node_name(kind_, false); }
 
 std::unique_ptr<GraphStep> CNNUpsamplingNode::compile(const StepSlots& slots) const {
-  auto kernel = graph_kernel<CNNUpsampling>(slots, kind_, scale_x_, scale_y_, align_corners_);
+  auto kernel = make_kernel<CNNUpsampling>(slots);
   kernel->padding_method = padding_policy;
   return unary_step(std::move(kernel), slots);
 }
@@ -51,8 +47,8 @@ CNNUpsamplingGradientNode::CNNUpsamplingGradientNode(std::shared_ptr<ImageNode> 
                                                      std::shared_ptr<ImageNode> source_image,
                                                      std::shared_ptr<StateNode> gradient_state, UpsamplingKind kind,
                                                      double scale_x, double scale_y)
-    : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)}, padding::kDefault),
-      kind_(kind) {
+    : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
+      UpsamplingNodeSettings(kind, 1, 1, false) {
   if (kind_ != UpsamplingKind::Nearest && kind_ != UpsamplingKind::Bilinear)
     fail<ArgumentError>("an upsampling gradient node: unknown kind ", static_cast<int32_t>(kind_),
                         "; expected 0 (nearest) or 1 (bilinear)");
@@ -76,8 +72,7 @@ CNNUpsamplingGradientNode::CNNUpsamplingGradientNode(std::shared_ptr<ImageNode> 
 const char* CNNUpsamplingGradientNode::class_name() const { return node_name(kind_, true); }
 
 std::unique_ptr<GraphStep> CNNUpsamplingGradientNode::compile(const StepSlots& slots) const {
-  return gradient_step(
-      graph_kernel<CNNUpsamplingGradient>(slots, kind_, scale_x_, scale_y_, align_corners_), slots);
+  return gradient_step(make_kernel<CNNUpsamplingGradient>(slots), slots);
 }
 
 }  // namespace mpsx

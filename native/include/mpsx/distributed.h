@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mpsx/command_buffer.h"
+#include "mpsx/primitive.h"
 
 namespace mpsx {
 
@@ -46,11 +47,9 @@ struct CollectiveDescriptor {
 };
 
 // A backend's collective library (the primitive of family "distributed").
-class CollectivePrimitive {
+class CollectivePrimitive : public PrimitiveInterface<CollectiveDescriptor> {
  public:
   static constexpr const char* family = "distributed";
-  using Descriptor = CollectiveDescriptor;
-  virtual ~CollectivePrimitive() = default;
   // Launches the all-reduce of `count` float32 values at `data` (device
   // memory), in place, ordered after the context's earlier work.
   virtual void all_reduce(ExecutionContext& context, float* data, size_t count, ReduceOperation operation) = 0;
@@ -164,10 +163,8 @@ class Communicator {
 // What rank 0 of a group makes and hands the others before they all join:
 // NCCL's unique id on cuda (from the libnccl.so.2 at the descriptor's path,
 // empty: the loader's search), nothing on cpu (MPI has its own launcher).
-struct GroupIdPrimitive {
+struct GroupIdPrimitive : PrimitiveInterface<std::string> {
   static constexpr const char* family = "distributed group id";
-  using Descriptor = std::string;
-  virtual ~GroupIdPrimitive() = default;
   virtual std::string make() = 0;
 };
 

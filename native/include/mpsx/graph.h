@@ -237,6 +237,44 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   std::optional<GradientOrigin> gradient_origin_;
 };
 
+// A forward filter whose one result state, of `result_state` kind, feeds
+// the gradient filters it makes.
+class ForwardFilterNode : public FilterNode {
+ protected:
+  explicit ForwardFilterNode(std::vector<std::shared_ptr<ImageNode>> sources,
+                             std::vector<std::shared_ptr<StateNode>> source_states = {},
+                             StateNodeKind result_state = StateNodeKind::Gradient)
+      : FilterNode(std::move(sources), std::move(source_states), padding::kDefault), result_state_(result_state) {}
+  std::vector<StateNodeKind> result_state_kinds() const override { return {result_state_}; }
+
+ private:
+  StateNodeKind result_state_;
+};
+
+// A gradient filter of (the gradient of the forward result, the forward
+// image its kernel reads, the forward filter's result state).
+class GradientFilterNode : public FilterNode {
+ public:
+  bool is_gradient() const final { return true; }
+
+ protected:
+  GradientFilterNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
+                     std::shared_ptr<StateNode> gradient_state, uint32_t default_padding = padding::kDefault)
+      : FilterNode({std::move(source_gradient), std::move(source_image)}, {std::move(gradient_state)},
+                   default_padding) {}
+};
+
+// A gradient filter that updates its forward filter's weights as its
+// training style says.
+class TrainableGradientNode : public GradientFilterNode {
+ public:
+  bool is_trainable() const final { return true; }
+  bool updates_weights() const final { return training_style != TrainingStyle::None; }
+
+ protected:
+  using GradientFilterNode::GradientFilterNode;
+};
+
 // The steps most filters compile to: a forward kernel of one source, writing
 // its result (and result state where one is read), and a gradient kernel of
 // (gradient, forward source or result, state). The filter sets its kernel's
@@ -245,6 +283,46 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
 std::unique_ptr<GraphStep> unary_step(std::shared_ptr<UnaryKernel> kernel, const StepSlots& slots,
                                       std::function<void()> reload = {});
 std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots);
+
+// The nodes of a family whose kernels are made from one descriptor D that
+// both nodes carry. The gradient node's kernel is a K.
+template <class K, class D>
+class DescribedGradientNode : public GradientFilterNode {
+ public:
+  const D& descriptor() const { return descriptor_; }
+  std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override {
+    return gradient_step(graph_kernel<K>(slots, descriptor_), slots);
+  }
+
+ protected:
+  DescribedGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
+                        std::shared_ptr<StateNode> gradient_state, D descriptor)
+      : GradientFilterNode(std::move(source_gradient), std::move(source_image), std::move(gradient_state)),
+        descriptor_(std::move(descriptor)) {}
+  D descriptor_;
+};
+
+// The forward node: its kernel is a K, and its gradient node a G made from
+// (the gradient of its result, its source, its result state, D).
+template <class K, class G, class D>
+class DescribedForwardNode : public ForwardFilterNode {
+ public:
+  const D& descriptor() const { return descriptor_; }
+  std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override {
+    auto kernel = graph_kernel<K>(slots, descriptor_);
+    kernel->padding_method = padding_policy;
+    return unary_step(std::move(kernel), slots);
+  }
+
+ protected:
+  DescribedForwardNode(std::shared_ptr<ImageNode> source, D descriptor)
+      : ForwardFilterNode({std::move(source)}), descriptor_(std::move(descriptor)) {}
+  std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
+      const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override {
+    return {std::make_shared<G>(gradient_images.front(), sources().front(), result_states().front(), descriptor_)};
+  }
+  D descriptor_;
+};
 
 // What gradient nodes check against the forward node of their state.
 //
@@ -263,6 +341,14 @@ const N& forward_node_of(const char* gradient, const char* forward, const std::s
 // A parameter a gradient node copied from its forward node when it was made:
 // ArgumentError naming both values unless they are equal.
 void check_forward_parameter(const char* gradient, const char* name, double mine, double forward);
+// The same of alpha, beta and delta, in that order (the normalization
+// nodes' parameters P).
+template <class P>
+void check_forward_alpha_beta_delta(const char* gradient, const P& mine, const P& forward) {
+  check_forward_parameter(gradient, "alpha", mine.alpha, forward.alpha);
+  check_forward_parameter(gradient, "beta", mine.beta, forward.beta);
+  check_forward_parameter(gradient, "delta", mine.delta, forward.delta);
+}
 // ArgumentError: `gradient`'s forward filter did not compile into this graph.
 [[noreturn]] void fail_forward_not_compiled(const char* gradient);
 // The kernel of type K that the filter making `gradient`'s first source

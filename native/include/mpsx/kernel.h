@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mpsx/image.h"
+#include "mpsx/primitive.h"
 #include "mpsx/state.h"
 #include "mpsx/types.h"
 
@@ -114,6 +115,28 @@ inline ImageRegion destination_region(const Image& image, const Geometry& g, int
 inline ImageRegion whole_source_region(const Image& image, const Geometry& g, int64_t channels) {
   return image.region(g.source_image, g.source_channel, 0, 0, g.images, channels, image.height(), image.width());
 }
+
+// One pass over fixed images and region extents (softmax, the response
+// normalizations): the part of the key a kernel caches its primitive under
+// that these families share, and what a backend builds it from.
+struct RegionPass {
+  bool gradient = false;  // built for the gradient pass, else the forward pass
+  // The region every image is read or written in: images x channels x
+  // height x width.
+  int64_t images = 0, channels = 0, height = 0, width = 0;
+  // Forward: source (x) and destination (y). Gradient: source (the source
+  // gradient dy), secondary (the forward image the gradient reads) and
+  // destination (the destination gradient dx).
+  ImageDescriptor source, secondary, destination;
+
+  bool operator==(const RegionPass& o) const {
+    return gradient == o.gradient && images == o.images && channels == o.channels && height == o.height &&
+           width == o.width && source == o.source && secondary == o.secondary && destination == o.destination;
+  }
+};
+// The pass over the region of `g`, `channels` deep.
+RegionPass region_pass(bool gradient, const Geometry& g, int64_t channels, const ImageDescriptor& source,
+                       const ImageDescriptor& secondary, const ImageDescriptor& destination);
 
 // MPSImageAllocator: makes the destination of an encode that returns an
 // image. Without one a kernel makes a new image of the descriptor.
@@ -477,6 +500,21 @@ class GradientKernel : public BinaryKernel {
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
               const std::shared_ptr<Image>& secondary_image, const std::shared_ptr<Image>& destination,
               const BinaryGeometry& geometry, const std::shared_ptr<State>& state) final;
+};
+
+// Kernels whose destination may lie exactly over the elements it is
+// computed from (InPlace::Exact): pointwise kernels, and those that read
+// what they need of each element before they write it.
+class InPlaceUnaryKernel : public UnaryKernel {
+ protected:
+  using UnaryKernel::UnaryKernel;
+  InPlace in_place() const final { return InPlace::Exact; }
+};
+
+class InPlaceGradientKernel : public GradientKernel {
+ protected:
+  using GradientKernel::GradientKernel;
+  InPlace in_place(bool) const final { return InPlace::Exact; }
 };
 
 }  // namespace mpsx

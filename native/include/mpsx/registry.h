@@ -11,9 +11,8 @@
 
 namespace mpsx {
 
-// A primitive interface P (kernels/<family>.h) declares
-//   static constexpr const char* family = "<family>";
-//   using Descriptor = <what one primitive is built for>;
+// A primitive interface P (kernels/<family>.h) is a PrimitiveInterface of
+// its Descriptor (primitive.h) and declares its `family`.
 template <class P>
 using PrimitiveMaker = std::unique_ptr<P> (*)(Backend& backend, const typename P::Descriptor& descriptor);
 

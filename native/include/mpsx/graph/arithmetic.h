@@ -39,13 +39,12 @@ using NNAdditionNode = NNBinaryArithmeticNode;
 // Sources: the gradient of the forward result and the forward image the
 // gradient kernel reads (Add and Subtract: the image whose gradient it
 // computes; Multiply: the other one); the forward's binary gradient state.
-class NNArithmeticGradientNode final : public FilterNode {
+class NNArithmeticGradientNode final : public GradientFilterNode {
  public:
   NNArithmeticGradientNode(ArithmeticOperation operation, std::shared_ptr<ImageNode> source_gradient,
                            std::shared_ptr<ImageNode> source_image, std::shared_ptr<StateNode> gradient_state,
                            bool is_secondary_source_filter);
   const char* class_name() const override;
-  bool is_gradient() const override { return true; }
   ArithmeticOperation operation() const { return operation_; }
   bool is_secondary_source_filter() const { return secondary_; }
   // Whether source_image is the forward secondary image.

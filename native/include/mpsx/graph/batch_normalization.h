@@ -25,7 +25,7 @@ enum class BatchNormalizationFlags : uint32_t {
   CalculateStatisticsNever = 2,
 };
 
-class CNNBatchNormalizationNode final : public FilterNode {
+class CNNBatchNormalizationNode final : public ForwardFilterNode {
  public:
   CNNBatchNormalizationNode(std::shared_ptr<ImageNode> source,
                             std::shared_ptr<BatchNormalizationDataSource> data_source);
@@ -37,7 +37,6 @@ class CNNBatchNormalizationNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -52,14 +51,11 @@ class CNNBatchNormalizationNode final : public FilterNode {
 // its host update where it implements that; Cpu: the host updates it
 // implements; None: none. A style that finds no update to call throws when
 // the graph compiles.
-class CNNBatchNormalizationGradientNode final : public FilterNode {
+class CNNBatchNormalizationGradientNode final : public TrainableGradientNode {
  public:
   CNNBatchNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                                     std::shared_ptr<StateNode> gradient_state);
   const char* class_name() const override { return "MPSCNNBatchNormalizationGradientNode"; }
-  bool is_gradient() const override { return true; }
-  bool is_trainable() const override { return true; }
-  bool updates_weights() const override { return training_style != TrainingStyle::None; }
   bool fuses_neuron() const override { return true; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 };

@@ -15,14 +15,13 @@ namespace mpsx {
 // Each source's channels start at a multiple of 4, as in MPS (images are
 // padded to 4 channels there): a source of 3 channels takes 4, the fourth
 // zero. The result has the sum of the rounded-up counts.
-class NNConcatenationNode final : public FilterNode {
+class NNConcatenationNode final : public ForwardFilterNode {
  public:
   explicit NNConcatenationNode(std::vector<std::shared_ptr<ImageNode>> sources);
   const char* class_name() const override { return "MPSNNConcatenationNode"; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   // One slice per source, in order.
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
@@ -30,14 +29,13 @@ class NNConcatenationNode final : public FilterNode {
 
 // Sources: the gradient of the concatenation's result and the one forward
 // source whose gradient it slices out; the concatenation's result state.
-class NNConcatenationGradientNode final : public FilterNode {
+class NNConcatenationGradientNode final : public GradientFilterNode {
  public:
   // `index`: which source of the concatenation (the first that is
   // source_image when negative).
   NNConcatenationGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                               std::shared_ptr<StateNode> gradient_state, int64_t index = -1);
   const char* class_name() const override { return "MPSNNConcatenationGradientNode"; }
-  bool is_gradient() const override { return true; }
   int64_t index() const { return index_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 

@@ -8,7 +8,7 @@
 
 namespace mpsx {
 
-class CNNConvolutionNode : public FilterNode {
+class CNNConvolutionNode : public ForwardFilterNode {
  public:
   CNNConvolutionNode(std::shared_ptr<ImageNode> source, std::shared_ptr<ConvolutionDataSource> weights,
                      bool fully_connected = false);
@@ -22,7 +22,6 @@ class CNNConvolutionNode : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::ConvolutionGradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -36,7 +35,7 @@ class CNNConvolutionNode : public FilterNode {
 // and of the weights, and updates the forward filter's weights (training
 // style Gpu: on the command buffer where the data source can, else on the
 // host; Cpu: the host update; None: none).
-class CNNConvolutionGradientNode final : public FilterNode {
+class CNNConvolutionGradientNode final : public TrainableGradientNode {
  public:
   CNNConvolutionGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                              std::shared_ptr<StateNode> gradient_state, std::shared_ptr<ConvolutionDataSource> weights,
@@ -44,9 +43,6 @@ class CNNConvolutionGradientNode final : public FilterNode {
   const char* class_name() const override {
     return fully_connected_ ? "MPSCNNFullyConnectedGradientNode" : "MPSCNNConvolutionGradientNode";
   }
-  bool is_gradient() const override { return true; }
-  bool is_trainable() const override { return true; }
-  bool updates_weights() const override { return training_style != TrainingStyle::None; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  private:

@@ -9,7 +9,7 @@
 
 namespace mpsx {
 
-class CNNConvolutionTransposeNode final : public FilterNode {
+class CNNConvolutionTransposeNode final : public ForwardFilterNode {
  public:
   // convolution_gradient_state (may be null): the result state of the
   // convolution this transpose undoes, whose source size the result takes.
@@ -22,9 +22,6 @@ class CNNConvolutionTransposeNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override {
-    return {StateNodeKind::ConvolutionTransposeGradient};
-  }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -35,16 +32,13 @@ class CNNConvolutionTransposeNode final : public FilterNode {
 // Sources: the gradient of the forward result and the forward source; the
 // forward's convolution transpose gradient state. Weights null take the
 // forward's.
-class CNNConvolutionTransposeGradientNode final : public FilterNode {
+class CNNConvolutionTransposeGradientNode final : public TrainableGradientNode {
  public:
   CNNConvolutionTransposeGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                       std::shared_ptr<ImageNode> source_image,
                                       std::shared_ptr<StateNode> gradient_state,
                                       std::shared_ptr<ConvolutionDataSource> weights);
   const char* class_name() const override { return "MPSCNNConvolutionTransposeGradientNode"; }
-  bool is_gradient() const override { return true; }
-  bool is_trainable() const override { return true; }
-  bool updates_weights() const override { return training_style != TrainingStyle::None; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  private:

@@ -10,7 +10,7 @@
 
 namespace mpsx {
 
-class CNNCrossChannelNormalizationNode final : public FilterNode {
+class CNNCrossChannelNormalizationNode final : public ForwardFilterNode, public ResponseNormalizationSettings {
  public:
   // Throws ArgumentError unless 1 <= kernel_size <= the size limit.
   CNNCrossChannelNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size);
@@ -18,33 +18,25 @@ class CNNCrossChannelNormalizationNode final : public FilterNode {
   // kernelSizeInFeatureChannels (read-write).
   int64_t kernel_size() const { return kernel_size_; }
   void set_kernel_size(int64_t value);
-  const CrossChannelNormalizationParameters& parameters() const { return parameters_; }
-  // alpha finite and >= 0, beta and delta finite, as the kernels check.
-  void set_alpha(float value);
-  void set_beta(float value);
-  void set_delta(float value);
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
  private:
   int64_t kernel_size_;
-  CrossChannelNormalizationParameters parameters_;
 };
 
 // Sources: the gradient of the forward result and the forward source; the
 // forward result state, which a CNNCrossChannelNormalizationNode must make
 // (TypeMismatchError otherwise): its alpha, beta and delta are copied here.
-class CNNCrossChannelNormalizationGradientNode final : public FilterNode {
+class CNNCrossChannelNormalizationGradientNode final : public GradientFilterNode {
  public:
   CNNCrossChannelNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                            std::shared_ptr<ImageNode> source_image,
                                            std::shared_ptr<StateNode> gradient_state, int64_t kernel_size);
   const char* class_name() const override { return "MPSCNNCrossChannelNormalizationGradientNode"; }
-  bool is_gradient() const override { return true; }
   int64_t kernel_size() const { return kernel_size_; }
   const CrossChannelNormalizationParameters& parameters() const { return parameters_; }
   // Throws ArgumentError where the kernel size or a parameter is no longer

@@ -11,21 +11,13 @@ namespace mpsx {
 // stride (1, 1, 1) (docs/semantics.md, "NNGraph"). Throws ArgumentError as
 // the kernel does for a keep_probability outside (0, 1] or a mask stride
 // other than 0 or 1.
-class CNNDropoutNode final : public FilterNode {
+class CNNDropoutGradientNode;
+
+class CNNDropoutNode final : public DescribedForwardNode<CNNDropout, CNNDropoutGradientNode, DropoutDescriptor> {
  public:
   static constexpr float kDefaultKeepProbability = 0.5f;
   CNNDropoutNode(std::shared_ptr<ImageNode> source, DropoutDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNDropoutNode"; }
-  const DropoutDescriptor& descriptor() const { return descriptor_; }
-  std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
-
- protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
-  std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
-      const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
-
- private:
-  DropoutDescriptor descriptor_;
 };
 
 // Sources: the gradient of the forward result and the forward source; the
@@ -33,17 +25,11 @@ class CNNDropoutNode final : public FilterNode {
 // comes from an MPSCNNDropoutNode and ArgumentError unless keep_probability
 // and the mask stride are that node's (the seed is kept but unused: the mask
 // comes from the state).
-class CNNDropoutGradientNode final : public FilterNode {
+class CNNDropoutGradientNode final : public DescribedGradientNode<CNNDropoutGradient, DropoutDescriptor> {
  public:
   CNNDropoutGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                          std::shared_ptr<StateNode> gradient_state, DropoutDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNDropoutGradientNode"; }
-  bool is_gradient() const override { return true; }
-  const DropoutDescriptor& descriptor() const { return descriptor_; }
-  std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
-
- private:
-  DropoutDescriptor descriptor_;
 };
 
 }  // namespace mpsx

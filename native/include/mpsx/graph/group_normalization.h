@@ -10,7 +10,7 @@
 
 namespace mpsx {
 
-class CNNGroupNormalizationNode : public FilterNode {
+class CNNGroupNormalizationNode : public ForwardFilterNode {
  public:
   CNNGroupNormalizationNode(std::shared_ptr<ImageNode> source, std::shared_ptr<GroupNormalizationDataSource> data_source)
       : CNNGroupNormalizationNode(std::move(source), std::move(data_source), GroupNormalizationKind::Group) {}
@@ -25,7 +25,6 @@ class CNNGroupNormalizationNode : public FilterNode {
  protected:
   CNNGroupNormalizationNode(std::shared_ptr<ImageNode> source, std::shared_ptr<GroupNormalizationDataSource> data_source,
                             GroupNormalizationKind kind);
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -39,7 +38,7 @@ class CNNGroupNormalizationNode : public FilterNode {
 // Training style Gpu: the data source's command buffer update where it
 // implements one, else its host update; Cpu: the host update; None: none. A
 // style that finds no update to call throws when the graph compiles.
-class CNNGroupNormalizationGradientNode : public FilterNode {
+class CNNGroupNormalizationGradientNode : public TrainableGradientNode {
  public:
   CNNGroupNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                                     std::shared_ptr<StateNode> gradient_state)
@@ -49,9 +48,6 @@ class CNNGroupNormalizationGradientNode : public FilterNode {
     return kind_ == GroupNormalizationKind::Instance ? "MPSCNNInstanceNormalizationGradientNode"
                                                      : "MPSCNNGroupNormalizationGradientNode";
   }
-  bool is_gradient() const override { return true; }
-  bool is_trainable() const override { return true; }
-  bool updates_weights() const override { return training_style != TrainingStyle::None; }
   GroupNormalizationKind kind() const { return kind_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 

@@ -13,7 +13,7 @@
 
 namespace mpsx {
 
-class CNNLocalContrastNormalizationNode final : public FilterNode {
+class CNNLocalContrastNormalizationNode final : public ForwardFilterNode {
  public:
   // initWithSource:kernelSize: (kernel_width = kernel_height = kernel_size).
   CNNLocalContrastNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size);
@@ -28,7 +28,6 @@ class CNNLocalContrastNormalizationNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -39,14 +38,13 @@ class CNNLocalContrastNormalizationNode final : public FilterNode {
 // Sources: the gradient of the forward result and the forward source; the
 // result state of a CNNLocalContrastNormalizationNode (TypeMismatchError
 // otherwise). kernel_width and kernel_height are read-only (header).
-class CNNLocalContrastNormalizationGradientNode final : public FilterNode {
+class CNNLocalContrastNormalizationGradientNode final : public GradientFilterNode {
  public:
   CNNLocalContrastNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                             std::shared_ptr<ImageNode> source_image,
                                             std::shared_ptr<StateNode> gradient_state, int64_t kernel_width,
                                             int64_t kernel_height);
   const char* class_name() const override { return "MPSCNNLocalContrastNormalizationGradientNode"; }
-  bool is_gradient() const override { return true; }
   int64_t kernel_width() const { return kernel_width_; }
   int64_t kernel_height() const { return kernel_height_; }
   LocalContrastNormalizationParameters parameters;  // the kernel's defaults unless copied or set

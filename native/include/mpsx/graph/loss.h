@@ -38,7 +38,7 @@ class LossCallback {
 // MPSNNForwardLossNode: sources (source, labels[, weights]); its result is
 // the loss values (NNForwardLoss); its result state an
 // MPSNNGradientStateNode carrying the encode's values to the gradient.
-class NNForwardLossNode final : public FilterNode {
+class NNForwardLossNode final : public ForwardFilterNode {
  public:
   NNForwardLossNode(std::shared_ptr<ImageNode> source, std::shared_ptr<ImageNode> labels,
                     std::shared_ptr<ImageNode> weights, LossDescriptor descriptor);
@@ -50,7 +50,6 @@ class NNForwardLossNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   // The gradient of the source, then of the labels (isLabelsGradientFilter).
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;

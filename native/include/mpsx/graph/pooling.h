@@ -14,7 +14,7 @@ struct PoolingNodeWindow {
   int64_t kernel_width = 1, kernel_height = 1, stride_x = 1, stride_y = 1, dilation_x = 1, dilation_y = 1;
 };
 
-class CNNPoolingNode final : public FilterNode {
+class CNNPoolingNode final : public ForwardFilterNode {
  public:
   // Throws as the pooling kernels do for a window outside the limits.
   CNNPoolingNode(std::shared_ptr<ImageNode> source, PoolingNodeWindow window);
@@ -23,7 +23,6 @@ class CNNPoolingNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -31,12 +30,11 @@ class CNNPoolingNode final : public FilterNode {
   PoolingNodeWindow window_;
 };
 
-class CNNPoolingGradientNode final : public FilterNode {
+class CNNPoolingGradientNode final : public GradientFilterNode {
  public:
   CNNPoolingGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                          std::shared_ptr<StateNode> gradient_state, PoolingNodeWindow window, uint32_t padding_policy);
   const char* class_name() const override;
-  bool is_gradient() const override { return true; }
   const PoolingNodeWindow& window() const { return window_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 

@@ -10,7 +10,7 @@
 namespace mpsx {
 
 // MPSCNNSoftMaxNode (log false) and MPSCNNLogSoftMaxNode (log true).
-class CNNSoftMaxNode final : public FilterNode {
+class CNNSoftMaxNode final : public ForwardFilterNode {
  public:
   CNNSoftMaxNode(std::shared_ptr<ImageNode> source, bool log);
   const char* class_name() const override { return log_ ? "MPSCNNLogSoftMaxNode" : "MPSCNNSoftMaxNode"; }
@@ -18,7 +18,6 @@ class CNNSoftMaxNode final : public FilterNode {
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 
@@ -31,14 +30,13 @@ class CNNSoftMaxNode final : public FilterNode {
 // the forward result state. Throws TypeMismatchError unless the state comes
 // from a forward node of the same kind, and ArgumentError unless
 // `source_image` is that node's result image.
-class CNNSoftMaxGradientNode final : public FilterNode {
+class CNNSoftMaxGradientNode final : public GradientFilterNode {
  public:
   CNNSoftMaxGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                          std::shared_ptr<StateNode> gradient_state, bool log);
   const char* class_name() const override {
     return log_ ? "MPSCNNLogSoftMaxGradientNode" : "MPSCNNSoftMaxGradientNode";
   }
-  bool is_gradient() const override { return true; }
   bool is_log() const { return log_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 

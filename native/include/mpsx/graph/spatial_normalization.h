@@ -13,17 +13,13 @@
 namespace mpsx {
 
 // The window and parameters both nodes carry, with the kernels' checks.
-class SpatialNormalizationNodeSettings {
+class SpatialNormalizationNodeSettings : public ResponseNormalizationSettings {
  public:
   SpatialNormalizationNodeSettings(const char* node, int64_t kernel_width, int64_t kernel_height);
   int64_t kernel_width() const { return kernel_width_; }
   int64_t kernel_height() const { return kernel_height_; }
   void set_kernel_width(int64_t value);
   void set_kernel_height(int64_t value);
-  const SpatialNormalizationParameters& parameters() const { return parameters_; }
-  void set_alpha(float value);  // finite and >= 0
-  void set_beta(float value);   // finite
-  void set_delta(float value);  // finite
 
  protected:
   // Both kernels of a compiled graph, made with these settings.
@@ -33,10 +29,9 @@ class SpatialNormalizationNodeSettings {
  private:
   const char* node_;
   int64_t kernel_width_, kernel_height_;
-  SpatialNormalizationParameters parameters_;
 };
 
-class CNNSpatialNormalizationNode final : public FilterNode, public SpatialNormalizationNodeSettings {
+class CNNSpatialNormalizationNode final : public ForwardFilterNode, public SpatialNormalizationNodeSettings {
  public:
   // initWithSource:kernelSize: (kernel_width = kernel_height = kernel_size).
   CNNSpatialNormalizationNode(std::shared_ptr<ImageNode> source, int64_t kernel_size);
@@ -44,7 +39,6 @@ class CNNSpatialNormalizationNode final : public FilterNode, public SpatialNorma
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
   std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
       const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 };
@@ -52,13 +46,12 @@ class CNNSpatialNormalizationNode final : public FilterNode, public SpatialNorma
 // Sources: the gradient of the forward result and the forward source; the
 // result state of a CNNSpatialNormalizationNode (TypeMismatchError
 // otherwise). Made by hand it has the header's defaults.
-class CNNSpatialNormalizationGradientNode final : public FilterNode, public SpatialNormalizationNodeSettings {
+class CNNSpatialNormalizationGradientNode final : public GradientFilterNode, public SpatialNormalizationNodeSettings {
  public:
   CNNSpatialNormalizationGradientNode(std::shared_ptr<ImageNode> source_gradient,
                                       std::shared_ptr<ImageNode> source_image,
                                       std::shared_ptr<StateNode> gradient_state, int64_t kernel_size);
   const char* class_name() const override { return "MPSCNNSpatialNormalizationGradientNode"; }
-  bool is_gradient() const override { return true; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 };
 

@@ -6,30 +6,41 @@
 
 namespace mpsx {
 
-// initWithSource:integerScaleFactorX:integerScaleFactorY:[alignCorners:]
-// (alignCorners: bilinear only). Throws ArgumentError as the kernels do for
-// a scale factor outside 1..kMaxDimension, and for align_corners on a
-// nearest node.
-class CNNUpsamplingNode final : public FilterNode {
+// What both nodes carry, and their kernels are made with.
+class UpsamplingNodeSettings {
  public:
-  CNNUpsamplingNode(std::shared_ptr<ImageNode> source, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
-                    bool align_corners = false);
-  const char* class_name() const override;
   UpsamplingKind kind() const { return kind_; }
   int64_t scale_factor_x() const { return scale_x_; }
   int64_t scale_factor_y() const { return scale_y_; }
   bool align_corners() const { return align_corners_; }
-  std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
 
  protected:
-  std::vector<StateNodeKind> result_state_kinds() const override { return {StateNodeKind::Gradient}; }
-  std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
-      const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
+  UpsamplingNodeSettings(UpsamplingKind kind, int64_t scale_x, int64_t scale_y, bool align_corners)
+      : kind_(kind), scale_x_(scale_x), scale_y_(scale_y), align_corners_(align_corners) {}
+  template <class K>
+  std::shared_ptr<K> make_kernel(const StepSlots& slots) const {
+    return graph_kernel<K>(slots, kind_, scale_x_, scale_y_, align_corners_);
+  }
 
- private:
   UpsamplingKind kind_;
   int64_t scale_x_, scale_y_;
   bool align_corners_;
+};
+
+// initWithSource:integerScaleFactorX:integerScaleFactorY:[alignCorners:]
+// (alignCorners: bilinear only). Throws ArgumentError as the kernels do for
+// a scale factor outside 1..kMaxDimension, and for align_corners on a
+// nearest node.
+class CNNUpsamplingNode final : public ForwardFilterNode, public UpsamplingNodeSettings {
+ public:
+  CNNUpsamplingNode(std::shared_ptr<ImageNode> source, UpsamplingKind kind, int64_t scale_x, int64_t scale_y,
+                    bool align_corners = false);
+  const char* class_name() const override;
+  std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
+
+ protected:
+  std::vector<std::shared_ptr<FilterNode>> make_gradient_filters(
+      const std::vector<std::shared_ptr<ImageNode>>& gradient_images) override;
 };
 
 // initWithSourceGradient:sourceImage:gradientState:scaleFactorX:scaleFactorY:
@@ -39,23 +50,13 @@ class CNNUpsamplingNode final : public FilterNode {
 // MPS's bilinear gradient node does not take, is the forward node's. Throws
 // TypeMismatchError unless the state comes from an upsampling node of the
 // same kind.
-class CNNUpsamplingGradientNode final : public FilterNode {
+class CNNUpsamplingGradientNode final : public GradientFilterNode, public UpsamplingNodeSettings {
  public:
   CNNUpsamplingGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
                             std::shared_ptr<StateNode> gradient_state, UpsamplingKind kind, double scale_x,
                             double scale_y);
   const char* class_name() const override;
-  bool is_gradient() const override { return true; }
-  UpsamplingKind kind() const { return kind_; }
-  int64_t scale_factor_x() const { return scale_x_; }
-  int64_t scale_factor_y() const { return scale_y_; }
-  bool align_corners() const { return align_corners_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
-
- private:
-  UpsamplingKind kind_;
-  int64_t scale_x_ = 1, scale_y_ = 1;
-  bool align_corners_ = false;
 };
 
 }  // namespace mpsx

@@ -36,11 +36,9 @@ struct ArithmeticParameters {
 // uint8 values, channels of equal count where not broadcast. A source region
 // has the destination's extents except 1 in each broadcast dimension (never
 // the number of images), which repeats its one value.
-class ArithmeticPrimitive {
+class ArithmeticPrimitive : public PrimitiveInterface<ArithmeticOperation> {
  public:
   static constexpr const char* family = "arithmetic";
-  using Descriptor = ArithmeticOperation;
-  virtual ~ArithmeticPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& primary, const ImageRegion& secondary,
                        const ImageRegion& destination, const ArithmeticParameters& parameters) const = 0;
   // destination_gradient = scale * sum over its broadcast dimensions of

@@ -236,11 +236,9 @@ struct BatchNormalizationDescriptor {
 // sqrt(variance + epsilon) + beta; dz the gradient at z (the fused neuron's
 // gradient applied to the incoming one). The training passes read and write
 // the per-batch data of a BatchNormalizationBatch the primitive made.
-class BatchNormalizationPrimitive {
+class BatchNormalizationPrimitive : public PrimitiveInterface<BatchNormalizationDescriptor> {
  public:
   static constexpr const char* family = "batch normalization";
-  using Descriptor = BatchNormalizationDescriptor;
-  virtual ~BatchNormalizationPrimitive() = default;
   // The per-batch data of a new state: by default the plain buffers.
   virtual std::shared_ptr<BatchNormalizationBatch> make_batch(const std::shared_ptr<Device>& device,
                                                               int64_t channels) const {
@@ -280,7 +278,8 @@ class BatchNormalizationPrimitive {
                                          float* result_mean, float* result_variance) const = 0;
 };
 
-class CNNBatchNormalization : public UnaryKernel {
+// In place: pointwise (the statistics come from the state or the running values).
+class CNNBatchNormalization : public InPlaceUnaryKernel {
  public:
   CNNBatchNormalization(std::shared_ptr<Device> device, std::shared_ptr<BatchNormalizationDataSource> data_source,
                         NeuronDescriptor fused_neuron);
@@ -322,8 +321,6 @@ class CNNBatchNormalization : public UnaryKernel {
   std::shared_ptr<State> new_result_state(const Image& source) override;
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_state(const State& state) const override;
-  // Pointwise: the statistics come from the state or the running values.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;

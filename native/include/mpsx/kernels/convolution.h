@@ -237,12 +237,12 @@ struct ConvolutionShape : ConvolutionWindow {
   bool operator==(const ConvolutionShape& o) const;
 };
 
-// What a backend runs for a convolution; weights float32 OHWI, biases [out].
-class ConvolutionPrimitive {
+// The passes a backend runs for a convolution or a transposed convolution
+// (D: ConvolutionShape, ConvolutionTransposeShape); weights float32 OHWI,
+// biases [out].
+template <class D>
+class ConvolutionPasses : public PrimitiveInterface<D> {
  public:
-  static constexpr const char* family = "convolution";
-  using Descriptor = ConvolutionShape;
-  virtual ~ConvolutionPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
                        const void* biases, const ImageRegion& destination) const = 0;
   // source_gradient (the gradient of the forward source block) from the
@@ -255,6 +255,11 @@ class ConvolutionPrimitive {
   virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
                                 const ImageRegion& result_gradient, void* weights_gradient,
                                 void* biases_gradient) const = 0;
+};
+
+class ConvolutionPrimitive : public ConvolutionPasses<ConvolutionShape> {
+ public:
+  static constexpr const char* family = "convolution";
 };
 
 // The descriptor of the block `geometry` writes, for intermediate results.

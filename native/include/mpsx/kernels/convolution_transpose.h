@@ -52,23 +52,12 @@ struct ConvolutionTransposeShape : ConvolutionWindow {
   bool operator==(const ConvolutionTransposeShape& o) const;
 };
 
-// What a backend runs for a transposed convolution; weights float32 OHWI,
-// biases [out]. `destination` and `result_gradient` are the whole region
-// written, `source` and `source_gradient` the source block.
-class ConvolutionTransposePrimitive {
+// What a backend runs for a transposed convolution. `destination` and
+// `result_gradient` are the whole region written, `source` and
+// `source_gradient` the source block.
+class ConvolutionTransposePrimitive : public ConvolutionPasses<ConvolutionTransposeShape> {
  public:
   static constexpr const char* family = "convolution transpose";
-  using Descriptor = ConvolutionTransposeShape;
-  virtual ~ConvolutionTransposePrimitive() = default;
-  virtual void forward(ExecutionContext& context, const ImageRegion& source, const void* weights,
-                       const void* biases, const ImageRegion& destination) const = 0;
-  // As ConvolutionPrimitive::backward_data.
-  virtual void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& source,
-                             const void* weights, const ImageRegion& source_gradient) const = 0;
-  // Batch sums; either output may be null.
-  virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
-                                const ImageRegion& result_gradient, void* weights_gradient,
-                                void* biases_gradient) const = 0;
 };
 
 // MPSCNNConvolutionTranspose. A CNNConvolution for its weights, data source

@@ -20,17 +20,11 @@ class ExecutionContext;
 
 using CrossChannelNormalizationParameters = ResponseNormalizationParameters;
 
-// One pass over fixed images and region extents: the key a kernel caches its
-// primitive under, and what a backend builds it from.
-struct CrossChannelNormalizationDescriptor {
-  bool gradient = false;     // built for the gradient pass, else the forward pass
-  int64_t kernel_size = 5;   // N
-  // The region every image is read or written in: images x channels (D) x
-  // height x width.
-  int64_t images = 0, channels = 0, height = 0, width = 0;
-  // Forward: source (x) and destination (y). Gradient: source (the source
-  // gradient dy), secondary (the forward source x) and destination (dx).
-  ImageDescriptor source, secondary, destination;
+// The key a kernel caches its primitive under, and what a backend builds it
+// from: a pass over D = `channels` channels, whose gradient's secondary
+// image is the forward source x.
+struct CrossChannelNormalizationDescriptor : RegionPass {
+  int64_t kernel_size = 5;  // N
 
   // The window's reach below and above a channel, min(N/2, D) and
   // min((N-1)/2, D): Q(k) = [k - before, k + after] clipped to [0, D).
@@ -38,38 +32,27 @@ struct CrossChannelNormalizationDescriptor {
   int64_t after() const { return std::min((kernel_size - 1) / 2, channels); }
 
   bool operator==(const CrossChannelNormalizationDescriptor& o) const {
-    return gradient == o.gradient && kernel_size == o.kernel_size && images == o.images && channels == o.channels &&
-           height == o.height && width == o.width && source == o.source && secondary == o.secondary &&
-           destination == o.destination;
+    return RegionPass::operator==(o) && kernel_size == o.kernel_size;
   }
 };
 
-// What a backend runs for a descriptor, over regions of its extents; the
-// window runs over each region's channels.
-class CrossChannelNormalizationPrimitive {
+// The window runs over each region's channels.
+class CrossChannelNormalizationPrimitive : public ResponseNormalizationPasses<CrossChannelNormalizationDescriptor> {
  public:
   static constexpr const char* family = "cross_channel_normalization";
-  using Descriptor = CrossChannelNormalizationDescriptor;
-  virtual ~CrossChannelNormalizationPrimitive() = default;
-  virtual void forward(ExecutionContext& context, const CrossChannelNormalizationParameters& p,
-                       const ImageRegion& source, const ImageRegion& destination) const = 0;
-  virtual void gradient(ExecutionContext& context, const CrossChannelNormalizationParameters& p,
-                        const ImageRegion& source_gradient, const ImageRegion& source,
-                        const ImageRegion& destination_gradient) const = 0;
 };
 
 using CrossChannelNormalizationProperties = ResponseNormalizationProperties;
 
 // MPSCNNCrossChannelNormalization.
-class CNNCrossChannelNormalization : public UnaryKernel, public CrossChannelNormalizationProperties {
+// In place: the backends compute every factor before they write a result.
+class CNNCrossChannelNormalization : public InPlaceUnaryKernel, public CrossChannelNormalizationProperties {
  public:
   CNNCrossChannelNormalization(std::shared_ptr<Device> device, int64_t kernel_size);
   const char* class_name() const override { return "MPSCNNCrossChannelNormalization"; }
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
-  // The backends compute every factor before they write a result.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;

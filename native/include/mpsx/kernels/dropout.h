@@ -93,11 +93,9 @@ struct DropoutOrigin {
   int64_t image = 0, channel = 0, y = 0, x = 0;
 };
 
-class DropoutPrimitive {
+class DropoutPrimitive : public PrimitiveInterface<DropoutDescriptor> {
  public:
   static constexpr const char* family = "dropout";
-  using Descriptor = DropoutDescriptor;
-  virtual ~DropoutPrimitive() = default;
   // Fills the state's whole mask from `generator`, then y = x / keep where
   // kept, else 0.
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination,
@@ -110,7 +108,8 @@ class DropoutPrimitive {
                         const DropoutGradientState& state) const = 0;
 };
 
-class CNNDropout : public UnaryKernel {
+// In place: pointwise.
+class CNNDropout : public InPlaceUnaryKernel {
  public:
   CNNDropout(std::shared_ptr<Device> device, DropoutDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNDropout"; }
@@ -120,8 +119,6 @@ class CNNDropout : public UnaryKernel {
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
   void check_state(const State& state) const override;
-  // Pointwise.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -133,7 +130,8 @@ class CNNDropout : public UnaryKernel {
   uint64_t encodes_ = 0;
 };
 
-class CNNDropoutGradient : public GradientKernel {
+// In place: pointwise.
+class CNNDropoutGradient : public InPlaceGradientKernel {
  public:
   CNNDropoutGradient(std::shared_ptr<Device> device, DropoutDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNDropoutGradient"; }
@@ -141,8 +139,6 @@ class CNNDropoutGradient : public GradientKernel {
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
-  // Pointwise.
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -45,11 +45,9 @@ struct GroupNormalizationStatistics {
 // What a backend runs, over regions of images x channels x H x W (float32 or
 // float16) whose channels split into `groups` equal groups; gamma, beta and
 // the gradients are float32, one per channel of the region.
-class GroupNormalizationPrimitive {
+class GroupNormalizationPrimitive : public PrimitiveInterface<GroupNormalizationDescriptor> {
  public:
   static constexpr const char* family = "group normalization";
-  using Descriptor = GroupNormalizationDescriptor;
-  virtual ~GroupNormalizationPrimitive() = default;
   // Per image n and group g: mean and biased variance over the group's
   // channels x H x W into statistics (index n * groups + g), and
   // destination = (x - mean) / sqrt(variance + epsilon) * gamma[c] + beta[c].
@@ -180,7 +178,8 @@ class GroupNormalizationGradientState : public GradientState {
 };
 
 // What CNNInstanceNormalization and CNNGroupNormalization share.
-class GroupNormalizationKernel : public UnaryKernel {
+// In place: the statistics are taken before any result is written.
+class GroupNormalizationKernel : public InPlaceUnaryKernel {
  public:
   GroupNormalizationKernel(std::shared_ptr<Device> device, std::shared_ptr<GroupNormalizationDataSource> data_source,
                            GroupNormalizationKind kind);
@@ -214,8 +213,6 @@ class GroupNormalizationKernel : public UnaryKernel {
   int64_t source_channels(const Image&) const override { return channels_; }
   void check_source(const Image& source) const override;
   void check_state(const State& state) const override;
-  // The statistics are taken before any result is written.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -246,14 +243,13 @@ class CNNGroupNormalization final : public GroupNormalizationKernel {
 };
 
 // The gradient kernels of both classes.
-class GroupNormalizationGradientKernel : public GradientKernel {
+// In place: the sums are taken before any result is written.
+class GroupNormalizationGradientKernel : public InPlaceGradientKernel {
  public:
   GroupNormalizationGradientKernel(std::shared_ptr<Device> device, GroupNormalizationKind kind);
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
-  // The sums are taken before any result is written.
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

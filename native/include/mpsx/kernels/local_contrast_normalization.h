@@ -52,11 +52,9 @@ struct LocalContrastNormalizationPass {
 // What a backend runs. `source` / `source_image` / `destination_gradient`
 // cover whole source images (the images and channels read), `destination` /
 // `source_gradient` the pixels normalized.
-class LocalContrastNormalizationPrimitive {
+class LocalContrastNormalizationPrimitive : public PrimitiveInterface<LocalContrastNormalizationDescriptor> {
  public:
   static constexpr const char* family = "local_contrast_normalization";
-  using Descriptor = LocalContrastNormalizationDescriptor;
-  virtual ~LocalContrastNormalizationPrimitive() = default;
   virtual void forward(ExecutionContext& context, const LocalContrastNormalizationPass& pass,
                        const ImageRegion& source, const ImageRegion& destination) const = 0;
   // Writes every pixel of destination_gradient: the exact derivative of the

@@ -117,11 +117,9 @@ class CNNLossLabelsBatch : public State {
 // weights (weights.data is null without per-value weights). Writes the
 // gradient, and to `loss` either one value per image (1x1x1 images) or, for
 // ReductionType::None, the weighted loss of every value (y's extents).
-class LossPrimitive {
+class LossPrimitive : public PrimitiveInterface<LossDescriptor> {
  public:
   static constexpr const char* family = "loss";
-  using Descriptor = LossDescriptor;
-  virtual ~LossPrimitive() = default;
   virtual void loss_and_gradient(ExecutionContext& context, const ImageRegion& source, const ImageRegion& labels,
                                  const ImageRegion& weights, const ImageRegion& gradient,
                                  const ImageRegion& loss) const = 0;

@@ -51,11 +51,9 @@ struct NeuronDescriptor {
 // What a backend runs for a neuron, f(x) as MPSCNNNeuron.h defines it, over
 // regions of equal extents. `first_channel` is the feature channel of the
 // regions' channel 0, for per-channel parameters.
-class NeuronPrimitive {
+class NeuronPrimitive : public PrimitiveInterface<NeuronDescriptor> {
  public:
   static constexpr const char* family = "neuron";
-  using Descriptor = NeuronDescriptor;
-  virtual ~NeuronPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source,
                        const ImageRegion& destination, int64_t first_channel) const = 0;
   // destination_gradient = f'(source) * source_gradient.
@@ -64,7 +62,8 @@ class NeuronPrimitive {
                         int64_t first_channel) const = 0;
 };
 
-class CNNNeuron : public UnaryKernel {
+// In place: pointwise; the NNGraph writes neurons over their sources.
+class CNNNeuron : public InPlaceUnaryKernel {
  public:
   CNNNeuron(std::shared_ptr<Device> device, NeuronDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNNeuron"; }
@@ -73,8 +72,6 @@ class CNNNeuron : public UnaryKernel {
 
  protected:
   void check_source(const Image& source) const override;
-  // Pointwise: the NNGraph writes neurons over their sources.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -84,7 +81,7 @@ class CNNNeuron : public UnaryKernel {
   std::shared_ptr<const NeuronPrimitive> primitive_;
 };
 
-class CNNNeuronGradient : public GradientKernel {
+class CNNNeuronGradient : public InPlaceGradientKernel {
  public:
   CNNNeuronGradient(std::shared_ptr<Device> device, NeuronDescriptor descriptor);
   const char* class_name() const override { return "MPSCNNNeuronGradient"; }
@@ -92,7 +89,6 @@ class CNNNeuronGradient : public GradientKernel {
 
  protected:
   void check(const Image& source_gradient, const Image& source_image, const GradientState& state) const override;
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

@@ -18,6 +18,9 @@
 #include "mpsx/command_buffer.h"
 #include "mpsx/data_source.h"
 #include "mpsx/errors.h"
+#include "mpsx/image.h"
+#include "mpsx/kernel.h"
+#include "mpsx/primitive.h"
 #include "mpsx/state.h"
 
 namespace mpsx {
@@ -78,6 +81,20 @@ struct ResponseNormalizationParameters {
   float delta = 1.0f;
 };
 
+class ExecutionContext;
+
+// What a backend runs for a response normalization's descriptor D (both
+// families' primitive interfaces), over regions of its extents.
+template <class D>
+class ResponseNormalizationPasses : public PrimitiveInterface<D> {
+ public:
+  virtual void forward(ExecutionContext& context, const ResponseNormalizationParameters& p,
+                       const ImageRegion& source, const ImageRegion& destination) const = 0;
+  virtual void gradient(ExecutionContext& context, const ResponseNormalizationParameters& p,
+                        const ImageRegion& source_gradient, const ImageRegion& source,
+                        const ImageRegion& destination_gradient) const = 0;
+};
+
 // alpha of both families as `owner` is given it: finite (checked_parameter)
 // and non-negative, else ArgumentError.
 inline float checked_response_alpha(float value, const char* owner) {
@@ -86,23 +103,18 @@ inline float checked_response_alpha(float value, const char* owner) {
   return value;
 }
 
-// The properties the forward and gradient kernels of both families have:
-// kernel_size (read-only, >= 1), alpha (checked_response_alpha), beta and
-// delta (checked_parameter: finite). A value outside its limits raises
-// ArgumentError and is not kept.
-class ResponseNormalizationProperties {
+// alpha (checked_response_alpha), beta and delta (checked_parameter:
+// finite) of both families' kernels and graph nodes, as `owner` is given
+// them. A value outside its limits raises ArgumentError and is not kept.
+class ResponseNormalizationSettings {
  public:
-  ResponseNormalizationProperties(const char* kernel, int64_t kernel_size, const char* size_name = "kernel_size")
-      : kernel_(kernel), kernel_size_(kernel_size) {
-    check_size(kernel_size, kernel, ": ", size_name);
-  }
-  int64_t kernel_size() const { return kernel_size_; }
+  explicit ResponseNormalizationSettings(const char* owner) : owner_(owner) {}
   float alpha() const { return parameters_.alpha; }
   float beta() const { return parameters_.beta; }
   float delta() const { return parameters_.delta; }
-  void set_alpha(float value) { parameters_.alpha = checked_response_alpha(value, kernel_); }
-  void set_beta(float value) { parameters_.beta = checked_parameter(value, kernel_, "beta"); }
-  void set_delta(float value) { parameters_.delta = checked_parameter(value, kernel_, "delta"); }
+  void set_alpha(float value) { parameters_.alpha = checked_response_alpha(value, owner_); }
+  void set_beta(float value) { parameters_.beta = checked_parameter(value, owner_, "beta"); }
+  void set_delta(float value) { parameters_.delta = checked_parameter(value, owner_, "delta"); }
   const ResponseNormalizationParameters& parameters() const { return parameters_; }
   // alpha, beta and delta at once (a forward kernel's for its gradient, a
   // graph node's for its kernel).
@@ -113,50 +125,114 @@ class ResponseNormalizationProperties {
   }
 
  private:
-  const char* kernel_;
-  int64_t kernel_size_;
+  const char* owner_;
   ResponseNormalizationParameters parameters_;
+};
+
+// The properties the forward and gradient kernels of both families have:
+// the settings and kernel_size (read-only, >= 1).
+class ResponseNormalizationProperties : public ResponseNormalizationSettings {
+ public:
+  ResponseNormalizationProperties(const char* kernel, int64_t kernel_size, const char* size_name = "kernel_size")
+      : ResponseNormalizationSettings(kernel), kernel_size_(kernel_size) {
+    check_size(kernel_size, kernel, ": ", size_name);
+  }
+  int64_t kernel_size() const { return kernel_size_; }
+
+ protected:
+  // The region of the forward source (and of its gradient) a pass reads:
+  // source_region, or whole_source_region where the window reaches past the
+  // written region.
+  using Reach = ImageRegion (*)(const Image& image, const Geometry& g, int64_t channels);
+  // The commands of both families' encodes: P's pass with these parameters
+  // over regions `channels` deep of the forward geometry `g`.
+  template <class P>
+  void record_forward(CommandBuffer& command_buffer, std::shared_ptr<P> primitive, Reach reach,
+                      const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& destination,
+                      const Geometry& g, int64_t channels) const {
+    command_buffer.record([primitive = std::move(primitive), p = parameters(), reach, source, destination, g,
+                           channels](ExecutionContext& context) {
+      primitive->forward(context, p, reach(*source, g, channels), destination_region(*destination, g, channels));
+    });
+  }
+  template <class P>
+  void record_gradient(CommandBuffer& command_buffer, std::shared_ptr<P> primitive, Reach reach,
+                       const std::shared_ptr<Image>& source_gradient, const std::shared_ptr<Image>& source_image,
+                       const std::shared_ptr<Image>& destination_gradient, const Geometry& g, int64_t channels) const {
+    command_buffer.record([primitive = std::move(primitive), p = parameters(), reach, source_gradient, source_image,
+                           destination_gradient, g, channels](ExecutionContext& context) {
+      primitive->gradient(context, p, destination_region(*source_gradient, g, channels),
+                          reach(*source_image, g, channels), reach(*destination_gradient, g, channels));
+    });
+  }
+
+ private:
+  int64_t kernel_size_;
 };
 
 // `channels` float32 zeros, for `owner`, which names the channels in errors.
 std::shared_ptr<Buffer> zeroed_per_channel(const std::shared_ptr<Device>& device, int64_t channels, const char* owner);
 
-// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
-class NormalizationGammaAndBetaState : public State {
+// What names a NormalizationPairState and its buffers in errors.
+struct NormalizationPairNames {
+  const char* state;  // the MPS class name
+  const char* first;
+  const char* second;
+};
+
+// A state of two float32 buffers of one value per channel, on one device.
+class NormalizationPairState : public State {
  public:
-  NormalizationGammaAndBetaState(std::shared_ptr<Buffer> gamma, std::shared_ptr<Buffer> beta);
-  // New zeroed buffers for `channels` channels.
-  NormalizationGammaAndBetaState(std::shared_ptr<Device> device, int64_t channels);
-  const char* class_name() const override { return "MPSCNNNormalizationGammaAndBetaState"; }
   void synchronize(CommandBuffer& command_buffer) override;
   // Throws ShapeError unless both buffers hold `channels` float32.
   void check_fits(int64_t channels, const char* kernel) const;
-  // Records the copy of the first `channels` values of gamma and beta into
-  // `gamma` and `beta`: how a normalization kernel reloads from the state.
-  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& gamma,
-                      const std::shared_ptr<Buffer>& beta) const;
+  // Records the copy of the first `channels` values of both buffers into
+  // `first` and `second`: how a normalization kernel reloads from the state.
+  void record_copy_to(CommandBuffer& command_buffer, int64_t channels, const std::shared_ptr<Buffer>& first,
+                      const std::shared_ptr<Buffer>& second) const;
 
-  const std::shared_ptr<Buffer>& gamma() const { return gamma_; }
-  const std::shared_ptr<Buffer>& beta() const { return beta_; }
+ protected:
+  // Throws unless both buffers are given, on one device, of one length.
+  NormalizationPairState(std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second,
+                         const NormalizationPairNames& names);
+  // New zeroed buffers for `channels` channels.
+  NormalizationPairState(const std::shared_ptr<Device>& device, int64_t channels, const NormalizationPairNames& names);
+
+  std::shared_ptr<Buffer> first_, second_;
 
  private:
-  std::shared_ptr<Buffer> gamma_, beta_;
+  const NormalizationPairNames& names_;
+};
+
+// The MPS class of such a state named N.
+template <const NormalizationPairNames& N>
+class NamedNormalizationPairState : public NormalizationPairState {
+ public:
+  NamedNormalizationPairState(std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second)
+      : NormalizationPairState(std::move(first), std::move(second), N) {}
+  NamedNormalizationPairState(const std::shared_ptr<Device>& device, int64_t channels)
+      : NormalizationPairState(device, channels, N) {}
+  const char* class_name() const override { return N.state; }
+};
+
+inline constexpr NormalizationPairNames kGammaAndBetaNames{"MPSCNNNormalizationGammaAndBetaState", "gamma", "beta"};
+inline constexpr NormalizationPairNames kMeanAndVarianceNames{"MPSCNNNormalizationMeanAndVarianceState", "mean",
+                                                              "variance"};
+
+// MPSCNNNormalizationGammaAndBetaState: float32 gamma and beta, one per channel.
+class NormalizationGammaAndBetaState : public NamedNormalizationPairState<kGammaAndBetaNames> {
+ public:
+  using NamedNormalizationPairState::NamedNormalizationPairState;
+  const std::shared_ptr<Buffer>& gamma() const { return first_; }
+  const std::shared_ptr<Buffer>& beta() const { return second_; }
 };
 
 // MPSCNNNormalizationMeanAndVarianceState: float32 mean and variance, one per channel.
-class NormalizationMeanAndVarianceState : public State {
+class NormalizationMeanAndVarianceState : public NamedNormalizationPairState<kMeanAndVarianceNames> {
  public:
-  NormalizationMeanAndVarianceState(std::shared_ptr<Buffer> mean, std::shared_ptr<Buffer> variance);
-  NormalizationMeanAndVarianceState(std::shared_ptr<Device> device, int64_t channels);
-  const char* class_name() const override { return "MPSCNNNormalizationMeanAndVarianceState"; }
-  void synchronize(CommandBuffer& command_buffer) override;
-  void check_fits(int64_t channels, const char* kernel) const;
-
-  const std::shared_ptr<Buffer>& mean() const { return mean_; }
-  const std::shared_ptr<Buffer>& variance() const { return variance_; }
-
- private:
-  std::shared_ptr<Buffer> mean_, variance_;
+  using NamedNormalizationPairState::NamedNormalizationPairState;
+  const std::shared_ptr<Buffer>& mean() const { return first_; }
+  const std::shared_ptr<Buffer>& variance() const { return second_; }
 };
 
 // Two per-channel arrays a native data source updates on the device (gamma

@@ -144,11 +144,9 @@ struct OptimizerArrayList {
 // What a backend runs for an optimizer: the update formulas of
 // MPSNNOptimizers.h, after the gradient is clipped (when enabled), rescaled
 // and given its regularization term.
-class OptimizerPrimitive {
+class OptimizerPrimitive : public PrimitiveInterface<OptimizerConfiguration> {
  public:
   static constexpr const char* family = "optimizer";
-  using Descriptor = OptimizerConfiguration;
-  virtual ~OptimizerPrimitive() = default;
   virtual void update(ExecutionContext& context, const OptimizerStep& step,
                       const OptimizerArrayList& list) const = 0;
 };

@@ -58,11 +58,9 @@ struct PoolingDescriptor {
 // the pooled images and channels of the forward source (`source`,
 // `source_image`, `destination_gradient`) or the pixels pooled into
 // (`destination`, `source_gradient`).
-class PoolingPrimitive {
+class PoolingPrimitive : public PrimitiveInterface<PoolingDescriptor> {
  public:
   static constexpr const char* family = "pooling";
-  using Descriptor = PoolingDescriptor;
-  virtual ~PoolingPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const = 0;
   // Writes every pixel of destination_gradient: the sum over the windows
   // that read it of d out / d in times the source gradient, zero elsewhere.

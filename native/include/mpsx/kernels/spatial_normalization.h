@@ -25,46 +25,33 @@ class ExecutionContext;
 
 using SpatialNormalizationParameters = ResponseNormalizationParameters;
 
-// One pass over fixed images and extents: the key a kernel caches its
-// primitive under, and what a backend builds it from.
-struct SpatialNormalizationDescriptor {
-  bool gradient = false;  // built for the gradient pass, else the forward pass
+// The key a kernel caches its primitive under, and what a backend builds it
+// from: a pass whose written region's pixel (0, 0) is pixel (source_x,
+// source_y) of the source. Forward: source (x, the whole source image) and
+// destination (y, the written region). Gradient: source (dy, the forward's
+// written region), secondary (x, the whole forward source) and destination
+// (dx, shaped as the whole forward source).
+struct SpatialNormalizationDescriptor : RegionPass {
   int64_t kernel_size = 5;
   EdgeMode edge_mode = EdgeMode::Zero;  // what window taps off the source read
-  // The written region: images x channels x height x width, whose pixel
-  // (0, 0) is pixel (source_x, source_y) of the source.
-  int64_t images = 0, channels = 0, height = 0, width = 0;
   int64_t source_x = 0, source_y = 0;
-  // Forward: source (x, the whole source image) and destination (y, the
-  // written region). Gradient: source (dy, the forward's written region),
-  // secondary (x, the whole forward source) and destination (dx, shaped as
-  // the whole forward source).
-  ImageDescriptor source, secondary, destination;
 
   // The window of pixel i is [i - before, i + after].
   int64_t before() const { return kernel_size / 2; }
   int64_t after() const { return (kernel_size - 1) / 2; }
 
   bool operator==(const SpatialNormalizationDescriptor& o) const {
-    return gradient == o.gradient && kernel_size == o.kernel_size && edge_mode == o.edge_mode && images == o.images && channels == o.channels &&
-           height == o.height && width == o.width && source_x == o.source_x && source_y == o.source_y &&
-           source == o.source && secondary == o.secondary && destination == o.destination;
+    return RegionPass::operator==(o) && kernel_size == o.kernel_size && edge_mode == o.edge_mode &&
+           source_x == o.source_x && source_y == o.source_y;
   }
 };
 
-// What a backend runs for a descriptor. `source` and `destination_gradient`
-// cover whole source images (all rows and columns, the descriptor's images
-// and channels); `destination` and `source_gradient` the written region.
-class SpatialNormalizationPrimitive {
+// `source` and `destination_gradient` cover whole source images (all rows
+// and columns, the descriptor's images and channels); `destination` and
+// `source_gradient` the written region.
+class SpatialNormalizationPrimitive : public ResponseNormalizationPasses<SpatialNormalizationDescriptor> {
  public:
   static constexpr const char* family = "spatial_normalization";
-  using Descriptor = SpatialNormalizationDescriptor;
-  virtual ~SpatialNormalizationPrimitive() = default;
-  virtual void forward(ExecutionContext& context, const SpatialNormalizationParameters& p,
-                       const ImageRegion& source, const ImageRegion& destination) const = 0;
-  virtual void gradient(ExecutionContext& context, const SpatialNormalizationParameters& p,
-                        const ImageRegion& source_gradient, const ImageRegion& source,
-                        const ImageRegion& destination_gradient) const = 0;
 };
 
 // The properties both kernels share: kernel_width = kernel_height
@@ -76,15 +63,14 @@ class SpatialNormalizationProperties : public ResponseNormalizationProperties {
 };
 
 // MPSCNNSpatialNormalization.
-class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationProperties {
+// In place: the backends compute every factor before they write a result.
+class CNNSpatialNormalization : public InPlaceUnaryKernel, public SpatialNormalizationProperties {
  public:
   CNNSpatialNormalization(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
   const char* class_name() const override { return "MPSCNNSpatialNormalization"; }
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
  protected:
-  // The backends compute every factor before they write a result.
-  InPlace in_place() const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -97,14 +83,13 @@ class CNNSpatialNormalization : public UnaryKernel, public SpatialNormalizationP
 // source; the destination gradient is shaped as the forward source. Its own
 // alpha, beta, delta and edge_mode are used (MPS: they must equal the forward
 // kernel's; make_gradient_kernels copies them), as the pooling gradients do.
-class CNNSpatialNormalizationGradient : public GradientKernel, public SpatialNormalizationProperties {
+// In place: the second pass reads only the factors and the source at its own element.
+class CNNSpatialNormalizationGradient : public InPlaceGradientKernel, public SpatialNormalizationProperties {
  public:
   CNNSpatialNormalizationGradient(std::shared_ptr<Device> device, int64_t kernel_width, int64_t kernel_height);
   const char* class_name() const override { return "MPSCNNSpatialNormalizationGradient"; }
 
  protected:
-  // The second pass reads only the factors and the source at its own element.
-  InPlace in_place(bool) const override { return InPlace::Exact; }
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
               const std::shared_ptr<Image>& destination_gradient) override;

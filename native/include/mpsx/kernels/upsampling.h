@@ -56,11 +56,9 @@ inline float upsampling_weight(const UpsamplingTap& t, int64_t i) {
 // What a backend runs for an UpsamplingDescriptor: `source` covers the whole
 // source images and channels (for the gradient pass: `destination_gradient`),
 // `destination` (`source_gradient`) the region written (read).
-class UpsamplingPrimitive {
+class UpsamplingPrimitive : public PrimitiveInterface<UpsamplingDescriptor> {
  public:
   static constexpr const char* family = "upsampling";
-  using Descriptor = UpsamplingDescriptor;
-  virtual ~UpsamplingPrimitive() = default;
   virtual void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const = 0;
   // Writes every pixel of destination_gradient: the transpose of the
   // forward interpolation applied to source_gradient.
