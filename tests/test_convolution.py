@@ -672,3 +672,19 @@ def test_encode_weights_and_bias_update_gpu_style(device, rng):
         cb = device.command_queue.command_buffer()
         _, s = plain.encode(cb, image, destination_state=True)
         plain.encode_weights_and_bias_update(cb, s)
+
+
+def test_a_forward_encode_takes_only_a_gradient_state_it_made(device, rng):
+    # MPSCNNConvolution's destinationState is the state resultStateForSourceImage made for that kernel.
+    source, _, _ = make(device, rng, 3, 3, 2, 2)
+    conv = mpsx.CNNConvolution(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 4, 4)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    others = mpsx.CNNConvolution(device, source).result_state(image)
+    with pytest.raises(mpsx.StateError, match="MPSCNNConvolution: the MPSCNNConvolutionGradientState was made by "
+                                              "another kernel"):
+        conv.encode(cb, image, destination_state=others)
+    dropouts = mpsx.CNNDropout(device, 0.5, 1, (1, 1, 1)).result_state(image)
+    with pytest.raises(TypeError, match="CNNConvolutionGradientState"):
+        conv.encode(cb, image, destination_state=dropouts)
+    assert cb.command_count == 0

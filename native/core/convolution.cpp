@@ -536,10 +536,7 @@ Window CNNConvolution::window() const {
 }
 
 void CNNConvolution::check_state(const State& state) const {
-  auto* s = dynamic_cast<const ConvolutionGradientState*>(&state);
-  if (!s) fail<TypeMismatchError>(class_name(), ": expected an MPSCNNConvolutionGradientState, given an ", state.class_name());
-  if (s->convolution().get() != this)
-    fail<StateError>(class_name(), ": the MPSCNNConvolutionGradientState was made by another convolution");
+  check_own_gradient_state<ConvolutionGradientState>(*this, state, "MPSCNNConvolutionGradientState");
 }
 
 void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,

@@ -266,12 +266,7 @@ std::shared_ptr<ConvolutionTransposeGradientState> CNNConvolutionTranspose::resu
 }
 
 void CNNConvolutionTranspose::check_state(const State& state) const {
-  auto* s = dynamic_cast<const ConvolutionTransposeGradientState*>(&state);
-  if (!s)
-    fail<TypeMismatchError>(class_name(), ": expected an MPSCNNConvolutionTransposeGradientState, given an ",
-                            state.class_name());
-  if (s->convolution().get() != this)
-    fail<StateError>(class_name(), ": the MPSCNNConvolutionTransposeGradientState was made by another kernel");
+  check_own_gradient_state<ConvolutionTransposeGradientState>(*this, state, "MPSCNNConvolutionTransposeGradientState");
 }
 
 void CNNConvolutionTranspose::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,

@@ -67,9 +67,8 @@ void CNNSpatialNormalizationGradient::record(CommandBuffer& command_buffer,
                                                   const std::shared_ptr<Image>& source_image,
                                                   const std::shared_ptr<State>& state,
                                                   const std::shared_ptr<Image>& destination_gradient) {
-  // The forward encode's geometry: it read the forward source at
-  // (source_image, source_channel, source_y, source_x) and wrote its result
-  // at (destination_image, destination_channel, y, x), `channels` deep.
+  // The forward encode's geometry, as in the cross-channel normalization's
+  // gradient.
   const Geometry g = static_cast<const GradientState&>(*state).geometry;
   const int64_t channels = g.source_channels;
   const SpatialNormalizationDescriptor d{region_pass(true, g, channels, source_gradient->descriptor(),

@@ -11,6 +11,7 @@
 
 #include "mpsx/buffer.h"
 #include "mpsx/data_source.h"
+#include "mpsx/errors.h"
 #include "mpsx/kernel.h"
 #include "mpsx/kernels/neuron.h"
 #include "mpsx/kernels/optimizer.h"
@@ -240,6 +241,17 @@ struct ConvolutionShape : ConvolutionWindow {
 // The passes a backend runs for a convolution or a transposed convolution
 // (D: ConvolutionShape, ConvolutionTransposeShape); weights float32 OHWI,
 // biases [out].
+// Throws unless `state` is a gradient state S (named `state_class`) that
+// `kernel` made: the states a convolution or convolution transpose takes at
+// its forward encode.
+template <class S, class Kernel>
+void check_own_gradient_state(const Kernel& kernel, const State& state, const char* state_class) {
+  auto* s = dynamic_cast<const S*>(&state);
+  if (!s) fail<TypeMismatchError>(kernel.class_name(), ": expected an ", state_class, ", given an ", state.class_name());
+  if (s->convolution().get() != &kernel)
+    fail<StateError>(kernel.class_name(), ": the ", state_class, " was made by another kernel");
+}
+
 template <class D>
 class ConvolutionPasses : public PrimitiveInterface<D> {
  public:
