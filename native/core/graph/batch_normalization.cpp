@@ -65,21 +65,16 @@ class BatchNormalizationGradientStep final : public GraphStep {
         statistics_gradient_(graph_kernel<CNNBatchNormalizationStatisticsGradient>(slots, neuron_of(slots))),
         gradient_(graph_kernel<CNNBatchNormalizationGradient>(slots, neuron_of(slots))),
         updates_(updates),
-        source_gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
+        slots_(slots) {}
 
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    const std::shared_ptr<Image>& gradient = values.images[source_gradient_];
-    const std::shared_ptr<Image>& source = values.images[source_];
-    auto state = std::dynamic_pointer_cast<BatchNormalizationState>(values.states[state_]);
-    if (!state)
-      fail<TypeMismatchError>("MPSCNNBatchNormalizationGradientNode: expected an MPSCNNBatchNormalizationState, given ",
-                              values.states[state_] ? values.states[state_]->class_name() : "None");
+    const std::shared_ptr<Image>& gradient = values.images[slots_.source_gradient];
+    const std::shared_ptr<Image>& source = values.images[slots_.source];
+    auto state = slots_.state_as<BatchNormalizationState>(
+        values, "MPSCNNBatchNormalizationGradientNode: expected an MPSCNNBatchNormalizationState");
     // The statistics gradient over the whole batch, then the gradient.
     statistics_gradient_->encode_batch(command_buffer, gradient, source, state);
-    values.images[result_] = gradient_->encode(command_buffer, gradient, source, state, nullptr);
+    values.images[slots_.result] = gradient_->encode(command_buffer, gradient, source, state, nullptr);
     if (updates_.gamma_and_beta || updates_.mean_and_variance) update_or_defer(*this, command_buffer, values, state);
   }
 
@@ -96,7 +91,7 @@ class BatchNormalizationGradientStep final : public GraphStep {
   std::shared_ptr<CNNBatchNormalizationStatisticsGradient> statistics_gradient_;
   std::shared_ptr<CNNBatchNormalizationGradient> gradient_;
   Updates updates_;
-  size_t source_gradient_, source_, state_, result_;
+  const GradientSlots slots_;
 };
 
 }  // namespace

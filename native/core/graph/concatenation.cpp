@@ -93,27 +93,22 @@ class ConcatenationGradientStep final : public GraphStep {
   ConcatenationGradientStep(int64_t index, const StepSlots& slots)
       : device_(slots.device),
         index_(index),
-        gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result),
+        slots_(slots),
         slice_(graph_kernel<CNNArithmetic>(slots, ArithmeticOperation::Add)) {
     slice_->secondary.stride_x = slice_->secondary.stride_y = 0;
     slice_->secondary_stride_in_feature_channels = 0;
   }
 
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    auto* state = dynamic_cast<const ConcatenationState*>(values.states[state_].get());
-    if (!state)
-      fail<TypeMismatchError>("MPSNNConcatenationGradientNode: expected the gradient state of a concatenation, "
-                              "given ", values.states[state_] ? values.states[state_]->class_name() : "None");
-    const std::shared_ptr<Image>& gradient = values.images[gradient_];
+    const auto state = slots_.state_as<const ConcatenationState>(
+        values, "MPSNNConcatenationGradientNode: expected the gradient state of a concatenation");
+    const std::shared_ptr<Image>& gradient = values.images[slots_.source_gradient];
     if (gradient->descriptor().width != state->result.width || gradient->height() != state->result.height ||
         gradient->feature_channels() != state->result.feature_channels ||
         gradient->number_of_images() != state->result.number_of_images)
       fail<ShapeError>("MPSNNConcatenationGradientNode: expected a source gradient shaped as the concatenation's "
                        "result, ", shape(state->result), " (NxCxHxW), given ", shape(gradient->descriptor()));
-    const Image& source = *values.images[source_];
+    const Image& source = *values.images[slots_.source];
     const int64_t channels = state->channels.at(index_);
     if (source.feature_channels() != channels)
       fail<ShapeError>("MPSNNConcatenationGradientNode: expected the forward source ", index_, " of ", channels,
@@ -126,13 +121,13 @@ class ConcatenationGradientStep final : public GraphStep {
     }
     slice_->primary.feature_channel_offset = state->offsets.at(index_);
     slice_->primary.feature_channel_max_count = channels;
-    values.images[result_] = slice_->encode(command_buffer, gradient, zeros_, nullptr, nullptr, false).image;
+    values.images[slots_.result] = slice_->encode(command_buffer, gradient, zeros_, nullptr, nullptr, false).image;
   }
 
  private:
   std::shared_ptr<Device> device_;
   int64_t index_;
-  size_t gradient_, source_, state_, result_;
+  const GradientSlots slots_;
   std::shared_ptr<CNNArithmetic> slice_;
   std::shared_ptr<Image> zeros_;
 };

@@ -205,18 +205,16 @@ class GradientStep final : public GraphStep {
  public:
   GradientStep(std::shared_ptr<GradientKernel> kernel, const StepSlots& slots)
       : kernel_(std::move(kernel)),
-        gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
+        slots_(slots) {}
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    values.images[result_] =
-        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], values.states[state_], nullptr);
+    values.images[slots_.result] =
+        kernel_->encode(command_buffer, values.images[slots_.source_gradient], values.images[slots_.source],
+                        values.states[slots_.state], nullptr);
   }
 
  private:
   std::shared_ptr<GradientKernel> kernel_;
-  size_t gradient_, source_, state_, result_;
+  const GradientSlots slots_;
 };
 
 }  // namespace

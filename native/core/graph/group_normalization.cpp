@@ -17,18 +17,14 @@ class GroupNormalizationGradientStep final : public GraphStep {
       : kernel_(std::move(kernel)),
         forward_(std::move(forward)),
         style_(style),
-        source_gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
+        slots_(slots) {}
 
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    auto state = std::dynamic_pointer_cast<GroupNormalizationGradientState>(values.states[state_]);
-    if (!state)
-      fail<TypeMismatchError>(kernel_->class_name(), ": expected an ", forward_->state_class_name(), ", given ",
-                              values.states[state_] ? values.states[state_]->class_name() : "None");
-    values.images[result_] =
-        kernel_->encode(command_buffer, values.images[source_gradient_], values.images[source_], state, nullptr);
+    auto state = slots_.state_as<GroupNormalizationGradientState>(values, kernel_->class_name(), ": expected an ",
+                                                                  forward_->state_class_name());
+    values.images[slots_.result] =
+        kernel_->encode(command_buffer, values.images[slots_.source_gradient], values.images[slots_.source], state,
+                        nullptr);
     if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
   }
 
@@ -41,7 +37,7 @@ class GroupNormalizationGradientStep final : public GraphStep {
   std::shared_ptr<GradientKernel> kernel_;
   std::shared_ptr<GroupNormalizationKernel> forward_;
   TrainingStyle style_;
-  size_t source_gradient_, source_, state_, result_;
+  const GradientSlots slots_;
 };
 
 }  // namespace

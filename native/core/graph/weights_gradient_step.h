@@ -20,15 +20,13 @@ class WeightsGradientStep final : public GraphStep {
       : kernel_(std::move(kernel)),
         forward_(std::move(forward)),
         style_(style),
-        gradient_(slots.sources.at(0)),
-        source_(slots.sources.at(1)),
-        state_(slots.source_states.at(0)),
-        result_(slots.result) {}
+        slots_(slots) {}
 
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
-    const std::shared_ptr<State>& state = values.states[state_];
-    values.images[result_] =
-        kernel_->encode(command_buffer, values.images[gradient_], values.images[source_], state, nullptr);
+    const std::shared_ptr<State>& state = values.states[slots_.state];
+    values.images[slots_.result] =
+        kernel_->encode(command_buffer, values.images[slots_.source_gradient], values.images[slots_.source], state,
+                        nullptr);
     if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
   }
 
@@ -41,7 +39,7 @@ class WeightsGradientStep final : public GraphStep {
   std::shared_ptr<Gradient> kernel_;
   std::shared_ptr<Forward> forward_;
   TrainingStyle style_;
-  size_t gradient_, source_, state_, result_;
+  const GradientSlots slots_;
 };
 
 template <class Gradient, class Forward>

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mpsx/errors.h"
 #include "mpsx/image.h"
 #include "mpsx/kernel.h"
 #include "mpsx/state.h"
@@ -149,6 +150,30 @@ struct StepSlots {
   const NeuronDescriptor* fused_neuron = nullptr;
   // The graph's allocator of the images its kernels make.
   std::shared_ptr<ImageAllocator> allocator;
+};
+
+// Where a gradient filter's step reads and writes a graph's values: the
+// gradient of the forward result, the forward source, the gradient state,
+// and its result (the gradient of the forward source).
+struct GradientSlots {
+  explicit GradientSlots(const StepSlots& slots)
+      : source_gradient(slots.sources.at(0)),
+        source(slots.sources.at(1)),
+        state(slots.source_states.at(0)),
+        result(slots.result) {}
+
+  // The gradient state as an S; otherwise TypeMismatchError, its message
+  // the `expected` pieces then ", given " and the state's class (a state
+  // the forward node of another family made).
+  template <class S, class... Expected>
+  std::shared_ptr<S> state_as(const GraphValues& values, const Expected&... expected) const {
+    const std::shared_ptr<State>& given = values.states[state];
+    auto s = std::dynamic_pointer_cast<S>(given);
+    if (!s) fail<TypeMismatchError>(expected..., ", given ", given ? given->class_name() : "None");
+    return s;
+  }
+
+  size_t source_gradient, source, state, result;
 };
 
 // A kernel of a graph: made on the graph's device, making its destinations
