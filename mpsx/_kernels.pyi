@@ -597,6 +597,10 @@ class CNNConvolutionDescriptor:
         groups: int = 1,
         fused_neuron_descriptor: NNNeuronDescriptor | None = None,
     ) -> None: ...
+    @classmethod
+    def cnn_convolution_descriptor_with_kernel_width(
+        cls, kernel_width: int, kernel_height: int, input_feature_channels: int, output_feature_channels: int
+    ) -> Self: ...
     kernel_width: int
     kernel_height: int
     input_feature_channels: int
@@ -784,6 +788,10 @@ class CNNLossDescriptor:
         delta: float = 1.0,
         reduce_across_batch: bool = False,
     ) -> None: ...
+    @classmethod
+    def cnn_loss_descriptor_with_type(
+        cls, loss_type: CNNLossType | int, reduction_type: CNNReductionType | int
+    ) -> Self: ...
     @property
     def loss_type(self) -> CNNLossType: ...
     @loss_type.setter
@@ -1154,6 +1162,18 @@ class NNOptimizerDescriptor:
         regularization_type: NNRegularizationType | int = NNRegularizationType.NONE,
         regularization_scale: float = 0.0,
     ) -> None: ...
+    @classmethod
+    def optimizer_descriptor_with_learning_rate(
+        cls,
+        learning_rate: float,
+        gradient_rescale: float,
+        *,
+        regularization_type: NNRegularizationType | int,
+        regularization_scale: float,
+        apply_gradient_clipping: bool = False,
+        gradient_clip_max: float = ...,
+        gradient_clip_min: float = ...,
+    ) -> Self: ...
     learning_rate: float
     gradient_rescale: float
     apply_gradient_clipping: bool

@@ -121,6 +121,16 @@ class ImageDescriptor:
         feature_channels: int | None = None,
         number_of_images: int = 1,
     ) -> None: ...
+    @classmethod
+    def image_descriptor_with_channel_format(
+        cls,
+        channel_format: DataType | int,
+        width: int,
+        height: int,
+        feature_channels: int,
+        number_of_images: int = 1,
+        usage: int | None = None,
+    ) -> Self: ...
     @property
     def channel_format(self) -> DataType: ...
     @property

@@ -141,7 +141,7 @@ TYPES = {
         "secondary_source_feature_channel_offset secondary_stride_in_feature_channels secondary_stride_in_pixels_x "
         "secondary_stride_in_pixels_y seed source_feature_channel_max_count source_feature_channel_offset "
         "source_gradient_feature_channels source_image_feature_channels source_index stream stride stride_in_pixels_x "
-        "stride_in_pixels_y time_step weights_offset width world_size x y z zero_pad_size_x zero_pad_size_y"
+        "stride_in_pixels_y time_step usage weights_offset width world_size x y z zero_pad_size_x zero_pad_size_y"
     ),
     "list[Any]": "intermediate_image_handles result_state_handles source_image_handles source_state_handles",
     "list[NNStateNode]": "result_states",
@@ -200,7 +200,8 @@ RETURNS = {
     "ProcessGroup": "group init",
     "Self": (
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
-        "node_with_source_gradient node_with_sources with_gradient_images"
+        "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
+        "cnn_loss_descriptor_with_type image_descriptor_with_channel_format optimizer_descriptor_with_learning_rate"
     ),
     "State | None": "temporary_result_state",
     "StateBatch | None": "result_state_batch temporary_result_state_batch",

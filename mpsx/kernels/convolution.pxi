@@ -99,6 +99,18 @@ cdef class CNNConvolutionDescriptor:
         self.desc.fused_neuron = neuron_descriptor_of(fused_neuron_descriptor)
         self.desc.validate()
 
+
+    @classmethod
+    def cnn_convolution_descriptor_with_kernel_width(cls, kernel_width, kernel_height, input_feature_channels,
+                                                     output_feature_channels):
+        """A new descriptor of a ``kernel_width`` x ``kernel_height`` window from ``input_feature_channels`` to
+        ``output_feature_channels``, with stride, dilation and groups 1 and no fused neuron: the same as
+        ``CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels)``.
+
+        MPS: +[MPSCNNConvolutionDescriptor cnnConvolutionDescriptorWithKernelWidth:kernelHeight:inputFeatureChannels:outputFeatureChannels:]
+        """
+        return cls(kernel_width, kernel_height, input_feature_channels, output_feature_channels)
+
     @property
     def kernel_width(self):
         """The width of the kernel window.

@@ -62,6 +62,16 @@ cdef class CNNLossDescriptor:
         self.delta = delta
         self.reduce_across_batch = reduce_across_batch
 
+
+    @classmethod
+    def cnn_loss_descriptor_with_type(cls, loss_type, reduction_type):
+        """A new descriptor of ``loss_type`` (a CNNLossType) and ``reduction_type`` (a CNNReductionType), MPS's
+        defaults for the rest: the same as ``CNNLossDescriptor(loss_type, reduction_type)``.
+
+        MPS: +[MPSCNNLossDescriptor cnnLossDescriptorWithType:reductionType:]
+        """
+        return cls(loss_type, reduction_type)
+
     @property
     def loss_type(self):
         """The loss function, a CNNLossType.

@@ -59,6 +59,21 @@ cdef class NNOptimizerDescriptor:
         self.desc.regularization_scale = regularization_scale
         self.desc.validate()
 
+
+    @classmethod
+    def optimizer_descriptor_with_learning_rate(cls, learning_rate, gradient_rescale, *, regularization_type,
+                                                regularization_scale, apply_gradient_clipping=False,
+                                                gradient_clip_max=FLT_MAX, gradient_clip_min=-FLT_MAX):
+        """A new descriptor; the same as ``NNOptimizerDescriptor(...)`` with these keywords. MPS's two factories
+        order their later arguments differently, so those are keywords only: ``regularization_type`` and
+        ``regularization_scale`` are required, as both factories take them; the clipping arguments are the second
+        factory's (no clipping by default, as the first factory applies none).
+
+        MPS: +[MPSNNOptimizerDescriptor optimizerDescriptorWithLearningRate:gradientRescale:regularizationType:regularizationScale:], +[MPSNNOptimizerDescriptor optimizerDescriptorWithLearningRate:gradientRescale:applyGradientClipping:gradientClipMax:gradientClipMin:regularizationType:regularizationScale:]
+        """
+        return cls(learning_rate, gradient_rescale, apply_gradient_clipping, gradient_clip_max, gradient_clip_min,
+                   regularization_type, regularization_scale)
+
     @property
     def learning_rate(self):
         """The step size of the updates (default 0.001).

@@ -26,6 +26,21 @@ cdef class ImageDescriptor:
         self.c.number_of_images = integer_argument(number_of_images, "number_of_images")
         self.c.validate()
 
+
+    @classmethod
+    def image_descriptor_with_channel_format(cls, channel_format, width, height, feature_channels, number_of_images=1,
+                                             usage=None):
+        """A new descriptor: the same as ``ImageDescriptor(channel_format, width, height, feature_channels,
+        number_of_images)``. ``usage`` (MTLTextureUsage bits, a non-negative int) is accepted and has no effect:
+        every mpsx image is readable and writable by every kernel, as MPS's default usage makes them
+        (docs/semantics.md).
+
+        MPS: +[MPSImageDescriptor imageDescriptorWithChannelFormat:width:height:featureChannels:], +[MPSImageDescriptor imageDescriptorWithChannelFormat:width:height:featureChannels:numberOfImages:usage:]
+        """
+        if usage is not None and integer_argument(usage, "usage") < 0:
+            raise ValueError(f"usage must be MTLTextureUsage bits (a non-negative int), given {usage}")
+        return cls(channel_format, width, height, feature_channels, number_of_images)
+
     @property
     def channel_format(self):
         """The data type of the values.
