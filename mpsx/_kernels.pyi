@@ -2108,6 +2108,8 @@ class CNNPoolingNode(NNFilterNode):
         stride_in_pixels_x: int | None = None,
         stride_in_pixels_y: int | None = None,
     ) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, filter_size: int, stride: int | None = None) -> Self: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -2138,6 +2140,10 @@ class CNNDilatedPoolingMaxNode(CNNPoolingNode):
         dilation_rate_x: int | None = None,
         dilation_rate_y: int | None = None,
     ) -> None: ...
+    @classmethod
+    def node_with_source(  # type: ignore[override]
+        cls, source: NNImageNode, filter_size: int, stride: int | None = None, dilation_rate: int | None = None
+    ) -> Self: ...
     @property
     def dilation_rate_x(self) -> int: ...
     @property
@@ -2158,6 +2164,18 @@ class CNNPoolingGradientNode(NNGradientFilterNode):
         dilation_rate_x: int = 1,
         dilation_rate_y: int = 1,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int,
+        stride_in_pixels_y: int,
+        padding_policy: NNPaddingMethod | int,
+    ) -> Self: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -2173,10 +2191,25 @@ class CNNPoolingAverageGradientNode(CNNPoolingGradientNode): ...
 
 class CNNPoolingL2NormGradientNode(CNNPoolingGradientNode): ...
 
-class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode): ...
+class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
+    @classmethod
+    def node_with_source_gradient(  # type: ignore[override]
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int,
+        stride_in_pixels_y: int,
+        dilation_rate_x: int,
+        dilation_rate_y: int,
+    ) -> Self: ...
 
 class CNNConvolutionNode(NNFilterNode):
     def __init__(self, source: NNImageNode, weights: _ConvolutionDataSource) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, weights: _ConvolutionDataSource) -> Self: ...
     @property
     def weights(self) -> _ConvolutionDataSource: ...
     @property
@@ -2202,6 +2235,14 @@ class CNNConvolutionGradientNode(NNGradientFilterNode):
         convolution_gradient_state: NNStateNode | None,
         weights: _ConvolutionDataSource | None = None,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        convolution_gradient_state: NNStateNode | None,
+        weights: _ConvolutionDataSource,
+    ) -> Self: ...
     @property
     def training_style(self) -> NNTrainingStyle: ...
     @training_style.setter
@@ -2211,6 +2252,8 @@ class CNNFullyConnectedGradientNode(CNNConvolutionGradientNode): ...
 
 class CNNLossNode(NNFilterNode):
     def __init__(self, source: NNImageNode, loss_descriptor: CNNLossDescriptor) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, loss_descriptor: CNNLossDescriptor) -> Self: ...
     @property
     def input_labels(self) -> NNLabelsNode: ...
 
@@ -2222,6 +2265,14 @@ class NNForwardLossNode(NNFilterNode):
         weights: NNImageNode | None = None,
         loss_descriptor: CNNLossDescriptor | None = None,
     ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls,
+        source: NNImageNode,
+        labels: NNImageNode,
+        weights: _ConvolutionDataSource | None = None,
+        loss_descriptor: CNNLossDescriptor | None = None,
+    ) -> Self: ...
     @classmethod
     def node_with_sources(cls, sources: Sequence[NNImageNode], loss_descriptor: CNNLossDescriptor) -> Self: ...
     @property
@@ -2255,6 +2306,17 @@ class NNLossGradientNode(NNGradientFilterNode):
         loss_descriptor: CNNLossDescriptor | None = None,
         is_labels_gradient_filter: bool = False,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        labels: NNImageNode,
+        weights: _ConvolutionDataSource | None = None,
+        gradient_state: NNStateNode | None = None,
+        loss_descriptor: CNNLossDescriptor | None = None,
+        is_labels_gradient_filter: bool = False,
+    ) -> Self: ...
     @classmethod
     def node_with_sources(
         cls,
@@ -2299,6 +2361,8 @@ class NNBinaryArithmeticNode(NNFilterNode):
         sources: Sequence[NNImageNode] | None = None,
     ) -> None: ...
     @classmethod
+    def node_with_left_source(cls, left_source: NNImageNode, right_source: NNImageNode) -> Self: ...
+    @classmethod
     def node_with_sources(cls, sources: Sequence[NNImageNode]) -> Self: ...
     @property
     def binary_gradient_state(self) -> NNBinaryGradientStateNode | None: ...
@@ -2337,6 +2401,14 @@ class NNArithmeticGradientNode(NNGradientFilterNode):
         is_secondary_source_filter: bool,
     ) -> None: ...
     @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        is_secondary_source_filter: bool,
+    ) -> Self: ...
+    @classmethod
     def with_gradient_images(
         cls,
         gradient_images: Sequence[NNImageNode],
@@ -2374,11 +2446,19 @@ class CNNSoftMaxGradientNode(NNGradientFilterNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
 
 class CNNLogSoftMaxGradientNode(NNGradientFilterNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
 
 class CNNDropoutNode(NNFilterNode):
     def __init__(
@@ -2413,6 +2493,16 @@ class CNNDropoutGradientNode(NNGradientFilterNode):
         seed: int,
         mask_stride_in_pixels: tuple[int, int, int],
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        keep_probability: float,
+        seed: int,
+        mask_stride_in_pixels: tuple[int, int, int],
+    ) -> Self: ...
     @property
     def keep_probability(self) -> float: ...
     @property
@@ -2455,6 +2545,15 @@ class CNNUpsamplingNearestGradientNode(NNGradientFilterNode):
         scale_factor_x: float,
         scale_factor_y: float,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        scale_factor_x: float,
+        scale_factor_y: float,
+    ) -> Self: ...
     @property
     def scale_factor_x(self) -> float: ...
     @property
@@ -2469,6 +2568,15 @@ class CNNUpsamplingBilinearGradientNode(NNGradientFilterNode):
         scale_factor_x: float,
         scale_factor_y: float,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        scale_factor_x: float,
+        scale_factor_y: float,
+    ) -> Self: ...
     @property
     def scale_factor_x(self) -> float: ...
     @property
@@ -2489,6 +2597,10 @@ class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, kernel_size: int
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, kernel_size: int
+    ) -> Self: ...
     @property
     def kernel_size(self) -> int: ...
     @property
@@ -2512,6 +2624,10 @@ class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, kernel_size: int
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, kernel_size: int
+    ) -> Self: ...
     kernel_width: int
     kernel_height: int
     alpha: float
@@ -2540,6 +2656,15 @@ class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
         kernel_width: int,
         kernel_height: int,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        kernel_width: int,
+        kernel_height: int,
+    ) -> Self: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -2638,6 +2763,10 @@ class NNConcatenationGradientNode(NNGradientFilterNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
     @property
     def source_index(self) -> int: ...
 
@@ -2645,6 +2774,10 @@ class CNNConvolutionTransposeNode(NNFilterNode):
     def __init__(
         self, source: NNImageNode, convolution_gradient_state: NNStateNode | None, weights: _ConvolutionDataSource
     ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls, source: NNImageNode, convolution_gradient_state: NNStateNode | None, weights: _ConvolutionDataSource
+    ) -> Self: ...
     @property
     def weights(self) -> _ConvolutionDataSource: ...
     @property
@@ -2666,6 +2799,14 @@ class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
         convolution_transpose_gradient_state: NNStateNode,
         weights: _ConvolutionDataSource | None = None,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        convolution_transpose_gradient_state: NNStateNode,
+        weights: _ConvolutionDataSource,
+    ) -> Self: ...
     @property
     def training_style(self) -> NNTrainingStyle: ...
     @training_style.setter

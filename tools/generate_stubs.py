@@ -201,7 +201,8 @@ RETURNS = {
     "Self": (
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
         "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
-        "cnn_loss_descriptor_with_type image_descriptor_with_channel_format optimizer_descriptor_with_learning_rate"
+        "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
+        "optimizer_descriptor_with_learning_rate"
     ),
     "State | None": "temporary_result_state",
     "StateBatch | None": "result_state_batch temporary_result_state_batch",

@@ -58,6 +58,14 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
             _image_node_argument(right_source, "right_source").c), (left_source, right_source))
 
     @classmethod
+    def node_with_left_source(cls, left_source, right_source):
+        """The same as ``NNBinaryArithmeticNode(...)``: a new node.
+
+        MPS: +[MPSNNBinaryArithmeticNode nodeWithLeftSource:rightSource:]
+        """
+        return cls(left_source, right_source)
+
+    @classmethod
     def node_with_sources(cls, sources):
         """A new node of ``sources`` ``[left, right]``.
 
@@ -299,6 +307,14 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
             <cbool>bool(is_secondary_source_filter)),
             (source_gradient, source_image, gradient_state, bool(is_secondary_source_filter)))
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, is_secondary_source_filter):
+        """The same as ``NNArithmeticGradientNode(...)``: a new node.
+
+        MPS: +[MPSNNArithmeticGradientNode nodeWithSourceGradient:sourceImage:gradientState:isSecondarySourceFilter:]
+        """
+        return cls(source_gradient, source_image, gradient_state, is_secondary_source_filter)
 
     @classmethod
     def with_gradient_images(cls, gradient_images, forward_filter, is_secondary_source_filter):

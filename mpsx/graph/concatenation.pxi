@@ -65,6 +65,14 @@ cdef class NNConcatenationGradientNode(NNGradientFilterNode):
             _image_node_argument(source_image, "source_image").c, gradient_state.c, -1),
             (source_gradient, source_image, gradient_state))
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        """The same as ``NNConcatenationGradientNode(...)``: a new node.
+
+        MPS: +[MPSNNConcatenationGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
+        """
+        return cls(source_gradient, source_image, gradient_state)
+
     @property
     def source_index(self):
         """Which source of the concatenation this node slices out.

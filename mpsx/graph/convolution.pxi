@@ -24,6 +24,14 @@ cdef class CNNConvolutionNode(NNFilterNode):
             _image_node_argument(source, "source").c, convolution_data_source_of(weights),
             <cbool>type(self)._fully_connected), (source, weights))
 
+    @classmethod
+    def node_with_source(cls, source, weights):
+        """The same as ``CNNConvolutionNode(...)``: a new node.
+
+        MPS: +[MPSCNNConvolutionNode nodeWithSource:weights:]
+        """
+        return cls(source, weights)
+
     @property
     def weights(self):
         """The data source given.
@@ -98,6 +106,14 @@ cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, convolution_gradient_state.c, source,
             <cbool>type(self)._fully_connected), (source_gradient, source_image, convolution_gradient_state, weights))
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, convolution_gradient_state, weights):
+        """The same as ``CNNConvolutionGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNConvolutionGradientNode nodeWithSourceGradient:sourceImage:convolutionGradientState:weights:]
+        """
+        return cls(source_gradient, source_image, convolution_gradient_state, weights)
 
     @property
     def training_style(self):

@@ -40,6 +40,14 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
             _image_node_argument(source, "source").c, state, convolution_data_source_of(weights)),
             (source, convolution_gradient_state, weights))
 
+    @classmethod
+    def node_with_source(cls, source, convolution_gradient_state, weights):
+        """The same as ``CNNConvolutionTransposeNode(...)``: a new node.
+
+        MPS: +[MPSCNNConvolutionTransposeNode nodeWithSource:convolutionGradientState:weights:]
+        """
+        return cls(source, convolution_gradient_state, weights)
+
     @property
     def weights(self):
         """The data source given.
@@ -97,6 +105,14 @@ cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
             _image_node_argument(source_gradient, "source_gradient").c,
             _image_node_argument(source_image, "source_image").c, convolution_transpose_gradient_state.c, source),
             (source_gradient, source_image, convolution_transpose_gradient_state, weights))
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, convolution_transpose_gradient_state, weights):
+        """The same as ``CNNConvolutionTransposeGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNConvolutionTransposeGradientNode nodeWithSourceGradient:sourceImage:convolutionTransposeGradientState:weights:]
+        """
+        return cls(source_gradient, source_image, convolution_transpose_gradient_state, weights)
 
     @property
     def training_style(self):

@@ -102,6 +102,14 @@ cdef class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
             integer_argument(kernel_size, "kernel_size")), (source_gradient, source_image, gradient_state, kernel_size))
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_size):
+        """The same as ``CNNCrossChannelNormalizationGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNCrossChannelNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:kernelSize:]
+        """
+        return cls(source_gradient, source_image, gradient_state, kernel_size)
+
     cdef CCNNCrossChannelNormalizationGradientNode* node(self) except NULL:
         return <CCNNCrossChannelNormalizationGradientNode*>self.native()
 

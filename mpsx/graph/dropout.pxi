@@ -80,6 +80,15 @@ cdef class CNNDropoutGradientNode(NNGradientFilterNode):
             _dropout_descriptor(keep_probability, seed, mask_stride_in_pixels)),
             (source_gradient, source_image, gradient_state, keep_probability, seed, mask_stride_in_pixels))
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, keep_probability, seed,
+                                  mask_stride_in_pixels):
+        """The same as ``CNNDropoutGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNDropoutGradientNode nodeWithSourceGradient:sourceImage:gradientState:keepProbability:seed:maskStrideInPixels:]
+        """
+        return cls(source_gradient, source_image, gradient_state, keep_probability, seed, mask_stride_in_pixels)
+
     @property
     def keep_probability(self):
         """The probability that a value is kept.

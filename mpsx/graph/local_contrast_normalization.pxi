@@ -157,6 +157,14 @@ cdef class CNNLocalContrastNormalizationGradientNode(NNGradientFilterNode):
             integer_argument(kernel_width, "kernel_width"), integer_argument(kernel_height, "kernel_height")),
             (source_gradient, source_image, gradient_state, kernel_width, kernel_height))
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_width, kernel_height):
+        """The same as ``CNNLocalContrastNormalizationGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNLocalContrastNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:kernelWidth:kernelHeight:]
+        """
+        return cls(source_gradient, source_image, gradient_state, kernel_width, kernel_height)
+
     cdef CCNNLocalContrastNormalizationGradientNode* node(self) except NULL:
         return <CCNNLocalContrastNormalizationGradientNode*>self.native()
 

@@ -54,6 +54,14 @@ cdef class CNNLossNode(NNFilterNode):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNLossNode](_image_node_argument(source, "source").c,
                                                                     loss_descriptor.desc), (source, loss_descriptor))
 
+    @classmethod
+    def node_with_source(cls, source, loss_descriptor):
+        """The same as ``CNNLossNode(...)``: a new node.
+
+        MPS: +[MPSCNNLossNode nodeWithSource:lossDescriptor:]
+        """
+        return cls(source, loss_descriptor)
+
     @property
     def input_labels(self):
         """The labels node: set its handle, and give the graph its labels (CNNLossLabels per image, or one for the
@@ -107,6 +115,15 @@ cdef class NNForwardLossNode(NNFilterNode):
         self._made(<shared_ptr[CFilterNode]>make_native[CForwardLossNode](
             _image_node_argument(source, "source").c, _image_node_argument(labels, "labels").c,
             _optional_image_node(weights, "weights"), d.desc), (source, labels, weights, d))
+
+    @classmethod
+    def node_with_source(cls, source, labels, weights=None, loss_descriptor=None):
+        """The same as ``NNForwardLossNode(...)``: a new node. MPS's factories with and
+        without the optional arguments are this one method.
+
+        MPS: +[MPSNNForwardLossNode nodeWithSource:labels:weights:lossDescriptor:], +[MPSNNForwardLossNode nodeWithSource:labels:lossDescriptor:]
+        """
+        return cls(source, labels, weights, loss_descriptor)
 
     @classmethod
     def node_with_sources(cls, sources, loss_descriptor):
@@ -244,6 +261,17 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
             _image_node_argument(source_image, "source_image").c, _image_node_argument(labels, "labels").c,
             _optional_image_node(weights, "weights"), state, d.desc, <cbool>bool(is_labels_gradient_filter)),
             (source_gradient, source_image, labels, weights, gradient_state, d, bool(is_labels_gradient_filter)))
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, labels, weights=None, gradient_state=None,
+                                  loss_descriptor=None, is_labels_gradient_filter=False):
+        """The same as ``NNLossGradientNode(...)``: a new node. MPS's factories with and
+        without the optional arguments are this one method.
+
+        MPS: +[MPSNNLossGradientNode nodeWithSourceGradient:sourceImage:labels:weights:gradientState:lossDescriptor:isLabelsGradientFilter:], +[MPSNNLossGradientNode nodeWithSourceGradient:sourceImage:labels:gradientState:lossDescriptor:isLabelsGradientFilter:]
+        """
+        return cls(source_gradient, source_image, labels, weights, gradient_state, loss_descriptor,
+                   is_labels_gradient_filter)
 
     @classmethod
     def node_with_sources(cls, sources, gradient_state, loss_descriptor, is_labels_gradient_filter=False):

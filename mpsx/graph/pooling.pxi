@@ -45,6 +45,15 @@ cdef class CNNPoolingNode(NNFilterNode):
         self._make(source, _pooling_node_window(type(self)._kind, kw, kh, sx, sy),
                    {"kernel_width": kw, "kernel_height": kh, "stride_in_pixels_x": sx, "stride_in_pixels_y": sy})
 
+    @classmethod
+    def node_with_source(cls, source, filter_size, stride=None):
+        """The same as ``CNNPoolingNode(...)``: a new node. MPS's factories with and
+        without the optional arguments are this one method.
+
+        MPS: +[MPSCNNPoolingNode nodeWithSource:filterSize:], +[MPSCNNPoolingNode nodeWithSource:filterSize:stride:]
+        """
+        return cls(source, filter_size, stride)
+
     cdef _make(self, source, PoolingNodeWindow window, dict keywords):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNPoolingNode](
             _image_node_argument(source, "source").c, window), (source,), keywords)
@@ -169,6 +178,15 @@ cdef class CNNDilatedPoolingMaxNode(CNNPoolingNode):
                    {"kernel_width": kw, "kernel_height": kh, "stride_in_pixels_x": sx, "stride_in_pixels_y": sy,
                     "dilation_rate_x": dx, "dilation_rate_y": dy})
 
+    @classmethod
+    def node_with_source(cls, source, filter_size, stride=None, dilation_rate=None):
+        """The same as ``CNNDilatedPoolingMaxNode(...)``: a new node. MPS's factories with and
+        without the optional arguments are this one method.
+
+        MPS: +[MPSCNNDilatedPoolingMaxNode nodeWithSource:filterSize:], +[MPSCNNDilatedPoolingMaxNode nodeWithSource:filterSize:stride:dilationRate:]
+        """
+        return cls(source, filter_size, stride, dilation_rate)
+
     @property
     def dilation_rate_x(self):
         """The distance in x between the window's taps.
@@ -218,6 +236,16 @@ cdef class CNNPoolingGradientNode(NNGradientFilterNode):
             (source_gradient, source_image, gradient_state, kernel_width, kernel_height, stride_in_pixels_x,
              stride_in_pixels_y, padding_policy),
             {"dilation_rate_x": dilation_rate_x, "dilation_rate_y": dilation_rate_y})
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_width, kernel_height,
+                                  stride_in_pixels_x, stride_in_pixels_y, padding_policy):
+        """The same as ``CNNPoolingGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNPoolingGradientNode nodeWithSourceGradient:sourceImage:gradientState:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:paddingPolicy:]
+        """
+        return cls(source_gradient, source_image, gradient_state, kernel_width, kernel_height, stride_in_pixels_x,
+                   stride_in_pixels_y, padding_policy)
 
     cdef const PoolingNodeWindow* window(self) except NULL:
         return &(<CCNNPoolingGradientNode*>self.native()).window()
@@ -285,3 +313,13 @@ cdef class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
     MPS: MPSCNNDilatedPoolingMaxGradientNode
     """
     _kind = 3
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_width, kernel_height,
+                                  stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y):
+        """The same as ``CNNDilatedPoolingMaxGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNDilatedPoolingMaxGradientNode nodeWithSourceGradient:sourceImage:gradientState:kernelWidth:kernelHeight:strideInPixelsX:strideInPixelsY:dilationRateX:dilationRateY:]
+        """
+        return cls(source_gradient, source_image, gradient_state, kernel_width, kernel_height, stride_in_pixels_x,
+                   stride_in_pixels_y, dilation_rate_x=dilation_rate_x, dilation_rate_y=dilation_rate_y)

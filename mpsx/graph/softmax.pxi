@@ -72,6 +72,14 @@ cdef class CNNSoftMaxGradientNode(NNGradientFilterNode):
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         _make_softmax_gradient_node(self, source_gradient, source_image, gradient_state, False)
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        """The same as ``CNNSoftMaxGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNSoftMaxGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
+        """
+        return cls(source_gradient, source_image, gradient_state)
+
 
 cdef class CNNLogSoftMaxGradientNode(NNGradientFilterNode):
     """CNNLogSoftMaxGradientNode(source_gradient, source_image, gradient_state)
@@ -85,3 +93,11 @@ cdef class CNNLogSoftMaxGradientNode(NNGradientFilterNode):
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         _make_softmax_gradient_node(self, source_gradient, source_image, gradient_state, True)
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state):
+        """The same as ``CNNLogSoftMaxGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNLogSoftMaxGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
+        """
+        return cls(source_gradient, source_image, gradient_state)

@@ -115,6 +115,14 @@ cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
             _image_node_argument(source_image, "source_image").c, gradient_state.c,
             integer_argument(kernel_size, "kernel_size")), (source_gradient, source_image, gradient_state, kernel_size))
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_size):
+        """The same as ``CNNSpatialNormalizationGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNSpatialNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:kernelSize:]
+        """
+        return cls(source_gradient, source_image, gradient_state, kernel_size)
+
     cdef CSpatialNormalizationNodeSettings* settings(self) except NULL:
         return <CSpatialNormalizationNodeSettings*><CCNNSpatialNormalizationGradientNode*>self.native()
 

@@ -130,6 +130,14 @@ cdef class CNNUpsamplingNearestGradientNode(NNGradientFilterNode):
         _make_upsampling_gradient_node(self, source_gradient, source_image, gradient_state, UpsamplingKind.Nearest,
                                        scale_factor_x, scale_factor_y)
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, scale_factor_x, scale_factor_y):
+        """The same as ``CNNUpsamplingNearestGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNUpsamplingNearestGradientNode nodeWithSourceGradient:sourceImage:gradientState:scaleFactorX:scaleFactorY:]
+        """
+        return cls(source_gradient, source_image, gradient_state, scale_factor_x, scale_factor_y)
+
     @property
     def scale_factor_x(self):
         """The factor in x (an integer, as a float).
@@ -162,6 +170,14 @@ cdef class CNNUpsamplingBilinearGradientNode(NNGradientFilterNode):
                  scale_factor_y):
         _make_upsampling_gradient_node(self, source_gradient, source_image, gradient_state, UpsamplingKind.Bilinear,
                                        scale_factor_x, scale_factor_y)
+
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, scale_factor_x, scale_factor_y):
+        """The same as ``CNNUpsamplingBilinearGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNUpsamplingBilinearGradientNode nodeWithSourceGradient:sourceImage:gradientState:scaleFactorX:scaleFactorY:]
+        """
+        return cls(source_gradient, source_image, gradient_state, scale_factor_x, scale_factor_y)
 
     @property
     def scale_factor_x(self):
