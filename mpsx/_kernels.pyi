@@ -39,6 +39,20 @@ __all__ = [
     "NNNeuronDescriptor",
     "CNNNeuron",
     "CNNNeuronGradient",
+    "CNNNeuronAbsolute",
+    "CNNNeuronELU",
+    "CNNNeuronExponential",
+    "CNNNeuronHardSigmoid",
+    "CNNNeuronLinear",
+    "CNNNeuronLogarithm",
+    "CNNNeuronPReLU",
+    "CNNNeuronPower",
+    "CNNNeuronReLU",
+    "CNNNeuronReLUN",
+    "CNNNeuronSigmoid",
+    "CNNNeuronSoftPlus",
+    "CNNNeuronSoftSign",
+    "CNNNeuronTanH",
     "CNNConvolutionDescriptor",
     "CNNConvolutionDataSource",
     "ConvolutionWeights",
@@ -141,6 +155,21 @@ __all__ = [
     "NNTrainingStyle",
     "CNNNeuronNode",
     "CNNNeuronGradientNode",
+    "CNNNeuronAbsoluteNode",
+    "CNNNeuronELUNode",
+    "CNNNeuronExponentialNode",
+    "CNNNeuronGeLUNode",
+    "CNNNeuronHardSigmoidNode",
+    "CNNNeuronLinearNode",
+    "CNNNeuronLogarithmNode",
+    "CNNNeuronPReLUNode",
+    "CNNNeuronPowerNode",
+    "CNNNeuronReLUNode",
+    "CNNNeuronReLUNNode",
+    "CNNNeuronSigmoidNode",
+    "CNNNeuronSoftPlusNode",
+    "CNNNeuronSoftSignNode",
+    "CNNNeuronTanHNode",
     "CNNPoolingNode",
     "CNNPoolingMaxNode",
     "CNNPoolingAverageNode",
@@ -576,11 +605,65 @@ class CNNNeuron(CNNUnaryKernel[NNGradientState]):
     def b(self) -> float: ...
     @property
     def c(self) -> float: ...
+    @property
+    def data(self) -> npt.NDArray[np.float32] | None: ...
 
 class CNNNeuronGradient(CNNGradientKernel):
     def __init__(self, device: Device, neuron_descriptor: NNNeuronDescriptor) -> None: ...
     @property
     def neuron_descriptor(self) -> NNNeuronDescriptor: ...
+    @property
+    def neuron_type(self) -> NeuronType: ...
+    @property
+    def a(self) -> float: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    @property
+    def data(self) -> npt.NDArray[np.float32] | None: ...
+
+class CNNNeuronAbsolute(CNNNeuron):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNNeuronELU(CNNNeuron):
+    def __init__(self, device: Device, a: float) -> None: ...
+
+class CNNNeuronExponential(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float, c: float) -> None: ...
+
+class CNNNeuronHardSigmoid(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float) -> None: ...
+
+class CNNNeuronLinear(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float) -> None: ...
+
+class CNNNeuronLogarithm(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float, c: float) -> None: ...
+
+class CNNNeuronPReLU(CNNNeuron):
+    def __init__(self, device: Device, a: npt.ArrayLike, count: int | None = None) -> None: ...
+
+class CNNNeuronPower(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float, c: float) -> None: ...
+
+class CNNNeuronReLU(CNNNeuron):
+    def __init__(self, device: Device, a: float) -> None: ...
+
+class CNNNeuronReLUN(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float) -> None: ...
+
+class CNNNeuronSigmoid(CNNNeuron):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNNeuronSoftPlus(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float) -> None: ...
+
+class CNNNeuronSoftSign(CNNNeuron):
+    def __init__(self, device: Device) -> None: ...
+
+class CNNNeuronTanH(CNNNeuron):
+    def __init__(self, device: Device, a: float, b: float) -> None: ...
 
 @disjoint_base
 class CNNConvolutionDescriptor:
@@ -2084,6 +2167,12 @@ class CNNNeuronNode(NNFilterNode):
     def node_with_source(cls, source: NNImageNode, descriptor: NNNeuronDescriptor) -> Self: ...
     @property
     def descriptor(self) -> NNNeuronDescriptor: ...
+    @property
+    def a(self) -> float: ...
+    @property
+    def b(self) -> float: ...
+    @property
+    def c(self) -> float: ...
 
 class CNNNeuronGradientNode(NNGradientFilterNode):
     def __init__(
@@ -2095,6 +2184,81 @@ class CNNNeuronGradientNode(NNGradientFilterNode):
     ) -> None: ...
     @property
     def descriptor(self) -> NNNeuronDescriptor: ...
+
+class CNNNeuronAbsoluteNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronELUNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronExponentialNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 0.0, c: float = -1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 0.0, c: float = -1.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronGeLUNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronHardSigmoidNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 0.2, b: float = 0.5) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 0.2, b: float = 0.5) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronLinearNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 0.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 0.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronLogarithmNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 0.0, c: float = -1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 0.0, c: float = -1.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronPReLUNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a_data: npt.ArrayLike) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a_data: npt.ArrayLike) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronPowerNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 0.0, c: float = 1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 0.0, c: float = 1.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronReLUNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 0.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 0.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronReLUNNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 6.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 6.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronSigmoidNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronSoftPlusNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 1.0) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronSoftSignNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...  # type: ignore[override]
+
+class CNNNeuronTanHNode(CNNNeuronNode):
+    def __init__(self, source: NNImageNode, a: float = 1.0, b: float = 1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, a: float = 1.0, b: float = 1.0) -> Self: ...  # type: ignore[override]
 
 class CNNPoolingNode(NNFilterNode):
     def __init__(

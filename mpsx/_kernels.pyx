@@ -952,7 +952,9 @@ cdef object _saved_data_source(kernel):
 
 
 # The Python class of each native kernel and filter node, by the MPS class name its class_name() returns; filled
-# once, at the end of this module, from the public classes (each is its MPS class without "MPS").
+# once, at the end of this module, from the public classes (each is its MPS class without "MPS"). A filter node a
+# constructor made keeps the class that made it (NNFilterNode._made): the per-type neuron nodes share one native
+# node.
 cdef dict _wrapper_classes = {}
 
 

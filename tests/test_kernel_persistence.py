@@ -176,6 +176,15 @@ CASES = [
     ("CNNNeuron", lambda d: with_properties(mpsx.CNNNeuron(d, PRELU)), unary()),
     ("CNNNeuronGradient", lambda d: with_properties(mpsx.CNNNeuronGradient(d, PRELU)),
      gradient(lambda d: mpsx.CNNNeuron(d, PRELU))),
+    # The per-type neurons, with parameters their functions take over any input.
+    *[(name, lambda d, name=name, arguments=arguments: with_properties(getattr(mpsx, name)(d, *arguments)), unary())
+      for name, arguments in [
+          ("CNNNeuronAbsolute", ()), ("CNNNeuronELU", (0.5,)), ("CNNNeuronExponential", (0.5, 0.1, 2.0)),
+          ("CNNNeuronHardSigmoid", (0.3, 0.4)), ("CNNNeuronLinear", (2.0, -1.0)),
+          ("CNNNeuronLogarithm", (1.0, 10.0, -1.0)), ("CNNNeuronPReLU", ([0.1, 0.2, 0.3],)),
+          ("CNNNeuronPower", (1.0, 0.5, 2.0)), ("CNNNeuronReLU", (0.1,)), ("CNNNeuronReLUN", (0.1, 0.5)),
+          ("CNNNeuronSigmoid", ()), ("CNNNeuronSoftPlus", (1.5, 0.5)), ("CNNNeuronSoftSign", ()),
+          ("CNNNeuronTanH", (1.5, 0.5))]],
     *pooling_pair("CNNPoolingMax", 3, 3, 2, 2),
     *pooling_pair("CNNPoolingAverage", 3, 2, 2, 1, zero_pad_size_x=1, zero_pad_size_y=2),
     *pooling_pair("CNNPoolingL2Norm", 2, 3, 1, 2),

@@ -71,7 +71,6 @@ def build(device, rng, by_hand=False):
     """The training graph, the inference graph and the data sources. The training graph comes from the loss node's
     training_graph (trainingGraphWithSourceGradient:), or, by_hand, from gradient nodes made one by one with
     gradient_filter_with_source, as the independent trainer does."""
-    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
     sources = [AdamConvolutionDataSource(device, rng, 5, 1, 32, "conv1"),
                AdamConvolutionDataSource(device, rng, 5, 32, 64, "conv2"),
                AdamConvolutionDataSource(device, rng, 2, 64, 1024, "fc1"),
@@ -82,11 +81,11 @@ def build(device, rng, by_hand=False):
         x = mpsx.NNImageNode(mpsx.NNHandle("images"))
         for source in sources[:2]:
             filters.append(mpsx.CNNConvolutionNode(x, source))
-            filters.append(mpsx.CNNNeuronNode(filters[-1].result_image, relu))
+            filters.append(mpsx.CNNNeuronReLUNode(filters[-1].result_image))
             filters.append(mpsx.CNNPoolingMaxNode(filters[-1].result_image, 2))  # 8x8 -> 4x4 -> 2x2
             x = filters[-1].result_image
         filters.append(mpsx.CNNFullyConnectedNode(filters[-1].result_image, sources[2]))
-        filters.append(mpsx.CNNNeuronNode(filters[-1].result_image, relu))
+        filters.append(mpsx.CNNNeuronReLUNode(filters[-1].result_image))
         if dropout:
             filters.append(mpsx.CNNDropoutNode(filters[-1].result_image, keep_probability=0.5, seed=7))
         filters.append(mpsx.CNNFullyConnectedNode(filters[-1].result_image, sources[3]))

@@ -457,14 +457,15 @@ cdef class NNFilterNode:
 
     cdef _made(self, shared_ptr[CFilterNode] node, tuple arguments, dict keywords=None):
         """Takes the native node a constructor made, with the arguments it made it from (what saving the
-        node describes: the node keeps them, as its wrappers come and go)."""
-        node.get().constructor_arguments = hold((arguments, keywords or {}))
+        node describes) and the class that made it (what its wrappers are: one native node serves several
+        classes, the per-type neurons'): the node keeps them, as its wrappers come and go."""
+        node.get().constructor_arguments = hold((arguments, keywords or {}, type(self)))
         self.c = node
 
     cdef object _constructor_arguments(self):
         """(arguments, keywords) of the constructor that made this node; None for one made natively."""
         cdef CFilterNode* node = self.native()
-        return <object><PyObject*>node.constructor_arguments.get() if node.constructor_arguments else None
+        return (<tuple><object><PyObject*>node.constructor_arguments.get())[:2] if node.constructor_arguments else None
 
     @property
     def result_image(self):
@@ -694,7 +695,8 @@ def _training_style(value):
 cdef object _wrap_filter_node(const shared_ptr[CFilterNode]& node):
     if not node:
         return None
-    cls = _wrapper_class(node.get().class_name())
+    made = node.get().constructor_arguments
+    cls = (<tuple><object><PyObject*>made.get())[2] if made else _wrapper_class(node.get().class_name())
     cdef NNFilterNode out = cls.__new__(cls)
     out.c = node
     return out

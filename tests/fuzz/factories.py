@@ -407,6 +407,15 @@ obj = mpsx.NNNeuronDescriptor(neuron_type, data=data)
 """],
     "CNNNeuron": [forward("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
     "CNNNeuronGradient": [NEURON_GRADIENT],
+    # The per-type neurons, over the two channels of IMAGES' images.
+    **{f"CNNNeuron{name}": [forward(f"mpsx.CNNNeuron{name}(dev{''.join(', ' + p for p in parameters)})",
+                                    "\na, b, c = 0.5, 2.0, 1.5\n")]
+       for name, parameters in [("Absolute", ""), ("ELU", "a"), ("Exponential", "abc"), ("HardSigmoid", "ab"),
+                                ("Linear", "ab"), ("Logarithm", "abc"), ("Power", "abc"), ("ReLU", "a"),
+                                ("ReLUN", "ab"), ("Sigmoid", ""), ("SoftPlus", "ab"), ("SoftSign", ""),
+                                ("TanH", "ab")]},
+    "CNNNeuronPReLU": [forward("mpsx.CNNNeuronPReLU(dev, a, count)",
+                               "\na = np.array([0.1, 0.2], np.float32)\ncount = 2\n")],
     # pooling
     "CNNPoolingMax": [pooling("CNNPoolingMax")],
     "CNNPoolingAverage": [pooling("CNNPoolingAverage")],
@@ -823,6 +832,16 @@ FACTORIES.update({
     "NNLabelsNode": [graph_node("loss.input_labels")],
     "CNNNeuronNode": [graph_node("relu")],
     "CNNNeuronGradientNode": [graph_gradient_node("relu")],
+    # The per-type neuron nodes, over the four channels of the convolution's result.
+    **{f"CNNNeuron{name}Node": [graph_node(
+        f"mpsx.CNNNeuron{name}Node(conv.result_image{''.join(', ' + p for p in parameters)})",
+        "\na, b, c = 0.5, 2.0, 1.5\n")]
+       for name, parameters in [("Absolute", ""), ("ELU", "a"), ("Exponential", "abc"), ("GeLU", ""),
+                                ("HardSigmoid", "ab"), ("Linear", "ab"), ("Logarithm", "abc"), ("Power", "abc"),
+                                ("ReLU", "a"), ("ReLUN", "ab"), ("Sigmoid", ""), ("SoftPlus", "ab"), ("SoftSign", ""),
+                                ("TanH", "ab")]},
+    "CNNNeuronPReLUNode": [graph_node("mpsx.CNNNeuronPReLUNode(conv.result_image, a_data)",
+                                      "\na_data = np.array([0.1, 0.2, 0.3, 0.4], np.float32)\n")],
     "CNNPoolingMaxNode": [graph_node("pool")],
     "CNNPoolingAverageNode": [graph_node("mpsx.CNNPoolingAverageNode(relu.result_image, 2)")],
     "CNNPoolingL2NormNode": [graph_node("mpsx.CNNPoolingL2NormNode(relu.result_image, 2)")],
