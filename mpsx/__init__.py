@@ -34,6 +34,7 @@ from mpsx._runtime import (  # noqa: E402
     ImageDescriptor,
     State,
     StateBatch,
+    TemporaryImage,
     Vector,
     devices,
     state_batch_increment_read_count,

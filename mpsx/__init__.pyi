@@ -27,6 +27,7 @@ from mpsx._runtime import (
     ImageDescriptor as ImageDescriptor,
     State as State,
     StateBatch as StateBatch,
+    TemporaryImage as TemporaryImage,
     Vector as Vector,
     devices as devices,
     state_batch_increment_read_count as state_batch_increment_read_count,

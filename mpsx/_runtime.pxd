@@ -108,6 +108,10 @@ cdef class Image(Images):
     pass
 
 
+cdef class TemporaryImage(Image):
+    pass
+
+
 cdef class ImageBatch(Images):
     pass
 

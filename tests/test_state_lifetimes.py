@@ -361,7 +361,7 @@ def test_a_temporary_state_is_read_as_often_as_its_read_count(device):
         gradient.encode(cb, dy, x, state)
     with pytest.raises(mpsx.StateError, match="MPSCNNNeuron: this temporary .* read_count of 0"):
         forward.encode(cb, x, destination_state=state)  # nor written
-    with pytest.raises(mpsx.StateError, match="the temporary state's read_count reached 0"):
+    with pytest.raises(mpsx.StateError, match="the temporary object's read_count reached 0"):
         state.read_count = 1
     assert cb.command_count == count
     _, (expected,) = autograd(torch.tanh, dy.to_numpy(), x.to_numpy())

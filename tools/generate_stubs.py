@@ -64,7 +64,8 @@ TYPES = {
     "Image": "destination_gradient source_gradient source_image",
     "Image | ImageBatch": "destination_image labels_image primary_image secondary_image weights_image",
     "ImageBatch": "destination_gradients destination_images",
-    "ImageDescriptor": "descriptor",
+    "ImageDescriptor": "descriptor image_descriptor",
+    "list[ImageDescriptor]": "image_descriptor_list",
     "ImageEdgeMode": "edge_mode primary_edge_mode secondary_edge_mode",
     "Iterable[State] | None": "batch",
     "Iterable[str]": "names",
@@ -194,15 +195,16 @@ RETURNS = {
         "encode_gamma_and_beta_update encode_mean_and_variance_update encode_weights_and_bias_update purge "
         "reload_data_source reload_from_data_sources reload_gamma_and_beta reload_gamma_and_beta_from_data_source "
         "reload_mean_and_variance reload_mean_and_variance_from_data_source reload_weights_and_biases "
-        "reload_weights_and_biases_from_data_source replay reset reset_peak_bytes_in_use restore_properties save "
-        "set_learning_rate set_optimizer_state synchronize wait_until_completed wait_until_idle write"
+        "reload_weights_and_biases_from_data_source prefetch_storage_with_command_buffer replay reset "
+        "reset_peak_bytes_in_use restore_properties save set_learning_rate set_optimizer_state synchronize "
+        "wait_until_completed wait_until_idle write"
     ),
     "ProcessGroup": "group init",
     "Self": (
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
         "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
-        "optimizer_descriptor_with_learning_rate"
+        "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer"
     ),
     "State | None": "temporary_result_state",
     "StateBatch | None": "result_state_batch temporary_result_state_batch",

@@ -24,6 +24,12 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         void read(void* destination, size_t bytes, DataType host_type) except +raise_py_error
         void write(const void* source, size_t bytes, DataType host_type) except +raise_py_error
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
+        bool is_temporary()
+        int64_t read_count()
+        void set_read_count(int64_t count) except +raise_py_error
+        @staticmethod
+        shared_ptr[CImage] temporary(CCommandBuffer& command_buffer,
+                                     const ImageDescriptor& descriptor) except +raise_py_error
         @staticmethod
         shared_ptr[CImage] gather(CCommandBuffer& command_buffer,
                                   const vector[shared_ptr[CImage]]& items) except +raise_py_error

@@ -401,6 +401,55 @@ cdef class Image(Images):
         return self.native().number_of_images()
 
 
+cdef class TemporaryImage(Image):
+    """TemporaryImage(command_buffer, image_descriptor)
+--
+
+    An image only kernels encoding onto ``command_buffer`` read and write, while its ``read_count`` (1 at first) is
+    above 0: each encode that reads it lowers the count by 1 (a batch gathered from temporary images counts for each
+    of them), and reading or writing it at 0 raises StateError, as does using it on another command buffer. The
+    host never reads or writes it (SynchronizationError; DLPack too). As
+    ``+[MPSTemporaryImage temporaryImageWithCommandBuffer:imageDescriptor:]``.
+
+    MPS: MPSTemporaryImage
+    """
+
+    def __init__(self, CommandBuffer command_buffer not None, ImageDescriptor image_descriptor not None):
+        self.c = CImage.temporary(command_buffer.native()[0], image_descriptor.c)
+
+    @classmethod
+    def temporary_image_with_command_buffer(cls, command_buffer, image_descriptor):
+        """The same as ``TemporaryImage(command_buffer, image_descriptor)``: a new temporary image.
+
+        MPS: +[MPSTemporaryImage temporaryImageWithCommandBuffer:imageDescriptor:]
+        """
+        return cls(command_buffer, image_descriptor)
+
+    @classmethod
+    def prefetch_storage_with_command_buffer(cls, CommandBuffer command_buffer not None, image_descriptor_list):
+        """A hint of the temporary images ``command_buffer`` will use, which MPS says is never necessary: mpsx
+        checks the arguments and does nothing else (its device pool reuses storage across command buffers).
+
+        MPS: +[MPSTemporaryImage prefetchStorageWithCommandBuffer:imageDescriptorList:]
+        """
+        for i, d in enumerate(image_descriptor_list):
+            if not isinstance(d, ImageDescriptor):
+                raise TypeError(f"expected a list of mpsx.ImageDescriptor, item {i} is {type(d).__name__}")
+
+    @property
+    def read_count(self):
+        """The reads left before the contents become undefined (1 at first); each encode that reads the image
+        lowers it by 1. Setting it raises StateError once it is 0, and ValueError below 0.
+
+        MPS: MPSTemporaryImage.readCount
+        """
+        return self.native().read_count()
+
+    @read_count.setter
+    def read_count(self, value):
+        self.native().set_read_count(integer_argument(value, "read_count"))
+
+
 cdef class ImageBatch(Images):
     """ImageBatch(device, descriptor)
 --

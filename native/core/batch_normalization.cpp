@@ -427,6 +427,7 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
   if (!source) fail<TypeMismatchError>(class_name(), ": expected source images, given None");
   if (!state) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given None");
   check_device(*source, "source images");
+  check_usable(command_buffer, {source.get()});
   check_device(*state, "state");
   auto bn = std::dynamic_pointer_cast<BatchNormalizationState>(state);
   if (!bn) fail<TypeMismatchError>(class_name(), ": expected an ", kStateName, ", given an ", state->class_name());
@@ -460,7 +461,7 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
                                          source->width()),
                           bn->batch(), before);
   });
-  source->buffer()->will_read(command_buffer);
+  source->will_read(command_buffer);
   bn->mean()->will_write(command_buffer);
   bn->variance()->will_write(command_buffer);
 }
@@ -514,8 +515,8 @@ void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buff
                                    source_region(*source_image, g, channels), epsilon, bn->batch(), accumulate);
   });
   bn->gradients_encoded = true;
-  source_gradient->buffer()->will_read(command_buffer);
-  source_image->buffer()->will_read(command_buffer);
+  source_gradient->will_read(command_buffer);
+  source_image->will_read(command_buffer);
   bn->gradient_for_gamma()->will_write(command_buffer);
   bn->gradient_for_beta()->will_write(command_buffer);
 }

@@ -250,6 +250,7 @@ void release(const Exported& e) {
 
 Exported export_image(const std::shared_ptr<Image>& image, const ExportRequest& request) {
   const Image& im = *image;
+  im.check_host_access();
   const ImageDescriptor& d = im.descriptor();
   Backend& backend = im.device().backend();
   View view;

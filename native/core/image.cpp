@@ -199,7 +199,11 @@ Image::Image(std::shared_ptr<Buffer> buffer, const ImageDescriptor& descriptor)
 }
 
 Image::Image(const Image& base, int64_t first, int64_t count)
-    : buffer_(base.buffer_), storage_(base.storage_), descriptor_(base.descriptor_), layout_(base.layout_) {
+    : buffer_(base.buffer_),
+      storage_(base.storage_),
+      descriptor_(base.descriptor_),
+      layout_(base.layout_),
+      lifetimes_(base.lifetimes_) {
   if (first < 0 || count <= 0 || count > base.number_of_images() - first)
     fail<ArgumentError>(count, " images from image ", first, " are outside a batch of ", base.number_of_images());
   descriptor_.number_of_images = count;
@@ -332,11 +336,60 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
       command_buffer.record([batch, item, at](ExecutionContext& context) { context.copy_images(*item, *batch, at); });
       at += item->number_of_images();
     }
-    for (const auto& item : items) item->buffer_->will_read(command_buffer);
+    for (const auto& item : items) {
+      item->buffer_->will_read(command_buffer);
+      // MPSImageBatch.h: a batch's read lowers each distinct image's count once.
+      for (const auto& lifetime : item->lifetimes_)
+        if (std::find(batch->lifetimes_.begin(), batch->lifetimes_.end(), lifetime) == batch->lifetimes_.end())
+          batch->lifetimes_.push_back(lifetime);
+    }
     batch->buffer_->will_write(command_buffer);
     batch->identity_ = identity;
   }
   return batch;
+}
+
+void Image::make_temporary(const CommandBuffer& command_buffer) {
+  lifetimes_.assign(1, std::make_shared<TemporaryLifetime>());
+  lifetimes_.front()->make_temporary(command_buffer);
+}
+
+std::shared_ptr<Image> Image::temporary(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) {
+  command_buffer.check_encodable();
+  descriptor.validate();
+  auto image = make_pooled<Image>(command_buffer.device_ptr(), descriptor);
+  image->make_temporary(command_buffer);
+  return image;
+}
+
+int64_t Image::read_count() const { return lifetimes_.size() == 1 ? lifetimes_.front()->read_count() : 0; }
+
+void Image::set_read_count(int64_t count) {
+  if (lifetimes_.size() > 1)
+    fail<ArgumentError>("MPSTemporaryImage: a batch gathered from several temporary images has no read_count of its ",
+                        "own; set each image's");
+  if (lifetimes_.empty()) {
+    if (count < 0) fail<ArgumentError>("MPSImage: read_count must be 0 or more, given ", count);
+    return;
+  }
+  lifetimes_.front()->set_read_count(count, "MPSTemporaryImage");
+}
+
+void Image::check_usable(const CommandBuffer& command_buffer, const char* kernel) const {
+  for (const auto& lifetime : lifetimes_) lifetime->check_usable(command_buffer, kernel, "MPSTemporaryImage");
+}
+
+void Image::will_read(CommandBuffer& command_buffer) {
+  buffer_->will_read(command_buffer);
+  for (const auto& lifetime : lifetimes_) lifetime->was_read();
+}
+
+void Image::will_write(CommandBuffer& command_buffer) { buffer_->will_write(command_buffer); }
+
+void Image::check_host_access() const {
+  if (!lifetimes_.empty())
+    fail<SynchronizationError>("the image is an MPSTemporaryImage, which only kernels read and write (MPS: its ",
+                               "storage is private to the GPU); copy it into an mpsx.Image with a kernel to read it");
 }
 
 namespace {
@@ -350,6 +403,7 @@ void check_host_array(const ImageDescriptor& d, size_t bytes, DataType host_type
 }  // namespace
 
 void Image::read(void* destination, size_t bytes, DataType host_type) const {
+  check_host_access();
   check_host_array(descriptor_, bytes, host_type);
   ImageRegion from = whole();
   ImageRegion to = from;
@@ -364,6 +418,7 @@ void Image::read(void* destination, size_t bytes, DataType host_type) const {
 }
 
 void Image::write(const void* source, size_t bytes, DataType host_type) {
+  check_host_access();
   buffer_->check_host_writable("the image");
   check_host_array(descriptor_, bytes, host_type);
   ImageRegion to = whole();

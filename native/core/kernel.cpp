@@ -99,6 +99,11 @@ void Kernel::check_device(const Image& image, const char* role) const {
                               ", the kernel on device ", device_->name());
 }
 
+void Kernel::check_usable(const CommandBuffer& command_buffer, std::initializer_list<const Image*> images) const {
+  for (const Image* image : images)
+    if (image) image->check_usable(command_buffer, class_name());
+}
+
 void Kernel::check_device(const State& state, const char* role) const {
   if (&state.device() != device_.get())
     fail<DeviceMismatchError>(class_name(), ": the ", role, " is on device ", state.device().name(),
@@ -389,6 +394,7 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
   check_device(*source, "source image");
   check_properties();
   check_source(*source);
+  check_usable(command_buffer, {source.get(), destination.get()});
   std::shared_ptr<State> state = given_state;
   if (state) {
     check_device(*state, "state");
@@ -431,8 +437,8 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     gradient_state->encoded = true;
   }
   record(command_buffer, source, result, geometry, state);
-  source->buffer()->will_read(command_buffer);
-  result->buffer()->will_write(command_buffer);
+  source->will_read(command_buffer);
+  result->will_write(command_buffer);
   return {result, state};
 }
 
@@ -611,6 +617,7 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
   if (!primary_image) fail<TypeMismatchError>(class_name(), ": expected a primary image, given None");
   if (!secondary_image) fail<TypeMismatchError>(class_name(), ": expected a secondary image, given None");
   check_inputs(*primary_image, *secondary_image);
+  check_usable(command_buffer, {primary_image.get(), secondary_image.get(), destination.get()});
   std::shared_ptr<State> state = given_state;
   if (state) {
     check_device(*state, "state");
@@ -666,9 +673,9 @@ BinaryKernel::Encoded BinaryKernel::encode(CommandBuffer& command_buffer, const 
     s->encoded = true;
   }
   record(command_buffer, primary_image, secondary_image, result, geometry, state);
-  primary_image->buffer()->will_read(command_buffer);
-  secondary_image->buffer()->will_read(command_buffer);
-  result->buffer()->will_write(command_buffer);
+  primary_image->will_read(command_buffer);
+  secondary_image->will_read(command_buffer);
+  result->will_write(command_buffer);
   return {result, state};
 }
 
@@ -788,6 +795,7 @@ void GradientKernel::check_arguments(CommandBuffer& command_buffer, const std::s
   check_device(*source_gradient, "source gradient");
   check_device(*source_image, "source image");
   check_device(*state, "gradient state");
+  check_usable(command_buffer, {source_gradient.get(), source_image.get()});
   state->check_usable(command_buffer, class_name());
   const GradientState& g = gradient_state_of(*state);
   if (!g.encoded) fail<StateError>(class_name(), ": the ", state->class_name(), " was not produced by a forward encode");
@@ -845,6 +853,7 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
   std::shared_ptr<Image> result = destination_gradient;
   if (result) {
     check_device(*result, "destination gradient");
+    result->check_usable(command_buffer, class_name());
     if (result->width() != expected.width || result->height() != expected.height ||
         result->feature_channels() != expected.feature_channels ||
         result->number_of_images() != expected.number_of_images)
@@ -862,9 +871,9 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
   Kernel::check_aliasing(*result, "destination gradient", state.get());
   record(command_buffer, source_gradient, source_image, state, result);
   state->was_read();
-  source_gradient->buffer()->will_read(command_buffer);
-  source_image->buffer()->will_read(command_buffer);
-  result->buffer()->will_write(command_buffer);
+  source_gradient->will_read(command_buffer);
+  source_image->will_read(command_buffer);
+  result->will_write(command_buffer);
   return result;
 }
 

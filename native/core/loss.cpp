@@ -264,20 +264,20 @@ void CNNLoss::record_loss(CommandBuffer& command_buffer, const std::shared_ptr<I
                                                 d.number_of_images, d.feature_channels, d.height, d.width),
                                  loss->whole());
   });
-  source->buffer()->will_read(command_buffer);
-  targets->buffer()->will_read(command_buffer);
-  if (weights) weights->buffer()->will_read(command_buffer);
-  result->buffer()->will_write(command_buffer);
-  loss->buffer()->will_write(command_buffer);
+  source->will_read(command_buffer);
+  targets->will_read(command_buffer);
+  if (weights) weights->will_read(command_buffer);
+  result->will_write(command_buffer);
+  loss->will_write(command_buffer);
 }
 
 void CNNLoss::scatter_loss(CommandBuffer& command_buffer, const std::shared_ptr<Image>& loss,
                            const std::shared_ptr<CNNLossLabels>* labels, size_t count) const {
-  loss->buffer()->will_read(command_buffer);
+  loss->will_read(command_buffer);
   int64_t at = 0;
   for (size_t i = 0; i < count; ++i) {
     const std::shared_ptr<Image>& output = labels[i]->loss_image();
-    output->buffer()->will_write(command_buffer);
+    output->will_write(command_buffer);
     command_buffer.record([loss, output, at](ExecutionContext& context) {
       context.copy_images(Image(*loss, at, output->number_of_images()), *output, 0);
     });
@@ -296,6 +296,7 @@ std::shared_ptr<Image> CNNLoss::encode(CommandBuffer& command_buffer, const std:
   check_device(*source, "source image");
   check_properties();
   check_source(*source);
+  check_usable(command_buffer, {source.get(), destination.get()});
   const ImageDescriptor& s = source->descriptor();
   ImageDescriptor loss_size = loss_image_descriptor(s, descriptor_.reduction_type);
   const bool weighted = check_labels(s, labels, count, loss_size);
@@ -404,6 +405,7 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
   check_command_buffer(command_buffer);
   check_properties();
   check_inputs(source, labels, weights);
+  check_usable(command_buffer, {source.get(), labels.get(), weights.get(), destination.get()});
   const ImageDescriptor expected = loss_size(*source);
   std::shared_ptr<Image> result = destination;
   if (result) {
@@ -448,8 +450,8 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
                             result->whole());
   });
   for (const auto* read : {&source, &labels, &weights})
-    if (*read) (*read)->buffer()->will_read(command_buffer);
-  result->buffer()->will_write(command_buffer);
+    if (*read) (*read)->will_read(command_buffer);
+  result->will_write(command_buffer);
   return {result, filled};
 }
 
@@ -474,6 +476,7 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
   if (!source_gradient) fail<TypeMismatchError>(class_name(), ": expected source gradients, given None");
   check_inputs(source, labels, weights);
   check_device(*source_gradient, "source gradient");
+  check_usable(command_buffer, {source_gradient.get(), source.get(), labels.get(), weights.get(), destination.get()});
   check_floating(*source_gradient, class_name(), "source gradient");
   const ImageDescriptor expected_gradient = loss_size(*source);
   if (!same_size(source_gradient->descriptor(), expected_gradient))
@@ -522,8 +525,8 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
   });
   if (state) state->was_read();
   for (const auto* read : {&source_gradient, &source, &labels, &weights})
-    if (*read) (*read)->buffer()->will_read(command_buffer);
-  result->buffer()->will_write(command_buffer);
+    if (*read) (*read)->will_read(command_buffer);
+  result->will_write(command_buffer);
   return result;
 }
 

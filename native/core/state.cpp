@@ -31,32 +31,6 @@ void State::check_source(const Image& source, const char* kernel) {
                      "pass the source images of the forward encode that produced it");
 }
 
-void State::set_read_count(int64_t count) {
-  if (count < 0) fail<ArgumentError>(class_name(), ": read_count must be 0 or more, given ", count);
-  if (!temporary_for_) return;
-  if (read_count_ == 0)
-    fail<StateError>(class_name(), ": the temporary state's read_count reached 0, which returned its storage; ",
-                     "MPS: it is an error to change the readCount once it is zero");
-  read_count_ = count;
-}
-
-void State::make_temporary(const CommandBuffer& command_buffer) {
-  temporary_for_ = command_buffer.completion();
-  read_count_ = 1;
-}
-
-void State::check_usable(const CommandBuffer& command_buffer, const char* kernel) const {
-  if (!temporary_for_) return;
-  if (temporary_for_ != command_buffer.completion())
-    fail<StateError>(kernel, ": this temporary ", class_name(), " was made for another command buffer and is valid ",
-                     "only on that one (MPS: the data is only valid for the MTLCommandBuffer on which it was ",
-                     "created); use a non-temporary state to encode on several command buffers");
-  if (read_count_ == 0)
-    fail<StateError>(kernel, ": this temporary ", class_name(), " has a read_count of 0: its contents are undefined ",
-                     "after the reads it allowed (MPS: it is an error to read or write to a temporary MPSState ",
-                     "object with a zero readCount); raise read_count before the reads to read it more times");
-}
-
 void State::synchronize(CommandBuffer&) {}
 
 }  // namespace mpsx

@@ -371,6 +371,12 @@ array = rng.standard_normal((2, 4, 3, 3)).astype(np.float16)
 obj = mpsx.Image.from_numpy(dev, array)
 tensor = array.transpose(0, 2, 3, 1).copy().transpose(0, 3, 1, 2) if dev.backend != "cuda" else obj  # NHWC: shared
 """],
+    "TemporaryImage": ["""
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 1)
+image_descriptor_list = [image_descriptor]
+obj = mpsx.TemporaryImage(cb, image_descriptor)
+"""],
     "ImageBatch": ["""
 descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 3)
 obj = mpsx.ImageBatch(dev, descriptor)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mpsx/buffer.h"
+#include "mpsx/temporary.h"
 #include "mpsx/types.h"
 
 namespace mpsx {
@@ -162,6 +163,32 @@ class Image {
   // MPS -synchronizeOnCommandBuffer:.
   void synchronize(CommandBuffer& command_buffer) { buffer_->synchronize(command_buffer); }
 
+  // MPSTemporaryImage (MPSImage.h): an image made temporary is valid only on
+  // its command buffer while its read count (1 at first) is above 0, and each
+  // encode that reads it lowers the count by 1. Views of it, and batches
+  // gathered from it, count against it too. The host never reads or writes
+  // it ("strictly read and written by the GPU").
+  void make_temporary(const CommandBuffer& command_buffer);
+  // +[MPSTemporaryImage temporaryImageWithCommandBuffer:imageDescriptor:]: a
+  // new temporary image on the command buffer's device, for that command
+  // buffer, which must not be committed yet.
+  static std::shared_ptr<Image> temporary(CommandBuffer& command_buffer, const ImageDescriptor& descriptor);
+  bool is_temporary() const { return !lifetimes_.empty(); }
+  // Of the image made temporary; 0 for other images.
+  int64_t read_count() const;
+  void set_read_count(int64_t count);
+  // Throws StateError unless `kernel` may read or write the image on
+  // `command_buffer`.
+  void check_usable(const CommandBuffer& command_buffer, const char* kernel) const;
+  // What a kernel that recorded a read of the image, or a write into it, on
+  // `command_buffer` tells it: the buffer's host-access bookkeeping, and a
+  // read lowers a temporary image's read count.
+  void will_read(CommandBuffer& command_buffer);
+  void will_write(CommandBuffer& command_buffer);
+  // Throws SynchronizationError for a temporary image: the host (reads,
+  // writes, DLPack) never touches one.
+  void check_host_access() const;
+
  private:
   std::shared_ptr<Buffer> buffer_;
   std::shared_ptr<ImageStorage> storage_;
@@ -170,6 +197,8 @@ class Image {
   ImageDescriptor descriptor_;
   ImageLayout layout_;
   uint64_t identity_ = 0;  // set by gather
+  // The temporary images this one is, is a view of, or was gathered from.
+  std::vector<std::shared_ptr<TemporaryLifetime>> lifetimes_;
 };
 
 }  // namespace mpsx

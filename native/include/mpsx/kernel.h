@@ -180,6 +180,10 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Throws DeviceMismatchError unless `image` lives on this kernel's device.
   void check_device(const Image& image, const char* role) const;
   void check_device(const State& state, const char* role) const;
+  // Throws StateError unless each image given (null: none) may be read or
+  // written on `command_buffer`: temporary images only on theirs, while their
+  // read count is above 0.
+  void check_usable(const CommandBuffer& command_buffer, std::initializer_list<const Image*> images) const;
 
   // The gradient kernels of this forward kernel, one per source image it
   // reads (a binary kernel's primary, then its secondary), made with its

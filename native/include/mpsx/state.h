@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mpsx/image.h"
+#include "mpsx/temporary.h"
 #include "mpsx/types.h"
 
 namespace mpsx {
@@ -43,21 +44,16 @@ class State {
   // valid on the command buffer it was made for, from creation until its
   // read count reaches 0; a non-temporary one on any command buffer of its
   // device, with a read count of 0 that reads leave as it is.
-  bool is_temporary() const { return temporary_for_ != nullptr; }
-  int64_t read_count() const { return read_count_; }
-  // Throws ArgumentError for a negative count and StateError for a temporary
-  // state whose count is 0; a non-temporary state keeps 0.
-  void set_read_count(int64_t count);
+  bool is_temporary() const { return lifetime_.is_temporary(); }
+  int64_t read_count() const { return lifetime_.read_count(); }
+  void set_read_count(int64_t count) { lifetime_.set_read_count(count, class_name()); }
   // Makes a new state temporary for `command_buffer`, with a read count of 1.
-  void make_temporary(const CommandBuffer& command_buffer);
-  // Throws StateError unless a kernel encoding on `command_buffer` may read
-  // or write the state: a temporary state only on its command buffer, while
-  // its read count is above 0.
-  void check_usable(const CommandBuffer& command_buffer, const char* kernel) const;
-  // A gradient encode read it: a temporary state's read count drops by 1.
-  void was_read() {
-    if (temporary_for_ && read_count_ > 0) --read_count_;
+  void make_temporary(const CommandBuffer& command_buffer) { lifetime_.make_temporary(command_buffer); }
+  void check_usable(const CommandBuffer& command_buffer, const char* kernel) const {
+    lifetime_.check_usable(command_buffer, kernel, class_name());
   }
+  // A gradient encode read it: a temporary state's read count drops by 1.
+  void was_read() { lifetime_.was_read(); }
 
   // MPS -synchronizeOnCommandBuffer: for every buffer the state exposes.
   virtual void synchronize(CommandBuffer& command_buffer);
@@ -73,8 +69,7 @@ class State {
  private:
   std::shared_ptr<Device> device_;
   uint64_t source_identity_ = 0;
-  std::shared_ptr<const Completion> temporary_for_;  // the command buffer of a temporary state
-  int64_t read_count_ = 0;
+  TemporaryLifetime lifetime_;
 };
 
 // Where a forward encode read and wrote, resolved from offset, clipRect,
