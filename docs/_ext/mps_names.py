@@ -7,18 +7,24 @@ An entry of the manifest is *mapped* when mpsx has it by the rule of
 docs/names.md:
 - a class or protocol ``MPSFoo`` is ``mpsx.Foo``, whose docstring's ``MPS:``
   line names ``MPSFoo``;
-- a method or property ``m`` of ``MPSFoo`` is a member of ``mpsx.Foo`` (its
-  own or inherited) whose ``MPS:`` line names ``m`` on ``MPSFoo`` or on one of
-  its MPS bases or protocols (a selector MPS declares on a base maps where
-  mpsx declares it on the corresponding base), or a function of mpsx whose
-  ``MPS:`` line names it so (``mpsx.load`` is ``initWithCoder:device:``);
-- an ``init...`` selector of ``MPSFoo`` is ``mpsx.Foo``'s constructor.
+- a method or property ``m`` of ``MPSFoo`` is a member of mpsx whose
+  ``MPS:`` line names ``m`` on ``MPSFoo``; or a member of ``mpsx.Foo`` (its
+  own or inherited) or a function of mpsx whose line names ``m`` on one of
+  ``MPSFoo``'s MPS bases or protocols (a selector MPS declares on a base maps
+  where mpsx declares it on the corresponding base); or, for a selector, the
+  method of ``mpsx.Foo`` the rule names whose line names a selector with the
+  same first part (selectors that differ in optional arguments are one
+  method);
+- an ``init...`` selector of ``MPSFoo`` is ``mpsx.Foo``'s constructor when
+  it takes the selector's arguments by name or the class docstring names the
+  selector; ``initWithCoder:``/``encodeWithCoder:`` are mpsx.load/mpsx.save.
 It is *left out* when docs/names.md lists it under "Left out" with a reason,
 and *missing* when tests/data/mps_names_missing.txt lists it. A class or
 protocol left out or missing carries its members with it.
 """
 
 import collections
+import enum
 import inspect
 import re
 from pathlib import Path
@@ -52,6 +58,8 @@ def members(cls):
     """(member, value, is_routine, MPS line) of each public member the class itself defines whose
     docstring's MPS: line names a counterpart."""
     out = []
+    if isinstance(cls, enum.EnumMeta):
+        return out
     for member, value in vars(cls).items():
         if member.startswith("_"):
             continue
@@ -177,7 +185,8 @@ def constructs(cls, owner, selector):
 
 def classify(headers=None, left=None, absent=None):
     """{header: [(manifest line, MPS name, status, detail)]}, status one of "mapped" (detail: the mpsx name),
-    "left out" (the reason), "missing" or "unlisted"."""
+    "left out" (the reason), "missing" or "unlisted". A name listed as left out or missing is so whether or
+    not it is mapped: classify(left={}, absent=[]) is the mapping alone."""
     headers = read_manifest() if headers is None else headers
     left = left_out() if left is None else left
     absent = set(missing() if absent is None else absent)
@@ -233,12 +242,17 @@ def classify(headers=None, left=None, absent=None):
                                           if h[0] == cls and h[1] == method_name(member))
                 if hits:
                     found = "mpsx." + ".".join(filter(None, hits[0]))
-            if found:
-                rows.append((line, name, "mapped", found))
-            elif name in left or owner in left:
-                rows.append((line, name, "left out", left.get(name) or left[owner]))
-            elif name in absent or owner in absent:
+            # A name's own listing first, then its type's (which carries its members), then the mapping.
+            if name in left:
+                rows.append((line, name, "left out", left[name]))
+            elif name in absent:
                 rows.append((line, name, "missing", ""))
+            elif not m["type"] and owner in left:
+                rows.append((line, name, "left out", left[owner]))
+            elif not m["type"] and owner in absent:
+                rows.append((line, name, "missing", ""))
+            elif found:
+                rows.append((line, name, "mapped", found))
             else:
                 rows.append((line, name, "unlisted", ""))
     return out
