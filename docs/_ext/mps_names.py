@@ -120,9 +120,9 @@ def left_out(page=NAMES_PAGE):
 
 
 def renamed(page=NAMES_PAGE):
-    """{MPS type: mpsx name} of the lines ``- `MPSFoo` is `mpsx.Bar`: why`` of docs/names.md: the classes
-    the rule does not name."""
-    return dict(re.findall(r"^\s*- `(MPS\w+)` is `mpsx\.(\w+)`", Path(page).read_text(), re.M))
+    """{MPS name: mpsx name} of the lines ``- `MPSFoo` is `mpsx.Bar`: why`` of docs/names.md: the classes and
+    members the rule does not name."""
+    return dict(re.findall(r"^\s*- `([^`]+)` is `mpsx\.([\w.]+)`", Path(page).read_text(), re.M))
 
 
 def missing(path=MISSING):
@@ -162,10 +162,20 @@ def snake(name):
 CODING = {"initWithCoder:": "mpsx.load", "initWithCoder:device:": "mpsx.load", "encodeWithCoder:": "mpsx.save"}
 
 
-def method_name(selector):
-    """The rule's method name of a selector: its first part in snake_case less ``ToCommandBuffer`` (or what
-    follows ``To``/``For``: ``encodingStorageSizeForSourceImage:`` is ``encoding_storage_size``)."""
-    return snake(re.sub(r"(?:To|For)[A-Z]\w*$", "", selector.split(":")[0]))
+def method_names(selector):
+    """The names the rule gives a selector's method: its first part in snake_case, with or without the phrase
+    from its first To, For, On or With that names the first argument (``encodeBatchToCommandBuffer:`` is
+    ``encode_batch``, ``synchronizeOnCommandBuffer:`` is ``synchronize``, ``nodeWithSource:`` is
+    ``node_with_source``)."""
+    first = selector.split(":")[0]
+    short = re.match(r"(.+?)(?:To|For|On|With)[A-Z]\w*$", first)
+    return {snake(first)} | ({snake(short.group(1))} if short and ":" in selector else set())
+
+
+def rule_names(entry):
+    """The mpsx member names the rule allows for a manifest line of a selector or property."""
+    m = ENTRY.match(entry)
+    return {snake(m["property"])} if m["property"] else method_names(m["selector"])
 
 
 def constructs(cls, owner, selector):
@@ -191,7 +201,7 @@ def classify(headers=None, left=None, absent=None):
     left = left_out() if left is None else left
     absent = set(missing() if absent is None else absent)
     index, types = mpsx_index()
-    other_names = renamed()
+    other_names = {k: v for k, v in renamed().items() if re.fullmatch(r"MPS\w+", k)}
     bases = {}
     for lines in headers.values():
         for line in lines:
@@ -232,14 +242,16 @@ def classify(headers=None, left=None, absent=None):
             else:
                 # This very name on any mpsx class or function; else a base's or protocol's name where mpsx.Foo
                 # has it; else a variant of the selector (same first part) that mpsx.Foo's method names.
-                hits = sorted(index.get((owner, member), ()), key=lambda h: (h[0] != cls, h))
+                # Of several, the one on mpsx.Foo with the rule's name.
+                best = lambda h: (h[0] != cls, h[1] not in rule_names(line), h)  # noqa: E731
+                hits = sorted(index.get((owner, member), ()), key=best)
                 for base in ancestry(owner):
-                    hits = hits or sorted(h for h in index.get((base, member), ()) if h[0] in (cls, None))
+                    hits = hits or sorted((h for h in index.get((base, member), ()) if h[0] in (cls, None)), key=best)
                 first = member.split(":")[0]
                 for base in ancestry(owner) if ":" in member else ():
                     hits = hits or sorted(h for (b, sel), found_at in index.items()
                                           if b == base and sel.split(":")[0] == first for h in found_at
-                                          if h[0] == cls and h[1] == method_name(member))
+                                          if h[0] == cls and h[1] in method_names(member))
                 if hits:
                     found = "mpsx." + ".".join(filter(None, hits[0]))
             # A name's own listing first, then its type's (which carries its members), then the mapping.
