@@ -2,7 +2,9 @@
 
 - ``.. mpsx-names::`` renders the MPS-to-mpsx name tables from the package
   itself: each public name's, method's and property's MPS counterpart from
-  the ``MPS:`` line its docstring ends with.
+  the ``MPS:`` line its docstring ends with (read by mps_names.py).
+- ``.. mps-coverage::`` renders, per header, how many names of the MPS
+  names manifest (docs/mps-manifest.txt) are mapped, left out and missing.
 - autodoc shows each class with the members it and its private bases define
   (those of a public base are on that base's entry), bases by their public
   names (``mpsx.CNNKernel``, not ``mpsx._kernels.CNNKernel``).
@@ -11,8 +13,6 @@
   and for any link out of the site.
 """
 
-import enum
-import inspect
 import re
 
 from docutils import nodes
@@ -22,22 +22,12 @@ from sphinx.util.docutils import SphinxDirective
 
 import mpsx
 import mpsx.distributed
+from mps_names import coverage, member_rows, mps_line, public_names
 
 logger = logging.getLogger(__name__)
 
 BUILTIN_BASES = {"object", "tuple", "int", "Enum", "IntEnum", "Flag", "IntFlag", "ReprEnum",
                  "BaseException", "Exception", "ValueError", "MemoryError"}
-
-MPS_LINE = re.compile(r"^\s*MPS:\s*(.*?)\s*$")
-
-
-def public_names(module=mpsx):
-    """The module's public names: its __all__, or its attributes not starting
-    with an underscore, less modules (as tests/test_fuzz.py counts them)."""
-    names = getattr(module, "__all__", None)
-    if names is None:
-        names = [n for n, v in vars(module).items() if not n.startswith("_") and not inspect.ismodule(v)]
-    return sorted(names)
 
 
 def documented_names():
@@ -45,31 +35,6 @@ def documented_names():
     return ([f"mpsx.{n}" for n in public_names()]
             + [f"mpsx.distributed.{n}" for n in public_names(mpsx.distributed)
                if getattr(mpsx.distributed, n) is not getattr(mpsx, n, None)])
-
-
-def mps_line(obj):
-    """The text of the docstring's ``MPS:`` line, or None."""
-    found = [m.group(1) for m in map(MPS_LINE.match, (inspect.getdoc(obj) or "").splitlines()) if m]
-    return found[-1].strip("`") if found else None
-
-
-def member_rows(cls, name):
-    """(MPS, mpsx member, role) for each member the class defines whose docstring's MPS: line names a
-    counterpart."""
-    rows = []
-    if isinstance(cls, enum.EnumMeta):
-        return rows
-    for member, value in vars(cls).items():
-        if member.startswith("_"):
-            continue
-        if isinstance(value, (classmethod, staticmethod)):
-            value = value.__func__
-        if not (inspect.isroutine(value) or inspect.isdatadescriptor(value)):
-            continue
-        mps = mps_line(value)
-        if mps and not mps.startswith("none"):
-            rows.append((mps, f"{name}.{member}", "meth" if inspect.isroutine(value) else "attr"))
-    return rows
 
 
 def _reference(target, role):
@@ -103,6 +68,32 @@ def _table(title, rows):
         body += row(nodes.Text(mps) if mps.startswith("none") else nodes.literal(mps, mps), reference)
     group += [head, body]
     return table
+
+
+class CoverageDirective(SphinxDirective):
+    """The MPS names manifest's coverage table, per header."""
+
+    def run(self):
+        heads = ("header", "classes and protocols mapped", "left out", "missing",
+                 "selectors and properties mapped", "left out", "missing")
+        table = nodes.table(classes=["mps-coverage"])
+        group = nodes.tgroup(cols=len(heads))
+        table += group
+        group += [nodes.colspec(colwidth=3 if i == 0 else 1) for i in range(len(heads))]
+
+        def row(cells):
+            line = nodes.row()
+            for cell in cells:
+                entry = nodes.entry()
+                entry += nodes.paragraph("", str(cell))
+                line += entry
+            return line
+        head, body = nodes.thead(), nodes.tbody()
+        head += row(heads)
+        for cells in coverage():
+            body += row(cells)
+        group += [head, body]
+        return [table]
 
 
 class NameMapDirective(SphinxDirective):
@@ -164,6 +155,7 @@ def stop_at_public_bases(app, config):
 def setup(app):
     app.connect("config-inited", stop_at_public_bases)
     app.add_directive("mpsx-names", NameMapDirective)
+    app.add_directive("mps-coverage", CoverageDirective)
     app.connect("autodoc-process-bases", public_bases)
     app.connect("env-check-consistency", check_coverage)
     app.connect("doctree-resolved", no_outside_links)
