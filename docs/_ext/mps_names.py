@@ -178,6 +178,16 @@ def rule_names(entry):
     return {snake(m["property"])} if m["property"] else method_names(m["selector"])
 
 
+def takes_arguments(function, selector):
+    """Whether a method takes the later parts of a selector as arguments by their snake_case names (the variants
+    of one selector that only some arguments tell apart are one method, which must take them all)."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return all(snake(p) in parameters for p in selector.split(":")[1:] if p)
+
+
 def constructs(cls, owner, selector):
     """Whether the class's constructor is the initializer: it takes the selector's arguments by their
     snake_case names (``initWithDevice:kernelWidth:`` takes device, kernel_width), or the class docstring
@@ -251,7 +261,8 @@ def classify(headers=None, left=None, absent=None):
                 for base in ancestry(owner) if ":" in member else ():
                     hits = hits or sorted(h for (b, sel), found_at in index.items()
                                           if b == base and sel.split(":")[0] == first for h in found_at
-                                          if h[0] == cls and h[1] in method_names(member))
+                                          if h[0] == cls and h[1] in method_names(member)
+                                          and takes_arguments(getattr(getattr(mpsx, cls), h[1]), member))
                 if hits:
                     found = "mpsx." + ".".join(filter(None, hits[0]))
             # A name's own listing first, then its type's (which carries its members), then the mapping.
