@@ -20,6 +20,14 @@ def relu(device):
     return mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
 
 
+def filled(device, cb, x, a=1.0, read_count=1):
+    """A temporary image of a * x, written by a kernel on `cb`, that `read_count` encodes may read."""
+    temporary = mpsx.TemporaryImage(cb, descriptor(*x.shape))
+    temporary.read_count = read_count
+    linear(device, a).encode(cb, mpsx.Image.from_numpy(device, x), temporary)
+    return temporary
+
+
 def run(cb, image):
     image.synchronize(cb)
     cb.commit()
@@ -59,8 +67,7 @@ def test_the_read_count_allows_that_many_reads(device):
 def test_a_read_at_a_count_of_zero_raises_and_enqueues_nothing(device):
     x = np.ones((1, 2, 3, 4), np.float32)
     cb = device.command_queue.command_buffer()
-    temporary = mpsx.TemporaryImage(cb, descriptor())
-    linear(device, 2.0).encode(cb, mpsx.Image.from_numpy(device, x), temporary)
+    temporary = filled(device, cb, x, 2.0)
     out = relu(device).encode(cb, temporary)
     destination = mpsx.Image.from_numpy(device, np.full((1, 2, 3, 4), 7.0, np.float32))
     with pytest.raises(mpsx.StateError, match="MPSCNNNeuron: this temporary MPSTemporaryImage has a read_count of 0"):
@@ -166,9 +173,7 @@ def test_a_temporary_image_made_without_init_raises():
 def test_a_binary_kernel_reads_each_of_its_sources(device):
     x = np.random.default_rng(5).standard_normal((1, 2, 3, 4)).astype(np.float32)
     cb = device.command_queue.command_buffer()
-    temporary = mpsx.TemporaryImage(cb, descriptor())
-    temporary.read_count = 2
-    linear(device, 1.0).encode(cb, mpsx.Image.from_numpy(device, x), temporary)
+    temporary = filled(device, cb, x, 1.0, read_count=2)
     out = mpsx.CNNAdd(device).encode(cb, temporary, temporary)
     assert temporary.read_count == 0
     np.testing.assert_allclose(run(cb, out), 2.0 * x, rtol=1e-6)
@@ -177,9 +182,7 @@ def test_a_binary_kernel_reads_each_of_its_sources(device):
 def test_a_batch_reads_each_distinct_temporary_image_once(device):
     x = np.random.default_rng(6).standard_normal((1, 2, 3, 4)).astype(np.float32)
     cb = device.command_queue.command_buffer()
-    temporary = mpsx.TemporaryImage(cb, descriptor())
-    temporary.read_count = 2
-    linear(device, 1.0).encode(cb, mpsx.Image.from_numpy(device, x), temporary)
+    temporary = filled(device, cb, x, 1.0, read_count=2)
     out = relu(device).encode_batch(cb, [temporary, temporary])
     assert temporary.read_count == 1
     out.synchronize(cb)
@@ -191,8 +194,7 @@ def test_a_batch_reads_each_distinct_temporary_image_once(device):
 def test_a_graph_reads_its_temporary_source_image(device):
     x = np.random.default_rng(7).standard_normal((1, 2, 3, 4)).astype(np.float32)
     cb = device.command_queue.command_buffer()
-    temporary = mpsx.TemporaryImage(cb, descriptor())
-    linear(device, -1.0).encode(cb, mpsx.Image.from_numpy(device, x), temporary)
+    temporary = filled(device, cb, x, -1.0)
     source = mpsx.NNImageNode()
     node = mpsx.CNNNeuronNode(source, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
     graph = mpsx.NNGraph(device, node.result_image)

@@ -220,17 +220,6 @@ def render(headers):
     return "\n".join(out) + "\n"
 
 
-def read(path=MANIFEST):
-    """{header: [entries]} of a manifest file."""
-    headers, current = {}, None
-    for line in Path(path).read_text().splitlines():
-        if line.startswith("# ") and line.endswith(".h"):
-            current = headers.setdefault(line[2:], [])
-        elif line and not line.startswith("#"):
-            current.append(line)
-    return headers
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sdk", default=os.environ.get("MPSX_MACOS_SDK"),
