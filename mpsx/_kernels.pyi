@@ -581,6 +581,12 @@ class NNNeuronDescriptor:
         c: float = 0.0,
         data: npt.ArrayLike | None = None,
     ) -> None: ...
+    @classmethod
+    def cnn_neuron_descriptor_with_type(
+        cls, neuron_type: NeuronType | int, a: float = 0.0, b: float = 0.0, c: float = 0.0
+    ) -> Self: ...
+    @classmethod
+    def cnn_neuron_p_re_lu_descriptor_with_data(cls, data: npt.ArrayLike, no_copy: bool = False) -> Self: ...
     @property
     def neuron_type(self) -> NeuronType: ...
     @neuron_type.setter
@@ -2033,6 +2039,16 @@ class NNGraph:
         format: DataType | None = None,
         data_parallel: Communicator | _ProcessGroup | None = None,
     ) -> None: ...
+    @classmethod
+    def graph_with_device(
+        cls,
+        device: Device,
+        result_image: NNImageNode | None = None,
+        result_image_is_needed: bool = True,
+        *,
+        result_images: Sequence[NNImageNode] | None = None,
+        results_are_needed: Sequence[bool] | None = None,
+    ) -> Self: ...
     def copy(self, device: Device | None = None) -> Self: ...
     def reload_from_data_sources(self) -> None: ...
     def execute_async(
@@ -2182,6 +2198,14 @@ class CNNNeuronGradientNode(NNGradientFilterNode):
         gradient_state: NNStateNode,
         descriptor: NNNeuronDescriptor,
     ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls,
+        source_gradient: NNImageNode,
+        source_image: NNImageNode,
+        gradient_state: NNStateNode,
+        descriptor: NNNeuronDescriptor,
+    ) -> Self: ...
     @property
     def descriptor(self) -> NNNeuronDescriptor: ...
 
@@ -2369,6 +2393,10 @@ class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
         dilation_rate_x: int,
         dilation_rate_y: int,
     ) -> Self: ...
+    @property
+    def dilation_rate_x(self) -> int: ...
+    @property
+    def dilation_rate_y(self) -> int: ...
 
 class CNNConvolutionNode(NNFilterNode):
     def __init__(self, source: NNImageNode, weights: _ConvolutionDataSource) -> None: ...

@@ -354,7 +354,7 @@ cdef class CNNKernel:
         """The region of the destination the kernel writes, a Region (x, y, z, width, height, depth: z is the first
         destination image and depth the number of images), or None for the whole destination.
 
-        MPS: MPSCNNKernel.clipRect
+        MPS: MPSCNNKernel.clipRect, MPSCNNBinaryKernel.clipRect
         """
         r = self.native().clip_rect
         if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
@@ -396,7 +396,7 @@ cdef class CNNKernel:
         """The padding policy (NNPaddingMethod bits) the encodes that return a new image use to size it and set
         ``offset``.
 
-        MPS: MPSCNNKernel.padding
+        MPS: MPSCNNKernel.padding, MPSCNNBinaryKernel.padding
         """
         return NNPaddingMethod(self.native().padding_method)
 
@@ -412,7 +412,7 @@ cdef class CNNKernel:
         """The first feature channel of the destination the kernel writes (default 0): how concatenation writes its
         inputs side by side.
 
-        MPS: MPSCNNKernel.destinationFeatureChannelOffset
+        MPS: MPSCNNKernel.destinationFeatureChannelOffset, MPSCNNBinaryKernel.destinationFeatureChannelOffset
         """
         return self.native().destination_feature_channel_offset
 

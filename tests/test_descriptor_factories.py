@@ -109,3 +109,24 @@ def test_a_factory_made_image_descriptor_makes_images(device):
     images = mpsx.ImageBatch(device, d)
     assert len(images) == 2
     assert [(i.width, i.height, i.feature_channels, i.number_of_images) for i in images] == [(4, 2, 3, 1)] * 2
+
+
+@pytest.mark.parametrize("parameters", [(), (0.5,), (0.5, 2.0), (0.5, 2.0, 3.0)])
+def test_neuron_descriptor_factories_leave_the_parameters_they_omit_at_zero(parameters):
+    d = mpsx.NNNeuronDescriptor.cnn_neuron_descriptor_with_type(mpsx.NeuronType.LINEAR, *parameters)
+    expected = tuple(parameters) + (0.0,) * (3 - len(parameters))
+    assert (d.neuron_type, d.a, d.b, d.c) == (mpsx.NeuronType.LINEAR,) + expected
+
+
+def test_neuron_descriptor_factory_refuses_an_unknown_type():
+    with pytest.raises(ValueError):
+        mpsx.NNNeuronDescriptor.cnn_neuron_descriptor_with_type(99)
+
+
+@pytest.mark.parametrize("no_copy", [False, True])
+def test_prelu_descriptor_factory_copies_the_slopes(no_copy):
+    slopes = np.array([0.1, 0.2, 0.3], np.float32)
+    d = mpsx.NNNeuronDescriptor.cnn_neuron_p_re_lu_descriptor_with_data(slopes, no_copy)
+    slopes[0] = 9.0  # a later change to the array is not the descriptor's
+    assert d.neuron_type == mpsx.NeuronType.PRELU
+    np.testing.assert_array_equal(d.data, np.array([0.1, 0.2, 0.3], np.float32))

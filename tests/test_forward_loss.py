@@ -335,3 +335,14 @@ def test_a_forward_loss_state_given_to_another_gradient_kernel_is_refused(device
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed"
+
+
+def test_the_loss_gradient_reports_its_descriptors_settings(device):
+    d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.HUBER, mpsx.CNNReductionType.SUM, weight=0.5, label_smoothing=0.25,
+                               number_of_classes=3, epsilon=1e-5, delta=2.0, reduce_across_batch=True)
+    gradient = mpsx.NNLossGradient(device, d)
+    assert (gradient.loss_type, gradient.reduction_type, gradient.reduce_across_batch) == \
+        (mpsx.CNNLossType.HUBER, mpsx.CNNReductionType.SUM, True)
+    assert (gradient.weight, gradient.label_smoothing, gradient.number_of_classes, gradient.delta) == \
+        (0.5, 0.25, 3, 2.0)
+    assert gradient.epsilon == pytest.approx(1e-5)

@@ -150,3 +150,43 @@ def test_a_graph_of_factory_made_nodes_computes_as_one_of_constructed_nodes(devi
         cb.wait_until_completed()
         results.append(out.to_numpy())
     np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_the_neuron_gradient_node_factory():
+    x, dy = mpsx.NNImageNode(), mpsx.NNImageNode()
+    descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 2.0, 1.0)
+    state = mpsx.CNNNeuronNode(x, descriptor).result_state
+    same_node(mpsx.CNNNeuronGradientNode.node_with_source_gradient(dy, x, state, descriptor),
+              mpsx.CNNNeuronGradientNode(dy, x, state, descriptor))
+
+
+def test_the_dilated_pooling_gradient_node_reports_its_dilation():
+    x, dy = mpsx.NNImageNode(), mpsx.NNImageNode()
+    state = mpsx.CNNDilatedPoolingMaxNode(x, 3, 1, 2).result_state
+    node = mpsx.CNNDilatedPoolingMaxGradientNode(dy, x, state, 3, 3, 1, 1, dilation_rate_x=2, dilation_rate_y=3)
+    assert (node.dilation_rate_x, node.dilation_rate_y) == (2, 3)
+
+
+@pytest.mark.parametrize("form", ["image", "image needed", "images"])
+def test_the_graph_factories_make_the_graph_the_constructor_makes(device, form):
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    outputs = []
+    for factory in (True, False):
+        x = mpsx.NNImageNode()
+        node = mpsx.CNNNeuronNode(x, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 2.0, 1.0))
+        arguments = {"image": ((device, node.result_image), {}),
+                     "image needed": ((device, node.result_image, True), {}),
+                     "images": ((device,), {"result_images": [node.result_image], "results_are_needed": [True]})}[form]
+        make = mpsx.NNGraph.graph_with_device if factory else mpsx.NNGraph
+        graph = make(*arguments[0], **arguments[1])
+        assert type(graph) is mpsx.NNGraph
+        cb = device.command_queue.command_buffer()
+        out = graph.encode(cb, [mpsx.Image.from_numpy(device, values)])
+        out = out[0] if isinstance(out, list) else out
+        out.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        outputs.append(out.to_numpy())
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    np.testing.assert_allclose(outputs[0], 2.0 * values + 1.0, rtol=1e-2, atol=1e-2)  # float16 graph images

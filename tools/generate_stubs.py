@@ -114,7 +114,7 @@ TYPES = {
         "instance_normalization_state_batch source_state source_states"
     ),
     "bool": (
-        "align_corners apply_gradient_clipping compute_label_gradients copy destination_state "
+        "align_corners no_copy apply_gradient_clipping compute_label_gradients copy destination_state "
         "destination_state_is_temporary destination_states deterministic export_from_graph intermediate_images "
         "is_labels_gradient_filter is_secondary_source_filter is_temporary linear output_state_is_temporary "
         "reduce_across_batch replayable result_image_is_needed result_state_can_be_temporary "
@@ -204,7 +204,8 @@ RETURNS = {
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
         "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
-        "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer"
+        "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer cnn_neuron_descriptor_with_type "
+        "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device"
     ),
     "State | None": "temporary_result_state",
     "StateBatch | None": "result_state_batch temporary_result_state_batch",

@@ -749,6 +749,16 @@ cdef class NNGraph:
         if data_parallel is not None:
             self.data_parallel = data_parallel
 
+    @classmethod
+    def graph_with_device(cls, device, result_image=None, result_image_is_needed=True, *, result_images=None,
+                          results_are_needed=None):
+        """The same as ``NNGraph(...)``: a new graph. MPS's three factories are this one method.
+
+        MPS: +[MPSNNGraph graphWithDevice:resultImage:], +[MPSNNGraph graphWithDevice:resultImage:resultImageIsNeeded:], +[MPSNNGraph graphWithDevice:resultImages:resultsAreNeeded:]
+        """
+        return cls(device, result_image, result_image_is_needed, result_images=result_images,
+                   results_are_needed=results_are_needed)
+
     cdef CNNGraph* native(self) except NULL:
         if not self.c:
             raise_uninitialized(self)

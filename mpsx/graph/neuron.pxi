@@ -93,6 +93,14 @@ cdef class CNNNeuronGradientNode(NNGradientFilterNode):
             _image_node_argument(source_image, "source_image").c, gradient_state.c, descriptor.desc),
             (source_gradient, source_image, gradient_state, descriptor))
 
+    @classmethod
+    def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, descriptor):
+        """The same as ``CNNNeuronGradientNode(...)``: a new node.
+
+        MPS: +[MPSCNNNeuronGradientNode nodeWithSourceGradient:sourceImage:gradientState:descriptor:]
+        """
+        return cls(source_gradient, source_image, gradient_state, descriptor)
+
     @property
     def descriptor(self):
         """A copy of the node's neuron descriptor.

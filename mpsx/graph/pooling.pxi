@@ -314,6 +314,22 @@ cdef class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
     """
     _kind = 3
 
+    @property
+    def dilation_rate_x(self):
+        """The distance in x between the window's taps.
+
+        MPS: MPSCNNDilatedPoolingMaxGradientNode.dilationRateX
+        """
+        return self.window().dilation_x
+
+    @property
+    def dilation_rate_y(self):
+        """The distance in y between the window's taps.
+
+        MPS: MPSCNNDilatedPoolingMaxGradientNode.dilationRateY
+        """
+        return self.window().dilation_y
+
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_width, kernel_height,
                                   stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y):

@@ -757,7 +757,7 @@ cdef class _SeparatedLoss(CNNKernel):
     def loss_type(self):
         """The loss function, a CNNLossType.
 
-        MPS: MPSNNForwardLoss.lossType
+        MPS: MPSNNForwardLoss.lossType, MPSNNLossGradient.lossType
         """
         return CNNLossType(<uint32_t>self.separated_loss().loss_descriptor().loss_type)
 
@@ -765,7 +765,7 @@ cdef class _SeparatedLoss(CNNKernel):
     def reduction_type(self):
         """How the losses are reduced, a CNNReductionType.
 
-        MPS: MPSNNForwardLoss.reductionType
+        MPS: MPSNNForwardLoss.reductionType, MPSNNLossGradient.reductionType
         """
         return CNNReductionType(<int>self.separated_loss().loss_descriptor().reduction_type)
 
@@ -774,7 +774,7 @@ cdef class _SeparatedLoss(CNNKernel):
         """Whether the reduction runs over the whole batch (the first loss image holds it, the others 0) instead of per
         image.
 
-        MPS: MPSNNForwardLoss.reduceAcrossBatch
+        MPS: MPSNNForwardLoss.reduceAcrossBatch, MPSNNLossGradient.reduceAcrossBatch
         """
         return self.separated_loss().loss_descriptor().reduce_across_batch
 
@@ -782,7 +782,7 @@ cdef class _SeparatedLoss(CNNKernel):
     def number_of_classes(self):
         """The number of classes label smoothing spreads over.
 
-        MPS: MPSNNForwardLoss.numberOfClasses
+        MPS: MPSNNForwardLoss.numberOfClasses, MPSNNLossGradient.numberOfClasses
         """
         return self.separated_loss().loss_descriptor().number_of_classes
 
@@ -790,7 +790,7 @@ cdef class _SeparatedLoss(CNNKernel):
     def weight(self):
         """The factor of every loss value; settable, and carried to the gradient by the result state.
 
-        MPS: MPSNNForwardLoss.weight
+        MPS: MPSNNForwardLoss.weight, MPSNNLossGradient.weight
         """
         return self.separated_loss().weight
 
@@ -802,7 +802,7 @@ cdef class _SeparatedLoss(CNNKernel):
     def label_smoothing(self):
         """The label smoothing of the cross entropies; settable, and carried to the gradient by the result state.
 
-        MPS: MPSNNForwardLoss.labelSmoothing
+        MPS: MPSNNForwardLoss.labelSmoothing, MPSNNLossGradient.labelSmoothing
         """
         return self.separated_loss().label_smoothing
 
@@ -815,7 +815,7 @@ cdef class _SeparatedLoss(CNNKernel):
         """The term that keeps LOG's and the cross entropies' logarithms finite; settable, and carried to the gradient
         by the result state.
 
-        MPS: MPSNNForwardLoss.epsilon
+        MPS: MPSNNForwardLoss.epsilon, MPSNNLossGradient.epsilon
         """
         return self.separated_loss().epsilon
 
@@ -828,7 +828,7 @@ cdef class _SeparatedLoss(CNNKernel):
         """HUBER's threshold between its quadratic and linear parts; settable, and carried to the gradient by the
         result state.
 
-        MPS: MPSNNForwardLoss.delta
+        MPS: MPSNNForwardLoss.delta, MPSNNLossGradient.delta
         """
         return self.separated_loss().delta
 

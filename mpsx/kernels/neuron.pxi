@@ -30,6 +30,25 @@ cdef class NNNeuronDescriptor:
         self._set_data(data)
         self.desc.validate()
 
+    @classmethod
+    def cnn_neuron_descriptor_with_type(cls, neuron_type, a=0.0, b=0.0, c=0.0):
+        """A new descriptor of ``neuron_type`` with parameters ``a``, ``b`` and ``c`` (0 where not given, as MPS's
+        shorter factories): the same as ``NNNeuronDescriptor(neuron_type, a, b, c)``.
+
+        MPS: +[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:], +[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:a:], +[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:a:b:], +[MPSNNNeuronDescriptor cnnNeuronDescriptorWithType:a:b:c:]
+        """
+        return cls(neuron_type, a, b, c)
+
+    @classmethod
+    def cnn_neuron_p_re_lu_descriptor_with_data(cls, data, no_copy=False):
+        """A new NeuronType.PRELU descriptor of ``data``, one slope per feature channel. The slopes are copied
+        whatever ``no_copy`` says: MPS's ``noCopy`` spares a copy of an NSData the program keeps unchanged, and
+        a copy of a Python array costs as little while keeping later changes to it out.
+
+        MPS: +[MPSNNNeuronDescriptor cnnNeuronPReLUDescriptorWithData:noCopy:]
+        """
+        return cls(NeuronType.PRELU, data=data)
+
     cdef _set_data(self, data):
         cdef const float[::1] slopes
         self.desc.a_per_channel.clear()
