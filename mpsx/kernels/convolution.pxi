@@ -888,7 +888,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
     def data_source(self):
         """The data source the kernel was made with.
 
-        MPS: MPSCNNConvolution.dataSource
+        MPS: MPSCNNConvolution.dataSource, MPSCNNConvolutionTranspose.dataSource
         """
         return self._data_source
 
@@ -904,7 +904,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
     def input_feature_channels(self):
         """The number of feature channels of the source.
 
-        MPS: MPSCNNConvolution.inputFeatureChannels
+        MPS: MPSCNNConvolution.inputFeatureChannels, MPSCNNConvolutionTranspose.inputFeatureChannels
         """
         return self._convolution().descriptor().input_feature_channels
 
@@ -912,7 +912,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
     def output_feature_channels(self):
         """The number of feature channels of the destination.
 
-        MPS: MPSCNNConvolution.outputFeatureChannels
+        MPS: MPSCNNConvolution.outputFeatureChannels, MPSCNNConvolutionTranspose.outputFeatureChannels
         """
         return self._convolution().descriptor().output_feature_channels
 
@@ -920,7 +920,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
     def groups(self):
         """The number of groups the feature channels are split into.
 
-        MPS: MPSCNNConvolution.groups
+        MPS: MPSCNNConvolution.groups, MPSCNNConvolutionTranspose.groups
         """
         return self._convolution().descriptor().groups
 
@@ -986,7 +986,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         setter also takes the values as ints, or "half" and "float"; ValueError otherwise. The cpu backend always
         sums in float32.
 
-        MPS: MPSCNNConvolution.accumulatorPrecisionOption
+        MPS: MPSCNNConvolution.accumulatorPrecisionOption, MPSCNNConvolutionTranspose.accumulatorPrecisionOption
         """
         return NNConvolutionAccumulatorPrecisionOption(<uint32_t>self._convolution().accumulator_precision)
 
@@ -1027,7 +1027,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
     def reload_weights_and_biases_from_data_source(self):
         """Loads the data source's current weights and biases now (on the host); later encodes use them.
 
-        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesFromDataSource]
+        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesFromDataSource], -[MPSCNNConvolutionTranspose reloadWeightsAndBiasesFromDataSource]
         """
         self._convolution().reload_weights_and_biases_from_data_source()
 
@@ -1036,7 +1036,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         """Copies the weights and biases of ``state`` in, ordered on ``command_buffer``: the encodes after it on the
         device use them.
 
-        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesWithCommandBuffer:state:]
+        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesWithCommandBuffer:state:], -[MPSCNNConvolutionTranspose reloadWeightsAndBiasesWithCommandBuffer:state:]
         """
         self._convolution().reload_weights_and_biases(
             command_buffer.native()[0], (<CConvolutionWeightsAndBiasesState*>state.native())[0])
@@ -1046,7 +1046,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         ``command_buffer``. ``result_state_can_be_temporary`` is accepted as in MPS (mpsx states are reference
         counted).
 
-        MPS: -[MPSCNNConvolution exportWeightsAndBiasesWithCommandBuffer:resultStateCanBeTemporary:]
+        MPS: -[MPSCNNConvolution exportWeightsAndBiasesWithCommandBuffer:resultStateCanBeTemporary:], -[MPSCNNConvolutionTranspose exportWeightsAndBiasesWithCommandBuffer:resultStateCanBeTemporary:]
         """
         return wrap_weights_and_biases_state(self._convolution().export_weights_and_biases(command_buffer.native()[0]))
 
@@ -1140,7 +1140,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     def data_source(self):
         """The data source the kernel was made with.
 
-        MPS: MPSCNNConvolutionGradient.dataSource
+        MPS: MPSCNNConvolutionGradient.dataSource, MPSCNNConvolutionTransposeGradient.dataSource
         """
         return self._data_source
 
@@ -1156,7 +1156,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     def source_gradient_feature_channels(self):
         """The number of feature channels of the source gradient (the forward output feature channels).
 
-        MPS: MPSCNNConvolutionGradient.sourceGradientFeatureChannels
+        MPS: MPSCNNConvolutionGradient.sourceGradientFeatureChannels, MPSCNNConvolutionTransposeGradient.sourceGradientFeatureChannels
         """
         return self._gradient().descriptor().output_feature_channels
 
@@ -1164,7 +1164,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     def source_image_feature_channels(self):
         """The number of feature channels of the forward source (the forward input feature channels).
 
-        MPS: MPSCNNConvolutionGradient.sourceImageFeatureChannels
+        MPS: MPSCNNConvolutionGradient.sourceImageFeatureChannels, MPSCNNConvolutionTransposeGradient.sourceImageFeatureChannels
         """
         return self._gradient().descriptor().input_feature_channels
 
@@ -1172,7 +1172,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     def groups(self):
         """The number of groups the feature channels are split into.
 
-        MPS: MPSCNNConvolutionGradient.groups
+        MPS: MPSCNNConvolutionGradient.groups, MPSCNNConvolutionTransposeGradient.groups
         """
         return self._gradient().descriptor().groups
 
@@ -1181,7 +1181,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
         """Which gradients an encode computes: a CNNConvolutionGradientOption (default ALL). Without
         GRADIENT_WITH_WEIGHTS_AND_BIAS the gradient state's buffers are not written.
 
-        MPS: MPSCNNConvolutionGradient.gradientOption
+        MPS: MPSCNNConvolutionGradient.gradientOption, MPSCNNConvolutionTransposeGradient.gradientOption
         """
         return CNNConvolutionGradientOption(<int>self._gradient().gradient_option)
 
@@ -1196,7 +1196,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
     def reload_weights_and_biases_from_data_source(self):
         """Does nothing: the gradient uses the weights of the forward encode, which its gradient state carries.
 
-        MPS: -[MPSCNNConvolutionGradient reloadWeightsAndBiasesFromDataSource]
+        MPS: -[MPSCNNConvolutionGradient reloadWeightsAndBiasesFromDataSource], -[MPSCNNConvolutionTransposeGradient reloadWeightsAndBiasesFromDataSource]
         """
         pass
 
@@ -1205,7 +1205,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
         """Checks its arguments (DeviceMismatchError, StateError for a committed command buffer) and does nothing else:
         the gradient uses the weights of the forward encode, which its gradient state carries.
 
-        MPS: -[MPSCNNConvolutionGradient reloadWeightsAndBiasesWithCommandBuffer:state:]
+        MPS: -[MPSCNNConvolutionGradient reloadWeightsAndBiasesWithCommandBuffer:state:], -[MPSCNNConvolutionTransposeGradient reloadWeightsAndBiasesWithCommandBuffer:state:]
         """
         if state.device != self.device:
             raise DeviceMismatchError(f"the state is on device {state.device.name}, the kernel on {self.device.name}")

@@ -364,7 +364,7 @@ cdef class _NormalizationGradientState(NNGradientState):
     def gamma(self):
         """The gamma the forward encode used, a float32 Buffer.
 
-        MPS: MPSCNNGroupNormalizationGradientState.gamma
+        MPS: MPSCNNGroupNormalizationGradientState.gamma, MPSCNNInstanceNormalizationGradientState.gamma
         """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).gamma())
 
@@ -372,7 +372,7 @@ cdef class _NormalizationGradientState(NNGradientState):
     def beta(self):
         """The beta the forward encode used, a float32 Buffer.
 
-        MPS: MPSCNNGroupNormalizationGradientState.beta
+        MPS: MPSCNNGroupNormalizationGradientState.beta, MPSCNNInstanceNormalizationGradientState.beta
         """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).beta())
 
@@ -380,7 +380,7 @@ cdef class _NormalizationGradientState(NNGradientState):
     def gradient_for_gamma(self):
         """The gradient for gamma, summed over the images of the encode, after the gradient encode; a float32 Buffer.
 
-        MPS: MPSCNNGroupNormalizationGradientState.gradientForGamma
+        MPS: MPSCNNGroupNormalizationGradientState.gradientForGamma, MPSCNNInstanceNormalizationGradientState.gradientForGamma
         """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).gradient_for_gamma())
 
@@ -388,7 +388,7 @@ cdef class _NormalizationGradientState(NNGradientState):
     def gradient_for_beta(self):
         """The gradient for beta, summed over the images of the encode, after the gradient encode; a float32 Buffer.
 
-        MPS: MPSCNNGroupNormalizationGradientState.gradientForBeta
+        MPS: MPSCNNGroupNormalizationGradientState.gradientForBeta, MPSCNNInstanceNormalizationGradientState.gradientForBeta
         """
         return self._buffer((<CGroupNormalizationGradientState*>self.native()).gradient_for_beta())
 
@@ -444,7 +444,7 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
     def data_source(self):
         """The data source the kernel was made with (or last reloaded from).
 
-        MPS: MPSCNNGroupNormalization.dataSource
+        MPS: MPSCNNGroupNormalization.dataSource, MPSCNNInstanceNormalization.dataSource
         """
         self.native()
         return self._data_source
@@ -462,7 +462,7 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
         """The term added to the variance before its square root (the data source's at first); ValueError unless
         finite and non-negative.
 
-        MPS: MPSCNNGroupNormalization.epsilon
+        MPS: MPSCNNGroupNormalization.epsilon, MPSCNNInstanceNormalization.epsilon
         """
         return self._normalization().epsilon
 
@@ -473,7 +473,7 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
     def reload_gamma_and_beta_from_data_source(self):
         """Loads the data source's current gamma and beta now (on the host); later encodes use them.
 
-        MPS: -[MPSCNNGroupNormalization reloadGammaAndBetaFromDataSource]
+        MPS: -[MPSCNNGroupNormalization reloadGammaAndBetaFromDataSource], -[MPSCNNInstanceNormalization reloadGammaAndBetaFromDataSource]
         """
         self._normalization().reload_gamma_and_beta_from_data_source()
 
@@ -491,7 +491,7 @@ cdef class _NormalizationKernel(CNNUnaryKernel):
                               CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):
         """Copies the state's gamma and beta in, ordered on ``command_buffer``.
 
-        MPS: -[MPSCNNGroupNormalization reloadGammaAndBetaWithCommandBuffer:gammaAndBetaState:]
+        MPS: -[MPSCNNGroupNormalization reloadGammaAndBetaWithCommandBuffer:gammaAndBetaState:], -[MPSCNNInstanceNormalization reloadGammaAndBetaWithCommandBuffer:gammaAndBetaState:]
         """
         self._normalization().reload_gamma_and_beta(
             command_buffer.native()[0], (<CNormalizationGammaAndBetaState*>gamma_and_beta_state.native())[0])
