@@ -130,3 +130,42 @@ def test_prelu_descriptor_factory_copies_the_slopes(no_copy):
     slopes[0] = 9.0  # a later change to the array is not the descriptor's
     assert d.neuron_type == mpsx.NeuronType.PRELU
     np.testing.assert_array_equal(d.data, np.array([0.1, 0.2, 0.3], np.float32))
+
+
+def test_the_deprecated_neuron_setters_of_the_convolution_descriptor():
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    assert (d.neuron_type(), d.neuron_parameter_a(), d.neuron_parameter_b()) == (mpsx.NeuronType.NONE, 0.0, 0.0)
+    with pytest.warns(DeprecationWarning, match="fused_neuron_descriptor"):
+        d.set_neuron_type(mpsx.NeuronType.LINEAR, 2.0, 0.5)
+    assert d.fused_neuron_descriptor == mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 2.0, 0.5)
+    assert (d.neuron_type(), d.neuron_parameter_a(), d.neuron_parameter_b()) == (mpsx.NeuronType.LINEAR, 2.0, 0.5)
+    with pytest.warns(DeprecationWarning):
+        d.set_neuron_to_p_re_lu_with_parameters_a(np.array([0.1, 0.2, 0.3], np.float32))
+    assert d.neuron_type() == mpsx.NeuronType.PRELU
+    np.testing.assert_array_equal(d.fused_neuron_descriptor.data, np.array([0.1, 0.2, 0.3], np.float32))
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError):
+        d.set_neuron_type(99, 0.0, 0.0)
+
+
+def test_a_convolution_reports_its_fused_neuron_by_the_deprecated_properties(device):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    rng = np.random.default_rng(0)
+    plain = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(
+        d, rng.standard_normal(d.weights_shape).astype(np.float32), np.zeros(3, np.float32)))
+    # MPSCNNConvolution.h: "Default is MPSCNNNeuronTypeNone", parameters "Default: 1.0f".
+    assert (plain.neuron_type, plain.neuron_parameter_a, plain.neuron_parameter_b, plain.neuron_parameter_c) == \
+        (mpsx.NeuronType.NONE, 1.0, 1.0, 1.0)
+    d.fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELUN, 0.5, 6.0)
+    fused = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(
+        d, rng.standard_normal(d.weights_shape).astype(np.float32), np.zeros(3, np.float32)))
+    assert (fused.neuron_type, fused.neuron_parameter_a, fused.neuron_parameter_b, fused.neuron_parameter_c) == \
+        (mpsx.NeuronType.RELUN, 0.5, 6.0, 0.0)
+
+
+def test_the_stochastic_gradient_descent_takes_mps_older_spelling_of_nesterov(device):
+    old = mpsx.NNOptimizerStochasticGradientDescent(device, 0.1, 0.9, use_nestrov_momentum=True)
+    assert old.use_nesterov_momentum is True and old.use_nestrov_momentum is True
+    plain = mpsx.NNOptimizerStochasticGradientDescent(device, 0.1, 0.9)
+    assert plain.use_nestrov_momentum is False
+    with pytest.raises(ValueError, match="use_nestrov_momentum"):
+        mpsx.NNOptimizerStochasticGradientDescent(device, 0.1, 0.9, True, use_nestrov_momentum=False)

@@ -114,7 +114,8 @@ TYPES = {
         "instance_normalization_state_batch source_state source_states"
     ),
     "bool": (
-        "align_corners no_copy apply_gradient_clipping compute_label_gradients copy destination_state "
+        "align_corners no_copy use_nestrov_momentum apply_gradient_clipping compute_label_gradients copy "
+        "destination_state "
         "destination_state_is_temporary destination_states deterministic export_from_graph intermediate_images "
         "is_labels_gradient_filter is_secondary_source_filter is_temporary linear output_state_is_temporary "
         "reduce_across_batch replayable result_image_is_needed result_state_can_be_temporary "
@@ -123,7 +124,9 @@ TYPES = {
     "bytes": "group_id",
     "dict[str, Sequence[npt.ArrayLike]]": "state",
     "float": (
-        "a alpha b beta1 beta2 bias c decay delta epsilon gradient_clip_max gradient_clip_min gradient_rescale "
+        "a alpha b parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 beta2 bias c "
+        "decay delta epsilon gradient_clip_max gradient_clip_min "
+        "gradient_rescale "
         "keep_probability label_smoothing learning_rate maximum_value minimum_value momentum momentum_scale p0 pm "
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
@@ -146,7 +149,7 @@ TYPES = {
     ),
     "list[Any]": "intermediate_image_handles result_state_handles source_image_handles source_state_handles",
     "list[NNStateNode]": "result_states",
-    "npt.ArrayLike": "array biases data gamma",
+    "npt.ArrayLike": "array biases data gamma parameters_a",
     "npt.DTypeLike": "dtype",
     "object": "obj value",
     "str": "label library name",
@@ -196,9 +199,12 @@ RETURNS = {
         "reload_data_source reload_from_data_sources reload_gamma_and_beta reload_gamma_and_beta_from_data_source "
         "reload_mean_and_variance reload_mean_and_variance_from_data_source reload_weights_and_biases "
         "reload_weights_and_biases_from_data_source prefetch_storage_with_command_buffer replay reset "
-        "reset_peak_bytes_in_use restore_properties save set_learning_rate set_optimizer_state synchronize "
+        "reset_peak_bytes_in_use restore_properties save set_learning_rate set_neuron_to_p_re_lu_with_parameters_a "
+        "set_neuron_type "
+        "set_optimizer_state synchronize "
         "wait_until_completed wait_until_idle write"
     ),
+    "NeuronType": "neuron_type",
     "ProcessGroup": "group init",
     "Self": (
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
@@ -214,7 +220,7 @@ RETURNS = {
     "bool": "is_result_state_reused_across_batch load",
     "dict[str, list[npt.NDArray[np.float32]]]": "optimizer_state",
     "dict[str, npt.NDArray[np.float32]]": "torch_state_dict",
-    "float": "scalar_weight_for_source_image",
+    "float": "neuron_parameter_a neuron_parameter_b scalar_weight_for_source_image",
     "int": "__len__ number_of_feature_channels rank state_batch_increment_read_count world_size",
     "list[CNNGradientKernel]": "gradient_kernels",
     "list[Device]": "devices",

@@ -238,6 +238,50 @@ cdef class CNNConvolutionDescriptor:
         self.desc.fused_neuron = neuron
         self._neuron = None
 
+    def set_neuron_type(self, neuron_type, parameter_a=0.0, parameter_b=0.0):
+        """Fuses a neuron of ``neuron_type`` with ``a`` = ``parameter_a`` and ``b`` = ``parameter_b`` (a NeuronType.NONE
+        fuses none): sets ``fused_neuron_descriptor``. Deprecated, as in MPS ("set fusedNeuronDescriptor property
+        instead"): warns with a DeprecationWarning.
+
+        MPS: -[MPSCNNConvolutionDescriptor setNeuronType:parameterA:parameterB:]
+        """
+        warnings.warn("CNNConvolutionDescriptor.set_neuron_type is deprecated, as MPS's setNeuronType:parameterA:"
+                      "parameterB: is: set fused_neuron_descriptor instead", DeprecationWarning, stacklevel=2)
+        self.fused_neuron_descriptor = NNNeuronDescriptor(neuron_type, parameter_a, parameter_b)
+
+    def set_neuron_to_p_re_lu_with_parameters_a(self, parameters_a):
+        """Fuses a PReLU neuron of slopes ``parameters_a``, one per output feature channel: sets
+        ``fused_neuron_descriptor``. Deprecated, as in MPS ("use fusedNeuronDescriptor property instead"): warns with
+        a DeprecationWarning.
+
+        MPS: -[MPSCNNConvolutionDescriptor setNeuronToPReLUWithParametersA:]
+        """
+        warnings.warn("CNNConvolutionDescriptor.set_neuron_to_p_re_lu_with_parameters_a is deprecated, as MPS's "
+                      "setNeuronToPReLUWithParametersA: is: set fused_neuron_descriptor instead", DeprecationWarning,
+                      stacklevel=2)
+        self.fused_neuron_descriptor = NNNeuronDescriptor(NeuronType.PRELU, data=parameters_a)
+
+    def neuron_type(self):
+        """The fused neuron's type, NeuronType.NONE without one (MPS's deprecated getter of ``set_neuron_type``).
+
+        MPS: -[MPSCNNConvolutionDescriptor neuronType]
+        """
+        return NeuronType(<int>self.desc.fused_neuron.type)
+
+    def neuron_parameter_a(self):
+        """The fused neuron's ``a`` (MPS's deprecated getter of ``set_neuron_type``).
+
+        MPS: -[MPSCNNConvolutionDescriptor neuronParameterA]
+        """
+        return self.desc.fused_neuron.a
+
+    def neuron_parameter_b(self):
+        """The fused neuron's ``b`` (MPS's deprecated getter of ``set_neuron_type``).
+
+        MPS: -[MPSCNNConvolutionDescriptor neuronParameterB]
+        """
+        return self.desc.fused_neuron.b
+
     @property
     def neuron(self):
         """The CNNNeuron last set here whose function is fused, or None (also once ``fused_neuron_descriptor`` is set
@@ -979,6 +1023,45 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
         MPS: MPSCNNConvolution.fusedNeuronDescriptor
         """
         return self.descriptor.fused_neuron_descriptor
+
+    @property
+    def neuron_type(self):
+        """The fused neuron's type: NeuronType.NONE without one. Deprecated in MPS for ``fused_neuron_descriptor``.
+
+        MPS: MPSCNNConvolution.neuronType
+        """
+        neuron = self.fused_neuron_descriptor
+        return NeuronType.NONE if neuron is None else neuron.neuron_type
+
+    @property
+    def neuron_parameter_a(self):
+        """The fused neuron's ``a``; 1.0 without one ("Default: 1.0f"). Deprecated in MPS for
+        ``fused_neuron_descriptor``.
+
+        MPS: MPSCNNConvolution.neuronParameterA
+        """
+        neuron = self.fused_neuron_descriptor
+        return 1.0 if neuron is None else neuron.a
+
+    @property
+    def neuron_parameter_b(self):
+        """The fused neuron's ``b``; 1.0 without one ("Default: 1.0f"). Deprecated in MPS for
+        ``fused_neuron_descriptor``.
+
+        MPS: MPSCNNConvolution.neuronParameterB
+        """
+        neuron = self.fused_neuron_descriptor
+        return 1.0 if neuron is None else neuron.b
+
+    @property
+    def neuron_parameter_c(self):
+        """The fused neuron's ``c``; 1.0 without one ("Default: 1.0f"). Deprecated in MPS for
+        ``fused_neuron_descriptor``.
+
+        MPS: MPSCNNConvolution.neuronParameterC
+        """
+        neuron = self.fused_neuron_descriptor
+        return 1.0 if neuron is None else neuron.c
 
     @property
     def accumulator_precision_option(self):

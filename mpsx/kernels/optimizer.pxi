@@ -496,7 +496,7 @@ cdef class NNOptimizer:
 
 cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
     """NNOptimizerStochasticGradientDescent(device, learning_rate=None, momentum_scale=0.0,
-        use_nesterov_momentum=False, optimizer_descriptor=None)
+        use_nesterov_momentum=False, optimizer_descriptor=None, *, use_nestrov_momentum=None)
 --
 
     Stochastic gradient descent, with optional (Nesterov) momentum. ``learning_rate``, if given, replaces the
@@ -508,14 +508,21 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
 
     Unlike ``torch.optim.SGD``, whose buffer is ``momentum * buf + g`` with the step ``learning_rate * buf``, MPS's
     momentum holds the learning rate: the two agree while the rate stays fixed and differ after it changes. Nesterov
-    agrees with torch's ``nesterov=True``. As
-    ``-[MPSNNOptimizerStochasticGradientDescent initWithDevice:momentumScale:useNesterovMomentum:optimizerDescriptor:]``.
+    agrees with torch's ``nesterov=True``. ``use_nestrov_momentum`` is MPS's older spelling of
+    ``use_nesterov_momentum``; it wins where given (ValueError against ``use_nesterov_momentum=True``). As
+    ``-[MPSNNOptimizerStochasticGradientDescent initWithDevice:momentumScale:useNesterovMomentum:optimizerDescriptor:]``
+    and ``-[MPSNNOptimizerStochasticGradientDescent initWithDevice:momentumScale:useNestrovMomentum:optimizerDescriptor:]``.
 
     MPS: MPSNNOptimizerStochasticGradientDescent
     """
 
     def __init__(self, Device device not None, learning_rate=None, float momentum_scale=0.0,
-                 bint use_nesterov_momentum=False, optimizer_descriptor=None):
+                 bint use_nesterov_momentum=False, optimizer_descriptor=None, *, use_nestrov_momentum=None):
+        if use_nestrov_momentum is not None:
+            if use_nesterov_momentum and not use_nestrov_momentum:
+                raise ValueError("NNOptimizerStochasticGradientDescent: use_nesterov_momentum and its older spelling "
+                                 "use_nestrov_momentum differ; give one")
+            use_nesterov_momentum = bool(use_nestrov_momentum)
         self.c = <shared_ptr[CNNOptimizer]>make_native[CNNOptimizerStochasticGradientDescent](
             device.shared(), momentum_scale, use_nesterov_momentum, _optimizer_descriptor(optimizer_descriptor, learning_rate))
 
@@ -535,6 +542,14 @@ cdef class NNOptimizerStochasticGradientDescent(NNOptimizer):
         """Whether the momentum is Nesterov's.
 
         MPS: MPSNNOptimizerStochasticGradientDescent.useNesterovMomentum
+        """
+        return self._sgd().use_nesterov_momentum()
+
+    @property
+    def use_nestrov_momentum(self):
+        """``use_nesterov_momentum`` by MPS's older spelling ("Maps to old useNestrovMomentum property").
+
+        MPS: MPSNNOptimizerStochasticGradientDescent.useNestrovMomentum
         """
         return self._sgd().use_nesterov_momentum()
 
