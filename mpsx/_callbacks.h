@@ -130,6 +130,16 @@ inline ForeignError fetch_foreign_error() {
   return ForeignError(message, payload);
 }
 
+// Runs f() with the GIL held; a Python error it leaves set is thrown as a
+// ForeignError.
+template <class F>
+auto call_python(F&& f) {
+  Gil gil;
+  auto result = f();
+  if (PyErr_Occurred()) throw fetch_foreign_error();
+  return result;
+}
+
 using CompletedCall = void (*)(PyObject* handler, CommandBuffer& command_buffer);
 
 // A completed handler that calls `handler(command_buffer)` in Python.

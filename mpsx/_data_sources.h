@@ -14,16 +14,6 @@
 
 namespace mpsx::python {
 
-// Runs f() with the GIL held; a Python error it leaves set is thrown as a
-// ForeignError.
-template <class F>
-auto call_python(F&& f) {
-  Gil gil;
-  auto result = f();
-  if (PyErr_Occurred()) throw fetch_foreign_error();
-  return result;
-}
-
 // The Python object behind a data source, and the calls to it that every
 // data source protocol has (load and purge).
 class PythonDataSourceObject {

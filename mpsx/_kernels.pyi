@@ -36,6 +36,8 @@ __all__ = [
     "NeuronType",
     "Offset",
     "Region",
+    "NNPadding",
+    "NNDefaultPadding",
     "NNNeuronDescriptor",
     "CNNNeuron",
     "CNNNeuronGradient",
@@ -301,9 +303,9 @@ class CNNKernel:
     @edge_mode.setter
     def edge_mode(self, value: ImageEdgeMode | int) -> None: ...
     @property
-    def padding(self) -> NNPaddingMethod: ...
+    def padding(self) -> NNPaddingMethod | NNPadding: ...
     @padding.setter
-    def padding(self, value: NNPaddingMethod | int) -> None: ...
+    def padding(self, value: NNPaddingMethod | int | NNPadding) -> None: ...
     destination_feature_channel_offset: int
     source_feature_channel_offset: int
     source_feature_channel_max_count: int
@@ -537,6 +539,7 @@ class NNPaddingMethod(enum.IntFlag):
     SIZE_VALID_ONLY = 0
     SIZE_SAME = 16
     SIZE_FULL = 32
+    CUSTOM_ALLOW_FOR_NODE_FUSION = 8192
     CUSTOM = 16384
     EXCLUDE_EDGES = 32768
 
@@ -570,6 +573,38 @@ class Region(NamedTuple):
     width: int
     height: int
     depth: int
+
+class NNPadding:
+    def padding_method(self) -> NNPaddingMethod: ...
+    def label(self) -> str | None: ...
+    def destination_image_descriptor_for_source_images(
+        self,
+        source_images: _ImageSource,
+        source_states: _StateSource,
+        for_kernel: CNNKernel,
+        suggested_descriptor: ImageDescriptor,
+    ) -> ImageDescriptor: ...
+    def inverse(self) -> NNPadding | None: ...
+
+@disjoint_base
+class NNDefaultPadding(NNPadding):
+    def __init__(self, method: NNPaddingMethod | int) -> None: ...
+    @classmethod
+    def padding_with_method(cls, method: NNPaddingMethod | int) -> Self: ...
+    @classmethod
+    def padding_for_tensorflow_average_pooling(cls) -> Self: ...
+    @classmethod
+    def padding_for_tensorflow_average_pooling_valid_only(cls) -> Self: ...
+    def padding_method(self) -> NNPaddingMethod: ...
+    def label(self) -> str | None: ...
+    def destination_image_descriptor_for_source_images(
+        self,
+        source_images: _ImageSource,
+        source_states: _StateSource,
+        for_kernel: CNNKernel,
+        suggested_descriptor: ImageDescriptor,
+    ) -> ImageDescriptor: ...
+    def inverse(self) -> NNPadding | None: ...
 
 @disjoint_base
 class NNNeuronDescriptor:
@@ -2039,9 +2074,9 @@ class NNFilterNode:
     def source_states(self) -> list[NNStateNode]: ...
     label: str
     @property
-    def padding_policy(self) -> NNPaddingMethod: ...
+    def padding_policy(self) -> NNPaddingMethod | NNPadding: ...
     @padding_policy.setter
-    def padding_policy(self, value: NNPaddingMethod | int) -> None: ...
+    def padding_policy(self, value: NNPaddingMethod | int | NNPadding) -> None: ...
 
 class NNGradientFilterNode(NNFilterNode): ...
 
@@ -2366,7 +2401,7 @@ class CNNPoolingGradientNode(NNGradientFilterNode):
         kernel_height: int,
         stride_in_pixels_x: int,
         stride_in_pixels_y: int,
-        padding_policy: NNPaddingMethod | int | None = None,
+        padding_policy: NNPaddingMethod | int | NNPadding | None = None,
         *,
         dilation_rate_x: int = 1,
         dilation_rate_y: int = 1,
@@ -2381,7 +2416,7 @@ class CNNPoolingGradientNode(NNGradientFilterNode):
         kernel_height: int,
         stride_in_pixels_x: int,
         stride_in_pixels_y: int,
-        padding_policy: NNPaddingMethod | int,
+        padding_policy: NNPaddingMethod | int | NNPadding,
     ) -> Self: ...
     @property
     def kernel_width(self) -> int: ...

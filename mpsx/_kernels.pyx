@@ -11,7 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from libc.stdint cimport int64_t, uint32_t
-from libcpp.memory cimport shared_ptr
+from libcpp.memory cimport dynamic_pointer_cast, shared_ptr
 from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
@@ -83,8 +83,9 @@ class NNPaddingMethod(enum.IntFlag):
     """The bits of a padding policy: how a kernel that makes its destination sizes it and places its windows.
 
     ALIGN_* and ADD_REMAINDER_TO_* place the windows, SIZE_* sizes the destination (valid only, same, full), CUSTOM
-    (in MPS, a padding object's own method sizes the destination) changes nothing in mpsx, and EXCLUDE_EDGES makes
-    average pooling divide by the taps inside the source (Caffe). Values combine with ``|``.
+    has a padding object's own method (NNPadding) give the destination last (bits set alone: nothing more),
+    CUSTOM_ALLOW_FOR_NODE_FUSION lets a graph fuse such a node all the same, and EXCLUDE_EDGES makes average pooling
+    divide by the taps inside the source (Caffe). Values combine with ``|``.
 
     MPS: MPSNNPaddingMethod
     """
@@ -98,6 +99,7 @@ class NNPaddingMethod(enum.IntFlag):
     SIZE_VALID_ONLY = 0
     SIZE_SAME = 1 << 4
     SIZE_FULL = 2 << 4
+    CUSTOM_ALLOW_FOR_NODE_FUSION = 1 << 13
     CUSTOM = 1 << 14
     EXCLUDE_EDGES = 1 << 15
 
@@ -393,19 +395,18 @@ cdef class CNNKernel:
 
     @property
     def padding(self):
-        """The padding policy (NNPaddingMethod bits) the encodes that return a new image use to size it and set
-        ``offset``.
+        """The padding policy the encodes that return a new image use to size it and set ``offset``: NNPaddingMethod
+        bits, or a padding object (an NNDefaultPadding, or an NNPadding of your own), read back as it was set.
 
         MPS: MPSCNNKernel.padding, MPSCNNBinaryKernel.padding
         """
-        return NNPaddingMethod(self.native().padding_method)
+        cdef CKernel* kernel = self.native()
+        return padding_value(kernel.padding_method, kernel.padding_policy)
 
     @padding.setter
     def padding(self, value):
-        cdef int64_t method = integer_argument(value, "padding")
-        if not 0 <= method < 2**32:
-            raise ValueError(f"padding must be an NNPaddingMethod (a 32-bit unsigned int), given {method}")
-        self.native().padding_method = <uint32_t>method
+        cdef CKernel* kernel = self.native()
+        set_padding(&kernel.padding_method, &kernel.padding_policy, value, "padding")
 
     @property
     def destination_feature_channel_offset(self):
@@ -966,6 +967,34 @@ cdef object _wrapper_class(const char* class_name):
     return cls
 
 
+cdef object _wrap_kernel(const shared_ptr[CKernel]& made):
+    """A new Python object of a native kernel's class for it (a graph's own kernel, say), made without __init__:
+    its geometry, padding and family properties work; it holds no Python data source."""
+    cls = _wrapper_class(made.get().class_name())
+    cdef CNNKernel kernel = cls.__new__(cls)
+    if isinstance(kernel, CNNGradientKernel):
+        (<CNNGradientKernel>kernel)._set(dynamic_pointer_cast[CGradientKernel, CKernel](made))
+    elif isinstance(kernel, CNNBinaryKernel):
+        (<CNNBinaryKernel>kernel)._set_binary(dynamic_pointer_cast[CBinaryKernel, CKernel](made), NNGradientState)
+    elif isinstance(kernel, CNNUnaryKernel):
+        (<CNNUnaryKernel>kernel)._set(dynamic_pointer_cast[CUnaryKernel, CKernel](made), NNGradientState)
+    else:
+        kernel.kernel = made
+    return kernel
+
+
+# The Python class of each native state, by its MPS class name; filled with _wrapper_classes.
+cdef dict _state_classes = {}
+
+
+cdef object _wrap_any_state(const shared_ptr[CState]& state):
+    """A new Python object of a native state's class (State where mpsx has none) for it."""
+    cls = _state_classes.get(state.get().class_name(), State)
+    cdef State s = cls.__new__(cls)
+    s.c = state
+    return s
+
+
 cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKernel forward):
     cls = _wrapper_class(made.get().class_name())
     cdef CNNGradientKernel kernel = cls.__new__(cls)
@@ -976,6 +1005,7 @@ cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKe
 
 # ---------------------------------------------------------------- families
 
+include "kernels/padding.pxi"
 include "kernels/neuron.pxi"
 include "kernels/convolution.pxi"
 include "kernels/loss.pxi"
@@ -1018,4 +1048,6 @@ for _name in __all__:
     _class = globals()[_name]
     if isinstance(_class, type) and issubclass(_class, (CNNKernel, NNFilterNode)):
         _wrapper_classes[("MPS" + _name).encode()] = _class
+    elif isinstance(_class, type) and issubclass(_class, State):
+        _state_classes[("MPS" + _name).encode()] = _class
 del _name, _class

@@ -64,7 +64,7 @@ TYPES = {
     "Image": "destination_gradient source_gradient source_image",
     "Image | ImageBatch": "destination_image labels_image primary_image secondary_image weights_image",
     "ImageBatch": "destination_gradients destination_images",
-    "ImageDescriptor": "descriptor image_descriptor",
+    "ImageDescriptor": "descriptor image_descriptor suggested_descriptor",
     "list[ImageDescriptor]": "image_descriptor_list",
     "ImageEdgeMode": "edge_mode primary_edge_mode secondary_edge_mode",
     "Iterable[State] | None": "batch",
@@ -85,7 +85,9 @@ TYPES = {
     "NNNeuronDescriptor | None": "fused_neuron_descriptor",
     "NNOptimizer": "optimizer",
     "NNOptimizerDescriptor": "optimizer_descriptor",
-    "NNPaddingMethod": "padding padding_policy",
+    "NNPaddingMethod": "method",
+    "NNPaddingMethod | NNPadding": "padding padding_policy",
+    "CNNKernel": "for_kernel",
     "NNRegularizationType": "regularization_type",
     "NNStateNode": "convolution_transpose_gradient_state",
     "NNTrainingStyle": "training_style",
@@ -189,7 +191,9 @@ RETURNS = {
     "Image": "encode labels_image loss_image",
     "Image | None": "execute_async weights_image",
     "ImageBatch": "encode_batch",
-    "ImageDescriptor": "destination_image_descriptor",
+    "ImageDescriptor": "destination_image_descriptor destination_image_descriptor_for_source_images",
+    "NNPaddingMethod": "padding_method",
+    "NNPadding | None": "inverse",
     "Iterator[Image]": "__iter__",
     "Literal[False]": "__exit__",
     "NNGradientFilterNode": "gradient_filter_with_source gradient_filter_with_sources",
@@ -211,7 +215,8 @@ RETURNS = {
         "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
         "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer cnn_neuron_descriptor_with_type "
-        "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device"
+        "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device padding_with_method padding_for_tensorflow_average_pooling "
+        "padding_for_tensorflow_average_pooling_valid_only"
     ),
     "State | None": "temporary_result_state",
     "StateBatch | None": "result_state_batch temporary_result_state_batch",
@@ -294,7 +299,8 @@ OVERRIDES = {
     "CNNNormalizationMeanAndVarianceState.__init__.mean": "Buffer | npt.ArrayLike",
     "CNNNormalizationMeanAndVarianceState.__init__.variance": "Buffer | npt.ArrayLike",
     "CNNNormalizationMeanAndVarianceState.temporary_state": "CNNNormalizationMeanAndVarianceState",
-    "CNNPoolingGradientNode.__init__.padding_policy": "NNPaddingMethod | int",
+    "CNNPoolingGradientNode.__init__.padding_policy": "NNPaddingMethod | int | NNPadding",
+    "CNNPoolingGradientNode.node_with_source_gradient.padding_policy": "NNPaddingMethod | int | NNPadding",
     "CNNUnaryKernel.result_state.source_image": "Image | ImageBatch",
     "ConvolutionWeights.__init__.descriptor": "CNNConvolutionDescriptor",
     "ConvolutionWeights.__init__.weights": "npt.ArrayLike",
@@ -368,6 +374,8 @@ SETTERS = {
     "clip_rect": "tuple[int, int, int, int, int, int] | None",
     "data": "npt.ArrayLike | None",
     "offset": "tuple[int, int] | tuple[int, int, int]",
+    "padding": "NNPaddingMethod | int | NNPadding",
+    "padding_policy": "NNPaddingMethod | int | NNPadding",
     "primary_offset": "tuple[int, int] | tuple[int, int, int]",
     "secondary_offset": "tuple[int, int] | tuple[int, int, int]",
     "training_style": 'NNTrainingStyle | int | Literal["none", "cpu", "gpu"]',

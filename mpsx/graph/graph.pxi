@@ -522,18 +522,20 @@ cdef class NNFilterNode:
 
     @property
     def padding_policy(self):
-        """The padding policy (NNPaddingMethod bits) of the filter's kernel: the filter's default unless set.
+        """The padding policy of the filter's kernel, the filter's default unless set: NNPaddingMethod bits, or a
+        padding object (NNDefaultPadding, NNPadding), read back as it was set. The gradient filters it makes take the
+        object's ``inverse()`` where that is not None. A CUSTOM policy keeps the graph from fusing the node with a
+        neuron unless its bits include CUSTOM_ALLOW_FOR_NODE_FUSION.
 
         MPS: MPSNNFilterNode.paddingPolicy
         """
-        return NNPaddingMethod(self.native().padding_policy)
+        cdef CFilterNode* node = self.native()
+        return padding_value(node.padding_method, node.padding_policy)
 
     @padding_policy.setter
     def padding_policy(self, value):
-        cdef int64_t method = integer_argument(value, "padding_policy")
-        if not 0 <= method <= 0xFFFFFFFF:
-            raise ValueError(f"padding_policy must be an NNPaddingMethod (a 32-bit unsigned int), given {method}")
-        self.native().padding_policy = <uint32_t>method
+        cdef CFilterNode* node = self.native()
+        set_padding(&node.padding_method, &node.padding_policy, value, "padding_policy")
 
     def gradient_filters_with_sources(self, gradient_images):
         """One gradient node per source of this filter that gets a gradient, given the gradient images of its results

@@ -226,16 +226,17 @@ cdef class CNNPoolingGradientNode(NNGradientFilterNode):
         cdef PoolingNodeWindow w = _pooling_node_window(type(self)._kind, kernel_width, kernel_height,
                                                         stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x,
                                                         dilation_rate_y)
-        cdef int64_t policy = int(NNPaddingMethod.SIZE_SAME) if padding_policy is None else \
-            integer_argument(padding_policy, "padding_policy")
-        if not 0 <= policy <= 0xFFFFFFFF:
-            raise ValueError(f"padding_policy must be an NNPaddingMethod (a 32-bit unsigned int), given {policy}")
+        cdef uint32_t method = NNPaddingMethod.SIZE_SAME
+        cdef shared_ptr[const CPaddingPolicy] policy
+        if padding_policy is not None:
+            set_padding(&method, &policy, padding_policy, "padding_policy")
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNPoolingGradientNode](
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c, w, <uint32_t>policy),
+            _image_node_argument(source_image, "source_image").c, gradient_state.c, w, method),
             (source_gradient, source_image, gradient_state, kernel_width, kernel_height, stride_in_pixels_x,
              stride_in_pixels_y, padding_policy),
             {"dilation_rate_x": dilation_rate_x, "dilation_rate_y": dilation_rate_y})
+        self.native().padding_policy = policy
 
     @classmethod
     def node_with_source_gradient(cls, source_gradient, source_image, gradient_state, kernel_width, kernel_height,

@@ -2,6 +2,7 @@
 from mpsx.includes.common cimport *
 from mpsx.includes.distributed cimport CCommunicator
 from mpsx.includes.image cimport CImage
+from mpsx.includes.padding cimport CPaddingPolicy
 from mpsx.includes.state cimport CState
 
 cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
@@ -48,7 +49,8 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         shared_ptr[CImageNode] result_image() except +raise_py_error
         vector[shared_ptr[CStateNode]] result_states() except +raise_py_error
         string label
-        uint32_t padding_policy
+        uint32_t padding_method
+        shared_ptr[const CPaddingPolicy] padding_policy
         TrainingStyle training_style
         vector[shared_ptr[CFilterNode]] gradient_filters(const vector[shared_ptr[CImageNode]]& gradients) except +raise_py_error
 

@@ -1,6 +1,7 @@
 # cdef extern declarations of native/include/mpsx/kernel.h
 from mpsx.includes.common cimport *
 from mpsx.includes.image cimport CImage, ImageDescriptor
+from mpsx.includes.padding cimport CDefaultPadding, CPaddingPolicy
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport EdgeMode, Offset, Region
 
@@ -18,6 +19,7 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         int64_t source_feature_channel_offset
         int64_t source_feature_channel_max_count
         uint32_t padding_method
+        shared_ptr[const CPaddingPolicy] padding_policy
         string label
         vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error
 
@@ -61,3 +63,20 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
                                   const shared_ptr[CImage]& destination_gradient) except +raise_py_error
         ImageDescriptor destination_image_descriptor(const CImage& source_gradient,
                                                      const CState& gradient_state) except +raise_py_error
+
+# mpsx/_padding.h: Python objects as padding policies.
+cdef extern from "_padding.h" namespace "mpsx::python":
+    cdef cppclass PaddingCalls:
+        string (*label)(object) except *
+        ImageDescriptor (*destination_image_descriptor)(object, const vector[shared_ptr[CImage]]&,
+                                                        const vector[shared_ptr[CState]]&, const shared_ptr[CKernel]&,
+                                                        const ImageDescriptor&) except *
+        shared_ptr[const CPaddingPolicy] (*inverse)(object) except *
+
+    PaddingCalls& padding_calls()
+
+    cdef cppclass CPythonPaddingPolicy "mpsx::python::PythonPaddingPolicy"(CPaddingPolicy):
+        CPythonPaddingPolicy(PyObject* policy, uint32_t method)
+
+    PyObject* python_policy_of(const shared_ptr[const CPaddingPolicy]& policy)
+    shared_ptr[const CDefaultPadding] default_padding_of(const shared_ptr[const CPaddingPolicy]& policy)

@@ -434,6 +434,7 @@ _REQUIRED = {
                                            "purge", "label"),
     "MPSCNNInstanceNormalizationDataSource": ("gamma", "beta", "numberOfFeatureChannels", "label"),
     "MPSCNNGroupNormalizationDataSource": ("gamma", "beta", "numberOfFeatureChannels", "numberOfGroups", "label"),
+    "MPSNNPadding": ("paddingMethod",),
 }
 _OPTIONAL = {
     "MPSCNNConvolutionDataSource": (
@@ -449,6 +450,8 @@ _OPTIONAL = {
     "MPSCNNGroupNormalizationDataSource": (
         "epsilon", "updateGammaAndBetaWithCommandBuffer:groupNormalizationStateBatch:",
         "updateGammaAndBetaWithGroupNormalizationStateBatch:"),
+    "MPSNNPadding": ("label", "destinationImageDescriptorForSourceImages:sourceStates:forKernel:suggestedDescriptor:",
+                     "inverse"),
 }
 # What mpsx named some update methods before it followed the naming rule.
 _FORMER_NAMES = {

@@ -132,6 +132,25 @@ ImageDescriptor Kernel::apply_padding(const Image& source, int64_t width, int64_
   return with_source_images(source, d);
 }
 
+ImageDescriptor Kernel::custom_padding(const std::vector<const Image*>& source_images,
+                                      const std::vector<const State*>& source_states,
+                                      const ImageDescriptor& suggested) {
+  if (!runs_custom_padding(padding_method, padding_policy.get())) return suggested;
+  // Held: the method may replace the kernel's policy.
+  std::shared_ptr<const PaddingPolicy> policy = padding_policy;
+  ImageDescriptor d = policy->destination_image_descriptor(source_images, source_states, *this, suggested);
+  try {
+    d.validate();
+    check_properties();
+  } catch (const Error& e) {
+    fail<ArgumentError>(class_name(), ": the padding policy ", policy->label(), " (its custom method) ", e.what());
+  }
+  if (d.channel_format != DataType::Float32 && d.channel_format != DataType::Float16)
+    fail<TypeMismatchError>(class_name(), ": the padding policy ", policy->label(),
+                            " gave a destination of ", name_of(d.channel_format), "; it must be float32 or float16");
+  return d;
+}
+
 ImageDescriptor Kernel::with_source_images(const Image& source, ImageDescriptor d) const {
   d.number_of_images = source.number_of_images() - offset.z;
   if (d.number_of_images <= 0)
@@ -357,7 +376,7 @@ ImageDescriptor UnaryKernel::destination_image_descriptor(const Image& source) {
   // The padding policy sets offset for the encode that follows it; a query
   // leaves the kernel as it was.
   Restore<Offset> kept(offset);
-  return destination_descriptor(source, nullptr);
+  return custom_padding({&source}, {}, destination_descriptor(source, nullptr));
 }
 
 std::shared_ptr<State> UnaryKernel::result_state(const Image& source) {
@@ -417,10 +436,17 @@ UnaryKernel::Encoded UnaryKernel::encode(CommandBuffer& command_buffer, const st
     geometry = plan_.geometry;
   } else {
     ImageDescriptor d = destination_descriptor(*source, source_state);
+    // A custom method may set anything: it runs on every such encode.
+    const bool custom = runs_custom_padding(padding_method, padding_policy.get());
+    if (custom) {
+      std::vector<const State*> states;
+      if (source_state) states.push_back(source_state);
+      d = custom_padding({source.get()}, states, d);
+    }
     result = new_destination(command_buffer, d);
     geometry = resolve(*source, *result, window(), source_channels(*source), destination_channels(*source),
                        source_offset());
-    if (reuses_padding()) plan_.remember(*this, *source, d, geometry);
+    if (reuses_padding() && !custom) plan_.remember(*this, *source, d, geometry);
   }
   // The blocks only where memory may be shared: most destinations lie elsewhere.
   if (result->may_share_memory(*source))
@@ -511,8 +537,11 @@ void BinaryKernel::check_inputs(const Image& primary_image, const Image& seconda
   destination_channels(primary_image, secondary_image);
 }
 
-ImageDescriptor BinaryKernel::destination_image_descriptor(const Image& primary_image,
-                                                           const Image& secondary_image) const {
+ImageDescriptor BinaryKernel::destination_image_descriptor(const Image& primary_image, const Image& secondary_image) {
+  return custom_padding({&primary_image, &secondary_image}, {}, padded_descriptor(primary_image, secondary_image));
+}
+
+ImageDescriptor BinaryKernel::padded_descriptor(const Image& primary_image, const Image& secondary_image) const {
   check_inputs(primary_image, secondary_image);
   uint32_t remainder = padding_method & padding::kAddRemainderToMask;
   bool remainder_left = remainder == padding::kAddRemainderToTopLeft || remainder == padding::kAddRemainderToBottomLeft;
@@ -776,11 +805,22 @@ void GradientKernel::check(const Image& source_gradient, const Image& secondary_
                             name_of(source_gradient.data_type()));
 }
 
-ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source_gradient,
-                                                             const State& state) const {
+ImageDescriptor GradientKernel::destination_image_descriptor(const Image& source_gradient, const State& state) {
   check_properties();
   ImageDescriptor d = gradient_state_of(state).source_descriptor;
   d.channel_format = source_gradient.data_type();
+  return custom_gradient_padding({&source_gradient}, state, d);
+}
+
+ImageDescriptor GradientKernel::custom_gradient_padding(const std::vector<const Image*>& sources, const State& state,
+                                                        const ImageDescriptor& expected) {
+  ImageDescriptor d = custom_padding(sources, {&state}, expected);
+  if (d.width != expected.width || d.height != expected.height || d.feature_channels != expected.feature_channels ||
+      d.number_of_images != expected.number_of_images)
+    fail<ShapeError>(class_name(), ": the padding policy ", padding_policy->label(), " gave a destination gradient of ",
+                     d.number_of_images, "x", d.feature_channels, "x", d.height, "x", d.width,
+                     " (NxCxHxW); a gradient is shaped as the forward source, ", expected.number_of_images, "x",
+                     expected.feature_channels, "x", expected.height, "x", expected.width);
   return d;
 }
 
@@ -865,6 +905,8 @@ std::shared_ptr<Image> GradientKernel::encode(CommandBuffer& command_buffer,
       fail<TypeMismatchError>(class_name(), ": the destination gradient must be float32 or float16, given ",
                               name_of(result->data_type()));
   } else {
+    if (runs_custom_padding(padding_method, padding_policy.get()))
+      expected = custom_gradient_padding({source_gradient.get(), source_image.get()}, *state, expected);
     result = new_destination(command_buffer, expected);
   }
   check_aliasing(*result, *source_gradient, *source_image, gradient_state_of(*state));

@@ -377,6 +377,39 @@ image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 1)
 image_descriptor_list = [image_descriptor]
 obj = mpsx.TemporaryImage(cb, image_descriptor)
 """],
+    "NNPadding": ["""
+class Policy(mpsx.NNPadding):
+    def padding_method(self):
+        return mpsx.NNPaddingMethod.CUSTOM | mpsx.NNPaddingMethod.SIZE_VALID_ONLY
+
+    def destination_image_descriptor_for_source_images(self, source_images, source_states, for_kernel,
+                                                       suggested_descriptor):
+        for_kernel.offset = (1, 1, 0)
+        return suggested_descriptor
+
+obj = Policy()
+for_kernel = mpsx.CNNPoolingMax(dev, 2, 2)
+for_kernel.padding = obj
+source_images = [mpsx.Image.from_numpy(dev, rng.standard_normal((1, 2, 6, 6)).astype(np.float32))]
+source_states = []
+suggested_descriptor = for_kernel.destination_image_descriptor(source_images)
+"""],
+    "NNDefaultPadding": ["""
+method = mpsx.NNPaddingMethod.SIZE_VALID_ONLY | mpsx.NNPaddingMethod.ALIGN_TOP_LEFT
+obj = mpsx.NNDefaultPadding.padding_with_method(method)
+for_kernel = mpsx.CNNPoolingAverage(dev, 2, 2)
+for_kernel.padding = obj
+source_images = [mpsx.Image.from_numpy(dev, rng.standard_normal((1, 2, 6, 6)).astype(np.float32))]
+source_states = []
+suggested_descriptor = for_kernel.destination_image_descriptor(source_images)
+""", """
+obj = mpsx.NNDefaultPadding.padding_for_tensorflow_average_pooling()
+for_kernel = mpsx.CNNPoolingAverage(dev, 2, 2)
+for_kernel.padding = obj
+source_images = [mpsx.Image.from_numpy(dev, rng.standard_normal((1, 2, 5, 5)).astype(np.float32))]
+source_states = []
+suggested_descriptor = for_kernel.destination_image_descriptor(source_images)
+"""],
     "ImageBatch": ["""
 descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 3)
 obj = mpsx.ImageBatch(dev, descriptor)

@@ -109,7 +109,7 @@ std::unique_ptr<GraphStep> CNNBatchNormalizationNode::compile(const StepSlots& s
                                       "exported), but flags CalculateStatisticsNever compute no batch statistics "
                                       "for it");
   auto kernel = graph_kernel<CNNBatchNormalization>(slots, data_source_, neuron_of(slots));
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   (*slots.kernels)[this] = kernel;
   const bool statistics = flags == BatchNormalizationFlags::CalculateStatisticsAlways ||
                           (flags == BatchNormalizationFlags::CalculateStatisticsAutomatic && state_used);

@@ -16,7 +16,7 @@ std::unique_ptr<GraphStep> CNNConvolutionNode::compile(const StepSlots& slots) c
   std::shared_ptr<CNNConvolution> kernel = fully_connected_
                                                ? graph_kernel<CNNFullyConnected>(slots, weights_)
                                                : graph_kernel<CNNConvolution>(slots, weights_);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   kernel->accumulator_precision = accumulator_precision;
   (*slots.kernels)[this] = kernel;
   return unary_step(kernel, slots, [kernel] { kernel->reload_weights_and_biases_from_data_source(); });

@@ -51,7 +51,7 @@ CNNConvolutionTransposeNode::CNNConvolutionTransposeNode(std::shared_ptr<ImageNo
 
 std::unique_ptr<GraphStep> CNNConvolutionTransposeNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNConvolutionTranspose>(slots, weights_);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   kernel->accumulator_precision = accumulator_precision;
   kernel->label = label;
   (*slots.kernels)[this] = kernel;

@@ -26,7 +26,7 @@ void CNNCrossChannelNormalizationNode::set_kernel_size(int64_t value) {
 std::unique_ptr<GraphStep> CNNCrossChannelNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNCrossChannelNormalization>(slots, kernel_size_);
   kernel->set_parameters(parameters());
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   return unary_step(std::move(kernel), slots);
 }
 

@@ -17,6 +17,13 @@ Fusions find_fusions(const std::vector<std::shared_ptr<FilterNode>>& filters,
     return !image.export_from_graph && !image.synchronize_resource && !needed_results.count(&image);
   };
   auto state_kept_in_graph = [](const StateNode& state) { return !state.export_from_graph && !state.synchronize_resource; };
+  // "custom padding policies may prevent the MPSNNGraph from fusing away
+  // nodes ... because it doesn't know what the custom padding policy does",
+  // unless CustomAllowForNodeFusion says it may.
+  auto blocks_fusion = [](const FilterNode& node) {
+    return runs_custom_padding(node.padding_method, node.padding_policy.get()) &&
+           !(node.padding_method & padding::kCustomAllowForNodeFusion);
+  };
   Fusions fusions;
   for (const auto& f : filters) {
     if (f->is_gradient() || !f->fuses_neuron()) continue;
@@ -43,7 +50,7 @@ Fusions find_fusions(const std::vector<std::shared_ptr<FilterNode>>& filters,
         fusable = false;
       }
     }
-    if (!fusable || !neuron) continue;
+    if (!fusable || !neuron || blocks_fusion(*f) || blocks_fusion(*neuron)) continue;
     const std::vector<std::shared_ptr<StateNode>> states = neuron->result_states();
     for (const auto& [g, forward_gradient] : gradients)
       fusable = fusable && g->source_states()[0] == states[0] && g->descriptor() == neuron->descriptor();

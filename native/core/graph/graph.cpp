@@ -35,7 +35,7 @@ const char* StateNode::class_name() const {
 
 FilterNode::FilterNode(std::vector<std::shared_ptr<ImageNode>> sources,
                        std::vector<std::shared_ptr<StateNode>> source_states, uint32_t default_padding)
-    : padding_policy(default_padding), sources_(std::move(sources)), source_states_(std::move(source_states)) {
+    : padding_method(default_padding), sources_(std::move(sources)), source_states_(std::move(source_states)) {
   result_image_.producer_ = this;
   for (const auto& s : sources_)
     if (!s) fail<TypeMismatchError>("a filter node: expected an NNImageNode source, given None");
@@ -109,7 +109,14 @@ std::vector<std::shared_ptr<FilterNode>> FilterNode::gradient_filters(
   for (const auto& g : gradient_images)
     if (!g) fail<TypeMismatchError>(class_name(), ": expected an NNImageNode gradient, given None");
   auto made = make_gradient_filters(gradient_images);
+  // MPSNNPadding's inverse: "a padding policy suitable for a training
+  // gradient pass"; a policy without one leaves the gradient's own.
+  std::shared_ptr<const PaddingPolicy> inverse = padding_policy ? padding_policy->inverse() : nullptr;
   for (size_t i = 0; i < made.size(); ++i) {
+    if (inverse) {
+      made[i]->padding_method = inverse->padding_method();
+      made[i]->padding_policy = inverse;
+    }
     made[i]->training_style = training_style;
     made[i]->gradient_origin_ = GradientOrigin{shared_from_this(), gradient_images, i};
   }

@@ -58,7 +58,7 @@ std::unique_ptr<GraphStep> CNNGroupNormalizationNode::compile(const StepSlots& s
     kernel = graph_kernel<CNNInstanceNormalization>(slots, data_source_);
   else
     kernel = graph_kernel<CNNGroupNormalization>(slots, data_source_);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   (*slots.kernels)[this] = kernel;
   return unary_step(kernel, slots, [kernel] { kernel->reload_gamma_and_beta_from_data_source(); });
 }

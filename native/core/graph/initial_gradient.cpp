@@ -14,7 +14,7 @@ std::unique_ptr<GraphStep> NNInitialGradientNode::compile(const StepSlots& slots
   ones.a = 0.0f;
   ones.b = 1.0f;
   auto kernel = graph_kernel<CNNNeuron>(slots, ones);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   return unary_step(std::move(kernel), slots);
 }
 

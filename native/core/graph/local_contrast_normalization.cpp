@@ -45,7 +45,7 @@ void CNNLocalContrastNormalizationNode::set_kernel_height(int64_t value) {
 std::unique_ptr<GraphStep> CNNLocalContrastNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel =
       make_kernel<CNNLocalContrastNormalization>(kForward, slots, kernel_width_, kernel_height_, parameters);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   return unary_step(std::move(kernel), slots);
 }
 

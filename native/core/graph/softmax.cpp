@@ -10,7 +10,7 @@ CNNSoftMaxNode::CNNSoftMaxNode(std::shared_ptr<ImageNode> source, bool log)
 
 std::unique_ptr<GraphStep> CNNSoftMaxNode::compile(const StepSlots& slots) const {
   auto kernel = graph_kernel<CNNSoftMax>(slots, log_);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   return unary_step(std::move(kernel), slots);
 }
 

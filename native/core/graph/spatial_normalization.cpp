@@ -46,7 +46,7 @@ CNNSpatialNormalizationNode::CNNSpatialNormalizationNode(std::shared_ptr<ImageNo
 
 std::unique_ptr<GraphStep> CNNSpatialNormalizationNode::compile(const StepSlots& slots) const {
   auto kernel = make_kernel<CNNSpatialNormalization>(slots);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   return unary_step(std::move(kernel), slots);
 }
 

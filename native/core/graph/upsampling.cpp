@@ -32,7 +32,7 @@ const char* CNNUpsamplingNode::class_name() const { return node_name(kind_, fals
 
 std::unique_ptr<GraphStep> CNNUpsamplingNode::compile(const StepSlots& slots) const {
   auto kernel = make_kernel<CNNUpsampling>(slots);
-  kernel->padding_method = padding_policy;
+  configure_padding(*kernel);
   return unary_step(std::move(kernel), slots);
 }
 

@@ -202,8 +202,15 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   std::vector<std::shared_ptr<StateNode>> result_states();
 
   std::string label;
-  // MPSNNPaddingMethod bits; the filter's default unless set.
-  uint32_t padding_policy;
+  // paddingPolicy: MPSNNPaddingMethod bits (the filter's default unless
+  // set), and the MPSNNPadding object they came from, or null.
+  uint32_t padding_method;
+  std::shared_ptr<const PaddingPolicy> padding_policy;
+  // Gives `kernel` this filter's padding policy.
+  void configure_padding(Kernel& kernel) const {
+    kernel.padding_method = padding_method;
+    kernel.padding_policy = padding_policy;
+  }
 
   // -gradientFilterWithSources: / -gradientFiltersWithSources:, the forward
   // source images and result states wired in. Gradient filters throw.
@@ -335,7 +342,7 @@ class DescribedForwardNode : public ForwardFilterNode {
   const D& descriptor() const { return descriptor_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override {
     auto kernel = graph_kernel<K>(slots, descriptor_);
-    kernel->padding_method = padding_policy;
+    configure_padding(*kernel);
     return unary_step(std::move(kernel), slots);
   }
 

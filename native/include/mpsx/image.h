@@ -92,7 +92,8 @@ void copy_region(const ImageRegion& from, const ImageRegion& to);
 // The dense (N, C, H, W) layout of host arrays.
 ImageLayout nchw_layout(const ImageDescriptor& descriptor);
 
-class Image {
+// Shares itself with the calls it hands itself to (a padding policy's).
+class Image : public std::enable_shared_from_this<Image> {
  public:
   // New storage on `device`: the backend's ImageStorage where it has one,
   // else a Buffer laid out as the backend prefers.

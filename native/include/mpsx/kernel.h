@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mpsx/image.h"
+#include "mpsx/padding.h"
 #include "mpsx/primitive.h"
 #include "mpsx/state.h"
 #include "mpsx/types.h"
@@ -169,6 +170,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // MPS's ULONG_MAX: every channel from source_feature_channel_offset on.
   int64_t source_feature_channel_max_count = std::numeric_limits<int64_t>::max();
   uint32_t padding_method = padding::kDefault;
+  // The MPSNNPadding object padding_method came from, or null (bits alone);
+  // its custom method runs where padding_method has the Custom bit.
+  std::shared_ptr<const PaddingPolicy> padding_policy;
   std::string label;
   // MPSKernel's destinationImageAllocator (native only; the graph gives its
   // kernels its own).
@@ -201,6 +205,12 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // (reverse filters pad their expanded source).
   ImageDescriptor apply_padding(const Image& source, int64_t width, int64_t height, const Window& window,
                                 int64_t destination_channels);
+  // The padding policy's last step: its custom method's descriptor for
+  // `suggested` where it has one (runs_custom_padding), else `suggested`.
+  // Checks the descriptor and the properties the method may have set.
+  ImageDescriptor custom_padding(const std::vector<const Image*>& source_images,
+                                 const std::vector<const State*>& source_states,
+                                 const ImageDescriptor& suggested);
   // `d`, a destination's width, height and feature channels, for the source
   // images from offset.z on, in the source's float format (else float32);
   // ShapeError where offset.z is past them.
@@ -387,8 +397,9 @@ class BinaryKernel : public Kernel {
   Encoded encode(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
                  const std::shared_ptr<Image>& secondary_image, const std::shared_ptr<Image>& destination,
                  const std::shared_ptr<State>& state, bool want_state);
-  // The destination an encode without one makes; no side effects.
-  ImageDescriptor destination_image_descriptor(const Image& primary_image, const Image& secondary_image) const;
+  // The destination an encode without one makes: the padding policy's,
+  // whose custom method alone may change the kernel.
+  ImageDescriptor destination_image_descriptor(const Image& primary_image, const Image& secondary_image);
   // -resultStateForPrimaryImage:secondaryImage:sourceStates:destinationImage:.
   std::shared_ptr<State> result_state(const Image& primary_image, const Image& secondary_image);
 
@@ -407,6 +418,8 @@ class BinaryKernel : public Kernel {
   void check_properties() const override;
   // Data types and family checks of both sources.
   virtual void check_sources(const Image& primary_image, const Image& secondary_image) const;
+  // The padding policy's size of the destination, before its custom method.
+  ImageDescriptor padded_descriptor(const Image& primary_image, const Image& secondary_image) const;
   // How the destination may overlap the primary or the secondary image (cpu,
   // cuda); for a gradient kernel, the source gradient or its secondary image.
   virtual InPlace in_place(bool secondary) const { return InPlace::None; }
@@ -452,8 +465,8 @@ class GradientKernel : public BinaryKernel {
                                 const std::shared_ptr<Image>& destination_gradient);
 
   // The descriptor of the gradient of the forward source: its size, in the
-  // source gradient's data type.
-  ImageDescriptor destination_image_descriptor(const Image& source_gradient, const State& gradient_state) const;
+  // source gradient's data type (a custom padding method may change that).
+  ImageDescriptor destination_image_descriptor(const Image& source_gradient, const State& gradient_state);
 
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
@@ -462,6 +475,10 @@ class GradientKernel : public BinaryKernel {
   // secondary property, offset, clip_rect, a feature channel offset or a
   // kernel offset away from its default.
   void check_properties() const override;
+  // `expected` (the forward source's descriptor), as the padding policy's
+  // custom method gives it: its format may change, its size may not.
+  ImageDescriptor custom_gradient_padding(const std::vector<const Image*>& sources, const State& state,
+                                          const ImageDescriptor& expected);
   virtual GradientSecondary gradient_secondary() const { return GradientSecondary::ForwardSource; }
   // The MPS class of the forward kernel whose states this kernel consumes:
   // MPS names each gradient kernel after its forward kernel, so by default

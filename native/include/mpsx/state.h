@@ -17,7 +17,7 @@ class CommandBuffer;
 class Device;
 struct Completion;
 
-class State {
+class State : public std::enable_shared_from_this<State> {
  public:
   explicit State(std::shared_ptr<Device> device);
   virtual ~State();

@@ -83,6 +83,8 @@ inline constexpr uint32_t kSizeValidOnly = 0;
 inline constexpr uint32_t kSizeSame = 1u << 4;
 inline constexpr uint32_t kSizeFull = 2u << 4;
 inline constexpr uint32_t kSizeMask = 0x7f0;
+// The custom method changes the descriptor alone: the graph may fuse the node.
+inline constexpr uint32_t kCustomAllowForNodeFusion = 1u << 13;
 inline constexpr uint32_t kCustom = 1u << 14;
 inline constexpr uint32_t kExcludeEdges = 1u << 15;
 // MPS's default policy: a destination of the source's size, the window

@@ -33,7 +33,7 @@ class CNNPoolingNode final : public ForwardFilterNode {
 class CNNPoolingGradientNode final : public GradientFilterNode {
  public:
   CNNPoolingGradientNode(std::shared_ptr<ImageNode> source_gradient, std::shared_ptr<ImageNode> source_image,
-                         std::shared_ptr<StateNode> gradient_state, PoolingNodeWindow window, uint32_t padding_policy);
+                         std::shared_ptr<StateNode> gradient_state, PoolingNodeWindow window, uint32_t padding_method);
   const char* class_name() const override;
   const PoolingNodeWindow& window() const { return window_; }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
