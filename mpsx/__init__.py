@@ -32,6 +32,7 @@ from mpsx._runtime import (  # noqa: E402
     Image,
     ImageBatch,
     ImageDescriptor,
+    Predicate,
     State,
     StateBatch,
     TemporaryImage,

@@ -25,6 +25,7 @@ from mpsx._runtime import (
     Image as Image,
     ImageBatch as ImageBatch,
     ImageDescriptor as ImageDescriptor,
+    Predicate as Predicate,
     State as State,
     StateBatch as StateBatch,
     TemporaryImage as TemporaryImage,

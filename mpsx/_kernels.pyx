@@ -25,7 +25,7 @@ from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport EdgeMode, Offset as COffset, Region as CRegion, kMaxDimension, kRectNoClip
 from mpsx._runtime cimport (
     CommandBuffer, Communicator, Device, Image, ImageBatch, ImageDescriptor, State, float_argument, image_of, integer_argument, quoted, raise_uninitialized,
-    uninitialized_repr, wrap_device, wrap_image, wrap_image_batch)
+    uninitialized_repr, wrap_command_buffer, wrap_device, wrap_image, wrap_image_batch)
 
 from mpsx._errors import DeviceMismatchError
 from mpsx._runtime import StateBatch, _batch_of

@@ -50,6 +50,9 @@ cdef class CommandQueue:
 
 cdef class CommandBuffer:
     cdef shared_ptr[CCommandBuffer] c
+    # MPSCommandBuffer: the command buffer it was made from (c until commit_and_continue), and its predicate.
+    cdef shared_ptr[CCommandBuffer] first
+    cdef object _predicate
 
     cdef inline CCommandBuffer* native(self) except NULL:
         if not self.c:
@@ -131,6 +134,7 @@ cdef class State:
 
 
 cdef Device wrap_device(const shared_ptr[CDevice]& device)
+cdef CommandBuffer wrap_command_buffer(const shared_ptr[CCommandBuffer]& command_buffer)
 cdef Image wrap_image(const shared_ptr[CImage]& image)
 cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image)
 cdef Buffer wrap_buffer(const shared_ptr[CBuffer]& buffer, object dtype, tuple shape)

@@ -31,7 +31,7 @@ WIDTH = 120  # the line length of the project's formatter
 TYPES = {
     "Any": "memo mpi_comm result_handle tensor",
     "BaseException | None": "error exc",
-    "Buffer": "beta buffer gradient_for_beta gradient_for_biases gradient_for_gamma gradient_for_weights mean variance",
+    "Buffer": "predicate_buffer beta buffer gradient_for_beta gradient_for_biases gradient_for_gamma gradient_for_weights mean variance",
     "CNNBatchNormalization": "batch_normalization",
     "CNNBatchNormalizationFlags": "flags",
     "CNNBatchNormalizationState": "batch_normalization_gradient_state batch_normalization_source_state",
@@ -54,7 +54,8 @@ TYPES = {
     "Callable[[CommandBuffer], object]": "handler",
     "Callable[[Image | None, BaseException | None], object]": "completion_handler",
     'Callable[[npt.NDArray[np.float32], Literal["sum", "mean"]], object]': "host_all_reduce",
-    "CommandBuffer": "command_buffer",
+    "CommandBuffer": "command_buffer root_command_buffer",
+    "Predicate | None": "predicate",
     "CommandQueue": "command_queue",
     "Communicator": "communicator",
     "Communicator | _ProcessGroup": "data_parallel",
@@ -133,7 +134,7 @@ TYPES = {
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
     "int": (
-        "amount biases_offset bucket_bytes bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
+        "amount predicate_offset biases_offset bucket_bytes bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
         "integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
@@ -179,12 +180,13 @@ NODE_TYPES = {
 RETURNS = {
     "Any": "__dlpack__",
     "BatchNormalizationWeights": "batch_normalization_weights_from_torch",
-    "Buffer": "from_dlpack",
+    "Buffer": "from_dlpack predicate_buffer",
     "CNNConvolutionDescriptor": "descriptor",
     "CNNConvolutionWeightsAndBiasesState": "export_weights_and_biases",
     "CNNNormalizationGammaAndBetaState": "temporary_state update_gamma_and_beta_with_command_buffer",
     "CNNNormalizationMeanAndVarianceState": "update_mean_and_variance_with_command_buffer",
-    "CommandBuffer": "command_buffer",
+    "CommandBuffer": "command_buffer command_buffer_from_command_queue root_command_buffer",
+    "Predicate | None": "predicate",
     "CommandQueue": "new_command_queue",
     "ConvolutionWeights": "convolution_weights_from_torch",
     "Device": "device_of",
@@ -198,11 +200,12 @@ RETURNS = {
     "Literal[False]": "__exit__",
     "NNGradientFilterNode": "gradient_filter_with_source gradient_filter_with_sources",
     "None": (
-        "add_completed_handler all_reduce barrier commit destroy empty_cache encode_all_reduce "
+        "add_completed_handler all_reduce barrier commit commit_and_continue destroy empty_cache encode_all_reduce "
         "encode_gamma_and_beta_update encode_mean_and_variance_update encode_weights_and_bias_update purge "
         "reload_data_source reload_from_data_sources reload_gamma_and_beta reload_gamma_and_beta_from_data_source "
         "reload_mean_and_variance reload_mean_and_variance_from_data_source reload_weights_and_biases "
-        "reload_weights_and_biases_from_data_source prefetch_storage_with_command_buffer replay reset "
+        "reload_weights_and_biases_from_data_source prefetch_heap_for_workload_size prefetch_storage_with_command_buffer "
+        "replay reset "
         "reset_peak_bytes_in_use restore_properties save set_learning_rate set_neuron_to_p_re_lu_with_parameters_a "
         "set_neuron_type "
         "set_optimizer_state synchronize "
@@ -216,7 +219,7 @@ RETURNS = {
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
         "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer cnn_neuron_descriptor_with_type "
         "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device padding_with_method padding_for_tensorflow_average_pooling "
-        "padding_for_tensorflow_average_pooling_valid_only"
+        "padding_for_tensorflow_average_pooling_valid_only command_buffer_with_command_buffer predicate_with_buffer"
     ),
     "State | None": "temporary_result_state",
     "StateBatch | None": "result_state_batch temporary_result_state_batch",
@@ -300,6 +303,9 @@ OVERRIDES = {
     "CNNNormalizationMeanAndVarianceState.__init__.variance": "Buffer | npt.ArrayLike",
     "CNNNormalizationMeanAndVarianceState.temporary_state": "CNNNormalizationMeanAndVarianceState",
     "CNNPoolingGradientNode.__init__.padding_policy": "NNPaddingMethod | int | NNPadding",
+    "CommandBuffer.prefetch_heap_for_workload_size.size": "int",
+    "Predicate.__init__.offset": "int",
+    "Predicate.predicate_with_buffer.offset": "int",
     "CNNPoolingGradientNode.node_with_source_gradient.padding_policy": "NNPaddingMethod | int | NNPadding",
     "CNNUnaryKernel.result_state.source_image": "Image | ImageBatch",
     "ConvolutionWeights.__init__.descriptor": "CNNConvolutionDescriptor",

@@ -85,7 +85,7 @@ ENTRY = re.compile(r"^(?:(?P<type>class|protocol) (?P<name>\w+)(?: : (?P<base>\w
                    r"|[-+]\[(?P<owner>\w+) (?P<selector>[\w:]+)\]"
                    r"|(?P<powner>\w+)\.(?P<property>\w+) (?:class )?(?:readonly|readwrite))$")
 # Names on an MPS: line: a selector, Class.property, or a bare class.
-NAMED = re.compile(r"[-+]\[(\w+) ([\w:]+)\]|\b(MPS\w+)\.(\w+)\b|^(MPS\w+)$")
+NAMED = re.compile(r"[-+]\[(\w+) ([\w:]+)\]|\b(MPS\w+)\.(\w+)\b|(?:^|(?<=, ))(MPS\w+)(?=, |$)")
 
 
 def key(entry):

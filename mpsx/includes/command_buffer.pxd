@@ -20,6 +20,7 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         shared_ptr[CCommandBuffer] shared_from_this()
         void check_encodable() except +raise_py_error
         void commit() except +raise_py_error
+        shared_ptr[CCommandBuffer] commit_and_continue() except +raise_py_error
         void replay() except +raise_py_error
         bint replayable()
         void wait_until_completed() except +raise_py_error

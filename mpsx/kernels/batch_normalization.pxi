@@ -171,12 +171,6 @@ cdef cbool _batch_normalization_source_update(object source, const char* method,
     return bool(getattr(source, method.decode())(wrap_batch_normalization_state(state)))
 
 
-cdef CommandBuffer _wrap_command_buffer(CCommandBuffer& command_buffer):
-    cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
-    cb.c = command_buffer.shared_from_this()
-    return cb
-
-
 cdef object _checked_update(object source, str method, object result, type expected):
     if result is not None and not isinstance(result, expected):
         raise TypeError(f"{type(source).__name__}.{method}() must return an mpsx.{expected.__name__} or None, "
@@ -189,7 +183,7 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _batch_normalization_source_upd
     cdef shared_ptr[CNormalizationGammaAndBetaState] out
     result = _checked_update(source, "update_gamma_and_beta_with_command_buffer",
                              source.update_gamma_and_beta_with_command_buffer(
-                                 _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
+                                 wrap_command_buffer(command_buffer.shared_from_this()), wrap_batch_normalization_state(state)),
                              CNNNormalizationGammaAndBetaState)
     if result is not None:
         out = static_pointer_cast[CNormalizationGammaAndBetaState, CState]((<State>result).shared())
@@ -201,7 +195,7 @@ cdef shared_ptr[CNormalizationMeanAndVarianceState] _batch_normalization_source_
     cdef shared_ptr[CNormalizationMeanAndVarianceState] out
     result = _checked_update(source, "update_mean_and_variance_with_command_buffer",
                              source.update_mean_and_variance_with_command_buffer(
-                                 _wrap_command_buffer(command_buffer), wrap_batch_normalization_state(state)),
+                                 wrap_command_buffer(command_buffer.shared_from_this()), wrap_batch_normalization_state(state)),
                              CNNNormalizationMeanAndVarianceState)
     if result is not None:
         out = static_pointer_cast[CNormalizationMeanAndVarianceState, CState]((<State>result).shared())

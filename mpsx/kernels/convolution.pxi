@@ -629,9 +629,7 @@ cdef cbool _convolution_source_update(object source, shared_ptr[CConvolutionGrad
 cdef shared_ptr[CConvolutionWeightsAndBiasesState] _convolution_source_update_on_command_buffer(
         object source, CCommandBuffer& command_buffer, shared_ptr[CConvolutionGradientState] gradient_state,
         shared_ptr[CConvolutionWeightsAndBiasesState] source_state) except *:
-    cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)
-    cb.c = command_buffer.shared_from_this()
-    result = source.update_with_command_buffer(cb, wrap_convolution_gradient_state(gradient_state),
+    result = source.update_with_command_buffer(wrap_command_buffer(command_buffer.shared_from_this()), wrap_convolution_gradient_state(gradient_state),
                                                wrap_weights_and_biases_state(source_state))
     cdef shared_ptr[CConvolutionWeightsAndBiasesState] out
     if result is None:

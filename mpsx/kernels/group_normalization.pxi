@@ -131,7 +131,7 @@ cdef shared_ptr[CNormalizationGammaAndBetaState] _group_normalization_source_upd
         const vector[shared_ptr[CGroupNormalizationGradientState]]& states) except *:
     cdef shared_ptr[CNormalizationGammaAndBetaState] out
     result = _checked_update(source, "update_gamma_and_beta_with_command_buffer",
-                             source.update_gamma_and_beta_with_command_buffer(_wrap_command_buffer(command_buffer),
+                             source.update_gamma_and_beta_with_command_buffer(wrap_command_buffer(command_buffer.shared_from_this()),
                                                                              _wrap_states(states)),
                              CNNNormalizationGammaAndBetaState)
     if result is not None:

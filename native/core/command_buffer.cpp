@@ -86,7 +86,7 @@ CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayabl
     : queue_(std::move(queue)),
       replayable_(replayable),
       id_(next_command_buffer_id.fetch_add(1, std::memory_order_relaxed)),
-      completion_(std::make_shared<Completion>()), completion_const_(completion_) {
+      completion_(std::make_shared<Completion>()), completion_const_(completion_), temporary_heap_(completion_) {
   completion_->queue = queue_;
   blocks_.reserve(4);
 }
@@ -180,6 +180,15 @@ void CommandBuffer::release_commands() {
 void CommandBuffer::commit() {
   check_encodable();
   submit();
+}
+
+std::shared_ptr<CommandBuffer> CommandBuffer::commit_and_continue() {
+  check_encodable();
+  // Made first: a failure leaves this one uncommitted, as it was.
+  std::shared_ptr<CommandBuffer> next = queue_->command_buffer(replayable_);
+  next->temporary_heap_ = temporary_heap_;
+  submit();
+  return next;
 }
 
 void CommandBuffer::replay() {

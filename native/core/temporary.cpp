@@ -6,13 +6,13 @@
 namespace mpsx {
 
 void TemporaryLifetime::make_temporary(const CommandBuffer& command_buffer) {
-  temporary_for_ = command_buffer.completion();
+  heap_ = command_buffer.temporary_heap();
   read_count_ = 1;
 }
 
 void TemporaryLifetime::set_read_count(int64_t count, const char* what) {
   if (count < 0) fail<ArgumentError>(what, ": read_count must be 0 or more, given ", count);
-  if (!temporary_for_) return;
+  if (!heap_) return;
   if (read_count_ == 0)
     fail<StateError>(what, ": the temporary object's read_count reached 0, which returned its storage; ",
                      "MPS: it is an error to change the readCount once it is zero");
@@ -21,11 +21,12 @@ void TemporaryLifetime::set_read_count(int64_t count, const char* what) {
 
 void TemporaryLifetime::check_usable(const CommandBuffer& command_buffer, const char* kernel,
                                      const char* what) const {
-  if (!temporary_for_) return;
-  if (temporary_for_ != command_buffer.completion())
+  if (!heap_) return;
+  if (heap_ != command_buffer.temporary_heap())
     fail<StateError>(kernel, ": this temporary ", what, " was made for another command buffer and is valid only on ",
-                     "that one (MPS: its data is only valid for the MTLCommandBuffer on which it was created); use ",
-                     "a non-temporary one to encode on several command buffers");
+                     "that one and those commit_and_continue() makes from it (MPS: its data is only valid for the ",
+                     "MTLCommandBuffer on which it was created); use a non-temporary one to encode on several command ",
+                     "buffers");
   if (read_count_ == 0)
     fail<StateError>(kernel, ": this temporary ", what, " has a read_count of 0: its contents are undefined after ",
                      "the reads it allowed (MPS: it is an error to read or write to a temporary object with a zero ",

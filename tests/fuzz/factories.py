@@ -327,12 +327,28 @@ replayable = False
 obj = cb
 handler = lambda command_buffer: None
 exc_type = exc = tb = None
+command_buffer = q.command_buffer()
+command_queue = q
+size = 1024
+""", """
+obj = mpsx.CommandBuffer.command_buffer_with_command_buffer(cb)
+mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode(
+    obj, mpsx.Image.from_numpy(dev, np.ones((1, 2, 3, 3), np.float32)))
+obj.commit_and_continue()
+obj.predicate = mpsx.Predicate(device=dev)
 """, """
 obj = q.command_buffer(replayable=True)
 mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode(
     obj, mpsx.Image.from_numpy(dev, np.ones((1, 2, 3, 3), np.float32)))
 obj.commit()
 obj.wait_until_completed()
+"""],
+    "Predicate": ["""
+buffer = mpsx.Vector(dev, 4).buffer
+offset = 8
+obj = mpsx.Predicate(buffer, offset)
+""", """
+obj = mpsx.Predicate(device=dev)
 """],
     "Buffer": ["""
 obj = mpsx.Vector.from_numpy(dev, np.arange(4, dtype=np.float32)).buffer

@@ -200,6 +200,10 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
     after = command;
   }
   void commit();
+  // MPSCommandBuffer's -commitAndContinue: commits this command buffer and
+  // returns a new one of the same queue (replayable if this one is), which
+  // runs after it and on which this one's temporary objects stay usable.
+  std::shared_ptr<CommandBuffer> commit_and_continue();
   // Runs the commands once more, on the same resources with the arguments
   // they were encoded with. Only a replayable command buffer that completed
   // without error can be replayed.
@@ -223,6 +227,10 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // not read: refused on a replayable command buffer.
   void add_host_reload(const std::string& kernel, std::function<void()> step);
   const std::shared_ptr<const Completion>& completion() const { return completion_const_; }
+  // What MPS calls the command buffer's heap, which -commitAndContinue moves
+  // forward: temporary objects made for a command buffer are usable on those
+  // continuing it. The completion of the first of them stands for it.
+  const std::shared_ptr<const Completion>& temporary_heap() const { return temporary_heap_; }
   size_t command_count() const { return command_count_; }
 
   // For executors: runs the recorded commands in order. The first command
@@ -254,6 +262,7 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   std::unique_ptr<Recording> recording_;
   std::shared_ptr<Completion> completion_;
   std::shared_ptr<const Completion> completion_const_;
+  std::shared_ptr<const Completion> temporary_heap_;
   Command* head_ = nullptr;
   Command* tail_ = nullptr;
   size_t command_count_ = 0;

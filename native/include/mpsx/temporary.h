@@ -1,6 +1,7 @@
 // MPS's temporary objects (MPSTemporaryImage, a temporary MPSState): valid
-// only on the command buffer they were made for, and only until the reads
-// their readCount allows have been encoded.
+// only on the command buffer they were made for (and those continuing it,
+// MPSCommandBuffer's commitAndContinue), and only until the reads their
+// readCount allows have been encoded.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@ struct Completion;
 
 class TemporaryLifetime {
  public:
-  bool is_temporary() const { return temporary_for_ != nullptr; }
+  bool is_temporary() const { return heap_ != nullptr; }
   int64_t read_count() const { return read_count_; }
   // Makes the object temporary for `command_buffer`, with a read count of 1.
   void make_temporary(const CommandBuffer& command_buffer);
@@ -22,16 +23,17 @@ class TemporaryLifetime {
   // object's MPS class in messages.
   void set_read_count(int64_t count, const char* what);
   // Throws StateError unless a kernel encoding on `command_buffer` may read
-  // or write the object: a temporary one only on its command buffer, while
-  // its read count is above 0.
+  // or write the object: a temporary one only on its command buffer or one
+  // continuing it, while its read count is above 0.
   void check_usable(const CommandBuffer& command_buffer, const char* kernel, const char* what) const;
   // An encode read it: a temporary object's read count drops by 1.
   void was_read() {
-    if (temporary_for_ && read_count_ > 0) --read_count_;
+    if (heap_ && read_count_ > 0) --read_count_;
   }
 
  private:
-  std::shared_ptr<const Completion> temporary_for_;
+  // CommandBuffer::temporary_heap() of the command buffer it was made for.
+  std::shared_ptr<const Completion> heap_;
   int64_t read_count_ = 0;
 };
 
