@@ -170,6 +170,23 @@ def test_bad_input_enqueues_nothing(device, rng):
     cb.wait_until_completed()
 
 
+def test_destinations_over_what_is_read_are_refused(device, rng):
+    """The result is a sum over every pixel: no destination may share memory with the source, nor the destination
+    gradient with the source (ValueError, nothing enqueued)."""
+    forward, gradient = kernels(device, 1.0)
+    x = mpsx.Image.from_numpy(device, rng.standard_normal((2, 3, 3, 3)).astype(np.float32))
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(ValueError, match="the destination image shares memory with the source image"):
+        forward.encode(cb, x, x)
+    y, state = forward.encode(cb, x, destination_state=True)
+    count = cb.command_count
+    with pytest.raises(ValueError, match="the destination gradient shares memory with the source image"):
+        gradient.encode(cb, y, x, state, x)
+    assert cb.command_count == count
+    cb.commit()
+    cb.wait_until_completed()
+
+
 def test_a_destination_too_large_to_allocate(device):
     """2^24 source channels make a 2^24 x 2^24 matrix of 2^50 bytes: OutOfMemoryError (a MemoryError) before
     anything is enqueued."""
