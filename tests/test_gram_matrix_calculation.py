@@ -28,7 +28,7 @@ def kernels(device, alpha):
 
 
 @pytest.mark.parametrize("alpha", [1.0, 0.25, -2.0])
-@pytest.mark.parametrize("shape", [(1, 3, 4, 5), (2, 5, 3, 2), (3, 1, 1, 1), (2, 6, 1, 7)])
+@pytest.mark.parametrize("shape", [(1, 3, 4, 5), (2, 5, 3, 2), (3, 1, 1, 1), (2, 6, 1, 7), (2, 40, 5, 3), (1, 33, 3, 6)])
 def test_forward_and_gradient_match_torch(device, rng, alpha, shape):
     x = rng.standard_normal(shape).astype(np.float32)
     n, c = shape[:2]

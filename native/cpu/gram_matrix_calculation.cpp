@@ -1,6 +1,7 @@
 #include "mpsx/kernels/gram_matrix_calculation.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "mpsx/checked.h"
 #include "mpsx/registry.h"
@@ -10,47 +11,96 @@
 namespace mpsx::cpu {
 namespace {
 
-// y[i] += a * x[i], i < count: the loop the compiler vectorizes. The cpu
-// backend's float32 views keep channels innermost (CpuBackend::image_layout,
-// float32_layout), so every row below is contiguous.
-MPSX_CPU_LOOP void axpy(float* y, const float* x, float a, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) y[i] += a * x[i];
+// The blocks the loops keep in registers: kRows matrix rows (or pixels) by
+// kColumns channels, each pass over the pixels (rows of S) feeding them all.
+// The cpu backend's float32 views keep channels innermost
+// (CpuBackend::image_layout, float32_layout): a block's columns are
+// contiguous. Full blocks take loops of constant bounds, which the compiler
+// unrolls and vectorizes.
+constexpr int64_t kRows = 8, kColumns = 16;
+using Block = float[kRows][kColumns];
+
+// block[r][j] = sum_p x[p][f0 + r] * x[p][c0 + j] over image n's pixels,
+// r < rows, j < columns.
+template <bool Full>
+MPSX_CPU_LOOP void correlate(const ImageRegion* in, const float* x, int64_t n, int64_t f0, int64_t rows, int64_t c0,
+                             int64_t columns, Block& block) {
+  const int64_t R = Full ? kRows : rows, K = Full ? kColumns : columns;
+  Block sums = {};  // a local: nothing else may alias it, so it stays in registers
+  for (int64_t row = 0; row < in->h; ++row)
+    for (int64_t column = 0; column < in->w; ++column) {
+      const float* px = x + detail::pixel_offset(*in, n, row, column);
+#pragma GCC unroll 8
+      for (int64_t r = 0; r < R; ++r) {
+        const float a = px[f0 + r];
+        for (int64_t j = 0; j < K; ++j) sums[r][j] += a * px[c0 + j];
+      }
+    }
+  std::memcpy(block, sums, sizeof(Block));
 }
 
-// Matrix rows (pixels) computed together: each pass over the pixels (rows
-// of S) feeds this many, so the source is read C / kRows times.
-constexpr int64_t kRows = 8;
-
-// Rows f0 .. f1 - 1 of image n's matrix: G[f][c] = alpha * sum_p x[p][f] *
-// x[p][c], written to y(n, c, 0, f).
+// Rows f0 .. f1 - 1 (at most kRows) of image n's matrix G[f][c] = alpha *
+// sum_p x[p][f] * x[p][c], written to y(n, c, 0, f). G is symmetric: the
+// rows are computed from column f0 on, and the columns after f1 - 1 written
+// as rows too, so each element has one writer and the work is halved.
 MPSX_CPU_LOOP void matrix_rows(const ImageRegion* in, const float* x, const ImageRegion* out, float* y, int64_t n,
                                int64_t f0, int64_t f1, float alpha) {
-  const int64_t channels = in->c, pixels = in->h * in->w;
-  float* rows = y + n * out->stride.n;
-  for (int64_t f = f0; f < f1; ++f)
-    for (int64_t c = 0; c < channels; ++c) rows[f * out->stride.w + c] = 0.0f;
-  for (int64_t p = 0; p < pixels; ++p) {
-    const float* px = x + detail::pixel_offset(*in, n, p / in->w, p % in->w);
-    for (int64_t f = f0; f < f1; ++f) axpy(rows + f * out->stride.w, px, px[f], channels);
+  const int64_t channels = in->c, rows = f1 - f0, ws = out->stride.w;
+  float* g = y + n * out->stride.n;
+  Block block;
+  for (int64_t c0 = f0; c0 < channels; c0 += kColumns) {
+    const int64_t columns = std::min(kColumns, channels - c0);
+    if (rows == kRows && columns == kColumns)
+      correlate<true>(in, x, n, f0, rows, c0, columns, block);
+    else
+      correlate<false>(in, x, n, f0, rows, c0, columns, block);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < columns; ++j) {
+        const int64_t f = f0 + r, c = c0 + j;
+        const float v = alpha * block[r][j];
+        g[f * ws + c] = v;
+        if (c >= f1) g[c * ws + f] = v;
+      }
   }
-  for (int64_t f = f0; f < f1; ++f)
-    for (int64_t c = 0; c < channels; ++c) rows[f * out->stride.w + c] *= alpha;
 }
 
-// dx[p] = sum_c x[p][c] * S[c] for pixels p0 .. p1 - 1 of image n, S (dense,
-// symmetric) its alpha * (dG + dG^T); each row of S read serves them all.
+// block[i][j] = sum_c px[i][c] * S[c][f0 + j], i < pixels, j < columns.
+template <bool Full>
+MPSX_CPU_LOOP void transform(const float* const* px, const float* s, int64_t channels, int64_t f0, int64_t pixels,
+                             int64_t columns, Block& block) {
+  const int64_t R = Full ? kRows : pixels, K = Full ? kColumns : columns;
+  Block sums = {};
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* sc = s + c * channels + f0;
+    for (int64_t i = 0; i < R; ++i) {
+      const float a = px[i][c];
+      for (int64_t j = 0; j < K; ++j) sums[i][j] += a * sc[j];
+    }
+  }
+  std::memcpy(block, sums, sizeof(Block));
+}
+
+// dx[p] = sum_c x[p][c] * S[c] for pixels p0 .. p1 - 1 (at most kRows) of
+// image n, S its alpha * (dG + dG^T), dense and symmetric.
 MPSX_CPU_LOOP void pixel_gradients(const ImageRegion* in, const float* x, const ImageRegion* out, float* dx,
                                    const float* s, int64_t n, int64_t p0, int64_t p1) {
-  const int64_t channels = in->c;
+  const int64_t channels = in->c, pixels = p1 - p0;
   const float* px[kRows];
   float* pdx[kRows];
   for (int64_t p = p0; p < p1; ++p) {
     px[p - p0] = x + detail::pixel_offset(*in, n, p / in->w, p % in->w);
     pdx[p - p0] = dx + detail::pixel_offset(*out, n, p / in->w, p % in->w);
-    for (int64_t f = 0; f < channels; ++f) pdx[p - p0][f] = 0.0f;
   }
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t i = 0; i < p1 - p0; ++i) axpy(pdx[i], s + c * channels, px[i][c], channels);
+  Block block;
+  for (int64_t f0 = 0; f0 < channels; f0 += kColumns) {
+    const int64_t columns = std::min(kColumns, channels - f0);
+    if (pixels == kRows && columns == kColumns)
+      transform<true>(px, s, channels, f0, pixels, columns, block);
+    else
+      transform<false>(px, s, channels, f0, pixels, columns, block);
+    for (int64_t i = 0; i < pixels; ++i)
+      for (int64_t j = 0; j < columns; ++j) pdx[i][f0 + j] = block[i][j];
+  }
 }
 
 // GramMatrixPrimitive's formulas in loops over float32 views, accumulating in
