@@ -121,7 +121,9 @@ class CpuGramMatrix final : public GramMatrixPrimitive {
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(kRows * channels * pixels, 1));
     detail::parallel_chunks(in.n * blocks, grain, [&](int64_t first, int64_t count) {
       for (int64_t task = first; task < first + count; ++task) {
-        const int64_t f0 = task % blocks * kRows;
+        // Row blocks from both ends in turn: the first are the longest (the
+        // triangle), and each thread takes a contiguous share of the tasks.
+        const int64_t k = task % blocks, f0 = (k % 2 == 0 ? k / 2 : blocks - 1 - k / 2) * kRows;
         Cloned<matrix_rows>::run(&in, x, &out, y, task / blocks, f0, std::min(f0 + kRows, channels), alpha);
       }
     });
