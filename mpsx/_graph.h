@@ -1,5 +1,6 @@
-// training_graph with a Python node handler, and the loss nodes' Python
-// callback. Compiled into the extension modules only.
+// training_graph with a Python node handler, and the Python property
+// callbacks of the loss and gram matrix nodes. Compiled into the extension
+// modules only.
 #pragma once
 
 #include <Python.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "mpsx/graph.h"
+#include "mpsx/graph/gram_matrix_calculation.h"
 #include "mpsx/graph/loss.h"
 #include "_callbacks.h"
 
@@ -44,40 +46,92 @@ inline std::vector<std::shared_ptr<FilterNode>> python_training_graph(const std:
 }
 
 using WrapLossImage = PyObject* (*)(const std::shared_ptr<mpsx::Image>&);
-// An MPSNNLossCallback in Python: an object with
-// scalar_weight_for_source_image(source_image, destination_image) -> float.
-class PythonLossCallback final : public mpsx::LossCallback {
+
+// object.method(source, destination) as a float: what a property callback
+// returns. Its exception comes back as itself; a result that is not a real
+// number is a TypeError naming the method.
+inline float call_image_callback(PyObject* object, const char* method, WrapLossImage wrap,
+                                 const std::shared_ptr<mpsx::Image>& source,
+                                 const std::shared_ptr<mpsx::Image>& destination) {
+  Gil gil;
+  PyObject* s = wrap(source);
+  PyObject* d = s ? wrap(destination) : nullptr;
+  PyObject* result = nullptr;
+  if (s && d) result = PyObject_CallMethod(object, method, "OO", s, d);
+  Py_XDECREF(s);
+  Py_XDECREF(d);
+  if (!result) throw fetch_foreign_error();
+  double value = -1.0;
+  if (PyNumber_Check(result))
+    value = PyFloat_AsDouble(result);
+  else
+    PyErr_Format(PyExc_TypeError, "%s() must return a float, given %s", method, Py_TYPE(result)->tp_name);
+  Py_DECREF(result);
+  if (value == -1.0 && PyErr_Occurred()) throw fetch_foreign_error();
+  return static_cast<float>(value);
+}
+
+// A property callback in Python: `Interface`'s one method calls `method` of
+// the object.
+template <class Interface>
+class PythonImageCallback : public Interface {
  public:
-  PythonLossCallback(PyObject* object, WrapLossImage wrap) : object_(hold(object)), wrap_(wrap) {}
-  float scalar_weight(const std::shared_ptr<mpsx::Image>& source,
-                      const std::shared_ptr<mpsx::Image>& destination) override {
-    Gil gil;
-    PyObject* s = wrap_(source);
-    PyObject* d = s ? wrap_(destination) : nullptr;
-    PyObject* result = nullptr;
-    if (s && d)
-      result = PyObject_CallMethod(object(), "scalar_weight_for_source_image", "OO", s, d);
-    Py_XDECREF(s);
-    Py_XDECREF(d);
-    if (!result) throw fetch_foreign_error();
-    double value = PyFloat_AsDouble(result);
-    Py_DECREF(result);
-    if (value == -1.0 && PyErr_Occurred()) throw fetch_foreign_error();
-    return static_cast<float>(value);
-  }
+  PythonImageCallback(PyObject* object, const char* method, WrapLossImage wrap)
+      : object_(hold(object)), method_(method), wrap_(wrap) {}
   PyObject* object() const { return static_cast<PyObject*>(object_.get()); }
+
+ protected:
+  float call(const std::shared_ptr<mpsx::Image>& source, const std::shared_ptr<mpsx::Image>& destination) const {
+    return call_image_callback(object(), method_, wrap_, source, destination);
+  }
 
  private:
   std::shared_ptr<void> object_;
+  const char* method_;
   WrapLossImage wrap_;
+};
+
+// The Python object of a callback (borrowed), or None.
+template <class Interface>
+PyObject* python_callback_object(const std::shared_ptr<Interface>& callback) {
+  auto* python = dynamic_cast<PythonImageCallback<Interface>*>(callback.get());
+  return python ? python->object() : Py_None;
+}
+
+// An MPSNNLossCallback in Python: an object with
+// scalar_weight_for_source_image(source_image, destination_image) -> float.
+class PythonLossCallback final : public PythonImageCallback<mpsx::LossCallback> {
+ public:
+  PythonLossCallback(PyObject* object, WrapLossImage wrap)
+      : PythonImageCallback(object, "scalar_weight_for_source_image", wrap) {}
+  float scalar_weight(const std::shared_ptr<mpsx::Image>& source,
+                      const std::shared_ptr<mpsx::Image>& destination) override {
+    return call(source, destination);
+  }
 };
 inline std::shared_ptr<mpsx::LossCallback> make_python_loss_callback(PyObject* object, WrapLossImage wrap) {
   return std::make_shared<PythonLossCallback>(object, wrap);
 }
-// The Python object of a callback (borrowed), or None.
 inline PyObject* python_loss_callback_object(const std::shared_ptr<mpsx::LossCallback>& callback) {
-  auto* python = dynamic_cast<PythonLossCallback*>(callback.get());
-  return python ? python->object() : Py_None;
+  return python_callback_object(callback);
+}
+
+// An MPSNNGramMatrixCallback in Python: an object with
+// alpha_for_source_image(source_image, destination_image) -> float.
+class PythonGramMatrixCallback final : public PythonImageCallback<mpsx::GramMatrixCallback> {
+ public:
+  PythonGramMatrixCallback(PyObject* object, WrapLossImage wrap)
+      : PythonImageCallback(object, "alpha_for_source_image", wrap) {}
+  float alpha(const std::shared_ptr<mpsx::Image>& source, const std::shared_ptr<mpsx::Image>& destination) override {
+    return call(source, destination);
+  }
+};
+inline std::shared_ptr<mpsx::GramMatrixCallback> make_python_gram_matrix_callback(PyObject* object,
+                                                                                    WrapLossImage wrap) {
+  return std::make_shared<PythonGramMatrixCallback>(object, wrap);
+}
+inline PyObject* python_gram_matrix_callback_object(const std::shared_ptr<mpsx::GramMatrixCallback>& callback) {
+  return python_callback_object(callback);
 }
 
 }  // namespace mpsx::python

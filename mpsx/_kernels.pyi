@@ -117,6 +117,8 @@ __all__ = [
     "CNNUpsamplingGradient",
     "CNNUpsamplingNearestGradient",
     "CNNUpsamplingBilinearGradient",
+    "NNGramMatrixCalculation",
+    "NNGramMatrixCalculationGradient",
     "NNComparisonType",
     "CNNArithmetic",
     "CNNAdd",
@@ -211,6 +213,9 @@ __all__ = [
     "CNNUpsamplingBilinearNode",
     "CNNUpsamplingNearestGradientNode",
     "CNNUpsamplingBilinearGradientNode",
+    "NNGramMatrixCalculationNode",
+    "NNGramMatrixCalculationGradientNode",
+    "NNGramMatrixCallback",
     "CNNCrossChannelNormalizationNode",
     "CNNCrossChannelNormalizationGradientNode",
     "CNNSpatialNormalizationNode",
@@ -249,6 +254,9 @@ class _Handle(Protocol):
 
 class _LossCallback(Protocol):
     def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class _GramMatrixCallback(Protocol):
+    def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
 
 class _ConvolutionDataSource(Protocol):
     """What a convolution data source needs (CNNConvolutionDataSource lists the optional members)."""
@@ -1785,6 +1793,14 @@ class CNNUpsamplingBilinearGradient(CNNUpsamplingGradient):
         self, device: Device, integer_scale_factor_x: int, integer_scale_factor_y: int, align_corners: bool = False
     ) -> None: ...
 
+class NNGramMatrixCalculation(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device, alpha: float = 1.0) -> None: ...
+    alpha: float
+
+class NNGramMatrixCalculationGradient(CNNGradientKernel):
+    def __init__(self, device: Device, alpha: float = 1.0) -> None: ...
+    alpha: float
+
 class NNComparisonType(enum.IntEnum):
     EQUAL = 0
     NOT_EQUAL = 1
@@ -2829,6 +2845,28 @@ class CNNUpsamplingBilinearGradientNode(NNGradientFilterNode):
     def scale_factor_y(self) -> float: ...
     @property
     def align_corners(self) -> bool: ...
+
+class NNGramMatrixCalculationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode, alpha: float = 1.0) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode, alpha: float = 1.0) -> Self: ...
+    @property
+    def alpha(self) -> float: ...
+    property_call_back: _GramMatrixCallback | None
+
+class NNGramMatrixCalculationGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, alpha: float = 1.0
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode, alpha: float = 1.0
+    ) -> Self: ...
+    @property
+    def alpha(self) -> float: ...
+
+class NNGramMatrixCallback:
+    def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
 
 class CNNCrossChannelNormalizationNode(NNFilterNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...

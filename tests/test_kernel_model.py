@@ -52,6 +52,8 @@ UNARY = {
                            lambda d: mpsx.CNNUpsamplingNearestGradient(d, 2, 3), False),
     "bilinear upsampling": (lambda d: mpsx.CNNUpsamplingBilinear(d, 3, 2, True),
                             lambda d: mpsx.CNNUpsamplingBilinearGradient(d, 3, 2, True), False),
+    "gram matrix": (lambda d: mpsx.NNGramMatrixCalculation(d, 0.5),
+                    lambda d: mpsx.NNGramMatrixCalculationGradient(d, 0.5), False),
     "local contrast normalization": (lambda d: lcn(mpsx.CNNLocalContrastNormalization(d, 3, 3)),
                                      lambda d: lcn(mpsx.CNNLocalContrastNormalizationGradient(d, 3, 3)), False),
     "instance normalization": (lambda d: mpsx.CNNInstanceNormalization(d, mpsx.InstanceNormalizationWeights(

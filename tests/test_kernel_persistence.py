@@ -258,6 +258,10 @@ CASES = [
      gradient(lambda d: mpsx.CNNUpsamplingNearest(d, 2, 3))),
     ("CNNUpsamplingBilinearGradient", lambda d: with_properties(mpsx.CNNUpsamplingBilinearGradient(d, 3, 2, True)),
      gradient(lambda d: mpsx.CNNUpsamplingBilinear(d, 3, 2, True))),
+    ("NNGramMatrixCalculation", lambda d: with_properties(mpsx.NNGramMatrixCalculation(d, 0.5), alpha=-0.75,
+                                                          source_feature_channel_max_count=2), unary()),
+    ("NNGramMatrixCalculationGradient", lambda d: with_properties(mpsx.NNGramMatrixCalculationGradient(d, 2.0)),
+     gradient(lambda d: mpsx.NNGramMatrixCalculation(d, 0.25))),
     *[(name, lambda d, name=name: with_properties(getattr(mpsx, name)(d), **SCALES), binary)
       for name in ("CNNAdd", "CNNSubtract", "CNNMultiply", "CNNDivide")],
     ("NNCompare", lambda d: with_properties(mpsx.NNCompare(d), minimum_value=0.5,

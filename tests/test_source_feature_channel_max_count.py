@@ -46,6 +46,8 @@ FAMILIES = {
                            lambda d: mpsx.CNNUpsamplingNearestGradient(d, 2, 3), False),
     "upsampling_bilinear": (lambda d: mpsx.CNNUpsamplingBilinear(d, 2, 3, True),
                             lambda d: mpsx.CNNUpsamplingBilinearGradient(d, 2, 3, True), False),
+    "gram_matrix": (lambda d: mpsx.NNGramMatrixCalculation(d, 0.5),
+                    lambda d: mpsx.NNGramMatrixCalculationGradient(d, 0.5), False),
 }
 
 

@@ -207,9 +207,13 @@ CASES = {
     "Upsampling": lambda device, x, dy: unary(mpsx.CNNUpsamplingNearest(device, 2, 2),
                                               mpsx.CNNUpsamplingNearestGradient(device, 2, 2),
                                               lambda a: F.interpolate(a, scale_factor=2))(device, x, dy),
+    "GramMatrix": lambda device, x, dy: unary(
+        mpsx.NNGramMatrixCalculation(device, 0.25), mpsx.NNGramMatrixCalculationGradient(device),
+        lambda a: 0.25 * torch.einsum("nfyx,ncyx->ncf", a, a).reshape(2, 4, 1, 4))(device, x, dy),
 }
 
-RESULT_SHAPES = {"Convolution": (2, 5, 6, 8), "ConvolutionTranspose": (2, 5, 6, 8), "Pooling": (2, 4, 3, 4), "Upsampling": (2, 4, 12, 16)}
+RESULT_SHAPES = {"Convolution": (2, 5, 6, 8), "ConvolutionTranspose": (2, 5, 6, 8), "Pooling": (2, 4, 3, 4), "Upsampling": (2, 4, 12, 16),
+                 "GramMatrix": (2, 4, 1, 4)}
 
 
 def to_numpy(item):

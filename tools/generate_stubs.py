@@ -228,7 +228,7 @@ RETURNS = {
     "bool": "is_result_state_reused_across_batch load",
     "dict[str, list[npt.NDArray[np.float32]]]": "optimizer_state",
     "dict[str, npt.NDArray[np.float32]]": "torch_state_dict",
-    "float": "neuron_parameter_a neuron_parameter_b scalar_weight_for_source_image",
+    "float": "alpha_for_source_image neuron_parameter_a neuron_parameter_b scalar_weight_for_source_image",
     "int": "__len__ number_of_feature_channels rank state_batch_increment_read_count world_size",
     "list[CNNGradientKernel]": "gradient_kernels",
     "list[Device]": "devices",
@@ -321,6 +321,8 @@ OVERRIDES = {
     "NNForwardLoss.destination_image_descriptor.source_states": "State | Sequence[State]",
     "NNForwardLoss.result_state.source_image": "_ImageSource",
     "NNForwardLossNode.__init__.weights": "NNImageNode",
+    "NNGramMatrixCalculationNode.property_call_back": "_GramMatrixCallback | None",
+    "NNGramMatrixCallback.alpha_for_source_image.destination_image": "Image",
     "NNGraph.data_parallel": "Communicator | None",
     "NNGraph.execute_async.source_images": "Sequence[Image]",
     "NNHandle.__init__.label": "str | None",
@@ -472,6 +474,9 @@ class _Handle(Protocol):
 
 class _LossCallback(Protocol):
     def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class _GramMatrixCallback(Protocol):
+    def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
 
 class _ConvolutionDataSource(Protocol):
     \"\"\"What a convolution data source needs (CNNConvolutionDataSource lists the optional members).\"\"\"

@@ -233,6 +233,10 @@ integer_scale_factor_y = 3
 align_corners = True
 """
 
+GRAM_MATRIX = """
+alpha = 0.5
+"""
+
 CONVOLUTION = "mpsx.CNNConvolution(dev, data_source)"
 
 CONVOLUTION_EXTRAS = """
@@ -678,6 +682,10 @@ value = mpsx.NNOptimizerDescriptor()
         "mpsx.CNNUpsamplingBilinear(dev, integer_scale_factor_x, integer_scale_factor_y, align_corners)",
         "mpsx.CNNUpsamplingBilinearGradient(dev, integer_scale_factor_x, integer_scale_factor_y, align_corners)",
         UPSAMPLING)],
+    # gram matrix
+    "NNGramMatrixCalculation": [forward("mpsx.NNGramMatrixCalculation(dev, alpha)", GRAM_MATRIX)],
+    "NNGramMatrixCalculationGradient": [gradient("mpsx.NNGramMatrixCalculation(dev, alpha)",
+                                                 "mpsx.NNGramMatrixCalculationGradient(dev, alpha)", GRAM_MATRIX)],
 }
 
 # Abstract classes: made through a concrete subclass.
@@ -963,6 +971,10 @@ FACTORIES.update({
         graph_unary_gradient_node("mpsx.CNNUpsamplingNearestNode(relu.result_image, 2, 3)")],
     "CNNUpsamplingBilinearGradientNode": [
         graph_unary_gradient_node("mpsx.CNNUpsamplingBilinearNode(relu.result_image, 2, 3, True)")],
+    "NNGramMatrixCalculationNode": [graph_node("mpsx.NNGramMatrixCalculationNode(relu.result_image, alpha)",
+                                               GRAM_MATRIX)],
+    "NNGramMatrixCalculationGradientNode": [
+        GRAM_MATRIX + graph_unary_gradient_node("mpsx.NNGramMatrixCalculationNode(relu.result_image, alpha)")],
 })
 FACTORIES.update({
     "CNNCrossChannelNormalizationNode": [graph_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)",
@@ -1124,6 +1136,14 @@ class Scale(mpsx.NNLossCallback):
         return 2.0
 
 obj = Scale()
+source_image = destination_image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 1, 1), np.float32))
+"""],
+    "NNGramMatrixCallback": ["""
+class Alpha(mpsx.NNGramMatrixCallback):
+    def alpha_for_source_image(self, source_image, destination_image):
+        return 0.5
+
+obj = Alpha()
 source_image = destination_image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 1, 1), np.float32))
 """],
 })
