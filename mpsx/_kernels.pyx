@@ -1000,6 +1000,7 @@ include "kernels/cross_channel_normalization.pxi"
 include "kernels/spatial_normalization.pxi"
 include "kernels/group_normalization.pxi"
 include "kernels/instance_normalization.pxi"
+include "kernels/initial_gradient.pxi"
 
 # ---------------------------------------------------------------- the graph
 
