@@ -724,6 +724,14 @@ cdef class CNNNormalizationNode(NNFilterNode):
         raise TypeError("CNNNormalizationNode is abstract; make a CNNCrossChannelNormalizationNode, "
                         "CNNSpatialNormalizationNode or CNNLocalContrastNormalizationNode")
 
+    @classmethod
+    def node_with_source(cls, source):
+        """The same as ``cls(source)``; each subclass's takes its own arguments.
+
+        MPS: +[MPSCNNNormalizationNode nodeWithSource:]
+        """
+        return cls(source)
+
     # Each subclass reads and sets its parameters (0 alpha, 1 beta, 2 delta), checking a value it refuses.
     cdef float _parameter(self, int which) except? -1:
         raise TypeError("CNNNormalizationNode is abstract")
