@@ -106,6 +106,8 @@ def test_the_bases_are_abstract_and_safe_without_init(device):
     source = mpsx.NNImageNode()
     with pytest.raises(TypeError, match="CNNNormalizationNode is abstract"):
         mpsx.CNNNormalizationNode(source)
+    with pytest.raises(TypeError, match="CNNNormalizationNode is abstract"):
+        mpsx.CNNNormalizationNode.node_with_source(source)
     for cls, name in ((mpsx.CNNCrossChannelNormalizationNode, "alpha"), (mpsx.CNNLocalContrastNormalizationNode,
                                                                          "delta"),
                       (mpsx.CNNConvolutionNode, "training_style"), (mpsx.CNNBatchNormalizationGradientNode,
