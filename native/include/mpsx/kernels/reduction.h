@@ -71,6 +71,9 @@ class NNReduceUnary : public UnaryKernel {
  protected:
   void check_properties() const override;
   Offset source_offset() const override { return Offset{}; }
+  // The destination's size follows clip_rect_source, which PaddingPlan does
+  // not compare.
+  bool reuses_padding() const override { return false; }
   int64_t destination_channels(const Image& source) const override;
   ImageDescriptor destination_descriptor(const Image& source, const State* source_state) override;
   std::shared_ptr<State> new_result_state(const Image& source) override;
