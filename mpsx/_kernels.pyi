@@ -147,6 +147,7 @@ __all__ = [
     "CNNInstanceNormalizationGradientState",
     "CNNInstanceNormalization",
     "CNNInstanceNormalizationGradient",
+    "NNInitialGradient",
     "NNHandle",
     "NNImageNode",
     "NNStateNode",
@@ -157,6 +158,8 @@ __all__ = [
     "NNGradientFilterNode",
     "NNGraph",
     "NNTrainingStyle",
+    "NNTrainableNode",
+    "CNNNormalizationNode",
     "CNNNeuronNode",
     "CNNNeuronGradientNode",
     "CNNNeuronAbsoluteNode",
@@ -235,6 +238,10 @@ __all__ = [
     "CNNConvolutionTransposeGradientNode",
     "CNNConvolutionTransposeGradientStateNode",
     "NNInitialGradientNode",
+    "NNUnaryReductionNode",
+    "NNReductionSpatialMeanNode",
+    "NNReductionFeatureChannelsSumNode",
+    "NNReductionSpatialMeanGradientNode",
 ]
 
 # What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
@@ -2034,6 +2041,9 @@ class CNNInstanceNormalization(_NormalizationKernel[CNNInstanceNormalizationGrad
 class CNNInstanceNormalizationGradient(CNNGradientKernel):
     def __init__(self, device: Device) -> None: ...
 
+class NNInitialGradient(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device) -> None: ...
+
 class NNHandle:
     def __init__(self, label: str | None) -> None: ...
     label: str
@@ -2246,6 +2256,20 @@ class NNTrainingStyle(enum.IntEnum):
     NONE = 0
     CPU = 1
     GPU = 2
+
+class NNTrainableNode:
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class CNNNormalizationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+    alpha: float
+    beta: Buffer
+    delta: float
 
 class CNNNeuronNode(NNFilterNode):
     def __init__(self, source: NNImageNode, descriptor: NNNeuronDescriptor) -> None: ...
@@ -2468,16 +2492,12 @@ class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
     @property
     def dilation_rate_y(self) -> int: ...
 
-class CNNConvolutionNode(NNFilterNode):
+class CNNConvolutionNode(NNFilterNode, NNTrainableNode):
     def __init__(self, source: NNImageNode, weights: _ConvolutionDataSource) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode, weights: _ConvolutionDataSource) -> Self: ...
     @property
     def weights(self) -> _ConvolutionDataSource: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
     @property
     def convolution_gradient_state(self) -> CNNConvolutionGradientStateNode: ...
     @property
@@ -2489,7 +2509,7 @@ class CNNConvolutionNode(NNFilterNode):
 
 class CNNFullyConnectedNode(CNNConvolutionNode): ...
 
-class CNNConvolutionGradientNode(NNGradientFilterNode):
+class CNNConvolutionGradientNode(NNGradientFilterNode, NNTrainableNode):
     def __init__(
         self,
         source_gradient: NNImageNode,
@@ -2505,10 +2525,6 @@ class CNNConvolutionGradientNode(NNGradientFilterNode):
         convolution_gradient_state: NNStateNode | None,
         weights: _ConvolutionDataSource,
     ) -> Self: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
 class CNNFullyConnectedGradientNode(CNNConvolutionGradientNode): ...
 
@@ -2868,14 +2884,11 @@ class NNGramMatrixCalculationGradientNode(NNGradientFilterNode):
 class NNGramMatrixCallback:
     def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
 
-class CNNCrossChannelNormalizationNode(NNFilterNode):
+class CNNCrossChannelNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
     @classmethod
-    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...  # type: ignore[override]
     kernel_size_in_feature_channels: int
-    alpha: float
-    beta: Buffer
-    delta: float
 
 class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
     def __init__(
@@ -2894,15 +2907,12 @@ class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
     @property
     def delta(self) -> float: ...
 
-class CNNSpatialNormalizationNode(NNFilterNode):
+class CNNSpatialNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
     @classmethod
-    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...  # type: ignore[override]
     kernel_width: int
     kernel_height: int
-    alpha: float
-    beta: Buffer
-    delta: float
 
 class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
     def __init__(
@@ -2918,15 +2928,12 @@ class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
     beta: Buffer
     delta: float
 
-class CNNLocalContrastNormalizationNode(NNFilterNode):
+class CNNLocalContrastNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
     @classmethod
-    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...  # type: ignore[override]
     kernel_width: int
     kernel_height: int
-    alpha: float
-    beta: Buffer
-    delta: float
     p0: float
     pm: float
     ps: float
@@ -2966,7 +2973,7 @@ class CNNBatchNormalizationFlags(enum.IntEnum):
     CALCULATE_STATISTICS_ALWAYS = 1
     CALCULATE_STATISTICS_NEVER = 2
 
-class CNNBatchNormalizationNode(NNFilterNode):
+class CNNBatchNormalizationNode(NNFilterNode, NNTrainableNode):
     def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
@@ -2976,12 +2983,8 @@ class CNNBatchNormalizationNode(NNFilterNode):
     def flags(self) -> CNNBatchNormalizationFlags: ...
     @flags.setter
     def flags(self, value: CNNBatchNormalizationFlags | int) -> None: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
-class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
+class CNNBatchNormalizationGradientNode(NNGradientFilterNode, NNTrainableNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> None: ...
@@ -2989,29 +2992,17 @@ class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
     def node_with_source_gradient(
         cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> Self: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
-class _NormalizationNode(NNFilterNode):
+class _NormalizationNode(NNFilterNode, NNTrainableNode):
     @property
     def data_source(self) -> Any: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
 class CNNGroupNormalizationNode(_NormalizationNode):
     def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
 
-class _NormalizationGradientNode(NNGradientFilterNode):
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+class _NormalizationGradientNode(NNGradientFilterNode, NNTrainableNode): ...
 
 class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
     def __init__(
@@ -3054,7 +3045,7 @@ class NNConcatenationGradientNode(NNGradientFilterNode):
     @property
     def source_index(self) -> int: ...
 
-class CNNConvolutionTransposeNode(NNFilterNode):
+class CNNConvolutionTransposeNode(NNFilterNode, NNTrainableNode):
     def __init__(
         self, source: NNImageNode, convolution_gradient_state: NNStateNode | None, weights: _ConvolutionDataSource
     ) -> None: ...
@@ -3065,17 +3056,13 @@ class CNNConvolutionTransposeNode(NNFilterNode):
     @property
     def weights(self) -> _ConvolutionDataSource: ...
     @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
-    @property
     def accumulator_precision(self) -> NNConvolutionAccumulatorPrecisionOption: ...
     @accumulator_precision.setter
     def accumulator_precision(
         self, value: NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]
     ) -> None: ...
 
-class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
+class CNNConvolutionTransposeGradientNode(NNGradientFilterNode, NNTrainableNode):
     def __init__(
         self,
         source_gradient: NNImageNode,
@@ -3091,10 +3078,6 @@ class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
         convolution_transpose_gradient_state: NNStateNode,
         weights: _ConvolutionDataSource,
     ) -> Self: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
 class CNNConvolutionTransposeGradientStateNode(CNNConvolutionGradientStateNode): ...
 
@@ -3102,3 +3085,26 @@ class NNInitialGradientNode(NNFilterNode):
     def __init__(self, source: NNImageNode) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode) -> Self: ...
+
+class NNUnaryReductionNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+    @property
+    def clip_rect_source(self) -> Region | None: ...
+    @clip_rect_source.setter
+    def clip_rect_source(self, value: tuple[int, int, int, int, int, int] | None) -> None: ...
+
+class NNReductionSpatialMeanNode(NNUnaryReductionNode): ...
+
+class NNReductionFeatureChannelsSumNode(NNUnaryReductionNode):
+    weight: float
+
+class NNReductionSpatialMeanGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...

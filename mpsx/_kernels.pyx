@@ -253,6 +253,31 @@ cdef class NNGradientState(State):
         return self._kernel
 
 
+cdef object _region_object(const CRegion& r):
+    # A Region, or None for MPSRectNoClip.
+    if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
+            and r.x == 0 and r.y == 0 and r.z == 0:
+        return None
+    return Region(r.x, r.y, r.z, r.width, r.height, r.depth)
+
+
+cdef CRegion _region_argument(object value, str name) except *:
+    # (x, y, z, width, height, depth) of ints, or None for MPSRectNoClip.
+    if value is None:
+        return kRectNoClip
+    r = Region(*value) if len(value) == 6 else None
+    if r is None:
+        raise ValueError(f"{name} is (x, y, z, width, height, depth) or None")
+    cdef CRegion region
+    region.x = integer_argument(r.x, name + ".x")
+    region.y = integer_argument(r.y, name + ".y")
+    region.z = integer_argument(r.z, name + ".z")
+    region.width = integer_argument(r.width, name + ".width")
+    region.height = integer_argument(r.height, name + ".height")
+    region.depth = integer_argument(r.depth, name + ".depth")
+    return region
+
+
 cdef class CNNKernel:
     """CNNKernel(*args, **kwargs)
 --
@@ -358,28 +383,11 @@ cdef class CNNKernel:
 
         MPS: MPSCNNKernel.clipRect, MPSCNNBinaryKernel.clipRect
         """
-        r = self.native().clip_rect
-        if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
-                and r.x == 0 and r.y == 0 and r.z == 0:
-            return None
-        return Region(r.x, r.y, r.z, r.width, r.height, r.depth)
+        return _region_object(self.native().clip_rect)
 
     @clip_rect.setter
     def clip_rect(self, value):
-        if value is None:
-            self.native().clip_rect = kRectNoClip
-            return
-        r = Region(*value) if len(value) == 6 else None
-        if r is None:
-            raise ValueError("clip_rect is (x, y, z, width, height, depth) or None")
-        cdef CRegion region
-        region.x = integer_argument(r.x, "clip_rect.x")
-        region.y = integer_argument(r.y, "clip_rect.y")
-        region.z = integer_argument(r.z, "clip_rect.z")
-        region.width = integer_argument(r.width, "clip_rect.width")
-        region.height = integer_argument(r.height, "clip_rect.height")
-        region.depth = integer_argument(r.depth, "clip_rect.depth")
-        self.native().clip_rect = region
+        self.native().clip_rect = _region_argument(value, "clip_rect")
 
     @property
     def edge_mode(self):
@@ -1023,6 +1031,7 @@ include "kernels/cross_channel_normalization.pxi"
 include "kernels/spatial_normalization.pxi"
 include "kernels/group_normalization.pxi"
 include "kernels/instance_normalization.pxi"
+include "kernels/initial_gradient.pxi"
 
 # ---------------------------------------------------------------- the graph
 
@@ -1045,6 +1054,7 @@ include "graph/instance_normalization.pxi"
 include "graph/concatenation.pxi"
 include "graph/convolution_transpose.pxi"
 include "graph/initial_gradient.pxi"
+include "graph/reduction.pxi"
 
 for _name in __all__:
     _class = globals()[_name]

@@ -97,8 +97,12 @@ FORWARD = {
     "division": lambda x, y, d, r: mpsx.NNDivisionNode(x, y),
     "comparison": lambda x, y, d, r: with_properties(mpsx.NNComparisonNode(x, y), comparison_type=2),
     "concatenation": lambda x, y, d, r: mpsx.NNConcatenationNode([x, y]),
+    "spatial mean": lambda x, y, d, r: with_properties(mpsx.NNReductionSpatialMeanNode(x),
+                                                       clip_rect_source=(1, 0, 0, 3, 2, 1)),
+    "feature channels sum": lambda x, y, d, r: with_properties(mpsx.NNReductionFeatureChannelsSumNode(x),
+                                                               clip_rect_source=(0, 1, 0, 2, 9, 1), weight=0.5),
 }
-NO_GRADIENT = {"division", "comparison"}
+NO_GRADIENT = {"division", "comparison", "feature channels sum"}
 
 
 def family_graph(device, family, seed=0):

@@ -252,6 +252,7 @@ CASES = [
     ("CNNDropout", lambda d: with_properties(mpsx.CNNDropout(d, 0.7, 42, (1, 0, 1))), unary()),
     ("CNNDropoutGradient", lambda d: with_properties(mpsx.CNNDropoutGradient(d, 0.7, 42, (1, 0, 1))),
      gradient(lambda d: mpsx.CNNDropout(d, 0.7, 42, (1, 0, 1)))),
+    ("NNInitialGradient", lambda d: with_properties(mpsx.NNInitialGradient(d)), unary()),
     ("CNNUpsamplingNearest", lambda d: with_properties(mpsx.CNNUpsamplingNearest(d, 2, 3)), unary()),
     ("CNNUpsamplingBilinear", lambda d: with_properties(mpsx.CNNUpsamplingBilinear(d, 3, 2, True)), unary()),
     ("CNNUpsamplingNearestGradient", lambda d: with_properties(mpsx.CNNUpsamplingNearestGradient(d, 2, 3)),

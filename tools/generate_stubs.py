@@ -94,7 +94,7 @@ TYPES = {
     "NNTrainingStyle": "training_style",
     "NeuronType": "neuron_type",
     "Offset": "offset primary_offset secondary_offset",
-    "Region | None": "clip_rect",
+    "Region | None": "clip_rect clip_rect_source",
     "Sequence[NNImageNode]": "gradient_images result_images sources",
     "Sequence[Vector]": (
         "input_momentum_vectors input_sum_of_squares_vectors input_velocity_vectors maximum_velocity_vectors"
@@ -380,6 +380,7 @@ SETTERS = {
     "accumulator_precision": 'NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]',
     "accumulator_precision_option": 'NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]',
     "clip_rect": "tuple[int, int, int, int, int, int] | None",
+    "clip_rect_source": "tuple[int, int, int, int, int, int] | None",
     "data": "npt.ArrayLike | None",
     "offset": "tuple[int, int] | tuple[int, int, int]",
     "padding": "NNPaddingMethod | int | NNPadding",

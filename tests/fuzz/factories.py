@@ -1078,6 +1078,15 @@ FACTORIES.update({
 
 FACTORIES.update({
     "NNInitialGradientNode": [graph_node("mpsx.NNInitialGradientNode(pool.result_image)")],
+    "NNInitialGradient": [forward("mpsx.NNInitialGradient(dev)")],
+    "NNReductionSpatialMeanNode": [graph_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    "NNReductionFeatureChannelsSumNode": [graph_node("mpsx.NNReductionFeatureChannelsSumNode(relu.result_image)")],
+    "NNReductionSpatialMeanGradientNode": [
+        graph_unary_gradient_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    # Abstract bases: made through a concrete subclass.
+    "NNUnaryReductionNode": [graph_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    "CNNNormalizationNode": FACTORIES["CNNCrossChannelNormalizationNode"],
+    "NNTrainableNode": FACTORIES["CNNConvolutionNode"],
 })
 
 # The separated losses: labels and weights are images shaped as the source.
