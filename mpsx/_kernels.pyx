@@ -71,12 +71,17 @@ for _field, _doc in ((Offset.x, "The offset in x.\n\nMPS: MPSOffset.x"),
 
 
 class ImageEdgeMode(enum.IntEnum):
-    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel.
+    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel. NNPad alone
+    (other kernels raise ValueError) also takes MIRROR (mirrored about the edge pixel, which is not repeated),
+    MIRROR_WITH_EDGE (mirrored about the image border, the edge pixel repeated) and CONSTANT (its fill value).
 
     MPS: MPSImageEdgeMode
     """
     ZERO = 0
     CLAMP = 1
+    MIRROR = 2
+    MIRROR_WITH_EDGE = 3
+    CONSTANT = 4
 
 
 class NNPaddingMethod(enum.IntFlag):
@@ -986,6 +991,7 @@ include "kernels/batch_normalization.pxi"
 include "kernels/softmax.pxi"
 include "kernels/dropout.pxi"
 include "kernels/upsampling.pxi"
+include "kernels/reshape.pxi"
 include "kernels/arithmetic.pxi"
 include "kernels/local_contrast_normalization.pxi"
 include "kernels/cross_channel_normalization.pxi"
