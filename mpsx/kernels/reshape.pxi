@@ -111,7 +111,7 @@ cdef class NNPad(CNNUnaryKernel):
     def fill_value_array(self):
         """The per-channel fill values the kernel was made with (float32, one per channel written), or None.
 
-        MPS: none (mpsx; the fillValueArray argument of -[MPSNNPad initWithDevice:paddingSizeBefore:paddingSizeAfter:fillValueArray:])
+        MPS: none (the fillValueArray: of -initWithDevice:paddingSizeBefore:paddingSizeAfter:fillValueArray:)
         """
         cdef shared_ptr[const vector[float]] values = self._pad().fill_value_array()
         if not values:
