@@ -11,6 +11,11 @@ ImageCoordinate.__doc__ = """A position or an extent in an image: x and y in pix
 
 MPS: MPSImageCoordinate
 """
+for _field, _doc in ((ImageCoordinate.x, "The position or extent in x, in pixels.\n\nMPS: MPSImageCoordinate.x"),
+                     (ImageCoordinate.y, "The position or extent in y, in pixels.\n\nMPS: MPSImageCoordinate.y"),
+                     (ImageCoordinate.channel,
+                      "The position or extent in feature channels.\n\nMPS: MPSImageCoordinate.channel")):
+    _field.__doc__ = _doc
 
 
 cdef CImageCoordinate _coordinate_argument(object value, str name) except *:
