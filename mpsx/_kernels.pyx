@@ -131,6 +131,16 @@ class NeuronType(enum.IntEnum):
     GELU = 15
 
 
+cdef object _edge_mode_argument(object value, bint extended, const char* kernel, str name):
+    """An ImageEdgeMode a kernel takes: ValueError for MIRROR, MIRROR_WITH_EDGE and CONSTANT unless ``extended``
+    (MPSCoreTypes.h: "The only filter that currently supports this mode is MPSNNPad")."""
+    mode = ImageEdgeMode(value)
+    if mode > ImageEdgeMode.CLAMP and not extended:
+        raise ValueError(f"{kernel.decode()}: {name} must be ZERO or CLAMP, given {mode.name}; MIRROR, "
+                         f"MIRROR_WITH_EDGE and CONSTANT are NNPad's alone")
+    return mode
+
+
 cdef COffset _offset_argument(object value, str name) except *:
     """An MPSOffset from (x, y[, z]) of ints."""
     o = Offset(*value)
@@ -394,7 +404,8 @@ cdef class CNNKernel:
 
     @edge_mode.setter
     def edge_mode(self, value):
-        self.native().edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+        self.native().edge_mode = <EdgeMode><int>_edge_mode_argument(value, self.native().extended_edge_modes(),
+                                                                     self.native().class_name(), "edge_mode")
 
     @property
     def padding(self):
@@ -670,7 +681,8 @@ cdef object _edge_mode(CNNBinaryKernel kernel, bint secondary):
 
 
 cdef int _set_edge_mode(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
-    kernel.source(secondary).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+    kernel.source(secondary).edge_mode = <EdgeMode><int>_edge_mode_argument(value, False, kernel.native().class_name(),
+                                                                            name)
 
 
 cdef object _stride_x(CNNBinaryKernel kernel, bint secondary):

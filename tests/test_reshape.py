@@ -240,9 +240,11 @@ def test_pad_bad_input(device):
     cb.wait_until_completed()
     # The extended edge modes are NNPad's alone.
     pooling = mpsx.CNNPoolingMax(device, 2, 2)
-    pooling.edge_mode = E.MIRROR
-    with pytest.raises(ValueError, match="edge_mode must be ZERO or CLAMP, given 2"):
-        pooling.destination_image_descriptor(source)
+    with pytest.raises(ValueError, match="MPSCNNPoolingMax: edge_mode must be ZERO or CLAMP, given MIRROR"):
+        pooling.edge_mode = E.MIRROR
+    with pytest.raises(ValueError, match="secondary_edge_mode must be ZERO or CLAMP, given CONSTANT"):
+        mpsx.CNNAdd(device).secondary_edge_mode = E.CONSTANT
+    assert pooling.edge_mode == E.ZERO
     # A state of another family, and a destination too small.
     with pytest.raises(ValueError, match="expected a destination image of at least 3 feature channels"):
         read(device, lambda cb: mpsx.NNPad(device, (0, 0, 1), (0, 0, 1)).encode(

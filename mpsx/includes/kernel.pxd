@@ -20,6 +20,7 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         uint32_t padding_method
         string label
         vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error
+        bool extended_edge_modes()
 
     cdef cppclass Encoded "mpsx::UnaryKernel::Encoded":
         shared_ptr[CImage] image
