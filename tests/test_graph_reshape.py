@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import Handle, run_results, train_between_convolution_and_fully_connected
+from helpers import Handle, assert_uninitialized_raise, run_results, train_between_convolution_and_fully_connected
 
 E = mpsx.ImageEdgeMode
 
@@ -123,3 +123,14 @@ def test_properties_wiring_and_bad_input(device):
     bad = mpsx.NNReshapeNode(mpsx.NNImageNode(Handle("x")), 5, 1, 1)
     with pytest.raises(ValueError, match="holds 12 elements per image; the reshaped 5x1x1 holds 5"):
         run_results(device, [bad.result_image], dict(x=np.zeros((1, 3, 2, 2), np.float32)))
+
+
+@pytest.mark.parametrize("cls", [mpsx.NNPadNode, mpsx.NNPadGradientNode, mpsx.NNReshapeNode,
+                                 mpsx.NNReshapeGradientNode])
+def test_made_without_init(cls):
+    obj = assert_uninitialized_raise(cls, ("result_image", "source_images", "padding_size_before", "edge_mode",
+                                           "fill_value", "result_width", "result_feature_channels"),
+                                     only_those_it_has=True)
+    if cls is mpsx.NNPadNode:
+        with pytest.raises(TypeError):
+            obj.fill_value = 1.0

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import finite_difference_gradient, read, tolerance
+from helpers import assert_uninitialized_raise, finite_difference_gradient, read, tolerance
 
 E = mpsx.ImageEdgeMode
 NUMPY_MODES = {E.ZERO: "constant", E.CONSTANT: "constant", E.CLAMP: "edge", E.MIRROR: "reflect",
@@ -109,7 +109,8 @@ def test_pad_header_examples(device):
         np.testing.assert_array_equal(y.reshape(-1), expected_y)
         np.testing.assert_array_equal(dx.reshape(-1), expected_dx)
     source = np.arange(6, dtype=np.float32).reshape(1, 6, 1, 1) + 10  # x0..x5 = 10..15
-    for mode, expected in ((E.ZERO, [0, 0, 11, 12, 13, 0, 0, 0]), (E.MIRROR_WITH_EDGE, [12, 11, 11, 12, 13, 13, 12, 11])):
+    for mode, expected in ((E.ZERO, [0, 0, 11, 12, 13, 0, 0, 0]),
+                           (E.MIRROR_WITH_EDGE, [12, 11, 11, 12, 13, 13, 12, 11])):
         pad = mpsx.NNPad(device, (0, 0, 2), (0, 0, 3))
         pad.edge_mode = mode
         pad.source_feature_channel_offset = 0  # MPS's offset 1 is not a multiple of 4: slice 1..3 by hand below
@@ -171,7 +172,8 @@ def test_pad_batch_and_float16(device, rng):
     np.testing.assert_array_equal(y.astype(np.float32), expected)
     rtol, atol = tolerance(np.float16)
     np.testing.assert_allclose(dx.astype(np.float32),
-                               numpy_pad_gradient(dy.astype(np.float64), x.shape, (1, 2, 1), (2, 1, 0), E.MIRROR_WITH_EDGE),
+                               numpy_pad_gradient(dy.astype(np.float64), x.shape, (1, 2, 1), (2, 1, 0),
+                                                  E.MIRROR_WITH_EDGE),
                                rtol=rtol, atol=atol)
 
 
@@ -379,3 +381,14 @@ def test_gradient_kernels_and_persistence(device, tmp_path):
     assert (loaded.padding_size_before, loaded.padding_size_after) == ((1, 2, 0), (0, 1, 4))
     assert (loaded.edge_mode, loaded.fill_value) == (E.CONSTANT, 3.0)
     np.testing.assert_array_equal(loaded.fill_value_array, np.ones(7))
+
+
+@pytest.mark.parametrize("cls", [mpsx.NNPad, mpsx.NNPadGradient, mpsx.NNReshape, mpsx.NNReshapeGradient])
+def test_made_without_init(device, cls):
+    obj = assert_uninitialized_raise(cls, ("padding_size_before", "padding_size_after", "fill_value",
+                                           "fill_value_array", "edge_mode", "device"), only_those_it_has=True)
+    source = mpsx.Image.from_numpy(device, np.zeros((1, 1, 2, 2), np.float32))
+    with pytest.raises(TypeError):
+        obj.destination_image_descriptor(source)
+    with pytest.raises(TypeError):
+        obj.encode(device.command_queue.command_buffer(), source)

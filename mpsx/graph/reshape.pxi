@@ -75,7 +75,8 @@ cdef class NNPadGradientNode(NNGradientFilterNode):
 --
 
     The gradient node of an NNPadNode (NNPadGradient): ``source_image`` is the forward node's source,
-    ``gradient_state`` its result state. As ``-[MPSNNPadGradientNode initWithSourceGradient:sourceImage:gradientState:]``.
+    ``gradient_state`` its result state. As
+    ``-[MPSNNPadGradientNode initWithSourceGradient:sourceImage:gradientState:]``.
 
     MPS: MPSNNPadGradientNode
     """

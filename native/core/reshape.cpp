@@ -86,8 +86,9 @@ int64_t padded(const char* kernel, int64_t source, int64_t before, int64_t after
 const ReshapeGradientState& reshape_state_of(const State& state, ReshapeKind kind, const char* kernel) {
   auto* s = dynamic_cast<const ReshapeGradientState*>(&state);
   if (!s || s->kind != kind)
-    fail<TypeMismatchError>(kernel, ": expected the state of an ", kind == ReshapeKind::Pad ? "MPSNNPad" : "MPSNNReshape",
-                            " forward encode, given an ", state.class_name());
+    fail<TypeMismatchError>(kernel, ": expected the state of an ",
+                            kind == ReshapeKind::Pad ? "MPSNNPad" : "MPSNNReshape", " forward encode, given an ",
+                            state.class_name());
   return *s;
 }
 
@@ -171,7 +172,8 @@ void NNPad::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& 
     s->channels = channels;
   }
   std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+  command_buffer.record([primitive = std::move(primitive), source, destination, g,
+                         channels](ExecutionContext& context) {
     primitive->forward(context, whole_source_region(*source, g, g.source_channels),
                        destination_region(*destination, g, channels));
   });
@@ -349,7 +351,8 @@ void NNReshape::record(CommandBuffer& command_buffer, const std::shared_ptr<Imag
   d.width = g.width;
   if (auto* s = dynamic_cast<ReshapeGradientState*>(state.get())) s->channels = channels;
   std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+  command_buffer.record([primitive = std::move(primitive), source, destination, g,
+                         channels](ExecutionContext& context) {
     primitive->forward(context, whole_source_region(*source, g, g.source_channels),
                        destination_region(*destination, g, channels));
   });
