@@ -392,3 +392,27 @@ def test_made_without_init(device, cls):
         obj.destination_image_descriptor(source)
     with pytest.raises(TypeError):
         obj.encode(device.command_queue.command_buffer(), source)
+
+
+def test_gradients_refuse_wrong_shapes(device, rng):
+    x = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 3, 4)).astype(np.float32))
+    for forward, gradient, result_shape in (
+            (mpsx.NNPad(device, (1, 1, 1), (1, 0, 2)), mpsx.NNPadGradient(device), (1, 5, 4, 6)),
+            (mpsx.NNReshape(device), mpsx.NNReshapeGradient(device), (1, 4, 2, 3))):
+        cb = device.command_queue.command_buffer()
+        kwargs = {} if isinstance(forward, mpsx.NNPad) else dict(reshaped_width=3, reshaped_height=2,
+                                                                 reshaped_feature_channels=4)
+        y, state = forward.encode(cb, x, destination_state=True, **kwargs)
+        assert y.shape == result_shape
+        count = cb.command_count
+        wrong = mpsx.Image.from_numpy(device, np.zeros((1, 2, 3, 4), np.float32))
+        with pytest.raises(ValueError, match="expected a source gradient shaped as the forward result, "
+                                             + "x".join(map(str, result_shape))):
+            gradient.encode(cb, wrong, x, state)
+        with pytest.raises(ValueError, match="expected a destination gradient of 1x2x3x4"):
+            gradient.encode(cb, mpsx.Image.from_numpy(device, np.zeros(result_shape, np.float32)), x, state,
+                            mpsx.Image.from_numpy(device, np.zeros((1, 2, 4, 3), np.float32)))
+        assert cb.command_count == count  # nothing of the refused calls was encoded
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed"
