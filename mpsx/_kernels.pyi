@@ -119,6 +119,11 @@ __all__ = [
     "CNNUpsamplingBilinearGradient",
     "NNGramMatrixCalculation",
     "NNGramMatrixCalculationGradient",
+    "ImageCoordinate",
+    "NNPad",
+    "NNPadGradient",
+    "NNReshape",
+    "NNReshapeGradient",
     "NNComparisonType",
     "CNNArithmetic",
     "CNNAdd",
@@ -219,6 +224,10 @@ __all__ = [
     "NNGramMatrixCalculationNode",
     "NNGramMatrixCalculationGradientNode",
     "NNGramMatrixCallback",
+    "NNPadNode",
+    "NNPadGradientNode",
+    "NNReshapeNode",
+    "NNReshapeGradientNode",
     "CNNCrossChannelNormalizationNode",
     "CNNCrossChannelNormalizationGradientNode",
     "CNNSpatialNormalizationNode",
@@ -542,6 +551,9 @@ class NNGradientState(State):
 class ImageEdgeMode(enum.IntEnum):
     ZERO = 0
     CLAMP = 1
+    MIRROR = 2
+    MIRROR_WITH_EDGE = 3
+    CONSTANT = 4
 
 class NNPaddingMethod(enum.IntFlag):
     ALIGN_CENTERED = 0
@@ -1808,6 +1820,116 @@ class NNGramMatrixCalculationGradient(CNNGradientKernel):
     def __init__(self, device: Device, alpha: float = 1.0) -> None: ...
     alpha: float
 
+class ImageCoordinate(NamedTuple):
+    x: int = 0
+    y: int = 0
+    channel: int = 0
+
+class NNPad(CNNUnaryKernel[NNGradientState]):
+    def __init__(
+        self,
+        device: Device,
+        padding_size_before: ImageCoordinate | tuple[int, int, int] = (0, 0, 0),
+        padding_size_after: ImageCoordinate | tuple[int, int, int] = (0, 0, 0),
+        fill_value_array: npt.ArrayLike | None = None,
+    ) -> None: ...
+    padding_size_before: ImageCoordinate
+    padding_size_after: ImageCoordinate
+    fill_value: float
+    @property
+    def fill_value_array(self) -> npt.NDArray[np.float32] | None: ...
+
+class NNPadGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
+class NNReshape(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device) -> None: ...
+    @overload  # type: ignore[override]
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | ImageBatch | None = None,
+        destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> Image: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | ImageBatch | None = None,
+        *,
+        destination_state: Literal[True] | NNGradientState,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[Image, NNGradientState]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | ImageBatch | None,
+        destination_state: Literal[True] | NNGradientState,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[Image, NNGradientState]: ...
+    @overload  # type: ignore[override]
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> ImageBatch: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        *,
+        destination_states: Literal[True] | NNGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None,
+        destination_states: Literal[True] | NNGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    def destination_image_descriptor(  # type: ignore[override]
+        self,
+        source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> ImageDescriptor: ...
+
+class NNReshapeGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
 class NNComparisonType(enum.IntEnum):
     EQUAL = 0
     NOT_EQUAL = 1
@@ -2883,6 +3005,63 @@ class NNGramMatrixCalculationGradientNode(NNGradientFilterNode):
 
 class NNGramMatrixCallback:
     def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class NNPadNode(NNFilterNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        padding_size_before: ImageCoordinate | tuple[int, int, int],
+        padding_size_after: ImageCoordinate | tuple[int, int, int],
+        edge_mode: ImageEdgeMode | int,
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls,
+        source: NNImageNode,
+        padding_size_before: ImageCoordinate,
+        padding_size_after: ImageCoordinate,
+        edge_mode: ImageEdgeMode | int,
+    ) -> Self: ...
+    @property
+    def padding_size_before(self) -> ImageCoordinate: ...
+    @property
+    def padding_size_after(self) -> ImageCoordinate: ...
+    @property
+    def edge_mode(self) -> ImageEdgeMode: ...
+    fill_value: float
+
+class NNPadGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
+
+class NNReshapeNode(NNFilterNode):
+    def __init__(
+        self, source: NNImageNode, result_width: int, result_height: int, result_feature_channels: int
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls, source: NNImageNode, result_width: int, result_height: int, result_feature_channels: int
+    ) -> Self: ...
+    @property
+    def result_width(self) -> int: ...
+    @property
+    def result_height(self) -> int: ...
+    @property
+    def result_feature_channels(self) -> int: ...
+
+class NNReshapeGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
 
 class CNNCrossChannelNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...

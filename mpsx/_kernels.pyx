@@ -71,12 +71,17 @@ for _field, _doc in ((Offset.x, "The offset in x.\n\nMPS: MPSOffset.x"),
 
 
 class ImageEdgeMode(enum.IntEnum):
-    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel.
+    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel. NNPad alone
+    (other kernels raise ValueError) also takes MIRROR (mirrored about the edge pixel, which is not repeated),
+    MIRROR_WITH_EDGE (mirrored about the image border, the edge pixel repeated) and CONSTANT (its fill value).
 
     MPS: MPSImageEdgeMode
     """
     ZERO = 0
     CLAMP = 1
+    MIRROR = 2
+    MIRROR_WITH_EDGE = 3
+    CONSTANT = 4
 
 
 class NNPaddingMethod(enum.IntFlag):
@@ -126,6 +131,16 @@ class NeuronType(enum.IntEnum):
     EXPONENTIAL = 13
     LOGARITHM = 14
     GELU = 15
+
+
+cdef object _edge_mode_argument(object value, bint extended, const char* kernel, str name):
+    """An ImageEdgeMode a kernel takes: ValueError for MIRROR, MIRROR_WITH_EDGE and CONSTANT unless ``extended``
+    (MPSCoreTypes.h: "The only filter that currently supports this mode is MPSNNPad")."""
+    mode = ImageEdgeMode(value)
+    if mode > ImageEdgeMode.CLAMP and not extended:
+        raise ValueError(f"{kernel.decode()}: {name} must be ZERO or CLAMP, given {mode.name}; MIRROR, "
+                         f"MIRROR_WITH_EDGE and CONSTANT are NNPad's alone")
+    return mode
 
 
 cdef COffset _offset_argument(object value, str name) except *:
@@ -399,7 +414,8 @@ cdef class CNNKernel:
 
     @edge_mode.setter
     def edge_mode(self, value):
-        self.native().edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+        self.native().edge_mode = <EdgeMode><int>_edge_mode_argument(value, self.native().extended_edge_modes(),
+                                                                     self.native().class_name(), "edge_mode")
 
     @property
     def padding(self):
@@ -674,7 +690,8 @@ cdef object _edge_mode(CNNBinaryKernel kernel, bint secondary):
 
 
 cdef int _set_edge_mode(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
-    kernel.source(secondary).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+    kernel.source(secondary).edge_mode = <EdgeMode><int>_edge_mode_argument(value, False, kernel.native().class_name(),
+                                                                            name)
 
 
 cdef object _stride_x(CNNBinaryKernel kernel, bint secondary):
@@ -1025,6 +1042,7 @@ include "kernels/softmax.pxi"
 include "kernels/dropout.pxi"
 include "kernels/upsampling.pxi"
 include "kernels/gram_matrix_calculation.pxi"
+include "kernels/reshape.pxi"
 include "kernels/arithmetic.pxi"
 include "kernels/local_contrast_normalization.pxi"
 include "kernels/cross_channel_normalization.pxi"
@@ -1045,6 +1063,7 @@ include "graph/softmax.pxi"
 include "graph/dropout.pxi"
 include "graph/upsampling.pxi"
 include "graph/gram_matrix_calculation.pxi"
+include "graph/reshape.pxi"
 include "graph/cross_channel_normalization.pxi"
 include "graph/spatial_normalization.pxi"
 include "graph/local_contrast_normalization.pxi"

@@ -263,6 +263,13 @@ CASES = [
                                                           source_feature_channel_max_count=2), unary()),
     ("NNGramMatrixCalculationGradient", lambda d: with_properties(mpsx.NNGramMatrixCalculationGradient(d, 2.0)),
      gradient(lambda d: mpsx.NNGramMatrixCalculation(d, 0.25))),
+    ("NNPad", lambda d: with_properties(mpsx.NNPad(d, (1, 2, 1), (2, 0, 3), fill_value_array=np.arange(9.0)),
+                                        edge_mode=mpsx.ImageEdgeMode.CONSTANT, fill_value=0.5), unary()),
+    ("NNPadGradient", lambda d: with_properties(mpsx.NNPadGradient(d)),
+     gradient(lambda d: with_properties(mpsx.NNPad(d, (1, 2, 1), (2, 0, 3)),
+                                        edge_mode=mpsx.ImageEdgeMode.MIRROR_WITH_EDGE))),
+    ("NNReshape", lambda d: with_properties(mpsx.NNReshape(d)), unary()),
+    ("NNReshapeGradient", lambda d: with_properties(mpsx.NNReshapeGradient(d)), gradient(mpsx.NNReshape)),
     *[(name, lambda d, name=name: with_properties(getattr(mpsx, name)(d), **SCALES), binary)
       for name in ("CNNAdd", "CNNSubtract", "CNNMultiply", "CNNDivide")],
     ("NNCompare", lambda d: with_properties(mpsx.NNCompare(d), minimum_value=0.5,

@@ -67,6 +67,7 @@ TYPES = {
     "ImageBatch": "destination_gradients destination_images",
     "ImageDescriptor": "descriptor image_descriptor suggested_descriptor",
     "list[ImageDescriptor]": "image_descriptor_list",
+    "ImageCoordinate": "padding_size_before padding_size_after",
     "ImageEdgeMode": "edge_mode primary_edge_mode secondary_edge_mode",
     "Iterable[State] | None": "batch",
     "Iterable[str]": "names",
@@ -127,14 +128,15 @@ TYPES = {
     "bytes": "group_id",
     "dict[str, Sequence[npt.ArrayLike]]": "state",
     "float": (
-        "a alpha b parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 beta2 bias c "
+        "a alpha b fill_value parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 beta2 bias c "
         "decay delta epsilon gradient_clip_max gradient_clip_min "
         "gradient_rescale "
         "keep_probability label_smoothing learning_rate maximum_value minimum_value momentum momentum_scale p0 pm "
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
     "int": (
-        "amount predicate_offset biases_offset bucket_bytes bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
+        "amount predicate_offset biases_offset bucket_bytes channel result_feature_channels result_height result_width "
+        "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
         "integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
@@ -150,9 +152,11 @@ TYPES = {
         "source_gradient_feature_channels source_image_feature_channels source_index stream stride stride_in_pixels_x "
         "stride_in_pixels_y time_step usage weights_offset width world_size x y z zero_pad_size_x zero_pad_size_y"
     ),
+    "int | None": "reshaped_feature_channels reshaped_height reshaped_width",
     "list[Any]": "intermediate_image_handles result_state_handles source_image_handles source_state_handles",
     "list[NNStateNode]": "result_states",
     "npt.ArrayLike": "array biases data gamma parameters_a",
+    "npt.NDArray[np.float32] | None": "fill_value_array",
     "npt.DTypeLike": "dtype",
     "object": "obj value",
     "str": "label library name",
@@ -334,6 +338,11 @@ OVERRIDES = {
     "NNOptimizerAdam.encode": "None",
     "NNOptimizerRMSProp.encode": "None",
     "NNOptimizerStochasticGradientDescent.encode": "None",
+    "NNPad.__init__.fill_value_array": "npt.ArrayLike | None",
+    "NNPad.__init__.padding_size_after": "ImageCoordinate | tuple[int, int, int]",
+    "NNPad.__init__.padding_size_before": "ImageCoordinate | tuple[int, int, int]",
+    "NNPadNode.__init__.padding_size_after": "ImageCoordinate | tuple[int, int, int]",
+    "NNPadNode.__init__.padding_size_before": "ImageCoordinate | tuple[int, int, int]",
     "ProcessGroup.__init__.backend": 'Literal["nccl", "mpi"]',
     "ProcessGroup.backend": 'Literal["nccl", "mpi"]',
     "StateBatch.__new__.state": "State",

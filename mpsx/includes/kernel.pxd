@@ -22,6 +22,7 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         shared_ptr[const CPaddingPolicy] padding_policy
         string label
         vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error
+        bool extended_edge_modes()
 
     cdef cppclass Encoded "mpsx::UnaryKernel::Encoded":
         shared_ptr[CImage] image

@@ -184,6 +184,9 @@ void Kernel::check_properties() const {
   if (source_feature_channel_max_count < 1)
     fail<ArgumentError>(class_name(), ": source_feature_channel_max_count must be positive, given ",
                         source_feature_channel_max_count);
+  if (edge_mode != EdgeMode::Zero && edge_mode != EdgeMode::Clamp && !extended_edge_modes())
+    fail<ArgumentError>(class_name(), ": edge_mode must be ZERO or CLAMP, given ", static_cast<int>(edge_mode),
+                        "; MIRROR, MIRROR_WITH_EDGE and CONSTANT are NNPad's alone");
 }
 
 int64_t Kernel::source_slice(const Image& source) const {

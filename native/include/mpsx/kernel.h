@@ -196,6 +196,10 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // gradient kernels throw TypeMismatchError.
   virtual std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const { return {}; }
 
+  // Whether edge_mode may be MIRROR, MIRROR_WITH_EDGE or CONSTANT: "The only
+  // filter that currently supports this mode is MPSNNPad" (MPSCoreTypes.h).
+  virtual bool extended_edge_modes() const { return false; }
+
  protected:
   // The MPS padding policy: sets `offset` for `window` over `source` and
   // returns the size of the destination it implies.
