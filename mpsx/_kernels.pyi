@@ -18,6 +18,7 @@ from mpsx._runtime import (
     DataType,
     Device,
     Image,
+    ImageAllocator,
     ImageBatch,
     ImageDescriptor,
     State,
@@ -326,6 +327,10 @@ class CNNKernel:
     def edge_mode(self) -> ImageEdgeMode: ...
     @edge_mode.setter
     def edge_mode(self, value: ImageEdgeMode | int) -> None: ...
+    @property
+    def destination_image_allocator(self) -> ImageAllocator: ...
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value: ImageAllocator | None) -> None: ...
     @property
     def padding(self) -> NNPaddingMethod | NNPadding: ...
     @padding.setter
@@ -2183,6 +2188,10 @@ class NNImageNode:
     stop_gradient: bool
     format: DataType | None
     @property
+    def image_allocator(self) -> ImageAllocator: ...
+    @image_allocator.setter
+    def image_allocator(self, value: ImageAllocator | None) -> None: ...
+    @property
     def producer(self) -> NNFilterNode | None: ...
 
 @disjoint_base
@@ -2371,6 +2380,10 @@ class NNGraph:
     @property
     def number_of_fused_filters(self) -> int: ...
     output_state_is_temporary: bool
+    @property
+    def destination_image_allocator(self) -> ImageAllocator: ...
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value: ImageAllocator | None) -> None: ...
     format: DataType
     data_parallel: Communicator | None
 

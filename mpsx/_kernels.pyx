@@ -418,6 +418,20 @@ cdef class CNNKernel:
                                                                      self.native().class_name(), "edge_mode")
 
     @property
+    def destination_image_allocator(self):
+        """What makes the destination of an encode that returns an image: ``Image.default_allocator()`` unless set
+        (MPS's default is TemporaryImage's: mpsx's results are images the host may read, usable wherever a temporary
+        one is), or an ImageAllocator of your own. None sets the default again.
+
+        MPS: MPSCNNKernel.destinationImageAllocator, MPSCNNBinaryKernel.destinationImageAllocator
+        """
+        return image_allocator_value(self.native().destination_image_allocator, False)
+
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value):
+        set_image_allocator(&self.native().destination_image_allocator, value, "destination_image_allocator")
+
+    @property
     def padding(self):
         """The padding policy the encodes that return a new image use to size it and set ``offset``: NNPaddingMethod
         bits, or a padding object (an NNDefaultPadding, or an NNPadding of your own), read back as it was set.
@@ -547,8 +561,7 @@ cdef class CNNKernel:
 cdef object _encoded(CNNKernel kernel, CommandBuffer command_buffer, Encoded& r, bint want, bint temporary):
     """What encode returns: the destination image, with the state made where ``want`` (temporary for
     ``command_buffer`` where ``temporary``)."""
-    cdef Image out = Image.__new__(Image)
-    out.c = r.image
+    out = wrap_image(r.image)
     if not _returns_state(command_buffer, r.state.get(), want, temporary):
         return out
     return out, kernel._wrap_state(r.state)
@@ -1031,6 +1044,7 @@ cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKe
 # ---------------------------------------------------------------- families
 
 include "kernels/padding.pxi"
+include "kernels/image_allocator.pxi"
 include "kernels/neuron.pxi"
 include "kernels/convolution.pxi"
 include "kernels/loss.pxi"

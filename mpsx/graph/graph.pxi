@@ -207,6 +207,21 @@ cdef class NNImageNode:
             node.format = _graph_format(value, "NNImageNode.format")
 
     @property
+    def image_allocator(self):
+        """What makes this image when a graph encodes: ``TemporaryImage.default_allocator()`` (MPS's default: the
+        graph's own images, whose storage later steps reuse) unless set; another allocator makes the image each
+        encode, and the graph reuses none of its storage. A graph's results take its ``destination_image_allocator``
+        instead, as MPS's graph does. None sets the default again.
+
+        MPS: MPSNNImageNode.imageAllocator
+        """
+        return image_allocator_value(self.native().image_allocator, True)
+
+    @image_allocator.setter
+    def image_allocator(self, value):
+        set_image_allocator(&self.native().image_allocator, value, "image_allocator", True)
+
+    @property
     def producer(self):
         """The filter node whose result this image is; None for a source of the graph.
 
@@ -988,6 +1003,19 @@ cdef class NNGraph:
     @output_state_is_temporary.setter
     def output_state_is_temporary(self, cbool value):
         self.native().output_state_is_temporary = value
+
+    @property
+    def destination_image_allocator(self):
+        """What makes the graph's result images (``Image.default_allocator()`` unless set), in place of their nodes'
+        ``image_allocator``. None sets the default again.
+
+        MPS: MPSNNGraph.destinationImageAllocator
+        """
+        return image_allocator_value(self.native().destination_image_allocator, False)
+
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value):
+        set_image_allocator(&self.native().destination_image_allocator, value, "destination_image_allocator")
 
     @property
     def format(self):

@@ -347,6 +347,30 @@ mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode(
 obj.commit()
 obj.wait_until_completed()
 """],
+    "ImageAllocator": ["""
+obj = mpsx.Image.default_allocator()
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 4, 3, 2, 1)
+kernel = mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+count = 2
+""", """
+obj = mpsx.TemporaryImage.default_allocator()
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, 4, 3, 2, 1)
+kernel = mpsx.CNNAdd(dev)
+count = 3
+""", """
+class KeepingAllocator(mpsx.ImageAllocator):
+    def image_for_command_buffer(self, command_buffer, image_descriptor, kernel):
+        return mpsx.Image(command_buffer.device, image_descriptor)
+
+obj = KeepingAllocator()
+kernel = mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+kernel.destination_image_allocator = obj
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 4, 3, 2, 1)
+count = 2
+"""],
     "Predicate": ["""
 buffer = mpsx.Vector(dev, 4).buffer
 offset = 8
