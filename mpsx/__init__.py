@@ -36,6 +36,8 @@ from mpsx._runtime import (  # noqa: E402
     Predicate,
     State,
     StateBatch,
+    StateResourceList,
+    StateResourceType,
     TemporaryImage,
     Vector,
     devices,

@@ -29,6 +29,8 @@ from mpsx._runtime import (
     Predicate as Predicate,
     State as State,
     StateBatch as StateBatch,
+    StateResourceList as StateResourceList,
+    StateResourceType as StateResourceType,
     TemporaryImage as TemporaryImage,
     Vector as Vector,
     devices as devices,

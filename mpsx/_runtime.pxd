@@ -126,6 +126,7 @@ cdef class ImageAllocator:
 
 cdef class State:
     cdef shared_ptr[CState] c
+    cdef object _label
 
     cdef inline CState* native(self) except NULL:
         if not self.c:

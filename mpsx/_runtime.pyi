@@ -239,8 +239,38 @@ class ImageAllocator:
 
 @disjoint_base
 class State:
-    def __init__(self) -> None: ...
+    def __init__(
+        self,
+        device: Device | None = None,
+        buffer_size: int | None = None,
+        resource_list: StateResourceList | None = None,
+        resource: Buffer | None = None,
+        resources: Sequence[Buffer] | None = None,
+    ) -> None: ...
+    @classmethod
+    def temporary_state_with_command_buffer(
+        cls,
+        command_buffer: CommandBuffer,
+        buffer_size: int | None = None,
+        resource_list: StateResourceList | None = None,
+    ) -> State: ...
+    def resource_at_index(self, index: int, allocate_memory: bool = True) -> Buffer | None: ...
+    def buffer_size_at_index(self, index: int) -> int: ...
+    def resource_type_at_index(self, index: int) -> StateResourceType: ...
+    def resource_size(self) -> int: ...
+    def destination_image_descriptor_for_source_images(
+        self,
+        source_images: _ImageSource,
+        source_states: _StateSource,
+        for_kernel: CNNKernel,
+        suggested_descriptor: ImageDescriptor,
+    ) -> ImageDescriptor: ...
     def synchronize(self, command_buffer: CommandBuffer) -> None: ...
+    @property
+    def resource_count(self) -> int: ...
+    @property
+    def resource(self) -> Buffer | None: ...
+    label: str | None
     @property
     def device(self) -> Device: ...
     @property
@@ -294,6 +324,19 @@ class DataType(enum.IntEnum):
     FLOAT16 = 1
     BFLOAT16 = 2
     UINT8 = 3
+
+class StateResourceType(enum.IntEnum):
+    NONE = 0
+    BUFFER = 1
+    TEXTURE = 2
+
+class StateResourceList:
+    def __init__(self) -> None: ...
+    @classmethod
+    def resource_list(cls) -> Self: ...
+    @classmethod
+    def resource_list_with_buffer_sizes(cls, *sizes: int) -> Self: ...
+    def append_buffer(self, size: int) -> None: ...
 
 class StateBatch(tuple[State, ...]):
     def __new__(cls, state: State, count: int) -> Self: ...

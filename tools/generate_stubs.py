@@ -31,7 +31,9 @@ WIDTH = 120  # the line length of the project's formatter
 TYPES = {
     "Any": "memo mpi_comm result_handle tensor",
     "BaseException | None": "error exc",
-    "Buffer": "predicate_buffer beta buffer gradient_for_beta gradient_for_biases gradient_for_gamma gradient_for_weights mean variance",
+    "Buffer": ("predicate_buffer beta buffer gradient_for_beta gradient_for_biases gradient_for_gamma "
+        "gradient_for_weights mean variance"
+    ),
     "CNNBatchNormalization": "batch_normalization",
     "CNNBatchNormalizationFlags": "flags",
     "CNNBatchNormalizationState": "batch_normalization_gradient_state batch_normalization_source_state",
@@ -129,14 +131,16 @@ TYPES = {
     "bytes": "group_id",
     "dict[str, Sequence[npt.ArrayLike]]": "state",
     "float": (
-        "a alpha b fill_value parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 beta2 bias c "
+        "a alpha b fill_value parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 "
+        "beta2 bias c "
         "decay delta epsilon gradient_clip_max gradient_clip_min "
         "gradient_rescale "
         "keep_probability label_smoothing learning_rate maximum_value minimum_value momentum momentum_scale p0 pm "
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
     "int": (
-        "amount predicate_offset biases_offset bucket_bytes channel result_feature_channels result_height result_width "
+        "amount resource_count predicate_offset biases_offset bucket_bytes channel result_feature_channels "
+        "result_height result_width "
         "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
@@ -193,6 +197,9 @@ RETURNS = {
     "CommandBuffer": "command_buffer command_buffer_from_command_queue root_command_buffer",
     "Predicate | None": "predicate",
     "ImageAllocator": "default_allocator",
+    "State": "temporary_state_with_command_buffer",
+    "Buffer | None": "resource_at_index",
+    "StateResourceType": "resource_type_at_index",
     "Image | ImageBatch": "image_for_command_buffer image_batch_for_command_buffer",
     "CommandQueue": "new_command_queue",
     "ConvolutionWeights": "convolution_weights_from_torch",
@@ -207,11 +214,13 @@ RETURNS = {
     "Literal[False]": "__exit__",
     "NNGradientFilterNode": "gradient_filter_with_source gradient_filter_with_sources",
     "None": (
-        "add_completed_handler all_reduce barrier commit commit_and_continue destroy empty_cache encode_all_reduce "
+        "add_completed_handler all_reduce append_buffer barrier commit commit_and_continue destroy empty_cache "
+        "encode_all_reduce "
         "encode_gamma_and_beta_update encode_mean_and_variance_update encode_weights_and_bias_update purge "
         "reload_data_source reload_from_data_sources reload_gamma_and_beta reload_gamma_and_beta_from_data_source "
         "reload_mean_and_variance reload_mean_and_variance_from_data_source reload_weights_and_biases "
-        "reload_weights_and_biases_from_data_source prefetch_heap_for_workload_size prefetch_storage_with_command_buffer "
+        "reload_weights_and_biases_from_data_source prefetch_heap_for_workload_size "
+        "prefetch_storage_with_command_buffer "
         "replay reset "
         "reset_peak_bytes_in_use restore_properties save set_learning_rate set_neuron_to_p_re_lu_with_parameters_a "
         "set_neuron_type "
@@ -225,7 +234,8 @@ RETURNS = {
         "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
         "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer cnn_neuron_descriptor_with_type "
-        "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device padding_with_method padding_for_tensorflow_average_pooling "
+        "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device resource_list resource_list_with_buffer_sizes "
+        "padding_with_method padding_for_tensorflow_average_pooling "
         "padding_for_tensorflow_average_pooling_valid_only command_buffer_with_command_buffer predicate_with_buffer"
     ),
     "State | None": "temporary_result_state",
@@ -236,7 +246,9 @@ RETURNS = {
     "dict[str, list[npt.NDArray[np.float32]]]": "optimizer_state",
     "dict[str, npt.NDArray[np.float32]]": "torch_state_dict",
     "float": "alpha_for_source_image neuron_parameter_a neuron_parameter_b scalar_weight_for_source_image",
-    "int": "__len__ number_of_feature_channels rank state_batch_increment_read_count world_size",
+    "int": ("__len__ buffer_size_at_index resource_size number_of_feature_channels rank "
+        "state_batch_increment_read_count world_size"
+    ),
     "list[CNNGradientKernel]": "gradient_kernels",
     "list[Device]": "devices",
     "list[NNFilterNode]": "training_graph",
@@ -312,6 +324,20 @@ OVERRIDES = {
     "CNNPoolingGradientNode.__init__.padding_policy": "NNPaddingMethod | int | NNPadding",
     "CommandBuffer.prefetch_heap_for_workload_size.size": "int",
     "Predicate.__init__.offset": "int",
+    "State.__init__.buffer_size": "int | None",
+    "State.__init__.resource_list": "StateResourceList | None",
+    "State.__init__.resource": "Buffer | None",
+    "State.__init__.resources": "Sequence[Buffer] | None",
+    "State.temporary_state_with_command_buffer.buffer_size": "int | None",
+    "State.temporary_state_with_command_buffer.resource_list": "StateResourceList | None",
+    "State.resource_at_index.allocate_memory": "bool",
+    "State.resource_at_index.index": "int",
+    "State.buffer_size_at_index.index": "int",
+    "State.resource_type_at_index.index": "int",
+    "StateResourceList.append_buffer.size": "int",
+    "State.resource": "Buffer | None",
+    "State.label": "str | None",
+    "StateResourceList.resource_list_with_buffer_sizes.sizes": "int",
     "Predicate.predicate_with_buffer.offset": "int",
     "CNNPoolingGradientNode.node_with_source_gradient.padding_policy": "NNPaddingMethod | int | NNPadding",
     "CNNUnaryKernel.result_state.source_image": "Image | ImageBatch",

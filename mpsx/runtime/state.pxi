@@ -1,19 +1,210 @@
 # States and state batches (included by _runtime.pyx).
 
+class StateResourceType(enum.IntEnum):
+    """What a state's resource is: NONE (no resource at that index), BUFFER; mpsx has no TEXTURE resources.
+
+    MPS: MPSStateResourceType
+    """
+    NONE = 0
+    BUFFER = 1
+    TEXTURE = 2
+
+
+class StateResourceList:
+    """StateResourceList()
+
+    The sizes, in bytes, of the buffers a State made with it holds (MPS lists textures too; mpsx has none). As
+    ``-[MPSStateResourceList init]``.
+
+    MPS: MPSStateResourceList
+    """
+
+    def __init__(self):
+        self.buffer_sizes = []
+
+    @classmethod
+    def resource_list(cls):
+        """An empty list.
+
+        MPS: +[MPSStateResourceList resourceList]
+        """
+        return cls()
+
+    @classmethod
+    def resource_list_with_buffer_sizes(cls, *sizes):
+        """A list of buffers of ``sizes`` bytes.
+
+        MPS: +[MPSStateResourceList resourceListWithBufferSizes:]
+        """
+        made = cls()
+        for size in sizes:
+            made.append_buffer(size)
+        return made
+
+    def append_buffer(self, size):
+        """Adds a buffer of ``size`` bytes (0 or more).
+
+        MPS: -[MPSStateResourceList appendBuffer:]
+        """
+        cdef int64_t n = integer_argument(size, "size")
+        if n < 0:
+            raise ValueError(f"a buffer size must be 0 or more, given {n}")
+        self.buffer_sizes.append(n)
+
+    def __repr__(self):
+        return f"mpsx.StateResourceList.resource_list_with_buffer_sizes({', '.join(map(str, self.buffer_sizes))})"
+
+
+cdef vector[size_t] _buffer_sizes(object resource_list) except *:
+    if not isinstance(resource_list, StateResourceList):
+        raise TypeError(f"resource_list must be an mpsx.StateResourceList, given {quoted(resource_list)}")
+    cdef vector[size_t] sizes
+    for size in resource_list.buffer_sizes:
+        n = integer_argument(size, "a buffer size")
+        if n < 0:
+            raise ValueError(f"a buffer size must be 0 or more, given {n}")
+        sizes.push_back(<size_t>n)
+    return sizes
+
+
 cdef class State:
-    """State()
+    """State(device=None, buffer_size=None, resource_list=None, resource=None, resources=None)
 --
 
     What a forward encode leaves for its gradient, for one batch, and the base of every state class.
 
-    States come from kernels (``result_state`` or ``encode(..., destination_state=True)``); made directly it raises
-    TypeError.
+    The families' states come from kernels (``result_state`` or ``encode(..., destination_state=True)``). A State
+    made directly holds resources, as MPSState's initializers make it: ``State(device, buffer_size=n)`` one buffer
+    of n bytes, ``State(device, resource_list=list)`` the buffers of a StateResourceList (each made when first
+    asked for), ``State(resource=buffer)`` or ``State(resources=[buffers])`` the buffers given.
 
     MPS: MPSState
     """
 
-    def __init__(self):
-        raise TypeError("states come from kernels (result_state or encode(..., destination_state=True))")
+    def __init__(self, Device device=None, buffer_size=None, resource_list=None, resource=None, resources=None):
+        if type(self) is not State:
+            raise TypeError(f"{type(self).__name__} states come from kernels (result_state or encode(..., "
+                            f"destination_state=True))")
+        cdef vector[shared_ptr[CBuffer]] buffers
+        forms = [buffer_size is not None, resource_list is not None, resource is not None, resources is not None]
+        if sum(forms) > 1 or (device is None) != (forms[2] or forms[3]):
+            raise TypeError("State takes a device with buffer_size or resource_list (or neither), or resource or "
+                            "resources alone")
+        if device is not None:
+            self.c = make_native[CState](device.shared())
+            if buffer_size is not None:
+                self.c.get().set_resources(_buffer_sizes(StateResourceList.resource_list_with_buffer_sizes(
+                    buffer_size)))
+            elif resource_list is not None:
+                self.c.get().set_resources(_buffer_sizes(resource_list))
+            return
+        items = [resource] if resource is not None else list(resources)
+        for i, item in enumerate(items):
+            if not isinstance(item, Buffer):
+                raise TypeError(f"expected mpsx.Buffer resources, item {i} is {quoted(item)}")
+            buffers.push_back((<Buffer>item).c)
+        if buffers.empty():
+            raise ValueError("State(resources=...) needs at least one buffer: its device is theirs")
+        self.c = make_native[CState](buffers[0].get().device_ptr())
+        self.c.get().set_resources(buffers)
+
+    @classmethod
+    def temporary_state_with_command_buffer(cls, CommandBuffer command_buffer not None, buffer_size=None,
+                                            resource_list=None):
+        """A temporary State of ``command_buffer`` (read count 1) holding a buffer of ``buffer_size`` bytes, the
+        buffers of ``resource_list``, or none.
+
+        MPS: +[MPSState temporaryStateWithCommandBuffer:bufferSize:]
+        """
+        if cls is not State:
+            raise TypeError(f"{cls.__name__} states come from kernels (temporary_result_state)")
+        cdef State state = State(command_buffer.device, buffer_size=buffer_size, resource_list=resource_list)
+        state.c.get().make_temporary(command_buffer.native()[0])
+        return state
+
+    @property
+    def resource_count(self):
+        """The number of resources the state was made with (0 for the families' states, whose buffers are their
+        properties).
+
+        MPS: MPSState.resourceCount
+        """
+        return self.native().resource_count()
+
+    def resource_at_index(self, index, allocate_memory=True):
+        """The buffer at ``index``; where it was not made yet, made now if ``allocate_memory``, else None. ValueError
+        for an index past ``resource_count``.
+
+        MPS: -[MPSState resourceAtIndex:allocateMemory:]
+        """
+        cdef int64_t i = integer_argument(index, "index")
+        if i < 0:
+            raise ValueError(f"index must be 0 or more, given {i}")
+        cdef shared_ptr[CBuffer] b = self.native().resource_at(<size_t>i, bool(allocate_memory))
+        if not b:
+            return None
+        return wrap_buffer(b, np.dtype(np.uint8), (<int64_t>b.get().length(),))
+
+    @property
+    def resource(self):
+        """The first resource (made now if need be), or None for a state without resources.
+
+        MPS: MPSState.resource
+        """
+        return self.resource_at_index(0) if self.native().resource_count() else None
+
+    def buffer_size_at_index(self, index):
+        """The size in bytes of the buffer at ``index``.
+
+        MPS: -[MPSState bufferSizeAtIndex:]
+        """
+        cdef int64_t i = integer_argument(index, "index")
+        if i < 0:
+            raise ValueError(f"index must be 0 or more, given {i}")
+        return self.native().buffer_size_at(<size_t>i)
+
+    def resource_type_at_index(self, index):
+        """StateResourceType.BUFFER for a resource, NONE past ``resource_count``.
+
+        MPS: -[MPSState resourceTypeAtIndex:]
+        """
+        cdef int64_t i = integer_argument(index, "index")
+        return StateResourceType.BUFFER if 0 <= i < <int64_t>self.native().resource_count() else \
+            StateResourceType.NONE
+
+    def resource_size(self):
+        """The bytes of the state's resources.
+
+        MPS: -[MPSState resourceSize]
+        """
+        return self.native().resource_size()
+
+    def destination_image_descriptor_for_source_images(self, source_images, source_states, for_kernel,
+                                                       suggested_descriptor):
+        """The descriptor a kernel given this state as a source state makes its destination with: here
+        ``suggested_descriptor`` unchanged. The states that size a destination (a convolution's gradient state, for a
+        convolution transpose) do it natively.
+
+        MPS: -[MPSState destinationImageDescriptorForSourceImages:sourceStates:forKernel:suggestedDescriptor:]
+        """
+        self.native()
+        return suggested_descriptor
+
+    @property
+    def label(self):
+        """A name for the state, or None (the default).
+
+        MPS: MPSState.label
+        """
+        self.native()
+        return self._label
+
+    @label.setter
+    def label(self, value):
+        self.native()
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"label must be a str or None, given {quoted(value)}")
+        self._label = value
 
     @property
     def device(self):

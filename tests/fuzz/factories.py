@@ -462,7 +462,20 @@ key = 1
 tensor = array if dev.backend != "cuda" else obj
 max_version = (1, 0)
 """],
-    "State": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
+    "State": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON), """
+device = dev
+buffer_size = 16
+resource_list = mpsx.StateResourceList.resource_list_with_buffer_sizes(8, 4)
+obj = mpsx.State(device, resource_list=resource_list)
+command_buffer = cb
+index = 1
+allocate_memory = True
+"""],
+    "StateResourceList": ["""
+obj = mpsx.StateResourceList.resource_list_with_buffer_sizes(8, 16)
+size = 4
+sizes = (4, 8)
+"""],
     "NNGradientState": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON)],
     "StateBatch": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON) + """
 state = obj

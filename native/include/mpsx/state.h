@@ -66,8 +66,24 @@ class State : public std::enable_shared_from_this<State> {
   // None by default.
   virtual void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& /*gradients*/) const {}
 
+  // MPSState's resources (MPSState.h): buffers a state made with them holds,
+  // each of `sizes`, "deferred until it is needed" (resource_at allocating),
+  // or the buffers given. The families' states keep their buffers apart.
+  void set_resources(std::vector<size_t> sizes);
+  void set_resources(std::vector<std::shared_ptr<Buffer>> buffers);
+  size_t resource_count() const { return resource_sizes_.size(); }
+  // Throws ArgumentError for an index past resource_count().
+  size_t buffer_size_at(size_t index) const;
+  // The buffer at `index`, made now where `allocate`; null if not made yet
+  // and not `allocate`.
+  std::shared_ptr<Buffer> resource_at(size_t index, bool allocate);
+  // The bytes of the resources.
+  size_t resource_size() const;
+
  private:
   std::shared_ptr<Device> device_;
+  std::vector<size_t> resource_sizes_;
+  std::vector<std::shared_ptr<Buffer>> resources_;
   uint64_t source_identity_ = 0;
   TemporaryLifetime lifetime_;
 };
