@@ -359,6 +359,24 @@ OVERRIDES = {
     "weights_to_torch.weight": "npt.ArrayLike",
 }
 OVERRIDES.update({
+    # The convolution data source protocol's optional members.
+    "CNNConvolutionDataSource.kernel_weights_data_type": "DataType",
+    "CNNConvolutionDataSource.weights_layout": "CNNConvolutionWeightsLayout",
+    "CNNConvolutionDataSource.weights_quantization_type": 'Literal["none", "linear", "lookup_table"]',
+    "CNNConvolutionDataSource.ranges_for_uint8_kernel": "npt.ArrayLike | None",
+    "CNNConvolutionDataSource.lookup_table_for_uint8_kernel": "npt.ArrayLike | None",
+    "CNNConvolutionDataSource.update_with_gradient_state": "bool",
+    "CNNConvolutionDataSource.update_with_command_buffer": "CNNConvolutionWeightsAndBiasesState | None",
+    "CNNConvolutionDataSource.update_with_gradient_state.gradient_state": "CNNConvolutionGradientState",
+    "CNNConvolutionDataSource.update_with_gradient_state.source_state": "CNNConvolutionWeightsAndBiasesState",
+    "CNNConvolutionDataSource.update_with_command_buffer.gradient_state": "CNNConvolutionGradientState",
+    "CNNConvolutionDataSource.update_with_command_buffer.source_state": "CNNConvolutionWeightsAndBiasesState",
+    "CNNConvolutionGradientState.gradient_for_weights_layout": "CNNConvolutionWeightsLayout",
+    "CNNDepthWiseConvolutionDescriptor.channel_multiplier": "int",
+    "CNNConvolution.channel_multiplier": "int",
+    "CNNConvolutionGradient.channel_multiplier": "int",
+})
+OVERRIDES.update({
     # The encodes that the overload rules below write several times.
     "CNNBinaryKernel.encode.destination_image": "Image",
     "CNNBinaryKernel.encode.primary_image": "Image",

@@ -27,6 +27,9 @@ void ConvolutionDescriptor::validate() const {
   if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
     fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
                         output_feature_channels, ") feature channels");
+  if (depthwise && groups != input_feature_channels)
+    fail<ArgumentError>("a depthwise convolution has one group per input feature channel (", input_feature_channels,
+                        "); given groups ", groups);
   const int64_t weights =
       checked_count({output_feature_channels, kernel_height, kernel_width, input_feature_channels / groups}, name,
                     ": the weight count (OHWI)");
@@ -43,7 +46,7 @@ bool ConvolutionDescriptor::operator==(const ConvolutionDescriptor& o) const {
          input_feature_channels == o.input_feature_channels &&
          output_feature_channels == o.output_feature_channels && stride_x == o.stride_x && stride_y == o.stride_y &&
          dilation_x == o.dilation_x && dilation_y == o.dilation_y && groups == o.groups &&
-         fused_neuron == o.fused_neuron;
+         depthwise == o.depthwise && fused_neuron == o.fused_neuron;
 }
 
 ConvolutionWindow ConvolutionDescriptor::window() const {

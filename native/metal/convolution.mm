@@ -34,7 +34,7 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   const int64_t in = d.input_feature_channels / d.groups, out = d.output_feature_channels / d.groups;
   // One input channel per group is MPS's depthwise convolution, whose
   // weights [out][kernel_height][kernel_width] are OHWI with I = 1.
-  const bool depthwise = d.groups > 1 && in == 1;
+  const bool depthwise = d.depthwise || (d.groups > 1 && in == 1);
   if (d.groups > 1 && !depthwise && (in % 4 || out % 4))
     fail<ArgumentError>("metal: MPS convolution groups hold multiples of 4 feature channels; given ", in, " -> ", out,
                         " per group (groups ", d.groups, ")");

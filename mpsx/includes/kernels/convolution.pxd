@@ -10,6 +10,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
     cdef cppclass ConvolutionDescriptor "mpsx::ConvolutionDescriptor":
         int64_t kernel_width, kernel_height, input_feature_channels, output_feature_channels
         int64_t stride_x, stride_y, dilation_x, dilation_y, groups
+        bint depthwise
         NeuronDescriptor fused_neuron
         void validate() except +raise_py_error
 

@@ -39,6 +39,9 @@ struct ConvolutionDescriptor {
   int64_t stride_x = 1, stride_y = 1;
   int64_t dilation_x = 1, dilation_y = 1;
   int64_t groups = 1;
+  // MPSCNNDepthWiseConvolutionDescriptor: groups equals the input channels,
+  // whose weights [out][kernel_height][kernel_width] are OHWI with I = 1.
+  bool depthwise = false;
   NeuronDescriptor fused_neuron;
 
   // Throws ArgumentError for sizes outside 1..kMaxDimension or channel

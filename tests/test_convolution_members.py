@@ -1,0 +1,246 @@
+"""MPSCNNConvolution.h's members beyond the plain convolution: the depthwise descriptor and channelMultiplier, the data
+source protocol's optional members, the gradient state's weights layout; against torch on the CPU and numpy."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+import mpsx
+from helpers import ArrayConvolutionSource, read
+from test_convolution import reference_forward
+
+P = mpsx.NNPaddingMethod
+
+
+class HeaderLayoutSource(mpsx.CNNConvolutionDataSource):
+    """A data source as MPS users write it for a depthwise convolution: the weights a flat
+    [input][channel_multiplier][kernel_height][kernel_width] array, the header's layout."""
+
+    def __init__(self, descriptor, weights, biases):
+        self._descriptor, self._weights, self._biases = descriptor, weights, biases
+
+    def descriptor(self):
+        return self._descriptor
+
+    def weights(self):
+        return self._weights.reshape(-1)
+
+    def bias_terms(self):
+        return self._biases
+
+
+def test_depthwise_descriptor_members():
+    d = mpsx.CNNDepthWiseConvolutionDescriptor(3, 2, 4, 8, stride_in_pixels_x=2)
+    assert isinstance(d, mpsx.CNNConvolutionDescriptor)
+    assert (d.channel_multiplier, d.groups, d.stride_in_pixels_x) == (2, 1, 2)
+    assert d.weights_shape == (8, 2, 3, 1)
+    d.groups = 1
+    with pytest.raises(ValueError, match=r"CNNDepthWiseConvolutionDescriptor.groups must be 1, as in MPS; given 2"):
+        d.groups = 2
+    d.input_feature_channels = 2
+    assert (d.channel_multiplier, d.weights_shape) == (4, (8, 2, 3, 1))
+    with pytest.raises(ValueError, match=r"groups \(3\) must divide the input \(3\) and output \(7\)"):
+        mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 3, 7)
+    with pytest.raises(TypeError):
+        mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 3, 6, 1, 1, 1, 1, 3)  # no groups argument
+    same = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 4, 8)
+    assert same == mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 4, 8)
+    assert same != mpsx.CNNConvolutionDescriptor(3, 3, 4, 8, groups=4)
+    assert same != mpsx.CNNConvolutionDescriptor(3, 3, 4, 8)
+    again = pickle.loads(pickle.dumps(same))
+    assert type(again) is mpsx.CNNDepthWiseConvolutionDescriptor and again == same
+    bare = mpsx.CNNDepthWiseConvolutionDescriptor.__new__(mpsx.CNNDepthWiseConvolutionDescriptor)
+    assert (bare.channel_multiplier, bare.groups, bare.weights_shape) == (1, 1, (1, 1, 1, 1))
+    assert "CNNDepthWiseConvolutionDescriptor" in repr(bare)
+
+
+@pytest.mark.parametrize("multiplier, stride, dilation, native",
+                         [(1, (1, 1), (1, 1), False), (3, (2, 1), (1, 1), False), (2, (1, 1), (2, 1), True)])
+def test_depthwise_convolution_and_gradient_match_torch(device, rng, multiplier, stride, dilation, native):
+    cin, kh, kw, (n, h, w) = 3, 3, 2, (2, 7, 8)
+    cout = cin * multiplier
+    d = mpsx.CNNDepthWiseConvolutionDescriptor(kw, kh, cin, cout, stride[0], stride[1], dilation[0], dilation[1])
+    header = rng.standard_normal((cin, multiplier, kh, kw)).astype(np.float32)  # the header's layout
+    biases = rng.standard_normal(cout).astype(np.float32)
+    ohwi = header.reshape(cout, kh, kw, 1)
+    source = mpsx.ConvolutionWeights(d, ohwi, biases) if native else HeaderLayoutSource(d, header, biases)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    assert (conv.channel_multiplier, gradient.channel_multiplier, conv.groups, gradient.groups) == \
+        (multiplier, multiplier, 1, 1)
+    assert type(conv.descriptor) is mpsx.CNNDepthWiseConvolutionDescriptor and conv.descriptor == d
+
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(ohwi, dtype=torch.float64, requires_grad=True)
+    bt = torch.tensor(biases, dtype=torch.float64, requires_grad=True)
+    yt = reference_forward(xt, wt, bt, stride, dilation, groups=cin)
+    dy = rng.standard_normal(tuple(yt.shape)).astype(np.float32)
+    yt.backward(torch.as_tensor(dy, dtype=torch.float64))
+
+    cb = device.command_queue.command_buffer()
+    image = mpsx.Image.from_numpy(device, x)
+    y, state = conv.encode(cb, image, destination_state=True)
+    dx = gradient.encode(cb, mpsx.Image.from_numpy(device, dy), image, state)
+    for o in (y, dx, state):
+        o.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    np.testing.assert_allclose(y.to_numpy(), yt.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    assert state.gradient_for_weights.shape == (cout, kh, kw, 1)
+    np.testing.assert_allclose(state.gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), bt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    assert state.gradient_for_weights_layout is mpsx.CNNConvolutionWeightsLayout.OHWI
+
+
+def test_other_convolutions_have_no_channel_multiplier(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 4, 4, groups=4)  # the same computation, but not MPS's depthwise class
+    source = mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape, np.float32))
+    assert mpsx.CNNConvolution(device, source).channel_multiplier == 0
+    assert mpsx.CNNConvolutionGradient(device, source).channel_multiplier == 0
+    assert mpsx.CNNConvolution(device, source).groups == 4
+
+
+def test_depthwise_weights_of_another_size_are_refused(device, rng):
+    d = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 2, 4)
+    with pytest.raises(ValueError, match="36"):
+        mpsx.CNNConvolution(device, HeaderLayoutSource(d, np.zeros((2, 2, 3, 3, 2), np.float32), None))
+
+
+# ---- the data source protocol's optional members
+
+class Plain(ArrayConvolutionSource):
+    pass
+
+
+def forward(device, source, x):
+    conv = mpsx.CNNConvolution(device, source)
+    return read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+
+
+def test_inherited_optional_members_stand_for_their_absence(device, rng):
+    """CNNConvolutionDataSource defines every optional member of the protocol, and returns MPS's defaults when called;
+    the runtime treats the inherited ones as members the data source lacks: no update, no quantization."""
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 2)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    source = Plain(d, w, None)
+    assert source.kernel_weights_data_type() == mpsx.DataType.FLOAT32
+    assert source.weights_layout() is mpsx.CNNConvolutionWeightsLayout.OHWI
+    assert source.weights_quantization_type() == "none"
+    assert source.ranges_for_uint8_kernel() is None and source.lookup_table_for_uint8_kernel() is None
+    assert source.update_with_gradient_state(None, None) is False
+    assert source.update_with_command_buffer(None, None, None) is None
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(forward(device, source, x), reference_forward(x, w, None).numpy(), rtol=1e-4,
+                               atol=1e-4)
+    conv = mpsx.CNNConvolution(device, source)
+    cb = device.command_queue.command_buffer()
+    image = mpsx.Image.from_numpy(device, x)
+    y, state = conv.encode(cb, image, destination_state=True)
+    mpsx.CNNConvolutionGradient(device, source).encode(cb, y, image, state)
+    with pytest.raises(TypeError, match="neither update_with_command_buffer nor update_with_gradient_state"):
+        conv.encode_weights_and_bias_update(cb, state)
+
+
+def test_kernel_weights_data_type_of_a_subclass_is_used(device, rng):
+    class Half(ArrayConvolutionSource):
+        def kernel_weights_data_type(self):
+            return mpsx.DataType.FLOAT16
+
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 3)
+    w = (rng.standard_normal(d.weights_shape) / 3).astype(np.float32)
+    x = rng.standard_normal((1, 2, 6, 5)).astype(np.float32)
+    y = forward(device, Half(d, w, None), x)
+    rounded = reference_forward(x, w.astype(np.float16).astype(np.float32), None).numpy()
+    np.testing.assert_allclose(y, rounded, rtol=1e-5, atol=1e-5)
+    assert np.abs(y - reference_forward(x, w, None).numpy()).max() > 1e-4
+
+
+@pytest.mark.parametrize("kind", ["linear", "lookup_table"])
+def test_quantization_members_of_a_subclass_are_used(device, rng, kind):
+    d = mpsx.CNNConvolutionDescriptor(2, 2, 2, 3)
+    q = rng.integers(0, 256, d.weights_shape).astype(np.uint8)
+    ranges = np.array([[-1, 1], [0, 2], [-0.5, 0.25]], np.float32)
+    table = np.linspace(-2, 2, 256).astype(np.float32) ** 3
+
+    class Quantized(ArrayConvolutionSource):
+        data_type = mpsx.DataType.UINT8
+
+        def weights_quantization_type(self):
+            return kind
+
+        def ranges_for_uint8_kernel(self):
+            return ranges
+
+        def lookup_table_for_uint8_kernel(self):
+            return table
+
+    if kind == "linear":
+        w = q / 255.0 * (ranges[:, 1] - ranges[:, 0])[:, None, None, None] + ranges[:, 0][:, None, None, None]
+    else:
+        w = table[q]
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(forward(device, Quantized(d, q, None), x), reference_forward(x, w, None).numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_weights_layout_of_a_subclass_is_checked(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(1, 1, 2, 2)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+
+    class OHWI(ArrayConvolutionSource):
+        def weights_layout(self):
+            return mpsx.CNNConvolutionWeightsLayout.OHWI
+
+    class Other(ArrayConvolutionSource):
+        def weights_layout(self):
+            return 1
+
+    class Camel(ArrayConvolutionSource):
+        def weightsLayout(self):
+            return 0
+
+    x = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(forward(device, OHWI(d, w, None), x), reference_forward(x, w, None).numpy(),
+                               rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match=r"Other.weights_layout is 1; the weights layout is "
+                                         r"CNNConvolutionWeightsLayout.OHWI, MPS's only one"):
+        mpsx.CNNConvolution(device, Other(d, w, None))
+    with pytest.raises(TypeError, match=r"Camel implements weightsLayout, which mpsx does not call: "
+                                        r"MPSCNNConvolutionDataSource's weightsLayout is weights_layout in mpsx"):
+        mpsx.CNNConvolution(device, Camel(d, w, None))
+
+
+def test_update_members_of_a_subclass_are_used(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(1, 1, 2, 2)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    calls = []
+
+    class Host(ArrayConvolutionSource):
+        def update_with_gradient_state(self, gradient_state, source_state):
+            calls.append("host")
+            self._weights = self._weights * 2
+            return True
+
+    class Encoded(ArrayConvolutionSource):
+        def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
+            calls.append("encoded")
+            return None
+
+    x = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    for cls, scale in ((Host, 2), (Encoded, 1)):
+        source = cls(d, w, None)
+        conv = mpsx.CNNConvolution(device, source)
+        cb = device.command_queue.command_buffer()
+        y, state = conv.encode(cb, image, destination_state=True)
+        mpsx.CNNConvolutionGradient(device, source).encode(cb, y, image, state)
+        conv.encode_weights_and_bias_update(cb, state)
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed"
+        np.testing.assert_allclose(read(device, lambda cb: conv.encode(cb, image)),
+                                   reference_forward(x, w * scale, None).numpy(), rtol=1e-4, atol=1e-4)
+    assert calls == ["host", "encoded"]
