@@ -742,6 +742,14 @@ class CNNConvolutionDescriptor:
     def neuron_type(self) -> NeuronType: ...
     def neuron_parameter_a(self) -> float: ...
     def neuron_parameter_b(self) -> float: ...
+    def set_batch_normalization_parameters_for_inference_with_mean(
+        self,
+        mean: npt.ArrayLike | None,
+        variance: npt.ArrayLike | None,
+        gamma: npt.ArrayLike | None,
+        beta: npt.ArrayLike | None,
+        epsilon: float,
+    ) -> None: ...
     kernel_width: int
     kernel_height: int
     input_feature_channels: int
@@ -824,8 +832,18 @@ class ConvolutionWeights:
 
 class CNNConvolutionWeightsAndBiasesState(State):
     def __init__(
-        self, device: Device, weights: Buffer | npt.ArrayLike, biases: Buffer | npt.ArrayLike | None = None
+        self,
+        device: Device | None = None,
+        weights: Buffer | npt.ArrayLike | None = None,
+        biases: Buffer | npt.ArrayLike | None = None,
+        weights_offset: int = 0,
+        biases_offset: int = 0,
+        cnn_convolution_descriptor: CNNConvolutionDescriptor | None = None,
     ) -> None: ...
+    @classmethod
+    def temporary_cnn_convolution_weights_and_biases_state_with_command_buffer(
+        cls, command_buffer: CommandBuffer, cnn_convolution_descriptor: CNNConvolutionDescriptor
+    ) -> Self: ...
     @property
     def weights(self) -> Buffer: ...
     @property
@@ -910,6 +928,7 @@ class _ConvolutionKernel(CNNUnaryKernel[_S]):
 
 class CNNConvolution(_ConvolutionKernel[CNNConvolutionGradientState]):
     def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+    def reload_weights_and_biases_with_data_source(self, data_source: _ConvolutionDataSource) -> None: ...
     @property
     def channel_multiplier(self) -> int: ...
 

@@ -244,3 +244,120 @@ def test_update_members_of_a_subclass_are_used(device, rng):
         np.testing.assert_allclose(read(device, lambda cb: conv.encode(cb, image)),
                                    reference_forward(x, w * scale, None).numpy(), rtol=1e-4, atol=1e-4)
     assert calls == ["host", "encoded"]
+
+
+# ---- batch normalization folded into the descriptor
+
+@pytest.mark.parametrize("with_biases", [True, False])
+def test_batch_normalization_for_inference_matches_torch(device, rng, with_biases):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 3, 4)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32) if with_biases else None
+    mean, gamma, beta = (rng.standard_normal(4).astype(np.float32) for _ in range(3))
+    variance = rng.uniform(0.5, 2, 4).astype(np.float32)
+    d.set_batch_normalization_parameters_for_inference_with_mean(mean, variance, gamma, beta, 1e-3)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    expected = torch.nn.functional.batch_norm(
+        reference_forward(x, w, b), torch.as_tensor(mean, dtype=torch.float64),
+        torch.as_tensor(variance, dtype=torch.float64), torch.as_tensor(gamma, dtype=torch.float64),
+        torch.as_tensor(beta, dtype=torch.float64), training=False, eps=1e-3).numpy()
+    for source in (ArrayConvolutionSource(d, w, b), mpsx.ConvolutionWeights(d, w, b)):
+        np.testing.assert_allclose(forward(device, source, x), expected, rtol=1e-4, atol=1e-4)
+    # None stands for mean 0, variance 1, gamma 1, beta 0.
+    plain = mpsx.CNNConvolutionDescriptor(3, 3, 3, 4)
+    plain.set_batch_normalization_parameters_for_inference_with_mean(None, None, gamma, None, 0.0)
+    np.testing.assert_allclose(forward(device, ArrayConvolutionSource(plain, w, b), x),
+                               reference_forward(x, w, b).numpy() * gamma[:, None, None], rtol=1e-4, atol=1e-4)
+
+
+def test_batch_normalization_parameters_are_checked_and_kept(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(1, 1, 2, 3)
+    with pytest.raises(ValueError, match=r"variance must hold one value per output feature channel \(3\), given 2"):
+        d.set_batch_normalization_parameters_for_inference_with_mean(None, [1, 1], None, None, 0.001)
+    with pytest.raises(TypeError):
+        d.set_batch_normalization_parameters_for_inference_with_mean(None, None, None, None, "small")
+    assert d == mpsx.CNNConvolutionDescriptor(1, 1, 2, 3)
+    d.set_batch_normalization_parameters_for_inference_with_mean([1, 2, 3], None, None, None, 0.5)
+    assert d != mpsx.CNNConvolutionDescriptor(1, 1, 2, 3)
+    again = pickle.loads(pickle.dumps(d))
+    assert again == d
+    w = np.ones(d.weights_shape, np.float32)
+    x = np.ones((1, 2, 2, 2), np.float32)
+    expected = (2 - np.array([1, 2, 3], np.float32))[:, None, None] / np.sqrt(1.5)
+    np.testing.assert_allclose(forward(device, ArrayConvolutionSource(again, w, None), x)[0], np.broadcast_to(
+        expected, (3, 2, 2)), rtol=1e-5)
+    d.output_feature_channels = 4  # the parameters no longer fit: refused when a kernel is made
+    with pytest.raises(ValueError, match=r"the batch normalization parameters hold 3 values each; the convolution "
+                                         r"has 4 output feature channels"):
+        mpsx.CNNConvolution(device, ArrayConvolutionSource(d, np.ones(d.weights_shape, np.float32), None))
+
+
+def test_reload_weights_and_biases_with_data_source_ignores_it(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(1, 1, 2, 2)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    source = ArrayConvolutionSource(d, w, None)
+    conv = mpsx.CNNConvolution(device, source)
+    source._weights = w * 3
+    other = ArrayConvolutionSource(d, w * 5, None)
+    with pytest.warns(DeprecationWarning, match="reload_weights_and_biases_from_data_source"):
+        conv.reload_weights_and_biases_with_data_source(other)
+    x = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x))),
+                               reference_forward(x, w * 3, None).numpy(), rtol=1e-4, atol=1e-4)
+
+
+# ---- the weights and biases state's initializers
+
+def test_weights_and_biases_state_for_a_descriptor(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    zeroed = mpsx.CNNConvolutionWeightsAndBiasesState(device, cnn_convolution_descriptor=d)
+    cb = device.command_queue.command_buffer()
+    zeroed.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert zeroed.weights.shape == (72,) and zeroed.biases.shape == (4,)
+    assert not zeroed.weights.to_numpy().any() and not zeroed.biases.to_numpy().any()
+    cb = device.command_queue.command_buffer()
+    temporary = mpsx.CNNConvolutionWeightsAndBiasesState.\
+        temporary_cnn_convolution_weights_and_biases_state_with_command_buffer(cb, d)
+    assert temporary.is_temporary and temporary.read_count == 1 and temporary.weights.shape == (72,)
+    with pytest.raises(TypeError, match="weights must be an mpsx.Buffer or an array, given None; or give a "
+                                        "cnn_convolution_descriptor"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(device)
+    with pytest.raises(TypeError, match="zeroed buffers for the cnn_convolution_descriptor need a device"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(cnn_convolution_descriptor=d)
+    with pytest.raises(TypeError, match="biases and offsets go with weights"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(device, biases=np.zeros(4, np.float32), cnn_convolution_descriptor=d)
+
+
+def test_weights_and_biases_state_at_offsets_of_one_buffer(device, rng):
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    w = rng.standard_normal(d.weights_shape).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    shared = np.concatenate([np.full(3, 9, np.float32), w.reshape(-1), b, np.full(5, 9, np.float32)])
+    buffer = mpsx.Vector.from_numpy(device, shared).buffer
+    state = mpsx.CNNConvolutionWeightsAndBiasesState(weights=buffer, weights_offset=12, biases=buffer,
+                                                     biases_offset=12 + w.nbytes, cnn_convolution_descriptor=d)
+    assert (state.weights_offset, state.biases_offset) == (12, 12 + w.nbytes)
+    conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(d, np.zeros_like(w)))
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+
+    def encode(cb):
+        conv.reload_weights_and_biases(cb, state)
+        return conv.encode(cb, mpsx.Image.from_numpy(device, x))
+    np.testing.assert_allclose(read(device, encode), reference_forward(x, w, b).numpy(), rtol=1e-4, atol=1e-4)
+
+    with pytest.raises(ValueError, match="offsets must be multiples of 4; given weights_offset 2"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(weights=buffer, weights_offset=2, cnn_convolution_descriptor=d)
+    with pytest.raises(ValueError, match=r"the biases buffer holds \d+ bytes; the filter needs 16 from offset"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(weights=buffer, biases=buffer, biases_offset=buffer.length - 8,
+                                                 cnn_convolution_descriptor=d)
+    with pytest.raises(ValueError, match="offsets must not be negative"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(weights=buffer, weights_offset=-4, cnn_convolution_descriptor=d)
+    with pytest.raises(TypeError, match="weights must be an mpsx.Buffer when no device is given"):
+        mpsx.CNNConvolutionWeightsAndBiasesState(weights=w, cnn_convolution_descriptor=d)
+    other = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 2, 2),
+                                                                np.zeros((2, 3, 3, 2), np.float32)))
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(ValueError, match="the state was made for a filter of 72 weights and 4 biases"):
+        other.reload_weights_and_biases(cb, state)

@@ -374,6 +374,21 @@ OVERRIDES.update({
     "CNNConvolutionGradientState.gradient_for_weights_layout": "CNNConvolutionWeightsLayout",
     "CNNDepthWiseConvolutionDescriptor.channel_multiplier": "int",
     "CNNConvolution.channel_multiplier": "int",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.mean": "npt.ArrayLike | None",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.variance": (
+        "npt.ArrayLike | None"),
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.gamma": "npt.ArrayLike | None",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.beta": "npt.ArrayLike | None",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean": "None",
+    "CNNConvolution.reload_weights_and_biases_with_data_source": "None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.device": "Device | None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.weights": "Buffer | npt.ArrayLike | None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.biases": "Buffer | npt.ArrayLike | None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.cnn_convolution_descriptor": "CNNConvolutionDescriptor | None",
+    "CNNConvolutionWeightsAndBiasesState.temporary_cnn_convolution_weights_and_biases_state_with_command_buffer": (
+        "Self"),
+    "CNNConvolutionWeightsAndBiasesState.temporary_cnn_convolution_weights_and_biases_state_with_command_buffer."
+    "cnn_convolution_descriptor": "CNNConvolutionDescriptor",
     "CNNConvolutionGradient.channel_multiplier": "int",
 })
 OVERRIDES.update({

@@ -310,6 +310,40 @@ cdef class CNNConvolutionDescriptor:
         self.fused_neuron_descriptor = None if value is None else value.neuron_descriptor
         self._neuron = value
 
+    def set_batch_normalization_parameters_for_inference_with_mean(self, mean, variance, gamma, beta, epsilon):
+        """Folds batch normalization for inference into the convolution: with ``I = gamma / sqrt(variance +
+        epsilon)`` and ``J = beta - I * mean`` per output feature channel, a convolution made from this descriptor
+        computes with weights ``w * I`` and biases ``b * I + J`` (b zero without bias terms). Each of ``mean``,
+        ``variance``, ``gamma``, ``beta`` has one value per output feature channel, or is None for 0, 1, 1, 0.
+        ValueError for another count.
+
+        MPS: -[MPSCNNConvolutionDescriptor setBatchNormalizationParametersForInferenceWithMean:variance:gamma:beta:epsilon:]
+        """
+        cdef int64_t n = self.desc.output_feature_channels
+        values = []
+        for name, value, default in (("mean", mean, 0.0), ("variance", variance, 1.0), ("gamma", gamma, 1.0),
+                                     ("beta", beta, 0.0)):
+            a = np.full(n, default, np.float32) if value is None else \
+                np.ascontiguousarray(host_values(value), dtype=np.float32).reshape(-1)
+            if a.shape[0] != n:
+                raise ValueError(f"{name} must hold one value per output feature channel ({n}), given {a.shape[0]}")
+            values.append(a)
+        e = float_argument(epsilon, "epsilon")
+        self.desc.batch_normalization_mean = values[0]
+        self.desc.batch_normalization_variance = values[1]
+        self.desc.batch_normalization_gamma = values[2]
+        self.desc.batch_normalization_beta = values[3]
+        self.desc.batch_normalization_epsilon = e
+        self.desc.batch_normalization = True
+
+    cdef object _batch_normalization(self):
+        if not self.desc.batch_normalization:
+            return None
+        return ([float(v) for v in self.desc.batch_normalization_mean],
+                [float(v) for v in self.desc.batch_normalization_variance],
+                [float(v) for v in self.desc.batch_normalization_gamma],
+                [float(v) for v in self.desc.batch_normalization_beta], self.desc.batch_normalization_epsilon)
+
     @property
     def weights_shape(self):
         """The shape of the weights, OHWI:
@@ -321,14 +355,20 @@ cdef class CNNConvolutionDescriptor:
                 self.desc.input_feature_channels // self.desc.groups)
 
     def __mpsx_state__(self):
-        return {"arguments": (self.kernel_width, self.kernel_height, self.input_feature_channels,
-                              self.output_feature_channels, self.stride_in_pixels_x,
-                              self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
-                              self.groups, self.fused_neuron_descriptor)}
+        state = {"arguments": (self.kernel_width, self.kernel_height, self.input_feature_channels,
+                               self.output_feature_channels, self.stride_in_pixels_x,
+                               self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
+                               self.groups, self.fused_neuron_descriptor)}
+        if self.desc.batch_normalization:
+            state["batch_normalization"] = self._batch_normalization()
+        return state
 
     @classmethod
     def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
+        d = cls(*state["arguments"])
+        if state.get("batch_normalization") is not None:
+            d.set_batch_normalization_parameters_for_inference_with_mean(*state["batch_normalization"])
+        return d
 
     def __reduce__(self):
         return persistence_reduce(self)
@@ -338,7 +378,8 @@ cdef class CNNConvolutionDescriptor:
             return NotImplemented
         return self.desc.depthwise == (<CNNConvolutionDescriptor>other).desc.depthwise and \
             self.__mpsx_state__()["arguments"][:8] == other.__mpsx_state__()["arguments"][:8] and \
-            self.groups == other.groups and self.fused_neuron_descriptor == other.fused_neuron_descriptor
+            self.groups == other.groups and self.fused_neuron_descriptor == other.fused_neuron_descriptor and \
+            self._batch_normalization() == (<CNNConvolutionDescriptor>other)._batch_normalization()
 
     def __repr__(self):
         return (f"mpsx.CNNConvolutionDescriptor(kernel {self.kernel_width}x{self.kernel_height}, "
@@ -410,9 +451,9 @@ cdef class CNNDepthWiseConvolutionDescriptor(CNNConvolutionDescriptor):
             raise ValueError(f"CNNDepthWiseConvolutionDescriptor.groups must be 1, as in MPS; given {value!r}")
 
     def __mpsx_state__(self):
-        return {"arguments": (self.kernel_width, self.kernel_height, self.input_feature_channels,
-                              self.output_feature_channels, self.stride_in_pixels_x, self.stride_in_pixels_y,
-                              self.dilation_rate_x, self.dilation_rate_y, self.fused_neuron_descriptor)}
+        state = CNNConvolutionDescriptor.__mpsx_state__(self)
+        state["arguments"] = state["arguments"][:8] + state["arguments"][9:]
+        return state
 
     def __repr__(self):
         return (f"mpsx.CNNDepthWiseConvolutionDescriptor(kernel {self.kernel_width}x{self.kernel_height}, "
@@ -990,24 +1031,68 @@ cdef class ConvolutionWeights:
 
 
 cdef class CNNConvolutionWeightsAndBiasesState(State):
-    """CNNConvolutionWeightsAndBiasesState(device, weights, biases=None)
+    """CNNConvolutionWeightsAndBiasesState(device=None, weights=None, biases=None, weights_offset=0, biases_offset=0,
+        cnn_convolution_descriptor=None)
 --
 
     Convolution weights and biases on the device: float32 OHWI ``weights`` and [out] ``biases``, each a Buffer (used
-    as is) or an array (copied).
+    as is) or an array (copied); ``device`` may be left out where ``weights`` is a Buffer. Without a
+    ``cnn_convolution_descriptor`` the buffers past the offsets hold exactly a filter's values. With one, the filter
+    is the descriptor's, read from ``weights_offset`` and ``biases_offset`` (multiples of 4) in buffers that may hold
+    more; without ``weights``, new zeroed buffers sized for it.
 
     What ``export_weights_and_biases`` returns, ``reload_weights_and_biases`` loads and the optimizers update. As
-    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:biases:]``.
+    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:biases:]``,
+    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:weightsOffset:biases:biasesOffset:cnnConvolutionDescriptor:]``
+    and ``-[MPSCNNConvolutionWeightsAndBiasesState initWithDevice:cnnConvolutionDescriptor:]``.
 
     MPS: MPSCNNConvolutionWeightsAndBiasesState
     """
 
-    def __init__(self, Device device not None, weights, biases=None):
+    def __init__(self, Device device=None, weights=None, biases=None, weights_offset=0, biases_offset=0,
+                 CNNConvolutionDescriptor cnn_convolution_descriptor=None):
+        if weights is None:
+            if cnn_convolution_descriptor is None:
+                raise TypeError("weights must be an mpsx.Buffer or an array, given None; or give a "
+                                "cnn_convolution_descriptor (and device) for zeroed buffers sized for it")
+            if device is None:
+                raise TypeError("zeroed buffers for the cnn_convolution_descriptor need a device, given None")
+            if biases is not None or weights_offset or biases_offset:
+                raise TypeError("biases and offsets go with weights; given no weights")
+            self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](
+                device.shared(), cnn_convolution_descriptor.desc)
+            # Zeroes rather than what the pool's buffers held.
+            (<CConvolutionWeightsAndBiasesState*>self.c.get()).weights().get().fill_zero()
+            (<CConvolutionWeightsAndBiasesState*>self.c.get()).biases().get().fill_zero()
+            return
+        if device is None:
+            if not isinstance(weights, Buffer):
+                raise TypeError(f"weights must be an mpsx.Buffer when no device is given, given "
+                                f"{type(weights).__name__}")
+            device = weights.device
+        cdef int64_t wo = integer_argument(weights_offset, "weights_offset")
+        cdef int64_t bo = integer_argument(biases_offset, "biases_offset")
+        if wo < 0 or bo < 0:
+            raise ValueError(f"offsets must not be negative, given weights_offset {wo}, biases_offset {bo}")
         cdef shared_ptr[CBuffer] w = buffer_from_numpy(device, weights, np.float32, "weights")
         cdef shared_ptr[CBuffer] b
         if biases is not None:
             b = buffer_from_numpy(device, biases, np.float32, "biases")
-        self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, 0, 0)
+        if cnn_convolution_descriptor is None:
+            self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, <size_t>wo, <size_t>bo)
+        else:
+            self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](
+                w, b, <size_t>wo, <size_t>bo, cnn_convolution_descriptor.desc)
+
+    @classmethod
+    def temporary_cnn_convolution_weights_and_biases_state_with_command_buffer(
+            cls, CommandBuffer command_buffer not None, CNNConvolutionDescriptor cnn_convolution_descriptor not None):
+        """A state of zeroed weights and biases sized for ``cnn_convolution_descriptor``, temporary for
+        ``command_buffer``: valid only on it, until its ``read_count`` (1) reaches 0.
+
+        MPS: +[MPSCNNConvolutionWeightsAndBiasesState temporaryCNNConvolutionWeightsAndBiasesStateWithCommandBuffer:cnnConvolutionDescriptor:]
+        """
+        return _temporary(command_buffer, cls(command_buffer.device, cnn_convolution_descriptor=cnn_convolution_descriptor))
 
     cdef shared_ptr[CConvolutionWeightsAndBiasesState] _state(self):
         return static_pointer_cast[CConvolutionWeightsAndBiasesState, CState](self.shared())
@@ -1358,6 +1443,18 @@ cdef class CNNConvolution(_ConvolutionKernel):
         self._data_source = data_source
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.shared(), convolution_data_source_of(data_source)),
                   CNNConvolutionGradientState)
+
+    def reload_weights_and_biases_with_data_source(self, data_source):
+        """Deprecated, as in MPS ("dataSource will be ignored"; "Please use -reloadWeightsAndBiasesFromDataSource
+        instead"): ignores ``data_source``, warns with a DeprecationWarning and reloads from the kernel's own data
+        source, as ``reload_weights_and_biases_from_data_source``.
+
+        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesWithDataSource:]
+        """
+        warnings.warn("CNNConvolution.reload_weights_and_biases_with_data_source is deprecated, as MPS's "
+                      "reloadWeightsAndBiasesWithDataSource: is, and ignores its data source: call "
+                      "reload_weights_and_biases_from_data_source instead", DeprecationWarning, stacklevel=2)
+        self.reload_weights_and_biases_from_data_source()
 
     @property
     def channel_multiplier(self):

@@ -49,6 +49,12 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   descriptor.dilationRateY = d.dilation_y;
   if (!depthwise) descriptor.groups = d.groups;
   if (!d.fused_neuron.is_identity()) descriptor.fusedNeuronDescriptor = neuron_descriptor(d.fused_neuron);
+  if (d.batch_normalization)
+    [descriptor setBatchNormalizationParametersForInferenceWithMean:d.batch_normalization_mean.data()
+                                                           variance:d.batch_normalization_variance.data()
+                                                              gamma:d.batch_normalization_gamma.data()
+                                                               beta:d.batch_normalization_beta.data()
+                                                            epsilon:d.batch_normalization_epsilon];
   return descriptor;
 }
 
