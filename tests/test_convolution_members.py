@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mpsx
-from helpers import ArrayConvolutionSource, read
+from helpers import ArrayConvolutionSource, float32_graph, read
 from test_convolution import reference_forward
 
 P = mpsx.NNPaddingMethod
@@ -93,6 +93,23 @@ def test_depthwise_convolution_and_gradient_match_torch(device, rng, multiplier,
     np.testing.assert_allclose(state.gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), bt.grad.numpy(), rtol=1e-4, atol=1e-3)
     assert state.gradient_for_weights_layout is mpsx.CNNConvolutionWeightsLayout.OHWI
+
+
+def test_depthwise_convolution_node_matches_torch(device, rng):
+    d = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 2, 6)
+    header = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    biases = rng.standard_normal(6).astype(np.float32)
+    node = mpsx.CNNConvolutionNode(mpsx.NNImageNode(), HeaderLayoutSource(d, header, biases))
+    node.result_image.synchronize_resource = True
+    graph = float32_graph(device, node.result_image)
+    x = rng.standard_normal((2, 2, 5, 6)).astype(np.float32)
+    cb = device.command_queue.command_buffer()
+    y = graph.encode(cb, [mpsx.Image.from_numpy(device, x)])
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    np.testing.assert_allclose(y.to_numpy(), reference_forward(x, header.reshape(6, 3, 3, 1), biases, groups=2).numpy(),
+                               rtol=1e-4, atol=1e-4)
 
 
 def test_other_convolutions_have_no_channel_multiplier(device, rng):
