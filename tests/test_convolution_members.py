@@ -41,8 +41,13 @@ def test_depthwise_descriptor_members():
         d.groups = 2
     d.input_feature_channels = 2
     assert (d.channel_multiplier, d.weights_shape) == (4, (8, 2, 3, 1))
-    with pytest.raises(ValueError, match=r"groups \(3\) must divide the input \(3\) and output \(7\)"):
+    with pytest.raises(ValueError, match=r"a depthwise convolution's output feature channels \(7\) must be a "
+                                         r"multiple of its input feature channels \(3\)"):
         mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 3, 7)
+    grown = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 2, 4)
+    grown.output_feature_channels = 5  # checked again when a kernel is made
+    with pytest.raises(ValueError, match=r"output feature channels \(5\) must be a multiple of its input"):
+        mpsx.ConvolutionWeights(grown, np.zeros((5, 3, 3, 1), np.float32))
     with pytest.raises(TypeError):
         mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 3, 6, 1, 1, 1, 1, 3)  # no groups argument
     same = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 4, 8)

@@ -25,6 +25,9 @@ void ConvolutionDescriptor::validate() const {
   check_size(input_feature_channels, name, ": input_feature_channels");
   check_size(output_feature_channels, name, ": output_feature_channels");
   check_size(groups, name, ": groups");
+  if (depthwise && output_feature_channels % input_feature_channels != 0)
+    fail<ArgumentError>("a depthwise convolution's output feature channels (", output_feature_channels,
+                        ") must be a multiple of its input feature channels (", input_feature_channels, ")");
   if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
     fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
                         output_feature_channels, ") feature channels");
