@@ -57,12 +57,14 @@ __all__ = [
     "CNNNeuronSoftSign",
     "CNNNeuronTanH",
     "CNNConvolutionDescriptor",
+    "CNNDepthWiseConvolutionDescriptor",
     "CNNConvolutionDataSource",
     "ConvolutionWeights",
     "CNNConvolutionWeightsAndBiasesState",
     "CNNConvolutionGradientState",
     "CNNConvolutionGradientOption",
     "NNConvolutionAccumulatorPrecisionOption",
+    "CNNConvolutionWeightsLayout",
     "CNNConvolution",
     "CNNConvolutionGradient",
     "CNNFullyConnected",
@@ -764,6 +766,14 @@ class CNNConvolutionDescriptor:
     def neuron_type(self) -> NeuronType: ...
     def neuron_parameter_a(self) -> float: ...
     def neuron_parameter_b(self) -> float: ...
+    def set_batch_normalization_parameters_for_inference_with_mean(
+        self,
+        mean: npt.ArrayLike | None,
+        variance: npt.ArrayLike | None,
+        gamma: npt.ArrayLike | None,
+        beta: npt.ArrayLike | None,
+        epsilon: float,
+    ) -> None: ...
     kernel_width: int
     kernel_height: int
     input_feature_channels: int
@@ -778,6 +788,24 @@ class CNNConvolutionDescriptor:
     @property
     def weights_shape(self) -> tuple[int, int, int, int]: ...
 
+class CNNDepthWiseConvolutionDescriptor(CNNConvolutionDescriptor):
+    def __init__(
+        self,
+        kernel_width: int,
+        kernel_height: int,
+        input_feature_channels: int,
+        output_feature_channels: int,
+        stride_in_pixels_x: int = 1,
+        stride_in_pixels_y: int = 1,
+        dilation_rate_x: int = 1,
+        dilation_rate_y: int = 1,
+        fused_neuron_descriptor: NNNeuronDescriptor | None = None,
+    ) -> None: ...
+    @property
+    def channel_multiplier(self) -> int: ...
+    input_feature_channels: int
+    groups: int
+
 class CNNConvolutionDataSource:
     data_type: DataType
     def descriptor(self) -> CNNConvolutionDescriptor: ...
@@ -786,6 +814,20 @@ class CNNConvolutionDataSource:
     def load(self) -> bool: ...
     def purge(self) -> None: ...
     def label(self) -> str | None: ...
+    def kernel_weights_data_type(self) -> DataType: ...
+    def weights_layout(self) -> CNNConvolutionWeightsLayout: ...
+    def weights_quantization_type(self) -> Literal["none", "linear", "lookup_table"]: ...
+    def ranges_for_uint8_kernel(self) -> npt.ArrayLike | None: ...
+    def lookup_table_for_uint8_kernel(self) -> npt.ArrayLike | None: ...
+    def update_with_gradient_state(
+        self, gradient_state: CNNConvolutionGradientState, source_state: CNNConvolutionWeightsAndBiasesState
+    ) -> bool: ...
+    def update_with_command_buffer(
+        self,
+        command_buffer: CommandBuffer,
+        gradient_state: CNNConvolutionGradientState,
+        source_state: CNNConvolutionWeightsAndBiasesState,
+    ) -> CNNConvolutionWeightsAndBiasesState | None: ...
     def copy(self, device: Device) -> Self: ...
 
 @disjoint_base
@@ -814,8 +856,18 @@ class ConvolutionWeights:
 
 class CNNConvolutionWeightsAndBiasesState(State):
     def __init__(
-        self, device: Device, weights: Buffer | npt.ArrayLike, biases: Buffer | npt.ArrayLike | None = None
+        self,
+        device: Device | None = None,
+        weights: Buffer | npt.ArrayLike | None = None,
+        biases: Buffer | npt.ArrayLike | None = None,
+        weights_offset: int = 0,
+        biases_offset: int = 0,
+        cnn_convolution_descriptor: CNNConvolutionDescriptor | None = None,
     ) -> None: ...
+    @classmethod
+    def temporary_cnn_convolution_weights_and_biases_state_with_command_buffer(
+        cls, command_buffer: CommandBuffer, cnn_convolution_descriptor: CNNConvolutionDescriptor
+    ) -> Self: ...
     @property
     def weights(self) -> Buffer: ...
     @property
@@ -831,6 +883,8 @@ class CNNConvolutionGradientState(NNGradientState):
     @property
     def gradient_for_biases(self) -> Buffer: ...
     @property
+    def gradient_for_weights_layout(self) -> CNNConvolutionWeightsLayout: ...
+    @property
     def convolution(self) -> CNNConvolution: ...
 
 class CNNConvolutionGradientOption(enum.IntFlag):
@@ -841,6 +895,9 @@ class CNNConvolutionGradientOption(enum.IntFlag):
 class NNConvolutionAccumulatorPrecisionOption(enum.IntFlag):
     HALF = 0
     FLOAT = 1
+
+class CNNConvolutionWeightsLayout(enum.IntEnum):
+    OHWI = 0
 
 @disjoint_base
 class _ConvolutionKernel(CNNUnaryKernel[_S]):
@@ -895,6 +952,9 @@ class _ConvolutionKernel(CNNUnaryKernel[_S]):
 
 class CNNConvolution(_ConvolutionKernel[CNNConvolutionGradientState]):
     def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+    def reload_weights_and_biases_with_data_source(self, data_source: _ConvolutionDataSource) -> None: ...
+    @property
+    def channel_multiplier(self) -> int: ...
 
 @disjoint_base
 class _ConvolutionGradientKernel(CNNGradientKernel):
@@ -920,6 +980,8 @@ class _ConvolutionGradientKernel(CNNGradientKernel):
 
 class CNNConvolutionGradient(_ConvolutionGradientKernel):
     def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...
+    @property
+    def channel_multiplier(self) -> int: ...
 
 class CNNFullyConnected(CNNConvolution):
     def __init__(self, device: Device, data_source: _ConvolutionDataSource) -> None: ...

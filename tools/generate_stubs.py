@@ -397,6 +397,39 @@ OVERRIDES = {
     "weights_to_torch.weight": "npt.ArrayLike",
 }
 OVERRIDES.update({
+    # The convolution data source protocol's optional members.
+    "CNNConvolutionDataSource.kernel_weights_data_type": "DataType",
+    "CNNConvolutionDataSource.weights_layout": "CNNConvolutionWeightsLayout",
+    "CNNConvolutionDataSource.weights_quantization_type": 'Literal["none", "linear", "lookup_table"]',
+    "CNNConvolutionDataSource.ranges_for_uint8_kernel": "npt.ArrayLike | None",
+    "CNNConvolutionDataSource.lookup_table_for_uint8_kernel": "npt.ArrayLike | None",
+    "CNNConvolutionDataSource.update_with_gradient_state": "bool",
+    "CNNConvolutionDataSource.update_with_command_buffer": "CNNConvolutionWeightsAndBiasesState | None",
+    "CNNConvolutionDataSource.update_with_gradient_state.gradient_state": "CNNConvolutionGradientState",
+    "CNNConvolutionDataSource.update_with_gradient_state.source_state": "CNNConvolutionWeightsAndBiasesState",
+    "CNNConvolutionDataSource.update_with_command_buffer.gradient_state": "CNNConvolutionGradientState",
+    "CNNConvolutionDataSource.update_with_command_buffer.source_state": "CNNConvolutionWeightsAndBiasesState",
+    "CNNConvolutionGradientState.gradient_for_weights_layout": "CNNConvolutionWeightsLayout",
+    "CNNDepthWiseConvolutionDescriptor.channel_multiplier": "int",
+    "CNNConvolution.channel_multiplier": "int",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.mean": "npt.ArrayLike | None",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.variance": (
+        "npt.ArrayLike | None"),
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.gamma": "npt.ArrayLike | None",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean.beta": "npt.ArrayLike | None",
+    "CNNConvolutionDescriptor.set_batch_normalization_parameters_for_inference_with_mean": "None",
+    "CNNConvolution.reload_weights_and_biases_with_data_source": "None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.device": "Device | None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.weights": "Buffer | npt.ArrayLike | None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.biases": "Buffer | npt.ArrayLike | None",
+    "CNNConvolutionWeightsAndBiasesState.__init__.cnn_convolution_descriptor": "CNNConvolutionDescriptor | None",
+    "CNNConvolutionWeightsAndBiasesState.temporary_cnn_convolution_weights_and_biases_state_with_command_buffer": (
+        "Self"),
+    "CNNConvolutionWeightsAndBiasesState.temporary_cnn_convolution_weights_and_biases_state_with_command_buffer."
+    "cnn_convolution_descriptor": "CNNConvolutionDescriptor",
+    "CNNConvolutionGradient.channel_multiplier": "int",
+})
+OVERRIDES.update({
     # The encodes that the overload rules below write several times.
     "CNNBinaryKernel.encode.destination_image": "Image",
     "CNNBinaryKernel.encode.primary_image": "Image",

@@ -24,9 +24,9 @@ from libcpp.string cimport string
 from mpsx._errors import DeviceMismatchError
 from mpsx._runtime import DataType
 
-__all__ += ["CNNConvolutionDescriptor", "CNNConvolutionDataSource", "ConvolutionWeights",
+__all__ += ["CNNConvolutionDescriptor", "CNNDepthWiseConvolutionDescriptor", "CNNConvolutionDataSource", "ConvolutionWeights",
             "CNNConvolutionWeightsAndBiasesState", "CNNConvolutionGradientState", "CNNConvolutionGradientOption",
-            "NNConvolutionAccumulatorPrecisionOption", "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected", "CNNFullyConnectedGradient"]
+            "NNConvolutionAccumulatorPrecisionOption", "CNNConvolutionWeightsLayout", "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected", "CNNFullyConnectedGradient"]
 
 
 def _cpu_runs_float16_convolutions():
@@ -44,6 +44,15 @@ class CNNConvolutionGradientOption(enum.IntFlag):
     GRADIENT_WITH_DATA = 1
     GRADIENT_WITH_WEIGHTS_AND_BIAS = 2
     ALL = 3
+
+
+class CNNConvolutionWeightsLayout(enum.IntEnum):
+    """The layout of a convolution's weights: OHWI, [out][kernel_height][kernel_width][in / groups], the only one MPS
+    has.
+
+    MPS: MPSCNNConvolutionWeightsLayout
+    """
+    OHWI = 0
 
 
 class NNConvolutionAccumulatorPrecisionOption(enum.IntFlag):
@@ -301,6 +310,40 @@ cdef class CNNConvolutionDescriptor:
         self.fused_neuron_descriptor = None if value is None else value.neuron_descriptor
         self._neuron = value
 
+    def set_batch_normalization_parameters_for_inference_with_mean(self, mean, variance, gamma, beta, epsilon):
+        """Folds batch normalization for inference into the convolution: with ``I = gamma / sqrt(variance +
+        epsilon)`` and ``J = beta - I * mean`` per output feature channel, a convolution made from this descriptor
+        computes with weights ``w * I`` and biases ``b * I + J`` (b zero without bias terms). Each of ``mean``,
+        ``variance``, ``gamma``, ``beta`` has one value per output feature channel, or is None for 0, 1, 1, 0.
+        ValueError for another count.
+
+        MPS: -[MPSCNNConvolutionDescriptor setBatchNormalizationParametersForInferenceWithMean:variance:gamma:beta:epsilon:]
+        """
+        cdef int64_t n = self.desc.output_feature_channels
+        values = []
+        for name, value, default in (("mean", mean, 0.0), ("variance", variance, 1.0), ("gamma", gamma, 1.0),
+                                     ("beta", beta, 0.0)):
+            a = np.full(n, default, np.float32) if value is None else \
+                np.ascontiguousarray(host_values(value), dtype=np.float32).reshape(-1)
+            if a.shape[0] != n:
+                raise ValueError(f"{name} must hold one value per output feature channel ({n}), given {a.shape[0]}")
+            values.append(a)
+        e = float_argument(epsilon, "epsilon")
+        self.desc.batch_normalization_mean = values[0]
+        self.desc.batch_normalization_variance = values[1]
+        self.desc.batch_normalization_gamma = values[2]
+        self.desc.batch_normalization_beta = values[3]
+        self.desc.batch_normalization_epsilon = e
+        self.desc.batch_normalization = True
+
+    cdef object _batch_normalization(self):
+        if not self.desc.batch_normalization:
+            return None
+        return ([float(v) for v in self.desc.batch_normalization_mean],
+                [float(v) for v in self.desc.batch_normalization_variance],
+                [float(v) for v in self.desc.batch_normalization_gamma],
+                [float(v) for v in self.desc.batch_normalization_beta], self.desc.batch_normalization_epsilon)
+
     @property
     def weights_shape(self):
         """The shape of the weights, OHWI:
@@ -312,14 +355,20 @@ cdef class CNNConvolutionDescriptor:
                 self.desc.input_feature_channels // self.desc.groups)
 
     def __mpsx_state__(self):
-        return {"arguments": (self.kernel_width, self.kernel_height, self.input_feature_channels,
-                              self.output_feature_channels, self.stride_in_pixels_x,
-                              self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
-                              self.groups, self.fused_neuron_descriptor)}
+        state = {"arguments": (self.kernel_width, self.kernel_height, self.input_feature_channels,
+                               self.output_feature_channels, self.stride_in_pixels_x,
+                               self.stride_in_pixels_y, self.dilation_rate_x, self.dilation_rate_y,
+                               self.groups, self.fused_neuron_descriptor)}
+        if self.desc.batch_normalization:
+            state["batch_normalization"] = self._batch_normalization()
+        return state
 
     @classmethod
     def __mpsx_restore__(cls, state, device):
-        return cls(*state["arguments"])
+        d = cls(*state["arguments"])
+        if state.get("batch_normalization") is not None:
+            d.set_batch_normalization_parameters_for_inference_with_mean(*state["batch_normalization"])
+        return d
 
     def __reduce__(self):
         return persistence_reduce(self)
@@ -327,14 +376,90 @@ cdef class CNNConvolutionDescriptor:
     def __eq__(self, other):
         if not isinstance(other, CNNConvolutionDescriptor):
             return NotImplemented
-        return self.__mpsx_state__()["arguments"][:9] == other.__mpsx_state__()["arguments"][:9] and \
-            self.fused_neuron_descriptor == other.fused_neuron_descriptor
+        return self.desc.depthwise == (<CNNConvolutionDescriptor>other).desc.depthwise and \
+            self.__mpsx_state__()["arguments"][:8] == other.__mpsx_state__()["arguments"][:8] and \
+            self.groups == other.groups and self.fused_neuron_descriptor == other.fused_neuron_descriptor and \
+            self._batch_normalization() == (<CNNConvolutionDescriptor>other)._batch_normalization()
 
     def __repr__(self):
         return (f"mpsx.CNNConvolutionDescriptor(kernel {self.kernel_width}x{self.kernel_height}, "
                 f"{self.input_feature_channels} -> {self.output_feature_channels}, "
                 f"stride {self.stride_in_pixels_x}x{self.stride_in_pixels_y}, "
                 f"dilation {self.dilation_rate_x}x{self.dilation_rate_y}, groups {self.groups})")
+
+
+cdef class CNNDepthWiseConvolutionDescriptor(CNNConvolutionDescriptor):
+    """CNNDepthWiseConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+        stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1,
+        fused_neuron_descriptor=None)
+--
+
+    A depthwise convolution: each input feature channel k is convolved with ``channel_multiplier`` filters of its own,
+    into output channels ``k * channel_multiplier + q``; no channel mixes with another. The output channels must be a
+    multiple of the input channels. The weights are [input][channel_multiplier][kernel_height][kernel_width], which is
+    [output][kernel_height][kernel_width], the OHWI layout with one input channel (``weights_shape``).
+
+    ``groups`` is 1, as MPS requires of this descriptor; the convolution is computed as one group per input channel.
+
+    MPS: MPSCNNDepthWiseConvolutionDescriptor
+    """
+
+    def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+                 stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1,
+                 fused_neuron_descriptor=None):
+        CNNConvolutionDescriptor.__init__(self, kernel_width, kernel_height, input_feature_channels,
+                                          output_feature_channels, stride_in_pixels_x, stride_in_pixels_y,
+                                          dilation_rate_x, dilation_rate_y, input_feature_channels,
+                                          fused_neuron_descriptor)
+
+    def __cinit__(self):
+        # Also when made without __init__: a depthwise descriptor of one channel.
+        self.desc.depthwise = True
+
+    @property
+    def channel_multiplier(self):
+        """How many output feature channels each input feature channel produces: output / input feature channels.
+
+        MPS: MPSCNNDepthWiseConvolutionDescriptor.channelMultiplier
+        """
+        return self.desc.output_feature_channels // self.desc.input_feature_channels
+
+    @property
+    def input_feature_channels(self):
+        """The number of feature channels of the source; each is one group.
+
+        MPS: MPSCNNConvolutionDescriptor.inputFeatureChannels
+        """
+        return self.desc.input_feature_channels
+
+    @input_feature_channels.setter
+    def input_feature_channels(self, value):
+        self.desc.input_feature_channels = _descriptor_size(value, "input_feature_channels")
+        self.desc.groups = self.desc.input_feature_channels
+
+    @property
+    def groups(self):
+        """1: MPS's depthwise descriptor has no groups ("group must be 1"); setting another value raises ValueError.
+
+        MPS: MPSCNNConvolutionDescriptor.groups
+        """
+        return 1
+
+    @groups.setter
+    def groups(self, value):
+        if _descriptor_size(value, "groups") != 1:
+            raise ValueError(f"CNNDepthWiseConvolutionDescriptor.groups must be 1, as in MPS; given {value!r}")
+
+    def __mpsx_state__(self):
+        state = CNNConvolutionDescriptor.__mpsx_state__(self)
+        state["arguments"] = state["arguments"][:8] + state["arguments"][9:]
+        return state
+
+    def __repr__(self):
+        return (f"mpsx.CNNDepthWiseConvolutionDescriptor(kernel {self.kernel_width}x{self.kernel_height}, "
+                f"{self.input_feature_channels} -> {self.output_feature_channels}, "
+                f"stride {self.stride_in_pixels_x}x{self.stride_in_pixels_y}, "
+                f"dilation {self.dilation_rate_x}x{self.dilation_rate_y})")
 
 
 cdef int64_t _descriptor_size(object value, str name) except? -1:
@@ -344,8 +469,19 @@ cdef int64_t _descriptor_size(object value, str name) except? -1:
     return size
 
 
+cdef int64_t _mps_groups(const CConvolutionDescriptor& d):
+    """A descriptor's groups as MPS reports them: 1 for a depthwise convolution."""
+    return 1 if d.depthwise else d.groups
+
+
+cdef int64_t _channel_multiplier(const CConvolutionDescriptor& d):
+    """MPS's channelMultiplier: output per input channel of a depthwise convolution, 0 for any other."""
+    return d.output_feature_channels // d.input_feature_channels if d.depthwise else 0
+
+
 cdef CNNConvolutionDescriptor wrap_convolution_descriptor(const CConvolutionDescriptor& desc):
-    cdef CNNConvolutionDescriptor d = CNNConvolutionDescriptor.__new__(CNNConvolutionDescriptor)
+    cdef CNNConvolutionDescriptor d = (CNNDepthWiseConvolutionDescriptor.__new__(CNNDepthWiseConvolutionDescriptor)
+                                       if desc.depthwise else CNNConvolutionDescriptor.__new__(CNNConvolutionDescriptor))
     d.desc = desc
     return d
 
@@ -362,10 +498,12 @@ class CNNConvolutionDataSource:
 
     Optional, as in MPS: ``kernel_weights_data_type`` (FLOAT16 rounds the weights to half precision); for uint8
     weights ``weights_quantization_type`` (``"linear"`` or ``"lookup_table"``) with ``ranges_for_uint8_kernel()``
-    ([out][2] minimum, maximum) or ``lookup_table_for_uint8_kernel()`` ([256]);
+    ([out][2] minimum, maximum) or ``lookup_table_for_uint8_kernel()`` ([256]); ``weights_layout`` (OHWI only);
     ``update_with_gradient_state(gradient_state, source_state)`` -> bool (the CPU-side update) and
     ``update_with_command_buffer(command_buffer, gradient_state, source_state)`` ->
-    CNNConvolutionWeightsAndBiasesState or None (the GPU-side update); ``copy(device)``.
+    CNNConvolutionWeightsAndBiasesState or None (the GPU-side update); ``copy(device)``. This class defines each
+    optional member, but the runtime treats a member a subclass inherits from it as absent, as MPS treats a selector
+    a data source does not implement: which update a convolution runs depends on which one the subclass defines.
 
     MPS: MPSCNNConvolutionDataSource
     """
@@ -414,6 +552,63 @@ class CNNConvolutionDataSource:
         """
         return None
 
+    def kernel_weights_data_type(self):
+        """The precision the kernel computes with: FLOAT16 rounds the weights to half precision. Optional: here,
+        ``data_type``'s value, what a data source without it gets.
+
+        MPS: -[MPSCNNConvolutionDataSource kernelWeightsDataType]
+        """
+        return DataType(self.data_type() if callable(self.data_type) else self.data_type)
+
+    def weights_layout(self):
+        """The layout of ``weights()``: CNNConvolutionWeightsLayout.OHWI, the only one (optional; OHWI here).
+
+        MPS: -[MPSCNNConvolutionDataSource weightsLayout]
+        """
+        return CNNConvolutionWeightsLayout.OHWI
+
+    def weights_quantization_type(self):
+        """How uint8 weights map to values: ``"linear"`` (``ranges_for_uint8_kernel()``) or ``"lookup_table"``
+        (``lookup_table_for_uint8_kernel()``). Optional: ``"none"`` here.
+
+        MPS: -[MPSCNNConvolutionDataSource weightsQuantizationType]
+        """
+        return "none"
+
+    def ranges_for_uint8_kernel(self):
+        """For ``weights_quantization_type`` ``"linear"``: float32 [out][2], each output channel's minimum and maximum;
+        a uint8 weight w is ``w / 255 * (max - min) + min``. Optional: None here (no ranges).
+
+        MPS: -[MPSCNNConvolutionDataSource rangesForUInt8Kernel]
+        """
+        return None
+
+    def lookup_table_for_uint8_kernel(self):
+        """For ``weights_quantization_type`` ``"lookup_table"``: float32 [256], the value of each uint8 weight.
+        Optional: None here (no table).
+
+        MPS: -[MPSCNNConvolutionDataSource lookupTableForUInt8Kernel]
+        """
+        return None
+
+    def update_with_gradient_state(self, gradient_state, source_state):
+        """The CPU-side update: called once the command buffer completed, with the synchronized gradients and the
+        weights the forward pass used; write the new weights to the data source and return True (success) or False.
+        Optional: a subclass without it gets no CPU-side update; returns False here.
+
+        MPS: -[MPSCNNConvolutionDataSource updateWithGradientState:sourceState:]
+        """
+        return False
+
+    def update_with_command_buffer(self, command_buffer, gradient_state, source_state):
+        """The GPU-side update: encode it on ``command_buffer`` and return the CNNConvolutionWeightsAndBiasesState of
+        the new weights, which the convolution reloads, or None for no update. Optional: a subclass without it gets
+        no GPU-side update; returns None here.
+
+        MPS: -[MPSCNNConvolutionDataSource updateWithCommandBuffer:gradientState:sourceState:]
+        """
+        return None
+
     def copy(self, device):
         """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
         copied.
@@ -425,6 +620,27 @@ class CNNConvolutionDataSource:
 
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
+
+# The optional members CNNConvolutionDataSource defines; one a data source
+# inherits from it stands for the member's absence.
+cdef dict _CONVOLUTION_DEFAULTS = {name: CNNConvolutionDataSource.__dict__[name] for name in (
+    "kernel_weights_data_type", "weights_layout", "weights_quantization_type", "ranges_for_uint8_kernel",
+    "lookup_table_for_uint8_kernel", "update_with_gradient_state", "update_with_command_buffer")}
+
+
+cdef object _ABSENT = object()
+
+
+cdef bint _implements(object source, str name):
+    """Whether the data source has the member ``name`` other than as CNNConvolutionDataSource's default."""
+    value = getattr(source, name, _ABSENT)
+    return value is not _ABSENT and \
+        getattr(value, "__func__", None) is not _CONVOLUTION_DEFAULTS.get(name, False)
+
+
+cdef object _convolution_member(object source, str name):
+    """The data source's member ``name``, None where it lacks it or has only CNNConvolutionDataSource's default."""
+    return getattr(source, name, None) if _implements(source, name) else None
 
 # The members of each data source protocol, @required ones first, by their
 # selectors in the MPS headers; mpsx's names follow from them.
@@ -439,7 +655,7 @@ _REQUIRED = {
 _OPTIONAL = {
     "MPSCNNConvolutionDataSource": (
         "rangesForUInt8Kernel", "lookupTableForUInt8Kernel", "weightsQuantizationType", "kernelWeightsDataType",
-        "updateWithCommandBuffer:gradientState:sourceState:", "updateWithGradientState:sourceState:"),
+        "updateWithCommandBuffer:gradientState:sourceState:", "updateWithGradientState:sourceState:", "weightsLayout"),
     "MPSCNNBatchNormalizationDataSource": (
         "epsilon", "updateGammaAndBetaWithCommandBuffer:batchNormalizationState:",
         "updateMeanAndVarianceWithCommandBuffer:batchNormalizationState:",
@@ -485,7 +701,7 @@ cdef check_protocol(object source, str protocol):
     protocol's @required list it lacks (mpsx's protocol classes give defaults for most)."""
     for selector in _REQUIRED[protocol] + _OPTIONAL[protocol]:
         name, form = _mpsx_form(selector)
-        if hasattr(source, name):
+        if _implements(source, name):
             continue
         for other in (selector.split(":")[0], selector.replace(":", "_")) + _FORMER_NAMES.get(name, ()):
             if other != name and hasattr(source, other):
@@ -523,7 +739,7 @@ cdef CConvolutionDescriptor _convolution_source_descriptor(object source) except
 
 
 cdef CDataType _convolution_source_data_type(object source, const char* attribute) except *:
-    value = getattr(source, attribute.decode(), None)
+    value = _convolution_member(source, attribute.decode())
     if value is None:
         if attribute == b"kernel_weights_data_type":
             return _convolution_source_data_type(source, b"data_type")
@@ -548,9 +764,20 @@ cdef object host_values(object values):
     return np.from_dlpack(values)
 
 
+cdef _check_weights_layout(object source):
+    layout = _convolution_member(source, "weights_layout")
+    if callable(layout):
+        layout = layout()
+    if layout is not None and not (isinstance(layout, int) and not isinstance(layout, bool) and layout == 0):
+        raise ValueError(f"{type(source).__name__}.weights_layout is {layout!r}; the weights layout is "
+                         f"CNNConvolutionWeightsLayout.OHWI, MPS's only one")
+
+
 cdef HostArray _convolution_source_array(object source, const char* method, CDataType data_type) except *:
     cdef HostArray out
-    fn = getattr(source, method.decode(), None)
+    if method == b"weights":
+        _check_weights_layout(source)
+    fn = _convolution_member(source, method.decode())
     if fn is None:
         return out
     array = fn()
@@ -584,7 +811,7 @@ cdef dict _QUANTIZATION = {None: 0, "none": 0, "linear": 1, "lookup_table": 2}
 
 
 cdef WeightsQuantization _convolution_source_quantization(object source) except *:
-    value = getattr(source, "weights_quantization_type", None)
+    value = _convolution_member(source, "weights_quantization_type")
     if callable(value):
         value = value()
     try:
@@ -594,7 +821,7 @@ cdef WeightsQuantization _convolution_source_quantization(object source) except 
 
 
 cdef cbool _convolution_source_has(object source, const char* attribute) except *:
-    return callable(getattr(source, attribute.decode(), None))
+    return callable(_convolution_member(source, attribute.decode()))
 
 
 cdef extern from *:
@@ -804,24 +1031,68 @@ cdef class ConvolutionWeights:
 
 
 cdef class CNNConvolutionWeightsAndBiasesState(State):
-    """CNNConvolutionWeightsAndBiasesState(device, weights, biases=None)
+    """CNNConvolutionWeightsAndBiasesState(device=None, weights=None, biases=None, weights_offset=0, biases_offset=0,
+        cnn_convolution_descriptor=None)
 --
 
     Convolution weights and biases on the device: float32 OHWI ``weights`` and [out] ``biases``, each a Buffer (used
-    as is) or an array (copied).
+    as is) or an array (copied); ``device`` may be left out where ``weights`` is a Buffer. Without a
+    ``cnn_convolution_descriptor`` the buffers past the offsets hold exactly a filter's values. With one, the filter
+    is the descriptor's, read from ``weights_offset`` and ``biases_offset`` (multiples of 4) in buffers that may hold
+    more; without ``weights``, new zeroed buffers sized for it.
 
     What ``export_weights_and_biases`` returns, ``reload_weights_and_biases`` loads and the optimizers update. As
-    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:biases:]``.
+    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:biases:]``,
+    ``-[MPSCNNConvolutionWeightsAndBiasesState initWithWeights:weightsOffset:biases:biasesOffset:cnnConvolutionDescriptor:]``
+    and ``-[MPSCNNConvolutionWeightsAndBiasesState initWithDevice:cnnConvolutionDescriptor:]``.
 
     MPS: MPSCNNConvolutionWeightsAndBiasesState
     """
 
-    def __init__(self, Device device not None, weights, biases=None):
+    def __init__(self, Device device=None, weights=None, biases=None, weights_offset=0, biases_offset=0,
+                 CNNConvolutionDescriptor cnn_convolution_descriptor=None):
+        if weights is None:
+            if cnn_convolution_descriptor is None:
+                raise TypeError("weights must be an mpsx.Buffer or an array, given None; or give a "
+                                "cnn_convolution_descriptor (and device) for zeroed buffers sized for it")
+            if device is None:
+                raise TypeError("zeroed buffers for the cnn_convolution_descriptor need a device, given None")
+            if biases is not None or weights_offset or biases_offset:
+                raise TypeError("biases and offsets go with weights; given no weights")
+            self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](
+                device.shared(), cnn_convolution_descriptor.desc)
+            # Zeroes rather than what the pool's buffers held.
+            (<CConvolutionWeightsAndBiasesState*>self.c.get()).weights().get().fill_zero()
+            (<CConvolutionWeightsAndBiasesState*>self.c.get()).biases().get().fill_zero()
+            return
+        if device is None:
+            if not isinstance(weights, Buffer):
+                raise TypeError(f"weights must be an mpsx.Buffer when no device is given, given "
+                                f"{type(weights).__name__}")
+            device = weights.device
+        cdef int64_t wo = integer_argument(weights_offset, "weights_offset")
+        cdef int64_t bo = integer_argument(biases_offset, "biases_offset")
+        if wo < 0 or bo < 0:
+            raise ValueError(f"offsets must not be negative, given weights_offset {wo}, biases_offset {bo}")
         cdef shared_ptr[CBuffer] w = buffer_from_numpy(device, weights, np.float32, "weights")
         cdef shared_ptr[CBuffer] b
         if biases is not None:
             b = buffer_from_numpy(device, biases, np.float32, "biases")
-        self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, 0, 0)
+        if cnn_convolution_descriptor is None:
+            self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](w, b, <size_t>wo, <size_t>bo)
+        else:
+            self.c = <shared_ptr[CState]>make_native[CConvolutionWeightsAndBiasesState](
+                w, b, <size_t>wo, <size_t>bo, cnn_convolution_descriptor.desc)
+
+    @classmethod
+    def temporary_cnn_convolution_weights_and_biases_state_with_command_buffer(
+            cls, CommandBuffer command_buffer not None, CNNConvolutionDescriptor cnn_convolution_descriptor not None):
+        """A state of zeroed weights and biases sized for ``cnn_convolution_descriptor``, temporary for
+        ``command_buffer``: valid only on it, until its ``read_count`` (1) reaches 0.
+
+        MPS: +[MPSCNNConvolutionWeightsAndBiasesState temporaryCNNConvolutionWeightsAndBiasesStateWithCommandBuffer:cnnConvolutionDescriptor:]
+        """
+        return _temporary(command_buffer, cls(command_buffer.device, cnn_convolution_descriptor=cnn_convolution_descriptor))
 
     cdef shared_ptr[CConvolutionWeightsAndBiasesState] _state(self):
         return static_pointer_cast[CConvolutionWeightsAndBiasesState, CState](self.shared())
@@ -900,6 +1171,14 @@ cdef class CNNConvolutionGradientState(NNGradientState):
         return wrap_buffer(self._gradient_state().gradient_for_biases(), np.float32, (d.output_feature_channels,))
 
     @property
+    def gradient_for_weights_layout(self):
+        """The layout of ``gradient_for_weights``: CNNConvolutionWeightsLayout.OHWI, the weights' own.
+
+        MPS: MPSCNNConvolutionGradientState.gradientForWeightsLayout
+        """
+        return CNNConvolutionWeightsLayout.OHWI
+
+    @property
     def convolution(self):
         """The CNNConvolution whose encode made this state: for a state an NNGraph exports, the graph's own kernel (no
         ``data_source``), so that updates encoded by hand can reload it.
@@ -967,7 +1246,7 @@ cdef class _ConvolutionKernel(CNNUnaryKernel):
 
         MPS: MPSCNNConvolution.groups, MPSCNNConvolutionTranspose.groups
         """
-        return self._convolution().descriptor().groups
+        return _mps_groups(self._convolution().descriptor())
 
     @property
     def kernel_width(self):
@@ -1165,6 +1444,27 @@ cdef class CNNConvolution(_ConvolutionKernel):
         self._set(<shared_ptr[CUnaryKernel]>make_native[CCNNConvolution](device.shared(), convolution_data_source_of(data_source)),
                   CNNConvolutionGradientState)
 
+    def reload_weights_and_biases_with_data_source(self, data_source):
+        """Deprecated, as in MPS ("dataSource will be ignored"; "Please use -reloadWeightsAndBiasesFromDataSource
+        instead"): ignores ``data_source``, warns with a DeprecationWarning and reloads from the kernel's own data
+        source, as ``reload_weights_and_biases_from_data_source``.
+
+        MPS: -[MPSCNNConvolution reloadWeightsAndBiasesWithDataSource:]
+        """
+        warnings.warn("CNNConvolution.reload_weights_and_biases_with_data_source is deprecated, as MPS's "
+                      "reloadWeightsAndBiasesWithDataSource: is, and ignores its data source: call "
+                      "reload_weights_and_biases_from_data_source instead", DeprecationWarning, stacklevel=2)
+        self.reload_weights_and_biases_from_data_source()
+
+    @property
+    def channel_multiplier(self):
+        """For a convolution of a CNNDepthWiseConvolutionDescriptor, the output feature channels each input feature
+        channel produces; 0 for any other convolution.
+
+        MPS: MPSCNNConvolution.channelMultiplier
+        """
+        return _channel_multiplier(self._convolution().descriptor())
+
 
 cdef class CNNFullyConnected(CNNConvolution):
     """CNNFullyConnected(device, data_source)
@@ -1258,7 +1558,7 @@ cdef class _ConvolutionGradientKernel(CNNGradientKernel):
 
         MPS: MPSCNNConvolutionGradient.groups, MPSCNNConvolutionTransposeGradient.groups
         """
-        return self._gradient().descriptor().groups
+        return _mps_groups(self._gradient().descriptor())
 
     @property
     def gradient_option(self):
@@ -1311,6 +1611,15 @@ cdef class CNNConvolutionGradient(_ConvolutionGradientKernel):
         self._data_source = data_source
         self._set(<shared_ptr[CGradientKernel]>make_native[CCNNConvolutionGradient](
             device.shared(), convolution_data_source_of(data_source)))
+
+    @property
+    def channel_multiplier(self):
+        """For the gradient of a convolution of a CNNDepthWiseConvolutionDescriptor, the output feature channels each
+        input feature channel produces; 0 for any other.
+
+        MPS: MPSCNNConvolutionGradient.channelMultiplier
+        """
+        return _channel_multiplier(self._gradient().descriptor())
 
 
 cdef class CNNFullyConnectedGradient(CNNConvolutionGradient):

@@ -1,6 +1,7 @@
 #include "mpsx/kernels/convolution.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 #include <tuple>
@@ -24,14 +25,26 @@ void ConvolutionDescriptor::validate() const {
   check_size(input_feature_channels, name, ": input_feature_channels");
   check_size(output_feature_channels, name, ": output_feature_channels");
   check_size(groups, name, ": groups");
+  if (depthwise && output_feature_channels % input_feature_channels != 0)
+    fail<ArgumentError>("a depthwise convolution's output feature channels (", output_feature_channels,
+                        ") must be a multiple of its input feature channels (", input_feature_channels, ")");
   if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
     fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
                         output_feature_channels, ") feature channels");
+  if (depthwise && groups != input_feature_channels)
+    fail<ArgumentError>("a depthwise convolution has one group per input feature channel (", input_feature_channels,
+                        "); given groups ", groups);
   const int64_t weights =
       checked_count({output_feature_channels, kernel_height, kernel_width, input_feature_channels / groups}, name,
                     ": the weight count (OHWI)");
   checked_bytes(weights, sizeof(float), name, ": the byte count of ", weights, " float32 weights");
   fused_neuron.validate();
+  if (batch_normalization)
+    for (const auto* values : {&batch_normalization_mean, &batch_normalization_variance, &batch_normalization_gamma,
+                               &batch_normalization_beta})
+      if (static_cast<int64_t>(values->size()) != output_feature_channels)
+        fail<ArgumentError>("the batch normalization parameters hold ", values->size(), " values each; the "
+                            "convolution has ", output_feature_channels, " output feature channels");
   if (fused_neuron.type == NeuronType::PReLU &&
       static_cast<int64_t>(fused_neuron.a_per_channel.size()) != output_feature_channels)
     fail<ArgumentError>("the fused PReLU neuron has ", fused_neuron.a_per_channel.size(), " slopes; the convolution has ",
@@ -43,7 +56,12 @@ bool ConvolutionDescriptor::operator==(const ConvolutionDescriptor& o) const {
          input_feature_channels == o.input_feature_channels &&
          output_feature_channels == o.output_feature_channels && stride_x == o.stride_x && stride_y == o.stride_y &&
          dilation_x == o.dilation_x && dilation_y == o.dilation_y && groups == o.groups &&
-         fused_neuron == o.fused_neuron;
+         depthwise == o.depthwise && fused_neuron == o.fused_neuron && batch_normalization == o.batch_normalization &&
+         batch_normalization_mean == o.batch_normalization_mean &&
+         batch_normalization_variance == o.batch_normalization_variance &&
+         batch_normalization_gamma == o.batch_normalization_gamma &&
+         batch_normalization_beta == o.batch_normalization_beta &&
+         batch_normalization_epsilon == o.batch_normalization_epsilon;
 }
 
 ConvolutionWindow ConvolutionDescriptor::window() const {
@@ -165,8 +183,6 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
   } else {
     fail<TypeMismatchError>(kernel, ": weights must be float32, float16 or uint8; given ", name_of(w.type));
   }
-  if (source.kernel_weights_data_type() == DataType::Float16)
-    for (float& v : p.weights) v = half_to_float(float_to_half(v));
 
   HostArray b = source.bias_terms();
   p.biases.assign(static_cast<size_t>(d.output_feature_channels), 0.0f);
@@ -177,6 +193,19 @@ ConvolutionParameters load_convolution_parameters(ConvolutionDataSource& source,
                        " values; expected ", p.biases.size(), " float32");
     std::memcpy(p.biases.data(), b.data, p.biases.size() * sizeof(float));
   }
+  if (d.batch_normalization) {
+    // The header's fold: I = gamma / sqrt(variance + epsilon),
+    // J = beta - I * mean; W = w * I, B = b * I + J per output channel.
+    const size_t per_output = count / static_cast<size_t>(d.output_feature_channels);
+    for (size_t o = 0; o < p.biases.size(); ++o) {
+      const float i = d.batch_normalization_gamma[o] /
+                      std::sqrt(d.batch_normalization_variance[o] + d.batch_normalization_epsilon);
+      for (size_t k = 0; k < per_output; ++k) p.weights[o * per_output + k] *= i;
+      p.biases[o] = p.biases[o] * i + (d.batch_normalization_beta[o] - i * d.batch_normalization_mean[o]);
+    }
+  }
+  if (source.kernel_weights_data_type() == DataType::Float16)
+    for (float& v : p.weights) v = half_to_float(float_to_half(v));
   p.label = source.label();
   return p;
 }
@@ -283,6 +312,29 @@ ConvolutionWeightsAndBiasesState::ConvolutionWeightsAndBiasesState(std::shared_p
                               biases_->device().name());
 }
 
+ConvolutionWeightsAndBiasesState::ConvolutionWeightsAndBiasesState(std::shared_ptr<Buffer> weights,
+                                                                   std::shared_ptr<Buffer> biases,
+                                                                   size_t weights_offset, size_t biases_offset,
+                                                                   const ConvolutionDescriptor& d)
+    : ConvolutionWeightsAndBiasesState(std::move(weights), std::move(biases), weights_offset, biases_offset) {
+  d.validate();
+  // "Offsets must of sizeof(float) aligned i.e. multiple of 4"; "weightsOffset
+  // + weightsLength <= [weights length] and biasesOffset + biasesLength <= [biases length]".
+  if (weights_offset % sizeof(float) || biases_offset % sizeof(float))
+    fail<ArgumentError>("MPSCNNConvolutionWeightsAndBiasesState: offsets must be multiples of 4; given weights_offset ",
+                        weights_offset, ", biases_offset ", biases_offset);
+  weights_bytes_ = d.weight_count() * sizeof(float);
+  if (weights_offset > weights_->length() || weights_->length() - weights_offset < weights_bytes_)
+    fail<ShapeError>("MPSCNNConvolutionWeightsAndBiasesState: the weights buffer holds ", weights_->length(),
+                     " bytes; the filter needs ", weights_bytes_, " from offset ", weights_offset);
+  if (biases_) {
+    biases_bytes_ = static_cast<size_t>(d.output_feature_channels) * sizeof(float);
+    if (biases_offset > biases_->length() || biases_->length() - biases_offset < biases_bytes_)
+      fail<ShapeError>("MPSCNNConvolutionWeightsAndBiasesState: the biases buffer holds ", biases_->length(),
+                       " bytes; the filter needs ", biases_bytes_, " from offset ", biases_offset);
+  }
+}
+
 ConvolutionWeightsAndBiasesState::ConvolutionWeightsAndBiasesState(std::shared_ptr<Device> device,
                                                                    const ConvolutionDescriptor& descriptor)
     : ConvolutionWeightsAndBiasesState(
@@ -298,6 +350,15 @@ void ConvolutionWeightsAndBiasesState::check_fits(const ConvolutionDescriptor& d
   // Exactly the filter's values past the offsets: other sizes are most
   // likely another layer's weights.
   size_t weights = d.weight_count() * sizeof(float);
+  if (weights_bytes_) {
+    // Made for a filter: its values from the offsets on, whatever follows.
+    if (weights_bytes_ != weights ||
+        (biases_ && biases_bytes_ != static_cast<size_t>(d.output_feature_channels) * sizeof(float)))
+      fail<ShapeError>(kernel, ": the state was made for a filter of ", weights_bytes_ / sizeof(float), " weights and ",
+                       biases_bytes_ / sizeof(float), " biases; this one has ", d.weight_count(), " and ",
+                       d.output_feature_channels);
+    return;
+  }
   if (weights_offset_ > weights_->length() || weights != weights_->length() - weights_offset_)
     fail<ShapeError>(kernel, ": the weights buffer holds ", weights_->length() - std::min(weights_offset_, weights_->length()),
                      " bytes past its offset; the filter needs exactly ", weights, " (", d.weight_count(),

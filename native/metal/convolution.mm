@@ -34,7 +34,7 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   const int64_t in = d.input_feature_channels / d.groups, out = d.output_feature_channels / d.groups;
   // One input channel per group is MPS's depthwise convolution, whose
   // weights [out][kernel_height][kernel_width] are OHWI with I = 1.
-  const bool depthwise = d.groups > 1 && in == 1;
+  const bool depthwise = d.depthwise || (d.groups > 1 && in == 1);
   if (d.groups > 1 && !depthwise && (in % 4 || out % 4))
     fail<ArgumentError>("metal: MPS convolution groups hold multiples of 4 feature channels; given ", in, " -> ", out,
                         " per group (groups ", d.groups, ")");
@@ -49,6 +49,12 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   descriptor.dilationRateY = d.dilation_y;
   if (!depthwise) descriptor.groups = d.groups;
   if (!d.fused_neuron.is_identity()) descriptor.fusedNeuronDescriptor = neuron_descriptor(d.fused_neuron);
+  if (d.batch_normalization)
+    [descriptor setBatchNormalizationParametersForInferenceWithMean:d.batch_normalization_mean.data()
+                                                           variance:d.batch_normalization_variance.data()
+                                                              gamma:d.batch_normalization_gamma.data()
+                                                               beta:d.batch_normalization_beta.data()
+                                                            epsilon:d.batch_normalization_epsilon];
   return descriptor;
 }
 

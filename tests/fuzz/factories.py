@@ -555,6 +555,15 @@ obj = mpsx.CNNConvolutionDescriptor(kernel_width, kernel_height, input_feature_c
                                     fused_neuron_descriptor)
 value = mpsx.CNNConvolutionDescriptor(3, 3, 4, 6)
 """],
+    "CNNDepthWiseConvolutionDescriptor": ["""
+kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 8
+stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y = 2, 1, 1, 2
+fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+obj = mpsx.CNNDepthWiseConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels,
+                                             output_feature_channels, stride_in_pixels_x, stride_in_pixels_y,
+                                             dilation_rate_x, dilation_rate_y, fused_neuron_descriptor)
+value = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 4, 4)
+"""],
     "CNNConvolutionDataSource": [CONVOLUTION_SOURCE + """
 obj = data_source
 """],

@@ -10,7 +10,12 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
     cdef cppclass ConvolutionDescriptor "mpsx::ConvolutionDescriptor":
         int64_t kernel_width, kernel_height, input_feature_channels, output_feature_channels
         int64_t stride_x, stride_y, dilation_x, dilation_y, groups
+        bint depthwise
         NeuronDescriptor fused_neuron
+        bint batch_normalization
+        vector[float] batch_normalization_mean, batch_normalization_variance, batch_normalization_gamma
+        vector[float] batch_normalization_beta
+        float batch_normalization_epsilon
         void validate() except +raise_py_error
 
     cdef enum class WeightsQuantization "mpsx::WeightsQuantization"(uint32_t):
@@ -32,6 +37,9 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
     cdef cppclass CConvolutionWeightsAndBiasesState "mpsx::ConvolutionWeightsAndBiasesState"(CState):
         CConvolutionWeightsAndBiasesState(shared_ptr[CBuffer] weights, shared_ptr[CBuffer] biases,
                                           size_t weights_offset, size_t biases_offset) except +raise_py_error
+        CConvolutionWeightsAndBiasesState(shared_ptr[CBuffer] weights, shared_ptr[CBuffer] biases,
+                                          size_t weights_offset, size_t biases_offset,
+                                          const ConvolutionDescriptor& descriptor) except +raise_py_error
         CConvolutionWeightsAndBiasesState(shared_ptr[CDevice] device,
                                           const ConvolutionDescriptor& descriptor) except +raise_py_error
         const shared_ptr[CBuffer]& weights()

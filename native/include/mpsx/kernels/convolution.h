@@ -39,7 +39,17 @@ struct ConvolutionDescriptor {
   int64_t stride_x = 1, stride_y = 1;
   int64_t dilation_x = 1, dilation_y = 1;
   int64_t groups = 1;
+  // MPSCNNDepthWiseConvolutionDescriptor: groups equals the input channels,
+  // whose weights [out][kernel_height][kernel_width] are OHWI with I = 1.
+  bool depthwise = false;
   NeuronDescriptor fused_neuron;
+  // setBatchNormalizationParametersForInferenceWithMean:variance:gamma:beta:epsilon:,
+  // folded into the weights and biases a convolution loads from its data
+  // source; one value per output feature channel each.
+  bool batch_normalization = false;
+  std::vector<float> batch_normalization_mean, batch_normalization_variance, batch_normalization_gamma,
+      batch_normalization_beta;
+  float batch_normalization_epsilon = 0.0f;
 
   // Throws ArgumentError for sizes outside 1..kMaxDimension or channel
   // counts that groups do not divide, ShapeError for a window extent above
@@ -174,7 +184,13 @@ class ConvolutionWeightsAndBiasesState : public State {
  public:
   ConvolutionWeightsAndBiasesState(std::shared_ptr<Buffer> weights, std::shared_ptr<Buffer> biases,
                                    size_t weights_offset = 0, size_t biases_offset = 0);
-  // New zeroed buffers sized for `descriptor`.
+  // initWithWeights:weightsOffset:biases:biasesOffset:cnnConvolutionDescriptor:
+  // the filter's values from the offsets on, in buffers that may hold more.
+  // Throws ArgumentError for offsets not a multiple of 4 and ShapeError for
+  // buffers too short.
+  ConvolutionWeightsAndBiasesState(std::shared_ptr<Buffer> weights, std::shared_ptr<Buffer> biases,
+                                   size_t weights_offset, size_t biases_offset, const ConvolutionDescriptor& descriptor);
+  // New buffers sized for `descriptor`; their values are whatever the pool's held.
   ConvolutionWeightsAndBiasesState(std::shared_ptr<Device> device, const ConvolutionDescriptor& descriptor);
   const char* class_name() const override { return "MPSCNNConvolutionWeightsAndBiasesState"; }
   void synchronize(CommandBuffer& command_buffer) override;
@@ -189,6 +205,9 @@ class ConvolutionWeightsAndBiasesState : public State {
  private:
   std::shared_ptr<Buffer> weights_, biases_;
   size_t weights_offset_ = 0, biases_offset_ = 0;
+  // The filter's byte counts where made with a descriptor; 0: the buffers
+  // past the offsets hold exactly the filter.
+  size_t weights_bytes_ = 0, biases_bytes_ = 0;
 };
 
 class CNNConvolution;
