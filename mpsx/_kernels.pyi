@@ -56,6 +56,7 @@ __all__ = [
     "CNNNeuronSoftPlus",
     "CNNNeuronSoftSign",
     "CNNNeuronTanH",
+    "ImageSizeEncodingState",
     "CNNConvolutionDescriptor",
     "CNNDepthWiseConvolutionDescriptor",
     "CNNConvolutionDataSource",
@@ -740,6 +741,12 @@ class CNNNeuronSoftSign(CNNNeuron):
 class CNNNeuronTanH(CNNNeuron):
     def __init__(self, device: Device, a: float, b: float) -> None: ...
 
+class ImageSizeEncodingState:
+    @property
+    def source_width(self) -> int: ...
+    @property
+    def source_height(self) -> int: ...
+
 @disjoint_base
 class CNNConvolutionDescriptor:
     def __init__(
@@ -877,7 +884,7 @@ class CNNConvolutionWeightsAndBiasesState(State):
     @property
     def biases_offset(self) -> int: ...
 
-class CNNConvolutionGradientState(NNGradientState):
+class CNNConvolutionGradientState(NNGradientState, ImageSizeEncodingState):
     @property
     def gradient_for_weights(self) -> Buffer: ...
     @property

@@ -21,7 +21,7 @@ from mpsx.includes.image cimport CImage
 from mpsx.includes.kernel cimport BinarySource, CBinaryKernel, CGradientKernel, CKernel, CUnaryKernel, Encoded
 from mpsx.includes.kernels.neuron cimport (
     CCNNNeuron, CCNNNeuronGradient, NeuronDescriptor as CNeuronDescriptor, NeuronType as CNeuronType)
-from mpsx.includes.state cimport CState
+from mpsx.includes.state cimport CGradientState, CState
 from mpsx.includes.types cimport EdgeMode, Offset as COffset, Region as CRegion, kMaxDimension, kRectNoClip
 from mpsx._runtime cimport (
     CommandBuffer, Communicator, Device, Image, ImageBatch, ImageDescriptor, State, float_argument, image_of, integer_argument, quoted, raise_uninitialized,

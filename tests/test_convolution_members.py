@@ -383,3 +383,19 @@ def test_weights_and_biases_state_at_offsets_of_one_buffer(device, rng):
     cb = device.command_queue.command_buffer()
     with pytest.raises(ValueError, match="the state was made for a filter of 72 weights and 4 biases"):
         other.reload_weights_and_biases(cb, state)
+
+
+def test_the_convolution_gradient_state_encodes_the_source_size(device, rng):
+    """MPSImageSizeEncodingState: the width and height of the source of the forward encode that filled it."""
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4, stride_in_pixels_x=2, stride_in_pixels_y=2)
+    conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(d, rng.standard_normal((4, 3, 3, 2)).astype(np.float32)))
+    source = mpsx.Image.from_numpy(device, rng.standard_normal((1, 2, 7, 5)).astype(np.float32))
+    state = conv.result_state(source)
+    assert isinstance(state, mpsx.ImageSizeEncodingState) and (state.source_width, state.source_height) == (0, 0)
+    cb = device.command_queue.command_buffer()
+    _, state = conv.encode(cb, source, destination_state=True)
+    cb.commit()
+    cb.wait_until_completed()
+    assert (state.source_width, state.source_height) == (5, 7)
+    with pytest.raises(TypeError):
+        mpsx.CNNConvolutionGradientState.__new__(mpsx.CNNConvolutionGradientState).source_width

@@ -139,7 +139,8 @@ TYPES = {
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
     "int": (
-        "amount resource_count predicate_offset biases_offset bucket_bytes channel result_feature_channels "
+        "amount source_width source_height resource_count predicate_offset biases_offset bucket_bytes channel "
+        "result_feature_channels "
         "result_height result_width "
         "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "

@@ -1,6 +1,7 @@
 # cdef extern declarations of native/include/mpsx/state.h
 from mpsx.includes.common cimport *
 from mpsx.includes.buffer cimport CBuffer
+from mpsx.includes.image cimport ImageDescriptor
 
 cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
     cdef cppclass CState "mpsx::State":
@@ -23,3 +24,4 @@ cdef extern from "mpsx/state.h" namespace "mpsx" nogil:
 
     cdef cppclass CGradientState "mpsx::GradientState"(CState):
         bool encoded
+        ImageDescriptor source_descriptor

@@ -24,9 +24,11 @@ from libcpp.string cimport string
 from mpsx._errors import DeviceMismatchError
 from mpsx._runtime import DataType
 
-__all__ += ["CNNConvolutionDescriptor", "CNNDepthWiseConvolutionDescriptor", "CNNConvolutionDataSource", "ConvolutionWeights",
-            "CNNConvolutionWeightsAndBiasesState", "CNNConvolutionGradientState", "CNNConvolutionGradientOption",
-            "NNConvolutionAccumulatorPrecisionOption", "CNNConvolutionWeightsLayout", "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected", "CNNFullyConnectedGradient"]
+__all__ += ["ImageSizeEncodingState", "CNNConvolutionDescriptor", "CNNDepthWiseConvolutionDescriptor",
+            "CNNConvolutionDataSource", "ConvolutionWeights", "CNNConvolutionWeightsAndBiasesState",
+            "CNNConvolutionGradientState", "CNNConvolutionGradientOption", "NNConvolutionAccumulatorPrecisionOption",
+            "CNNConvolutionWeightsLayout", "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected",
+            "CNNFullyConnectedGradient"]
 
 
 def _cpu_runs_float16_convolutions():
@@ -1140,7 +1142,34 @@ cdef class CNNConvolutionWeightsAndBiasesState(State):
                 None if biases is None else biases.to_numpy(copy=True)[self.biases_offset // 4:])
 
 
-cdef class CNNConvolutionGradientState(NNGradientState):
+class ImageSizeEncodingState:
+    """The base of the states that know the size of the source image of the encode that made them (a convolution's
+    gradient state, for a convolution transpose to undo it).
+
+    MPS: MPSImageSizeEncodingState
+    """
+    __slots__ = ()  # the state classes keep no __dict__
+
+    @property
+    def source_width(self):
+        """The width of the source image of the forward encode that filled the state; 0 before one did.
+
+        MPS: MPSImageSizeEncodingState.sourceWidth
+        """
+        cdef CGradientState* state = <CGradientState*>(<State?>self).native()
+        return state.source_descriptor.width if state.encoded else 0
+
+    @property
+    def source_height(self):
+        """The height of the source image of the forward encode that filled the state; 0 before one did.
+
+        MPS: MPSImageSizeEncodingState.sourceHeight
+        """
+        cdef CGradientState* state = <CGradientState*>(<State?>self).native()
+        return state.source_descriptor.height if state.encoded else 0
+
+
+cdef class CNNConvolutionGradientState(NNGradientState, ImageSizeEncodingState):
     """The state of a convolution's training forward encode, which its gradient fills with the gradients of the loss
     for the weights and biases, summed over the batch; ``synchronize(cb)`` before reading them on the host.
 
