@@ -31,7 +31,10 @@ __all__ = [
     "CNNBinaryKernel",
     "CNNGradientKernel",
     "NNGradientState",
+    "NNBinaryGradientState",
+    "NNMultiaryGradientState",
     "ImageEdgeMode",
+    "KernelOptions",
     "NNPaddingMethod",
     "NeuronType",
     "Offset",
@@ -294,8 +297,29 @@ class CNNKernel:
         source_states: _StateSource | None = None,
         destination_images: ImageBatch | None = None,
     ) -> StateBatch | None: ...
+    def encoding_storage_size(
+        self,
+        *source_images: Image,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> int: ...
+    def batch_encoding_storage_size(
+        self,
+        *source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> int: ...
+    def append_batch_barrier(self) -> bool: ...
     def copy(self, device: Device | None = None) -> Self: ...
     def gradient_kernels(self) -> list[CNNGradientKernel]: ...
+    @property
+    def is_backwards(self) -> bool: ...
+    @property
+    def is_state_modified(self) -> bool: ...
+    @property
+    def options(self) -> KernelOptions: ...
+    @options.setter
+    def options(self, value: KernelOptions | int) -> None: ...
     @property
     def device(self) -> Device: ...
     @property
@@ -528,13 +552,27 @@ class CNNGradientKernel(CNNBinaryKernel[NNGradientState]):
     kernel_offset_y: int
 
 @disjoint_base
-class NNGradientState(State):
+class _KernelState(State):
     @property
     def kernel(self) -> CNNKernel | None: ...
+
+class NNGradientState(_KernelState): ...
+
+class NNBinaryGradientState(_KernelState): ...
+
+class NNMultiaryGradientState(_KernelState): ...
 
 class ImageEdgeMode(enum.IntEnum):
     ZERO = 0
     CLAMP = 1
+
+class KernelOptions(enum.IntFlag):
+    NONE = 0
+    SKIP_API_VALIDATION = 1
+    ALLOW_REDUCED_PRECISION = 2
+    DISABLE_INTERNAL_TILING = 4
+    INSERT_DEBUG_GROUPS = 8
+    VERBOSE = 16
 
 class NNPaddingMethod(enum.IntFlag):
     ALIGN_CENTERED = 0
@@ -1175,6 +1213,14 @@ class NNLossGradientState(NNGradientState):
 
 @disjoint_base
 class CNNPooling(CNNUnaryKernel[NNGradientState]):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -1234,6 +1280,14 @@ class CNNDilatedPoolingMax(CNNPooling):
 
 @disjoint_base
 class CNNPoolingGradient(CNNGradientKernel):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -1838,7 +1892,7 @@ class NNCompare(CNNArithmetic):
     def comparison_type(self, value: NNComparisonType | int) -> None: ...
     threshold: float
 
-class CNNArithmeticGradientState(NNGradientState): ...
+class CNNArithmeticGradientState(NNBinaryGradientState): ...
 
 class CNNArithmeticGradient(CNNGradientKernel):
     @property
@@ -2036,7 +2090,8 @@ class CNNInstanceNormalizationGradient(CNNGradientKernel):
 
 class NNHandle:
     def __init__(self, label: str | None) -> None: ...
-    label: str
+    @property
+    def label(self) -> str: ...
 
 @disjoint_base
 class NNImageNode:
@@ -2119,6 +2174,8 @@ class NNGraph:
         result_images: Sequence[NNImageNode] | None = None,
         results_are_needed: Sequence[bool] | None = None,
     ) -> Self: ...
+    def read_count_for_source_image_at_index(self, index: int) -> int: ...
+    def read_count_for_source_state_at_index(self, index: int) -> int: ...
     def copy(self, device: Device | None = None) -> Self: ...
     def reload_from_data_sources(self) -> None: ...
     def execute_async(
