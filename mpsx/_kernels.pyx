@@ -443,7 +443,7 @@ cdef class CNNKernel:
             raise TypeError(f"options must be KernelOptions, given {type(value).__name__}")
         all_options = 0
         for flag in KernelOptions:
-            all_options |= flag
+            all_options |= int(flag)
         if value < 0 or value & ~all_options:
             raise ValueError(f"options must be KernelOptions bits (0 to {all_options}), given {value}")
         kernel.options = value

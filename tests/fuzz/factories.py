@@ -756,6 +756,10 @@ FACTORIES.update({
     "CNNBinaryKernel": FACTORIES["CNNAdd"],
     "CNNArithmetic": FACTORIES["CNNMultiply"],
     "CNNArithmeticGradient": FACTORIES["CNNMultiplyGradient"],
+    "NNBinaryGradientState": FACTORIES["CNNArithmeticGradientState"],
+    # No mpsx kernel makes one (mpsx has no MPSCNNMultiaryKernel): the fuzzer drives the members of one made
+    # without __init__, which raise TypeError.
+    "NNMultiaryGradientState": ["obj = mpsx.NNMultiaryGradientState.__new__(mpsx.NNMultiaryGradientState)\n"],
 })
 
 
