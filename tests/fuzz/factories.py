@@ -889,6 +889,7 @@ labels = np.zeros((2, 3, 1, 1), np.float32)
 labels[:, 0] = 1
 source_images = [mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 2, 6, 6)).astype(np.float32))]
 source_states = [mpsx.CNNLossLabels(dev, labels)]
+index = 0
 obj = mpsx.NNGraph(dev, result_image, result_image_is_needed)
 """
 
