@@ -2579,10 +2579,12 @@ class CNNLossNode(NNFilterNode):
 class NNForwardLossNode(NNFilterNode):
     def __init__(
         self,
-        source: NNImageNode,
-        labels: NNImageNode,
+        source: NNImageNode | None = None,
+        labels: NNImageNode | None = None,
         weights: NNImageNode | None = None,
         loss_descriptor: CNNLossDescriptor | None = None,
+        *,
+        sources: Sequence[NNImageNode] | None = None,
     ) -> None: ...
     @classmethod
     def node_with_source(
@@ -2617,13 +2619,15 @@ class NNForwardLossNode(NNFilterNode):
 class NNLossGradientNode(NNGradientFilterNode):
     def __init__(
         self,
-        source_gradient: NNImageNode,
-        source_image: NNImageNode,
-        labels: NNImageNode,
+        source_gradient: NNImageNode | None = None,
+        source_image: NNImageNode | None = None,
+        labels: NNImageNode | None = None,
         weights: NNImageNode | None = None,
         gradient_state: NNStateNode | None = None,
         loss_descriptor: CNNLossDescriptor | None = None,
         is_labels_gradient_filter: bool = False,
+        *,
+        sources: Sequence[NNImageNode] | None = None,
     ) -> None: ...
     @classmethod
     def node_with_source_gradient(
@@ -2683,6 +2687,7 @@ class NNBinaryArithmeticNode(NNFilterNode):
     def node_with_left_source(cls, left_source: NNImageNode, right_source: NNImageNode) -> Self: ...
     @classmethod
     def node_with_sources(cls, sources: Sequence[NNImageNode]) -> Self: ...
+    def gradient_class(self) -> type[NNArithmeticGradientNode] | None: ...
     @property
     def binary_gradient_state(self) -> NNBinaryGradientStateNode | None: ...
     primary_scale: float
@@ -2714,10 +2719,13 @@ class NNComparisonNode(NNBinaryArithmeticNode):
 class NNArithmeticGradientNode(NNGradientFilterNode):
     def __init__(
         self,
-        source_gradient: NNImageNode,
-        source_image: NNImageNode,
-        gradient_state: NNStateNode,
-        is_secondary_source_filter: bool,
+        source_gradient: NNImageNode | None = None,
+        source_image: NNImageNode | None = None,
+        gradient_state: NNStateNode | None = None,
+        is_secondary_source_filter: bool = False,
+        *,
+        gradient_images: Sequence[NNImageNode] | None = None,
+        forward_filter: NNBinaryArithmeticNode | None = None,
     ) -> None: ...
     @classmethod
     def node_with_source_gradient(

@@ -353,3 +353,77 @@ def test_handle_label_is_read_only_and_saved(device, tmp_path):
     loaded = mpsx.load(tmp_path / "g.mpsx")
     assert loaded.source_image_handles == [mpsx.NNHandle("3")]
     assert pickle.loads(pickle.dumps(handle)).label == "3"
+
+
+def test_loss_nodes_made_from_sources(device, rng):
+    """initWithSources:lossDescriptor: and initWithSources:gradientState:lossDescriptor:isLabelsGradientFilter:: the
+    sources in the order of the separate arguments, the weights optional; the graph computes the same loss."""
+    d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM)
+    x, t, w, g = (mpsx.NNImageNode(mpsx.NNHandle(n)) for n in "xtwg")
+    loss = mpsx.NNForwardLossNode(sources=[x, t, w], loss_descriptor=d)
+    assert loss.source_images == [x, t, w] and loss.loss_descriptor == d
+    assert mpsx.NNForwardLossNode(sources=(x, t), loss_descriptor=d).source_images == [x, t]
+    gradient = mpsx.NNLossGradientNode(sources=[g, x, t, w], gradient_state=loss.result_state, loss_descriptor=d,
+                                       is_labels_gradient_filter=True)
+    assert gradient.source_images == [g, x, t, w] and gradient.is_labels_gradient_filter
+    assert gradient.source_states == [loss.result_state]
+    assert mpsx.NNLossGradientNode(sources=[g, x, t], loss_descriptor=d).source_images == [g, x, t]
+    data = {n: rng.standard_normal((1, 3, 2, 2)).astype(np.float32) for n in "xtw"}
+
+    def computed(node):
+        graph = mpsx.NNGraph(device, node.result_image, format=mpsx.DataType.FLOAT32)
+        node.result_image.synchronize_resource = True
+        images = [mpsx.Image.from_numpy(device, data[h.label]) for h in graph.source_image_handles]
+        return read(device, lambda cb: graph.encode(cb, images))
+
+    np.testing.assert_array_equal(computed(loss), computed(mpsx.NNForwardLossNode(x, t, w, d)))
+
+
+def test_loss_nodes_refuse_bad_sources(device):
+    d = mpsx.CNNLossDescriptor(mpsx.CNNLossType.MEAN_SQUARED_ERROR, mpsx.CNNReductionType.SUM)
+    x, t = mpsx.NNImageNode(), mpsx.NNImageNode()
+    with pytest.raises(TypeError, match="NNForwardLossNode: give source, labels \\(and weights\\) or sources, not "
+                                        "both"):
+        mpsx.NNForwardLossNode(x, sources=[x, t], loss_descriptor=d)
+    with pytest.raises(ValueError, match="NNForwardLossNode: expected 2 or 3 sources .* given 4"):
+        mpsx.NNForwardLossNode(sources=[x, t, t, t], loss_descriptor=d)
+    with pytest.raises(TypeError, match="sources must be a list of NNImageNodes, given NNImageNode"):
+        mpsx.NNForwardLossNode(sources=x, loss_descriptor=d)
+    with pytest.raises(TypeError, match="labels: expected an NNImageNode, given int"):
+        mpsx.NNForwardLossNode(sources=[x, 3], loss_descriptor=d)
+    with pytest.raises(TypeError, match="NNLossGradientNode: give source_gradient, source_image, labels"):
+        mpsx.NNLossGradientNode(x, sources=[x, x, t], loss_descriptor=d)
+    with pytest.raises(ValueError, match="NNLossGradientNode: expected 3 or 4 sources .* given 2"):
+        mpsx.NNLossGradientNode(sources=[x, t], loss_descriptor=d)
+
+
+def test_arithmetic_gradient_nodes_from_the_forward_filter(device):
+    """initWithGradientImages:forwardFilter:isSecondarySourceFilter: makes the node that the forward node's gradient
+    filters are; gradientClass is their class."""
+    left, right, g = mpsx.NNImageNode(), mpsx.NNImageNode(), mpsx.NNImageNode()
+    for forward_cls, gradient_cls in ((mpsx.NNAdditionNode, mpsx.NNAdditionGradientNode),
+                                      (mpsx.NNSubtractionNode, mpsx.NNSubtractionGradientNode),
+                                      (mpsx.NNMultiplicationNode, mpsx.NNMultiplicationGradientNode)):
+        node = forward_cls(left, right)
+        assert node.gradient_class() is gradient_cls
+        expected = node.gradient_filters_with_sources([g])
+        for secondary in (False, True):
+            made = gradient_cls(gradient_images=[g], forward_filter=node, is_secondary_source_filter=secondary)
+            assert type(made) is gradient_cls and made.is_secondary_source_filter is secondary
+            assert made.source_images == expected[secondary].source_images
+            assert made.source_states == [node.result_state]
+    for forward_cls in (mpsx.NNDivisionNode, mpsx.NNComparisonNode):
+        assert forward_cls(left, right).gradient_class() is None
+    node = mpsx.NNAdditionNode(left, right)
+    with pytest.raises(TypeError, match="NNSubtractionGradientNode: forward_filter is a NNAdditionNode"):
+        mpsx.NNSubtractionGradientNode(gradient_images=[g], forward_filter=node)
+    with pytest.raises(TypeError, match="gradient_images and forward_filter go together"):
+        mpsx.NNAdditionGradientNode(gradient_images=[g])
+    with pytest.raises(TypeError, match="not both"):
+        mpsx.NNAdditionGradientNode(g, gradient_images=[g], forward_filter=node)
+    with pytest.raises(TypeError, match="forward_filter: expected an arithmetic node, given NNImageNode"):
+        mpsx.NNAdditionGradientNode(gradient_images=[g], forward_filter=g)
+    with pytest.raises(TypeError, match="gradient_state: expected an NNBinaryGradientStateNode, given NoneType"):
+        mpsx.NNAdditionGradientNode(g, left)
+    with pytest.raises(TypeError, match="NNArithmeticGradientNode is abstract"):
+        mpsx.NNArithmeticGradientNode(gradient_images=[g], forward_filter=node)

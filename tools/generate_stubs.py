@@ -194,6 +194,7 @@ RETURNS = {
     "Image": "encode labels_image loss_image",
     "Image | None": "execute_async weights_image",
     "ImageBatch": "encode_batch",
+    "type[NNArithmeticGradientNode] | None": "gradient_class",
     "ImageDescriptor": "destination_image_descriptor destination_image_descriptor_for_source_images",
     "NNPaddingMethod": "padding_method",
     "NNPadding | None": "inverse",
