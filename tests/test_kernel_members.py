@@ -277,40 +277,48 @@ def test_the_pooling_base_initializers_are_abstract(device):
     assert_uninitialized_raise(mpsx.CNNPoolingGradient, ("kernel_width", "source_size"))
 
 
-def graph_of(device, x, make):
-    """A float32 graph of the result node make(x) returns, and its filters' source images."""
-    node = make(x)
+def graph_of(device, node):
+    """A float32 graph of the filter node `node`'s result, and the source images of the filters it needs (through
+    their images and states)."""
     graph = mpsx.NNGraph(device, node.result_image, format=mpsx.DataType.FLOAT32)
     filters, todo = [], [node]
     while todo:
         f = todo.pop()
+        if any(f is seen for seen in filters):
+            continue
         filters.append(f)
-        todo.extend(s.producer for s in f.source_images if s.producer is not None and s.producer not in filters)
+        todo.extend(s.producer for s in f.source_images + f.source_states if s.producer is not None)
     return graph, [s for f in filters for s in f.source_images]
 
 
+SHAPES = {"x": (1, 2, 4, 4), "g": (1, 2, 2, 2)}
+
+
 @pytest.mark.parametrize("make", [
-    lambda x: mpsx.NNAdditionNode(mpsx.CNNNeuronReLUNode(x).result_image, x),
-    lambda x: mpsx.NNAdditionNode(x, x),
-    lambda x: mpsx.CNNNeuronReLUNode(mpsx.CNNPoolingMaxNode(x, 2, 2).result_image),
-], ids=["two filters", "one filter twice", "once"])
+    lambda x, g: mpsx.NNAdditionNode(mpsx.CNNNeuronReLUNode(x).result_image, x),
+    lambda x, g: mpsx.NNAdditionNode(x, x),
+    lambda x, g: mpsx.CNNNeuronReLUNode(mpsx.CNNPoolingMaxNode(x, 2, 2).result_image),
+    lambda x, g: mpsx.CNNPoolingMaxNode(x, 2, 2).gradient_filter_with_source(g),
+], ids=["two filters", "one filter twice", "once", "forward and gradient"])
 def test_read_count_for_source_image_counts_the_graph_reads(device, rng, make):
     """"The read count of the image(s) at the index will be reduced by the value returned when the graph is
-    finished encoding": counted here from the nodes, and seen on a temporary source image, which the encode reads
+    finished encoding": counted here from the nodes, and seen on temporary source images, which the encode reads
     down to exactly 0."""
-    x = mpsx.NNImageNode(mpsx.NNHandle("x"))
-    graph, reads = graph_of(device, x, make)
-    expected = sum(1 for s in reads if s.handle == mpsx.NNHandle("x"))
-    assert expected
-    assert graph.read_count_for_source_image_at_index(0) == expected
-    data = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    x, g = mpsx.NNImageNode(mpsx.NNHandle("x")), mpsx.NNImageNode(mpsx.NNHandle("g"))
+    graph, reads = graph_of(device, make(x, g))
     cb = device.command_queue.command_buffer()
-    temporary = mpsx.TemporaryImage(cb, mpsx.ImageDescriptor(width=4, height=4, feature_channels=2))
-    temporary.read_count = expected
-    mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 0.0)).encode(
-        cb, mpsx.Image.from_numpy(device, data), temporary)
-    graph.encode(cb, [temporary])
-    assert temporary.read_count == 0
+    temporaries = []
+    for i, handle in enumerate(graph.source_image_handles):
+        expected = sum(1 for s in reads if s.handle == handle)
+        assert expected and graph.read_count_for_source_image_at_index(i) == expected
+        n, c, h, w = SHAPES[handle.label]
+        temporary = mpsx.TemporaryImage(cb, mpsx.ImageDescriptor(width=w, height=h, feature_channels=c))
+        temporary.read_count = expected
+        mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 0.0)).encode(
+            cb, mpsx.Image.from_numpy(device, rng.standard_normal((n, c, h, w)).astype(np.float32)), temporary)
+        temporaries.append(temporary)
+    graph.encode(cb, temporaries)
+    assert [t.read_count for t in temporaries] == [0] * len(temporaries)
     cb.commit()
     cb.wait_until_completed()
     assert cb.status == "completed", cb.error
