@@ -93,7 +93,8 @@ def test_a_state_modifying_gradient_writes_its_state_and_a_reader_leaves_it(devi
     w = torch.tensor(source.weights(), requires_grad=True)  # O, H, W, I
     y = torch.nn.functional.conv2d(torch.tensor(x), w.permute(0, 3, 1, 2), padding=1)
     y.backward(torch.tensor(dy))
-    np.testing.assert_allclose(state.gradient_for_weights.to_numpy().reshape(w.shape), w.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(state.gradient_for_weights.to_numpy().reshape(w.shape), w.grad.numpy(),
+                               rtol=1e-4, atol=1e-4)
 
     pooling, pooling_gradient = mpsx.CNNPoolingMax(device, 2, 2), mpsx.CNNPoolingMaxGradient(device, 2, 2)
     assert not pooling_gradient.is_state_modified
