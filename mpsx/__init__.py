@@ -30,6 +30,7 @@ from mpsx._runtime import (  # noqa: E402
     DataType,
     Device,
     Image,
+    ImageAllocator,
     ImageBatch,
     ImageDescriptor,
     Predicate,

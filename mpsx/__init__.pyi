@@ -23,6 +23,7 @@ from mpsx._runtime import (
     DataType as DataType,
     Device as Device,
     Image as Image,
+    ImageAllocator as ImageAllocator,
     ImageBatch as ImageBatch,
     ImageDescriptor as ImageDescriptor,
     Predicate as Predicate,

@@ -18,6 +18,7 @@ from mpsx._runtime import (
     DataType,
     Device,
     Image,
+    ImageAllocator,
     ImageBatch,
     ImageDescriptor,
     State,
@@ -122,6 +123,11 @@ __all__ = [
     "CNNUpsamplingBilinearGradient",
     "NNGramMatrixCalculation",
     "NNGramMatrixCalculationGradient",
+    "ImageCoordinate",
+    "NNPad",
+    "NNPadGradient",
+    "NNReshape",
+    "NNReshapeGradient",
     "NNComparisonType",
     "CNNArithmetic",
     "CNNAdd",
@@ -150,6 +156,7 @@ __all__ = [
     "CNNInstanceNormalizationGradientState",
     "CNNInstanceNormalization",
     "CNNInstanceNormalizationGradient",
+    "NNInitialGradient",
     "NNHandle",
     "NNImageNode",
     "NNStateNode",
@@ -160,6 +167,8 @@ __all__ = [
     "NNGradientFilterNode",
     "NNGraph",
     "NNTrainingStyle",
+    "NNTrainableNode",
+    "CNNNormalizationNode",
     "CNNNeuronNode",
     "CNNNeuronGradientNode",
     "CNNNeuronAbsoluteNode",
@@ -219,6 +228,10 @@ __all__ = [
     "NNGramMatrixCalculationNode",
     "NNGramMatrixCalculationGradientNode",
     "NNGramMatrixCallback",
+    "NNPadNode",
+    "NNPadGradientNode",
+    "NNReshapeNode",
+    "NNReshapeGradientNode",
     "CNNCrossChannelNormalizationNode",
     "CNNCrossChannelNormalizationGradientNode",
     "CNNSpatialNormalizationNode",
@@ -238,6 +251,10 @@ __all__ = [
     "CNNConvolutionTransposeGradientNode",
     "CNNConvolutionTransposeGradientStateNode",
     "NNInitialGradientNode",
+    "NNUnaryReductionNode",
+    "NNReductionSpatialMeanNode",
+    "NNReductionFeatureChannelsSumNode",
+    "NNReductionSpatialMeanGradientNode",
 ]
 
 # What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
@@ -334,6 +351,10 @@ class CNNKernel:
     def edge_mode(self) -> ImageEdgeMode: ...
     @edge_mode.setter
     def edge_mode(self, value: ImageEdgeMode | int) -> None: ...
+    @property
+    def destination_image_allocator(self) -> ImageAllocator: ...
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value: ImageAllocator | None) -> None: ...
     @property
     def padding(self) -> NNPaddingMethod | NNPadding: ...
     @padding.setter
@@ -565,6 +586,9 @@ class NNMultiaryGradientState(_KernelState): ...
 class ImageEdgeMode(enum.IntEnum):
     ZERO = 0
     CLAMP = 1
+    MIRROR = 2
+    MIRROR_WITH_EDGE = 3
+    CONSTANT = 4
 
 class KernelOptions(enum.IntFlag):
     NONE = 0
@@ -1855,6 +1879,116 @@ class NNGramMatrixCalculationGradient(CNNGradientKernel):
     def __init__(self, device: Device, alpha: float = 1.0) -> None: ...
     alpha: float
 
+class ImageCoordinate(NamedTuple):
+    x: int = 0
+    y: int = 0
+    channel: int = 0
+
+class NNPad(CNNUnaryKernel[NNGradientState]):
+    def __init__(
+        self,
+        device: Device,
+        padding_size_before: ImageCoordinate | tuple[int, int, int] = (0, 0, 0),
+        padding_size_after: ImageCoordinate | tuple[int, int, int] = (0, 0, 0),
+        fill_value_array: npt.ArrayLike | None = None,
+    ) -> None: ...
+    padding_size_before: ImageCoordinate
+    padding_size_after: ImageCoordinate
+    fill_value: float
+    @property
+    def fill_value_array(self) -> npt.NDArray[np.float32] | None: ...
+
+class NNPadGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
+class NNReshape(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device) -> None: ...
+    @overload  # type: ignore[override]
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | ImageBatch | None = None,
+        destination_state: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> Image: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | ImageBatch | None = None,
+        *,
+        destination_state: Literal[True] | NNGradientState,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[Image, NNGradientState]: ...
+    @overload
+    def encode(
+        self,
+        command_buffer: CommandBuffer,
+        source_image: Image,
+        destination_image: Image | ImageBatch | None,
+        destination_state: Literal[True] | NNGradientState,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[Image, NNGradientState]: ...
+    @overload  # type: ignore[override]
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        destination_states: Literal[False] | None = False,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> ImageBatch: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None = None,
+        *,
+        destination_states: Literal[True] | NNGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    @overload
+    def encode_batch(
+        self,
+        command_buffer: CommandBuffer,
+        source_images: _ImageSource,
+        destination_images: ImageBatch | None,
+        destination_states: Literal[True] | NNGradientState | StateBatch,
+        destination_state_is_temporary: bool = False,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> tuple[ImageBatch, StateBatch]: ...
+    def destination_image_descriptor(  # type: ignore[override]
+        self,
+        source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        reshaped_width: int | None = None,
+        reshaped_height: int | None = None,
+        reshaped_feature_channels: int | None = None,
+    ) -> ImageDescriptor: ...
+
+class NNReshapeGradient(CNNGradientKernel):
+    def __init__(self, device: Device) -> None: ...
+
 class NNComparisonType(enum.IntEnum):
     EQUAL = 0
     NOT_EQUAL = 1
@@ -2088,6 +2222,9 @@ class CNNInstanceNormalization(_NormalizationKernel[CNNInstanceNormalizationGrad
 class CNNInstanceNormalizationGradient(CNNGradientKernel):
     def __init__(self, device: Device) -> None: ...
 
+class NNInitialGradient(CNNUnaryKernel[NNGradientState]):
+    def __init__(self, device: Device) -> None: ...
+
 class NNHandle:
     def __init__(self, label: str | None) -> None: ...
     @property
@@ -2105,6 +2242,10 @@ class NNImageNode:
     synchronize_resource: bool
     stop_gradient: bool
     format: DataType | None
+    @property
+    def image_allocator(self) -> ImageAllocator: ...
+    @image_allocator.setter
+    def image_allocator(self, value: ImageAllocator | None) -> None: ...
     @property
     def producer(self) -> NNFilterNode | None: ...
 
@@ -2296,6 +2437,10 @@ class NNGraph:
     @property
     def number_of_fused_filters(self) -> int: ...
     output_state_is_temporary: bool
+    @property
+    def destination_image_allocator(self) -> ImageAllocator: ...
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value: ImageAllocator | None) -> None: ...
     format: DataType
     data_parallel: Communicator | None
 
@@ -2303,6 +2448,20 @@ class NNTrainingStyle(enum.IntEnum):
     NONE = 0
     CPU = 1
     GPU = 2
+
+class NNTrainableNode:
+    @property
+    def training_style(self) -> NNTrainingStyle: ...
+    @training_style.setter
+    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+
+class CNNNormalizationNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+    alpha: float
+    beta: Buffer
+    delta: float
 
 class CNNNeuronNode(NNFilterNode):
     def __init__(self, source: NNImageNode, descriptor: NNNeuronDescriptor) -> None: ...
@@ -2525,16 +2684,12 @@ class CNNDilatedPoolingMaxGradientNode(CNNPoolingGradientNode):
     @property
     def dilation_rate_y(self) -> int: ...
 
-class CNNConvolutionNode(NNFilterNode):
+class CNNConvolutionNode(NNFilterNode, NNTrainableNode):
     def __init__(self, source: NNImageNode, weights: _ConvolutionDataSource) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode, weights: _ConvolutionDataSource) -> Self: ...
     @property
     def weights(self) -> _ConvolutionDataSource: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
     @property
     def convolution_gradient_state(self) -> CNNConvolutionGradientStateNode: ...
     @property
@@ -2546,7 +2701,7 @@ class CNNConvolutionNode(NNFilterNode):
 
 class CNNFullyConnectedNode(CNNConvolutionNode): ...
 
-class CNNConvolutionGradientNode(NNGradientFilterNode):
+class CNNConvolutionGradientNode(NNGradientFilterNode, NNTrainableNode):
     def __init__(
         self,
         source_gradient: NNImageNode,
@@ -2562,10 +2717,6 @@ class CNNConvolutionGradientNode(NNGradientFilterNode):
         convolution_gradient_state: NNStateNode | None,
         weights: _ConvolutionDataSource,
     ) -> Self: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
 class CNNFullyConnectedGradientNode(CNNConvolutionGradientNode): ...
 
@@ -2933,14 +3084,68 @@ class NNGramMatrixCalculationGradientNode(NNGradientFilterNode):
 class NNGramMatrixCallback:
     def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
 
-class CNNCrossChannelNormalizationNode(NNFilterNode):
+class NNPadNode(NNFilterNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        padding_size_before: ImageCoordinate | tuple[int, int, int],
+        padding_size_after: ImageCoordinate | tuple[int, int, int],
+        edge_mode: ImageEdgeMode | int,
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls,
+        source: NNImageNode,
+        padding_size_before: ImageCoordinate,
+        padding_size_after: ImageCoordinate,
+        edge_mode: ImageEdgeMode | int,
+    ) -> Self: ...
+    @property
+    def padding_size_before(self) -> ImageCoordinate: ...
+    @property
+    def padding_size_after(self) -> ImageCoordinate: ...
+    @property
+    def edge_mode(self) -> ImageEdgeMode: ...
+    fill_value: float
+
+class NNPadGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
+
+class NNReshapeNode(NNFilterNode):
+    def __init__(
+        self, source: NNImageNode, result_width: int, result_height: int, result_feature_channels: int
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls, source: NNImageNode, result_width: int, result_height: int, result_feature_channels: int
+    ) -> Self: ...
+    @property
+    def result_width(self) -> int: ...
+    @property
+    def result_height(self) -> int: ...
+    @property
+    def result_feature_channels(self) -> int: ...
+
+class NNReshapeGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...
+
+class CNNCrossChannelNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
     @classmethod
-    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...  # type: ignore[override]
     kernel_size_in_feature_channels: int
-    alpha: float
-    beta: Buffer
-    delta: float
 
 class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
     def __init__(
@@ -2959,15 +3164,12 @@ class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):
     @property
     def delta(self) -> float: ...
 
-class CNNSpatialNormalizationNode(NNFilterNode):
+class CNNSpatialNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
     @classmethod
-    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...  # type: ignore[override]
     kernel_width: int
     kernel_height: int
-    alpha: float
-    beta: Buffer
-    delta: float
 
 class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
     def __init__(
@@ -2983,15 +3185,12 @@ class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):
     beta: Buffer
     delta: float
 
-class CNNLocalContrastNormalizationNode(NNFilterNode):
+class CNNLocalContrastNormalizationNode(CNNNormalizationNode):
     def __init__(self, source: NNImageNode, kernel_size: int) -> None: ...
     @classmethod
-    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...
+    def node_with_source(cls, source: NNImageNode, kernel_size: int) -> Self: ...  # type: ignore[override]
     kernel_width: int
     kernel_height: int
-    alpha: float
-    beta: Buffer
-    delta: float
     p0: float
     pm: float
     ps: float
@@ -3031,7 +3230,7 @@ class CNNBatchNormalizationFlags(enum.IntEnum):
     CALCULATE_STATISTICS_ALWAYS = 1
     CALCULATE_STATISTICS_NEVER = 2
 
-class CNNBatchNormalizationNode(NNFilterNode):
+class CNNBatchNormalizationNode(NNFilterNode, NNTrainableNode):
     def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
@@ -3041,12 +3240,8 @@ class CNNBatchNormalizationNode(NNFilterNode):
     def flags(self) -> CNNBatchNormalizationFlags: ...
     @flags.setter
     def flags(self, value: CNNBatchNormalizationFlags | int) -> None: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
-class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
+class CNNBatchNormalizationGradientNode(NNGradientFilterNode, NNTrainableNode):
     def __init__(
         self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> None: ...
@@ -3054,29 +3249,17 @@ class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
     def node_with_source_gradient(
         cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> Self: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
-class _NormalizationNode(NNFilterNode):
+class _NormalizationNode(NNFilterNode, NNTrainableNode):
     @property
     def data_source(self) -> Any: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
 class CNNGroupNormalizationNode(_NormalizationNode):
     def __init__(self, source: NNImageNode, data_source: Any) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode, data_source: Any) -> Self: ...
 
-class _NormalizationGradientNode(NNGradientFilterNode):
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
+class _NormalizationGradientNode(NNGradientFilterNode, NNTrainableNode): ...
 
 class CNNGroupNormalizationGradientNode(_NormalizationGradientNode):
     def __init__(
@@ -3119,7 +3302,7 @@ class NNConcatenationGradientNode(NNGradientFilterNode):
     @property
     def source_index(self) -> int: ...
 
-class CNNConvolutionTransposeNode(NNFilterNode):
+class CNNConvolutionTransposeNode(NNFilterNode, NNTrainableNode):
     def __init__(
         self, source: NNImageNode, convolution_gradient_state: NNStateNode | None, weights: _ConvolutionDataSource
     ) -> None: ...
@@ -3130,17 +3313,13 @@ class CNNConvolutionTransposeNode(NNFilterNode):
     @property
     def weights(self) -> _ConvolutionDataSource: ...
     @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
-    @property
     def accumulator_precision(self) -> NNConvolutionAccumulatorPrecisionOption: ...
     @accumulator_precision.setter
     def accumulator_precision(
         self, value: NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]
     ) -> None: ...
 
-class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
+class CNNConvolutionTransposeGradientNode(NNGradientFilterNode, NNTrainableNode):
     def __init__(
         self,
         source_gradient: NNImageNode,
@@ -3156,10 +3335,6 @@ class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
         convolution_transpose_gradient_state: NNStateNode,
         weights: _ConvolutionDataSource,
     ) -> Self: ...
-    @property
-    def training_style(self) -> NNTrainingStyle: ...
-    @training_style.setter
-    def training_style(self, value: NNTrainingStyle | int | Literal["none", "cpu", "gpu"]) -> None: ...
 
 class CNNConvolutionTransposeGradientStateNode(CNNConvolutionGradientStateNode): ...
 
@@ -3167,3 +3342,26 @@ class NNInitialGradientNode(NNFilterNode):
     def __init__(self, source: NNImageNode) -> None: ...
     @classmethod
     def node_with_source(cls, source: NNImageNode) -> Self: ...
+
+class NNUnaryReductionNode(NNFilterNode):
+    def __init__(self, source: NNImageNode) -> None: ...
+    @classmethod
+    def node_with_source(cls, source: NNImageNode) -> Self: ...
+    @property
+    def clip_rect_source(self) -> Region | None: ...
+    @clip_rect_source.setter
+    def clip_rect_source(self, value: tuple[int, int, int, int, int, int] | None) -> None: ...
+
+class NNReductionSpatialMeanNode(NNUnaryReductionNode): ...
+
+class NNReductionFeatureChannelsSumNode(NNUnaryReductionNode):
+    weight: float
+
+class NNReductionSpatialMeanGradientNode(NNGradientFilterNode):
+    def __init__(
+        self, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> None: ...
+    @classmethod
+    def node_with_source_gradient(
+        cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
+    ) -> Self: ...

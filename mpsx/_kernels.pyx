@@ -72,12 +72,17 @@ for _field, _doc in ((Offset.x, "The offset in x.\n\nMPS: MPSOffset.x"),
 
 
 class ImageEdgeMode(enum.IntEnum):
-    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel.
+    """What reads past the edge of a source image return: ZERO gives 0, CLAMP the nearest edge pixel. NNPad alone
+    (other kernels raise ValueError) also takes MIRROR (mirrored about the edge pixel, which is not repeated),
+    MIRROR_WITH_EDGE (mirrored about the image border, the edge pixel repeated) and CONSTANT (its fill value).
 
     MPS: MPSImageEdgeMode
     """
     ZERO = 0
     CLAMP = 1
+    MIRROR = 2
+    MIRROR_WITH_EDGE = 3
+    CONSTANT = 4
 
 
 class KernelOptions(enum.IntFlag):
@@ -141,6 +146,16 @@ class NeuronType(enum.IntEnum):
     EXPONENTIAL = 13
     LOGARITHM = 14
     GELU = 15
+
+
+cdef object _edge_mode_argument(object value, bint extended, const char* kernel, str name):
+    """An ImageEdgeMode a kernel takes: ValueError for MIRROR, MIRROR_WITH_EDGE and CONSTANT unless ``extended``
+    (MPSCoreTypes.h: "The only filter that currently supports this mode is MPSNNPad")."""
+    mode = ImageEdgeMode(value)
+    if mode > ImageEdgeMode.CLAMP and not extended:
+        raise ValueError(f"{kernel.decode()}: {name} must be ZERO or CLAMP, given {mode.name}; MIRROR, "
+                         f"MIRROR_WITH_EDGE and CONSTANT are NNPad's alone")
+    return mode
 
 
 cdef COffset _offset_argument(object value, str name) except *:
@@ -286,6 +301,31 @@ cdef class NNMultiaryGradientState(_KernelState):
 
     MPS: MPSNNMultiaryGradientState
     """
+
+
+cdef object _region_object(const CRegion& r):
+    # A Region, or None for MPSRectNoClip.
+    if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
+            and r.x == 0 and r.y == 0 and r.z == 0:
+        return None
+    return Region(r.x, r.y, r.z, r.width, r.height, r.depth)
+
+
+cdef CRegion _region_argument(object value, str name) except *:
+    # (x, y, z, width, height, depth) of ints, or None for MPSRectNoClip.
+    if value is None:
+        return kRectNoClip
+    r = Region(*value) if len(value) == 6 else None
+    if r is None:
+        raise ValueError(f"{name} is (x, y, z, width, height, depth) or None")
+    cdef CRegion region
+    region.x = integer_argument(r.x, name + ".x")
+    region.y = integer_argument(r.y, name + ".y")
+    region.z = integer_argument(r.z, name + ".z")
+    region.width = integer_argument(r.width, name + ".width")
+    region.height = integer_argument(r.height, name + ".height")
+    region.depth = integer_argument(r.depth, name + ".depth")
+    return region
 
 
 cdef class CNNKernel:
@@ -477,28 +517,11 @@ cdef class CNNKernel:
 
         MPS: MPSCNNKernel.clipRect, MPSCNNBinaryKernel.clipRect
         """
-        r = self.native().clip_rect
-        if r.width == kRectNoClip.width and r.height == kRectNoClip.height and r.depth == kRectNoClip.depth \
-                and r.x == 0 and r.y == 0 and r.z == 0:
-            return None
-        return Region(r.x, r.y, r.z, r.width, r.height, r.depth)
+        return _region_object(self.native().clip_rect)
 
     @clip_rect.setter
     def clip_rect(self, value):
-        if value is None:
-            self.native().clip_rect = kRectNoClip
-            return
-        r = Region(*value) if len(value) == 6 else None
-        if r is None:
-            raise ValueError("clip_rect is (x, y, z, width, height, depth) or None")
-        cdef CRegion region
-        region.x = integer_argument(r.x, "clip_rect.x")
-        region.y = integer_argument(r.y, "clip_rect.y")
-        region.z = integer_argument(r.z, "clip_rect.z")
-        region.width = integer_argument(r.width, "clip_rect.width")
-        region.height = integer_argument(r.height, "clip_rect.height")
-        region.depth = integer_argument(r.depth, "clip_rect.depth")
-        self.native().clip_rect = region
+        self.native().clip_rect = _region_argument(value, "clip_rect")
 
     @property
     def edge_mode(self):
@@ -510,7 +533,22 @@ cdef class CNNKernel:
 
     @edge_mode.setter
     def edge_mode(self, value):
-        self.native().edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+        self.native().edge_mode = <EdgeMode><int>_edge_mode_argument(value, self.native().extended_edge_modes(),
+                                                                     self.native().class_name(), "edge_mode")
+
+    @property
+    def destination_image_allocator(self):
+        """What makes the destination of an encode that returns an image: ``Image.default_allocator()`` unless set
+        (MPS's default is TemporaryImage's: mpsx's results are images the host may read, usable wherever a temporary
+        one is), or an ImageAllocator of your own. None sets the default again.
+
+        MPS: MPSCNNKernel.destinationImageAllocator, MPSCNNBinaryKernel.destinationImageAllocator
+        """
+        return image_allocator_value(self.native().destination_image_allocator, False)
+
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value):
+        set_image_allocator(&self.native().destination_image_allocator, value, "destination_image_allocator")
 
     @property
     def padding(self):
@@ -642,8 +680,7 @@ cdef class CNNKernel:
 cdef object _encoded(CNNKernel kernel, CommandBuffer command_buffer, Encoded& r, bint want, bint temporary):
     """What encode returns: the destination image, with the state made where ``want`` (temporary for
     ``command_buffer`` where ``temporary``)."""
-    cdef Image out = Image.__new__(Image)
-    out.c = r.image
+    out = wrap_image(r.image)
     if not _returns_state(command_buffer, r.state.get(), want, temporary):
         return out
     return out, kernel._wrap_state(r.state)
@@ -785,7 +822,8 @@ cdef object _edge_mode(CNNBinaryKernel kernel, bint secondary):
 
 
 cdef int _set_edge_mode(CNNBinaryKernel kernel, bint secondary, value, str name) except -1:
-    kernel.source(secondary).edge_mode = <EdgeMode><int>ImageEdgeMode(value)
+    kernel.source(secondary).edge_mode = <EdgeMode><int>_edge_mode_argument(value, False, kernel.native().class_name(),
+                                                                            name)
 
 
 cdef object _stride_x(CNNBinaryKernel kernel, bint secondary):
@@ -1127,6 +1165,7 @@ cdef object _wrap_gradient_kernel(const shared_ptr[CGradientKernel]& made, CNNKe
 # ---------------------------------------------------------------- families
 
 include "kernels/padding.pxi"
+include "kernels/image_allocator.pxi"
 include "kernels/neuron.pxi"
 include "kernels/convolution.pxi"
 include "kernels/loss.pxi"
@@ -1138,12 +1177,14 @@ include "kernels/softmax.pxi"
 include "kernels/dropout.pxi"
 include "kernels/upsampling.pxi"
 include "kernels/gram_matrix_calculation.pxi"
+include "kernels/reshape.pxi"
 include "kernels/arithmetic.pxi"
 include "kernels/local_contrast_normalization.pxi"
 include "kernels/cross_channel_normalization.pxi"
 include "kernels/spatial_normalization.pxi"
 include "kernels/group_normalization.pxi"
 include "kernels/instance_normalization.pxi"
+include "kernels/initial_gradient.pxi"
 
 # ---------------------------------------------------------------- the graph
 
@@ -1157,6 +1198,7 @@ include "graph/softmax.pxi"
 include "graph/dropout.pxi"
 include "graph/upsampling.pxi"
 include "graph/gram_matrix_calculation.pxi"
+include "graph/reshape.pxi"
 include "graph/cross_channel_normalization.pxi"
 include "graph/spatial_normalization.pxi"
 include "graph/local_contrast_normalization.pxi"
@@ -1166,6 +1208,7 @@ include "graph/instance_normalization.pxi"
 include "graph/concatenation.pxi"
 include "graph/convolution_transpose.pxi"
 include "graph/initial_gradient.pxi"
+include "graph/reduction.pxi"
 
 for _name in __all__:
     _class = globals()[_name]

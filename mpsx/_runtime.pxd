@@ -13,6 +13,7 @@ from mpsx.includes.device cimport CDevice
 from mpsx.includes.distributed cimport CCommunicator
 from mpsx.includes.image cimport CImage, ImageDescriptor as CImageDescriptor
 from mpsx.includes.state cimport CState
+from mpsx.includes.kernel cimport CDefaultImageAllocator
 
 
 # Raises the TypeError of an object made without __init__.
@@ -119,6 +120,10 @@ cdef class ImageBatch(Images):
     pass
 
 
+cdef class ImageAllocator:
+    cdef shared_ptr[CDefaultImageAllocator] c  # MPS's default allocators; empty for Python ones
+
+
 cdef class State:
     cdef shared_ptr[CState] c
 
@@ -137,6 +142,7 @@ cdef Device wrap_device(const shared_ptr[CDevice]& device)
 cdef CommandBuffer wrap_command_buffer(const shared_ptr[CCommandBuffer]& command_buffer)
 cdef Image wrap_image(const shared_ptr[CImage]& image)
 cdef ImageBatch wrap_image_batch(const shared_ptr[CImage]& image)
+cdef ImageAllocator wrap_image_allocator(const shared_ptr[CDefaultImageAllocator]& allocator)
 cdef Buffer wrap_buffer(const shared_ptr[CBuffer]& buffer, object dtype, tuple shape)
 cdef shared_ptr[CImage] image_of(object images) except *
 cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object dtype, str name) except *

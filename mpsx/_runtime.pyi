@@ -11,6 +11,8 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Self, disjoint_base
 
+from mpsx._kernels import CNNKernel
+
 _Reducible = Buffer | Vector | State
 
 def quoted(value: object) -> str: ...
@@ -190,6 +192,8 @@ class Image(Images):
     def from_numpy(device: Device, array: npt.ArrayLike) -> Image: ...
     @staticmethod
     def from_dlpack(device: Device, tensor: Any, *, copy: bool | None = None) -> Image: ...
+    @classmethod
+    def default_allocator(cls) -> ImageAllocator: ...
     @property
     def descriptor(self) -> ImageDescriptor: ...
     @property
@@ -205,6 +209,8 @@ class TemporaryImage(Image):
     def prefetch_storage_with_command_buffer(
         cls, command_buffer: CommandBuffer, image_descriptor_list: list[ImageDescriptor]
     ) -> None: ...
+    @classmethod
+    def default_allocator(cls) -> ImageAllocator: ...
     read_count: int
 
 class ImageBatch(Images):
@@ -221,6 +227,15 @@ class ImageBatch(Images):
     def from_dlpack(device: Device, tensor: Any, *, copy: bool | None = None) -> ImageBatch: ...
     @property
     def descriptor(self) -> ImageDescriptor: ...
+
+@disjoint_base
+class ImageAllocator:
+    def image_for_command_buffer(
+        self, command_buffer: CommandBuffer, image_descriptor: ImageDescriptor, kernel: CNNKernel | None
+    ) -> Image | ImageBatch: ...
+    def image_batch_for_command_buffer(
+        self, command_buffer: CommandBuffer, image_descriptor: ImageDescriptor, kernel: CNNKernel | None, count: int
+    ) -> Image | ImageBatch: ...
 
 @disjoint_base
 class State:

@@ -85,6 +85,10 @@ FORWARD = {
     "dropout": lambda x, y, d, r: mpsx.CNNDropoutNode(x, 0.75, 3, (1, 1, 1)),
     "upsampling nearest": lambda x, y, d, r: mpsx.CNNUpsamplingNearestNode(x, 2, 1),
     "upsampling bilinear": lambda x, y, d, r: mpsx.CNNUpsamplingBilinearNode(x, 2, 2, True),
+    "pad": lambda x, y, d, r: with_properties(
+        mpsx.NNPadNode(x, (1, 2, 1), (2, 0, 3), mpsx.ImageEdgeMode.CONSTANT), fill_value=-1.5),
+    "reshape": lambda x, y, d, r: mpsx.NNReshapeNode(mpsx.NNPadNode(x, (1, 0, 0), (0, 1, 0),
+                                                                    mpsx.ImageEdgeMode.MIRROR).result_image, 14, 2, 7),
     "cross channel normalization": lambda x, y, d, r: with_properties(
         mpsx.CNNCrossChannelNormalizationNode(x, 3), alpha=0.5, beta=0.6, delta=1.5),
     "local contrast normalization": lambda x, y, d, r: with_properties(
@@ -97,8 +101,12 @@ FORWARD = {
     "division": lambda x, y, d, r: mpsx.NNDivisionNode(x, y),
     "comparison": lambda x, y, d, r: with_properties(mpsx.NNComparisonNode(x, y), comparison_type=2),
     "concatenation": lambda x, y, d, r: mpsx.NNConcatenationNode([x, y]),
+    "spatial mean": lambda x, y, d, r: with_properties(mpsx.NNReductionSpatialMeanNode(x),
+                                                       clip_rect_source=(1, 0, 0, 3, 2, 1)),
+    "feature channels sum": lambda x, y, d, r: with_properties(mpsx.NNReductionFeatureChannelsSumNode(x),
+                                                               clip_rect_source=(0, 1, 0, 2, 9, 1), weight=0.5),
 }
-NO_GRADIENT = {"division", "comparison"}
+NO_GRADIENT = {"division", "comparison", "feature channels sum"}
 
 
 def family_graph(device, family, seed=0):

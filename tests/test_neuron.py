@@ -253,7 +253,7 @@ def test_kernel_properties_are_ints(device):
         neuron.clip_rect = (0, 0, 0, 2**64, 2, 1)
     with pytest.raises(ValueError, match="padding must be an NNPaddingMethod .*, given -1"):
         neuron.padding = -1
-    with pytest.raises(TypeError, match="padding must be an int, given float"):
+    with pytest.raises(TypeError, match="padding must be an NNPaddingMethod or a padding policy .*given float"):
         neuron.padding = 16.0
     assert neuron.offset == (0, 0, 0) and neuron.clip_rect is None and neuron.padding == mpsx.NNPaddingMethod.SIZE_SAME
 

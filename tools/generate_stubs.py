@@ -56,6 +56,7 @@ TYPES = {
     'Callable[[npt.NDArray[np.float32], Literal["sum", "mean"]], object]': "host_all_reduce",
     "CommandBuffer": "command_buffer root_command_buffer",
     "Predicate | None": "predicate",
+    "ImageAllocator": "destination_image_allocator image_allocator",
     "CommandQueue": "command_queue",
     "Communicator": "communicator",
     "Communicator | _ProcessGroup": "data_parallel",
@@ -67,6 +68,7 @@ TYPES = {
     "ImageBatch": "destination_gradients destination_images",
     "ImageDescriptor": "descriptor image_descriptor suggested_descriptor",
     "list[ImageDescriptor]": "image_descriptor_list",
+    "ImageCoordinate": "padding_size_before padding_size_after",
     "ImageEdgeMode": "edge_mode primary_edge_mode secondary_edge_mode",
     "Iterable[State] | None": "batch",
     "Iterable[str]": "names",
@@ -94,7 +96,7 @@ TYPES = {
     "NNTrainingStyle": "training_style",
     "NeuronType": "neuron_type",
     "Offset": "offset primary_offset secondary_offset",
-    "Region | None": "clip_rect",
+    "Region | None": "clip_rect clip_rect_source",
     "Sequence[NNImageNode]": "gradient_images result_images sources",
     "Sequence[Vector]": (
         "input_momentum_vectors input_sum_of_squares_vectors input_velocity_vectors maximum_velocity_vectors"
@@ -128,14 +130,15 @@ TYPES = {
     "dict[str, Sequence[npt.ArrayLike]]": "state",
     "KernelOptions": "options",
     "float": (
-        "a alpha b parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 beta2 bias c "
+        "a alpha b fill_value parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 beta2 bias c "
         "decay delta epsilon gradient_clip_max gradient_clip_min "
         "gradient_rescale "
         "keep_probability label_smoothing learning_rate maximum_value minimum_value momentum momentum_scale p0 pm "
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
     "int": (
-        "amount predicate_offset biases_offset bucket_bytes bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
+        "amount predicate_offset biases_offset bucket_bytes channel result_feature_channels result_height result_width "
+        "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
         "index integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
@@ -151,9 +154,11 @@ TYPES = {
         "source_gradient_feature_channels source_image_feature_channels source_index stream stride stride_in_pixels_x "
         "stride_in_pixels_y time_step usage weights_offset width world_size x y z zero_pad_size_x zero_pad_size_y"
     ),
+    "int | None": "reshaped_feature_channels reshaped_height reshaped_width",
     "list[Any]": "intermediate_image_handles result_state_handles source_image_handles source_state_handles",
     "list[NNStateNode]": "result_states",
     "npt.ArrayLike": "array biases data gamma parameters_a",
+    "npt.NDArray[np.float32] | None": "fill_value_array",
     "npt.DTypeLike": "dtype",
     "object": "obj value",
     "str": "label library name",
@@ -188,6 +193,8 @@ RETURNS = {
     "CNNNormalizationMeanAndVarianceState": "update_mean_and_variance_with_command_buffer",
     "CommandBuffer": "command_buffer command_buffer_from_command_queue root_command_buffer",
     "Predicate | None": "predicate",
+    "ImageAllocator": "default_allocator",
+    "Image | ImageBatch": "image_for_command_buffer image_batch_for_command_buffer",
     "CommandQueue": "new_command_queue",
     "ConvolutionWeights": "convolution_weights_from_torch",
     "Device": "device_of",
@@ -342,6 +349,11 @@ OVERRIDES = {
     "NNOptimizerAdam.encode": "None",
     "NNOptimizerRMSProp.encode": "None",
     "NNOptimizerStochasticGradientDescent.encode": "None",
+    "NNPad.__init__.fill_value_array": "npt.ArrayLike | None",
+    "NNPad.__init__.padding_size_after": "ImageCoordinate | tuple[int, int, int]",
+    "NNPad.__init__.padding_size_before": "ImageCoordinate | tuple[int, int, int]",
+    "NNPadNode.__init__.padding_size_after": "ImageCoordinate | tuple[int, int, int]",
+    "NNPadNode.__init__.padding_size_before": "ImageCoordinate | tuple[int, int, int]",
     "ProcessGroup.__init__.backend": 'Literal["nccl", "mpi"]',
     "ProcessGroup.backend": 'Literal["nccl", "mpi"]',
     "StateBatch.__new__.state": "State",
@@ -388,9 +400,12 @@ SETTERS = {
     "accumulator_precision": 'NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]',
     "accumulator_precision_option": 'NNConvolutionAccumulatorPrecisionOption | int | Literal["float", "half"]',
     "clip_rect": "tuple[int, int, int, int, int, int] | None",
+    "clip_rect_source": "tuple[int, int, int, int, int, int] | None",
     "data": "npt.ArrayLike | None",
     "offset": "tuple[int, int] | tuple[int, int, int]",
     "padding": "NNPaddingMethod | int | NNPadding",
+    "destination_image_allocator": "ImageAllocator | None",
+    "image_allocator": "ImageAllocator | None",
     "padding_policy": "NNPaddingMethod | int | NNPadding",
     "primary_offset": "tuple[int, int] | tuple[int, int, int]",
     "secondary_offset": "tuple[int, int] | tuple[int, int, int]",

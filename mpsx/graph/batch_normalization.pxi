@@ -20,7 +20,7 @@ class CNNBatchNormalizationFlags(enum.IntEnum):
     CALCULATE_STATISTICS_NEVER = 2  # the data source's mean and variance
 
 
-cdef class CNNBatchNormalizationNode(NNFilterNode):
+cdef class CNNBatchNormalizationNode(NNFilterNode, NNTrainableNode):
     """CNNBatchNormalizationNode(source, data_source)
 --
 
@@ -32,7 +32,7 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
 
     MPS: MPSCNNBatchNormalizationNode
     """
-    _mpsx_properties = ("flags", "training_style")
+    _mpsx_properties = ("flags",)
     def __init__(self, source, data_source):
         cdef shared_ptr[CImageNode] image = _image_node_argument(source, "source").c
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNBatchNormalizationNode](
@@ -70,22 +70,8 @@ cdef class CNNBatchNormalizationNode(NNFilterNode):
             raise ValueError(f"flags must be a CNNBatchNormalizationFlags (0, 1 or 2), given {v}")
         (<CCNNBatchNormalizationNode*>self.native()).flags = <BatchNormalizationFlags><uint32_t>v
 
-    @property
-    def training_style(self):
-        """How the gradient runs the data source's updates (gamma and beta, mean and variance): GPU (default) on the
-        command buffer where it can and on the host otherwise, CPU on the host, NONE not at all; the gradient nodes
-        made from this node take it.
 
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)
-
-
-cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
+cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode, NNTrainableNode):
     """CNNBatchNormalizationGradientNode(source_gradient, source_image, gradient_state)
 --
 
@@ -95,7 +81,6 @@ cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
 
     MPS: MPSCNNBatchNormalizationGradientNode
     """
-    _mpsx_properties = ("training_style",)
 
     def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNBatchNormalizationGradientNode](
@@ -110,15 +95,3 @@ cdef class CNNBatchNormalizationGradientNode(NNGradientFilterNode):
         MPS: +[MPSCNNBatchNormalizationGradientNode nodeWithSourceGradient:sourceImage:gradientState:]
         """
         return cls(source_gradient, source_image, gradient_state)
-
-    @property
-    def training_style(self):
-        """How this gradient updates the forward node's values (NNTrainingStyle), the forward node's when made from it.
-
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)

@@ -7,7 +7,7 @@ __all__ += ["CNNConvolutionNode", "CNNFullyConnectedNode", "CNNConvolutionGradie
             "CNNFullyConnectedGradientNode"]
 
 
-cdef class CNNConvolutionNode(NNFilterNode):
+cdef class CNNConvolutionNode(NNFilterNode, NNTrainableNode):
     """CNNConvolutionNode(source, weights)
 --
 
@@ -16,7 +16,7 @@ cdef class CNNConvolutionNode(NNFilterNode):
 
     MPS: MPSCNNConvolutionNode
     """
-    _mpsx_properties = ("training_style", "accumulator_precision")
+    _mpsx_properties = ("accumulator_precision",)
     _fully_connected = False
 
     def __init__(self, source, weights):
@@ -39,20 +39,6 @@ cdef class CNNConvolutionNode(NNFilterNode):
         MPS: none (mpsx)
         """
         return self._constructor_arguments()[0][1]
-
-    @property
-    def training_style(self):
-        """How the gradient updates the weights: GPU (default) on the command buffer where the data source can, CPU
-        through its host update, NONE not at all (an NNTrainingStyle, or ``"gpu"``, ``"cpu"``, ``"none"``); the
-        gradient nodes made from this node take it.
-
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)
 
     @property
     def convolution_gradient_state(self):
@@ -85,7 +71,7 @@ cdef class CNNFullyConnectedNode(CNNConvolutionNode):
     _fully_connected = True
 
 
-cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
+cdef class CNNConvolutionGradientNode(NNGradientFilterNode, NNTrainableNode):
     """CNNConvolutionGradientNode(source_gradient, source_image, convolution_gradient_state, weights=None)
 --
 
@@ -94,7 +80,6 @@ cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
 
     MPS: MPSCNNConvolutionGradientNode
     """
-    _mpsx_properties = ("training_style",)
     _fully_connected = False
 
     def __init__(self, source_gradient, source_image, NNStateNode convolution_gradient_state not None,
@@ -114,18 +99,6 @@ cdef class CNNConvolutionGradientNode(NNGradientFilterNode):
         MPS: +[MPSCNNConvolutionGradientNode nodeWithSourceGradient:sourceImage:convolutionGradientState:weights:]
         """
         return cls(source_gradient, source_image, convolution_gradient_state, weights)
-
-    @property
-    def training_style(self):
-        """How this gradient updates the weights (NNTrainingStyle), the forward node's when made from it.
-
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)
 
 
 cdef class CNNFullyConnectedGradientNode(CNNConvolutionGradientNode):

@@ -15,7 +15,7 @@ cdef class CNNConvolutionTransposeGradientStateNode(CNNConvolutionGradientStateN
     """
 
 
-cdef class CNNConvolutionTransposeNode(NNFilterNode):
+cdef class CNNConvolutionTransposeNode(NNFilterNode, NNTrainableNode):
     """CNNConvolutionTransposeNode(source, convolution_gradient_state, weights)
 --
 
@@ -26,7 +26,7 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
 
     MPS: MPSCNNConvolutionTransposeNode
     """
-    _mpsx_properties = ("training_style", "accumulator_precision")
+    _mpsx_properties = ("accumulator_precision",)
 
     def __init__(self, source, convolution_gradient_state, weights):
         cdef shared_ptr[CStateNode] state
@@ -57,19 +57,6 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
         return self._constructor_arguments()[0][2]
 
     @property
-    def training_style(self):
-        """How the gradient updates the weights: GPU (default) on the command buffer where the data source can, CPU
-        through its host update, NONE not at all; the gradient nodes made from this node take it.
-
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)
-
-    @property
     def accumulator_precision(self):
         """The precision of the sums, an NNConvolutionAccumulatorPrecisionOption: FLOAT (default) or HALF (the
         setter also takes ints, "half" and "float"; ValueError otherwise).
@@ -83,7 +70,7 @@ cdef class CNNConvolutionTransposeNode(NNFilterNode):
         (<CCNNConvolutionTransposeNode*>self.native()).accumulator_precision = accumulator_precision_of(value, "accumulator_precision")
 
 
-cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
+cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode, NNTrainableNode):
     """CNNConvolutionTransposeGradientNode(source_gradient, source_image, convolution_transpose_gradient_state,
         weights=None)
 --
@@ -93,7 +80,6 @@ cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
 
     MPS: MPSCNNConvolutionTransposeGradientNode
     """
-    _mpsx_properties = ("training_style",)
 
     def __init__(self, source_gradient, source_image, NNStateNode convolution_transpose_gradient_state not None,
                  weights=None):
@@ -113,15 +99,3 @@ cdef class CNNConvolutionTransposeGradientNode(NNGradientFilterNode):
         MPS: +[MPSCNNConvolutionTransposeGradientNode nodeWithSourceGradient:sourceImage:convolutionTransposeGradientState:weights:]
         """
         return cls(source_gradient, source_image, convolution_transpose_gradient_state, weights)
-
-    @property
-    def training_style(self):
-        """How this gradient updates the weights (NNTrainingStyle), the forward node's when made from it.
-
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)

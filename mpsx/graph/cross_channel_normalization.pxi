@@ -7,7 +7,7 @@ from mpsx.includes.graph.cross_channel_normalization cimport (
 __all__ += ["CNNCrossChannelNormalizationNode", "CNNCrossChannelNormalizationGradientNode"]
 
 
-cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
+cdef class CNNCrossChannelNormalizationNode(CNNNormalizationNode):
     """CNNCrossChannelNormalizationNode(source, kernel_size)
 --
 
@@ -17,7 +17,7 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
 
     MPS: MPSCNNCrossChannelNormalizationNode
     """
-    _mpsx_properties = ("kernel_size_in_feature_channels", "alpha", "beta", "delta")
+    _mpsx_properties = ("kernel_size_in_feature_channels",)
 
     def __init__(self, source, kernel_size):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNCrossChannelNormalizationNode](
@@ -47,41 +47,11 @@ cdef class CNNCrossChannelNormalizationNode(NNFilterNode):
     def kernel_size_in_feature_channels(self, value):
         self.node().set_kernel_size(integer_argument(value, "kernel_size_in_feature_channels"))
 
-    @property
-    def alpha(self):
-        """The scale of the window's sum of squares (default 1.0; finite, not negative).
+    cdef float _parameter(self, int which) except? -1:
+        return _response_parameter(self.node(), which)
 
-        MPS: MPSCNNNormalizationNode.alpha
-        """
-        return self.node().parameters().alpha
-
-    @alpha.setter
-    def alpha(self, value):
-        self.node().set_alpha(float_argument(value, "alpha"))
-
-    @property
-    def beta(self):
-        """The exponent of the denominator (default 5.0).
-
-        MPS: MPSCNNNormalizationNode.beta
-        """
-        return self.node().parameters().beta
-
-    @beta.setter
-    def beta(self, value):
-        self.node().set_beta(float_argument(value, "beta"))
-
-    @property
-    def delta(self):
-        """The offset of the denominator (default 1.0).
-
-        MPS: MPSCNNNormalizationNode.delta
-        """
-        return self.node().parameters().delta
-
-    @delta.setter
-    def delta(self, value):
-        self.node().set_delta(float_argument(value, "delta"))
+    cdef int _set_parameter(self, int which, str name, float value) except -1:
+        return _set_response_parameter(self.node(), which, value)
 
 
 cdef class CNNCrossChannelNormalizationGradientNode(NNGradientFilterNode):

@@ -10,10 +10,11 @@ from mpsx.includes.graph cimport (
     TrainingStyle as CTrainingStyle,
     python_training_graph)
 from mpsx.includes.errors cimport hold
+from mpsx.includes.kernels.normalization cimport CResponseNormalizationSettings
 
 __all__ += ["NNHandle", "NNImageNode", "NNStateNode", "NNGradientStateNode", "CNNConvolutionGradientStateNode",
             "NNLabelsNode", "NNFilterNode", "NNGradientFilterNode", "NNGraph",
-            "NNTrainingStyle"]
+            "NNTrainingStyle", "NNTrainableNode", "CNNNormalizationNode"]
 
 
 cdef CDataType _graph_format(object value, str what) except *:
@@ -215,6 +216,21 @@ cdef class NNImageNode:
             node.format.reset()
         else:
             node.format = _graph_format(value, "NNImageNode.format")
+
+    @property
+    def image_allocator(self):
+        """What makes this image when a graph encodes: ``TemporaryImage.default_allocator()`` (MPS's default: the
+        graph's own images, whose storage later steps reuse) unless set; another allocator makes the image each
+        encode, and the graph reuses none of its storage. A graph's results take its ``destination_image_allocator``
+        instead, as MPS's graph does. None sets the default again.
+
+        MPS: MPSNNImageNode.imageAllocator
+        """
+        return image_allocator_value(self.native().image_allocator, True)
+
+    @image_allocator.setter
+    def image_allocator(self, value):
+        set_image_allocator(&self.native().image_allocator, value, "image_allocator", True)
 
     @property
     def producer(self):
@@ -687,13 +703,29 @@ cdef class NNGradientFilterNode(NNFilterNode):
     """
 
 
-cdef object _get_training_style(NNFilterNode node):
-    return NNTrainingStyle(<int>node.native().training_style)
+class NNTrainableNode:
+    """The base the trainable nodes share with their filter node base: the convolution, fully connected,
+    convolution transpose, batch, instance and group normalization nodes and their gradient nodes, whose gradient
+    updates weights.
 
+    MPS: MPSNNTrainableNode
+    """
+    __slots__ = ()  # the node classes keep no __dict__
+    _mpsx_properties = ("training_style",)
 
-cdef _set_training_style(NNFilterNode node, value):
-    """MPSNNTrainableNode's trainingStyle: "none", "cpu", "gpu" or an NNTrainingStyle."""
-    node.native().training_style = <CTrainingStyle><int>_training_style(value)
+    @property
+    def training_style(self):
+        """How the gradient updates the weights (NNTrainingStyle): GPU (default) on the command buffer where the data
+        source can and on the host otherwise, CPU through its host update, NONE not at all; the setter also takes
+        ``"gpu"``, ``"cpu"`` and ``"none"``. The gradient nodes made from a forward node take its style.
+
+        MPS: MPSNNTrainableNode.trainingStyle
+        """
+        return NNTrainingStyle(<int>(<NNFilterNode?>self).native().training_style)
+
+    @training_style.setter
+    def training_style(self, value):
+        (<NNFilterNode?>self).native().training_style = <CTrainingStyle><int>_training_style(value)
 
 
 def _training_style(value):
@@ -703,6 +735,95 @@ def _training_style(value):
         except KeyError:
             raise ValueError(f"training_style must be 'none', 'cpu' or 'gpu', given {value!r}") from None
     return NNTrainingStyle(integer_argument(value, "training_style"))
+
+
+cdef class CNNNormalizationNode(NNFilterNode):
+    """CNNNormalizationNode(source)
+--
+
+    The base of the cross-channel, spatial and local contrast normalization nodes: their alpha, beta and delta, each
+    node's defaults those of its MPS class. Abstract (TypeError).
+
+    MPS: MPSCNNNormalizationNode
+    """
+    _mpsx_properties = ("alpha", "beta", "delta")
+
+    def __init__(self, source):
+        raise TypeError("CNNNormalizationNode is abstract; make a CNNCrossChannelNormalizationNode, "
+                        "CNNSpatialNormalizationNode or CNNLocalContrastNormalizationNode")
+
+    @classmethod
+    def node_with_source(cls, source):
+        """The same as ``cls(source)``; each subclass's takes its own arguments.
+
+        MPS: +[MPSCNNNormalizationNode nodeWithSource:]
+        """
+        return cls(source)
+
+    # Each subclass reads and sets its parameters (0 alpha, 1 beta, 2 delta), checking a value it refuses.
+    cdef float _parameter(self, int which) except? -1:
+        raise TypeError("CNNNormalizationNode is abstract")
+
+    cdef int _set_parameter(self, int which, str name, float value) except -1:
+        raise TypeError("CNNNormalizationNode is abstract")
+
+    @property
+    def alpha(self):
+        """The scale of the window's sum of squares (cross-channel, spatial: finite, not negative) or variance (local
+        contrast: finite).
+
+        MPS: MPSCNNNormalizationNode.alpha
+        """
+        self.native()
+        return self._parameter(0)
+
+    @alpha.setter
+    def alpha(self, value):
+        self.native()
+        self._set_parameter(0, "alpha", float_argument(value, "alpha"))
+
+    @property
+    def beta(self):
+        """The exponent of the denominator (finite).
+
+        MPS: MPSCNNNormalizationNode.beta
+        """
+        self.native()
+        return self._parameter(1)
+
+    @beta.setter
+    def beta(self, value):
+        self.native()
+        self._set_parameter(1, "beta", float_argument(value, "beta"))
+
+    @property
+    def delta(self):
+        """The offset of the denominator (finite).
+
+        MPS: MPSCNNNormalizationNode.delta
+        """
+        self.native()
+        return self._parameter(2)
+
+    @delta.setter
+    def delta(self, value):
+        self.native()
+        self._set_parameter(2, "delta", float_argument(value, "delta"))
+
+
+cdef float _response_parameter(CResponseNormalizationSettings* settings, int which):
+    """Parameter `which` (0 alpha, 1 beta, 2 delta) of the cross-channel and spatial normalization nodes."""
+    return settings.alpha() if which == 0 else settings.beta() if which == 1 else settings.delta()
+
+
+cdef int _set_response_parameter(CResponseNormalizationSettings* settings, int which, float value) except -1:
+    if which == 0:
+        settings.set_alpha(value)
+    elif which == 1:
+        settings.set_beta(value)
+    else:
+        settings.set_delta(value)
+    return 0
 
 
 cdef object _wrap_filter_node(const shared_ptr[CFilterNode]& node):
@@ -917,6 +1038,19 @@ cdef class NNGraph:
     @output_state_is_temporary.setter
     def output_state_is_temporary(self, cbool value):
         self.native().output_state_is_temporary = value
+
+    @property
+    def destination_image_allocator(self):
+        """What makes the graph's result images (``Image.default_allocator()`` unless set), in place of their nodes'
+        ``image_allocator``. None sets the default again.
+
+        MPS: MPSNNGraph.destinationImageAllocator
+        """
+        return image_allocator_value(self.native().destination_image_allocator, False)
+
+    @destination_image_allocator.setter
+    def destination_image_allocator(self, value):
+        set_image_allocator(&self.native().destination_image_allocator, value, "destination_image_allocator")
 
     @property
     def format(self):

@@ -8,12 +8,12 @@ from mpsx.includes.graph.group_normalization cimport CCNNGroupNormalizationGradi
 __all__ += ["CNNGroupNormalizationNode", "CNNGroupNormalizationGradientNode"]
 
 
-cdef class _NormalizationNode(NNFilterNode):
+cdef class _NormalizationNode(NNFilterNode, NNTrainableNode):
     """What the group and instance normalization nodes share.
 
     MPS: MPSCNNGroupNormalizationNode
     """
-    _mpsx_properties = ("training_style",)
+
     @property
     def data_source(self):
         """The data source given.
@@ -22,39 +22,12 @@ cdef class _NormalizationNode(NNFilterNode):
         """
         return self._constructor_arguments()[0][1]
 
-    @property
-    def training_style(self):
-        """How the gradient updates gamma and beta: GPU (default) on the command buffer where the data source can and
-        on the host otherwise, CPU through its host update, NONE not at all; the gradient nodes made from this node
-        take it.
 
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)
-
-
-cdef class _NormalizationGradientNode(NNGradientFilterNode):
+cdef class _NormalizationGradientNode(NNGradientFilterNode, NNTrainableNode):
     """What the group and instance normalization gradient nodes share.
 
     MPS: MPSCNNGroupNormalizationGradientNode
     """
-    _mpsx_properties = ("training_style",)
-
-    @property
-    def training_style(self):
-        """How this gradient updates gamma and beta (NNTrainingStyle), the forward node's when made from it.
-
-        MPS: MPSNNTrainableNode.trainingStyle
-        """
-        return _get_training_style(self)
-
-    @training_style.setter
-    def training_style(self, value):
-        _set_training_style(self, value)
 
 
 cdef class CNNGroupNormalizationNode(_NormalizationNode):

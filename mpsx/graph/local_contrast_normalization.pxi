@@ -1,13 +1,14 @@
 # MPSCNNLocalContrastNormalizationNode and its gradient node
 # (native/include/mpsx/graph/local_contrast_normalization.h).
 
+from mpsx.includes.kernels.local_contrast_normalization cimport LocalContrastNormalizationParameters
 from mpsx.includes.graph.local_contrast_normalization cimport (
     CCNNLocalContrastNormalizationGradientNode, CCNNLocalContrastNormalizationNode)
 
 __all__ += ["CNNLocalContrastNormalizationNode", "CNNLocalContrastNormalizationGradientNode"]
 
 
-cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
+cdef class CNNLocalContrastNormalizationNode(CNNNormalizationNode):
     """CNNLocalContrastNormalizationNode(source, kernel_size)
 --
 
@@ -19,7 +20,7 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
 
     MPS: MPSCNNLocalContrastNormalizationNode
     """
-    _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta", "p0", "pm", "ps")
+    _mpsx_properties = ("kernel_width", "kernel_height", "p0", "pm", "ps")
 
     def __init__(self, source, kernel_size):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNLocalContrastNormalizationNode](
@@ -61,41 +62,20 @@ cdef class CNNLocalContrastNormalizationNode(NNFilterNode):
     def kernel_height(self, value):
         self.node().set_kernel_height(integer_argument(value, "kernel_height"))
 
-    @property
-    def alpha(self):
-        """The scale of the window's variance (default 1.0; the kernel's is 0.0).
+    cdef float _parameter(self, int which) except? -1:
+        cdef LocalContrastNormalizationParameters* p = &self.node().parameters
+        return p.alpha if which == 0 else p.beta if which == 1 else p.delta
 
-        MPS: MPSCNNNormalizationNode.alpha
-        """
-        return self.node().parameters.alpha
-
-    @alpha.setter
-    def alpha(self, value):
-        self.node().parameters.alpha = parameter(self.native().class_name(), value, "alpha")
-
-    @property
-    def beta(self):
-        """The exponent of the denominator (default 0.5).
-
-        MPS: MPSCNNNormalizationNode.beta
-        """
-        return self.node().parameters.beta
-
-    @beta.setter
-    def beta(self, value):
-        self.node().parameters.beta = parameter(self.native().class_name(), value, "beta")
-
-    @property
-    def delta(self):
-        """The offset of the denominator (default 1/1024).
-
-        MPS: MPSCNNNormalizationNode.delta
-        """
-        return self.node().parameters.delta
-
-    @delta.setter
-    def delta(self, value):
-        self.node().parameters.delta = parameter(self.native().class_name(), value, "delta")
+    cdef int _set_parameter(self, int which, str name, float value) except -1:
+        value = parameter(self.native().class_name(), value, name)
+        cdef LocalContrastNormalizationParameters* p = &self.node().parameters
+        if which == 0:
+            p.alpha = value
+        elif which == 1:
+            p.beta = value
+        else:
+            p.delta = value
+        return 0
 
     @property
     def p0(self):

@@ -7,7 +7,7 @@ from mpsx.includes.graph.spatial_normalization cimport (
 __all__ += ["CNNSpatialNormalizationNode", "CNNSpatialNormalizationGradientNode"]
 
 
-cdef class CNNSpatialNormalizationNode(NNFilterNode):
+cdef class CNNSpatialNormalizationNode(CNNNormalizationNode):
     """CNNSpatialNormalizationNode(source, kernel_size)
 --
 
@@ -17,7 +17,7 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
 
     MPS: MPSCNNSpatialNormalizationNode
     """
-    _mpsx_properties = ("kernel_width", "kernel_height", "alpha", "beta", "delta")
+    _mpsx_properties = ("kernel_width", "kernel_height")
 
     def __init__(self, source, kernel_size):
         self._made(<shared_ptr[CFilterNode]>make_native[CCNNSpatialNormalizationNode](
@@ -59,41 +59,11 @@ cdef class CNNSpatialNormalizationNode(NNFilterNode):
     def kernel_height(self, value):
         self.settings().set_kernel_height(integer_argument(value, "kernel_height"))
 
-    @property
-    def alpha(self):
-        """The scale of the window's sum of squares (default 1.0; finite, not negative).
+    cdef float _parameter(self, int which) except? -1:
+        return _response_parameter(self.settings(), which)
 
-        MPS: MPSCNNNormalizationNode.alpha
-        """
-        return self.settings().parameters().alpha
-
-    @alpha.setter
-    def alpha(self, value):
-        self.settings().set_alpha(float_argument(value, "alpha"))
-
-    @property
-    def beta(self):
-        """The exponent of the denominator (default 5.0).
-
-        MPS: MPSCNNNormalizationNode.beta
-        """
-        return self.settings().parameters().beta
-
-    @beta.setter
-    def beta(self, value):
-        self.settings().set_beta(float_argument(value, "beta"))
-
-    @property
-    def delta(self):
-        """The offset of the denominator (default 1.0).
-
-        MPS: MPSCNNNormalizationNode.delta
-        """
-        return self.settings().parameters().delta
-
-    @delta.setter
-    def delta(self, value):
-        self.settings().set_delta(float_argument(value, "delta"))
+    cdef int _set_parameter(self, int which, str name, float value) except -1:
+        return _set_response_parameter(self.settings(), which, value)
 
 
 cdef class CNNSpatialNormalizationGradientNode(NNGradientFilterNode):

@@ -3,6 +3,7 @@ from mpsx.includes.common cimport *
 from mpsx.includes.distributed cimport CCommunicator
 from mpsx.includes.image cimport CImage
 from mpsx.includes.padding cimport CPaddingPolicy
+from mpsx.includes.kernel cimport CImageAllocator
 from mpsx.includes.state cimport CState
 
 cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
@@ -15,6 +16,7 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         bool synchronize_resource
         bool stop_gradient
         optional[DataType] format
+        shared_ptr[CImageAllocator] image_allocator
         shared_ptr[CFilterNode] producer()
 
     cdef enum class StateNodeKind "mpsx::StateNodeKind"(uint8_t):
@@ -77,6 +79,7 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         size_t fused_count()
         DataType format()
         bool output_state_is_temporary
+        shared_ptr[CImageAllocator] destination_image_allocator
         void set_format(DataType format) except +raise_py_error
         CGraphEncoded encode(CCommandBuffer& command_buffer, const vector[shared_ptr[CImage]]& source_images,
                              const vector[shared_ptr[CState]]& source_states) except +raise_py_error

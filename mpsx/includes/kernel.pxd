@@ -8,6 +8,17 @@ from mpsx.includes.types cimport EdgeMode, Offset, Region
 cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
     cdef cppclass CGradientKernel "mpsx::GradientKernel"
 
+    cdef cppclass CImageAllocator "mpsx::ImageAllocator":
+        pass
+
+    cdef cppclass CDefaultImageAllocator "mpsx::DefaultImageAllocator"(CImageAllocator):
+        @staticmethod
+        const shared_ptr[CDefaultImageAllocator]& for_images()
+        @staticmethod
+        const shared_ptr[CDefaultImageAllocator]& for_temporary_images()
+        bint temporary()
+        shared_ptr[CImage] make(CCommandBuffer& command_buffer, const ImageDescriptor& descriptor) except +raise_py_error
+
     cdef cppclass CKernel "mpsx::Kernel":
         CDevice& device()
         const shared_ptr[CDevice]& device_ptr()
@@ -22,7 +33,9 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         shared_ptr[const CPaddingPolicy] padding_policy
         string label
         uint32_t options
+        shared_ptr[CImageAllocator] destination_image_allocator
         vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error
+        bool extended_edge_modes()
         bool is_backwards()
         bool is_state_modified()
         bool append_batch_barrier()
@@ -84,3 +97,17 @@ cdef extern from "_padding.h" namespace "mpsx::python":
 
     PyObject* python_policy_of(const shared_ptr[const CPaddingPolicy]& policy)
     shared_ptr[const CDefaultPadding] default_padding_of(const shared_ptr[const CPaddingPolicy]& policy)
+
+# mpsx/_image_allocator.h: Python objects as image allocators.
+cdef extern from "_image_allocator.h" namespace "mpsx::python":
+    cdef cppclass ImageAllocatorCalls:
+        shared_ptr[CImage] (*image)(object, const shared_ptr[CCommandBuffer]&, const ImageDescriptor&,
+                                    const shared_ptr[CKernel]&) except *
+
+    ImageAllocatorCalls& image_allocator_calls()
+
+    cdef cppclass CPythonImageAllocator "mpsx::python::PythonImageAllocator"(CImageAllocator):
+        CPythonImageAllocator(PyObject* allocator)
+
+    PyObject* python_allocator_of(const shared_ptr[CImageAllocator]& allocator)
+    shared_ptr[CDefaultImageAllocator] default_allocator_of(const shared_ptr[CImageAllocator]& allocator)

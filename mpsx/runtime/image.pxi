@@ -120,7 +120,8 @@ cdef ImageDescriptor wrap_descriptor(const CImageDescriptor& d):
 
 
 cdef Image wrap_image(const shared_ptr[CImage]& image):
-    cdef Image out = Image.__new__(Image)
+    """An Image of a native image; a TemporaryImage where it is temporary (one an allocator made, say)."""
+    cdef Image out = TemporaryImage.__new__(TemporaryImage) if image.get().is_temporary() else Image.__new__(Image)
     out.c = image
     return out
 
@@ -400,6 +401,15 @@ cdef class Image(Images):
         """
         return self.native().number_of_images()
 
+    @classmethod
+    def default_allocator(cls):
+        """The allocator that makes new images: what kernels and graphs make their results with unless given
+        another.
+
+        MPS: +[MPSImage defaultAllocator]
+        """
+        return wrap_image_allocator(CDefaultImageAllocator.for_images())
+
 
 cdef class TemporaryImage(Image):
     """TemporaryImage(command_buffer, image_descriptor)
@@ -448,6 +458,14 @@ cdef class TemporaryImage(Image):
     @read_count.setter
     def read_count(self, value):
         self.native().set_read_count(integer_argument(value, "read_count"))
+
+    @classmethod
+    def default_allocator(cls):
+        """The allocator that makes temporary images of the command buffer an encode is on, read count 1.
+
+        MPS: +[MPSTemporaryImage defaultAllocator]
+        """
+        return wrap_image_allocator(CDefaultImageAllocator.for_temporary_images())
 
 
 cdef class ImageBatch(Images):
@@ -519,3 +537,71 @@ cdef class ImageBatch(Images):
         cdef ImageDescriptor d = wrap_descriptor(self.native().descriptor())
         d.c.number_of_images = 1
         return d
+
+
+cdef class ImageAllocator:
+    """ImageAllocator()
+--
+
+    The image allocator protocol: what makes the destination of an encode that returns an image (a kernel's
+    ``destination_image_allocator``, a graph's ``destination_image_allocator``, an image node's ``image_allocator``).
+    Subclass it, or write any class with ``image_for_command_buffer``; ``Image.default_allocator()`` and
+    ``TemporaryImage.default_allocator()`` are MPS's two. An image it returns must be of the descriptor's size and
+    images, float32 or float16, on the command buffer's device (else the encode raises, before anything is
+    encoded); a temporary one must be of that command buffer.
+
+    MPS: MPSImageAllocator
+    """
+
+    def image_for_command_buffer(self, CommandBuffer command_buffer not None, ImageDescriptor image_descriptor not None,
+                                 kernel):
+        """An Image (or ImageBatch) of ``image_descriptor`` (all its ``number_of_images``) for ``kernel`` to write on
+        ``command_buffer``; a subclass must implement it (NotImplementedError here, except for the defaults).
+
+        MPS: -[MPSImageAllocator imageForCommandBuffer:imageDescriptor:kernel:]
+        """
+        if not self.c:
+            raise NotImplementedError(f"{type(self).__name__} must implement image_for_command_buffer()")
+        return _wrap_images(self.c.get().make(command_buffer.native()[0], image_descriptor.c))
+
+    def image_batch_for_command_buffer(self, CommandBuffer command_buffer not None,
+                                       ImageDescriptor image_descriptor not None, kernel, count):
+        """An ImageBatch of ``count`` images of ``image_descriptor``'s size (optional: where a class has it, an
+        encode over several images calls it instead of ``image_for_command_buffer``). Here:
+        ``image_for_command_buffer`` of the descriptor with ``count`` images.
+
+        MPS: -[MPSImageAllocator imageBatchForCommandBuffer:imageDescriptor:kernel:count:]
+        """
+        cdef int64_t n = integer_argument(count, "count")
+        if n < 1:
+            raise ValueError(f"count must be 1 or more, given {n}")
+        cdef ImageDescriptor d = ImageDescriptor.__new__(ImageDescriptor)
+        d.c = image_descriptor.c
+        d.c.number_of_images = n
+        return self.image_for_command_buffer(command_buffer, d, kernel)
+
+    def __eq__(self, other):
+        if not isinstance(other, ImageAllocator) or not self.c or not (<ImageAllocator>other).c:
+            return NotImplemented
+        return self.c.get() == (<ImageAllocator>other).c.get()
+
+    def __hash__(self):
+        return hash(<size_t>self.c.get()) if self.c else object.__hash__(self)
+
+    def __repr__(self):
+        if not self.c:
+            return object.__repr__(self)
+        return f"<mpsx.{'TemporaryImage' if self.c.get().temporary() else 'Image'}.default_allocator()>"
+
+
+cdef ImageAllocator wrap_image_allocator(const shared_ptr[CDefaultImageAllocator]& allocator):
+    cdef ImageAllocator a = ImageAllocator.__new__(ImageAllocator)
+    a.c = allocator
+    return a
+
+
+cdef object _wrap_images(const shared_ptr[CImage]& image):
+    """An ImageBatch of a native image of several images, an Image (a TemporaryImage) of one."""
+    if image.get().number_of_images() > 1:
+        return wrap_image_batch(image)
+    return wrap_image(image)

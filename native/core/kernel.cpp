@@ -161,9 +161,37 @@ ImageDescriptor Kernel::with_source_images(const Image& source, ImageDescriptor 
   return d;
 }
 
+const std::shared_ptr<DefaultImageAllocator>& DefaultImageAllocator::for_images() {
+  static const auto allocator = std::make_shared<DefaultImageAllocator>(false);
+  return allocator;
+}
+
+const std::shared_ptr<DefaultImageAllocator>& DefaultImageAllocator::for_temporary_images() {
+  static const auto allocator = std::make_shared<DefaultImageAllocator>(true);
+  return allocator;
+}
+
+std::shared_ptr<Image> DefaultImageAllocator::make(CommandBuffer& command_buffer,
+                                                   const ImageDescriptor& descriptor) const {
+  if (temporary_) return Image::temporary(command_buffer, descriptor);
+  return make_pooled<Image>(command_buffer.device_ptr(), descriptor);
+}
+
 std::shared_ptr<Image> Kernel::new_destination(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) const {
-  if (destination_image_allocator) return destination_image_allocator->image(command_buffer, descriptor, *this);
-  return make_pooled<Image>(device_ptr(), descriptor);
+  if (!destination_image_allocator) return make_pooled<Image>(device_ptr(), descriptor);
+  std::shared_ptr<Image> image = destination_image_allocator->image(command_buffer, descriptor, *this);
+  if (!image) fail<TypeMismatchError>(class_name(), ": the destination image allocator gave None, expected an image");
+  check_device(*image, "destination image the allocator gave");
+  const ImageDescriptor& d = descriptor;
+  if (image->width() != d.width || image->height() != d.height || image->feature_channels() != d.feature_channels ||
+      image->number_of_images() != d.number_of_images ||
+      (image->data_type() != DataType::Float32 && image->data_type() != DataType::Float16))
+    fail<ShapeError>(class_name(), ": the destination image allocator gave an image of ", image->number_of_images(),
+                     "x", image->feature_channels(), "x", image->height(), "x", image->width(), " ",
+                     name_of(image->data_type()), " (NxCxHxW), expected ", d.number_of_images, "x",
+                     d.feature_channels, "x", d.height, "x", d.width, " float32 or float16");
+  image->check_usable(command_buffer, class_name());
+  return image;
 }
 
 void Kernel::check_properties() const {
@@ -184,6 +212,9 @@ void Kernel::check_properties() const {
   if (source_feature_channel_max_count < 1)
     fail<ArgumentError>(class_name(), ": source_feature_channel_max_count must be positive, given ",
                         source_feature_channel_max_count);
+  if (edge_mode != EdgeMode::Zero && edge_mode != EdgeMode::Clamp && !extended_edge_modes())
+    fail<ArgumentError>(class_name(), ": edge_mode must be ZERO or CLAMP, given ", static_cast<int>(edge_mode),
+                        "; MIRROR, MIRROR_WITH_EDGE and CONSTANT are NNPad's alone");
 }
 
 int64_t Kernel::source_slice(const Image& source) const {

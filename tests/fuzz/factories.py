@@ -347,6 +347,30 @@ mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).encode(
 obj.commit()
 obj.wait_until_completed()
 """],
+    "ImageAllocator": ["""
+obj = mpsx.Image.default_allocator()
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 4, 3, 2, 1)
+kernel = mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+count = 2
+""", """
+obj = mpsx.TemporaryImage.default_allocator()
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, 4, 3, 2, 1)
+kernel = mpsx.CNNAdd(dev)
+count = 3
+""", """
+class KeepingAllocator(mpsx.ImageAllocator):
+    def image_for_command_buffer(self, command_buffer, image_descriptor, kernel):
+        return mpsx.Image(command_buffer.device, image_descriptor)
+
+obj = KeepingAllocator()
+kernel = mpsx.CNNNeuron(dev, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
+kernel.destination_image_allocator = obj
+command_buffer = cb
+image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 4, 3, 2, 1)
+count = 2
+"""],
     "Predicate": ["""
 buffer = mpsx.Vector(dev, 4).buffer
 offset = 8
@@ -688,6 +712,31 @@ value = mpsx.NNOptimizerDescriptor()
                                                  "mpsx.NNGramMatrixCalculationGradient(dev, alpha)", GRAM_MATRIX)],
 }
 
+PAD = """
+padding_size_before = (1, 2, 1)
+padding_size_after = (2, 0, 1)
+fill_value_array = np.arange(4, dtype=np.float32)
+"""
+
+RESHAPE_EXTRAS = """
+reshaped_width = 3
+reshaped_height = 4
+reshaped_feature_channels = 6
+"""
+
+FACTORIES.update({
+    "ImageCoordinate": ["""
+x, y, channel = 1, 2, 3
+obj = mpsx.ImageCoordinate(x, y, channel)
+"""],
+    "NNPad": [forward("mpsx.NNPad(dev, padding_size_before, padding_size_after, fill_value_array)", PAD)
+              + "obj.edge_mode = mpsx.ImageEdgeMode.CONSTANT\n"],
+    "NNPadGradient": [gradient("mpsx.NNPad(dev, padding_size_before, padding_size_after)", "mpsx.NNPadGradient(dev)",
+                               PAD)],
+    "NNReshape": [forward("mpsx.NNReshape(dev)") + RESHAPE_EXTRAS],
+    "NNReshapeGradient": [gradient("mpsx.NNReshape(dev)", "mpsx.NNReshapeGradient(dev)")],
+})
+
 # Abstract classes: made through a concrete subclass.
 FACTORIES.update({
     "CNNKernel": FACTORIES["CNNNeuron"],
@@ -981,6 +1030,23 @@ FACTORIES.update({
     "NNGramMatrixCalculationGradientNode": [
         GRAM_MATRIX + graph_unary_gradient_node("mpsx.NNGramMatrixCalculationNode(relu.result_image, alpha)")],
 })
+PAD_NODE_ARGUMENTS = """
+padding_size_before = (1, 1, 0)
+padding_size_after = (0, 2, 1)
+edge_mode = mpsx.ImageEdgeMode.MIRROR
+result_width = 3
+result_height = 12
+result_feature_channels = 4
+"""
+
+FACTORIES.update({
+    "NNPadNode": [graph_node("mpsx.NNPadNode(relu.result_image, (1, 1, 0), (0, 2, 1), mpsx.ImageEdgeMode.MIRROR)",
+                             PAD_NODE_ARGUMENTS)],
+    "NNPadGradientNode": [graph_unary_gradient_node(
+        "mpsx.NNPadNode(relu.result_image, (1, 1, 0), (0, 2, 1), mpsx.ImageEdgeMode.MIRROR)")],
+    "NNReshapeNode": [graph_node("mpsx.NNReshapeNode(relu.result_image, 3, 12, 4)", PAD_NODE_ARGUMENTS)],
+    "NNReshapeGradientNode": [graph_unary_gradient_node("mpsx.NNReshapeNode(relu.result_image, 3, 12, 4)")],
+})
 FACTORIES.update({
     "CNNCrossChannelNormalizationNode": [graph_node("mpsx.CNNCrossChannelNormalizationNode(relu.result_image, 3)",
                                                     "\nkernel_size = 3\n")],
@@ -1083,6 +1149,15 @@ FACTORIES.update({
 
 FACTORIES.update({
     "NNInitialGradientNode": [graph_node("mpsx.NNInitialGradientNode(pool.result_image)")],
+    "NNInitialGradient": [forward("mpsx.NNInitialGradient(dev)")],
+    "NNReductionSpatialMeanNode": [graph_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    "NNReductionFeatureChannelsSumNode": [graph_node("mpsx.NNReductionFeatureChannelsSumNode(relu.result_image)")],
+    "NNReductionSpatialMeanGradientNode": [
+        graph_unary_gradient_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    # Abstract bases: made through a concrete subclass.
+    "NNUnaryReductionNode": [graph_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    "CNNNormalizationNode": FACTORIES["CNNCrossChannelNormalizationNode"],
+    "NNTrainableNode": FACTORIES["CNNConvolutionNode"],
 })
 
 # The separated losses: labels and weights are images shaped as the source.

@@ -1,17 +1,14 @@
 # cdef extern declarations of native/include/mpsx/graph/spatial_normalization.h
 from mpsx.includes.graph cimport *
-from mpsx.includes.kernels.normalization cimport ResponseNormalizationParameters
+from mpsx.includes.kernels.normalization cimport CResponseNormalizationSettings
 
 cdef extern from "mpsx/graph/spatial_normalization.h" namespace "mpsx" nogil:
-    cdef cppclass CSpatialNormalizationNodeSettings "mpsx::SpatialNormalizationNodeSettings":
+    cdef cppclass CSpatialNormalizationNodeSettings "mpsx::SpatialNormalizationNodeSettings"(
+            CResponseNormalizationSettings):
         int64_t kernel_width()
         int64_t kernel_height()
         void set_kernel_width(int64_t value) except +raise_py_error
         void set_kernel_height(int64_t value) except +raise_py_error
-        const ResponseNormalizationParameters& parameters()
-        void set_alpha(float value) except +raise_py_error
-        void set_beta(float value) except +raise_py_error
-        void set_delta(float value) except +raise_py_error
 
     cdef cppclass CCNNSpatialNormalizationNode "mpsx::CNNSpatialNormalizationNode"(
             CFilterNode, CSpatialNormalizationNodeSettings):

@@ -10,14 +10,18 @@ cdef extern from "mpsx/kernels/normalization.h" namespace "mpsx" nogil:
     cdef cppclass ResponseNormalizationParameters "mpsx::ResponseNormalizationParameters":
         float alpha, beta, delta
 
-    cdef cppclass CResponseNormalizationProperties "mpsx::ResponseNormalizationProperties":
-        int64_t kernel_size()
+    cdef cppclass CResponseNormalizationSettings "mpsx::ResponseNormalizationSettings":
         float alpha()
         float beta()
         float delta()
         void set_alpha(float value) except +raise_py_error
         void set_beta(float value) except +raise_py_error
         void set_delta(float value) except +raise_py_error
+        const ResponseNormalizationParameters& parameters()
+
+    cdef cppclass CResponseNormalizationProperties "mpsx::ResponseNormalizationProperties"(
+            CResponseNormalizationSettings):
+        int64_t kernel_size()
 
     cdef cppclass CNormalizationGammaAndBetaState "mpsx::NormalizationGammaAndBetaState"(CState):
         CNormalizationGammaAndBetaState(shared_ptr[CBuffer] gamma, shared_ptr[CBuffer] beta) except +raise_py_error

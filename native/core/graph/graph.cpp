@@ -243,10 +243,19 @@ std::unique_ptr<GraphStep> gradient_step(std::shared_ptr<GradientKernel> kernel,
 class GraphImageAllocator final : public ImageAllocator {
  public:
   DataType format = DataType::Float16;
+  // The allocator of the step's image node or of the graph's results, if
+  // one is set: its images are never handed to later steps.
+  std::shared_ptr<ImageAllocator> node_allocator;
 
-  std::shared_ptr<Image> image(CommandBuffer&, const ImageDescriptor& descriptor, const Kernel& kernel) override {
+  std::shared_ptr<Image> image(CommandBuffer& command_buffer, const ImageDescriptor& descriptor,
+                               const Kernel& kernel) override {
     ImageDescriptor d = descriptor;
     d.channel_format = format;
+    if (node_allocator) {
+      std::shared_ptr<Image> image = node_allocator->image(command_buffer, d, kernel);
+      if (image) foreign_.push_back(image.get());
+      return image;
+    }
     for (size_t i = 0; i < free_.size(); ++i)
       if (free_[i]->descriptor() == d) {
         std::shared_ptr<Image> image = std::move(free_[i]);
@@ -257,12 +266,16 @@ class GraphImageAllocator final : public ImageAllocator {
     return make_pooled<Image>(kernel.device_ptr(), d);
   }
   void release(const std::shared_ptr<Image>& image) {
-    if (image) free_.push_back(image);
+    if (image && std::find(foreign_.begin(), foreign_.end(), image.get()) == foreign_.end()) free_.push_back(image);
   }
-  void clear() { free_.clear(); }
+  void clear() {
+    free_.clear();
+    foreign_.clear();
+  }
 
  private:
   std::vector<std::shared_ptr<Image>> free_;
+  std::vector<const Image*> foreign_;
 };
 
 NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<ImageNode>> results,
@@ -373,6 +386,7 @@ void NNGraph::assign_result_slots(std::vector<StepSlots>& slots, SlotNumbering& 
     const std::shared_ptr<ImageNode> result = fusions.resolve(f->result_image());
     s.result = numbering.image(result);
     step_formats_.push_back(result->format);
+    step_results_.push_back(result.get());
     s.result_needed = read_images.count(result.get()) || result->export_from_graph || result->synchronize_resource;
     for (const auto& state : f->result_states()) {
       const bool wanted = read_states.count(state.get()) || state->export_from_graph;
@@ -466,6 +480,15 @@ void NNGraph::compile_steps(std::vector<StepSlots>& slots) {
   }
 }
 
+// MPSNNGraph.h: for a result, "the imageAllocator for this node is ignored
+// and the MPSNNGraph.destinationImageAllocator is used".
+const std::shared_ptr<ImageAllocator>& NNGraph::step_allocator(size_t step) const {
+  const ImageNode* image = step_results_[step];
+  for (const auto& result : results_)
+    if (result.get() == image) return destination_image_allocator;
+  return image->image_allocator;
+}
+
 void NNGraph::set_format(DataType format) {
   if (format != DataType::Float16 && format != DataType::Float32)
     fail<ArgumentError>("NNGraph: format must be float16 or float32, given ", name_of(format));
@@ -508,6 +531,7 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
     if (data_parallel_) values_.deferred_updates = &deferred_;
     for (size_t i = 0; i < steps_.size(); ++i) {
       allocator_->format = step_formats_[i].value_or(format_);
+      allocator_->node_allocator = step_allocator(i);
       if (released_before_[i] != kNoSlot) allocator_->release(values_.images[released_before_[i]]);
       const size_t deferred = deferred_.size();
       steps_[i]->encode(command_buffer, values_);

@@ -52,6 +52,9 @@ class ImageNode {
   bool stop_gradient = false;
   // The storage of the image (float32 or float16); unset, the graph's format.
   std::optional<DataType> format;
+  // MPSNNImageNode.imageAllocator: what makes the image when a graph
+  // encodes; null, the graph's own (its memory plan).
+  std::shared_ptr<ImageAllocator> image_allocator;
   // The filter that writes this image; null for a source of the graph.
   std::shared_ptr<FilterNode> producer() const;
 
@@ -450,6 +453,9 @@ class NNGraph {
   // MPSNNGraph.outputStateIsTemporary: the states encode returns are
   // temporary for its command buffer (State::make_temporary).
   bool output_state_is_temporary = false;
+  // MPSNNGraph.destinationImageAllocator: what makes the result images, in
+  // place of their nodes' image_allocator; null, the graph's own.
+  std::shared_ptr<ImageAllocator> destination_image_allocator;
   // Filters that compiled into another's step (a neuron fused into the
   // normalization before it, and its gradient).
   size_t fused_count() const { return fused_count_; }
@@ -508,6 +514,10 @@ class NNGraph {
   // encode), and the steps that write over their first source.
   DataType format_ = DataType::Float16;
   std::vector<std::optional<DataType>> step_formats_;
+  // The image node each step writes (a fused step: its neuron's), whose
+  // allocator makes it (step_allocator).
+  std::vector<const ImageNode*> step_results_;
+  const std::shared_ptr<ImageAllocator>& step_allocator(size_t step) const;
   std::vector<std::vector<size_t>> released_after_;
   std::vector<size_t> released_before_;
   std::shared_ptr<GraphImageAllocator> allocator_;

@@ -149,6 +149,26 @@ class ImageAllocator {
                                        const Kernel& kernel) = 0;
 };
 
+// +[MPSImage defaultAllocator] (new images) and +[MPSTemporaryImage
+// defaultAllocator] (temporary images of the command buffer, read count 1).
+class DefaultImageAllocator final : public ImageAllocator {
+ public:
+  static const std::shared_ptr<DefaultImageAllocator>& for_images();
+  static const std::shared_ptr<DefaultImageAllocator>& for_temporary_images();
+  bool temporary() const { return temporary_; }
+  // The allocator's image; the kernel is not needed (the header: "the MPS
+  // implementations of this protocol don't need this field").
+  std::shared_ptr<Image> make(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) const;
+  std::shared_ptr<Image> image(CommandBuffer& command_buffer, const ImageDescriptor& descriptor,
+                               const Kernel&) override {
+    return make(command_buffer, descriptor);
+  }
+  explicit DefaultImageAllocator(bool temporary) : temporary_(temporary) {}
+
+ private:
+  bool temporary_;
+};
+
 class Kernel : public std::enable_shared_from_this<Kernel> {
  public:
   explicit Kernel(std::shared_ptr<Device> device);
@@ -198,6 +218,9 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // gradient kernels throw TypeMismatchError.
   virtual std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const { return {}; }
 
+  // Whether edge_mode may be MIRROR, MIRROR_WITH_EDGE or CONSTANT: "The only
+  // filter that currently supports this mode is MPSNNPad" (MPSCoreTypes.h).
+  virtual bool extended_edge_modes() const { return false; }
   // MPSCNNKernel isBackwards: the strides are in the destination's frame, the
   // filter enlarging what a forward filter reduced (gradient kernels,
   // convolution transpose).
@@ -235,7 +258,8 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // the padding policy and of resolve() stays within int64_t.
   virtual void check_properties() const;
   // The destination of an encode given none: destination_image_allocator's,
-  // or a new image of `descriptor`.
+  // or a new image of `descriptor`. Throws where an allocator's image is
+  // not of `descriptor`'s size and a float format, or on another device.
   std::shared_ptr<Image> new_destination(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) const;
   // The feature channels of `source` from source_feature_channel_offset on,
   // at most source_feature_channel_max_count ("if the value is too large, it

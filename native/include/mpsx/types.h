@@ -65,8 +65,9 @@ inline constexpr Region kRectNoClip{0, 0, 0, std::numeric_limits<int64_t>::max()
                                     std::numeric_limits<int64_t>::max() / 4,
                                     std::numeric_limits<int64_t>::max() / 4};
 
-// MPSImageEdgeMode.
-enum class EdgeMode : uint8_t { Zero = 0, Clamp = 1 };
+// MPSImageEdgeMode. Mirror, MirrorWithEdge and Constant: MPSNNPad only
+// (Kernel::extended_edge_modes).
+enum class EdgeMode : uint8_t { Zero = 0, Clamp = 1, Mirror = 2, MirrorWithEdge = 3, Constant = 4 };
 
 // MPSNNPaddingMethod bits (MPSNeuralNetworkTypes.h).
 namespace padding {
