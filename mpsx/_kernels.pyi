@@ -32,7 +32,10 @@ __all__ = [
     "CNNBinaryKernel",
     "CNNGradientKernel",
     "NNGradientState",
+    "NNBinaryGradientState",
+    "NNMultiaryGradientState",
     "ImageEdgeMode",
+    "KernelOptions",
     "NNPaddingMethod",
     "NeuronType",
     "Offset",
@@ -314,8 +317,29 @@ class CNNKernel:
         source_states: _StateSource | None = None,
         destination_images: ImageBatch | None = None,
     ) -> StateBatch | None: ...
+    def encoding_storage_size(
+        self,
+        *source_images: Image,
+        source_states: _StateSource | None = None,
+        destination_image: Image | ImageBatch | None = None,
+    ) -> int: ...
+    def batch_encoding_storage_size(
+        self,
+        *source_images: _ImageSource,
+        source_states: _StateSource | None = None,
+        destination_images: ImageBatch | None = None,
+    ) -> int: ...
+    def append_batch_barrier(self) -> bool: ...
     def copy(self, device: Device | None = None) -> Self: ...
     def gradient_kernels(self) -> list[CNNGradientKernel]: ...
+    @property
+    def is_backwards(self) -> bool: ...
+    @property
+    def is_state_modified(self) -> bool: ...
+    @property
+    def options(self) -> KernelOptions: ...
+    @options.setter
+    def options(self, value: KernelOptions | int) -> None: ...
     @property
     def device(self) -> Device: ...
     @property
@@ -552,9 +576,15 @@ class CNNGradientKernel(CNNBinaryKernel[NNGradientState]):
     kernel_offset_y: int
 
 @disjoint_base
-class NNGradientState(State):
+class _KernelState(State):
     @property
     def kernel(self) -> CNNKernel | None: ...
+
+class NNGradientState(_KernelState): ...
+
+class NNBinaryGradientState(_KernelState): ...
+
+class NNMultiaryGradientState(_KernelState): ...
 
 class ImageEdgeMode(enum.IntEnum):
     ZERO = 0
@@ -562,6 +592,14 @@ class ImageEdgeMode(enum.IntEnum):
     MIRROR = 2
     MIRROR_WITH_EDGE = 3
     CONSTANT = 4
+
+class KernelOptions(enum.IntFlag):
+    NONE = 0
+    SKIP_API_VALIDATION = 1
+    ALLOW_REDUCED_PRECISION = 2
+    DISABLE_INTERNAL_TILING = 4
+    INSERT_DEBUG_GROUPS = 8
+    VERBOSE = 16
 
 class NNPaddingMethod(enum.IntFlag):
     ALIGN_CENTERED = 0
@@ -1268,6 +1306,14 @@ class NNLossGradientState(NNGradientState):
 
 @disjoint_base
 class CNNPooling(CNNUnaryKernel[NNGradientState]):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -1327,6 +1373,14 @@ class CNNDilatedPoolingMax(CNNPooling):
 
 @disjoint_base
 class CNNPoolingGradient(CNNGradientKernel):
+    def __init__(
+        self,
+        device: Device,
+        kernel_width: int,
+        kernel_height: int,
+        stride_in_pixels_x: int | None = None,
+        stride_in_pixels_y: int | None = None,
+    ) -> None: ...
     @property
     def kernel_width(self) -> int: ...
     @property
@@ -2041,7 +2095,7 @@ class NNCompare(CNNArithmetic):
     def comparison_type(self, value: NNComparisonType | int) -> None: ...
     threshold: float
 
-class CNNArithmeticGradientState(NNGradientState): ...
+class CNNArithmeticGradientState(NNBinaryGradientState): ...
 
 class CNNArithmeticGradient(CNNGradientKernel):
     @property
@@ -2242,7 +2296,8 @@ class NNInitialGradient(CNNUnaryKernel[NNGradientState]):
 
 class NNHandle:
     def __init__(self, label: str | None) -> None: ...
-    label: str
+    @property
+    def label(self) -> str: ...
 
 @disjoint_base
 class NNImageNode:
@@ -2329,6 +2384,8 @@ class NNGraph:
         result_images: Sequence[NNImageNode] | None = None,
         results_are_needed: Sequence[bool] | None = None,
     ) -> Self: ...
+    def read_count_for_source_image_at_index(self, index: int) -> int: ...
+    def read_count_for_source_state_at_index(self, index: int) -> int: ...
     def copy(self, device: Device | None = None) -> Self: ...
     def reload_from_data_sources(self) -> None: ...
     def execute_async(
@@ -2742,10 +2799,12 @@ class CNNLossNode(NNFilterNode):
 class NNForwardLossNode(NNFilterNode):
     def __init__(
         self,
-        source: NNImageNode,
-        labels: NNImageNode,
+        source: NNImageNode | None = None,
+        labels: NNImageNode | None = None,
         weights: NNImageNode | None = None,
         loss_descriptor: CNNLossDescriptor | None = None,
+        *,
+        sources: Sequence[NNImageNode] | None = None,
     ) -> None: ...
     @classmethod
     def node_with_source(
@@ -2780,13 +2839,15 @@ class NNForwardLossNode(NNFilterNode):
 class NNLossGradientNode(NNGradientFilterNode):
     def __init__(
         self,
-        source_gradient: NNImageNode,
-        source_image: NNImageNode,
-        labels: NNImageNode,
+        source_gradient: NNImageNode | None = None,
+        source_image: NNImageNode | None = None,
+        labels: NNImageNode | None = None,
         weights: NNImageNode | None = None,
         gradient_state: NNStateNode | None = None,
         loss_descriptor: CNNLossDescriptor | None = None,
         is_labels_gradient_filter: bool = False,
+        *,
+        sources: Sequence[NNImageNode] | None = None,
     ) -> None: ...
     @classmethod
     def node_with_source_gradient(
@@ -2846,6 +2907,7 @@ class NNBinaryArithmeticNode(NNFilterNode):
     def node_with_left_source(cls, left_source: NNImageNode, right_source: NNImageNode) -> Self: ...
     @classmethod
     def node_with_sources(cls, sources: Sequence[NNImageNode]) -> Self: ...
+    def gradient_class(self) -> type[NNArithmeticGradientNode] | None: ...
     @property
     def binary_gradient_state(self) -> NNBinaryGradientStateNode | None: ...
     primary_scale: float
@@ -2877,10 +2939,13 @@ class NNComparisonNode(NNBinaryArithmeticNode):
 class NNArithmeticGradientNode(NNGradientFilterNode):
     def __init__(
         self,
-        source_gradient: NNImageNode,
-        source_image: NNImageNode,
-        gradient_state: NNStateNode,
-        is_secondary_source_filter: bool,
+        source_gradient: NNImageNode | None = None,
+        source_image: NNImageNode | None = None,
+        gradient_state: NNStateNode | None = None,
+        is_secondary_source_filter: bool = False,
+        *,
+        gradient_images: Sequence[NNImageNode] | None = None,
+        forward_filter: NNBinaryArithmeticNode | None = None,
     ) -> None: ...
     @classmethod
     def node_with_source_gradient(

@@ -40,8 +40,9 @@ cdef float parameter(const char* owner, object value, str name) except? -1:
 
 
 # The public names of this module; each family's .pxi adds its own.
-__all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState", "ImageEdgeMode",
-           "NNPaddingMethod", "NeuronType", "Offset", "Region"]
+__all__ = ["CNNKernel", "CNNUnaryKernel", "CNNBinaryKernel", "CNNGradientKernel", "NNGradientState",
+           "NNBinaryGradientState", "NNMultiaryGradientState", "ImageEdgeMode", "KernelOptions", "NNPaddingMethod",
+           "NeuronType", "Offset", "Region"]
 
 
 Offset = namedtuple("Offset", "x y z", defaults=(0, 0, 0), module="mpsx")
@@ -82,6 +83,20 @@ class ImageEdgeMode(enum.IntEnum):
     MIRROR = 2
     MIRROR_WITH_EDGE = 3
     CONSTANT = 4
+
+
+class KernelOptions(enum.IntFlag):
+    """The options of a kernel (``CNNKernel.options``). mpsx keeps them and applies none: docs/semantics.md says why
+    for each.
+
+    MPS: MPSKernelOptions
+    """
+    NONE = 0
+    SKIP_API_VALIDATION = 1 << 0
+    ALLOW_REDUCED_PRECISION = 1 << 1
+    DISABLE_INTERNAL_TILING = 1 << 2
+    INSERT_DEBUG_GROUPS = 1 << 3
+    VERBOSE = 1 << 4
 
 
 class NNPaddingMethod(enum.IntFlag):
@@ -251,12 +266,8 @@ cdef shared_ptr[CState] _state_of(object states, str name) except *:
     raise TypeError(f"expected a state or a StateBatch for {name}, given {type(states).__name__}")
 
 
-cdef class NNGradientState(State):
-    """The state a forward encode leaves for its gradient kernel: the forward geometry, and where the family needs it,
-    what the forward pass computed. Made by kernels, never directly.
-
-    MPS: MPSNNGradientState
-    """
+cdef class _KernelState(State):
+    """A state a kernel's encode made, which knows that kernel: the base of the gradient states."""
     cdef object _kernel  # the forward kernel that made it
 
     @property
@@ -266,6 +277,30 @@ cdef class NNGradientState(State):
         MPS: none (mpsx)
         """
         return self._kernel
+
+
+cdef class NNGradientState(_KernelState):
+    """The state a forward encode of a CNNUnaryKernel leaves for its gradient kernel: the forward geometry, and where
+    the family needs it, what the forward pass computed. Made by kernels, never directly.
+
+    MPS: MPSNNGradientState
+    """
+
+
+cdef class NNBinaryGradientState(_KernelState):
+    """The state a forward encode of a CNNBinaryKernel leaves for its gradient kernels: the forward geometry and the
+    shapes of both source images. Made by kernels, never directly; as in MPS it is not an NNGradientState.
+
+    MPS: MPSNNBinaryGradientState
+    """
+
+
+cdef class NNMultiaryGradientState(_KernelState):
+    """The state of a kernel of several source images (MPS's MPSCNNMultiaryKernel, which mpsx's kernels do not
+    derive from): no mpsx kernel makes one yet; it is here for the class tree MPS has.
+
+    MPS: MPSNNMultiaryGradientState
+    """
 
 
 cdef object _region_object(const CRegion& r):
@@ -318,7 +353,7 @@ cdef class CNNKernel:
         return self.kernel.get()
 
     cdef object _wrap_state(self, const shared_ptr[CState]& state):
-        cdef NNGradientState s = self.state_class.__new__(self.state_class)
+        cdef _KernelState s = self.state_class.__new__(self.state_class)
         s.c = state
         s._kernel = self
         return s
@@ -327,16 +362,17 @@ cdef class CNNKernel:
         """True: an encode over a batch makes one state, and its StateBatch holds that state once per image (read
         counts change once per distinct state, as MPS's convention for shared states says).
 
-        MPS: -[MPSCNNKernel isResultStateReusedAcrossBatch]
+        MPS: -[MPSCNNKernel isResultStateReusedAcrossBatch], -[MPSCNNBinaryKernel isResultStateReusedAcrossBatch]
         """
         self.native()
         return True
 
     def result_state_batch(self, *source_images, source_states=None, destination_images=None):
-        """``result_state`` for an encode over batches (ImageBatches or lists of Images, as that encode takes them):
-        a StateBatch of one new state per image, all the same state, or None where the kernel makes no state.
+        """``result_state`` for an encode over batches (ImageBatches or lists of Images, as that encode takes them:
+        a binary kernel's primary, then secondary): a StateBatch of one new state per image, all the same state, or
+        None where the kernel makes no state.
 
-        MPS: -[MPSCNNKernel resultStateBatchForSourceImage:sourceStates:destinationImage:]
+        MPS: -[MPSCNNKernel resultStateBatchForSourceImage:sourceStates:destinationImage:], -[MPSCNNBinaryKernel resultStateBatchForPrimaryImage:secondaryImage:sourceStates:destinationImage:]
         """
         self.native()
         result_state = getattr(self, "result_state", None)
@@ -353,7 +389,7 @@ cdef class CNNKernel:
         """``result_state`` made temporary for ``command_buffer``: valid only on it, until its ``read_count``
         (1; raise it for more reads) reaches 0. None where the kernel makes no state.
 
-        MPS: -[MPSCNNKernel temporaryResultStateForCommandBuffer:sourceImage:sourceStates:destinationImage:]
+        MPS: -[MPSCNNKernel temporaryResultStateForCommandBuffer:sourceImage:sourceStates:destinationImage:], -[MPSCNNBinaryKernel temporaryResultStateForCommandBuffer:primaryImage:secondaryImage:sourceStates:destinationImage:]
         """
         self.native()
         result_state = getattr(self, "result_state", None)
@@ -365,9 +401,92 @@ cdef class CNNKernel:
                                      destination_images=None):
         """``result_state_batch`` made temporary for ``command_buffer``: one temporary state, once per image.
 
-        MPS: -[MPSCNNKernel temporaryResultStateBatchForCommandBuffer:sourceImage:sourceStates:destinationImage:]
+        MPS: -[MPSCNNKernel temporaryResultStateBatchForCommandBuffer:sourceImage:sourceStates:destinationImage:], -[MPSCNNBinaryKernel temporaryResultStateBatchForCommandBuffer:primaryImage:secondaryImage:sourceStates:destinationImage:]
         """
         return _temporary(command_buffer, self.result_state_batch(*source_images, source_states=source_states))
+
+    _source_count = 1  # the source images of an encode
+
+    cdef _check_sources(self, tuple source_images, destination, bint batch):
+        """TypeError unless ``source_images`` are the encode's sources (Images, or for a batch ImageBatches or lists
+        of Images) and ``destination`` None or of the same kind."""
+        self.native()
+        if len(source_images) != self._source_count:
+            raise TypeError(f"{type(self).__name__} encodes {self._source_count} source image(s), given "
+                            f"{len(source_images)}")
+        for image in source_images + (() if destination is None else (destination,)):
+            if batch:
+                _one_of_batch(image)
+            elif not isinstance(image, Image):
+                raise TypeError(f"expected an mpsx.Image, given {type(image).__name__}")
+
+    def encoding_storage_size(self, *source_images, source_states=None, destination_image=None):
+        """The bytes of temporary heap storage an encode on ``source_images`` (a binary kernel's primary, then
+        secondary image) allocates besides its destination and state: always 0, since no backend allocates per
+        encode (docs/semantics.md). TypeError for the wrong number or kind of images.
+
+        MPS: -[MPSCNNKernel encodingStorageSizeForSourceImage:sourceStates:destinationImage:], -[MPSCNNBinaryKernel encodingStorageSizeForPrimaryImage:secondaryImage:sourceStates:destinationImage:]
+        """
+        self._check_sources(source_images, destination_image, False)
+        return 0
+
+    def batch_encoding_storage_size(self, *source_images, source_states=None, destination_images=None):
+        """``encoding_storage_size`` of an encode over batches (ImageBatches or lists of Images): always 0.
+
+        MPS: -[MPSCNNKernel batchEncodingStorageSizeForSourceImage:sourceStates:destinationImage:], -[MPSCNNBinaryKernel batchEncodingStorageSizeForPrimaryImage:secondaryImage:sourceStates:destinationImage:]
+        """
+        self._check_sources(source_images, destination_images, True)
+        return 0
+
+    def append_batch_barrier(self):
+        """Whether the kernel must see the whole batch before its results may be used: True for batch statistics
+        (CNNBatchNormalizationStatistics and its gradient), else False. mpsx encodes a batch in one call and never
+        splits it, so this changes nothing mpsx does.
+
+        MPS: -[MPSCNNKernel appendBatchBarrier], -[MPSCNNBinaryKernel appendBatchBarrier]
+        """
+        return self.native().append_batch_barrier()
+
+    @property
+    def is_backwards(self):
+        """Whether the kernel undoes a forward kernel's reduction, its strides being in the destination's frame:
+        True for gradient kernels and CNNConvolutionTranspose, else False.
+
+        MPS: MPSCNNKernel.isBackwards, MPSCNNBinaryKernel.isBackwards
+        """
+        return self.native().is_backwards()
+
+    @property
+    def is_state_modified(self):
+        """Whether the encode writes the state it accepts: True for forward kernels (they fill their result state)
+        and for the gradients that write their gradients there (convolution, fully connected and convolution
+        transpose; batch, instance and group normalization); False for the other gradient kernels, which only read
+        it.
+
+        MPS: MPSCNNKernel.isStateModified, MPSCNNBinaryKernel.isStateModified
+        """
+        return self.native().is_state_modified()
+
+    @property
+    def options(self):
+        """The kernel's KernelOptions (default NONE): kept, saved and copied, and applied to nothing
+        (docs/semantics.md says why for each). ValueError for bits KernelOptions lacks.
+
+        MPS: MPSKernel.options
+        """
+        return KernelOptions(self.native().options)
+
+    @options.setter
+    def options(self, value):
+        cdef CKernel* kernel = self.native()
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"options must be KernelOptions, given {type(value).__name__}")
+        all_options = 0
+        for flag in KernelOptions:
+            all_options |= int(flag)
+        if value < 0 or value & ~all_options:
+            raise ValueError(f"options must be KernelOptions bits (0 to {all_options}), given {value}")
+        kernel.options = value
 
     @property
     def device(self):
@@ -509,7 +628,7 @@ cdef class CNNKernel:
     # class and of every base class.
 
     _mpsx_properties = ("offset", "clip_rect", "edge_mode", "padding", "source_feature_channel_offset",
-                        "source_feature_channel_max_count", "destination_feature_channel_offset", "label")
+                        "source_feature_channel_max_count", "destination_feature_channel_offset", "label", "options")
 
     def _mpsx_arguments(self):
         """The constructor's arguments after the device: none unless a class says otherwise."""
@@ -763,6 +882,8 @@ cdef class CNNBinaryKernel(CNNKernel):
     """
     cdef CBinaryKernel* binary
 
+    _source_count = 2
+
     cdef _set_binary(self, shared_ptr[CBinaryKernel] kernel, state_class):
         self.kernel = <shared_ptr[CKernel]>kernel
         self.binary = kernel.get()
@@ -1013,7 +1134,7 @@ cdef object _wrap_kernel(const shared_ptr[CKernel]& made):
     if isinstance(kernel, CNNGradientKernel):
         (<CNNGradientKernel>kernel)._set(dynamic_pointer_cast[CGradientKernel, CKernel](made))
     elif isinstance(kernel, CNNBinaryKernel):
-        (<CNNBinaryKernel>kernel)._set_binary(dynamic_pointer_cast[CBinaryKernel, CKernel](made), NNGradientState)
+        (<CNNBinaryKernel>kernel)._set_binary(dynamic_pointer_cast[CBinaryKernel, CKernel](made), NNBinaryGradientState)
     elif isinstance(kernel, CNNUnaryKernel):
         (<CNNUnaryKernel>kernel)._set(dynamic_pointer_cast[CUnaryKernel, CKernel](made), NNGradientState)
     else:

@@ -124,12 +124,13 @@ TYPES = {
         "align_corners no_copy use_nestrov_momentum apply_gradient_clipping compute_label_gradients copy "
         "destination_state "
         "destination_state_is_temporary destination_states deterministic export_from_graph intermediate_images "
-        "is_labels_gradient_filter is_secondary_source_filter is_temporary linear output_state_is_temporary "
+        "is_backwards is_labels_gradient_filter is_secondary_source_filter is_state_modified is_temporary linear output_state_is_temporary "
         "reduce_across_batch replayable result_image_is_needed result_state_can_be_temporary "
         "serialize_weights_and_biases stop_gradient synchronize_resource use_nesterov_momentum"
     ),
     "bytes": "group_id",
     "dict[str, Sequence[npt.ArrayLike]]": "state",
+    "KernelOptions": "options",
     "float": (
         "a alpha b fill_value parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 "
         "beta2 bias c "
@@ -145,7 +146,7 @@ TYPES = {
         "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
-        "integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
+        "index integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
         "kernel_size_in_feature_channels kernel_width layout_checks length local_rank number_of_classes "
         "number_of_feature_channels number_of_filters number_of_fused_filters number_of_groups number_of_images "
         "output_feature_channels peak_bytes_in_use primary_dilation_rate_x primary_dilation_rate_y "
@@ -208,6 +209,7 @@ RETURNS = {
     "Image": "encode labels_image loss_image",
     "Image | None": "execute_async weights_image",
     "ImageBatch": "encode_batch",
+    "type[NNArithmeticGradientNode] | None": "gradient_class",
     "ImageDescriptor": "destination_image_descriptor destination_image_descriptor_for_source_images",
     "NNPaddingMethod": "padding_method",
     "NNPadding | None": "inverse",
@@ -243,11 +245,13 @@ RETURNS = {
     "StateBatch | None": "result_state_batch temporary_result_state_batch",
     "Vector": "from_numpy",
     "_S": "result_state",
-    "bool": "is_result_state_reused_across_batch load",
+    "bool": "append_batch_barrier is_result_state_reused_across_batch load",
     "dict[str, list[npt.NDArray[np.float32]]]": "optimizer_state",
     "dict[str, npt.NDArray[np.float32]]": "torch_state_dict",
     "float": "alpha_for_source_image neuron_parameter_a neuron_parameter_b scalar_weight_for_source_image",
-    "int": ("__len__ buffer_size_at_index resource_size number_of_feature_channels rank "
+    "int": (
+        "__len__ batch_encoding_storage_size buffer_size_at_index encoding_storage_size number_of_feature_channels rank "
+        "read_count_for_source_image_at_index read_count_for_source_state_at_index resource_size "
         "state_batch_increment_read_count world_size"
     ),
     "list[CNNGradientKernel]": "gradient_kernels",
@@ -297,6 +301,8 @@ OVERRIDES = {
     "CNNGradientKernel.result_state": "None",
     "CNNGroupNormalization.__init__.data_source": "Any",
     "CNNInstanceNormalization.__init__.data_source": "Any",
+    "CNNKernel.batch_encoding_storage_size.source_images": "_ImageSource",
+    "CNNKernel.encoding_storage_size.source_images": "Image",
     "CNNKernel.result_state_batch.source_images": "_ImageSource",
     "CNNKernel.temporary_result_state.source_images": "Image | ImageBatch",
     "CNNKernel.temporary_result_state_batch.source_images": "_ImageSource",

@@ -73,6 +73,17 @@ cdef class NNBinaryArithmeticNode(NNFilterNode):
         """
         return cls(sources=sources)
 
+    def gradient_class(self):
+        """The class of the gradient nodes of this node's sources (NNAdditionGradientNode, NNSubtractionGradientNode,
+        NNMultiplicationGradientNode), or None for division and comparison, which have no gradient node.
+
+        MPS: -[MPSNNBinaryArithmeticNode gradientClass]
+        """
+        for cls in (NNAdditionGradientNode, NNSubtractionGradientNode, NNMultiplicationGradientNode):
+            if cls._operation == type(self)._operation:
+                return cls
+        return None
+
     def _natively_made_arguments(self):
         return tuple(self.source_images)
 
@@ -277,7 +288,8 @@ cdef class NNComparisonNode(NNBinaryArithmeticNode):
 
 
 cdef class NNArithmeticGradientNode(NNGradientFilterNode):
-    """NNArithmeticGradientNode(source_gradient, source_image, gradient_state, is_secondary_source_filter)
+    """NNArithmeticGradientNode(source_gradient=None, source_image=None, gradient_state=None,
+        is_secondary_source_filter=False, *, gradient_images=None, forward_filter=None)
 --
 
     The gradient node of the primary or secondary source of an arithmetic node. ``source_image`` is the forward
@@ -285,6 +297,9 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
     the other one. Abstract (TypeError): use a subclass; the forward node's ``gradient_filters_with_sources`` makes
     both, wired. As
     ``-[MPSNNArithmeticGradientNode initWithSourceGradient:sourceImage:gradientState:isSecondarySourceFilter:]``.
+    ``(gradient_images=[gradient], forward_filter=node, is_secondary_source_filter=...)`` instead of the images and
+    the state is ``-[MPSNNArithmeticGradientNode initWithGradientImages:forwardFilter:isSecondarySourceFilter:]``:
+    the node ``with_gradient_images`` returns.
 
     MPS: MPSNNArithmeticGradientNode
     """
@@ -293,18 +308,30 @@ cdef class NNArithmeticGradientNode(NNGradientFilterNode):
                         "secondary_stride_in_feature_channels")
     _operation = None
 
-    def __init__(self, source_gradient, source_image, NNStateNode gradient_state not None,
-                 is_secondary_source_filter):
+    def __init__(self, source_gradient=None, source_image=None, gradient_state=None,
+                 is_secondary_source_filter=False, *, gradient_images=None, forward_filter=None):
         if type(self)._operation is None:
             raise TypeError("NNArithmeticGradientNode is abstract; make an NNAdditionGradientNode, "
                             "NNSubtractionGradientNode or NNMultiplicationGradientNode")
         if not isinstance(is_secondary_source_filter, (bool, int)):
             raise TypeError(f"is_secondary_source_filter: expected a bool, given "
                             f"{type(is_secondary_source_filter).__name__}")
+        if (gradient_images is None) != (forward_filter is None):
+            raise TypeError(f"{type(self).__name__}: gradient_images and forward_filter go together")
+        if forward_filter is not None:
+            if source_gradient is not None or source_image is not None or gradient_state is not None:
+                raise TypeError(f"{type(self).__name__}: give source_gradient, source_image and gradient_state, "
+                                f"or gradient_images and forward_filter, not both")
+            self.c = (<NNFilterNode>type(self).with_gradient_images(gradient_images, forward_filter,
+                                                                    is_secondary_source_filter)).c
+            return
+        if not isinstance(gradient_state, NNStateNode):
+            raise TypeError(f"gradient_state: expected an NNBinaryGradientStateNode, given "
+                            f"{type(gradient_state).__name__}")
         self._made(<shared_ptr[CFilterNode]>make_native[CNNArithmeticGradientNode](
             <ArithmeticOperation><int>type(self)._operation,
             _image_node_argument(source_gradient, "source_gradient").c,
-            _image_node_argument(source_image, "source_image").c, gradient_state.c,
+            _image_node_argument(source_image, "source_image").c, (<NNStateNode>gradient_state).c,
             <cbool>bool(is_secondary_source_filter)),
             (source_gradient, source_image, gradient_state, bool(is_secondary_source_filter)))
 

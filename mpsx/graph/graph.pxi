@@ -45,10 +45,18 @@ class NNHandle:
 
     MPS: MPSHandle
     """
-    label = ""
+    _label = ""
 
     def __init__(self, label):
-        self.label = str(label)
+        self._label = str(label)
+
+    @property
+    def label(self):
+        """The handle's name, a string (read-only: handles hash by it).
+
+        MPS: -[MPSHandle label]
+        """
+        return self._label
 
     def __eq__(self, other):
         return type(other) is type(self) and other.label == self.label
@@ -65,7 +73,9 @@ class NNHandle:
         return ("NNHandle", self.label) if type(self) is NNHandle and len(vars(self)) == 1 else id(self)
 
     def __mpsx_state__(self):
-        return dict(vars(self))
+        state = dict(vars(self))
+        state["label"] = state.pop("_label", self._label)
+        return state
 
     @classmethod
     def __mpsx_restore__(cls, state, device):
@@ -73,6 +83,7 @@ class NNHandle:
             raise TypeError(f"expected the label of an NNHandle as a str, given {type(state.get('label')).__name__}")
         handle = cls.__new__(cls)
         handle.__dict__.update(state)
+        handle._label = handle.__dict__.pop("label")
         return handle
 
 
@@ -833,6 +844,13 @@ cdef object _wrap_image_object(const shared_ptr[CImageNode]& node):
     return _wrap_image_node(node)
 
 
+cdef size_t _source_index(index) except? 0:
+    cdef int64_t i = integer_argument(index, "index")
+    if i < 0:
+        raise ValueError(f"index must be at least 0, given {i}")
+    return <size_t>i
+
+
 cdef class NNGraph:
     """NNGraph(device, result_image=None, result_image_is_needed=True, *, result_images=None,
         results_are_needed=None, format=None, data_parallel=None)
@@ -910,6 +928,23 @@ cdef class NNGraph:
         MPS: MPSNNGraph.sourceStateHandles
         """
         return [_handle_object(n.get().handle) for n in self.native().source_states()]
+
+    def read_count_for_source_image_at_index(self, index):
+        """How many times an encode reads source image ``index`` (of ``source_image_handles``): the amount by which
+        it lowers a temporary source image's ``read_count``, which must be at least this when it is given.
+        ValueError for an index past the source images.
+
+        MPS: -[MPSNNGraph readCountForSourceImageAtIndex:]
+        """
+        return self.native().read_count_for_source_image(_source_index(index))
+
+    def read_count_for_source_state_at_index(self, index):
+        """How many times an encode reads source state ``index`` (of ``source_state_handles``), as
+        ``read_count_for_source_image_at_index``. ValueError for an index past the source states.
+
+        MPS: -[MPSNNGraph readCountForSourceStateAtIndex:]
+        """
+        return self.native().read_count_for_source_state(_source_index(index))
 
     @property
     def intermediate_image_handles(self):

@@ -91,8 +91,23 @@ cdef CNNLossDescriptor _loss_descriptor_argument(object value):
     return value
 
 
+def _loss_sources(owner, sources, names, given):
+    """The image nodes of a loss node's ``sources``: ``names`` in order, the last (weights) optional. TypeError
+    where the separate arguments are given too, or for something other than a list; ValueError for its length."""
+    if given.count(None) != len(given):
+        required = ", ".join(names[:-1])
+        raise TypeError(f"{owner}: give {required} (and weights) or sources, not both")
+    if not isinstance(sources, (list, tuple)):
+        raise TypeError(f"{owner}: sources must be a list of NNImageNodes, given {type(sources).__name__}")
+    if len(sources) not in (len(names) - 1, len(names)):
+        required = ", ".join(names[:-1])
+        raise ValueError(f"{owner}: expected {len(names) - 1} or {len(names)} sources ({required}[, weights]), "
+                         f"given {len(sources)}")
+    return list(sources) + [None] * (len(names) - len(sources))
+
+
 cdef class NNForwardLossNode(NNFilterNode):
-    """NNForwardLossNode(source, labels, weights=None, loss_descriptor=None)
+    """NNForwardLossNode(source=None, labels=None, weights=None, loss_descriptor=None, *, sources=None)
 --
 
     A forward loss of a graph (NNForwardLoss) of ``source`` against the ``labels`` (and per-value ``weights``) image
@@ -102,15 +117,21 @@ cdef class NNForwardLossNode(NNFilterNode):
     Its ``gradient_filter_with_source`` (the gradient of the loss values) is an NNLossGradientNode of the source;
     ``gradient_filters_with_source`` also returns the labels' (``is_labels_gradient_filter``). ``training_graph``
     needs that gradient: start it at an NNInitialGradientNode on ``result_image`` (ones), or pass
-    ``source_gradient``. As ``-[MPSNNForwardLossNode initWithSource:labels:weights:lossDescriptor:]``.
+    ``source_gradient``. As ``-[MPSNNForwardLossNode initWithSource:labels:weights:lossDescriptor:]``;
+    ``NNForwardLossNode(sources=[source, labels(, weights)], loss_descriptor=d)`` is
+    ``-[MPSNNForwardLossNode initWithSources:lossDescriptor:]`` (TypeError with the separate images too, ValueError
+    for another number of sources).
 
     MPS: MPSNNForwardLossNode
     """
     _mpsx_properties = ("property_call_back",)
 
-    def __init__(self, source, labels, weights=None, loss_descriptor=None):
+    def __init__(self, source=None, labels=None, weights=None, loss_descriptor=None, *, sources=None):
         if isinstance(weights, CNNLossDescriptor) and loss_descriptor is None:
             weights, loss_descriptor = None, weights
+        if sources is not None:
+            source, labels, weights = _loss_sources("NNForwardLossNode", sources, ("source", "labels", "weights"),
+                                                    (source, labels, weights))
         cdef CNNLossDescriptor d = _loss_descriptor_argument(loss_descriptor)
         self._made(<shared_ptr[CFilterNode]>make_native[CForwardLossNode](
             _image_node_argument(source, "source").c, _image_node_argument(labels, "labels").c,
@@ -131,11 +152,7 @@ cdef class NNForwardLossNode(NNFilterNode):
 
         MPS: +[MPSNNForwardLossNode nodeWithSources:lossDescriptor:]
         """
-        sources = list(sources)
-        if len(sources) not in (2, 3):
-            raise ValueError(f"NNForwardLossNode: expected 2 or 3 sources (source, labels[, weights]), "
-                             f"given {len(sources)}")
-        return cls(sources[0], sources[1], sources[2] if len(sources) == 3 else None, loss_descriptor)
+        return cls(sources=sources, loss_descriptor=loss_descriptor)
 
     cdef CForwardLossNode* loss_node(self) except NULL:
         return <CForwardLossNode*>self.native()
@@ -228,22 +245,28 @@ cdef class NNForwardLossNode(NNFilterNode):
 
 
 cdef class NNLossGradientNode(NNGradientFilterNode):
-    """NNLossGradientNode(source_gradient, source_image, labels, weights=None, gradient_state=None,
-        loss_descriptor=None, is_labels_gradient_filter=False)
+    """NNLossGradientNode(source_gradient=None, source_image=None, labels=None, weights=None, gradient_state=None,
+        loss_descriptor=None, is_labels_gradient_filter=False, *, sources=None)
 --
 
     The gradient node of an NNForwardLossNode: an NNLossGradient of the loss values' gradient, with the forward
     source, labels and weights image nodes; ``gradient_state`` (optional) is the forward loss node's result state,
     whose values (weight, label smoothing, epsilon, delta) it then uses. A ``property_call_back`` sets its weight at
     each encode instead. As
-    ``-[MPSNNLossGradientNode initWithSourceGradient:sourceImage:labels:weights:gradientState:lossDescriptor:isLabelsGradientFilter:]``.
+    ``-[MPSNNLossGradientNode initWithSourceGradient:sourceImage:labels:weights:gradientState:lossDescriptor:isLabelsGradientFilter:]``;
+    ``sources=[source_gradient, source_image, labels(, weights)]`` instead of those images is
+    ``-[MPSNNLossGradientNode initWithSources:gradientState:lossDescriptor:isLabelsGradientFilter:]``.
 
     MPS: MPSNNLossGradientNode
     """
     _mpsx_properties = ("property_call_back",)
 
-    def __init__(self, source_gradient, source_image, labels, weights=None, gradient_state=None,
-                 loss_descriptor=None, is_labels_gradient_filter=False):
+    def __init__(self, source_gradient=None, source_image=None, labels=None, weights=None, gradient_state=None,
+                 loss_descriptor=None, is_labels_gradient_filter=False, *, sources=None):
+        if sources is not None:
+            source_gradient, source_image, labels, weights = _loss_sources(
+                "NNLossGradientNode", sources, ("source_gradient", "source_image", "labels", "weights"),
+                (source_gradient, source_image, labels, weights))
         cdef CNNLossDescriptor d = _loss_descriptor_argument(loss_descriptor)
         cdef shared_ptr[CStateNode] state
         if gradient_state is not None:
@@ -280,12 +303,8 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
 
         MPS: +[MPSNNLossGradientNode nodeWithSources:gradientState:lossDescriptor:isLabelsGradientFilter:]
         """
-        sources = list(sources)
-        if len(sources) not in (3, 4):
-            raise ValueError(f"NNLossGradientNode: expected 3 or 4 sources (source gradient, source, labels"
-                             f"[, weights]), given {len(sources)}")
-        return cls(sources[0], sources[1], sources[2], sources[3] if len(sources) == 4 else None, gradient_state,
-                   loss_descriptor, is_labels_gradient_filter)
+        return cls(gradient_state=gradient_state, loss_descriptor=loss_descriptor,
+                   is_labels_gradient_filter=is_labels_gradient_filter, sources=sources)
 
     cdef CLossGradientNode* gradient_node(self) except NULL:
         return <CLossGradientNode*>self.native()

@@ -67,6 +67,8 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device()
         vector[shared_ptr[CImageNode]] source_images()
         vector[shared_ptr[CStateNode]] source_states()
+        int64_t read_count_for_source_image(size_t index) except +raise_py_error
+        int64_t read_count_for_source_state(size_t index) except +raise_py_error
         vector[shared_ptr[CImageNode]] intermediate_images()
         vector[shared_ptr[CStateNode]] result_states()
         const shared_ptr[CImageNode]& result()

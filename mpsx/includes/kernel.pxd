@@ -32,9 +32,13 @@ cdef extern from "mpsx/kernel.h" namespace "mpsx" nogil:
         uint32_t padding_method
         shared_ptr[const CPaddingPolicy] padding_policy
         string label
+        uint32_t options
         shared_ptr[CImageAllocator] destination_image_allocator
         vector[shared_ptr[CGradientKernel]] make_gradient_kernels() except +raise_py_error
         bool extended_edge_modes()
+        bool is_backwards()
+        bool is_state_modified()
+        bool append_batch_barrier()
 
     cdef cppclass Encoded "mpsx::UnaryKernel::Encoded":
         shared_ptr[CImage] image

@@ -23,7 +23,7 @@ class NNComparisonType(enum.IntEnum):
     GREATER_OR_EQUAL = 5
 
 
-cdef class CNNArithmeticGradientState(NNGradientState):
+cdef class CNNArithmeticGradientState(NNBinaryGradientState):
     """What the arithmetic gradients need of a forward encode (both source shapes, the broadcasting and the geometry).
     Made by ``result_state`` or ``encode(..., destination_state=True)``.
 

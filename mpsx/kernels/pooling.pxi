@@ -26,8 +26,12 @@ cdef PoolingWindowArguments _pooling_window(kernel_width, kernel_height, stride_
 
 
 cdef class CNNPooling(CNNUnaryKernel):
-    """The base of the pooling kernels: one value per window of ``kernel_width`` x ``kernel_height`` source pixels,
-    moved by the strides. Abstract (TypeError).
+    """CNNPooling(device, kernel_width, kernel_height, stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The base of the pooling kernels: one value per window of ``kernel_width`` x ``kernel_height`` source pixels,
+    moved by the strides. Abstract: its constructor, MPS's initializer that every pooling kernel shares, raises
+    TypeError naming the subclasses, which take its arguments.
 
     ``edge_mode`` decides what reads off the source return (ZERO: 0; CLAMP: the window shrinks to the source, and
     one wholly off it gives 0).
@@ -35,6 +39,11 @@ cdef class CNNPooling(CNNUnaryKernel):
     MPS: MPSCNNPooling
     """
     cdef CCNNPooling* pooling
+
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
+                 stride_in_pixels_y=None):
+        raise TypeError("CNNPooling is abstract: make a CNNPoolingMax, CNNPoolingAverage, CNNPoolingL2Norm or "
+                        "CNNDilatedPoolingMax")
 
     cdef _make(self, Device device, PoolingKind kind, kernel_width, kernel_height, stride_x, stride_y,
                dilation_x=1, dilation_y=1):
@@ -201,13 +210,22 @@ cdef class CNNDilatedPoolingMax(CNNPooling):
 
 
 cdef class CNNPoolingGradient(CNNGradientKernel):
-    """The base of the pooling gradients: the gradient of a pooling with the same window, over the windows of the
+    """CNNPoolingGradient(device, kernel_width, kernel_height, stride_in_pixels_x=None, stride_in_pixels_y=None)
+--
+
+    The base of the pooling gradients: the gradient of a pooling with the same window, over the windows of the
     forward encode that made the gradient state. Set ``edge_mode`` (and ``zero_pad_size``, ``padding``) as on the
-    forward kernel. Abstract (TypeError).
+    forward kernel. Abstract: its constructor, MPS's initializer that every pooling gradient shares, raises TypeError
+    naming the subclasses, which take its arguments.
 
     MPS: MPSCNNPoolingGradient
     """
     cdef CCNNPoolingGradient* pooling
+
+    def __init__(self, Device device not None, kernel_width, kernel_height, stride_in_pixels_x=None,
+                 stride_in_pixels_y=None):
+        raise TypeError("CNNPoolingGradient is abstract: make a CNNPoolingMaxGradient, CNNPoolingAverageGradient, "
+                        "CNNPoolingL2NormGradient or CNNDilatedPoolingMaxGradient")
 
     cdef _make(self, Device device, PoolingKind kind, kernel_width, kernel_height, stride_x, stride_y,
                dilation_x=1, dilation_y=1):

@@ -827,6 +827,10 @@ FACTORIES.update({
     "CNNBinaryKernel": FACTORIES["CNNAdd"],
     "CNNArithmetic": FACTORIES["CNNMultiply"],
     "CNNArithmeticGradient": FACTORIES["CNNMultiplyGradient"],
+    "NNBinaryGradientState": FACTORIES["CNNArithmeticGradientState"],
+    # No mpsx kernel makes one (mpsx has no MPSCNNMultiaryKernel): the fuzzer drives the members of one made
+    # without __init__, which raise TypeError.
+    "NNMultiaryGradientState": ["obj = mpsx.NNMultiaryGradientState.__new__(mpsx.NNMultiaryGradientState)\n"],
 })
 
 
@@ -956,6 +960,7 @@ labels = np.zeros((2, 3, 1, 1), np.float32)
 labels[:, 0] = 1
 source_images = [mpsx.ImageBatch.from_numpy(dev, rng.standard_normal((2, 2, 6, 6)).astype(np.float32))]
 source_states = [mpsx.CNNLossLabels(dev, labels)]
+index = 0
 obj = mpsx.NNGraph(dev, result_image, result_image_is_needed)
 """
 

@@ -292,6 +292,7 @@ NNGraph::NNGraph(std::shared_ptr<Device> device, std::vector<std::shared_ptr<Ima
   std::vector<StepSlots> slots = assign_source_slots(numbering, fusions);
   assign_result_slots(slots, numbering, fusions);
   plan_memory(slots, numbering.images.size());
+  count_source_reads(slots);
   compile_steps(slots);
   values_.images.resize(numbering.images.size());
   values_.states.resize(numbering.states.size());
@@ -438,6 +439,32 @@ void NNGraph::plan_memory(const std::vector<StepSlots>& slots, size_t image_coun
     else
       released_after_[i].push_back(slot);
   }
+}
+
+void NNGraph::count_source_reads(const std::vector<StepSlots>& slots) {
+  auto count = [&](const std::vector<size_t>& sources, std::vector<size_t> StepSlots::*read) {
+    std::vector<int64_t> reads(sources.size(), 0);
+    for (size_t i = 0; i < sources.size(); ++i)
+      for (const StepSlots& step : slots)
+        reads[i] += std::count((step.*read).begin(), (step.*read).end(), sources[i]);
+    return reads;
+  };
+  source_image_reads_ = count(source_image_slots_, &StepSlots::sources);
+  source_state_reads_ = count(source_state_slots_, &StepSlots::source_states);
+}
+
+int64_t NNGraph::read_count_for_source_image(size_t index) const {
+  if (index >= source_image_reads_.size())
+    fail<ArgumentError>("NNGraph: read_count_for_source_image: index ", index, " is past the ",
+                        source_image_reads_.size(), " source images (source_image_handles)");
+  return source_image_reads_[index];
+}
+
+int64_t NNGraph::read_count_for_source_state(size_t index) const {
+  if (index >= source_state_reads_.size())
+    fail<ArgumentError>("NNGraph: read_count_for_source_state: index ", index, " is past the ",
+                        source_state_reads_.size(), " source states (source_state_handles)");
+  return source_state_reads_[index];
 }
 
 // Each filter makes its step's kernels; a gradient filter finds its forward

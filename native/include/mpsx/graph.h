@@ -430,6 +430,12 @@ class NNGraph {
   // The order encode takes its source images and states in.
   const std::vector<std::shared_ptr<ImageNode>>& source_images() const { return source_images_; }
   const std::vector<std::shared_ptr<StateNode>>& source_states() const { return source_states_; }
+  // readCountForSourceImageAtIndex: / readCountForSourceStateAtIndex:: how
+  // many times an encode's steps read source image (state) `index`, by how
+  // much the encode lowers a temporary one's read count. ArgumentError for
+  // an index past the sources.
+  int64_t read_count_for_source_image(size_t index) const;
+  int64_t read_count_for_source_state(size_t index) const;
   // Exported intermediate images (and the results after the first), and the
   // exported states, in the order encode returns them.
   const std::vector<std::shared_ptr<ImageNode>>& intermediate_images() const { return intermediate_images_; }
@@ -486,6 +492,7 @@ class NNGraph {
   std::vector<StepSlots> assign_source_slots(SlotNumbering& numbering, const Fusions& fusions);
   void assign_result_slots(std::vector<StepSlots>& slots, SlotNumbering& numbering, const Fusions& fusions);
   void plan_memory(const std::vector<StepSlots>& slots, size_t image_count);
+  void count_source_reads(const std::vector<StepSlots>& slots);
   void compile_steps(std::vector<StepSlots>& slots);
   std::unordered_set<const ImageNode*> needed_results() const;
 
@@ -496,6 +503,8 @@ class NNGraph {
   std::vector<std::shared_ptr<StateNode>> source_states_, result_states_;
   // Slots of the sources, exported intermediates and results, exported states.
   std::vector<size_t> source_image_slots_, source_state_slots_, intermediate_slots_, result_state_slots_;
+  // The reads of each source image and state by the steps.
+  std::vector<int64_t> source_image_reads_, source_state_reads_;
   // Written images and states whose node asks for synchronize_resource.
   std::vector<size_t> synchronized_images_, synchronized_states_;
   size_t result_slot_ = 0;

@@ -194,6 +194,8 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // its custom method runs where padding_method has the Custom bit.
   std::shared_ptr<const PaddingPolicy> padding_policy;
   std::string label;
+  // MPSKernelOptions bits, kept and applied to nothing (docs/semantics.md).
+  uint32_t options = 0;
   // MPSKernel's destinationImageAllocator (native only; the graph gives its
   // kernels its own).
   std::shared_ptr<ImageAllocator> destination_image_allocator;
@@ -219,6 +221,17 @@ class Kernel : public std::enable_shared_from_this<Kernel> {
   // Whether edge_mode may be MIRROR, MIRROR_WITH_EDGE or CONSTANT: "The only
   // filter that currently supports this mode is MPSNNPad" (MPSCoreTypes.h).
   virtual bool extended_edge_modes() const { return false; }
+  // MPSCNNKernel isBackwards: the strides are in the destination's frame, the
+  // filter enlarging what a forward filter reduced (gradient kernels,
+  // convolution transpose).
+  virtual bool is_backwards() const { return false; }
+  // MPSCNNKernel isStateModified: the encode writes the state it accepts. A
+  // forward kernel fills its result state; a gradient kernel only reads its
+  // gradient state unless it writes the gradients of trainable values there.
+  virtual bool is_state_modified() const { return true; }
+  // MPSCNNKernel appendBatchBarrier: the result is complete only once the
+  // whole batch was encoded (batch statistics).
+  virtual bool append_batch_barrier() const { return false; }
 
  protected:
   // The MPS padding policy: sets `offset` for `window` over `source` and
@@ -494,6 +507,8 @@ class GradientKernel : public BinaryKernel {
   ImageDescriptor destination_image_descriptor(const Image& source_gradient, const State& gradient_state);
 
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
+  bool is_backwards() const override { return true; }
+  bool is_state_modified() const override { return false; }
 
  protected:
   // Also throws ArgumentError for geometry set by hand: a primary or

@@ -351,6 +351,7 @@ class CNNBatchNormalizationStatistics : public Kernel {
  public:
   explicit CNNBatchNormalizationStatistics(std::shared_ptr<Device> device);
   const char* class_name() const override { return "MPSCNNBatchNormalizationStatistics"; }
+  bool append_batch_barrier() const override { return true; }
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
   void encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                     const std::shared_ptr<State>& state);
@@ -363,6 +364,9 @@ class CNNBatchNormalizationStatistics : public Kernel {
 class BatchNormalizationGradientKernel : public GradientKernel {
  public:
   BatchNormalizationGradientKernel(std::shared_ptr<Device> device, NeuronDescriptor fused_neuron);
+  // Both write the batch normalization state: the gamma and beta gradient
+  // sums, and that the gradient was encoded.
+  bool is_state_modified() const override { return true; }
   const NeuronDescriptor& fused_neuron() const { return fused_neuron_; }
 
  protected:
@@ -381,6 +385,7 @@ class CNNBatchNormalizationStatisticsGradient : public BatchNormalizationGradien
  public:
   using BatchNormalizationGradientKernel::BatchNormalizationGradientKernel;
   const char* class_name() const override { return "MPSCNNBatchNormalizationStatisticsGradient"; }
+  bool append_batch_barrier() const override { return true; }
   void encode_batch(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                     const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state);
 

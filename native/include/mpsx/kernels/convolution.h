@@ -393,6 +393,8 @@ class CNNConvolutionGradient : public GradientKernel {
  public:
   CNNConvolutionGradient(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
   const char* class_name() const override { return "MPSCNNConvolutionGradient"; }
+  // It writes the weight and bias gradients into the gradient state.
+  bool is_state_modified() const override { return true; }
 
   const ConvolutionDescriptor& descriptor() const { return descriptor_; }
   const std::shared_ptr<ConvolutionDataSource>& data_source() const { return data_source_; }

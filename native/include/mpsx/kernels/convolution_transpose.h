@@ -66,6 +66,7 @@ class CNNConvolutionTranspose : public CNNConvolution {
  public:
   CNNConvolutionTranspose(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source);
   const char* class_name() const override { return "MPSCNNConvolutionTranspose"; }
+  bool is_backwards() const override { return true; }
   std::vector<std::shared_ptr<GradientKernel>> make_gradient_kernels() const override;
 
   int64_t kernel_offset_x = 0, kernel_offset_y = 0;

@@ -247,6 +247,8 @@ class CNNGroupNormalization final : public GroupNormalizationKernel {
 class GroupNormalizationGradientKernel : public InPlaceGradientKernel {
  public:
   GroupNormalizationGradientKernel(std::shared_ptr<Device> device, GroupNormalizationKind kind);
+  // It writes the gamma and beta gradients into the gradient state.
+  bool is_state_modified() const override { return true; }
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
