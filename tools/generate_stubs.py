@@ -124,7 +124,8 @@ TYPES = {
         "align_corners no_copy use_nestrov_momentum apply_gradient_clipping compute_label_gradients copy "
         "destination_state "
         "destination_state_is_temporary destination_states deterministic export_from_graph intermediate_images "
-        "is_backwards is_labels_gradient_filter is_secondary_source_filter is_state_modified is_temporary linear output_state_is_temporary "
+        "is_backwards is_labels_gradient_filter is_secondary_source_filter is_state_modified is_temporary linear "
+        "output_state_is_temporary "
         "reduce_across_batch replayable result_image_is_needed result_state_can_be_temporary "
         "serialize_weights_and_biases stop_gradient synchronize_resource use_nesterov_momentum"
     ),
@@ -250,7 +251,8 @@ RETURNS = {
     "dict[str, npt.NDArray[np.float32]]": "torch_state_dict",
     "float": "alpha_for_source_image neuron_parameter_a neuron_parameter_b scalar_weight_for_source_image",
     "int": (
-        "__len__ batch_encoding_storage_size buffer_size_at_index encoding_storage_size number_of_feature_channels rank "
+        "__len__ batch_encoding_storage_size buffer_size_at_index encoding_storage_size number_of_feature_channels "
+        "rank "
         "read_count_for_source_image_at_index read_count_for_source_state_at_index resource_size "
         "state_batch_increment_read_count world_size"
     ),
