@@ -49,17 +49,27 @@ class StateResourceList:
         cdef int64_t n = integer_argument(size, "size")
         if n < 0:
             raise ValueError(f"a buffer size must be 0 or more, given {n}")
-        self.buffer_sizes.append(n)
+        _sizes_of(self).append(n)
 
     def __repr__(self):
-        return f"mpsx.StateResourceList.resource_list_with_buffer_sizes({', '.join(map(str, self.buffer_sizes))})"
+        sizes = self.__dict__.get("buffer_sizes")
+        if sizes is None:
+            return uninitialized_repr(self)
+        return f"mpsx.StateResourceList.resource_list_with_buffer_sizes({', '.join(map(str, sizes))})"
+
+
+def _sizes_of(resource_list):
+    sizes = resource_list.__dict__.get("buffer_sizes")
+    if sizes is None:
+        raise_uninitialized(resource_list)
+    return sizes
 
 
 cdef vector[size_t] _buffer_sizes(object resource_list) except *:
     if not isinstance(resource_list, StateResourceList):
         raise TypeError(f"resource_list must be an mpsx.StateResourceList, given {quoted(resource_list)}")
     cdef vector[size_t] sizes
-    for size in resource_list.buffer_sizes:
+    for size in _sizes_of(resource_list):
         n = integer_argument(size, "a buffer size")
         if n < 0:
             raise ValueError(f"a buffer size must be 0 or more, given {n}")

@@ -581,6 +581,7 @@ biases = np.zeros(4, np.float32)
 obj = mpsx.CNNConvolutionWeightsAndBiasesState(dev, weights, biases)
 """],
     "CNNConvolutionGradientState": [state_of(CONVOLUTION, CONVOLUTION_SOURCE)],
+    "ImageSizeEncodingState": [state_of(CONVOLUTION, CONVOLUTION_SOURCE)],
     "CNNConvolution": [forward(CONVOLUTION, CONVOLUTION_SOURCE) + CONVOLUTION_EXTRAS,
                        forward(CONVOLUTION, CONVOLUTION_DEVICE_SOURCE) + CONVOLUTION_EXTRAS,
                        forward(CONVOLUTION, CONVOLUTION_QUANTIZED_SOURCE)],
