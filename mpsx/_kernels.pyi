@@ -208,6 +208,8 @@ __all__ = [
     "NNLossGradientNode",
     "NNLossCallback",
     "NNBinaryGradientStateNode",
+    "NNArithmeticGradientStateNode",
+    "NNMultiaryGradientStateNode",
     "NNBinaryArithmeticNode",
     "NNAdditionNode",
     "NNSubtractionNode",
@@ -2894,6 +2896,10 @@ class NNLossCallback:
     def scalar_weight_for_source_image(self, source_image: Image, destination_image: Image | None) -> float: ...
 
 class NNBinaryGradientStateNode(NNStateNode): ...
+
+class NNArithmeticGradientStateNode(NNBinaryGradientStateNode): ...
+
+class NNMultiaryGradientStateNode(NNStateNode): ...
 
 class NNBinaryArithmeticNode(NNFilterNode):
     def __init__(

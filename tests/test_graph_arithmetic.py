@@ -260,7 +260,7 @@ def test_properties_and_defaults():
                  "secondary_stride_in_pixels_x", "secondary_stride_in_pixels_y",
                  "secondary_stride_in_feature_channels"):
         assert getattr(node, name) == 1
-    assert isinstance(node.result_state, mpsx.NNBinaryGradientStateNode)
+    assert type(node.result_state) is mpsx.NNArithmeticGradientStateNode  # an NNBinaryGradientStateNode
     assert node.binary_gradient_state == node.result_state
     node.primary_scale, node.secondary_scale, node.minimum_value = 3.0, 0.25, -5.0
     g = mpsx.NNImageNode()

@@ -4,15 +4,32 @@
 
 from mpsx.includes.graph.arithmetic cimport CNNArithmeticGradientNode, CNNBinaryArithmeticNode
 
-__all__ += ["NNBinaryGradientStateNode", "NNBinaryArithmeticNode", "NNAdditionNode", "NNSubtractionNode",
+__all__ += ["NNBinaryGradientStateNode", "NNArithmeticGradientStateNode", "NNMultiaryGradientStateNode",
+            "NNBinaryArithmeticNode", "NNAdditionNode", "NNSubtractionNode",
             "NNMultiplicationNode", "NNDivisionNode", "NNComparisonNode", "NNArithmeticGradientNode",
             "NNAdditionGradientNode", "NNSubtractionGradientNode", "NNMultiplicationGradientNode"]
 
 
 cdef class NNBinaryGradientStateNode(NNStateNode):
-    """The result state of an addition, subtraction or multiplication node, read by its two gradient nodes.
+    """The result state of a node of two sources, read by its two gradient nodes.
 
     MPS: MPSNNBinaryGradientStateNode
+    """
+
+
+cdef class NNArithmeticGradientStateNode(NNBinaryGradientStateNode):
+    """The result state of an addition, subtraction or multiplication node, read by its two gradient nodes: what
+    their ``result_state`` is.
+
+    MPS: MPSNNArithmeticGradientStateNode
+    """
+
+
+cdef class NNMultiaryGradientStateNode(NNStateNode):
+    """The result state of a node of several sources. No mpsx node has more than two sources, so none makes one;
+    the class keeps MPS's hierarchy.
+
+    MPS: MPSNNMultiaryGradientStateNode
     """
 
 

@@ -444,8 +444,8 @@ cdef NNStateNode _wrap_state_node(const shared_ptr[CStateNode]& node):
         out = CNNConvolutionGradientStateNode.__new__(CNNConvolutionGradientStateNode)
     elif kind == StateNodeKind.ConvolutionTransposeGradient:
         out = CNNConvolutionTransposeGradientStateNode.__new__(CNNConvolutionTransposeGradientStateNode)
-    elif kind == StateNodeKind.BinaryGradient:
-        out = NNBinaryGradientStateNode.__new__(NNBinaryGradientStateNode)
+    elif kind == StateNodeKind.BinaryGradient:  # made by the arithmetic nodes alone
+        out = NNArithmeticGradientStateNode.__new__(NNArithmeticGradientStateNode)
     elif kind == StateNodeKind.Labels:
         out = NNLabelsNode.__new__(NNLabelsNode)
     else:

@@ -1150,6 +1150,9 @@ is_secondary_source_filter = {bool(index)}
 TRANSPOSE = "mpsx.CNNConvolutionTransposeNode(relu.result_image, conv.result_state, transpose_weights)"
 FACTORIES.update({
     "NNBinaryGradientStateNode": [graph_multi_node("mpsx.NNAdditionNode(left_source, right_source).result_state")],
+    "NNArithmeticGradientStateNode": [graph_multi_node(
+        "mpsx.NNSubtractionNode(left_source, right_source).result_state")],
+    "NNMultiaryGradientStateNode": ["obj = mpsx.NNMultiaryGradientStateNode.__new__(mpsx.NNMultiaryGradientStateNode)\n"],
     "NNAdditionNode": [graph_multi_node("mpsx.NNAdditionNode(left_source, right_source)")],
     "NNSubtractionNode": [graph_multi_node("mpsx.NNSubtractionNode(left_source, right_source)")],
     "NNMultiplicationNode": [graph_multi_node("mpsx.NNMultiplicationNode(sources=sources)")],
