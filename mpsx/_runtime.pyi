@@ -209,6 +209,10 @@ class TemporaryImage(Image):
     def prefetch_storage_with_command_buffer(
         cls, command_buffer: CommandBuffer, image_descriptor_list: list[ImageDescriptor]
     ) -> None: ...
+    @staticmethod
+    def from_numpy(device: Device, array: npt.ArrayLike) -> Vector: ...  # type: ignore[override]
+    @staticmethod
+    def from_dlpack(device: Device, tensor: Any, *, copy: bool | None = None) -> Buffer: ...  # type: ignore[override]
     @classmethod
     def default_allocator(cls) -> ImageAllocator: ...
     read_count: int

@@ -204,3 +204,10 @@ def test_a_graph_reads_its_temporary_source_image(device):
         graph.encode(cb, [temporary])
     # The graph's result is float16, MPS's default format for graph images.
     np.testing.assert_allclose(run(cb, out), np.maximum(-x, 0.0), rtol=1e-3, atol=1e-3)
+
+
+def test_temporary_images_are_not_made_from_host_arrays(device):
+    with pytest.raises(TypeError, match="never written by the host"):
+        mpsx.TemporaryImage.from_numpy(device, np.zeros((1, 1, 2, 2), np.float32))
+    with pytest.raises(TypeError, match="never imports a tensor"):
+        mpsx.TemporaryImage.from_dlpack(device, np.zeros((1, 1, 2, 2), np.float32))

@@ -459,6 +459,24 @@ cdef class TemporaryImage(Image):
     def read_count(self, value):
         self.native().set_read_count(integer_argument(value, "read_count"))
 
+    @staticmethod
+    def from_numpy(Device device not None, array):
+        """Refused (TypeError): the host never writes a temporary image; ``Image.from_numpy`` makes an image of an
+        array.
+
+        MPS: none (mpsx)
+        """
+        raise TypeError("a TemporaryImage is never written by the host; make an mpsx.Image.from_numpy")
+
+    @staticmethod
+    def from_dlpack(Device device not None, tensor, *, copy=None):
+        """Refused (TypeError): a temporary image never shares memory with the host or another library;
+        ``Image.from_dlpack`` imports a tensor.
+
+        MPS: none (mpsx)
+        """
+        raise TypeError("a TemporaryImage never imports a tensor; make an mpsx.Image.from_dlpack")
+
     @classmethod
     def default_allocator(cls):
         """The allocator that makes temporary images of the command buffer an encode is on, read count 1.
