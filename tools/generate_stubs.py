@@ -439,6 +439,27 @@ OVERRIDES.update({
     "CNNConvolutionGradient.channel_multiplier": "int",
 })
 OVERRIDES.update({
+    # The normalization data source protocols' CPU-side updates, CNNBatchNormalization.reload_data_source and the
+    # loss data descriptor's factory.
+    "CNNBatchNormalizationDataSource.update_gamma_and_beta_with_batch_normalization_state": "bool",
+    "CNNBatchNormalizationDataSource.update_gamma_and_beta_with_batch_normalization_state.batch_normalization_state":
+        "CNNBatchNormalizationState",
+    "CNNBatchNormalizationDataSource.update_mean_and_variance_with_batch_normalization_state": "bool",
+    "CNNBatchNormalizationDataSource.update_mean_and_variance_with_batch_normalization_state."
+    "batch_normalization_state": "CNNBatchNormalizationState",
+    "CNNGroupNormalizationDataSource.update_gamma_and_beta_with_group_normalization_state_batch": "bool",
+    "CNNGroupNormalizationDataSource.update_gamma_and_beta_with_group_normalization_state_batch."
+    "group_normalization_state_batch": "list[CNNGroupNormalizationGradientState]",
+    "CNNInstanceNormalizationDataSource.update_gamma_and_beta_with_instance_normalization_state_batch": "bool",
+    "CNNInstanceNormalizationDataSource.update_gamma_and_beta_with_instance_normalization_state_batch."
+    "instance_normalization_state_batch": "list[CNNInstanceNormalizationGradientState]",
+    "CNNBatchNormalization.reload_data_source.data_source": "Any",
+    "CNNLossDataDescriptor.cnn_loss_data_descriptor_with_data": "Self",
+    "CNNLossDataDescriptor.cnn_loss_data_descriptor_with_data.data":
+        "npt.NDArray[np.float32] | bytes | bytearray | memoryview",
+    "CNNLossDataDescriptor.cnn_loss_data_descriptor_with_data.size": "tuple[int, int, int]",
+})
+OVERRIDES.update({
     # The encodes that the overload rules below write several times.
     "CNNBinaryKernel.encode.destination_image": "Image",
     "CNNBinaryKernel.encode.primary_image": "Image",

@@ -39,7 +39,9 @@ class CNNBatchNormalizationDataSource:
     ``update_gamma_and_beta_with_command_buffer(command_buffer, batch_normalization_state)`` ->
     CNNNormalizationGammaAndBetaState or None and
     ``update_mean_and_variance_with_command_buffer(command_buffer, batch_normalization_state)`` ->
-    CNNNormalizationMeanAndVarianceState or None (GPU-side updates); ``copy(device)``.
+    CNNNormalizationMeanAndVarianceState or None (GPU-side updates); ``copy(device)``. This class defines the two
+    CPU-side updates, but the runtime treats one a subclass inherits from it as absent, as MPS treats a selector a
+    data source does not implement.
 
     MPS: MPSCNNBatchNormalizationDataSource
     """
@@ -102,6 +104,24 @@ class CNNBatchNormalizationDataSource:
         """
         return None
 
+    def update_gamma_and_beta_with_batch_normalization_state(self, batch_normalization_state):
+        """The CPU-side gamma and beta update: called once the command buffer completed, with the synchronized state
+        (its gamma, beta and their gradients); write the new values to the data source and return whether the update
+        was performed. Optional: a subclass without it gets no CPU-side update; returns False here.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource updateGammaAndBetaWithBatchNormalizationState:]
+        """
+        return False
+
+    def update_mean_and_variance_with_batch_normalization_state(self, batch_normalization_state):
+        """The CPU-side mean and variance update: called once the command buffer completed, with the synchronized
+        state (its batch statistics); write the new values to the data source and return whether the update was
+        performed. Optional: a subclass without it gets no CPU-side update; returns False here.
+
+        MPS: -[MPSCNNBatchNormalizationDataSource updateMeanAndVarianceWithBatchNormalizationState:]
+        """
+        return False
+
     def copy(self, device):
         """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
         copied.
@@ -113,6 +133,10 @@ class CNNBatchNormalizationDataSource:
 
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
+
+_protocol_defaults(CNNBatchNormalizationDataSource, ("update_gamma_and_beta_with_batch_normalization_state",
+                                                     "update_mean_and_variance_with_batch_normalization_state"))
+
 
 cdef object _value_of(object source, str attribute):
     value = getattr(source, attribute, None)
@@ -753,6 +777,20 @@ cdef class CNNBatchNormalization(CNNUnaryKernel):
         MPS: -[MPSCNNBatchNormalization reloadMeanAndVarianceFromDataSource]
         """
         self._batch_normalization().reload_mean_and_variance_from_data_source()
+
+    def reload_data_source(self, data_source):
+        """Takes a new data source of the same channel count: loads its gamma, beta, mean, variance and epsilon now (on
+        the host), and later updates call it. Deprecated, as in MPS (warns with a DeprecationWarning): set the data
+        source's values and call ``reload_gamma_and_beta_from_data_source`` and/or
+        ``reload_mean_and_variance_from_data_source`` instead.
+
+        MPS: -[MPSCNNBatchNormalization reloadDataSource:]
+        """
+        warnings.warn("CNNBatchNormalization.reload_data_source is deprecated, as MPSCNNBatchNormalization's "
+                      "reloadDataSource: is: use reload_gamma_and_beta_from_data_source and/or "
+                      "reload_mean_and_variance_from_data_source instead", DeprecationWarning, stacklevel=2)
+        self._batch_normalization().reload_data_source(batch_normalization_data_source_of(data_source))
+        self._data_source = data_source
 
     def reload_gamma_and_beta(self, CommandBuffer command_buffer not None,
                               CNNNormalizationGammaAndBetaState gamma_and_beta_state not None):

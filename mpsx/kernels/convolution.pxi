@@ -623,25 +623,36 @@ class CNNConvolutionDataSource:
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
 
-# The optional members CNNConvolutionDataSource defines; one a data source
-# inherits from it stands for the member's absence.
-cdef dict _CONVOLUTION_DEFAULTS = {name: CNNConvolutionDataSource.__dict__[name] for name in (
+# The optional members each protocol class (CNNConvolutionDataSource, ...)
+# defines, by name; one a data source inherits from it stands for the
+# member's absence, as a selector a data source does not implement in MPS.
+cdef dict _PROTOCOL_DEFAULTS = {}
+
+
+cdef _protocol_defaults(type protocol, tuple names):
+    for name in names:
+        _PROTOCOL_DEFAULTS[name] = _PROTOCOL_DEFAULTS.get(name, ()) + (protocol.__dict__[name],)
+
+
+_protocol_defaults(CNNConvolutionDataSource, (
     "kernel_weights_data_type", "weights_layout", "weights_quantization_type", "ranges_for_uint8_kernel",
-    "lookup_table_for_uint8_kernel", "update_with_gradient_state", "update_with_command_buffer")}
+    "lookup_table_for_uint8_kernel", "update_with_gradient_state", "update_with_command_buffer"))
 
 
 cdef object _ABSENT = object()
 
 
 cdef bint _implements(object source, str name):
-    """Whether the data source has the member ``name`` other than as CNNConvolutionDataSource's default."""
+    """Whether the data source has the member ``name`` other than as a protocol class's default."""
     value = getattr(source, name, _ABSENT)
-    return value is not _ABSENT and \
-        getattr(value, "__func__", None) is not _CONVOLUTION_DEFAULTS.get(name, False)
+    if value is _ABSENT:
+        return False
+    func = getattr(value, "__func__", None)
+    return not any(func is default for default in _PROTOCOL_DEFAULTS.get(name, ()))
 
 
-cdef object _convolution_member(object source, str name):
-    """The data source's member ``name``, None where it lacks it or has only CNNConvolutionDataSource's default."""
+cdef object _data_source_member(object source, str name):
+    """The data source's member ``name``, None where it lacks it or has only a protocol class's default."""
     return getattr(source, name, None) if _implements(source, name) else None
 
 # The members of each data source protocol, @required ones first, by their
@@ -741,7 +752,7 @@ cdef CConvolutionDescriptor _convolution_source_descriptor(object source) except
 
 
 cdef CDataType _convolution_source_data_type(object source, const char* attribute) except *:
-    value = _convolution_member(source, attribute.decode())
+    value = _data_source_member(source, attribute.decode())
     if value is None:
         if attribute == b"kernel_weights_data_type":
             return _convolution_source_data_type(source, b"data_type")
@@ -767,7 +778,7 @@ cdef object host_values(object values):
 
 
 cdef _check_weights_layout(object source):
-    layout = _convolution_member(source, "weights_layout")
+    layout = _data_source_member(source, "weights_layout")
     if callable(layout):
         layout = layout()
     if layout is not None and not (isinstance(layout, int) and not isinstance(layout, bool) and layout == 0):
@@ -779,7 +790,7 @@ cdef HostArray _convolution_source_array(object source, const char* method, CDat
     cdef HostArray out
     if method == b"weights":
         _check_weights_layout(source)
-    fn = _convolution_member(source, method.decode())
+    fn = _data_source_member(source, method.decode())
     if fn is None:
         return out
     array = fn()
@@ -813,7 +824,7 @@ cdef dict _QUANTIZATION = {None: 0, "none": 0, "linear": 1, "lookup_table": 2}
 
 
 cdef WeightsQuantization _convolution_source_quantization(object source) except *:
-    value = _convolution_member(source, "weights_quantization_type")
+    value = _data_source_member(source, "weights_quantization_type")
     if callable(value):
         value = value()
     try:
@@ -823,7 +834,7 @@ cdef WeightsQuantization _convolution_source_quantization(object source) except 
 
 
 cdef cbool _convolution_source_has(object source, const char* attribute) except *:
-    return callable(_convolution_member(source, attribute.decode()))
+    return callable(_data_source_member(source, attribute.decode()))
 
 
 cdef extern from *:

@@ -30,7 +30,8 @@ class CNNGroupNormalizationDataSource:
     CNNNormalizationGammaAndBetaState or None (GPU side); both receive the batch of states as a list: mpsx gives one
     state per encode, whose gradients are already sums over its images, so summing the list's gradients gives the
     batch's. ``copy(device)``. MPS's protocol has no ``load()`` and ``purge()``; mpsx calls them around every read
-    where a data source has them.
+    where a data source has them. This class defines the CPU-side update, but the runtime treats it as absent where a
+    subclass inherits it, as MPS treats a selector a data source does not implement.
 
     MPS: MPSCNNGroupNormalizationDataSource
     """
@@ -81,6 +82,15 @@ class CNNGroupNormalizationDataSource:
         """
         return None
 
+    def update_gamma_and_beta_with_group_normalization_state_batch(self, group_normalization_state_batch):
+        """The CPU-side gamma and beta update: called once the command buffer completed, with the synchronized states
+        as a list (their gamma, beta and gradients); write the new values to the data source and return whether the
+        update was performed. Optional: a subclass without it gets no CPU-side update; returns False here.
+
+        MPS: -[MPSCNNGroupNormalizationDataSource updateGammaAndBetaWithGroupNormalizationStateBatch:]
+        """
+        return False
+
     def copy(self, device):
         """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
         copied.
@@ -92,6 +102,9 @@ class CNNGroupNormalizationDataSource:
 
 
 # ---- the calls the runtime makes into Python data sources (_data_sources.h)
+
+_protocol_defaults(CNNGroupNormalizationDataSource, ("update_gamma_and_beta_with_group_normalization_state_batch",))
+
 
 cdef int64_t _group_normalization_source_integer(object source, const char* attribute) except *:
     name = attribute.decode()
@@ -221,7 +234,7 @@ cdef class _NormalizationWeights:
     def epsilon(self):
         """The term added to the variance before its square root.
 
-        MPS: -[MPSCNNGroupNormalizationDataSource epsilon]
+        MPS: -[MPSCNNGroupNormalizationDataSource epsilon], -[MPSCNNInstanceNormalizationDataSource epsilon]
         """
         return self.native().epsilon()
 

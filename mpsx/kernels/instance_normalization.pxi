@@ -22,7 +22,9 @@ class CNNInstanceNormalizationDataSource:
     synchronized states) and ``update_gamma_and_beta_with_command_buffer(command_buffer,
     instance_normalization_state_batch)`` -> CNNNormalizationGammaAndBetaState or None (GPU side); both receive the
     batch of states as a list: mpsx gives one state per encode, whose gradients are already sums over its images, so
-    summing the list's gradients gives the batch's. ``copy(device)``.
+    summing the list's gradients gives the batch's. ``copy(device)``. This class defines the CPU-side update, but the
+    runtime treats it as absent where a subclass inherits it, as MPS treats a selector a data source does not
+    implement.
 
     MPS: MPSCNNInstanceNormalizationDataSource
     """
@@ -72,6 +74,15 @@ class CNNInstanceNormalizationDataSource:
         """
         return None
 
+    def update_gamma_and_beta_with_instance_normalization_state_batch(self, instance_normalization_state_batch):
+        """The CPU-side gamma and beta update: called once the command buffer completed, with the synchronized states
+        as a list (their gamma, beta and gradients); write the new values to the data source and return whether the
+        update was performed. Optional: a subclass without it gets no CPU-side update; returns False here.
+
+        MPS: -[MPSCNNInstanceNormalizationDataSource updateGammaAndBetaWithInstanceNormalizationStateBatch:]
+        """
+        return False
+
     def copy(self, device):
         """A copy of the data source for ``device`` (default: ``copy.deepcopy``), called when a kernel or graph is
         copied.
@@ -80,6 +91,9 @@ class CNNInstanceNormalizationDataSource:
         """
         import copy
         return copy.deepcopy(self)
+
+
+_protocol_defaults(CNNInstanceNormalizationDataSource, ("update_gamma_and_beta_with_instance_normalization_state_batch",))
 
 
 cdef class InstanceNormalizationWeights(_NormalizationWeights):

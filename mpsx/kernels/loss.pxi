@@ -265,6 +265,15 @@ cdef class CNNLossDataDescriptor:
             self._bytes_per_row = width * 4
         self._bytes_per_image = self._bytes_per_row * height
 
+    @classmethod
+    def cnn_loss_data_descriptor_with_data(cls, data, layout, size):
+        """A new descriptor of ``data``, its ``layout`` and ``size`` (width, height, feature_channels): the same as
+        ``CNNLossDataDescriptor(data, layout, size)``.
+
+        MPS: +[MPSCNNLossDataDescriptor cnnLossDataDescriptorWithData:layout:size:]
+        """
+        return cls(data, layout, size)
+
     @property
     def data(self):
         """A copy of the values given, as bytes.

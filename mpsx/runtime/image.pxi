@@ -89,6 +89,15 @@ cdef class ImageDescriptor:
         """
         return (self.c.number_of_images, self.c.feature_channels, self.c.height, self.c.width)
 
+    def copy(self):
+        """A new descriptor equal to this one (of the same class).
+
+        MPS: -[MPSImageDescriptor copyWithZone:]
+        """
+        cdef ImageDescriptor d = type(self).__new__(type(self))
+        d.c = self.c
+        return d
+
     def __eq__(self, other):
         if not isinstance(other, ImageDescriptor):
             return NotImplemented

@@ -263,9 +263,10 @@ CNNBatchNormalization::Parameters CNNBatchNormalization::parameters() const {
   return p;
 }
 
-void CNNBatchNormalization::load(bool gamma_and_beta, bool mean_and_variance) {
+BatchNormalizationParameters CNNBatchNormalization::load(BatchNormalizationDataSource& source, bool gamma_and_beta,
+                                                        bool mean_and_variance) {
   BatchNormalizationParameters p =
-      load_batch_normalization_parameters(*data_source_, class_name(), gamma_and_beta, mean_and_variance);
+      load_batch_normalization_parameters(source, class_name(), gamma_and_beta, mean_and_variance);
   if (p.channels != channels_)
     fail<ShapeError>(class_name(), ": the data source now has ", p.channels,
                      " feature channels; the kernel was made for ", channels_);
@@ -288,11 +289,18 @@ void CNNBatchNormalization::load(bool gamma_and_beta, bool mean_and_variance) {
     parameters_.variance.swap(variance);
   }
   parameters_lock_.unlock();
+  return p;
 }
 
-void CNNBatchNormalization::reload_gamma_and_beta_from_data_source() { load(true, false); }
+void CNNBatchNormalization::reload_gamma_and_beta_from_data_source() { load(*data_source_, true, false); }
 
-void CNNBatchNormalization::reload_mean_and_variance_from_data_source() { load(false, true); }
+void CNNBatchNormalization::reload_mean_and_variance_from_data_source() { load(*data_source_, false, true); }
+
+void CNNBatchNormalization::reload_data_source(std::shared_ptr<BatchNormalizationDataSource> data_source) {
+  if (!data_source) fail<TypeMismatchError>(class_name(), ": expected a data source, given None");
+  epsilon = load(*data_source, true, true).epsilon;
+  data_source_ = std::move(data_source);
+}
 
 void CNNBatchNormalization::reload_gamma_and_beta(CommandBuffer& command_buffer,
                                                   const NormalizationGammaAndBetaState& state) {

@@ -48,6 +48,7 @@ cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
         const NeuronDescriptor& fused_neuron()
         void reload_gamma_and_beta_from_data_source() except +raise_py_error
         void reload_mean_and_variance_from_data_source() except +raise_py_error
+        void reload_data_source(shared_ptr[CBatchNormalizationDataSource] data_source) except +raise_py_error
         void reload_gamma_and_beta(CCommandBuffer& command_buffer,
                                    const CNormalizationGammaAndBetaState& state) except +raise_py_error
         void reload_mean_and_variance(CCommandBuffer& command_buffer,

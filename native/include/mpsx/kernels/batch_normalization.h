@@ -296,6 +296,9 @@ class CNNBatchNormalization : public InPlaceUnaryKernel {
   // before keep the values they were encoded with.
   void reload_gamma_and_beta_from_data_source();
   void reload_mean_and_variance_from_data_source();
+  // -reloadDataSource: a new data source of the same channel count: its
+  // gamma, beta, mean, variance and epsilon.
+  void reload_data_source(std::shared_ptr<BatchNormalizationDataSource> data_source);
   // GPU side: copy the state's values in, ordered on the command buffer.
   void reload_gamma_and_beta(CommandBuffer& command_buffer, const NormalizationGammaAndBetaState& state);
   void reload_mean_and_variance(CommandBuffer& command_buffer, const NormalizationMeanAndVarianceState& state);
@@ -332,7 +335,8 @@ class CNNBatchNormalization : public InPlaceUnaryKernel {
   // Reloads may swap the buffers on a command buffer's thread while another
   // thread encodes.
   Parameters parameters() const;
-  void load(bool gamma_and_beta, bool mean_and_variance);
+  // Loads `source`'s values into the kernel; returns them.
+  BatchNormalizationParameters load(BatchNormalizationDataSource& source, bool gamma_and_beta, bool mean_and_variance);
   // Throws unless `state` is one of this kernel's, through its statistics
   // (and its statistics gradient when `gradients`).
   void check_update_state(const std::shared_ptr<BatchNormalizationState>& state, bool gradients) const;
