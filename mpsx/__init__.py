@@ -40,6 +40,7 @@ from mpsx._runtime import (  # noqa: E402
     StateResourceType,
     TemporaryImage,
     Vector,
+    VectorDescriptor,
     devices,
     state_batch_increment_read_count,
 )

@@ -33,6 +33,7 @@ from mpsx._runtime import (
     StateResourceType as StateResourceType,
     TemporaryImage as TemporaryImage,
     Vector as Vector,
+    VectorDescriptor as VectorDescriptor,
     devices as devices,
     state_batch_increment_read_count as state_batch_increment_read_count,
 )

@@ -75,9 +75,16 @@ cdef class Buffer:
         return self.c.get()
 
 
+cdef class VectorDescriptor:
+    cdef int64_t _length, _vectors, _vector_bytes
+    cdef object _data_type
+
+
 cdef class Vector:
     cdef shared_ptr[CVector] c
+    cdef object _given  # the Buffer a vector made on one views, else None
     cpdef write(self, array)
+    cdef tuple _shape(self)
 
     cdef inline CVector* native(self) except NULL:
         if not self.c:

@@ -239,7 +239,7 @@ RETURNS = {
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
         "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer cnn_neuron_descriptor_with_type "
         "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device resource_list resource_list_with_buffer_sizes "
-        "padding_with_method padding_for_tensorflow_average_pooling "
+        "vector_descriptor_with_length padding_with_method padding_for_tensorflow_average_pooling "
         "padding_for_tensorflow_average_pooling_valid_only command_buffer_with_command_buffer predicate_with_buffer"
     ),
     "State | None": "temporary_result_state",
@@ -333,6 +333,27 @@ OVERRIDES = {
     "CNNPoolingGradientNode.__init__.padding_policy": "NNPaddingMethod | int | NNPadding",
     "CommandBuffer.prefetch_heap_for_workload_size.size": "int",
     "Predicate.__init__.offset": "int",
+    "VectorDescriptor.__init__.vectors": "int",
+    "VectorDescriptor.__init__.vector_bytes": "int | None",
+    "VectorDescriptor.__init__.length": "int",
+    "VectorDescriptor.__init__.data_type": "DataType | int",
+    "VectorDescriptor.vector_descriptor_with_length.vectors": "int",
+    "VectorDescriptor.vector_descriptor_with_length.vector_bytes": "int | None",
+    "VectorDescriptor.vector_descriptor_with_length.length": "int",
+    "VectorDescriptor.vector_descriptor_with_length.data_type": "DataType | int",
+    "VectorDescriptor.vector_bytes_for_length.length": "int",
+    "VectorDescriptor.vector_bytes_for_length.data_type": "DataType | int",
+    "Vector.__init__.offset": "int",
+    "Vector.__init__.length": "int | None",
+    "Vector.__init__.descriptor": "VectorDescriptor | None",
+    "Vector.__init__.buffer": "Buffer | None",
+    "Vector.vectors": "int",
+    "Vector.vector_bytes": "int",
+    "Vector.offset": "int",
+    "VectorDescriptor.vector_bytes_for_length": "int",
+    "Vector.resource_size": "int",
+    "VectorDescriptor.vectors": "int",
+    "VectorDescriptor.vector_bytes": "int",
     "State.__init__.buffer_size": "int | None",
     "State.__init__.resource_list": "StateResourceList | None",
     "State.__init__.resource": "Buffer | None",

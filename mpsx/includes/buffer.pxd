@@ -18,8 +18,12 @@ cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
 
     cdef cppclass CVector "mpsx::Vector":
         CVector(shared_ptr[CDevice] device, size_t length, DataType data_type) except +raise_py_error
-        CVector(shared_ptr[CBuffer] buffer, size_t length, DataType data_type) except +raise_py_error
+        CVector(shared_ptr[CBuffer] buffer, size_t offset, size_t length, DataType data_type, size_t vectors,
+                size_t vector_bytes) except +raise_py_error
         size_t length()
+        size_t offset()
+        size_t vectors()
+        size_t vector_bytes()
         DataType data_type()
         const shared_ptr[CBuffer]& buffer()
         CDevice& device()

@@ -291,20 +291,167 @@ cdef shared_ptr[CBuffer] buffer_from_numpy(Device device, object array, object d
     return b
 
 
-cdef class Vector:
-    """Vector(device, length, data_type=DataType.FLOAT32)
+cdef size_t _element_size(object data_type) except 0:
+    return np.dtype(numpy_of(<CDataType><int>DataType(data_type))).itemsize
+
+
+cdef class VectorDescriptor:
+    """VectorDescriptor(length, data_type=DataType.FLOAT32, vectors=1, vector_bytes=None)
 --
 
-    ``length`` values of one data type (FLOAT32 by default), zero at first, in a Buffer.
+    The shape of a Vector: ``vectors`` vectors of ``length`` values of ``data_type``, ``vector_bytes`` apart
+    (default and least: one vector's bytes; a multiple of the element size).
 
-    Optimizers keep their momentum, velocity and sums of squares in vectors, and update plain vectors of values.
-    ValueError for a negative length. As ``-[MPSVector initWithDevice:descriptor:]``.
+    MPS: MPSVectorDescriptor
+    """
+
+    def __init__(self, length, data_type=DataType.FLOAT32, vectors=1, vector_bytes=None):
+        self._data_type = DataType(data_type)
+        self._length = _vector_count(length, "length", 0)
+        self._vectors = _vector_count(vectors, "vectors", 1)
+        cdef size_t element = _element_size(self._data_type)
+        cdef int64_t least = checked_vector_bytes(self._length, element)
+        self._vector_bytes = least if vector_bytes is None else _vector_count(vector_bytes, "vector_bytes", 0)
+        if self._vector_bytes < least or self._vector_bytes % element:
+            raise ValueError(f"vector_bytes must be a multiple of {element} of at least {least} (a vector's bytes), "
+                             f"given {self._vector_bytes}")
+
+    @classmethod
+    def vector_descriptor_with_length(cls, length, data_type=DataType.FLOAT32, vectors=1, vector_bytes=None):
+        """``VectorDescriptor(length, data_type, vectors, vector_bytes)``.
+
+        MPS: +[MPSVectorDescriptor vectorDescriptorWithLength:vectors:vectorBytes:dataType:]
+        """
+        return cls(length, data_type, vectors, vector_bytes)
+
+    @staticmethod
+    def vector_bytes_for_length(length, data_type):
+        """The stride mpsx recommends for vectors of ``length`` values: their bytes (no padding helps its backends).
+
+        MPS: +[MPSVectorDescriptor vectorBytesForLength:dataType:]
+        """
+        return checked_vector_bytes(_vector_count(length, "length", 0), _element_size(data_type))
+
+    @property
+    def length(self):
+        """The number of values of one vector.
+
+        MPS: MPSVectorDescriptor.length
+        """
+        return self._length
+
+    @length.setter
+    def length(self, value):
+        cdef int64_t n = _vector_count(value, "length", 0)
+        cdef int64_t least = checked_vector_bytes(n, _element_size(self._data_type))
+        if least > self._vector_bytes:
+            self._vector_bytes = least
+        self._length = n
+
+    @property
+    def data_type(self):
+        """The type of the values.
+
+        MPS: MPSVectorDescriptor.dataType
+        """
+        return self._data_type
+
+    @data_type.setter
+    def data_type(self, value):
+        t = DataType(value)
+        cdef size_t element = _element_size(t)
+        cdef int64_t least = checked_vector_bytes(self._length, element)
+        self._data_type = t
+        if least > self._vector_bytes or self._vector_bytes % element:
+            self._vector_bytes = least
+
+    @property
+    def vectors(self):
+        """The number of vectors.
+
+        MPS: MPSVectorDescriptor.vectors
+        """
+        return self._vectors
+
+    @property
+    def vector_bytes(self):
+        """The bytes from one vector's first value to the next one's.
+
+        MPS: MPSVectorDescriptor.vectorBytes
+        """
+        return self._vector_bytes
+
+    def __eq__(self, other):
+        if not isinstance(other, VectorDescriptor):
+            return NotImplemented
+        cdef VectorDescriptor o = other
+        return (self._length, self._data_type, self._vectors, self._vector_bytes) == (
+            o._length, o._data_type, o._vectors, o._vector_bytes)
+
+    def __hash__(self):
+        return hash((self._length, self._data_type, self._vectors, self._vector_bytes))
+
+    def __repr__(self):
+        if self._data_type is None:
+            return uninitialized_repr(self)
+        return (f"mpsx.VectorDescriptor({self._length}, {self._data_type!r}, vectors={self._vectors}, "
+                f"vector_bytes={self._vector_bytes})")
+
+
+cdef int64_t _vector_count(object value, str name, int64_t least) except? -1:
+    cdef int64_t n = integer_argument(value, name)
+    if n < least:
+        raise ValueError(f"{name} must be {least} or more, given {n}")
+    return n
+
+
+cdef int64_t checked_vector_bytes(int64_t count, size_t element) except? -1:
+    if count > kMaxDimension * kMaxDimension:
+        raise ValueError(f"a vector of {count} values is too long")
+    return count * <int64_t>element
+
+
+
+cdef class Vector:
+    """Vector(device=None, length=None, data_type=DataType.FLOAT32, descriptor=None, buffer=None, offset=0)
+--
+
+    ``length`` values of one data type (FLOAT32 by default), zero at first, in a Buffer; or ``Vector(device,
+    descriptor=d)`` of a VectorDescriptor of one vector. ``Vector(buffer=b, descriptor=d, offset=0)`` views the
+    ``d.vectors`` vectors of ``d.length`` values, ``d.vector_bytes`` apart, from byte ``offset`` of ``b`` (a multiple
+    of the element size), sharing its memory. As ``-[MPSVector initWithDevice:descriptor:]``,
+    ``-[MPSVector initWithBuffer:descriptor:]`` and ``-[MPSVector initWithBuffer:offset:descriptor:]``.
+
+    Optimizers keep their momentum, velocity and sums of squares in vectors, and update plain vectors of values (one
+    vector each). ValueError for a negative length.
 
     MPS: MPSVector
     """
 
-    def __init__(self, Device device not None, length, data_type=DataType.FLOAT32):
-        cdef int64_t n = integer_argument(length, "Vector length")
+    def __init__(self, Device device=None, length=None, data_type=DataType.FLOAT32, VectorDescriptor descriptor=None,
+                 Buffer buffer=None, offset=0):
+        cdef int64_t n, at = integer_argument(offset, "offset")
+        if buffer is not None:
+            if device is not None or length is not None or descriptor is None:
+                raise TypeError("Vector(buffer=..., offset=..., descriptor=...) takes a buffer with a descriptor, "
+                                "and neither a device nor a length")
+            if at < 0:
+                raise ValueError(f"offset must be 0 or more, given {at}")
+            self.c = make_native[CVector](buffer.c, <size_t>at, <size_t>descriptor._length,
+                                          <CDataType><int>descriptor._data_type, <size_t>descriptor._vectors,
+                                          <size_t>descriptor.vector_bytes)
+            self._given = buffer
+            return
+        if device is None or at != 0 or (length is None) == (descriptor is None):
+            raise TypeError("Vector takes a device with a length (and data_type) or a descriptor, or a buffer with a "
+                            "descriptor (and offset)")
+        if descriptor is not None:
+            if descriptor._vectors != 1 or descriptor.vector_bytes != descriptor._length * _element_size(
+                    descriptor._data_type):
+                raise ValueError("a Vector made on a device holds one vector: give a descriptor of vectors=1 and "
+                                 "the default vector_bytes, or make the buffer and use Vector(buffer=..., ...)")
+            length, data_type = descriptor._length, descriptor._data_type
+        n = integer_argument(length, "Vector length")
         if n < 0:
             raise ValueError(f"Vector length must be a non-negative int, given {n}")
         self.c = make_native[CVector](device.shared(), <size_t>n, <CDataType><int>DataType(data_type))
@@ -333,12 +480,22 @@ cdef class Vector:
         MPS: MTLBuffer.contents
         """
         a = np.ascontiguousarray(array, dtype=numpy_of(self.native().data_type()))
-        if a.shape != (self.native().length(),):
-            raise ValueError(f"expected an array of shape ({self.native().length()},), given {a.shape}")
+        if a.shape != self._shape():
+            raise ValueError(f"expected an array of shape {self._shape()}, given {a.shape}")
         self.native().buffer().get().check_host_writable(b"the vector")
-        cdef const unsigned char[::1] raw = a.reshape(-1).view(np.uint8)
-        if raw.shape[0]:
-            self.native().buffer().get().write(&raw[0], 0, raw.shape[0])
+        cdef const unsigned char[::1] raw
+        cdef size_t i
+        for i in range(self.native().vectors()):
+            raw = a.reshape(self.native().vectors(), -1)[i].view(np.uint8)
+            if raw.shape[0]:
+                self.native().buffer().get().write(&raw[0], self.native().offset() + i * self.native().vector_bytes(),
+                                                   raw.shape[0])
+
+    cdef tuple _shape(self):
+        cdef object length = self.native().length()
+        if self.native().vectors() == 1:
+            return (length,)
+        return (self.native().vectors(), length)
 
     @property
     def length(self):
@@ -366,10 +523,13 @@ cdef class Vector:
 
     @property
     def buffer(self):
-        """The Buffer holding the values (shape ``(length,)``).
+        """The Buffer holding the values (shape ``(length,)``; for a vector made on a buffer, that buffer).
 
         MPS: MPSVector.data
         """
+        if self._given is not None:
+            self.native()
+            return self._given
         return wrap_buffer(self.native().buffer(), numpy_of(self.native().data_type()),
                            (self.native().length(),))
 
@@ -381,11 +541,53 @@ cdef class Vector:
         self.native().buffer().get().synchronize(command_buffer.native()[0])
 
     def to_numpy(self):
-        """A copy of the values (SynchronizationError for unsynchronized device writes).
+        """A copy of the values, shaped (length,), or (vectors, length) for several vectors (SynchronizationError for
+        unsynchronized device writes).
 
         MPS: MTLBuffer.contents
         """
-        return self.buffer.to_numpy(copy=True)
+        cdef CBuffer* b = self.native().buffer().get()
+        b.check_host_readable(b"the vector")
+        out = np.empty((self.native().vectors(), self.native().length()), dtype=numpy_of(self.native().data_type()))
+        cdef unsigned char[::1] raw
+        cdef size_t i
+        for i in range(self.native().vectors()):
+            raw = out[i].view(np.uint8)
+            if raw.shape[0]:
+                b.read(&raw[0], self.native().offset() + i * self.native().vector_bytes(), raw.shape[0], b"the vector")
+        return out.reshape(self._shape())
+
+    @property
+    def offset(self):
+        """The byte offset of the first value in ``buffer`` (0 unless made with one).
+
+        MPS: MPSVector.offset
+        """
+        return self.native().offset()
+
+    @property
+    def vectors(self):
+        """The number of vectors (1 unless made from a descriptor of several).
+
+        MPS: MPSVector.vectors
+        """
+        return self.native().vectors()
+
+    @property
+    def vector_bytes(self):
+        """The bytes from one vector's first value to the next one's.
+
+        MPS: MPSVector.vectorBytes
+        """
+        return self.native().vector_bytes()
+
+    def resource_size(self):
+        """The bytes of storage the vector holds: its buffer's length, or 0 for a vector made on a buffer given
+        (MPS: "when the MPSMatrix is created with -initWithBuffer:descriptor: ... 0 will be returned").
+
+        MPS: -[MPSVector resourceSize]
+        """
+        return 0 if self._given is not None else self.native().buffer().get().length()
 
     def __len__(self):
         return self.native().length()

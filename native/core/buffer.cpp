@@ -127,21 +127,35 @@ void Buffer::write(const void* source, size_t offset, size_t bytes) {
 void Buffer::fill_zero() { device_->backend().fill_zero(data_, length_); }
 
 namespace {
-size_t vector_bytes(size_t length, DataType data_type) {
+size_t bytes_of_vector(size_t length, DataType data_type) {
   return checked_bytes(length, size_of(data_type), "the byte count of a vector of ", length, " ", name_of(data_type),
                        " values");
 }
 }  // namespace
 
 Vector::Vector(std::shared_ptr<Device> device, size_t length, DataType data_type)
-    : Vector(make_pooled<Buffer>(std::move(device), vector_bytes(length, data_type)), length, data_type) {}
+    : Vector(make_pooled<Buffer>(std::move(device), bytes_of_vector(length, data_type)), 0, length, data_type) {}
 
-Vector::Vector(std::shared_ptr<Buffer> buffer, size_t length, DataType data_type)
-    : buffer_(std::move(buffer)), length_(length), data_type_(data_type) {
-  const size_t bytes = vector_bytes(length_, data_type_);
-  if (bytes > buffer_->length())
-    fail<ShapeError>("a vector of ", length_, " ", name_of(data_type_), " values needs ", bytes,
-                     " bytes; the buffer has ", buffer_->length());
+Vector::Vector(std::shared_ptr<Buffer> buffer, size_t offset, size_t length, DataType data_type, size_t vectors,
+               size_t stride)
+    : buffer_(std::move(buffer)), offset_(offset), length_(length), data_type_(data_type), vectors_(vectors) {
+  const size_t bytes = bytes_of_vector(length_, data_type_);
+  const size_t element = size_of(data_type_);
+  vector_bytes_ = stride ? stride : bytes;
+  if (vectors_ < 1) fail<ArgumentError>("a vector holds at least one vector, given ", vectors_);
+  if (offset_ % element || vector_bytes_ % element)
+    fail<ArgumentError>("a vector's offset (", offset_, ") and vector_bytes (", vector_bytes_,
+                        ") must be multiples of its element size, ", element);
+  if (vector_bytes_ < bytes)
+    fail<ArgumentError>("vector_bytes ", vector_bytes_, " is less than the ", bytes, " bytes of a vector of ", length_,
+                        " ", name_of(data_type_), " values");
+  // The last vector's end, from the buffer's start.
+  const size_t end = static_cast<size_t>(checked_count(
+      {static_cast<int64_t>(vectors_ - 1), static_cast<int64_t>(vector_bytes_)}, "the bytes of ", vectors_,
+      " vectors"));
+  if (end > buffer_->length() || bytes > buffer_->length() - end || offset_ > buffer_->length() - end - bytes)
+    fail<ShapeError>("a vector of ", vectors_, " x ", length_, " ", name_of(data_type_), " values (", vector_bytes_,
+                     " bytes apart) from byte ", offset_, " does not fit the buffer's ", buffer_->length(), " bytes");
 }
 
 }  // namespace mpsx

@@ -129,7 +129,10 @@ NNOptimizer::Span NNOptimizer::span_of(const std::shared_ptr<Vector>& vector, co
   if (vector->length() != count)
     fail<ShapeError>(class_name(), ": ", item_name(name, index), " has ", vector->length(), " values; expected ", count,
                      ", as ", against);
-  return Span{vector->buffer(), 0};
+  if (vector->vectors() != 1)
+    fail<ShapeError>(class_name(), ": ", item_name(name, index), " holds ", vector->vectors(),
+                     " vectors; an optimizer updates one vector of values each");
+  return Span{vector->buffer(), vector->offset()};
 }
 
 size_t NNOptimizer::assign_lists(const OptimizerVectorLists& lists, Parameter* parameters, const char* const* what,

@@ -371,6 +371,14 @@ command_buffer = cb
 image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 4, 3, 2, 1)
 count = 2
 """],
+    "VectorDescriptor": ["""
+length = 3
+data_type = mpsx.DataType.FLOAT32
+vectors = 2
+vector_bytes = 16
+obj = mpsx.VectorDescriptor(length, data_type, vectors, vector_bytes)
+value = 4
+"""],
     "Predicate": ["""
 buffer = mpsx.Vector(dev, 4).buffer
 offset = 8

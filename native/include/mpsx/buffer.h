@@ -98,17 +98,30 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
 // MPSVector: a buffer of `length` values of one data type.
 class Vector {
  public:
+  // One vector in a new buffer of its size (-[MPSVector initWithDevice:descriptor:]).
   Vector(std::shared_ptr<Device> device, size_t length, DataType data_type);
-  Vector(std::shared_ptr<Buffer> buffer, size_t length, DataType data_type);
+  // -[MPSVector initWithBuffer:offset:descriptor:]: `vectors` vectors of
+  // `length` values, `vector_bytes` apart (0: length values' bytes), from
+  // byte `offset` of `buffer`. Throws ArgumentError for an offset or stride
+  // that is no multiple of the element size or a stride shorter than a
+  // vector, ShapeError where the vectors do not fit the buffer.
+  Vector(std::shared_ptr<Buffer> buffer, size_t offset, size_t length, DataType data_type, size_t vectors = 1,
+         size_t vector_bytes = 0);
   size_t length() const { return length_; }
   DataType data_type() const { return data_type_; }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   Device& device() const { return buffer_->device(); }
+  size_t offset() const { return offset_; }
+  size_t vectors() const { return vectors_; }
+  size_t vector_bytes() const { return vector_bytes_; }
 
  private:
   std::shared_ptr<Buffer> buffer_;
+  size_t offset_ = 0;
   size_t length_;
   DataType data_type_;
+  size_t vectors_ = 1;
+  size_t vector_bytes_;
 };
 
 }  // namespace mpsx
