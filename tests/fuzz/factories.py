@@ -434,6 +434,12 @@ command_buffer = cb
 image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 1)
 image_descriptor_list = [image_descriptor]
 obj = mpsx.TemporaryImage(cb, image_descriptor)
+label = "x"
+state = mpsx.PurgeableState.VOLATILE
+sub_range = (0, 1)
+parent = obj
+slice_range = (0, 1)
+feature_channels = 2
 """],
     "NNPadding": ["""
 class Policy(mpsx.NNPadding):
