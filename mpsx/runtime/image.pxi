@@ -300,10 +300,14 @@ cdef object _host_access(Images images, object data_bytes, bint writable, object
     stride.w, stride.h, stride.n = column // size, row // size, per_image // size
     stride.c = 1 if hwc else plane // size
     try:
-        memory = memoryview(data_bytes).cast("B")
+        memory = memoryview(data_bytes)
+        # Bytes written over Python objects' pointers would crash.
+        if "O" in memory.format:
+            raise TypeError(f"a buffer of Python objects (format {memory.format!r})")
+        memory = memory.cast("B")
     except TypeError as e:
-        raise TypeError(f"data_bytes: expected a C-contiguous buffer (numpy array, bytearray, memoryview), "
-                        f"given {type(data_bytes).__name__}: {e}") from None
+        raise TypeError(f"data_bytes: expected a C-contiguous buffer of values (numpy array, bytearray, "
+                        f"memoryview), given {type(data_bytes).__name__}: {e}") from None
     if writable and memory.readonly:
         raise TypeError("data_bytes: expected a writable buffer, given a read-only one")
     span = ((block.n - 1) * stride.n + (block.c - 1) * stride.c + (block.h - 1) * stride.h +
