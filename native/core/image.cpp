@@ -458,7 +458,18 @@ void Image::read(const ImageBlock& block, void* host, const ImageLayout& stride)
   check_host_access();
   check_block(block, descriptor_);
   buffer_->check_host_readable("the image");
-  buffer_->device().backend().read_region(region(block), host_block(block, data_type(), host, stride));
+  // cuda copies a host region's whole span from its staging memory, padding
+  // included: read densely, then place the elements, keeping the bytes
+  // between them.
+  ImageDescriptor dense = descriptor_;
+  dense.number_of_images = block.n;
+  dense.feature_channels = block.c;
+  dense.height = block.h;
+  dense.width = block.w;
+  std::vector<unsigned char> values(static_cast<size_t>(dense.element_count()) * size_of(data_type()));
+  const ImageRegion staged = host_block(block, data_type(), values.data(), nchw_layout(dense));
+  buffer_->device().backend().read_region(region(block), staged);
+  copy_region(staged, host_block(block, data_type(), host, stride));
 }
 
 void Image::write(const ImageBlock& block, const void* host, const ImageLayout& stride) {
