@@ -34,6 +34,7 @@ from mpsx._runtime import (  # noqa: E402
     ImageBatch,
     ImageDescriptor,
     Predicate,
+    PurgeableState,
     State,
     StateBatch,
     StateResourceList,

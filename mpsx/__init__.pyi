@@ -27,6 +27,7 @@ from mpsx._runtime import (
     ImageBatch as ImageBatch,
     ImageDescriptor as ImageDescriptor,
     Predicate as Predicate,
+    PurgeableState as PurgeableState,
     State as State,
     StateBatch as StateBatch,
     StateResourceList as StateResourceList,

@@ -103,6 +103,8 @@ cdef class ImageDescriptor:
 
 cdef class Images:
     cdef shared_ptr[CImage] c
+    cdef object label_   # MPSImage.label: str or None
+    cdef object parent_  # MPSImage.parent: the Images this one views, or None
 
     cdef inline CImage* native(self) except NULL:
         if not self.c:

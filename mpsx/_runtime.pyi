@@ -208,7 +208,32 @@ class Images:
     def to_numpy(self) -> npt.NDArray[Any]: ...
     def __array__(self, dtype: npt.DTypeLike | None = None, copy: bool | None = None) -> npt.NDArray[Any]: ...
     def write(self, array: npt.ArrayLike) -> None: ...
+    def read_bytes(
+        self,
+        data_bytes: bytearray | memoryview | npt.NDArray[Any],
+        data_layout: int,
+        bytes_per_row: int,
+        region: tuple[tuple[int, int, int], tuple[int, int, int]],
+        feature_channel_info: tuple[int, int],
+        image_index: int,
+        bytes_per_image: int | None = None,
+    ) -> None: ...
+    def write_bytes(
+        self,
+        data_bytes: bytes | bytearray | memoryview | npt.NDArray[Any],
+        data_layout: int,
+        bytes_per_row: int,
+        region: tuple[tuple[int, int, int], tuple[int, int, int]],
+        feature_channel_info: tuple[int, int],
+        image_index: int,
+        bytes_per_image: int | None = None,
+        bytes_per_column: int | None = None,
+    ) -> None: ...
     def synchronize(self, command_buffer: CommandBuffer) -> None: ...
+    def resource_size(self) -> int: ...
+    def set_purgeable_state(self, state: PurgeableState | int) -> PurgeableState: ...
+    def batch_representation(self) -> ImageBatch: ...
+    def batch_representation_with_sub_range(self, sub_range: tuple[int, int]) -> ImageBatch: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
     def __dlpack__(
         self,
@@ -218,6 +243,13 @@ class Images:
         dl_device: tuple[int, int] | None = None,
         copy: bool | None = None,
     ) -> Any: ...
+    label: str | None
+    @property
+    def parent(self) -> Images | None: ...
+    @property
+    def precision(self) -> int: ...
+    @property
+    def pixel_size(self) -> int: ...
     @property
     def width(self) -> int: ...
     @property
@@ -237,6 +269,8 @@ class Image(Images):
     def from_numpy(device: Device, array: npt.ArrayLike) -> Image: ...
     @staticmethod
     def from_dlpack(device: Device, tensor: Any, *, copy: bool | None = None) -> Image: ...
+    @staticmethod
+    def with_parent_image(parent: Images, slice_range: tuple[int, int], feature_channels: int) -> Image: ...
     @classmethod
     def default_allocator(cls) -> ImageAllocator: ...
     @property
@@ -373,6 +407,13 @@ class DataType(enum.IntEnum):
     FLOAT16 = 1
     BFLOAT16 = 2
     UINT8 = 3
+
+class PurgeableState(enum.IntEnum):
+    ALLOCATION_DEFERRED = 0
+    KEEP_CURRENT = 1
+    NON_VOLATILE = 2
+    VOLATILE = 3
+    EMPTY = 4
 
 class StateResourceType(enum.IntEnum):
     NONE = 0

@@ -144,7 +144,7 @@ TYPES = {
         "amount source_width source_height resource_count predicate_offset biases_offset bucket_bytes channel "
         "result_feature_channels "
         "result_height result_width "
-        "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
+        "bytes_cached bytes_in_use bytes_per_column bytes_per_image bytes_per_row collective_calls image_index pixel_size precision "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
         "index integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
@@ -426,6 +426,29 @@ OVERRIDES = {
     "weights_from_torch.weight": "npt.ArrayLike",
     "weights_to_torch.weight": "npt.ArrayLike",
 }
+OVERRIDES.update({
+    # MPSImage's members (MPSImage.h).
+    "Images.read_bytes.data_bytes": "bytearray | memoryview | npt.NDArray[Any]",
+    "Images.write_bytes.data_bytes": "bytes | bytearray | memoryview | npt.NDArray[Any]",
+    "Images.read_bytes.region": "tuple[tuple[int, int, int], tuple[int, int, int]]",
+    "Images.write_bytes.region": "tuple[tuple[int, int, int], tuple[int, int, int]]",
+    "Images.read_bytes.feature_channel_info": "tuple[int, int]",
+    "Images.write_bytes.feature_channel_info": "tuple[int, int]",
+    "Images.read_bytes.data_layout": "int",  # a DataLayout (of mpsx._kernels)
+    "Images.write_bytes.data_layout": "int",
+    "Images.read_bytes": "None",
+    "Images.write_bytes": "None",
+    "Images.batch_representation_with_sub_range.sub_range": "tuple[int, int]",
+    "Images.set_purgeable_state.state": "PurgeableState | int",
+    "Images.set_purgeable_state": "PurgeableState",
+    "Images.batch_representation": "ImageBatch",
+    "Images.batch_representation_with_sub_range": "ImageBatch",
+    "Images.parent": "Images | None",
+    "Images.label": "str | None",
+    "Image.with_parent_image.slice_range": "tuple[int, int]",
+    "Image.with_parent_image": "Image",
+    "Image.with_parent_image.parent": "Images",
+})
 OVERRIDES.update({
     # The convolution data source protocol's optional members.
     "CNNConvolutionDataSource.kernel_weights_data_type": "DataType",

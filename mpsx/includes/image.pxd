@@ -8,6 +8,13 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         int64_t width, height, feature_channels, number_of_images
         void validate() except +raise_py_error
 
+    cdef cppclass ImageLayout "mpsx::ImageLayout":
+        int64_t n, c, h, w
+
+    cdef cppclass ImageBlock "mpsx::ImageBlock":
+        int64_t image, channel, y, x
+        int64_t n, c, h, w
+
     cdef cppclass CImage "mpsx::Image":
         CImage(shared_ptr[CDevice] device, const ImageDescriptor& descriptor) except +raise_py_error
         CImage(const CImage& base, int64_t first, int64_t count) except +raise_py_error
@@ -23,6 +30,8 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         uint64_t identity()
         void read(void* destination, size_t bytes, DataType host_type) except +raise_py_error
         void write(const void* source, size_t bytes, DataType host_type) except +raise_py_error
+        void read(const ImageBlock& block, void* host, const ImageLayout& stride) except +raise_py_error
+        void write(const ImageBlock& block, const void* host, const ImageLayout& stride) except +raise_py_error
         void synchronize(CCommandBuffer& command_buffer) except +raise_py_error
         bool is_temporary()
         int64_t read_count()

@@ -205,6 +205,118 @@ cdef _write(const shared_ptr[CImage]& image, array):
     image.get().write(&raw[0], raw.shape[0], host_type)
 
 
+class PurgeableState(enum.IntEnum):
+    """The purgeability of an image's storage, as ``Images.set_purgeable_state`` takes and returns it. mpsx never
+    purges storage: an image always reports NON_VOLATILE (docs/semantics.md).
+
+    MPS: MPSPurgeableState
+    """
+    ALLOCATION_DEFERRED = 0
+    KEEP_CURRENT = 1
+    NON_VOLATILE = 2
+    VOLATILE = 3
+    EMPTY = 4
+
+
+_PRECISION = {DataType.FLOAT32: 24, DataType.FLOAT16: 11, DataType.BFLOAT16: 8, DataType.UINT8: 8}
+
+
+cdef object _range_argument(object value, str name):
+    """(location, length) of an NSRange given as a pair of non-negative ints."""
+    try:
+        values = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected (location, length), given {type(value).__name__}") from None
+    if len(values) != 2:
+        raise ValueError(f"{name}: expected 2 values (location, length), given {len(values)}")
+    location, length = (integer_argument(v, name) for v in values)
+    if location < 0 or length < 0:
+        raise ValueError(f"{name}: expected a non-negative location and length, given {(location, length)}")
+    return location, length
+
+
+cdef ImageBatch _view_batch(Images parent, int64_t first, int64_t count):
+    """A batch of images [first, first + count) of ``parent``, sharing its storage, its parent ``parent``."""
+    cdef ImageBatch out = wrap_image_batch(make_native[CImage](parent.native()[0], first, count))
+    out.parent_ = parent
+    return out
+
+
+cdef object _nonnegative(object value, str name):
+    cdef int64_t v = integer_argument(value, name)
+    if v < 0:
+        raise ValueError(f"{name}: expected a non-negative int, given {v}")
+    return v
+
+
+cdef object _ints(object value, str name, int count, str what):
+    try:
+        values = tuple(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected {what}, given {type(value).__name__}") from None
+    if len(values) != count:
+        raise ValueError(f"{name}: expected {what}, given {len(values)} values")
+    return tuple(_nonnegative(v, name) for v in values)
+
+
+cdef object _host_access(Images images, object data_bytes, bint writable, object data_layout, object bytes_per_row,
+                         object region, object feature_channel_info, object image_index, object bytes_per_image,
+                         object bytes_per_column, ImageBlock* block, ImageLayout* stride):
+    """Checks a readBytes:/writeBytes: call and fills the image block and host element strides it names; returns the
+    host memory as a byte memoryview."""
+    cdef CImage* image = images.native()
+    cdef int64_t size = size_of(image.data_type())
+    layout = integer_argument(data_layout, "data_layout")
+    if layout not in (0, 1):
+        raise ValueError(f"data_layout: expected DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS (0) or "
+                         f"FEATURE_CHANNELS_X_HEIGHT_X_WIDTH (1), given {data_layout!r}")
+    try:
+        origin, extent = region
+    except (TypeError, ValueError):
+        raise TypeError(f"region: expected ((x, y, z), (width, height, depth)), as MTLRegion, given {region!r}") \
+            from None
+    x, y, z = _ints(origin, "region", 3, "an origin (x, y, z)")
+    w, h, d = _ints(extent, "region", 3, "a size (width, height, depth)")
+    offset, channels = _ints(feature_channel_info, "feature_channel_info", 2,
+                             "(feature_channel_offset, number_of_feature_channels_to_read_write)")
+    block.image, block.channel, block.y, block.x = _nonnegative(image_index, "image_index") + z, offset, y, x
+    block.n, block.c, block.h, block.w = d, channels, h, w
+    if not (d and channels and h and w):
+        raise ValueError(f"region and feature_channel_info: expected at least 1 image, channel, row and column, given "
+                         f"size {(w, h, d)} and {channels} channels")
+    hwc = layout == 0
+    column = (channels * size if hwc else size) if bytes_per_column is None else _nonnegative(bytes_per_column,
+                                                                                             "bytes_per_column")
+    row = _nonnegative(bytes_per_row, "bytes_per_row")
+    plane = row * h
+    whole = plane if hwc else plane * channels
+    per_image = whole if bytes_per_image is None else _nonnegative(bytes_per_image, "bytes_per_image")
+    pixel = channels * size if hwc else size
+    for name, value, least in (("bytes_per_column", column, pixel), ("bytes_per_row", row, column * w),
+                               ("bytes_per_image", per_image, whole)):
+        if value % size or value < least:
+            raise ValueError(f"{name}: expected a multiple of the {size} bytes of a value, at least {least} (the "
+                             f"region's), given {value}")
+    stride.w, stride.h, stride.n = column // size, row // size, per_image // size
+    stride.c = 1 if hwc else plane // size
+    try:
+        memory = memoryview(data_bytes)
+        # Bytes written over Python objects' pointers would crash.
+        if "O" in memory.format:
+            raise TypeError(f"a buffer of Python objects (format {memory.format!r})")
+        memory = memory.cast("B")
+    except TypeError as e:
+        raise TypeError(f"data_bytes: expected a C-contiguous buffer of values (numpy array, bytearray, "
+                        f"memoryview), given {type(data_bytes).__name__}: {e}") from None
+    if writable and memory.readonly:
+        raise TypeError("data_bytes: expected a writable buffer, given a read-only one")
+    span = ((block.n - 1) * stride.n + (block.c - 1) * stride.c + (block.h - 1) * stride.h +
+            (block.w - 1) * stride.w + 1) * size
+    if memory.nbytes < span:
+        raise ValueError(f"data_bytes: the region needs {span} bytes, given {memory.nbytes}")
+    return memory
+
+
 # Images are made per encode: a freelist spares their allocation.
 @cython.freelist(256)
 cdef class Images:
@@ -243,12 +355,138 @@ cdef class Images:
         """
         _write(self.shared(), array)
 
+    def read_bytes(self, data_bytes, data_layout, bytes_per_row, region, feature_channel_info, image_index,
+                   bytes_per_image=None):
+        """Copies ``region`` of the images into ``data_bytes``, a writable C-contiguous buffer (numpy array,
+        bytearray, memoryview) of values of the image's data type, laid out as ``data_layout`` (a DataLayout) says.
+
+        ``region`` is ``((x, y, z), (width, height, depth))`` as MTLRegion: ``depth`` images from image
+        ``image_index + z``; ``feature_channel_info`` is ``(feature_channel_offset,
+        number_of_feature_channels_to_read_write)``. Strides are in bytes, multiples of a value's size:
+        ``bytes_per_row`` from row to row, ``bytes_per_image`` from image to image (default: the region's, without
+        padding); feature channels and pixels of a row are dense. Only the region's bytes of ``data_bytes`` are
+        written. ValueError for a region or channels outside the image, strides too small and a buffer too small;
+        SynchronizationError as ``to_numpy``.
+
+        MPS: -[MPSImage readBytes:dataLayout:bytesPerRow:region:featureChannelInfo:imageIndex:], -[MPSImage readBytes:dataLayout:bytesPerRow:bytesPerImage:region:featureChannelInfo:imageIndex:]
+        """
+        cdef ImageBlock block
+        cdef ImageLayout stride
+        memory = _host_access(self, data_bytes, True, data_layout, bytes_per_row, region, feature_channel_info,
+                              image_index, bytes_per_image, None, &block, &stride)
+        cdef unsigned char[::1] raw = memory
+        self.native().read(block, &raw[0], stride)
+
+    def write_bytes(self, data_bytes, data_layout, bytes_per_row, region, feature_channel_info, image_index,
+                    bytes_per_image=None, bytes_per_column=None):
+        """Copies ``data_bytes``, a C-contiguous buffer of values of the image's data type laid out as
+        ``read_bytes`` describes, into ``region`` of the images (a host write); the values outside the region are
+        kept. ``bytes_per_column`` is the stride from pixel to pixel of a row, in both layouts (default: dense).
+        Errors as ``read_bytes``; SynchronizationError as ``write``.
+
+        MPS: -[MPSImage writeBytes:dataLayout:bytesPerRow:region:featureChannelInfo:imageIndex:], -[MPSImage writeBytes:dataLayout:bytesPerRow:bytesPerImage:region:featureChannelInfo:imageIndex:], -[MPSImage writeBytes:dataLayout:bytesPerColumn:bytesPerRow:bytesPerImage:region:featureChannelInfo:imageIndex:]
+        """
+        cdef ImageBlock block
+        cdef ImageLayout stride
+        memory = _host_access(self, data_bytes, False, data_layout, bytes_per_row, region, feature_channel_info,
+                              image_index, bytes_per_image, bytes_per_column, &block, &stride)
+        cdef const unsigned char[::1] raw = memory
+        self.native().write(block, &raw[0], stride)
+
     def synchronize(self, CommandBuffer command_buffer not None):
         """Makes what ``command_buffer`` writes into the images readable on the host once it has completed.
 
         MPS: -[MPSImage synchronizeOnCommandBuffer:]
         """
         self.native().synchronize(command_buffer.native()[0])
+
+    @property
+    def label(self):
+        """A string to help identify the images (None at first), kept on this Python object: another wrapper of
+        the same storage (``batch[0]`` made twice, an encode's result) has its own.
+
+        MPS: MPSImage.label
+        """
+        return self.label_
+
+    @label.setter
+    def label(self, value):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"label: expected a str or None, given {type(value).__name__}")
+        self.label_ = value
+
+    @property
+    def parent(self):
+        """The images this one was derived from (``batch_representation``, ``with_parent_image``, a batch's
+        item or slice), sharing their storage; None otherwise.
+
+        MPS: MPSImage.parent
+        """
+        self.native()
+        return self.parent_
+
+    @property
+    def precision(self):
+        """The bits of numeric precision of each feature channel, not its size: 24 for float32, 11 for float16,
+        8 for bfloat16 and for uint8 (unorm8).
+
+        MPS: MPSImage.precision
+        """
+        return _PRECISION[DataType(<int>self.native().data_type())]
+
+    @property
+    def pixel_size(self):
+        """Bytes from the first byte of one pixel to the first byte of the next in storage order: mpsx keeps a
+        pixel's feature channels dense, without padding, so ``feature_channels`` x the bytes of one value
+        (docs/semantics.md).
+
+        MPS: MPSImage.pixelSize
+        """
+        return self.native().feature_channels() * size_of(self.native().data_type())
+
+    def resource_size(self):
+        """The bytes of storage of the images' values (``pixel_size`` x width x height x number of images); 0
+        for images derived from another (``parent`` is not None), whose storage is the parent's.
+
+        MPS: -[MPSImage resourceSize]
+        """
+        cdef CImage* image = self.native()
+        if self.parent_ is not None:
+            return 0
+        return image.number_of_images() * image.height() * image.width() * self.pixel_size
+
+    def set_purgeable_state(self, state):
+        """Returns the purgeability of the storage, which mpsx never purges: always
+        ``PurgeableState.NON_VOLATILE``. ``state`` (a PurgeableState) is checked and has no effect, as MPS ignores
+        it for storage it has not allocated (docs/semantics.md).
+
+        MPS: -[MPSImage setPurgeableState:]
+        """
+        self.native()
+        PurgeableState(state)
+        return PurgeableState.NON_VOLATILE
+
+    def batch_representation(self):
+        """An ImageBatch of this image's images, sharing its storage (``parent`` is this image). Of a temporary
+        image, it counts against the image's read count (docs/semantics.md).
+
+        MPS: -[MPSImage batchRepresentation]
+        """
+        return _view_batch(self, 0, self.native().number_of_images())
+
+    def batch_representation_with_sub_range(self, sub_range):
+        """An ImageBatch of images [location, location + length) of this image, ``sub_range`` being
+        ``(location, length)``, sharing its storage (``parent`` is this image). ValueError for a range of no images
+        or past the last image.
+
+        MPS: -[MPSImage batchRepresentationWithSubRange:]
+        """
+        cdef int64_t n = self.native().number_of_images()
+        location, length = _range_argument(sub_range, "sub_range")
+        if length < 1 or location + length > n:
+            raise ValueError(f"sub_range: expected 1 or more images within the {n} of the image, given "
+                             f"(location={location}, length={length})")
+        return _view_batch(self, location, length)
 
     @property
     def width(self):
@@ -359,7 +597,8 @@ cdef class Image(Images):
 
     ``Image.from_numpy(device, array)`` copies an (N, C, H, W) or (C, H, W) float32, float16 or uint8 array in. An
     image of several images is one MPSImage with ``numberOfImages`` > 1, which kernels treat as a batch. As
-    ``-[MPSImage initWithDevice:imageDescriptor:]``.
+    ``-[MPSImage initWithDevice:imageDescriptor:]``; ``Image.with_parent_image(parent, slice_range,
+    feature_channels)`` is ``-[MPSImage initWithParentImage:sliceRange:featureChannels:]``.
 
     MPS: MPSImage
     """
@@ -409,6 +648,32 @@ cdef class Image(Images):
         MPS: MPSImage.numberOfImages
         """
         return self.native().number_of_images()
+
+    @staticmethod
+    def with_parent_image(Images parent not None, slice_range, feature_channels):
+        """An image of texture-array slices ``slice_range`` = ``(location, length)`` of ``parent``, sharing its
+        storage (``parent`` is ``parent``). MPS keeps 4 feature channels a slice, ceil(C / 4) slices an image; mpsx
+        keeps images channel-dense, so the range must cover whole images and ``feature_channels`` must be the
+        parent's (ValueError otherwise; docs/semantics.md). ``batch_representation_with_sub_range`` is the safer
+        form MPS recommends.
+
+        MPS: -[MPSImage initWithParentImage:sliceRange:featureChannels:]
+        """
+        cdef int64_t c = parent.native().feature_channels()
+        cdef int64_t n = parent.native().number_of_images()
+        cdef int64_t slices = (c + 3) // 4
+        location, length = _range_argument(slice_range, "slice_range")
+        channels = integer_argument(feature_channels, "feature_channels")
+        if channels != c:
+            raise ValueError(f"feature_channels: mpsx keeps images channel-dense, so a sub-image has the parent's "
+                             f"{c} feature channels; given {channels}")
+        if length < 1 or location % slices or length % slices or location + length > n * slices:
+            raise ValueError(f"slice_range: expected whole images of {slices} slices each (ceil({c} / 4)) within "
+                             f"the parent's {n * slices}, given (location={location}, length={length})")
+        cdef Image out = wrap_image(make_native[CImage](parent.native()[0], <int64_t>(location // slices),
+                                                        <int64_t>(length // slices)))
+        out.parent_ = parent
+        return out
 
     @classmethod
     def default_allocator(cls):
@@ -540,7 +805,7 @@ cdef class ImageBatch(Images):
             start, stop, step = index.indices(n)
             if step != 1:
                 raise ValueError("image batches slice with step 1 only")
-            return wrap_image_batch(make_native[CImage](self.native()[0], <int64_t>start, <int64_t>(stop - start)))
+            return _view_batch(self, start, stop - start)
         try:
             i = operator.index(index)
         except TypeError:
@@ -549,7 +814,9 @@ cdef class ImageBatch(Images):
             i += n
         if not 0 <= i < n:
             raise IndexError(f"image {index} of a batch of {n}")
-        return wrap_image(make_native[CImage](self.native()[0], <int64_t>i, <int64_t>1))
+        cdef Image item = wrap_image(make_native[CImage](self.native()[0], <int64_t>i, <int64_t>1))
+        item.parent_ = self
+        return item
 
     def __iter__(self):
         for i in range(len(self)):

@@ -431,6 +431,55 @@ void Image::write(const void* source, size_t bytes, DataType host_type) {
   buffer_->device().backend().write_region(from, to);
 }
 
+namespace {
+void check_block(const ImageBlock& b, const ImageDescriptor& d) {
+  if (b.empty() || b.image < 0 || b.channel < 0 || b.y < 0 || b.x < 0 || b.image + b.n > d.number_of_images ||
+      b.channel + b.c > d.feature_channels || b.y + b.h > d.height || b.x + b.w > d.width)
+    fail<ArgumentError>("expected a non-empty block within the image's ", d.number_of_images, " images, ",
+                        d.feature_channels, " feature channels and ", d.height, "x", d.width, " pixels; given ", b.n,
+                        " images from ", b.image, ", ", b.c, " channels from ", b.channel, ", ", b.h, "x", b.w,
+                        " pixels from (x=", b.x, ", y=", b.y, ")");
+}
+
+ImageRegion host_block(const ImageBlock& b, DataType data_type, void* host, const ImageLayout& stride) {
+  ImageRegion r;
+  r.data = host;
+  r.data_type = data_type;
+  r.n = b.n;
+  r.c = b.c;
+  r.h = b.h;
+  r.w = b.w;
+  r.stride = stride;
+  return r;
+}
+}  // namespace
+
+void Image::read(const ImageBlock& block, void* host, const ImageLayout& stride) const {
+  check_host_access();
+  check_block(block, descriptor_);
+  buffer_->check_host_readable("the image");
+  // cuda copies a host region's whole span from its staging memory, padding
+  // included: read densely, then place the elements, keeping the bytes
+  // between them.
+  ImageDescriptor dense = descriptor_;
+  dense.number_of_images = block.n;
+  dense.feature_channels = block.c;
+  dense.height = block.h;
+  dense.width = block.w;
+  std::vector<unsigned char> values(static_cast<size_t>(dense.element_count()) * size_of(data_type()));
+  const ImageRegion staged = host_block(block, data_type(), values.data(), nchw_layout(dense));
+  buffer_->device().backend().read_region(region(block), staged);
+  copy_region(staged, host_block(block, data_type(), host, stride));
+}
+
+void Image::write(const ImageBlock& block, const void* host, const ImageLayout& stride) {
+  check_host_access();
+  buffer_->check_host_writable("the image");
+  check_block(block, descriptor_);
+  buffer_->device().backend().write_region(host_block(block, data_type(), const_cast<void*>(host), stride),
+                                           region(block));
+}
+
 void Image::fill_zero() {
   if (!storage_) return buffer_->device().backend().fill_zero(data(), byte_length());
   std::vector<float> zeros(static_cast<size_t>(descriptor_.element_count()));

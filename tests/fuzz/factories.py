@@ -417,6 +417,20 @@ array = rng.standard_normal((1, 2, 5, 6)).astype(np.float32)
 tensor = array if dev.backend != "cuda" else obj
 max_version = (1, 0)
 dl_device = obj.__dlpack_device__()
+label = "x"
+state = mpsx.PurgeableState.KEEP_CURRENT
+sub_range = (0, 1)
+parent = obj
+slice_range = (0, 1)
+feature_channels = 2
+data_bytes = np.zeros(180, np.float32)
+data_layout = mpsx.DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS
+bytes_per_row = 48
+region = ((0, 0, 0), (6, 5, 1))
+feature_channel_info = (0, 2)
+image_index = 0
+bytes_per_image = 240
+bytes_per_column = 8
 """, """
 descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT16, 3, 3, 4, 2)
 array = rng.standard_normal((2, 4, 3, 3)).astype(np.float16)
@@ -428,6 +442,12 @@ command_buffer = cb
 image_descriptor = mpsx.ImageDescriptor(mpsx.DataType.FLOAT32, 6, 5, 2, 1)
 image_descriptor_list = [image_descriptor]
 obj = mpsx.TemporaryImage(cb, image_descriptor)
+label = "x"
+state = mpsx.PurgeableState.VOLATILE
+sub_range = (0, 1)
+parent = obj
+slice_range = (0, 1)
+feature_channels = 2
 """],
     "NNPadding": ["""
 class Policy(mpsx.NNPadding):
@@ -469,6 +489,20 @@ array = rng.standard_normal((3, 2, 5, 6)).astype(np.float32)
 key = 1
 tensor = array if dev.backend != "cuda" else obj
 max_version = (1, 0)
+label = "x"
+state = mpsx.PurgeableState.KEEP_CURRENT
+sub_range = (1, 2)
+parent = obj
+slice_range = (0, 1)
+feature_channels = 2
+data_bytes = np.zeros(180, np.float32)
+data_layout = mpsx.DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS
+bytes_per_row = 48
+region = ((0, 0, 0), (6, 5, 1))
+feature_channel_info = (0, 2)
+image_index = 0
+bytes_per_image = 240
+bytes_per_column = 8
 """],
     "State": [state_of("mpsx.CNNNeuron(dev, neuron_descriptor)", NEURON), """
 device = dev

@@ -152,6 +152,13 @@ class Image : public std::enable_shared_from_this<Image> {
   // image's. read checks synchronization first.
   void read(void* destination, size_t bytes, DataType host_type) const;
   void write(const void* source, size_t bytes, DataType host_type);
+  // Host access to `block` of the image with host memory of the image's data
+  // type whose element (n, c, y, x) of the block is at `host` +
+  // n*stride.n + c*stride.c + y*stride.h + x*stride.w (elements); only the
+  // block's elements are read or written (MPS readBytes:/writeBytes: with a
+  // region). Throws ArgumentError for a block outside the image.
+  void read(const ImageBlock& block, void* host, const ImageLayout& stride) const;
+  void write(const ImageBlock& block, const void* host, const ImageLayout& stride);
   // A host write of zeros that is part of the image's creation.
   void fill_zero();
   // One batch of the images of `items` (equal sizes and formats): a view when
