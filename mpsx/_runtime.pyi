@@ -343,8 +343,8 @@ class State:
     def resource_size(self) -> int: ...
     def destination_image_descriptor_for_source_images(
         self,
-        source_images: _ImageSource,
-        source_states: _StateSource,
+        source_images: Sequence[Image],
+        source_states: Sequence[State],
         for_kernel: CNNKernel,
         suggested_descriptor: ImageDescriptor,
     ) -> ImageDescriptor: ...

@@ -333,6 +333,8 @@ OVERRIDES = {
     "CNNPoolingGradientNode.__init__.padding_policy": "NNPaddingMethod | int | NNPadding",
     "CommandBuffer.prefetch_heap_for_workload_size.size": "int",
     "Predicate.__init__.offset": "int",
+    "State.destination_image_descriptor_for_source_images.source_images": "Sequence[Image]",
+    "State.destination_image_descriptor_for_source_images.source_states": "Sequence[State]",
     "VectorDescriptor.__init__.vectors": "int",
     "VectorDescriptor.__init__.vector_bytes": "int | None",
     "VectorDescriptor.__init__.length": "int",

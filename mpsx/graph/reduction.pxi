@@ -54,10 +54,7 @@ cdef class NNUnaryReductionNode(NNFilterNode):
 
 
 cdef class NNReductionSpatialMeanNode(NNUnaryReductionNode):
-    """NNReductionSpatialMeanNode(source)
---
-
-    The mean over the pixels of ``clip_rect_source`` of each image and feature channel: a 1x1 result (global average
+    """The mean over the pixels of ``clip_rect_source`` of each image and feature channel: a 1x1 result (global average
     pooling). Its gradient node is an NNReductionSpatialMeanGradientNode. As
     ``-[MPSNNReductionSpatialMeanNode initWithSource:]``.
 
@@ -67,10 +64,7 @@ cdef class NNReductionSpatialMeanNode(NNUnaryReductionNode):
 
 
 cdef class NNReductionFeatureChannelsSumNode(NNUnaryReductionNode):
-    """NNReductionFeatureChannelsSumNode(source)
---
-
-    ``weight`` times the sum over the feature channels of each pixel of ``clip_rect_source``: a one-channel result.
+    """``weight`` times the sum over the feature channels of each pixel of ``clip_rect_source``: a one-channel result.
     MPS has no gradient node of it: ``training_graph`` through it raises TypeError. As
     ``-[MPSNNReductionFeatureChannelsSumNode initWithSource:]``.
 
