@@ -40,6 +40,7 @@ from mpsx._runtime import (  # noqa: E402
     StateResourceList,
     StateResourceType,
     TemporaryImage,
+    TemporaryVector,
     Vector,
     VectorDescriptor,
     devices,

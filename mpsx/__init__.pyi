@@ -33,6 +33,7 @@ from mpsx._runtime import (
     StateResourceList as StateResourceList,
     StateResourceType as StateResourceType,
     TemporaryImage as TemporaryImage,
+    TemporaryVector as TemporaryVector,
     Vector as Vector,
     VectorDescriptor as VectorDescriptor,
     devices as devices,

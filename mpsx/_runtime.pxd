@@ -125,6 +125,10 @@ cdef class TemporaryImage(Image):
     pass
 
 
+cdef class TemporaryVector(Vector):
+    pass
+
+
 cdef class ImageBatch(Images):
     pass
 

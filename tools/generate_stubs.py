@@ -70,6 +70,7 @@ TYPES = {
     "ImageBatch": "destination_gradients destination_images",
     "ImageDescriptor": "descriptor image_descriptor suggested_descriptor",
     "list[ImageDescriptor]": "image_descriptor_list",
+    "list[VectorDescriptor]": "descriptor_list",
     "ImageCoordinate": "padding_size_before padding_size_after",
     "ImageEdgeMode": "edge_mode primary_edge_mode secondary_edge_mode",
     "Iterable[State] | None": "batch",
@@ -237,7 +238,8 @@ RETURNS = {
         "__copy__ __deepcopy__ __enter__ __new__ copy exported_node_with_handle node_with_handle node_with_source "
         "node_with_source_gradient node_with_sources with_gradient_images cnn_convolution_descriptor_with_kernel_width "
         "cnn_loss_descriptor_with_type image_descriptor_with_channel_format node_with_left_source "
-        "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer cnn_neuron_descriptor_with_type "
+        "optimizer_descriptor_with_learning_rate temporary_image_with_command_buffer temporary_vector_with_command_buffer "
+        "cnn_neuron_descriptor_with_type "
         "cnn_neuron_p_re_lu_descriptor_with_data graph_with_device resource_list resource_list_with_buffer_sizes "
         "vector_descriptor_with_length padding_with_method padding_for_tensorflow_average_pooling "
         "padding_for_tensorflow_average_pooling_valid_only command_buffer_with_command_buffer predicate_with_buffer"
@@ -349,6 +351,8 @@ OVERRIDES = {
     "Vector.__init__.length": "int | None",
     "Vector.__init__.descriptor": "VectorDescriptor | None",
     "Vector.__init__.buffer": "Buffer | None",
+    "TemporaryVector.__init__.descriptor": "VectorDescriptor",
+    "TemporaryVector.temporary_vector_with_command_buffer.descriptor": "VectorDescriptor",
     "Vector.vectors": "int",
     "Vector.vector_bytes": "int",
     "Vector.offset": "int",

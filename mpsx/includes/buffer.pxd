@@ -27,3 +27,10 @@ cdef extern from "mpsx/buffer.h" namespace "mpsx" nogil:
         DataType data_type()
         const shared_ptr[CBuffer]& buffer()
         CDevice& device()
+        @staticmethod
+        shared_ptr[CVector] temporary(CCommandBuffer& command_buffer, size_t length,
+                                      DataType data_type) except +raise_py_error
+        bint is_temporary()
+        int64_t read_count()
+        void set_read_count(int64_t count) except +raise_py_error
+        void check_host_access() except +raise_py_error

@@ -479,6 +479,7 @@ cdef class Vector:
 
         MPS: MTLBuffer.contents
         """
+        self.native().check_host_access()
         a = np.ascontiguousarray(array, dtype=numpy_of(self.native().data_type()))
         if a.shape != self._shape():
             raise ValueError(f"expected an array of shape {self._shape()}, given {a.shape}")
@@ -527,8 +528,8 @@ cdef class Vector:
 
         MPS: MPSVector.data
         """
+        self.native().check_host_access()
         if self._given is not None:
-            self.native()
             return self._given
         return wrap_buffer(self.native().buffer(), numpy_of(self.native().data_type()),
                            (self.native().length(),))
@@ -546,6 +547,7 @@ cdef class Vector:
 
         MPS: MTLBuffer.contents
         """
+        self.native().check_host_access()
         cdef CBuffer* b = self.native().buffer().get()
         b.check_host_readable(b"the vector")
         out = np.empty((self.native().vectors(), self.native().length()), dtype=numpy_of(self.native().data_type()))
@@ -607,4 +609,67 @@ cdef class Vector:
     def __repr__(self):
         if not self.c:
             return uninitialized_repr(self)
-        return f"<mpsx.Vector {self.length} x {self.data_type.name.lower()} on {self.device.name}>"
+        return f"<mpsx.{type(self).__name__} {self.length} x {self.data_type.name.lower()} on {self.device.name}>"
+
+
+cdef class TemporaryVector(Vector):
+    """TemporaryVector(command_buffer, descriptor)
+--
+
+    A vector of ``descriptor.length`` values (a VectorDescriptor of one vector), contents undefined, that only
+    kernels encoding onto ``command_buffer`` read and write, while its ``read_count`` (1 at first) is above 0: each
+    encode that reads it (an optimizer's gradient, values, momentum, velocity or sum of squares) lowers the count by
+    1, and reading or writing it at 0 raises StateError, as does using it on another command buffer. The host never
+    reads or writes it (SynchronizationError), as MPS keeps it in GPU private memory. As
+    ``+[MPSTemporaryVector temporaryVectorWithCommandBuffer:descriptor:]``.
+
+    MPS: MPSTemporaryVector
+    """
+
+    def __init__(self, CommandBuffer command_buffer not None, VectorDescriptor descriptor not None):
+        if descriptor._vectors != 1:
+            raise ValueError(f"a TemporaryVector holds one vector: give a descriptor of vectors=1, given "
+                             f"vectors={descriptor._vectors}")
+        self.c = CVector.temporary(command_buffer.native()[0], <size_t>descriptor._length,
+                                   <CDataType><int>descriptor._data_type)
+
+    @classmethod
+    def temporary_vector_with_command_buffer(cls, command_buffer, descriptor):
+        """The same as ``TemporaryVector(command_buffer, descriptor)``: a new temporary vector.
+
+        MPS: +[MPSTemporaryVector temporaryVectorWithCommandBuffer:descriptor:]
+        """
+        return cls(command_buffer, descriptor)
+
+    @classmethod
+    def prefetch_storage_with_command_buffer(cls, CommandBuffer command_buffer not None, descriptor_list):
+        """A hint of the temporary vectors ``command_buffer`` will use, which MPS says is never necessary: mpsx
+        checks the arguments and does nothing else (its device pool reuses storage across command buffers).
+
+        MPS: +[MPSTemporaryVector prefetchStorageWithCommandBuffer:descriptorList:]
+        """
+        for i, d in enumerate(descriptor_list):
+            if not isinstance(d, VectorDescriptor):
+                raise TypeError(f"expected a list of mpsx.VectorDescriptor, item {i} is {type(d).__name__}")
+
+    @property
+    def read_count(self):
+        """The reads left before the contents become undefined (1 at first); each encode that reads the vector
+        lowers it by 1. Setting it raises StateError once it is 0, and ValueError below 0.
+
+        MPS: MPSTemporaryVector.readCount
+        """
+        return self.native().read_count()
+
+    @read_count.setter
+    def read_count(self, value):
+        self.native().set_read_count(integer_argument(value, "read_count"))
+
+    @staticmethod
+    def from_numpy(Device device not None, array):
+        """Refused (TypeError): the host never writes a temporary vector; ``Vector.from_numpy`` makes a vector of an
+        array.
+
+        MPS: none (mpsx)
+        """
+        raise TypeError("a TemporaryVector is never written by the host; make an mpsx.Vector.from_numpy")

@@ -158,4 +158,17 @@ Vector::Vector(std::shared_ptr<Buffer> buffer, size_t offset, size_t length, Dat
                      " bytes apart) from byte ", offset_, " does not fit the buffer's ", buffer_->length(), " bytes");
 }
 
+std::shared_ptr<Vector> Vector::temporary(CommandBuffer& command_buffer, size_t length, DataType data_type) {
+  command_buffer.check_encodable();
+  auto vector = std::make_shared<Vector>(command_buffer.device_ptr(), length, data_type);
+  vector->lifetime_.make_temporary(command_buffer);
+  return vector;
+}
+
+void Vector::check_host_access() const {
+  if (lifetime_.is_temporary())
+    fail<SynchronizationError>("the vector is an MPSTemporaryVector, which only kernels read and write (MPS: a ",
+                               "vector allocated on GPU private memory)");
+}
+
 }  // namespace mpsx

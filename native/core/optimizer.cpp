@@ -1,5 +1,6 @@
 #include "mpsx/kernels/optimizer.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -132,7 +133,7 @@ NNOptimizer::Span NNOptimizer::span_of(const std::shared_ptr<Vector>& vector, co
   if (vector->vectors() != 1)
     fail<ShapeError>(class_name(), ": ", item_name(name, index), " holds ", vector->vectors(),
                      " vectors; an optimizer updates one vector of values each");
-  return Span{vector->buffer(), vector->offset()};
+  return Span{vector->buffer(), vector->offset(), vector->is_temporary() ? &vector->lifetime() : nullptr};
 }
 
 size_t NNOptimizer::assign_lists(const OptimizerVectorLists& lists, Parameter* parameters, const char* const* what,
@@ -202,6 +203,20 @@ void NNOptimizer::check_overlaps(const Parameter* parameters, size_t count, cons
 }
 
 void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* parameters, size_t count) {
+  // MPSTemporaryVector: each encode that reads one lowers its read count by 1.
+  std::array<TemporaryLifetime*, kMaxParameters * 7> temporaries{};
+  size_t temporary_count = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Parameter& p = parameters[i];
+    for (const Span* s : {&p.gradient, &p.values, &p.result, &p.momentum, &p.velocity, &p.maximum_velocity,
+                          &p.sum_of_squares})
+      if (s->lifetime) {
+        s->lifetime->check_usable(command_buffer, class_name(), "MPSTemporaryVector");
+        if (s != &p.result && std::find(temporaries.begin(), temporaries.begin() + temporary_count, s->lifetime) ==
+                                  temporaries.begin() + temporary_count)
+          temporaries[temporary_count++] = s->lifetime;
+      }
+  }
   OptimizerConfiguration c = configuration();
   c.regularization_type = descriptor_.regularization_type;
   c.gradient_clipping = descriptor_.apply_gradient_clipping;
@@ -243,6 +258,7 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
     for (const Span* written : {&p.result, &p.momentum, &p.velocity, &p.maximum_velocity, &p.sum_of_squares})
       if (written->buffer) written->buffer->will_write(command_buffer);
   }
+  for (size_t i = 0; i < temporary_count; ++i) temporaries[i]->was_read();
 }
 
 void NNOptimizer::encode(CommandBuffer& command_buffer, const std::shared_ptr<Vector>& gradient,

@@ -401,6 +401,14 @@ data_type = mpsx.DataType.FLOAT32
 obj = mpsx.Vector(dev, length, data_type)
 array = np.arange(4, dtype=np.float32)
 """],
+    "TemporaryVector": ["""
+command_buffer = cb
+descriptor = mpsx.VectorDescriptor(4)
+descriptor_list = [descriptor]
+obj = mpsx.TemporaryVector(cb, descriptor)
+array = np.arange(4, dtype=np.float32)
+value = 2
+"""],
     "ImageDescriptor": ["""
 channel_format = mpsx.DataType.FLOAT32
 width = 6

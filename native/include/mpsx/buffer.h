@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "mpsx/temporary.h"
 #include "mpsx/types.h"
 
 namespace mpsx {
@@ -115,6 +116,19 @@ class Vector {
   size_t vectors() const { return vectors_; }
   size_t vector_bytes() const { return vector_bytes_; }
 
+  // +[MPSTemporaryVector temporaryVectorWithCommandBuffer:descriptor:]: a
+  // vector of new storage (contents undefined) valid only on
+  // `command_buffer`, which must not be committed yet, while its read count
+  // allows; each encode that reads it lowers the count by 1.
+  static std::shared_ptr<Vector> temporary(CommandBuffer& command_buffer, size_t length, DataType data_type);
+  TemporaryLifetime& lifetime() { return lifetime_; }
+  bool is_temporary() const { return lifetime_.is_temporary(); }
+  int64_t read_count() const { return lifetime_.read_count(); }
+  void set_read_count(int64_t count) { lifetime_.set_read_count(count, "MPSTemporaryVector"); }
+  // Throws SynchronizationError for a temporary vector, whose storage is
+  // private to the GPU (MPS).
+  void check_host_access() const;
+
  private:
   std::shared_ptr<Buffer> buffer_;
   size_t offset_ = 0;
@@ -122,6 +136,7 @@ class Vector {
   DataType data_type_;
   size_t vectors_ = 1;
   size_t vector_bytes_;
+  TemporaryLifetime lifetime_;
 };
 
 }  // namespace mpsx

@@ -226,6 +226,9 @@ class NNOptimizer {
   struct Span {
     std::shared_ptr<Buffer> buffer;
     size_t offset = 0;  // bytes
+    // The vector's, where it is an MPSTemporaryVector; checked and counted
+    // down by record(), never used after it returns.
+    TemporaryLifetime* lifetime = nullptr;
   };
   // One array of values an encode updates.
   struct Parameter {
