@@ -38,7 +38,8 @@ from mpsx.includes.dlpack cimport (
 from mpsx.includes.distributed cimport (
     CCollectiveDescriptor, CCommunicator, ReduceOperation, host_all_reduce as host_all_reduce_of, new_group_id)
 from mpsx.includes.errors cimport raise_stored
-from mpsx.includes.image cimport CImage, ImageBlock, ImageLayout, ImageDescriptor as CImageDescriptor
+from mpsx.includes.image cimport (CImage, FeatureChannelRange, ImageBlock, ImageLayout,
+                                  ImageDescriptor as CImageDescriptor)
 from mpsx.includes.registry cimport unregister_primitive
 from mpsx.includes.state cimport CState
 from mpsx.includes.types cimport DataType as CDataType, kMaxDimension, size_of

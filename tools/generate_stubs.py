@@ -452,6 +452,8 @@ OVERRIDES.update({
     "Images.parent": "Images | None",
     "Images.label": "str | None",
     "Image.with_parent_image.slice_range": "tuple[int, int]",
+    "Image.sub_image_with_feature_channel_range.range": "tuple[int, int]",
+    "Image.sub_image_with_feature_channel_range": "Image",
     "Image.with_parent_image": "Image",
     "Image.with_parent_image.parent": "Images",
 })

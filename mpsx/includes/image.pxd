@@ -15,9 +15,13 @@ cdef extern from "mpsx/image.h" namespace "mpsx" nogil:
         int64_t image, channel, y, x
         int64_t n, c, h, w
 
+    cdef cppclass FeatureChannelRange "mpsx::Image::FeatureChannelRange":
+        int64_t first, count
+
     cdef cppclass CImage "mpsx::Image":
         CImage(shared_ptr[CDevice] device, const ImageDescriptor& descriptor) except +raise_py_error
         CImage(const CImage& base, int64_t first, int64_t count) except +raise_py_error
+        CImage(const CImage& base, FeatureChannelRange range) except +raise_py_error
         const ImageDescriptor& descriptor()
         int64_t width()
         int64_t height()

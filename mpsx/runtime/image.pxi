@@ -675,6 +675,29 @@ cdef class Image(Images):
         out.parent_ = parent
         return out
 
+    def sub_image_with_feature_channel_range(self, range):
+        """An image of feature channels [location, location + length) of each of this image's images, ``range``
+        being ``(location, length)``, sharing its storage (``parent`` is this image): kernels read and write those
+        channels through it, as the slice MPS says it is cheaper than. As in MPS, location and length must be
+        multiples of 4 (ValueError otherwise, or for a location past the last channel), and a length past the last
+        channel is reduced to fit. Of a temporary image, it is temporary and counts against the image's read count
+        (docs/semantics.md).
+
+        MPS: -[MPSImage subImageWithFeatureChannelRange:]
+        """
+        cdef int64_t c = self.native().feature_channels()
+        cdef FeatureChannelRange channels
+        location, length = _range_argument(range, "range")
+        if location % 4 or length % 4 or length < 1 or location >= c:
+            raise ValueError(f"range: expected a location and length that are multiples of 4 (MPS), the location "
+                             f"within the image's {c} feature channels, given (location={location}, "
+                             f"length={length})")
+        channels.first = location
+        channels.count = min(length, c - location)
+        cdef Image out = wrap_image(make_native[CImage](self.native()[0], channels))
+        out.parent_ = self
+        return out
+
     @classmethod
     def default_allocator(cls):
         """The allocator that makes new images: what kernels and graphs make their results with unless given

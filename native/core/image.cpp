@@ -201,6 +201,7 @@ Image::Image(std::shared_ptr<Buffer> buffer, const ImageDescriptor& descriptor)
 Image::Image(const Image& base, int64_t first, int64_t count)
     : buffer_(base.buffer_),
       storage_(base.storage_),
+      first_channel_(base.first_channel_),
       descriptor_(base.descriptor_),
       layout_(base.layout_),
       lifetimes_(base.lifetimes_) {
@@ -211,6 +212,22 @@ Image::Image(const Image& base, int64_t first, int64_t count)
     first_image_ = base.first_image_ + first;
   else
     byte_offset_ = base.byte_offset_ + static_cast<size_t>(first * layout_.n) * size_of(descriptor_.channel_format);
+}
+
+Image::Image(const Image& base, FeatureChannelRange range)
+    : buffer_(base.buffer_),
+      storage_(base.storage_),
+      first_image_(base.first_image_),
+      first_channel_(base.first_channel_ + range.first),
+      byte_offset_(base.byte_offset_),
+      descriptor_(base.descriptor_),
+      layout_(base.layout_),
+      lifetimes_(base.lifetimes_) {
+  if (range.first < 0 || range.count <= 0 || range.count > base.feature_channels() - range.first)
+    fail<ArgumentError>(range.count, " feature channels from channel ", range.first, " are outside an image of ",
+                        base.feature_channels());
+  descriptor_.feature_channels = range.count;
+  if (!storage_) byte_offset_ += static_cast<size_t>(range.first * layout_.c) * size_of(descriptor_.channel_format);
 }
 
 ImageRegion Image::region(int64_t first_image, int64_t first_channel, int64_t y, int64_t x, int64_t images,
@@ -225,7 +242,7 @@ ImageRegion Image::region(int64_t first_image, int64_t first_channel, int64_t y,
   if (storage_) {
     r.storage = storage_.get();
     r.image = first_image_ + first_image;
-    r.channel = first_channel;
+    r.channel = first_channel_ + first_channel;
     r.y = y;
     r.x = x;
     return r;
@@ -242,7 +259,8 @@ ImageRegion Image::whole() const {
 int64_t Image::first_in_allocation() const {
   if (storage_) return first_image_;
   const size_t image_bytes = static_cast<size_t>(layout_.n) * size_of(data_type());
-  return byte_offset_ % image_bytes == 0 ? static_cast<int64_t>(byte_offset_ / image_bytes) : -1;
+  const size_t image_start = byte_offset_ - static_cast<size_t>(first_channel_ * layout_.c) * size_of(data_type());
+  return image_start % image_bytes == 0 ? static_cast<int64_t>(image_start / image_bytes) : -1;
 }
 
 bool Image::overlaps(const ImageBlock& a, const Image& other, const ImageBlock& b) const {
@@ -254,7 +272,8 @@ bool Image::overlaps(const ImageBlock& a, const Image& other, const ImageBlock& 
   if (buffer_ == other.buffer_ && storage_ == other.storage_ && data_type() == other.data_type() && s.n == t.n &&
       s.c == t.c && s.h == t.h && s.w == t.w && first >= 0 && other_first >= 0) {
     auto meet = [](int64_t a0, int64_t an, int64_t b0, int64_t bn) { return a0 < b0 + bn && b0 < a0 + an; };
-    return meet(first + a.image, a.n, other_first + b.image, b.n) && meet(a.channel, a.c, b.channel, b.c) &&
+    return meet(first + a.image, a.n, other_first + b.image, b.n) &&
+           meet(first_channel_ + a.channel, a.c, other.first_channel_ + b.channel, b.c) &&
            meet(a.y, a.h, b.y, b.h) && meet(a.x, a.w, b.x, b.w);
   }
   return overlap(region(a), other.region(b));
@@ -489,7 +508,29 @@ void Image::fill_zero() {
 void ExecutionContext::copy_images(const Image& from, const Image& to, int64_t first) {
   if (from.storage() || to.storage())
     fail<Error>("copy_images: this backend keeps no images in an ImageStorage");
-  copy(to.region(first, 0, 0, 0, 1, 1, 1, 1).data, from.data(), from.byte_length());
+  const ImageRegion source = from.whole();
+  const ImageRegion destination = to.region(first, 0, 0, 0, source.n, source.c, source.h, source.w);
+  const size_t element = size_of(source.data_type);
+  const size_t pixels = static_cast<size_t>(source.n * source.h * source.w);
+  // Views of some feature channels (subImageWithFeatureChannelRange:) keep
+  // their allocation's pixel stride: a row of channels per pixel.
+  auto channels_per_pixel = [](const ImageRegion& r) {
+    return r.stride.c == 1 && r.stride.h == r.w * r.stride.w && r.stride.n == r.h * r.stride.h;
+  };
+  if (!channels_per_pixel(source) || !channels_per_pixel(destination))
+    fail<Error>("copy_images: expected images laid out NHWC, as this backend lays them out");
+  if (source.stride.w == source.c && destination.stride.w == source.c)
+    copy(destination.data, source.data, pixels * static_cast<size_t>(source.c) * element);
+  else
+    copy_rows(destination.data, static_cast<size_t>(destination.stride.w) * element, source.data,
+              static_cast<size_t>(source.stride.w) * element, static_cast<size_t>(source.c) * element, pixels);
+}
+
+void ExecutionContext::copy_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch,
+                                 size_t bytes, size_t rows) {
+  for (size_t i = 0; i < rows; ++i)
+    copy(static_cast<char*>(destination) + i * destination_pitch,
+         static_cast<const char*>(source) + i * source_pitch, bytes);
 }
 
 void ExecutionContext::fill_zero_image(const Image& image) {

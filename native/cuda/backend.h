@@ -137,6 +137,8 @@ class CudaContext final : public ExecutionContext {
   explicit CudaContext(int ordinal);
   ~CudaContext() override;
   void copy(void* destination, const void* source, size_t bytes) override;
+  void copy_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch, size_t bytes,
+                 size_t rows) override;
   void fill_zero(void* destination, size_t bytes) override;
 
   int ordinal() const { return ordinal_; }

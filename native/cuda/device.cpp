@@ -338,6 +338,12 @@ void CudaContext::flush_copies() {
   MPSX_CUDA_CHECK(cudaPeekAtLastError());
 }
 
+void CudaContext::copy_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch,
+                            size_t bytes, size_t rows) {
+  MPSX_CUDA_CHECK(cudaMemcpy2DAsync(destination, destination_pitch, source, source_pitch, bytes, rows,
+                                    cudaMemcpyDeviceToDevice, stream()));
+}
+
 void CudaContext::fill_zero(void* destination, size_t bytes) {
   MPSX_CUDA_CHECK(cudaMemsetAsync(destination, 0, bytes, stream()));
 }

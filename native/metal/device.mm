@@ -261,9 +261,18 @@ namespace mpsx::metal {
 
 void MetalContext::copy_images(const Image& from, const Image& to, int64_t first) {
   const ImageRegion source = from.whole(), destination = to.region(first, 0, 0, 0, from.number_of_images(), 0, 0, 0);
+  // Slices of 4 feature channels: a view of some channels starts on one.
+  const NSUInteger slices = static_cast<NSUInteger>((source.c + 3) / 4);
   id<MTLBlitCommandEncoder> blit = [command_buffer_ blitCommandEncoder];
   for (int64_t i = 0; i < source.n; ++i)
-    [blit copyFromTexture:image_of(source, i).texture toTexture:image_of(destination, i).texture];
+    [blit copyFromTexture:image_of(source, i).texture
+              sourceSlice:static_cast<NSUInteger>(source.channel / 4)
+              sourceLevel:0
+                toTexture:image_of(destination, i).texture
+         destinationSlice:static_cast<NSUInteger>(destination.channel / 4)
+         destinationLevel:0
+               sliceCount:slices
+               levelCount:1];
   [blit endEncoding];
 }
 

@@ -431,6 +431,7 @@ sub_range = (0, 1)
 parent = obj
 slice_range = (0, 1)
 feature_channels = 2
+range = (0, 4)
 data_bytes = np.zeros(180, np.float32)
 data_layout = mpsx.DataLayout.HEIGHT_X_WIDTH_X_FEATURE_CHANNELS
 bytes_per_row = 48
@@ -456,6 +457,7 @@ sub_range = (0, 1)
 parent = obj
 slice_range = (0, 1)
 feature_channels = 2
+range = (0, 4)
 """],
     "NNPadding": ["""
 class Policy(mpsx.NNPadding):

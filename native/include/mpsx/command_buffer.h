@@ -90,6 +90,10 @@ class ExecutionContext {
   // The same on whole images, in a Buffer or in a backend's ImageStorage:
   // `from` (all its images) into images [first, first + from's count) of `to`.
   virtual void copy_images(const Image& from, const Image& to, int64_t first);
+  // `rows` rows of `bytes` bytes, `source_pitch` and `destination_pitch`
+  // bytes apart (a copy per row here; cuda: one 2-D copy).
+  virtual void copy_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch,
+                         size_t bytes, size_t rows);
   virtual void fill_zero_image(const Image& image);
 };
 

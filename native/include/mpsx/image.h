@@ -100,6 +100,13 @@ class Image : public std::enable_shared_from_this<Image> {
   Image(std::shared_ptr<Device> device, const ImageDescriptor& descriptor);
   // A view of images [first, first + count) of `base`, sharing its storage.
   Image(const Image& base, int64_t first, int64_t count);
+  // -[MPSImage subImageWithFeatureChannelRange:]: a view of feature
+  // channels [range.first, range.first + range.count) of each of `base`'s
+  // images, sharing its storage (its layout keeps the base's strides).
+  struct FeatureChannelRange {
+    int64_t first = 0, count = 0;
+  };
+  Image(const Image& base, FeatureChannelRange range);
   // The pixels in `buffer` (another library's memory, DLPack), laid out as
   // the backend lays out new images.
   Image(std::shared_ptr<Buffer> buffer, const ImageDescriptor& descriptor);
@@ -121,7 +128,8 @@ class Image : public std::enable_shared_from_this<Image> {
   // Byte offset of image 0, channel 0, pixel (0, 0) within buffer().
   size_t byte_offset() const { return byte_offset_; }
   void* data() const { return static_cast<char*>(buffer_->data()) + byte_offset_; }
-  // Bytes from data() to the end of the last image.
+  // Bytes from data() to the end of the last image (of the allocation's
+  // images, for a view of some feature channels: a bound, not an extent).
   size_t byte_length() const {
     return static_cast<size_t>(descriptor_.number_of_images * layout_.n) * size_of(descriptor_.channel_format);
   }
@@ -201,6 +209,7 @@ class Image : public std::enable_shared_from_this<Image> {
   std::shared_ptr<Buffer> buffer_;
   std::shared_ptr<ImageStorage> storage_;
   int64_t first_image_ = 0;  // of storage_, for views
+  int64_t first_channel_ = 0;  // of the allocation's images, for views of some feature channels
   size_t byte_offset_ = 0;
   ImageDescriptor descriptor_;
   ImageLayout layout_;
