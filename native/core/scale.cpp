@@ -50,8 +50,11 @@ ScaleTaps scale_taps(ScaleKind kind, double scale, double translate, int64_t off
   // Lanczos low-passes when downscaling: its window widens by 1 / scale.
   const double stretch = kind == ScaleKind::Lanczos ? std::min(scale, 1.0) : 1.0;
   const double support = (kind == ScaleKind::Lanczos ? kLanczosLobes : 1.0) / stretch;
+  // A position past the image's edges samples at the edge: c stays within
+  // the image's extent, -0.5 .. size - 0.5 in pixel centres.
   auto centre = [&](int64_t o) {
-    return static_cast<double>(offset) + (static_cast<double>(first + o) + 0.5 - translate) / scale - 0.5;
+    const double c = static_cast<double>(offset) + (static_cast<double>(first + o) + 0.5 - translate) / scale - 0.5;
+    return std::clamp(c, -0.5, static_cast<double>(size) - 0.5);
   };
   // The source pixels strictly inside the support around c, clipped to the image.
   auto window = [&](double c) {
@@ -72,15 +75,11 @@ ScaleTaps scale_taps(ScaleKind kind, double scale, double translate, int64_t off
     const double c = centre(o);
     auto [lo, hi] = window(c);
     const size_t at = static_cast<size_t>(o * taps.per_output);
+    // Taps outside the image are dropped and the rest normalized to sum 1
+    // (as Pillow resamples). With c inside the image's extent the pixel
+    // nearest c weighs at least filter(0.5) and the sum stays above 0.49.
     double sum = 0;
     for (int64_t i = lo; i <= hi; ++i) sum += filter(kind, (c - static_cast<double>(i)) * stretch);
-    if (sum == 0) {
-      // No weight inside the image: the nearest edge pixel, as a clamped read.
-      taps.index[at] = c < 0 ? 0 : size - 1;
-      taps.weight[at] = 1.0f;
-      continue;
-    }
-    // Taps outside the image are dropped and the rest normalized to sum 1.
     for (int64_t i = lo; i <= hi; ++i) {
       taps.index[at + static_cast<size_t>(i - lo)] = i;
       taps.weight[at + static_cast<size_t>(i - lo)] =

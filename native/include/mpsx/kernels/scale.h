@@ -58,9 +58,10 @@ struct ScaleTaps {
 };
 // The taps of destination pixels first .. first + count - 1 of an axis of
 // `size` source pixels: centre c = offset + (u + 0.5 - translate) / scale -
-// 0.5 in source pixels; bilinear reads the two pixels around c, Lanczos-3
-// the pixels within 3 / min(scale, 1) of c, weighted by the Lanczos window
-// stretched by 1 / min(scale, 1) and normalized to sum 1.
+// 0.5 in source pixels, clamped to -0.5 .. size - 0.5; bilinear weighs the
+// pixels within 1 of c by the tent, Lanczos-3 those within 3 / min(scale, 1)
+// by the Lanczos window stretched by 1 / min(scale, 1); the taps inside the
+// image normalized to sum 1.
 ScaleTaps scale_taps(ScaleKind kind, double scale, double translate, int64_t offset, int64_t size, int64_t first,
                      int64_t count);
 
