@@ -74,7 +74,7 @@ def scale(device, cls, x, output_size, provider=None):
     return run(device, lambda cb: graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)])).to_numpy()
 
 
-class Fixed(mpsx.NNImageTransformProvider):
+class Fixed(mpsx.ImageTransformProvider):
     def __init__(self, transform):
         self.transform = transform
         self.calls = []
@@ -164,7 +164,7 @@ def conv_weights(rng, channels, out):
     return mpsx.ConvolutionWeights(descriptor, w, b), w, b
 
 
-class Zooms(mpsx.NNImageTransformProvider):
+class Zooms(mpsx.ImageTransformProvider):
     """A transform per encode: 2x then 1.5x with another translation; records what it was asked."""
 
     def __init__(self):
@@ -245,7 +245,7 @@ def test_bad_input(device, rng):
                                         r"transform_for_source_image\(image, handle\) method, given tuple"):
         mpsx.NNLanczosScaleNode(source, (2, 2), (1.0, 1.0, 0.0, 0.0))
 
-    class Raises(mpsx.NNImageTransformProvider):
+    class Raises(mpsx.ImageTransformProvider):
         def transform_for_source_image(self, image, handle):
             raise KeyError("no transform")
 
@@ -266,7 +266,7 @@ def test_bad_input(device, rng):
             (Fixed((1.0, -2.0, 0.0, 0.0)), ValueError, "scale_y must be finite and positive, given -2"),
             (Fixed((1.0, 1.0, math.nan, 0.0)), ValueError, "translate_x must be finite, given nan"),
             (Fixed((1.0, 1.0, 0.0, -math.inf)), ValueError, "translate_y must be finite, given -inf"),
-            (mpsx.NNImageTransformProvider(), NotImplementedError, "must implement transform_for_source_image")):
+            (mpsx.ImageTransformProvider(), NotImplementedError, "must implement transform_for_source_image")):
         node = mpsx.NNBilinearScaleNode(source, (3, 5), provider)
         conv = mpsx.CNNConvolutionNode(node.result_image, conv_weights(rng, 3, 2)[0])
         graph = float32_graph(device, conv.result_image)

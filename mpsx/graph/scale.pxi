@@ -5,7 +5,7 @@ from mpsx.includes.graph.scale cimport (
     CImageTransformProvider, CNNScaleNode, make_python_transform_provider, python_transform_provider_object)
 from mpsx.includes.kernels.scale cimport ScaleKind
 
-__all__ += ["ScaleTransform", "NNImageTransformProvider", "NNScaleNode", "NNBilinearScaleNode", "NNLanczosScaleNode"]
+__all__ += ["ScaleTransform", "ImageTransformProvider", "NNScaleNode", "NNBilinearScaleNode", "NNLanczosScaleNode"]
 
 
 ScaleTransform = namedtuple("ScaleTransform", "scale_x scale_y translate_x translate_y", defaults=(0.0, 0.0),
@@ -26,7 +26,7 @@ for _field, _doc in ((ScaleTransform.scale_x, "The horizontal scale factor.\n\nM
     _field.__doc__ = _doc
 
 
-class NNImageTransformProvider:
+class ImageTransformProvider:
     """The transform provider of a scale node: subclass it and implement
     ``transform_for_source_image(image, handle)`` -> ScaleTransform (or a tuple of four real numbers), the transform
     of the node's kernel at each encode of the graph, called with the batch's source image and the handle of the
