@@ -87,8 +87,8 @@ class Fixed(mpsx.ImageTransformProvider):
 
 # (N, C, H, W) and (width, height): up, down, by 2 and by other factors, each axis its own.
 SIZES = [((2, 3, 4, 5), (10, 8)), ((1, 6, 8, 10), (5, 4)), ((3, 5, 7, 5), (11, 3)), ((2, 2, 9, 12), (4, 3)),
-         ((1, 1, 1, 6), (3, 2))]
-SIZE_IDS = ["up2", "down2", "mixed", "down3", "one_row"]
+         ((1, 1, 1, 6), (3, 2)), ((2, 2, 1, 1), (3, 2))]
+SIZE_IDS = ["up2", "down2", "mixed", "down3", "one_row", "one_pixel"]
 
 
 @pytest.mark.parametrize("shape, output_size", SIZES, ids=SIZE_IDS)
@@ -111,6 +111,19 @@ def test_lanczos_matches_numpy_and_pillow(device, rng, shape, output_size):
     assert y.shape == shape[:2] + (height, width)
     np.testing.assert_allclose(y, reference(mpsx.NNLanczosScaleNode, x, width, height), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y, pillow(x, width, height), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cls", NODES, ids=NODE_IDS)
+def test_float16_graphs(device, rng, cls):
+    """MPS's default graph format: float16 images, float32 arithmetic."""
+    x = rng.standard_normal((2, 5, 6, 4)).astype(np.float32)
+    node = cls(mpsx.NNImageNode(Handle("x")), (9, 4))
+    node.result_image.synchronize_resource = True
+    graph = mpsx.NNGraph(device, node.result_image)
+    assert graph.format == mpsx.DataType.FLOAT16
+    y = run(device, lambda cb: graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)]))
+    assert y.data_type == mpsx.DataType.FLOAT16
+    np.testing.assert_allclose(y.to_numpy(), reference(cls, x, 9, 4), rtol=1e-2, atol=1e-2)
 
 
 def test_lanczos_downscaling_low_passes(device):
