@@ -1,5 +1,5 @@
-// training_graph with a Python node handler, and the Python property
-// callbacks of the loss and gram matrix nodes. Compiled into the extension
+// training_graph with a Python node handler, the Python property callbacks
+// of the loss and gram matrix nodes, and the scale nodes' transform providers. Compiled into the extension
 // modules only.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "mpsx/graph.h"
 #include "mpsx/graph/gram_matrix_calculation.h"
 #include "mpsx/graph/loss.h"
+#include "mpsx/graph/scale.h"
 #include "_callbacks.h"
 
 namespace mpsx::python {
@@ -132,6 +133,59 @@ inline std::shared_ptr<mpsx::GramMatrixCallback> make_python_gram_matrix_callbac
 }
 inline PyObject* python_gram_matrix_callback_object(const std::shared_ptr<mpsx::GramMatrixCallback>& callback) {
   return python_callback_object(callback);
+}
+
+// An MPSImageTransformProvider in Python: an object with
+// transform_for_source_image(image, handle) -> (scale_x, scale_y,
+// translate_x, translate_y), an mpsx.ScaleTransform or a tuple of four real
+// numbers. Its exception comes back as itself; another result is a
+// TypeError naming the method.
+class PythonImageTransformProvider final : public mpsx::ImageTransformProvider {
+ public:
+  PythonImageTransformProvider(PyObject* object, WrapLossImage wrap) : object_(hold(object)), wrap_(wrap) {}
+  PyObject* object() const { return static_cast<PyObject*>(object_.get()); }
+  mpsx::ScaleTransform transform(const std::shared_ptr<mpsx::Image>& image, const NodeHandle& handle) override {
+    Gil gil;
+    PyObject* i = wrap_(image);
+    PyObject* result = nullptr;
+    if (i)
+      result = PyObject_CallMethod(object(), "transform_for_source_image", "OO", i,
+                                   handle ? static_cast<PyObject*>(handle.get()) : Py_None);
+    Py_XDECREF(i);
+    if (!result) throw fetch_foreign_error();
+    double values[4] = {0, 0, 0, 0};
+    bool ok = PyTuple_Check(result) && PyTuple_GET_SIZE(result) == 4;
+    for (Py_ssize_t k = 0; ok && k < 4; ++k) {
+      PyObject* item = PyTuple_GET_ITEM(result, k);
+      ok = PyNumber_Check(item) && !PyBool_Check(item);
+      if (ok) values[k] = PyFloat_AsDouble(item);
+      if (ok && values[k] == -1.0 && PyErr_Occurred()) {
+        Py_DECREF(result);
+        throw fetch_foreign_error();
+      }
+    }
+    if (!ok)
+      PyErr_Format(PyExc_TypeError,
+                   "transform_for_source_image() must return an mpsx.ScaleTransform (scale_x, scale_y, "
+                   "translate_x, translate_y) of real numbers, given %R",
+                   result);
+    Py_DECREF(result);
+    if (!ok) throw fetch_foreign_error();
+    return mpsx::ScaleTransform{values[0], values[1], values[2], values[3]};
+  }
+
+ private:
+  std::shared_ptr<void> object_;
+  WrapLossImage wrap_;
+};
+inline std::shared_ptr<mpsx::ImageTransformProvider> make_python_transform_provider(PyObject* object,
+                                                                                     WrapLossImage wrap) {
+  return std::make_shared<PythonImageTransformProvider>(object, wrap);
+}
+// The Python object of a provider (borrowed), or None.
+inline PyObject* python_transform_provider_object(const std::shared_ptr<mpsx::ImageTransformProvider>& provider) {
+  auto* python = dynamic_cast<PythonImageTransformProvider*>(provider.get());
+  return python ? python->object() : Py_None;
 }
 
 }  // namespace mpsx::python

@@ -260,6 +260,11 @@ __all__ = [
     "NNReductionSpatialMeanNode",
     "NNReductionFeatureChannelsSumNode",
     "NNReductionSpatialMeanGradientNode",
+    "ScaleTransform",
+    "ImageTransformProvider",
+    "NNScaleNode",
+    "NNBilinearScaleNode",
+    "NNLanczosScaleNode",
 ]
 
 # What the encodes over a batch take: an ImageBatch, an Image (a batch of its images) or a list of Images.
@@ -282,6 +287,11 @@ class _LossCallback(Protocol):
 
 class _GramMatrixCallback(Protocol):
     def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class _TransformProvider(Protocol):
+    def transform_for_source_image(
+        self, image: Image, handle: _Handle | None
+    ) -> ScaleTransform | tuple[float, float, float, float]: ...
 
 class _ConvolutionDataSource(Protocol):
     """What a convolution data source needs (CNNConvolutionDataSource lists the optional members)."""
@@ -3460,3 +3470,37 @@ class NNReductionSpatialMeanGradientNode(NNGradientFilterNode):
     def node_with_source_gradient(
         cls, source_gradient: NNImageNode, source_image: NNImageNode, gradient_state: NNStateNode
     ) -> Self: ...
+
+class ScaleTransform(NamedTuple):
+    scale_x: float
+    scale_y: float
+    translate_x: float = 0.0
+    translate_y: float = 0.0
+
+class ImageTransformProvider:
+    def transform_for_source_image(
+        self, image: Image, handle: _Handle | None
+    ) -> ScaleTransform | tuple[float, float, float, float]: ...
+
+class NNScaleNode(NNFilterNode):
+    def __init__(
+        self,
+        source: NNImageNode,
+        output_size: tuple[int, int] | tuple[int, int, int],
+        transform_provider: _TransformProvider | None = None,
+    ) -> None: ...
+    @classmethod
+    def node_with_source(
+        cls,
+        source: NNImageNode,
+        output_size: tuple[int, int] | tuple[int, int, int],
+        transform_provider: _TransformProvider | None = None,
+    ) -> Self: ...
+    @property
+    def output_size(self) -> tuple[int, int, int]: ...
+    @property
+    def transform_provider(self) -> _TransformProvider | None: ...
+
+class NNBilinearScaleNode(NNScaleNode): ...
+
+class NNLanczosScaleNode(NNScaleNode): ...

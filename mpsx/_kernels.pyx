@@ -1209,6 +1209,7 @@ include "graph/concatenation.pxi"
 include "graph/convolution_transpose.pxi"
 include "graph/initial_gradient.pxi"
 include "graph/reduction.pxi"
+include "graph/scale.pxi"
 
 for _name in __all__:
     _class = globals()[_name]

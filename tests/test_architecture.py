@@ -37,6 +37,8 @@ NO_GRAPH_NODES = {
 NO_PYTHON_KERNELS = {
     "reduction": "the MPSNNReduce* kernel classes are outside issue 32's scope; MPS's reduction nodes use them, "
                  "natively here",
+    "scale": "MPSImageBilinearScale and MPSImageLanczosScale are MPSImage framework classes, outside issue 32's "
+             "scope; MPS's scale nodes use them, natively here",
 }
 # Families whose graph nodes are tested in tests/test_graph.py, the graph's first test file, rather than in a
 # tests/test_graph_<family>.py.

@@ -30,6 +30,16 @@ class Scale(mpsx.NNLossCallback):
         return self.weight
 
 
+class Zoom(mpsx.ImageTransformProvider):
+    """A transform provider with state, which saves through its attributes."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def transform_for_source_image(self, image, handle):
+        return mpsx.ScaleTransform(*self.transform)
+
+
 def weights(rng, descriptor, optimizer=None):
     o, kh, kw, i = descriptor.weights_shape
     return mpsx.ConvolutionWeights(descriptor, (rng.standard_normal((o, kh, kw, i)) * 0.3).astype(np.float32),
@@ -105,8 +115,10 @@ FORWARD = {
                                                        clip_rect_source=(1, 0, 0, 3, 2, 1)),
     "feature channels sum": lambda x, y, d, r: with_properties(mpsx.NNReductionFeatureChannelsSumNode(x),
                                                                clip_rect_source=(0, 1, 0, 2, 9, 1), weight=0.5),
+    "bilinear scale": lambda x, y, d, r: mpsx.NNBilinearScaleNode(x, (5, 11)),
+    "lanczos scale": lambda x, y, d, r: mpsx.NNLanczosScaleNode(x, (9, 4), Zoom((1.5, 0.5, -1.0, 0.25))),
 }
-NO_GRADIENT = {"division", "comparison", "feature channels sum"}
+NO_GRADIENT = {"division", "comparison", "feature channels sum", "bilinear scale", "lanczos scale"}
 
 
 def family_graph(device, family, seed=0):

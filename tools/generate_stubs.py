@@ -115,6 +115,8 @@ TYPES = {
     "_Handle | None": "handle",
     "_ImageSource": "labels primary_images secondary_images source_gradients source_images weights",
     "_LossCallback | None": "property_call_back",
+    "_TransformProvider | None": "transform_provider",
+    "tuple[int, int] | tuple[int, int, int]": "output_size",
     "_NodeHandler": "node_handler",
     "_Reducible | Sequence[_Reducible]": "items",
     "_StateSource": (
@@ -134,6 +136,7 @@ TYPES = {
     "dict[str, Sequence[npt.ArrayLike]]": "state",
     "KernelOptions": "options",
     "float": (
+        "scale_x scale_y translate_x translate_y "
         "a alpha b fill_value parameter_a parameter_b neuron_parameter_a neuron_parameter_b neuron_parameter_c beta1 "
         "beta2 bias c "
         "decay delta epsilon gradient_clip_max gradient_clip_min "
@@ -391,6 +394,9 @@ OVERRIDES = {
     "NNForwardLoss.result_state.source_image": "_ImageSource",
     "NNForwardLossNode.__init__.weights": "NNImageNode",
     "NNGramMatrixCalculationNode.property_call_back": "_GramMatrixCallback | None",
+    "NNScaleNode.output_size": "tuple[int, int, int]",
+    "ImageTransformProvider.transform_for_source_image": "ScaleTransform | tuple[float, float, float, float]",
+    "ImageTransformProvider.transform_for_source_image.image": "Image",
     "NNGramMatrixCallback.alpha_for_source_image.destination_image": "Image",
     "NNGraph.data_parallel": "Communicator | None",
     "NNGraph.execute_async.source_images": "Sequence[Image]",
@@ -633,6 +639,11 @@ class _LossCallback(Protocol):
 
 class _GramMatrixCallback(Protocol):
     def alpha_for_source_image(self, source_image: Image, destination_image: Image) -> float: ...
+
+class _TransformProvider(Protocol):
+    def transform_for_source_image(
+        self, image: Image, handle: _Handle | None
+    ) -> ScaleTransform | tuple[float, float, float, float]: ...
 
 class _ConvolutionDataSource(Protocol):
     \"\"\"What a convolution data source needs (CNNConvolutionDataSource lists the optional members).\"\"\"

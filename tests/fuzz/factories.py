@@ -1225,6 +1225,15 @@ FACTORIES.update({
     "NNArithmeticGradientNode": FACTORIES["NNAdditionGradientNode"],
 })
 
+SCALE_NODE = """
+class Zoom(mpsx.ImageTransformProvider):
+    def transform_for_source_image(self, image, handle):
+        return mpsx.ScaleTransform(1.5, 0.5, -0.5, 0.0)
+
+output_size = (5, 3)
+transform_provider = Zoom()
+"""
+
 FACTORIES.update({
     "NNInitialGradientNode": [graph_node("mpsx.NNInitialGradientNode(pool.result_image)")],
     "NNInitialGradient": [forward("mpsx.NNInitialGradient(dev)")],
@@ -1232,6 +1241,12 @@ FACTORIES.update({
     "NNReductionFeatureChannelsSumNode": [graph_node("mpsx.NNReductionFeatureChannelsSumNode(relu.result_image)")],
     "NNReductionSpatialMeanGradientNode": [
         graph_unary_gradient_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
+    "NNBilinearScaleNode": [graph_node("mpsx.NNBilinearScaleNode(relu.result_image, output_size)", SCALE_NODE),
+                            graph_node("mpsx.NNBilinearScaleNode(relu.result_image, output_size, transform_provider)",
+                                       SCALE_NODE)],
+    "NNLanczosScaleNode": [graph_node("mpsx.NNLanczosScaleNode(relu.result_image, output_size, transform_provider)",
+                                      SCALE_NODE)],
+    "NNScaleNode": [graph_node("mpsx.NNLanczosScaleNode(relu.result_image, output_size)", SCALE_NODE)],
     # Abstract bases: made through a concrete subclass.
     "NNUnaryReductionNode": [graph_node("mpsx.NNReductionSpatialMeanNode(relu.result_image)")],
     "CNNNormalizationNode": FACTORIES["CNNCrossChannelNormalizationNode"],
@@ -1295,6 +1310,19 @@ class Scale(mpsx.NNLossCallback):
 
 obj = Scale()
 source_image = destination_image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 1, 1), np.float32))
+"""],
+    "ImageTransformProvider": ["""
+class Zoom(mpsx.ImageTransformProvider):
+    def transform_for_source_image(self, image, handle):
+        return mpsx.ScaleTransform(2.0, 1.5, -1.0, 0.5)
+
+obj = Zoom()
+image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 2, 2), np.float32))
+handle = None
+"""],
+    "ScaleTransform": ["""
+scale_x, scale_y, translate_x, translate_y = 2.0, 0.5, -1.0, 0.25
+obj = mpsx.ScaleTransform(scale_x, scale_y, translate_x, translate_y)
 """],
     "NNGramMatrixCallback": ["""
 class Alpha(mpsx.NNGramMatrixCallback):
