@@ -144,6 +144,7 @@ TYPES = {
         "amount source_width source_height resource_count predicate_offset biases_offset bucket_bytes channel "
         "result_feature_channels "
         "result_height result_width "
+        "sub_pixel_scale_factor "
         "bytes_cached bytes_in_use bytes_per_image bytes_per_row collective_calls "
         "command_count count depth destination_feature_channel_offset dilation_rate dilation_rate_x dilation_rate_y "
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "

@@ -31,6 +31,11 @@ void ConvolutionDescriptor::validate() const {
   if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
     fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
                         output_feature_channels, ") feature channels");
+  check_size(sub_pixel_scale_factor, name, ": sub_pixel_scale_factor");
+  if (output_feature_channels % (sub_pixel_scale_factor * sub_pixel_scale_factor) != 0)
+    fail<ArgumentError>("a sub-pixel convolution's output feature channels (", output_feature_channels,
+                        ") must be a multiple of sub_pixel_scale_factor squared (", sub_pixel_scale_factor, "^2 = ",
+                        sub_pixel_scale_factor * sub_pixel_scale_factor, ")");
   if (depthwise && groups != input_feature_channels)
     fail<ArgumentError>("a depthwise convolution has one group per input feature channel (", input_feature_channels,
                         "); given groups ", groups);
@@ -56,7 +61,8 @@ bool ConvolutionDescriptor::operator==(const ConvolutionDescriptor& o) const {
          input_feature_channels == o.input_feature_channels &&
          output_feature_channels == o.output_feature_channels && stride_x == o.stride_x && stride_y == o.stride_y &&
          dilation_x == o.dilation_x && dilation_y == o.dilation_y && groups == o.groups &&
-         depthwise == o.depthwise && fused_neuron == o.fused_neuron && batch_normalization == o.batch_normalization &&
+         depthwise == o.depthwise && sub_pixel_scale_factor == o.sub_pixel_scale_factor &&
+         fused_neuron == o.fused_neuron && batch_normalization == o.batch_normalization &&
          batch_normalization_mean == o.batch_normalization_mean &&
          batch_normalization_variance == o.batch_normalization_variance &&
          batch_normalization_gamma == o.batch_normalization_gamma &&
@@ -633,6 +639,13 @@ CNNFullyConnected::CNNFullyConnected(std::shared_ptr<Device> device, std::shared
                         descriptor_.dilation_y, ", groups ", descriptor_.groups);
 }
 
+void CNNConvolution::check_source(const Image& source) const {
+  if (descriptor_.sub_pixel_scale_factor != 1)
+    fail<ArgumentError>(class_name(), ": encoding a sub-pixel convolution (sub_pixel_scale_factor ",
+                        descriptor_.sub_pixel_scale_factor, ") is not implemented in mpsx yet");
+  UnaryKernel::check_source(source);
+}
+
 void CNNFullyConnected::check_source(const Image& source) const {
   CNNConvolution::check_source(source);
   if (source.width() != descriptor_.kernel_width || source.height() != descriptor_.kernel_height)
@@ -663,6 +676,11 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
   Loaded<ConvolutionDataSource> loaded(*data_source_, class_name());
   descriptor_ = data_source_->descriptor();
   descriptor_.validate();
+  // "Back propagation sub-pixel convolution are not supported. So
+  // channelMultiplier and subPixelScaleFactor must be one."
+  if (descriptor_.sub_pixel_scale_factor != 1)
+    fail<ArgumentError>(class_name(), ": MPS has no gradient of a sub-pixel convolution; given sub_pixel_scale_factor ",
+                        descriptor_.sub_pixel_scale_factor, " (must be 1)");
   const int64_t limit = this->device().backend().limits().summed_feature_channels;
   if (descriptor_.output_feature_channels > limit)
     fail<ShapeError>(class_name(), ": the descriptor has ", descriptor_.output_feature_channels,

@@ -564,6 +564,17 @@ obj = mpsx.CNNDepthWiseConvolutionDescriptor(kernel_width, kernel_height, input_
                                              dilation_rate_x, dilation_rate_y, fused_neuron_descriptor)
 value = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 4, 4)
 """],
+    "CNNSubPixelConvolutionDescriptor": ["""
+kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 16
+stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y, groups = 1, 2, 2, 1, 2
+fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+sub_pixel_scale_factor = 2
+obj = mpsx.CNNSubPixelConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels,
+                                            output_feature_channels, stride_in_pixels_x, stride_in_pixels_y,
+                                            dilation_rate_x, dilation_rate_y, groups, fused_neuron_descriptor,
+                                            sub_pixel_scale_factor)
+value = mpsx.CNNSubPixelConvolutionDescriptor(3, 3, 4, 4, sub_pixel_scale_factor=2)
+"""],
     "CNNConvolutionDataSource": [CONVOLUTION_SOURCE + """
 obj = data_source
 """],

@@ -42,6 +42,10 @@ struct ConvolutionDescriptor {
   // MPSCNNDepthWiseConvolutionDescriptor: groups equals the input channels,
   // whose weights [out][kernel_height][kernel_width] are OHWI with I = 1.
   bool depthwise = false;
+  // MPSCNNSubPixelConvolutionDescriptor.subPixelScaleFactor r: the result's
+  // output_feature_channels at each pixel become an r x r block of
+  // output_feature_channels / r^2 channels; 1 for every other convolution.
+  int64_t sub_pixel_scale_factor = 1;
   NeuronDescriptor fused_neuron;
   // setBatchNormalizationParametersForInferenceWithMean:variance:gamma:beta:epsilon:,
   // folded into the weights and biases a convolution loads from its data
@@ -331,6 +335,8 @@ class CNNConvolution : public UnaryKernel {
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
   Window window() const override;
+  // Refuses a sub-pixel convolution, whose encode mpsx does not run yet.
+  void check_source(const Image& source) const override;
   int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
   int64_t destination_channels(const Image&) const override { return descriptor_.output_feature_channels; }
   void check_state(const State& state) const override;
