@@ -1,13 +1,18 @@
 """MPSCNNSubPixelConvolutionDescriptor and MPSCNNConvolution.subPixelScaleFactor: the descriptor, its checks, the
-convolution's member, and the refusals (no gradient in MPS; no encode in mpsx yet)."""
+convolution's member, the sub-pixel convolution computed as MPSCNNConvolution.h states it (against numpy written
+from the header's formula), and the refusals (no gradient in MPS, no transpose)."""
 
 import pickle
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
 
 import mpsx
-from helpers import read
+from helpers import read, tolerance
+
+P = mpsx.NNPaddingMethod
 
 
 def test_sub_pixel_descriptor_members():
@@ -93,33 +98,87 @@ def test_gradient_of_a_sub_pixel_convolution_is_refused(device):
     assert mpsx.CNNConvolutionGradient(device, mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape, np.float32)))
 
 
-def test_encoding_a_sub_pixel_convolution_is_refused_before_anything_is_enqueued(device, rng):
-    d = mpsx.CNNSubPixelConvolutionDescriptor(3, 3, 2, 8, sub_pixel_scale_factor=2)
-    conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape, np.float32)))
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    plain = mpsx.CNNConvolutionDescriptor(1, 1, 2, 2)
-    weights = rng.standard_normal(plain.weights_shape).astype(np.float32)
-    identity_conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(plain, weights))
+def intermediate(x, w, b, offset, stride, dilation, groups, height, width):
+    """The regular convolution of MPS's model in numpy: result pixel (i, j) has its window's centre at source
+    offset + (j * stride_x, i * stride_y), zeros outside the source; w is OHWI."""
+    n, cin, sh, sw = x.shape
+    cout, kh, kw, cin_g = w.shape
+    (sx, sy), (dx, dy) = stride, dilation
+    x0, y0 = offset[0] - ((kw - 1) * dx + 1) // 2, offset[1] - ((kh - 1) * dy + 1) // 2
+    pad = ((kh - 1) * dy + height * sy + sh + abs(y0)) + ((kw - 1) * dx + width * sx + sw + abs(x0))
+    padded = np.zeros((n, cin, sh + 2 * pad, sw + 2 * pad), np.float64)
+    padded[:, :, pad:pad + sh, pad:pad + sw] = x
+    out = np.zeros((n, cout, height, width), np.float64)
+    per_group = cout // groups
+    for o in range(cout):
+        g = o // per_group
+        for ky in range(kh):
+            for kx in range(kw):
+                rows = pad + y0 + ky * dy + np.arange(height) * sy
+                cols = pad + x0 + kx * dx + np.arange(width) * sx
+                window = padded[:, g * cin_g:(g + 1) * cin_g][:, :, rows][:, :, :, cols]  # n, cin_g, h, w
+                out[:, o] += np.einsum("nchw,c->nhw", window, w[o, ky, kx].astype(np.float64))
+        out[:, o] += 0.0 if b is None else b[o]
+    return out
 
-    def encode(cb):
-        image = mpsx.Image.from_numpy(device, x)
-        with pytest.raises(ValueError, match=r"encoding a sub-pixel convolution \(sub_pixel_scale_factor 2\) is "
-                                             r"not implemented in mpsx yet"):
-            conv.encode(cb, image)
-        with pytest.raises(ValueError, match="sub-pixel"):
-            conv.destination_image_descriptor([image])
-        return identity_conv.encode(cb, image)  # the command buffer still runs what else it holds
 
-    y = read(device, encode)
-    np.testing.assert_allclose(y, np.einsum("oi,nihw->nohw", weights[:, 0, 0, :], x), rtol=1e-4, atol=1e-4)
+def rearranged(io, r, height, width):
+    """MPSCNNConvolution.h: Destination[x][y][c] = Io[floor(x/r)][floor(y/r)][(N/r^2) * (r * mod(y,r) + mod(x,r))
+    + c] for x < width, y < height (NCHW arrays)."""
+    n, big_n = io.shape[:2]
+    c_out = big_n // (r * r)
+    out = np.zeros((n, c_out, height, width), io.dtype)
+    for y in range(height):
+        for x in range(width):
+            k = c_out * (r * (y % r) + (x % r))
+            out[:, :, y, x] = io[:, k:k + c_out, y // r, x // r]
+    return out
 
 
-def test_a_convolution_transpose_of_a_sub_pixel_descriptor_is_refused(device, rng):
-    d = mpsx.CNNSubPixelConvolutionDescriptor(3, 3, 8, 2, sub_pixel_scale_factor=1)
-    d.output_feature_channels, d.sub_pixel_scale_factor = 4, 2
-    transpose = mpsx.CNNConvolutionTranspose(device, mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape,
-                                                                                         np.float32)))
-    image = mpsx.Image.from_numpy(device, rng.standard_normal((1, 4, 5, 5)).astype(np.float32))
-    cb = device.command_queue.command_buffer()
-    with pytest.raises(ValueError, match=r"MPSCNNConvolutionTranspose: encoding a sub-pixel convolution"):
-        transpose.encode(cb, image)
+def make(rng, kw, kh, cin, cout, r, stride=(1, 1), dilation=(1, 1), groups=1, neuron=None, bias=True):
+    d = mpsx.CNNSubPixelConvolutionDescriptor(kw, kh, cin, cout, stride[0], stride[1], dilation[0], dilation[1],
+                                              groups, fused_neuron_descriptor=neuron, sub_pixel_scale_factor=r)
+    w = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32) if bias else None
+    return mpsx.ConvolutionWeights(d, w, b), w, b
+
+
+CASES = [
+    # r, kw, kh, cin, cout, stride, dilation, groups, image (n, h, w)
+    (2, 3, 3, 3, 8, (1, 1), (1, 1), 1, (2, 5, 6)),
+    (3, 3, 3, 4, 18, (1, 1), (1, 1), 1, (2, 4, 5)),
+    (2, 3, 2, 4, 12, (2, 1), (1, 2), 1, (3, 7, 6)),
+    # groups > 1: N / r^2 a multiple of 4 (the header's condition 3)
+    (2, 3, 3, 4, 16, (1, 1), (1, 1), 2, (2, 5, 4)),
+    (3, 1, 1, 6, 72, (1, 1), (1, 1), 2, (2, 3, 4)),
+    (2, 3, 3, 8, 32, (1, 2), (1, 1), 4, (2, 6, 5)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[str(c[:8]) for c in CASES])
+def test_forward_matches_the_header(device, rng, case):
+    r, kw, kh, cin, cout, stride, dilation, groups, (n, h, w) = case
+    source, weights, biases = make(rng, kw, kh, cin, cout, r, stride, dilation, groups)
+    conv = mpsx.CNNConvolution(device, source)
+    conv.padding = P.SIZE_SAME
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+    image = mpsx.Image.from_numpy(device, x)
+    described = conv.destination_image_descriptor([image])
+    y = read(device, lambda cb: conv.encode(cb, image))
+    # mpsx's choice: each pixel of the regular result becomes an r x r block.
+    regular_h, regular_w = -(-h // stride[1]), -(-w // stride[0])
+    assert y.shape == (n, cout // (r * r), r * regular_h, r * regular_w)
+    assert (described.number_of_images, described.feature_channels, described.height, described.width) == y.shape
+    io = intermediate(x, weights, biases, conv.offset, stride, dilation, groups, regular_h, regular_w)
+    expected = rearranged(io, r, r * regular_h, r * regular_w)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    if groups == 1 and stride == dilation == (1, 1) and kw % 2 and kh % 2:
+        # The same through torch: its convolution with "same" padding (offset (0, 0) for odd kernels), then the
+        # header's order as a permutation Io[n, (r a + b) C + c, i, j] -> D[n, c, r i + a, r j + b].
+        assert tuple(conv.offset)[:2] == (0, 0)
+        wt = torch.as_tensor(weights, dtype=torch.float64).permute(0, 3, 1, 2)
+        io_torch = F.conv2d(torch.as_tensor(x, dtype=torch.float64), wt, torch.as_tensor(biases, dtype=torch.float64),
+                            padding=(kh // 2, kw // 2)).numpy()
+        c = cout // (r * r)
+        shuffled = io_torch.reshape(n, r, r, c, h, w).transpose(0, 3, 4, 1, 5, 2).reshape(n, c, r * h, r * w)
+        np.testing.assert_allclose(y, shuffled, rtol=1e-4, atol=1e-4)
