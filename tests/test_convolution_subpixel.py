@@ -182,3 +182,138 @@ def test_forward_matches_the_header(device, rng, case):
         c = cout // (r * r)
         shuffled = io_torch.reshape(n, r, r, c, h, w).transpose(0, 3, 4, 1, 5, 2).reshape(n, c, r * h, r * w)
         np.testing.assert_allclose(y, shuffled, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_per_channel_neuron_applies_to_the_intermediate_channels(device, rng, dtype):
+    # The PReLU slopes index the convolution's N output channels (MPSCNNConvolution.h: "i in
+    # [0,outputFeatureChannels-1]"), before the rearrangement.
+    r, cin, cout = 2, 3, 16
+    slopes = np.linspace(-1.5, 2.0, cout).astype(np.float32)
+    prelu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.PRELU, data=slopes)
+    source, weights, biases = make(rng, 3, 3, cin, cout, r, neuron=prelu)
+    conv = mpsx.CNNConvolution(device, source)
+    conv.padding = P.SIZE_SAME
+    x = rng.standard_normal((2, cin, 4, 5)).astype(dtype)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    assert y.dtype == dtype and y.shape == (2, cout // 4, 8, 10)
+    io = intermediate(x.astype(np.float32), weights, biases, (0, 0), (1, 1), (1, 1), 1, 4, 5)
+    io = np.where(io >= 0, io, slopes[None, :, None, None] * io)
+    np.testing.assert_allclose(y, rearranged(io, r, 8, 10), *tolerance(dtype))
+
+
+def test_neuron_of_shared_parameters(device, rng):
+    r, cin, cout = 3, 2, 9
+    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU, 0.25)
+    source, weights, biases = make(rng, 1, 3, cin, cout, r, neuron=relu, bias=False)
+    conv = mpsx.CNNConvolution(device, source)
+    conv.padding = P.SIZE_VALID_ONLY
+    x = rng.standard_normal((1, cin, 5, 4)).astype(np.float32)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    assert y.shape == (1, 1, 9, 12)
+    io = intermediate(x, weights, None, tuple(conv.offset), (1, 1), (1, 1), 1, 3, 4)
+    np.testing.assert_allclose(y, rearranged(np.where(io >= 0, io, 0.25 * io), r, 9, 12), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("r", [2, 3])
+def test_clip_rect_offset_channel_offsets_and_batch(device, rng, r):
+    # A clip rect whose size is no multiple of r: the intermediate image is (size + r - 1) // r pixels and the
+    # last blocks are cut where the clip rect ends; nothing outside it, or outside the channels written, changes.
+    cin, cout = 8, 4 * r * r
+    source, weights, biases = make(rng, 3, 3, 4, cout, r, stride=(2, 1))
+    conv = mpsx.CNNConvolution(device, source)
+    n, width, height = 3, 5, 4  # clip size
+    x = rng.standard_normal((n, cin, 7, 9)).astype(np.float32)
+    before = rng.standard_normal((n + 1, 12, 11, 13)).astype(np.float32)
+    destination = mpsx.Image.from_numpy(device, before)
+    conv.source_feature_channel_offset = 4
+    conv.destination_feature_channel_offset = 8
+    conv.offset = (1, 2, 0)
+    conv.clip_rect = (3, 2, 1, width, height, n)
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x), destination))
+    io_w, io_h = -(-width // r), -(-height // r)
+    io = intermediate(x[:, 4:], weights, biases, (1, 2), (2, 1), (1, 1), 1, io_h, io_w)
+    expected = before.copy()
+    expected[1:, 8:12, 2:2 + height, 3:3 + width] = rearranged(io, r, height, width)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_clip_rect_reaching_outside_the_destination(device, rng):
+    # MPSCNNKernel.h: "If the clipRect does not lie completely within the destination image, the intersection
+    # between clip rectangle and destination bounds is used"; its blocks start at the intersection's origin, whose
+    # windows are where a regular convolution's would be (offset belongs to clip_rect's own origin).
+    r, cin, cout = 2, 2, 4
+    source, weights, biases = make(rng, 3, 3, cin, cout, r)
+    conv = mpsx.CNNConvolution(device, source)
+    x = rng.standard_normal((1, cin, 6, 6)).astype(np.float32)
+    before = np.full((1, 1, 5, 7), 9.0, np.float32)
+    destination = mpsx.Image.from_numpy(device, before)
+    conv.offset = (1, 1, 0)
+    conv.clip_rect = (-1, -2, 0, 100, 100, 1)  # intersection: the whole 7x5 destination
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x), destination))
+    # destination pixel (0, 0) is clip_rect pixel (1, 2): its window is centred on source (1 + 1, 1 + 2).
+    io = intermediate(x, weights, biases, (2, 3), (1, 1), (1, 1), 1, 3, 4)
+    np.testing.assert_allclose(y, rearranged(io, r, 5, 7), rtol=1e-4, atol=1e-4)
+
+
+def test_fully_connected_sub_pixel(device, rng):
+    # One window on the whole source: one intermediate pixel, one r x r block.
+    r, cin, cout = 2, 3, 8
+    d = mpsx.CNNSubPixelConvolutionDescriptor(4, 3, cin, cout, sub_pixel_scale_factor=r)
+    weights = rng.standard_normal(d.weights_shape).astype(np.float32)
+    biases = rng.standard_normal(cout).astype(np.float32)
+    fc = mpsx.CNNFullyConnected(device, mpsx.ConvolutionWeights(d, weights, biases))
+    x = rng.standard_normal((2, cin, 3, 4)).astype(np.float32)
+    y = read(device, lambda cb: fc.encode(cb, mpsx.Image.from_numpy(device, x)))
+    assert y.shape == (2, 2, 2, 2)
+    io = (np.einsum("ohwi,nihw->no", weights, x) + biases)[:, :, None, None]
+    np.testing.assert_allclose(y, rearranged(io, r, 2, 2), rtol=1e-4, atol=1e-4)
+
+
+def test_too_few_destination_channels_are_refused_before_anything_is_enqueued(device, rng):
+    # "The destination MPSImage to encode call must have at least N/r^2 + destinationFeatureChannelOffset channels."
+    r, cin, cout = 2, 2, 16
+    source, weights, biases = make(rng, 1, 1, cin, cout, r)
+    conv = mpsx.CNNConvolution(device, source)
+    x = rng.standard_normal((1, cin, 3, 3)).astype(np.float32)
+    plain = mpsx.CNNConvolutionDescriptor(1, 1, cin, 2)
+    plain_weights = rng.standard_normal(plain.weights_shape).astype(np.float32)
+    plain_conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(plain, plain_weights))
+
+    def encode(cb):
+        image = mpsx.Image.from_numpy(device, x)
+        conv.destination_feature_channel_offset = 4
+        for channels in (4, 7):
+            small = mpsx.Image(device, mpsx.ImageDescriptor(width=6, height=6, feature_channels=channels))
+            with pytest.raises(mpsx.ShapeError, match=r"expected a destination image of at least 8 feature "
+                                                      rf"channels, given {channels}"):
+                conv.encode(cb, image, small)
+        conv.destination_feature_channel_offset = 0
+        fits = mpsx.Image(device, mpsx.ImageDescriptor(width=6, height=6, feature_channels=4))
+        return plain_conv.encode(cb, image), conv.encode(cb, image, fits)  # the command buffer runs what it holds
+
+    y, sub = read(device, encode)
+    np.testing.assert_allclose(y, np.einsum("oi,nihw->nohw", plain_weights[:, 0, 0, :], x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sub, rearranged(intermediate(x, weights, biases, (0, 0), (1, 1), (1, 1), 1, 3, 3),
+                                               r, 6, 6), rtol=1e-4, atol=1e-4)
+
+
+def test_destination_larger_than_the_padding_policy_limit_is_refused(device):
+    # A 1x1 source and a window 2^29 + 1 wide: the regular result of SIZE_FULL is 2^29 + 1 wide.
+    d = mpsx.CNNSubPixelConvolutionDescriptor(2, 1, 1, 4, dilation_rate_x=2**29, sub_pixel_scale_factor=2)
+    conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape, np.float32)))
+    conv.padding = P.SIZE_FULL
+    image = mpsx.Image(device, mpsx.ImageDescriptor(width=1, height=1, feature_channels=1))
+    match = (r"the padding policy makes a 536870913x1 result, whose sub-pixel blocks \(sub_pixel_scale_factor 2\) "
+             r"make a 1073741826x2 destination; image sizes must be at most 1073741824")
+    with pytest.raises(mpsx.ShapeError, match=match):
+        conv.destination_image_descriptor([image])
+    with pytest.raises(mpsx.ShapeError, match=match):
+        conv.encode(device.command_queue.command_buffer(), image)
+
+
+def test_a_convolution_transpose_of_a_sub_pixel_descriptor_is_refused(device):
+    d = mpsx.CNNSubPixelConvolutionDescriptor(3, 3, 8, 4, sub_pixel_scale_factor=2)
+    with pytest.raises(ValueError, match=r"MPSCNNConvolutionTranspose: MPS defines sub-pixel convolution for "
+                                         r"MPSCNNConvolution only; given sub_pixel_scale_factor 2 \(must be 1\)"):
+        mpsx.CNNConvolutionTranspose(device, mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape, np.float32)))

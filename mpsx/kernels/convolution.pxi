@@ -475,7 +475,9 @@ cdef class CNNSubPixelConvolutionDescriptor(CNNConvolutionDescriptor):
     A sub-pixel convolution: the convolution's N = ``output_feature_channels`` channels at each pixel of an
     intermediate result become an r x r block (r = ``sub_pixel_scale_factor``) of N / r^2 channels in the
     destination, in MPS's order: destination[x][y][c] = intermediate[x // r][y // r][(N / r^2) * (r * (y % r) +
-    x % r) + c]. N must be a multiple of r^2. MPS has no gradient of it.
+    x % r) + c]. N must be a multiple of r^2. The intermediate result covers the clip region with
+    ((width + r - 1) // r) x ((height + r - 1) // r) pixels; the destination an encode makes is r times the
+    padding policy's size. MPS has no gradient of it.
 
     MPS: MPSCNNSubPixelConvolutionDescriptor
     """
