@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import mpsx
-from helpers import read, tolerance
+from helpers import Handle, float32_graph, read, tolerance
 
 P = mpsx.NNPaddingMethod
 
@@ -317,3 +317,17 @@ def test_a_convolution_transpose_of_a_sub_pixel_descriptor_is_refused(device):
     with pytest.raises(ValueError, match=r"MPSCNNConvolutionTranspose: MPS defines sub-pixel convolution for "
                                          r"MPSCNNConvolution only; given sub_pixel_scale_factor 2 \(must be 1\)"):
         mpsx.CNNConvolutionTranspose(device, mpsx.ConvolutionWeights(d, np.zeros(d.weights_shape, np.float32)))
+
+
+def test_graph_computes_it_and_refuses_its_training_graph(device, rng):
+    d = mpsx.CNNSubPixelConvolutionDescriptor(3, 3, 2, 8, sub_pixel_scale_factor=2)
+    weights, biases = rng.standard_normal(d.weights_shape).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    node = mpsx.CNNConvolutionNode(mpsx.NNImageNode(Handle("x")), mpsx.ConvolutionWeights(d, weights, biases))
+    graph = float32_graph(device, node.result_image)
+    x = rng.standard_normal((1, 2, 5, 6)).astype(np.float32)
+    y = read(device, lambda cb: graph.encode(cb, [mpsx.Image.from_numpy(device, x)]))
+    expected = rearranged(intermediate(x, weights, biases, (0, 0), (1, 1), (1, 1), 1, 5, 6), 2, 10, 12)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    termini = node.training_graph()
+    with pytest.raises(ValueError, match="MPSCNNConvolutionGradient: MPS has no gradient of a sub-pixel convolution"):
+        float32_graph(device, termini[0].result_image, False)

@@ -519,12 +519,11 @@ void CNNConvolution::set_parameters(const ConvolutionParameters& p) {
   if (!weights_) {  // first load
     descriptor_ = p.descriptor;
     label = p.label;
-    if (descriptor_.fused_neuron.is_identity()) {
-    } else if (descriptor_.sub_pixel_scale_factor > 1) {
+    const bool fused = !descriptor_.fused_neuron.is_identity();
+    if (fused && descriptor_.sub_pixel_scale_factor > 1)
       sub_pixel_neuron_ = std::make_shared<const NeuronDescriptor>(descriptor_.fused_neuron);
-    } else {
+    else if (fused)
       neuron_ = std::shared_ptr<const NeuronPrimitive>(make_primitive<NeuronPrimitive>(device().backend(), descriptor_.fused_neuron));
-    }
   } else if (!(p.descriptor == descriptor_)) {
     // Reloads may run on a command buffer's thread while another thread
     // encodes, so only the weights may change.

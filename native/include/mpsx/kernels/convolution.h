@@ -396,7 +396,8 @@ class CNNConvolution : public UnaryKernel {
   int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
   // N / r^2 for a sub-pixel convolution.
   int64_t destination_channels(const Image&) const override {
-    return descriptor_.output_feature_channels / (descriptor_.sub_pixel_scale_factor * descriptor_.sub_pixel_scale_factor);
+    const int64_t r = descriptor_.sub_pixel_scale_factor;
+    return descriptor_.output_feature_channels / (r * r);
   }
   void check_state(const State& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
