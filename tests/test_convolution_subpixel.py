@@ -184,6 +184,24 @@ def test_forward_matches_the_header(device, rng, case):
         np.testing.assert_allclose(y, shuffled, rtol=1e-4, atol=1e-4)
 
 
+
+def test_groups_with_fewer_than_4_channels_written_per_block_pixel(device, rng):
+    # "N/r^2 ... must be multiple of 4 when groups > 1" is MPS's limit: metal refuses the others; cpu and cuda
+    # compute them.
+    r, cin, cout, groups = 2, 4, 8, 2  # N / r^2 = 2
+    source, weights, biases = make(rng, 3, 3, cin, cout, r, groups=groups)
+    conv = mpsx.CNNConvolution(device, source)
+    conv.padding = P.SIZE_SAME
+    x = rng.standard_normal((2, cin, 3, 4)).astype(np.float32)
+    if device.backend == "metal":
+        with pytest.raises(ValueError, match=r"metal: MPS sub-pixel convolutions of several groups write multiples "
+                                             r"of 4 feature channels; given 2"):
+            conv.encode(device.command_queue.command_buffer(), mpsx.Image.from_numpy(device, x))
+        return
+    y = read(device, lambda cb: conv.encode(cb, mpsx.Image.from_numpy(device, x)))
+    io = intermediate(x, weights, biases, (0, 0), (1, 1), (1, 1), groups, 3, 4)
+    np.testing.assert_allclose(y, rearranged(io, r, 6, 8), rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_per_channel_neuron_applies_to_the_intermediate_channels(device, rng, dtype):
     # The PReLU slopes index the convolution's N output channels (MPSCNNConvolution.h: "i in
