@@ -62,6 +62,7 @@ __all__ = [
     "ImageSizeEncodingState",
     "CNNConvolutionDescriptor",
     "CNNDepthWiseConvolutionDescriptor",
+    "CNNSubPixelConvolutionDescriptor",
     "CNNConvolutionDataSource",
     "ConvolutionWeights",
     "CNNConvolutionWeightsAndBiasesState",
@@ -863,6 +864,23 @@ class CNNDepthWiseConvolutionDescriptor(CNNConvolutionDescriptor):
     input_feature_channels: int
     groups: int
 
+class CNNSubPixelConvolutionDescriptor(CNNConvolutionDescriptor):
+    def __init__(
+        self,
+        kernel_width: int,
+        kernel_height: int,
+        input_feature_channels: int,
+        output_feature_channels: int,
+        stride_in_pixels_x: int = 1,
+        stride_in_pixels_y: int = 1,
+        dilation_rate_x: int = 1,
+        dilation_rate_y: int = 1,
+        groups: int = 1,
+        fused_neuron_descriptor: NNNeuronDescriptor | None = None,
+        sub_pixel_scale_factor: int = 1,
+    ) -> None: ...
+    sub_pixel_scale_factor: int
+
 class CNNConvolutionDataSource:
     data_type: DataType
     def descriptor(self) -> CNNConvolutionDescriptor: ...
@@ -1012,6 +1030,8 @@ class CNNConvolution(_ConvolutionKernel[CNNConvolutionGradientState]):
     def reload_weights_and_biases_with_data_source(self, data_source: _ConvolutionDataSource) -> None: ...
     @property
     def channel_multiplier(self) -> int: ...
+    @property
+    def sub_pixel_scale_factor(self) -> int: ...
 
 @disjoint_base
 class _ConvolutionGradientKernel(CNNGradientKernel):

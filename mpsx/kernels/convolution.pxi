@@ -25,6 +25,7 @@ from mpsx._errors import DeviceMismatchError
 from mpsx._runtime import DataType
 
 __all__ += ["ImageSizeEncodingState", "CNNConvolutionDescriptor", "CNNDepthWiseConvolutionDescriptor",
+            "CNNSubPixelConvolutionDescriptor",
             "CNNConvolutionDataSource", "ConvolutionWeights", "CNNConvolutionWeightsAndBiasesState",
             "CNNConvolutionGradientState", "CNNConvolutionGradientOption", "NNConvolutionAccumulatorPrecisionOption",
             "CNNConvolutionWeightsLayout", "CNNConvolution", "CNNConvolutionGradient", "CNNFullyConnected",
@@ -379,6 +380,7 @@ cdef class CNNConvolutionDescriptor:
         if not isinstance(other, CNNConvolutionDescriptor):
             return NotImplemented
         return self.desc.depthwise == (<CNNConvolutionDescriptor>other).desc.depthwise and \
+            self.desc.sub_pixel_scale_factor == (<CNNConvolutionDescriptor>other).desc.sub_pixel_scale_factor and \
             self.__mpsx_state__()["arguments"][:8] == other.__mpsx_state__()["arguments"][:8] and \
             self.groups == other.groups and self.fused_neuron_descriptor == other.fused_neuron_descriptor and \
             self._batch_normalization() == (<CNNConvolutionDescriptor>other)._batch_normalization()
@@ -464,6 +466,56 @@ cdef class CNNDepthWiseConvolutionDescriptor(CNNConvolutionDescriptor):
                 f"dilation {self.dilation_rate_x}x{self.dilation_rate_y})")
 
 
+cdef class CNNSubPixelConvolutionDescriptor(CNNConvolutionDescriptor):
+    """CNNSubPixelConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+        stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
+        fused_neuron_descriptor=None, sub_pixel_scale_factor=1)
+--
+
+    A sub-pixel convolution: the convolution's N = ``output_feature_channels`` channels at each pixel of an
+    intermediate result become an r x r block (r = ``sub_pixel_scale_factor``) of N / r^2 channels in the
+    destination, in MPS's order: destination[x][y][c] = intermediate[x // r][y // r][(N / r^2) * (r * (y % r) +
+    x % r) + c]. N must be a multiple of r^2. The intermediate result covers the clip region with
+    ((width + r - 1) // r) x ((height + r - 1) // r) pixels; the destination an encode makes is r times the
+    padding policy's size. MPS has no gradient of it.
+
+    MPS: MPSCNNSubPixelConvolutionDescriptor
+    """
+
+    def __init__(self, kernel_width, kernel_height, input_feature_channels, output_feature_channels,
+                 stride_in_pixels_x=1, stride_in_pixels_y=1, dilation_rate_x=1, dilation_rate_y=1, groups=1,
+                 fused_neuron_descriptor=None, sub_pixel_scale_factor=1):
+        self.desc.sub_pixel_scale_factor = _descriptor_size(sub_pixel_scale_factor, "sub_pixel_scale_factor")
+        CNNConvolutionDescriptor.__init__(self, kernel_width, kernel_height, input_feature_channels,
+                                          output_feature_channels, stride_in_pixels_x, stride_in_pixels_y,
+                                          dilation_rate_x, dilation_rate_y, groups, fused_neuron_descriptor)
+
+    @property
+    def sub_pixel_scale_factor(self):
+        """r: each intermediate pixel becomes an r x r block of the destination (default 1); the output feature
+        channels must be a multiple of r^2, checked when a convolution is made from the descriptor.
+
+        MPS: MPSCNNSubPixelConvolutionDescriptor.subPixelScaleFactor
+        """
+        return self.desc.sub_pixel_scale_factor
+
+    @sub_pixel_scale_factor.setter
+    def sub_pixel_scale_factor(self, value):
+        self.desc.sub_pixel_scale_factor = _descriptor_size(value, "sub_pixel_scale_factor")
+
+    def __mpsx_state__(self):
+        state = CNNConvolutionDescriptor.__mpsx_state__(self)
+        state["arguments"] = state["arguments"] + (self.sub_pixel_scale_factor,)
+        return state
+
+    def __repr__(self):
+        return (f"mpsx.CNNSubPixelConvolutionDescriptor(kernel {self.kernel_width}x{self.kernel_height}, "
+                f"{self.input_feature_channels} -> {self.output_feature_channels}, "
+                f"stride {self.stride_in_pixels_x}x{self.stride_in_pixels_y}, "
+                f"dilation {self.dilation_rate_x}x{self.dilation_rate_y}, groups {self.groups}, "
+                f"sub_pixel_scale_factor {self.sub_pixel_scale_factor})")
+
+
 cdef int64_t _descriptor_size(object value, str name) except? -1:
     cdef int64_t size = integer_argument(value, name)
     if size < 1:
@@ -482,8 +534,13 @@ cdef int64_t _channel_multiplier(const CConvolutionDescriptor& d):
 
 
 cdef CNNConvolutionDescriptor wrap_convolution_descriptor(const CConvolutionDescriptor& desc):
-    cdef CNNConvolutionDescriptor d = (CNNDepthWiseConvolutionDescriptor.__new__(CNNDepthWiseConvolutionDescriptor)
-                                       if desc.depthwise else CNNConvolutionDescriptor.__new__(CNNConvolutionDescriptor))
+    cdef CNNConvolutionDescriptor d
+    if desc.depthwise:
+        d = CNNDepthWiseConvolutionDescriptor.__new__(CNNDepthWiseConvolutionDescriptor)
+    elif desc.sub_pixel_scale_factor != 1:
+        d = CNNSubPixelConvolutionDescriptor.__new__(CNNSubPixelConvolutionDescriptor)
+    else:
+        d = CNNConvolutionDescriptor.__new__(CNNConvolutionDescriptor)
     d.desc = desc
     return d
 
@@ -1504,6 +1561,15 @@ cdef class CNNConvolution(_ConvolutionKernel):
         MPS: MPSCNNConvolution.channelMultiplier
         """
         return _channel_multiplier(self._convolution().descriptor())
+
+    @property
+    def sub_pixel_scale_factor(self):
+        """The descriptor's ``sub_pixel_scale_factor`` (a CNNSubPixelConvolutionDescriptor's); 1 for any other
+        convolution.
+
+        MPS: MPSCNNConvolution.subPixelScaleFactor
+        """
+        return self._convolution().descriptor().sub_pixel_scale_factor
 
 
 cdef class CNNFullyConnected(CNNConvolution):

@@ -31,6 +31,11 @@ void ConvolutionDescriptor::validate() const {
   if (input_feature_channels % groups != 0 || output_feature_channels % groups != 0)
     fail<ArgumentError>("groups (", groups, ") must divide the input (", input_feature_channels, ") and output (",
                         output_feature_channels, ") feature channels");
+  check_size(sub_pixel_scale_factor, name, ": sub_pixel_scale_factor");
+  if (output_feature_channels % (sub_pixel_scale_factor * sub_pixel_scale_factor) != 0)
+    fail<ArgumentError>("a sub-pixel convolution's output feature channels (", output_feature_channels,
+                        ") must be a multiple of sub_pixel_scale_factor squared (", sub_pixel_scale_factor, "^2 = ",
+                        sub_pixel_scale_factor * sub_pixel_scale_factor, ")");
   if (depthwise && groups != input_feature_channels)
     fail<ArgumentError>("a depthwise convolution has one group per input feature channel (", input_feature_channels,
                         "); given groups ", groups);
@@ -56,7 +61,8 @@ bool ConvolutionDescriptor::operator==(const ConvolutionDescriptor& o) const {
          input_feature_channels == o.input_feature_channels &&
          output_feature_channels == o.output_feature_channels && stride_x == o.stride_x && stride_y == o.stride_y &&
          dilation_x == o.dilation_x && dilation_y == o.dilation_y && groups == o.groups &&
-         depthwise == o.depthwise && fused_neuron == o.fused_neuron && batch_normalization == o.batch_normalization &&
+         depthwise == o.depthwise && sub_pixel_scale_factor == o.sub_pixel_scale_factor &&
+         fused_neuron == o.fused_neuron && batch_normalization == o.batch_normalization &&
          batch_normalization_mean == o.batch_normalization_mean &&
          batch_normalization_variance == o.batch_normalization_variance &&
          batch_normalization_gamma == o.batch_normalization_gamma &&
@@ -94,7 +100,29 @@ bool ConvolutionShape::operator==(const ConvolutionShape& o) const {
          same(source_stride, o.source_stride) &&
          same(destination_stride, o.destination_stride) && source_type == o.source_type &&
          destination_type == o.destination_type && gradient == o.gradient &&
-         accumulator_precision == o.accumulator_precision;
+         accumulator_precision == o.accumulator_precision && sub_pixel_scale_factor == o.sub_pixel_scale_factor &&
+         (sub_pixel_neuron == o.sub_pixel_neuron ||
+          (sub_pixel_neuron && o.sub_pixel_neuron && *sub_pixel_neuron == *o.sub_pixel_neuron));
+}
+
+SubPixelConvolution::SubPixelConvolution(Backend& backend, const ConvolutionShape& shape)
+    : intermediate_(shape), r_(shape.sub_pixel_scale_factor) {
+  intermediate_.sub_pixel_scale_factor = 1;
+  intermediate_.sub_pixel_neuron = nullptr;
+  const int64_t c = shape.output_channels, h = shape.height, w = shape.width;
+  intermediate_.destination_stride = ImageLayout{h * w * c, 1, w * c, c};
+  if (shape.sub_pixel_neuron)
+    neuron_ = std::shared_ptr<const NeuronPrimitive>(make_primitive<NeuronPrimitive>(backend, *shape.sub_pixel_neuron));
+}
+
+size_t SubPixelConvolution::intermediate_bytes() const {
+  const ConvolutionShape& s = intermediate_;
+  return static_cast<size_t>(s.images * s.output_channels * s.height * s.width) * size_of(s.destination_type);
+}
+
+ImageRegion SubPixelConvolution::intermediate(void* data) const {
+  const ConvolutionShape& s = intermediate_;
+  return ImageRegion{data, s.destination_type, s.images, s.output_channels, s.height, s.width, s.destination_stride};
 }
 
 // ---------------------------------------------------------------- data sources
@@ -443,6 +471,17 @@ ConvolutionShape shape_of(const ConvolutionDescriptor& d, const SourceBlock& b, 
   return s;
 }
 
+// The regular convolution a sub-pixel convolution of factor r computes for
+// the clip region of `g`: the same windows from the region's first pixel on,
+// one result per r x r block of the region (MPSCNNConvolution.h: "width =
+// (clipRect.size.width + r - 1) / r").
+Geometry intermediate_geometry(const Geometry& g, int64_t r) {
+  Geometry i = g;
+  i.width = (g.width + r - 1) / r;
+  i.height = (g.height + r - 1) / r;
+  return i;
+}
+
 std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
   auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
   buffer->write(values.data(), 0, values.size() * sizeof(float));
@@ -480,7 +519,10 @@ void CNNConvolution::set_parameters(const ConvolutionParameters& p) {
   if (!weights_) {  // first load
     descriptor_ = p.descriptor;
     label = p.label;
-    if (!descriptor_.fused_neuron.is_identity())
+    const bool fused = !descriptor_.fused_neuron.is_identity();
+    if (fused && descriptor_.sub_pixel_scale_factor > 1)
+      sub_pixel_neuron_ = std::make_shared<const NeuronDescriptor>(descriptor_.fused_neuron);
+    else if (fused)
       neuron_ = std::shared_ptr<const NeuronPrimitive>(make_primitive<NeuronPrimitive>(device().backend(), descriptor_.fused_neuron));
   } else if (!(p.descriptor == descriptor_)) {
     // Reloads may run on a command buffer's thread while another thread
@@ -585,6 +627,19 @@ std::shared_ptr<State> CNNConvolution::new_result_state(const Image&) {
       std::static_pointer_cast<const CNNConvolution>(shared_from_this()));
 }
 
+ImageDescriptor CNNConvolution::destination_descriptor(const Image& source, const State* source_state) {
+  ImageDescriptor d = UnaryKernel::destination_descriptor(source, source_state);
+  // MPS does not say; each pixel of the regular result becomes an r x r block.
+  const int64_t r = descriptor_.sub_pixel_scale_factor;
+  if (d.width > kMaxDimension / r || d.height > kMaxDimension / r)
+    fail<ShapeError>(class_name(), ": the padding policy makes a ", d.width, "x", d.height,
+                     " result, whose sub-pixel blocks (sub_pixel_scale_factor ", r, ") make a ", d.width * r, "x",
+                     d.height * r, " destination; image sizes must be at most ", kMaxDimension);
+  d.width *= r;
+  d.height *= r;
+  return d;
+}
+
 Window CNNConvolution::window() const {
   Window w;
   w.kernel_width = descriptor_.kernel_width;
@@ -603,17 +658,20 @@ void CNNConvolution::check_state(const State& state) const {
 void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                             const std::shared_ptr<Image>& destination, const Geometry& g,
                             const std::shared_ptr<State>& state) {
-  SourceBlock b = source_block(class_name(), descriptor_, *source, g);
+  const int64_t r = descriptor_.sub_pixel_scale_factor;
+  SourceBlock b = source_block(class_name(), descriptor_, *source, intermediate_geometry(g, r));
   auto* gradient_state = static_cast<ConvolutionGradientState*>(state.get());
   std::shared_ptr<Image> pre = pre_activation_for(gradient_state, destination->data_type(), g);
-  ConvolutionShape shape = shape_of(descriptor_, b, g, *source, pre ? pre->layout() : destination->layout(),
-                                    destination->data_type(), false);
+  ConvolutionShape shape = shape_of(descriptor_, b, intermediate_geometry(g, r), *source,
+                                    pre ? pre->layout() : destination->layout(), destination->data_type(), false);
   shape.accumulator_precision = accumulator_precision;
+  shape.sub_pixel_scale_factor = r;
+  shape.sub_pixel_neuron = sub_pixel_neuron_;
   const auto& primitive = cached_primitive(primitives_, device().backend(), shape);
   Parameters p = parameters_for(gradient_state, pre);
   command_buffer.record([primitive, neuron = neuron_, source, destination, pre, weights = std::move(p.weights),
                          biases = std::move(p.biases), g, b, in = descriptor_.input_feature_channels,
-                         out = descriptor_.output_feature_channels](ExecutionContext& context) {
+                         out = destination_channels(*source)](ExecutionContext& context) {
     ImageRegion from = source->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
     ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
@@ -634,7 +692,7 @@ CNNFullyConnected::CNNFullyConnected(std::shared_ptr<Device> device, std::shared
 }
 
 void CNNFullyConnected::check_source(const Image& source) const {
-  CNNConvolution::check_source(source);
+  UnaryKernel::check_source(source);
   if (source.width() != descriptor_.kernel_width || source.height() != descriptor_.kernel_height)
     fail<ShapeError>(class_name(), ": expected a ", descriptor_.kernel_width, "x", descriptor_.kernel_height,
                      " source image (the kernel size), given ", source.width(), "x", source.height());
@@ -643,8 +701,9 @@ void CNNFullyConnected::check_source(const Image& source) const {
 ImageDescriptor CNNFullyConnected::destination_descriptor(const Image& source, const State*) {
   ImageDescriptor d;
   d.channel_format = source.data_type() == DataType::Float16 ? DataType::Float16 : DataType::Float32;
-  d.width = d.height = 1;
-  d.feature_channels = descriptor_.output_feature_channels;
+  // One block of r x r pixels for a sub-pixel convolution.
+  d.width = d.height = descriptor_.sub_pixel_scale_factor;
+  d.feature_channels = destination_channels(source);
   d.number_of_images = source.number_of_images() - offset.z;
   return d;
 }
@@ -663,6 +722,11 @@ CNNConvolutionGradient::CNNConvolutionGradient(std::shared_ptr<Device> device,
   Loaded<ConvolutionDataSource> loaded(*data_source_, class_name());
   descriptor_ = data_source_->descriptor();
   descriptor_.validate();
+  // "Back propagation sub-pixel convolution are not supported. So
+  // channelMultiplier and subPixelScaleFactor must be one."
+  if (descriptor_.sub_pixel_scale_factor != 1)
+    fail<ArgumentError>(class_name(), ": MPS has no gradient of a sub-pixel convolution; given sub_pixel_scale_factor ",
+                        descriptor_.sub_pixel_scale_factor, " (must be 1)");
   const int64_t limit = this->device().backend().limits().summed_feature_channels;
   if (descriptor_.output_feature_channels > limit)
     fail<ShapeError>(class_name(), ": the descriptor has ", descriptor_.output_feature_channels,

@@ -134,6 +134,12 @@ CNNConvolutionTranspose::CNNConvolutionTranspose(std::shared_ptr<Device> device,
                                                  std::shared_ptr<ConvolutionDataSource> data_source)
     : CNNConvolution(std::move(device), std::move(data_source), "MPSCNNConvolutionTranspose") {
   primitive_maker<ConvolutionTransposePrimitive>(this->device().backend());  // a family the backend lacks fails here
+  // MPSCNNSubPixelConvolutionDescriptor describes "MPSCNNConvolution with
+  // subPixelScaleFactor > 1"; MPSCNNConvolutionTranspose.h has no such
+  // rearrangement.
+  if (descriptor_.sub_pixel_scale_factor != 1)
+    fail<ArgumentError>(class_name(), ": MPS defines sub-pixel convolution for MPSCNNConvolution only; given "
+                        "sub_pixel_scale_factor ", descriptor_.sub_pixel_scale_factor, " (must be 1)");
 }
 
 Window CNNConvolutionTranspose::window() const {

@@ -1,4 +1,7 @@
 #include "mpsx/kernels/convolution.h"
+
+#include <optional>
+
 #include "mpsx/registry.h"
 
 #include "convolution.h"
@@ -14,8 +17,10 @@ class CpuConvolution final
       OhwiWeightsPasses<dnnl::convolution_forward, dnnl::convolution_backward_data,
                         dnnl::convolution_backward_weights> {
  public:
-  CpuConvolution(const CpuBackend& backend, const ConvolutionShape& s)
-      : OhwiWeightsPasses(backend.engine(), weights_desc(s, tag::ohwi)) {
+  CpuConvolution(CpuBackend& backend, const ConvolutionShape& shape)
+      : OhwiWeightsPasses(backend.engine(), weights_desc(shape, tag::ohwi)) {
+    if (shape.sub_pixel_scale_factor > 1) sub_pixel_.emplace(backend, shape);
+    const ConvolutionShape& s = sub_pixel_ ? sub_pixel_->intermediate_shape() : shape;
     const dnnl::engine& engine = backend.engine();
     const bool try_half = may_run_in_float16(s.source_type, s.destination_type);
     auto dst = [&](bool half) {
@@ -51,9 +56,15 @@ class CpuConvolution final
                const ImageRegion& destination) const override {
     CpuContext& cpu = context_of(context);
     PassRegion x(cpu, source, 0, true, forward_half_);
-    PassRegion y(cpu, destination, 1, false, forward_half_);
+    const ImageRegion result =
+        sub_pixel_ ? sub_pixel_->intermediate(cpu.scratch(kSubPixelSlot, sub_pixel_->intermediate_bytes()))
+                   : destination;
+    PassRegion y(cpu, result, 1, false, forward_half_);
     execute_forward(cpu, x.data(), weights, biases, y.data());
     y.store();
+    if (sub_pixel_)
+      sub_pixel_->rearrange(context, result, destination,
+                            [](const ImageRegion& from, const ImageRegion& to) { copy_region(from, to); });
   }
 
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
@@ -72,6 +83,9 @@ class CpuConvolution final
     PassRegion dy(cpu, result_gradient, 1, true, weights_half_);
     execute_backward_weights(cpu, x.data(), dy.data(), weights_gradient, biases_gradient);
   }
+
+ private:
+  std::optional<SubPixelConvolution> sub_pixel_;
 };
 
 const Registered<ConvolutionPrimitive, CpuConvolution> registered("cpu");

@@ -116,9 +116,10 @@ inline dnnl::primitive_attr user_scratchpad() {
 
 // Scratch slots: 0-2 hold float32 copies of float16 regions, 3-4 weights in
 // oneDNN's layout, 5 the primitive's own scratchpad, 6 rearranged OHWI
-// weights, 7 a dense copy of a result block.
+// weights, 7 a dense copy of a result block, 8 a sub-pixel convolution's
+// intermediate result.
 constexpr size_t kWeightsSlot = 3, kDiffWeightsSlot = 4, kScratchpadSlot = 5, kHostWeightsSlot = 6,
-                 kDenseResultSlot = 7;
+                 kDenseResultSlot = 7, kSubPixelSlot = 8;
 
 // A primitive over OHWI weights. Weights go to oneDNN as "any": with plain
 // OHWI it would fall back to its reference kernels, so they are reordered per

@@ -331,7 +331,9 @@ CudnnPasses cudnn_passes(const ConvolutionShape& s) {
 // weights gradient); others as float32 views.
 class CudaConvolution final : public ConvolutionPrimitive {
  public:
-  CudaConvolution(const CudaBackend& backend, const ConvolutionShape& s) : s_(s) {
+  CudaConvolution(CudaBackend& backend, const ConvolutionShape& shape)
+      : sub_pixel_(sub_pixel_of(backend, shape)), s_(sub_pixel_ ? sub_pixel_->intermediate_shape() : shape) {
+    const ConvolutionShape& s = s_;
     if (!is_matrix_product(s)) {
       cudnn_ = std::make_unique<CudnnConvolution>(backend.ordinal(), cudnn_shape(s, backend.deterministic),
                                                   cudnn_passes(s));
@@ -346,18 +348,16 @@ class CudaConvolution final : public ConvolutionPrimitive {
   void forward(ExecutionContext& context, const ImageRegion& source, const void* weights, const void* biases,
                const ImageRegion& destination) const override {
     CudaContext& cuda = context_of(context);
-    auto* w = static_cast<const float*>(weights);
-    auto* b = static_cast<const float*>(biases);
-    if (cudnn_) {
-      cudnn_->forward(cuda, source, w, b, destination);
+    if (!sub_pixel_) {
+      convolve(cuda, source, static_cast<const float*>(weights), static_cast<const float*>(biases), destination);
       return;
     }
-    MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
-    MatrixRows y(cuda, destination, kSecondStagedSlot, false, half_);
-    if (b) fill_biases(y.region(), b, cuda.stream());
-    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, values_per_image(), weights_in(cuda, w),
-         x.matrix(), b ? 1.0f : 0.0f, y.matrix());
-    y.store();
+    const ImageRegion result =
+        sub_pixel_->intermediate(cuda.scratch(kSubPixelSlot, sub_pixel_->intermediate_bytes()));
+    convolve(cuda, source, static_cast<const float*>(weights), static_cast<const float*>(biases), result);
+    sub_pixel_->rearrange(context, result, destination, [&cuda](const ImageRegion& from, const ImageRegion& to) {
+      copy_region(from, to, cuda.stream());
+    });
   }
 
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
@@ -392,6 +392,26 @@ class CudaConvolution final : public ConvolutionPrimitive {
   }
 
  private:
+  static std::optional<SubPixelConvolution> sub_pixel_of(CudaBackend& backend, const ConvolutionShape& shape) {
+    if (shape.sub_pixel_scale_factor == 1) return std::nullopt;
+    return SubPixelConvolution(backend, shape);
+  }
+
+  // The regular convolution of s_ into `y_region`.
+  void convolve(CudaContext& cuda, const ImageRegion& source, const float* w, const float* b,
+                const ImageRegion& y_region) const {
+    if (cudnn_) {
+      cudnn_->forward(cuda, source, w, b, y_region);
+      return;
+    }
+    MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
+    MatrixRows y(cuda, y_region, kSecondStagedSlot, false, half_);
+    if (b) fill_biases(y.region(), b, cuda.stream());
+    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, values_per_image(),
+         weights_in(cuda, w), x.matrix(), b ? 1.0f : 0.0f, y.matrix());
+    y.store();
+  }
+
   // The values of one source image the window reads.
   int64_t values_per_image() const { return s_.source_height * s_.source_width * s_.input_channels; }
   // TF32 products of float32 operands where the kernel allows them.
@@ -409,6 +429,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     return {to.data, CUDA_R_16F, values_per_image()};
   }
 
+  std::optional<SubPixelConvolution> sub_pixel_;  // before s_, which it gives
   ConvolutionShape s_;
   std::unique_ptr<CudnnConvolution> cudnn_;
   bool half_ = false;  // a matrix product on float16 rows

@@ -17,9 +17,10 @@ namespace mpsx::cuda {
 
 // Scratch slots of the convolution families: 0-1 regions staged for cuDNN or
 // cuBLAS, 2 cuDNN's workspace, 3 partial sums of bias gradients, 4 the
-// transpose's filter, 5 a filter in the layout and data type cuDNN takes.
+// transpose's filter, 5 a filter in the layout and data type cuDNN takes, 6
+// a sub-pixel convolution's intermediate result.
 constexpr size_t kFirstStagedSlot = 0, kSecondStagedSlot = 1, kWorkspaceSlot = 2, kPartialSumsSlot = 3,
-                 kTransposeFilterSlot = 4, kCudnnFilterSlot = 5;
+                 kTransposeFilterSlot = 4, kCudnnFilterSlot = 5, kSubPixelSlot = 6;
 
 // The regions a pass will be given: their data type and their images'
 // strides (in elements).

@@ -34,11 +34,21 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   const int64_t in = d.input_feature_channels / d.groups, out = d.output_feature_channels / d.groups;
   // One input channel per group is MPS's depthwise convolution, whose
   // weights [out][kernel_height][kernel_width] are OHWI with I = 1.
-  const bool depthwise = d.depthwise || (d.groups > 1 && in == 1);
+  const int64_t r = d.sub_pixel_scale_factor;
+  const bool depthwise = d.depthwise || (d.groups > 1 && in == 1 && r == 1);
   if (d.groups > 1 && !depthwise && (in % 4 || out % 4))
     fail<ArgumentError>("metal: MPS convolution groups hold multiples of 4 feature channels; given ", in, " -> ", out,
                         " per group (groups ", d.groups, ")");
-  Class kind = depthwise ? [MPSCNNDepthWiseConvolutionDescriptor class] : [MPSCNNConvolutionDescriptor class];
+  // MPSCNNSubPixelConvolutionDescriptor: "Number of feature channels in
+  // reshaped output image (N/r^2) can be any value when groups = 1 but must be
+  // multiple of 4 when groups > 1."
+  if (r > 1 && d.groups > 1 && (d.output_feature_channels / (r * r)) % 4)
+    fail<ArgumentError>("metal: MPS sub-pixel convolutions of several groups write multiples of 4 feature channels; "
+                        "given ", d.output_feature_channels / (r * r), " (", d.output_feature_channels,
+                        " / sub_pixel_scale_factor ", r, "^2, groups ", d.groups, ")");
+  Class kind = depthwise ? [MPSCNNDepthWiseConvolutionDescriptor class]
+               : r > 1   ? [MPSCNNSubPixelConvolutionDescriptor class]
+                         : [MPSCNNConvolutionDescriptor class];
   MPSCNNConvolutionDescriptor* descriptor = [kind cnnConvolutionDescriptorWithKernelWidth:d.kernel_width
                                                                               kernelHeight:d.kernel_height
                                                                       inputFeatureChannels:d.input_feature_channels
@@ -48,6 +58,7 @@ MPSCNNConvolutionDescriptor* convolution_descriptor(const ConvolutionDescriptor&
   descriptor.dilationRateX = d.dilation_x;
   descriptor.dilationRateY = d.dilation_y;
   if (!depthwise) descriptor.groups = d.groups;
+  if (r > 1) static_cast<MPSCNNSubPixelConvolutionDescriptor*>(descriptor).subPixelScaleFactor = r;
   if (!d.fused_neuron.is_identity()) descriptor.fusedNeuronDescriptor = neuron_descriptor(d.fused_neuron);
   if (d.batch_normalization)
     [descriptor setBatchNormalizationParametersForInferenceWithMean:d.batch_normalization_mean.data()
@@ -244,7 +255,8 @@ struct Images {
 };
 
 // forward: MPSCNNConvolution (MPSCNNFullyConnected for a window on the whole
-// image); backward_data and backward_weights: MPSCNNConvolutionGradient
+// image), with MPS's subPixelScaleFactor and fused neuron for a sub-pixel
+// convolution, whose clipRect is the destination region; backward_data and backward_weights: MPSCNNConvolutionGradient
 // (MPSCNNFullyConnectedGradient) with gradientOption GradientWithData and
 // GradientWithWeightsAndBias. Each method sets the kernels' properties and
 // encodes under a lock, as one primitive serves every encoding thread.
@@ -255,12 +267,14 @@ class MetalConvolution final : public ConvolutionPrimitive {
         extent_x_((s.kernel_width - 1) * s.dilation_x + 1),
         extent_y_((s.kernel_height - 1) * s.dilation_y + 1) {
     id<MTLDevice> device = backend.device();
-    const ConvolutionDescriptor filter = filter_of(s, s.input_channels, s.output_channels);
+    ConvolutionDescriptor filter = filter_of(s, s.input_channels, s.output_channels);
+    filter.sub_pixel_scale_factor = s.sub_pixel_scale_factor;
+    if (s.sub_pixel_neuron) filter.fused_neuron = *s.sub_pixel_neuron;
     descriptor_ = convolution_descriptor(filter);
     // The forward kernel and the gradient share the data source, as MPS asks.
     MPSXConvolutionDataSource* source =
         zero_weights_data_source(filter, s.accumulator_precision == AccumulatorPrecision::Half);
-    const bool whole = fully_connected(s);
+    const bool whole = fully_connected(s) && s.sub_pixel_scale_factor == 1;
     convolution_ = whole ? [[MPSCNNFullyConnected alloc] initWithDevice:device weights:source]
                          : [[MPSCNNConvolution alloc] initWithDevice:device weights:source];
     check_made(convolution_, source, "MPSCNNConvolution");

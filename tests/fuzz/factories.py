@@ -239,6 +239,14 @@ alpha = 0.5
 
 CONVOLUTION = "mpsx.CNNConvolution(dev, data_source)"
 
+SUB_PIXEL_SOURCE = """
+data_source = mpsx.ConvolutionWeights(
+    mpsx.CNNSubPixelConvolutionDescriptor(
+        3, 3, 2, 16, fused_neuron_descriptor=mpsx.NNNeuronDescriptor(
+            mpsx.NeuronType.PRELU, data=np.linspace(-1, 1, 16, dtype=np.float32)), sub_pixel_scale_factor=2),
+    np.full((16, 3, 3, 2), 0.1, np.float32), np.zeros(16, np.float32))
+"""
+
 CONVOLUTION_EXTRAS = """
 result, gradient_state = obj.encode(cb, source_image, destination_state=True)
 mpsx.CNNConvolutionGradient(dev, data_source).encode(
@@ -616,6 +624,17 @@ obj = mpsx.CNNDepthWiseConvolutionDescriptor(kernel_width, kernel_height, input_
                                              dilation_rate_x, dilation_rate_y, fused_neuron_descriptor)
 value = mpsx.CNNDepthWiseConvolutionDescriptor(3, 3, 4, 4)
 """],
+    "CNNSubPixelConvolutionDescriptor": ["""
+kernel_width, kernel_height, input_feature_channels, output_feature_channels = 3, 3, 4, 16
+stride_in_pixels_x, stride_in_pixels_y, dilation_rate_x, dilation_rate_y, groups = 1, 2, 2, 1, 2
+fused_neuron_descriptor = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+sub_pixel_scale_factor = 2
+obj = mpsx.CNNSubPixelConvolutionDescriptor(kernel_width, kernel_height, input_feature_channels,
+                                            output_feature_channels, stride_in_pixels_x, stride_in_pixels_y,
+                                            dilation_rate_x, dilation_rate_y, groups, fused_neuron_descriptor,
+                                            sub_pixel_scale_factor)
+value = mpsx.CNNSubPixelConvolutionDescriptor(3, 3, 4, 4, sub_pixel_scale_factor=2)
+"""],
     "CNNConvolutionDataSource": [CONVOLUTION_SOURCE + """
 obj = data_source
 """],
@@ -636,7 +655,8 @@ obj = mpsx.CNNConvolutionWeightsAndBiasesState(dev, weights, biases)
     "ImageSizeEncodingState": [state_of(CONVOLUTION, CONVOLUTION_SOURCE)],
     "CNNConvolution": [forward(CONVOLUTION, CONVOLUTION_SOURCE) + CONVOLUTION_EXTRAS,
                        forward(CONVOLUTION, CONVOLUTION_DEVICE_SOURCE) + CONVOLUTION_EXTRAS,
-                       forward(CONVOLUTION, CONVOLUTION_QUANTIZED_SOURCE)],
+                       forward(CONVOLUTION, CONVOLUTION_QUANTIZED_SOURCE),
+                       forward(CONVOLUTION, SUB_PIXEL_SOURCE)],
     "CNNConvolutionGradient": [gradient(CONVOLUTION, "mpsx.CNNConvolutionGradient(dev, data_source)",
                                         CONVOLUTION_SOURCE) + EXPORTED],
     "CNNFullyConnected": [forward("mpsx.CNNFullyConnected(dev, data_source)", FULLY_CONNECTED_SOURCE) + """

@@ -11,6 +11,7 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
         int64_t kernel_width, kernel_height, input_feature_channels, output_feature_channels
         int64_t stride_x, stride_y, dilation_x, dilation_y, groups
         bint depthwise
+        int64_t sub_pixel_scale_factor
         NeuronDescriptor fused_neuron
         bint batch_normalization
         vector[float] batch_normalization_mean, batch_normalization_variance, batch_normalization_gamma

@@ -19,6 +19,7 @@
 
 namespace mpsx {
 
+class Backend;
 class ExecutionContext;
 
 // MPSCNNConvolutionDescriptor.
@@ -42,6 +43,10 @@ struct ConvolutionDescriptor {
   // MPSCNNDepthWiseConvolutionDescriptor: groups equals the input channels,
   // whose weights [out][kernel_height][kernel_width] are OHWI with I = 1.
   bool depthwise = false;
+  // MPSCNNSubPixelConvolutionDescriptor.subPixelScaleFactor r: the result's
+  // output_feature_channels at each pixel become an r x r block of
+  // output_feature_channels / r^2 channels; 1 for every other convolution.
+  int64_t sub_pixel_scale_factor = 1;
   NeuronDescriptor fused_neuron;
   // setBatchNormalizationParametersForInferenceWithMean:variance:gamma:beta:epsilon:,
   // folded into the weights and biases a convolution loads from its data
@@ -253,9 +258,64 @@ struct ConvolutionShape : ConvolutionWindow {
   bool gradient = false;  // a primitive for the backward passes
   // Half lets a backend use reduced-precision products (cuda: TF32 tensor cores).
   AccumulatorPrecision accumulator_precision = AccumulatorPrecision::Float;
+  // A sub-pixel convolution (r > 1; forward only): height and width are the
+  // intermediate result's, whose r x r blocks the forward pass writes into
+  // the destination region, output_channels / r^2 deep, cut where the region
+  // ends. Its fused neuron applies to the intermediate result, whose
+  // output_channels its per-channel parameters index, so the primitive applies
+  // it (null: none); core applies every other convolution's.
+  int64_t sub_pixel_scale_factor = 1;
+  std::shared_ptr<const NeuronDescriptor> sub_pixel_neuron;
 
   bool operator==(const ConvolutionShape& o) const;
 };
+
+// A sub-pixel convolution on backends whose regions are memory (cpu, cuda):
+// the regular convolution of intermediate_shape() writes the intermediate
+// result, dense in scratch; the fused neuron applies there; r x r strided
+// copies then rearrange it into the destination region as
+// MPSCNNSubPixelConvolutionDescriptor says.
+class SubPixelConvolution {
+ public:
+  SubPixelConvolution(Backend& backend, const ConvolutionShape& shape);
+  const ConvolutionShape& intermediate_shape() const { return intermediate_; }
+  size_t intermediate_bytes() const;
+  // The intermediate result in scratch at `data`.
+  ImageRegion intermediate(void* data) const;
+  // Applies the neuron to `intermediate` and calls copy(from, to) with the
+  // intermediate channels and the destination pixels of each r x r phase.
+  template <class Copy>
+  void rearrange(ExecutionContext& context, const ImageRegion& intermediate, const ImageRegion& destination,
+                 Copy copy) const;
+
+ private:
+  ConvolutionShape intermediate_;
+  int64_t r_;
+  std::shared_ptr<const NeuronPrimitive> neuron_;
+};
+
+template <class Copy>
+void SubPixelConvolution::rearrange(ExecutionContext& context, const ImageRegion& intermediate,
+                                    const ImageRegion& destination, Copy copy) const {
+  if (neuron_) neuron_->forward(context, intermediate, intermediate, 0);
+  // Destination pixel (r * i + a, r * j + b) of the region, channel c, is
+  // intermediate pixel (i, j), channel (N / r^2) * (r * a + b) + c.
+  const size_t from_element = size_of(intermediate.data_type), to_element = size_of(destination.data_type);
+  for (int64_t a = 0; a < r_ && a < destination.h; ++a)
+    for (int64_t b = 0; b < r_ && b < destination.w; ++b) {
+      ImageRegion from = intermediate, to = destination;
+      from.data = static_cast<char*>(intermediate.data) +
+                  (r_ * a + b) * destination.c * intermediate.stride.c * static_cast<int64_t>(from_element);
+      from.c = destination.c;
+      to.data = static_cast<char*>(destination.data) +
+                (a * destination.stride.h + b * destination.stride.w) * static_cast<int64_t>(to_element);
+      to.stride.h *= r_;
+      to.stride.w *= r_;
+      from.h = to.h = (destination.h - a + r_ - 1) / r_;
+      from.w = to.w = (destination.w - b + r_ - 1) / r_;
+      copy(from, to);
+    }
+}
 
 // The passes a backend runs for a convolution or a transposed convolution
 // (D: ConvolutionShape, ConvolutionTransposeShape); weights float32 OHWI,
@@ -331,8 +391,14 @@ class CNNConvolution : public UnaryKernel {
  protected:
   std::shared_ptr<State> new_result_state(const Image& source) override;
   Window window() const override;
+  // A sub-pixel convolution's is r times the padding policy's size.
+  ImageDescriptor destination_descriptor(const Image& source, const State* source_state) override;
   int64_t source_channels(const Image&) const override { return descriptor_.input_feature_channels; }
-  int64_t destination_channels(const Image&) const override { return descriptor_.output_feature_channels; }
+  // N / r^2 for a sub-pixel convolution.
+  int64_t destination_channels(const Image&) const override {
+    const int64_t r = descriptor_.sub_pixel_scale_factor;
+    return descriptor_.output_feature_channels / (r * r);
+  }
   void check_state(const State& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
@@ -359,7 +425,10 @@ class CNNConvolution : public UnaryKernel {
   Parameters parameters_for(ConvolutionGradientState* state, std::shared_ptr<Image> pre_activation) const;
 
   ConvolutionDescriptor descriptor_;
+  // The fused neuron core applies; a sub-pixel convolution's primitive
+  // applies its own (ConvolutionShape::sub_pixel_neuron).
   std::shared_ptr<const NeuronPrimitive> neuron_;
+  std::shared_ptr<const NeuronDescriptor> sub_pixel_neuron_;
 
  private:
   void set_parameters(const ConvolutionParameters& parameters);
