@@ -92,14 +92,97 @@ const ReshapeGradientState& reshape_state_of(const State& state, ReshapeKind kin
   return *s;
 }
 
+// A pass of forward geometry `g` over a source of source_height x
+// source_width writing `channels`: the fields forward and gradient passes
+// share, the rest at their defaults.
+ReshapeDescriptor describe(ReshapeKind kind, const ImageDescriptor& source, const ImageDescriptor& destination,
+                           const Geometry& g, int64_t channels, int64_t source_height, int64_t source_width) {
+  ReshapeDescriptor d;
+  d.kind = kind;
+  d.source = source;
+  d.destination = destination;
+  d.images = g.images;
+  d.source_channels = g.source_channels;
+  d.source_height = source_height;
+  d.source_width = source_width;
+  d.channels = channels;
+  d.height = g.height;
+  d.width = g.width;
+  return d;
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------- shared
+
+ReshapeKernel::ReshapeKernel(std::shared_ptr<Device> device, ReshapeKind kind)
+    : UnaryKernel(std::move(device)), kind_(kind) {
+  primitive_maker<ReshapePrimitive>(this->device().backend());  // a family the backend lacks fails here
+}
+
+std::shared_ptr<State> ReshapeKernel::new_result_state(const Image&) {
+  auto state = std::make_shared<ReshapeGradientState>(device_ptr());
+  state->kind = kind_;
+  return state;
+}
+
+void ReshapeKernel::check_state(const State& state) const { reshape_state_of(state, kind_, class_name()); }
+
+void ReshapeKernel::record_pass(CommandBuffer& command_buffer, const ReshapeDescriptor& d,
+                                const std::shared_ptr<Image>& source, const std::shared_ptr<Image>& destination,
+                                const Geometry& g, const std::shared_ptr<State>& state) {
+  if (auto* s = dynamic_cast<ReshapeGradientState*>(state.get())) {
+    s->edge_mode = d.edge_mode;
+    s->first_channel = d.first_channel;
+    s->channels = d.channels;
+  }
+  std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
+  command_buffer.record([primitive = std::move(primitive), source, destination, g,
+                         channels = d.channels](ExecutionContext& context) {
+    primitive->forward(context, whole_source_region(*source, g, g.source_channels),
+                       destination_region(*destination, g, channels));
+  });
+}
+
+ReshapeGradientKernel::ReshapeGradientKernel(std::shared_ptr<Device> device, ReshapeKind kind)
+    : GradientKernel(std::move(device)), kind_(kind) {
+  primitive_maker<ReshapePrimitive>(this->device().backend());
+}
+
+const GradientState& ReshapeGradientKernel::gradient_state_of(const State& state) const {
+  return reshape_state_of(state, kind_, class_name());
+}
+
+// The gradient pass of the forward encode the state recorded: dx, the whole
+// source slice, from dy, the region the forward pass wrote.
+void ReshapeGradientKernel::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+                                   const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+                                   const std::shared_ptr<Image>& destination_gradient) {
+  const auto& s = static_cast<const ReshapeGradientState&>(gradient_state_of(*state));
+  const Geometry g = s.geometry;
+  record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
+  ReshapeDescriptor d = describe(s.kind, destination_gradient->descriptor(), source_gradient->descriptor(), g,
+                                 s.channels, s.source_descriptor.height, s.source_descriptor.width);
+  d.gradient = true;
+  d.edge_mode = s.edge_mode;
+  d.first_channel = s.first_channel;
+  d.first_y = g.source_y;
+  d.first_x = g.source_x;
+  std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
+  command_buffer.record([primitive = std::move(primitive), source_gradient, destination_gradient, g,
+                         channels = s.channels, height = d.source_height,
+                         width = d.source_width](ExecutionContext& context) {
+    primitive->gradient(context, destination_region(*source_gradient, g, channels),
+                        destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images,
+                                                     g.source_channels, height, width));
+  });
+}
 
 // ---------------------------------------------------------------- pad
 
 NNPad::NNPad(std::shared_ptr<Device> device, ImageCoordinate before, ImageCoordinate after,
              std::vector<float> fill_value_array)
-    : UnaryKernel(std::move(device)), padding_size_before(before), padding_size_after(after) {
-  primitive_maker<ReshapePrimitive>(this->device().backend());  // a family the backend lacks fails here
+    : ReshapeKernel(std::move(device), ReshapeKind::Pad), padding_size_before(before), padding_size_after(after) {
   check_padding(class_name(), before, "padding_size_before");
   check_padding(class_name(), after, "padding_size_after");
   if (!fill_value_array.empty())
@@ -137,110 +220,28 @@ ImageDescriptor NNPad::destination_descriptor(const Image& source, const State*)
   return with_source_images(source, d);
 }
 
-std::shared_ptr<State> NNPad::new_result_state(const Image&) {
-  auto state = std::make_shared<ReshapeGradientState>(device_ptr());
-  state->kind = ReshapeKind::Pad;
-  return state;
-}
-
-void NNPad::check_state(const State& state) const { reshape_state_of(state, ReshapeKind::Pad, class_name()); }
-
 void NNPad::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                    const std::shared_ptr<Image>& destination, const Geometry& g,
                    const std::shared_ptr<State>& state) {
-  const int64_t channels = destination_channels(*source);
-  ReshapeDescriptor d;
-  d.kind = ReshapeKind::Pad;
+  ReshapeDescriptor d = describe(ReshapeKind::Pad, source->descriptor(), destination->descriptor(), g,
+                                 destination_channels(*source), source->height(), source->width());
   d.edge_mode = edge_mode;
   d.fill_value = fill_value;
   if (edge_mode == EdgeMode::Constant) d.fill_values = fill_values_;
-  d.source = source->descriptor();
-  d.destination = destination->descriptor();
-  d.images = g.images;
-  d.source_channels = g.source_channels;
-  d.source_height = source->height();
-  d.source_width = source->width();
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
   d.first_channel = -padding_size_before.channel;
   d.first_y = g.source_y;
   d.first_x = g.source_x;
-  if (auto* s = dynamic_cast<ReshapeGradientState*>(state.get())) {
-    s->edge_mode = edge_mode;
-    s->first_channel = d.first_channel;
-    s->channels = channels;
-  }
-  std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g,
-                         channels](ExecutionContext& context) {
-    primitive->forward(context, whole_source_region(*source, g, g.source_channels),
-                       destination_region(*destination, g, channels));
-  });
+  record_pass(command_buffer, d, source, destination, g, state);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> NNPad::make_gradient_kernels() const {
   return {std::make_shared<NNPadGradient>(device_ptr())};
 }
 
-NNPadGradient::NNPadGradient(std::shared_ptr<Device> device) : GradientKernel(std::move(device)) {
-  primitive_maker<ReshapePrimitive>(this->device().backend());
-}
-
-const GradientState& NNPadGradient::gradient_state_of(const State& state) const {
-  return reshape_state_of(state, ReshapeKind::Pad, class_name());
-}
-
-namespace {
-
-// The gradient pass of the forward encode `s` recorded: dx, the whole source
-// slice, from dy, the region the forward pass wrote.
-void record_reshape_gradient(CommandBuffer& command_buffer, PrimitiveCache<ReshapeDescriptor, ReshapePrimitive>& cache,
-                             Backend& backend, const ReshapeGradientState& s,
-                             const std::shared_ptr<Image>& source_gradient,
-                             const std::shared_ptr<Image>& destination_gradient) {
-  const Geometry g = s.geometry;
-  ReshapeDescriptor d;
-  d.kind = s.kind;
-  d.gradient = true;
-  d.edge_mode = s.edge_mode;
-  d.source = destination_gradient->descriptor();
-  d.destination = source_gradient->descriptor();
-  d.images = g.images;
-  d.source_channels = g.source_channels;
-  d.source_height = s.source_descriptor.height;
-  d.source_width = s.source_descriptor.width;
-  d.channels = s.channels;
-  d.height = g.height;
-  d.width = g.width;
-  d.first_channel = s.first_channel;
-  d.first_y = g.source_y;
-  d.first_x = g.source_x;
-  std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(cache, backend, d);
-  command_buffer.record([primitive = std::move(primitive), source_gradient, destination_gradient, g,
-                         channels = s.channels, height = d.source_height,
-                         width = d.source_width](ExecutionContext& context) {
-    primitive->gradient(context, destination_region(*source_gradient, g, channels),
-                        destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images,
-                                                     g.source_channels, height, width));
-  });
-}
-
-}  // namespace
-
-void NNPadGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
-                           const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
-                           const std::shared_ptr<Image>& destination_gradient) {
-  const auto& s = static_cast<const ReshapeGradientState&>(gradient_state_of(*state));
-  record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, s.geometry);
-  record_reshape_gradient(command_buffer, primitives_, device().backend(), s, source_gradient, destination_gradient);
-}
-
 // ---------------------------------------------------------------- reshape
 
 NNReshape::NNReshape(std::shared_ptr<Device> device, int64_t width, int64_t height, int64_t channels)
-    : UnaryKernel(std::move(device)) {
-  primitive_maker<ReshapePrimitive>(this->device().backend());
+    : ReshapeKernel(std::move(device), ReshapeKind::Reshape) {
   if (width != 0 || height != 0 || channels != 0) {
     check_size(width, class_name(), ": reshaped width");
     check_size(height, class_name(), ": reshaped height");
@@ -324,58 +325,17 @@ ImageDescriptor NNReshape::destination_descriptor(const Image& source, const Sta
   return with_source_images(source, d);
 }
 
-std::shared_ptr<State> NNReshape::new_result_state(const Image&) {
-  auto state = std::make_shared<ReshapeGradientState>(device_ptr());
-  state->kind = ReshapeKind::Reshape;
-  return state;
-}
-
-void NNReshape::check_state(const State& state) const {
-  reshape_state_of(state, ReshapeKind::Reshape, class_name());
-}
-
 void NNReshape::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                        const std::shared_ptr<Image>& destination, const Geometry& g,
                        const std::shared_ptr<State>& state) {
-  const int64_t channels = destination_channels(*source);
-  ReshapeDescriptor d;
-  d.kind = ReshapeKind::Reshape;
-  d.source = source->descriptor();
-  d.destination = destination->descriptor();
-  d.images = g.images;
-  d.source_channels = g.source_channels;
-  d.source_height = source->height();
-  d.source_width = source->width();
-  d.channels = channels;
-  d.height = g.height;
-  d.width = g.width;
-  if (auto* s = dynamic_cast<ReshapeGradientState*>(state.get())) s->channels = channels;
-  std::shared_ptr<ReshapePrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g,
-                         channels](ExecutionContext& context) {
-    primitive->forward(context, whole_source_region(*source, g, g.source_channels),
-                       destination_region(*destination, g, channels));
-  });
+  record_pass(command_buffer,
+              describe(ReshapeKind::Reshape, source->descriptor(), destination->descriptor(), g,
+                       destination_channels(*source), source->height(), source->width()),
+              source, destination, g, state);
 }
 
 std::vector<std::shared_ptr<GradientKernel>> NNReshape::make_gradient_kernels() const {
   return {std::make_shared<NNReshapeGradient>(device_ptr())};
-}
-
-NNReshapeGradient::NNReshapeGradient(std::shared_ptr<Device> device) : GradientKernel(std::move(device)) {
-  primitive_maker<ReshapePrimitive>(this->device().backend());
-}
-
-const GradientState& NNReshapeGradient::gradient_state_of(const State& state) const {
-  return reshape_state_of(state, ReshapeKind::Reshape, class_name());
-}
-
-void NNReshapeGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
-                               const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
-                               const std::shared_ptr<Image>& destination_gradient) {
-  const auto& s = static_cast<const ReshapeGradientState&>(gradient_state_of(*state));
-  record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, s.geometry);
-  record_reshape_gradient(command_buffer, primitives_, device().backend(), s, source_gradient, destination_gradient);
 }
 
 }  // namespace mpsx

@@ -158,6 +158,18 @@ class Float32Region {
   ImageRegion view_;
 };
 
+// Runs f(x, y) on float32 views of `source` (read) and `destination`, then
+// writes y back: a pass of a family computed in float32 whatever the images
+// hold.
+template <class F>
+void float32_pass(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination, F&& f) {
+  CpuContext& cpu = context_of(context);
+  Float32Region x(cpu, source, 0, true);
+  Float32Region y(cpu, destination, 1, false);
+  f(x, y);
+  y.store();
+}
+
 // oneDNN descriptor of a float32 region: dims N, C, H, W with its strides.
 dnnl::memory::desc memory_desc(const ImageRegion& region);
 // oneDNN memory over a float32 region's data.
@@ -198,6 +210,16 @@ void parallel_chunks(int64_t total, int64_t grain, Body&& body) {
 
 inline int64_t pixel_offset(const ImageRegion& r, int64_t n, int64_t y, int64_t x) {
   return n * r.stride.n + y * r.stride.h + x * r.stride.w;
+}
+
+// Calls row(n, y) for every row y of every image n of `out`, in parallel
+// chunks of about `grain` elements.
+template <class Row>
+void parallel_rows(const ImageRegion& out, int64_t grain, Row&& row) {
+  parallel_chunks(out.n * out.h, std::max<int64_t>(1, grain / std::max<int64_t>(out.w * out.c, 1)),
+                  [&](int64_t first, int64_t rows) {
+                    for (int64_t r = first; r < first + rows; ++r) row(r / out.h, r % out.h);
+                  });
 }
 
 // Calls f(offsets) for pixels [first, first + count) of regions of equal

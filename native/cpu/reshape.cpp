@@ -24,26 +24,22 @@ class CpuReshape final : public ReshapePrimitive {
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
-    CpuContext& cpu = context_of(context);
-    Float32Region x(cpu, source, 0, true);
-    Float32Region y(cpu, destination, 1, false);
-    if (d_.kind == ReshapeKind::Pad)
-      pad(x.region(), y.region());
-    else
-      reshape(x.region(), y.region());
-    y.store();
+    float32_pass(context, source, destination, [&](const Float32Region& x, const Float32Region& y) {
+      if (d_.kind == ReshapeKind::Pad)
+        pad(x.region(), y.region());
+      else
+        reshape(x.region(), y.region());
+    });
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient,
                 const ImageRegion& destination_gradient) const override {
-    CpuContext& cpu = context_of(context);
-    Float32Region dy(cpu, source_gradient, 0, true);
-    Float32Region dx(cpu, destination_gradient, 1, false);
-    if (d_.kind == ReshapeKind::Pad)
-      pad_gradient(dy.region(), dx.region());
-    else
-      reshape(dy.region(), dx.region());
-    dx.store();
+    float32_pass(context, source_gradient, destination_gradient, [&](const Float32Region& dy, const Float32Region& dx) {
+      if (d_.kind == ReshapeKind::Pad)
+        pad_gradient(dy.region(), dx.region());
+      else
+        reshape(dy.region(), dx.region());
+    });
   }
 
  private:
@@ -55,23 +51,18 @@ class CpuReshape final : public ReshapePrimitive {
   void pad(const ImageRegion& in, const ImageRegion& out) const {
     const float* x = static_cast<const float*>(in.data);
     float* y = static_cast<float*>(out.data);
-    detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, 16384 / std::max<int64_t>(out.w * out.c, 1)),
-                            [&](int64_t first, int64_t rows) {
-                              for (int64_t r = first; r < first + rows; ++r) {
-                                const int64_t n = r / out.h, row = r % out.h;
-                                const int64_t sy = map_y_[static_cast<size_t>(row)];
-                                for (int64_t column = 0; column < out.w; ++column) {
-                                  const int64_t sx = map_x_[static_cast<size_t>(column)];
-                                  float* q = y + detail::pixel_offset(out, n, row, column);
-                                  const float* p = sy >= 0 && sx >= 0 ? x + detail::pixel_offset(in, n, sy, sx)
-                                                                      : nullptr;
-                                  for (int64_t c = 0; c < out.c; ++c) {
-                                    const int64_t sc = map_c_[static_cast<size_t>(c)];
-                                    q[c * out.stride.c] = p && sc >= 0 ? p[sc * in.stride.c] : fill(c);
-                                  }
-                                }
-                              }
-                            });
+    detail::parallel_rows(out, 16384, [&](int64_t n, int64_t row) {
+      const int64_t sy = map_y_[static_cast<size_t>(row)];
+      for (int64_t column = 0; column < out.w; ++column) {
+        const int64_t sx = map_x_[static_cast<size_t>(column)];
+        float* q = y + detail::pixel_offset(out, n, row, column);
+        const float* p = sy >= 0 && sx >= 0 ? x + detail::pixel_offset(in, n, sy, sx) : nullptr;
+        for (int64_t c = 0; c < out.c; ++c) {
+          const int64_t sc = map_c_[static_cast<size_t>(c)];
+          q[c * out.stride.c] = p && sc >= 0 ? p[sc * in.stride.c] : fill(c);
+        }
+      }
+    });
   }
 
   // Each source element gathers the padded elements that read it.
@@ -81,51 +72,40 @@ class CpuReshape final : public ReshapePrimitive {
     auto range = [](const PadReaders& r, int64_t i) {
       return std::pair{r.begin[static_cast<size_t>(i)], r.begin[static_cast<size_t>(i) + 1]};
     };
-    detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, 4096 / std::max<int64_t>(out.w * out.c, 1)),
-                            [&](int64_t first, int64_t rows) {
-                              for (int64_t r = first; r < first + rows; ++r) {
-                                const int64_t n = r / out.h, i = r % out.h;
-                                const auto [y0, y1] = range(readers_y_, i);
-                                for (int64_t j = 0; j < out.w; ++j) {
-                                  const auto [x0, x1] = range(readers_x_, j);
-                                  float* q = dx + detail::pixel_offset(out, n, i, j);
-                                  for (int64_t c = 0; c < out.c; ++c) {
-                                    const auto [c0, c1] = range(readers_c_, c);
-                                    float sum = 0.0f;
-                                    for (int64_t Y = y0; Y < y1; ++Y)
-                                      for (int64_t X = x0; X < x1; ++X) {
-                                        const float* p =
-                                            dy + detail::pixel_offset(g, n, readers_y_.readers[static_cast<size_t>(Y)],
-                                                                      readers_x_.readers[static_cast<size_t>(X)]);
-                                        for (int64_t C = c0; C < c1; ++C)
-                                          sum += p[readers_c_.readers[static_cast<size_t>(C)] * g.stride.c];
-                                      }
-                                    q[c * out.stride.c] = sum;
-                                  }
-                                }
-                              }
-                            });
+    detail::parallel_rows(out, 4096, [&](int64_t n, int64_t i) {
+      const auto [y0, y1] = range(readers_y_, i);
+      for (int64_t j = 0; j < out.w; ++j) {
+        const auto [x0, x1] = range(readers_x_, j);
+        float* q = dx + detail::pixel_offset(out, n, i, j);
+        for (int64_t c = 0; c < out.c; ++c) {
+          const auto [c0, c1] = range(readers_c_, c);
+          float sum = 0.0f;
+          for (int64_t Y = y0; Y < y1; ++Y)
+            for (int64_t X = x0; X < x1; ++X) {
+              const float* p = dy + detail::pixel_offset(g, n, readers_y_.readers[static_cast<size_t>(Y)],
+                                                         readers_x_.readers[static_cast<size_t>(X)]);
+              for (int64_t C = c0; C < c1; ++C) sum += p[readers_c_.readers[static_cast<size_t>(C)] * g.stride.c];
+            }
+          q[c * out.stride.c] = sum;
+        }
+      }
+    });
   }
 
   // out's elements in height x width x channels order are in's in that order.
   static void reshape(const ImageRegion& in, const ImageRegion& out) {
     const float* x = static_cast<const float*>(in.data);
     float* y = static_cast<float*>(out.data);
-    detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, 16384 / std::max<int64_t>(out.w * out.c, 1)),
-                            [&](int64_t first, int64_t rows) {
-                              for (int64_t r = first; r < first + rows; ++r) {
-                                const int64_t n = r / out.h, row = r % out.h;
-                                int64_t l = row * out.w * out.c;
-                                for (int64_t column = 0; column < out.w; ++column) {
-                                  float* q = y + detail::pixel_offset(out, n, row, column);
-                                  for (int64_t c = 0; c < out.c; ++c, ++l) {
-                                    const int64_t p = l / in.c;
-                                    q[c * out.stride.c] =
-                                        x[detail::pixel_offset(in, n, p / in.w, p % in.w) + (l % in.c) * in.stride.c];
-                                  }
-                                }
-                              }
-                            });
+    detail::parallel_rows(out, 16384, [&](int64_t n, int64_t row) {
+      int64_t l = row * out.w * out.c;
+      for (int64_t column = 0; column < out.w; ++column) {
+        float* q = y + detail::pixel_offset(out, n, row, column);
+        for (int64_t c = 0; c < out.c; ++c, ++l) {
+          const int64_t p = l / in.c;
+          q[c * out.stride.c] = x[detail::pixel_offset(in, n, p / in.w, p % in.w) + (l % in.c) * in.stride.c];
+        }
+      }
+    });
   }
 
   ReshapeDescriptor d_;

@@ -24,31 +24,28 @@ class CpuUpsampling final : public UpsamplingPrimitive {
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
-    CpuContext& cpu = context_of(context);
-    Float32Region x(cpu, source, 0, true);
-    Float32Region y(cpu, destination, 1, false);
-    if (onednn_) {
-      execute_and_wait(cpu, forward_, source_desc_, x.data(), destination_desc_, y.data());
-    } else {
-      interpolate(x.region(), y.region());
-    }
-    y.store();
+    float32_pass(context, source, destination, [&](const Float32Region& x, const Float32Region& y) {
+      if (onednn_) {
+        execute_and_wait(context_of(context), forward_, source_desc_, x.data(), destination_desc_, y.data());
+      } else {
+        interpolate(x.region(), y.region());
+      }
+    });
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient,
                 const ImageRegion& destination_gradient) const override {
-    CpuContext& cpu = context_of(context);
-    Float32Region dy(cpu, source_gradient, 0, true);
-    Float32Region dx(cpu, destination_gradient, 1, false);
-    if (onednn_) {
-      dnnl::memory diff_dst(destination_desc_, cpu.engine(), dy.data());
-      dnnl::memory diff_src(source_desc_, cpu.engine(), dx.data());
-      backward_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
-      cpu.stream().wait();
-    } else {
-      transpose(dy.region(), dx.region());
-    }
-    dx.store();
+    float32_pass(context, source_gradient, destination_gradient, [&](const Float32Region& dy, const Float32Region& dx) {
+      if (onednn_) {
+        CpuContext& cpu = context_of(context);
+        dnnl::memory diff_dst(destination_desc_, cpu.engine(), dy.data());
+        dnnl::memory diff_src(source_desc_, cpu.engine(), dx.data());
+        backward_.execute(cpu.stream(), {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_src}});
+        cpu.stream().wait();
+      } else {
+        transpose(dy.region(), dx.region());
+      }
+    });
   }
 
  private:
@@ -56,27 +53,23 @@ class CpuUpsampling final : public UpsamplingPrimitive {
   void interpolate(const ImageRegion& in, const ImageRegion& out) const {
     const float* x = static_cast<const float*>(in.data);
     float* y = static_cast<float*>(out.data);
-    detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, 16384 / std::max<int64_t>(out.w * out.c, 1)),
-                            [&](int64_t first, int64_t rows) {
-                              for (int64_t r = first; r < first + rows; ++r) {
-                                const int64_t n = r / out.h, row = r % out.h;
-                                const UpsamplingTap& ty = taps_y_[static_cast<size_t>(row)];
-                                for (int64_t column = 0; column < out.w; ++column) {
-                                  const UpsamplingTap& tx = taps_x_[static_cast<size_t>(column)];
-                                  const float* p00 = x + detail::pixel_offset(in, n, ty.i0, tx.i0);
-                                  const float* p01 = x + detail::pixel_offset(in, n, ty.i0, tx.i1);
-                                  const float* p10 = x + detail::pixel_offset(in, n, ty.i1, tx.i0);
-                                  const float* p11 = x + detail::pixel_offset(in, n, ty.i1, tx.i1);
-                                  float* q = y + detail::pixel_offset(out, n, row, column);
-                                  for (int64_t c = 0; c < out.c; ++c) {
-                                    const int64_t k = c * in.stride.c;
-                                    float top = (1.0f - tx.lambda) * p00[k] + tx.lambda * p01[k];
-                                    float bottom = (1.0f - tx.lambda) * p10[k] + tx.lambda * p11[k];
-                                    q[c * out.stride.c] = (1.0f - ty.lambda) * top + ty.lambda * bottom;
-                                  }
-                                }
-                              }
-                            });
+    detail::parallel_rows(out, 16384, [&](int64_t n, int64_t row) {
+      const UpsamplingTap& ty = taps_y_[static_cast<size_t>(row)];
+      for (int64_t column = 0; column < out.w; ++column) {
+        const UpsamplingTap& tx = taps_x_[static_cast<size_t>(column)];
+        const float* p00 = x + detail::pixel_offset(in, n, ty.i0, tx.i0);
+        const float* p01 = x + detail::pixel_offset(in, n, ty.i0, tx.i1);
+        const float* p10 = x + detail::pixel_offset(in, n, ty.i1, tx.i0);
+        const float* p11 = x + detail::pixel_offset(in, n, ty.i1, tx.i1);
+        float* q = y + detail::pixel_offset(out, n, row, column);
+        for (int64_t c = 0; c < out.c; ++c) {
+          const int64_t k = c * in.stride.c;
+          float top = (1.0f - tx.lambda) * p00[k] + tx.lambda * p01[k];
+          float bottom = (1.0f - tx.lambda) * p10[k] + tx.lambda * p11[k];
+          q[c * out.stride.c] = (1.0f - ty.lambda) * top + ty.lambda * bottom;
+        }
+      }
+    });
   }
 
   // dx = the transpose of the interpolation applied to dy: each source pixel
@@ -84,28 +77,24 @@ class CpuUpsampling final : public UpsamplingPrimitive {
   void transpose(const ImageRegion& g, const ImageRegion& out) const {
     const float* dy = static_cast<const float*>(g.data);
     float* dx = static_cast<float*>(out.data);
-    detail::parallel_chunks(out.n * out.h, std::max<int64_t>(1, 4096 / std::max<int64_t>(out.w * out.c, 1)),
-                            [&](int64_t first, int64_t rows) {
-                              for (int64_t r = first; r < first + rows; ++r) {
-                                const int64_t n = r / out.h, i = r % out.h;
-                                const auto [y0, y1] = readers_y_[static_cast<size_t>(i)];
-                                for (int64_t j = 0; j < out.w; ++j) {
-                                  const auto [x0, x1] = readers_x_[static_cast<size_t>(j)];
-                                  float* q = dx + detail::pixel_offset(out, n, i, j);
-                                  for (int64_t c = 0; c < out.c; ++c) q[c * out.stride.c] = 0.0f;
-                                  for (int64_t Y = y0; Y < y1; ++Y) {
-                                    const float wy = upsampling_weight(taps_y_[static_cast<size_t>(Y)], i);
-                                    if (wy == 0.0f) continue;
-                                    for (int64_t X = x0; X < x1; ++X) {
-                                      const float w = wy * upsampling_weight(taps_x_[static_cast<size_t>(X)], j);
-                                      if (w == 0.0f) continue;
-                                      const float* p = dy + detail::pixel_offset(g, n, Y, X);
-                                      for (int64_t c = 0; c < out.c; ++c) q[c * out.stride.c] += w * p[c * g.stride.c];
-                                    }
-                                  }
-                                }
-                              }
-                            });
+    detail::parallel_rows(out, 4096, [&](int64_t n, int64_t i) {
+      const auto [y0, y1] = readers_y_[static_cast<size_t>(i)];
+      for (int64_t j = 0; j < out.w; ++j) {
+        const auto [x0, x1] = readers_x_[static_cast<size_t>(j)];
+        float* q = dx + detail::pixel_offset(out, n, i, j);
+        for (int64_t c = 0; c < out.c; ++c) q[c * out.stride.c] = 0.0f;
+        for (int64_t Y = y0; Y < y1; ++Y) {
+          const float wy = upsampling_weight(taps_y_[static_cast<size_t>(Y)], i);
+          if (wy == 0.0f) continue;
+          for (int64_t X = x0; X < x1; ++X) {
+            const float w = wy * upsampling_weight(taps_x_[static_cast<size_t>(X)], j);
+            if (w == 0.0f) continue;
+            const float* p = dy + detail::pixel_offset(g, n, Y, X);
+            for (int64_t c = 0; c < out.c; ++c) q[c * out.stride.c] += w * p[c * g.stride.c];
+          }
+        }
+      }
+    });
   }
 
   void build(const CpuBackend& backend) {

@@ -124,6 +124,39 @@ class DeviceScope {
   int previous_ = 0;
 };
 
+// Constant tables a primitive copies to the device once, when it is built
+// (once per shape), and frees with it, also when its constructor throws
+// halfway.
+class DeviceTables {
+ public:
+  explicit DeviceTables(int ordinal) : ordinal_(ordinal) {}
+  ~DeviceTables() {
+    DeviceScope scope(ordinal_);
+    for (void* p : tables_) cudaFree(p);
+  }
+  DeviceTables(const DeviceTables&) = delete;
+  DeviceTables& operator=(const DeviceTables&) = delete;
+
+  // A device copy of `count` elements at `host`, on the current device.
+  template <class T>
+  const T* upload(const T* host, size_t count) {
+    const size_t bytes = count * sizeof(T);
+    void* device = nullptr;
+    MPSX_CUDA_CHECK(cudaMalloc(&device, bytes > 0 ? bytes : 1));
+    tables_.push_back(device);
+    if (bytes > 0) MPSX_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+    return static_cast<const T*>(device);
+  }
+  template <class T>
+  const T* upload(const std::vector<T>& host) {
+    return upload(host.data(), host.size());
+  }
+
+ private:
+  int ordinal_;
+  std::vector<void*> tables_;
+};
+
 // Device memory a launch reads or writes.
 struct DeviceSpan {
   const void* data = nullptr;

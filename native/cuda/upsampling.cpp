@@ -13,7 +13,7 @@ namespace {
 // primitive is built (once per shape).
 class CudaUpsampling final : public UpsamplingPrimitive {
  public:
-  CudaUpsampling(const CudaBackend& backend, const UpsamplingDescriptor& d) : ordinal_(backend.ordinal()) {
+  CudaUpsampling(const CudaBackend& backend, const UpsamplingDescriptor& d) : memory_(backend.ordinal()) {
     std::vector<UpsamplingTap> taps_x =
         upsampling_taps(d.kind, d.align_corners, d.scale_x, d.source_width, d.first_x, d.width);
     std::vector<UpsamplingTap> taps_y =
@@ -27,11 +27,11 @@ class CudaUpsampling final : public UpsamplingPrimitive {
       readers_y.push_back(begin);
       readers_y.push_back(end);
     }
-    DeviceScope scope(ordinal_);
-    tables_.taps_x = static_cast<const UpsamplingTap*>(upload(taps_x.data(), taps_x.size() * sizeof(UpsamplingTap)));
-    tables_.taps_y = static_cast<const UpsamplingTap*>(upload(taps_y.data(), taps_y.size() * sizeof(UpsamplingTap)));
-    tables_.readers_x = static_cast<const int64_t*>(upload(readers_x.data(), readers_x.size() * sizeof(int64_t)));
-    tables_.readers_y = static_cast<const int64_t*>(upload(readers_y.data(), readers_y.size() * sizeof(int64_t)));
+    DeviceScope scope(backend.ordinal());
+    tables_.taps_x = memory_.upload(taps_x);
+    tables_.taps_y = memory_.upload(taps_y);
+    tables_.readers_x = memory_.upload(readers_x);
+    tables_.readers_y = memory_.upload(readers_y);
   }
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
@@ -44,26 +44,7 @@ class CudaUpsampling final : public UpsamplingPrimitive {
   }
 
  private:
-  void* upload(const void* host, size_t bytes) {
-    void* device = nullptr;
-    MPSX_CUDA_CHECK(cudaMalloc(&device, bytes > 0 ? bytes : 1));
-    allocations_.tables.push_back(device);
-    if (bytes > 0) MPSX_CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
-    return device;
-  }
-
-  // Frees the tables also when the constructor throws halfway.
-  struct Allocations {
-    int ordinal;
-    std::vector<void*> tables;
-    ~Allocations() {
-      DeviceScope scope(ordinal);
-      for (void* p : tables) cudaFree(p);
-    }
-  };
-
-  int ordinal_;
-  Allocations allocations_{ordinal_, {}};
+  DeviceTables memory_;
   UpsamplingTables tables_;
 };
 

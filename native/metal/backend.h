@@ -52,6 +52,9 @@ MPSImageDescriptor* image_descriptor(DataType type, int64_t width, int64_t heigh
 NSArray<MPSTemporaryImage*>* temporary_images(id<MTLCommandBuffer> command_buffer, DataType type, int64_t width,
                                               int64_t height, int64_t channels, int64_t count);
 
+// A size or index as the NSUInteger MPS properties and initializers take.
+inline NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
+
 // A region as MPS kernel properties name it.
 // The region's first pixel, as offsets name source pixels.
 MPSOffset origin_of(const ImageRegion& region);
@@ -96,6 +99,17 @@ void encode_gradient_with_forward_states(MPSCNNKernel* forward, MPSCNNGradientKe
                                          id<MTLCommandBuffer> command_buffer, const ImageRegion& source_gradient,
                                          const ImageRegion& source, MPSOffset secondary_offset,
                                          const ImageRegion& destination_gradient, ChannelsOf channels);
+// The passes of a family whose forward kernel reads `channels` of the source
+// from `offset` and whose gradient kernel reads the states the forward kernel
+// makes: the forward pass, and the gradient pass, which sets the forward
+// kernel up as for its pass on the forward source (the destination
+// gradient's region) into the source gradient.
+void encode_forward(MPSCNNKernel* forward, id<MTLCommandBuffer> command_buffer, MPSOffset offset,
+                    const ImageRegion& source, const ImageRegion& destination, ChannelsOf channels);
+void encode_gradient_of_forward(MPSCNNKernel* forward, MPSCNNGradientKernel* gradient,
+                                id<MTLCommandBuffer> command_buffer, MPSOffset offset,
+                                const ImageRegion& source_gradient, const ImageRegion& destination_gradient,
+                                ChannelsOf channels);
 // A normalization kernel's alpha, beta and delta (cross-channel, spatial and
 // local contrast normalization, forward or gradient) from its parameters.
 template <class Kernel, class Parameters>

@@ -105,6 +105,23 @@ void encode_gradient_with_forward_states(MPSCNNKernel* forward, MPSCNNGradientKe
   encode_gradient_batch(gradient, command_buffer, source_gradients, sources, states, destination_gradient);
 }
 
+void encode_forward(MPSCNNKernel* forward, id<MTLCommandBuffer> command_buffer, MPSOffset offset,
+                    const ImageRegion& source, const ImageRegion& destination, ChannelsOf channels) {
+  set_regions(forward, offset, source, destination, channels);
+  encode_batch(forward, command_buffer, source, destination);
+}
+
+void encode_gradient_of_forward(MPSCNNKernel* forward, MPSCNNGradientKernel* gradient,
+                                id<MTLCommandBuffer> command_buffer, MPSOffset offset,
+                                const ImageRegion& source_gradient, const ImageRegion& destination_gradient,
+                                ChannelsOf channels) {
+  // The secondary image is the forward source; the gradient writes it.
+  const ImageRegion& source = destination_gradient;
+  set_regions(forward, offset, source, source_gradient, channels);
+  encode_gradient_with_forward_states(forward, gradient, command_buffer, source_gradient, source, origin_of(source),
+                                      destination_gradient, channels);
+}
+
 MPSImageFeatureChannelFormat feature_channel_format(DataType type) {
   switch (type) {
     case DataType::Float32: return MPSImageFeatureChannelFormatFloat32;

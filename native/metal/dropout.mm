@@ -10,8 +10,6 @@
 namespace mpsx::metal {
 namespace {
 
-NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
-
 // What DropoutGradientState::backend_state holds on metal: the MPS state of
 // the forward encode, which holds Apple's mask.
 struct MetalDropoutState {

@@ -8,8 +8,6 @@
 namespace mpsx::metal {
 namespace {
 
-NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
-
 // An MPS offset names the source pixel of the clipRect's first pixel: the
 // window's centre, floor(kernel / 2) right of and below its top-left tap.
 MPSOffset window_centre(const LocalContrastNormalizationDescriptor& d, const LocalContrastNormalizationPass& pass) {

@@ -10,8 +10,6 @@
 namespace mpsx::metal {
 namespace {
 
-NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
-
 // The region less its first skip_x columns and skip_y rows.
 MTLRegion clip_rect_after(const ImageRegion& region, int64_t skip_x, int64_t skip_y) {
   return MTLRegionMake3D(ns(region.x + skip_x), ns(region.y + skip_y), 0, ns(region.w - skip_x),

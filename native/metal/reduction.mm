@@ -6,8 +6,6 @@
 namespace mpsx::metal {
 namespace {
 
-NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
-
 class MetalReduction final : public ReductionPrimitive {
  public:
   MetalReduction(const MetalBackend& backend, const ReductionDescriptor&)

@@ -7,8 +7,6 @@
 namespace mpsx::metal {
 namespace {
 
-NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
-
 MPSImageEdgeMode edge_mode_of(EdgeMode mode) {
   switch (mode) {
     case EdgeMode::Zero: return MPSImageEdgeModeZero;
@@ -53,26 +51,21 @@ class MetalReshape final : public ReshapePrimitive {
         gradient_(d.gradient ? make_gradient(backend.device(), d) : nil) {}
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
-    set_forward(source, destination);
-    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
+    encode_forward(forward_, context_of(context).command_buffer(), offset(), source, destination, exact_channels);
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient,
                 const ImageRegion& destination_gradient) const override {
-    // The secondary image is the forward source; the gradient writes it.
-    const ImageRegion& source = destination_gradient;
-    set_forward(source, source_gradient);
-    encode_gradient_with_forward_states(forward_, gradient_, context_of(context).command_buffer(), source_gradient,
-                                        source, origin_of(source), destination_gradient, exact_channels);
+    encode_gradient_of_forward(forward_, gradient_, context_of(context).command_buffer(), offset(), source_gradient,
+                               destination_gradient, exact_channels);
   }
 
  private:
   // The pad reads source pixel offset + (destination pixel -
   // clipRect.origin), its edge mode past the image; the reshape all of it.
-  void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
-    MPSOffset offset = {0, 0, 0};
-    if (d_.kind == ReshapeKind::Pad) offset = MPSOffset{d_.first_x, d_.first_y, 0};
-    set_regions(forward_, offset, source, destination, exact_channels);
+  MPSOffset offset() const {
+    if (d_.kind == ReshapeKind::Pad) return MPSOffset{d_.first_x, d_.first_y, 0};
+    return MPSOffset{0, 0, 0};
   }
 
   ReshapeDescriptor d_;

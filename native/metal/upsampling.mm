@@ -7,8 +7,6 @@
 namespace mpsx::metal {
 namespace {
 
-NSUInteger ns(int64_t value) { return static_cast<NSUInteger>(value); }
-
 MPSCNNUpsampling* make_forward(id<MTLDevice> device, const UpsamplingDescriptor& d) {
   if (d.kind == UpsamplingKind::Nearest)
     return [[MPSCNNUpsamplingNearest alloc] initWithDevice:device
@@ -38,26 +36,19 @@ class MetalUpsampling final : public UpsamplingPrimitive {
         gradient_(d.gradient ? make_gradient(backend.device(), d) : nil) {}
 
   void forward(ExecutionContext& context, const ImageRegion& source, const ImageRegion& destination) const override {
-    set_forward(source, destination);
-    encode_batch(forward_, context_of(context).command_buffer(), source, destination);
+    encode_forward(forward_, context_of(context).command_buffer(), offset(), source, destination, slice_channels);
   }
 
   void gradient(ExecutionContext& context, const ImageRegion& source_gradient,
                 const ImageRegion& destination_gradient) const override {
-    // The secondary image is the forward source; the gradient writes it.
-    const ImageRegion& source = destination_gradient;
-    set_forward(source, source_gradient);
-    encode_gradient_with_forward_states(forward_, gradient_, context_of(context).command_buffer(), source_gradient,
-                                        source, origin_of(source), destination_gradient, slice_channels);
+    encode_gradient_of_forward(forward_, gradient_, context_of(context).command_buffer(), offset(), source_gradient,
+                               destination_gradient, slice_channels);
   }
 
  private:
   // MPS reads source pixel offset + (destination pixel - clipRect.origin) /
   // scale: the region's first upsampled pixel must start a source pixel's block.
-  void set_forward(const ImageRegion& source, const ImageRegion& destination) const {
-    set_regions(forward_, MPSOffset{d_.first_x / d_.scale_x, d_.first_y / d_.scale_y, 0}, source, destination,
-                slice_channels);
-  }
+  MPSOffset offset() const { return MPSOffset{d_.first_x / d_.scale_x, d_.first_y / d_.scale_y, 0}; }
 
   UpsamplingDescriptor d_;
   MPSCNNUpsampling* forward_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "mpsx/kernel.h"
@@ -83,12 +84,44 @@ class ReshapeGradientState : public GradientState {
   int64_t first_channel = 0, channels = 0;
 };
 
+// The forward kernels share their state, of their kind, and how they record
+// a pass.
+class ReshapeKernel : public UnaryKernel {
+ protected:
+  ReshapeKernel(std::shared_ptr<Device> device, ReshapeKind kind);
+  std::shared_ptr<State> new_result_state(const Image& source) override;
+  void check_state(const State& state) const override;
+  // Records the pass `d` describes, after leaving in the state what its
+  // gradient reads.
+  void record_pass(CommandBuffer& command_buffer, const ReshapeDescriptor& d, const std::shared_ptr<Image>& source,
+                   const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>& state);
+
+ private:
+  ReshapeKind kind_;
+  PrimitiveCache<ReshapeDescriptor, ReshapePrimitive> primitives_;
+};
+
+// The gradient kernels run the pass their forward encode's state describes
+// backwards.
+class ReshapeGradientKernel : public GradientKernel {
+ protected:
+  ReshapeGradientKernel(std::shared_ptr<Device> device, ReshapeKind kind);
+  const GradientState& gradient_state_of(const State& state) const override;
+  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
+              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
+              const std::shared_ptr<Image>& destination_gradient) override;
+
+ private:
+  ReshapeKind kind_;
+  PrimitiveCache<ReshapeDescriptor, ReshapePrimitive> primitives_;
+};
+
 // MPSNNPad. Destination pixel (x, y) of the clip rect reads source pixel
 // offset + (x, y) - clip_rect.origin; destination channel
 // destination_feature_channel_offset + j reads the source slice's channel
 // j - padding_size_before.channel. Reads outside the image or the slice give
 // what edge_mode says.
-class NNPad : public UnaryKernel {
+class NNPad : public ReshapeKernel {
  public:
   // fill_value_array (may be empty): one value per channel written.
   NNPad(std::shared_ptr<Device> device, ImageCoordinate padding_size_before = {},
@@ -113,37 +146,26 @@ class NNPad : public UnaryKernel {
   // padding_size_before and _after size the destination: none of what
   // PaddingPlan compares.
   bool reuses_padding() const override { return false; }
-  std::shared_ptr<State> new_result_state(const Image& source) override;
-  void check_state(const State& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
 
  private:
   std::shared_ptr<const std::vector<float>> fill_values_;
-  PrimitiveCache<ReshapeDescriptor, ReshapePrimitive> primitives_;
 };
 
 // MPSNNPadGradient: the edge mode and geometry come from the state.
-class NNPadGradient : public GradientKernel {
+class NNPadGradient : public ReshapeGradientKernel {
  public:
-  explicit NNPadGradient(std::shared_ptr<Device> device);
+  explicit NNPadGradient(std::shared_ptr<Device> device)
+      : ReshapeGradientKernel(std::move(device), ReshapeKind::Pad) {}
   const char* class_name() const override { return "MPSNNPadGradient"; }
-
- protected:
-  const GradientState& gradient_state_of(const State& state) const override;
-  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
-              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
-              const std::shared_ptr<Image>& destination_gradient) override;
-
- private:
-  PrimitiveCache<ReshapeDescriptor, ReshapePrimitive> primitives_;
 };
 
 // MPSNNReshape. The reshaped sizes are the encode's; else the kernel's (a
 // graph node's), else the destination's, else the source's. offset.x, .y
 // and clip_rect's x, y, width and height must keep their defaults.
-class NNReshape : public UnaryKernel {
+class NNReshape : public ReshapeKernel {
  public:
   // 0, 0, 0: sized at each encode.
   NNReshape(std::shared_ptr<Device> device, int64_t reshaped_width = 0, int64_t reshaped_height = 0,
@@ -169,8 +191,6 @@ class NNReshape : public UnaryKernel {
   int64_t destination_channels(const Image& source) const override;
   ImageDescriptor destination_descriptor(const Image& source, const State* source_state) override;
   bool reuses_padding() const override { return false; }
-  std::shared_ptr<State> new_result_state(const Image& source) override;
-  void check_state(const State& state) const override;
   void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
               const std::shared_ptr<Image>& destination, const Geometry& geometry,
               const std::shared_ptr<State>& state) override;
@@ -180,23 +200,14 @@ class NNReshape : public UnaryKernel {
   ImageCoordinate reshaped_;
   // Sets reshaped_ for one encode or query; the caller restores it.
   void size_for(int64_t width, int64_t height, int64_t channels, const Image* destination);
-  PrimitiveCache<ReshapeDescriptor, ReshapePrimitive> primitives_;
 };
 
 // MPSNNReshapeGradient.
-class NNReshapeGradient : public GradientKernel {
+class NNReshapeGradient : public ReshapeGradientKernel {
  public:
-  explicit NNReshapeGradient(std::shared_ptr<Device> device);
+  explicit NNReshapeGradient(std::shared_ptr<Device> device)
+      : ReshapeGradientKernel(std::move(device), ReshapeKind::Reshape) {}
   const char* class_name() const override { return "MPSNNReshapeGradient"; }
-
- protected:
-  const GradientState& gradient_state_of(const State& state) const override;
-  void record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
-              const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
-              const std::shared_ptr<Image>& destination_gradient) override;
-
- private:
-  PrimitiveCache<ReshapeDescriptor, ReshapePrimitive> primitives_;
 };
 
 }  // namespace mpsx
