@@ -190,3 +190,13 @@ def test_graphs_take_node_and_destination_allocators(device, rng):
     np.testing.assert_allclose(z.to_numpy(), np.maximum(2 * x, 0) + 1, rtol=1e-6)
     with pytest.raises(TypeError, match="image allocator"):
         graph.destination_image_allocator = "default"
+
+
+def test_pickling_saves_allocators_of_ones_own_and_refuses_mps_defaults():
+    import pickle
+
+    restored = pickle.loads(pickle.dumps(Pool()))
+    assert type(restored) is Pool and restored.calls == [] and restored.made == []
+    for default in (mpsx.Image.default_allocator(), mpsx.TemporaryImage.default_allocator()):
+        with pytest.raises(mpsx.UnsavableError, match="mpsx.ImageAllocator, which mpsx cannot save"):
+            pickle.dumps(default)

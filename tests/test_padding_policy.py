@@ -326,3 +326,15 @@ def test_persistence_keeps_padding_objects(device, tmp_path):
     path = tmp_path / "n.mpsx"
     mpsx.save(node, path)
     assert mpsx.load(path, device).padding_policy == mpsx.NNDefaultPadding(M.SIZE_VALID_ONLY)
+
+
+def test_the_default_padding_custom_step_takes_a_kernel(device):
+    policy = mpsx.NNDefaultPadding.padding_for_tensorflow_average_pooling()
+    descriptor = mpsx.ImageDescriptor(width=2, height=2, feature_channels=1)
+    with pytest.raises(TypeError, match=r"for_kernel: expected an mpsx kernel \(CNNKernel\), given "
+                                        r"CNNConvolutionDescriptor"):
+        policy.destination_image_descriptor_for_source_images([], [], mpsx.CNNConvolutionDescriptor(3, 3, 1, 1),
+                                                               descriptor)
+    pool = mpsx.CNNPoolingAverage(device, 2, 2)
+    assert policy.destination_image_descriptor_for_source_images([], [], pool, descriptor) is descriptor
+    assert pool.edge_mode == mpsx.ImageEdgeMode.CLAMP

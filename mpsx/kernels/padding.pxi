@@ -126,6 +126,8 @@ cdef class NNDefaultPadding(NNPadding):
 
         MPS: -[MPSNNPadding destinationImageDescriptorForSourceImages:sourceStates:forKernel:suggestedDescriptor:]
         """
+        if not isinstance(for_kernel, CNNKernel):
+            raise TypeError(f"for_kernel: expected an mpsx kernel (CNNKernel), given {type(for_kernel).__name__}")
         if self.native().clamps_edges():
             for_kernel.edge_mode = ImageEdgeMode.CLAMP
         return suggested_descriptor

@@ -905,6 +905,9 @@ cdef class ImageAllocator:
     def __hash__(self):
         return hash(<size_t>self.c.get()) if self.c else object.__hash__(self)
 
+    def __reduce__(self):
+        return persistence_reduce(self)
+
     def __repr__(self):
         if not self.c:
             return object.__repr__(self)
