@@ -102,6 +102,20 @@ def test_with_parent_image_takes_whole_images(device, channels, slices):
         mpsx.Image.with_parent_image(x, (0, slices), channels)
 
 
+def test_with_parent_image_takes_slices_within_one_image(device):
+    # 10 channels: 3 slices an image; slices 4 and 5 are image 1's channels 4..9 (MPS infers 1 image).
+    im, x = image(device, (3, 10, 2, 3))
+    sub = mpsx.Image.with_parent_image(im, (4, 2), 6)
+    assert sub.parent is im and sub.shape == (1, 6, 2, 3)
+    np.testing.assert_array_equal(sub.to_numpy(), x[1:2, 4:10])
+    np.testing.assert_array_equal(mpsx.Image.with_parent_image(im, (6, 1), 3).to_numpy(), x[2:3, 0:3])
+    for bad in [((4, 2), 4),  # 4 channels take 1 slice: 2 images, of two images' channels
+                ((5, 2), 6),  # past image 1's slices
+                ((8, 1), 4)]:  # channels 8..11 of an image of 10
+        with pytest.raises(ValueError, match="channel-dense"):
+            mpsx.Image.with_parent_image(im, *bad)
+
+
 def reference_layout(block, layout, bytes_per_row, bytes_per_image, size, bytes_per_column=None):
     """Scatters an (N, C, H, W) block into a byte buffer as MPSImage.h lays it out, in numpy; padding stays 0xAB."""
     n, c, h, w = block.shape

@@ -652,28 +652,44 @@ cdef class Image(Images):
     @staticmethod
     def with_parent_image(Images parent not None, slice_range, feature_channels):
         """An image of texture-array slices ``slice_range`` = ``(location, length)`` of ``parent``, sharing its
-        storage (``parent`` is ``parent``). MPS keeps 4 feature channels a slice, ceil(C / 4) slices an image; mpsx
-        keeps images channel-dense, so the range must cover whole images and ``feature_channels`` must be the
-        parent's (ValueError otherwise; docs/semantics.md). ``batch_representation_with_sub_range`` is the safer
-        form MPS recommends.
+        storage (``parent`` is ``parent``). MPS keeps 4 feature channels a slice, ceil(C / 4) slices an image, and
+        infers the number of images from ``feature_channels``. mpsx keeps images channel-dense, so the range must
+        cover whole images with the parent's feature channels, or lie within one image and hold
+        ``feature_channels`` (ceil(feature_channels / 4) slices: an image of those channels, as
+        ``sub_image_with_feature_channel_range``); other ranges would make images of other images' channels
+        (ValueError; docs/semantics.md). ``batch_representation_with_sub_range`` and
+        ``sub_image_with_feature_channel_range`` are the safer forms MPS recommends.
 
         MPS: -[MPSImage initWithParentImage:sliceRange:featureChannels:]
         """
         cdef int64_t c = parent.native().feature_channels()
         cdef int64_t n = parent.native().number_of_images()
         cdef int64_t slices = (c + 3) // 4
+        cdef FeatureChannelRange channel_range
+        cdef Image out
         location, length = _range_argument(slice_range, "slice_range")
         channels = integer_argument(feature_channels, "feature_channels")
-        if channels != c:
-            raise ValueError(f"feature_channels: mpsx keeps images channel-dense, so a sub-image has the parent's "
-                             f"{c} feature channels; given {channels}")
-        if length < 1 or location % slices or length % slices or location + length > n * slices:
-            raise ValueError(f"slice_range: expected whole images of {slices} slices each (ceil({c} / 4)) within "
-                             f"the parent's {n * slices}, given (location={location}, length={length})")
-        cdef Image out = wrap_image(make_native[CImage](parent.native()[0], <int64_t>(location // slices),
-                                                        <int64_t>(length // slices)))
-        out.parent_ = parent
-        return out
+        if 1 <= length and location + length <= n * slices:
+            if channels == c and location % slices == 0 and length % slices == 0:
+                out = wrap_image(make_native[CImage](parent.native()[0], <int64_t>(location // slices),
+                                                     <int64_t>(length // slices)))
+                out.parent_ = parent
+                return out
+            first = location % slices
+            if first + length <= slices and 1 <= channels and (channels + 3) // 4 == length and \
+                    4 * first + channels <= c:
+                channel_range.first = 4 * first
+                channel_range.count = channels
+                out = wrap_image(make_native[CImage](
+                    make_native[CImage](parent.native()[0], <int64_t>(location // slices), <int64_t>1).get()[0],
+                    channel_range))
+                out.parent_ = parent
+                return out
+        raise ValueError(f"slice_range and feature_channels: expected whole images of {slices} slices each "
+                         f"(ceil({c} / 4)) with the parent's {c} feature channels, or slices within one image "
+                         f"holding feature_channels (ceil(feature_channels / 4) slices), within the parent's "
+                         f"{n * slices}; given (location={location}, length={length}) and {channels} feature "
+                         f"channels (mpsx keeps images channel-dense: slices of several images make no image)")
 
     def sub_image_with_feature_channel_range(self, range):
         """An image of feature channels [location, location + length) of each of this image's images, ``range``
