@@ -389,6 +389,7 @@ STEP_COLUMNS = (  # (key in training_steps' result, label)
 
 
 RATIO_COLUMNS = (  # (key in a step record, label)
+    ("mpsx_over_mpsx_replay", "encoded/replay"), ("nngraph_over_nngraph_replay", "graph encoded/replay"),
     ("nngraph_replay_over_mpsx_replay", "graph replay/replay"), ("torch_over_mpsx", "torch/mpsx"),
     ("torch_graph_over_mpsx_replay", "CUDA graph/replay"), ("jax_over_mpsx_replay", "jax/replay"))
 
@@ -406,6 +407,9 @@ def step_records(device, batch_sizes, quick, torch, jax):
             for key, value in r.items():
                 suffix = "_bytes" if key.endswith("memory") else "" if key.endswith("kernels") else "_s"
                 record[key.replace(" ", "_") + suffix] = value
+            # What encoding each step costs over replaying the recording, by hand and as an NNGraph.
+            record["mpsx_over_mpsx_replay"] = r["mpsx"] / r["mpsx replay"]
+            record["nngraph_over_nngraph_replay"] = r["nngraph"] / r["nngraph replay"]
             record["nngraph_replay_over_mpsx_replay"] = r["nngraph replay"] / r["mpsx replay"]
             for peer, ours in (("torch", "mpsx"), ("torch graph", "mpsx replay"), ("jax", "mpsx replay")):
                 if peer in r:
@@ -479,14 +483,15 @@ def print_steps(records, call):
                 print(f"  {name}, {r['math']}, batch {r['batch']}: "
                       + ", ".join(f"{kind} {seconds * 1e6:.0f} us" for kind, seconds in
                                   sorted(kinds.items(), key=lambda item: -item[1])))
-    print("\npeak device memory a step adds, MiB (hand-encoded, graph); one encode_batch call of the whole graph step"
-          " (host time only, float32), us")
+    print("\npeak device memory a step adds, MiB (hand-encoded, graph)")
     for r in records:
-        line = f"  {r['math']:>7} {r['batch']:5d} {r['mpsx_memory_bytes'] / 2**20:9.2f}" \
-               f" {r['nngraph_memory_bytes'] / 2**20:9.2f}"
+        print(f"  {r['math']:>7} {r['batch']:5d} {r['mpsx_memory_bytes'] / 2**20:9.2f}"
+              f" {r['nngraph_memory_bytes'] / 2**20:9.2f}")
+    print("\ngraph encode host time: one encode_batch call of the whole graph step (float32; the work is not done"
+          " yet), us")
+    for r in records:
         if "nngraph_encode_s" in r:
-            line += f" {r['nngraph_encode_s'] * 1e6:10.1f}"
-        print(line)
+            print(f"  {r['math']:>7} {r['batch']:5d} {r['nngraph_encode_s'] * 1e6:10.1f}")
     print(f"  a call from Python into a graph's encode (a one-neuron graph, 1x4x4x4, host time): {call * 1e6:.2f} us")
 
 
@@ -541,6 +546,10 @@ def machine_info(device, torch):
             "torch_device": str(torch_device(device)[0]) if torch else None, "gpu": None}
     if torch is not None and device.backend == "cuda":
         info["gpu"] = torch.cuda.get_device_name(torch_device(device)[0])
+    if device.backend == "cpu":
+        # The kernels oneDNN picked on this processor (ONEDNN_MAX_CPU_ISA lowers them).
+        info["onednn_isa"] = mpsx._runtime._cpu_onednn_isa()
+        info["onednn_max_cpu_isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA")
     return info
 
 
@@ -582,7 +591,8 @@ def main(argv=None):
           + (f"; PyTorch {torch.__version__}" if torch else "; PyTorch not installed")
           + (f"; JAX {jax.__version__}" if jax else "; JAX not installed"))
     if device.backend == "cpu":
-        print(f"{machine['processor']}, {machine['usable_cpus']} cpus"
+        print(f"{machine['processor']}, {machine['usable_cpus']} cpus; oneDNN runs {machine['onednn_isa']} kernels"
+              + (f" (ONEDNN_MAX_CPU_ISA={machine['onednn_max_cpu_isa']})" if machine["onednn_max_cpu_isa"] else "")
               + (f"; torch threads {machine['torch_threads']}" if torch else "")
               + (f"; load average {machine['load_average_1min']:.2f}" if machine["load_average_1min"] is not None
                  else ""))

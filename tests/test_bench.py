@@ -36,7 +36,8 @@ def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
     bench.main(["--device", device.name, "--quick", "--batch-sizes", "2", "--json", str(figures),
                 "--plot", str(plot)])
     out = capsys.readouterr().out
-    for column in ("encode us", "executed us", "torch us", "torch/mpsx executed"):
+    for column in ("encode us", "executed us", "torch us", "torch/mpsx executed", "encoded/replay",
+                   "graph encoded/replay", "graph encode host time"):
         assert column in out
     result = json.loads(figures.read_text())
     assert result["units"]["time"] == "s" and result["units"]["memory"] == "bytes"
@@ -55,6 +56,9 @@ def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
         breakdown = record.pop("device_time_per_step", None)
         check_units(record)
         assert {"mpsx_s", "mpsx_replay_s", "nngraph_s", "nngraph_replay_s", "torch_s"} <= record.keys()
+        assert record["mpsx_over_mpsx_replay"] == pytest.approx(record["mpsx_s"] / record["mpsx_replay_s"])
+        assert record["nngraph_over_nngraph_replay"] == pytest.approx(record["nngraph_s"] / record["nngraph_replay_s"])
+        assert (record["math"] == "float32") == ("nngraph_encode_s" in record)
         assert ("torch_graph_s" in record) == (device.backend == "cuda")
         assert ("jax_s" in record) == (jax and device.backend != "metal")
         # On cuda, CUPTI saw the replayed steps' kernels, ours and the peers'. The device was busy for at
@@ -69,6 +73,11 @@ def test_the_bench_reports_encode_and_executed_times(device, tmp_path, capsys):
                 assert 0 < busy <= summed * (1 + 1e-9)
                 assert sum(breakdown[name]["kinds_s"].values()) == pytest.approx(summed)
     assert result["graph_call_s"] > 0
+    if device.backend == "cpu":  # the kernels oneDNN runs, named as ONEDNN_MAX_CPU_ISA names them
+        isa = result["machine"]["onednn_isa"]
+        assert isa in {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI",
+                       "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "DEFAULT"}
+        assert f"oneDNN runs {isa} kernels" in out
     data = plot.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
 

@@ -55,3 +55,15 @@ def test_family_tests_pass_under_each_clone(clone):
                           env=environment(clone), capture_output=True, text=True, timeout=600, cwd=HERE)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("clone", ["baseline", "avx2"])
+def test_the_onednn_isa_follows_onednn_max_cpu_isa(clone):
+    """mpsx._runtime._cpu_onednn_isa(), which the bench prints, names the kernels oneDNN runs as
+    ONEDNN_MAX_CPU_ISA names them."""
+    if CLONES.index(clone) > CLONES.index(RUNNING):
+        pytest.skip(f"this machine's widest clone is {RUNNING}")
+    done = subprocess.run([sys.executable, "-c", "import mpsx; print(mpsx._runtime._cpu_onednn_isa())"],
+                          env=environment(clone), capture_output=True, text=True, timeout=60, cwd=HERE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == CAP[clone]

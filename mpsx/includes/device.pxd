@@ -10,6 +10,7 @@ cdef extern from "mpsx/backend.h" namespace "mpsx" nogil:
     cdef cppclass CBackend "mpsx::Backend":
         const char* loop_clone()
         bint runs_float16_convolutions()
+        const char* onednn_isa()
 
 cdef extern from "mpsx/device.h" namespace "mpsx" nogil:
     cdef cppclass CDevice "mpsx::Device":

@@ -69,6 +69,12 @@ def _cpu_loop_clone():
     return CDevice.named(b"cpu").get().backend().loop_clone().decode()
 
 
+def _cpu_onednn_isa():
+    """For the bench: the instruction set oneDNN's kernels run, as ONEDNN_MAX_CPU_ISA names it ("AVX2",
+    "AVX512_CORE_AMX", ...; "DEFAULT" where oneDNN has no x86 ISA)."""
+    return CDevice.named(b"cpu").get().backend().onednn_isa().decode()
+
+
 def _unregister_primitive(family, backend_kind):
     """For tests, in a process of their own: makes a backend lack a kernel family ("softmax" on "cpu")."""
     unregister_primitive(family.encode(), backend_kind.encode())

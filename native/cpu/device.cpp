@@ -137,4 +137,22 @@ const char* CpuBackend::loop_clone() const {
   return "baseline";
 }
 
+const char* CpuBackend::onednn_isa() const {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::sse41: return "SSE41";
+    case isa::avx: return "AVX";
+    case isa::avx2: return "AVX2";
+    case isa::avx2_vnni: return "AVX2_VNNI";
+    case isa::avx2_vnni_2: return "AVX2_VNNI_2";
+    case isa::avx512_core: return "AVX512_CORE";
+    case isa::avx512_core_vnni: return "AVX512_CORE_VNNI";
+    case isa::avx512_core_bf16: return "AVX512_CORE_BF16";
+    case isa::avx512_core_fp16: return "AVX512_CORE_FP16";
+    case isa::avx512_core_amx: return "AVX512_CORE_AMX";
+    case isa::avx512_core_amx_fp16: return "AVX512_CORE_AMX_FP16";
+    default: return "DEFAULT";  // no x86 ISA: oneDNN's reference or other-architecture kernels
+  }
+}
+
 }  // namespace mpsx::cpu

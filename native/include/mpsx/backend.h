@@ -159,6 +159,9 @@ class Backend {
   // float32 copies.
   virtual const char* loop_clone() const { return nullptr; }
   virtual bool runs_float16_convolutions() const { return false; }
+  // The instruction set oneDNN's kernels run, as ONEDNN_MAX_CPU_ISA names it
+  // (cpu; null elsewhere).
+  virtual const char* onednn_isa() const { return nullptr; }
 
   // Memory. allocate throws OutOfMemoryError.
   virtual void* allocate(size_t bytes) = 0;
