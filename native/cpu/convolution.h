@@ -29,8 +29,10 @@ inline dnnl::memory::data_type pass_type(bool half) {
 }
 
 // The primitive descriptor make(half) gives in float16 if `try_half` and
-// oneDNN has a kernel for it other than its reference one, else in float32;
-// `half` says which.
+// oneDNN has a generated kernel for it, else in float32; `half` says which.
+// oneDNN's generated kernels carry "jit" or "brg" (brgemm) in their names;
+// the others are loops far slower than float32 copies: "ref", and the inner
+// product a whole-image convolution becomes, "ip:any+:any" in float16.
 template <class Make>
 auto make_pass(bool try_half, bool& half, Make make) -> decltype(make(false)) {
   half = false;
@@ -38,7 +40,7 @@ auto make_pass(bool try_half, bool& half, Make make) -> decltype(make(false)) {
     try {
       auto pd = make(true);
       std::string impl = pd.impl_info_str();
-      half = impl.rfind("ref", 0) != 0 && impl.find("ref:") == std::string::npos;
+      half = impl.find("jit") != std::string::npos || impl.find("brg") != std::string::npos;
       if (half) return pd;
     } catch (const dnnl::error&) {  // a configuration oneDNN refuses in float16
     }
