@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "mpsx/errors.h"
+#include "mpsx/half.h"
 
 namespace mpsx::cpu {
 
@@ -105,17 +106,72 @@ const CpuClone clone_of_this_process = widest_clone();
 
 CpuClone cpu_clone() { return clone_of_this_process; }
 
+namespace {
+
+// mpsx/half.h's conversions without branches, so that each clone vectorizes
+// them: float16 subnormals are their mantissa times 2^-24, exactly; floats
+// below float16's normals round to nearest even by a float addition that
+// puts the result's bits at the bottom (0.5 = 2^-1 holds 2^-24 in its last
+// mantissa bit).
+MPSX_CPU_LOOP
+void halves_to_floats(const uint16_t* in, float* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t h = in[i];
+    const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+    const uint32_t normal = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    const uint32_t inf_or_nan = sign | 0x7f800000u | (mantissa << 13);
+    const uint32_t subnormal = sign | bits_of(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
+    out[i] = float_from_bits(exponent == 0 ? subnormal : exponent == 31 ? inf_or_nan : normal);
+  }
+}
+
+MPSX_CPU_LOOP
+void floats_to_halves(const float* in, uint16_t* out, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t bits = bits_of(in[i]);
+    const uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+    const uint32_t inf_or_nan = sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u);
+    const uint32_t normal = sign | ((magnitude + 0xfffu + ((magnitude >> 13) & 1u) - 0x38000000u) >> 13);
+    const uint32_t subnormal = sign | (bits_of(float_from_bits(magnitude) + 0.5f) - 0x3f000000u);
+    const uint32_t half = magnitude >= 0x7f800000u ? inf_or_nan
+                          : magnitude >= 0x477ff000u ? (sign | 0x7c00u)
+                          : magnitude < 0x38800000u ? subnormal
+                                                     : normal;
+    out[i] = static_cast<uint16_t>(half);
+  }
+}
+
+// A float16 region into a float32 one of equal extents, or back, channels
+// innermost: in parallel runs of contiguous channels. copy_region otherwise.
+void convert(const ImageRegion& from, const ImageRegion& to) {
+  const bool widen = from.data_type == DataType::Float16 && to.data_type == DataType::Float32;
+  const bool narrow = from.data_type == DataType::Float32 && to.data_type == DataType::Float16;
+  if (!(widen || narrow) || from.stride.c != 1 || to.stride.c != 1) return copy_region(from, to);
+  const ImageRegion* const regions[2] = {&from, &to};
+  detail::for_each_run(regions, [&](const int64_t* offsets, int64_t pixels) {
+    const int64_t count = pixels * from.c;
+    if (widen)
+      Cloned<&halves_to_floats>::run(static_cast<const uint16_t*>(from.data) + offsets[0],
+                                     static_cast<float*>(to.data) + offsets[1], count);
+    else
+      Cloned<&floats_to_halves>::run(static_cast<const float*>(from.data) + offsets[0],
+                                     static_cast<uint16_t*>(to.data) + offsets[1], count);
+  });
+}
+
+}  // namespace
+
 Float32Region::Float32Region(CpuContext& context, const ImageRegion& region, size_t slot, bool load)
     : original_(region), view_(region) {
   if (region.data_type == DataType::Float32) return;
   view_.data_type = DataType::Float32;
   view_.stride = ImageLayout{region.h * region.w * region.c, 1, region.w * region.c, region.c};
   view_.data = context.scratch(slot, static_cast<size_t>(region.element_count()) * sizeof(float));
-  if (load) copy_region(original_, view_);
+  if (load) convert(original_, view_);
 }
 
 void Float32Region::store() const {
-  if (original_.data_type != DataType::Float32) copy_region(view_, original_);
+  if (original_.data_type != DataType::Float32) convert(view_, original_);
 }
 
 namespace {
