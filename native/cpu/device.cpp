@@ -108,37 +108,15 @@ CpuClone cpu_clone() { return clone_of_this_process; }
 
 namespace {
 
-// mpsx/half.h's conversions without branches, so that each clone vectorizes
-// them: float16 subnormals are their mantissa times 2^-24, exactly; floats
-// below float16's normals round to nearest even by a float addition that
-// puts the result's bits at the bottom (0.5 = 2^-1 holds 2^-24 in its last
-// mantissa bit).
+// mpsx/half.h's conversions, inlined into each clone, which vectorizes them.
 MPSX_CPU_LOOP
 void halves_to_floats(const uint16_t* in, float* out, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    const uint32_t h = in[i];
-    const uint32_t sign = (h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-    const uint32_t normal = sign | ((exponent + 112) << 23) | (mantissa << 13);
-    const uint32_t inf_or_nan = sign | 0x7f800000u | (mantissa << 13);
-    const uint32_t subnormal = sign | bits_of(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
-    out[i] = float_from_bits(exponent == 0 ? subnormal : exponent == 31 ? inf_or_nan : normal);
-  }
+  for (int64_t i = 0; i < count; ++i) out[i] = half_to_float(in[i]);
 }
 
 MPSX_CPU_LOOP
 void floats_to_halves(const float* in, uint16_t* out, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) {
-    const uint32_t bits = bits_of(in[i]);
-    const uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
-    const uint32_t inf_or_nan = sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u);
-    const uint32_t normal = sign | ((magnitude + 0xfffu + ((magnitude >> 13) & 1u) - 0x38000000u) >> 13);
-    const uint32_t subnormal = sign | (bits_of(float_from_bits(magnitude) + 0.5f) - 0x3f000000u);
-    const uint32_t half = magnitude >= 0x7f800000u ? inf_or_nan
-                          : magnitude >= 0x477ff000u ? (sign | 0x7c00u)
-                          : magnitude < 0x38800000u ? subnormal
-                                                     : normal;
-    out[i] = static_cast<uint16_t>(half);
-  }
+  for (int64_t i = 0; i < count; ++i) out[i] = float_to_half(in[i]);
 }
 
 // A float16 region into a float32 one of equal extents, or back, channels

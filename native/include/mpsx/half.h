@@ -19,52 +19,29 @@ inline float float_from_bits(uint32_t bits) {
   return f;
 }
 
+// Without branches, so that loops over many values vectorize: float16
+// subnormals are their mantissa times 2^-24, exactly; floats below float16's
+// normals round to nearest even by a float addition that puts the result's
+// bits at the bottom (0.5 = 2^-1 holds 2^-24 in its last mantissa bit).
 inline float half_to_float(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exponent = (h >> 10) & 0x1f;
-  uint32_t mantissa = h & 0x3ff;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      exponent = 127 - 15 + 1;
-      while ((mantissa & 0x400) == 0) {
-        mantissa <<= 1;
-        --exponent;
-      }
-      mantissa &= 0x3ff;
-      bits = sign | (exponent << 23) | (mantissa << 13);
-    }
-  } else if (exponent == 0x1f) {
-    bits = sign | 0x7f800000 | (mantissa << 13);
-  } else {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  }
-  return float_from_bits(bits);
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu,
+                 mantissa = h & 0x3ffu;
+  const uint32_t normal = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  const uint32_t inf_or_nan = sign | 0x7f800000u | (mantissa << 13);
+  const uint32_t subnormal = sign | bits_of(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
+  return float_from_bits(exponent == 0 ? subnormal : exponent == 31 ? inf_or_nan : normal);
 }
 
 inline uint16_t float_to_half(float f) {
   const uint32_t bits = bits_of(f);
-  uint32_t sign = (bits >> 16) & 0x8000;
-  uint32_t magnitude = bits & 0x7fffffff;
-  if (magnitude >= 0x7f800000)  // inf or nan
-    return static_cast<uint16_t>(sign | 0x7c00 | (magnitude > 0x7f800000 ? 0x200 : 0));
-  if (magnitude >= 0x477ff000)  // rounds to >= 65520: overflow
-    return static_cast<uint16_t>(sign | 0x7c00);
-  if (magnitude < 0x38800000) {  // subnormal half or zero
-    if (magnitude < 0x33000000) return static_cast<uint16_t>(sign);
-    uint32_t exponent = magnitude >> 23;
-    uint32_t mantissa = (magnitude & 0x7fffff) | 0x800000;
-    uint32_t shift = 126 - exponent;  // 14 + (113 - exponent)
-    uint32_t half_mantissa = mantissa >> shift;
-    uint32_t remainder = mantissa & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (remainder > halfway || (remainder == halfway && (half_mantissa & 1))) ++half_mantissa;
-    return static_cast<uint16_t>(sign | half_mantissa);
-  }
-  uint32_t rounded = magnitude + 0xfff + ((magnitude >> 13) & 1);
-  return static_cast<uint16_t>(sign | ((rounded - 0x38000000) >> 13));
+  const uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+  const uint32_t inf_or_nan = sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u);
+  const uint32_t normal = sign | ((magnitude + 0xfffu + ((magnitude >> 13) & 1u) - 0x38000000u) >> 13);
+  const uint32_t subnormal = sign | (bits_of(float_from_bits(magnitude) + 0.5f) - 0x3f000000u);
+  return static_cast<uint16_t>(magnitude >= 0x7f800000u   ? inf_or_nan
+                               : magnitude >= 0x477ff000u ? (sign | 0x7c00u)  // rounds to 65520 or more
+                               : magnitude < 0x38800000u  ? subnormal
+                                                          : normal);
 }
 
 inline float bfloat16_to_float(uint16_t b) { return float_from_bits(static_cast<uint32_t>(b) << 16); }
