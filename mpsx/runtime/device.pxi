@@ -210,7 +210,9 @@ cdef class Device:
         return self.native().bytes_cached()
 
     def empty_cache(self):
-        """Returns the memory the caching allocator keeps to the backend.
+        """Returns the memory the caching allocator keeps to the backend: every cached block of more than 64 KiB, and
+        every 2 MiB slab the smaller blocks are cut from once none of its blocks is in use (a slab with a block in use
+        keeps its cached blocks, which ``bytes_cached`` still counts).
 
         MPS: none (mpsx)
         """

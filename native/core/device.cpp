@@ -57,6 +57,17 @@ SizeClass size_class(size_t bytes) {
   return {index + steps - 5, steps * step};
 }
 
+// Whether blocks of class `bytes` are cut from slabs. Under AddressSanitizer
+// every block is an allocation of its own, so that a write past one is caught.
+bool slabbed(size_t bytes) {
+#if defined(__SANITIZE_ADDRESS__)
+  (void)bytes;
+  return false;
+#else
+  return bytes <= Device::kSlabBlockLimit;
+#endif
+}
+
 // Backends built as libraries of their own (libmpsx_cuda.so, or
 // libmpsx_metal.dylib on macOS, beside this library) register themselves
 // when loaded. One that cannot load (no CUDA libraries on this machine) is
@@ -218,36 +229,61 @@ void* Device::allocate(size_t bytes, size_t* capacity) {
   if (bytes > kMaxAllocation)
     fail<OutOfMemoryError>("cannot allocate ", bytes, " bytes on device ", name_, ": the largest allocation is ",
                            kMaxAllocation, " bytes (2^48)");
-  SizeClass cls = size_class(bytes);
+  const SizeClass cls = size_class(bytes);
   *capacity = cls.bytes;
   cache_lock_.lock();
-  if (cls.index < cache_.size() && !cache_[cls.index].blocks.empty()) {
-    void* data = cache_[cls.index].blocks.back();
-    cache_[cls.index].blocks.pop_back();
-    bytes_cached_ -= cls.bytes;
-    bytes_in_use_ += cls.bytes;
-    peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
-    cache_lock_.unlock();
-    return data;
+  if (cls.index < cache_.size()) {
+    CachedClass& cached = cache_[cls.index];
+    void* data = nullptr;
+    if (!cached.blocks.empty()) {
+      data = cached.blocks.back();
+      cached.blocks.pop_back();
+      bytes_cached_ -= cls.bytes;
+    } else if (cached.slab_left) {
+      data = cut_from_slab(cached);
+      if (++cached.count > cached.blocks.capacity()) cached.blocks.reserve(2 * cached.count);
+    }
+    if (data) {
+      bytes_in_use_ += cls.bytes;
+      peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
+      cache_lock_.unlock();
+      return data;
+    }
   }
   cache_lock_.unlock();
+  const size_t backend_bytes = slabbed(cls.bytes) ? kSlabBytes : cls.bytes;
   void* data = nullptr;
   try {
-    data = backend_->allocate(cls.bytes);
+    data = backend_->allocate(backend_bytes);
   } catch (const OutOfMemoryError&) {
     trim();
-    data = backend_->allocate(cls.bytes);
+    data = backend_->allocate(backend_bytes);
   }
   cache_lock_.lock();
-  bytes_in_use_ += cls.bytes;
-  peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
   if (cache_.size() <= cls.index) cache_.resize(cls.index + 1);
   CachedClass& cached = cache_[cls.index];
   cached.bytes = cls.bytes;
+  if (slabbed(cls.bytes)) {
+    // Another thread's slab of this class, cut meanwhile, is left as it is.
+    slabs_.push_back(std::make_unique<Slab>(Slab{static_cast<char*>(data)}));
+    cached.slab = slabs_.back().get();
+    cached.slab_left = kSlabBytes;
+    data = cut_from_slab(cached);
+  }
+  bytes_in_use_ += cls.bytes;
+  peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
   if (++cached.count > cached.blocks.capacity())  // so release() never allocates
     cached.blocks.reserve(2 * cached.count);
   cache_lock_.unlock();
   return data;
+}
+
+void* Device::cut_from_slab(CachedClass& cached) {
+  void* block = cached.slab->base + (kSlabBytes - cached.slab_left);
+  ++cached.slab->blocks_cut;
+  cached.slab_left -= cached.bytes;
+  if (cached.slab_left < cached.bytes) cached.slab_left = 0;
+  return block;
 }
 
 void Device::release(void* data, size_t capacity) {
@@ -260,16 +296,52 @@ void Device::release(void* data, size_t capacity) {
 }
 
 void Device::trim() {
-  std::vector<std::pair<void*, size_t>> blocks;
+  std::vector<std::pair<void*, size_t>> freed;
   cache_lock_.lock();
   for (auto& cached : cache_) {
-    for (void* data : cached.blocks) blocks.emplace_back(data, cached.bytes);
+    if (slabbed(cached.bytes)) continue;
+    for (void* data : cached.blocks) freed.emplace_back(data, cached.bytes);
     cached.count -= cached.blocks.size();
+    bytes_cached_ -= cached.blocks.size() * cached.bytes;
     cached.blocks.clear();
   }
-  bytes_cached_ = 0;
+  trim_slabs(freed);
   cache_lock_.unlock();
-  for (auto& [data, bytes] : blocks) backend_->deallocate(data, bytes);
+  for (auto& [data, bytes] : freed) backend_->deallocate(data, bytes);
+}
+
+// With the cache lock held: the slabs all of whose blocks are cached go to
+// `freed`, their blocks out of the cache.
+void Device::trim_slabs(std::vector<std::pair<void*, size_t>>& freed) {
+  if (slabs_.empty()) return;
+  std::sort(slabs_.begin(), slabs_.end(), [](const auto& a, const auto& b) { return a->base < b->base; });
+  auto slab_of = [this](void* block) {
+    auto after = std::upper_bound(slabs_.begin(), slabs_.end(), static_cast<char*>(block),
+                                  [](char* b, const auto& slab) { return b < slab->base; });
+    return (after - 1)->get();
+  };
+  for (auto& slab : slabs_) slab->blocks_cached = 0;
+  for (auto& cached : cache_)
+    if (cached.bytes && slabbed(cached.bytes))
+      for (void* block : cached.blocks) ++slab_of(block)->blocks_cached;
+  auto unused = [](const Slab* slab) { return slab->blocks_cached == slab->blocks_cut; };
+  for (auto& cached : cache_) {
+    if (!cached.bytes || !slabbed(cached.bytes)) continue;
+    const size_t before = cached.blocks.size();
+    cached.blocks.erase(std::remove_if(cached.blocks.begin(), cached.blocks.end(),
+                                       [&](void* block) { return unused(slab_of(block)); }),
+                        cached.blocks.end());
+    cached.count -= before - cached.blocks.size();
+    bytes_cached_ -= (before - cached.blocks.size()) * cached.bytes;
+    if (cached.slab && unused(cached.slab)) {
+      cached.slab = nullptr;
+      cached.slab_left = 0;
+    }
+  }
+  for (const auto& slab : slabs_)
+    if (unused(slab.get())) freed.emplace_back(slab->base, kSlabBytes);
+  slabs_.erase(std::remove_if(slabs_.begin(), slabs_.end(), [&](const auto& slab) { return unused(slab.get()); }),
+               slabs_.end());
 }
 
 size_t Device::bytes_in_use() const {

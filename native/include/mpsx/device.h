@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mpsx/pool.h"
@@ -67,10 +68,16 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // Caching allocator: freed blocks are kept by size class and handed out
   // again, so steady-state training allocates nothing from the backend.
+  // Blocks of up to kSlabBlockLimit bytes are cut from kSlabBytes slabs of
+  // one size class: the images and states a small encode makes (a
+  // one-neuron graph's result, a normalization state's vectors) cost no
+  // backend allocation (cudaMalloc) each.
   // Throws OutOfMemoryError above kMaxAllocation, before asking the backend.
+  static constexpr size_t kSlabBlockLimit = size_t{64} << 10, kSlabBytes = size_t{2} << 20;
   void* allocate(size_t bytes, size_t* capacity);
   void release(void* data, size_t capacity);
-  // Returns every cached block to the backend.
+  // Returns every cached block to the backend, and every slab none of whose
+  // blocks is in use.
   void trim();
   size_t bytes_in_use() const;
   size_t bytes_cached() const;
@@ -88,12 +95,23 @@ class Device : public std::enable_shared_from_this<Device> {
   std::once_flag queue_once_;
   std::shared_ptr<CommandQueue> queue_;
   mutable detail::SpinLock cache_lock_;
+  struct Slab {
+    char* base;
+    size_t blocks_cut = 0;
+    size_t blocks_cached = 0;  // counted by trim
+  };
   struct CachedClass {
     size_t bytes = 0;
     size_t count = 0;  // blocks of this class, live or cached
     std::vector<void*> blocks;
+    // The slab blocks are being cut from, and its bytes left.
+    Slab* slab = nullptr;
+    size_t slab_left = 0;
   };
   std::vector<CachedClass> cache_;  // by size class
+  std::vector<std::unique_ptr<Slab>> slabs_;
+  void* cut_from_slab(CachedClass& cached);
+  void trim_slabs(std::vector<std::pair<void*, size_t>>& freed);
   size_t bytes_in_use_ = 0;
   size_t peak_bytes_in_use_ = 0;
   size_t bytes_cached_ = 0;
