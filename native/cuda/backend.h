@@ -85,6 +85,8 @@ class CudaBackend final : public Backend {
   void enqueued_host_write() { ++host_writes_; }
   // After a wait for the transfer stream.
   void transfers_done() { host_writes_done_ = host_writes_; }
+  // With the transfer mutex held: launches the zero fills gathered so far.
+  void launch_zero_fills();
 
   int ordinal_;
   // Host copies go on a stream of their own. Image regions convert on the
@@ -98,6 +100,12 @@ class CudaBackend final : public Backend {
   size_t transfer_bytes_ = 0;
   cudaEvent_t host_writes_event_ = nullptr;
   uint64_t host_writes_ = 0, host_writes_recorded_ = 0, host_writes_done_ = 0;
+  // Zero fills of new buffers of up to kGatheredFillBytes (the vectors of a
+  // normalization state, made on every encode) are gathered and launched
+  // together when the transfer stream is next used: a cudaMemsetAsync each
+  // would cost more host time than the rest of the state's making.
+  static constexpr size_t kGatheredFillBytes = size_t{64} << 10;
+  BufferCopies zero_fills_;
   // Image writes of up to kPinnedWriteBytes are copied into one of these
   // page-locked blocks in turn and go on from there: the host returns once
   // its memory is copied, and the device copy (a DMA, no pageable staging in

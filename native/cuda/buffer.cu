@@ -8,7 +8,7 @@ namespace {
 template <class Unit>
 __device__ void copy_units(void* destination, const void* source, size_t count) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
-    static_cast<Unit*>(destination)[i] = static_cast<const Unit*>(source)[i];
+    static_cast<Unit*>(destination)[i] = source ? static_cast<const Unit*>(source)[i] : Unit{};
 }
 
 // Grid row y copies copies.*[y], in the widest unit its addresses and size allow.

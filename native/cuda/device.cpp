@@ -59,8 +59,20 @@ void* CudaBackend::allocate(size_t bytes) {
   return data;
 }
 
-void CudaBackend::deallocate(void* data, size_t) {
+void CudaBackend::deallocate(void* data, size_t bytes) {
   DeviceScope scope(ordinal_);
+  {
+    // A gathered fill of freed memory is dropped: nothing reads it.
+    std::lock_guard<std::mutex> lock(transfer_mutex_);
+    int kept = 0;
+    for (int k = 0; k < zero_fills_.count; ++k) {
+      const auto* at = static_cast<const char*>(zero_fills_.destination[k]);
+      if (at >= static_cast<const char*>(data) && at < static_cast<const char*>(data) + bytes) continue;
+      zero_fills_.destination[kept] = zero_fills_.destination[k];
+      zero_fills_.bytes[kept++] = zero_fills_.bytes[k];
+    }
+    zero_fills_.count = kept;
+  }
   cudaFree(data);
 }
 
@@ -81,10 +93,28 @@ void CudaBackend::copy_from_host(void* device, const void* host, size_t bytes) {
 }
 
 void CudaBackend::fill_zero(void* device, size_t bytes) {
-  DeviceScope scope(ordinal_);
   std::lock_guard<std::mutex> lock(transfer_mutex_);
-  MPSX_CUDA_CHECK(cudaMemsetAsync(device, 0, bytes, transfer_stream()));
+  if (bytes <= kGatheredFillBytes) {
+    if (zero_fills_.count == BufferCopies::kMax) {
+      DeviceScope scope(ordinal_);
+      transfer_stream();
+    }
+    const int k = zero_fills_.count++;
+    zero_fills_.destination[k] = device;
+    zero_fills_.source[k] = nullptr;
+    zero_fills_.bytes[k] = bytes;
+  } else {
+    DeviceScope scope(ordinal_);
+    MPSX_CUDA_CHECK(cudaMemsetAsync(device, 0, bytes, transfer_stream()));
+  }
   enqueued_host_write();
+}
+
+void CudaBackend::launch_zero_fills() {
+  if (!zero_fills_.count) return;
+  copy_buffers(zero_fills_, transfer_stream_);
+  zero_fills_.count = 0;
+  MPSX_CUDA_CHECK(cudaPeekAtLastError());
 }
 
 cudaStream_t CudaBackend::transfer_stream() {
@@ -92,6 +122,9 @@ cudaStream_t CudaBackend::transfer_stream() {
     MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_stream_, cudaStreamNonBlocking));
     MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&host_writes_event_, cudaEventDisableTiming));
   }
+  // Gathered fills first: whatever goes on the stream next may read or
+  // overwrite their memory.
+  launch_zero_fills();
   return transfer_stream_;
 }
 
@@ -167,7 +200,7 @@ void CudaBackend::wait_for_host_writes() {
   DeviceScope scope(ordinal_);
   std::lock_guard<std::mutex> lock(transfer_mutex_);
   if (host_writes_done_ == host_writes_) return;
-  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream_));
+  MPSX_CUDA_CHECK(cudaStreamSynchronize(transfer_stream()));
   transfers_done();
 }
 
@@ -175,7 +208,8 @@ void CudaBackend::order_after_host_writes(cudaStream_t stream, uint64_t& seen) {
   std::lock_guard<std::mutex> lock(transfer_mutex_);
   if (seen == host_writes_) return;
   if (host_writes_recorded_ != host_writes_) {
-    MPSX_CUDA_CHECK(cudaEventRecord(host_writes_event_, transfer_stream_));
+    cudaStream_t transfer = transfer_stream();  // made first, with host_writes_event_
+    MPSX_CUDA_CHECK(cudaEventRecord(host_writes_event_, transfer));
     host_writes_recorded_ = host_writes_;
   }
   MPSX_CUDA_CHECK(cudaStreamWaitEvent(stream, host_writes_event_, 0));
