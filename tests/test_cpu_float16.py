@@ -217,3 +217,29 @@ def test_float32_copies_elsewhere(device):
     y, dx = cancelled_weight(device)
     np.testing.assert_array_equal(y, 2**-12)
     np.testing.assert_array_equal(dx, 2**-12)
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_float16_graph_keeps_what_no_caller_sees_in_float32_where_kernels_convert(device, exported):
+    """A float16 graph on a backend whose kernels compute float16 images on float32 copies (cpu without AVX-512
+    FP16) keeps the images no caller sees in float32: x + 2^-12 - 1 at x = 1 is 2^-12, which float16 storage of the
+    sum (spacing 2^-10 at 1) would round to 0. An exported intermediate stays float16, as the result does; so does
+    everything on a backend with float16 kernels."""
+    x = mpsx.NNImageNode(mpsx.NNHandle("x"))
+    first = mpsx.CNNNeuronNode(x, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, 2.0 ** -12))
+    first.result_image.export_from_graph = exported
+    second = mpsx.CNNNeuronNode(first.result_image, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, -1.0))
+    graph = mpsx.NNGraph(device, second.result_image, format=mpsx.DataType.FLOAT16)
+    source = mpsx.ImageBatch.from_numpy(device, np.ones((2, 3, 4, 4), np.float32))
+    cb = device.command_queue.command_buffer()
+    result, intermediates = graph.encode_batch(cb, [source], intermediate_images=True)
+    for image in [result, *intermediates]:
+        image.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert result.data_type == mpsx.DataType.FLOAT16
+    converts = device.backend == "cpu" and not NATIVE
+    np.testing.assert_array_equal(result.to_numpy(), 2.0 ** -12 if converts and not exported else 0.0)
+    if exported:
+        assert intermediates[0].data_type == mpsx.DataType.FLOAT16
+        np.testing.assert_array_equal(intermediates[0].to_numpy(), 1.0)

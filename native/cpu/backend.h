@@ -87,6 +87,7 @@ class CpuBackend final : public Backend {
   // "avx512f", "avx2" or "baseline": cpu_clone().
   const char* loop_clone() const override;
   bool runs_float16_convolutions() const override { return cpu::runs_float16_convolutions(); }
+  bool computes_in_float16() const override { return cpu::runs_float16_convolutions(); }
   const char* onednn_isa() const override;
 
   const dnnl::engine& engine() const { return engine_; }

@@ -159,6 +159,11 @@ class Backend {
   // float32 copies.
   virtual const char* loop_clone() const { return nullptr; }
   virtual bool runs_float16_convolutions() const { return false; }
+  // Whether kernels compute on float16 images as they are (cuda, metal; cpu
+  // where oneDNN has float16 convolutions for the processor) rather than on
+  // float32 copies of them. Where they do not, an NNGraph of format float16
+  // keeps the images no caller sees in float32.
+  virtual bool computes_in_float16() const { return true; }
   // The instruction set oneDNN's kernels run, as ONEDNN_MAX_CPU_ISA names it
   // (cpu; null elsewhere).
   virtual const char* onednn_isa() const { return nullptr; }
