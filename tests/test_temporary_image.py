@@ -211,3 +211,46 @@ def test_temporary_images_are_not_made_from_host_arrays(device):
         mpsx.TemporaryImage.from_numpy(device, np.zeros((1, 1, 2, 2), np.float32))
     with pytest.raises(TypeError, match="never imports a tensor"):
         mpsx.TemporaryImage.from_dlpack(device, np.zeros((1, 1, 2, 2), np.float32))
+
+
+def linear_shift(device, b, temporary_results):
+    kernel = mpsx.CNNNeuron(device, mpsx.NNNeuronDescriptor(mpsx.NeuronType.LINEAR, 1.0, b))
+    if temporary_results:
+        kernel.destination_image_allocator = mpsx.TemporaryImage.default_allocator()
+    return kernel
+
+
+@pytest.mark.parametrize("continued", [False, True])
+def test_a_read_out_temporary_image_gives_its_storage_to_the_next(device, continued):
+    # MPSImage.h: when the readCount reaches 0, "the underlying texture is automatically made available for reuse to
+    # MPS for its own needs and for other MPSTemporaryImages prior to return from the -encode.. function". A chain of
+    # 40 kernels through temporary results then holds two images' storage, not 40, and computes the same; across
+    # commit_and_continue too. Each step adds its own index, so a reused storage read after its reuse would show.
+    shape = (2, 8, 32, 32)  # 64 KiB each
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    source = mpsx.Image.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    device.reset_peak_bytes_in_use()
+    before = device.bytes_in_use
+    y = source
+    for i in range(40):
+        y = linear_shift(device, float(i), True).encode(cb, y)
+        if continued and i == 20:
+            cb.commit_and_continue()
+    out = linear_shift(device, 0.5, False).encode(cb, y)
+    del y
+    grown = device.peak_bytes_in_use - before
+    np.testing.assert_allclose(run(cb, out), x + sum(range(40)) + 0.5, rtol=1e-5)
+    assert grown <= 3 * x.nbytes, grown  # two temporaries in turn and the result
+
+
+def test_a_temporary_image_read_twice_keeps_its_storage_until_its_last_read(device):
+    x = np.random.default_rng(3).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    cb = device.command_queue.command_buffer()
+    twice = filled(device, cb, x, 2.0, read_count=2)
+    first = linear_shift(device, 1.0, True).encode(cb, twice)  # may not take twice's storage: it is read again
+    second = linear_shift(device, 0.0, False).encode(cb, twice)
+    third = linear_shift(device, 3.0, False).encode(cb, first)
+    second.synchronize(cb)
+    np.testing.assert_allclose(run(cb, third), 2.0 * x + 4.0, rtol=1e-6)
+    np.testing.assert_allclose(second.to_numpy(), 2.0 * x, rtol=1e-6)

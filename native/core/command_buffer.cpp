@@ -177,6 +177,23 @@ void CommandBuffer::release_commands() {
   cursor_ = limit_ = nullptr;
 }
 
+void CommandBuffer::give_temporary_storage(std::shared_ptr<Buffer> buffer) {
+  if (!temporary_storage_) temporary_storage_ = std::make_shared<TemporaryStorage>();
+  temporary_storage_->free.push_back(std::move(buffer));
+}
+
+std::shared_ptr<Buffer> CommandBuffer::take_temporary_storage(size_t bytes) {
+  if (!temporary_storage_) return nullptr;
+  auto& free = temporary_storage_->free;
+  for (size_t i = free.size(); i-- > 0;)
+    if (free[i]->length() == bytes) {
+      std::shared_ptr<Buffer> buffer = std::move(free[i]);
+      free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
+      return buffer;
+    }
+  return nullptr;
+}
+
 void CommandBuffer::commit() {
   check_encodable();
   submit();
@@ -187,7 +204,9 @@ std::shared_ptr<CommandBuffer> CommandBuffer::commit_and_continue() {
   // Made first: a failure leaves this one uncommitted, as it was.
   std::shared_ptr<CommandBuffer> next = queue_->command_buffer(replayable_);
   next->temporary_heap_ = temporary_heap_;
+  next->temporary_storage_ = temporary_storage_;
   submit();
+  continued_ = true;
   return next;
 }
 
@@ -313,6 +332,8 @@ void CommandBuffer::finish() {
     host_steps_.clear();
     release_commands();
   }
+  // The last command buffer of the heap's chain ran: nothing takes its storage now.
+  if (temporary_storage_ && !continued_) temporary_storage_->free.clear();
   std::vector<std::function<void(CommandBuffer&)>> handlers;
   {
     std::lock_guard<std::mutex> lock(mutex_);

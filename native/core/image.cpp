@@ -376,7 +376,10 @@ void Image::make_temporary(const CommandBuffer& command_buffer) {
 std::shared_ptr<Image> Image::temporary(CommandBuffer& command_buffer, const ImageDescriptor& descriptor) {
   command_buffer.check_encodable();
   descriptor.validate();
-  auto image = make_pooled<Image>(command_buffer.device_ptr(), descriptor);
+  std::shared_ptr<Buffer> heap_storage = command_buffer.take_temporary_storage(
+      static_cast<size_t>(descriptor.element_count()) * size_of(descriptor.channel_format));
+  auto image = heap_storage ? make_pooled<Image>(std::move(heap_storage), descriptor)
+                            : make_pooled<Image>(command_buffer.device_ptr(), descriptor);
   image->make_temporary(command_buffer);
   return image;
 }
@@ -400,7 +403,12 @@ void Image::check_usable(const CommandBuffer& command_buffer, const char* kernel
 
 void Image::will_read(CommandBuffer& command_buffer) {
   buffer_->will_read(command_buffer);
-  for (const auto& lifetime : lifetimes_) lifetime->was_read();
+  bool last = false;
+  for (const auto& lifetime : lifetimes_) last = lifetime->was_read() || last;
+  // MPSTemporaryImage.readCount: "When the readCount reaches 0, the underlying texture is automatically made
+  // available for reuse to MPS for its own needs and for other MPSTemporaryImages prior to return from the
+  // -encode.. function." A batch gathered from several temporary images keeps its own storage.
+  if (last && lifetimes_.size() == 1 && !storage_) command_buffer.give_temporary_storage(buffer_);
 }
 
 void Image::will_write(CommandBuffer& command_buffer) { buffer_->will_write(command_buffer); }

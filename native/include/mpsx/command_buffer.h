@@ -235,6 +235,12 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // forward: temporary objects made for a command buffer are usable on those
   // continuing it. The completion of the first of them stands for it.
   const std::shared_ptr<const Completion>& temporary_heap() const { return temporary_heap_; }
+  // The storage of the heap: a temporary image's buffer, once the command
+  // that reads it last is recorded, serves the temporary images of its size
+  // made after it on this command buffer or those continuing it. Their
+  // commands run in order, so the later writes follow every read.
+  void give_temporary_storage(std::shared_ptr<Buffer> buffer);
+  std::shared_ptr<Buffer> take_temporary_storage(size_t bytes);
   size_t command_count() const { return command_count_; }
 
   // For executors: runs the recorded commands in order. The first command
@@ -267,6 +273,11 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   std::shared_ptr<Completion> completion_;
   std::shared_ptr<const Completion> completion_const_;
   std::shared_ptr<const Completion> temporary_heap_;
+  struct TemporaryStorage {
+    std::vector<std::shared_ptr<Buffer>> free;
+  };
+  std::shared_ptr<TemporaryStorage> temporary_storage_;
+  bool continued_ = false;  // by commit_and_continue, which shares the heap
   Command* head_ = nullptr;
   Command* tail_ = nullptr;
   size_t command_count_ = 0;

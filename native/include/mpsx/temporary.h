@@ -26,9 +26,11 @@ class TemporaryLifetime {
   // or write the object: a temporary one only on its command buffer or one
   // continuing it, while its read count is above 0.
   void check_usable(const CommandBuffer& command_buffer, const char* kernel, const char* what) const;
-  // An encode read it: a temporary object's read count drops by 1.
-  void was_read() {
-    if (heap_ && read_count_ > 0) --read_count_;
+  // An encode read it: a temporary object's read count drops by 1. Returns
+  // whether that read was its last.
+  bool was_read() {
+    if (!heap_ || read_count_ == 0) return false;
+    return --read_count_ == 0;
   }
 
  private:
