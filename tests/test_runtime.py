@@ -648,11 +648,13 @@ print("ok")
 """
 
 
-def test_small_blocks_cut_from_slabs_do_not_overlap(device):
+def test_small_blocks_cut_from_slabs_do_not_overlap(device, tmp_path):
     # Blocks of up to 64 KiB are cut from 2 MiB slabs: 300 live images of one size hold distinct memory, and
     # empty_cache gives the slabs back once none of their blocks is in use (a process of its own, where no other
     # test's objects hold blocks). The last shape's 68 KiB are a block of its own.
-    result = subprocess.run([sys.executable, "-c", SLABS, device.name], capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    result = subprocess.run([sys.executable, "-c", SLABS, device.name], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
 
 
