@@ -205,8 +205,8 @@ std::shared_ptr<CommandBuffer> CommandBuffer::commit_and_continue() {
   std::shared_ptr<CommandBuffer> next = queue_->command_buffer(replayable_);
   next->temporary_heap_ = temporary_heap_;
   next->temporary_storage_ = temporary_storage_;
+  continued_ = true;  // before submit: this one may finish at once, and must leave the shared storage to `next`
   submit();
-  continued_ = true;
   return next;
 }
 
