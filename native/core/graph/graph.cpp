@@ -429,6 +429,7 @@ void NNGraph::plan_memory(const std::vector<StepSlots>& slots, size_t image_coun
     for (size_t slot : slots[i].sources) last_step[slot] = i;
   }
   for (const StepSlots& step : slots) step_result_internal_.push_back(!kept_for_caller[step.result]);
+  converts_float16_ = !device_->backend().computes_in_float16();
   released_after_.resize(filters_.size());
   released_before_.assign(filters_.size(), kNoSlot);
   const bool in_place = device_->backend().writes_in_place();
@@ -494,10 +495,9 @@ const std::shared_ptr<ImageAllocator>& NNGraph::step_allocator(size_t step) cons
 // sees, made by the graph's own allocator, where float16 images would be
 // converted to float32 by every kernel that reads or writes them: the
 // conversions then happen once, where the graph's sources and results are.
-DataType NNGraph::step_format(size_t step) const {
+DataType NNGraph::step_format(size_t step, bool node_allocator) const {
   if (step_formats_[step]) return *step_formats_[step];
-  if (format_ == DataType::Float16 && step_result_internal_[step] && !step_allocator(step) &&
-      !device_->backend().computes_in_float16())
+  if (format_ == DataType::Float16 && step_result_internal_[step] && !node_allocator && converts_float16_)
     return DataType::Float32;
   return format_;
 }
@@ -543,8 +543,8 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
   try {
     if (data_parallel_) values_.deferred_updates = &deferred_;
     for (size_t i = 0; i < steps_.size(); ++i) {
-      allocator_->format = step_format(i);
       allocator_->node_allocator = step_allocator(i);
+      allocator_->format = step_format(i, allocator_->node_allocator != nullptr);
       if (released_before_[i] != kNoSlot) allocator_->release(values_.images[released_before_[i]]);
       const size_t deferred = deferred_.size();
       steps_[i]->encode(command_buffer, values_);

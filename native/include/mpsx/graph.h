@@ -518,10 +518,12 @@ class NNGraph {
   // allocator makes it (step_allocator).
   std::vector<const ImageNode*> step_results_;
   const std::shared_ptr<ImageAllocator>& step_allocator(size_t step) const;
-  // Whether each step's result is an image no caller sees; the format of
-  // the storage a step's result gets.
+  // Whether each step's result is an image no caller sees; whether the
+  // backend's kernels compute float16 images on float32 copies; the format
+  // of the storage a step's result gets (made by its node's allocator or not).
   std::vector<bool> step_result_internal_;
-  DataType step_format(size_t step) const;
+  bool converts_float16_ = false;
+  DataType step_format(size_t step, bool node_allocator) const;
   std::vector<std::vector<size_t>> released_after_;
   std::vector<size_t> released_before_;
   std::shared_ptr<GraphImageAllocator> allocator_;
