@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "mpsx/capture.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
 #include "mpsx/errors.h"
@@ -134,6 +135,7 @@ inline ForeignError fetch_foreign_error() {
 // ForeignError.
 template <class F>
 auto call_python(F&& f) {
+  check_not_capturing("a call into Python");
   Gil gil;
   auto result = f();
   if (PyErr_Occurred()) throw fetch_foreign_error();

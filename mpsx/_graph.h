@@ -54,6 +54,7 @@ using WrapLossImage = PyObject* (*)(const std::shared_ptr<mpsx::Image>&);
 inline float call_image_callback(PyObject* object, const char* method, WrapLossImage wrap,
                                  const std::shared_ptr<mpsx::Image>& source,
                                  const std::shared_ptr<mpsx::Image>& destination) {
+  check_not_capturing("a Python property callback");
   Gil gil;
   PyObject* s = wrap(source);
   PyObject* d = s ? wrap(destination) : nullptr;
@@ -145,6 +146,7 @@ class PythonImageTransformProvider final : public mpsx::ImageTransformProvider {
   PythonImageTransformProvider(PyObject* object, WrapLossImage wrap) : object_(hold(object)), wrap_(wrap) {}
   PyObject* object() const { return static_cast<PyObject*>(object_.get()); }
   mpsx::ScaleTransform transform(const std::shared_ptr<mpsx::Image>& image, const NodeHandle& handle) override {
+    check_not_capturing("a Python transform provider");
     Gil gil;
     PyObject* i = wrap_(image);
     PyObject* result = nullptr;

@@ -2558,6 +2558,9 @@ class NNGraph:
     @property
     def number_of_fused_filters(self) -> int: ...
     output_state_is_temporary: bool
+    capture_encodes: bool
+    @property
+    def captured_encode_count(self) -> int: ...
     @property
     def destination_image_allocator(self) -> ImageAllocator: ...
     @destination_image_allocator.setter

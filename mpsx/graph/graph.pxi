@@ -477,6 +477,12 @@ cdef class NNFilterNode:
     def __init__(self, *args, **kwargs):
         raise TypeError("NNFilterNode is abstract; make a node of a kernel family")
 
+    def __setattr__(self, name, value):
+        PyObject_GenericSetAttr(self, name, value)
+        # Some settings are read at each encode (a property callback, a gram matrix's alpha): a graph's recording
+        # of its encode (NNGraph.capture_encodes) is made again.
+        invalidate_captures()
+
     cdef CFilterNode* native(self) except NULL:
         if not self.c:
             raise_uninitialized(self)
@@ -1038,6 +1044,34 @@ cdef class NNGraph:
     @output_state_is_temporary.setter
     def output_state_is_temporary(self, cbool value):
         self.native().output_state_is_temporary = value
+
+    @property
+    def capture_encodes(self):
+        """Whether encodes run a recording of the graph's step once they repeat (default True, or False where the
+        environment set ``MPSX_CAPTURE_ENCODES=0`` when the graph was made). An encode onto a command buffer that is not
+        replayable, with the source sizes, command queue and settings of the encode before it, records the step once
+        onto a replayable command buffer of the graph's own; each later such encode encodes copies of its sources in,
+        a run of that recording (one CUDA graph launch on cuda) and copies of its results out, as
+        ``torch.compile(mode="reduce-overhead")`` does. Results, states, images returned, completed handlers and
+        errors are those of encoding every step. A graph whose encode resolves values anew each time (Adam's time
+        step, dropout masks), calls back into Python (data sources, image allocators, padding policies), updates on
+        the host, trains data-parallel or exports states encodes every step. See docs/semantics.md, "Graph capture".
+
+        MPS: none (mpsx)
+        """
+        return self.native().capture_encodes
+
+    @capture_encodes.setter
+    def capture_encodes(self, cbool value):
+        self.native().capture_encodes = value
+
+    @property
+    def captured_encode_count(self):
+        """How many encodes of this graph ran its recording instead of encoding every step (see ``capture_encodes``).
+
+        MPS: none (mpsx)
+        """
+        return self.native().captured_encode_count()
 
     @property
     def destination_image_allocator(self):

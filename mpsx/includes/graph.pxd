@@ -79,6 +79,8 @@ cdef extern from "mpsx/graph.h" namespace "mpsx" nogil:
         size_t fused_count()
         DataType format()
         bool output_state_is_temporary
+        bool capture_encodes
+        uint64_t captured_encode_count()
         shared_ptr[CImageAllocator] destination_image_allocator
         void set_format(DataType format) except +raise_py_error
         CGraphEncoded encode(CCommandBuffer& command_buffer, const vector[shared_ptr[CImage]]& source_images,

@@ -6,6 +6,7 @@
 
 #include "mpsx/backend.h"
 #include "mpsx/buffer.h"
+#include "mpsx/capture.h"
 #include "mpsx/device.h"
 
 namespace mpsx {
@@ -81,6 +82,13 @@ const char* status_name(CommandBufferStatus s) {
   return "unknown";
 }
 }  // namespace
+
+void ExecutionContext::run_recording(CommandBuffer& recorded) {
+  if (recorded.execute(*this)) return;
+  std::exception_ptr error = recorded.error();
+  recorded.clear_error();
+  std::rethrow_exception(error);
+}
 
 CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable)
     : queue_(std::move(queue)),
@@ -271,8 +279,25 @@ void CommandBuffer::add_completed_handler(std::function<void(CommandBuffer&)> ha
   handler(*this);
 }
 
+void CommandBuffer::run_completed_handlers_for(CommandBuffer& done) {
+  // A recording gets no handler after its encode, so the list is read unlocked.
+  for (auto& h : handlers_) {
+    try {
+      h(done);
+    } catch (...) {
+      // As in finish: a handler cannot fail the command buffer after it completed.
+    }
+  }
+}
+
+bool CommandBuffer::has_completed_handlers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !handlers_.empty();
+}
+
 void CommandBuffer::add_host_reload(const std::string& kernel, std::function<void()> step) {
   check_encodable();
+  check_not_capturing("a data source update on the host");
   if (replayable_)
     fail<StateError>(kernel, ": a data source update on the host (MPS's CPU update style) can not be encoded onto a "
                      "replayable command buffer; update on the command buffer instead (an optimizer with "
@@ -282,6 +307,7 @@ void CommandBuffer::add_host_reload(const std::string& kernel, std::function<voi
 
 void CommandBuffer::add_host_step(std::function<void()> step) {
   check_encodable();
+  check_not_capturing("a host step");
   host_steps_.push_back(std::move(step));
 }
 

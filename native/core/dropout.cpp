@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/capture.h"
 #include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
@@ -92,6 +93,7 @@ void CNNDropout::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
   std::shared_ptr<DropoutGradientState> state = std::static_pointer_cast<DropoutGradientState>(given);
   if (!state) state = std::static_pointer_cast<DropoutGradientState>(new_result_state(*source));
   DropoutOrigin origin{g.source_image, g.source_channel, g.source_y, g.source_x};
+  check_not_capturing("dropout masks, new at each encode");
   DropoutGenerator generator = dropout_generator(descriptor_, encodes_++);
   command_buffer.record([primitive = primitive_, source, destination, g, origin, generator,
                          state](ExecutionContext& context) {

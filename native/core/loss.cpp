@@ -113,6 +113,32 @@ void CNNLossLabels::synchronize(CommandBuffer& command_buffer) {
   if (weights_) weights_->synchronize(command_buffer);
 }
 
+std::shared_ptr<State> CNNLossLabels::make_stand_in() const {
+  auto like = [&](const std::shared_ptr<Image>& image) {
+    return image ? make_pooled<Image>(device_ptr(), image->descriptor()) : nullptr;
+  };
+  auto stand_in = std::make_shared<CNNLossLabels>(device_ptr(), like(labels_), like(weights_), loss_image_size_);
+  stand_in->loss_ = like(loss_);
+  return stand_in;
+}
+
+bool CNNLossLabels::pair_with_stand_in(State& stand_in, std::vector<ImagePair>& reads,
+                                       std::vector<ImagePair>& writes) {
+  auto* in = dynamic_cast<CNNLossLabels*>(&stand_in);
+  auto same = [](const std::shared_ptr<Image>& a, const std::shared_ptr<Image>& b) {
+    return a ? b && a->descriptor() == b->descriptor() : !b;
+  };
+  const LossImageSize& size = loss_image_size_;
+  if (!in || !same(labels_, in->labels_) || !same(weights_, in->weights_) || size.width != in->loss_image_size_.width ||
+      size.height != in->loss_image_size_.height || size.feature_channels != in->loss_image_size_.feature_channels)
+    return false;
+  reads.emplace_back(labels_, in->labels_);
+  if (weights_) reads.emplace_back(weights_, in->weights_);
+  // The size the recorded loss wrote, as a loss encode makes it.
+  writes.emplace_back(loss_image_for(in->loss_->descriptor()), in->loss_);
+  return true;
+}
+
 CNNLossLabelsBatch::CNNLossLabelsBatch(std::shared_ptr<Device> device,
                                        std::vector<std::shared_ptr<CNNLossLabels>> items)
     : State(std::move(device)), items_(std::move(items)) {}
@@ -120,6 +146,29 @@ CNNLossLabelsBatch::CNNLossLabelsBatch(std::shared_ptr<Device> device,
 void CNNLossLabelsBatch::synchronize(CommandBuffer& command_buffer) {
   for (const auto& item : items_)
     if (item) item->synchronize(command_buffer);
+}
+
+std::shared_ptr<State> CNNLossLabelsBatch::make_stand_in() const {
+  std::vector<std::shared_ptr<CNNLossLabels>> items;
+  for (const auto& item : items_) {
+    if (!item) return nullptr;
+    items.push_back(std::static_pointer_cast<CNNLossLabels>(item->make_stand_in()));
+  }
+  return std::make_shared<CNNLossLabelsBatch>(device_ptr(), std::move(items));
+}
+
+bool CNNLossLabelsBatch::pair_with_stand_in(State& stand_in, std::vector<ImagePair>& reads,
+                                            std::vector<ImagePair>& writes) {
+  auto* in = dynamic_cast<CNNLossLabelsBatch*>(&stand_in);
+  if (!in || in->items_.size() != items_.size()) return false;
+  const size_t read_count = reads.size(), write_count = writes.size();
+  for (size_t i = 0; i < items_.size(); ++i)
+    if (!items_[i] || !items_[i]->pair_with_stand_in(*in->items_[i], reads, writes)) {
+      reads.resize(read_count);
+      writes.resize(write_count);
+      return false;
+    }
+  return true;
 }
 
 CNNLoss::CNNLoss(std::shared_ptr<Device> device, LossDescriptor descriptor)

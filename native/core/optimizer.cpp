@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "mpsx/backend.h"
+#include "mpsx/capture.h"
 #include "mpsx/checked.h"
 #include "mpsx/command_buffer.h"
 #include "mpsx/device.h"
@@ -82,6 +83,12 @@ NNOptimizer::~NNOptimizer() = default;
 
 void NNOptimizer::set_learning_rate(float learning_rate) {
   descriptor_.learning_rate = checked_parameter(learning_rate, class_name(), "learning_rate");
+  invalidate_captures();
+}
+
+void NNOptimizer::set_apply_gradient_clipping(bool apply) {
+  descriptor_.apply_gradient_clipping = apply;
+  invalidate_captures();
 }
 
 NNOptimizer::VectorUses NNOptimizer::kept_vectors() const {
@@ -511,6 +518,7 @@ OptimizerConfiguration NNOptimizerAdam::configuration() const {
 }
 
 OptimizerStep NNOptimizerAdam::next_step() {
+  check_not_capturing("Adam's time step, advanced at each encode");
   OptimizerStep s = NNOptimizer::next_step();
   s.time_step = ++time_step;
   const double t = static_cast<double>(time_step);

@@ -181,6 +181,7 @@ class CudaContext final : public ExecutionContext {
   void copy_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch, size_t bytes,
                  size_t rows) override;
   void fill_zero(void* destination, size_t bytes) override;
+  void run_recording(CommandBuffer& recorded) override;
 
   int ordinal() const { return ordinal_; }
   // The queue's stream as it is, for other threads: copies still pending

@@ -75,6 +75,57 @@ struct CapturedGraph final : CommandBuffer::Recording {
   bool capturable = true;
 };
 
+// Captures the command buffer's commands as a CUDA graph. A command that can
+// not be captured (a copy from pageable host memory, a scratch block that had
+// to grow) leaves it uncapturable: nothing ran, and the commands run as they
+// are, now and on every later run.
+void capture(CudaContext& context, CommandBuffer& command_buffer, CapturedGraph& captured) {
+  captured.reset();
+  cudaStream_t stream = context.stream();  // flushes the copies asked for before
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    captured.capturable = false;
+    return;
+  }
+  bool recorded = command_buffer.execute(context);
+  context.flush_copies();
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (recorded && ended == cudaSuccess && graph && cudaGraphInstantiate(&captured.exec, graph, 0) == cudaSuccess) {
+    captured.graph = graph;
+    captured.scratch_generation = context.scratch_generation();
+    return;
+  }
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  command_buffer.clear_error();
+  captured.capturable = false;
+}
+
+// A run after the first of a command buffer whose commands stay (a replay,
+// a recording's run): launches its CUDA graph, captured first where there
+// is none or the queue's scratch memory moved. A failure is the command
+// buffer's error.
+void run_captured(CudaContext& context, CommandBuffer& command_buffer) {
+  auto& recording = command_buffer.recording();
+  if (!recording) recording = std::make_unique<CapturedGraph>(context.ordinal());
+  auto& captured = static_cast<CapturedGraph&>(*recording);
+  if (captured.capturable && (!captured.graph || captured.scratch_generation != context.scratch_generation()))
+    capture(context, command_buffer, captured);
+  if (!captured.graph) {
+    command_buffer.execute(context);
+    return;
+  }
+  cudaError_t status = cudaGraphLaunch(captured.exec, context.stream());
+  if (status != cudaSuccess) {
+    try {
+      check(status, "cudaGraphLaunch");
+    } catch (...) {
+      command_buffer.set_error(std::current_exception());
+    }
+  }
+}
+
 // Commit launches the command buffer's work on the queue's stream at once and
 // records an event after it; the completion thread finishes it later.
 class CudaExecutor final : public Executor {
@@ -157,54 +208,10 @@ class CudaExecutor final : public Executor {
 
  private:
   void run(CommandBuffer& command_buffer) {
-    if (command_buffer.run_count() < 2) {
+    if (command_buffer.run_count() < 2)
       command_buffer.execute(context_);
-      return;
-    }
-    auto& recording = command_buffer.recording();
-    if (!recording) recording = std::make_unique<CapturedGraph>(context_.ordinal());
-    auto& captured = static_cast<CapturedGraph&>(*recording);
-    if (captured.capturable && (!captured.graph || captured.scratch_generation != context_.scratch_generation()))
-      capture(command_buffer, captured);
-    if (!captured.graph) {
-      command_buffer.execute(context_);
-      return;
-    }
-    cudaError_t status = cudaGraphLaunch(captured.exec, context_.stream());
-    if (status != cudaSuccess) {
-      try {
-        check(status, "cudaGraphLaunch");
-      } catch (...) {
-        command_buffer.set_error(std::current_exception());
-      }
-    }
-  }
-
-  void capture(CommandBuffer& command_buffer, CapturedGraph& captured) {
-    captured.reset();
-    cudaStream_t stream = context_.stream();
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-      cudaGetLastError();
-      captured.capturable = false;
-      return;
-    }
-    bool recorded = command_buffer.execute(context_);
-    context_.flush_copies();
-    cudaGraph_t graph = nullptr;
-    cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-    if (recorded && ended == cudaSuccess && graph &&
-        cudaGraphInstantiate(&captured.exec, graph, 0) == cudaSuccess) {
-      captured.graph = graph;
-      captured.scratch_generation = context_.scratch_generation();
-      return;
-    }
-    // A command that can not be captured (a copy from pageable host memory,
-    // a scratch block that had to grow): nothing ran, so the commands run as
-    // they are, now and on every later replay.
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();
-    command_buffer.clear_error();
-    captured.capturable = false;
+    else
+      run_captured(context_, command_buffer);
   }
 
   cudaEvent_t take_event() {
@@ -232,6 +239,21 @@ class CudaExecutor final : public Executor {
 };
 
 }  // namespace
+
+// The first run executes the commands, sizing the scratch memory they take;
+// later ones launch their CUDA graph.
+void CudaContext::run_recording(CommandBuffer& recorded) {
+  if (!recorded.recording()) {
+    recorded.recording() = std::make_unique<CapturedGraph>(ordinal());
+    ExecutionContext::run_recording(recorded);
+    return;
+  }
+  run_captured(*this, recorded);
+  if (std::exception_ptr error = recorded.error()) {
+    recorded.clear_error();
+    std::rethrow_exception(error);
+  }
+}
 
 std::unique_ptr<Executor> CudaBackend::new_executor() { return std::make_unique<CudaExecutor>(*this); }
 

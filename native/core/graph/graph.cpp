@@ -385,6 +385,7 @@ void NNGraph::assign_result_slots(std::vector<StepSlots>& slots, SlotNumbering& 
     StepSlots& s = slots[i];
     const std::shared_ptr<ImageNode> result = fusions.resolve(f->result_image());
     s.result = numbering.image(result);
+    step_result_slots_.push_back(s.result);
     step_formats_.push_back(result->format);
     step_results_.push_back(result.get());
     s.result_needed = read_images.count(result.get()) || result->export_from_graph || result->synchronize_resource;
@@ -521,14 +522,23 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
   if (source_states.size() != source_states_.size())
     fail<ArgumentError>("NNGraph: expected ", source_states_.size(), " source states (source_state_handles), given ",
                         source_states.size());
-  for (size_t i = 0; i < source_images.size(); ++i) {
+  for (size_t i = 0; i < source_images.size(); ++i)
     if (!source_images[i]) fail<TypeMismatchError>("NNGraph: expected source image ", i, ", given None");
-    values_.images[source_image_slots_[i]] = source_images[i];
-  }
-  for (size_t i = 0; i < source_states.size(); ++i) {
+  for (size_t i = 0; i < source_states.size(); ++i)
     if (!source_states[i]) fail<TypeMismatchError>("NNGraph: expected source state ", i, ", given None");
-    values_.states[source_state_slots_[i]] = source_states[i];
-  }
+  if (!capture_encodes) capture_.reset();
+  Encoded encoded;
+  if (capturable_on(command_buffer, source_images, source_states) &&
+      encode_capturing(command_buffer, source_images, source_states, encoded))
+    return encoded;
+  return encode_steps(command_buffer, source_images, source_states);
+}
+
+NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
+                                       const std::vector<std::shared_ptr<Image>>& source_images,
+                                       const std::vector<std::shared_ptr<State>>& source_states) {
+  for (size_t i = 0; i < source_images.size(); ++i) values_.images[source_image_slots_[i]] = source_images[i];
+  for (size_t i = 0; i < source_states.size(); ++i) values_.states[source_state_slots_[i]] = source_states[i];
   Encoded encoded;
   // Whatever an encode leaves deferred is dropped, thrown or not.
   struct ClearDeferred {
@@ -596,6 +606,7 @@ void NNGraph::set_data_parallel(std::shared_ptr<Communicator> communicator) {
 void NNGraph::reload_from_data_sources() {
   std::unique_lock<std::mutex> lock(encode_mutex_, std::try_to_lock);
   if (!lock) fail<StateError>("NNGraph: reload_from_data_sources while another thread encodes this graph");
+  ++reloads_;  // the kernels' new weights are not those the recording reads
   for (const auto& step : steps_) step->reload_from_data_source();
 }
 

@@ -54,6 +54,10 @@ class Buffer : public std::enable_shared_from_this<Buffer> {
   // MPS's host access rules, order what the other library reads.
   void prepare_export(const char* what, bool ordered, int64_t stream) const;
   bool written_by_pending_command_buffer() const;
+  // Whether the last write recorded was by the command buffer of `completion`,
+  // and whether the host-access synchronize after it was on it.
+  bool written_by(const Completion& completion) const { return writer_.get() == &completion; }
+  bool synchronized_on(const Completion& completion) const { return synchronized_on_.get() == &completion; }
   // Throws SynchronizationError naming `what` while a committed command
   // buffer that reads or writes the buffer has not completed: a host write
   // then would change what it computes, or be lost under what it writes.

@@ -22,6 +22,7 @@
 namespace mpsx {
 
 class Buffer;
+class CommandBuffer;
 class Device;
 class Executor;
 class CommandQueue;
@@ -95,6 +96,11 @@ class ExecutionContext {
   virtual void copy_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch,
                          size_t bytes, size_t rows);
   virtual void fill_zero_image(const Image& image);
+  // Runs the commands of `recorded`, a replayable command buffer that was
+  // never committed, as commands of the command buffer running now, and
+  // throws what the first that fails throws: here, the commands themselves;
+  // cuda: the CUDA graph captured from them, from their second run on.
+  virtual void run_recording(CommandBuffer& recorded);
 };
 
 // One recorded unit of work.
@@ -242,6 +248,17 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   void give_temporary_storage(std::shared_ptr<Buffer> buffer);
   std::shared_ptr<Buffer> take_temporary_storage(size_t bytes);
   size_t command_count() const { return command_count_; }
+  // Calls f(Buffer&) for each buffer the commands use (CommandBuffer::uses).
+  template <class F>
+  void for_each_use(F&& f) const {
+    for (auto* use = first_use_; use; use = use->next) f(*use->buffer);
+  }
+  // Calls the completed handlers with `done` in place of this command
+  // buffer: those a recording's encode added (a data source that trains on
+  // the device), once the command buffer that ran it completed. Only for a
+  // command buffer that gets no more handlers.
+  void run_completed_handlers_for(CommandBuffer& done);
+  bool has_completed_handlers() const;
 
   // For executors: runs the recorded commands in order. The first command
   // that throws stops the rest and puts the command buffer in Error; returns

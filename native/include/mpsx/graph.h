@@ -29,6 +29,7 @@
 namespace mpsx {
 
 class CommandBuffer;
+class CommandQueue;
 class Buffer;
 class Communicator;
 class Device;
@@ -456,6 +457,21 @@ class NNGraph {
   // MPSNNGraph.destinationImageAllocator: what makes the result images, in
   // place of their nodes' image_allocator; null, the graph's own.
   std::shared_ptr<ImageAllocator> destination_image_allocator;
+  // Self-capture (graph/capture.cpp). An encode onto a command buffer that
+  // is not replayable, with the sizes and settings of the encode before it,
+  // records the step once onto a replayable command buffer of the graph's
+  // own, over stand-ins of its source images and states; each later encode
+  // with them encodes copies of its sources into the stand-ins, a run of
+  // that recording (one CUDA graph launch on cuda) and copies of the
+  // results out into new images. A step whose encode resolves a value anew
+  // each time (Adam's time step, dropout masks) or calls back into the
+  // program (a Python data source, image allocator or padding policy, a
+  // host update) is encoded each time instead. On unless the environment
+  // sets MPSX_CAPTURE_ENCODES=0 when the graph is made.
+  bool capture_encodes = capture_encodes_by_default();
+  static bool capture_encodes_by_default();
+  // The encodes that ran a recording.
+  uint64_t captured_encode_count() const { return captured_encode_count_; }
   // Filters that compiled into another's step (a neuron fused into the
   // normalization before it, and its gradient).
   size_t fused_count() const { return fused_count_; }
@@ -495,6 +511,39 @@ class NNGraph {
   void count_source_reads(const std::vector<StepSlots>& slots);
   void compile_steps(std::vector<StepSlots>& slots);
   std::unordered_set<const ImageNode*> needed_results() const;
+
+  // encode() once its arguments are checked: each step's encode.
+  Encoded encode_steps(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                       const std::vector<std::shared_ptr<State>>& source_states);
+  // Self-capture (graph/capture.cpp). What a recording was made for, beside
+  // the sizes of its states (State::pair_with_stand_in).
+  struct CaptureKey {
+    const CommandQueue* queue = nullptr;
+    uint64_t generation = 0;  // capture_generation() and reloads
+    DataType format = DataType::Float16;
+    std::vector<const ImageAllocator*> allocators;  // each step's
+    std::vector<ImageDescriptor> sources;
+    bool operator==(const CaptureKey& other) const;
+  };
+  struct Capture;
+  // Whether this encode may run a recording: capture is on, the graph and
+  // the command buffer allow it, and the encode of the steps would not
+  // raise for the temporary sources.
+  bool capturable_on(const CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                     const std::vector<std::shared_ptr<State>>& source_states) const;
+  // The encode of a capturable call: a run of the recording made for its
+  // key, or a new recording where the encode before had the same key.
+  // False, encoding nothing, where neither is made.
+  bool encode_capturing(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                        const std::vector<std::shared_ptr<State>>& source_states, Encoded& encoded);
+  void fill_capture_key(CaptureKey& key, const CommandBuffer& command_buffer,
+                        const std::vector<std::shared_ptr<Image>>& source_images) const;
+  bool record_capture(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                      const std::vector<std::shared_ptr<State>>& source_states, Encoded& encoded);
+  // Encodes a run of the recording; false, encoding nothing, where this
+  // encode's states do not fit it.
+  bool encode_captured(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
+                       const std::vector<std::shared_ptr<State>>& source_states, Encoded& encoded);
 
   std::shared_ptr<Device> device_;
   std::vector<std::shared_ptr<ImageNode>> results_;
@@ -539,6 +588,13 @@ class NNGraph {
   // (reused, as deferred_ is).
   std::vector<std::pair<GraphStep*, std::shared_ptr<State>>> deferred_;
   std::vector<std::shared_ptr<Buffer>> gradients_;
+  // The slot each step writes.
+  std::vector<size_t> step_result_slots_;
+  std::shared_ptr<Capture> capture_;  // shared: its type is complete in capture.cpp alone
+  // The last capturable encode's key, and room for the next one's.
+  CaptureKey last_key_, next_key_;
+  uint64_t reloads_ = 0;
+  uint64_t captured_encode_count_ = 0;
 };
 
 }  // namespace mpsx

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "mpsx/image.h"
@@ -65,6 +66,22 @@ class State : public std::enable_shared_from_this<State> {
   // normalization's gamma and beta): what a data-parallel step all-reduces.
   // None by default.
   virtual void append_trainable_gradients(std::vector<std::shared_ptr<Buffer>>& /*gradients*/) const {}
+
+  // For a graph that records its encode once and runs the recording at later
+  // encodes (NNGraph's capture): a state of this kind and sizes with storage
+  // of its own, which the recording reads and writes in place of the states
+  // later encodes are given; null for a kind that has none (the graph then
+  // encodes each step).
+  virtual std::shared_ptr<State> make_stand_in() const { return nullptr; }
+  // Pairs this state's images with those of `stand_in` (made by
+  // make_stand_in of a state of this kind), this one's first: those an
+  // encode reads, then those it writes. False, appending nothing, where the
+  // sizes differ.
+  using ImagePair = std::pair<std::shared_ptr<Image>, std::shared_ptr<Image>>;
+  virtual bool pair_with_stand_in(State& /*stand_in*/, std::vector<ImagePair>& /*reads*/,
+                                  std::vector<ImagePair>& /*writes*/) {
+    return false;
+  }
 
   // MPSState's resources (MPSState.h): buffers a state made with them holds,
   // each of `sizes`, "deferred until it is needed" (resource_at allocating),

@@ -91,6 +91,8 @@ class CNNLossLabels : public State {
 
   // The loss image, labels and weights, for host reads after completion.
   void synchronize(CommandBuffer& command_buffer) override;
+  std::shared_ptr<State> make_stand_in() const override;
+  bool pair_with_stand_in(State& stand_in, std::vector<ImagePair>& reads, std::vector<ImagePair>& writes) override;
 
  private:
   std::shared_ptr<Image> labels_;
@@ -107,6 +109,8 @@ class CNNLossLabelsBatch : public State {
   const char* class_name() const override { return "MPSCNNLossLabelsBatch"; }
   const std::vector<std::shared_ptr<CNNLossLabels>>& items() const { return items_; }
   void synchronize(CommandBuffer& command_buffer) override;
+  std::shared_ptr<State> make_stand_in() const override;
+  bool pair_with_stand_in(State& stand_in, std::vector<ImagePair>& reads, std::vector<ImagePair>& writes) override;
 
  private:
   std::vector<std::shared_ptr<CNNLossLabels>> items_;

@@ -170,7 +170,7 @@ class NNOptimizer {
   const OptimizerDescriptor& descriptor() const { return descriptor_; }
   // ArgumentError for a learning rate checked_parameter refuses.
   void set_learning_rate(float learning_rate);
-  void set_apply_gradient_clipping(bool apply) { descriptor_.apply_gradient_clipping = apply; }
+  void set_apply_gradient_clipping(bool apply);
   std::string label;
 
   // -encodeToCommandBuffer:inputGradientVector:inputValuesVector:...:resultValuesVector:
