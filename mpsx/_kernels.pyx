@@ -15,7 +15,6 @@ from libcpp.memory cimport dynamic_pointer_cast, shared_ptr
 from mpsx.includes.errors cimport make_native
 from libcpp.vector cimport vector
 
-from cpython.object cimport PyObject_GenericSetAttr
 from mpsx.includes.capture cimport invalidate_captures
 from mpsx.includes.checked cimport checked_parameter
 from mpsx.includes.command_buffer cimport Encoding

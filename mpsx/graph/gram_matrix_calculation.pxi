@@ -89,6 +89,7 @@ cdef class NNGramMatrixCalculationNode(NNFilterNode):
     @property_call_back.setter
     def property_call_back(self, value):
         self._gram().property_call_back = _gram_matrix_callback_argument(value)
+        invalidate_captures()  # read at each encode: graphs record theirs again (NNGraph.capture_encodes)
 
 
 cdef class NNGramMatrixCalculationGradientNode(NNGradientFilterNode):

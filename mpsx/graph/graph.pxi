@@ -477,12 +477,6 @@ cdef class NNFilterNode:
     def __init__(self, *args, **kwargs):
         raise TypeError("NNFilterNode is abstract; make a node of a kernel family")
 
-    def __setattr__(self, name, value):
-        PyObject_GenericSetAttr(self, name, value)
-        # Some settings are read at each encode (a property callback, a gram matrix's alpha): a graph's recording
-        # of its encode (NNGraph.capture_encodes) is made again.
-        invalidate_captures()
-
     cdef CFilterNode* native(self) except NULL:
         if not self.c:
             raise_uninitialized(self)

@@ -242,6 +242,7 @@ cdef class NNForwardLossNode(NNFilterNode):
     @property_call_back.setter
     def property_call_back(self, value):
         self.loss_node().property_call_back = _loss_callback_argument(value)
+        invalidate_captures()  # read at each encode: graphs record theirs again (NNGraph.capture_encodes)
 
 
 cdef class NNLossGradientNode(NNGradientFilterNode):
@@ -401,3 +402,4 @@ cdef class NNLossGradientNode(NNGradientFilterNode):
     @property_call_back.setter
     def property_call_back(self, value):
         self.gradient_node().property_call_back = _loss_callback_argument(value)
+        invalidate_captures()  # read at each encode: graphs record theirs again (NNGraph.capture_encodes)
