@@ -60,6 +60,8 @@ def main():
     parser.add_argument("--replay", action="store_true")
     parser.add_argument("--peer", choices=["torch"], default=None)
     parser.add_argument("--json", action="store_true", help="print rank 0's figures as one JSON line")
+    parser.add_argument("--bucket-bytes", type=int, default=25 << 20,
+                        help="the size of mpsx's all-reduce buckets (mpsx.distributed.init)")
     arguments = parser.parse_args()
 
     if arguments.peer == "torch":
@@ -68,7 +70,7 @@ def main():
         barrier = __import__("torch.distributed").distributed.barrier
         name = "pytorch ddp"
     else:
-        group = mpsx.distributed.init()
+        group = mpsx.distributed.init(bucket_bytes=arguments.bucket_bytes)
         rank, world = group.rank, group.world_size
         model, batches, step, wait, loss = mpsx_steps(arguments, group)
         barrier = group.barrier
@@ -89,6 +91,7 @@ def main():
     if rank == 0:
         images = world * arguments.batch_size * arguments.steps / seconds
         figures = {"what": name, "world_size": world, "batch_per_rank": arguments.batch_size,
+                   "bucket_bytes": None if arguments.peer else arguments.bucket_bytes,
                    "ms_per_step": 1e3 * seconds / arguments.steps, "images_per_second": images}
         print(json.dumps(figures) if arguments.json else
               f"{name}: {world} ranks x {arguments.batch_size} images, {figures['ms_per_step']:.3f} ms a step, "

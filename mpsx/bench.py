@@ -361,7 +361,11 @@ def training_steps(device, batch_size, steps, torch, jax, math):
     result["nngraph"] = time_steps(lambda: graph.train_step(images, labels), graph.wait, steps)
     result["nngraph memory"] = step_memory(device, lambda: graph.train_step(images, labels), graph.wait)
     if math == "float32":
+        # Encodes that run the graph's recording (NNGraph.capture_encodes), and encodes of every step.
         result["nngraph encode"] = graph_encode_time(graph, images, labels, 3 * steps)
+        graph.graph.capture_encodes = False
+        result["nngraph encode uncaptured"] = graph_encode_time(graph, images, labels, 3 * steps)
+        graph.graph.capture_encodes = True
     graph.record_step()
     measure("nngraph replay", lambda: graph.replay_step(images, labels), graph.wait)
     if torch is not None:
@@ -449,7 +453,7 @@ def print_steps(records, call):
     print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms per step of"
           " steps run back to back, until the last completed; each copies its batch from host memory")
     print("  mpsx: hand-encoded each step / recorded command buffers replayed; nngraph: the same model as an"
-          " NNGraph (training_graph), encoded each step / replayed; torch: eager / CUDA graph replay; jax: one"
+          " NNGraph (training_graph), encoded each step (which runs its recording, capture_encodes) / replayed; torch: eager / CUDA graph replay; jax: one"
           " jit-compiled step")
     print("  math: float32; tf32 (TF32 tensor cores allowed: mpsx accumulator_precision \"half\", torch allow_tf32,"
           " jax default precision); float16 (mpsx float16 images and graph format, torch autocast float16"
@@ -485,15 +489,17 @@ def print_steps(records, call):
                 print(f"  {name}, {r['math']}, batch {r['batch']}: "
                       + ", ".join(f"{kind} {seconds * 1e6:.0f} us" for kind, seconds in
                                   sorted(kinds.items(), key=lambda item: -item[1])))
-    print("\npeak device memory a step adds, MiB (hand-encoded, graph)")
+    print("\npeak device memory a step adds, MiB (hand-encoded, graph; a graph's recording keeps its images from"
+          " the encode that made it on, outside these)")
     for r in records:
         print(f"  {r['math']:>7} {r['batch']:5d} {r['mpsx_memory_bytes'] / 2**20:9.2f}"
               f" {r['nngraph_memory_bytes'] / 2**20:9.2f}")
     print("\ngraph encode host time: one encode_batch call of the whole graph step (float32; the work is not done"
-          " yet), us")
+          " yet), us: running the graph's recording (capture_encodes, the default), and encoding every step")
     for r in records:
         if "nngraph_encode_s" in r:
-            print(f"  {r['math']:>7} {r['batch']:5d} {r['nngraph_encode_s'] * 1e6:10.1f}")
+            print(f"  {r['math']:>7} {r['batch']:5d} {r['nngraph_encode_s'] * 1e6:10.1f}"
+                  f" {r['nngraph_encode_uncaptured_s'] * 1e6:10.1f}")
     print(f"  a call from Python into a graph's encode (a one-neuron graph, 1x4x4x4, host time): {call * 1e6:.2f} us")
 
 
