@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel checks on a machine with two or more NVIDIA GPUs (the device
-# tool's nvidia-h200-x2): builds the cuda backend (tools/gpu_check.sh's
+# tool's nvidia-h100-x2 or nvidia-h100-x4): builds the cuda backend (tools/gpu_check.sh's
 # build), then, through torchrun with NCCL,
 #   - tests/distributed_worker.py (hand and graph) on 2 GPUs against 1 GPU on
 #     the whole batch (float32 tolerance);
@@ -8,11 +8,23 @@
 #     timeout);
 #   - ranks with other bucket_bytes (every rank must fail at the bucket layout
 #     check, naming the difference);
-#   - examples/train_data_parallel.py --replay at batch 256 per GPU on 1 and 2
-#     GPUs, and the same model under PyTorch DDP, in one session
-#     (MPSX_MULTI_GPU_PEERS="mpsx" leaves DDP out).
-# Logs and figures go to $OUT (default build/multi_gpu).
+#   - examples/train_data_parallel.py --replay at batch 256 per GPU on 1, 2,
+#     4, ... up to GPUS GPUs, and the same model under PyTorch DDP, in one
+#     session (MPSX_MULTI_GPU_PEERS="mpsx" leaves DDP out).
+#   tools/multi_gpu_check.sh [GPUS] [TRANSPORT]
+# GPUS: 2 by default. TRANSPORT: "default" (NCCL's choice: NVLink, shared
+# memory) or "net", NCCL's network transport as between hosts
+# (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1). NVLink multicast stays off
+# (NCCL_NVLS_ENABLE=0). Logs and figures go to $OUT (default build/multi_gpu).
 set -uo pipefail
+gpus=${1:-2} transport=${2:-default}
+case $gpus in *[!0-9]* | "" | 0 | 1) echo "GPUS must be a number of GPUs, 2 or more; given '$gpus'"; exit 2;; esac
+case $transport in
+  default) ;;
+  net) export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1;;
+  *) echo "TRANSPORT must be 'default' or 'net'; given '$transport'"; exit 2;;
+esac
+export NCCL_NVLS_ENABLE=0
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/build/multi_gpu}
 mkdir -p "$out"
@@ -59,11 +71,11 @@ for mode in hand graph; do
 done
 example=$root/examples/train_data_parallel.py
 peers=${MPSX_MULTI_GPU_PEERS:-"mpsx torch"}
-for n in 1 2; do
+for n in $(n=1; while [ $n -le $gpus ]; do echo $n; n=$((n * 2)); done); do
   for peer in $peers; do
     flags=$([ $peer = torch ] && echo "--peer torch" || echo "--replay")
     torchrun --nproc_per_node=$n "$example" $flags --batch-size 256 --steps 200 --json 2>&1 | grep '^{' \
-      | tee -a "$out/throughput.jsonl"
+      | sed "s/^{/{\"transport\": \"$transport\", /" | tee -a "$out/throughput.jsonl"
   done
 done
 exit $status
