@@ -427,3 +427,23 @@ def test_host_access_waits_for_the_command_buffer_that_ran_the_recording(device,
     cb.wait_until_completed()
     np.testing.assert_allclose(result.to_numpy(), sigmoid(2 * sigmoid(x) - 1), rtol=1e-5, atol=1e-6)
     image.write(np.zeros_like(x))
+
+
+def test_a_result_named_twice_is_one_image_in_each_encode(device, rng):
+    """result_images [y, y]: the result and the second result share their storage, as the steps' encode returns
+    one image for both (a host write into one is read from the other)."""
+    x = mpsx.NNImageNode(mpsx.NNHandle("x"))
+    y = mpsx.CNNNeuronNode(x, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)).result_image
+    graph = mpsx.NNGraph(device, result_images=[y, y], results_are_needed=[True, True], format=mpsx.DataType.FLOAT32)
+    graph.capture_encodes = True
+    for _ in range(4):
+        a = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+        cb = device.command_queue.command_buffer()
+        result, (second,) = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, a)], intermediate_images=True)
+        result.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        np.testing.assert_array_equal(second.to_numpy(), np.maximum(a, 0))
+        result.write(np.zeros_like(a))
+        np.testing.assert_array_equal(second.to_numpy(), np.zeros_like(a))
+    assert graph.captured_encode_count == 3

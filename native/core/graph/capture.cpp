@@ -37,7 +37,9 @@ struct NNGraph::Capture {
   // The result (where needed), then the intermediate images, as Encoded has them.
   struct Output {
     std::shared_ptr<Image> image;  // the recording's
+    size_t slot = kNone;
     size_t source = kNone;         // the source image it is, if it is one
+    size_t same_as = kNone;        // the earlier output it is, if it is one
     std::shared_ptr<DefaultImageAllocator> allocator;  // what makes it; null: the graph's own
     bool synchronized = false;
   };
@@ -142,7 +144,10 @@ bool NNGraph::record_capture(CommandBuffer& command_buffer, const std::vector<st
   auto add_output = [&](size_t slot, const std::shared_ptr<Image>& image) {
     Capture::Output output;
     output.image = image;
+    output.slot = slot;
     output.source = index_of(source_image_slots_, slot);
+    for (size_t i = 0; i < capture->outputs.size(); ++i)
+      if (capture->outputs[i].slot == slot) output.same_as = i;
     output.synchronized = index_of(synchronized_images_, slot) != kNone;
     if (output.source == kNone) {
       const std::shared_ptr<ImageAllocator>& allocator = step_allocator(index_of(step_result_slots_, slot));
@@ -179,11 +184,14 @@ bool NNGraph::encode_captured(CommandBuffer& command_buffer, const std::vector<s
     if (!source_states[i]->pair_with_stand_in(*c.states[i], c.reads, c.writes)) return false;
   for (const Capture::Output& output : c.outputs) {
     const ImageDescriptor& d = output.image->descriptor();
-    if (output.source != kNone)
+    if (output.same_as != kNone) {
+      c.made.push_back(c.made[output.same_as]);
+    } else if (output.source != kNone) {
       c.made.push_back(source_images[output.source]);
-    else
+    } else {
       c.made.push_back(output.allocator ? output.allocator->make(command_buffer, d) : make_pooled<Image>(device_, d));
-    if (output.source == kNone) c.writes.emplace_back(c.made.back(), output.image);
+      c.writes.emplace_back(c.made.back(), output.image);
+    }
   }
 
   for (const auto& pair : c.reads)
@@ -211,7 +219,7 @@ bool NNGraph::encode_captured(CommandBuffer& command_buffer, const std::vector<s
     if (use.synchronized) use.buffer->synchronize(command_buffer);
   }
   for (size_t i = 0; i < c.outputs.size(); ++i)
-    if (c.outputs[i].synchronized) c.made[i]->synchronize(command_buffer);
+    if (c.outputs[i].synchronized && c.outputs[i].same_as == kNone) c.made[i]->synchronize(command_buffer);
   for (size_t i : c.synchronized_states) source_states[i]->synchronize(command_buffer);
   if (c.has_completed_handlers)
     command_buffer.add_completed_handler(
