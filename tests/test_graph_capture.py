@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mpsx
-from helpers import ArrayConvolutionSource, RecordedLoads
+from helpers import ArrayConvolutionSource, RecordedLoads, gpu_only
 from test_host_writes import IN_FLIGHT
 from test_signals import long_convolutions
 
@@ -447,3 +447,18 @@ def test_a_result_named_twice_is_one_image_in_each_encode(device, rng):
         result.write(np.zeros_like(a))
         np.testing.assert_array_equal(second.to_numpy(), np.zeros_like(a))
     assert graph.captured_encode_count == 3
+
+
+def test_a_source_on_another_device_raises_as_the_steps_do(device, rng):
+    """After the graph recorded on a GPU, a source image of the cpu device: the steps' DeviceMismatchError, with
+    nothing copied across devices."""
+    gpu_only(device)
+    graph = inference_graph(device)
+    x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    for _ in range(3):
+        graph.encode_batch(device.command_queue.command_buffer(), [mpsx.ImageBatch.from_numpy(device, x)])
+    assert graph.captured_encode_count == 2
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(mpsx.DeviceMismatchError):
+        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(mpsx.Device("cpu"), x)])
+    assert cb.command_count == 0

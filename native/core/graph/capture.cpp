@@ -77,8 +77,10 @@ bool NNGraph::capturable_on(const CommandBuffer& command_buffer,
                             const std::vector<std::shared_ptr<State>>& source_states) const {
   if (!capture_encodes || command_buffer.replayable() || data_parallel_ || !result_states_.empty()) return false;
   // What would make the encode of the steps raise is left to it, for its errors.
+  if (&command_buffer.device() != device_.get()) return false;
   for (size_t i = 0; i < source_images.size(); ++i) {
     const Image& image = *source_images[i];
+    if (&image.device() != device_.get()) return false;
     if (!image.is_temporary()) continue;
     if (image.read_count() < source_image_reads_[i]) return false;
     try {
@@ -88,7 +90,7 @@ bool NNGraph::capturable_on(const CommandBuffer& command_buffer,
     }
   }
   for (const auto& state : source_states)
-    if (state->is_temporary()) return false;
+    if (state->is_temporary() || &state->device() != device_.get()) return false;
   return true;
 }
 
