@@ -143,25 +143,7 @@ bool NNGraph::record_capture(CommandBuffer& command_buffer, const std::vector<st
   } catch (...) {
     return false;  // the encode of the steps raises it again
   }
-  auto add_output = [&](size_t slot, const std::shared_ptr<Image>& image) {
-    Capture::Output output;
-    output.image = image;
-    output.slot = slot;
-    output.source = index_of(source_image_slots_, slot);
-    for (size_t i = 0; i < capture->outputs.size(); ++i)
-      if (capture->outputs[i].slot == slot) output.same_as = i;
-    output.synchronized = index_of(synchronized_images_, slot) != kNone;
-    if (output.source == kNone) {
-      const std::shared_ptr<ImageAllocator>& allocator = step_allocator(index_of(step_result_slots_, slot));
-      output.allocator = std::dynamic_pointer_cast<DefaultImageAllocator>(allocator);
-      if (allocator && !output.allocator) return false;
-    }
-    capture->outputs.push_back(std::move(output));
-    return image != nullptr;
-  };
-  if (result_slot_ != kNone && !add_output(result_slot_, made.result)) return refuse();
-  for (size_t i = 0; i < intermediate_slots_.size(); ++i)
-    if (!add_output(intermediate_slots_[i], made.intermediate_images[i])) return refuse();
+  if (!describe_outputs(*capture, made)) return refuse();
   for (size_t slot : synchronized_states_) {
     const size_t source = index_of(source_state_slots_, slot);
     if (source != kNone) capture->synchronized_states.push_back(source);
@@ -173,6 +155,31 @@ bool NNGraph::record_capture(CommandBuffer& command_buffer, const std::vector<st
   capture->has_completed_handlers = capture->recording->has_completed_handlers();
   capture_ = std::move(capture);
   return encode_captured(command_buffer, source_images, source_states, encoded);
+}
+
+// The images the recording's encode returned (`made`), as each later encode makes its own: a source, an output
+// before it, or an image of the allocator that made it. False for one no allocator makes there.
+bool NNGraph::describe_outputs(Capture& capture, const Encoded& made) const {
+  auto add = [&](size_t slot, const std::shared_ptr<Image>& image) {
+    Capture::Output output;
+    output.image = image;
+    output.slot = slot;
+    output.source = index_of(source_image_slots_, slot);
+    for (size_t i = 0; i < capture.outputs.size(); ++i)
+      if (capture.outputs[i].slot == slot) output.same_as = i;
+    output.synchronized = index_of(synchronized_images_, slot) != kNone;
+    if (output.source == kNone) {
+      const std::shared_ptr<ImageAllocator>& allocator = step_allocator(index_of(step_result_slots_, slot));
+      output.allocator = std::dynamic_pointer_cast<DefaultImageAllocator>(allocator);
+      if (allocator && !output.allocator) return false;
+    }
+    capture.outputs.push_back(std::move(output));
+    return image != nullptr;
+  };
+  if (result_slot_ != kNone && !add(result_slot_, made.result)) return false;
+  for (size_t i = 0; i < intermediate_slots_.size(); ++i)
+    if (!add(intermediate_slots_[i], made.intermediate_images[i])) return false;
+  return true;
 }
 
 bool NNGraph::encode_captured(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,

@@ -540,6 +540,7 @@ class NNGraph {
                         const std::vector<std::shared_ptr<Image>>& source_images) const;
   bool record_capture(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
                       const std::vector<std::shared_ptr<State>>& source_states, Encoded& encoded);
+  bool describe_outputs(Capture& capture, const Encoded& made) const;
   // Encodes a run of the recording; false, encoding nothing, where this
   // encode's states do not fit it.
   bool encode_captured(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Image>>& source_images,
