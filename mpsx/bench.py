@@ -453,7 +453,8 @@ def print_steps(records, call):
     print("\nreference CNN training step (forward, loss, backward, SGD momentum update), median ms per step of"
           " steps run back to back, until the last completed; each copies its batch from host memory")
     print("  mpsx: hand-encoded each step / recorded command buffers replayed; nngraph: the same model as an"
-          " NNGraph (training_graph), encoded each step (which runs its recording, capture_encodes) / replayed; torch: eager / CUDA graph replay; jax: one"
+          " NNGraph (training_graph), encoded each step (which runs its recording, capture_encodes) / replayed;"
+          " torch: eager / CUDA graph replay; jax: one"
           " jit-compiled step")
     print("  math: float32; tf32 (TF32 tensor cores allowed: mpsx accumulator_precision \"half\", torch allow_tf32,"
           " jax default precision); float16 (mpsx float16 images and graph format, torch autocast float16"

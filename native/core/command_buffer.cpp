@@ -84,10 +84,8 @@ const char* status_name(CommandBufferStatus s) {
 }  // namespace
 
 void ExecutionContext::run_recording(CommandBuffer& recorded) {
-  if (recorded.execute(*this)) return;
-  std::exception_ptr error = recorded.error();
-  recorded.clear_error();
-  std::rethrow_exception(error);
+  recorded.execute(*this);
+  recorded.rethrow_error();
 }
 
 CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable)
@@ -327,6 +325,15 @@ bool CommandBuffer::execute(ExecutionContext& context) {
 void CommandBuffer::clear_error() {
   std::lock_guard<std::mutex> lock(mutex_);
   error_ = nullptr;
+}
+
+void CommandBuffer::rethrow_error() {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void CommandBuffer::set_error(std::exception_ptr error) {

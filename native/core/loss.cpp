@@ -128,9 +128,8 @@ bool CNNLossLabels::pair_with_stand_in(State& stand_in, std::vector<ImagePair>& 
   auto same = [](const std::shared_ptr<Image>& a, const std::shared_ptr<Image>& b) {
     return a ? b && a->descriptor() == b->descriptor() : !b;
   };
-  const LossImageSize& size = loss_image_size_;
-  if (!in || !same(labels_, in->labels_) || !same(weights_, in->weights_) || size.width != in->loss_image_size_.width ||
-      size.height != in->loss_image_size_.height || size.feature_channels != in->loss_image_size_.feature_channels)
+  if (!in || !same(labels_, in->labels_) || !same(weights_, in->weights_) ||
+      !(loss_image_size_ == in->loss_image_size_))
     return false;
   reads.emplace_back(labels_, in->labels_);
   if (weights_) reads.emplace_back(weights_, in->weights_);

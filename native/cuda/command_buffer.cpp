@@ -51,9 +51,9 @@ void complete(std::shared_ptr<CompletionState> state) {
   }
 }
 
-// The CUDA graph of a replayable command buffer: captured on its first
-// replay, when its first run has sized the queue's scratch memory, and
-// launched on every later one, so a replay costs one launch.
+// The CUDA graph of a replayable command buffer (or of a graph's recording):
+// captured on its second run, when its first has sized the queue's scratch
+// memory, and launched on every later one, so a run costs one launch.
 struct CapturedGraph final : CommandBuffer::Recording {
   explicit CapturedGraph(int ordinal) : ordinal(ordinal) {}
   ~CapturedGraph() override { reset(); }
@@ -249,10 +249,7 @@ void CudaContext::run_recording(CommandBuffer& recorded) {
     return;
   }
   run_captured(*this, recorded);
-  if (std::exception_ptr error = recorded.error()) {
-    recorded.clear_error();
-    std::rethrow_exception(error);
-  }
+  recorded.rethrow_error();
 }
 
 std::unique_ptr<Executor> CudaBackend::new_executor() { return std::make_unique<CudaExecutor>(*this); }

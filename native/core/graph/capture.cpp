@@ -150,7 +150,8 @@ bool NNGraph::record_capture(CommandBuffer& command_buffer, const std::vector<st
   }
   const Completion& recorded = *capture->recording->completion();
   capture->recording->for_each_use([&](Buffer& buffer) {
-    capture->buffers.push_back({buffer.shared_from_this(), buffer.written_by(recorded), buffer.synchronized_on(recorded)});
+    capture->buffers.push_back(
+        {buffer.shared_from_this(), buffer.written_by(recorded), buffer.synchronized_on(recorded)});
   });
   capture->has_completed_handlers = capture->recording->has_completed_handlers();
   capture_ = std::move(capture);

@@ -267,6 +267,9 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // For executors that tried a run they then discard (a failed CUDA graph
   // capture): forgets the error that run recorded.
   void clear_error();
+  // For a recording run as commands of another command buffer: throws the
+  // error the run recorded, if any, and forgets it.
+  void rethrow_error();
   std::unique_ptr<Recording>& recording() { return recording_; }
   // For executors: a failure found after execute (an asynchronous device
   // error) puts the command buffer in Error, unless one is recorded already.

@@ -63,6 +63,9 @@ struct LossDescriptor {
 struct LossImageSize {
   int64_t width = 0, height = 0, feature_channels = 0;
   bool given() const { return width != 0 || height != 0 || feature_channels != 0; }
+  bool operator==(const LossImageSize& o) const {
+    return width == o.width && height == o.height && feature_channels == o.feature_channels;
+  }
 };
 
 // MPSCNNLossLabels: labels (targets), optional per-value weights and the
