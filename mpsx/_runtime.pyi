@@ -46,6 +46,9 @@ class CommandQueue:
     def wait_until_idle(self) -> None: ...
     @property
     def device(self) -> Device: ...
+    capture_command_buffers: bool
+    @property
+    def captured_command_buffer_count(self) -> int: ...
 
 @disjoint_base
 class CommandBuffer:

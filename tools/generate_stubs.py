@@ -128,7 +128,7 @@ TYPES = {
         "destination_state "
         "destination_state_is_temporary destination_states deterministic export_from_graph intermediate_images "
         "is_backwards is_labels_gradient_filter is_secondary_source_filter is_state_modified is_temporary linear "
-        "capture_encodes output_state_is_temporary "
+        "capture_encodes capture_command_buffers output_state_is_temporary "
         "reduce_across_batch replayable result_image_is_needed result_state_can_be_temporary "
         "serialize_weights_and_biases stop_gradient synchronize_resource use_nesterov_momentum"
     ),
@@ -155,7 +155,7 @@ TYPES = {
         "feature_channels filter_size groups height input_feature_channels integer_scale_factor_x "
         "index integer_scale_factor_y kernel_height kernel_offset_x kernel_offset_y kernel_size "
         "kernel_size_in_feature_channels kernel_width layout_checks length local_rank number_of_classes "
-        "captured_encode_count number_of_feature_channels number_of_filters number_of_fused_filters number_of_groups number_of_images "
+        "captured_encode_count captured_command_buffer_count number_of_feature_channels number_of_filters number_of_fused_filters number_of_groups number_of_images "
         "output_feature_channels peak_bytes_in_use primary_dilation_rate_x primary_dilation_rate_y "
         "primary_kernel_height primary_kernel_width primary_source_feature_channel_max_count "
         "primary_source_feature_channel_offset primary_stride_in_feature_channels primary_stride_in_pixels_x "

@@ -1,6 +1,6 @@
 # cdef extern declarations of native/include/mpsx/command_buffer.h
 from mpsx.includes.errors cimport exception_ptr, raise_py_error
-from libc.stdint cimport uint8_t
+from libc.stdint cimport uint8_t, uint64_t
 from libcpp.memory cimport shared_ptr
 
 from mpsx.includes.device cimport CDevice
@@ -34,6 +34,9 @@ cdef extern from "mpsx/command_buffer.h" namespace "mpsx" nogil:
         const shared_ptr[CDevice]& device_ptr()
         shared_ptr[CCommandBuffer] command_buffer(bint replayable) except +raise_py_error
         void wait_until_idle() except +raise_py_error
+        bint captures_command_buffers()
+        void set_captures_command_buffers(bint on)
+        uint64_t captured_command_buffer_count()
 
 cdef extern from "_encoding.h" namespace "mpsx::python":
     # A local of an encoding function: what it recorded after begin() is discarded unless it reaches complete().

@@ -45,6 +45,33 @@ cdef class CommandQueue:
         with nogil:
             queue.wait_until_idle()
 
+    @property
+    def capture_command_buffers(self):
+        """Whether the queue's command buffers capture themselves (default ``True`` where the backend can: cuda).
+
+        A command buffer committed on cuda whose commands (kernels, shapes, arguments and the memory they use) equal
+        those of an earlier commit of the queue, the second time they are seen, runs as one CUDA graph launch, as a
+        replayed command buffer does; results, states, handlers and errors are those of running its commands.
+        Command buffers with a command that is not keyed (docs/semantics.md, "Command buffers that capture
+        themselves") run their commands. Setting it applies to command buffers made afterwards; on a backend that
+        can not, it stays ``False``. ``MPSX_CAPTURE_ENCODES=0`` in the environment makes queues start with it off.
+
+        MPS: none (mpsx)
+        """
+        return self.native().captures_command_buffers()
+
+    @capture_command_buffers.setter
+    def capture_command_buffers(self, bint value):
+        self.native().set_captures_command_buffers(value)
+
+    @property
+    def captured_command_buffer_count(self):
+        """The command buffers of this queue that ran as an earlier commit's CUDA graph.
+
+        MPS: none (mpsx)
+        """
+        return self.native().captured_command_buffer_count()
+
 
 cdef CommandBuffer wrap_command_buffer(const shared_ptr[CCommandBuffer]& command_buffer):
     cdef CommandBuffer cb = CommandBuffer.__new__(CommandBuffer)

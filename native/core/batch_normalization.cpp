@@ -29,8 +29,15 @@ std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std:
 
 float* values_of(const std::shared_ptr<Buffer>& buffer) { return static_cast<float*>(buffer->data()); }
 
-
 }  // namespace
+
+// What a command reads and writes of a batch's statistics and gradients.
+static void add_to_key(CommandKey& key, const BatchNormalizationBatch& batch) {
+  key.add_word(static_cast<uint64_t>(batch.channels()));
+  for (const auto* buffer : {&batch.gamma(), &batch.beta(), &batch.mean(), &batch.variance(),
+                             &batch.gradient_for_gamma(), &batch.gradient_for_beta()})
+    add_to_key(key, *buffer);
+}
 
 // ---------------------------------------------------------------- data sources
 
@@ -99,7 +106,9 @@ std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::up
                                                                per_channel(state->device_ptr(), channels));
   const int64_t n = state->statistics_count;
   const float bessel = n > 1 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(n - 1)) : 1.0f;
-  command_buffer.record([primitive = kernel.primitive(), running, state, result, channels, momentum = momentum_,
+  command_buffer.record(keyed_by(kernel.primitive(), running->mean(), running->variance(), state->mean(),
+                                 state->variance(), result->mean(), result->variance(), channels, momentum_, bessel),
+                        [primitive = kernel.primitive(), running, state, result, channels, momentum = momentum_,
                          bessel](ExecutionContext& context) {
     primitive->update_running_statistics(context, channels, values_of(running->mean()), values_of(running->variance()),
                                          values_of(state->mean()), values_of(state->variance()), momentum, bessel,
@@ -404,7 +413,9 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
   };
   auto bn = std::static_pointer_cast<BatchNormalizationState>(state);
   if (!bn) {  // inference: the running statistics
-    command_buffer.record([primitive = primitive_, regions, p, epsilon = epsilon](ExecutionContext& context) {
+    command_buffer.record(keyed_by(primitive_, source, destination, as_value(g), channels_, p.gamma, p.beta, p.mean,
+                                   p.variance, epsilon),
+                          [primitive = primitive_, regions, p, epsilon = epsilon](ExecutionContext& context) {
       auto [from, to] = regions();
       primitive->normalize(context, from, to, values_of(p.gamma), values_of(p.beta), values_of(p.mean),
                            values_of(p.variance), epsilon);
@@ -414,6 +425,7 @@ void CNNBatchNormalization::record(CommandBuffer& command_buffer, const std::sha
   bn->epsilon = epsilon;
   bn->remember_forward();
   command_buffer.record(
+      keyed_by(primitive_, source, destination, as_value(g), channels_, p.gamma, p.beta, bn->batch(), epsilon),
       [primitive = primitive_, regions, gamma = p.gamma, beta = p.beta, bn, epsilon = epsilon](ExecutionContext& context) {
         // The state keeps the gamma and beta its gradients belong to.
         auto [from, to] = regions();
@@ -463,7 +475,8 @@ void CNNBatchNormalizationStatistics::encode_batch(CommandBuffer& command_buffer
   bn->statistics_encoded = true;
   bn->statistics_count = before + count;
   bn->statistics_channel = first;
-  command_buffer.record([primitive = primitive_, source, bn, first, channels, before](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive_, source, bn->batch(), first, channels, before),
+                        [primitive = primitive_, source, bn, first, channels, before](ExecutionContext& context) {
     primitive->statistics(context,
                           source->region(0, first, 0, 0, source->number_of_images(), channels, source->height(),
                                          source->width()),
@@ -517,7 +530,9 @@ void CNNBatchNormalizationStatisticsGradient::record(CommandBuffer& command_buff
   const Geometry g = bn->geometry;
   const int64_t channels = bn->channels();
   const bool accumulate = bn->gradients_encoded;  // a later sub-batch adds to the sums
-  command_buffer.record([primitive = primitive_, source_gradient, source_image, bn, g, channels, accumulate,
+  command_buffer.record(keyed_by(primitive_, source_gradient, source_image, bn->batch(), as_value(g), channels,
+                                 accumulate, bn->epsilon),
+                        [primitive = primitive_, source_gradient, source_image, bn, g, channels, accumulate,
                          epsilon = bn->epsilon](ExecutionContext& context) {
     primitive->statistics_gradient(context, destination_region(*source_gradient, g, channels),
                                    source_region(*source_image, g, channels), epsilon, bn->batch(), accumulate);
@@ -551,7 +566,9 @@ void CNNBatchNormalizationGradient::record(CommandBuffer& command_buffer,
                       g.images == source_image->number_of_images();
   const bool all_channels = g.source_channel == 0 && channels == source_image->feature_channels();
   bn->gradient_encoded = true;
-  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, bn, g, channels,
+  command_buffer.record(keyed_by(primitive_, source_gradient, source_image, destination_gradient, bn->batch(),
+                                 as_value(g), channels, covers, all_channels, bn->epsilon, bn->statistics_count),
+                        [primitive = primitive_, source_gradient, source_image, destination_gradient, bn, g, channels,
                          covers, all_channels, epsilon = bn->epsilon,
                          count = bn->statistics_count](ExecutionContext& context) {
     auto gradient = [&](const ImageRegion& dy, const ImageRegion& x, const ImageRegion& dx) {

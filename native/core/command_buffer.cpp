@@ -88,9 +88,16 @@ void ExecutionContext::run_recording(CommandBuffer& recorded) {
   recorded.rethrow_error();
 }
 
+void add_to_key(CommandKey& key, const Buffer& buffer) {
+  key.add_address(buffer.data());
+  key.add_word(buffer.length());
+}
+
 CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayable)
     : queue_(std::move(queue)),
       replayable_(replayable),
+      // A replayable command buffer captures itself from its second run.
+      keys_commands_(!replayable && queue_->captures_command_buffers()),
       id_(next_command_buffer_id.fetch_add(1, std::memory_order_relaxed)),
       completion_(std::make_shared<Completion>()), completion_const_(completion_), temporary_heap_(completion_) {
   completion_->queue = queue_;
@@ -126,6 +133,64 @@ void* CommandBuffer::allocate(size_t size, size_t align) {
   }
   cursor_ = at + size;
   return at;
+}
+
+CommandKey& CommandBuffer::key_scratch() {
+  thread_local CommandKey key;  // grown once, so recording keys allocates nothing after
+  return key;
+}
+
+void CommandBuffer::keep_key(Command& command, const CommandKey& key) {
+  const size_t words = key.words().size(), addresses = key.addresses().size();
+  auto* kept = static_cast<uint64_t*>(allocate((words + addresses) * sizeof(uint64_t), alignof(uint64_t)));
+  std::copy(key.words().begin(), key.words().end(), kept);
+  std::copy(key.addresses().begin(), key.addresses().end(), kept + words);
+  command.key = kept;
+  command.key_words = static_cast<uint32_t>(words);
+  command.key_addresses = static_cast<uint32_t>(addresses);
+}
+
+namespace {
+// FNV-1a over 64-bit words.
+uint64_t mix(uint64_t hash, uint64_t word) { return (hash ^ word) * 0x100000001b3ull; }
+constexpr uint64_t kHashSeed = 0xcbf29ce484222325ull;
+}  // namespace
+
+uint64_t CommandBuffer::key_hash() const {
+  uint64_t hash = kHashSeed;
+  for (const Command* c = head_; c; c = c->next)
+    for (uint32_t i = 0; i < c->key_words + c->key_addresses; ++i) hash = mix(hash, c->key[i]);
+  return hash;
+}
+
+uint64_t CommandBuffer::structure_hash() const {
+  uint64_t hash = kHashSeed;
+  for (const Command* c = head_; c; c = c->next)
+    for (uint32_t i = 0; i < c->key_words; ++i) hash = mix(hash, c->key[i]);
+  return hash;
+}
+
+// Each command's key as its word count, address count, words and addresses,
+// so that keys of other lengths never line up.
+void CommandBuffer::copy_keys(std::vector<uint64_t>& to) const {
+  to.clear();
+  for (const Command* c = head_; c; c = c->next) {
+    to.push_back(c->key_words);
+    to.push_back(c->key_addresses);
+    to.insert(to.end(), c->key, c->key + c->key_words + c->key_addresses);
+  }
+}
+
+bool CommandBuffer::keys_equal(const std::vector<uint64_t>& keys) const {
+  size_t at = 0;
+  for (const Command* c = head_; c; c = c->next) {
+    const size_t n = c->key_words + c->key_addresses;
+    if (keys.size() - at < n + 2 || keys[at] != c->key_words || keys[at + 1] != c->key_addresses ||
+        !std::equal(c->key, c->key + n, keys.begin() + static_cast<std::ptrdiff_t>(at + 2)))
+      return false;
+    at += n + 2;
+  }
+  return at == keys.size();
 }
 
 void CommandBuffer::uses(Buffer& buffer) {
@@ -237,6 +302,10 @@ void CommandBuffer::replay() {
 
 void CommandBuffer::submit() {
   ++run_count_;
+  sequence_ = queue_->next_sequence();
+  // Device::DeferringReleases: the second commit after a command buffer
+  // caches what it released.
+  if (sequence_ > 2) device().release_deferred(*queue_, sequence_ - 2);
   for (auto* use = first_use_; use; use = use->next) use->buffer->begin_use();
   completion_->status.store(CommandBufferStatus::Committed, std::memory_order_release);
   queue_->executor().submit(shared_from_this());
@@ -246,19 +315,23 @@ void CommandBuffer::wait_until_completed() {
   device().check_process();
   if (status() == CommandBufferStatus::NotEnqueued)
     fail<StateError>("wait_until_completed() on a command buffer that was not committed; call commit() first");
+  bool finished;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (handler_thread_ == std::this_thread::get_id()) return;  // a completed handler waiting on its own buffer
-    if (finished_) return;
+    finished = finished_;
   }
-  check_not_finishing(*queue_, "wait_until_completed()");
-  wait_in_slices([&](std::chrono::milliseconds slice) { return queue_->executor().wait_for_device(*this, slice); });
-  // Unlocked between slices: the interrupt check takes Python's GIL, which a
-  // thread adding a completed handler holds while it takes this lock.
-  wait_in_slices([&](std::chrono::milliseconds slice) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    return completed_.wait_for(lock, slice, [this] { return finished_; });
-  });
+  if (!finished) {
+    check_not_finishing(*queue_, "wait_until_completed()");
+    wait_in_slices([&](std::chrono::milliseconds slice) { return queue_->executor().wait_for_device(*this, slice); });
+    // Unlocked between slices: the interrupt check takes Python's GIL, which a
+    // thread adding a completed handler holds while it takes this lock.
+    wait_in_slices([&](std::chrono::milliseconds slice) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      return completed_.wait_for(lock, slice, [this] { return finished_; });
+    });
+  }
+  device().release_deferred(*queue_, sequence_);
 }
 
 std::exception_ptr CommandBuffer::error() const {
@@ -343,6 +416,7 @@ void CommandBuffer::set_error(std::exception_ptr error) {
 
 void CommandBuffer::finish() {
   Finishing finishing(*queue_);
+  Device::DeferringReleases deferring(*queue_, sequence_);
   // Before the status: a host write made once the status says completed is
   // never refused.
   for (auto* use = first_use_; use; use = use->next) use->buffer->end_use();
@@ -405,6 +479,7 @@ QueueRegistry& queue_registry() {
 
 CommandQueue::CommandQueue(std::shared_ptr<Device> device)
     : device_(std::move(device)), executor_(device_->backend().new_executor()) {
+  set_captures_command_buffers(capture_encodes_by_default());
   std::lock_guard<std::mutex> lock(queue_registry().mutex);
   queue_registry().queues.push_back(this);
 }
@@ -413,6 +488,7 @@ CommandQueue::~CommandQueue() {
   // In a child of fork(), the parent's executor: its thread is not there to
   // be joined, nor its GPU context to release what it holds.
   if (!device_->made_in_this_process()) (void)executor_.release();
+  else device_->release_deferred(*this, UINT64_MAX);
   std::lock_guard<std::mutex> lock(queue_registry().mutex);
   auto& queues = queue_registry().queues;
   queues.erase(std::find(queues.begin(), queues.end(), this));
@@ -441,10 +517,15 @@ std::shared_ptr<CommandBuffer> CommandQueue::command_buffer(bool replayable) {
   return std::make_shared<CommandBuffer>(shared_from_this(), replayable);
 }
 
+void CommandQueue::set_captures_command_buffers(bool on) {
+  captures_command_buffers_.store(on && executor_->runs_command_buffers_by_key(), std::memory_order_relaxed);
+}
+
 void CommandQueue::wait_until_idle() {
   device_->check_process();
   check_not_finishing(*this, "wait_until_idle()");
   wait_in_slices([this](std::chrono::milliseconds slice) { return executor_->wait_until_idle(slice); });
+  device_->release_deferred(*this, UINT64_MAX);
 }
 
 }  // namespace mpsx

@@ -569,7 +569,9 @@ void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
   check_device(state, "weights and biases state");
   state.check_fits(descriptor_, class_name());
   Parameters p = parameters();
-  command_buffer.record([weights = p.weights, biases = p.biases, from_weights = state.weights(),
+  command_buffer.record(keyed_by(p.weights, p.biases, state.weights(), state.biases(), state.weights_offset(),
+                                 state.biases_offset()),
+                        [weights = p.weights, biases = p.biases, from_weights = state.weights(),
                          from_biases = state.biases(), weights_offset = state.weights_offset(),
                          biases_offset = state.biases_offset()](ExecutionContext& context) {
     context.copy(weights->data(), static_cast<const char*>(from_weights->data()) + weights_offset, weights->length());
@@ -583,7 +585,8 @@ std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::export_weights
   check_command_buffer(command_buffer);
   auto state = make_pooled<ConvolutionWeightsAndBiasesState>(device_ptr(), descriptor_);
   Parameters p = parameters();
-  command_buffer.record([weights = p.weights, biases = p.biases, state](ExecutionContext& context) {
+  command_buffer.record(keyed_by(p.weights, p.biases, state->weights(), state->biases()),
+                        [weights = p.weights, biases = p.biases, state](ExecutionContext& context) {
     context.copy(state->weights()->data(), weights->data(), weights->length());
     context.copy(state->biases()->data(), biases->data(), biases->length());
   });
@@ -669,9 +672,11 @@ void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr
   shape.sub_pixel_neuron = sub_pixel_neuron_;
   const auto& primitive = cached_primitive(primitives_, device().backend(), shape);
   Parameters p = parameters_for(gradient_state, pre);
-  command_buffer.record([primitive, neuron = neuron_, source, destination, pre, weights = std::move(p.weights),
-                         biases = std::move(p.biases), g, b, in = descriptor_.input_feature_channels,
-                         out = destination_channels(*source)](ExecutionContext& context) {
+  const int64_t in = descriptor_.input_feature_channels, out = destination_channels(*source);
+  command_buffer.record(keyed_by(primitive, neuron_, source, destination, pre, p.weights, p.biases, as_value(g),
+                                 as_value(b), in, out),
+                        [primitive, neuron = neuron_, source, destination, pre, weights = p.weights,
+                         biases = p.biases, g, b, in, out](ExecutionContext& context) {
     ImageRegion from = source->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
     ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
@@ -749,6 +754,14 @@ const GradientState& CNNConvolutionGradient::gradient_state_of(const State& stat
   return *s;
 }
 
+// What the gradient's command reads of the state.
+static void add_to_key(CommandKey& key, const ConvolutionGradientState& state) {
+  add_to_key(key, state.weights);
+  add_to_key(key, state.gradient_for_weights());
+  add_to_key(key, state.gradient_for_biases());
+  add_to_key(key, state.pre_activation);
+}
+
 void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source_gradient,
                                     const std::shared_ptr<Image>& source_image, const std::shared_ptr<State>& state,
                                     const std::shared_ptr<Image>& destination_gradient) {
@@ -774,9 +787,11 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
       !overlap(destination_gradient->whole(), source_image->region(g.source_image, g.source_channel, b.y, b.x,
                                                                     g.images, descriptor_.input_feature_channels,
                                                                     b.height, b.width));
-  command_buffer.record([primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
-                         g, b, data, weights, covers, concurrent, in = descriptor_.input_feature_channels,
-                         out = descriptor_.output_feature_channels](ExecutionContext& context) {
+  const int64_t in = descriptor_.input_feature_channels, out = descriptor_.output_feature_channels;
+  command_buffer.record(keyed_by(primitive, neuron_, gs, source_gradient, source_image, destination_gradient, dy,
+                                 as_value(g), as_value(b), data, weights, covers, concurrent, in, out),
+                        [primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
+                         g, b, data, weights, covers, concurrent, in, out](ExecutionContext& context) {
     const ImageRegion result_gradient =
         gradient_before_neuron(context, neuron.get(), *gs, destination_region(*source_gradient, g, out), dy.get());
     const ImageRegion source =

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -236,6 +237,7 @@ void* Device::allocate(size_t bytes, size_t* capacity) {
     CachedClass& cached = cache_[cls.index];
     void* data = nullptr;
     if (!cached.blocks.empty()) {
+      std::pop_heap(cached.blocks.begin(), cached.blocks.end(), std::greater<>());
       data = cached.blocks.back();
       cached.blocks.pop_back();
       bytes_cached_ -= cls.bytes;
@@ -286,18 +288,57 @@ void* Device::cut_from_slab(CachedClass& cached) {
   return block;
 }
 
+namespace {
+// The command buffer this thread finishes, while it does.
+thread_local const void* deferring_queue = nullptr;
+thread_local uint64_t deferring_sequence = 0;
+}  // namespace
+
+Device::DeferringReleases::DeferringReleases(const CommandQueue& queue, uint64_t sequence)
+    : previous_queue_(deferring_queue), previous_sequence_(deferring_sequence) {
+  deferring_queue = &queue;
+  deferring_sequence = sequence;
+}
+
+Device::DeferringReleases::~DeferringReleases() {
+  deferring_queue = previous_queue_;
+  deferring_sequence = previous_sequence_;
+}
+
+// With the cache lock held.
+void Device::cache_block(void* data, size_t capacity) {
+  auto& blocks = cache_[size_class(capacity).index].blocks;
+  blocks.push_back(data);
+  std::push_heap(blocks.begin(), blocks.end(), std::greater<>());
+}
+
 void Device::release(void* data, size_t capacity) {
-  SizeClass cls = size_class(capacity);
   cache_lock_.lock();
-  cache_[cls.index].blocks.push_back(data);
+  if (deferring_queue)
+    deferred_.push_back(Deferred{deferring_queue, deferring_sequence, data, capacity});
+  else
+    cache_block(data, capacity);
   bytes_in_use_ -= capacity;
   bytes_cached_ += capacity;
+  cache_lock_.unlock();
+}
+
+void Device::release_deferred(const CommandQueue& queue, uint64_t sequence) {
+  cache_lock_.lock();
+  auto kept = std::remove_if(deferred_.begin(), deferred_.end(), [&](const Deferred& d) {
+    if (d.queue != &queue || d.sequence > sequence) return false;
+    cache_block(d.data, d.capacity);
+    return true;
+  });
+  deferred_.erase(kept, deferred_.end());
   cache_lock_.unlock();
 }
 
 void Device::trim() {
   std::vector<std::pair<void*, size_t>> freed;
   cache_lock_.lock();
+  for (const Deferred& d : deferred_) cache_block(d.data, d.capacity);
+  deferred_.clear();
   for (auto& cached : cache_) {
     if (slabbed(cached.bytes)) continue;
     for (void* data : cached.blocks) freed.emplace_back(data, cached.bytes);
@@ -331,6 +372,7 @@ void Device::trim_slabs(std::vector<std::pair<void*, size_t>>& freed) {
     cached.blocks.erase(std::remove_if(cached.blocks.begin(), cached.blocks.end(),
                                        [&](void* block) { return unused(slab_of(block)); }),
                         cached.blocks.end());
+    std::make_heap(cached.blocks.begin(), cached.blocks.end(), std::greater<>());
     cached.count -= before - cached.blocks.size();
     bytes_cached_ -= (before - cached.blocks.size()) * cached.bytes;
     if (cached.slab && unused(cached.slab)) {

@@ -230,6 +230,19 @@ Image::Image(const Image& base, FeatureChannelRange range)
   if (!storage_) byte_offset_ += static_cast<size_t>(range.first * layout_.c) * size_of(descriptor_.channel_format);
 }
 
+void add_to_key(CommandKey& key, const Image& image) {
+  key.add_address(image.data());
+  const ImageDescriptor& d = image.descriptor();
+  key.add_value(d.channel_format);
+  for (int64_t v : {d.width, d.height, d.feature_channels, d.number_of_images, image.layout().n, image.layout().c,
+                    image.layout().h, image.layout().w})
+    key.add_word(static_cast<uint64_t>(v));
+  if (image.storage()) {  // pixels a backend keeps itself: which, and from which image
+    key.add_address(image.storage().get());
+    key.add_word(static_cast<uint64_t>(image.first_in_allocation()));
+  }
+}
+
 ImageRegion Image::region(int64_t first_image, int64_t first_channel, int64_t y, int64_t x, int64_t images,
                           int64_t channels, int64_t height, int64_t width) const {
   ImageRegion r;
@@ -352,7 +365,8 @@ std::shared_ptr<Image> Image::gather(CommandBuffer& command_buffer,
     // allocate per call.
     int64_t at = 0;
     for (const auto& item : items) {
-      command_buffer.record([batch, item, at](ExecutionContext& context) { context.copy_images(*item, *batch, at); });
+      command_buffer.record(keyed_by(batch, item, at),
+                            [batch, item, at](ExecutionContext& context) { context.copy_images(*item, *batch, at); });
       at += item->number_of_images();
     }
     for (const auto& item : items) {

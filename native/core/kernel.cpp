@@ -310,7 +310,7 @@ void GradientKernel::record_zeros_outside(CommandBuffer& command_buffer,
                 g.source_channel == 0 && g.source_channels == d.feature_channels() && g.source_image == 0 &&
                 g.images == d.number_of_images();
   if (covers) return;
-  command_buffer.record([destination_gradient](ExecutionContext& context) {
+  command_buffer.record(keyed_by(destination_gradient), [destination_gradient](ExecutionContext& context) {
     context.fill_zero_image(*destination_gradient);
   });
 }
@@ -321,7 +321,7 @@ void GradientKernel::record_zeros_outside_slice(CommandBuffer& command_buffer,
   bool covers = g.source_channel == 0 && g.source_channels == source_image.feature_channels() &&
                 g.source_image == 0 && g.images == source_image.number_of_images();
   if (covers) return;
-  command_buffer.record([destination_gradient](ExecutionContext& context) {
+  command_buffer.record(keyed_by(destination_gradient), [destination_gradient](ExecutionContext& context) {
     context.fill_zero_image(*destination_gradient);
   });
 }

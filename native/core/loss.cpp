@@ -55,6 +55,18 @@ ImageRegion loss_region(const std::shared_ptr<Image>& data, const ImageDescripto
 
 }  // namespace
 
+// Field by field: the struct has padding.
+static void add_to_key(CommandKey& key, const LossDescriptor& d) {
+  key.add_value(d.loss_type);
+  key.add_value(d.reduction_type);
+  key.add_word(d.reduce_across_batch);
+  key.add_value(d.weight);
+  key.add_value(d.label_smoothing);
+  key.add_word(d.number_of_classes);
+  key.add_value(d.epsilon);
+  key.add_value(d.delta);
+}
+
 void LossDescriptor::validate() const {
   if (loss_type >= LossType::Count)
     fail<ArgumentError>("unknown loss type ", static_cast<uint32_t>(loss_type), "; expected 0 to ",
@@ -305,7 +317,8 @@ void CNNLoss::record_loss(CommandBuffer& command_buffer, const std::shared_ptr<I
                           const std::shared_ptr<Image>& targets, const std::shared_ptr<Image>& weights,
                           const std::shared_ptr<Image>& result, const std::shared_ptr<Image>& loss,
                           const Geometry& g) const {
-  command_buffer.record([primitive = primitive_, source, targets, weights, result, loss, g](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive_, source, targets, weights, result, loss, as_value(g)),
+                        [primitive = primitive_, source, targets, weights, result, loss, g](ExecutionContext& context) {
     const ImageDescriptor& d = source->descriptor();
     primitive->loss_and_gradient(context, source->whole(), loss_region(*targets, d), loss_region(weights, d),
                                  result->region(g.destination_image, g.destination_channel, g.y, g.x,
@@ -326,7 +339,7 @@ void CNNLoss::scatter_loss(CommandBuffer& command_buffer, const std::shared_ptr<
   for (size_t i = 0; i < count; ++i) {
     const std::shared_ptr<Image>& output = labels[i]->loss_image();
     output->will_write(command_buffer);
-    command_buffer.record([loss, output, at](ExecutionContext& context) {
+    command_buffer.record(keyed_by(loss, output, at), [loss, output, at](ExecutionContext& context) {
       context.copy_images(Image(*loss, at, output->number_of_images()), *output, 0);
     });
     at += output->number_of_images();
@@ -492,7 +505,8 @@ NNForwardLoss::Encoded NNForwardLoss::encode(CommandBuffer& command_buffer, cons
     filled->delta = d.delta;
     filled->encoded = true;
   }
-  command_buffer.record([primitive = primitive_, d, source, labels, weights, result](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive_, d, source, labels, weights, result),
+                        [primitive = primitive_, d, source, labels, weights, result](ExecutionContext& context) {
     const ImageDescriptor& s = source->descriptor();
     primitive->forward_loss(context, d, source->whole(), loss_region(*labels, s), loss_region(weights, s),
                             result->whole());
@@ -565,7 +579,9 @@ std::shared_ptr<Image> NNLossGradient::encode(CommandBuffer& command_buffer,
   check_aliasing(*result, "destination gradient", result->whole_block(),
                  {ReadImage{source_gradient.get(), "source gradient"}, ReadImage{source.get(), "source image"},
                   ReadImage{labels.get(), "labels image"}, ReadImage{weights.get(), "weights image"}});
-  command_buffer.record([primitive = primitive_, d, source_gradient, source, labels, weights, result,
+  command_buffer.record(keyed_by(primitive_, d, source_gradient, source, labels, weights, result,
+                                 compute_label_gradients),
+                        [primitive = primitive_, d, source_gradient, source, labels, weights, result,
                          labels_gradient = compute_label_gradients](ExecutionContext& context) {
     const ImageDescriptor& s = source->descriptor();
     primitive->loss_gradient(context, d, source->whole(), loss_region(*labels, s), loss_region(weights, s),

@@ -47,7 +47,8 @@ void CNNNeuron::check_source(const Image& source) const {
 void CNNNeuron::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& source,
                        const std::shared_ptr<Image>& destination, const Geometry& g, const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
-  command_buffer.record([primitive = primitive_, source, destination, g](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive_, source, destination, as_value(g)),
+                        [primitive = primitive_, source, destination, g](ExecutionContext& context) {
     int64_t channels = g.source_channels;
     primitive->forward(context, source_region(*source, g, channels), destination_region(*destination, g, channels),
                        g.source_channel);
@@ -71,7 +72,8 @@ void CNNNeuronGradient::record(CommandBuffer& command_buffer, const std::shared_
                                const std::shared_ptr<Image>& destination_gradient) {
   const Geometry& g = static_cast<const GradientState&>(*state).geometry;
   record_zeros_outside(command_buffer, destination_gradient, g);
-  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient,
+  command_buffer.record(keyed_by(primitive_, source_gradient, source_image, destination_gradient, as_value(g)),
+                        [primitive = primitive_, source_gradient, source_image, destination_gradient,
                          g](ExecutionContext& context) {
     int64_t channels = g.source_channels;
     primitive->gradient(context, destination_region(*source_gradient, g, channels),

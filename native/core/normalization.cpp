@@ -64,8 +64,9 @@ void NormalizationPairState::check_fits(int64_t channels, const char* kernel) co
 void NormalizationPairState::record_copy_to(CommandBuffer& command_buffer, int64_t channels,
                                             const std::shared_ptr<Buffer>& first,
                                             const std::shared_ptr<Buffer>& second) const {
-  command_buffer.record([first, second, from_first = first_, from_second = second_,
-                         bytes = static_cast<size_t>(channels) * sizeof(float)](ExecutionContext& context) {
+  const size_t bytes = static_cast<size_t>(channels) * sizeof(float);
+  command_buffer.record(keyed_by(first, second, first_, second_, bytes),
+                        [first, second, from_first = first_, from_second = second_, bytes](ExecutionContext& context) {
     context.copy(first->data(), from_first->data(), bytes);
     context.copy(second->data(), from_second->data(), bytes);
   });

@@ -209,6 +209,29 @@ void NNOptimizer::check_overlaps(const Parameter* parameters, size_t count, cons
     }
 }
 
+namespace {
+// The arrays an update reads and writes, as its command's key names them.
+template <class Parameter>
+struct ParameterList {
+  const Parameter* parameters;
+  size_t count;
+};
+
+template <class Parameter>
+void add_to_key(CommandKey& key, const ParameterList<Parameter>& list) {
+  for (size_t i = 0; i < list.count; ++i) {
+    const Parameter& p = list.parameters[i];
+    for (const auto* s : {&p.gradient, &p.values, &p.result, &p.momentum, &p.velocity, &p.maximum_velocity,
+                          &p.sum_of_squares}) {
+      add_to_key(key, s->buffer);
+      key.add_word(s->offset);
+    }
+    key.add_word(p.count);
+    key.add_value(p.type);
+  }
+}
+}  // namespace
+
 void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* parameters, size_t count) {
   // MPSTemporaryVector: each encode that reads one lowers its read count by 1.
   std::array<TemporaryLifetime*, kMaxParameters * 7> temporaries{};
@@ -238,7 +261,8 @@ void NNOptimizer::record(CommandBuffer& command_buffer, const Parameter* paramet
   const OptimizerStep step = next_step();
   std::array<Parameter, kMaxParameters> updated;
   for (size_t i = 0; i < count; ++i) updated[i] = parameters[i];
-  command_buffer.record([primitive, step, updated = std::move(updated), count](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive, as_value(step), ParameterList<Parameter>{updated.data(), count}),
+                        [primitive, step, updated, count](ExecutionContext& context) {
     auto at = [](const Span& s) -> void* {
       return s.buffer ? static_cast<char*>(s.buffer->data()) + s.offset : nullptr;
     };

@@ -99,7 +99,8 @@ void CNNPooling::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
   int64_t channels = source_channels(*source);
   PoolingDescriptor d = describe(*this, g, channels, source->descriptor(), destination->descriptor());
   std::shared_ptr<PoolingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive, source, destination, as_value(g), channels),
+                        [primitive, source, destination, g, channels](ExecutionContext& context) {
     primitive->forward(context, whole_source_region(*source, g, channels),
                        destination_region(*destination, g, channels));
   });
@@ -139,7 +140,8 @@ void CNNPoolingGradient::record(CommandBuffer& command_buffer, const std::shared
       describe(*this, g, channels, destination_gradient->descriptor(), source_gradient->descriptor());
   std::shared_ptr<PoolingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
-  command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
+  command_buffer.record(keyed_by(primitive, source_gradient, source_image, destination_gradient, as_value(g), channels),
+                        [primitive, source_gradient, source_image, destination_gradient, g,
                          channels](ExecutionContext& context) {
     int64_t height = source_image->height(), width = source_image->width();
     primitive->gradient(context, destination_region(*source_gradient, g, channels),

@@ -1,11 +1,22 @@
 #include "mpsx/registry.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
 
 #include "mpsx/errors.h"
+#include "mpsx/primitive.h"
+
+namespace mpsx {
+
+uint64_t next_primitive_identity() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace mpsx
 
 namespace mpsx::detail {
 namespace {

@@ -1,9 +1,12 @@
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "backend.h"
 #include "mpsx/errors.h"
@@ -75,31 +78,72 @@ struct CapturedGraph final : CommandBuffer::Recording {
   bool capturable = true;
 };
 
-// Captures the command buffer's commands as a CUDA graph. A command that can
-// not be captured (a copy from pageable host memory, a scratch block that had
-// to grow) leaves it uncapturable: nothing ran, and the commands run as they
-// are, now and on every later run.
-void capture(CudaContext& context, CommandBuffer& command_buffer, CapturedGraph& captured) {
-  captured.reset();
+// The CUDA graph of the command buffer's commands, run under a stream
+// capture; null where a command can not be captured (a copy from pageable
+// host memory, a scratch block that had to grow) or fails: nothing ran then.
+cudaGraph_t capture_graph(CudaContext& context, CommandBuffer& command_buffer) {
   cudaStream_t stream = context.stream();  // flushes the copies asked for before
   if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     cudaGetLastError();
-    captured.capturable = false;
-    return;
+    return nullptr;
   }
   bool recorded = command_buffer.execute(context);
   context.flush_copies();
   cudaGraph_t graph = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-  if (recorded && ended == cudaSuccess && graph && cudaGraphInstantiate(&captured.exec, graph, 0) == cudaSuccess) {
-    captured.graph = graph;
-    captured.scratch_generation = context.scratch_generation();
-    return;
-  }
+  if (recorded && ended == cudaSuccess && graph) return graph;
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();
   command_buffer.clear_error();
+  return nullptr;
+}
+
+// Makes `graph` the one `captured` launches: by updating the executable graph
+// it has in place (cudaGraphExecUpdate), where it has one of the same
+// topology, else by instantiating it. Takes `graph` in either case.
+bool take_graph(CapturedGraph& captured, cudaGraph_t graph) {
+  if (captured.exec) {
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(captured.exec, graph, &info) == cudaSuccess) {
+      cudaGraphDestroy(captured.graph);
+      captured.graph = graph;
+      return true;
+    }
+    cudaGetLastError();
+    captured.reset();
+  }
+  if (cudaGraphInstantiate(&captured.exec, graph, 0) != cudaSuccess) {
+    cudaGetLastError();
+    cudaGraphDestroy(graph);
+    captured.exec = nullptr;
+    return false;
+  }
+  captured.graph = graph;
+  return true;
+}
+
+// Captures the command buffer's commands as `captured`'s CUDA graph. A
+// command buffer that can not be captured is left uncapturable: nothing ran,
+// and its commands run as they are, now and on every later run.
+void capture(CudaContext& context, CommandBuffer& command_buffer, CapturedGraph& captured) {
+  cudaGraph_t graph = capture_graph(context, command_buffer);
+  if (graph && take_graph(captured, graph)) {
+    captured.scratch_generation = context.scratch_generation();
+    return;
+  }
+  captured.reset();
   captured.capturable = false;
+}
+
+void launch(CudaContext& context, CommandBuffer& command_buffer, CapturedGraph& captured) {
+  cudaError_t status = cudaGraphLaunch(captured.exec, context.stream());
+  if (status != cudaSuccess) {
+    try {
+      check(status, "cudaGraphLaunch");
+    } catch (...) {
+      command_buffer.set_error(std::current_exception());
+    }
+  }
 }
 
 // A run after the first of a command buffer whose commands stay (a replay,
@@ -116,15 +160,98 @@ void run_captured(CudaContext& context, CommandBuffer& command_buffer) {
     command_buffer.execute(context);
     return;
   }
-  cudaError_t status = cudaGraphLaunch(captured.exec, context.stream());
-  if (status != cudaSuccess) {
-    try {
-      check(status, "cudaGraphLaunch");
-    } catch (...) {
-      command_buffer.set_error(std::current_exception());
-    }
-  }
+  launch(context, command_buffer, captured);
 }
+
+// Command buffers that capture themselves (CommandQueue::
+// captures_command_buffers): the CUDA graphs of the queue's command buffers
+// whose commands all have keys, by those keys. A command buffer runs as the
+// graph of an earlier one with equal keys: the same work on the same memory.
+// Keys are captured when seen the second time (the first run sized the
+// queue's scratch memory), so one that never repeats costs a hash of its
+// keys. A new graph of a work seen on other memory often enough takes the
+// place of that work's least recently used graph, updated in place.
+class CommandBufferGraphs {
+ public:
+  explicit CommandBufferGraphs(int ordinal) : ordinal_(ordinal) {}
+
+  void run(CudaContext& context, CommandBuffer& command_buffer) {
+    const uint64_t hash = command_buffer.key_hash();
+    ++clock_;
+    for (auto& entry : entries_)
+      if (entry->key_hash == hash && command_buffer.keys_equal(entry->keys)) {
+        entry->last_used = clock_;
+        run_entry(context, command_buffer, *entry);
+        return;
+      }
+    auto seen = std::find(seen_.begin(), seen_.end(), hash);
+    if (seen == seen_.end()) {
+      seen_[next_seen_++ % seen_.size()] = hash;
+      command_buffer.execute(context);
+      return;
+    }
+    *seen = 0;
+    Entry& entry = entry_for(command_buffer.structure_hash());
+    entry.key_hash = hash;
+    command_buffer.copy_keys(entry.keys);
+    entry.last_used = clock_;
+    entry.graph.capturable = true;
+    run_entry(context, command_buffer, entry);
+  }
+
+ private:
+  static constexpr size_t kEntries = 32, kPerStructure = 16;
+  struct Entry {
+    explicit Entry(int ordinal) : graph(ordinal) {}
+    uint64_t key_hash = 0, structure_hash = 0, last_used = 0;
+    std::vector<uint64_t> keys;
+    CapturedGraph graph;
+  };
+
+  void run_entry(CudaContext& context, CommandBuffer& command_buffer, Entry& entry) {
+    if (entry.graph.capturable && (!entry.graph.exec || entry.graph.scratch_generation != context.scratch_generation()))
+      capture(context, command_buffer, entry.graph);
+    if (!entry.graph.exec) {
+      command_buffer.execute(context);
+      return;
+    }
+    launch(context, command_buffer, entry.graph);
+    command_buffer.queue().count_captured_command_buffer();
+  }
+
+  // The entry a new key of work `structure` takes: that work's least
+  // recently used one once it has kPerStructure (its graph updated in
+  // place), else a new one, else the least recently used of all.
+  Entry& entry_for(uint64_t structure) {
+    Entry* oldest = nullptr;
+    Entry* oldest_alike = nullptr;
+    size_t alike = 0;
+    for (auto& entry : entries_) {
+      if (!oldest || entry->last_used < oldest->last_used) oldest = entry.get();
+      if (entry->structure_hash != structure) continue;
+      ++alike;
+      if (!oldest_alike || entry->last_used < oldest_alike->last_used) oldest_alike = entry.get();
+    }
+    Entry* entry = alike >= kPerStructure ? oldest_alike : nullptr;
+    if (!entry && entries_.size() < kEntries) {
+      entries_.push_back(std::make_unique<Entry>(ordinal_));
+      entry = entries_.back().get();
+    }
+    if (!entry) {
+      entry = oldest;
+      entry->graph.reset();  // another work's graph: no update
+    }
+    entry->structure_hash = structure;
+    return *entry;
+  }
+
+  int ordinal_;
+  uint64_t clock_ = 0;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  // Hashes of keys seen once, the latest kEntries.
+  std::array<uint64_t, kEntries> seen_{};
+  size_t next_seen_ = 0;
+};
 
 // Commit launches the command buffer's work on the queue's stream at once and
 // records an event after it; the completion thread finishes it later.
@@ -205,13 +332,16 @@ class CudaExecutor final : public Executor {
   }
 
   bool wait_until_idle(std::chrono::milliseconds at_most) override { return state_->wait_until_idle(at_most); }
+  bool runs_command_buffers_by_key() const override { return true; }
 
  private:
   void run(CommandBuffer& command_buffer) {
-    if (command_buffer.run_count() < 2)
-      command_buffer.execute(context_);
-    else
+    if (command_buffer.run_count() >= 2)
       run_captured(context_, command_buffer);
+    else if (command_buffer.keyed())
+      graphs_.run(context_, command_buffer);
+    else
+      command_buffer.execute(context_);
   }
 
   cudaEvent_t take_event() {
@@ -234,6 +364,7 @@ class CudaExecutor final : public Executor {
   std::mutex launch_mutex_;
   uint64_t host_writes_seen_ = 0;
   CudaContext context_;
+  CommandBufferGraphs graphs_{context_.ordinal()};  // before context_ goes: its graphs refer to its streams
   std::shared_ptr<CompletionState> state_;
   std::thread thread_;
 };

@@ -3,8 +3,6 @@
 // own, over stand-ins of its sources; later encodes like it encode copies in,
 // a run of the recording and copies out, instead of every step's encode.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "mpsx/buffer.h"
 #include "mpsx/capture.h"
@@ -58,14 +56,6 @@ struct NNGraph::Capture {
   std::vector<State::ImagePair> reads, writes;
   std::vector<std::shared_ptr<Image>> made;
 };
-
-bool NNGraph::capture_encodes_by_default() {
-  static const bool on = [] {
-    const char* value = std::getenv("MPSX_CAPTURE_ENCODES");
-    return !(value && std::strcmp(value, "0") == 0);
-  }();
-  return on;
-}
 
 bool NNGraph::CaptureKey::operator==(const CaptureKey& other) const {
   return queue == other.queue && generation == other.generation && format == other.format &&

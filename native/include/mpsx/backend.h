@@ -39,6 +39,9 @@ class Executor {
   // DLPack passes it) wait for the command buffers submitted so far. False
   // where the backend has no streams: the caller waits on the host.
   virtual bool order_stream_after_submitted(int64_t /*stream*/) { return false; }
+  // Whether a command buffer may run as an earlier one's recording when
+  // their command keys are equal (CommandQueue::captures_command_buffers).
+  virtual bool runs_command_buffers_by_key() const { return false; }
 };
 
 // What an executor's thread takes, in submission order, and what the

@@ -1,11 +1,16 @@
 // What a graph's self-capture (NNGraph, graph/capture.cpp) needs from the
 // rest of the runtime: a recording encode learns that its commands would not
 // stand for later encodes, and recordings learn that a value they hold changed.
+// And the setting graphs and command queues capture by.
 #pragma once
 
 #include <cstdint>
 
 namespace mpsx {
+
+// Whether graphs and command queues made now capture themselves: unless the
+// environment sets MPSX_CAPTURE_ENCODES=0 (read once).
+bool capture_encodes_by_default();
 
 // Thrown while this thread records an encode for a capture, before anything
 // resolves a value anew at each encode (Adam's time step, dropout masks) or

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -14,6 +15,8 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -103,12 +106,93 @@ class ExecutionContext {
   virtual void run_recording(CommandBuffer& recorded);
 };
 
+// What a recorded command's run depends on, so that a command buffer whose
+// commands all have keys equal to an earlier one's can run that one's CUDA
+// graph instead (command buffers that capture themselves). Words name the
+// work (the record site, primitives, shapes, scalars); addresses the memory
+// it touches. Two commands of one record site with equal keys do the same
+// work on the same memory: a site's key covers everything its command reads
+// when it runs, and its command does nothing but device work on the
+// context's streams.
+class CommandKey {
+ public:
+  void add_word(uint64_t word) { words_.push_back(word); }
+  void add_address(const void* address) { addresses_.push_back(reinterpret_cast<uintptr_t>(address)); }
+  // A value of no pointers, by its bytes.
+  template <class T>
+  void add_value(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>, "not a plain value");
+    uint64_t words[(sizeof(T) + 7) / 8] = {};
+    std::memcpy(words, &value, sizeof(T));
+    for (uint64_t w : words) add_word(w);
+  }
+  const std::vector<uint64_t>& words() const { return words_; }
+  const std::vector<uint64_t>& addresses() const { return addresses_; }
+  void clear() {
+    words_.clear();
+    addresses_.clear();
+  }
+
+ private:
+  std::vector<uint64_t> words_, addresses_;
+};
+
+// The parts of a command's key that are not values: found by argument-
+// dependent lookup, so a family adds those of its own types beside them.
+class Buffer;
+class Image;
+template <class D>
+class PrimitiveInterface;
+void add_to_key(CommandKey& key, const Buffer& buffer);
+void add_to_key(CommandKey& key, const Image& image);
+template <class D>
+void add_to_key(CommandKey& key, const PrimitiveInterface<D>& primitive) {
+  key.add_word(primitive.identity);
+}
+template <class T>
+void add_to_key(CommandKey& key, const std::shared_ptr<T>& pointer) {
+  key.add_word(pointer != nullptr);
+  if (pointer) add_to_key(key, *pointer);
+}
+template <class T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>, int> = 0>
+void add_to_key(CommandKey& key, const T& value) {
+  key.add_value(value);
+}
+
+// A struct of plain values (no pointers) as a key part, by its bytes.
+template <class T>
+struct KeyValue {
+  const T& value;
+};
+template <class T>
+KeyValue<T> as_value(const T& value) {
+  return {value};
+}
+template <class T>
+void add_to_key(CommandKey& key, const KeyValue<T>& part) {
+  key.add_value(part.value);
+}
+
+// The parts a command is keyed by, as CommandBuffer::record takes them.
+template <class... Parts>
+struct KeyParts {
+  std::tuple<const Parts&...> parts;
+};
+template <class... Parts>
+KeyParts<Parts...> keyed_by(const Parts&... parts) {
+  return {std::tie(parts...)};
+}
+
 // One recorded unit of work.
 class Command {
  public:
   virtual ~Command() = default;
   virtual void execute(ExecutionContext& context) = 0;
   Command* next = nullptr;
+  // Its key's words, then its addresses, in the command buffer's memory;
+  // none where it was recorded without one.
+  const uint64_t* key = nullptr;
+  uint32_t key_words = 0, key_addresses = 0;
 };
 
 namespace detail {
@@ -117,6 +201,8 @@ class CommandOf final : public Command {
  public:
   explicit CommandOf(F&& f) : f_(std::move(f)) {}
   void execute(ExecutionContext& context) override { f_(context); }
+  // Its address names the record site in keys.
+  static inline const char site = 0;
 
  private:
   F f_;
@@ -166,18 +252,39 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   // lives until the command buffer completes.
   template <class F>
   void record(F&& f) {
-    check_encodable();
-    using C = detail::CommandOf<std::decay_t<F>>;
-    static_assert(sizeof(C) <= detail::BlockPool::kBlockSize, "command too large");
-    void* at = allocate(sizeof(C), alignof(C));
-    Command* command = new (at) C(std::forward<F>(f));
-    if (tail_) tail_->next = command; else head_ = command;
-    tail_ = command;
-    ++command_count_;
+    record_command(std::forward<F>(f));
+    keyed_ = false;
+  }
+  // The same, for a command whose run depends on `key`'s parts and nothing
+  // else (CommandKey): a command buffer of such commands only captures
+  // itself. The parts are read before f is recorded, so f may not move
+  // from them.
+  template <class... Parts, class F>
+  void record(const KeyParts<Parts...>& key, F&& f) {
+    if (!keyed_ || !keys_commands_) {
+      record(std::forward<F>(f));
+      return;
+    }
+    CommandKey& k = key_scratch();
+    k.clear();
+    k.add_word(reinterpret_cast<uintptr_t>(&detail::CommandOf<std::decay_t<F>>::site));
+    std::apply([&](const auto&... part) { (add_to_key(k, part), ...); }, key.parts);
+    Command& command = record_command(std::forward<F>(f));
+    keep_key(command, k);
   }
 
   // Throws StateError unless commands may still be recorded.
   void check_encodable() const;
+  // Whether every command has a key (and keys are recorded at all): the
+  // command buffer may run as an earlier one's CUDA graph.
+  bool keyed() const { return keys_commands_ && keyed_ && command_count_ > 0; }
+  // Of the keys of all commands in order: all of them (the exact work), and
+  // without their addresses (the work on other memory).
+  uint64_t key_hash() const;
+  uint64_t structure_hash() const;
+  // The keys of all commands as one sequence, and whether they equal one.
+  void copy_keys(std::vector<uint64_t>& to) const;
+  bool keys_equal(const std::vector<uint64_t>& keys) const;
   // Records that the commands read or write `buffer`: from each commit or
   // replay until the command buffer completes, host writes into it are
   // refused (Buffer::check_host_writable).
@@ -202,6 +309,7 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
     Command* previous = tail_;
     record(std::forward<F>(f));
     if (previous == mark.tail) return;
+    keyed_ = false;  // keys name commands in order
     Command* command = tail_;
     previous->next = nullptr;
     tail_ = previous;
@@ -279,6 +387,20 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   void finish();
 
  private:
+  template <class F>
+  Command& record_command(F&& f) {
+    check_encodable();
+    using C = detail::CommandOf<std::decay_t<F>>;
+    static_assert(sizeof(C) <= detail::BlockPool::kBlockSize, "command too large");
+    void* at = allocate(sizeof(C), alignof(C));
+    Command* command = new (at) C(std::forward<F>(f));
+    if (tail_) tail_->next = command; else head_ = command;
+    tail_ = command;
+    ++command_count_;
+    return *command;
+  }
+  static CommandKey& key_scratch();
+  void keep_key(Command& command, const CommandKey& key);
   void* allocate(size_t size, size_t align);
   void release_commands();
   void destroy_uses(detail::BufferUse* first);
@@ -287,8 +409,11 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
 
   std::shared_ptr<CommandQueue> queue_;
   const bool replayable_;
+  const bool keys_commands_;  // CommandQueue::captures_command_buffers when made
+  bool keyed_ = true;         // no command recorded without a key
   const uint64_t id_;  // unique in the process
   uint64_t run_count_ = 0;
+  uint64_t sequence_ = 0;  // of the last commit or replay among the queue's
   std::unique_ptr<Recording> recording_;
   std::shared_ptr<Completion> completion_;
   std::shared_ptr<const Completion> completion_const_;
@@ -333,10 +458,26 @@ class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
   detail::BlockPool& block_pool() { return blocks_; }
   Executor& executor() { return *executor_; }
 
+  // Command buffers that capture themselves: where the backend can (cuda),
+  // a command buffer whose commands all have keys equal to an earlier
+  // commit's runs as that commit's CUDA graph. On by default;
+  // MPSX_CAPTURE_ENCODES=0 in the environment turns it off for new queues.
+  // Applies to command buffers made after it is set.
+  bool captures_command_buffers() const { return captures_command_buffers_.load(std::memory_order_relaxed); }
+  void set_captures_command_buffers(bool on);
+  // Command buffers that ran as an earlier one's CUDA graph.
+  uint64_t captured_command_buffer_count() const { return captured_command_buffers_.load(std::memory_order_relaxed); }
+  void count_captured_command_buffer() { captured_command_buffers_.fetch_add(1, std::memory_order_relaxed); }
+  // For command buffers: the place of a commit or replay among the queue's.
+  uint64_t next_sequence() { return commits_.fetch_add(1, std::memory_order_relaxed) + 1; }
+
  private:
   std::shared_ptr<Device> device_;
   detail::BlockPool blocks_;
   std::unique_ptr<Executor> executor_;
+  std::atomic<bool> captures_command_buffers_{false};
+  std::atomic<uint64_t> captured_command_buffers_{0};
+  std::atomic<uint64_t> commits_{0};
 };
 
 }  // namespace mpsx

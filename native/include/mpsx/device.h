@@ -76,6 +76,28 @@ class Device : public std::enable_shared_from_this<Device> {
   static constexpr size_t kSlabBlockLimit = size_t{64} << 10, kSlabBytes = size_t{2} << 20;
   void* allocate(size_t bytes, size_t* capacity);
   void release(void* data, size_t capacity);
+  // Blocks released while a command buffer finishes on its queue's thread,
+  // at a time the program can not tell, are cached only once the program
+  // sees that command buffer complete (its wait_until_completed, the
+  // queue's wait_until_idle) or commits the second command buffer after it
+  // on the queue: each step of a training loop then gets the same memory as
+  // the step before the last, whatever the device's timing, so that its
+  // command buffers capture themselves (CommandQueue::
+  // captures_command_buffers). `sequence` is the command buffer's place in
+  // its queue's commits.
+  class DeferringReleases {
+   public:
+    DeferringReleases(const CommandQueue& queue, uint64_t sequence);
+    ~DeferringReleases();
+    DeferringReleases(const DeferringReleases&) = delete;
+    DeferringReleases& operator=(const DeferringReleases&) = delete;
+
+   private:
+    const void* previous_queue_;
+    uint64_t previous_sequence_;
+  };
+  // Caches the blocks deferred by `queue`'s command buffers up to `sequence`.
+  void release_deferred(const CommandQueue& queue, uint64_t sequence);
   // Returns every cached block to the backend, and every slab none of whose
   // blocks is in use.
   void trim();
@@ -103,12 +125,23 @@ class Device : public std::enable_shared_from_this<Device> {
   struct CachedClass {
     size_t bytes = 0;
     size_t count = 0;  // blocks of this class, live or cached
+    // Cached blocks, a min-heap by address: the lowest goes first, so that a
+    // loop that frees and makes the same sizes each step gets the same
+    // memory each step (command buffers that capture themselves match it).
     std::vector<void*> blocks;
     // The slab blocks are being cut from, and its bytes left.
     Slab* slab = nullptr;
     size_t slab_left = 0;
   };
   std::vector<CachedClass> cache_;  // by size class
+  struct Deferred {
+    const void* queue;
+    uint64_t sequence;
+    void* data;
+    size_t capacity;
+  };
+  std::vector<Deferred> deferred_;
+  void cache_block(void* data, size_t capacity);
   std::vector<std::unique_ptr<Slab>> slabs_;
   void* cut_from_slab(CachedClass& cached);
   void trim_slabs(std::vector<std::pair<void*, size_t>>& freed);

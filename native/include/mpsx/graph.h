@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mpsx/capture.h"
 #include "mpsx/errors.h"
 #include "mpsx/image.h"
 #include "mpsx/kernel.h"
@@ -469,7 +470,6 @@ class NNGraph {
   // host update) is encoded each time instead. On unless the environment
   // sets MPSX_CAPTURE_ENCODES=0 when the graph is made.
   bool capture_encodes = capture_encodes_by_default();
-  static bool capture_encodes_by_default();
   // The encodes that ran a recording.
   uint64_t captured_encode_count() const { return captured_encode_count_; }
   // Filters that compiled into another's step (a neuron fused into the

@@ -1,0 +1,161 @@
+"""Command buffers that capture themselves (CommandQueue.capture_command_buffers): on cuda, a command buffer whose
+commands equal an earlier commit's runs as that commit's CUDA graph. Everything a program sees is what running the
+commands gives: each test runs one MPS-style program with capture on and off (the commands run each time, which the
+family tests check against PyTorch and numpy) on fresh inputs each step, and checks with
+captured_command_buffer_count that the command buffers ran as graphs."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import mpsx
+from helpers import gpu_only
+from mpsx.benchmarks import reference_cnn
+
+BATCH = 8
+
+
+def test_the_setting_is_on_where_the_backend_captures_and_the_environment_turns_it_off(device, tmp_path):
+    program = f"import mpsx\nprint(mpsx.Device({device.name!r}).command_queue.capture_command_buffers)"
+    env = {k: v for k, v in os.environ.items() if k != "MPSX_CAPTURE_ENCODES"}
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+    can = str(device.backend == "cuda")
+    for setting, expected in ((None, can), ("1", can), ("0", "False")):
+        if setting is not None:
+            env["MPSX_CAPTURE_ENCODES"] = setting
+        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == expected
+    queue = device.new_command_queue()
+    queue.capture_command_buffers = True
+    assert queue.capture_command_buffers is (device.backend == "cuda")
+    queue.capture_command_buffers = False
+    assert queue.capture_command_buffers is False
+    assert queue.captured_command_buffer_count == 0
+    with pytest.raises(TypeError):
+        mpsx.CommandQueue()
+    with pytest.raises(TypeError, match="without __init__"):
+        mpsx.CommandQueue.__new__(mpsx.CommandQueue).capture_command_buffers
+
+
+def batches(steps, seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        images = rng.standard_normal((BATCH, 3, 32, 32)).astype(np.float32)
+        labels = np.zeros((BATCH, reference_cnn.CLASSES, 1, 1), np.float32)
+        labels[np.arange(BATCH), rng.integers(0, reference_cnn.CLASSES, BATCH)] = 1
+        yield images, labels
+
+
+def trained(device, capture, steps=20, **options):
+    """The hand-encoded reference CNN (conv, batch normalization with its statistics and running-statistics
+    update, max pooling, fully connected, softmax cross entropy, every gradient, SGD or Adam updates that reload
+    the kernels) after `steps` steps on new inputs each step, two command buffers in flight as in a training loop;
+    its weights and the last step's loss, and how many of its command buffers ran as graphs."""
+    queue = device.command_queue
+    queue.capture_command_buffers = capture
+    try:
+        before = queue.captured_command_buffer_count
+        model = reference_cnn.ReferenceCNN(device, BATCH, **options)
+        for images, labels in batches(steps, 1):
+            model.train_step(images, labels)
+        loss = model.loss()
+        state = model.state_dict()
+        weights = {name: value.weights.to_numpy() for name, value in state.items() if name.endswith("weights")}
+        return loss, weights, queue.captured_command_buffer_count - before
+    finally:
+        queue.capture_command_buffers = True
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_hand_encoded_training_loop_runs_as_graphs_and_computes_what_its_commands_compute(repeatable, optimizer):
+    device = repeatable  # the same cuDNN engines in both runs
+    gpu_only(device)
+    loss, weights, captured = trained(device, True, optimizer=optimizer)
+    expected_loss, expected_weights, none = trained(device, False, optimizer=optimizer)
+    assert none == 0
+    if optimizer == "sgd":
+        # The steps' memory repeats every few steps (the running statistics live three steps), so most run as
+        # graphs once each has been seen twice.
+        assert captured >= 4, captured
+    else:
+        # Adam's time step is part of every update's key: no two steps are alike.
+        assert captured == 0
+    assert np.isfinite(loss)
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-6)
+    for name in expected_weights:
+        np.testing.assert_allclose(weights[name], expected_weights[name], rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+def convolution(device):
+    rng = np.random.default_rng(2)
+    weights = rng.uniform(-0.5, 0.5, (4, 3, 3, 3)).astype(np.float32)
+    biases = rng.uniform(-0.1, 0.1, 4).astype(np.float32)
+    source = mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 3, 4), weights, biases)
+    return mpsx.CNNConvolution(device, source), weights, biases
+
+
+def numpy_convolution(x, weights, biases):
+    """3x3, stride 1, MPS's default padding (the destination the size of the source, zeros outside)."""
+    n, _, h, w = x.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.empty((n, weights.shape[0], h, w), np.float32)
+    for y in range(h):
+        for x_ in range(w):
+            window = padded[:, :, y:y + 3, x_:x_ + 3]  # n, c, 3, 3
+            out[:, :, y, x_] = np.einsum("nchw,ohwc->no", window, weights) + biases
+    return out
+
+
+def test_a_command_buffer_on_other_memory_or_with_other_values_is_not_run_as_another_ones_graph(device):
+    """The same kernel on three sources in turn, each step a new command buffer: each source's command buffer
+    runs as its own graph from its second time, and each result is its own source's convolution; then the
+    kernel's weights change (a reload on the host) and the graphs run what the new weights give."""
+    gpu_only(device)
+    conv, weights, biases = convolution(device)
+    rng = np.random.default_rng(3)
+    sources = [rng.standard_normal((2, 3, 6, 6)).astype(np.float32) for _ in range(3)]
+    images = [mpsx.ImageBatch.from_numpy(device, x) for x in sources]
+    destination = mpsx.ImageBatch(device, mpsx.ImageDescriptor(width=6, height=6, feature_channels=4,
+                                                               number_of_images=2))
+    queue = device.new_command_queue()
+    queue.capture_command_buffers = True
+    for step in range(9):
+        cb = queue.command_buffer()
+        conv.encode_batch(cb, images[step % 3], destination)
+        destination.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        np.testing.assert_allclose(destination.to_numpy(), numpy_convolution(sources[step % 3], weights, biases),
+                                   rtol=1e-4, atol=1e-5)
+        # Host writes into the sources between steps: a graph reads the memory when it runs.
+        sources[step % 3] = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+        images[step % 3].write(sources[step % 3])
+    assert queue.captured_command_buffer_count == 6  # steps 3..8: each source's second time on
+
+
+def test_a_command_buffer_keyed_by_a_changed_scalar_records_again(device):
+    """SGD updates with the learning rate changed between steps: the rate is part of the update's key."""
+    gpu_only(device)
+    queue = device.new_command_queue()
+    queue.capture_command_buffers = True
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
+    values = mpsx.Vector.from_numpy(device, np.zeros(16, np.float32))
+    gradient = mpsx.Vector.from_numpy(device, np.ones(16, np.float32))
+    expected = np.zeros(16, np.float32)
+    for step, rate in enumerate([0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.5]):
+        sgd.learning_rate = rate
+        cb = queue.command_buffer()
+        sgd.encode(cb, gradient, values, result_values_vector=values)
+        values.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        expected -= rate
+        np.testing.assert_array_equal(values.to_numpy(), expected)
+    # Each rate from its second time on: the second (captured) and third 0.5, the same of 0.25, the last 0.5.
+    assert queue.captured_command_buffer_count == 5
