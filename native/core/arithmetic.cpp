@@ -95,6 +95,21 @@ std::shared_ptr<BinaryGradientState> CNNArithmetic::new_result_state() {
   return std::make_shared<ArithmeticGradientState>(device_ptr());
 }
 
+// Field by field: the structs have padding.
+static void add_to_key(CommandKey& key, const BinarySourceGeometry& g) {
+  for (int64_t v : {g.image, g.channel, g.x, g.y, g.stride_x, g.stride_y, g.read_channels, g.read_height,
+                    g.read_width})
+    key.add_word(static_cast<uint64_t>(v));
+  key.add_word(g.broadcast_channels);
+}
+
+static void add_to_key(CommandKey& key, const BinaryGeometry& g) {
+  for (int64_t v : {g.destination_image, g.images, g.destination_channel, g.channels, g.x, g.y, g.width, g.height})
+    key.add_word(static_cast<uint64_t>(v));
+  add_to_key(key, g.primary);
+  add_to_key(key, g.secondary);
+}
+
 void CNNArithmetic::record(CommandBuffer& command_buffer, const std::shared_ptr<Image>& primary_image,
                            const std::shared_ptr<Image>& secondary_image, const std::shared_ptr<Image>& destination,
                            const BinaryGeometry& g, const std::shared_ptr<State>& state) {
@@ -103,7 +118,8 @@ void CNNArithmetic::record(CommandBuffer& command_buffer, const std::shared_ptr<
     s->secondary_channel_stride = secondary_stride_in_feature_channels;
     s->fill_views();
   }
-  command_buffer.record([primitive = primitive_, primary_image, secondary_image, destination, g,
+  command_buffer.record(keyed_by(primitive_, primary_image, secondary_image, destination, g, as_value(parameters)),
+                        [primitive = primitive_, primary_image, secondary_image, destination, g,
                          parameters = parameters](ExecutionContext& context) {
     primitive->forward(context, source_region(*primary_image, g.primary, g.images),
                        source_region(*secondary_image, g.secondary, g.images),
@@ -200,12 +216,14 @@ void CNNArithmeticGradient::record(CommandBuffer& command_buffer, const std::sha
                 mine.read_channels == d.feature_channels() && mine.read_height == d.height() &&
                 mine.read_width == d.width();
   if (!covers) {  // pixels the forward pass did not read get no gradient
-    command_buffer.record([destination_gradient](ExecutionContext& context) {
+    command_buffer.record(keyed_by(destination_gradient), [destination_gradient](ExecutionContext& context) {
       context.fill_zero_image(*destination_gradient);
     });
   }
   bool multiply = operation_ == ArithmeticOperation::Multiply;
-  command_buffer.record([primitive = primitive_, source_gradient, source_image, destination_gradient, g, mine, other,
+  command_buffer.record(keyed_by(primitive_, source_gradient, source_image, destination_gradient, g, mine, other, scale,
+                                 multiply),
+                        [primitive = primitive_, source_gradient, source_image, destination_gradient, g, mine, other,
                          scale, multiply](ExecutionContext& context) {
     ImageRegion other_region;
     if (multiply) other_region = source_region(*source_image, other, g.images);

@@ -289,19 +289,23 @@ void* Device::cut_from_slab(CachedClass& cached) {
 }
 
 namespace {
-// The command buffer this thread finishes, while it does.
+// The command buffer this thread finishes, while it does: its queue, the
+// queue's device and its place among the queue's commits.
 thread_local const void* deferring_queue = nullptr;
+thread_local const Device* deferring_device = nullptr;
 thread_local uint64_t deferring_sequence = 0;
 }  // namespace
 
 Device::DeferringReleases::DeferringReleases(const CommandQueue& queue, uint64_t sequence)
-    : previous_queue_(deferring_queue), previous_sequence_(deferring_sequence) {
+    : previous_queue_(deferring_queue), previous_device_(deferring_device), previous_sequence_(deferring_sequence) {
   deferring_queue = &queue;
+  deferring_device = &queue.device();
   deferring_sequence = sequence;
 }
 
 Device::DeferringReleases::~DeferringReleases() {
   deferring_queue = previous_queue_;
+  deferring_device = previous_device_;
   deferring_sequence = previous_sequence_;
 }
 
@@ -314,7 +318,7 @@ void Device::cache_block(void* data, size_t capacity) {
 
 void Device::release(void* data, size_t capacity) {
   cache_lock_.lock();
-  if (deferring_queue)
+  if (deferring_device == this)  // memory of other devices is released as usual
     deferred_.push_back(Deferred{deferring_queue, deferring_sequence, data, capacity});
   else
     cache_block(data, capacity);

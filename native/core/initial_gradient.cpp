@@ -17,7 +17,8 @@ void NNInitialGradient::record(CommandBuffer& command_buffer, const std::shared_
                                const std::shared_ptr<Image>& destination, const Geometry& g,
                                const std::shared_ptr<State>&) {
   check_reads_inside(*source, g);
-  command_buffer.record([primitive = primitive_, source, destination, g](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive_, source, destination, as_value(g)),
+                        [primitive = primitive_, source, destination, g](ExecutionContext& context) {
     primitive->forward(context, source_region(*source, g, g.source_channels),
                        destination_region(*destination, g, g.source_channels));
   });

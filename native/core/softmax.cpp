@@ -20,7 +20,8 @@ void CNNSoftMax::record(CommandBuffer& command_buffer, const std::shared_ptr<Ima
   const int64_t channels = source_channels(*source);
   const SoftMaxDescriptor d{region_pass(false, g, channels, source->descriptor(), {}, destination->descriptor()), log_};
   std::shared_ptr<SoftMaxPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive, source, destination, as_value(g), channels),
+                        [primitive, source, destination, g, channels](ExecutionContext& context) {
     primitive->forward(context, source_region(*source, g, channels), destination_region(*destination, g, channels));
   });
 }
@@ -43,7 +44,8 @@ void CNNSoftMaxGradient::record(CommandBuffer& command_buffer, const std::shared
                             log_};
   std::shared_ptr<SoftMaxPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside(command_buffer, destination_gradient, g);
-  command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
+  command_buffer.record(keyed_by(primitive, source_gradient, source_image, destination_gradient, as_value(g), channels),
+                        [primitive, source_gradient, source_image, destination_gradient, g,
                          channels](ExecutionContext& context) {
     primitive->gradient(context, destination_region(*source_gradient, g, channels),
                         destination_region(*source_image, g, channels),

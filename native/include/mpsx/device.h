@@ -94,6 +94,7 @@ class Device : public std::enable_shared_from_this<Device> {
 
    private:
     const void* previous_queue_;
+    const Device* previous_device_;
     uint64_t previous_sequence_;
   };
   // Caches the blocks deferred by `queue`'s command buffers up to `sequence`.
