@@ -231,12 +231,19 @@ def gpu_only(device):
         pytest.skip("needs a GPU device")
 
 
-def run_isolated(device, code, timeout=60):
+def run_isolated(device, code, timeout=60, environment=None):
     """Runs `code` in a new Python process, with `mpsx` imported and `device`
-    the device of that name, for calls that could hang or kill the process;
-    returns what it printed. Fails on a timeout or a non-zero exit."""
+    the device of that name, for calls that could hang or kill the process
+    or settings read from the environment (`environment`: variables to set,
+    or to remove where None); returns what it printed. Fails on a timeout or
+    a non-zero exit."""
     program = f"import mpsx\ndevice = mpsx.Device({device.name!r})\n" + textwrap.dedent(code)
     env = dict(os.environ)
+    for name, value in (environment or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     if env.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
     # Outside the checkout, whose mpsx/ folder would shadow the built package.

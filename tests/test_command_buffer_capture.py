@@ -1,35 +1,25 @@
 """Command buffers that capture themselves (CommandQueue.capture_command_buffers): on cuda, a command buffer whose
 commands equal an earlier commit's runs as that commit's CUDA graph. Everything a program sees is what running the
-commands gives: each test runs one MPS-style program with capture on and off (the commands run each time, which the
-family tests check against PyTorch and numpy) on fresh inputs each step, and checks with
-captured_command_buffer_count that the command buffers ran as graphs."""
-
-import os
-import subprocess
-import sys
+commands gives: the tests run MPS-style programs on fresh inputs each step and compare what they read with numpy,
+or with the same program run with capture off (the commands run each time, which the family tests check against
+PyTorch and numpy), and check with captured_command_buffer_count which command buffers ran as graphs."""
 
 import numpy as np
 import pytest
 
 import mpsx
+from helpers import run_isolated
 from mpsx.benchmarks import reference_cnn
 
 BATCH = 8
 
 
-def test_the_setting_is_on_where_the_backend_captures_and_the_environment_turns_it_off(device, tmp_path):
-    program = f"import mpsx\nprint(mpsx.Device({device.name!r}).command_queue.capture_command_buffers)"
-    env = {k: v for k, v in os.environ.items() if k != "MPSX_CAPTURE_ENCODES"}
-    if env.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+def test_the_setting_is_on_where_the_backend_captures_and_the_environment_turns_it_off(device):
     can = str(device.backend == "cuda")
     for setting, expected in ((None, can), ("1", can), ("0", "False")):
-        if setting is not None:
-            env["MPSX_CAPTURE_ENCODES"] = setting
-        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60,
-                              cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == expected
+        printed = run_isolated(device, "print(device.command_queue.capture_command_buffers)",
+                               environment={"MPSX_CAPTURE_ENCODES": setting})
+        assert printed.strip() == expected
     queue = device.new_command_queue()
     queue.capture_command_buffers = True
     assert queue.capture_command_buffers is (device.backend == "cuda")

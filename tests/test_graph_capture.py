@@ -4,15 +4,11 @@ same MPS-style program with capture on and off (the steps encoded each time, whi
 PyTorch and numpy) and compares what it reads, and checks with captured_encode_count which of the encodes ran
 the recording."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import mpsx
-from helpers import ArrayConvolutionSource, RecordedLoads, gpu_only
+from helpers import ArrayConvolutionSource, RecordedLoads, gpu_only, run_isolated
 from test_host_writes import IN_FLIGHT
 from test_signals import long_convolutions
 
@@ -138,21 +134,13 @@ def test_a_training_loop_trains_as_when_every_step_is_encoded(repeatable, per_im
     assert runs[True][0][-1] != runs[True][0][0]
 
 
-def test_capture_is_on_by_default_and_the_environment_turns_it_off(device, tmp_path):
-    program = ("import mpsx\nx = mpsx.NNImageNode(mpsx.NNHandle('x'))\n"
+def test_capture_is_on_by_default_and_the_environment_turns_it_off(device):
+    program = ("x = mpsx.NNImageNode(mpsx.NNHandle('x'))\n"
                "node = mpsx.CNNNeuronNode(x, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))\n"
-               f"print(mpsx.NNGraph(mpsx.Device({device.name!r}), node.result_image).capture_encodes)")
-    env = {k: v for k, v in os.environ.items() if k != "MPSX_CAPTURE_ENCODES"}
-    if env.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
+               "print(mpsx.NNGraph(device, node.result_image).capture_encodes)")
     for setting, expected in ((None, "True"), ("1", "True"), ("0", "False")):
-        if setting is not None:
-            env["MPSX_CAPTURE_ENCODES"] = setting
-        # Outside the checkout, whose mpsx/ folder would shadow the built package.
-        done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60,
-                              cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.strip() == expected
+        printed = run_isolated(device, program, environment={"MPSX_CAPTURE_ENCODES": setting})
+        assert printed.strip() == expected
     graph = Model(device).graph
     graph.capture_encodes = False
     assert graph.capture_encodes is False
