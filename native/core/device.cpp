@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <utility>

@@ -221,7 +221,8 @@ class CommandBufferGraphs {
 
   // The entry a new key of work `structure` takes: that work's least
   // recently used one once it has kPerStructure (its graph updated in
-  // place), else a new one, else the least recently used of all.
+  // place), else a new one, else the least recently used of all (its
+  // graph dropped).
   Entry& entry_for(uint64_t structure) {
     Entry* oldest = nullptr;
     Entry* oldest_alike = nullptr;
@@ -239,7 +240,7 @@ class CommandBufferGraphs {
     }
     if (!entry) {
       entry = oldest;
-      entry->graph.reset();  // another work's graph: no update
+      entry->graph.reset();
     }
     entry->structure_hash = structure;
     return *entry;
