@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mpsx
-from helpers import run_isolated
+from helpers import Handle, float32_graph, run_isolated
 from mpsx.benchmarks import reference_cnn
 
 BATCH = 8
@@ -201,3 +201,39 @@ def test_per_image_forward_and_gradient_command_buffers_run_as_graphs(device):
     # Each step's objects die with its function: every step gets the same memory, and both command buffers run
     # as graphs from their second step on.
     assert queue.captured_command_buffer_count == (18 if device.backend == "cuda" else 0)
+
+
+def test_a_graph_encoded_each_step_without_its_own_capture_runs_as_graphs(device):
+    """An NNGraph with capture_encodes off, encoded each step onto a command buffer of a capturing queue: nearest
+    upsampling, its spatial mean and their gradients, results read each step, against numpy."""
+    x, dy = mpsx.NNImageNode(Handle("x")), mpsx.NNImageNode(Handle("dy"))
+    upsampling = mpsx.CNNUpsamplingNearestNode(x, 2, 2)
+    mean = mpsx.NNReductionSpatialMeanNode(upsampling.result_image)
+    mean_gradient = mean.gradient_filter_with_source(dy)
+    gradient = upsampling.gradient_filter_with_source(mean_gradient.result_image)
+    results = [mean.result_image, gradient.result_image]
+    for r in results:
+        r.synchronize_resource = True
+    graph = float32_graph(device, result_images=results)
+    graph.capture_encodes = False
+    queue = device.new_command_queue()
+    queue.capture_command_buffers = True
+
+    def step(inputs):
+        sources = [mpsx.Image.from_numpy(device, inputs[h.label]) for h in graph.source_image_handles]
+        cb = queue.command_buffer()
+        first, rest = graph.encode(cb, sources, intermediate_images=True)
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        return [first.to_numpy()] + [r.to_numpy() for r in rest]
+
+    rng = np.random.default_rng(5)
+    for _ in range(6):
+        inputs = dict(x=rng.standard_normal((1, 3, 2, 2)).astype(np.float32),
+                      dy=rng.standard_normal((1, 3, 1, 1)).astype(np.float32))
+        y, dx = step(inputs)
+        np.testing.assert_allclose(y, inputs["x"].mean(axis=(2, 3), keepdims=True), rtol=1e-5, atol=1e-6)
+        # Each source pixel is 4 of the 16 upsampled pixels the mean reads.
+        np.testing.assert_allclose(dx, np.broadcast_to(inputs["dy"] / 4, dx.shape), rtol=1e-5, atol=1e-6)
+    assert queue.captured_command_buffer_count == (5 if device.backend == "cuda" else 0)  # from the second step

@@ -132,7 +132,8 @@ void NNReduceUnary::record(CommandBuffer& command_buffer, const std::shared_ptr<
     std::shared_ptr<PoolingPrimitive> primitive = cached_primitive(
         means_, device().backend(),
         spatial_mean_pass(false, read, g.images, channels, source->descriptor(), destination->descriptor()));
-    command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& c) {
+    command_buffer.record(keyed_by(primitive, source, destination, as_value(g), channels),
+                          [primitive, source, destination, g, channels](ExecutionContext& c) {
       primitive->forward(c, whole_source_region(*source, g, channels), destination_region(*destination, g, channels));
     });
     return;
@@ -146,7 +147,8 @@ void NNReduceUnary::record(CommandBuffer& command_buffer, const std::shared_ptr<
   d.width = g.width;
   std::shared_ptr<ReductionPrimitive> primitive = cached_primitive(sums_, device().backend(), d);
   command_buffer.record(
-      [primitive = std::move(primitive), source, destination, g, channels, weight = weight](ExecutionContext& c) {
+      keyed_by(primitive, source, destination, as_value(g), channels, weight),
+      [primitive, source, destination, g, channels, weight = weight](ExecutionContext& c) {
         primitive->feature_channels_sum(c, source_region(*source, g, channels), destination_region(*destination, g, 1),
                                         weight);
       });
@@ -184,7 +186,8 @@ void NNReduceSpatialMeanGradient::record(CommandBuffer& command_buffer, const st
       spatial_mean_pass(true, s.read, g.images, channels, destination_gradient->descriptor(),
                         source_gradient->descriptor()));
   record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
-  command_buffer.record([primitive = std::move(primitive), source_gradient, source_image, destination_gradient, g,
+  command_buffer.record(keyed_by(primitive, source_gradient, source_image, destination_gradient, as_value(g), channels),
+                        [primitive, source_gradient, source_image, destination_gradient, g,
                          channels](ExecutionContext& context) {
     const int64_t height = source_image->height(), width = source_image->width();
     primitive->gradient(context, destination_region(*source_gradient, g, channels),

@@ -165,7 +165,8 @@ void CNNUpsampling::record(CommandBuffer& command_buffer, const std::shared_ptr<
   UpsamplingDescriptor d = describe(g, channels, source->width(), source->height(), source->descriptor(),
                                     destination->descriptor());
   std::shared_ptr<UpsamplingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
-  command_buffer.record([primitive = std::move(primitive), source, destination, g, channels](ExecutionContext& context) {
+  command_buffer.record(keyed_by(primitive, source, destination, as_value(g), channels),
+                        [primitive, source, destination, g, channels](ExecutionContext& context) {
     primitive->forward(context, whole_source_region(*source, g, channels),
                        destination_region(*destination, g, channels));
   });
@@ -202,7 +203,8 @@ void CNNUpsamplingGradient::record(CommandBuffer& command_buffer, const std::sha
       describe(g, channels, width, height, destination_gradient->descriptor(), source_gradient->descriptor());
   std::shared_ptr<UpsamplingPrimitive> primitive = cached_primitive(primitives_, device().backend(), d);
   record_zeros_outside_slice(command_buffer, destination_gradient, *source_image, g);
-  command_buffer.record([primitive = std::move(primitive), source_gradient, destination_gradient, g, channels, height,
+  command_buffer.record(keyed_by(primitive, source_gradient, destination_gradient, as_value(g), channels, height, width),
+                        [primitive, source_gradient, destination_gradient, g, channels, height,
                          width](ExecutionContext& context) {
     primitive->gradient(context, destination_region(*source_gradient, g, channels),
                         destination_gradient->region(g.source_image, g.source_channel, 0, 0, g.images, channels,
