@@ -244,6 +244,7 @@ void* Device::allocate(size_t bytes, size_t* capacity) {
     } else if (cached.slab_left) {
       data = cut_from_slab(cached);
       if (++cached.count > cached.blocks.capacity()) cached.blocks.reserve(2 * cached.count);
+      reserve_deferred();
     }
     if (data) {
       bytes_in_use_ += cls.bytes;
@@ -276,6 +277,7 @@ void* Device::allocate(size_t bytes, size_t* capacity) {
   peak_bytes_in_use_ = std::max(peak_bytes_in_use_, bytes_in_use_);
   if (++cached.count > cached.blocks.capacity())  // so release() never allocates
     cached.blocks.reserve(2 * cached.count);
+  reserve_deferred();
   cache_lock_.unlock();
   return data;
 }
@@ -307,6 +309,12 @@ Device::DeferringReleases::~DeferringReleases() {
   deferring_queue = previous_queue_;
   deferring_device = previous_device_;
   deferring_sequence = previous_sequence_;
+}
+
+// With the cache lock held, for each block made: room to defer every block,
+// so that release() never allocates.
+void Device::reserve_deferred() {
+  if (++block_count_ > deferred_.capacity()) deferred_.reserve(2 * block_count_);
 }
 
 // With the cache lock held.
@@ -347,6 +355,7 @@ void Device::trim() {
     if (slabbed(cached.bytes)) continue;
     for (void* data : cached.blocks) freed.emplace_back(data, cached.bytes);
     cached.count -= cached.blocks.size();
+    block_count_ -= cached.blocks.size();
     bytes_cached_ -= cached.blocks.size() * cached.bytes;
     cached.blocks.clear();
   }
@@ -378,6 +387,7 @@ void Device::trim_slabs(std::vector<std::pair<void*, size_t>>& freed) {
                         cached.blocks.end());
     std::make_heap(cached.blocks.begin(), cached.blocks.end(), std::greater<>());
     cached.count -= before - cached.blocks.size();
+    block_count_ -= before - cached.blocks.size();
     bytes_cached_ -= (before - cached.blocks.size()) * cached.bytes;
     if (cached.slab && unused(cached.slab)) {
       cached.slab = nullptr;

@@ -142,6 +142,8 @@ class Device : public std::enable_shared_from_this<Device> {
     size_t capacity;
   };
   std::vector<Deferred> deferred_;
+  size_t block_count_ = 0;  // of every class, live or cached: a bound on those deferred
+  void reserve_deferred();
   void cache_block(void* data, size_t capacity);
   std::vector<std::unique_ptr<Slab>> slabs_;
   void* cut_from_slab(CachedClass& cached);
