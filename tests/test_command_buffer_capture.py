@@ -237,3 +237,34 @@ def test_a_graph_encoded_each_step_without_its_own_capture_runs_as_graphs(device
         # Each source pixel is 4 of the 16 upsampled pixels the mean reads.
         np.testing.assert_allclose(dx, np.broadcast_to(inputs["dy"] / 4, dx.shape), rtol=1e-5, atol=1e-6)
     assert queue.captured_command_buffer_count == (5 if device.backend == "cuda" else 0)  # from the second step
+
+
+def test_a_queue_whose_command_buffers_never_repeat_stops_keying_them_and_finds_a_loop_that_does(device):
+    """SGD updates with a new learning rate each step (never repeating) for longer than the back-off's 64 keyed
+    commits, then a fixed rate: the queue probes one command buffer in 16, finds the repeat and captures again."""
+    queue = device.new_command_queue()
+    queue.capture_command_buffers = True
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
+    values = mpsx.Vector.from_numpy(device, np.zeros(16, np.float32))
+    gradient = mpsx.Vector.from_numpy(device, np.ones(16, np.float32))
+    expected = np.zeros(16, np.float32)
+
+    def step(rate):
+        nonlocal expected
+        sgd.learning_rate = rate
+        cb = queue.command_buffer()
+        sgd.encode(cb, gradient, values, result_values_vector=values)
+        values.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        expected = expected - np.float32(rate)
+        np.testing.assert_allclose(values.to_numpy(), expected, rtol=1e-5)
+
+    for i in range(80):
+        step(1.0 / (i + 2))
+    assert queue.captured_command_buffer_count == 0
+    for _ in range(64):
+        step(0.25)
+    # Probed every 16th command buffer: the second probe of the fixed rate sees its keys again and captures;
+    # from then on every command buffer records keys and runs as the graph.
+    assert queue.captured_command_buffer_count >= (30 if device.backend == "cuda" else 0)

@@ -97,7 +97,7 @@ CommandBuffer::CommandBuffer(std::shared_ptr<CommandQueue> queue, bool replayabl
     : queue_(std::move(queue)),
       replayable_(replayable),
       // A replayable command buffer captures itself from its second run.
-      keys_commands_(!replayable && queue_->captures_command_buffers()),
+      keys_commands_(!replayable && queue_->keys_next_command_buffer()),
       id_(next_command_buffer_id.fetch_add(1, std::memory_order_relaxed)),
       completion_(std::make_shared<Completion>()), completion_const_(completion_), temporary_heap_(completion_) {
   completion_->queue = queue_;
@@ -517,8 +517,22 @@ std::shared_ptr<CommandBuffer> CommandQueue::command_buffer(bool replayable) {
   return std::make_shared<CommandBuffer>(shared_from_this(), replayable);
 }
 
+bool CommandQueue::keys_next_command_buffer() {
+  if (!captures_command_buffers()) return false;
+  if (keyed_without_repeat_.load(std::memory_order_relaxed) < kKeyedBeforeBackOff) return true;
+  return unkeyed_in_back_off_.fetch_add(1, std::memory_order_relaxed) % kBackOffInterval == 0;
+}
+
+void CommandQueue::note_keys_repeated(bool repeated) {
+  if (repeated)
+    keyed_without_repeat_.store(0, std::memory_order_relaxed);
+  else
+    keyed_without_repeat_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void CommandQueue::set_captures_command_buffers(bool on) {
   captures_command_buffers_.store(on && executor_->runs_command_buffers_by_key(), std::memory_order_relaxed);
+  keyed_without_repeat_.store(0, std::memory_order_relaxed);
 }
 
 void CommandQueue::wait_until_idle() {

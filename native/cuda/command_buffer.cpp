@@ -178,13 +178,16 @@ class CommandBufferGraphs {
   void run(CudaContext& context, CommandBuffer& command_buffer) {
     const uint64_t hash = command_buffer.key_hash();
     ++clock_;
+    CommandQueue& queue = command_buffer.queue();
     for (auto& entry : entries_)
       if (entry->key_hash == hash && command_buffer.keys_equal(entry->keys)) {
+        queue.note_keys_repeated(true);
         entry->last_used = clock_;
         run_entry(context, command_buffer, *entry);
         return;
       }
     auto seen = std::find(seen_.begin(), seen_.end(), hash);
+    queue.note_keys_repeated(seen != seen_.end());
     if (seen == seen_.end()) {
       seen_[next_seen_++ % seen_.size()] = hash;
       command_buffer.execute(context);

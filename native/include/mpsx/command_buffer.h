@@ -470,6 +470,15 @@ class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
   void count_captured_command_buffer() { captured_command_buffers_.fetch_add(1, std::memory_order_relaxed); }
   // For command buffers: the place of a commit or replay among the queue's.
   uint64_t next_sequence() { return commits_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  // Whether a command buffer made now records the keys of its commands:
+  // while capturing, unless the last kKeyedBeforeBackOff keyed commits
+  // repeated no earlier keys (a loop whose steps never repeat: Adam's time
+  // step), after which one command buffer in kBackOffInterval does, until
+  // one repeats. Setting captures_command_buffers starts over.
+  bool keys_next_command_buffer();
+  // For executors: whether a keyed commit's keys were seen before.
+  void note_keys_repeated(bool repeated);
+  static constexpr uint32_t kKeyedBeforeBackOff = 64, kBackOffInterval = 16;
 
  private:
   std::shared_ptr<Device> device_;
@@ -478,6 +487,8 @@ class CommandQueue : public std::enable_shared_from_this<CommandQueue> {
   std::atomic<bool> captures_command_buffers_{false};
   std::atomic<uint64_t> captured_command_buffers_{0};
   std::atomic<uint64_t> commits_{0};
+  std::atomic<uint32_t> keyed_without_repeat_{0};
+  std::atomic<uint64_t> unkeyed_in_back_off_{0};
 };
 
 }  // namespace mpsx
