@@ -150,17 +150,24 @@ void launch(CudaContext& context, CommandBuffer& command_buffer, CapturedGraph& 
 // a recording's run): launches its CUDA graph, captured first where there
 // is none or the queue's scratch memory moved. A failure is the command
 // buffer's error.
+// Runs the command buffer as `captured`, captured first where it has no
+// graph or the queue's scratch memory moved; as its commands where it can
+// not be captured. Returns whether the graph ran.
+bool run_as(CudaContext& context, CommandBuffer& command_buffer, CapturedGraph& captured) {
+  if (captured.capturable && (!captured.exec || captured.scratch_generation != context.scratch_generation()))
+    capture(context, command_buffer, captured);
+  if (!captured.exec) {
+    command_buffer.execute(context);
+    return false;
+  }
+  launch(context, command_buffer, captured);
+  return true;
+}
+
 void run_captured(CudaContext& context, CommandBuffer& command_buffer) {
   auto& recording = command_buffer.recording();
   if (!recording) recording = std::make_unique<CapturedGraph>(context.ordinal());
-  auto& captured = static_cast<CapturedGraph&>(*recording);
-  if (captured.capturable && (!captured.graph || captured.scratch_generation != context.scratch_generation()))
-    capture(context, command_buffer, captured);
-  if (!captured.graph) {
-    command_buffer.execute(context);
-    return;
-  }
-  launch(context, command_buffer, captured);
+  run_as(context, command_buffer, static_cast<CapturedGraph&>(*recording));
 }
 
 // Command buffers that capture themselves (CommandQueue::
@@ -212,14 +219,7 @@ class CommandBufferGraphs {
   };
 
   void run_entry(CudaContext& context, CommandBuffer& command_buffer, Entry& entry) {
-    if (entry.graph.capturable && (!entry.graph.exec || entry.graph.scratch_generation != context.scratch_generation()))
-      capture(context, command_buffer, entry.graph);
-    if (!entry.graph.exec) {
-      command_buffer.execute(context);
-      return;
-    }
-    launch(context, command_buffer, entry.graph);
-    command_buffer.queue().count_captured_command_buffer();
+    if (run_as(context, command_buffer, entry.graph)) command_buffer.queue().count_captured_command_buffer();
   }
 
   // The entry a new key of work `structure` takes: that work's least
