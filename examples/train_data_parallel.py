@@ -60,8 +60,8 @@ def main():
     parser.add_argument("--replay", action="store_true")
     parser.add_argument("--peer", choices=["torch"], default=None)
     parser.add_argument("--json", action="store_true", help="print rank 0's figures as one JSON line")
-    parser.add_argument("--bucket-bytes", type=int, default=25 << 20,
-                        help="the size of mpsx's all-reduce buckets (mpsx.distributed.init)")
+    parser.add_argument("--bucket-bytes", type=int, default=None,
+                        help="the size of mpsx's all-reduce buckets (mpsx.distributed.init; by default chosen)")
     arguments = parser.parse_args()
 
     if arguments.peer == "torch":

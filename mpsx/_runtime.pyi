@@ -389,7 +389,7 @@ class Communicator:
         library: str = "",
         host_all_reduce: Callable[[npt.NDArray[np.float32], Literal["sum", "mean"]], object] | None = None,
         timeout: float = 300,
-        bucket_bytes: int = 26214400,
+        bucket_bytes: int | None = None,
     ) -> None: ...
     def encode_all_reduce(
         self,
@@ -404,7 +404,7 @@ class Communicator:
     @property
     def device(self) -> Device: ...
     @property
-    def bucket_bytes(self) -> int: ...
+    def bucket_bytes(self) -> int | None: ...
     @property
     def collective_calls(self) -> int: ...
     @property

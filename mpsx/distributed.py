@@ -166,14 +166,16 @@ def _mpi_all_reduce(comm, timeout):
     return all_reduce
 
 
-def init(backend=None, rank=None, world_size=None, device=None, timeout=300.0, bucket_bytes=25 << 20):
+def init(backend=None, rank=None, world_size=None, device=None, timeout=300.0, bucket_bytes=None):
     """Joins the data-parallel group of this process and returns it (also ``mpsx.distributed.group()``).
 
     ``backend``: ``"nccl"`` (cuda devices) or ``"mpi"`` (cpu); by default ``"mpi"`` when launched by mpirun or on a
     machine without a GPU, else ``"nccl"``. ``rank`` and ``world_size`` default to the launcher's (RANK /
     WORLD_SIZE, or MPI's); ``device`` to ``cuda:LOCAL_RANK`` for nccl and cpu for mpi. A rank that cannot join, or a
     collective that does not finish, within ``timeout`` seconds raises DistributedError instead of waiting forever.
-    ``bucket_bytes`` is the size of the buckets gradients are all-reduced in. DistributedError if called twice.
+    ``bucket_bytes`` is the size of the buckets gradients are all-reduced in; None chooses it (25 MiB, and a quarter
+    of the gradients for a data-parallel graph's overlapped all-reduce, within 256 KiB to 25 MiB). DistributedError
+    if called twice.
 
     MPS: none (mpsx)
     """

@@ -26,7 +26,7 @@ def init(
     world_size: int | None = None,
     device: Device | None = None,
     timeout: float = 300.0,
-    bucket_bytes: int = 26214400,
+    bucket_bytes: int | None = None,
 ) -> ProcessGroup: ...
 def all_reduce(
     command_buffer: CommandBuffer, items: _Reducible | Sequence[_Reducible], op: Literal["sum", "mean"] = "sum"

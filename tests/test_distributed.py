@@ -241,13 +241,14 @@ def test_an_exit_after_a_join_given_up_on_ends_with_its_status(device):
         assert "could not join the group within 1e-06 s" in run_isolated(device, code)
 
 
-@pytest.mark.parametrize("model, bucket_bytes, calls", [("hand", 25 << 20, 2), ("graph", 25 << 20, 2),
-                                                         ("graph", 4096, 24)])
+# The graph reduces the last trainable node's gradients (conv0's weights and biases) in a bucket of their own.
+@pytest.mark.parametrize("model, bucket_bytes, calls", [("hand", 25 << 20, 2), ("graph", 25 << 20, 2 * 2),
+                                                         ("graph", 4096, 2 * 13)])
 def test_a_group_of_one_trains_as_no_group(device, model, bucket_bytes, calls):
     """The reference CNN (with batch normalization) with a group of one: the same weights as without a
-    group (the updates wait for the all-reduce; nothing between reads what they change). With small buckets
-    the graph launches each bucket's all-reduce during the backward pass, beside it (cuda: on a stream of
-    the collective's own), and joins before the updates."""
+    group (the updates wait for the all-reduce; nothing between reads what they change). The graph launches
+    each bucket's all-reduce during the backward pass, beside it (cuda: on the queue's overlapped stream),
+    and the updates from its gradients after it, while the backward pass goes on."""
     from mpsx.benchmarks.reference_cnn import GraphReferenceCNN, ReferenceCNN, random_batch
     communicator = group_of_one(device, bucket_bytes=bucket_bytes)
     device.deterministic = True
@@ -265,6 +266,63 @@ def test_a_group_of_one_trains_as_no_group(device, model, bucket_bytes, calls):
     assert communicator.collective_calls == calls
     for name in runs[0]:
         np.testing.assert_array_equal(runs[0][name], runs[1][name], err_msg=name)
+
+
+def calls_per_step(device, communicator, steps, encode):
+    """The collective calls each step made."""
+    calls = []
+    for _ in range(steps):
+        before = communicator.collective_calls
+        run(device, encode)
+        calls.append(communicator.collective_calls - before)
+    return calls
+
+
+def conv_graph(device, group, channels):
+    """conv 3x3 (3 -> channels), conv 3x3 and conv 1x1 (channels -> channels), each with ReLU, fully connected,
+    loss, on 4 x 4 images, as a data-parallel NNGraph, with its encode of a fixed batch and its gradients'
+    bytes."""
+    rng = np.random.default_rng(3)
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.01)
+    shapes = [(3, 3, 3, channels), (3, 3, channels, channels), (1, 1, channels, channels), (4, 4, channels, 10)]
+    sources = [mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(kh, kw, cin, cout),
+                                       (rng.standard_normal((cout, kh, kw, cin)) * 0.05).astype(np.float32),
+                                       np.zeros(cout, np.float32), optimizer=sgd) for kh, kw, cin, cout in shapes]
+    relu = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+    x = mpsx.NNImageNode(mpsx.NNHandle("images"))
+    for source in sources[:3]:
+        x = mpsx.CNNNeuronNode(mpsx.CNNConvolutionNode(x, source).result_image, relu).result_image
+    loss = mpsx.CNNLossNode(mpsx.CNNFullyConnectedNode(x, sources[3]).result_image,
+                            mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN))
+    graph = mpsx.NNGraph(device, loss.training_graph()[0].result_image, False, format=mpsx.DataType.FLOAT32,
+                         data_parallel=group)
+    images = mpsx.ImageBatch.from_numpy(device, rng.standard_normal((4, 3, 4, 4)).astype(np.float32))
+    labels = np.eye(10, dtype=np.float32)[[1, 2, 3, 4]].reshape(4, 10, 1, 1)
+    encode = lambda cb: graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
+    return encode, sum(4 * (kh * kw * cin * cout + cout) for kh, kw, cin, cout in shapes)
+
+
+@pytest.mark.parametrize("channels", [16, 256])
+def test_chosen_buckets_are_a_quarter_of_the_gradients_within_256_kib_to_25_mib(device, channels):
+    """bucket_bytes None (the default): a hand-encoded all-reduce packs into 25 MiB buckets, a data-parallel
+    graph into buckets of a quarter of its gradients' bytes, at least 256 KiB (16 channels: 0.02 MB of
+    gradients; 256 channels: 2.8 MB), from its first encode. The same calls as those sizes given."""
+    chosen = group_of_one(device)
+    assert chosen.bucket_bytes is None and mpsx.distributed.init.__defaults__[-1] is None
+    items = vectors(device, 3, 1000, 0, 5)
+    assert calls_per_step(device, chosen, 1, lambda cb: chosen.encode_all_reduce(cb, items, "sum")) == [1]
+    encode, gradient_bytes = conv_graph(device, chosen, channels)
+    calls = calls_per_step(device, chosen, 2, encode)
+    assert calls[0] == calls[1] > 1
+    quarter = max(gradient_bytes // 4 // 4 * 4, 256 << 10)
+    assert quarter == (256 << 10 if channels == 16 else gradient_bytes // 16 * 4)
+    given = group_of_one(device, bucket_bytes=quarter)
+    encode, _ = conv_graph(device, given, channels)
+    assert calls == calls_per_step(device, given, 2, encode)
+    if channels == 256:  # the sizes make a difference here: 256 KiB buckets take more calls
+        other = group_of_one(device, bucket_bytes=256 << 10)
+        encode, _ = conv_graph(device, other, channels)
+        assert calls_per_step(device, other, 1, encode)[0] > calls[0]
 
 
 def weights_of(model):

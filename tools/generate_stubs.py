@@ -145,7 +145,7 @@ TYPES = {
         "primary_scale ps regularization_scale scale_factor_x scale_factor_y secondary_scale threshold timeout weight"
     ),
     "int": (
-        "amount source_width source_height resource_count predicate_offset biases_offset bucket_bytes channel "
+        "amount source_width source_height resource_count predicate_offset biases_offset channel "
         "result_feature_channels "
         "result_height result_width "
         "sub_pixel_scale_factor "
@@ -166,7 +166,7 @@ TYPES = {
         "source_gradient_feature_channels source_image_feature_channels source_index stream stride stride_in_pixels_x "
         "stride_in_pixels_y time_step usage weights_offset width world_size x y z zero_pad_size_x zero_pad_size_y"
     ),
-    "int | None": "reshaped_feature_channels reshaped_height reshaped_width",
+    "int | None": "bucket_bytes reshaped_feature_channels reshaped_height reshaped_width",
     "list[Any]": "intermediate_image_handles result_state_handles source_image_handles source_state_handles",
     "list[NNStateNode]": "result_states",
     "npt.ArrayLike": "array biases data gamma parameters_a",

@@ -13,7 +13,7 @@ def _new_group_id(Device device not None, str library not None=""):
 
 cdef class Communicator:
     """Communicator(device, rank, world_size, group_id=b"", library="", host_all_reduce=None, timeout=300,
-        bucket_bytes=26214400)
+        bucket_bytes=None)
 --
 
     A member of a data-parallel group, one process per device, that encodes the group's collectives.
@@ -21,18 +21,20 @@ cdef class Communicator:
     ``mpsx.distributed.init`` makes it: rank ``rank`` of ``world_size``; ``group_id`` and ``library`` are NCCL's
     unique id and library path on cuda; ``host_all_reduce(values, op)`` sums a float32 array in place across the
     group on cpu (MPI); a collective that does not finish within ``timeout`` seconds fails with DistributedError;
-    ``bucket_bytes`` is the size of the buckets gradients are packed into.
+    ``bucket_bytes`` is the size of the buckets gradients are packed into; None chooses it: 25 MiB, and for a
+    data-parallel graph's all-reduce during its backward pass, a quarter of its gradients' bytes (from its second
+    encode), within 256 KiB to 25 MiB.
 
     MPS: none (mpsx)
     """
 
     def __init__(self, Device device not None, rank, world_size, bytes group_id not None=b"", str library not None="",
-                 host_all_reduce=None, double timeout=300, bucket_bytes=25 << 20):
+                 host_all_reduce=None, double timeout=300, bucket_bytes=None):
         cdef CCollectiveDescriptor d
-        cdef int64_t bucket = integer_argument(bucket_bytes, "bucket_bytes")
+        cdef int64_t bucket = 0 if bucket_bytes is None else integer_argument(bucket_bytes, "bucket_bytes")
         cdef int64_t r = integer_argument(rank, "rank"), n = integer_argument(world_size, "world_size")
-        if bucket < 4:
-            raise ValueError(f"bucket_bytes: expected at least 4 bytes, given {bucket}")
+        if bucket_bytes is not None and bucket < 4:
+            raise ValueError(f"bucket_bytes: expected at least 4 bytes, or None to choose it, given {bucket}")
         if not 1 <= n <= 1 << 24 or not 0 <= r < n:
             raise ValueError(f"expected a world size of 1 to 2^24 and a rank in [0, world size), given rank {r} of "
                              f"world size {n}")
@@ -70,11 +72,12 @@ cdef class Communicator:
 
     @property
     def bucket_bytes(self):
-        """The size, in bytes, of the buckets gradients are packed into: one collective call each.
+        """The size, in bytes, of the buckets gradients are packed into: one collective call each; None where it is
+        chosen for each all-reduce.
 
         MPS: none (mpsx)
         """
-        return self.native().bucket_bytes()
+        return self.native().bucket_bytes() or None
 
     @property
     def collective_calls(self):

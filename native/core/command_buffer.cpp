@@ -387,11 +387,13 @@ bool CommandBuffer::execute(ExecutionContext& context) {
     try {
       c->execute(context);
     } catch (...) {
+      context.join_overlapped();
       std::lock_guard<std::mutex> lock(mutex_);
       error_ = std::current_exception();
       return false;
     }
   }
+  context.join_overlapped();
   return true;
 }
 

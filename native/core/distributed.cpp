@@ -22,6 +22,10 @@ constexpr size_t kPieces = 4;
 constexpr size_t kFields = 11;
 // "mpsxLay1": a place without it holds another collective's values.
 constexpr uint64_t kMagic = 0x6d7073784c617931;
+// Chosen buckets (bucket_bytes 0): an overlapped all-reduce's are a quarter of the bytes it reduces, so that a
+// graph's backward pass launches about four, within these bounds: small ones cost a collective's latency each,
+// and DDP's 25 MiB suits the largest models. Others are of the largest size: the fewest collectives.
+constexpr size_t kChosenBuckets = 4, kChosenBucketMin = size_t{256} << 10, kChosenBucketMax = size_t{25} << 20;
 
 uint64_t combine(uint64_t hash, uint64_t value) {
   return hash ^ (value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2));
@@ -109,7 +113,11 @@ struct Communicator::LayoutChecks {
         << collectives << " collective call" << (collectives == 1 ? "" : "s");
     for (uint64_t i = 0; i < std::min<uint64_t>(collectives, 4); ++i) out << (i ? ", " : " of ") << fields[7 + i];
     if (collectives) out << (collectives > 4 ? ", ... bytes" : " bytes");
-    out << " (bucket_bytes " << fields[1] << ")";
+    out << " (bucket_bytes ";
+    if (fields[1])
+      out << fields[1] << ")";
+    else
+      out << "chosen)";
     return out.str();
   }
 };
@@ -122,8 +130,9 @@ Communicator::Communicator(std::shared_ptr<Device> device, const CollectiveDescr
   if (world_size_ < 1) fail<ArgumentError>("Communicator: expected a world size of at least 1, given ", world_size_);
   if (rank_ < 0 || rank_ >= world_size_)
     fail<ArgumentError>("Communicator: expected a rank in [0, ", world_size_, "), given ", rank_);
-  if (bucket_bytes_ < sizeof(float) || bucket_bytes_ > Device::kMaxAllocation)
-    fail<ArgumentError>("Communicator: expected a bucket size of 4 bytes to 2^48, given ", bucket_bytes_);
+  if ((bucket_bytes_ != 0 && bucket_bytes_ < sizeof(float)) || bucket_bytes_ > Device::kMaxAllocation)
+    fail<ArgumentError>("Communicator: expected a bucket size of 4 bytes to 2^48, or 0 to choose it, given ",
+                        bucket_bytes_);
   if (!(descriptor.timeout_seconds > 0))
     fail<ArgumentError>("Communicator: expected a timeout above 0 seconds, given ", descriptor.timeout_seconds);
   collective_ = make_primitive<CollectivePrimitive>(device_->backend(), descriptor);
@@ -136,6 +145,12 @@ Communicator::Communicator(std::shared_ptr<Device> device, const CollectiveDescr
 Communicator::~Communicator() = default;
 
 uint64_t Communicator::layout_checks() const { return layout_checks_->runs.load(); }
+
+size_t Communicator::bucket_for(size_t bytes) const {
+  if (bucket_bytes_) return bucket_bytes_;
+  if (!bytes) return kChosenBucketMax;
+  return std::clamp(bytes / kChosenBuckets / sizeof(float) * sizeof(float), kChosenBucketMin, kChosenBucketMax);
+}
 
 void Communicator::begin_layout(CommandBuffer& command_buffer, ReduceOperation operation) {
   layout_ = Layout{};
@@ -159,6 +174,7 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
   if (overlapping_)
     fail<StateError>("all_reduce: overlapped all-reduces of this group wait for encode_join on their command buffer");
   next_bucket_ = 0;
+  bucket_ = bucket_for(0);  // reduced where encoded: the fewest collectives
   begin_layout(command_buffer, operation);
   encode(command_buffer, buffers, operation, false);
   encode_layout_check(command_buffer);
@@ -169,7 +185,7 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
 
 void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
                                                 const std::vector<std::shared_ptr<Buffer>>& buffers,
-                                                ReduceOperation operation) {
+                                                ReduceOperation operation, size_t total_bytes, bool ends_bucket) {
   check(command_buffer, buffers);
   std::lock_guard<std::mutex> lock(mutex_);
   if (overlapping_ && (overlapping_ != &command_buffer || overlapped_operation_ != operation))
@@ -178,16 +194,33 @@ void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
     overlapping_ = &command_buffer;
     overlapped_operation_ = operation;
     next_bucket_ = 0;
+    bucket_ = bucket_for(total_bytes);
     begin_layout(command_buffer, operation);
   }
   for (const auto& b : buffers) {
     filling_.push_back(b);
     filling_bytes_ += b->length();
   }
-  if (filling_bytes_ < bucket_bytes_) return;
+  if (filling_.empty() || (filling_bytes_ < bucket_ && !ends_bucket)) return;
   encode(command_buffer, filling_, operation, true);
   filling_.clear();
   filling_bytes_ = 0;
+}
+
+bool Communicator::overlapped_filling() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !filling_.empty();
+}
+
+void Communicator::encode_overlapped(CommandBuffer& command_buffer, FunctionRef encode_commands) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (overlapping_ != &command_buffer)
+      fail<StateError>("all_reduce: commands overlapped with no overlapped all-reduce on their command buffer");
+  }
+  command_buffer.record([](ExecutionContext& context) { context.begin_overlapped(); });
+  encode_commands();
+  command_buffer.record([](ExecutionContext& context) { context.end_overlapped(); });
 }
 
 void Communicator::encode_join(CommandBuffer& command_buffer) {
@@ -197,17 +230,11 @@ void Communicator::encode_join(CommandBuffer& command_buffer) {
     fail<StateError>("all_reduce: join on another command buffer than the overlapped all-reduces'");
   if (!filling_.empty()) encode(command_buffer, filling_, overlapped_operation_, true);
   encode_layout_check(command_buffer);
+  command_buffer.record([](ExecutionContext& context) { context.join_overlapped(); });
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
-  command_buffer.record([collective](ExecutionContext& context) { collective->join(context); });
-  for (const Unpack& u : unpacks_) {
-    command_buffer.record([u](ExecutionContext& context) {
-      context.copy(u.buffer->data(), static_cast<char*>(u.bucket->data()) + u.offset, u.buffer->length());
-    });
-  }
   command_buffer.add_host_step([collective] { collective->check(); });
   filling_.clear();
   filling_bytes_ = 0;
-  unpacks_.clear();
   overlapping_ = nullptr;
 }
 
@@ -215,7 +242,6 @@ void Communicator::forget_overlapped() {
   std::lock_guard<std::mutex> lock(mutex_);
   filling_.clear();
   filling_bytes_ = 0;
-  unpacks_.clear();
   overlapping_ = nullptr;
 }
 
@@ -235,18 +261,16 @@ void Communicator::check(CommandBuffer& command_buffer, const std::vector<std::s
   }
 }
 
-// Records the buckets of `buffers` (checked); overlapped, leaves the unpacks to encode_join.
+// Records the buckets of `buffers` (checked): packs, collectives and unpacks; overlapped, on the context's
+// overlapped work.
 void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                           ReduceOperation operation, bool overlapped) {
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
+  if (overlapped) command_buffer.record([](ExecutionContext& context) { context.begin_overlapped(); });
   auto reduce = [&](std::shared_ptr<Buffer> buffer, size_t bytes) {
     buffer->will_write(command_buffer);
-    command_buffer.record([collective, buffer, bytes, operation, overlapped](ExecutionContext& context) {
-      auto* data = static_cast<float*>(buffer->data());
-      if (overlapped)
-        collective->all_reduce_overlapped(context, data, bytes / sizeof(float), operation);
-      else
-        collective->all_reduce(context, data, bytes / sizeof(float), operation);
+    command_buffer.record([collective, buffer, bytes, operation](ExecutionContext& context) {
+      collective->all_reduce(context, static_cast<float*>(buffer->data()), bytes / sizeof(float), operation);
     });
     ++collective_calls_;
     if (layout_.collectives < 4) layout_.first[layout_.collectives] = bytes;
@@ -267,7 +291,7 @@ void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::
     }
     // The buffers that fit one bucket together, in order.
     size_t end = next, bytes = 0;
-    while (end < buffers.size() && bytes + buffers[end]->length() <= bucket_bytes_) bytes += buffers[end++]->length();
+    while (end < buffers.size() && bytes + buffers[end]->length() <= bucket_) bytes += buffers[end++]->length();
     if (end <= next + 1) {  // one buffer, or one larger than a bucket: where it is
       visit(*buffers[next]);
       reduce(buffers[next], buffers[next]->length());
@@ -291,17 +315,14 @@ void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::
     for (size_t i = next; i < end; ++i) {
       const std::shared_ptr<Buffer>& b = buffers[i];
       b->will_write(command_buffer);
-      if (overlapped) {
-        unpacks_.push_back({packed, b, offset});
-      } else {
-        command_buffer.record([packed, b, offset](ExecutionContext& context) {
-          context.copy(b->data(), static_cast<char*>(packed->data()) + offset, b->length());
-        });
-      }
+      command_buffer.record([packed, b, offset](ExecutionContext& context) {
+        context.copy(b->data(), static_cast<char*>(packed->data()) + offset, b->length());
+      });
       offset += b->length();
     }
     next = end;
   }
+  if (overlapped) command_buffer.record([](ExecutionContext& context) { context.end_overlapped(); });
 }
 
 std::string new_group_id(Device& device, const std::string& library) {

@@ -198,6 +198,11 @@ class CudaContext final : public ExecutionContext {
   // `first` on the queue's stream, joined back before it returns; in a
   // replayed command buffer's CUDA graph, two branches.
   void run_concurrently(FunctionRef first, FunctionRef second) override;
+  // Overlapped work goes on a third stream, forked from the queue's at each
+  // begin_overlapped and joined back at join_overlapped.
+  void begin_overlapped() override;
+  void end_overlapped() override;
+  void join_overlapped() noexcept override;
   // The stream for a launch that reads and writes nothing but `spans`: the
   // copies asked for so far that touch none of them stay pending, so that
   // the copies on either side of the launch still go in one launch.
@@ -224,17 +229,20 @@ class CudaContext final : public ExecutionContext {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  // The queue's stream (0) and the side stream (1, made on first use), each
-  // with its library handles and scratch blocks.
+  // The queue's stream (0), the side stream (1) and the overlapped stream
+  // (2), the last two made on first use, each with its library handles and
+  // scratch blocks.
   struct Lane {
     cudaStream_t stream = nullptr;
     cudnnHandle_t cudnn = nullptr;
     cublasHandle_t cublas = nullptr;
     std::vector<Block> scratch;
   };
-  Lane lanes_[2];
+  Lane lanes_[3];
   int lane_ = 0;
   cudaEvent_t forked_ = nullptr, joined_ = nullptr;
+  cudaEvent_t overlapped_forked_ = nullptr, overlapped_joined_ = nullptr;
+  bool overlapped_unjoined_ = false;  // work launched on lane 2 since the last join
   uint64_t scratch_generation_ = 0;
   BufferCopies copies_;
 };

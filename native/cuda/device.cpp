@@ -286,8 +286,8 @@ CudaContext::~CudaContext() {
     if (lane.cudnn) cudnnDestroy(lane.cudnn);
     cudaStreamDestroy(lane.stream);
   }
-  if (forked_) cudaEventDestroy(forked_);
-  if (joined_) cudaEventDestroy(joined_);
+  for (cudaEvent_t event : {forked_, joined_, overlapped_forked_, overlapped_joined_})
+    if (event) cudaEventDestroy(event);
 }
 
 void CudaContext::run_concurrently(FunctionRef first, FunctionRef second) {
@@ -324,6 +324,41 @@ void CudaContext::join_side() noexcept {
   lane_ = 0;
   cudaEventRecord(joined_, lanes_[1].stream);
   cudaStreamWaitEvent(lanes_[0].stream, joined_, 0);
+}
+
+void CudaContext::begin_overlapped() {
+  if (lane_ != 0) return;  // within run_concurrently's second half: in order there
+  Lane& overlapped = lanes_[2];
+  if (!overlapped.stream) {
+    MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&overlapped.stream, cudaStreamNonBlocking));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&overlapped_forked_, cudaEventDisableTiming));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&overlapped_joined_, cudaEventDisableTiming));
+  }
+  MPSX_CUDA_CHECK(cudaEventRecord(overlapped_forked_, stream()));
+  MPSX_CUDA_CHECK(cudaStreamWaitEvent(overlapped.stream, overlapped_forked_, 0));
+  lane_ = 2;
+  overlapped_unjoined_ = true;
+}
+
+void CudaContext::end_overlapped() {
+  if (lane_ != 2) return;
+  flush_copies();
+  lane_ = 0;
+}
+
+void CudaContext::join_overlapped() noexcept {
+  if (lane_ == 2) {
+    try {
+      flush_copies();
+    } catch (...) {  // the command that failed reports the error
+    }
+    lane_ = 0;
+  }
+  if (!overlapped_unjoined_) return;
+  overlapped_unjoined_ = false;
+  // A capture ends with every stream it forked joined back.
+  cudaEventRecord(overlapped_joined_, lanes_[2].stream);
+  cudaStreamWaitEvent(lanes_[0].stream, overlapped_joined_, 0);
 }
 
 namespace {

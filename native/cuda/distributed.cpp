@@ -1,7 +1,8 @@
 // The cuda backend's collectives: NCCL, loaded at run time from the
 // nvidia-nccl wheel (or the loader's search), its all-reduce launched on the
-// queue's stream, so that it is ordered with the kernels around it and is
-// captured into the CUDA graph of a replayable command buffer.
+// context's stream (the queue's, or the overlapped one), so that it is
+// ordered with the kernels around it and is captured into the CUDA graph of a
+// replayable command buffer.
 //
 // A peer that dies leaves NCCL's kernels waiting forever; a watchdog thread
 // gives up on a collective that has not finished within the timeout: it
@@ -159,12 +160,6 @@ class NcclCollective final : public CollectivePrimitive {
     wake_.notify_all();
     watchdog_.join();
     cudaEventDestroy(done_);
-    if (collective_stream_) {
-      cudaStreamSynchronize(collective_stream_);
-      cudaStreamDestroy(collective_stream_);
-      cudaEventDestroy(fork_);
-      cudaEventDestroy(joined_);
-    }
     if (aborted_) return;
     nccl_.comm_destroy(comm_);
   }
@@ -172,26 +167,6 @@ class NcclCollective final : public CollectivePrimitive {
   void all_reduce(ExecutionContext& context, float* data, size_t count, ReduceOperation operation) override {
     if (aborted_) fail<DistributedError>(error());
     launch(data, count, operation, context_of(context).stream());
-  }
-
-  // Forks to the collective stream after the queue's work so far; join waits for the last collective there
-  // (the stream runs them in order).
-  void all_reduce_overlapped(ExecutionContext& context, float* data, size_t count,
-                             ReduceOperation operation) override {
-    if (aborted_) fail<DistributedError>(error());
-    CudaContext& cuda = context_of(context);
-    cudaStream_t stream = cuda.stream();
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    if (!collective_stream_) {
-      DeviceScope scope(ordinal_);
-      MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&collective_stream_, cudaStreamNonBlocking));
-      MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-      MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
-    }
-    MPSX_CUDA_CHECK(cudaEventRecord(fork_, stream));
-    MPSX_CUDA_CHECK(cudaStreamWaitEvent(collective_stream_, fork_, 0));
-    launch(data, count, operation, collective_stream_);
-    MPSX_CUDA_CHECK(cudaEventRecord(joined_, collective_stream_));
   }
 
   // Through device memory of its own, waited for on the host: this runs on a layout's first run only, never
@@ -215,11 +190,6 @@ class NcclCollective final : public CollectivePrimitive {
     if (aborted_) fail<DistributedError>(error());
     MPSX_CUDA_CHECK(copied);
     MPSX_CUDA_CHECK(waited);
-  }
-
-  void join(ExecutionContext& context) override {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    if (collective_stream_) MPSX_CUDA_CHECK(cudaStreamWaitEvent(context_of(context).stream(), joined_, 0));
   }
 
   void check() override {
@@ -289,11 +259,6 @@ class NcclCollective final : public CollectivePrimitive {
   std::atomic<bool> aborted_{false};
   std::string error_;
   cudaEvent_t done_ = nullptr;  // recorded after each collective
-  // The stream overlapped collectives run on, made on first use, and the
-  // event that forks to it.
-  std::mutex streams_mutex_;
-  cudaStream_t collective_stream_ = nullptr;
-  cudaEvent_t fork_ = nullptr, joined_ = nullptr;
   // When the launch under way began (steady_clock ticks), 0 when none is.
   std::atomic<int64_t> launching_since_{0};
   bool waiting_ = false;        // since_ when the watchdog first saw it unfinished

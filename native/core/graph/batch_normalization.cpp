@@ -78,6 +78,12 @@ class BatchNormalizationGradientStep final : public GraphStep {
     if (updates_.gamma_and_beta || updates_.mean_and_variance) update_or_defer(*this, command_buffer, values, state);
   }
 
+  // BatchNormalizationState's gamma and beta gradients.
+  size_t trainable_gradient_bytes() const override {
+    if (!updates_.gamma_and_beta && !updates_.mean_and_variance) return 0;
+    return 2 * static_cast<size_t>(forward_->number_of_feature_channels()) * sizeof(float);
+  }
+
   void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& generic) override {
     auto state = std::static_pointer_cast<BatchNormalizationState>(generic);
     if (updates_.gamma_and_beta)

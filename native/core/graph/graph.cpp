@@ -550,6 +550,11 @@ NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
       if (graph.data_parallel_) graph.data_parallel_->forget_overlapped();
     }
   } clear_deferred{*this};
+  size_t updated = 0;  // deferred updates encoded so far
+  auto encode_updates = [&] {
+    for (; updated < deferred_.size(); ++updated)
+      deferred_[updated].first->encode_update(command_buffer, deferred_[updated].second);
+  };
   try {
     if (data_parallel_) values_.deferred_updates = &deferred_;
     for (size_t i = 0; i < steps_.size(); ++i) {
@@ -560,16 +565,19 @@ NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
       steps_[i]->encode(command_buffer, values_);
       for (size_t slot : released_after_[i]) allocator_->release(values_.images[slot]);
       // The new gradients go to the group's filling bucket, whose all-reduce runs beside the rest of the
-      // backward pass once it is full.
+      // backward pass once it is full, and the updates from them after it. The last trainable step's
+      // gradients, those the encode's end waits for, go in a bucket of their own.
       if (deferred_.size() > deferred) {
         gradients_.clear();
         deferred_.back().second->append_trainable_gradients(gradients_);
-        data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean);
+        data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean,
+                                                     trainable_gradient_bytes_, i == penultimate_trainable_step_);
+        if (!data_parallel_->overlapped_filling()) data_parallel_->encode_overlapped(command_buffer, encode_updates);
       }
     }
     if (!deferred_.empty()) {
       data_parallel_->encode_join(command_buffer);
-      for (const auto& [step, state] : deferred_) step->encode_update(command_buffer, state);
+      encode_updates();
     }
     for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);
     for (size_t slot : synchronized_states_)
@@ -601,6 +609,16 @@ void NNGraph::set_data_parallel(std::shared_ptr<Communicator> communicator) {
   std::unique_lock<std::mutex> lock(encode_mutex_, std::try_to_lock);
   if (!lock) fail<StateError>("NNGraph: data_parallel set while another thread encodes this graph");
   data_parallel_ = std::move(communicator);
+  trainable_gradient_bytes_ = 0;
+  penultimate_trainable_step_ = kNoSlot;
+  size_t last = kNoSlot;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const size_t bytes = steps_[i]->trainable_gradient_bytes();
+    if (!bytes) continue;
+    trainable_gradient_bytes_ += bytes;
+    penultimate_trainable_step_ = last;
+    last = i;
+  }
 }
 
 void NNGraph::reload_from_data_sources() {

@@ -28,6 +28,12 @@ class GroupNormalizationGradientStep final : public GraphStep {
     if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
   }
 
+  // GroupNormalizationGradientState's gamma and beta gradients.
+  size_t trainable_gradient_bytes() const override {
+    if (style_ == TrainingStyle::None) return 0;
+    return 2 * static_cast<size_t>(forward_->number_of_feature_channels()) * sizeof(float);
+  }
+
   void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<State>& state) override {
     forward_->encode_gamma_and_beta_update(
         command_buffer, std::static_pointer_cast<GroupNormalizationGradientState>(state), style_ == TrainingStyle::Gpu);

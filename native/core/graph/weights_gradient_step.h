@@ -35,6 +35,13 @@ class WeightsGradientStep final : public GraphStep {
                                             style_ == TrainingStyle::Gpu);
   }
 
+  // ConvolutionGradientState's weights and biases gradients.
+  size_t trainable_gradient_bytes() const override {
+    if (style_ == TrainingStyle::None) return 0;
+    const ConvolutionDescriptor& d = forward_->descriptor();
+    return (d.weight_count() + static_cast<size_t>(d.output_feature_channels)) * sizeof(float);
+  }
+
  private:
   std::shared_ptr<Gradient> kernel_;
   std::shared_ptr<Forward> forward_;

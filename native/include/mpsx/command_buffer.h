@@ -88,6 +88,16 @@ class ExecutionContext {
     first();
     second();
   }
+  // Overlapped work (a data-parallel graph's all-reduces and what follows
+  // them): the commands between begin_overlapped and end_overlapped run
+  // after the queue's work before begin_overlapped and after the earlier
+  // overlapped work, beside the commands after end_overlapped, until
+  // join_overlapped makes the later commands wait for all of it. A command
+  // buffer's run joins at its end. Here: in order, as the other commands;
+  // cuda: on a stream of their own.
+  virtual void begin_overlapped() {}
+  virtual void end_overlapped() {}
+  virtual void join_overlapped() noexcept {}
   // Memory operations ordered with the other commands of the queue.
   virtual void copy(void* destination, const void* source, size_t bytes) = 0;
   virtual void fill_zero(void* destination, size_t bytes) = 0;

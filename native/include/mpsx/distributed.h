@@ -53,15 +53,6 @@ class CollectivePrimitive : public PrimitiveInterface<CollectiveDescriptor> {
   // Launches the all-reduce of `count` float32 values at `data` (device
   // memory), in place, ordered after the context's earlier work.
   virtual void all_reduce(ExecutionContext& context, float* data, size_t count, ReduceOperation operation) = 0;
-  // The same, overlapped: launched after the context's work so far, on a
-  // stream of the collective's own, so that the context's later work runs
-  // meanwhile, until join makes it wait for every collective launched so
-  // far. Backends with one queue of work (cpu) reduce at once.
-  virtual void all_reduce_overlapped(ExecutionContext& context, float* data, size_t count,
-                                     ReduceOperation operation) {
-    all_reduce(context, data, count, operation);
-  }
-  virtual void join(ExecutionContext& /*context*/) {}
   // Sums `count` float32 values in host memory over the group, in place,
   // ordered after the context's earlier work, and returns once every rank's
   // are in: the exchange of the bucket layout check. Backends whose memory
@@ -84,6 +75,8 @@ class Communicator {
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const std::shared_ptr<Device>& device() const { return device_; }
+  // 0: chosen, 25 MiB; for an overlapped all-reduce, a quarter of the bytes
+  // it reduces, within 256 KiB to 25 MiB.
   size_t bucket_bytes() const { return bucket_bytes_; }
   // Collective calls encoded so far (one per bucket).
   uint64_t collective_calls() const { return collective_calls_; }
@@ -106,12 +99,23 @@ class Communicator {
   void encode_all_reduce(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
                          ReduceOperation operation);
   // The overlapped form, for a graph's backward pass, buffers given as they
-  // are computed: each bucket they fill launches its all-reduce, which runs
-  // beside the commands encoded after it; encode_join (on the same command
-  // buffer) launches the rest, makes later commands wait for them all and
-  // unpacks the buckets. Nothing may read or write the buffers in between.
+  // are computed, `total_bytes` in all (for the chosen bucket size; 0 if
+  // not known): each bucket they fill (or `ends_bucket`) launches its
+  // packing, all-reduce and unpacking as overlapped work
+  // (ExecutionContext::begin_overlapped), which runs beside the commands
+  // encoded after it; encode_join (on the same command buffer) launches the
+  // rest and makes later commands wait for them all. Nothing may read or
+  // write the buffers in between, but overlapped commands (encode_overlapped)
+  // encoded once they are no longer filling a bucket.
   void encode_all_reduce_overlapped(CommandBuffer& command_buffer,
-                                    const std::vector<std::shared_ptr<Buffer>>& buffers, ReduceOperation operation);
+                                    const std::vector<std::shared_ptr<Buffer>>& buffers, ReduceOperation operation,
+                                    size_t total_bytes, bool ends_bucket);
+  // Whether buffers given to encode_all_reduce_overlapped wait for a bucket.
+  bool overlapped_filling() const;
+  // Encodes, through `encode_commands`, commands that run as overlapped work
+  // after the all-reduces launched so far (the updates from their
+  // gradients). StateError when the command buffer has none.
+  void encode_overlapped(CommandBuffer& command_buffer, FunctionRef encode_commands);
   void encode_join(CommandBuffer& command_buffer);
   // Drops what overlapped all-reduces left to join, for an encode that failed
   // (its command buffer discards their commands).
@@ -121,8 +125,9 @@ class Communicator {
   std::shared_ptr<Device> device_;
   int rank_, world_size_;
   size_t bucket_bytes_;
+  size_t bucket_ = 0;  // the bucket size of the all-reduce being encoded
   std::shared_ptr<CollectivePrimitive> collective_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   // The packed buckets, by their place in an encode, grown as needed; a
   // command buffer that read one keeps it alive.
   std::vector<std::shared_ptr<Buffer>> buckets_;
@@ -140,20 +145,15 @@ class Communicator {
   struct LayoutChecks;
   std::shared_ptr<LayoutChecks> layout_checks_;
   // The overlapped all-reduces of the command buffer being encoded: the
-  // buffers of the bucket still filling, the launched buckets' unpacks for
-  // encode_join, and the next bucket's place.
-  struct Unpack {
-    std::shared_ptr<Buffer> bucket, buffer;
-    size_t offset;
-  };
+  // buffers of the bucket still filling, and the next bucket's place.
   const CommandBuffer* overlapping_ = nullptr;
   ReduceOperation overlapped_operation_ = ReduceOperation::Sum;
   std::vector<std::shared_ptr<Buffer>> filling_;
   size_t filling_bytes_ = 0;
-  std::vector<Unpack> unpacks_;
   size_t next_bucket_ = 0;
 
   void check(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers) const;
+  size_t bucket_for(size_t bytes) const;
   void begin_layout(CommandBuffer& command_buffer, ReduceOperation operation);
   void encode_layout_check(CommandBuffer& command_buffer);
   void encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,

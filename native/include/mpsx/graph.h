@@ -119,6 +119,10 @@ class GraphStep {
   // A trainable gradient step's update of its forward filter's values from
   // the gradients in `state` (update_or_defer calls it).
   virtual void encode_update(CommandBuffer& /*command_buffer*/, const std::shared_ptr<State>& /*state*/) {}
+  // The bytes of the gradients whose update a trainable gradient step defers
+  // in a data-parallel graph (its state's append_trainable_gradients); 0 for
+  // the others.
+  virtual size_t trainable_gradient_bytes() const { return 0; }
 };
 
 // What a trainable gradient step does after its gradient encode: its update
@@ -495,7 +499,8 @@ class NNGraph {
   void reload_from_data_sources();
   // Data-parallel training (null: none): each encode all-reduces, as the
   // mean over the group, the gradients every trainable gradient filter
-  // computed (in buckets), and encodes their updates after it.
+  // computed (in buckets, during the backward pass), and encodes their
+  // updates after them.
   // DeviceMismatchError for a group of another device.
   const std::shared_ptr<Communicator>& data_parallel() const { return data_parallel_; }
   void set_data_parallel(std::shared_ptr<Communicator> communicator);
@@ -589,6 +594,11 @@ class NNGraph {
   // (reused, as deferred_ is).
   std::vector<std::pair<GraphStep*, std::shared_ptr<State>>> deferred_;
   std::vector<std::shared_ptr<Buffer>> gradients_;
+  // What a data-parallel encode all-reduces: the trainable steps'
+  // gradients, their bytes, and the step before the last trainable one,
+  // whose gradients end a bucket (SIZE_MAX: none).
+  size_t trainable_gradient_bytes_ = 0;
+  size_t penultimate_trainable_step_ = SIZE_MAX;
   // The slot each step writes.
   std::vector<size_t> step_result_slots_;
   std::shared_ptr<Capture> capture_;  // shared: its type is complete in capture.cpp alone
