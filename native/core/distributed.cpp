@@ -185,7 +185,7 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
 
 void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
                                                 const std::vector<std::shared_ptr<Buffer>>& buffers,
-                                                ReduceOperation operation, size_t total_bytes, bool ends_bucket) {
+                                                ReduceOperation operation, size_t total_bytes) {
   check(command_buffer, buffers);
   std::lock_guard<std::mutex> lock(mutex_);
   if (overlapping_ && (overlapping_ != &command_buffer || overlapped_operation_ != operation))
@@ -201,7 +201,7 @@ void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
     filling_.push_back(b);
     filling_bytes_ += b->length();
   }
-  if (filling_.empty() || (filling_bytes_ < bucket_ && !ends_bucket)) return;
+  if (filling_bytes_ < bucket_) return;
   encode(command_buffer, filling_, operation, true);
   filling_.clear();
   filling_bytes_ = 0;

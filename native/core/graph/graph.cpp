@@ -565,13 +565,12 @@ NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
       steps_[i]->encode(command_buffer, values_);
       for (size_t slot : released_after_[i]) allocator_->release(values_.images[slot]);
       // The new gradients go to the group's filling bucket, whose all-reduce runs beside the rest of the
-      // backward pass once it is full, and the updates from them after it. The last trainable step's
-      // gradients, those the encode's end waits for, go in a bucket of their own.
+      // backward pass once it is full, and the updates from them after it.
       if (deferred_.size() > deferred) {
         gradients_.clear();
         deferred_.back().second->append_trainable_gradients(gradients_);
         data_parallel_->encode_all_reduce_overlapped(command_buffer, gradients_, ReduceOperation::Mean,
-                                                     trainable_gradient_bytes_, i == penultimate_trainable_step_);
+                                                     trainable_gradient_bytes_);
         if (!data_parallel_->overlapped_filling()) data_parallel_->encode_overlapped(command_buffer, encode_updates);
       }
     }
@@ -610,15 +609,7 @@ void NNGraph::set_data_parallel(std::shared_ptr<Communicator> communicator) {
   if (!lock) fail<StateError>("NNGraph: data_parallel set while another thread encodes this graph");
   data_parallel_ = std::move(communicator);
   trainable_gradient_bytes_ = 0;
-  penultimate_trainable_step_ = kNoSlot;
-  size_t last = kNoSlot;
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    const size_t bytes = steps_[i]->trainable_gradient_bytes();
-    if (!bytes) continue;
-    trainable_gradient_bytes_ += bytes;
-    penultimate_trainable_step_ = last;
-    last = i;
-  }
+  for (const auto& step : steps_) trainable_gradient_bytes_ += step->trainable_gradient_bytes();
 }
 
 void NNGraph::reload_from_data_sources() {

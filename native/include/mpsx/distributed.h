@@ -100,7 +100,7 @@ class Communicator {
                          ReduceOperation operation);
   // The overlapped form, for a graph's backward pass, buffers given as they
   // are computed, `total_bytes` in all (for the chosen bucket size; 0 if
-  // not known): each bucket they fill (or `ends_bucket`) launches its
+  // not known): each bucket they fill launches its
   // packing, all-reduce and unpacking as overlapped work
   // (ExecutionContext::begin_overlapped), which runs beside the commands
   // encoded after it; encode_join (on the same command buffer) launches the
@@ -109,7 +109,7 @@ class Communicator {
   // encoded once they are no longer filling a bucket.
   void encode_all_reduce_overlapped(CommandBuffer& command_buffer,
                                     const std::vector<std::shared_ptr<Buffer>>& buffers, ReduceOperation operation,
-                                    size_t total_bytes, bool ends_bucket);
+                                    size_t total_bytes);
   // Whether buffers given to encode_all_reduce_overlapped wait for a bucket.
   bool overlapped_filling() const;
   // Encodes, through `encode_commands`, commands that run as overlapped work

@@ -594,11 +594,9 @@ class NNGraph {
   // (reused, as deferred_ is).
   std::vector<std::pair<GraphStep*, std::shared_ptr<State>>> deferred_;
   std::vector<std::shared_ptr<Buffer>> gradients_;
-  // What a data-parallel encode all-reduces: the trainable steps'
-  // gradients, their bytes, and the step before the last trainable one,
-  // whose gradients end a bucket (SIZE_MAX: none).
+  // The bytes a data-parallel encode all-reduces: the trainable steps'
+  // gradients.
   size_t trainable_gradient_bytes_ = 0;
-  size_t penultimate_trainable_step_ = SIZE_MAX;
   // The slot each step writes.
   std::vector<size_t> step_result_slots_;
   std::shared_ptr<Capture> capture_;  // shared: its type is complete in capture.cpp alone
