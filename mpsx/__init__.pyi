@@ -2,7 +2,7 @@
 
 # Written by tools/generate_stubs.py from the built package: change the tool, not this file.
 
-from mpsx import distributed as distributed, persistence as persistence
+from mpsx import distributed as distributed, imported as imported, persistence as persistence
 from mpsx._errors import (
     DeviceMismatchError as DeviceMismatchError,
     DistributedError as DistributedError,
@@ -38,6 +38,11 @@ from mpsx._runtime import (
     VectorDescriptor as VectorDescriptor,
     devices as devices,
     state_batch_increment_read_count as state_batch_increment_read_count,
+)
+from mpsx.imported import (
+    ImportedModel as ImportedModel,
+    UnsupportedOperationError as UnsupportedOperationError,
+    from_torch as from_torch,
 )
 from mpsx.persistence import load as load, save as save
 

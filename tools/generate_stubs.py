@@ -439,6 +439,19 @@ OVERRIDES = {
     "weights_from_torch.descriptor": "CNNConvolutionDescriptor",
     "weights_from_torch.weight": "npt.ArrayLike",
     "weights_to_torch.weight": "npt.ArrayLike",
+    # mpsx.imported: torch's types stay out of the stubs.
+    "from_torch.module": "Any",
+    "from_torch.example_input": "Any",
+    "from_torch.device": "Device | None",
+    "from_torch.optimizer": "NNOptimizer | None",
+    "from_torch": "ImportedModel",
+    "ImportedModel.__init__.description": "Any",
+    "ImportedModel.__init__.device": "Device | None",
+    "ImportedModel.__init__.optimizer": "NNOptimizer | None",
+    "ImportedModel.inference_graph": "NNGraph",
+    "ImportedModel.source_handles": "list[NNHandle]",
+    "ImportedModel.data_sources": "dict[str, ConvolutionWeights | BatchNormalizationWeights]",
+    "ImportedModel.state_dict": "dict[str, npt.NDArray[np.float32]]",
 }
 OVERRIDES.update({
     # MPSImage's members (MPSImage.h).
@@ -593,6 +606,7 @@ IMPORTED = {
     "Mapping": "collections.abc", "Sequence": "collections.abc", "PathLike": "os", "TracebackType": "types",
     "Any": "typing", "Generic": "typing", "Literal": "typing", "NamedTuple": "typing", "Protocol": "typing",
     "TypeVar": "typing", "overload": "typing", "Self": "typing_extensions", "disjoint_base": "typing_extensions",
+    "MPSXError": "mpsx._errors",
 }
 MODULE_IMPORTS = {"enum": "import enum", "np": "import numpy as np", "npt": "import numpy.typing as npt"}
 # Each stub's docstring, and the aliases and protocols its types use.
@@ -610,6 +624,10 @@ _Reducible = Buffer | Vector | State
         """
 _T = TypeVar("_T")
 """,
+    ),
+    "mpsx.imported": (
+        "Type stubs of mpsx.imported: PyTorch modules as NNGraphs (mpsx.from_torch).",
+        "",
     ),
     "mpsx._runtime": (
         "Type stubs of mpsx._runtime: devices, command queues and buffers, memory, images and states.",
@@ -1053,9 +1071,10 @@ def generate():
     import mpsx._kernels
     import mpsx._runtime
     import mpsx.distributed
+    import mpsx.imported
     import mpsx.persistence
     stubs = {ROOT / "mpsx" / "__init__.pyi": package_stub()}
-    for module in (mpsx._runtime, mpsx._kernels, mpsx.distributed, mpsx.persistence):
+    for module in (mpsx._runtime, mpsx._kernels, mpsx.distributed, mpsx.imported, mpsx.persistence):
         stubs[ROOT / "mpsx" / f"{module.__name__.split('.')[-1]}.pyi"] = Module(module).render()
     return stubs
 

@@ -1354,6 +1354,20 @@ source_image = destination_image = mpsx.Image.from_numpy(dev, np.ones((1, 1, 1, 
 """],
 })
 FACTORIES.update({
+    # A small PyTorch module brought in (mpsx.from_torch); its description is what the constructor takes.
+    "ImportedModel": ["""
+import torch
+module = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+                             torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5))
+example_input = torch.zeros(1, 2, 4, 4)
+device = dev
+optimizer = mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1)
+obj = mpsx.from_torch(module, example_input, dev, optimizer)
+description = obj._description
+format = mpsx.DataType.FLOAT32
+"""],
+})
+FACTORIES.update({
     # A group of one on the fuzzed device (NCCL's on cuda); joining a larger group waits at most `timeout`.
     "Communicator": ["""
 from mpsx.distributed import _nccl_library

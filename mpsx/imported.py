@@ -1,0 +1,325 @@
+"""Bringing a model: a PyTorch module (``mpsx.from_torch``) as an NNGraph of the nodes an MPS program would write,
+with data sources filled from its parameters in MPS's layouts.
+
+A front end reads the model into a list of operations (``_Operation``) over named values in PyTorch's NCHW
+convention, with the parameters in PyTorch's layouts; ``ImportedModel`` builds the NNGraph nodes from them. An
+operation mpsx cannot express raises ``ImportError_`` naming the operation and the model's node. docs/importing.md
+("Bringing a model") lists the operations, the layout conversions and the refusals.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import mpsx
+from mpsx.persistence import weights_from_torch, weights_to_torch
+
+
+class UnsupportedOperationError(mpsx.MPSXError, ValueError):
+    """An operation of an imported model that mpsx cannot express, with the model's node that holds it.
+
+    MPS: none (mpsx)
+    """
+
+
+@dataclass
+class _Operation:
+    """One operation of an imported model: ``kind`` (below), the model's node ``name`` (for errors), the values it
+    reads and the value it makes, and its attributes. Parameters are named in ``attributes`` ("weight", "bias",
+    ...) by their names in the model's parameters.
+
+    Kinds: conv, batch_norm, neuron, max_pool, avg_pool, global_avg_pool, flatten, linear, add, sub, mul, concat,
+    upsample, dropout, softmax, log_softmax.
+    """
+
+    kind: str
+    name: str
+    inputs: list
+    output: str
+    attributes: dict = field(default_factory=dict)
+
+
+@dataclass
+class _ModelDescription:
+    """What a front end reads: the model's inputs (value, the model's name for it, NCHW shape), operations in
+    order, its output value, each value's shape (NCHW, or (N, F) once flattened), and its parameters and buffers
+    as float32 arrays in PyTorch's layouts."""
+
+    inputs: list
+    operations: list
+    output: str
+    shapes: dict
+    parameters: dict
+
+
+# MPS neuron types of the activations, with their parameters (MPSNNNeuronDescriptor's a, b, c).
+_NEURONS = {
+    "relu": (mpsx.NeuronType.RELU, 0.0, 0.0),
+    "sigmoid": (mpsx.NeuronType.SIGMOID, 0.0, 0.0),
+    "tanh": (mpsx.NeuronType.TANH, 1.0, 1.0),
+    "abs": (mpsx.NeuronType.ABSOLUTE, 0.0, 0.0),
+    "softsign": (mpsx.NeuronType.SOFTSIGN, 0.0, 0.0),
+    "gelu": (mpsx.NeuronType.GELU, 0.0, 0.0),
+    "exp": (mpsx.NeuronType.EXPONENTIAL, 1.0, 0.0),
+}
+
+
+def _neuron_descriptor(activation, **parameters):
+    """The NNNeuronDescriptor of an activation and its PyTorch parameters."""
+    if activation in _NEURONS:
+        kind, a, b = _NEURONS[activation]
+        if activation == "exp":  # MPS: c^(a x + b), c = e
+            return mpsx.NNNeuronDescriptor(kind, a, b, float(np.e))
+        return mpsx.NNNeuronDescriptor(kind, a, b)
+    if activation == "leaky_relu":  # MPS ReLU: x >= 0 ? x : a x
+        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU, parameters["negative_slope"])
+    if activation == "relu6":  # MPS ReLUN: min(x >= 0 ? x : a x, b)
+        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELUN, 0.0, 6.0)
+    if activation == "elu":  # MPS ELU: x >= 0 ? x : a (e^x - 1)
+        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.ELU, parameters["alpha"])
+    if activation == "hardsigmoid":  # MPS: clamp(a x + b, 0, 1); PyTorch: clamp(x / 6 + 1 / 2, 0, 1)
+        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.HARD_SIGMOID, 1 / 6, 0.5)
+    if activation == "softplus":  # MPS: a log(1 + e^(b x)); PyTorch: log(1 + e^(beta x)) / beta
+        beta = parameters["beta"]
+        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.SOFTPLUS, 1 / beta, beta)
+    raise KeyError(activation)
+
+
+def _pair(value):
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _policy(kernel, stride, padding, dilation):
+    """The MPSNNPaddingMethod that sizes and places a window as PyTorch's symmetric ``padding`` does, for one
+    axis pair, or None where none does (then an NNPadNode pads first): no padding is ValidOnly; half the
+    dilated kernel less one is Same (centered, the remainder to the top left), up to stride 2; the dilated
+    kernel less one is Full at stride 1."""
+    policies = set()
+    for k, s, p, d in zip(kernel, stride, padding, dilation):
+        extent = d * (k - 1) + 1
+        if p == 0:
+            policies.add(mpsx.NNPaddingMethod.SIZE_VALID_ONLY)
+        elif 2 * p == extent - 1 and s <= 2:
+            policies.add(mpsx.NNPaddingMethod.SIZE_SAME)
+        elif p == extent - 1 and s == 1:
+            policies.add(mpsx.NNPaddingMethod.SIZE_FULL)
+        else:
+            return None
+    if len(policies) != 1:
+        return None
+    return policies.pop() | mpsx.NNPaddingMethod.ALIGN_CENTERED | mpsx.NNPaddingMethod.ADD_REMAINDER_TO_TOP_LEFT
+
+
+class ImportedModel:
+    """A model brought from PyTorch (``mpsx.from_torch``), built of the NNGraph nodes an MPS program would write.
+
+    ``result_image``: the forward result's NNImageNode (dropout included); ``source_handles``: the input handles,
+    labelled with the model's input names; ``data_sources``: a dict from the model's layer names (the prefix of
+    their parameters' names, e.g. ``"layer1.0.conv1"``) to mpsx data sources filled from its parameters and
+    buffers in MPS's layouts. ``inference_graph()`` is an NNGraph of the forward pass as the model's eval() runs
+    it; ``state_dict()`` the parameters and buffers under PyTorch's names and layouts.
+
+    MPS: none (mpsx)
+    """
+
+    _description = None  # set by __init__; a bare instance (__new__ alone) has none
+
+    def __init__(self, description, device=None, optimizer=None):
+        if not isinstance(description, _ModelDescription):
+            raise TypeError(f"ImportedModel: expected a model description (mpsx.from_torch reads one), given "
+                            f"{type(description).__name__}")
+        if device is not None and not isinstance(device, mpsx.Device):
+            raise TypeError(f"ImportedModel: expected a Device or None, given {type(device).__name__}")
+        if optimizer is not None and not isinstance(optimizer, mpsx.NNOptimizer):
+            raise TypeError(f"ImportedModel: expected an NNOptimizer or None, given {type(optimizer).__name__}")
+        self._device = mpsx.Device() if device is None else device
+        self._description = description
+        self._source_handles = [mpsx.NNHandle(label) for _, label, _ in description.inputs]
+        self._data_sources = {}
+        self._torch_names = {}  # data source name -> the PyTorch parameter and buffer names it holds
+        for op in description.operations:
+            if op.kind in ("conv", "linear"):
+                self._convolution_weights(op, optimizer)
+            elif op.kind == "batch_norm":
+                self._batch_normalization_weights(op, optimizer)
+        self._result_image = self._build(training=True)
+
+    @property
+    def device(self):
+        """The device of the data sources and graphs.
+
+        MPS: none (mpsx)
+        """
+        return self._built()._device
+
+    @property
+    def result_image(self):
+        """The forward result's NNImageNode, dropout included: what a loss node reads.
+
+        MPS: none (mpsx)
+        """
+        return self._built()._result_image
+
+    @property
+    def source_handles(self):
+        """The input handles, labelled with the model's input names, in the order of its inputs.
+
+        MPS: none (mpsx)
+        """
+        return list(self._built()._source_handles)
+
+    @property
+    def data_sources(self):
+        """The data sources by the model's layer names: ConvolutionWeights (convolutions and linear layers) and
+        BatchNormalizationWeights, in MPS's layouts.
+
+        MPS: none (mpsx)
+        """
+        return dict(self._built()._data_sources)
+
+    def _built(self):
+        if self._description is None:
+            raise mpsx.StateError("ImportedModel: made without __init__; mpsx.from_torch makes one")
+        return self
+
+    def inference_graph(self, format=mpsx.DataType.FLOAT32):
+        """An NNGraph of the forward pass as the model's eval() runs it: batch normalization with the running
+        statistics, no dropout. Its one source image is the model's input.
+
+        MPS: none (mpsx)
+        """
+        return mpsx.NNGraph(self._built()._device, self._build(training=False), True, format=format)
+
+    def state_dict(self):
+        """The data sources' current values as numpy arrays under the model's parameter and buffer names, in
+        PyTorch's layouts (OIHW convolution weights, [out, C * H * W] linear weights).
+
+        MPS: none (mpsx)
+        """
+        out = {}
+        for name, source in self._built()._data_sources.items():
+            names = self._torch_names[name]
+            if isinstance(source, mpsx.ConvolutionWeights):
+                out[names["weight"]] = weights_to_torch(source.weights(), linear=names["linear"])
+                if "bias" in names:
+                    out[names["bias"]] = np.asarray(source.bias_terms(), np.float32).copy()
+            else:
+                for key, value in (("weight", source.gamma()), ("bias", source.beta()),
+                                   ("running_mean", source.mean()), ("running_var", source.variance())):
+                    if names[key]:  # affine=False: no weight and bias
+                        out[names[key]] = np.asarray(value, np.float32).copy()
+        return out
+
+    def _convolution_weights(self, op, optimizer):
+        a = op.attributes
+        parameters = self._description.parameters
+        weight = parameters[a["weight"]]
+        if op.kind == "linear":
+            c, h, w = a["source_chw"]
+            descriptor = mpsx.CNNConvolutionDescriptor(w, h, c, weight.shape[0])
+        else:
+            kh, kw = weight.shape[2:]
+            (sy, sx), (dy, dx) = a["stride"], a["dilation"]
+            descriptor = mpsx.CNNConvolutionDescriptor(kw, kh, weight.shape[1] * a["groups"], weight.shape[0],
+                                                       sx, sy, dx, dy, a["groups"])
+        bias = parameters.get(a.get("bias"))
+        self._data_sources[op.name] = mpsx.ConvolutionWeights(
+            descriptor, weights_from_torch(descriptor, weight), bias, optimizer=optimizer, label=op.name)
+        self._torch_names[op.name] = {"weight": a["weight"], "linear": op.kind == "linear",
+                                      **({"bias": a["bias"]} if bias is not None else {})}
+
+    def _batch_normalization_weights(self, op, optimizer):
+        a = op.attributes
+        p = self._description.parameters
+        channels = self._description.shapes[op.inputs[0]][1]
+        gamma = p[a["weight"]] if a.get("weight") else np.ones(channels, np.float32)
+        beta = p[a["bias"]] if a.get("bias") else np.zeros(channels, np.float32)
+        self._data_sources[op.name] = mpsx.BatchNormalizationWeights(
+            gamma, beta, p[a["running_mean"]], p[a["running_var"]], a["epsilon"], a["momentum"],
+            optimizer, label=op.name)
+        self._torch_names[op.name] = {key: a[key] for key in ("weight", "bias", "running_mean", "running_var")}
+
+    def _build(self, training):
+        """The nodes of the forward pass; its result image."""
+        images = {value: mpsx.NNImageNode(handle) for (value, _, _), handle in zip(self._description.inputs,
+                                                                                   self._source_handles)}
+        for op in self._description.operations:
+            sources = [images[v] for v in op.inputs]
+            images[op.output] = self._node(op, sources, training)
+        return images[self._description.output]
+
+    def _node(self, op, sources, training):
+        """The result image of the node (or nodes) of one operation."""
+        a, shapes = op.attributes, self._description.shapes
+        kind = op.kind
+        if kind in ("conv", "max_pool", "avg_pool"):
+            kernel, stride = _pair(a["kernel"]), _pair(a["stride"])
+            padding, dilation = _pair(a.get("padding", 0)), _pair(a.get("dilation", 1))
+            source = sources[0]
+            policy = _policy(kernel, stride, padding, dilation)
+            # PyTorch's average pooling divides by the taps in the padding too (count_include_pad), MPS's by
+            # the taps inside the image: zeros padded first make them the same.
+            pad_first = policy is None or (kind == "avg_pool" and a["count_include_pad"] and any(padding))
+            if pad_first and any(padding):
+                if kind == "max_pool":  # a tap in the padding never wins: MPS's max skips taps outside the image
+                    raise UnsupportedOperationError(
+                        f"{op.name}: max pooling with padding {padding} over a {kernel} window at stride {stride}: "
+                        f"only no padding, or half the window, is expressible")
+                source = mpsx.NNPadNode(source, (padding[1], padding[0], 0), (padding[1], padding[0], 0),
+                                        mpsx.ImageEdgeMode.ZERO).result_image
+            if pad_first:
+                policy = mpsx.NNPaddingMethod.SIZE_VALID_ONLY
+            if kind == "conv":
+                node = mpsx.CNNConvolutionNode(source, self._data_sources[op.name])
+            else:
+                cls = mpsx.CNNPoolingMaxNode if kind == "max_pool" else mpsx.CNNPoolingAverageNode
+                node = cls(source, kernel_width=kernel[1], kernel_height=kernel[0], stride_in_pixels_x=stride[1],
+                           stride_in_pixels_y=stride[0])
+            node.padding_policy = policy
+            return node.result_image
+        if kind == "linear":
+            node = mpsx.CNNFullyConnectedNode(sources[0], self._data_sources[op.name])
+            node.padding_policy = mpsx.NNPaddingMethod.SIZE_VALID_ONLY
+            return node.result_image
+        if kind == "batch_norm":
+            return mpsx.CNNBatchNormalizationNode(sources[0], self._data_sources[op.name]).result_image
+        if kind == "neuron":
+            return mpsx.CNNNeuronNode(sources[0], _neuron_descriptor(a["activation"], **a["parameters"])).result_image
+        if kind == "global_avg_pool":
+            _, _, h, w = shapes[op.inputs[0]]
+            node = mpsx.CNNPoolingAverageNode(sources[0], kernel_width=w, kernel_height=h, stride_in_pixels_x=w,
+                                              stride_in_pixels_y=h)
+            node.padding_policy = mpsx.NNPaddingMethod.SIZE_VALID_ONLY
+            return node.result_image
+        if kind == "flatten":  # the fully connected node reads the image as PyTorch's flattened (C, H, W)
+            return sources[0]
+        if kind in ("add", "sub", "mul"):
+            cls = {"add": mpsx.NNAdditionNode, "sub": mpsx.NNSubtractionNode, "mul": mpsx.NNMultiplicationNode}[kind]
+            return cls(sources[0], sources[1]).result_image
+        if kind == "concat":
+            return mpsx.NNConcatenationNode(sources).result_image
+        if kind == "upsample":
+            sy, sx = a["scale"]
+            if a["mode"] == "nearest":
+                return mpsx.CNNUpsamplingNearestNode(sources[0], sx, sy).result_image
+            return mpsx.CNNUpsamplingBilinearNode(sources[0], sx, sy, a["align_corners"]).result_image
+        if kind == "dropout":
+            if not training or a["p"] == 0:
+                return sources[0]
+            return mpsx.CNNDropoutNode(sources[0], 1 - a["p"]).result_image
+        if kind == "softmax":
+            return mpsx.CNNSoftMaxNode(sources[0]).result_image
+        if kind == "log_softmax":
+            return mpsx.CNNLogSoftMaxNode(sources[0]).result_image
+        raise UnsupportedOperationError(f"{op.name}: no NNGraph node for the operation {kind!r}")
+
+
+def from_torch(module, example_input, device=None, optimizer=None):
+    """An ImportedModel of a ``torch.nn.Module``, read through ``torch.fx`` with ``example_input`` (one tensor, or a
+    tuple of them, N x C x H x W) for the shapes. ``optimizer``: the NNOptimizer of its trainable layers' data
+    sources (None: no updates). UnsupportedOperationError names an operation mpsx cannot express and its node.
+
+    MPS: none (mpsx)
+    """
+    from mpsx._torch_import import describe
+    return ImportedModel(describe(module, example_input), device, optimizer)

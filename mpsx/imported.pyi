@@ -1,0 +1,34 @@
+"""Type stubs of mpsx.imported: PyTorch modules as NNGraphs (mpsx.from_torch)."""
+
+# Written by tools/generate_stubs.py from the built package: change the tool, not this file.
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mpsx._errors import MPSXError
+from mpsx._kernels import BatchNormalizationWeights, ConvolutionWeights, NNGraph, NNHandle, NNImageNode, NNOptimizer
+from mpsx._runtime import DataType, Device
+
+
+def from_torch(
+    module: Any, example_input: Any, device: Device | None = None, optimizer: NNOptimizer | None = None
+) -> ImportedModel: ...
+
+class UnsupportedOperationError(MPSXError, ValueError): ...
+
+class ImportedModel:
+    def __init__(
+        self, description: Any, device: Device | None = None, optimizer: NNOptimizer | None = None
+    ) -> None: ...
+    @property
+    def device(self) -> Device: ...
+    @property
+    def result_image(self) -> NNImageNode: ...
+    @property
+    def source_handles(self) -> list[NNHandle]: ...
+    @property
+    def data_sources(self) -> dict[str, ConvolutionWeights | BatchNormalizationWeights]: ...
+    def inference_graph(self, format: DataType = DataType.FLOAT32) -> NNGraph: ...
+    def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...

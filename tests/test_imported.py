@@ -1,0 +1,333 @@
+"""mpsx.from_torch: PyTorch modules as NNGraphs of MPS nodes, their forward passes against PyTorch's (eval mode,
+float32, 1e-4 relative), their data sources and state_dicts in PyTorch's layouts, and the refusals, on every
+device."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import mpsx  # noqa: E402
+
+RTOL = 1e-4
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ResNet BasicBlock, with its module names (torchvision's wheels here need a CUDA torch)."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class ResNet18(nn.Module):
+    """torchvision.models.resnet18(weights=None)'s layers and names, at a width of `width` (64 in torchvision)."""
+
+    def __init__(self, width=64, classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        widths = [width, width * 2, width * 4, width * 8]
+        cin = width
+        for i, w in enumerate(widths):
+            stride = 1 if i == 0 else 2
+            setattr(self, f"layer{i + 1}", nn.Sequential(BasicBlock(cin, w, stride), BasicBlock(w, w, 1)))
+            cin = w
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def vgg_stack():
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1),
+                         nn.ReLU(), nn.MaxPool2d(2, 2), nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32),
+                         nn.ReLU(), nn.MaxPool2d(2, 2), nn.Flatten(), nn.Linear(32 * 4 * 4, 64), nn.ReLU(),
+                         nn.Dropout(0.5), nn.Linear(64, 10))
+
+
+class MobileNetBlock(nn.Module):
+    """MobileNet V2's inverted residual: 1x1 expansion, 3x3 depthwise (groups = channels), 1x1 projection."""
+
+    def __init__(self, channels=16, expansion=4, stride=1):
+        super().__init__()
+        hidden = channels * expansion
+        self.expand = nn.Sequential(nn.Conv2d(channels, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6())
+        self.depthwise = nn.Sequential(nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+                                       nn.BatchNorm2d(hidden), nn.ReLU6())
+        self.project = nn.Sequential(nn.Conv2d(hidden, channels, 1, bias=False), nn.BatchNorm2d(channels))
+        self.stride = stride
+
+    def forward(self, x):
+        out = self.project(self.depthwise(self.expand(x)))
+        return x + out if self.stride == 1 else out
+
+
+class MobileNetStack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, 2, 1)
+        self.block1 = MobileNetBlock(16, 4, 1)
+        self.block2 = MobileNetBlock(16, 4, 2)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.block2(self.block1(self.stem(x)))
+        return self.head(x.mean((2, 3)))
+
+
+class TinyUNet(nn.Module):
+    """Two levels: convolutions, max pooling down, nearest and bilinear upsampling up, channel concatenations."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.enc2 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU())
+        self.bottom = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
+        self.up2 = nn.Upsample(scale_factor=2, mode="nearest")
+        self.dec2 = nn.Sequential(nn.Conv2d(32, 8, 3, padding=1), nn.ReLU())
+        self.up1 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.dec1 = nn.Conv2d(16, 2, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(e1)
+        d2 = self.dec2(torch.cat([self.up2(self.bottom(e2)), e2], 1))
+        return self.dec1(torch.cat([self.up1(d2), e1], dim=1))
+
+
+def randomize_batch_normalization(module, seed=0):
+    """Running statistics and affine parameters away from their initial values, so that a layout or a
+    statistic mixed up shows."""
+    g = torch.Generator().manual_seed(seed)
+    for m in module.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.copy_(torch.rand(m.num_features, generator=g) - 0.5)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.weight.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.bias.copy_(torch.rand(m.num_features, generator=g) - 0.5)
+    return module
+
+
+def forward(device, imported, x):
+    graph = imported.inference_graph()
+    cb = device.command_queue.command_buffer()
+    result = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)])
+    result.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    return result.to_numpy()
+
+
+def assert_forward_matches(device, module, x):
+    torch.manual_seed(0)
+    module.eval()
+    imported = mpsx.from_torch(module, torch.from_numpy(x), device)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    got = forward(device, imported, x).reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+    return imported
+
+
+def batch(n, size, seed=1, channels=3):
+    return np.random.default_rng(seed).standard_normal((n, channels, size, size)).astype(np.float32)
+
+
+@pytest.mark.parametrize("model, size", [("resnet18", 32), ("vgg", 16), ("mobilenet", 16), ("unet", 16)])
+def test_an_imported_model_computes_its_forward_pass_as_pytorch_does(device, model, size):
+    torch.manual_seed(0)
+    module = {"resnet18": lambda: ResNet18(width=16), "vgg": vgg_stack, "mobilenet": MobileNetStack,
+              "unet": TinyUNet}[model]()
+    assert_forward_matches(device, randomize_batch_normalization(module), batch(2, size))
+
+
+def test_torchvision_resnet18_where_torchvision_runs(device):
+    models = pytest.importorskip("torchvision.models", reason="torchvision's wheels need a CUDA build of torch")
+    torch.manual_seed(0)
+    module = randomize_batch_normalization(models.resnet18(weights=None))
+    assert_forward_matches(device, module, batch(2, 32))
+
+
+# Kernel, stride, padding, dilation, groups: PyTorch's symmetric padding maps to MPS's ValidOnly, Same and Full
+# padding policies where they place the windows alike, and to an NNPadNode before the convolution elsewhere.
+CONVOLUTIONS = [(3, 1, 1, 1, 1), (3, 2, 1, 1, 1), (7, 2, 3, 1, 1), (1, 2, 0, 1, 1), (3, 2, 0, 1, 1), (2, 2, 0, 1, 1),
+                (3, 1, 2, 2, 1), (5, 2, 2, 1, 1), (3, 1, 2, 1, 1), (3, 3, 1, 1, 1), (4, 2, 1, 1, 1), (3, 2, 2, 1, 1),
+                (3, 1, 1, 1, 4), (3, 2, 1, 1, 8), ((3, 1), (2, 1), (1, 0), 1, 1)]
+
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation, groups", CONVOLUTIONS)
+@pytest.mark.parametrize("size", [11, 12])
+def test_convolution_padding_strides_dilations_and_groups(device, kernel, stride, padding, dilation, groups, size):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(8, 8, kernel, stride, padding, dilation, groups))
+    imported = assert_forward_matches(device, module, batch(2, size, channels=8))
+    assert sorted(imported.data_sources) == ["0"]
+
+
+@pytest.mark.parametrize("pool", [nn.MaxPool2d(3, 2, 1), nn.MaxPool2d(2), nn.MaxPool2d(3, 1, 1), nn.MaxPool2d(3, 2),
+                                  nn.AvgPool2d(2), nn.AvgPool2d(3, 1, 1), nn.AvgPool2d(3, 2, 1),
+                                  nn.AvgPool2d(3, 1, 1, count_include_pad=False),
+                                  nn.AvgPool2d(3, 2, 1, count_include_pad=False), nn.AdaptiveAvgPool2d(1)],
+                         ids=repr)
+@pytest.mark.parametrize("size", [9, 10])
+def test_pooling_as_pytorch_pools(device, pool, size):
+    assert_forward_matches(device, nn.Sequential(pool), batch(2, size))
+
+
+@pytest.mark.parametrize("activation", [nn.ReLU(), nn.LeakyReLU(0.2), nn.ReLU6(), nn.ELU(0.7), nn.Sigmoid(), nn.Tanh(),
+                                        nn.Hardsigmoid(), nn.Softsign(), nn.Softplus(2.0, threshold=100), nn.GELU()],
+                         ids=repr)
+def test_activations_as_mps_neurons(device, activation):
+    x = batch(2, 6) * 3
+    assert_forward_matches(device, nn.Sequential(nn.Conv2d(3, 4, 1), activation), x)
+
+
+class Functional(nn.Module):
+    """Functions and tensor methods rather than modules: relu, sigmoid, subtraction, multiplication, softmax and
+    log-softmax over the channels, a view to flatten."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(3, 4, 1)
+        self.fc = nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x):
+        a, b = torch.relu(self.a(x)), self.b(x).sigmoid()
+        y = torch.softmax((a - b) * b, dim=1)
+        z = self.fc(y.view(y.size(0), -1))
+        return torch.nn.functional.log_softmax(z, dim=1)
+
+
+def test_functions_and_methods(device):
+    assert_forward_matches(device, Functional(), batch(3, 6))
+
+
+def test_data_sources_hold_the_parameters_in_mps_layouts_and_state_dict_gives_them_back(device):
+    torch.manual_seed(0)
+    module = randomize_batch_normalization(vgg_stack())
+    imported = mpsx.from_torch(module, torch.zeros(1, 3, 16, 16), device)
+    assert sorted(imported.data_sources) == ["0", "1", "11", "14", "3", "6", "7"]
+    conv = imported.data_sources["0"]
+    assert isinstance(conv, mpsx.ConvolutionWeights)
+    # OHWI: output channel, kernel row, kernel column, input channel.
+    np.testing.assert_array_equal(conv.weights(), module[0].weight.detach().numpy().transpose(0, 2, 3, 1))
+    fc = imported.data_sources["11"]
+    # PyTorch flattens (C, H, W); the fully connected kernel reads H x W x C.
+    np.testing.assert_array_equal(
+        fc.weights(), module[11].weight.detach().numpy().reshape(64, 32, 4, 4).transpose(0, 2, 3, 1))
+    bn = imported.data_sources["1"]
+    np.testing.assert_array_equal(bn.mean(), module[1].running_mean.numpy())
+    assert bn.momentum == pytest.approx(0.1) and bn.epsilon == pytest.approx(1e-5)
+    expected = {k: v.numpy() for k, v in module.state_dict().items() if v.is_floating_point()}
+    got = imported.state_dict()
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    assert [h.label for h in imported.source_handles] == ["input"]
+
+
+class Refused(nn.Module):
+    def __init__(self, what):
+        super().__init__()
+        self.what = what
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        if self.what == "transpose":
+            return x.transpose(2, 3)
+        if self.what == "scalar":
+            return x + 1.0
+        if self.what == "ceil":
+            return nn.functional.max_pool2d(x, 2, ceil_mode=True)
+        if self.what == "reflect":
+            return nn.functional.pad(x, (1, 1, 1, 1), mode="reflect")
+        return x
+
+
+@pytest.mark.parametrize("what, message", [
+    ("transpose", "transpose .*no NNGraph node for this method"),
+    ("scalar", "add of a tensor and a number"),
+    ("ceil", "max_pool2d.*pooling as a function"),
+    ("reflect", "pad .*no NNGraph node for this function"),
+])
+def test_an_operation_mpsx_cannot_express_is_named_with_its_node(device, what, message):
+    with pytest.raises(mpsx.UnsupportedOperationError, match=message):
+        mpsx.from_torch(Refused(what), torch.zeros(1, 3, 8, 8), device)
+
+
+@pytest.mark.parametrize("module, message", [
+    (nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), "padding_mode 'reflect'"),
+    (nn.MaxPool2d(2, ceil_mode=True), "ceil_mode"),
+    (nn.MaxPool2d(3, 3, 1), r"max pooling with padding \(1, 1\)"),
+    (nn.BatchNorm2d(3, momentum=None), "cumulative average"),
+    (nn.Dropout2d(), "channel dropout"),
+    (nn.GELU(approximate="tanh"), "tanh approximation"),
+    (nn.AdaptiveAvgPool2d(2), "only to 1 x 1"),
+    (nn.Upsample(scale_factor=1.5), "whole scale factors"),
+])
+def test_module_settings_mpsx_cannot_express_are_refused(device, module, message):
+    with pytest.raises(mpsx.UnsupportedOperationError, match=message):
+        mpsx.from_torch(nn.Sequential(module), torch.zeros(1, 3, 9, 9), device)
+
+
+def test_bad_arguments_are_refused_before_anything_is_built(device):
+    with pytest.raises(TypeError, match="expected a torch.nn.Module, given int"):
+        mpsx.from_torch(3, torch.zeros(1, 3, 4, 4), device)
+    with pytest.raises(TypeError, match="expected example_input a tensor or a tuple of tensors, given list"):
+        mpsx.from_torch(nn.Conv2d(3, 3, 1), [torch.zeros(1, 3, 4, 4)], device)
+    with pytest.raises(ValueError, match=r"does not run on example_input of shapes \[\(1, 2, 4, 4\)\]"):
+        mpsx.from_torch(nn.Sequential(nn.Conv2d(3, 3, 1)), torch.zeros(1, 2, 4, 4), device)
+    with pytest.raises(TypeError, match="expected a model description"):
+        mpsx.ImportedModel({}, device)
+    module = nn.Sequential(nn.Conv2d(3, 3, 1))
+    with pytest.raises(TypeError, match="expected an NNOptimizer or None, given str"):
+        mpsx.from_torch(module, torch.zeros(1, 3, 4, 4), device, "sgd")
+    bare = mpsx.ImportedModel.__new__(mpsx.ImportedModel)
+    for member in ("result_image", "source_handles", "data_sources", "device"):
+        with pytest.raises(mpsx.StateError, match="made without __init__"):
+            getattr(bare, member)
+    with pytest.raises(mpsx.StateError, match="made without __init__"):
+        bare.inference_graph()
+
+
+def test_batch_normalization_without_affine_parameters(device):
+    module = randomize_batch_normalization(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)))
+    module[1] = nn.BatchNorm2d(4, affine=False)
+    with torch.no_grad():
+        module[1].running_mean.uniform_(-1, 1)
+        module[1].running_var.uniform_(0.5, 2)
+    imported = assert_forward_matches(device, module, batch(2, 5))
+    assert sorted(imported.state_dict()) == ["0.bias", "0.weight", "1.running_mean", "1.running_var"]
+
+
+def test_reading_a_module_in_training_mode_leaves_its_running_statistics(device):
+    module = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4)).train()
+    before = module[1].running_mean.clone()
+    mpsx.from_torch(module, torch.randn(2, 3, 5, 5), device)
+    assert module.training and torch.equal(module[1].running_mean, before)
