@@ -135,14 +135,8 @@ class ImportedModel:
         self._device = mpsx.Device() if device is None else device
         self._description = description
         self._source_handles = [mpsx.NNHandle(label) for _, label, _ in description.inputs]
-        self._data_sources = {}
         self._torch_names = {}  # data source name -> the PyTorch parameter and buffer names it holds
-        for op in description.operations:
-            if op.kind in ("conv", "linear"):
-                self._convolution_weights(op, optimizer)
-            elif op.kind == "batch_norm":
-                self._batch_normalization_weights(op, optimizer)
-        self._result_image = self._build(training=True)
+        self._make_data_sources(description.parameters, optimizer)
 
     @property
     def device(self):
@@ -190,6 +184,27 @@ class ImportedModel:
         """
         return mpsx.NNGraph(self._built()._device, self._build(training=False), True, format=format)
 
+    def training_graph(self, loss_descriptor, optimizer=None, format=mpsx.DataType.FLOAT32):
+        """A training NNGraph: the forward pass (batch statistics, dropout), a CNNLossNode of ``loss_descriptor``
+        whose labels have the handle "labels", the gradient nodes, and the updates of the trainable data sources on
+        the command buffer. ``optimizer``: the data sources are made again from their current values, each with a
+        copy of it (their optimizer state starts over), and ``result_image`` with them; None keeps them and their
+        optimizers (from_torch's). Encode it with ``encode_batch(cb, [images], [labels])``.
+
+        MPS: none (mpsx)
+        """
+        self._built()
+        if optimizer is not None:
+            if not isinstance(optimizer, mpsx.NNOptimizer):
+                raise TypeError(f"training_graph: expected an NNOptimizer or None, given {type(optimizer).__name__}")
+            self._make_data_sources({**self._description.parameters, **self.state_dict()}, optimizer)
+        loss = mpsx.CNNLossNode(self._result_image, loss_descriptor)
+        loss.input_labels.handle = mpsx.NNHandle("labels")
+        # Every terminal gradient filter: a source image read by two filters leaves two (nothing sums them).
+        termini = [node.result_image for node in loss.training_graph()]
+        return mpsx.NNGraph(self._device, result_images=termini, results_are_needed=[False] * len(termini),
+                            format=format)
+
     def state_dict(self):
         """The data sources' current values as numpy arrays under the model's parameter and buffer names, in
         PyTorch's layouts (OIHW convolution weights, [out, C * H * W] linear weights).
@@ -210,9 +225,20 @@ class ImportedModel:
                         out[names[key]] = np.asarray(value, np.float32).copy()
         return out
 
-    def _convolution_weights(self, op, optimizer):
+    def _make_data_sources(self, parameters, optimizer):
+        """The data sources from `parameters` (PyTorch's names and layouts), each trainable one with a copy of
+        `optimizer` (Adam counts its steps per optimizer), and the forward nodes over them."""
+        self._data_sources = {}
+        for op in self._description.operations:
+            copy = None if optimizer is None else optimizer.copy()
+            if op.kind in ("conv", "linear"):
+                self._convolution_weights(op, parameters, copy)
+            elif op.kind == "batch_norm":
+                self._batch_normalization_weights(op, parameters, copy)
+        self._result_image = self._build(training=True)
+
+    def _convolution_weights(self, op, parameters, optimizer):
         a = op.attributes
-        parameters = self._description.parameters
         weight = parameters[a["weight"]]
         if op.kind == "linear":
             c, h, w = a["source_chw"]
@@ -228,9 +254,8 @@ class ImportedModel:
         self._torch_names[op.name] = {"weight": a["weight"], "linear": op.kind == "linear",
                                       **({"bias": a["bias"]} if bias is not None else {})}
 
-    def _batch_normalization_weights(self, op, optimizer):
+    def _batch_normalization_weights(self, op, p, optimizer):
         a = op.attributes
-        p = self._description.parameters
         channels = self._description.shapes[op.inputs[0]][1]
         gamma = p[a["weight"]] if a.get("weight") else np.ones(channels, np.float32)
         beta = p[a["bias"]] if a.get("bias") else np.zeros(channels, np.float32)

@@ -8,7 +8,15 @@ import numpy as np
 import numpy.typing as npt
 
 from mpsx._errors import MPSXError
-from mpsx._kernels import BatchNormalizationWeights, ConvolutionWeights, NNGraph, NNHandle, NNImageNode, NNOptimizer
+from mpsx._kernels import (
+    BatchNormalizationWeights,
+    CNNLossDescriptor,
+    ConvolutionWeights,
+    NNGraph,
+    NNHandle,
+    NNImageNode,
+    NNOptimizer,
+)
 from mpsx._runtime import DataType, Device
 
 
@@ -31,4 +39,10 @@ class ImportedModel:
     @property
     def data_sources(self) -> dict[str, ConvolutionWeights | BatchNormalizationWeights]: ...
     def inference_graph(self, format: DataType = DataType.FLOAT32) -> NNGraph: ...
+    def training_graph(
+        self,
+        loss_descriptor: CNNLossDescriptor,
+        optimizer: NNOptimizer | None = None,
+        format: DataType = DataType.FLOAT32,
+    ) -> NNGraph: ...
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...

@@ -296,6 +296,79 @@ def test_module_settings_mpsx_cannot_express_are_refused(device, module, message
         mpsx.from_torch(nn.Sequential(module), torch.zeros(1, 3, 9, 9), device)
 
 
+def small_classifier():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+
+
+class SourceBlock(nn.Module):
+    """A residual block straight on the source image, which its two convolutions read: the training graph has two
+    terminal gradient filters (nothing sums the source's gradients)."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = BasicBlock(3, 8, 2)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.block(x), 1))
+
+
+# ResNet-18 at 64 x 64: layer4's batch statistics over 2 x 2 pixels of 4 images (at 32 x 32, over 4 values, the
+# batch normalization gradient is too ill-conditioned for 5 steps to agree).
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("model, size", [("small", 8), ("source_block", 8), ("resnet18", 64)])
+def test_five_training_steps_leave_the_weights_pytorch_leaves(device, optimizer, model, size):
+    """The same batches through the training graph and through PyTorch's training loop (cross entropy, mean over
+    the batch): weights, biases, gamma, beta and running statistics after 5 steps. SGD with momentum agrees to
+    float32 rounding; Adam divides each gradient by its root mean square, which turns the rounding of a gradient
+    near zero into a larger step: there they agree within 1% of the learning rate. Then the inference graph
+    computes what the trained module's eval() computes."""
+    torch.manual_seed(0)
+    module = {"small": small_classifier, "source_block": SourceBlock,
+              "resnet18": lambda: ResNet18(width=8, classes=10)}[model]()
+    imported = mpsx.from_torch(module, torch.zeros(4, 3, size, size), device)
+    lr = 0.01
+    if optimizer == "sgd":
+        ours = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=lr, momentum_scale=0.9)
+        theirs = torch.optim.SGD(module.parameters(), lr=lr, momentum=0.9)
+    else:  # MPS adds epsilon before the bias correction, PyTorch after: an epsilon that never counts
+        ours = mpsx.NNOptimizerAdam(device, learning_rate=lr, epsilon=1e-30)
+        theirs = torch.optim.Adam(module.parameters(), lr=lr, eps=1e-30)
+    loss = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN,
+                                  reduce_across_batch=True)
+    graph = imported.training_graph(loss, ours)
+    rng = np.random.default_rng(0)
+    module.train()
+    for _ in range(5):
+        x = rng.standard_normal((4, 3, size, size)).astype(np.float32)
+        y = rng.integers(0, 10, 4)
+        labels = [mpsx.CNNLossLabels(device, np.eye(10, dtype=np.float32)[[c]].reshape(10, 1, 1)) for c in y]
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [labels])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        theirs.zero_grad()
+        nn.functional.cross_entropy(module(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+        theirs.step()
+    trained = imported.state_dict()
+    for name, value in module.state_dict().items():
+        if not value.is_floating_point():
+            continue
+        value = value.numpy()
+        if optimizer == "sgd":
+            np.testing.assert_allclose(trained[name], value, rtol=1e-4, atol=1e-5 * np.abs(value).max(), err_msg=name)
+        else:
+            np.testing.assert_allclose(trained[name], value, rtol=1e-4, atol=1e-2 * lr, err_msg=name)
+    module.eval()
+    x = batch(2, size, seed=9)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    got = forward(device, imported, x).reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+
+
 def test_bad_arguments_are_refused_before_anything_is_built(device):
     with pytest.raises(TypeError, match="expected a torch.nn.Module, given int"):
         mpsx.from_torch(3, torch.zeros(1, 3, 4, 4), device)

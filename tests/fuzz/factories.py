@@ -1365,6 +1365,7 @@ optimizer = mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1)
 obj = mpsx.from_torch(module, example_input, dev, optimizer)
 description = obj._description
 format = mpsx.DataType.FLOAT32
+loss_descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
 """],
 })
 FACTORIES.update({
