@@ -1,5 +1,5 @@
 """mpsx.from_torch's front end: a torch.nn.Module, traced by torch.fx and its shapes propagated from an example
-input, as a _ModelDescription (mpsx.imported)."""
+input, as a ModelDescription (mpsx._model_description)."""
 
 import operator
 
@@ -10,7 +10,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
-from mpsx.imported import UnsupportedOperationError, _ModelDescription, _Operation
+from mpsx._model_description import ModelDescription, Operation
+from mpsx.imported import UnsupportedOperationError
 
 # Activation modules and functions, as mpsx.imported.neuron_descriptor's names, with their PyTorch parameters.
 ACTIVATION_MODULES = {
@@ -38,7 +39,7 @@ ALIAS_METHODS = {"contiguous", "clone", "detach"}
 
 
 def describe(module, example_input):
-    """The _ModelDescription of `module` (eval() or train(): batch normalization and dropout are built for both)."""
+    """The ModelDescription of `module` (eval() or train(): batch normalization and dropout are built for both)."""
     if not isinstance(module, nn.Module):
         raise TypeError(f"from_torch: expected a torch.nn.Module, given {type(module).__name__}")
     examples = example_input if isinstance(example_input, tuple) else (example_input,)
@@ -97,7 +98,7 @@ class _Reader:
                 self.method(node)
             else:
                 raise UnsupportedOperationError(f"{node.name} ({self.what(node)}): a {node.op} operation")
-        return _ModelDescription(self.inputs, self.operations, output, self.shapes, self.parameters)
+        return ModelDescription(self.inputs, self.operations, output, self.shapes, self.parameters)
 
     # -- helpers ---------------------------------------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class _Reader:
             if len(self.shapes[v]) not in (2, 4):
                 raise UnsupportedOperationError(f"{node.name} ({self.what(node)}): expected N x C x H x W or N x F "
                                                 f"tensors, given one of shape {self.shapes[v]}")
-        self.operations.append(_Operation(kind, name or node.name, values, node.name, attributes))
+        self.operations.append(Operation(kind, name or node.name, values, node.name, attributes))
         if node.name not in self.image_chw:
             self.image_chw[node.name] = self.image_chw[values[0]]
 

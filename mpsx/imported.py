@@ -1,17 +1,16 @@
 """Bringing a model: a PyTorch module (``mpsx.from_torch``) as an NNGraph of the nodes an MPS program would write,
 with data sources filled from its parameters in MPS's layouts.
 
-A front end reads the model into a list of operations (``_Operation``) over named values in PyTorch's NCHW
-convention, with the parameters in PyTorch's layouts; ``ImportedModel`` builds the NNGraph nodes from them. An
-operation mpsx cannot express raises ``ImportError_`` naming the operation and the model's node. docs/importing.md
-("Bringing a model") lists the operations, the layout conversions and the refusals.
+A front end reads the model into operations over named values in PyTorch's NCHW convention, with the parameters
+in PyTorch's layouts (mpsx._model_description); ``ImportedModel`` builds the NNGraph nodes from them. An operation
+mpsx cannot express raises ``UnsupportedOperationError`` naming the operation and the model's node.
+docs/importing.rst ("Bringing a model") lists the operations, the layout conversions and the refusals.
 """
-
-from dataclasses import dataclass, field
 
 import numpy as np
 
 import mpsx
+from mpsx import _model_description
 from mpsx.persistence import weights_from_torch, weights_to_torch
 
 
@@ -20,36 +19,6 @@ class UnsupportedOperationError(mpsx.MPSXError, ValueError):
 
     MPS: none (mpsx)
     """
-
-
-@dataclass
-class _Operation:
-    """One operation of an imported model: ``kind`` (below), the model's node ``name`` (for errors), the values it
-    reads and the value it makes, and its attributes. Parameters are named in ``attributes`` ("weight", "bias",
-    ...) by their names in the model's parameters.
-
-    Kinds: conv, batch_norm, neuron, max_pool, avg_pool, global_avg_pool, flatten, linear, add, sub, mul, concat,
-    upsample, dropout, softmax, log_softmax.
-    """
-
-    kind: str
-    name: str
-    inputs: list
-    output: str
-    attributes: dict = field(default_factory=dict)
-
-
-@dataclass
-class _ModelDescription:
-    """What a front end reads: the model's inputs (value, the model's name for it, NCHW shape), operations in
-    order, its output value, each value's shape (NCHW, or (N, F) once flattened), and its parameters and buffers
-    as float32 arrays in PyTorch's layouts."""
-
-    inputs: list
-    operations: list
-    output: str
-    shapes: dict
-    parameters: dict
 
 
 # MPS neuron types of the activations, with their parameters (MPSNNNeuronDescriptor's a, b, c).
@@ -125,7 +94,7 @@ class ImportedModel:
     _description = None  # set by __init__; a bare instance (__new__ alone) has none
 
     def __init__(self, description, device=None, optimizer=None):
-        if not isinstance(description, _ModelDescription):
+        if not isinstance(description, _model_description.ModelDescription):
             raise TypeError(f"ImportedModel: expected a model description (mpsx.from_torch reads one), given "
                             f"{type(description).__name__}")
         if device is not None and not isinstance(device, mpsx.Device):
