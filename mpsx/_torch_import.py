@@ -159,6 +159,13 @@ class _Reader:
             self.emit("batch_norm", node, [source], name, weight=f"{name}.weight" if m.affine else None,
                      bias=f"{name}.bias" if m.affine else None, running_mean=f"{name}.running_mean",
                      running_var=f"{name}.running_var", epsilon=m.eps, momentum=m.momentum)
+        elif isinstance(m, (nn.GroupNorm, nn.InstanceNorm2d)):
+            if isinstance(m, nn.InstanceNorm2d) and m.track_running_stats:
+                self.refuse(node, "instance normalization with running statistics: MPS's normalizes each image "
+                                  "by its own statistics, in training and inference alike")
+            groups = m.num_groups if isinstance(m, nn.GroupNorm) else None
+            self.emit("group_norm", node, [source], name, groups=groups, epsilon=m.eps,
+                      weight=f"{name}.weight" if m.affine else None, bias=f"{name}.bias" if m.affine else None)
         elif type(m) in ACTIVATION_MODULES:
             activation, parameters = ACTIVATION_MODULES[type(m)]
             self.activation(node, source, activation, parameters(m))

@@ -187,10 +187,14 @@ class ImportedModel:
                 out[names["weight"]] = weights_to_torch(source.weights(), linear=names["linear"])
                 if "bias" in names:
                     out[names["bias"]] = np.asarray(source.bias_terms(), np.float32).copy()
-            else:
+            elif isinstance(source, mpsx.BatchNormalizationWeights):
                 for key, value in (("weight", source.gamma()), ("bias", source.beta()),
                                    ("running_mean", source.mean()), ("running_var", source.variance())):
                     if names[key]:  # affine=False: no weight and bias
+                        out[names[key]] = np.asarray(value, np.float32).copy()
+            else:
+                for key, value in (("weight", source.gamma()), ("bias", source.beta())):
+                    if names[key]:
                         out[names[key]] = np.asarray(value, np.float32).copy()
         return out
 
@@ -204,6 +208,8 @@ class ImportedModel:
                 self._convolution_weights(op, parameters, copy)
             elif op.kind == "batch_norm":
                 self._batch_normalization_weights(op, parameters, copy)
+            elif op.kind == "group_norm":
+                self._group_normalization_weights(op, parameters, copy)
         self._result_image = self._build(training=True)
 
     def _convolution_weights(self, op, parameters, optimizer):
@@ -232,6 +238,19 @@ class ImportedModel:
             gamma, beta, p[a["running_mean"]], p[a["running_var"]], a["epsilon"], a["momentum"],
             optimizer, label=op.name)
         self._torch_names[op.name] = {key: a[key] for key in ("weight", "bias", "running_mean", "running_var")}
+
+    def _group_normalization_weights(self, op, p, optimizer):
+        a = op.attributes
+        channels = self._description.shapes[op.inputs[0]][1]
+        gamma = p[a["weight"]] if a["weight"] else np.ones(channels, np.float32)
+        beta = p[a["bias"]] if a["bias"] else np.zeros(channels, np.float32)
+        optimizer = optimizer if a["weight"] else None  # affine=False: gamma and beta stay 1 and 0
+        if a["groups"] is None:
+            source = mpsx.InstanceNormalizationWeights(gamma, beta, a["epsilon"], optimizer, label=op.name)
+        else:
+            source = mpsx.GroupNormalizationWeights(gamma, beta, a["groups"], a["epsilon"], optimizer, label=op.name)
+        self._data_sources[op.name] = source
+        self._torch_names[op.name] = {key: a[key] for key in ("weight", "bias")}
 
     def _build(self, training):
         """The nodes of the forward pass; its result image."""
@@ -277,6 +296,13 @@ class ImportedModel:
             return node.result_image
         if kind == "batch_norm":
             return mpsx.CNNBatchNormalizationNode(sources[0], self._data_sources[op.name]).result_image
+        if kind == "group_norm":
+            source = self._data_sources[op.name]
+            cls = mpsx.CNNInstanceNormalizationNode if a["groups"] is None else mpsx.CNNGroupNormalizationNode
+            node = cls(sources[0], source)
+            if source.optimizer is None:  # affine=False, or no optimizer: nothing to update
+                node.training_style = mpsx.NNTrainingStyle.NONE
+            return node.result_image
         if kind == "neuron":
             return mpsx.CNNNeuronNode(sources[0], _neuron_descriptor(a["activation"], **a["parameters"])).result_image
         if kind == "global_avg_pool":

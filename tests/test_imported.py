@@ -223,6 +223,22 @@ class Functional(nn.Module):
         return torch.nn.functional.log_softmax(z, dim=1)
 
 
+@pytest.mark.parametrize("normalization", [nn.GroupNorm(2, 8), nn.GroupNorm(4, 8, affine=False),
+                                           nn.InstanceNorm2d(8), nn.InstanceNorm2d(8, affine=True)], ids=repr)
+def test_group_and_instance_normalization(device, normalization):
+    torch.manual_seed(0)
+    if normalization.affine:
+        with torch.no_grad():
+            normalization.weight.uniform_(0.5, 1.5)
+            normalization.bias.uniform_(-0.5, 0.5)
+    module = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), normalization)
+    imported = assert_forward_matches(device, module, batch(2, 6))
+    expected = {k: v.numpy() for k, v in module.state_dict().items()}
+    assert sorted(imported.state_dict()) == sorted(expected)
+    for name, value in imported.state_dict().items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
 def test_functions_and_methods(device):
     assert_forward_matches(device, Functional(), batch(3, 6))
 
@@ -286,6 +302,7 @@ def test_an_operation_mpsx_cannot_express_is_named_with_its_node(device, what, m
     (nn.MaxPool2d(2, ceil_mode=True), "ceil_mode"),
     (nn.MaxPool2d(3, 3, 1), r"max pooling with padding \(1, 1\)"),
     (nn.BatchNorm2d(3, momentum=None), "cumulative average"),
+    (nn.InstanceNorm2d(3, track_running_stats=True), "instance normalization with running statistics"),
     (nn.Dropout2d(), "channel dropout"),
     (nn.GELU(approximate="tanh"), "tanh approximation"),
     (nn.AdaptiveAvgPool2d(2), "only to 1 x 1"),
@@ -316,9 +333,17 @@ class SourceBlock(nn.Module):
 
 # ResNet-18 at 64 x 64: layer4's batch statistics over 2 x 2 pixels of 4 images (at 32 x 32, over 4 values, the
 # batch normalization gradient is too ill-conditioned for 5 steps to agree).
+def normalization_stack():
+    """Group normalization, instance normalization with and without gamma and beta."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.GroupNorm(2, 8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.InstanceNorm2d(8, affine=True), nn.ReLU(),
+                         nn.Conv2d(8, 4, 1), nn.InstanceNorm2d(4), nn.Flatten(), nn.Linear(4 * 8 * 8, 10))
+
+
 # MobileNet's ReLU6 saturates channels on some steps: Adam then turns their rounding into whole steps (SGD only).
 @pytest.mark.parametrize("optimizer, model, size", [
-    (optimizer, model, size) for model, size in (("small", 8), ("source_block", 8), ("mobilenet", 16), ("resnet18", 64))
+    (optimizer, model, size) for model, size in (("small", 8), ("source_block", 8), ("normalizations", 8),
+                                                 ("mobilenet", 16), ("resnet18", 64))
     for optimizer in ("sgd", "adam") if (optimizer, model) != ("adam", "mobilenet")])
 def test_five_training_steps_leave_the_weights_pytorch_leaves(device, optimizer, model, size):
     """The same batches through the training graph and through PyTorch's training loop (cross entropy, mean over
@@ -329,6 +354,7 @@ def test_five_training_steps_leave_the_weights_pytorch_leaves(device, optimizer,
     steps of rounding differ there)."""
     torch.manual_seed(0)
     module = {"small": small_classifier, "source_block": SourceBlock, "mobilenet": MobileNetStack,
+              "normalizations": normalization_stack,
               "resnet18": lambda: ResNet18(width=8, classes=10)}[model]()
     imported = mpsx.from_torch(module, torch.zeros(4, 3, size, size), device)
     lr = 0.01
