@@ -166,6 +166,8 @@ class _Reader:
             groups = m.num_groups if isinstance(m, nn.GroupNorm) else None
             self.emit("group_norm", node, [source], name, groups=groups, epsilon=m.eps,
                       weight=f"{name}.weight" if m.affine else None, bias=f"{name}.bias" if m.affine else None)
+        elif isinstance(m, nn.LocalResponseNorm):
+            self.emit("lrn", node, [source], size=m.size, alpha=m.alpha, beta=m.beta, k=m.k)
         elif type(m) in ACTIVATION_MODULES:
             activation, parameters = ACTIVATION_MODULES[type(m)]
             self.activation(node, source, activation, parameters(m))

@@ -303,6 +303,10 @@ class ImportedModel:
             if source.optimizer is None:  # affine=False, or no optimizer: nothing to update
                 node.training_style = mpsx.NNTrainingStyle.NONE
             return node.result_image
+        if kind == "lrn":  # MPS's cross-channel normalization is PyTorch's local_response_norm, k as delta
+            node = mpsx.CNNCrossChannelNormalizationNode(sources[0], a["size"])
+            node.alpha, node.beta, node.delta = a["alpha"], a["beta"], a["k"]
+            return node.result_image
         if kind == "neuron":
             return mpsx.CNNNeuronNode(sources[0], _neuron_descriptor(a["activation"], **a["parameters"])).result_image
         if kind == "global_avg_pool":

@@ -224,10 +224,12 @@ class Functional(nn.Module):
 
 
 @pytest.mark.parametrize("normalization", [nn.GroupNorm(2, 8), nn.GroupNorm(4, 8, affine=False),
-                                           nn.InstanceNorm2d(8), nn.InstanceNorm2d(8, affine=True)], ids=repr)
-def test_group_and_instance_normalization(device, normalization):
+                                           nn.InstanceNorm2d(8), nn.InstanceNorm2d(8, affine=True),
+                                           nn.LocalResponseNorm(3, alpha=0.2, beta=0.75, k=1.5),
+                                           nn.LocalResponseNorm(4)], ids=repr)
+def test_group_instance_and_local_response_normalization(device, normalization):
     torch.manual_seed(0)
-    if normalization.affine:
+    if getattr(normalization, "affine", False):
         with torch.no_grad():
             normalization.weight.uniform_(0.5, 1.5)
             normalization.bias.uniform_(-0.5, 0.5)
@@ -334,8 +336,10 @@ class SourceBlock(nn.Module):
 # ResNet-18 at 64 x 64: layer4's batch statistics over 2 x 2 pixels of 4 images (at 32 x 32, over 4 values, the
 # batch normalization gradient is too ill-conditioned for 5 steps to agree).
 def normalization_stack():
-    """Group normalization, instance normalization with and without gamma and beta."""
+    """Group normalization, local response normalization, instance normalization with and without gamma and
+    beta."""
     return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.GroupNorm(2, 8), nn.ReLU(),
+                         nn.LocalResponseNorm(3, alpha=0.2, beta=0.75, k=1.5),
                          nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.InstanceNorm2d(8, affine=True), nn.ReLU(),
                          nn.Conv2d(8, 4, 1), nn.InstanceNorm2d(4), nn.Flatten(), nn.Linear(4 * 8 * 8, 10))
 
