@@ -133,8 +133,8 @@ class ImportedModel:
 
     @property
     def data_sources(self):
-        """The data sources by the model's layer names: ConvolutionWeights (convolutions and linear layers) and
-        BatchNormalizationWeights, in MPS's layouts.
+        """The data sources by the model's layer names: ConvolutionWeights (convolutions and linear layers),
+        BatchNormalizationWeights, GroupNormalizationWeights and InstanceNormalizationWeights, in MPS's layouts.
 
         MPS: none (mpsx)
         """

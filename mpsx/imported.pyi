@@ -12,6 +12,8 @@ from mpsx._kernels import (
     BatchNormalizationWeights,
     CNNLossDescriptor,
     ConvolutionWeights,
+    GroupNormalizationWeights,
+    InstanceNormalizationWeights,
     NNGraph,
     NNHandle,
     NNImageNode,
@@ -37,7 +39,9 @@ class ImportedModel:
     @property
     def source_handles(self) -> list[NNHandle]: ...
     @property
-    def data_sources(self) -> dict[str, ConvolutionWeights | BatchNormalizationWeights]: ...
+    def data_sources(
+        self
+    ) -> dict[str, ConvolutionWeights | BatchNormalizationWeights | GroupNormalizationWeights | InstanceNormalizationWeights]: ...
     def inference_graph(self, format: DataType = DataType.FLOAT32) -> NNGraph: ...
     def training_graph(
         self,

@@ -453,7 +453,10 @@ OVERRIDES = {
     "ImportedModel.training_graph.optimizer": "NNOptimizer | None",
     "ImportedModel.training_graph.loss_descriptor": "CNNLossDescriptor",
     "ImportedModel.source_handles": "list[NNHandle]",
-    "ImportedModel.data_sources": "dict[str, ConvolutionWeights | BatchNormalizationWeights]",
+    "ImportedModel.data_sources": (
+        "dict[str, ConvolutionWeights | BatchNormalizationWeights | GroupNormalizationWeights | "
+        "InstanceNormalizationWeights]"
+    ),
     "ImportedModel.state_dict": "dict[str, npt.NDArray[np.float32]]",
 }
 OVERRIDES.update({
