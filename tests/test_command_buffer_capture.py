@@ -129,13 +129,19 @@ def test_a_command_buffer_on_other_memory_or_with_other_values_is_not_run_as_ano
     assert queue.captured_command_buffer_count == (6 if device.backend == "cuda" else 0)
 
 
-def test_a_command_buffer_keyed_by_a_changed_scalar_records_again(device):
-    """SGD updates with the learning rate changed between steps: the rate is part of the update's key."""
+def sgd_on_a_capturing_queue(device):
+    """A queue of its own that captures, an SGD optimizer, values 0 and gradients 1 (16 each)."""
     queue = device.new_command_queue()
     queue.capture_command_buffers = True
     sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
     values = mpsx.Vector.from_numpy(device, np.zeros(16, np.float32))
     gradient = mpsx.Vector.from_numpy(device, np.ones(16, np.float32))
+    return queue, sgd, values, gradient
+
+
+def test_a_command_buffer_keyed_by_a_changed_scalar_records_again(device):
+    """SGD updates with the learning rate changed between steps: the rate is part of the update's key."""
+    queue, sgd, values, gradient = sgd_on_a_capturing_queue(device)
     expected = np.zeros(16, np.float32)
     for step, rate in enumerate([0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.5]):
         sgd.learning_rate = rate
@@ -242,11 +248,7 @@ def test_a_graph_encoded_each_step_without_its_own_capture_runs_as_graphs(device
 def test_a_queue_whose_command_buffers_never_repeat_stops_keying_them_and_finds_a_loop_that_does(device):
     """SGD updates with a new learning rate each step (never repeating) for longer than the back-off's 64 keyed
     commits, then a fixed rate: the queue probes one command buffer in 16, finds the repeat and captures again."""
-    queue = device.new_command_queue()
-    queue.capture_command_buffers = True
-    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=0.5)
-    values = mpsx.Vector.from_numpy(device, np.zeros(16, np.float32))
-    gradient = mpsx.Vector.from_numpy(device, np.ones(16, np.float32))
+    queue, sgd, values, gradient = sgd_on_a_capturing_queue(device)
     expected = np.zeros(16, np.float32)
 
     def step(rate):

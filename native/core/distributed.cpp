@@ -176,7 +176,7 @@ void Communicator::encode_all_reduce(CommandBuffer& command_buffer, const std::v
   next_bucket_ = 0;
   bucket_ = bucket_for(0);  // reduced where encoded: the fewest collectives
   begin_layout(command_buffer, operation);
-  encode(command_buffer, buffers, operation, false);
+  encode(command_buffer, buffers, operation);
   encode_layout_check(command_buffer);
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
   // A collective that failed or timed out after launching fails the command buffer once it has run.
@@ -202,9 +202,7 @@ void Communicator::encode_all_reduce_overlapped(CommandBuffer& command_buffer,
     filling_bytes_ += b->length();
   }
   if (filling_bytes_ < bucket_) return;
-  encode(command_buffer, filling_, operation, true);
-  filling_.clear();
-  filling_bytes_ = 0;
+  encode_filling(command_buffer);
 }
 
 bool Communicator::overlapped_filling() const {
@@ -218,9 +216,21 @@ void Communicator::encode_overlapped(CommandBuffer& command_buffer, FunctionRef 
     if (overlapping_ != &command_buffer)
       fail<StateError>("all_reduce: commands overlapped with no overlapped all-reduce on their command buffer");
   }
+  record_overlapped(command_buffer, encode_commands);
+}
+
+void Communicator::record_overlapped(CommandBuffer& command_buffer, FunctionRef encode_commands) {
   command_buffer.record([](ExecutionContext& context) { context.begin_overlapped(); });
   encode_commands();
   command_buffer.record([](ExecutionContext& context) { context.end_overlapped(); });
+}
+
+// The filling bucket's buffers as overlapped work, which empties it (the caller holds mutex_).
+void Communicator::encode_filling(CommandBuffer& command_buffer) {
+  auto encode_buckets = [&] { encode(command_buffer, filling_, overlapped_operation_); };
+  record_overlapped(command_buffer, encode_buckets);
+  filling_.clear();
+  filling_bytes_ = 0;
 }
 
 void Communicator::encode_join(CommandBuffer& command_buffer) {
@@ -228,13 +238,11 @@ void Communicator::encode_join(CommandBuffer& command_buffer) {
   if (!overlapping_) return;
   if (overlapping_ != &command_buffer)
     fail<StateError>("all_reduce: join on another command buffer than the overlapped all-reduces'");
-  if (!filling_.empty()) encode(command_buffer, filling_, overlapped_operation_, true);
+  if (!filling_.empty()) encode_filling(command_buffer);
   encode_layout_check(command_buffer);
   command_buffer.record([](ExecutionContext& context) { context.join_overlapped(); });
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
   command_buffer.add_host_step([collective] { collective->check(); });
-  filling_.clear();
-  filling_bytes_ = 0;
   overlapping_ = nullptr;
 }
 
@@ -261,12 +269,10 @@ void Communicator::check(CommandBuffer& command_buffer, const std::vector<std::s
   }
 }
 
-// Records the buckets of `buffers` (checked): packs, collectives and unpacks; overlapped, on the context's
-// overlapped work.
+// Records the buckets of `buffers` (checked): packs, collectives and unpacks.
 void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
-                          ReduceOperation operation, bool overlapped) {
+                          ReduceOperation operation) {
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
-  if (overlapped) command_buffer.record([](ExecutionContext& context) { context.begin_overlapped(); });
   auto reduce = [&](std::shared_ptr<Buffer> buffer, size_t bytes) {
     buffer->will_write(command_buffer);
     command_buffer.record([collective, buffer, bytes, operation](ExecutionContext& context) {
@@ -322,7 +328,6 @@ void Communicator::encode(CommandBuffer& command_buffer, const std::vector<std::
     }
     next = end;
   }
-  if (overlapped) command_buffer.record([](ExecutionContext& context) { context.end_overlapped(); });
 }
 
 std::string new_group_id(Device& device, const std::string& library) {

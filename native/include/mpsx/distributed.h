@@ -157,7 +157,10 @@ class Communicator {
   void begin_layout(CommandBuffer& command_buffer, ReduceOperation operation);
   void encode_layout_check(CommandBuffer& command_buffer);
   void encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
-              ReduceOperation operation, bool overlapped);
+              ReduceOperation operation);
+  void encode_filling(CommandBuffer& command_buffer);
+  // begin_overlapped, what `encode_commands` records, end_overlapped.
+  void record_overlapped(CommandBuffer& command_buffer, FunctionRef encode_commands);
 };
 
 // What rank 0 of a group makes and hands the others before they all join:
