@@ -198,8 +198,9 @@ class CudaContext final : public ExecutionContext {
   // `first` on the queue's stream, joined back before it returns; in a
   // replayed command buffer's CUDA graph, two branches.
   void run_concurrently(FunctionRef first, FunctionRef second) override;
-  // Overlapped work goes on a third stream, forked from the queue's at each
-  // begin_overlapped and joined back at join_overlapped.
+  // Overlapped work goes on a third stream, of the greatest priority, forked
+  // from the queue's at each begin_overlapped and joined back at
+  // join_overlapped.
   void begin_overlapped() override;
   void end_overlapped() override;
   void join_overlapped() noexcept override;
@@ -221,8 +222,10 @@ class CudaContext final : public ExecutionContext {
   uint64_t scratch_generation() const { return scratch_generation_; }
 
  private:
-  // Back on the queue's stream after the side stream's work.
-  void join_side() noexcept;
+  // Lane `lane`'s stream waits for the queue's work launched so far.
+  void fork_lane(int lane);
+  // Back on the queue's stream, after lane `lane`'s work.
+  void join_lane(int lane) noexcept;
 
   int ordinal_;
   struct Block {
@@ -236,12 +239,11 @@ class CudaContext final : public ExecutionContext {
     cudaStream_t stream = nullptr;
     cudnnHandle_t cudnn = nullptr;
     cublasHandle_t cublas = nullptr;
+    cudaEvent_t forked = nullptr, joined = nullptr;
     std::vector<Block> scratch;
   };
   Lane lanes_[3];
   int lane_ = 0;
-  cudaEvent_t forked_ = nullptr, joined_ = nullptr;
-  cudaEvent_t overlapped_forked_ = nullptr, overlapped_joined_ = nullptr;
   bool overlapped_unjoined_ = false;  // work launched on lane 2 since the last join
   uint64_t scratch_generation_ = 0;
   BufferCopies copies_;

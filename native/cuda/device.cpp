@@ -284,10 +284,38 @@ CudaContext::~CudaContext() {
     for (auto& b : lane.scratch) cudaFree(b.data);
     if (lane.cublas) cublasDestroy(lane.cublas);
     if (lane.cudnn) cudnnDestroy(lane.cudnn);
+    for (cudaEvent_t event : {lane.forked, lane.joined})
+      if (event) cudaEventDestroy(event);
     cudaStreamDestroy(lane.stream);
   }
-  for (cudaEvent_t event : {forked_, joined_, overlapped_forked_, overlapped_joined_})
-    if (event) cudaEventDestroy(event);
+}
+
+void CudaContext::fork_lane(int lane) {
+  Lane& forked = lanes_[lane];
+  if (!forked.stream) {
+    // The overlapped lane's collectives at the greatest priority: waiting for
+    // the SMs until the backward pass's kernels drain would hold every rank.
+    int least = 0, greatest = 0;
+    if (lane == 2) MPSX_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    MPSX_CUDA_CHECK(cudaStreamCreateWithPriority(&forked.stream, cudaStreamNonBlocking, lane == 2 ? greatest : 0));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&forked.forked, cudaEventDisableTiming));
+    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&forked.joined, cudaEventDisableTiming));
+  }
+  MPSX_CUDA_CHECK(cudaEventRecord(forked.forked, stream()));
+  MPSX_CUDA_CHECK(cudaStreamWaitEvent(forked.stream, forked.forked, 0));
+}
+
+void CudaContext::join_lane(int lane) noexcept {
+  if (lane_ == lane) {
+    try {
+      flush_copies();
+    } catch (...) {  // the command that failed reports the error
+    }
+    lane_ = 0;
+  }
+  // A capture ends with every stream it forked joined back.
+  cudaEventRecord(lanes_[lane].joined, lanes_[lane].stream);
+  cudaStreamWaitEvent(lanes_[0].stream, lanes_[lane].joined, 0);
 }
 
 void CudaContext::run_concurrently(FunctionRef first, FunctionRef second) {
@@ -296,46 +324,21 @@ void CudaContext::run_concurrently(FunctionRef first, FunctionRef second) {
     second();
     return;
   }
-  Lane& side = lanes_[1];
-  if (!side.stream) {
-    MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
-    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
-    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
-  }
-  MPSX_CUDA_CHECK(cudaEventRecord(forked_, stream()));
-  MPSX_CUDA_CHECK(cudaStreamWaitEvent(side.stream, forked_, 0));
+  fork_lane(1);
   // Joined however the halves end: a capture fails on a stream left forked.
   struct Join {
     CudaContext& context;
-    ~Join() { context.join_side(); }
+    ~Join() { context.join_lane(1); }
   } join{*this};
   first();
   flush_copies();
   lane_ = 1;
   second();
-  flush_copies();
-}
-
-void CudaContext::join_side() noexcept {
-  try {
-    flush_copies();
-  } catch (...) {  // the halves' own error, if any, is the one reported
-  }
-  lane_ = 0;
-  cudaEventRecord(joined_, lanes_[1].stream);
-  cudaStreamWaitEvent(lanes_[0].stream, joined_, 0);
 }
 
 void CudaContext::begin_overlapped() {
   if (lane_ != 0) return;  // within run_concurrently's second half: in order there
-  Lane& overlapped = lanes_[2];
-  if (!overlapped.stream) {
-    MPSX_CUDA_CHECK(cudaStreamCreateWithFlags(&overlapped.stream, cudaStreamNonBlocking));
-    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&overlapped_forked_, cudaEventDisableTiming));
-    MPSX_CUDA_CHECK(cudaEventCreateWithFlags(&overlapped_joined_, cudaEventDisableTiming));
-  }
-  MPSX_CUDA_CHECK(cudaEventRecord(overlapped_forked_, stream()));
-  MPSX_CUDA_CHECK(cudaStreamWaitEvent(overlapped.stream, overlapped_forked_, 0));
+  fork_lane(2);
   lane_ = 2;
   overlapped_unjoined_ = true;
 }
@@ -347,18 +350,9 @@ void CudaContext::end_overlapped() {
 }
 
 void CudaContext::join_overlapped() noexcept {
-  if (lane_ == 2) {
-    try {
-      flush_copies();
-    } catch (...) {  // the command that failed reports the error
-    }
-    lane_ = 0;
-  }
   if (!overlapped_unjoined_) return;
   overlapped_unjoined_ = false;
-  // A capture ends with every stream it forked joined back.
-  cudaEventRecord(overlapped_joined_, lanes_[2].stream);
-  cudaStreamWaitEvent(lanes_[0].stream, overlapped_joined_, 0);
+  join_lane(2);
 }
 
 namespace {
