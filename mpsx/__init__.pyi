@@ -43,6 +43,7 @@ from mpsx.imported import (
     ImportedModel as ImportedModel,
     UnsupportedOperationError as UnsupportedOperationError,
     from_torch as from_torch,
+    loss_from_torch as loss_from_torch,
 )
 from mpsx.persistence import load as load, save as save
 

@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
+import mpsx
 from mpsx._model_description import ModelDescription, Operation
 from mpsx.imported import UnsupportedOperationError
 
@@ -36,6 +37,45 @@ BINARY = {operator.add: "add", operator.iadd: "add", torch.add: "add", operator.
           torch.sub: "sub", operator.mul: "mul", operator.imul: "mul", torch.mul: "mul"}
 BINARY_METHODS = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul", "mul_": "mul"}
 ALIAS_METHODS = {"contiguous", "clone", "detach"}
+
+
+def loss_descriptor(loss):
+    """The CNNLossDescriptor computing what the PyTorch loss module `loss` computes, over the model's N x C x H x W
+    (or N x C) result and labels of its shape: class indices become one-hot labels (CNNLossLabels)."""
+    reduction = getattr(loss, "reduction", None)
+    reductions = {"mean": mpsx.CNNReductionType.MEAN, "sum": mpsx.CNNReductionType.SUM,
+                  "none": mpsx.CNNReductionType.NONE}
+    if reduction not in reductions:
+        raise UnsupportedOperationError(f"loss_from_torch: {type(loss).__name__} with reduction {reduction!r}")
+
+    def refuse(why):
+        raise UnsupportedOperationError(f"loss_from_torch: {type(loss).__name__} {why}")
+
+    # MPS's weights are per label value (CNNLossLabels); PyTorch's class weights also rescale the mean.
+    if getattr(loss, "weight", None) is not None or getattr(loss, "pos_weight", None) is not None:
+        refuse("with class weights: give them per value as CNNLossLabels weights, with reduction 'sum'")
+    settings = {}
+    if type(loss) is nn.CrossEntropyLoss:
+        kind = mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY
+        settings["label_smoothing"] = float(loss.label_smoothing)
+    elif type(loss) is nn.BCEWithLogitsLoss:
+        kind = mpsx.CNNLossType.SIGMOID_CROSS_ENTROPY
+    elif type(loss) is nn.MSELoss:
+        kind = mpsx.CNNLossType.MEAN_SQUARED_ERROR
+    elif type(loss) is nn.L1Loss:
+        kind = mpsx.CNNLossType.MEAN_ABSOLUTE_ERROR
+    elif type(loss) is nn.HuberLoss:
+        kind = mpsx.CNNLossType.HUBER
+        settings["delta"] = float(loss.delta)
+    elif type(loss) is nn.SmoothL1Loss:  # Huber with delta beta, over beta
+        if loss.beta <= 0:
+            refuse(f"with beta {loss.beta}: L1 loss (nn.L1Loss) is MPS's mean absolute error")
+        kind = mpsx.CNNLossType.HUBER
+        settings.update(delta=float(loss.beta), weight=1 / float(loss.beta))
+    else:
+        refuse("has no CNNLossType that computes it; mapped are CrossEntropyLoss, BCEWithLogitsLoss, MSELoss, "
+               "L1Loss, HuberLoss and SmoothL1Loss")
+    return mpsx.CNNLossDescriptor(kind, reductions[reduction], reduce_across_batch=reduction != "none", **settings)
 
 
 def describe(module, example_input):

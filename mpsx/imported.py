@@ -155,7 +155,7 @@ class ImportedModel:
 
     def training_graph(self, loss_descriptor, optimizer=None, format=mpsx.DataType.FLOAT32):
         """A training NNGraph: the forward pass (batch statistics, dropout), a CNNLossNode of ``loss_descriptor``
-        whose labels have the handle "labels", the gradient nodes, and the updates of the trainable data sources on
+        (a CNNLossDescriptor, or a PyTorch loss module: ``loss_from_torch``) whose labels have the handle "labels", the gradient nodes, and the updates of the trainable data sources on
         the command buffer. ``optimizer``: the data sources are made again from their current values, each with a
         copy of it (their optimizer state starts over), and ``result_image`` with them; None keeps them and their
         optimizers (from_torch's). Encode it with ``encode_batch(cb, [images], [labels])``.
@@ -163,6 +163,8 @@ class ImportedModel:
         MPS: none (mpsx)
         """
         self._built()
+        if not isinstance(loss_descriptor, mpsx.CNNLossDescriptor):
+            loss_descriptor = loss_from_torch(loss_descriptor, self._description.shapes[self._description.output][1])
         if optimizer is not None:
             if not isinstance(optimizer, mpsx.NNOptimizer):
                 raise TypeError(f"training_graph: expected an NNOptimizer or None, given {type(optimizer).__name__}")
@@ -347,3 +349,25 @@ def from_torch(module, example_input, device=None, optimizer=None):
     """
     from mpsx._torch_import import describe
     return ImportedModel(describe(module, example_input), device, optimizer)
+
+
+def loss_from_torch(loss, number_of_classes=1):
+    """The CNNLossDescriptor of a PyTorch loss module: ``CrossEntropyLoss`` as softmax cross entropy (its
+    label_smoothing spread over ``number_of_classes``, the result's feature channels), ``BCEWithLogitsLoss`` as
+    sigmoid cross entropy, ``MSELoss``, ``L1Loss``, ``HuberLoss`` (delta) and ``SmoothL1Loss`` (Huber of delta
+    beta, weight 1 / beta); reduction "mean" and "sum" over the whole batch (``reduce_across_batch``), "none" per
+    value. Labels are CNNLossLabels of the result's shape (one-hot for the cross entropy's class indices).
+    UnsupportedOperationError for other losses, class weights and reductions.
+
+    MPS: none (mpsx)
+    """
+    try:
+        import torch
+    except ImportError:  # then it is no torch module
+        torch = None
+    if torch is None or not isinstance(loss, torch.nn.Module):
+        raise TypeError(f"loss_from_torch: expected a CNNLossDescriptor or a torch.nn loss module, given {type(loss).__name__}")
+    from mpsx._torch_import import loss_descriptor
+    descriptor = loss_descriptor(loss)
+    descriptor.number_of_classes = number_of_classes
+    return descriptor

@@ -25,6 +25,7 @@ from mpsx._runtime import DataType, Device
 def from_torch(
     module: Any, example_input: Any, device: Device | None = None, optimizer: NNOptimizer | None = None
 ) -> ImportedModel: ...
+def loss_from_torch(loss: Any, number_of_classes: int = 1) -> CNNLossDescriptor: ...
 
 class UnsupportedOperationError(MPSXError, ValueError): ...
 
@@ -45,7 +46,7 @@ class ImportedModel:
     def inference_graph(self, format: DataType = DataType.FLOAT32) -> NNGraph: ...
     def training_graph(
         self,
-        loss_descriptor: CNNLossDescriptor,
+        loss_descriptor: CNNLossDescriptor | Any,
         optimizer: NNOptimizer | None = None,
         format: DataType = DataType.FLOAT32,
     ) -> NNGraph: ...

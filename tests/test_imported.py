@@ -452,3 +452,77 @@ def test_reading_a_module_in_training_mode_leaves_its_running_statistics(device)
     before = module[1].running_mean.clone()
     mpsx.from_torch(module, torch.randn(2, 3, 5, 5), device)
     assert module.training and torch.equal(module[1].running_mean, before)
+
+
+LOSSES = {
+    "cross_entropy": lambda r: nn.CrossEntropyLoss(reduction=r),
+    "cross_entropy_smoothed": lambda r: nn.CrossEntropyLoss(reduction=r, label_smoothing=0.2),
+    "bce_with_logits": lambda r: nn.BCEWithLogitsLoss(reduction=r),
+    "mse": lambda r: nn.MSELoss(reduction=r),
+    "l1": lambda r: nn.L1Loss(reduction=r),
+    "huber": lambda r: nn.HuberLoss(reduction=r, delta=0.3),
+    "smooth_l1": lambda r: nn.SmoothL1Loss(reduction=r, beta=0.4),
+}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_a_pytorch_loss_module_trains_as_in_pytorch(device, name, reduction):
+    """training_graph given a PyTorch loss module: over a 4 x 5 x 5 result (a per-pixel loss; the cross
+    entropies' class indices as one-hot labels), one SGD step leaves the weights PyTorch's step leaves, so the
+    loss's gradient and its reduction over the batch and the pixels are PyTorch's."""
+    torch.manual_seed(3)
+    module = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1))
+    loss = LOSSES[name](reduction)
+    imported = mpsx.from_torch(module, torch.zeros(2, 3, 5, 5), device)
+    lr = 0.1
+    graph = imported.training_graph(loss, mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=lr))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    if name.startswith("cross_entropy"):
+        target = torch.from_numpy(rng.integers(0, 4, (2, 5, 5)))
+        labels = np.eye(4, dtype=np.float32)[target.numpy()].transpose(0, 3, 1, 2)
+    else:
+        labels = rng.uniform(0, 1, (2, 4, 5, 5)).astype(np.float32)
+        target = torch.from_numpy(labels)
+    cb = device.command_queue.command_buffer()
+    graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)],
+                       [[mpsx.CNNLossLabels(device, np.ascontiguousarray(image)) for image in labels]])
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed", cb.error
+    theirs = torch.optim.SGD(module.parameters(), lr=lr)
+    loss(module(torch.from_numpy(x)), target).backward()
+    theirs.step()
+    trained = imported.state_dict()
+    for key, value in module.state_dict().items():
+        np.testing.assert_allclose(trained[key], value.numpy(), rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_pytorch_losses_map_to_loss_descriptors():
+    mean = mpsx.loss_from_torch(nn.SmoothL1Loss(beta=0.5), 7)
+    assert (mean.loss_type, mean.reduction_type, mean.reduce_across_batch) == (
+        mpsx.CNNLossType.HUBER, mpsx.CNNReductionType.MEAN, True)
+    assert (mean.delta, mean.weight, mean.number_of_classes) == (0.5, 2.0, 7)
+    none = mpsx.loss_from_torch(nn.CrossEntropyLoss(reduction="none", label_smoothing=0.25))
+    assert (none.loss_type, none.reduction_type, none.reduce_across_batch, none.label_smoothing) == (
+        mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.NONE, False, 0.25)
+
+
+@pytest.mark.parametrize("loss, message", [
+    (nn.NLLLoss(), "NLLLoss has no CNNLossType that computes it"),
+    (nn.KLDivLoss(reduction="batchmean"), "KLDivLoss with reduction 'batchmean'"),
+    (nn.CrossEntropyLoss(weight=torch.ones(3)), "CrossEntropyLoss with class weights"),
+    (nn.BCEWithLogitsLoss(pos_weight=torch.ones(3)), "BCEWithLogitsLoss with class weights"),
+    (nn.SmoothL1Loss(beta=0.0), r"SmoothL1Loss with beta 0.0: L1 loss \(nn.L1Loss\)"),
+    (nn.Conv2d(1, 1, 1), "Conv2d with reduction None"),
+])
+def test_pytorch_losses_without_a_loss_type_are_refused(loss, message):
+    with pytest.raises(mpsx.UnsupportedOperationError, match=message):
+        mpsx.loss_from_torch(loss)
+
+
+def test_training_graph_refuses_a_loss_of_another_type(device):
+    imported = mpsx.from_torch(nn.Sequential(nn.Conv2d(3, 4, 1)), torch.zeros(1, 3, 2, 2), device)
+    with pytest.raises(TypeError, match="expected a CNNLossDescriptor or a torch.nn loss module, given str"):
+        imported.training_graph("cross_entropy")

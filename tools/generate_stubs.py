@@ -451,7 +451,10 @@ OVERRIDES = {
     "ImportedModel.inference_graph": "NNGraph",
     "ImportedModel.training_graph": "NNGraph",
     "ImportedModel.training_graph.optimizer": "NNOptimizer | None",
-    "ImportedModel.training_graph.loss_descriptor": "CNNLossDescriptor",
+    "ImportedModel.training_graph.loss_descriptor": "CNNLossDescriptor | Any",
+    "loss_from_torch.loss": "Any",
+    "loss_from_torch.number_of_classes": "int",
+    "loss_from_torch": "CNNLossDescriptor",
     "ImportedModel.source_handles": "list[NNHandle]",
     "ImportedModel.data_sources": (
         "dict[str, ConvolutionWeights | BatchNormalizationWeights | GroupNormalizationWeights | "
