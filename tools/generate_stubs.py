@@ -233,8 +233,8 @@ RETURNS = {
         "prefetch_storage_with_command_buffer "
         "replay reset "
         "reset_peak_bytes_in_use restore_properties save set_learning_rate set_neuron_to_p_re_lu_with_parameters_a "
-        "set_neuron_type "
-        "set_optimizer_state synchronize "
+        "set_gamma_and_beta set_mean_and_variance set_neuron_type "
+        "set_optimizer_state set_weights_and_biases synchronize "
         "wait_until_completed wait_until_idle write"
     ),
     "NeuronType": "neuron_type",
@@ -280,6 +280,11 @@ RETURNS = {
 # The exceptions: "Class.member" (a property's type or a method's return) or "Class.method.parameter".
 OVERRIDES = {
     "BatchNormalizationWeights.__init__.beta": "npt.ArrayLike",
+    "BatchNormalizationWeights.set_gamma_and_beta.beta": "npt.ArrayLike",
+    "BatchNormalizationWeights.set_mean_and_variance.mean": "npt.ArrayLike",
+    "BatchNormalizationWeights.set_mean_and_variance.variance": "npt.ArrayLike",
+    "_NormalizationWeights.set_gamma_and_beta.beta": "npt.ArrayLike",
+    "ConvolutionWeights.set_weights_and_biases.weights": "npt.ArrayLike",
     "BatchNormalizationWeights.__init__.mean": "npt.ArrayLike",
     "BatchNormalizationWeights.__init__.variance": "npt.ArrayLike",
     "BatchNormalizationWeights.optimizer": "NNOptimizer | None",
@@ -461,6 +466,8 @@ OVERRIDES = {
         "InstanceNormalizationWeights]"
     ),
     "ImportedModel.state_dict": "dict[str, npt.NDArray[np.float32]]",
+    "ImportedModel.load_state_dict": "None",
+    "ImportedModel.load_state_dict.state_dict": "Mapping[str, Any]",
 }
 OVERRIDES.update({
     # MPSImage's members (MPSImage.h).

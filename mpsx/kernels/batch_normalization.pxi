@@ -269,6 +269,11 @@ cdef object _values_of(CBatchNormalizationWeights* weights, int which):
     return np.array(<const float[:a.count]><const float*>a.data, dtype=np.float32)
 
 
+cdef vector[float] channel_values(values) except *:
+    """Per-feature-channel values of a native normalization data source, as float32."""
+    return np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+
+
 cdef class BatchNormalizationWeights:
     """BatchNormalizationWeights(gamma, beta, mean, variance, epsilon=1e-5, momentum=0.1, optimizer=None,
         label=None)
@@ -307,13 +312,10 @@ cdef class BatchNormalizationWeights:
 
     def __init__(self, gamma, beta, mean, variance, float epsilon=1e-5, float momentum=0.1, optimizer=None,
                  label=None):
-        cdef vector[float] g = np.ascontiguousarray(gamma, dtype=np.float32).reshape(-1)
-        cdef vector[float] b = np.ascontiguousarray(beta, dtype=np.float32).reshape(-1)
-        cdef vector[float] m = np.ascontiguousarray(mean, dtype=np.float32).reshape(-1)
-        cdef vector[float] v = np.ascontiguousarray(variance, dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.c = make_native[CBatchNormalizationWeights](g, b, m, v, epsilon, momentum, name,
-                                                              optimizer_of(optimizer))
+        self.c = make_native[CBatchNormalizationWeights](channel_values(gamma), channel_values(beta),
+                                                         channel_values(mean), channel_values(variance), epsilon,
+                                                         momentum, name, optimizer_of(optimizer))
         self._optimizer = optimizer
 
     def number_of_feature_channels(self):
@@ -434,6 +436,24 @@ cdef class BatchNormalizationWeights:
         MPS: none (mpsx)
         """
         set_optimizer_state_of(self.native().optimizer_vectors(), state, "BatchNormalizationWeights")
+
+    def set_gamma_and_beta(self, gamma, beta):
+        """New values in place of the current ones and of every update encoded before (whose command buffer may
+        still run: it changes nothing here then). A kernel or graph reads them when it reloads from its data sources
+        (``reload_from_data_sources``); until then it keeps what it holds. ShapeError for arrays of other sizes.
+
+        MPS: none (mpsx)
+        """
+        self.native().set_gamma_and_beta(channel_values(gamma), channel_values(beta))
+
+    def set_mean_and_variance(self, mean, variance):
+        """The running statistics: new values in place of the current ones and of every update encoded before (whose command buffer may
+        still run: it changes nothing here then). A kernel or graph reads them when it reloads from its data sources
+        (``reload_from_data_sources``); until then it keeps what it holds. ShapeError for arrays of other sizes.
+
+        MPS: none (mpsx)
+        """
+        self.native().set_mean_and_variance(channel_values(mean), channel_values(variance))
 
     def copy(self, device=None):
         """A copy holding the current values, with a copy of the optimizer (on ``device``) and its state, made through

@@ -1034,6 +1034,22 @@ cdef class ConvolutionWeights:
         b = self.native().bias_values()
         return np.array(b, dtype=np.float32) if b.size() else None
 
+    def set_weights_and_biases(self, weights, biases=None):
+        """New values in place of the current ones and of every update encoded before (whose command buffer may
+        still run: it changes nothing here then). A kernel or graph reads them when it reloads from its data sources
+        (``reload_from_data_sources``); until then it keeps what it holds. ShapeError for weights of another shape, or biases given to a source
+        without bias terms or missing from one with them.
+
+        MPS: none (mpsx)
+        """
+        self.native()
+        cdef vector[int64_t] shape = np.shape(weights) if np.ndim(weights) > 1 else ()
+        cdef vector[float] w = np.ascontiguousarray(weights, dtype=np.float32).reshape(-1)
+        cdef optional[vector[float]] b
+        if biases is not None:
+            b = <vector[float]>np.ascontiguousarray(biases, dtype=np.float32).reshape(-1)
+        self.c.get().set_weights_and_biases(w, shape, b)
+
     def load(self):
         """True: the weights are always available.
 

@@ -195,10 +195,9 @@ cdef class _NormalizationWeights:
         return self.c
 
     cdef _make(self, gamma, beta, int64_t groups, float epsilon, optimizer, label):
-        cdef vector[float] g = np.ascontiguousarray(gamma, dtype=np.float32).reshape(-1)
-        cdef vector[float] b = np.ascontiguousarray(beta, dtype=np.float32).reshape(-1)
         cdef string name = ("" if label is None else str(label)).encode()
-        self.c = make_native[CGroupNormalizationWeights](g, b, groups, epsilon, name, optimizer_of(optimizer))
+        self.c = make_native[CGroupNormalizationWeights](channel_values(gamma), channel_values(beta), groups, epsilon,
+                                                         name, optimizer_of(optimizer))
         self._optimizer = optimizer
 
     @property
@@ -283,6 +282,15 @@ cdef class _NormalizationWeights:
         MPS: none (mpsx)
         """
         set_optimizer_state_of(self.native().optimizer_vectors(), state, type(self).__name__)
+
+    def set_gamma_and_beta(self, gamma, beta):
+        """New values in place of the current ones and of every update encoded before (whose command buffer may
+        still run: it changes nothing here then). A kernel or graph reads them when it reloads from its data sources
+        (``reload_from_data_sources``); until then it keeps what it holds. ShapeError for arrays of other sizes.
+
+        MPS: none (mpsx)
+        """
+        self.native().set_gamma_and_beta(channel_values(gamma), channel_values(beta))
 
     @classmethod
     def __mpsx_restore__(cls, state, device):

@@ -86,6 +86,14 @@ BatchNormalizationWeights::BatchNormalizationWeights(std::vector<float> gamma, s
   if (optimizer_) optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, {channels, channels});
 }
 
+void BatchNormalizationWeights::set_gamma_and_beta(std::vector<float> gamma, std::vector<float> beta) {
+  trained_.assign(mutex_, std::move(gamma), std::move(beta), "BatchNormalizationWeights", "gamma", "beta");
+}
+
+void BatchNormalizationWeights::set_mean_and_variance(std::vector<float> mean, std::vector<float> variance) {
+  statistics_.assign(mutex_, std::move(mean), std::move(variance), "BatchNormalizationWeights", "mean", "variance");
+}
+
 std::shared_ptr<NormalizationMeanAndVarianceState> BatchNormalizationWeights::update_mean_and_variance_on_command_buffer(
     CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) {
   command_buffer.check_encodable();

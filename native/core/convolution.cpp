@@ -248,6 +248,15 @@ ConvolutionWeights::ConvolutionWeights(ConvolutionDescriptor descriptor, std::ve
   set_values(std::move(weights), std::move(biases));
 }
 
+void ConvolutionWeights::set_weights_and_biases(std::vector<float> weights, const std::vector<int64_t>& weights_shape,
+                                                std::optional<std::vector<float>> biases) {
+  check_weights_shape(descriptor_, weights_shape, "ConvolutionWeights");
+  if (biases.has_value() == biases_.empty())
+    fail<ShapeError>("ConvolutionWeights: expected ", biases_.empty() ? "no biases (it has no bias terms)" : "biases",
+                     ", given ", biases ? "biases" : "None");
+  set_values(std::move(weights), std::move(biases));
+}
+
 void ConvolutionWeights::set_values(std::vector<float> weights, std::optional<std::vector<float>> biases) {
   if (weights.size() != descriptor_.weight_count())
     fail<ShapeError>("ConvolutionWeights: expected ", descriptor_.weight_count(), " weights (",

@@ -66,6 +66,11 @@ GroupNormalizationWeights::GroupNormalizationWeights(std::vector<float> gamma, s
   if (optimizer_) optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, {count, count});
 }
 
+void GroupNormalizationWeights::set_gamma_and_beta(std::vector<float> gamma, std::vector<float> beta) {
+  trained_.assign(mutex_, std::move(gamma), std::move(beta),
+                  groups_ == 0 ? "InstanceNormalizationWeights" : "GroupNormalizationWeights", "gamma", "beta");
+}
+
 int64_t GroupNormalizationWeights::number_of_groups() {
   std::lock_guard<std::mutex> lock(mutex_);
   return groups_ == 0 ? channels_ : groups_;

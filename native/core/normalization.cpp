@@ -98,15 +98,36 @@ HostArray TrainedArrays::copy_of(std::mutex& mutex, int which) {
 
 void TrainedArrays::complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
                                 std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second) {
+  uint64_t assignments;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    assignments = assignments_;
+  }
   command_buffer.add_completed_handler([this, owner = std::move(owner), &mutex, first = std::move(first),
-                                        second = std::move(second)](CommandBuffer& done) {
+                                        second = std::move(second), assignments](CommandBuffer& done) {
     if (done.status() != CommandBufferStatus::Completed) return;  // a failed update changes nothing
     std::lock_guard<std::mutex> lock(mutex);
+    if (assignments != assignments_) return;
     device_[0] = first;
     device_[1] = second;
     completion_ = done.completion();
     command_buffer_ = done.shared_from_this();
   });
+}
+
+void TrainedArrays::assign(std::mutex& mutex, std::vector<float> first, std::vector<float> second, const char* who,
+                           const char* first_name, const char* second_name) {
+  std::lock_guard<std::mutex> lock(mutex);
+  const size_t channels = host[0].size();
+  for (const auto& [values, name] : {std::pair{&first, first_name}, {&second, second_name}})
+    if (values->size() != channels)
+      fail<ShapeError>(who, ": expected ", channels, " ", name, " values, one per feature channel, given ",
+                       values->size());
+  host[0] = std::move(first);
+  host[1] = std::move(second);
+  device_[0].reset();
+  device_[1].reset();
+  ++assignments_;
 }
 
 }  // namespace mpsx

@@ -23,6 +23,8 @@ cdef extern from "mpsx/kernels/batch_normalization.h" namespace "mpsx" nogil:
         float epsilon()
         float momentum()
         string label()
+        void set_gamma_and_beta(vector[float] gamma, vector[float] beta) except +raise_py_error
+        void set_mean_and_variance(vector[float] mean, vector[float] variance) except +raise_py_error
         CKeptOptimizerVectors& optimizer_vectors()
         shared_ptr[CNormalizationMeanAndVarianceState] update_mean_and_variance_on_command_buffer(
             CCommandBuffer& command_buffer, const shared_ptr[CBatchNormalizationState]& state) except +raise_py_error

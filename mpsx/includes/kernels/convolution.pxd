@@ -31,6 +31,8 @@ cdef extern from "mpsx/kernels/convolution.h" namespace "mpsx" nogil:
                             shared_ptr[CNNOptimizer] optimizer) except +raise_py_error
         ConvolutionDescriptor descriptor()
         string label()
+        void set_weights_and_biases(vector[float] weights, const vector[int64_t]& weights_shape,
+                                    optional[vector[float]] biases) except +raise_py_error
         const vector[float]& weight_values() except +raise_py_error
         const vector[float]& bias_values() except +raise_py_error
         CKeptOptimizerVectors& optimizer_vectors() except +raise_py_error

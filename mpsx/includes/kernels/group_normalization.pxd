@@ -17,6 +17,7 @@ cdef extern from "mpsx/kernels/group_normalization.h" namespace "mpsx" nogil:
         int64_t number_of_feature_channels()
         int64_t number_of_groups()
         void set_number_of_groups(int64_t groups) except +raise_py_error
+        void set_gamma_and_beta(vector[float] gamma, vector[float] beta) except +raise_py_error
         CKeptOptimizerVectors& optimizer_vectors()
         HostArray gamma() except +raise_py_error
         HostArray beta() except +raise_py_error

@@ -105,6 +105,10 @@ class BatchNormalizationWeights : public BatchNormalizationDataSource,
   float epsilon() override { return epsilon_; }
   float momentum() const { return momentum_; }
   std::string label() override { return label_; }
+  // New values in place of the current ones and of every update encoded
+  // before (a graph reads them at reload_from_data_sources).
+  void set_gamma_and_beta(std::vector<float> gamma, std::vector<float> beta);
+  void set_mean_and_variance(std::vector<float> mean, std::vector<float> variance);
   bool supports_update_mean_and_variance_on_command_buffer() override { return true; }
   std::shared_ptr<NormalizationMeanAndVarianceState> update_mean_and_variance_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<BatchNormalizationState>& state) override;

@@ -154,6 +154,11 @@ class ConvolutionWeights : public ConvolutionDataSource {
   HostArray weights() override;
   HostArray bias_terms() override;
   std::string label() override { return label_; }
+  // New values in place of the current ones and of every update encoded
+  // before (a convolution reads them at reload): checked as the
+  // constructor's, with bias terms where the source has them.
+  void set_weights_and_biases(std::vector<float> weights, const std::vector<int64_t>& weights_shape,
+                              std::optional<std::vector<float>> biases);
   // Host copies of what the source holds now.
   const std::vector<float>& weight_values();
   const std::vector<float>& bias_values();

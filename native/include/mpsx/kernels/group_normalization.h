@@ -115,6 +115,9 @@ class GroupNormalizationWeights : public GroupNormalizationDataSource,
   HostArray beta() override { return trained_.copy_of(mutex_, 1); }
   float epsilon() override { return epsilon_; }
   std::string label() override { return label_; }
+  // New values in place of the current ones and of every update encoded
+  // before (a graph reads them at reload_from_data_sources).
+  void set_gamma_and_beta(std::vector<float> gamma, std::vector<float> beta);
   const std::shared_ptr<NNOptimizer>& optimizer() const { return optimizer_; }
   // The optimizer's vectors for gamma and beta (none without an optimizer):
   // read after the last update completed, written before the next.

@@ -253,9 +253,15 @@ class TrainedArrays {
   // until then.
   void complete_on(CommandBuffer& command_buffer, std::shared_ptr<const void> owner, std::mutex& mutex,
                    std::shared_ptr<Buffer> first, std::shared_ptr<Buffer> second);
+  // Makes `first` and `second` the newest values, in place of every update
+  // encoded before (replays of its command buffer included). ShapeError
+  // names `who` and the arrays unless both have the channels' size.
+  void assign(std::mutex& mutex, std::vector<float> first, std::vector<float> second, const char* who,
+              const char* first_name, const char* second_name);
 
  private:
   std::shared_ptr<Buffer> device_[2];
+  uint64_t assignments_ = 0;  // an update encoded before the last assign() changes nothing
   std::shared_ptr<const Completion> completion_;
   std::weak_ptr<CommandBuffer> command_buffer_;
 };
