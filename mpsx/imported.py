@@ -7,6 +7,8 @@ mpsx cannot express raises ``UnsupportedOperationError`` naming the operation an
 docs/importing.rst ("Bringing a model") lists the operations, the layout conversions and the refusals.
 """
 
+import weakref
+
 import numpy as np
 
 import mpsx
@@ -151,7 +153,9 @@ class ImportedModel:
 
         MPS: none (mpsx)
         """
-        return mpsx.NNGraph(self._built()._device, self._build(training=False), True, format=format)
+        graph = mpsx.NNGraph(self._built()._device, self._build(training=False), True, format=format)
+        self._graphs.add(graph)
+        return graph
 
     def training_graph(self, loss_descriptor, optimizer=None, format=mpsx.DataType.FLOAT32):
         """A training NNGraph: the forward pass (batch statistics, dropout), a CNNLossNode of ``loss_descriptor``
@@ -173,8 +177,10 @@ class ImportedModel:
         loss.input_labels.handle = mpsx.NNHandle("labels")
         # Every terminal gradient filter: a source image read by two filters leaves two (nothing sums them).
         termini = [node.result_image for node in loss.training_graph()]
-        return mpsx.NNGraph(self._device, result_images=termini, results_are_needed=[False] * len(termini),
-                            format=format)
+        graph = mpsx.NNGraph(self._device, result_images=termini, results_are_needed=[False] * len(termini),
+                             format=format)
+        self._graphs.add(graph)
+        return graph
 
     def state_dict(self):
         """The data sources' current values as numpy arrays under the model's parameter and buffer names, in
@@ -200,10 +206,51 @@ class ImportedModel:
                         out[names[key]] = np.asarray(value, np.float32).copy()
         return out
 
+    def load_state_dict(self, state_dict):
+        """Loads ``state_dict`` (what ``state_dict()`` returns, or the PyTorch module's: numpy arrays or tensors under
+        the model's names and PyTorch's layouts) into the data sources, and reloads the graphs made over them
+        (``reload_from_data_sources``), which use the values from their next encode: the graphs made since the
+        data sources were (by from_torch, or by ``training_graph`` given an optimizer). Every name of ``state_dict()``
+        must be there and no other but PyTorch's ``num_batches_tracked`` (ignored: MPS's running averages count no
+        batches); the values keep their shapes. Checked whole before anything is loaded. The optimizers' vectors
+        stay, as PyTorch's module.load_state_dict leaves its optimizer's.
+
+        MPS: none (mpsx)
+        """
+        current = self._built().state_dict()
+        if not hasattr(state_dict, "items"):
+            raise TypeError(f"load_state_dict: expected a dict of arrays, given {type(state_dict).__name__}")
+        given = {name: value for name, value in state_dict.items() if not str(name).endswith("num_batches_tracked")}
+        missing, unexpected = sorted(set(current) - set(given)), sorted(set(given) - set(current))
+        if missing or unexpected:
+            raise KeyError(f"load_state_dict: missing {missing}, unexpected {unexpected}")
+        values = {}
+        for name, value in given.items():
+            if hasattr(value, "detach"):  # a torch tensor
+                value = value.detach().cpu().numpy()
+            value = np.asarray(value, dtype=np.float32)
+            if value.shape != current[name].shape:
+                raise ValueError(f"load_state_dict: expected {name} of shape {current[name].shape}, given "
+                                 f"{value.shape}")
+            values[name] = value
+        for name, source in self._data_sources.items():
+            names = self._torch_names[name]
+            if isinstance(source, mpsx.ConvolutionWeights):
+                weights = weights_from_torch(source.descriptor(), values[names["weight"]])
+                source.set_weights_and_biases(weights, values[names["bias"]] if "bias" in names else None)
+                continue
+            if names["weight"]:  # affine=False: gamma and beta stay 1 and 0
+                source.set_gamma_and_beta(values[names["weight"]], values[names["bias"]])
+            if isinstance(source, mpsx.BatchNormalizationWeights):
+                source.set_mean_and_variance(values[names["running_mean"]], values[names["running_var"]])
+        for graph in list(self._graphs):
+            graph.reload_from_data_sources()
+
     def _make_data_sources(self, parameters, optimizer):
         """The data sources from `parameters` (PyTorch's names and layouts), each trainable one with a copy of
         `optimizer` (Adam counts its steps per optimizer), and the forward nodes over them."""
         self._data_sources = {}
+        self._graphs = weakref.WeakSet()  # the graphs over these data sources, which load_state_dict reloads
         for op in self._description.operations:
             copy = None if optimizer is None else optimizer.copy()
             if op.kind in ("conv", "linear"):
@@ -236,6 +283,7 @@ class ImportedModel:
         channels = self._description.shapes[op.inputs[0]][1]
         gamma = p[a["weight"]] if a.get("weight") else np.ones(channels, np.float32)
         beta = p[a["bias"]] if a.get("bias") else np.zeros(channels, np.float32)
+        optimizer = optimizer if a.get("weight") else None  # affine=False: gamma and beta stay 1 and 0
         self._data_sources[op.name] = mpsx.BatchNormalizationWeights(
             gamma, beta, p[a["running_mean"]], p[a["running_var"]], a["epsilon"], a["momentum"],
             optimizer, label=op.name)

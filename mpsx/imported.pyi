@@ -2,6 +2,7 @@
 
 # Written by tools/generate_stubs.py from the built package: change the tool, not this file.
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -51,3 +52,4 @@ class ImportedModel:
         format: DataType = DataType.FLOAT32,
     ) -> NNGraph: ...
     def state_dict(self) -> dict[str, npt.NDArray[np.float32]]: ...
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None: ...

@@ -526,3 +526,95 @@ def test_training_graph_refuses_a_loss_of_another_type(device):
     imported = mpsx.from_torch(nn.Sequential(nn.Conv2d(3, 4, 1)), torch.zeros(1, 3, 2, 2), device)
     with pytest.raises(TypeError, match="expected a CNNLossDescriptor or a torch.nn loss module, given str"):
         imported.training_graph("cross_entropy")
+
+
+def loadable_model():
+    """Batch, group, local response and instance normalization (affine and not), convolutions with and without
+    bias terms, a linear layer after a flatten."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.LocalResponseNorm(3),
+                         nn.Conv2d(8, 4, 1), nn.InstanceNorm2d(4, affine=True), nn.BatchNorm2d(4, affine=False),
+                         nn.Flatten(), nn.Linear(4 * 6 * 6, 10))
+
+
+def test_load_state_dict_loads_another_modules_values_into_the_graphs_made_before(device):
+    """A PyTorch state dict of the same model with other values, loaded after both graphs were made: the
+    inference graph computes the other module's eval(), and two SGD steps of the training graph leave what
+    PyTorch's two steps from those values leave."""
+    torch.manual_seed(0)
+    first = loadable_model()
+    other = loadable_model()
+    with torch.no_grad():  # every value away from first's, the running statistics too
+        for name, value in other.state_dict().items():
+            if value.is_floating_point():
+                value.add_(torch.rand(value.shape) * (0.5 if "running" in name else 0.1))
+    imported = mpsx.from_torch(first, torch.zeros(4, 3, 6, 6), device)
+    lr = 0.05
+    training = imported.training_graph(nn.CrossEntropyLoss(),
+                                       mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=lr,
+                                                                                 momentum_scale=0.9))
+    inference = imported.inference_graph()  # over the data sources the training graph made
+    assert "1.num_batches_tracked" in other.state_dict()
+    imported.load_state_dict(other.state_dict())
+
+    x = batch(4, 6, seed=3)
+    other.eval()
+    with torch.no_grad():
+        expected = other(torch.from_numpy(x)).numpy()
+    cb = device.command_queue.command_buffer()
+    result = inference.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)])
+    result.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    got = result.to_numpy().reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+
+    other.train()
+    theirs = torch.optim.SGD(other.parameters(), lr=lr, momentum=0.9)
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        x = rng.standard_normal((4, 3, 6, 6)).astype(np.float32)
+        y = rng.integers(0, 10, 4)
+        cb = device.command_queue.command_buffer()
+        training.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)],
+                              [[mpsx.CNNLossLabels(device, np.eye(10, dtype=np.float32)[[c]].reshape(10, 1, 1))
+                                for c in y]])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        theirs.zero_grad()
+        nn.functional.cross_entropy(other(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+        theirs.step()
+    trained = imported.state_dict()
+    for name, value in other.state_dict().items():
+        if value.is_floating_point():
+            np.testing.assert_allclose(trained[name], value.numpy(), rtol=1e-4,
+                                       atol=max(1e-5 * np.abs(value.numpy()).max(), 1e-8), err_msg=name)
+
+
+def test_load_state_dict_round_trips_and_refuses_a_dict_that_does_not_fit(device):
+    imported = mpsx.from_torch(loadable_model(), torch.zeros(2, 3, 6, 6), device)
+    before = imported.state_dict()
+    rng = np.random.default_rng(2)
+    changed = {name: (value + rng.uniform(0.1, 0.2, value.shape)).astype(np.float32) for name, value in before.items()}
+    imported.load_state_dict(changed)
+    after = imported.state_dict()
+    assert sorted(after) == sorted(changed)
+    for name in changed:
+        np.testing.assert_array_equal(after[name], changed[name], err_msg=name)
+
+    bad = dict(changed)
+    del bad["0.weight"]
+    with pytest.raises(KeyError, match=r"missing \['0.weight'\], unexpected \[\]"):
+        imported.load_state_dict(bad)
+    with pytest.raises(KeyError, match=r"missing \[\], unexpected \['extra'\]"):
+        imported.load_state_dict({**changed, "extra": np.zeros(1)})
+    with pytest.raises(ValueError, match=r"expected 10.weight of shape \(10, 144\), given \(10, 143\)"):
+        imported.load_state_dict({**before, "10.weight": np.zeros((10, 143), np.float32)})
+    with pytest.raises(TypeError, match="expected a dict of arrays, given list"):
+        imported.load_state_dict([])
+    after_refusals = imported.state_dict()  # checked whole first: nothing was loaded
+    for name in changed:
+        np.testing.assert_array_equal(after_refusals[name], changed[name], err_msg=name)
+    with pytest.raises(mpsx.StateError, match="made without __init__"):
+        mpsx.ImportedModel.__new__(mpsx.ImportedModel).load_state_dict({})

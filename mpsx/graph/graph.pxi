@@ -870,6 +870,7 @@ cdef class NNGraph:
     MPS: MPSNNGraph
     """
     cdef shared_ptr[CNNGraph] c
+    cdef object __weakref__  # ImportedModel reloads the graphs it made while they live
 
     def __init__(self, Device device not None, result_image=None, result_image_is_needed=True, *,
                  result_images=None, results_are_needed=None, format=None, data_parallel=None):
