@@ -344,6 +344,24 @@ def normalization_stack():
                          nn.Conv2d(8, 4, 1), nn.InstanceNorm2d(4), nn.Flatten(), nn.Linear(4 * 8 * 8, 10))
 
 
+def train_both(device, graph, module, optimizer, steps, size, rng):
+    """`steps` steps of 4 random images of `size` and classes of 10 through the training graph (per-image one-hot
+    labels) and through PyTorch's loop (cross entropy, mean over the batch) with `optimizer`."""
+    module.train()
+    for _ in range(steps):
+        x = rng.standard_normal((4, 3, size, size)).astype(np.float32)
+        y = rng.integers(0, 10, 4)
+        labels = [mpsx.CNNLossLabels(device, np.eye(10, dtype=np.float32)[[c]].reshape(10, 1, 1)) for c in y]
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [labels])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(module(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+        optimizer.step()
+
+
 # MobileNet's ReLU6 saturates channels on some steps: Adam then turns their rounding into whole steps (SGD only).
 @pytest.mark.parametrize("optimizer, model, size", [
     (optimizer, model, size) for model, size in (("small", 8), ("source_block", 8), ("normalizations", 8),
@@ -372,19 +390,7 @@ def test_five_training_steps_leave_the_weights_pytorch_leaves(device, optimizer,
                                   reduce_across_batch=True)
     graph = imported.training_graph(loss, ours)
     rng = np.random.default_rng(0)
-    module.train()
-    for _ in range(5):
-        x = rng.standard_normal((4, 3, size, size)).astype(np.float32)
-        y = rng.integers(0, 10, 4)
-        labels = [mpsx.CNNLossLabels(device, np.eye(10, dtype=np.float32)[[c]].reshape(10, 1, 1)) for c in y]
-        cb = device.command_queue.command_buffer()
-        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [labels])
-        cb.commit()
-        cb.wait_until_completed()
-        assert cb.status == "completed", cb.error
-        theirs.zero_grad()
-        nn.functional.cross_entropy(module(torch.from_numpy(x)), torch.from_numpy(y)).backward()
-        theirs.step()
+    train_both(device, graph, module, theirs, 5, size, rng)
     trained = imported.state_dict()
     # Adam moves a weight whose gradient is zero but for rounding (a bias or beta whose shift a later
     # normalization removes) by whole steps of either sign: compared are the others.
@@ -569,22 +575,8 @@ def test_load_state_dict_loads_another_modules_values_into_the_graphs_made_befor
     got = result.to_numpy().reshape(expected.shape)
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
 
-    other.train()
-    theirs = torch.optim.SGD(other.parameters(), lr=lr, momentum=0.9)
-    rng = np.random.default_rng(1)
-    for _ in range(2):
-        x = rng.standard_normal((4, 3, 6, 6)).astype(np.float32)
-        y = rng.integers(0, 10, 4)
-        cb = device.command_queue.command_buffer()
-        training.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)],
-                              [[mpsx.CNNLossLabels(device, np.eye(10, dtype=np.float32)[[c]].reshape(10, 1, 1))
-                                for c in y]])
-        cb.commit()
-        cb.wait_until_completed()
-        assert cb.status == "completed", cb.error
-        theirs.zero_grad()
-        nn.functional.cross_entropy(other(torch.from_numpy(x)), torch.from_numpy(y)).backward()
-        theirs.step()
+    train_both(device, training, other, torch.optim.SGD(other.parameters(), lr=lr, momentum=0.9), 2, 6,
+               np.random.default_rng(1))
     trained = imported.state_dict()
     for name, value in other.state_dict().items():
         if value.is_floating_point():
