@@ -10,7 +10,7 @@ class Operation:
     reads and the value it makes, and its attributes. Parameters are named in ``attributes`` ("weight", "bias",
     ...) by their names in the model's parameters.
 
-    Kinds: conv, batch_norm, group_norm (groups None: instance normalization), lrn, neuron, max_pool, avg_pool, global_avg_pool, flatten, linear, add, sub, mul, concat,
+    Kinds: conv, conv_transpose, batch_norm, group_norm (groups None: instance normalization), lrn, neuron, max_pool, avg_pool, global_avg_pool, flatten, linear, add, sub, mul, concat,
     upsample, dropout, softmax, log_softmax.
     """
 

@@ -192,6 +192,12 @@ class _Reader:
             self.emit("conv", node, [source], name, weight=f"{name}.weight",
                      bias=f"{name}.bias" if m.bias is not None else None, kernel=m.kernel_size, stride=m.stride,
                      padding=padding, dilation=m.dilation, groups=m.groups)
+        elif isinstance(m, nn.ConvTranspose2d):
+            if m.padding_mode != "zeros":
+                self.refuse(node, f"padding_mode {m.padding_mode!r}; only 'zeros' is expressible")
+            self.emit("conv_transpose", node, [source], name, weight=f"{name}.weight",
+                      bias=f"{name}.bias" if m.bias is not None else None, kernel=m.kernel_size, stride=m.stride,
+                      padding=m.padding, output_padding=m.output_padding, dilation=m.dilation, groups=m.groups)
         elif isinstance(m, nn.BatchNorm2d):
             if m.momentum is None or not m.track_running_stats:
                 self.refuse(node, "batch normalization without running statistics, or with a cumulative average "

@@ -81,6 +81,34 @@ def _policy(kernel, stride, padding, dilation):
     return policies.pop() | mpsx.NNPaddingMethod.ALIGN_CENTERED | mpsx.NNPaddingMethod.ADD_REMAINDER_TO_TOP_LEFT
 
 
+def _transpose_policy(kernel, padding, output_padding, dilation):
+    """The MPSNNPaddingMethod that sizes and places a transposed convolution as PyTorch's ``padding`` and
+    ``output_padding`` do, or None: no padding is Full (the whole reach of every source pixel); half the dilated
+    kernel less one, without output padding, is Same (the expanded source's size)."""
+    policies = {mpsx.NNPaddingMethod.SIZE_FULL, mpsx.NNPaddingMethod.SIZE_SAME}
+    for k, p, o, d in zip(kernel, padding, output_padding, dilation):
+        extent = d * (k - 1) + 1  # of 1: Full and Same alike
+        policies &= {policy for policy, fits in ((mpsx.NNPaddingMethod.SIZE_FULL, p == 0 and o == 0),
+                                                 (mpsx.NNPaddingMethod.SIZE_SAME, 2 * p == extent - 1 and o == 0))
+                     if fits}
+    return min(policies) if policies else None
+
+
+def _transpose_weights_from_torch(weight, groups):
+    """A ConvTranspose2d's [in, out / groups, kh, kw] as the OHWI weights MPS's transpose convolves the expanded
+    source with (no rotation): [out, kh, kw, in / groups], the window turned half round."""
+    cin, per_group, kh, kw = weight.shape
+    weight = weight.reshape(groups, cin // groups, per_group, kh, kw).transpose(0, 2, 3, 4, 1)
+    return np.ascontiguousarray(weight.reshape(groups * per_group, kh, kw, cin // groups)[:, ::-1, ::-1, :])
+
+
+def _transpose_weights_to_torch(weight, groups):
+    """The inverse of _transpose_weights_from_torch."""
+    cout, kh, kw, per_group = weight.shape
+    weight = weight[:, ::-1, ::-1, :].reshape(groups, cout // groups, kh, kw, per_group).transpose(0, 4, 1, 2, 3)
+    return np.ascontiguousarray(weight.reshape(groups * per_group, cout // groups, kh, kw))
+
+
 class ImportedModel:
     """A model brought from PyTorch (``mpsx.from_torch``), built of the NNGraph nodes an MPS program would write.
 
@@ -184,7 +212,8 @@ class ImportedModel:
 
     def state_dict(self):
         """The data sources' current values as numpy arrays under the model's parameter and buffer names, in
-        PyTorch's layouts (OIHW convolution weights, [out, C * H * W] linear weights).
+        PyTorch's layouts (OIHW convolution weights, [in, out / groups, kh, kw] transposed convolution weights,
+        [out, C * H * W] linear weights).
 
         MPS: none (mpsx)
         """
@@ -192,7 +221,7 @@ class ImportedModel:
         for name, source in self._built()._data_sources.items():
             names = self._torch_names[name]
             if isinstance(source, mpsx.ConvolutionWeights):
-                out[names["weight"]] = weights_to_torch(source.weights(), linear=names["linear"])
+                out[names["weight"]] = names["to_torch"](source.weights())
                 if "bias" in names:
                     out[names["bias"]] = np.asarray(source.bias_terms(), np.float32).copy()
             elif isinstance(source, mpsx.BatchNormalizationWeights):
@@ -236,7 +265,7 @@ class ImportedModel:
         for name, source in self._data_sources.items():
             names = self._torch_names[name]
             if isinstance(source, mpsx.ConvolutionWeights):
-                weights = weights_from_torch(source.descriptor(), values[names["weight"]])
+                weights = names["from_torch"](values[names["weight"]])
                 source.set_weights_and_biases(weights, values[names["bias"]] if "bias" in names else None)
                 continue
             if names["weight"]:  # affine=False: gamma and beta stay 1 and 0
@@ -253,7 +282,7 @@ class ImportedModel:
         self._graphs = weakref.WeakSet()  # the graphs over these data sources, which load_state_dict reloads
         for op in self._description.operations:
             copy = None if optimizer is None else optimizer.copy()
-            if op.kind in ("conv", "linear"):
+            if op.kind in ("conv", "conv_transpose", "linear"):
                 self._convolution_weights(op, parameters, copy)
             elif op.kind == "batch_norm":
                 self._batch_normalization_weights(op, parameters, copy)
@@ -267,15 +296,24 @@ class ImportedModel:
         if op.kind == "linear":
             c, h, w = a["source_chw"]
             descriptor = mpsx.CNNConvolutionDescriptor(w, h, c, weight.shape[0])
+            to_torch = lambda weights: weights_to_torch(weights, linear=True)  # noqa: E731
         else:
             kh, kw = weight.shape[2:]
-            (sy, sx), (dy, dx) = a["stride"], a["dilation"]
-            descriptor = mpsx.CNNConvolutionDescriptor(kw, kh, weight.shape[1] * a["groups"], weight.shape[0],
-                                                       sx, sy, dx, dy, a["groups"])
+            (sy, sx), (dy, dx), groups = a["stride"], a["dilation"], a["groups"]
+            # A Conv2d's weight is [out, in / groups, ...], a ConvTranspose2d's [in, out / groups, ...].
+            cin, cout = ((weight.shape[1] * groups, weight.shape[0]) if op.kind == "conv" else
+                         (weight.shape[0], weight.shape[1] * groups))
+            descriptor = mpsx.CNNConvolutionDescriptor(kw, kh, cin, cout, sx, sy, dx, dy, groups)
+            to_torch = weights_to_torch
+        if op.kind == "conv_transpose":
+            from_torch = lambda weights: _transpose_weights_from_torch(weights, groups)  # noqa: E731
+            to_torch = lambda weights: _transpose_weights_to_torch(weights, groups)  # noqa: E731
+        else:
+            from_torch = lambda weights: weights_from_torch(descriptor, weights)  # noqa: E731
         bias = parameters.get(a.get("bias"))
-        self._data_sources[op.name] = mpsx.ConvolutionWeights(
-            descriptor, weights_from_torch(descriptor, weight), bias, optimizer=optimizer, label=op.name)
-        self._torch_names[op.name] = {"weight": a["weight"], "linear": op.kind == "linear",
+        self._data_sources[op.name] = mpsx.ConvolutionWeights(descriptor, from_torch(weight), bias,
+                                                              optimizer=optimizer, label=op.name)
+        self._torch_names[op.name] = {"weight": a["weight"], "from_torch": from_torch, "to_torch": to_torch,
                                       **({"bias": a["bias"]} if bias is not None else {})}
 
     def _batch_normalization_weights(self, op, p, optimizer):
@@ -338,6 +376,17 @@ class ImportedModel:
                 cls = mpsx.CNNPoolingMaxNode if kind == "max_pool" else mpsx.CNNPoolingAverageNode
                 node = cls(source, kernel_width=kernel[1], kernel_height=kernel[0], stride_in_pixels_x=stride[1],
                            stride_in_pixels_y=stride[0])
+            node.padding_policy = policy
+            return node.result_image
+        if kind == "conv_transpose":
+            policy = _transpose_policy(_pair(a["kernel"]), _pair(a["padding"]), _pair(a["output_padding"]),
+                                       _pair(a["dilation"]))
+            if policy is None:
+                raise UnsupportedOperationError(
+                    f"{op.name}: a transposed convolution with padding {a['padding']} and output_padding "
+                    f"{a['output_padding']} over a {a['kernel']} window: only no padding (MPS's Full) or half the "
+                    f"dilated window without output padding (Same) is expressible")
+            node = mpsx.CNNConvolutionTransposeNode(sources[0], None, self._data_sources[op.name])
             node.padding_policy = policy
             return node.result_image
         if kind == "linear":

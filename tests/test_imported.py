@@ -610,3 +610,68 @@ def test_load_state_dict_round_trips_and_refuses_a_dict_that_does_not_fit(device
         np.testing.assert_array_equal(after_refusals[name], changed[name], err_msg=name)
     with pytest.raises(mpsx.StateError, match="made without __init__"):
         mpsx.ImportedModel.__new__(mpsx.ImportedModel).load_state_dict({})
+
+
+TRANSPOSES = [  # in, out, kernel, stride, padding, dilation, groups, bias
+    (4, 6, 2, 2, 0, 1, 1, True),  # U-Net's upsampling
+    (4, 6, 3, 1, 1, 1, 1, True),
+    (4, 6, 3, 2, 1, 1, 2, False),
+    (3, 5, 3, 2, 0, 1, 1, True),
+    (4, 4, 5, 3, 2, 1, 4, True),  # depthwise
+    (2, 3, (3, 1), (1, 2), (1, 0), 1, 1, True),
+    (2, 3, 3, 2, 2, 2, 1, True),  # dilated
+]
+
+
+@pytest.mark.parametrize("case", TRANSPOSES, ids=[str(c) for c in TRANSPOSES])
+def test_a_transposed_convolution_computes_what_pytorch_does(device, case):
+    cin, cout, kernel, stride, padding, dilation, groups, bias = case
+    module = nn.Sequential(nn.ConvTranspose2d(cin, cout, kernel, stride, padding, dilation=dilation, groups=groups,
+                                              bias=bias))
+    for size in (4, 5):
+        imported = assert_forward_matches(device, module, batch(2, size, channels=cin))
+    assert sorted(imported.state_dict()) == sorted(module.state_dict())
+    for name, value in module.state_dict().items():
+        np.testing.assert_array_equal(imported.state_dict()[name], value.numpy(), err_msg=name)
+
+
+def test_an_autoencoder_with_a_transposed_convolution_trains_as_pytorch_does(device):
+    """A strided convolution and a transposed one undoing its size, trained 5 SGD steps on MSE against the
+    input (a PyTorch loss module)."""
+    torch.manual_seed(1)
+    module = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+                           nn.ConvTranspose2d(8, 3, 2, stride=2, groups=1))
+    imported = mpsx.from_torch(module, torch.zeros(2, 3, 8, 8), device)
+    lr = 0.1
+    graph = imported.training_graph(nn.MSELoss(), mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=lr, momentum_scale=0.9))
+    theirs = torch.optim.SGD(module.parameters(), lr=lr, momentum=0.9)
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)], [[mpsx.CNNLossLabels(device, x[0]),
+                                                                           mpsx.CNNLossLabels(device, x[1])]])
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+        theirs.zero_grad()
+        nn.functional.mse_loss(module(torch.from_numpy(x)), torch.from_numpy(x)).backward()
+        theirs.step()
+    trained = imported.state_dict()
+    for name, value in module.state_dict().items():
+        np.testing.assert_allclose(trained[name], value.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("module, message", [
+    (nn.ConvTranspose2d(2, 2, 4, stride=2, padding=1), r"padding \(1, 1\) and output_padding \(0, 0\)"),
+    (nn.ConvTranspose2d(2, 2, 3, stride=2, padding=1, output_padding=1), r"output_padding \(1, 1\)"),
+    (nn.ConvTranspose2d(2, 2, 3, padding=(1, 0)), r"padding \(1, 0\)"),
+    (nn.ConvTranspose2d(2, 2, 3, padding=1, padding_mode="zeros"), None),
+])
+def test_transposed_convolutions_no_policy_places_are_refused(device, module, message):
+    if message is None:  # the same padding in both axes: expressible
+        mpsx.from_torch(nn.Sequential(module), torch.zeros(1, 2, 4, 4), device)
+        return
+    with pytest.raises(mpsx.UnsupportedOperationError, match=message):
+        mpsx.from_torch(nn.Sequential(module), torch.zeros(1, 2, 4, 4), device)
