@@ -204,7 +204,8 @@ class _Reader:
                                   "(momentum None): MPS's data source keeps an exponential running average")
             self.emit("batch_norm", node, [source], name, weight=f"{name}.weight" if m.affine else None,
                      bias=f"{name}.bias" if m.affine else None, running_mean=f"{name}.running_mean",
-                     running_var=f"{name}.running_var", epsilon=m.eps, momentum=m.momentum)
+                     running_var=f"{name}.running_var", epsilon=m.eps, momentum=m.momentum,
+                     batches_tracked=(f"{name}.num_batches_tracked", int(m.num_batches_tracked)))
         elif isinstance(m, (nn.GroupNorm, nn.InstanceNorm2d)):
             if isinstance(m, nn.InstanceNorm2d) and m.track_running_stats:
                 self.refuse(node, "instance normalization with running statistics: MPS's normalizes each image "

@@ -135,6 +135,9 @@ class ImportedModel:
         self._description = description
         self._source_handles = [mpsx.NNHandle(label) for _, label, _ in description.inputs]
         self._torch_names = {}  # data source name -> the PyTorch parameter and buffer names it holds
+        # PyTorch's num_batches_tracked by name, carried: MPS's running averages count no batches.
+        self._batches_tracked = dict(op.attributes["batches_tracked"] for op in description.operations
+                                     if op.kind == "batch_norm")
         self._make_data_sources(description.parameters, optimizer)
 
     @property
@@ -213,7 +216,9 @@ class ImportedModel:
     def state_dict(self):
         """The data sources' current values as numpy arrays under the model's parameter and buffer names, in
         PyTorch's layouts (OIHW convolution weights, [in, out / groups, kh, kw] transposed convolution weights,
-        [out, C * H * W] linear weights).
+        [out, C * H * W] linear weights). Batch normalization's ``num_batches_tracked`` is carried as read or
+        loaded, not counted: MPS's running averages count no batches (PyTorch reads it only with momentum None,
+        which from_torch refuses).
 
         MPS: none (mpsx)
         """
@@ -233,6 +238,7 @@ class ImportedModel:
                 for key, value in (("weight", source.gamma()), ("bias", source.beta())):
                     if names[key]:
                         out[names[key]] = np.asarray(value, np.float32).copy()
+        out.update((name, np.array(count, np.int64)) for name, count in self._batches_tracked.items())
         return out
 
     def load_state_dict(self, state_dict):
@@ -240,8 +246,8 @@ class ImportedModel:
         the model's names and PyTorch's layouts) into the data sources, and reloads the graphs made over them
         (``reload_from_data_sources``), which use the values from their next encode: the graphs made since the
         data sources were (by from_torch, or by ``training_graph`` given an optimizer). Every name of ``state_dict()``
-        must be there and no other but PyTorch's ``num_batches_tracked`` (ignored: MPS's running averages count no
-        batches); the values keep their shapes. Checked whole before anything is loaded. The optimizers' vectors
+        must be there but ``num_batches_tracked`` (kept as it is where not given), and no other; the values keep
+        their shapes. Checked whole before anything is loaded. The optimizers' vectors
         stay, as PyTorch's module.load_state_dict leaves its optimizer's.
 
         MPS: none (mpsx)
@@ -249,8 +255,9 @@ class ImportedModel:
         current = self._built().state_dict()
         if not hasattr(state_dict, "items"):
             raise TypeError(f"load_state_dict: expected a dict of arrays, given {type(state_dict).__name__}")
-        given = {name: value for name, value in state_dict.items() if not str(name).endswith("num_batches_tracked")}
-        missing, unexpected = sorted(set(current) - set(given)), sorted(set(given) - set(current))
+        given = {name: value for name, value in state_dict.items() if name not in self._batches_tracked}
+        missing = sorted(set(current) - set(given) - set(self._batches_tracked))
+        unexpected = sorted(set(given) - set(current))
         if missing or unexpected:
             raise KeyError(f"load_state_dict: missing {missing}, unexpected {unexpected}")
         values = {}
@@ -262,6 +269,15 @@ class ImportedModel:
                 raise ValueError(f"load_state_dict: expected {name} of shape {current[name].shape}, given "
                                  f"{value.shape}")
             values[name] = value
+        counts = {}
+        for name in self._batches_tracked.keys() & state_dict.keys():
+            count = state_dict[name]
+            count = np.asarray(count.detach().cpu().numpy() if hasattr(count, "detach") else count)
+            if count.size != 1 or not np.issubdtype(count.dtype, np.integer):
+                raise ValueError(f"load_state_dict: expected {name} one integer, given {count.dtype} of shape "
+                                 f"{count.shape}")
+            counts[name] = int(count)
+        self._batches_tracked.update(counts)
         for name, source in self._data_sources.items():
             names = self._torch_names[name]
             if isinstance(source, mpsx.ConvolutionWeights):

@@ -261,11 +261,12 @@ def test_data_sources_hold_the_parameters_in_mps_layouts_and_state_dict_gives_th
     bn = imported.data_sources["1"]
     np.testing.assert_array_equal(bn.mean(), module[1].running_mean.numpy())
     assert bn.momentum == pytest.approx(0.1) and bn.epsilon == pytest.approx(1e-5)
-    expected = {k: v.numpy() for k, v in module.state_dict().items() if v.is_floating_point()}
+    expected = {k: v.numpy() for k, v in module.state_dict().items()}
     got = imported.state_dict()
     assert sorted(got) == sorted(expected)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+        assert got[name].dtype == expected[name].dtype, name
     assert [h.label for h in imported.source_handles] == ["input"]
 
 
@@ -450,7 +451,8 @@ def test_batch_normalization_without_affine_parameters(device):
         module[1].running_mean.uniform_(-1, 1)
         module[1].running_var.uniform_(0.5, 2)
     imported = assert_forward_matches(device, module, batch(2, 5))
-    assert sorted(imported.state_dict()) == ["0.bias", "0.weight", "1.running_mean", "1.running_var"]
+    assert sorted(imported.state_dict()) == ["0.bias", "0.weight", "1.num_batches_tracked", "1.running_mean",
+                                             "1.running_var"]
 
 
 def test_reading_a_module_in_training_mode_leaves_its_running_statistics(device):
@@ -582,19 +584,29 @@ def test_load_state_dict_loads_another_modules_values_into_the_graphs_made_befor
         if value.is_floating_point():
             np.testing.assert_allclose(trained[name], value.numpy(), rtol=1e-4,
                                        atol=max(1e-5 * np.abs(value.numpy()).max(), 1e-8), err_msg=name)
+    # And back: PyTorch loads it strictly; the batch counts are carried as loaded, not counted.
+    back = loadable_model()
+    back.load_state_dict({name: torch.from_numpy(value) for name, value in trained.items()})
+    assert int(back[1].num_batches_tracked) == 0 and int(other[1].num_batches_tracked) == 2
 
 
 def test_load_state_dict_round_trips_and_refuses_a_dict_that_does_not_fit(device):
     imported = mpsx.from_torch(loadable_model(), torch.zeros(2, 3, 6, 6), device)
     before = imported.state_dict()
     rng = np.random.default_rng(2)
-    changed = {name: (value + rng.uniform(0.1, 0.2, value.shape)).astype(np.float32) for name, value in before.items()}
+    changed = {name: (value + rng.uniform(0.1, 0.2, value.shape)).astype(value.dtype) if value.dtype == np.float32
+               else value for name, value in before.items()}
     imported.load_state_dict(changed)
     after = imported.state_dict()
     assert sorted(after) == sorted(changed)
     for name in changed:
         np.testing.assert_array_equal(after[name], changed[name], err_msg=name)
 
+    changed["1.num_batches_tracked"] = np.array(7, np.int64)
+    imported.load_state_dict({name: value for name, value in changed.items() if name != "8.num_batches_tracked"})
+    assert imported.state_dict()["1.num_batches_tracked"] == 7 and imported.state_dict()["8.num_batches_tracked"] == 0
+    with pytest.raises(ValueError, match=r"expected 1.num_batches_tracked one integer, given float64 of shape \(2,\)"):
+        imported.load_state_dict({**changed, "1.num_batches_tracked": np.zeros(2)})
     bad = dict(changed)
     del bad["0.weight"]
     with pytest.raises(KeyError, match=r"missing \['0.weight'\], unexpected \[\]"):

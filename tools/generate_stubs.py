@@ -465,7 +465,7 @@ OVERRIDES = {
         "dict[str, ConvolutionWeights | BatchNormalizationWeights | GroupNormalizationWeights | "
         "InstanceNormalizationWeights]"
     ),
-    "ImportedModel.state_dict": "dict[str, npt.NDArray[np.float32]]",
+    "ImportedModel.state_dict": "dict[str, npt.NDArray[np.float32] | npt.NDArray[np.int64]]",
     "ImportedModel.load_state_dict": "None",
     "ImportedModel.load_state_dict.state_dict": "Mapping[str, Any]",
 }
