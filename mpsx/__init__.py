@@ -51,4 +51,5 @@ from mpsx._kernels import __all__ as _kernel_names  # noqa: E402
 from mpsx.persistence import load, save  # noqa: E402
 from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 
-from mpsx.imported import ImportedModel, UnsupportedOperationError, from_torch, loss_from_torch  # noqa: E402
+from mpsx.imported import (  # noqa: E402
+    ImportedModel, UnsupportedOperationError, from_onnx, from_torch, loss_from_torch)

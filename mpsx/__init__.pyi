@@ -42,6 +42,7 @@ from mpsx._runtime import (
 from mpsx.imported import (
     ImportedModel as ImportedModel,
     UnsupportedOperationError as UnsupportedOperationError,
+    from_onnx as from_onnx,
     from_torch as from_torch,
     loss_from_torch as loss_from_torch,
 )

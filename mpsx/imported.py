@@ -49,7 +49,8 @@ def _neuron_descriptor(activation, **parameters):
     if activation == "elu":  # MPS ELU: x >= 0 ? x : a (e^x - 1)
         return mpsx.NNNeuronDescriptor(mpsx.NeuronType.ELU, parameters["alpha"])
     if activation == "hardsigmoid":  # MPS: clamp(a x + b, 0, 1); PyTorch: clamp(x / 6 + 1 / 2, 0, 1)
-        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.HARD_SIGMOID, 1 / 6, 0.5)
+        return mpsx.NNNeuronDescriptor(mpsx.NeuronType.HARD_SIGMOID, parameters.get("alpha", 1 / 6),
+                                       parameters.get("beta", 0.5))
     if activation == "softplus":  # MPS: a log(1 + e^(b x)); PyTorch: log(1 + e^(beta x)) / beta
         beta = parameters["beta"]
         return mpsx.NNNeuronDescriptor(mpsx.NeuronType.SOFTPLUS, 1 / beta, beta)
@@ -137,7 +138,7 @@ class ImportedModel:
         self._torch_names = {}  # data source name -> the PyTorch parameter and buffer names it holds
         # PyTorch's num_batches_tracked by name, carried: MPS's running averages count no batches.
         self._batches_tracked = dict(op.attributes["batches_tracked"] for op in description.operations
-                                     if op.kind == "batch_norm")
+                                     if op.kind == "batch_norm" and op.attributes.get("batches_tracked"))
         self._make_data_sources(description.parameters, optimizer)
 
     @property
@@ -462,6 +463,19 @@ def from_torch(module, example_input, device=None, optimizer=None):
     """
     from mpsx._torch_import import describe
     return ImportedModel(describe(module, example_input), device, optimizer)
+
+
+def from_onnx(model_or_path, device=None, optimizer=None):
+    """An ImportedModel of an ONNX model (an ``onnx.ModelProto`` or a path; needs the ``onnx`` package, the
+    ``[onnx]`` extra), of fixed input sizes, its shapes inferred by onnx. Parameters keep the model's initializer
+    names; a layer's data source is named by its weight's name less ".weight" (PyTorch's exporter names them so),
+    else by its node. ``optimizer``: as from_torch's. UnsupportedOperationError names an operation mpsx cannot
+    express and its node.
+
+    MPS: none (mpsx)
+    """
+    from mpsx._onnx_import import describe
+    return ImportedModel(describe(model_or_path), device, optimizer)
 
 
 def loss_from_torch(loss, number_of_classes=1):

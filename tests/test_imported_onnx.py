@@ -1,0 +1,88 @@
+"""mpsx.from_onnx: models exported by PyTorch's ONNX exporter, read into the same nodes as from_torch's; the forward
+pass against onnxruntime running the same file, training against PyTorch's, and refusals."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import mpsx
+from test_imported import (MobileNetStack, ResNet18, TinyUNet, batch, forward, randomize_batch_normalization,
+                           small_classifier, train_both, vgg_stack)
+
+onnx = pytest.importorskip("onnx", reason="the onnx package (pip install 'mpsx[onnx]') reads ONNX models")
+onnxruntime = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference the imports are checked with")
+RTOL = 1e-4
+
+
+def export(module, x, training=False):
+    """PyTorch's TorchScript exporter: eval() folds batch normalization into the convolutions; training keeps
+    it (and dropout), with the running statistics as initializers."""
+    f = io.BytesIO()
+    torch.onnx.export(module, (torch.from_numpy(x),), f, dynamo=False, input_names=["input"], output_names=["out"],
+                      training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,
+                      do_constant_folding=not training)
+    return onnx.load_from_string(f.getvalue())
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+@pytest.mark.parametrize("model, size", [("resnet18", 32), ("vgg", 16), ("mobilenet", 16), ("unet", 16)])
+def test_an_onnx_model_computes_what_onnxruntime_computes(device, model, size):
+    torch.manual_seed(0)
+    module = {"resnet18": lambda: ResNet18(width=16), "vgg": vgg_stack, "mobilenet": MobileNetStack,
+              "unet": TinyUNet}[model]()
+    module = randomize_batch_normalization(module).eval()
+    x = batch(2, size)
+    exported = export(module, x)
+    expected = onnxruntime.InferenceSession(exported.SerializeToString()).run(None, {"input": x})[0]
+    imported = mpsx.from_onnx(exported, device)
+    assert [h.label for h in imported.source_handles] == ["input"]
+    got = forward(device, imported, x).reshape(expected.shape)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_an_onnx_model_exported_for_training_trains_as_pytorch_does(device, tmp_path):
+    """Batch normalization kept (its momentum in ONNX's convention, the other way round), read from a file:
+    5 SGD steps with momentum leave the weights and running statistics PyTorch leaves, under the initializers'
+    names."""
+    torch.manual_seed(2)
+    module = randomize_batch_normalization(small_classifier())
+    path = tmp_path / "classifier.onnx"
+    onnx.save(export(module.train(), batch(4, 8), training=True), path)
+    imported = mpsx.from_onnx(str(path), device)
+    assert imported.data_sources["1"].momentum == pytest.approx(0.1)
+    lr = 0.01
+    graph = imported.training_graph(nn.CrossEntropyLoss(), mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=lr, momentum_scale=0.9))
+    train_both(device, graph, module, torch.optim.SGD(module.parameters(), lr=lr, momentum=0.9), 5, 8,
+               np.random.default_rng(0))
+    trained = imported.state_dict()
+    expected = {k: v.numpy() for k, v in module.state_dict().items() if v.is_floating_point()}
+    assert sorted(trained) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(trained[name], value, rtol=1e-4, atol=max(1e-5 * np.abs(value).max(), 1e-8),
+                                   err_msg=name)
+
+
+class Transposed(nn.Module):
+    def forward(self, x):
+        return x.transpose(2, 3)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+@pytest.mark.parametrize("module, message", [
+    (Transposed(), r"\(Transpose\): no NNGraph node for this operation"),
+    (nn.Sequential(nn.MaxPool2d(2, ceil_mode=True)), r"\(MaxPool\): ceil_mode, dilations or indices"),
+    (nn.Sequential(nn.Softmax(dim=3)), r"along axis 3: only along the channels"),
+])
+def test_onnx_operations_mpsx_cannot_express_are_named_with_their_node(device, module, message):
+    with pytest.raises(mpsx.UnsupportedOperationError, match=message):
+        mpsx.from_onnx(export(module, batch(1, 5)), device)
+
+
+def test_from_onnx_refuses_other_types(device):
+    with pytest.raises(TypeError, match="expected an onnx.ModelProto or a path, given int"):
+        mpsx.from_onnx(3, device)
