@@ -52,4 +52,4 @@ from mpsx.persistence import load, save  # noqa: E402
 from mpsx import distributed  # noqa: E402 (mpsx.distributed.init and all_reduce)
 
 from mpsx.imported import (  # noqa: E402
-    ImportedModel, UnsupportedOperationError, from_onnx, from_torch, loss_from_torch)
+    ImportedModel, UnsupportedOperationError, from_onnx, from_torch, loss_from_torch, to_onnx)

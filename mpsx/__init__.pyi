@@ -45,6 +45,7 @@ from mpsx.imported import (
     from_onnx as from_onnx,
     from_torch as from_torch,
     loss_from_torch as loss_from_torch,
+    to_onnx as to_onnx,
 )
 from mpsx.persistence import load as load, save as save
 

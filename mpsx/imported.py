@@ -478,6 +478,24 @@ def from_onnx(model_or_path, device=None, optimizer=None):
     return ImportedModel(describe(model_or_path), device, optimizer)
 
 
+def to_onnx(model, path=None):
+    """The forward pass of an ImportedModel, as its eval() runs it (running statistics, no dropout), as an ONNX
+    model (opset 17; the onnx package) whose initializers are the data sources' current values under the model's
+    parameter names; written to ``path`` too where given. UnsupportedOperationError for what ONNX's operations
+    cannot say (group normalization, Softplus with beta other than 1, GELU).
+
+    MPS: none (mpsx)
+    """
+    if not isinstance(model, ImportedModel):
+        raise TypeError(f"to_onnx: expected an ImportedModel, given {type(model).__name__}")
+    from mpsx._onnx_export import model_proto
+    proto = model_proto(model._built()._description, model.state_dict())
+    if path is not None:
+        import onnx
+        onnx.save(proto, path)
+    return proto
+
+
 def loss_from_torch(loss, number_of_classes=1):
     """The CNNLossDescriptor of a PyTorch loss module: ``CrossEntropyLoss`` as softmax cross entropy (its
     label_smoothing spread over ``number_of_classes``, the result's feature channels), ``BCEWithLogitsLoss`` as

@@ -86,3 +86,53 @@ def test_onnx_operations_mpsx_cannot_express_are_named_with_their_node(device, m
 def test_from_onnx_refuses_other_types(device):
     with pytest.raises(TypeError, match="expected an onnx.ModelProto or a path, given int"):
         mpsx.from_onnx(3, device)
+
+
+def run_onnxruntime(model, x):
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_the_round_trip_through_onnx_after_training(device, tmp_path):
+    """torch.onnx.export -> from_onnx -> 3 SGD steps -> to_onnx: onnxruntime on the written file computes what the
+    trained model's inference graph computes, with the trained values under the initializers' names."""
+    torch.manual_seed(4)
+    module = randomize_batch_normalization(small_classifier())
+    imported = mpsx.from_onnx(export(module.train(), batch(4, 8), training=True), device)
+    graph = imported.training_graph(nn.CrossEntropyLoss(), mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=0.05, momentum_scale=0.9))
+    train_both(device, graph, module, torch.optim.SGD(module.parameters(), lr=0.05, momentum=0.9), 3, 8,
+               np.random.default_rng(1))
+    path = tmp_path / "trained.onnx"
+    written = mpsx.to_onnx(imported, str(path))
+    assert onnx.load(str(path)) == written
+    x = batch(3, 8, seed=7)
+    got = forward(device, imported, x)
+    expected = run_onnxruntime(written, x)
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+    trained = imported.state_dict()
+    for initializer in written.graph.initializer:
+        if initializer.name in trained:
+            np.testing.assert_array_equal(onnx.numpy_helper.to_array(initializer), trained[initializer.name])
+
+
+@pytest.mark.parametrize("model, size", [("resnet18", 32), ("mobilenet", 16), ("unet", 16)])
+def test_a_pytorch_model_written_as_onnx_runs_in_onnxruntime_as_in_pytorch(device, model, size):
+    torch.manual_seed(0)
+    module = {"resnet18": lambda: ResNet18(width=16), "mobilenet": MobileNetStack, "unet": TinyUNet}[model]()
+    module = randomize_batch_normalization(module).eval()
+    x = batch(2, size)
+    written = mpsx.to_onnx(mpsx.from_torch(module, torch.from_numpy(x), device))
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    got = run_onnxruntime(written, x)
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+
+
+def test_to_onnx_refuses_what_onnx_cannot_say(device):
+    imported = mpsx.from_torch(nn.Sequential(nn.Conv2d(3, 4, 1), nn.GroupNorm(2, 4)), torch.zeros(1, 3, 4, 4), device)
+    with pytest.raises(mpsx.UnsupportedOperationError, match="group normalization"):
+        mpsx.to_onnx(imported)
+    with pytest.raises(TypeError, match="expected an ImportedModel, given dict"):
+        mpsx.to_onnx({})
