@@ -57,6 +57,11 @@ def _neuron_descriptor(activation, **parameters):
     raise KeyError(activation)
 
 
+def _host_array(value):
+    """A numpy array of a torch tensor (on any device) or of anything numpy takes."""
+    return np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+
+
 def _pair(value):
     return (value, value) if isinstance(value, int) else tuple(value)
 
@@ -263,17 +268,14 @@ class ImportedModel:
             raise KeyError(f"load_state_dict: missing {missing}, unexpected {unexpected}")
         values = {}
         for name, value in given.items():
-            if hasattr(value, "detach"):  # a torch tensor
-                value = value.detach().cpu().numpy()
-            value = np.asarray(value, dtype=np.float32)
+            value = _host_array(value).astype(np.float32, copy=False)
             if value.shape != current[name].shape:
                 raise ValueError(f"load_state_dict: expected {name} of shape {current[name].shape}, given "
                                  f"{value.shape}")
             values[name] = value
         counts = {}
         for name in self._batches_tracked.keys() & state_dict.keys():
-            count = state_dict[name]
-            count = np.asarray(count.detach().cpu().numpy() if hasattr(count, "detach") else count)
+            count = _host_array(state_dict[name])
             if count.size != 1 or not np.issubdtype(count.dtype, np.integer):
                 raise ValueError(f"load_state_dict: expected {name} one integer, given {count.dtype} of shape "
                                  f"{count.shape}")
