@@ -107,6 +107,9 @@ def model_proto(description, state):
     graph = helper.make_graph(nodes, "mpsx", [info(value) for value, _, _ in description.inputs],
                               [info(description.output)],
                               [numpy_helper.from_array(value, name) for name, value in initializers.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="mpsx")
+    opset = helper.make_opsetid("", OPSET)
+    # The IR version opset 17 came with, not the onnx package's newest, which older runtimes refuse.
+    model = helper.make_model(graph, opset_imports=[opset], producer_name="mpsx",
+                              ir_version=helper.find_min_ir_version_for([opset]))
     onnx.checker.check_model(model)
     return model
