@@ -462,30 +462,18 @@ class GraphReferenceCNN(TrainingSteps):
                 state.batch_normalization.encode_mean_and_variance_update(cb, state)
 
 
-class TorchReferenceCNN:
-    """The same model and update in PyTorch eager; with `autocast` (a dtype)
-    the forward pass and its gradient run in it under torch.autocast, the
-    weights staying float32 (PyTorch's mixed precision)."""
+class TorchTraining:
+    """A module's training step in PyTorch eager: cross-entropy, mean over the
+    batch, and SGD with momentum; with `autocast` (a dtype) the forward pass
+    and its gradient run in it under torch.autocast, the weights staying
+    float32 (PyTorch's mixed precision); with `compile_mode` the module runs
+    torch.compile'd in that mode."""
 
-    def __init__(self, parameters, device="cpu", learning_rate=0.001, momentum=0.9, autocast=None):
+    def __init__(self, model, device="cpu", learning_rate=0.001, momentum=0.9, autocast=None, compile_mode=None):
         import torch
         self.torch, self.autocast = torch, autocast
-        t = lambda a: torch.tensor(a, device=device)
-        modules = []
-        for i, (cin, cout) in enumerate(CHANNELS):
-            conv = torch.nn.Conv2d(cin, cout, 3, padding=1)
-            conv.weight.data = t(parameters[f"conv{i}.weight"]).permute(0, 3, 1, 2).contiguous()
-            conv.bias.data = t(parameters[f"conv{i}.bias"])
-            bn = torch.nn.BatchNorm2d(cout, eps=EPSILON)
-            modules += [conv, bn, torch.nn.ReLU()]
-            if i % 2 == 1:
-                modules.append(torch.nn.MaxPool2d(2))
-        fc = torch.nn.Linear(64 * 8 * 8, CLASSES)
-        # mpsx flattens channels last (HWC); torch's Flatten is CHW.
-        fc.weight.data = t(parameters["fc.weight"]).permute(0, 3, 1, 2).reshape(CLASSES, -1).contiguous()
-        fc.bias.data = t(parameters["fc.bias"])
-        modules += [torch.nn.Flatten(), fc]
-        self.model = torch.nn.Sequential(*modules).to(device)
+        self.model = model.to(device)
+        self.forward = self.model if compile_mode is None else torch.compile(self.model, mode=compile_mode)
         self.device = device
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=learning_rate, momentum=momentum)
         self.criterion = torch.nn.CrossEntropyLoss()
@@ -501,9 +489,9 @@ class TorchReferenceCNN:
 
     def _loss(self, x, target):
         if self.autocast is None:
-            return self.criterion(self.model(x), target)
+            return self.criterion(self.forward(x), target)
         with self.torch.autocast(self.torch.device(self.device).type, dtype=self.autocast):
-            return self.criterion(self.model(x), target)
+            return self.criterion(self.forward(x), target)
 
     def synchronize(self):
         """Waits for the work PyTorch has launched on the model's device."""
@@ -543,6 +531,29 @@ class TorchReferenceCNN:
             graph.replay()
 
         return replay
+
+
+class TorchReferenceCNN(TorchTraining):
+    """The reference CNN and its update in PyTorch eager (TorchTraining)."""
+
+    def __init__(self, parameters, device="cpu", learning_rate=0.001, momentum=0.9, autocast=None):
+        import torch
+        t = lambda a: torch.tensor(a)
+        modules = []
+        for i, (cin, cout) in enumerate(CHANNELS):
+            conv = torch.nn.Conv2d(cin, cout, 3, padding=1)
+            conv.weight.data = t(parameters[f"conv{i}.weight"]).permute(0, 3, 1, 2).contiguous()
+            conv.bias.data = t(parameters[f"conv{i}.bias"])
+            bn = torch.nn.BatchNorm2d(cout, eps=EPSILON)
+            modules += [conv, bn, torch.nn.ReLU()]
+            if i % 2 == 1:
+                modules.append(torch.nn.MaxPool2d(2))
+        fc = torch.nn.Linear(64 * 8 * 8, CLASSES)
+        # mpsx flattens channels last (HWC); torch's Flatten is CHW.
+        fc.weight.data = t(parameters["fc.weight"]).permute(0, 3, 1, 2).reshape(CLASSES, -1).contiguous()
+        fc.bias.data = t(parameters["fc.bias"])
+        modules += [torch.nn.Flatten(), fc]
+        super().__init__(torch.nn.Sequential(*modules), device, learning_rate, momentum, autocast)
 
 
 class JaxReferenceCNN:

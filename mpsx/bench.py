@@ -2,7 +2,8 @@
 in PyTorch eager, measured in the same run on the same machine, each until
 its work has completed.
 
-  python -m mpsx.bench [--device NAME] [--quick] [--batch-sizes N ...] [--skip-steps] [--json PATH] [--plot PATH]
+  python -m mpsx.bench [--device NAME] [--quick] [--batch-sizes N ...] [--skip-kernels] [--skip-steps]
+                       [--skip-imported] [--json PATH] [--plot PATH]
 
 An mpsx encode only records a kernel: the device (cpu: the queue's worker
 thread) runs it after commit. So each kernel has two figures: its encode time
@@ -16,6 +17,11 @@ reference CNN run back to back, timed until the last one completed, in mpsx,
 PyTorch (eager and, on cuda, a CUDA graph) and JAX (jit) where they are
 installed, in float32, TF32 (cuda) and float16; on cuda the device time per
 replayed step is read with CUPTI (through torch.profiler), kernel by kernel.
+Last, torchvision's ResNet-18, brought with mpsx.from_torch, trains at
+batch 64 on 32x32 images as its training NNGraph, encoded each step and
+replayed, beside PyTorch's training of the same module: eager and, on cuda,
+a CUDA graph and torch.compile (modes "max-autotune-no-cudagraphs" and
+"reduce-overhead"), in each math mode.
 """
 
 import argparse
@@ -394,6 +400,68 @@ def training_steps(device, batch_size, steps, torch, jax, math):
     return result, breakdowns
 
 
+IMPORTED_BATCH_SIZE = 64
+COMPILE_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead")
+
+
+def imported_steps(device, batch_size, steps, torch, math, make_module):
+    """Seconds per training step of a PyTorch module (make_module(), fresh;
+    torchvision's ResNet-18 in main) brought with mpsx.from_torch: its
+    training NNGraph encoded each step and replayed, beside the same module's
+    training in PyTorch eager and, on cuda, replayed as a CUDA graph and
+    torch.compile'd in each of COMPILE_MODES (the forward and backward
+    passes; the optimizer's step eager), in math (MATHS) as training_steps
+    runs it. Cross-entropy, mean over the batch, SGD with momentum 0.9, each
+    step's batch copied from host memory."""
+    import copy
+
+    from mpsx.benchmarks import imported_model, reference_cnn
+    precision, image_format, tensor_float32, _ = MATHS[math]
+    images, labels = reference_cnn.random_batch(batch_size)
+    module = make_module()
+    model = imported_model.ImportedTraining(
+        device, module, batch_size, image_format=image_format,
+        accumulator_precision=mpsx.NNConvolutionAccumulatorPrecisionOption[precision.upper()])
+    result = {"nngraph": time_steps(lambda: model.train_step(images, labels), model.wait, steps)}
+    model.record_step()
+    result["nngraph replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tensor_float32
+    try:
+        where = torch_device(device)[0]
+        autocast = None if math != "float16" else torch.float16 if where.type == "cuda" else torch.bfloat16
+        eager = reference_cnn.TorchTraining(copy.deepcopy(module), where, autocast=autocast)
+        result["torch"] = time_steps(lambda: eager.train_step(images, labels), eager.synchronize, steps)
+        if device.backend == "cuda":
+            replay = eager.graph_step(images, labels)
+            result["torch graph"] = time_steps(lambda: replay(images, labels), eager.synchronize, steps)
+            for mode in COMPILE_MODES:
+                compiled = reference_cnn.TorchTraining(copy.deepcopy(module), where, autocast=autocast,
+                                                       compile_mode=mode)
+                result[f"torch compile {mode}"] = time_steps(lambda: compiled.train_step(images, labels),
+                                                             compiled.synchronize, steps)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    return result
+
+
+def imported_records(device, batch_size, quick, torch, make_module):
+    """One record per math mode of imported_steps' figures, in seconds, with
+    the best peer's time over the replayed step's."""
+    steps = 2 if quick else 5 if device.backend == "cpu" else 50
+    records = []
+    for math in maths_of(device):
+        r = imported_steps(device, batch_size, steps, torch, math, make_module)
+        record = {"math": math, "batch": batch_size, "steps": steps}
+        record.update((key.replace(" ", "_").replace("-", "_") + "_s", value) for key, value in r.items())
+        peers = [key for key in r if key.startswith("torch")]
+        best = min(peers, key=r.get)
+        record["best_peer"] = best
+        record[f"{best.replace(' ', '_').replace('-', '_')}_over_nngraph_replay"] = r[best] / r["nngraph replay"]
+        records.append(record)
+    return records
+
+
 STEP_COLUMNS = (  # (key in training_steps' result, label)
     ("mpsx", "mpsx"), ("mpsx replay", "mpsx replay"), ("nngraph", "nngraph"), ("nngraph replay", "nngraph replay"),
     ("torch", "torch eager"), ("torch graph", "torch CUDA graph"), ("jax", "jax jit"))
@@ -509,6 +577,27 @@ def print_steps(records, call):
     print(f"  a call from Python into a graph's encode (a one-neuron graph, 1x4x4x4, host time): {call * 1e6:.2f} us")
 
 
+IMPORTED_COLUMNS = (  # (key in an imported record, label)
+    ("nngraph_s", "nngraph"), ("nngraph_replay_s", "nngraph replay"), ("torch_s", "torch eager"),
+    ("torch_graph_s", "torch CUDA graph"), ("torch_compile_max_autotune_no_cudagraphs_s", "compile max-autotune-no-cg"),
+    ("torch_compile_reduce_overhead_s", "compile reduce-overhead"))
+
+
+def print_imported(records):
+    print(f"\nimported model training step (torchvision's ResNet-18, 10 classes, batch {records[0]['batch']},"
+          " 32x32 images; cross-entropy, SGD momentum), median ms per step of steps run back to back, until the last"
+          " completed; each copies its batch from host memory")
+    print("  nngraph: mpsx.from_torch's training_graph, encoded each step / replayed; torch: eager, CUDA graph"
+          " replay, and the module torch.compile'd (the optimizer step eager); math as in the table above")
+    columns = [(key, label) for key, label in IMPORTED_COLUMNS if key in records[0]]
+    print(f"  {'math':>7}" + "".join(f" {label:>{max(8, len(label))}}" for _, label in columns)
+          + "  best peer / nngraph replay")
+    for r in records:
+        ratio = next(value for key, value in r.items() if key.endswith("_over_nngraph_replay"))
+        print(f"  {r['math']:>7}" + "".join(f" {r[key] * 1e3:{max(8, len(label))}.3f}" for key, label in columns)
+              + f"  {ratio:.2f}x ({r['best_peer']})")
+
+
 def plot_steps(path, machine, records):
     """A bar chart of the step table: one panel per math mode and batch size,
     a bar per way of running the step, in ms."""
@@ -574,7 +663,10 @@ def main(argv=None):
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 256], metavar="N",
                         help="the training steps' batch sizes; the kernels' layer images take the smallest"
                              " (default 32 256)")
-    parser.add_argument("--skip-steps", action="store_true", help="only measure the kernels")
+    parser.add_argument("--skip-kernels", action="store_true", help="leave out the kernels")
+    parser.add_argument("--skip-steps", action="store_true", help="leave out the reference CNN's training steps")
+    parser.add_argument("--skip-imported", action="store_true",
+                        help="leave out the training step of torchvision's ResNet-18 brought with mpsx.from_torch")
     parser.add_argument("--json", metavar="PATH", help="write every figure (seconds, bytes) and the machine as JSON")
     parser.add_argument("--plot", metavar="PATH", help="draw the training-step table as a bar chart (PNG)")
     args = parser.parse_args(argv)
@@ -613,11 +705,13 @@ def main(argv=None):
     elif machine["gpu"]:
         print(machine["gpu"])
 
-    kernels = kernel_figures(device, min(args.batch_sizes), args.quick, torch)
-    print_kernels(kernels)
+    kernels = [] if args.skip_kernels else kernel_figures(device, min(args.batch_sizes), args.quick, torch)
+    if kernels:
+        print_kernels(kernels)
     result = {"units": {"time": "s", "memory": "bytes", "ratios": "dimensionless, the same quantity over each other"},
               "machine": machine,
-              "settings": {"quick": args.quick, "batch_sizes": args.batch_sizes, "skip_steps": args.skip_steps},
+              "settings": {"quick": args.quick, "batch_sizes": args.batch_sizes, "skip_kernels": args.skip_kernels,
+                           "skip_steps": args.skip_steps, "skip_imported": args.skip_imported},
               "kernels": kernels}
     if not args.skip_steps:
         steps = step_records(device, args.batch_sizes, args.quick, torch, jax)
@@ -627,6 +721,14 @@ def main(argv=None):
         if args.plot:
             plot_steps(args.plot, machine, steps)
             print(f"\nplot: {args.plot}")
+    if not args.skip_imported:
+        from mpsx.benchmarks import imported_model
+        if torch is None or imported_model.resnet18() is None:
+            print("\nimported model training step: left out, it needs torch and torchvision")
+        else:
+            result["imported"] = imported_records(device, IMPORTED_BATCH_SIZE, args.quick, torch,
+                                                  imported_model.resnet18)
+            print_imported(result["imported"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

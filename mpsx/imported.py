@@ -62,6 +62,15 @@ def _host_array(value):
     return np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
 
 
+_FLOAT = mpsx.NNConvolutionAccumulatorPrecisionOption.FLOAT
+
+
+def _check_precision(accumulator_precision):
+    if not isinstance(accumulator_precision, mpsx.NNConvolutionAccumulatorPrecisionOption):
+        raise TypeError(f"expected accumulator_precision an NNConvolutionAccumulatorPrecisionOption, given "
+                        f"{type(accumulator_precision).__name__}")
+
+
 def _pair(value):
     return (value, value) if isinstance(value, int) else tuple(value)
 
@@ -184,32 +193,44 @@ class ImportedModel:
             raise mpsx.StateError("ImportedModel: made without __init__; mpsx.from_torch makes one")
         return self
 
-    def inference_graph(self, format=mpsx.DataType.FLOAT32):
+    def inference_graph(self, format=mpsx.DataType.FLOAT32, accumulator_precision=_FLOAT):
         """An NNGraph of the forward pass as the model's eval() runs it: batch normalization with the running
-        statistics, no dropout. Its one source image is the model's input.
-
-        MPS: none (mpsx)
-        """
-        graph = mpsx.NNGraph(self._built()._device, self._build(training=False), True, format=format)
-        self._graphs.add(graph)
-        return graph
-
-    def training_graph(self, loss_descriptor, optimizer=None, format=mpsx.DataType.FLOAT32):
-        """A training NNGraph: the forward pass (batch statistics, dropout), a CNNLossNode of ``loss_descriptor``
-        (a CNNLossDescriptor, or a PyTorch loss module: ``loss_from_torch``) whose labels have the handle "labels", the gradient nodes, and the updates of the trainable data sources on
-        the command buffer. ``optimizer``: the data sources are made again from their current values, each with a
-        copy of it (their optimizer state starts over), and ``result_image`` with them; None keeps them and their
-        optimizers (from_torch's). Encode it with ``encode_batch(cb, [images], [labels])``.
+        statistics, no dropout. Its one source image is the model's input. ``accumulator_precision``: every
+        convolution's and fully connected layer's (HALF lets cuda run them on TF32 tensor cores).
 
         MPS: none (mpsx)
         """
         self._built()
+        _check_precision(accumulator_precision)
+        result, products = self._build(training=False)
+        for node in products:
+            node.accumulator_precision = accumulator_precision
+        graph = mpsx.NNGraph(self._device, result, True, format=format)
+        self._graphs.add(graph)
+        return graph
+
+    def training_graph(self, loss_descriptor, optimizer=None, format=mpsx.DataType.FLOAT32,
+                       accumulator_precision=_FLOAT):
+        """A training NNGraph: the forward pass (batch statistics, dropout), a CNNLossNode of ``loss_descriptor``
+        (a CNNLossDescriptor, or a PyTorch loss module: ``loss_from_torch``) whose labels have the handle "labels", the gradient nodes, and the updates of the trainable data sources on
+        the command buffer. ``optimizer``: the data sources are made again from their current values, each with a
+        copy of it (their optimizer state starts over), and ``result_image`` with them; None keeps them and their
+        optimizers (from_torch's). ``accumulator_precision``: every convolution's and fully connected layer's
+        (HALF lets cuda run them and their gradients on TF32 tensor cores). Encode it with
+        ``encode_batch(cb, [images], [labels])``.
+
+        MPS: none (mpsx)
+        """
+        self._built()
+        _check_precision(accumulator_precision)
         if not isinstance(loss_descriptor, mpsx.CNNLossDescriptor):
             loss_descriptor = loss_from_torch(loss_descriptor, self._description.shapes[self._description.output][1])
         if optimizer is not None:
             if not isinstance(optimizer, mpsx.NNOptimizer):
                 raise TypeError(f"training_graph: expected an NNOptimizer or None, given {type(optimizer).__name__}")
             self._make_data_sources({**self._description.parameters, **self.state_dict()}, optimizer)
+        for node in self._products:
+            node.accumulator_precision = accumulator_precision
         loss = mpsx.CNNLossNode(self._result_image, loss_descriptor)
         loss.input_labels.handle = mpsx.NNHandle("labels")
         # Every terminal gradient filter: a source image read by two filters leaves two (nothing sums them).
@@ -307,7 +328,7 @@ class ImportedModel:
                 self._batch_normalization_weights(op, parameters, copy)
             elif op.kind == "group_norm":
                 self._group_normalization_weights(op, parameters, copy)
-        self._result_image = self._build(training=True)
+        self._result_image, self._products = self._build(training=True)
 
     def _convolution_weights(self, op, parameters, optimizer):
         a = op.attributes
@@ -360,16 +381,18 @@ class ImportedModel:
         self._torch_names[op.name] = {key: a[key] for key in ("weight", "bias")}
 
     def _build(self, training):
-        """The nodes of the forward pass; its result image."""
+        """The nodes of the forward pass: its result image, and its convolution, transposed convolution and fully
+        connected nodes."""
         images = {value: mpsx.NNImageNode(handle) for (value, _, _), handle in zip(self._description.inputs,
                                                                                    self._source_handles)}
+        products = []
         for op in self._description.operations:
             sources = [images[v] for v in op.inputs]
-            images[op.output] = self._node(op, sources, training)
-        return images[self._description.output]
+            images[op.output] = self._node(op, sources, training, products)
+        return images[self._description.output], products
 
-    def _node(self, op, sources, training):
-        """The result image of the node (or nodes) of one operation."""
+    def _node(self, op, sources, training, products):
+        """The result image of the node (or nodes) of one operation; a node of products appended to them."""
         a, shapes = op.attributes, self._description.shapes
         kind = op.kind
         if kind in ("conv", "max_pool", "avg_pool"):
@@ -391,6 +414,7 @@ class ImportedModel:
                 policy = mpsx.NNPaddingMethod.SIZE_VALID_ONLY
             if kind == "conv":
                 node = mpsx.CNNConvolutionNode(source, self._data_sources[op.name])
+                products.append(node)
             else:
                 cls = mpsx.CNNPoolingMaxNode if kind == "max_pool" else mpsx.CNNPoolingAverageNode
                 node = cls(source, kernel_width=kernel[1], kernel_height=kernel[0], stride_in_pixels_x=stride[1],
@@ -407,10 +431,12 @@ class ImportedModel:
                     f"dilated window without output padding (Same) is expressible")
             node = mpsx.CNNConvolutionTransposeNode(sources[0], None, self._data_sources[op.name])
             node.padding_policy = policy
+            products.append(node)
             return node.result_image
         if kind == "linear":
             node = mpsx.CNNFullyConnectedNode(sources[0], self._data_sources[op.name])
             node.padding_policy = mpsx.NNPaddingMethod.SIZE_VALID_ONLY
+            products.append(node)
             return node.result_image
         if kind == "batch_norm":
             return mpsx.CNNBatchNormalizationNode(sources[0], self._data_sources[op.name]).result_image

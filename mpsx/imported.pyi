@@ -15,6 +15,7 @@ from mpsx._kernels import (
     ConvolutionWeights,
     GroupNormalizationWeights,
     InstanceNormalizationWeights,
+    NNConvolutionAccumulatorPrecisionOption,
     NNGraph,
     NNHandle,
     NNImageNode,
@@ -48,12 +49,17 @@ class ImportedModel:
     def data_sources(
         self
     ) -> dict[str, ConvolutionWeights | BatchNormalizationWeights | GroupNormalizationWeights | InstanceNormalizationWeights]: ...
-    def inference_graph(self, format: DataType = DataType.FLOAT32) -> NNGraph: ...
+    def inference_graph(
+        self,
+        format: DataType = DataType.FLOAT32,
+        accumulator_precision: NNConvolutionAccumulatorPrecisionOption = NNConvolutionAccumulatorPrecisionOption.FLOAT,
+    ) -> NNGraph: ...
     def training_graph(
         self,
         loss_descriptor: CNNLossDescriptor | Any,
         optimizer: NNOptimizer | None = None,
         format: DataType = DataType.FLOAT32,
+        accumulator_precision: NNConvolutionAccumulatorPrecisionOption = NNConvolutionAccumulatorPrecisionOption.FLOAT,
     ) -> NNGraph: ...
     def state_dict(self) -> dict[str, npt.NDArray[np.float32] | npt.NDArray[np.int64]]: ...
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None: ...

@@ -110,3 +110,36 @@ def test_the_bench_names_the_package_a_plot_needs(monkeypatch, tmp_path, capsys)
     out, err = capsys.readouterr()
     assert "--plot needs matplotlib: pip install matplotlib" in err
     assert out == "" and not (tmp_path / "x.png").exists()
+
+
+def test_the_bench_trains_an_imported_model_beside_pytorch(device, tmp_path, capsys, monkeypatch):
+    """The imported model's section, on a small module where torchvision (ResNet-18) is not what is timed."""
+    torch = pytest.importorskip("torch")
+    from mpsx.benchmarks import imported_model
+    nn = torch.nn
+    monkeypatch.setattr(imported_model, "resnet18", lambda: nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(8, 10)))
+    figures = tmp_path / "bench.json"
+    bench.main(["--device", device.name, "--quick", "--skip-kernels", "--skip-steps", "--json", str(figures)])
+    assert "imported model training step" in capsys.readouterr().out
+    result = json.loads(figures.read_text())
+    assert result["kernels"] == [] and "steps" not in result
+    maths = ["float32", "tf32", "float16"] if device.backend == "cuda" else ["float32", "float16"]
+    assert [(r["math"], r["batch"]) for r in result["imported"]] == [(m, bench.IMPORTED_BATCH_SIZE) for m in maths]
+    peers = {"torch_s"} | ({"torch_graph_s", "torch_compile_max_autotune_no_cudagraphs_s",
+                            "torch_compile_reduce_overhead_s"} if device.backend == "cuda" else set())
+    for record in result["imported"]:
+        best = record.pop("best_peer")
+        check_units(record)
+        assert {key for key in record if key.endswith("_s")} == {"nngraph_s", "nngraph_replay_s"} | peers
+        assert record[best.replace(" ", "_").replace("-", "_") + "_s"] == min(record[p] for p in peers)
+
+
+def test_the_bench_says_what_the_imported_model_needs(device, tmp_path, capsys, monkeypatch):
+    from mpsx.benchmarks import imported_model
+    monkeypatch.setattr(imported_model, "resnet18", lambda: None)
+    figures = tmp_path / "bench.json"
+    bench.main(["--device", device.name, "--quick", "--skip-kernels", "--skip-steps", "--json", str(figures)])
+    assert "left out, it needs torch and torchvision" in capsys.readouterr().out
+    assert "imported" not in json.loads(figures.read_text())

@@ -687,3 +687,29 @@ def test_transposed_convolutions_no_policy_places_are_refused(device, module, me
         return
     with pytest.raises(mpsx.UnsupportedOperationError, match=message):
         mpsx.from_torch(nn.Sequential(module), torch.zeros(1, 2, 4, 4), device)
+
+
+def test_the_graphs_take_an_accumulator_precision(device):
+    """HALF lets cuda run the convolutions and fully connected layers on TF32 tensor cores (10-bit mantissas);
+    the cpu accumulates in float32 whatever it says."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(32 * 8 * 8, 10))
+    x = batch(2, 8)
+    imported = mpsx.from_torch(module, torch.from_numpy(x), device)
+    half = mpsx.NNConvolutionAccumulatorPrecisionOption.HALF
+    loss = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+    for make in (imported.inference_graph, lambda **kw: imported.training_graph(loss, **kw)):
+        with pytest.raises(TypeError, match="expected accumulator_precision an "
+                                            "NNConvolutionAccumulatorPrecisionOption, given str"):
+            make(accumulator_precision="half")
+    graph = imported.inference_graph(accumulator_precision=half)
+    cb = device.command_queue.command_buffer()
+    result = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, x)])
+    result.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    tolerance = 5e-3 if device.backend == "cuda" else RTOL
+    np.testing.assert_allclose(result.to_numpy().reshape(expected.shape), expected, rtol=tolerance,
+                               atol=tolerance * np.abs(expected).max())
