@@ -6,9 +6,10 @@ to --size pixels, then hands the trained weights back to PyTorch and measures bo
 
 --model resnet18 (the default) is torchvision's ResNet-18 (weights=None, 10 classes; the gray digits repeated
 into its 3 input channels); --model cnn a small PyTorch CNN written below, for machines without torchvision.
-The imported model's training graph (forward, cross entropy, backward, Adam updates) runs each step on one
-command buffer; on cuda it records itself the first time and replays the recording on later steps (NNGraph
-capture_encodes). Then mpsx's state dict goes back into the PyTorch module (load_state_dict, strict), and both
+The imported model's training graph (forward, cross entropy, backward, SGD updates with momentum) runs each step
+on one command buffer; the second step records it, and it and every later one replay the recording (NNGraph
+capture_encodes: one CUDA graph launch on cuda; Adam, whose time step each encode resolves anew, would encode every
+step). Then mpsx's state dict goes back into the PyTorch module (load_state_dict, strict), and both
 classify the test split: their accuracies are equal.
 
 Needs torch and the `examples` extra (scikit-learn, tqdm): pip install '.[examples]' torch torchvision.
@@ -94,7 +95,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--size", type=int, default=32, help="the images' width and height, a multiple of 8")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, metal (default: the best present)")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's")
+    parser.add_argument("--learning-rate", type=float, default=0.02, help="SGD's, with momentum 0.9")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1:
@@ -106,7 +107,8 @@ def main(argv=None):
     train_images, test_images, train_labels, test_labels = load_split(args.size, channels, args.seed)
     device = mpsx.Device(args.device)
     model = mpsx.from_torch(module, torch.zeros(args.batch_size, channels, args.size, args.size), device)
-    training = model.training_graph(nn.CrossEntropyLoss(), mpsx.NNOptimizerAdam(device, learning_rate=args.learning_rate))
+    sgd = mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=args.learning_rate, momentum_scale=0.9)
+    training = model.training_graph(nn.CrossEntropyLoss(), sgd)
     inference = model.inference_graph()
     print(f"device: {device.name} ({device.backend} backend)")
     print(f"model: {args.model}, {len(model.data_sources)} trainable layers; digits at {args.size}x{args.size}: "
@@ -117,8 +119,7 @@ def main(argv=None):
         with tqdm(total=len(train_images), desc=f"epoch {epoch}/{args.epochs}", unit="img", leave=False) as bar:
             loss = train_epoch(device, training, train_images, train_labels, args.batch_size, rng, bar)
         tqdm.write(f"epoch {epoch:3d}  loss {loss:.4f}")
-    print(f"trained in {time.perf_counter() - start:.1f} s"
-          + (f" ({training.captured_encode_count} steps replayed)" if device.backend == "cuda" else ""))
+    print(f"trained in {time.perf_counter() - start:.1f} s ({training.captured_encode_count} steps replayed)")
 
     ours = mpsx_predictions(device, inference, test_images, args.batch_size)
     module.load_state_dict({name: torch.from_numpy(value) for name, value in model.state_dict().items()})
