@@ -10,7 +10,7 @@ from mpsx.benchmarks.reference_cnn import CLASSES, TrainingSteps
 def resnet18():
     """torchvision.models.resnet18(weights=None) with CLASSES outputs, or None where torchvision is missing."""
     try:
-        from torchvision.models import resnet18 as make
+        from torchvision.models import resnet18 as make  # type: ignore[import-not-found]  # optional
     except ImportError:
         return None
     return make(weights=None, num_classes=CLASSES)
