@@ -453,11 +453,11 @@ def imported_records(device, batch_size, quick, torch, make_module):
     for math in maths_of(device):
         r = imported_steps(device, batch_size, steps, torch, math, make_module)
         record = {"math": math, "batch": batch_size, "steps": steps}
-        record.update((key.replace(" ", "_").replace("-", "_") + "_s", value) for key, value in r.items())
-        peers = [key for key in r if key.startswith("torch")]
-        best = min(peers, key=r.get)
+        field = lambda name: name.replace(" ", "_").replace("-", "_")  # noqa: E731
+        record.update((field(key) + "_s", value) for key, value in r.items())
+        best = min((key for key in r if key.startswith("torch")), key=r.get)
         record["best_peer"] = best
-        record[f"{best.replace(' ', '_').replace('-', '_')}_over_nngraph_replay"] = r[best] / r["nngraph replay"]
+        record[f"{field(best)}_over_nngraph_replay"] = r[best] / r["nngraph replay"]
         records.append(record)
     return records
 
