@@ -98,15 +98,45 @@ def _policy(kernel, stride, padding, dilation):
 
 def _transpose_policy(kernel, padding, output_padding, dilation):
     """The MPSNNPaddingMethod that sizes and places a transposed convolution as PyTorch's ``padding`` and
-    ``output_padding`` do, or None: no padding is Full (the whole reach of every source pixel); half the dilated
-    kernel less one, without output padding, is Same (the expanded source's size)."""
+    ``output_padding`` do, or else a _TransposePadding: no padding is Full (the whole reach of every source pixel);
+    half the dilated kernel less one, without output padding, is Same (the expanded source's size)."""
     policies = {mpsx.NNPaddingMethod.SIZE_FULL, mpsx.NNPaddingMethod.SIZE_SAME}
     for k, p, o, d in zip(kernel, padding, output_padding, dilation):
         extent = d * (k - 1) + 1  # of 1: Full and Same alike
         policies &= {policy for policy, fits in ((mpsx.NNPaddingMethod.SIZE_FULL, p == 0 and o == 0),
                                                  (mpsx.NNPaddingMethod.SIZE_SAME, 2 * p == extent - 1 and o == 0))
                      if fits}
-    return min(policies) if policies else None
+    return min(policies) if policies else _TransposePadding(padding, output_padding)
+
+
+class _TransposePadding(mpsx.NNPadding):
+    """A transposed convolution's result as PyTorch's ``padding`` and ``output_padding`` size and place it, which no
+    padding method names, as an MPS program would write it: a custom policy over Full that leaves ``padding`` of
+    the full result out at the top left, and ``padding - output_padding`` at the bottom right (more where
+    output_padding exceeds padding, the window reaching past the source). A graph with one encodes every step
+    (its encode calls back into Python)."""
+
+    def __init__(self, padding, output_padding):
+        self.padding, self.output_padding = tuple(padding), tuple(output_padding)
+
+    def padding_method(self):
+        return mpsx.NNPaddingMethod.CUSTOM | mpsx.NNPaddingMethod.SIZE_FULL
+
+    def label(self):
+        return f"PyTorch's transposed convolution padding {self.padding}, output_padding {self.output_padding}"
+
+    def destination_image_descriptor_for_source_images(self, source_images, source_states, for_kernel,
+                                                       suggested_descriptor):
+        (top, left), (extra_y, extra_x) = self.padding, self.output_padding
+        # Full's window centre, offset * stride + kernel offset in the expanded source, moved by the padding.
+        x = for_kernel.offset.x * for_kernel.stride_in_pixels_x + for_kernel.kernel_offset_x + left
+        y = for_kernel.offset.y * for_kernel.stride_in_pixels_y + for_kernel.kernel_offset_y + top
+        for_kernel.offset = mpsx.Offset(x // for_kernel.stride_in_pixels_x, y // for_kernel.stride_in_pixels_y, 0)
+        for_kernel.kernel_offset_x = x % for_kernel.stride_in_pixels_x
+        for_kernel.kernel_offset_y = y % for_kernel.stride_in_pixels_y
+        d = suggested_descriptor
+        return mpsx.ImageDescriptor(d.channel_format, d.width - 2 * left + extra_x, d.height - 2 * top + extra_y,
+                                    d.feature_channels, d.number_of_images)
 
 
 def _transpose_weights_from_torch(weight, groups):
@@ -424,11 +454,6 @@ class ImportedModel:
         if kind == "conv_transpose":
             policy = _transpose_policy(_pair(a["kernel"]), _pair(a["padding"]), _pair(a["output_padding"]),
                                        _pair(a["dilation"]))
-            if policy is None:
-                raise UnsupportedOperationError(
-                    f"{op.name}: a transposed convolution with padding {a['padding']} and output_padding "
-                    f"{a['output_padding']} over a {a['kernel']} window: only no padding (MPS's Full) or half the "
-                    f"dilated window without output padding (Same) is expressible")
             node = mpsx.CNNConvolutionTransposeNode(sources[0], None, self._data_sources[op.name])
             node.padding_policy = policy
             products.append(node)

@@ -17,6 +17,12 @@ onnxruntime = pytest.importorskip("onnxruntime", reason="onnxruntime is the refe
 RTOL = 1e-4
 
 
+def decoder():
+    """Transposed convolutions of padding and output padding no padding method sizes (custom policies)."""
+    return nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.ConvTranspose2d(8, 4, 4, 2, 1), nn.ReLU(),
+                         nn.ConvTranspose2d(4, 3, 3, 2, 1, output_padding=1))
+
+
 def export(module, x, training=False):
     """PyTorch's TorchScript exporter: eval() folds batch normalization into the convolutions; training keeps
     it (and dropout), with the running statistics as initializers."""
@@ -28,11 +34,12 @@ def export(module, x, training=False):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
-@pytest.mark.parametrize("model, size", [("resnet18", 32), ("vgg", 16), ("mobilenet", 16), ("unet", 16)])
+@pytest.mark.parametrize("model, size", [("resnet18", 32), ("vgg", 16), ("mobilenet", 16), ("unet", 16),
+                                         ("decoder", 8)])
 def test_an_onnx_model_computes_what_onnxruntime_computes(device, model, size):
     torch.manual_seed(0)
     module = {"resnet18": lambda: ResNet18(width=16), "vgg": vgg_stack, "mobilenet": MobileNetStack,
-              "unet": TinyUNet}[model]()
+              "unet": TinyUNet, "decoder": decoder}[model]()
     module = randomize_batch_normalization(module).eval()
     x = batch(2, size)
     exported = export(module, x)
@@ -119,10 +126,11 @@ def test_the_round_trip_through_onnx_after_training(device, tmp_path):
             np.testing.assert_array_equal(onnx.numpy_helper.to_array(initializer), trained[initializer.name])
 
 
-@pytest.mark.parametrize("model, size", [("resnet18", 32), ("mobilenet", 16), ("unet", 16)])
+@pytest.mark.parametrize("model, size", [("resnet18", 32), ("mobilenet", 16), ("unet", 16), ("decoder", 8)])
 def test_a_pytorch_model_written_as_onnx_runs_in_onnxruntime_as_in_pytorch(device, model, size):
     torch.manual_seed(0)
-    module = {"resnet18": lambda: ResNet18(width=16), "mobilenet": MobileNetStack, "unet": TinyUNet}[model]()
+    module = {"resnet18": lambda: ResNet18(width=16), "mobilenet": MobileNetStack, "unet": TinyUNet,
+              "decoder": decoder}[model]()
     module = randomize_batch_normalization(module).eval()
     x = batch(2, size)
     written = mpsx.to_onnx(mpsx.from_torch(module, torch.from_numpy(x), device))
