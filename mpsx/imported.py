@@ -135,8 +135,12 @@ class _TransposePadding(mpsx.NNPadding):
         for_kernel.kernel_offset_x = x % for_kernel.stride_in_pixels_x
         for_kernel.kernel_offset_y = y % for_kernel.stride_in_pixels_y
         d = suggested_descriptor
-        return mpsx.ImageDescriptor(d.channel_format, d.width - 2 * left + extra_x, d.height - 2 * top + extra_y,
-                                    d.feature_channels, d.number_of_images)
+        width, height = d.width - 2 * left + extra_x, d.height - 2 * top + extra_y
+        if width < 1 or height < 1:
+            source = source_images[0]
+            raise ValueError(f"{self.label()}: a {source.width}x{source.height} source leaves a {width}x{height} "
+                             f"result")
+        return mpsx.ImageDescriptor(d.channel_format, width, height, d.feature_channels, d.number_of_images)
 
 
 def _transpose_weights_from_torch(weight, groups):

@@ -687,6 +687,23 @@ def test_an_autoencoder_with_a_transposed_convolution_trains_as_pytorch_does(dev
     assert (graph.captured_encode_count == 0) == custom
 
 
+def test_a_source_too_small_for_a_transposed_convolutions_padding_is_refused_before_anything_is_encoded(device):
+    module = nn.Sequential(nn.ConvTranspose2d(2, 3, 3, 1, 2))  # 2 x 2 -> 0 x 0
+    graph = mpsx.from_torch(module, torch.zeros(1, 2, 8, 8), device).inference_graph()
+    cb = device.command_queue.command_buffer()
+    with pytest.raises(ValueError, match=r"padding \(2, 2\), output_padding \(0, 0\): a 2x2 source leaves a 0x0 "
+                                         r"result"):
+        graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, batch(1, 2, channels=2))])
+    assert cb.status == "not_enqueued"
+    result = graph.encode_batch(cb, [mpsx.ImageBatch.from_numpy(device, batch(1, 3, channels=2))])  # the graph encodes on
+    result.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    with torch.no_grad():
+        expected = module(torch.from_numpy(batch(1, 3, channels=2))).numpy()
+    np.testing.assert_allclose(result.to_numpy(), expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+
+
 def test_the_graphs_take_an_accumulator_precision(device):
     """HALF lets cuda run the convolutions and fully connected layers on TF32 tensor cores (10-bit mantissas);
     the cpu accumulates in float32 whatever it says."""
