@@ -1365,7 +1365,21 @@ optimizer = mpsx.NNOptimizerStochasticGradientDescent(dev, learning_rate=0.1)
 obj = mpsx.from_torch(module, example_input, dev, optimizer)
 description = obj._description
 format = mpsx.DataType.FLOAT32
+accumulator_precision = mpsx.NNConvolutionAccumulatorPrecisionOption.HALF
 loss_descriptor = mpsx.CNNLossDescriptor(mpsx.CNNLossType.SOFTMAX_CROSS_ENTROPY, mpsx.CNNReductionType.MEAN)
+""", """
+import torch
+# A transposed convolution that a custom padding policy sizes (kernel 4, stride 2, padding 1).
+module = torch.nn.Sequential(torch.nn.ConvTranspose2d(2, 3, 4, 2, 1), torch.nn.ReLU(), torch.nn.Flatten(),
+                             torch.nn.Linear(3 * 8 * 8, 5))
+example_input = torch.zeros(1, 2, 4, 4)
+device = dev
+optimizer = mpsx.NNOptimizerAdam(dev, learning_rate=0.01)
+obj = mpsx.from_torch(module, example_input, dev, optimizer)
+description = obj._description
+format = mpsx.DataType.FLOAT16
+accumulator_precision = mpsx.NNConvolutionAccumulatorPrecisionOption.FLOAT
+loss_descriptor = torch.nn.CrossEntropyLoss()
 """],
 })
 FACTORIES.update({
