@@ -667,6 +667,7 @@ def test_an_autoencoder_with_a_transposed_convolution_trains_as_pytorch_does(dev
     lr = 0.1
     graph = imported.training_graph(nn.MSELoss(), mpsx.NNOptimizerStochasticGradientDescent(
         device, learning_rate=lr, momentum_scale=0.9))
+    graph.capture_encodes = True  # whatever MPSX_CAPTURE_ENCODES says
     theirs = torch.optim.SGD(module.parameters(), lr=lr, momentum=0.9)
     rng = np.random.default_rng(5)
     for _ in range(5):
