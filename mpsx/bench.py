@@ -25,6 +25,7 @@ a CUDA graph and torch.compile (modes "max-autotune-no-cudagraphs" and
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -189,6 +190,19 @@ MATHS = {  # math mode: (mpsx accumulator precision, mpsx image format, TF32 all
     "float16": ("float", mpsx.DataType.FLOAT16, True, "bfloat16")}
 
 
+@contextlib.contextmanager
+def torch_math(device, torch, math):
+    """PyTorch as math (MATHS) runs it, within the block: TF32 allowed or not in cuDNN and cuBLAS (restored after);
+    yields (the torch device, the autocast dtype: None, or float16, bfloat16 on the cpu, in "float16")."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = MATHS[math][2]
+    try:
+        where = torch_device(device)[0]
+        yield where, None if math != "float16" else torch.float16 if where.type == "cuda" else torch.bfloat16
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def maths_of(device):
     """The math modes a device's steps run in: TF32 only where there are tensor cores for it."""
     return ["float32", "tf32", "float16"] if device.backend == "cuda" else ["float32", "float16"]
@@ -351,7 +365,7 @@ def training_steps(device, batch_size, steps, torch, jax, math):
     float16 (bfloat16 on cpu) and JAX in bfloat16."""
     from mpsx.benchmarks import reference_cnn
     result, breakdowns = {}, {}
-    precision, image_format, tensor_float32, jax_precision = MATHS[math]
+    precision, image_format, _, jax_precision = MATHS[math]
     profile = torch is not None and device.backend == "cuda"
     images, labels = reference_cnn.random_batch(batch_size)
 
@@ -380,19 +394,13 @@ def training_steps(device, batch_size, steps, torch, jax, math):
     graph.record_step()
     measure("nngraph replay", lambda: graph.replay_step(images, labels), graph.wait)
     if torch is not None:
-        saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tensor_float32
-        try:
-            where = torch_device(device)[0]
-            autocast = None if math != "float16" else torch.float16 if where.type == "cuda" else torch.bfloat16
+        with torch_math(device, torch, math) as (where, autocast):
             torch_model = reference_cnn.TorchReferenceCNN(model.initial_parameters, where, autocast=autocast)
             result["torch"] = time_steps(lambda: torch_model.train_step(images, labels), torch_model.synchronize,
                                          steps)
             if device.backend == "cuda":
                 replay = torch_model.graph_step(images, labels)
                 measure("torch graph", lambda: replay(images, labels), torch_model.synchronize)
-        finally:
-            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     where = jax_device(device, jax) if jax is not None else None
     if where is not None:
         jax_model = reference_cnn.JaxReferenceCNN(model.initial_parameters, where, jax_precision)
@@ -416,7 +424,7 @@ def imported_steps(device, batch_size, steps, torch, math, make_module):
     import copy
 
     from mpsx.benchmarks import imported_model, reference_cnn
-    precision, image_format, tensor_float32, _ = MATHS[math]
+    precision, image_format, _, _ = MATHS[math]
     images, labels = reference_cnn.random_batch(batch_size)
     module = make_module()
     model = imported_model.ImportedTraining(
@@ -425,11 +433,7 @@ def imported_steps(device, batch_size, steps, torch, math, make_module):
     result = {"nngraph": time_steps(lambda: model.train_step(images, labels), model.wait, steps)}
     model.record_step()
     result["nngraph replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tensor_float32
-    try:
-        where = torch_device(device)[0]
-        autocast = None if math != "float16" else torch.float16 if where.type == "cuda" else torch.bfloat16
+    with torch_math(device, torch, math) as (where, autocast):
         eager = reference_cnn.TorchTraining(copy.deepcopy(module), where, autocast=autocast)
         result["torch"] = time_steps(lambda: eager.train_step(images, labels), eager.synchronize, steps)
         if device.backend == "cuda":
@@ -440,8 +444,6 @@ def imported_steps(device, batch_size, steps, torch, math, make_module):
                                                        compile_mode=mode)
                 result[f"torch compile {mode}"] = time_steps(lambda: compiled.train_step(images, labels),
                                                              compiled.synchronize, steps)
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     return result
 
 
