@@ -52,9 +52,9 @@ STRIDES = list(itertools.product((0, 1), repeat=3))
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_forward_every_broadcast(device, rng, op, dtype):
     make, f = OPS[op]
-    full = (2, 5, 3, 7)
     kernel = make(device)
-    for primary, secondary in itertools.product(STRIDES, STRIDES):
+    # 8 channels: images of one shape take the dense path on cuda (channels in fours).
+    for full, (primary, secondary) in itertools.product(((2, 5, 3, 7), (2, 8, 3, 7)), itertools.product(STRIDES, STRIDES)):
         if primary != (1, 1, 1) and secondary != (1, 1, 1) and primary != secondary[::-1]:
             continue  # every pattern on each side, and mixed ones
         set_strides(kernel, "primary", primary)
@@ -67,7 +67,7 @@ def test_forward_every_broadcast(device, rng, op, dtype):
         assert got.shape == expected.shape, (primary, secondary)
         rtol, atol = tolerance(dtype)
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol if op != "divide" else 5 * atol,
-                                   err_msg=f"{op} {primary} {secondary}")
+                                   err_msg=f"{op} {full} {primary} {secondary}")
 
 
 @pytest.mark.parametrize("op", list(OPS))
@@ -78,12 +78,14 @@ def test_scales_bias_clamp(device, rng, op):
     assert kernel.minimum_value == -FLT_MAX and kernel.maximum_value == FLT_MAX
     kernel.primary_scale, kernel.secondary_scale, kernel.bias = 1.5, -0.75, 0.25
     kernel.minimum_value, kernel.maximum_value = -0.8, 0.9
-    x = sample(rng, (3, 6, 5, 3))
-    y = sample(rng, (3, 6, 5, 3), away_from_zero=True)
-    got = read(device, lambda cb: kernel.encode(cb, mpsx.Image.from_numpy(device, x), mpsx.Image.from_numpy(device, y)))
-    expected = np.clip(f(1.5 * x.astype(np.float64), -0.75 * y.astype(np.float64)) + 0.25, -0.8, 0.9)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    assert (np.abs(got) > 0.5).any() and (got == np.float32(0.9)).any()  # the clamp took effect
+    for shape in ((3, 6, 5, 3), (3, 8, 5, 3)):
+        x = sample(rng, shape)
+        y = sample(rng, shape, away_from_zero=True)
+        got = read(device, lambda cb: kernel.encode(cb, mpsx.Image.from_numpy(device, x),
+                                                    mpsx.Image.from_numpy(device, y)))
+        expected = np.clip(f(1.5 * x.astype(np.float64), -0.75 * y.astype(np.float64)) + 0.25, -0.8, 0.9)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        assert (np.abs(got) > 0.5).any() and (got == np.float32(0.9)).any()  # the clamp took effect
 
 
 @pytest.mark.parametrize("comparison", list(CT))
@@ -224,9 +226,10 @@ def encode_gradients(device, op, x, y, dy, ps, ss, primary, secondary, dtype=np.
 
 @pytest.mark.parametrize("op", list(GRADIENTS))
 def test_gradients_every_broadcast(device, rng, op):
-    full = (2, 3, 4, 5)
-    for primary, secondary in [((1, 1, 1), s) for s in STRIDES] + [(p, (1, 1, 1)) for p in STRIDES[:-1]] + \
-            [((0, 1, 1), (1, 0, 0)), ((1, 0, 0), (0, 0, 1))]:
+    patterns = [((1, 1, 1), s) for s in STRIDES] + [(p, (1, 1, 1)) for p in STRIDES[:-1]] + \
+        [((0, 1, 1), (1, 0, 0)), ((1, 0, 0), (0, 0, 1))]
+    for full, (primary, secondary) in [((2, 3, 4, 5), pattern) for pattern in patterns] + \
+            [((2, 4, 4, 5), ((1, 1, 1), (1, 1, 1)))]:  # dense on cuda
         x = sample(rng, broadcast_shape(full, primary))
         y = sample(rng, broadcast_shape(full, secondary))
         out_shape = np.broadcast_shapes(x.shape, y.shape)
@@ -248,6 +251,12 @@ def test_gradients_float16(device, rng, op):
     want_x, want_y = torch_gradients(op, x, y, dy, 1.0, 2.0)
     np.testing.assert_allclose(got_x, want_x, rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(got_y, want_y, rtol=2e-2, atol=5e-2)
+    # Of one shape, channels in fours: dense on cuda.
+    x, y, dy = (sample(rng, (3, 8, 3, 3)).astype(np.float16).astype(np.float64) for _ in range(3))
+    got_x, got_y = encode_gradients(device, op, x, y, dy, 1.0, 2.0, (1, 1, 1), (1, 1, 1), np.float16)
+    want_x, want_y = torch_gradients(op, x, y, dy, 1.0, 2.0)
+    np.testing.assert_allclose(got_x, want_x, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(got_y, want_y, rtol=2e-2, atol=2e-2)
 
 
 def test_multiply_gradient_finite_differences(device, rng):

@@ -1,5 +1,6 @@
 #include "arithmetic.cuh"
 
+#include "channels.cuh"
 #include "elements.cuh"
 
 namespace mpsx::cuda {
@@ -75,12 +76,51 @@ __global__ void gradient_kernel(Extents<int64_t> e, Strided<int64_t> dy, int64_t
   }
 }
 
+// Regions of equal extents that are all dense (dense_type): a flat pass over
+// their values, a vector at a time. y = f(a, b), or with `other` null,
+// y = scale * a (* b).
+template <class T, bool kForward>
+__global__ void dense_kernel(ArithmeticParameters p, float scale, const T* a, const T* b, T* y, int64_t vectors) {
+  for (int64_t i = grid_first<int64_t>(); i < vectors; i += grid_step<int64_t>()) {
+    float u[kVectorWidth], v[kVectorWidth], r[kVectorWidth];
+    load_vector<T, kVectorWidth>(a, i * kVectorWidth, u);
+    if (b) load_vector<T, kVectorWidth>(b, i * kVectorWidth, v);
+#pragma unroll
+    for (int k = 0; k < kVectorWidth; ++k)
+      r[k] = kForward ? arithmetic_value(p, u[k], v[k]) : scale * (b ? u[k] * v[k] : u[k]);
+    store_vector<T, kVectorWidth>(y, i * kVectorWidth, r);
+  }
+}
+
+bool same_extents(const ImageRegion& a, const ImageRegion& b) {
+  return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
+}
+
+// Launches dense_kernel where the regions allow it; false otherwise.
+template <bool kForward>
+bool launch_dense(const ArithmeticParameters& p, float scale, const ImageRegion& a, const ImageRegion* b,
+                  const ImageRegion& y, cudaStream_t stream) {
+  if (!same_extents(a, y) || (b && !same_extents(*b, y))) return false;
+  const DataType type = b ? dense_type({a, *b, y}) : dense_type({a, y});
+  const int64_t vectors = y.element_count() / kVectorWidth;
+  auto launch = [&](auto element) {
+    using T = decltype(element);
+    dense_kernel<T, kForward><<<blocks_for(vectors), 256, 0, stream>>>(
+        p, scale, static_cast<const T*>(a.data), b ? static_cast<const T*>(b->data) : nullptr,
+        static_cast<T*>(y.data), vectors);
+  };
+  if (type == DataType::Float32) launch(float{});
+  else if (type == DataType::Float16) launch(__half{});
+  else return false;
+  return true;
+}
+
 }  // namespace
 
 void arithmetic_forward(const ArithmeticParameters& p, const ImageRegion& primary, const ImageRegion& secondary,
                         const ImageRegion& destination, cudaStream_t stream) {
   const int64_t count = destination.element_count();
-  if (count == 0) return;
+  if (count == 0 || launch_dense<true>(p, 1.0f, primary, &secondary, destination, stream)) return;
   forward_kernel<<<blocks_for(count), 256, 0, stream>>>(p, Extents<int64_t>(destination), broadcast(primary),
                                                         broadcast(secondary), Strided<int64_t>(destination), count);
 }
@@ -88,7 +128,7 @@ void arithmetic_forward(const ArithmeticParameters& p, const ImageRegion& primar
 void arithmetic_gradient(const ImageRegion& dy, const ImageRegion* other, const ImageRegion& dx, float scale,
                          cudaStream_t stream) {
   const int64_t count = dx.element_count();
-  if (count == 0) return;
+  if (count == 0 || launch_dense<false>(ArithmeticParameters{}, scale, dy, other, dx, stream)) return;
   Strided<int64_t> o = other ? broadcast(*other) : Strided<int64_t>();
   gradient_kernel<<<blocks_for(count), 256, 0, stream>>>(Extents<int64_t>(dx), Strided<int64_t>(dy), dy.c, dy.h,
                                                          dy.w, other != nullptr, o, Strided<int64_t>(dx), dx.c, dx.h,
