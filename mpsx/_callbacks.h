@@ -53,8 +53,9 @@ inline std::mutex& thread_state_mutex() {
 inline void before_fork() { thread_state_mutex().lock(); }
 inline void after_fork() { thread_state_mutex().unlock(); }
 
-// The GIL for the scope; runtime threads take it before calling Python.
-// Throws Error once the interpreter exits (finalizing).
+// The GIL for the scope; runtime threads take it before calling Python,
+// having stepped out of their RuntimeWork: a fork() holds the GIL while it
+// waits for that. Throws Error once the interpreter exits (finalizing).
 class Gil {
  public:
   Gil() {
@@ -89,6 +90,7 @@ class Gil {
   Gil& operator=(const Gil&) = delete;
 
  private:
+  detail::RuntimeWorkPause pause_;  // first made, last ended
   PyGILState_STATE state_{};
   PyThreadState* made_ = nullptr;  // this thread's thread state, made for the scope
 };

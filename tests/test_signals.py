@@ -359,6 +359,46 @@ def test_a_child_of_fork_refuses_its_parents_device_objects_and_makes_its_own(de
     assert [float(v) for v in lines["parent completed"].split()] == [0, 2, 0, 4], out
 
 
+def test_a_fork_waits_for_the_command_buffer_a_cpu_queue_runs(device):
+    # The child's copy of the parent's memory holds the whole result: the queue's thread was not halfway
+    # through the command buffer, or through an allocation, at the fork.
+    if device.backend != "cpu":
+        pytest.skip("the child reads the parent's image through a host view, which cpu memory has")
+    code = """
+        import os, time
+        import numpy as np
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((1, 64, 96, 96)).astype(np.float32)
+        w = (rng.standard_normal((64, 3, 3, 64)) * 0.04).astype(np.float32)
+        conv = mpsx.CNNConvolution(device, mpsx.ConvolutionWeights(mpsx.CNNConvolutionDescriptor(3, 3, 64, 64), w))
+        a, b = mpsx.Image.from_numpy(device, x), mpsx.Image.from_numpy(device, x)
+        view = np.from_dlpack(b)
+
+        def run(fork):
+            a.write(x[0])
+            cb = device.command_queue.command_buffer()
+            for _ in range(40):
+                conv.encode(cb, a, b)
+                conv.encode(cb, b, a)
+            conv.encode(cb, a, b)
+            cb.commit()
+            if fork:
+                time.sleep(0.2)  # the queue's thread has taken the command buffer, which runs for longer (0.5 s)
+            pid = os.fork() if fork else None
+            if pid == 0:
+                os._exit(0 if np.array_equal(view, expected) else 3)
+            cb.wait_until_completed()
+            return pid
+
+        run(False)
+        expected = view.copy()
+        b.write(np.zeros_like(x[0]))
+        _, status = os.waitpid(run(True), 0)
+        print("child exit", os.waitstatus_to_exitcode(status), "parent", np.array_equal(view, expected))
+    """
+    assert "child exit 0 parent True" in run_isolated(device, code, timeout=120)
+
+
 def test_a_child_of_fork_exits_cleanly_with_its_parents_objects_alive(device):
     # The parent's queues, command buffers and images are released in the child at its exit: no join of a
     # thread that is not there, no wait for work that is not there.

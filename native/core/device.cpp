@@ -19,6 +19,50 @@ namespace mpsx {
 namespace detail {
 std::atomic<uint64_t> process_generation{0};
 std::atomic<int> abandoned_threads{0};
+
+namespace {
+// Writers first: a fork() waits for the holds under way, not for a moment
+// when no queue is busy.
+void init_runtime_work_lock(pthread_rwlock_t* lock) {
+  pthread_rwlockattr_t attributes;
+  pthread_rwlockattr_init(&attributes);
+  pthread_rwlockattr_setkind_np(&attributes, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(lock, &attributes);
+  pthread_rwlockattr_destroy(&attributes);
+}
+
+pthread_rwlock_t& runtime_work_lock() {
+  static pthread_rwlock_t* lock = [] {
+    auto* made = new pthread_rwlock_t;  // never freed: threads may hold it at exit
+    init_runtime_work_lock(made);
+    // The child made anew: glibc tells a write lock from a read lock by the
+    // writer's thread id, which the child's thread does not have.
+    pthread_atfork([] { pthread_rwlock_wrlock(&runtime_work_lock()); },
+                   [] { pthread_rwlock_unlock(&runtime_work_lock()); },
+                   [] { init_runtime_work_lock(&runtime_work_lock()); });
+    return made;
+  }();
+  return *lock;
+}
+thread_local int runtime_work_depth = 0;
+}  // namespace
+
+RuntimeWork::RuntimeWork() {
+  if (runtime_work_depth++ == 0) pthread_rwlock_rdlock(&runtime_work_lock());
+}
+RuntimeWork::~RuntimeWork() {
+  if (--runtime_work_depth == 0) pthread_rwlock_unlock(&runtime_work_lock());
+}
+RuntimeWorkPause::RuntimeWorkPause() : depth_(runtime_work_depth) {
+  if (depth_ == 0) return;
+  runtime_work_depth = 0;
+  pthread_rwlock_unlock(&runtime_work_lock());
+}
+RuntimeWorkPause::~RuntimeWorkPause() {
+  if (depth_ == 0) return;
+  pthread_rwlock_rdlock(&runtime_work_lock());
+  runtime_work_depth = depth_;
+}
 }  // namespace detail
 
 namespace {

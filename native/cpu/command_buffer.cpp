@@ -13,6 +13,7 @@ struct WorkerState : ExecutorQueue<std::shared_ptr<CommandBuffer>> {
 };
 
 void run(std::shared_ptr<WorkerState> state) {
+  mpsx::detail::RuntimeWork working;
   std::shared_ptr<CommandBuffer> next;
   while (state->take(next)) {
     next->execute(state->context);

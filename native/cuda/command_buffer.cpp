@@ -32,11 +32,16 @@ void complete(std::shared_ptr<CompletionState> state) {
     state->waiting_for = taken.first.get();
     state->waiting_event = taken.second;
   };
+  mpsx::detail::RuntimeWork working;
   std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t> next;
   while (state->take(next, wait_for)) {
     {
       DeviceScope scope(state->ordinal);
-      cudaError_t status = cudaEventSynchronize(next.second);
+      cudaError_t status;
+      {
+        mpsx::detail::RuntimeWorkPause waiting;  // a fork() need not wait for the device
+        status = cudaEventSynchronize(next.second);
+      }
       if (status != cudaSuccess) {
         try {
           check(status, "a command buffer's kernels");

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "mpsx/device.h"
 #include "mpsx/dlpack.h"
 #include "mpsx/image.h"
 
@@ -69,8 +70,13 @@ struct ExecutorQueue {
   // pending. `taken(next)` runs under the lock.
   template <class Taken>
   bool take(Item& next, Taken taken) {
-    std::unique_lock<std::mutex> lock(mutex);
-    wake.wait(lock, [&] { return stopping || !pending.empty(); });
+    {
+      detail::RuntimeWorkPause idle;  // a fork() need not wait for an idle thread
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return stopping || !pending.empty(); });
+    }
+    // Only this thread takes: what it waited for is still there.
+    std::lock_guard<std::mutex> lock(mutex);
     if (pending.empty()) return false;
     next = std::move(pending.front());
     pending.pop_front();
@@ -110,10 +116,12 @@ struct ExecutorQueue {
       stopping = true;
     }
     wake.notify_all();
-    if (thread.get_id() == std::this_thread::get_id())
+    if (thread.get_id() == std::this_thread::get_id()) {
       thread.detach();
-    else
+    } else {
+      detail::RuntimeWorkPause joining;  // the thread may wait for a fork() to finish before it ends
       thread.join();
+    }
   }
 };
 

@@ -21,6 +21,29 @@ namespace detail {
 // Incremented in the child of each fork(): devices remember the value they
 // were made with, so that the child can tell its parent's objects.
 extern std::atomic<uint64_t> process_generation;
+// Held by the runtime's threads (queue workers) while they run native code:
+// fork() waits until no thread holds it (pthread_atfork), so that none is
+// inside an allocator or a library's lock that the child could then never
+// take (children of processes under gcc's AddressSanitizer hung so). A
+// holding thread steps out with RuntimeWorkPause while it waits for work or
+// for what fork()'s caller may hold (Python's GIL). Holds nest per thread.
+class RuntimeWork {
+ public:
+  RuntimeWork();
+  ~RuntimeWork();
+  RuntimeWork(const RuntimeWork&) = delete;
+  RuntimeWork& operator=(const RuntimeWork&) = delete;
+};
+class RuntimeWorkPause {
+ public:
+  RuntimeWorkPause();
+  ~RuntimeWorkPause();
+  RuntimeWorkPause(const RuntimeWorkPause&) = delete;
+  RuntimeWorkPause& operator=(const RuntimeWorkPause&) = delete;
+
+ private:
+  int depth_;  // the thread's holds before the pause
+};
 // Threads the runtime gave up waiting for (an NCCL join past its timeout).
 // One may still be inside a library when the process exits, so the exit then
 // ends the process before the libraries' destructors (mpsx/_callbacks.h).
