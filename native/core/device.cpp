@@ -26,7 +26,9 @@ namespace {
 void init_runtime_work_lock(pthread_rwlock_t* lock) {
   pthread_rwlockattr_t attributes;
   pthread_rwlockattr_init(&attributes);
+#ifdef __GLIBC__  // whose locks let readers go first unless told otherwise
   pthread_rwlockattr_setkind_np(&attributes, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
   pthread_rwlock_init(lock, &attributes);
   pthread_rwlockattr_destroy(&attributes);
 }
