@@ -33,36 +33,36 @@ void init_runtime_work_lock(pthread_rwlock_t* lock) {
   pthread_rwlockattr_destroy(&attributes);
 }
 
-pthread_rwlock_t& runtime_work_lock() {
-  static pthread_rwlock_t* lock = [] {
-    auto* made = new pthread_rwlock_t;  // never freed: threads may hold it at exit
-    init_runtime_work_lock(made);
-    // The child made anew: glibc tells a write lock from a read lock by the
-    // writer's thread id, which the child's thread does not have.
-    pthread_atfork([] { pthread_rwlock_wrlock(&runtime_work_lock()); },
-                   [] { pthread_rwlock_unlock(&runtime_work_lock()); },
-                   [] { init_runtime_work_lock(&runtime_work_lock()); });
-    return made;
-  }();
-  return *lock;
-}
+// Made when the library loads, before any queue thread runs: a thread making
+// it at a fork() would leave the child a lock, or a static's guard, never
+// made. The child makes it anew: glibc tells a write lock from a read lock by
+// the writer's thread id, which the child's thread does not have. Never
+// destroyed: threads may hold it at exit.
+pthread_rwlock_t runtime_work_lock;
+const bool runtime_work_lock_made = [] {
+  init_runtime_work_lock(&runtime_work_lock);
+  pthread_atfork([] { pthread_rwlock_wrlock(&runtime_work_lock); },
+                 [] { pthread_rwlock_unlock(&runtime_work_lock); },
+                 [] { init_runtime_work_lock(&runtime_work_lock); });
+  return true;
+}();
 thread_local int runtime_work_depth = 0;
 }  // namespace
 
 RuntimeWork::RuntimeWork() {
-  if (runtime_work_depth++ == 0) pthread_rwlock_rdlock(&runtime_work_lock());
+  if (runtime_work_depth++ == 0) pthread_rwlock_rdlock(&runtime_work_lock);
 }
 RuntimeWork::~RuntimeWork() {
-  if (--runtime_work_depth == 0) pthread_rwlock_unlock(&runtime_work_lock());
+  if (--runtime_work_depth == 0) pthread_rwlock_unlock(&runtime_work_lock);
 }
 RuntimeWorkPause::RuntimeWorkPause() : depth_(runtime_work_depth) {
   if (depth_ == 0) return;
   runtime_work_depth = 0;
-  pthread_rwlock_unlock(&runtime_work_lock());
+  pthread_rwlock_unlock(&runtime_work_lock);
 }
 RuntimeWorkPause::~RuntimeWorkPause() {
   if (depth_ == 0) return;
-  pthread_rwlock_rdlock(&runtime_work_lock());
+  pthread_rwlock_rdlock(&runtime_work_lock);
   runtime_work_depth = depth_;
 }
 }  // namespace detail
