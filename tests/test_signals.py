@@ -399,6 +399,26 @@ def test_a_fork_waits_for_the_command_buffer_a_cpu_queue_runs(device):
     assert "child exit 0 parent True" in run_isolated(device, code, timeout=120)
 
 
+def test_forks_right_after_queues_are_made(device):
+    # Each queue's thread starts beside the fork: the queue is made only once its thread has started, so the
+    # child gets no allocator or lock of the thread's start half-taken.
+    code = """
+        import os
+        for _ in range(20):
+            queue = device.new_command_queue()
+            pid = os.fork()
+            if pid == 0:
+                fresh = mpsx.Device("cpu")
+                with fresh.new_command_queue().command_buffer():
+                    pass
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, status
+        print("forked 20 times")
+    """
+    assert "forked 20 times" in run_isolated(device, code, timeout=120)
+
+
 def test_a_child_of_fork_exits_cleanly_with_its_parents_objects_alive(device):
     # The parent's queues, command buffers and images are released in the child at its exit: no join of a
     # thread that is not there, no wait for work that is not there.

@@ -14,6 +14,7 @@ struct WorkerState : ExecutorQueue<std::shared_ptr<CommandBuffer>> {
 
 void run(std::shared_ptr<WorkerState> state) {
   mpsx::detail::RuntimeWork working;
+  state->start();
   std::shared_ptr<CommandBuffer> next;
   while (state->take(next)) {
     next->execute(state->context);
@@ -28,7 +29,9 @@ void run(std::shared_ptr<WorkerState> state) {
 class CpuExecutor final : public Executor {
  public:
   explicit CpuExecutor(const dnnl::engine& engine)
-      : state_(std::make_shared<WorkerState>(engine)), worker_(run, state_) {}
+      : state_(std::make_shared<WorkerState>(engine)), worker_(run, state_) {
+    state_->wait_until_started();
+  }
 
   ~CpuExecutor() override { state_->stop(worker_); }
 

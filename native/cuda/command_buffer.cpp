@@ -33,6 +33,7 @@ void complete(std::shared_ptr<CompletionState> state) {
     state->waiting_event = taken.second;
   };
   mpsx::detail::RuntimeWork working;
+  state->start();
   std::pair<std::shared_ptr<CommandBuffer>, cudaEvent_t> next;
   while (state->take(next, wait_for)) {
     {
@@ -270,7 +271,9 @@ class CudaExecutor final : public Executor {
       : backend_(backend),
         context_(backend.ordinal()),
         state_(std::make_shared<CompletionState>(backend.ordinal())),
-        thread_(complete, state_) {}
+        thread_(complete, state_) {
+    state_->wait_until_started();
+  }
 
   ~CudaExecutor() override {
     state_->stop(thread_);

@@ -57,6 +57,22 @@ struct ExecutorQueue {
   std::deque<Item> pending;
   bool busy = false;
   bool stopping = false;
+  bool started = false;
+
+  // The thread, once it holds its RuntimeWork, says so; the executor waits
+  // for that before it returns, so that the thread's start (its allocations
+  // among them) is over before its maker goes on, to a fork() perhaps.
+  void start() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      started = true;
+    }
+    idle.notify_all();
+  }
+  void wait_until_started() {
+    std::unique_lock<std::mutex> lock(mutex);
+    idle.wait(lock, [this] { return started; });
+  }
 
   void push(Item item) {
     {
