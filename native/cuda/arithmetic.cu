@@ -92,10 +92,6 @@ __global__ void dense_kernel(ArithmeticParameters p, float scale, const T* a, co
   }
 }
 
-bool same_extents(const ImageRegion& a, const ImageRegion& b) {
-  return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
-}
-
 // Launches dense_kernel where the regions allow it; false otherwise.
 template <bool kForward>
 bool launch_dense(const ArithmeticParameters& p, float scale, const ImageRegion& a, const ImageRegion* b,

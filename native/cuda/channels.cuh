@@ -182,6 +182,10 @@ inline bool dense_nhwc(const ImageRegion& r) {
          (r.n == 1 || s.n == r.h * r.w * r.c);
 }
 
+inline bool same_extents(const ImageRegion& a, const ImageRegion& b) {
+  return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
+}
+
 // The data type that the regions with data all have, if they are dense,
 // float32 or float16 and vectors fit them; otherwise UInt8, for none.
 inline DataType dense_type(std::initializer_list<ImageRegion> regions) {
