@@ -55,6 +55,9 @@ CASES = [
     (2, 2, 3, 5, (1, 1), (1, 1), 1, (2, 6, 5)),
     (1, 1, 5, 7, (1, 1), (1, 1), 1, (4, 3, 3)),
     (4, 1, 2, 3, (3, 1), (1, 3), 1, (1, 7, 13)),
+    # SAME pads a stride-2 window on even sizes on the top and left only.
+    (3, 3, 8, 8, (2, 2), (1, 1), 1, (2, 10, 8)),
+    (3, 3, 4, 4, (2, 2), (2, 2), 1, (1, 12, 10)),
 ]
 
 
@@ -130,6 +133,35 @@ def test_gradients_match_torch(device, rng, case):
     np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), bt.grad.numpy(), rtol=1e-4, atol=1e-3)
     assert state.gradient_for_weights.shape == weights.shape
     assert state.convolution is conv
+
+
+def test_float16_strided_gradients_padded_on_one_side(device, rng):
+    """SAME padding of a stride-2 window on even sizes pads the top and left only: float16 images, with
+    filters converted to float16 and weights gradients back to float32, against float64 torch."""
+    source, weights, biases = make(device, rng, 3, 3, 8, 16, stride=(2, 2))
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((2, 8, 10, 8)).astype(np.float16)
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(weights, dtype=torch.float64, requires_grad=True)
+    yt = reference_forward(xt, wt, torch.as_tensor(biases, dtype=torch.float64), (2, 2))
+    dy = rng.standard_normal(tuple(yt.shape)).astype(np.float16)
+    yt.backward(torch.as_tensor(dy, dtype=torch.float64))
+    image = mpsx.Image.from_numpy(device, x)
+    cb = device.command_queue.command_buffer()
+    y, state = conv.encode(cb, image, destination_state=True)
+    dx = gradient.encode(cb, mpsx.Image.from_numpy(device, dy), image, state)
+    for result in (y, dx, state):
+        result.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert y.to_numpy().dtype == dx.to_numpy().dtype == np.float16
+    rtol, atol = tolerance(np.float16)
+    np.testing.assert_allclose(y.to_numpy(), yt.detach().numpy(), rtol=rtol, atol=atol * 4)
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=rtol, atol=atol * 4)
+    # Sums of 40 products each, of values stored in float16.
+    np.testing.assert_allclose(state.gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=rtol, atol=0.1)
+    np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), dy.astype(np.float64).sum(axis=(0, 2, 3)),
+                               rtol=rtol, atol=0.05)
 
 
 def test_gradient_written_over_its_source_takes_the_source_as_encoded(device, rng):

@@ -71,6 +71,23 @@ class StagedRegion {
   void* data_ = nullptr;
 };
 
+// The results cuDNN derives along one axis from `pad` on both sides.
+int64_t extent(int64_t size, int64_t pad, int64_t kernel, int64_t stride, int64_t dilation) {
+  return (size + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// cuDNN pads both sides of an axis alike. It gets the padding before the
+// source, where the windows start, if it derives the convolution's results
+// from it: padding after the source beyond what the last window reaches is
+// never read (a stride-2 window with padding 1 on an even size leaves a
+// side's padding unread, and the families trim it). Otherwise it gets the
+// padding common to both sides, and copies of x hold the rest.
+int64_t cudnn_padding(int64_t before, int64_t after, int64_t size, int64_t kernel, int64_t stride, int64_t dilation,
+                      int64_t results) {
+  if (before >= after && extent(size, before, kernel, stride, dilation) == results) return before;
+  return std::min(before, after);
+}
+
 }  // namespace
 
 CudnnConvolution::CudnnConvolution(int ordinal, const CudnnConvolutionShape& shape, const CudnnPasses& passes)
@@ -103,11 +120,13 @@ std::optional<CudnnConvolution::Passes> CudnnConvolution::configure(cudnnHandle_
   const CudnnConvolutionShape& s = shape_;
   Passes passes;
   passes.nchw = layout == Layout::DenseNchw;
-  // cuDNN pads both sides alike: as given, it gets the padding common to
-  // both, and copies of x hold the rest.
   const bool as_given = layout == Layout::AsGiven;
-  const int64_t pad_y = as_given ? std::min(s.pad_top, s.pad_bottom) : 0;
-  const int64_t pad_x = as_given ? std::min(s.pad_left, s.pad_right) : 0;
+  const int64_t pad_y = as_given ? cudnn_padding(s.pad_top, s.pad_bottom, s.x_height, s.kernel_height, s.stride_y,
+                                                 s.dilation_y, s.y_height)
+                                 : 0;
+  const int64_t pad_x = as_given ? cudnn_padding(s.pad_left, s.pad_right, s.x_width, s.kernel_width, s.stride_x,
+                                                 s.dilation_x, s.y_width)
+                                 : 0;
   const std::pair<const std::optional<CudnnOperands>*, CudnnDirection> wanted[] = {
       {&requested.forward, CudnnDirection::Forward},
       {&requested.backward_data, CudnnDirection::BackwardData},
@@ -135,8 +154,8 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(CudnnDirection
   p->pad_x = pad_x;
   p->x.top = s.pad_top - pad_y;
   p->x.left = s.pad_left - pad_x;
-  p->x.bottom = s.pad_bottom - pad_y;
-  p->x.right = s.pad_right - pad_x;
+  p->x.bottom = std::max<int64_t>(0, s.pad_bottom - pad_y);
+  p->x.right = std::max<int64_t>(0, s.pad_right - pad_x);
   bool padded = p->x.top || p->x.left || p->x.bottom || p->x.right;
   // Float16 on both sides goes to cuDNN as it is; anything else as float32.
   const bool half = !float32 && operands.x.type == DataType::Float16 && operands.y.type == DataType::Float16;
@@ -151,9 +170,6 @@ std::unique_ptr<CudnnConvolution::Pass> CudnnConvolution::prepare(CudnnDirection
   p->y_stride = p->y.copy ? dense_layout(s.y_channels, s.y_height, s.y_width, nchw) : operands.y.stride;
 
   // The shapes the families compute must be the ones cuDNN derives.
-  auto extent = [](int64_t size, int64_t pad, int64_t kernel, int64_t stride, int64_t dilation) {
-    return (size + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
-  };
   const int64_t y_height = extent(h, pad_y, s.kernel_height, s.stride_y, s.dilation_y);
   const int64_t y_width = extent(w, pad_x, s.kernel_width, s.stride_x, s.dilation_x);
   if (y_height != s.y_height || y_width != s.y_width)
