@@ -86,13 +86,18 @@ struct ExecutorQueue {
   // pending. `taken(next)` runs under the lock.
   template <class Taken>
   bool take(Item& next, Taken taken) {
-    {
-      detail::RuntimeWorkPause idle;  // a fork() need not wait for an idle thread
-      std::unique_lock<std::mutex> lock(mutex);
-      wake.wait(lock, [&] { return stopping || !pending.empty(); });
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!stopping && pending.empty()) {
+      lock.unlock();
+      {
+        detail::RuntimeWorkPause idle;  // a fork() need not wait for an idle thread
+        lock.lock();
+        wake.wait(lock, [&] { return stopping || !pending.empty(); });
+        lock.unlock();  // RuntimeWork is taken back without the mutex
+      }
+      // Only this thread takes: what it waited for is still there.
+      lock.lock();
     }
-    // Only this thread takes: what it waited for is still there.
-    std::lock_guard<std::mutex> lock(mutex);
     if (pending.empty()) return false;
     next = std::move(pending.front());
     pending.pop_front();
