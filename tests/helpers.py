@@ -3,10 +3,12 @@
 import copy
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -236,8 +238,11 @@ def run_isolated(device, code, timeout=60, environment=None):
     the device of that name, for calls that could hang or kill the process
     or settings read from the environment (`environment`: variables to set,
     or to remove where None); returns what it printed. Fails on a timeout or
-    a non-zero exit."""
-    program = f"import mpsx\ndevice = mpsx.Device({device.name!r})\n" + textwrap.dedent(code)
+    a non-zero exit; on a timeout the failure shows the traceback of every
+    thread of it and of its forked children (faulthandler on SIGUSR1: a
+    signal handler, which forks keep), and they are killed."""
+    program = ("import faulthandler, signal\nfaulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+               f"import mpsx\ndevice = mpsx.Device({device.name!r})\n" + textwrap.dedent(code))
     env = dict(os.environ)
     for name, value in (environment or {}).items():
         if value is None:
@@ -248,10 +253,18 @@ def run_isolated(device, code, timeout=60, environment=None):
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep))
     # Outside the checkout, whose mpsx/ folder would shadow the built package.
     with tempfile.TemporaryDirectory() as directory:
-        done = subprocess.run([sys.executable, "-c", program], cwd=directory, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+        process = subprocess.Popen([sys.executable, "-c", program], cwd=directory, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGUSR1)
+            time.sleep(1)
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            raise AssertionError(f"no exit within {timeout} s; it printed {out!r}, and on stderr:\n{err}") from None
+    assert process.returncode == 0, err
+    return out
 
 
 def assert_uninitialized_raise(cls, names, only_those_it_has=False):
