@@ -167,6 +167,52 @@ def test_float16_strided_gradients_padded_on_one_side(device, rng):
                                rtol=rtol, atol=0.05)
 
 
+ONE_RESULT_CASES = [
+    # kw, kh, cin, cout, stride, dilation, groups, image (n, h, w); SAME padding, one result per image.
+    (3, 3, 16, 8, (1, 1), (1, 1), 1, (5, 1, 1)),  # only the centre tap on the source
+    (3, 3, 8, 16, (2, 2), (1, 1), 1, (3, 2, 2)),  # padded on the top and left: a 2x2 block of taps
+    (3, 3, 4, 8, (1, 1), (2, 2), 1, (3, 1, 1)),  # dilated
+    (3, 3, 4, 8, (3, 2), (1, 1), 1, (2, 2, 3)),  # two whole kernel rows
+    (1, 1, 8, 8, (2, 2), (1, 1), 1, (2, 2, 2)),  # the window leaves source values out
+    (3, 3, 4, 8, (1, 1), (1, 1), 2, (2, 1, 1)),  # grouped
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("case", ONE_RESULT_CASES, ids=[str(c) for c in ONE_RESULT_CASES])
+def test_one_result_windows_match_torch(device, rng, case, dtype):
+    """Convolutions with one result per image (a ResNet's last stage on small images), whose windows take in
+    the whole source or part of it, forward and gradients on command buffers of their own, against float64
+    torch."""
+    kw, kh, cin, cout, stride, dilation, groups, (n, h, w) = case
+    source, weights, biases = make(device, rng, kw, kh, cin, cout, stride, dilation, groups)
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((n, cin, h, w)).astype(dtype)
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    wt = torch.tensor(weights, dtype=torch.float64, requires_grad=True)
+    yt = reference_forward(xt, wt, torch.as_tensor(biases, dtype=torch.float64), stride, dilation, groups)
+    assert tuple(yt.shape[2:]) == (1, 1)
+    dy = rng.standard_normal(tuple(yt.shape)).astype(dtype)
+    yt.backward(torch.as_tensor(dy, dtype=torch.float64))
+    image = mpsx.Image.from_numpy(device, x)
+    forward, backward = device.command_queue.command_buffer(), device.command_queue.command_buffer()
+    y, state = conv.encode(forward, image, destination_state=True)
+    y.synchronize(forward)
+    forward.commit()
+    dx = gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
+    dx.synchronize(backward)
+    state.synchronize(backward)
+    backward.commit()
+    backward.wait_until_completed()
+    rtol, atol = (1e-4, 1e-4) if dtype == np.float32 else (2e-2, 8e-2)
+    np.testing.assert_allclose(y.to_numpy(), yt.detach().numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(state.gradient_for_weights.to_numpy(), wt.grad.numpy(), rtol=rtol,
+                               atol=1e-3 if dtype == np.float32 else 0.1)
+    np.testing.assert_allclose(state.gradient_for_biases.to_numpy(), dy.astype(np.float64).sum(axis=(0, 2, 3)),
+                               rtol=rtol, atol=1e-3 if dtype == np.float32 else 0.05)
+
+
 def test_gradient_written_over_its_source_takes_the_source_as_encoded(device, rng):
     # The weights gradient reads the source, which a data gradient written
     # over it changes: it comes first (on cuda the two otherwise run side by

@@ -259,17 +259,39 @@ bool image_rows(DataType type, const ImageLayout& s, int64_t n, int64_t c, int64
   return type != DataType::Float32 || rows_in_place(s, n, c, h, w);
 }
 
-// One window on the whole source block (the fully connected layer), on
-// regions a matrix product takes as they are.
-bool is_matrix_product(const ConvolutionShape& s) {
-  if (s.groups != 1 || s.height != 1 || s.width != 1 || s.kernel_height != s.source_height ||
-      s.kernel_width != s.source_width || s.pad_top || s.pad_left || s.pad_bottom || s.pad_right)
-    return false;
+// The tap over a one-result axis' first source value, where each of its
+// `size` values is under a tap of its own, the next one's (dilation 1) or
+// the only one (size 1).
+std::optional<int64_t> first_tap(int64_t size, int64_t pad_before, int64_t kernel, int64_t dilation) {
+  if (pad_before < 0) return std::nullopt;
+  if (size == 1) {
+    if (pad_before % dilation || pad_before / dilation >= kernel) return std::nullopt;
+    return pad_before / dilation;
+  }
+  if (dilation != 1 || pad_before + size > kernel) return std::nullopt;
+  return pad_before;
+}
+
+// The taps over the source's first row and column of a convolution with one
+// result per image whose window takes in every source value (the fully
+// connected layer; a 3x3 window on a 1x1 source, or padded on a 2x2 one),
+// on regions a matrix product takes as they are.
+struct WindowTaps {
+  int64_t top = 0, left = 0;
+};
+
+std::optional<WindowTaps> one_result_window(const ConvolutionShape& s) {
+  if (s.groups != 1 || s.height != 1 || s.width != 1) return std::nullopt;
+  const std::optional<int64_t> top = first_tap(s.source_height, s.pad_top, s.kernel_height, s.dilation_y);
+  const std::optional<int64_t> left = first_tap(s.source_width, s.pad_left, s.kernel_width, s.dilation_x);
+  if (!top || !left) return std::nullopt;
   const int64_t n = s.images, in = s.input_channels, h = s.source_height, w = s.source_width;
   // The result (or its gradient), the source, and the source's gradient.
-  return image_rows(s.destination_type, s.destination_stride, n, s.output_channels, 1, 1) &&
-         image_rows(s.source_type, s.source_stride, n, in, h, w) &&
-         (!s.gradient || image_rows(s.destination_type, s.source_stride, n, in, h, w));
+  if (!image_rows(s.destination_type, s.destination_stride, n, s.output_channels, 1, 1) ||
+      !image_rows(s.source_type, s.source_stride, n, in, h, w) ||
+      (s.gradient && !image_rows(s.destination_type, s.source_stride, n, in, h, w)))
+    return std::nullopt;
+  return WindowTaps{*top, *left};
 }
 
 // A column-major matrix: its data, type and leading dimension.
@@ -338,24 +360,31 @@ CudnnPasses cudnn_passes(const ConvolutionShape& s) {
   return passes;
 }
 
-// OHWI weights are cuDNN's KRSC filter as they are. A fully connected layer
-// whose regions allow it is a matrix product instead: with x [images][k]
-// (k = h * w * in, an image's NHWC values) and the weights W [out][k],
-// y = x W^T + b, dx = dy W, dW = dy^T x, in cuBLAS's column-major terms the
-// transposes of those. Float16 regions that are rows as they are go to
-// cuBLAS in float16 with the weights converted (float32 sums, a float32
-// weights gradient); others as float32 views.
+// OHWI weights are cuDNN's KRSC filter as they are. A convolution with one
+// result per image whose window takes in every source value
+// (one_result_window) is a sum of matrix products instead, one per block of
+// source values under consecutive taps: each source row, or the whole image
+// where its rows are whole kernel rows. With x_r [images][k] (block r of
+// each image's NHWC values) and W_r [out][k] (the weights of its taps, rows
+// kh * kw * in apart), y = sum_r x_r W_r^T + b, dx_r = dy W_r and
+// dW_r = dy^T x_r, zero for the taps that see only padding; in cuBLAS's
+// column-major terms the transposes of those. Float16 regions that are rows
+// as they are go to cuBLAS in float16 with the weights converted (float32
+// sums, a float32 weights gradient); others as float32 views.
 class CudaConvolution final : public ConvolutionPrimitive {
  public:
   CudaConvolution(CudaBackend& backend, const ConvolutionShape& shape)
       : sub_pixel_(sub_pixel_of(backend, shape)), s_(sub_pixel_ ? sub_pixel_->intermediate_shape() : shape) {
     const ConvolutionShape& s = s_;
-    if (!is_matrix_product(s)) {
+    const std::optional<WindowTaps> taps = one_result_window(s);
+    if (!taps) {
       cudnn_ = std::make_unique<CudnnConvolution>(backend.ordinal(), cudnn_shape(s, backend.deterministic),
                                                   cudnn_passes(s));
       return;
     }
+    taps_ = *taps;
     const int64_t n = s.images, in = s.input_channels, h = s.source_height, w = s.source_width;
+    blocks_ = h == 1 || w == s.kernel_width ? 1 : h;
     half_ = s.source_type == DataType::Float16 && s.destination_type == DataType::Float16 &&
             rows_in_place(s.source_stride, n, in, h, w) &&
             rows_in_place(s.destination_stride, n, s.output_channels, 1, 1);
@@ -386,8 +415,10 @@ class CudaConvolution final : public ConvolutionPrimitive {
     }
     MatrixRows dy(cuda, result_gradient, kFirstStagedSlot, true, half_);
     MatrixRows dx(cuda, source_gradient, kSecondStagedSlot, false, half_);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, values_per_image(), s_.images, s_.output_channels, weights_in(cuda, w),
-         dy.matrix(), 0.0f, dx.matrix());
+    const Matrix filter = weights_in(cuda, w);
+    for (int64_t r = 0; r < blocks_; ++r)
+      gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, block_values(), s_.images, s_.output_channels,
+           block_weights(filter, r), dy.matrix(), 0.0f, block(dx.matrix(), r));
     dx.store();
   }
 
@@ -403,8 +434,12 @@ class CudaConvolution final : public ConvolutionPrimitive {
     }
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
     MatrixRows dy(cuda, result_gradient, kSecondStagedSlot, true, half_);
-    gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, values_per_image(), s_.output_channels, s_.images, x.matrix(),
-         dy.matrix(), 0.0f, Matrix{dw, CUDA_R_32F, values_per_image()});
+    if (blocks_ * block_values() < weights_per_output())
+      cuda.fill_zero(dw, static_cast<size_t>(s_.output_channels * weights_per_output()) * sizeof(float));
+    const Matrix gradient{dw, CUDA_R_32F, weights_per_output()};
+    for (int64_t r = 0; r < blocks_; ++r)
+      gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, block_values(), s_.output_channels, s_.images,
+           block(x.matrix(), r), dy.matrix(), 0.0f, block_weights(gradient, r));
   }
 
  private:
@@ -423,32 +458,46 @@ class CudaConvolution final : public ConvolutionPrimitive {
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
     MatrixRows y(cuda, y_region, kSecondStagedSlot, false, half_);
     if (b) fill_biases(y.region(), b, cuda.stream());
-    gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, values_per_image(),
-         weights_in(cuda, w), x.matrix(), b ? 1.0f : 0.0f, y.matrix());
+    const Matrix filter = weights_in(cuda, w);
+    for (int64_t r = 0; r < blocks_; ++r)
+      gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, block_values(),
+           block_weights(filter, r), block(x.matrix(), r), b || r > 0 ? 1.0f : 0.0f, y.matrix());
     y.store();
   }
 
-  // The values of one source image the window reads.
-  int64_t values_per_image() const { return s_.source_height * s_.source_width * s_.input_channels; }
+  // The weights of one output channel, and the source values of one block.
+  int64_t weights_per_output() const { return s_.kernel_height * s_.kernel_width * s_.input_channels; }
+  int64_t block_values() const { return s_.source_height * s_.source_width * s_.input_channels / blocks_; }
+  // Block r of an image's values (x or dx), and its taps' weights (or their gradient).
+  Matrix block(Matrix images, int64_t r) const { return offset(images, r * block_values()); }
+  Matrix block_weights(Matrix weights, int64_t r) const {
+    return offset(weights, ((taps_.top + r) * s_.kernel_width + taps_.left) * s_.input_channels);
+  }
+  static Matrix offset(Matrix m, int64_t values) {
+    m.data = static_cast<const char*>(m.data) + values * (m.type == CUDA_R_16F ? 2 : 4);
+    return m;
+  }
   // TF32 products of float32 operands where the kernel allows them.
   bool tensor_float32() const { return !half_ && s_.accumulator_precision == AccumulatorPrecision::Half; }
-  // The weights W [out][k] as the product takes them: float16 in scratch
-  // where it runs in float16.
+  // The weights [out][kh * kw * in] as the products take them: float16 in
+  // scratch where they run in float16.
   Matrix weights_in(CudaContext& cuda, const float* w) const {
-    if (!half_) return {w, CUDA_R_32F, values_per_image()};
-    const int64_t count = s_.output_channels * values_per_image();
+    if (!half_) return {w, CUDA_R_32F, weights_per_output()};
+    const int64_t count = s_.output_channels * weights_per_output();
     const ImageRegion from{const_cast<float*>(w), DataType::Float32, 1, count, 1, 1, ImageLayout{count, 1, count, count}};
     ImageRegion to = from;
     to.data = cuda.scratch(kCudnnFilterSlot, static_cast<size_t>(count) * size_of(DataType::Float16));
     to.data_type = DataType::Float16;
     copy_region(from, to, cuda.stream());
-    return {to.data, CUDA_R_16F, values_per_image()};
+    return {to.data, CUDA_R_16F, weights_per_output()};
   }
 
   std::optional<SubPixelConvolution> sub_pixel_;  // before s_, which it gives
   ConvolutionShape s_;
   std::unique_ptr<CudnnConvolution> cudnn_;
-  bool half_ = false;  // a matrix product on float16 rows
+  WindowTaps taps_;
+  int64_t blocks_ = 1;  // matrix products per pass
+  bool half_ = false;   // products of float16 rows
 };
 
 const Registered<ConvolutionPrimitive, CudaConvolution> registered("cuda");
