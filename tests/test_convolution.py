@@ -167,23 +167,26 @@ def test_float16_strided_gradients_padded_on_one_side(device, rng):
                                rtol=rtol, atol=0.05)
 
 
-ONE_RESULT_CASES = [
-    # kw, kh, cin, cout, stride, dilation, groups, image (n, h, w); SAME padding, one result per image.
+MATRIX_PRODUCT_CASES = [
+    # kw, kh, cin, cout, stride, dilation, groups, image (n, h, w); SAME padding.
+    # One result per image (a ResNet's last stage on small images):
     (3, 3, 16, 8, (1, 1), (1, 1), 1, (5, 1, 1)),  # only the centre tap on the source
     (3, 3, 8, 16, (2, 2), (1, 1), 1, (3, 2, 2)),  # padded on the top and left: a 2x2 block of taps
     (3, 3, 4, 8, (1, 1), (2, 2), 1, (3, 1, 1)),  # dilated
     (3, 3, 4, 8, (3, 2), (1, 1), 1, (2, 2, 3)),  # two whole kernel rows
-    (1, 1, 8, 8, (2, 2), (1, 1), 1, (2, 2, 2)),  # the window leaves source values out
     (3, 3, 4, 8, (1, 1), (1, 1), 2, (2, 1, 1)),  # grouped
+    # 1x1 windows with a stride (a ResNet's downsampling shortcut):
+    (1, 1, 8, 8, (2, 2), (1, 1), 1, (2, 2, 2)),  # one result, three source values left out
+    (1, 1, 8, 16, (2, 2), (1, 1), 1, (3, 8, 6)),
+    (1, 1, 4, 8, (3, 2), (1, 1), 1, (2, 7, 9)),  # the last row and column not sampled
 ]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("case", ONE_RESULT_CASES, ids=[str(c) for c in ONE_RESULT_CASES])
-def test_one_result_windows_match_torch(device, rng, case, dtype):
-    """Convolutions with one result per image (a ResNet's last stage on small images), whose windows take in
-    the whole source or part of it, forward and gradients on command buffers of their own, against float64
-    torch."""
+@pytest.mark.parametrize("case", MATRIX_PRODUCT_CASES, ids=[str(c) for c in MATRIX_PRODUCT_CASES])
+def test_windows_that_are_matrix_products_match_torch(device, rng, case, dtype):
+    """Convolutions whose windows make them matrix products (cuda runs them on cuBLAS), forward and gradients
+    on command buffers of their own, against float64 torch."""
     kw, kh, cin, cout, stride, dilation, groups, (n, h, w) = case
     source, weights, biases = make(device, rng, kw, kh, cin, cout, stride, dilation, groups)
     conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
@@ -191,7 +194,6 @@ def test_one_result_windows_match_torch(device, rng, case, dtype):
     xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     wt = torch.tensor(weights, dtype=torch.float64, requires_grad=True)
     yt = reference_forward(xt, wt, torch.as_tensor(biases, dtype=torch.float64), stride, dilation, groups)
-    assert tuple(yt.shape[2:]) == (1, 1)
     dy = rng.standard_normal(tuple(yt.shape)).astype(dtype)
     yt.backward(torch.as_tensor(dy, dtype=torch.float64))
     image = mpsx.Image.from_numpy(device, x)

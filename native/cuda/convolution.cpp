@@ -294,6 +294,27 @@ std::optional<WindowTaps> one_result_window(const ConvolutionShape& s) {
   return WindowTaps{*top, *left};
 }
 
+// True if every image's pixels, and the images, follow one another as rows
+// of c values.
+bool pixel_rows(const ImageLayout& s, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return rows_in_place(s, n, c, h, w) && (n == 1 || s.n == h * w * c);
+}
+
+// A 1x1 window with a stride that reads no padding (ResNet's downsampling
+// shortcut), whose result (or its gradient) and source gradient are rows of
+// pixels of the type the products take: float16 where the source and the
+// result are, else float32.
+bool is_sampled_pointwise(const ConvolutionShape& s) {
+  if (s.groups != 1 || s.kernel_height != 1 || s.kernel_width != 1 || (s.stride_y == 1 && s.stride_x == 1) ||
+      s.pad_top != 0 || s.pad_left != 0 || s.height < 1 || s.width < 1 ||
+      (s.height - 1) * s.stride_y >= s.source_height || (s.width - 1) * s.stride_x >= s.source_width)
+    return false;
+  const bool half = s.source_type == DataType::Float16 && s.destination_type == DataType::Float16;
+  if (!half && s.destination_type != DataType::Float32) return false;
+  return pixel_rows(s.destination_stride, s.images, s.output_channels, s.height, s.width) &&
+         (!s.gradient || pixel_rows(s.source_stride, s.images, s.input_channels, s.source_height, s.source_width));
+}
+
 // A column-major matrix: its data, type and leading dimension.
 struct Matrix {
   const void* data;
@@ -370,12 +391,21 @@ CudnnPasses cudnn_passes(const ConvolutionShape& s) {
 // dW_r = dy^T x_r, zero for the taps that see only padding; in cuBLAS's
 // column-major terms the transposes of those. Float16 regions that are rows
 // as they are go to cuBLAS in float16 with the weights converted (float32
-// sums, a float32 weights gradient); others as float32 views.
+// sums, a float32 weights gradient); others as float32 views. A 1x1 window
+// with a stride (is_sampled_pointwise), which cuDNN runs through a generic
+// transpose kernel, is one matrix product on the sampled source pixels
+// copied into rows x_s [pixels][in]: y = x_s W^T + b, dW = dy^T x_s, and
+// dx_s = dy W copied into the sampled pixels of dx, zero elsewhere.
 class CudaConvolution final : public ConvolutionPrimitive {
  public:
   CudaConvolution(CudaBackend& backend, const ConvolutionShape& shape)
       : sub_pixel_(sub_pixel_of(backend, shape)), s_(sub_pixel_ ? sub_pixel_->intermediate_shape() : shape) {
     const ConvolutionShape& s = s_;
+    if (is_sampled_pointwise(s)) {
+      sampled_ = true;
+      half_ = s.source_type == DataType::Float16 && s.destination_type == DataType::Float16;
+      return;
+    }
     const std::optional<WindowTaps> taps = one_result_window(s);
     if (!taps) {
       cudnn_ = std::make_unique<CudnnConvolution>(backend.ordinal(), cudnn_shape(s, backend.deterministic),
@@ -413,6 +443,15 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->backward_data(cuda, result_gradient, w, nullptr, source_gradient);
       return;
     }
+    if (sampled_) {
+      const ImageRegion dx = rows_in_scratch(cuda, source_gradient.data_type);
+      gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, s_.input_channels, pixels(), s_.output_channels,
+           weights_in(cuda, w), rows_of(result_gradient), 0.0f, rows_of(dx));
+      cuda.fill_zero(source_gradient.data, static_cast<size_t>(source_gradient.element_count()) *
+                                               size_of(source_gradient.data_type));
+      copy_region(dx, sampled(source_gradient), cuda.stream());
+      return;
+    }
     MatrixRows dy(cuda, result_gradient, kFirstStagedSlot, true, half_);
     MatrixRows dx(cuda, source_gradient, kSecondStagedSlot, false, half_);
     const Matrix filter = weights_in(cuda, w);
@@ -430,6 +469,12 @@ class CudaConvolution final : public ConvolutionPrimitive {
     auto* dw = static_cast<float*>(weights_gradient);
     if (cudnn_) {
       cudnn_->backward_filter(cuda, source, result_gradient, dw);
+      return;
+    }
+    if (sampled_) {
+      gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_T, s_.input_channels, s_.output_channels, pixels(),
+           rows_of(sampled_rows(cuda, source)), rows_of(result_gradient), 0.0f,
+           Matrix{dw, CUDA_R_32F, s_.input_channels});
       return;
     }
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
@@ -455,6 +500,13 @@ class CudaConvolution final : public ConvolutionPrimitive {
       cudnn_->forward(cuda, source, w, b, y_region);
       return;
     }
+    if (sampled_) {
+      const ImageRegion x = sampled_rows(cuda, source);
+      if (b) fill_biases(y_region, b, cuda.stream());
+      gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, pixels(), s_.input_channels,
+           weights_in(cuda, w), rows_of(x), b ? 1.0f : 0.0f, rows_of(y_region));
+      return;
+    }
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
     MatrixRows y(cuda, y_region, kSecondStagedSlot, false, half_);
     if (b) fill_biases(y.region(), b, cuda.stream());
@@ -465,6 +517,32 @@ class CudaConvolution final : public ConvolutionPrimitive {
     y.store();
   }
 
+  // The result pixels of all images, which sampled_ products take as rows.
+  int64_t pixels() const { return s_.images * s_.height * s_.width; }
+  // A region of pixel rows as a matrix of one pixel per column.
+  static Matrix rows_of(const ImageRegion& r) {
+    return {r.data, r.data_type == DataType::Float16 ? CUDA_R_16F : CUDA_R_32F, r.c};
+  }
+  // The pixels of a source-sized region that the windows sample.
+  ImageRegion sampled(const ImageRegion& r) const {
+    ImageRegion view = r;
+    view.h = s_.height;
+    view.w = s_.width;
+    view.stride.h *= s_.stride_y;
+    view.stride.w *= s_.stride_x;
+    return view;
+  }
+  // Dense rows of the sampled pixels in scratch, of the products' type.
+  ImageRegion rows_in_scratch(CudaContext& cuda, DataType type) const {
+    const size_t bytes = static_cast<size_t>(pixels() * s_.input_channels) * size_of(type);
+    return ImageRegion{cuda.scratch(kFirstStagedSlot, bytes), type, s_.images, s_.input_channels, s_.height,
+                       s_.width, dense_layout(s_.input_channels, s_.height, s_.width, false)};
+  }
+  ImageRegion sampled_rows(CudaContext& cuda, const ImageRegion& source) const {
+    const ImageRegion rows = rows_in_scratch(cuda, half_ ? DataType::Float16 : DataType::Float32);
+    copy_region(sampled(source), rows, cuda.stream());
+    return rows;
+  }
   // The weights of one output channel, and the source values of one block.
   int64_t weights_per_output() const { return s_.kernel_height * s_.kernel_width * s_.input_channels; }
   int64_t block_values() const { return s_.source_height * s_.source_width * s_.input_channels / blocks_; }
@@ -496,8 +574,9 @@ class CudaConvolution final : public ConvolutionPrimitive {
   ConvolutionShape s_;
   std::unique_ptr<CudnnConvolution> cudnn_;
   WindowTaps taps_;
-  int64_t blocks_ = 1;  // matrix products per pass
-  bool half_ = false;   // products of float16 rows
+  int64_t blocks_ = 1;    // matrix products per pass
+  bool sampled_ = false;  // a 1x1 window with a stride
+  bool half_ = false;     // products of float16 rows
 };
 
 const Registered<ConvolutionPrimitive, CudaConvolution> registered("cuda");
