@@ -135,6 +135,22 @@ def test_gradients_match_torch(device, rng, case):
     assert state.convolution is conv
 
 
+def forward_then_gradient(device, conv, gradient, x, dy):
+    """As MPS code runs them: the forward pass and the gradient on command buffers of their own. Returns the
+    result, the source gradient and the gradient state, synchronized."""
+    image = mpsx.Image.from_numpy(device, x)
+    forward, backward = device.command_queue.command_buffer(), device.command_queue.command_buffer()
+    y, state = conv.encode(forward, image, destination_state=True)
+    y.synchronize(forward)
+    forward.commit()
+    dx = gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
+    dx.synchronize(backward)
+    state.synchronize(backward)
+    backward.commit()
+    backward.wait_until_completed()
+    return y, dx, state
+
+
 def test_float16_strided_gradients_padded_on_one_side(device, rng):
     """SAME padding of a stride-2 window on even sizes pads the top and left only: float16 images, with
     filters converted to float16 and weights gradients back to float32, against float64 torch."""
@@ -146,17 +162,7 @@ def test_float16_strided_gradients_padded_on_one_side(device, rng):
     yt = reference_forward(xt, wt, torch.as_tensor(biases, dtype=torch.float64), (2, 2))
     dy = rng.standard_normal(tuple(yt.shape)).astype(np.float16)
     yt.backward(torch.as_tensor(dy, dtype=torch.float64))
-    # As MPS code runs it: the forward pass and the gradient on command buffers of their own.
-    image = mpsx.Image.from_numpy(device, x)
-    forward, backward = device.command_queue.command_buffer(), device.command_queue.command_buffer()
-    y, state = conv.encode(forward, image, destination_state=True)
-    y.synchronize(forward)
-    forward.commit()
-    dx = gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
-    dx.synchronize(backward)
-    state.synchronize(backward)
-    backward.commit()
-    backward.wait_until_completed()
+    y, dx, state = forward_then_gradient(device, conv, gradient, x, dy)
     assert y.to_numpy().dtype == dx.to_numpy().dtype == np.float16
     rtol, atol = tolerance(np.float16)
     np.testing.assert_allclose(y.to_numpy(), yt.detach().numpy(), rtol=rtol, atol=atol * 4)
@@ -196,16 +202,7 @@ def test_windows_that_are_matrix_products_match_torch(device, rng, case, dtype):
     yt = reference_forward(xt, wt, torch.as_tensor(biases, dtype=torch.float64), stride, dilation, groups)
     dy = rng.standard_normal(tuple(yt.shape)).astype(dtype)
     yt.backward(torch.as_tensor(dy, dtype=torch.float64))
-    image = mpsx.Image.from_numpy(device, x)
-    forward, backward = device.command_queue.command_buffer(), device.command_queue.command_buffer()
-    y, state = conv.encode(forward, image, destination_state=True)
-    y.synchronize(forward)
-    forward.commit()
-    dx = gradient.encode(backward, mpsx.Image.from_numpy(device, dy), image, state)
-    dx.synchronize(backward)
-    state.synchronize(backward)
-    backward.commit()
-    backward.wait_until_completed()
+    y, dx, state = forward_then_gradient(device, conv, gradient, x, dy)
     rtol, atol = (1e-4, 1e-4) if dtype == np.float32 else (2e-2, 8e-2)
     np.testing.assert_allclose(y.to_numpy(), yt.detach().numpy(), rtol=rtol, atol=atol)
     np.testing.assert_allclose(dx.to_numpy(), xt.grad.numpy(), rtol=rtol, atol=atol)
