@@ -412,6 +412,15 @@ IMPORTED_BATCH_SIZE = 64
 COMPILE_MODES = ("max-autotune-no-cudagraphs", "reduce-overhead")
 
 
+def imported_training(device, module, batch_size, math):
+    """The training of a PyTorch module brought with mpsx.from_torch, in math (MATHS)."""
+    from mpsx.benchmarks import imported_model
+    precision, image_format, _, _ = MATHS[math]
+    return imported_model.ImportedTraining(
+        device, module, batch_size, image_format=image_format,
+        accumulator_precision=mpsx.NNConvolutionAccumulatorPrecisionOption[precision.upper()])
+
+
 def imported_steps(device, batch_size, steps, torch, math, make_module):
     """Seconds per training step of a PyTorch module (make_module(), fresh;
     torchvision's ResNet-18 in main) brought with mpsx.from_torch: its
@@ -423,13 +432,10 @@ def imported_steps(device, batch_size, steps, torch, math, make_module):
     step's batch copied from host memory."""
     import copy
 
-    from mpsx.benchmarks import imported_model, reference_cnn
-    precision, image_format, _, _ = MATHS[math]
+    from mpsx.benchmarks import reference_cnn
     images, labels = reference_cnn.random_batch(batch_size)
     module = make_module()
-    model = imported_model.ImportedTraining(
-        device, module, batch_size, image_format=image_format,
-        accumulator_precision=mpsx.NNConvolutionAccumulatorPrecisionOption[precision.upper()])
+    model = imported_training(device, module, batch_size, math)
     result = {"nngraph": time_steps(lambda: model.train_step(images, labels), model.wait, steps)}
     model.record_step()
     result["nngraph replay"] = time_steps(lambda: model.replay_step(images, labels), model.wait, steps)

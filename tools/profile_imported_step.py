@@ -49,11 +49,8 @@ def main():
     device = mpsx.Device("cuda")
     images, labels = reference_cnn.random_batch(bench.IMPORTED_BATCH_SIZE)
     for math in args.maths or bench.maths_of(device):
-        precision, image_format, _, _ = bench.MATHS[math]
         module = imported_model.resnet18()
-        model = imported_model.ImportedTraining(
-            device, module, bench.IMPORTED_BATCH_SIZE, image_format=image_format,
-            accumulator_precision=mpsx.NNConvolutionAccumulatorPrecisionOption[precision.upper()])
+        model = bench.imported_training(device, module, bench.IMPORTED_BATCH_SIZE, math)
         for _ in range(3):
             model.train_step(images, labels)
             model.wait()
