@@ -27,40 +27,99 @@ __device__ __forceinline__ float prepared(float g, float value, const OptimizerS
   return g;
 }
 
+// The vectors a formula keeps beside the values: momentum (SGD with
+// momentum), momentum and velocity (Adam), and the maximum velocity
+// (AMSGrad), or the sum of squares (RMSProp).
+template <Formula F>
+constexpr int kVectors = F == Formula::StochasticGradientDescent ? 0
+                         : F == Formula::Adam                    ? 2
+                         : F == Formula::AMSGrad                 ? 3
+                                                                 : 1;
+
+template <Formula F>
+__device__ __forceinline__ void vectors_of(const OptimizerArrays& a, void* (&vectors)[3]) {
+  if constexpr (F == Formula::RMSProp) {
+    vectors[0] = a.sum_of_squares, vectors[1] = vectors[2] = nullptr;
+  } else {
+    vectors[0] = a.momentum, vectors[1] = a.velocity, vectors[2] = a.maximum_velocity;
+  }
+}
+
+// The updated value of x, whose prepared gradient is d; v holds its elements
+// of the formula's vectors, updated in place.
+template <Formula F>
+__device__ __forceinline__ float updated(const OptimizerScalars& s, float x, float d, float (&v)[3]) {
+  const float lr = s.learning_rate;
+  if constexpr (F == Formula::StochasticGradientDescent) {
+    return x - lr * d;
+  } else if constexpr (F == Formula::Momentum) {
+    v[0] = s.momentum_scale * v[0] + lr * d;
+    return x - v[0];
+  } else if constexpr (F == Formula::Nesterov) {
+    const float mu = s.momentum_scale;
+    v[0] = mu * v[0] + d;
+    return x - lr * (d + v[0] * mu);
+  } else if constexpr (F == Formula::Adam || F == Formula::AMSGrad) {
+    v[0] = s.beta1 * v[0] + s.one_minus_beta1 * d;
+    v[1] = s.beta2 * v[1] + s.one_minus_beta2 * d * d;
+    float vt = v[1];
+    if constexpr (F == Formula::AMSGrad) vt = v[2] = maximum(v[2], vt);
+    return x - lr * v[0] / (sqrtf(vt) + s.epsilon);
+  } else {
+    v[0] = s.decay * v[0] + s.one_minus_decay * d * d;
+    return x - lr * d / (sqrtf(v[0]) + s.epsilon);
+  }
+}
+
 // Every array is of type D; float16 values are computed in float32 and
-// rounded once when stored, as the cpu does. result may be values.
+// rounded once when stored, as the cpu does. result may be values. Float32
+// arrays that are all aligned to 16 bytes go four values to a load.
 template <DataType D, RegularizationType R, bool Clip, Formula F>
 __device__ __forceinline__ void update(const OptimizerScalars& s, const OptimizerArrays& a) {
+  constexpr int V = kVectors<F>;
+  void* vectors[3];
+  vectors_of<F>(a, vectors);
   const int64_t count = static_cast<int64_t>(a.count);
-  const float lr = s.learning_rate;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const float x = load(a.values, i, D), d = prepared<R, Clip>(load(a.gradient, i, D), x, s);
-    float out;
-    if constexpr (F == Formula::StochasticGradientDescent) {
-      out = x - lr * d;
-    } else if constexpr (F == Formula::Momentum) {
-      const float mt = s.momentum_scale * load(a.momentum, i, D) + lr * d;
-      store(a.momentum, i, D, mt);
-      out = x - mt;
-    } else if constexpr (F == Formula::Nesterov) {
-      const float mu = s.momentum_scale, mt = mu * load(a.momentum, i, D) + d;
-      store(a.momentum, i, D, mt);
-      out = x - lr * (d + mt * mu);
-    } else if constexpr (F == Formula::Adam || F == Formula::AMSGrad) {
-      const float mt = s.beta1 * load(a.momentum, i, D) + s.one_minus_beta1 * d;
-      float vt = s.beta2 * load(a.velocity, i, D) + s.one_minus_beta2 * d * d;
-      store(a.momentum, i, D, mt);
-      store(a.velocity, i, D, vt);
-      if constexpr (F == Formula::AMSGrad) {
-        vt = maximum(load(a.maximum_velocity, i, D), vt);
-        store(a.maximum_velocity, i, D, vt);
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  int64_t scalar_from = 0;
+  if constexpr (D == DataType::Float32) {
+    uintptr_t addresses = reinterpret_cast<uintptr_t>(a.values) | reinterpret_cast<uintptr_t>(a.gradient) |
+                          reinterpret_cast<uintptr_t>(a.result);
+    for (int n = 0; n < V; ++n) addresses |= reinterpret_cast<uintptr_t>(vectors[n]);
+    if (addresses % sizeof(float4) == 0) {
+      scalar_from = count / 4 * 4;
+      for (int64_t q = first; q < count / 4; q += step) {
+        const float4 x = static_cast<const float4*>(a.values)[q], g = static_cast<const float4*>(a.gradient)[q];
+        float4 kept[3];
+#pragma unroll
+        for (int n = 0; n < V; ++n) kept[n] = static_cast<const float4*>(vectors[n])[q];
+        float4 out;
+        auto lane = [&](float x, float g, auto member) {
+          float v[3];
+#pragma unroll
+          for (int n = 0; n < V; ++n) v[n] = kept[n].*member;
+          out.*member = updated<F>(s, x, prepared<R, Clip>(g, x, s), v);
+#pragma unroll
+          for (int n = 0; n < V; ++n) kept[n].*member = v[n];
+        };
+        lane(x.x, g.x, &float4::x);
+        lane(x.y, g.y, &float4::y);
+        lane(x.z, g.z, &float4::z);
+        lane(x.w, g.w, &float4::w);
+#pragma unroll
+        for (int n = 0; n < V; ++n) static_cast<float4*>(vectors[n])[q] = kept[n];
+        static_cast<float4*>(a.result)[q] = out;
       }
-      out = x - lr * mt / (sqrtf(vt) + s.epsilon);
-    } else {
-      const float st = s.decay * load(a.sum_of_squares, i, D) + s.one_minus_decay * d * d;
-      store(a.sum_of_squares, i, D, st);
-      out = x - lr * d / (sqrtf(st) + s.epsilon);
     }
+  }
+  for (int64_t i = scalar_from + first; i < count; i += step) {
+    const float x = load(a.values, i, D), d = prepared<R, Clip>(load(a.gradient, i, D), x, s);
+    float v[3];
+#pragma unroll
+    for (int n = 0; n < V; ++n) v[n] = load(vectors[n], i, D);
+    const float out = updated<F>(s, x, d, v);
+#pragma unroll
+    for (int n = 0; n < V; ++n) store(vectors[n], i, D, v[n]);
     store(a.result, i, D, out);
   }
 }
@@ -76,7 +135,9 @@ void launch(const OptimizerScalars& scalars, const OptimizerArrayList& list, cud
   size_t largest = 0;
   for (size_t i = 0; i < list.count; ++i) largest = std::max(largest, list.arrays[i].count);
   if (largest == 0) return;
-  update_kernel<D, R, Clip, F><<<blocks_for(static_cast<int64_t>(largest)), 256, 0, stream>>>(scalars, list);
+  constexpr int64_t kPerThread = D == DataType::Float32 ? 4 : 1;  // a vector of float32 (update)
+  update_kernel<D, R, Clip, F>
+      <<<blocks_for((static_cast<int64_t>(largest) + kPerThread - 1) / kPerThread), 256, 0, stream>>>(scalars, list);
 }
 
 template <DataType D, RegularizationType R, bool Clip>
