@@ -301,9 +301,10 @@ bool pixel_rows(const ImageLayout& s, int64_t n, int64_t c, int64_t h, int64_t w
 }
 
 // A 1x1 window with a stride that reads no padding (ResNet's downsampling
-// shortcut), whose result (or its gradient) and source gradient are rows of
-// pixels of the type the products take: float16 where the source and the
-// result are, else float32.
+// shortcut), whose result (or its gradient) is rows of pixels of the type
+// the products take: float16 where the source and the result are, else
+// float32. (The source, and its gradient, may be a window of a larger
+// image: the gradient's region ends at the last pixel sampled.)
 bool is_sampled_pointwise(const ConvolutionShape& s) {
   if (s.groups != 1 || s.kernel_height != 1 || s.kernel_width != 1 || (s.stride_y == 1 && s.stride_x == 1) ||
       s.pad_top != 0 || s.pad_left != 0 || s.height < 1 || s.width < 1 ||
@@ -311,8 +312,7 @@ bool is_sampled_pointwise(const ConvolutionShape& s) {
     return false;
   const bool half = s.source_type == DataType::Float16 && s.destination_type == DataType::Float16;
   if (!half && s.destination_type != DataType::Float32) return false;
-  return pixel_rows(s.destination_stride, s.images, s.output_channels, s.height, s.width) &&
-         (!s.gradient || pixel_rows(s.source_stride, s.images, s.input_channels, s.source_height, s.source_width));
+  return pixel_rows(s.destination_stride, s.images, s.output_channels, s.height, s.width);
 }
 
 // A column-major matrix: its data, type and leading dimension.
@@ -447,8 +447,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
       const ImageRegion dx = rows_in_scratch(cuda, source_gradient.data_type);
       gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, s_.input_channels, pixels(), s_.output_channels,
            weights_in(cuda, w), rows_of(result_gradient), 0.0f, rows_of(dx));
-      cuda.fill_zero(source_gradient.data, static_cast<size_t>(source_gradient.element_count()) *
-                                               size_of(source_gradient.data_type));
+      fill_zero(cuda, source_gradient);
       copy_region(dx, sampled(source_gradient), cuda.stream());
       return;
     }
@@ -537,6 +536,20 @@ class CudaConvolution final : public ConvolutionPrimitive {
     const size_t bytes = static_cast<size_t>(pixels() * s_.input_channels) * size_of(type);
     return ImageRegion{cuda.scratch(kFirstStagedSlot, bytes), type, s_.images, s_.input_channels, s_.height,
                        s_.width, dense_layout(s_.input_channels, s_.height, s_.width, false)};
+  }
+  // A region zeroed: a memset where its pixels are rows, else a copy of one
+  // zero.
+  static void fill_zero(CudaContext& cuda, const ImageRegion& r) {
+    const size_t value = size_of(r.data_type);
+    if (pixel_rows(r.stride, r.n, r.c, r.h, r.w)) {
+      cuda.fill_zero(r.data, static_cast<size_t>(r.element_count()) * value);
+      return;
+    }
+    ImageRegion zero = r;
+    zero.data = cuda.scratch(kSecondStagedSlot, value);
+    zero.stride = ImageLayout{0, 0, 0, 0};
+    cuda.fill_zero(zero.data, value);
+    copy_region(zero, r, cuda.stream());
   }
   ImageRegion sampled_rows(CudaContext& cuda, const ImageRegion& source) const {
     const ImageRegion rows = rows_in_scratch(cuda, half_ ? DataType::Float16 : DataType::Float32);
