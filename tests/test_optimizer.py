@@ -511,6 +511,62 @@ def test_convolution_weights_without_bias_terms(device, rng, momentum):
     np.testing.assert_array_equal(exported.biases.to_numpy(), np.zeros(4, np.float32))
 
 
+@pytest.mark.parametrize("bias", [True, False], ids=["biases", "no_biases"])
+def test_convolution_weights_keep_their_weights_when_the_kernel_reloads_others(device, rng, bias):
+    """A kernel's ConvolutionWeights updates the kernel's weights in place, which then hold the data source's
+    (no reload): a reload of other weights into the kernel later leaves the data source's as its update left
+    them, and the next update trains the reloaded ones. Forward and gradient on command buffers of their own."""
+    d, _, _, x, dy, w, b = convolution_problem(device, rng, bias)
+    source = mpsx.ConvolutionWeights(d, w, b, optimizer=mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=0.1))
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+
+    def step(w, b):
+        """One training step; the weights and biases SGD makes of w and b (the biases stay without bias terms)."""
+        forward, backward = device.command_queue.command_buffer(), device.command_queue.command_buffer()
+        _, s = conv.encode(forward, x, destination_state=True)
+        forward.commit()
+        gradient.encode(backward, dy, x, s)
+        conv.encode_weights_and_bias_update(backward, s)
+        s.synchronize(backward)
+        backward.commit()
+        backward.wait_until_completed()
+        assert backward.status == "completed", backward.error
+        trained = w.astype(np.float64) - 0.1 * s.gradient_for_weights.to_numpy().reshape(w.shape)
+        return trained, b if not bias else b.astype(np.float64) - 0.1 * s.gradient_for_biases.to_numpy()
+
+    def kernel_weights():
+        cb = device.command_queue.command_buffer()
+        exported = conv.export_weights_and_biases(cb)
+        exported.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        return exported.weights.to_numpy().reshape(w.shape), exported.biases.to_numpy()
+
+    zero = np.zeros(4, np.float32)
+    trained_w, trained_b = step(w, b)
+    np.testing.assert_allclose(kernel_weights()[0], trained_w, rtol=1e-5, atol=1e-6)  # the source not read yet
+    other_w = rng.standard_normal(w.shape).astype(np.float32)
+    other_b = rng.standard_normal(4).astype(np.float32) if bias else zero
+    cb = device.command_queue.command_buffer()
+    conv.reload_weights_and_biases(cb, mpsx.CNNConvolutionWeightsAndBiasesState(device, other_w.reshape(-1), other_b))
+    cb.commit()
+    cb.wait_until_completed()
+    got_w, got_b = kernel_weights()
+    np.testing.assert_array_equal(got_w, other_w)
+    np.testing.assert_array_equal(got_b, other_b)
+    np.testing.assert_allclose(source.weights(), trained_w, rtol=1e-5, atol=1e-6)
+    if bias:
+        np.testing.assert_allclose(source.bias_terms(), trained_b, rtol=1e-5, atol=1e-6)
+    else:
+        assert source.bias_terms() is None
+    retrained_w, retrained_b = step(other_w, other_b)
+    np.testing.assert_allclose(source.weights(), retrained_w, rtol=1e-5, atol=1e-6)
+    got_w, got_b = kernel_weights()
+    np.testing.assert_allclose(got_w, retrained_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_b, retrained_b if bias else other_b, rtol=1e-5, atol=1e-6)
+
+
 def test_convolution_weights_copy_and_pickle(device, rng):
     d = mpsx.CNNConvolutionDescriptor(1, 1, 2, 3)
     adam = mpsx.NNOptimizerAdam(device, learning_rate=0.5, time_step=4)

@@ -969,10 +969,12 @@ cdef class ConvolutionWeights:
 
     ``weights``: an OHWI array of ``descriptor.weights_shape``; ``biases``: [out] or None. With an ``optimizer`` (an
     NNOptimizer) it trains itself on the optimizer's device, all natively:
-    ``conv.encode_weights_and_bias_update(cb, gradient_state)`` encodes the optimizer from the weights the forward
-    pass used into weights the data source keeps on the device, with the optimizer's vectors (momentum, velocity,
-    sum of squares) it keeps there too, zero at first; the convolution then reloads them, on the command buffer.
-    Without bias terms only the weights train.
+    ``conv.encode_weights_and_bias_update(cb, gradient_state)`` encodes the optimizer on the weights the forward
+    pass used, with the optimizer's vectors (momentum, velocity, sum of squares) the data source keeps on the
+    device, zero at first. The convolution's weights are updated in place and are the data source's from then on
+    (a reload of other weights into the convolution leaves the data source a copy of its own); where the
+    convolution holds other weights than its forward pass used by then, the update writes weights the data source
+    keeps, which the convolution reloads, on the command buffer. Without bias terms only the weights train.
 
     ``weights()`` and ``bias_terms()`` return the latest values once the command buffer of the last update has
     completed; before that they raise SynchronizationError (no synchronize call is needed: the data source

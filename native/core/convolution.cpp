@@ -274,8 +274,9 @@ void ConvolutionWeights::set_values(std::vector<float> weights, std::optional<st
 void ConvolutionWeights::read_trained() {
   if (!trained_is_newer_) return;
   const char* what = "the weights of a ConvolutionWeights trained on the device";
-  trained_->weights()->read(weights_.data(), 0, weights_.size() * sizeof(float), what);
-  if (trained_->biases()) trained_->biases()->read(biases_.data(), 0, biases_.size() * sizeof(float), what);
+  latest_->weights()->read(weights_.data(), latest_->weights_offset(), weights_.size() * sizeof(float), what);
+  if (latest_->biases())
+    latest_->biases()->read(biases_.data(), latest_->biases_offset(), biases_.size() * sizeof(float), what);
   trained_is_newer_ = false;
 }
 
@@ -301,19 +302,12 @@ HostArray ConvolutionWeights::bias_terms() {
 }
 
 void ConvolutionWeights::prepare_training() {
-  if (trained_ || !optimizer_) return;
-  // Every update writes all of it: without bias terms it has no biases
-  // and the optimizer's lists have the weights' vectors alone.
-  const std::shared_ptr<Device>& device = optimizer_->device_ptr();
+  if (training_prepared_ || !optimizer_) return;
+  // Without bias terms the optimizer's lists have the weights' vectors alone.
   std::vector<size_t> counts{weights_.size()};
-  std::shared_ptr<Buffer> biases;
-  if (!biases_.empty()) {
-    biases = std::make_shared<Buffer>(device, biases_.size() * sizeof(float));
-    counts.push_back(biases_.size());
-  }
-  trained_ = std::make_shared<ConvolutionWeightsAndBiasesState>(
-      std::make_shared<Buffer>(device, weights_.size() * sizeof(float)), std::move(biases));
+  if (!biases_.empty()) counts.push_back(biases_.size());
   optimizer_vectors_ = KeptOptimizerVectors(*optimizer_, counts);
+  training_prepared_ = true;
 }
 
 KeptOptimizerVectors& ConvolutionWeights::optimizer_vectors() {
@@ -324,13 +318,51 @@ KeptOptimizerVectors& ConvolutionWeights::optimizer_vectors() {
 std::shared_ptr<ConvolutionWeightsAndBiasesState> ConvolutionWeights::update_on_command_buffer(
     CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
     const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) {
-  prepare_training();
-  optimizer_->encode(command_buffer, gradient_state, source_state, optimizer_vectors_.lists(), trained_);
-  // So that host reads need no more than the command buffer's completion.
-  trained_->synchronize(command_buffer);
-  optimizer_vectors_.synchronize(command_buffer);
-  trained_is_newer_ = true;
+  if (!trained_) {
+    // Every update writes all of it: without bias terms it has no biases.
+    const std::shared_ptr<Device>& device = optimizer_->device_ptr();
+    trained_ = std::make_shared<ConvolutionWeightsAndBiasesState>(
+        std::make_shared<Buffer>(device, weights_.size() * sizeof(float)),
+        biases_.empty() ? nullptr : std::make_shared<Buffer>(device, biases_.size() * sizeof(float)));
+  }
+  encode_update(command_buffer, gradient_state, source_state, trained_);
   return trained_;
+}
+
+void ConvolutionWeights::update_in_place(CommandBuffer& command_buffer,
+                                         const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                                         const std::shared_ptr<ConvolutionWeightsAndBiasesState>& kernel_state) {
+  encode_update(command_buffer, gradient_state, kernel_state, kernel_state);
+}
+
+void ConvolutionWeights::move_latest_out_of(CommandBuffer& command_buffer, const std::shared_ptr<Buffer>& weights) {
+  if (!latest_ || latest_->weights() != weights) return;
+  const std::shared_ptr<Device>& device = optimizer_->device_ptr();
+  auto copy = std::make_shared<ConvolutionWeightsAndBiasesState>(
+      std::make_shared<Buffer>(device, weights_.size() * sizeof(float)),
+      latest_->biases() ? std::make_shared<Buffer>(device, biases_.size() * sizeof(float)) : nullptr);
+  command_buffer.record(keyed_by(latest_->weights(), latest_->biases(), copy->weights(), copy->biases()),
+                        [from = latest_, to = copy](ExecutionContext& context) {
+    context.copy(to->weights()->data(), from->weights()->data(), to->weights()->length());
+    if (to->biases()) context.copy(to->biases()->data(), from->biases()->data(), to->biases()->length());
+  });
+  copy->weights()->will_write(command_buffer);
+  if (copy->biases()) copy->biases()->will_write(command_buffer);
+  copy->synchronize(command_buffer);
+  latest_ = copy;
+}
+
+void ConvolutionWeights::encode_update(CommandBuffer& command_buffer,
+                                       const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                                       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& from,
+                                       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& into) {
+  prepare_training();
+  optimizer_->encode(command_buffer, gradient_state, from, optimizer_vectors_.lists(), into);
+  // So that host reads need no more than the command buffer's completion.
+  into->synchronize(command_buffer);
+  optimizer_vectors_.synchronize(command_buffer);
+  latest_ = into;
+  trained_is_newer_ = true;
 }
 
 // ---------------------------------------------------------------- states
@@ -578,6 +610,8 @@ void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
   check_device(state, "weights and biases state");
   state.check_fits(descriptor_, class_name());
   Parameters p = parameters();
+  if (auto* native = dynamic_cast<ConvolutionWeights*>(data_source_.get()))
+    native->move_latest_out_of(command_buffer, p.weights);
   command_buffer.record(keyed_by(p.weights, p.biases, state.weights(), state.biases(), state.weights_offset(),
                                  state.biases_offset()),
                         [weights = p.weights, biases = p.biases, from_weights = state.weights(),
@@ -622,6 +656,19 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
                                           "which it does not implement");
   // The weights the forward pass used, which the gradients belong to.
   auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
+  auto* native = dynamic_cast<ConvolutionWeights*>(data_source_.get());
+  if (on_command_buffer && native && native->supports_update_on_command_buffer()) {
+    parameters_lock_.lock();
+    const bool current = weights_ == gradient_state->weights && biases_ == gradient_state->biases;
+    parameters_lock_.unlock();
+    if (current) {  // updated in place: nothing to reload
+      native->update_in_place(command_buffer, gradient_state,
+                              native->has_bias_terms() ? used
+                                                       : make_pooled<ConvolutionWeightsAndBiasesState>(
+                                                             gradient_state->weights, nullptr));
+      return;
+    }
+  }
   auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
   encode_update(
       command_buffer, class_name(), "update_with_command_buffer nor update_with_gradient_state",

@@ -136,7 +136,9 @@ void check_weights_shape(const ConvolutionDescriptor& d, const std::vector<int64
 // update_on_command_buffer encodes the optimizer from the weights the forward
 // pass used into weights it holds on the optimizer's device, with the
 // optimizer's vectors (momentum, ...) it keeps there, and returns them for the
-// kernel to reload. Its weights then are the device's: host reads of them
+// kernel to reload. A kernel's own update (update_in_place) writes into the
+// kernel's buffers instead, which then hold the source's weights: the kernel
+// needs no reload. Its weights then are the device's: host reads of them
 // (weights(), weight_values(), ...) need the command buffer of the last update
 // to have completed, and raise SynchronizationError before.
 class ConvolutionWeights : public ConvolutionDataSource {
@@ -172,20 +174,37 @@ class ConvolutionWeights : public ConvolutionDataSource {
   std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override;
+  // The update of a kernel whose buffers, in `kernel_state`, hold the weights
+  // its forward pass used: the optimizer updates them in place (the biases
+  // where the source has bias terms), and they hold the source's weights
+  // from then on.
+  void update_in_place(CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& kernel_state);
+  bool has_bias_terms() const { return !biases_.empty(); }
+  // Where the latest weights are in `weights` (a kernel's, updated in place),
+  // copies of them, made on the command buffer, become the latest: the
+  // kernel is about to write other weights there.
+  void move_latest_out_of(CommandBuffer& command_buffer, const std::shared_ptr<Buffer>& weights);
 
  private:
   void set_values(std::vector<float> weights, std::optional<std::vector<float>> biases);
   // Copies the trained weights to the host copies if an update wrote them since.
   void read_trained();
-  // Makes what the updates write, and the optimizer's vectors, on the first call.
+  // Makes the optimizer's vectors on the first call.
   void prepare_training();
+  // The optimizer from `from` into `into`, which then holds the source's weights.
+  void encode_update(CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
+                     const std::shared_ptr<ConvolutionWeightsAndBiasesState>& from,
+                     const std::shared_ptr<ConvolutionWeightsAndBiasesState>& into);
 
   ConvolutionDescriptor descriptor_;
   std::vector<float> weights_, biases_;  // biases_ empty: none
   std::string label_;
   std::shared_ptr<NNOptimizer> optimizer_;
-  std::shared_ptr<ConvolutionWeightsAndBiasesState> trained_;  // what the updates write
+  std::shared_ptr<ConvolutionWeightsAndBiasesState> trained_;  // what update_on_command_buffer writes
+  std::shared_ptr<ConvolutionWeightsAndBiasesState> latest_;   // what the last update wrote
   KeptOptimizerVectors optimizer_vectors_;
+  bool training_prepared_ = false;
   bool trained_is_newer_ = false;
 };
 
@@ -383,7 +402,10 @@ class CNNConvolution : public UnaryKernel {
   std::shared_ptr<ConvolutionWeightsAndBiasesState> current_weights_and_biases() const;
   // The weight update of MPS's training styles, for hand-encoded training: a
   // data source with update_on_command_buffer encodes its update now and the
-  // kernel reloads the state it returns, on the command buffer; one with
+  // kernel reloads the state it returns, on the command buffer (a native
+  // ConvolutionWeights updates the kernel's buffers in place, when they hold
+  // the weights the forward pass used, and keeps a copy of them when the
+  // kernel reloads others); one with
   // update is called once the command buffer has completed, with the
   // synchronized gradients, and the kernel then reloads from it. An update
   // that throws fails the command buffer and leaves the weights as they were.
