@@ -638,11 +638,6 @@ std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::export_weights
   return state;
 }
 
-std::shared_ptr<ConvolutionWeightsAndBiasesState> CNNConvolution::current_weights_and_biases() const {
-  Parameters p = parameters();
-  return make_pooled<ConvolutionWeightsAndBiasesState>(p.weights, p.biases);
-}
-
 void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffer,
                                                     const std::shared_ptr<ConvolutionGradientState>& gradient_state,
                                                     bool on_command_buffer) {

@@ -398,8 +398,6 @@ class CNNConvolution : public UnaryKernel {
   void reload_weights_and_biases(CommandBuffer& command_buffer, const ConvolutionWeightsAndBiasesState& state);
   // Copies the current weights out into a new state, ordered on the command buffer.
   std::shared_ptr<ConvolutionWeightsAndBiasesState> export_weights_and_biases(CommandBuffer& command_buffer);
-  // The current weights, as a state sharing the kernel's buffers.
-  std::shared_ptr<ConvolutionWeightsAndBiasesState> current_weights_and_biases() const;
   // The weight update of MPS's training styles, for hand-encoded training: a
   // data source with update_on_command_buffer encodes its update now and the
   // kernel reloads the state it returns, on the command buffer (a native
