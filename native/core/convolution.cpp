@@ -330,9 +330,10 @@ std::shared_ptr<ConvolutionWeightsAndBiasesState> ConvolutionWeights::update_on_
 }
 
 void ConvolutionWeights::update_in_place(CommandBuffer& command_buffer,
-                                         const std::shared_ptr<ConvolutionGradientState>& gradient_state,
-                                         const std::shared_ptr<ConvolutionWeightsAndBiasesState>& kernel_state) {
-  encode_update(command_buffer, gradient_state, kernel_state, kernel_state);
+                                         const std::shared_ptr<ConvolutionGradientState>& gradient_state) {
+  auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights,
+                                                            biases_.empty() ? nullptr : gradient_state->biases);
+  encode_update(command_buffer, gradient_state, used, used);
 }
 
 void ConvolutionWeights::move_latest_out_of(CommandBuffer& command_buffer, const std::shared_ptr<Buffer>& weights) {
@@ -649,21 +650,18 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
   if (!on_command_buffer && !data_source_->supports_update())
     fail<TypeMismatchError>(class_name(), ": training style CPU calls the data source's update_with_gradient_state, "
                                           "which it does not implement");
-  // The weights the forward pass used, which the gradients belong to.
-  auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
   auto* native = dynamic_cast<ConvolutionWeights*>(data_source_.get());
   if (on_command_buffer && native && native->supports_update_on_command_buffer()) {
     parameters_lock_.lock();
     const bool current = weights_ == gradient_state->weights && biases_ == gradient_state->biases;
     parameters_lock_.unlock();
     if (current) {  // updated in place: nothing to reload
-      native->update_in_place(command_buffer, gradient_state,
-                              native->has_bias_terms() ? used
-                                                       : make_pooled<ConvolutionWeightsAndBiasesState>(
-                                                             gradient_state->weights, nullptr));
+      native->update_in_place(command_buffer, gradient_state);
       return;
     }
   }
+  // The weights the forward pass used, which the gradients belong to.
+  auto used = make_pooled<ConvolutionWeightsAndBiasesState>(gradient_state->weights, gradient_state->biases);
   auto self = std::static_pointer_cast<CNNConvolution>(shared_from_this());
   encode_update(
       command_buffer, class_name(), "update_with_command_buffer nor update_with_gradient_state",

@@ -174,13 +174,11 @@ class ConvolutionWeights : public ConvolutionDataSource {
   std::shared_ptr<ConvolutionWeightsAndBiasesState> update_on_command_buffer(
       CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& source_state) override;
-  // The update of a kernel whose buffers, in `kernel_state`, hold the weights
-  // its forward pass used: the optimizer updates them in place (the biases
-  // where the source has bias terms), and they hold the source's weights
-  // from then on.
-  void update_in_place(CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state,
-                       const std::shared_ptr<ConvolutionWeightsAndBiasesState>& kernel_state);
-  bool has_bias_terms() const { return !biases_.empty(); }
+  // The update of a kernel that still holds the weights its forward pass
+  // used (the gradient state's): the optimizer updates them in place (the
+  // biases where the source has bias terms), and they hold the source's
+  // weights from then on.
+  void update_in_place(CommandBuffer& command_buffer, const std::shared_ptr<ConvolutionGradientState>& gradient_state);
   // Where the latest weights are in `weights` (a kernel's, updated in place),
   // copies of them, made on the command buffer, become the latest: the
   // kernel is about to write other weights there.
