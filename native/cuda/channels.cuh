@@ -169,12 +169,9 @@ __global__ void totals_kernel(const double* partials, int64_t chunks, int64_t ch
 
 // Dense NHWC regions (a pixel's channels adjacent, pixels adjacent, images
 // adjacent) of float32 or float16 whose channels come in fours, aligned to
-// a vector: a thread takes a vector of 4 channels (16 bytes of float32, 8 of
-// float16), loaded and stored at once, and a pixel's offset is its index
-// times the channels, so that the work is bound by memory rather than by
-// instructions. (Vectors of 8 float16 held so many registers that few
-// blocks fitted on a multiprocessor.)
-constexpr int kVectorWidth = 4;
+// a vector: a thread takes a vector of kVectorWidth channels, and a pixel's
+// offset is its index times the channels, so that the work is bound by
+// memory rather than by instructions.
 
 inline bool dense_nhwc(const ImageRegion& r) {
   const ImageLayout& s = r.stride;
@@ -223,34 +220,6 @@ bool with_dense_regions(const ImageRegion& tiled, std::initializer_list<ImageReg
       f(__half{}, index, t);
   });
   return true;
-}
-
-template <class T, int W>
-__device__ __forceinline__ void load_vector(const T* data, int64_t offset, float (&values)[W]) {
-  static_assert(W == kVectorWidth);
-  if constexpr (sizeof(T) == 4) {
-    const float4 v = *reinterpret_cast<const float4*>(data + offset);
-    values[0] = v.x, values[1] = v.y, values[2] = v.z, values[3] = v.w;
-  } else {
-    const uint2 raw = *reinterpret_cast<const uint2*>(data + offset);
-    const float2 low = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
-    const float2 high = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
-    values[0] = low.x, values[1] = low.y, values[2] = high.x, values[3] = high.y;
-  }
-}
-
-template <class T, int W>
-__device__ __forceinline__ void store_vector(T* data, int64_t offset, const float (&values)[W]) {
-  static_assert(W == kVectorWidth);
-  if constexpr (sizeof(T) == 4) {
-    *reinterpret_cast<float4*>(data + offset) = make_float4(values[0], values[1], values[2], values[3]);
-  } else {
-    const __half2 low = __floats2half2_rn(values[0], values[1]), high = __floats2half2_rn(values[2], values[3]);
-    uint2 raw;
-    raw.x = *reinterpret_cast<const uint32_t*>(&low);
-    raw.y = *reinterpret_cast<const uint32_t*>(&high);
-    *reinterpret_cast<uint2*>(data + offset) = raw;
-  }
 }
 
 // A dense tiling as kernels see it: threadIdx.x picks a vector of W

@@ -444,7 +444,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
       return;
     }
     if (sampled_) {
-      const ImageRegion dx = rows_in_scratch(cuda, source_gradient.data_type);
+      const ImageRegion dx = rows_in_scratch(cuda);
       gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, s_.input_channels, pixels(), s_.output_channels,
            weights_in(cuda, w), rows_of(result_gradient), 0.0f, rows_of(dx));
       fill_zero(cuda, source_gradient);
@@ -532,7 +532,8 @@ class CudaConvolution final : public ConvolutionPrimitive {
     return view;
   }
   // Dense rows of the sampled pixels in scratch, of the products' type.
-  ImageRegion rows_in_scratch(CudaContext& cuda, DataType type) const {
+  ImageRegion rows_in_scratch(CudaContext& cuda) const {
+    const DataType type = half_ ? DataType::Float16 : DataType::Float32;
     const size_t bytes = static_cast<size_t>(pixels() * s_.input_channels) * size_of(type);
     return ImageRegion{cuda.scratch(kFirstStagedSlot, bytes), type, s_.images, s_.input_channels, s_.height,
                        s_.width, dense_layout(s_.input_channels, s_.height, s_.width, false)};
@@ -552,7 +553,7 @@ class CudaConvolution final : public ConvolutionPrimitive {
     copy_region(zero, r, cuda.stream());
   }
   ImageRegion sampled_rows(CudaContext& cuda, const ImageRegion& source) const {
-    const ImageRegion rows = rows_in_scratch(cuda, half_ ? DataType::Float16 : DataType::Float32);
+    const ImageRegion rows = rows_in_scratch(cuda);
     copy_region(sampled(source), rows, cuda.stream());
     return rows;
   }

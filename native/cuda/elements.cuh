@@ -174,4 +174,38 @@ inline int multiprocessors() {
   return count;
 }
 
+// Values a thread loads and stores at once: 16 bytes of float32, 8 of
+// float16, so that elementwise work is bound by memory rather than by
+// instructions. (Vectors of 8 float16 held so many registers that few
+// blocks fitted on a multiprocessor.)
+constexpr int kVectorWidth = 4;
+
+template <class T, int W>
+__device__ __forceinline__ void load_vector(const T* data, int64_t offset, float (&values)[W]) {
+  static_assert(W == kVectorWidth);
+  if constexpr (sizeof(T) == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(data + offset);
+    values[0] = v.x, values[1] = v.y, values[2] = v.z, values[3] = v.w;
+  } else {
+    const uint2 raw = *reinterpret_cast<const uint2*>(data + offset);
+    const float2 low = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+    const float2 high = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+    values[0] = low.x, values[1] = low.y, values[2] = high.x, values[3] = high.y;
+  }
+}
+
+template <class T, int W>
+__device__ __forceinline__ void store_vector(T* data, int64_t offset, const float (&values)[W]) {
+  static_assert(W == kVectorWidth);
+  if constexpr (sizeof(T) == 4) {
+    *reinterpret_cast<float4*>(data + offset) = make_float4(values[0], values[1], values[2], values[3]);
+  } else {
+    const __half2 low = __floats2half2_rn(values[0], values[1]), high = __floats2half2_rn(values[2], values[3]);
+    uint2 raw;
+    raw.x = *reinterpret_cast<const uint32_t*>(&low);
+    raw.y = *reinterpret_cast<const uint32_t*>(&high);
+    *reinterpret_cast<uint2*>(data + offset) = raw;
+  }
+}
+
 }  // namespace mpsx::cuda

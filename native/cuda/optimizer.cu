@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "elements.cuh"
 
@@ -72,45 +73,38 @@ __device__ __forceinline__ float updated(const OptimizerScalars& s, float x, flo
 }
 
 // Every array is of type D; float16 values are computed in float32 and
-// rounded once when stored, as the cpu does. result may be values. Float32
-// arrays that are all aligned to 16 bytes go four values to a load.
+// rounded once when stored, as the cpu does. result may be values. Where
+// every array is aligned to a vector, kVectorWidth values go to a load.
 template <DataType D, RegularizationType R, bool Clip, Formula F>
 __device__ __forceinline__ void update(const OptimizerScalars& s, const OptimizerArrays& a) {
-  constexpr int V = kVectors<F>;
+  using T = std::conditional_t<D == DataType::Float32, float, __half>;
+  constexpr int V = kVectors<F>, W = kVectorWidth;
   void* vectors[3];
   vectors_of<F>(a, vectors);
   const int64_t count = static_cast<int64_t>(a.count);
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
-  int64_t scalar_from = 0;
-  if constexpr (D == DataType::Float32) {
-    uintptr_t addresses = reinterpret_cast<uintptr_t>(a.values) | reinterpret_cast<uintptr_t>(a.gradient) |
-                          reinterpret_cast<uintptr_t>(a.result);
-    for (int n = 0; n < V; ++n) addresses |= reinterpret_cast<uintptr_t>(vectors[n]);
-    if (addresses % sizeof(float4) == 0) {
-      scalar_from = count / 4 * 4;
-      for (int64_t q = first; q < count / 4; q += step) {
-        const float4 x = static_cast<const float4*>(a.values)[q], g = static_cast<const float4*>(a.gradient)[q];
-        float4 kept[3];
+  uintptr_t addresses = reinterpret_cast<uintptr_t>(a.values) | reinterpret_cast<uintptr_t>(a.gradient) |
+                        reinterpret_cast<uintptr_t>(a.result);
+  for (int n = 0; n < V; ++n) addresses |= reinterpret_cast<uintptr_t>(vectors[n]);
+  const int64_t scalar_from = addresses % (sizeof(T) * W) == 0 ? count / W * W : 0;
+  for (int64_t offset = first * W; offset < scalar_from; offset += step * W) {
+    float x[W], g[W], kept[3][W], out[W];
+    load_vector<T, W>(static_cast<const T*>(a.values), offset, x);
+    load_vector<T, W>(static_cast<const T*>(a.gradient), offset, g);
 #pragma unroll
-        for (int n = 0; n < V; ++n) kept[n] = static_cast<const float4*>(vectors[n])[q];
-        float4 out;
-        auto lane = [&](float x, float g, auto member) {
-          float v[3];
+    for (int n = 0; n < V; ++n) load_vector<T, W>(static_cast<const T*>(vectors[n]), offset, kept[n]);
 #pragma unroll
-          for (int n = 0; n < V; ++n) v[n] = kept[n].*member;
-          out.*member = updated<F>(s, x, prepared<R, Clip>(g, x, s), v);
+    for (int k = 0; k < W; ++k) {
+      float v[3];
 #pragma unroll
-          for (int n = 0; n < V; ++n) kept[n].*member = v[n];
-        };
-        lane(x.x, g.x, &float4::x);
-        lane(x.y, g.y, &float4::y);
-        lane(x.z, g.z, &float4::z);
-        lane(x.w, g.w, &float4::w);
+      for (int n = 0; n < V; ++n) v[n] = kept[n][k];
+      out[k] = updated<F>(s, x[k], prepared<R, Clip>(g[k], x[k], s), v);
 #pragma unroll
-        for (int n = 0; n < V; ++n) static_cast<float4*>(vectors[n])[q] = kept[n];
-        static_cast<float4*>(a.result)[q] = out;
-      }
+      for (int n = 0; n < V; ++n) kept[n][k] = v[n];
     }
+#pragma unroll
+    for (int n = 0; n < V; ++n) store_vector<T, W>(static_cast<T*>(vectors[n]), offset, kept[n]);
+    store_vector<T, W>(static_cast<T*>(a.result), offset, out);
   }
   for (int64_t i = scalar_from + first; i < count; i += step) {
     const float x = load(a.values, i, D), d = prepared<R, Clip>(load(a.gradient, i, D), x, s);
@@ -135,9 +129,8 @@ void launch(const OptimizerScalars& scalars, const OptimizerArrayList& list, cud
   size_t largest = 0;
   for (size_t i = 0; i < list.count; ++i) largest = std::max(largest, list.arrays[i].count);
   if (largest == 0) return;
-  constexpr int64_t kPerThread = D == DataType::Float32 ? 4 : 1;  // a vector of float32 (update)
   update_kernel<D, R, Clip, F>
-      <<<blocks_for((static_cast<int64_t>(largest) + kPerThread - 1) / kPerThread), 256, 0, stream>>>(scalars, list);
+      <<<blocks_for((static_cast<int64_t>(largest) + kVectorWidth - 1) / kVectorWidth), 256, 0, stream>>>(scalars, list);
 }
 
 template <DataType D, RegularizationType R, bool Clip>
