@@ -169,3 +169,34 @@ def test_exported_states_lead_to_the_graph_kernels_for_updates_on_the_command_bu
     expected_w, expected_b = torch_sgd_weights(w, b, x, 3)
     np.testing.assert_allclose(weights.weights.to_numpy().reshape(w.shape), expected_w, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(weights.biases.to_numpy(), expected_b, rtol=1e-4, atol=1e-6)
+
+
+def test_steps_encoded_on_one_command_buffer_match_steps_on_their_own(device):
+    """A graph's updates run beside the rest of its backward pass (on cuda, on a stream of their own); the next
+    step encoded on the same command buffer still reads the weights they wrote: its first convolution reads
+    those the previous step's last update wrote."""
+    images, labels = random_batch(4)
+    together, apart = GraphReferenceCNN(device, 4), GraphReferenceCNN(device, 4)
+    together.inputs[0].write(images)
+    cb = device.command_queue.command_buffer()
+    loss_labels = [mpsx.CNNLossLabels(device, labels) for _ in range(3)]
+    for step_labels in loss_labels:
+        together.graph.encode_batch(cb, [together.inputs[0]], [step_labels])
+        step_labels.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    assert cb.status == "completed"
+    expected = []
+    for _ in loss_labels:
+        apart.train_step(images, labels)
+        expected.append(apart.loss())
+    np.testing.assert_allclose([float(l.loss_image().to_numpy()[0, 0, 0, 0]) for l in loss_labels], expected,
+                               rtol=1e-6)
+    assert expected[-1] != expected[0]
+    trained, reference = together.state_dict(), apart.state_dict()
+    for name, source in reference.items():
+        arrays = ("weights", "bias_terms") if isinstance(source, mpsx.ConvolutionWeights) else \
+            ("gamma", "beta", "mean", "variance")
+        for array in arrays:
+            np.testing.assert_allclose(getattr(trained[name], array)(), getattr(source, array)(), rtol=1e-6,
+                                       atol=1e-7, err_msg=f"{name}.{array}")

@@ -534,6 +534,27 @@ NNGraph::Encoded NNGraph::encode(CommandBuffer& command_buffer, const std::vecto
   return encode_steps(command_buffer, source_images, source_states);
 }
 
+void update_or_defer(GraphStep& step, CommandBuffer& command_buffer, GraphValues& values,
+                     const std::shared_ptr<State>& state) {
+  if (values.deferred_updates) {
+    values.deferred_updates->emplace_back(&step, state);
+    return;
+  }
+  // Keyed, as the update's own commands are, so that the command buffer may still run as a captured one.
+  auto end_overlapped = [&] {
+    command_buffer.record(keyed_by(), [](ExecutionContext& context) { context.end_overlapped(); });
+  };
+  command_buffer.record(keyed_by(), [](ExecutionContext& context) { context.begin_overlapped(); });
+  values.updates_overlapped = true;
+  try {
+    step.encode_update(command_buffer, state);
+  } catch (...) {  // later commands go back on the queue
+    end_overlapped();
+    throw;
+  }
+  end_overlapped();
+}
+
 NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
                                        const std::vector<std::shared_ptr<Image>>& source_images,
                                        const std::vector<std::shared_ptr<State>>& source_states) {
@@ -545,6 +566,7 @@ NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
     NNGraph& graph;
     ~ClearDeferred() {
       graph.values_.deferred_updates = nullptr;
+      graph.values_.updates_overlapped = false;
       graph.deferred_.clear();
       graph.gradients_.clear();
       if (graph.data_parallel_) graph.data_parallel_->forget_overlapped();
@@ -578,6 +600,8 @@ NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
       data_parallel_->encode_join(command_buffer);
       encode_updates();
     }
+    if (values_.updates_overlapped)
+      command_buffer.record(keyed_by(), [](ExecutionContext& context) { context.join_overlapped(); });
     for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);
     for (size_t slot : synchronized_states_)
       if (values_.states[slot]) values_.states[slot]->synchronize(command_buffer);

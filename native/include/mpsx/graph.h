@@ -106,6 +106,8 @@ struct GraphValues {
   // leave their updates here, with the state whose gradients they read, for
   // the graph to encode after it has all-reduced those gradients.
   std::vector<std::pair<GraphStep*, std::shared_ptr<State>>>* deferred_updates = nullptr;
+  // Whether updates run as overlapped work that the graph joins at the end.
+  bool updates_overlapped = false;
 };
 
 // One filter of a compiled graph: its kernels, made once, and the slots it
@@ -126,14 +128,12 @@ class GraphStep {
 };
 
 // What a trainable gradient step does after its gradient encode: its update
-// now, or, in a data-parallel graph, after the graph's all-reduce.
-inline void update_or_defer(GraphStep& step, CommandBuffer& command_buffer, GraphValues& values,
-                            const std::shared_ptr<State>& state) {
-  if (values.deferred_updates)
-    values.deferred_updates->emplace_back(&step, state);
-  else
-    step.encode_update(command_buffer, state);
-}
+// as overlapped work (ExecutionContext::begin_overlapped), beside the rest of
+// the backward pass, which reads and writes nothing the update does, until
+// the graph joins it at the end of its encode; in a data-parallel graph,
+// after the graph's all-reduce.
+void update_or_defer(GraphStep& step, CommandBuffer& command_buffer, GraphValues& values,
+                     const std::shared_ptr<State>& state);
 
 class UnaryKernel;
 class GradientKernel;
