@@ -236,11 +236,16 @@ def child_main(cases_path, fd):
 
     unraisable = []
     sys.unraisablehook = lambda hook: unraisable.append(hook.exc_value or hook.exc_type())
-    # A case that brings a PyTorch module in imports torch.fx and sympy, seconds on a loaded machine, and leaves
-    # millions of objects for every later case's gc.collect to walk: imported within the start-up's time, and
-    # frozen out of collection.
-    if any("import torch" in case["setup"] for case in cases):
-        import torch.fx.experimental.symbolic_shapes  # noqa: F401
+    # A case that brings a PyTorch module in, or calls from_torch (which imports its importer, hostile arguments
+    # or not), imports torch.fx and sympy, seconds on a loaded machine, and leaves millions of objects for every
+    # later case's gc.collect to walk: imported within the start-up's time, and frozen out of collection.
+    if any("import torch" in case["setup"] or "from_torch" in case["setup"] + case.get("action", "")
+           for case in cases):
+        try:
+            import mpsx._torch_import  # noqa: F401
+            import torch.fx.experimental.symbolic_shapes  # noqa: F401
+        except ImportError:  # without torch, the cases get from_torch's ImportError
+            pass
         gc.freeze()
     try:
         for case in cases:
