@@ -376,6 +376,22 @@ void CommandBuffer::add_host_reload(const std::string& kernel, std::function<voi
   add_host_step(std::move(step));
 }
 
+void CommandBuffer::record_overlapped(FunctionRef encode_commands) {
+  auto end = [this] { record(keyed_by(), [](ExecutionContext& context) { context.end_overlapped(); }); };
+  record(keyed_by(), [](ExecutionContext& context) { context.begin_overlapped(); });
+  try {
+    encode_commands();
+  } catch (...) {  // later commands go back on the queue
+    end();
+    throw;
+  }
+  end();
+}
+
+void CommandBuffer::record_join_overlapped() {
+  record(keyed_by(), [](ExecutionContext& context) { context.join_overlapped(); });
+}
+
 void CommandBuffer::add_host_step(std::function<void()> step) {
   check_encodable();
   check_not_capturing("a host step");

@@ -216,19 +216,13 @@ void Communicator::encode_overlapped(CommandBuffer& command_buffer, FunctionRef 
     if (overlapping_ != &command_buffer)
       fail<StateError>("all_reduce: commands overlapped with no overlapped all-reduce on their command buffer");
   }
-  record_overlapped(command_buffer, encode_commands);
-}
-
-void Communicator::record_overlapped(CommandBuffer& command_buffer, FunctionRef encode_commands) {
-  command_buffer.record([](ExecutionContext& context) { context.begin_overlapped(); });
-  encode_commands();
-  command_buffer.record([](ExecutionContext& context) { context.end_overlapped(); });
+  command_buffer.record_overlapped(encode_commands);
 }
 
 // The filling bucket's buffers as overlapped work, which empties it (the caller holds mutex_).
 void Communicator::encode_filling(CommandBuffer& command_buffer) {
   auto encode_buckets = [&] { encode(command_buffer, filling_, overlapped_operation_); };
-  record_overlapped(command_buffer, encode_buckets);
+  command_buffer.record_overlapped(encode_buckets);
   filling_.clear();
   filling_bytes_ = 0;
 }
@@ -240,7 +234,7 @@ void Communicator::encode_join(CommandBuffer& command_buffer) {
     fail<StateError>("all_reduce: join on another command buffer than the overlapped all-reduces'");
   if (!filling_.empty()) encode_filling(command_buffer);
   encode_layout_check(command_buffer);
-  command_buffer.record([](ExecutionContext& context) { context.join_overlapped(); });
+  command_buffer.record_join_overlapped();
   const std::shared_ptr<CollectivePrimitive> collective = collective_;
   command_buffer.add_host_step([collective] { collective->check(); });
   overlapping_ = nullptr;

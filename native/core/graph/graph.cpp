@@ -540,19 +540,9 @@ void update_or_defer(GraphStep& step, CommandBuffer& command_buffer, GraphValues
     values.deferred_updates->emplace_back(&step, state);
     return;
   }
-  // Keyed, as the update's own commands are, so that the command buffer may still run as a captured one.
-  auto end_overlapped = [&] {
-    command_buffer.record(keyed_by(), [](ExecutionContext& context) { context.end_overlapped(); });
-  };
-  command_buffer.record(keyed_by(), [](ExecutionContext& context) { context.begin_overlapped(); });
   values.updates_overlapped = true;
-  try {
-    step.encode_update(command_buffer, state);
-  } catch (...) {  // later commands go back on the queue
-    end_overlapped();
-    throw;
-  }
-  end_overlapped();
+  auto encode_update = [&] { step.encode_update(command_buffer, state); };
+  command_buffer.record_overlapped(encode_update);
 }
 
 NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
@@ -600,8 +590,7 @@ NNGraph::Encoded NNGraph::encode_steps(CommandBuffer& command_buffer,
       data_parallel_->encode_join(command_buffer);
       encode_updates();
     }
-    if (values_.updates_overlapped)
-      command_buffer.record(keyed_by(), [](ExecutionContext& context) { context.join_overlapped(); });
+    if (values_.updates_overlapped) command_buffer.record_join_overlapped();
     for (size_t slot : synchronized_images_) values_.images[slot]->synchronize(command_buffer);
     for (size_t slot : synchronized_states_)
       if (values_.states[slot]) values_.states[slot]->synchronize(command_buffer);

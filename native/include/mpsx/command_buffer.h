@@ -310,6 +310,12 @@ class CommandBuffer : public std::enable_shared_from_this<CommandBuffer> {
   };
   Mark mark() const { return {tail_, command_count_, last_use_}; }
   void discard_since(const Mark& mark);
+  // Records what `encode_commands` records as overlapped work
+  // (ExecutionContext::begin_overlapped to end_overlapped; ended also where
+  // it throws), and the join that makes later commands wait for all of it.
+  // Keyed commands, so that a command buffer of keyed ones stays so.
+  void record_overlapped(FunctionRef encode_commands);
+  void record_join_overlapped();
   // Records f to run before the commands recorded since `mark`: for a
   // command that depends on what was recorded after its place (the check of
   // all the buckets of an all-reduce, before its first collective). Marks

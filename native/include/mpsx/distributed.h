@@ -159,8 +159,6 @@ class Communicator {
   void encode(CommandBuffer& command_buffer, const std::vector<std::shared_ptr<Buffer>>& buffers,
               ReduceOperation operation);
   void encode_filling(CommandBuffer& command_buffer);
-  // begin_overlapped, what `encode_commands` records, end_overlapped.
-  void record_overlapped(CommandBuffer& command_buffer, FunctionRef encode_commands);
 };
 
 // What rank 0 of a group makes and hands the others before they all join:
