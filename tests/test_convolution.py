@@ -668,6 +668,67 @@ def test_reload_then_export_in_one_command_buffer(device, rng):
         np.testing.assert_array_equal(exported.biases.to_numpy(), state.biases.to_numpy())
 
 
+@pytest.mark.parametrize("shape", [(3, 3, 8, 16, (2, 2), (2, 10, 8)), (3, 3, 16, 16, (1, 1), (2, 1, 1))],
+                         ids=["cudnn", "matrix-product"])
+def test_float16_passes_read_the_weights_each_write_left(device, rng, shape):
+    """Float16 images with the weights as every kind of write left them (on cuda the passes read a float16 copy
+    of the weights that each write brings up to date): a reload between two forward passes, a reload on a
+    command buffer committed after a later-encoded forward pass, and an in-place SGD update, each against
+    float64 torch with the weights of that moment; the data gradient too."""
+    kw, kh, cin, cout, stride, (n, h, w) = shape
+    d = mpsx.CNNConvolutionDescriptor(kw, kh, cin, cout, stride[0], stride[1])
+    w0 = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    source = mpsx.ConvolutionWeights(d, w0, None, optimizer=mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=0.5))
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float16)
+    image = mpsx.Image.from_numpy(device, x)
+    xt = x.astype(np.float64)
+    check = lambda y, weights: np.testing.assert_allclose(  # noqa: E731
+        y.to_numpy(), reference_forward(xt, weights.astype(np.float64), None, stride).numpy(), *tolerance(np.float16))
+
+    # A reload between two forward passes of one command buffer, and the data gradient after it.
+    w1 = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    cb = device.command_queue.command_buffer()
+    before = conv.encode(cb, image)
+    conv.reload_weights_and_biases(cb, mpsx.CNNConvolutionWeightsAndBiasesState(device, w1))
+    after, state = conv.encode(cb, image, destination_state=True)
+    dy = rng.standard_normal(after.shape).astype(np.float16)
+    dx = gradient.encode(cb, mpsx.Image.from_numpy(device, dy), image, state)
+    for item in (before, after, dx):
+        item.synchronize(cb)
+    cb.commit()
+    cb.wait_until_completed()
+    check(before, w0)
+    check(after, w1)
+    xg = torch.tensor(xt, requires_grad=True)
+    reference_forward(xg, torch.as_tensor(w1, dtype=torch.float64), None, stride).backward(
+        torch.as_tensor(dy, dtype=torch.float64))
+    np.testing.assert_allclose(dx.to_numpy(), xg.grad.numpy(), *tolerance(np.float16))
+
+    # Encoded first, committed last: the forward pass committed before the reload reads w1.
+    w2 = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    reloading, reading = device.command_queue.command_buffer(), device.command_queue.command_buffer()
+    conv.reload_weights_and_biases(reloading, mpsx.CNNConvolutionWeightsAndBiasesState(device, w2))
+    early = conv.encode(reading, image)
+    early.synchronize(reading)
+    reading.commit()
+    reading.wait_until_completed()
+    reloading.commit()
+    late = read(device, lambda c: conv.encode(c, image))
+    check(early, w1)
+    np.testing.assert_allclose(late, reference_forward(xt, w2.astype(np.float64), None, stride).numpy(),
+                               *tolerance(np.float16))
+
+    # An in-place update (the kernel holds the weights its forward pass used), then a forward pass.
+    committed_training_step(device, conv, gradient, image, mpsx.Image.from_numpy(device, dy))
+    trained = np.asarray(source.weights(), np.float32)
+    assert not np.allclose(trained, w2)
+    updated = read(device, lambda c: conv.encode(c, image))
+    np.testing.assert_allclose(updated, reference_forward(xt, trained.astype(np.float64), None, stride).numpy(),
+                               *tolerance(np.float16))
+
+
 class UpdatingSource(ArraySource):
     def __init__(self, *args, fail=False, **kwargs):
         super().__init__(*args, **kwargs)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -542,6 +543,35 @@ ImageDescriptor block_descriptor(DataType type, const Geometry& g, int64_t chann
   return d;
 }
 
+// ---------------------------------------------------------------- ConvolutionWeightsCopy
+
+void ConvolutionWeightsCopy::make_for(const std::shared_ptr<const ConvolutionPrimitive>& primitive) {
+  const DataType type = primitive->weights_type();
+  if (type == DataType::Float32) return;
+  std::lock_guard<detail::SpinLock> lock(lock_);
+  if (copy_) return;
+  copy_ = std::make_shared<Buffer>(weights_->device_ptr(), static_cast<size_t>(count_) * size_of(type));
+  writer_ = primitive;
+}
+
+const void* ConvolutionWeightsCopy::for_primitive(ExecutionContext& context, const ConvolutionPrimitive& primitive) {
+  if (primitive.weights_type() == DataType::Float32) return weights_->data();
+  std::lock_guard<detail::SpinLock> lock(lock_);
+  if (!copy_) fail<Error>("ConvolutionWeightsCopy: a pass reads the copy that no encode made");
+  if (!current_) {
+    writer_->convert_weights(context, static_cast<const float*>(weights_->data()), copy_->data(), count_);
+    current_ = true;
+  }
+  return copy_->data();
+}
+
+void ConvolutionWeightsCopy::refresh(ExecutionContext& context) {
+  std::lock_guard<detail::SpinLock> lock(lock_);
+  if (!copy_) return;
+  writer_->convert_weights(context, static_cast<const float*>(weights_->data()), copy_->data(), count_);
+  current_ = true;
+}
+
 // ---------------------------------------------------------------- CNNConvolution
 
 CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<ConvolutionDataSource> data_source)
@@ -558,6 +588,7 @@ CNNConvolution::CNNConvolution(std::shared_ptr<Device> device, std::shared_ptr<C
 
 void CNNConvolution::set_parameters(const ConvolutionParameters& p) {
   std::shared_ptr<Buffer> weights = upload(device_ptr(), p.weights), biases = upload(device_ptr(), p.biases);
+  auto weights_copy = std::make_shared<ConvolutionWeightsCopy>(weights, static_cast<int64_t>(p.weights.size()));
   if (!weights_) {  // first load
     descriptor_ = p.descriptor;
     label = p.label;
@@ -574,6 +605,7 @@ void CNNConvolution::set_parameters(const ConvolutionParameters& p) {
   parameters_lock_.lock();
   weights_.swap(weights);
   biases_.swap(biases);
+  weights_copy_.swap(weights_copy);
   parameters_lock_.unlock();
 }
 
@@ -583,7 +615,7 @@ void CNNConvolution::reload_weights_and_biases_from_data_source() {
 
 CNNConvolution::Parameters CNNConvolution::parameters() const {
   parameters_lock_.lock();
-  Parameters p{weights_, biases_};
+  Parameters p{weights_, biases_, weights_copy_};
   parameters_lock_.unlock();
   return p;
 }
@@ -600,6 +632,7 @@ CNNConvolution::Parameters CNNConvolution::parameters_for(ConvolutionGradientSta
   if (state) {
     state->weights = p.weights;
     state->biases = p.biases;
+    state->weights_copy = p.weights_copy;
     state->pre_activation = std::move(pre_activation);
   }
   return p;
@@ -615,12 +648,14 @@ void CNNConvolution::reload_weights_and_biases(CommandBuffer& command_buffer,
     native->move_latest_out_of(command_buffer, p.weights);
   command_buffer.record(keyed_by(p.weights, p.biases, state.weights(), state.biases(), state.weights_offset(),
                                  state.biases_offset()),
-                        [weights = p.weights, biases = p.biases, from_weights = state.weights(),
-                         from_biases = state.biases(), weights_offset = state.weights_offset(),
+                        [weights = p.weights, biases = p.biases, weights_copy = p.weights_copy,
+                         from_weights = state.weights(), from_biases = state.biases(),
+                         weights_offset = state.weights_offset(),
                          biases_offset = state.biases_offset()](ExecutionContext& context) {
     context.copy(weights->data(), static_cast<const char*>(from_weights->data()) + weights_offset, weights->length());
     if (from_biases)
       context.copy(biases->data(), static_cast<const char*>(from_biases->data()) + biases_offset, biases->length());
+    weights_copy->refresh(context);
   });
 }
 
@@ -657,6 +692,10 @@ void CNNConvolution::encode_weights_and_bias_update(CommandBuffer& command_buffe
     parameters_lock_.unlock();
     if (current) {  // updated in place: nothing to reload
       native->update_in_place(command_buffer, gradient_state);
+      command_buffer.record(keyed_by(gradient_state->weights),
+                            [weights_copy = gradient_state->weights_copy](ExecutionContext& context) {
+        weights_copy->refresh(context);
+      });
       return;
     }
   }
@@ -721,15 +760,16 @@ void CNNConvolution::record(CommandBuffer& command_buffer, const std::shared_ptr
   shape.sub_pixel_neuron = sub_pixel_neuron_;
   const auto& primitive = cached_primitive(primitives_, device().backend(), shape);
   Parameters p = parameters_for(gradient_state, pre);
+  p.weights_copy->make_for(primitive);
   const int64_t in = descriptor_.input_feature_channels, out = destination_channels(*source);
   command_buffer.record(keyed_by(primitive, neuron_, source, destination, pre, p.weights, p.biases, as_value(g),
                                  as_value(b), in, out),
-                        [primitive, neuron = neuron_, source, destination, pre, weights = p.weights,
+                        [primitive, neuron = neuron_, source, destination, pre, weights = p.weights_copy,
                          biases = p.biases, g, b, in, out](ExecutionContext& context) {
     ImageRegion from = source->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
     ImageRegion to = destination_region(*destination, g, out);
     ImageRegion result = pre ? pre->whole() : to;
-    primitive->forward(context, from, weights->data(), biases->data(), result);
+    primitive->forward(context, from, weights->for_primitive(context, *primitive), biases->data(), result);
     if (neuron) neuron->forward(context, result, to, 0);
   });
 }
@@ -826,6 +866,7 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   const auto& primitive = cached_primitive(primitives_, device().backend(), shape);
   bool data = computes_data();
   bool weights = computes_weights();
+  if (data) gs->weights_copy->make_for(primitive);
   bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&
                 g.source_channel == 0 && descriptor_.input_feature_channels == source_image->feature_channels();
   // The passes share only what they read, unless the source gradient is
@@ -849,7 +890,7 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
       if (!data) return;
       if (!covers) context.fill_zero_image(*destination_gradient);
       primitive->backward_data(
-          context, result_gradient, source, gs->weights->data(),
+          context, result_gradient, source, gs->weights_copy->for_primitive(context, *primitive),
           destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width));
     };
     auto weights_pass = [&] {

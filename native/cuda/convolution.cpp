@@ -195,30 +195,36 @@ void CudnnConvolution::execute(CudaContext& context, const Pass& pass, void* x, 
   plan->execute(context.cudnn(), x, filter, y, workspace);
 }
 
-const void* CudnnConvolution::filter_in(CudaContext& context, const Pass& pass, const float* filter) const {
-  if (!passes_.nchw && pass.io == DataType::Float32) return filter;
+const void* CudnnConvolution::filter_in(CudaContext& context, const Pass& pass, const void* filter,
+                                        DataType type) const {
+  if (!passes_.nchw && pass.io == type) return filter;
   const ImageRegion in = filter_region(context.scratch(kCudnnFilterSlot, filter_bytes(shape_, pass.io)), shape_,
                                        passes_.nchw, pass.io);
-  copy_region(filter_region(const_cast<float*>(filter), shape_, false), in, context.stream());
+  copy_region(filter_region(const_cast<void*>(filter), shape_, false, type), in, context.stream());
   return in.data;
 }
 
-void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const float* filter, const float* biases,
-                               const ImageRegion& y) const {
+DataType CudnnConvolution::filter_type() const {
+  const Pass* reading = passes_.forward ? passes_.forward.get() : passes_.backward_data.get();
+  return reading && !passes_.nchw && reading->io == DataType::Float16 ? DataType::Float16 : DataType::Float32;
+}
+
+void CudnnConvolution::forward(CudaContext& context, const ImageRegion& x, const void* filter, DataType filter_type,
+                               const float* biases, const ImageRegion& y) const {
   const Pass& p = *passes_.forward;
   StagedRegion in(context, x, p.x, p.io, kFirstStagedSlot, true);
   StagedRegion out(context, y, p.y, p.io, kSecondStagedSlot, false);
-  execute(context, p, in.data(), filter_in(context, p, filter), out.data());
+  execute(context, p, in.data(), filter_in(context, p, filter, filter_type), out.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
 
-void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy, const float* filter,
-                                     const float* biases, const ImageRegion& dx) const {
+void CudnnConvolution::backward_data(CudaContext& context, const ImageRegion& dy, const void* filter,
+                                     DataType filter_type, const float* biases, const ImageRegion& dx) const {
   const Pass& p = *passes_.backward_data;
   StagedRegion in(context, dy, p.y, p.io, kFirstStagedSlot, true);
   StagedRegion out(context, dx, p.x, p.io, kSecondStagedSlot, false);
-  execute(context, p, out.data(), filter_in(context, p, filter), in.data());
+  execute(context, p, out.data(), filter_in(context, p, filter, filter_type), in.data());
   if (biases) add_biases(out.view(), biases, context.stream());
   out.store();
 }
@@ -424,12 +430,12 @@ class CudaConvolution final : public ConvolutionPrimitive {
                const ImageRegion& destination) const override {
     CudaContext& cuda = context_of(context);
     if (!sub_pixel_) {
-      convolve(cuda, source, static_cast<const float*>(weights), static_cast<const float*>(biases), destination);
+      convolve(cuda, source, weights, static_cast<const float*>(biases), destination);
       return;
     }
     const ImageRegion result =
         sub_pixel_->intermediate(cuda.scratch(kSubPixelSlot, sub_pixel_->intermediate_bytes()));
-    convolve(cuda, source, static_cast<const float*>(weights), static_cast<const float*>(biases), result);
+    convolve(cuda, source, weights, static_cast<const float*>(biases), result);
     sub_pixel_->rearrange(context, result, destination, [&cuda](const ImageRegion& from, const ImageRegion& to) {
       copy_region(from, to, cuda.stream());
     });
@@ -438,22 +444,22 @@ class CudaConvolution final : public ConvolutionPrimitive {
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
                      const void* weights, const ImageRegion& source_gradient) const override {
     CudaContext& cuda = context_of(context);
-    auto* w = static_cast<const float*>(weights);
+    const void* w = weights;
     if (cudnn_) {
-      cudnn_->backward_data(cuda, result_gradient, w, nullptr, source_gradient);
+      cudnn_->backward_data(cuda, result_gradient, w, weights_type(), nullptr, source_gradient);
       return;
     }
     if (sampled_) {
       const ImageRegion dx = rows_in_scratch(cuda);
       gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, s_.input_channels, pixels(), s_.output_channels,
-           weights_in(cuda, w), rows_of(result_gradient), 0.0f, rows_of(dx));
+           weights_in(w), rows_of(result_gradient), 0.0f, rows_of(dx));
       fill_zero(cuda, source_gradient);
       copy_region(dx, sampled(source_gradient), cuda.stream());
       return;
     }
     MatrixRows dy(cuda, result_gradient, kFirstStagedSlot, true, half_);
     MatrixRows dx(cuda, source_gradient, kSecondStagedSlot, false, half_);
-    const Matrix filter = weights_in(cuda, w);
+    const Matrix filter = weights_in(w);
     for (int64_t r = 0; r < blocks_; ++r)
       gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, block_values(), s_.images, s_.output_channels,
            block_weights(filter, r), dy.matrix(), 0.0f, block(dx.matrix(), r));
@@ -486,30 +492,44 @@ class CudaConvolution final : public ConvolutionPrimitive {
            block(x.matrix(), r), dy.matrix(), 0.0f, block_weights(gradient, r));
   }
 
+  // float16 where the products or cuDNN's passes read float16 filters.
+  DataType weights_type() const override {
+    if (cudnn_) return cudnn_->filter_type();
+    return half_ ? DataType::Float16 : DataType::Float32;
+  }
+  void convert_weights(ExecutionContext& context, const float* weights, void* to, int64_t count) const override {
+    const ImageRegion from{const_cast<float*>(weights), DataType::Float32, 1, count, 1, 1,
+                           ImageLayout{count, 1, count, count}};
+    ImageRegion into = from;
+    into.data = to;
+    into.data_type = weights_type();
+    copy_region(from, into, context_of(context).stream());
+  }
+
  private:
   static std::optional<SubPixelConvolution> sub_pixel_of(CudaBackend& backend, const ConvolutionShape& shape) {
     if (shape.sub_pixel_scale_factor == 1) return std::nullopt;
     return SubPixelConvolution(backend, shape);
   }
 
-  // The regular convolution of s_ into `y_region`.
-  void convolve(CudaContext& cuda, const ImageRegion& source, const float* w, const float* b,
+  // The regular convolution of s_ into `y_region`, with weights of weights_type().
+  void convolve(CudaContext& cuda, const ImageRegion& source, const void* w, const float* b,
                 const ImageRegion& y_region) const {
     if (cudnn_) {
-      cudnn_->forward(cuda, source, w, b, y_region);
+      cudnn_->forward(cuda, source, w, weights_type(), b, y_region);
       return;
     }
     if (sampled_) {
       const ImageRegion x = sampled_rows(cuda, source);
       if (b) fill_biases(y_region, b, cuda.stream());
       gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, pixels(), s_.input_channels,
-           weights_in(cuda, w), rows_of(x), b ? 1.0f : 0.0f, rows_of(y_region));
+           weights_in(w), rows_of(x), b ? 1.0f : 0.0f, rows_of(y_region));
       return;
     }
     MatrixRows x(cuda, source, kFirstStagedSlot, true, half_);
     MatrixRows y(cuda, y_region, kSecondStagedSlot, false, half_);
     if (b) fill_biases(y.region(), b, cuda.stream());
-    const Matrix filter = weights_in(cuda, w);
+    const Matrix filter = weights_in(w);
     for (int64_t r = 0; r < blocks_; ++r)
       gemm(cuda, tensor_float32(), CUBLAS_OP_T, CUBLAS_OP_N, s_.output_channels, s_.images, block_values(),
            block_weights(filter, r), block(x.matrix(), r), b || r > 0 ? 1.0f : 0.0f, y.matrix());
@@ -571,18 +591,8 @@ class CudaConvolution final : public ConvolutionPrimitive {
   }
   // TF32 products of float32 operands where the kernel allows them.
   bool tensor_float32() const { return !half_ && s_.accumulator_precision == AccumulatorPrecision::Half; }
-  // The weights [out][kh * kw * in] as the products take them: float16 in
-  // scratch where they run in float16.
-  Matrix weights_in(CudaContext& cuda, const float* w) const {
-    if (!half_) return {w, CUDA_R_32F, weights_per_output()};
-    const int64_t count = s_.output_channels * weights_per_output();
-    const ImageRegion from{const_cast<float*>(w), DataType::Float32, 1, count, 1, 1, ImageLayout{count, 1, count, count}};
-    ImageRegion to = from;
-    to.data = cuda.scratch(kCudnnFilterSlot, static_cast<size_t>(count) * size_of(DataType::Float16));
-    to.data_type = DataType::Float16;
-    copy_region(from, to, cuda.stream());
-    return {to.data, CUDA_R_16F, weights_per_output()};
-  }
+  // The weights [out][kh * kw * in], of weights_type(), as the products take them.
+  Matrix weights_in(const void* w) const { return {w, half_ ? CUDA_R_16F : CUDA_R_32F, weights_per_output()}; }
 
   std::optional<SubPixelConvolution> sub_pixel_;  // before s_, which it gives
   ConvolutionShape s_;

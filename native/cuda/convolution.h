@@ -57,12 +57,17 @@ class CudnnConvolution {
   CudnnConvolution(int ordinal, const CudnnConvolutionShape& shape, const CudnnPasses& passes);
   ~CudnnConvolution();
 
-  // y = x * filter, plus biases per y channel unless null.
-  void forward(CudaContext& context, const ImageRegion& x, const float* filter, const float* biases,
-               const ImageRegion& y) const;
+  // y = x * filter, plus biases per y channel unless null. The KRSC
+  // filter is of `filter_type`.
+  void forward(CudaContext& context, const ImageRegion& x, const void* filter, DataType filter_type,
+               const float* biases, const ImageRegion& y) const;
   // dx = the gradient of x from dy, plus biases per x channel unless null.
-  void backward_data(CudaContext& context, const ImageRegion& dy, const float* filter, const float* biases,
-                     const ImageRegion& dx) const;
+  void backward_data(CudaContext& context, const ImageRegion& dy, const void* filter, DataType filter_type,
+                     const float* biases, const ImageRegion& dx) const;
+  // The KRSC filter type the pass that reads the filter (forward, else
+  // backward_data) takes as it is: float16 for NHWC float16 passes, else
+  // float32.
+  DataType filter_type() const;
   // filter_gradient = the filter's gradient, summed over the images.
   void backward_filter(CudaContext& context, const ImageRegion& x, const ImageRegion& dy,
                        float* filter_gradient) const;
@@ -101,8 +106,8 @@ class CudnnConvolution {
                                 Layout layout, bool float32) const;
   // Runs a pass on cuDNN's x, filter and y operands.
   void execute(CudaContext& context, const Pass& pass, void* x, const void* filter, void* y) const;
-  // The filter as a pass gives it to cuDNN.
-  const void* filter_in(CudaContext& context, const Pass& pass, const float* filter) const;
+  // The filter, KRSC of `type`, as a pass gives it to cuDNN.
+  const void* filter_in(CudaContext& context, const Pass& pass, const void* filter, DataType type) const;
 
   int ordinal_;
   CudnnConvolutionShape shape_;

@@ -68,13 +68,14 @@ class CudaConvolutionTranspose final : public ConvolutionTransposePrimitive {
     CudaContext& cuda = context_of(context);
     auto* b = static_cast<const float*>(biases);
     if (!reaches_all_) fill_biases(destination, b, cuda.stream());
-    if (cudnn_) cudnn_->backward_data(cuda, source, filter(cuda, weights), b, reached(destination));
+    if (cudnn_) cudnn_->backward_data(cuda, source, filter(cuda, weights), DataType::Float32, b, reached(destination));
   }
 
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
                      const void* weights, const ImageRegion& source_gradient) const override {
     CudaContext& cuda = context_of(context);
-    cudnn_->forward(cuda, reached(result_gradient), filter(cuda, weights), nullptr, source_gradient);
+    cudnn_->forward(cuda, reached(result_gradient), filter(cuda, weights), DataType::Float32, nullptr,
+                    source_gradient);
   }
 
   void backward_weights(ExecutionContext& context, const ImageRegion& source, const ImageRegion& result_gradient,

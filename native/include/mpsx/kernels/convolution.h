@@ -76,6 +76,7 @@ enum class WeightsQuantization : uint32_t { None = 0, Linear = 1, LookupTable = 
 
 class ConvolutionGradientState;
 class ConvolutionWeightsAndBiasesState;
+class ConvolutionWeightsCopy;
 
 // MPSCNNConvolutionDataSource. Native (ConvolutionWeights) or a Python object
 // (mpsx/_data_sources.h). The update methods are the optional part of the
@@ -259,6 +260,7 @@ class ConvolutionGradientState : public GradientState {
 
   // Set by the forward encode.
   std::shared_ptr<Buffer> weights, biases;
+  std::shared_ptr<ConvolutionWeightsCopy> weights_copy;
   std::shared_ptr<Image> pre_activation;
 
  private:
@@ -368,11 +370,49 @@ class ConvolutionPasses : public PrimitiveInterface<D> {
   virtual void backward_weights(ExecutionContext& context, const ImageRegion& source,
                                 const ImageRegion& result_gradient, void* weights_gradient,
                                 void* biases_gradient) const = 0;
+  // The type of the OHWI weights forward and backward_data take: float32,
+  // or float16 where the backend's passes read float16 filters, which a
+  // convolution kernel then keeps beside its float32 weights
+  // (ConvolutionWeightsCopy) rather than converting them on every pass.
+  virtual DataType weights_type() const { return DataType::Float32; }
+  // Writes `count` float32 weights into `to` as weights_type(), ordered on
+  // the context (for a weights_type() other than float32).
+  virtual void convert_weights(ExecutionContext& /*context*/, const float* /*weights*/, void* /*to*/,
+                               int64_t /*count*/) const {}
 };
 
 class ConvolutionPrimitive : public ConvolutionPasses<ConvolutionShape> {
  public:
   static constexpr const char* family = "convolution";
+};
+
+// A convolution kernel's float32 weights in the type its primitives' passes
+// read (ConvolutionPasses::weights_type), made at the first encode whose
+// primitive reads another type. Every command that writes the weights
+// brings the copy up to date on the device (refresh), once it exists, and
+// a pass converts the weights itself only where no command has since the
+// copy was made; both are decided as commands run, in the order their work
+// runs, so that command buffers committed in another order than they were
+// encoded, and replayed ones, read the weights as they are.
+class ConvolutionWeightsCopy {
+ public:
+  ConvolutionWeightsCopy(std::shared_ptr<Buffer> weights, int64_t count) : weights_(std::move(weights)), count_(count) {}
+  const std::shared_ptr<Buffer>& weights() const { return weights_; }
+  // At encode: makes the copy if `primitive` reads weights of another type.
+  void make_for(const std::shared_ptr<const ConvolutionPrimitive>& primitive);
+  // As a command runs: the weights as `primitive` takes them.
+  const void* for_primitive(ExecutionContext& context, const ConvolutionPrimitive& primitive);
+  // As a command that wrote the weights runs, after it has: the copy, if
+  // there is one, made current.
+  void refresh(ExecutionContext& context);
+
+ private:
+  std::shared_ptr<Buffer> weights_;
+  int64_t count_;
+  mutable detail::SpinLock lock_;
+  std::shared_ptr<Buffer> copy_;                         // guarded by lock_
+  std::shared_ptr<const ConvolutionPrimitive> writer_;  // converts into copy_; guarded by lock_
+  bool current_ = false;                                // copy_ holds the weights; guarded by lock_
 };
 
 // The descriptor of the block `geometry` writes, for intermediate results.
@@ -434,6 +474,7 @@ class CNNConvolution : public UnaryKernel {
 
   struct Parameters {
     std::shared_ptr<Buffer> weights, biases;
+    std::shared_ptr<ConvolutionWeightsCopy> weights_copy;  // of weights
   };
   // Updates from a command buffer's host step may swap the buffers while
   // another thread encodes.
@@ -459,6 +500,7 @@ class CNNConvolution : public UnaryKernel {
   std::shared_ptr<ConvolutionDataSource> data_source_;
   mutable detail::SpinLock parameters_lock_;
   std::shared_ptr<Buffer> weights_, biases_;
+  std::shared_ptr<ConvolutionWeightsCopy> weights_copy_;
   PrimitiveCache<ConvolutionShape, ConvolutionPrimitive> primitives_;
 };
 
