@@ -35,10 +35,12 @@ def loss_descriptor():
     return d
 
 
-def model(p, optimizer=None, data_source=None):
+def model(p, optimizer=None, data_source=None, fused_relu=False):
     """conv 3x3 same -> relu -> max pool 2 -> fully connected -> softmax cross entropy, as nodes; the
-    weights ConvolutionWeights (with `optimizer`) or data_source(descriptor, weights, biases)."""
-    conv_d = mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C)
+    weights ConvolutionWeights (with `optimizer`) or data_source(descriptor, weights, biases); with
+    fused_relu the relu is the convolution's fused neuron (no "relu" node)."""
+    relu_d = mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU)
+    conv_d = mpsx.CNNConvolutionDescriptor(3, 3, C_IN, C, fused_neuron_descriptor=relu_d if fused_relu else None)
     fc_d = mpsx.CNNConvolutionDescriptor(SIZE // 2, SIZE // 2, C, CLASSES)
     if data_source is None:
         data_source = lambda d, w, b: mpsx.ConvolutionWeights(d, w, b, optimizer=optimizer)
@@ -46,8 +48,8 @@ def model(p, optimizer=None, data_source=None):
     fc_w = data_source(fc_d, p["fc_w"], p["fc_b"])
     source = mpsx.NNImageNode(Handle("images"))
     conv = mpsx.CNNConvolutionNode(source, conv_w)
-    relu = mpsx.CNNNeuronNode(conv.result_image, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))
-    pool = mpsx.CNNPoolingMaxNode(relu.result_image, 2)
+    relu = None if fused_relu else mpsx.CNNNeuronNode(conv.result_image, relu_d)
+    pool = mpsx.CNNPoolingMaxNode((conv if fused_relu else relu).result_image, 2)
     fc = mpsx.CNNFullyConnectedNode(pool.result_image, fc_w)
     loss = mpsx.CNNLossNode(fc.result_image, loss_descriptor())
     loss.input_labels.handle = Handle("labels")
@@ -148,6 +150,23 @@ def test_training_graph_trains_as_pytorch(device, style):
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
         assert graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)]) is None
+        cb.commit()
+        cb.wait_until_completed()
+        assert cb.status == "completed", cb.error
+    assert_trained_as_pytorch(m, p, x, labels)
+
+
+def test_training_graph_with_a_fused_neuron_trains_as_pytorch(device):
+    """The convolution's fused relu: its gradient takes the gradient at the result through the neuron first
+    (for the weights gradient too, which a training graph computes beside the rest of the backward pass)."""
+    p = parameters()
+    x, labels = batch()
+    m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR), fused_relu=True)
+    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
+    images = mpsx.ImageBatch.from_numpy(device, x)
+    for _ in range(STEPS):
+        cb = device.command_queue.command_buffer()
+        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
         cb.commit()
         cb.wait_until_completed()
         assert cb.status == "completed", cb.error

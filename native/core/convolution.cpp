@@ -525,6 +525,19 @@ Geometry intermediate_geometry(const Geometry& g, int64_t r) {
   return i;
 }
 
+// The block of the forward source that a gradient command reads.
+ImageRegion forward_source(const Image& source, const Geometry& g, const SourceBlock& b, int64_t channels) {
+  return source.region(g.source_image, g.source_channel, b.y, b.x, g.images, channels, b.height, b.width);
+}
+
+// The weights pass of a gradient command, into its state's gradients.
+void weights_gradients(ExecutionContext& context, const ConvolutionPrimitive& primitive,
+                       const ConvolutionGradientState& state, const ImageRegion& source,
+                       const ImageRegion& result_gradient) {
+  primitive.backward_weights(context, source, result_gradient, state.gradient_for_weights()->data(),
+                             state.gradient_for_biases()->data());
+}
+
 std::shared_ptr<Buffer> upload(const std::shared_ptr<Device>& device, const std::vector<float>& values) {
   auto buffer = make_pooled<Buffer>(device, values.size() * sizeof(float));
   buffer->write(values.data(), 0, values.size() * sizeof(float));
@@ -872,20 +885,19 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   // The passes share only what they read, unless the source gradient is
   // written over the source: then the weights gradient first, from the
   // source as it was encoded.
-  const bool concurrent =
-      data && weights &&
-      !overlap(destination_gradient->whole(), source_image->region(g.source_image, g.source_channel, b.y, b.x,
-                                                                    g.images, descriptor_.input_feature_channels,
-                                                                    b.height, b.width));
   const int64_t in = descriptor_.input_feature_channels, out = descriptor_.output_feature_channels;
+  const bool concurrent =
+      data && weights && !overlap(destination_gradient->whole(), forward_source(*source_image, g, b, in));
+  // Overlapped, the weights gradient runs after the data gradient, so not
+  // where that writes over the source.
+  const bool overlapped = weights_overlapped_ && weights && (concurrent || !data);
   command_buffer.record(keyed_by(primitive, neuron_, gs, source_gradient, source_image, destination_gradient, dy,
-                                 as_value(g), as_value(b), data, weights, covers, concurrent, in, out),
+                                 as_value(g), as_value(b), data, weights, covers, concurrent, overlapped, in, out),
                         [primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
-                         g, b, data, weights, covers, concurrent, in, out](ExecutionContext& context) {
+                         g, b, data, weights, covers, concurrent, overlapped, in, out](ExecutionContext& context) {
     const ImageRegion result_gradient =
         gradient_before_neuron(context, neuron.get(), *gs, destination_region(*source_gradient, g, out), dy.get());
-    const ImageRegion source =
-        source_image->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width);
+    const ImageRegion source = forward_source(*source_image, g, b, in);
     auto data_pass = [&] {
       if (!data) return;
       if (!covers) context.fill_zero_image(*destination_gradient);
@@ -894,18 +906,39 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
           destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width));
     };
     auto weights_pass = [&] {
-      if (weights)
-        primitive->backward_weights(context, source, result_gradient, gs->gradient_for_weights()->data(),
-                                    gs->gradient_for_biases()->data());
+      if (weights && !overlapped) weights_gradients(context, *primitive, *gs, source, result_gradient);
     };
-    if (concurrent) {
+    if (concurrent && !overlapped) {
       context.run_concurrently(data_pass, weights_pass);
     } else {
       weights_pass();
       data_pass();
     }
   });
+  if (overlapped) {  // from the gradient at the result as the command above left it
+    auto record_weights_pass = [&] {
+      command_buffer.record(keyed_by(primitive, gs, source_gradient, source_image, dy, as_value(g), as_value(b), in,
+                                     out),
+                            [primitive, gs, source_gradient, source_image, dy, g, b, in, out](ExecutionContext& context) {
+        weights_gradients(context, *primitive, *gs, forward_source(*source_image, g, b, in),
+                          dy ? dy->whole() : destination_region(*source_gradient, g, out));
+      });
+    };
+    command_buffer.record_overlapped(record_weights_pass);
+  }
   will_write_weights_gradients(command_buffer, *gs);
+}
+
+std::shared_ptr<Image> CNNConvolutionGradient::encode_weights_overlapped(CommandBuffer& command_buffer,
+                                                                         const std::shared_ptr<Image>& source_gradient,
+                                                                         const std::shared_ptr<Image>& source_image,
+                                                                         const std::shared_ptr<State>& gradient_state) {
+  weights_overlapped_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{weights_overlapped_};
+  return encode(command_buffer, source_gradient, source_image, gradient_state, nullptr);
 }
 
 std::shared_ptr<Image> CNNConvolutionGradient::result_gradient_scratch(const ConvolutionGradientState& state,

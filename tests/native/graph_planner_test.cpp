@@ -12,8 +12,10 @@
 #include "mpsx/errors.h"
 #include "mpsx/graph.h"
 #include "mpsx/graph/batch_normalization.h"
+#include "mpsx/graph/convolution.h"
 #include "mpsx/graph/neuron.h"
 #include "mpsx/kernels/batch_normalization.h"
+#include "mpsx/kernels/convolution.h"
 #include "mpsx/registry.h"
 
 namespace {
@@ -107,6 +109,42 @@ void memory_plan() {
   }
 }
 
+size_t released_count(const NNGraph& graph) {
+  size_t released = 0;
+  for (size_t i = 0; i < graph.step_count(); ++i)
+    released += graph.released_after()[i].size() + (graph.released_before()[i] != SIZE_MAX);
+  return released;
+}
+
+// A training graph's convolution gradients that update weights compute them
+// as overlapped work: the images they read (the second convolution's
+// source, the gradient at the first's result) go to no later step, which
+// they would without updates.
+void overlapped_reads() {
+  auto graph_of = [](TrainingStyle style) {
+    ConvolutionDescriptor d;
+    d.kernel_width = d.kernel_height = 3;
+    d.input_feature_channels = d.output_feature_channels = 2;
+    auto convolution = [&](const std::shared_ptr<ImageNode>& source) {
+      auto weights = std::make_shared<ConvolutionWeights>(d, std::vector<float>(d.weight_count(), 0.1f),
+                                                          std::vector<int64_t>{}, std::nullopt, "convolution");
+      auto node = std::make_shared<CNNConvolutionNode>(source, weights);
+      node->training_style = style;
+      return node;
+    };
+    auto source = std::make_shared<ImageNode>();
+    auto first = convolution(source);
+    auto second = convolution(relu(first->result_image())->result_image());
+    std::vector<std::shared_ptr<ImageNode>> results;
+    for (const auto& terminus : training_graph(second, std::make_shared<ImageNode>(), nullptr))
+      results.push_back(terminus->result_image());
+    return std::make_unique<NNGraph>(cpu(), results, std::vector<bool>(results.size(), true));
+  };
+  std::unique_ptr<NNGraph> updating = graph_of(TrainingStyle::Gpu), fixed = graph_of(TrainingStyle::None);
+  CHECK(updating->step_count() == 6 && fixed->step_count() == 6);
+  CHECK(released_count(*fixed) == released_count(*updating) + 2);
+}
+
 // A family of this test's own, registered for the cpu backend only.
 struct TestPrimitive {
   static constexpr const char* family = "native_test";
@@ -148,6 +186,7 @@ int main() {
   pruning();
   fusion();
   memory_plan();
+  overlapped_reads();
   registry();
   std::printf("%s: %d failed checks\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;

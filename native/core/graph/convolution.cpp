@@ -51,7 +51,8 @@ std::unique_ptr<GraphStep> CNNConvolutionGradientNode::compile(const StepSlots& 
   // Nothing reads the gradient of the source (the first convolution of a
   // model): only the weights' gradients are computed.
   if (!slots.result_needed) kernel->gradient_option = ConvolutionGradientOption::WeightsAndBias;
-  return weights_gradient_step(std::move(kernel), std::move(forward), training_style, slots);
+  return weights_gradient_step(std::move(kernel), std::move(forward), training_style, slots,
+                               reads_sources_overlapped());
 }
 
 }  // namespace mpsx

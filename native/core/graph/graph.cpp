@@ -416,8 +416,10 @@ void NNGraph::assign_result_slots(std::vector<StepSlots>& slots, SlotNumbering& 
 }
 
 // The memory plan: an image the caller never sees is released after the
-// last step that reads it (or after the step writing it, if none does);
-// an in-place filter takes its source's storage when it is its last reader.
+// last step that reads it (or after the step writing it, if none does),
+// unless overlapped work reads it (kept to the end of the encode, which
+// joins that work); an in-place filter takes its source's storage when it is
+// its last reader.
 void NNGraph::plan_memory(const std::vector<StepSlots>& slots, size_t image_count) {
   std::vector<bool> kept_for_caller(image_count, false);
   for (size_t slot : source_image_slots_) kept_for_caller[slot] = true;
@@ -425,9 +427,13 @@ void NNGraph::plan_memory(const std::vector<StepSlots>& slots, size_t image_coun
   for (size_t slot : synchronized_images_) kept_for_caller[slot] = true;
   if (result_slot_ != kNoSlot) kept_for_caller[result_slot_] = true;
   std::vector<size_t> last_step(image_count, kNoSlot);
+  std::vector<bool> read_overlapped(image_count, false);
   for (size_t i = 0; i < filters_.size(); ++i) {
     last_step[slots[i].result] = i;
-    for (size_t slot : slots[i].sources) last_step[slot] = i;
+    for (size_t slot : slots[i].sources) {
+      last_step[slot] = i;
+      if (filters_[i]->reads_sources_overlapped()) read_overlapped[slot] = true;
+    }
   }
   for (const StepSlots& step : slots) step_result_internal_.push_back(!kept_for_caller[step.result]);
   converts_float16_ = !device_->backend().computes_in_float16();
@@ -435,7 +441,7 @@ void NNGraph::plan_memory(const std::vector<StepSlots>& slots, size_t image_coun
   released_before_.assign(filters_.size(), kNoSlot);
   const bool in_place = device_->backend().writes_in_place();
   for (size_t slot = 0; slot < last_step.size(); ++slot) {
-    if (kept_for_caller[slot] || last_step[slot] == kNoSlot) continue;
+    if (kept_for_caller[slot] || read_overlapped[slot] || last_step[slot] == kNoSlot) continue;
     const size_t i = last_step[slot];
     if (in_place && filters_[i]->writes_in_place() && slots[i].sources[0] == slot && slots[i].result != slot)
       released_before_[i] = slot;

@@ -12,21 +12,27 @@ namespace mpsx {
 
 // The gradient of the source and the weights, then the update of the
 // forward kernel's weights (the kernel the forward filter compiled to).
+// `weights_overlapped`: the weights gradient runs as overlapped work where
+// the update does (FilterNode::reads_sources_overlapped).
 template <class Gradient, class Forward>
 class WeightsGradientStep final : public GraphStep {
  public:
   WeightsGradientStep(std::shared_ptr<Gradient> kernel, std::shared_ptr<Forward> forward,
-                      TrainingStyle style, const StepSlots& slots)
+                      TrainingStyle style, const StepSlots& slots, bool weights_overlapped)
       : kernel_(std::move(kernel)),
         forward_(std::move(forward)),
         style_(style),
-        slots_(slots) {}
+        slots_(slots),
+        weights_overlapped_(weights_overlapped) {}
 
   void encode(CommandBuffer& command_buffer, GraphValues& values) override {
     const std::shared_ptr<State>& state = values.states[slots_.state];
+    const std::shared_ptr<Image>& source_gradient = values.images[slots_.source_gradient];
+    const std::shared_ptr<Image>& source = values.images[slots_.source];
     values.images[slots_.result] =
-        kernel_->encode(command_buffer, values.images[slots_.source_gradient], values.images[slots_.source], state,
-                        nullptr);
+        weights_overlapped_ && style_ != TrainingStyle::None && !values.deferred_updates
+            ? kernel_->encode_weights_overlapped(command_buffer, source_gradient, source, state)
+            : kernel_->encode(command_buffer, source_gradient, source, state, nullptr);
     if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);
   }
 
@@ -47,12 +53,15 @@ class WeightsGradientStep final : public GraphStep {
   std::shared_ptr<Forward> forward_;
   TrainingStyle style_;
   const GradientSlots slots_;
+  bool weights_overlapped_;
 };
 
 template <class Gradient, class Forward>
 std::unique_ptr<GraphStep> weights_gradient_step(std::shared_ptr<Gradient> kernel, std::shared_ptr<Forward> forward,
-                                                 TrainingStyle style, const StepSlots& slots) {
-  return std::make_unique<WeightsGradientStep<Gradient, Forward>>(std::move(kernel), std::move(forward), style, slots);
+                                                 TrainingStyle style, const StepSlots& slots,
+                                                 bool weights_overlapped = false) {
+  return std::make_unique<WeightsGradientStep<Gradient, Forward>>(std::move(kernel), std::move(forward), style, slots,
+                                                                  weights_overlapped);
 }
 
 }  // namespace mpsx

@@ -255,6 +255,10 @@ class FilterNode : public std::enable_shared_from_this<FilterNode> {
   // Whether the filter may write its result over its first source where
   // nothing reads that source later (an elementwise filter).
   virtual bool writes_in_place() const { return false; }
+  // Whether its step reads its source images also in overlapped work
+  // (ExecutionContext::begin_overlapped), beside later steps: the memory
+  // plan then gives their storage to no later step.
+  virtual bool reads_sources_overlapped() const { return false; }
 
   // The kernels and encode of this filter in a graph on `slots.device`.
   virtual std::unique_ptr<GraphStep> compile(const StepSlots& slots) const = 0;

@@ -44,6 +44,9 @@ class CNNConvolutionGradientNode final : public TrainableGradientNode {
     return fully_connected_ ? "MPSCNNFullyConnectedGradientNode" : "MPSCNNConvolutionGradientNode";
   }
   std::unique_ptr<GraphStep> compile(const StepSlots& slots) const override;
+  // Its weights gradient runs beside the rest of the backward pass, with its
+  // update (CNNConvolutionGradient::encode_weights_overlapped).
+  bool reads_sources_overlapped() const override { return updates_weights(); }
 
  private:
   std::shared_ptr<ConvolutionDataSource> weights_;

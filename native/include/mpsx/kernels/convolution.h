@@ -538,6 +538,15 @@ class CNNConvolutionGradient : public GradientKernel {
   int64_t kernel_height(bool secondary) const override { return secondary ? descriptor_.kernel_height : 1; }
   int64_t dilation_rate_x(bool secondary) const override { return secondary ? descriptor_.dilation_x : 1; }
   int64_t dilation_rate_y(bool secondary) const override { return secondary ? descriptor_.dilation_y : 1; }
+  // encode, for a training graph whose updates run as overlapped work: the
+  // weights gradient recorded as overlapped work too
+  // (CommandBuffer::record_overlapped), after the data gradient, so that
+  // the rest of the backward pass does not wait for it. The caller keeps
+  // the images it reads unwritten until it joins that work.
+  std::shared_ptr<Image> encode_weights_overlapped(CommandBuffer& command_buffer,
+                                                   const std::shared_ptr<Image>& source_gradient,
+                                                   const std::shared_ptr<Image>& source_image,
+                                                   const std::shared_ptr<State>& gradient_state);
 
  protected:
   const GradientState& gradient_state_of(const State& state) const override;
@@ -571,6 +580,9 @@ class CNNConvolutionGradient : public GradientKernel {
   void will_write_weights_gradients(CommandBuffer& command_buffer, const ConvolutionGradientState& state) const;
 
   std::shared_ptr<const NeuronPrimitive> neuron_;
+  // Set by encode_weights_overlapped while it encodes (a graph's kernel,
+  // encoded under the graph's lock).
+  bool weights_overlapped_ = false;
 
  private:
   std::shared_ptr<ConvolutionDataSource> data_source_;
