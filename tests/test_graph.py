@@ -132,14 +132,19 @@ def test_training_graph_mirrors_the_model(device):
     assert termini[0].result_image.handle.label == "images"
 
 
+@pytest.mark.parametrize("fused_relu", [False, True], ids=["relu-node", "fused-relu"])
 @pytest.mark.parametrize("style", ["gpu", "cpu"])
-def test_training_graph_trains_as_pytorch(device, style):
+def test_training_graph_trains_as_pytorch(device, style, fused_relu):
+    """Also with the relu fused into the convolution: its gradient takes the gradient at the result through the
+    neuron first, for the weights gradient too (which a training graph computes beside the rest of the backward
+    pass where the update runs there)."""
     p = parameters()
     x, labels = batch()
     if style == "cpu":  # the host update of a Python data source
-        m = model(p, data_source=functools.partial(HostSGD, learning_rate=LR))
+        m = model(p, data_source=functools.partial(HostSGD, learning_rate=LR), fused_relu=fused_relu)
     else:  # ConvolutionWeights with an optimizer, on the command buffer
-        m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR))
+        m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR),
+                  fused_relu=fused_relu)
     m["conv"].training_style = style
     m["fc"].training_style = style
     termini = m["loss"].training_graph()
@@ -150,23 +155,6 @@ def test_training_graph_trains_as_pytorch(device, style):
     for _ in range(STEPS):
         cb = device.command_queue.command_buffer()
         assert graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)]) is None
-        cb.commit()
-        cb.wait_until_completed()
-        assert cb.status == "completed", cb.error
-    assert_trained_as_pytorch(m, p, x, labels)
-
-
-def test_training_graph_with_a_fused_neuron_trains_as_pytorch(device):
-    """The convolution's fused relu: its gradient takes the gradient at the result through the neuron first
-    (for the weights gradient too, which a training graph computes beside the rest of the backward pass)."""
-    p = parameters()
-    x, labels = batch()
-    m = model(p, optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=LR), fused_relu=True)
-    graph = float32_graph(device, m["loss"].training_graph()[0].result_image, False)
-    images = mpsx.ImageBatch.from_numpy(device, x)
-    for _ in range(STEPS):
-        cb = device.command_queue.command_buffer()
-        graph.encode_batch(cb, [images], [mpsx.CNNLossLabels(device, labels)])
         cb.commit()
         cb.wait_until_completed()
         assert cb.status == "completed", cb.error
