@@ -729,6 +729,41 @@ def test_float16_passes_read_the_weights_each_write_left(device, rng, shape):
                                *tolerance(np.float16))
 
 
+def test_float16_passes_read_updates_replayed_from_before_the_float16_copy(device, rng):
+    """A float32 training step on a replayable command buffer, run twice before any float16 pass (on cuda the
+    second run captures the CUDA graph that later replays run, whose update brings no float16 copy of the weights
+    up to date, there being none then), then float16 forward passes between replays: each reads the weights the
+    last replay left, as the kernel exports them."""
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 8, 16)
+    w0 = (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32)
+    source = mpsx.ConvolutionWeights(d, w0, None, optimizer=mpsx.NNOptimizerStochasticGradientDescent(
+        device, learning_rate=0.05))
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    x = rng.standard_normal((2, 8, 10, 8)).astype(np.float16)
+    image, half = mpsx.Image.from_numpy(device, x.astype(np.float32)), mpsx.Image.from_numpy(device, x)
+    dy = mpsx.Image.from_numpy(device, (rng.standard_normal((2, 16, 10, 8)) * 0.1).astype(np.float32))
+    step = device.command_queue.command_buffer(replayable=True)
+    encode_training_step(step, conv, gradient, image, dy)
+    before = w0
+    for run in range(5):
+        step.commit() if run == 0 else step.replay()
+        step.wait_until_completed()
+        assert step.status == "completed", step.error
+        if run == 0:
+            continue
+        cb = device.command_queue.command_buffer()
+        y, exported = conv.encode(cb, half), conv.export_weights_and_biases(cb)
+        y.synchronize(cb)
+        exported.synchronize(cb)
+        cb.commit()
+        cb.wait_until_completed()
+        trained = exported.weights.to_numpy().astype(np.float64).reshape(w0.shape)
+        assert not np.allclose(trained, before)
+        before = trained
+        np.testing.assert_allclose(y.to_numpy(), reference_forward(x.astype(np.float64), trained, None).numpy(),
+                                   *tolerance(np.float16))
+
+
 class UpdatingSource(ArraySource):
     def __init__(self, *args, fail=False, **kwargs):
         super().__init__(*args, **kwargs)

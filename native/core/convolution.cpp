@@ -571,7 +571,7 @@ const void* ConvolutionWeightsCopy::for_primitive(ExecutionContext& context, con
   if (primitive.weights_type() == DataType::Float32) return weights_->data();
   std::lock_guard<detail::SpinLock> lock(lock_);
   if (!copy_) fail<Error>("ConvolutionWeightsCopy: a pass reads the copy that no encode made");
-  if (!current_) {
+  if (!current_ || written_before_copy_) {
     writer_->convert_weights(context, static_cast<const float*>(weights_->data()), copy_->data(), count_);
     current_ = true;
   }
@@ -580,7 +580,10 @@ const void* ConvolutionWeightsCopy::for_primitive(ExecutionContext& context, con
 
 void ConvolutionWeightsCopy::refresh(ExecutionContext& context) {
   std::lock_guard<detail::SpinLock> lock(lock_);
-  if (!copy_) return;
+  if (!copy_) {
+    written_before_copy_ = true;
+    return;
+  }
   writer_->convert_weights(context, static_cast<const float*>(weights_->data()), copy_->data(), count_);
   current_ = true;
 }

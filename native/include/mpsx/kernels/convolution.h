@@ -393,7 +393,9 @@ class ConvolutionPrimitive : public ConvolutionPasses<ConvolutionShape> {
 // a pass converts the weights itself only where no command has since the
 // copy was made; both are decided as commands run, in the order their work
 // runs, so that command buffers committed in another order than they were
-// encoded, and replayed ones, read the weights as they are.
+// encoded, and replayed ones, read the weights as they are. A command that
+// wrote the weights before the copy existed may run again as a CUDA graph
+// captured then, which refreshes nothing: from then on every pass converts.
 class ConvolutionWeightsCopy {
  public:
   ConvolutionWeightsCopy(std::shared_ptr<Buffer> weights, int64_t count) : weights_(std::move(weights)), count_(count) {}
@@ -413,6 +415,7 @@ class ConvolutionWeightsCopy {
   std::shared_ptr<Buffer> copy_;                         // guarded by lock_
   std::shared_ptr<const ConvolutionPrimitive> writer_;  // converts into copy_; guarded by lock_
   bool current_ = false;                                // copy_ holds the weights; guarded by lock_
+  bool written_before_copy_ = false;                    // guarded by lock_
 };
 
 // The descriptor of the block `geometry` writes, for intermediate results.
