@@ -764,6 +764,31 @@ def test_float16_passes_read_updates_replayed_from_before_the_float16_copy(devic
                                    *tolerance(np.float16))
 
 
+def test_convolution_weights_give_what_each_replay_trained(device, rng):
+    """A ConvolutionWeights' weights() and bias_terms() after each replay of a recorded training step, read
+    between replays: the previous values less the learning rate times the gradients that replay computed."""
+    d = mpsx.CNNConvolutionDescriptor(3, 3, 2, 4)
+    lr = 0.1
+    source = mpsx.ConvolutionWeights(d, (rng.standard_normal(d.weights_shape) * 0.3).astype(np.float32),
+                                     np.zeros(4, np.float32),
+                                     optimizer=mpsx.NNOptimizerStochasticGradientDescent(device, learning_rate=lr))
+    conv, gradient = mpsx.CNNConvolution(device, source), mpsx.CNNConvolutionGradient(device, source)
+    image = mpsx.Image.from_numpy(device, rng.standard_normal((2, 2, 6, 6)).astype(np.float32))
+    dy = mpsx.Image.from_numpy(device, rng.standard_normal((2, 4, 6, 6)).astype(np.float32))
+    w, b = np.asarray(source.weights(), np.float64), np.asarray(source.bias_terms(), np.float64)
+    step = device.command_queue.command_buffer(replayable=True)
+    _, state = encode_training_step(step, conv, gradient, image, dy)
+    state.synchronize(step)
+    for run in range(3):
+        step.commit() if run == 0 else step.replay()
+        step.wait_until_completed()
+        assert step.status == "completed", step.error
+        w = w - lr * state.gradient_for_weights.to_numpy().reshape(w.shape)
+        b = b - lr * state.gradient_for_biases.to_numpy()
+        np.testing.assert_allclose(source.weights(), w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(source.bias_terms(), b, rtol=1e-5, atol=1e-6)
+
+
 class UpdatingSource(ArraySource):
     def __init__(self, *args, fail=False, **kwargs):
         super().__init__(*args, **kwargs)

@@ -976,9 +976,9 @@ cdef class ConvolutionWeights:
     convolution holds other weights than its forward pass used by then, the update writes weights the data source
     keeps, which the convolution reloads, on the command buffer. Without bias terms only the weights train.
 
-    ``weights()`` and ``bias_terms()`` return the latest values once the command buffer of the last update has
-    completed; before that they raise SynchronizationError (no synchronize call is needed: the data source
-    synchronizes its own weights). Give each ConvolutionWeights its own NNOptimizerAdam: every update advances the
+    ``weights()`` and ``bias_terms()`` return the latest values once the command buffer of the last update (or
+    its last replay) has completed; before that they raise SynchronizationError (no synchronize call is needed:
+    the data source synchronizes its own weights). Give each ConvolutionWeights its own NNOptimizerAdam: every update advances the
     optimizer's time step.
 
     MPS: none (mpsx)

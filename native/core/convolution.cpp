@@ -269,16 +269,16 @@ void ConvolutionWeights::set_values(std::vector<float> weights, std::optional<st
                      biases->size());
   weights_ = std::move(weights);
   biases_ = biases ? std::move(*biases) : std::vector<float>{};
-  trained_is_newer_ = false;
+  trained_on_device_ = false;
 }
 
+// Each read: a replay of the last update's command buffer trains them again.
 void ConvolutionWeights::read_trained() {
-  if (!trained_is_newer_) return;
+  if (!trained_on_device_) return;
   const char* what = "the weights of a ConvolutionWeights trained on the device";
   latest_->weights()->read(weights_.data(), latest_->weights_offset(), weights_.size() * sizeof(float), what);
   if (latest_->biases())
     latest_->biases()->read(biases_.data(), latest_->biases_offset(), biases_.size() * sizeof(float), what);
-  trained_is_newer_ = false;
 }
 
 const std::vector<float>& ConvolutionWeights::weight_values() {
@@ -364,7 +364,7 @@ void ConvolutionWeights::encode_update(CommandBuffer& command_buffer,
   into->synchronize(command_buffer);
   optimizer_vectors_.synchronize(command_buffer);
   latest_ = into;
-  trained_is_newer_ = true;
+  trained_on_device_ = true;
 }
 
 // ---------------------------------------------------------------- states

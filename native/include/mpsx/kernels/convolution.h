@@ -204,7 +204,7 @@ class ConvolutionWeights : public ConvolutionDataSource {
   std::shared_ptr<ConvolutionWeightsAndBiasesState> latest_;   // what the last update wrote
   KeptOptimizerVectors optimizer_vectors_;
   bool training_prepared_ = false;
-  bool trained_is_newer_ = false;
+  bool trained_on_device_ = false;  // latest_ holds the values: an update was encoded since they were set
 };
 
 // MPSCNNConvolutionWeightsAndBiasesState: float32 OHWI weights and biases.
