@@ -134,6 +134,23 @@ def test_a_training_loop_trains_as_when_every_step_is_encoded(repeatable, per_im
     assert runs[True][0][-1] != runs[True][0][0]
 
 
+def test_values_read_after_each_step_are_those_of_steps_encoded_each_time(repeatable):
+    """A checkpoint after every step (every data source's values read on the host): after the steps that ran the
+    recording too, the values equal those of the steps encoded each time."""
+    runs = {}
+    for capture in (True, False):
+        m = Model(repeatable)
+        m.graph.capture_encodes = capture
+        runs[capture] = []
+        for x, labels in batches(4):
+            m.step(x, labels)
+            runs[capture].append(m.values())
+    for got, expected in zip(runs[True], runs[False]):
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(runs[True][-1][0], runs[True][-2][0])
+
+
 def test_capture_is_on_by_default_and_the_environment_turns_it_off(device):
     program = ("x = mpsx.NNImageNode(mpsx.NNHandle('x'))\n"
                "node = mpsx.CNNNeuronNode(x, mpsx.NNNeuronDescriptor(mpsx.NeuronType.RELU))\n"
