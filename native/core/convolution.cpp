@@ -525,7 +525,8 @@ Geometry intermediate_geometry(const Geometry& g, int64_t r) {
   return i;
 }
 
-// The block of the forward source that a gradient command reads.
+// The block of the forward source that a gradient command reads (or, of
+// the source gradient, writes).
 ImageRegion forward_source(const Image& source, const Geometry& g, const SourceBlock& b, int64_t channels) {
   return source.region(g.source_image, g.source_channel, b.y, b.x, g.images, channels, b.height, b.width);
 }
@@ -571,19 +572,19 @@ const void* ConvolutionWeightsCopy::for_primitive(ExecutionContext& context, con
   if (primitive.weights_type() == DataType::Float32) return weights_->data();
   std::lock_guard<detail::SpinLock> lock(lock_);
   if (!copy_) fail<Error>("ConvolutionWeightsCopy: a pass reads the copy that no encode made");
-  if (!current_ || written_before_copy_) {
-    writer_->convert_weights(context, static_cast<const float*>(weights_->data()), copy_->data(), count_);
-    current_ = true;
-  }
+  if (!current_ || written_before_copy_) convert(context);
   return copy_->data();
 }
 
 void ConvolutionWeightsCopy::refresh(ExecutionContext& context) {
   std::lock_guard<detail::SpinLock> lock(lock_);
-  if (!copy_) {
+  if (copy_)
+    convert(context);
+  else
     written_before_copy_ = true;
-    return;
-  }
+}
+
+void ConvolutionWeightsCopy::convert(ExecutionContext& context) {
   writer_->convert_weights(context, static_cast<const float*>(weights_->data()), copy_->data(), count_);
   current_ = true;
 }
@@ -885,33 +886,33 @@ void CNNConvolutionGradient::record(CommandBuffer& command_buffer, const std::sh
   if (data) gs->weights_copy->make_for(primitive);
   bool covers = b.x == 0 && b.y == 0 && b.width == source_image->width() && b.height == source_image->height() &&
                 g.source_channel == 0 && descriptor_.input_feature_channels == source_image->feature_channels();
+  const int64_t in = descriptor_.input_feature_channels, out = descriptor_.output_feature_channels;
   // The passes share only what they read, unless the source gradient is
   // written over the source: then the weights gradient first, from the
   // source as it was encoded.
-  const int64_t in = descriptor_.input_feature_channels, out = descriptor_.output_feature_channels;
-  const bool concurrent =
-      data && weights && !overlap(destination_gradient->whole(), forward_source(*source_image, g, b, in));
+  const bool separate = data && !overlap(destination_gradient->whole(), forward_source(*source_image, g, b, in));
   // Overlapped, the weights gradient runs after the data gradient, so not
   // where that writes over the source.
-  const bool overlapped = weights_overlapped_ && weights && (concurrent || !data);
+  const bool overlapped = weights_overlapped_ && weights && (separate || !data);
+  const bool weights_in_command = weights && !overlapped;
+  const bool concurrent = weights_in_command && separate;
   command_buffer.record(keyed_by(primitive, neuron_, gs, source_gradient, source_image, destination_gradient, dy,
-                                 as_value(g), as_value(b), data, weights, covers, concurrent, overlapped, in, out),
+                                 as_value(g), as_value(b), data, weights_in_command, covers, concurrent, in, out),
                         [primitive, neuron = neuron_, gs, source_gradient, source_image, destination_gradient, dy,
-                         g, b, data, weights, covers, concurrent, overlapped, in, out](ExecutionContext& context) {
+                         g, b, data, weights_in_command, covers, concurrent, in, out](ExecutionContext& context) {
     const ImageRegion result_gradient =
         gradient_before_neuron(context, neuron.get(), *gs, destination_region(*source_gradient, g, out), dy.get());
     const ImageRegion source = forward_source(*source_image, g, b, in);
     auto data_pass = [&] {
       if (!data) return;
       if (!covers) context.fill_zero_image(*destination_gradient);
-      primitive->backward_data(
-          context, result_gradient, source, gs->weights_copy->for_primitive(context, *primitive),
-          destination_gradient->region(g.source_image, g.source_channel, b.y, b.x, g.images, in, b.height, b.width));
+      primitive->backward_data(context, result_gradient, source, gs->weights_copy->for_primitive(context, *primitive),
+                               forward_source(*destination_gradient, g, b, in));
     };
     auto weights_pass = [&] {
-      if (weights && !overlapped) weights_gradients(context, *primitive, *gs, source, result_gradient);
+      if (weights_in_command) weights_gradients(context, *primitive, *gs, source, result_gradient);
     };
-    if (concurrent && !overlapped) {
+    if (concurrent) {
       context.run_concurrently(data_pass, weights_pass);
     } else {
       weights_pass();

@@ -444,22 +444,21 @@ class CudaConvolution final : public ConvolutionPrimitive {
   void backward_data(ExecutionContext& context, const ImageRegion& result_gradient, const ImageRegion& /*source*/,
                      const void* weights, const ImageRegion& source_gradient) const override {
     CudaContext& cuda = context_of(context);
-    const void* w = weights;
     if (cudnn_) {
-      cudnn_->backward_data(cuda, result_gradient, w, weights_type(), nullptr, source_gradient);
+      cudnn_->backward_data(cuda, result_gradient, weights, weights_type(), nullptr, source_gradient);
       return;
     }
     if (sampled_) {
       const ImageRegion dx = rows_in_scratch(cuda);
       gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, s_.input_channels, pixels(), s_.output_channels,
-           weights_in(w), rows_of(result_gradient), 0.0f, rows_of(dx));
+           weights_in(weights), rows_of(result_gradient), 0.0f, rows_of(dx));
       fill_zero(cuda, source_gradient);
       copy_region(dx, sampled(source_gradient), cuda.stream());
       return;
     }
     MatrixRows dy(cuda, result_gradient, kFirstStagedSlot, true, half_);
     MatrixRows dx(cuda, source_gradient, kSecondStagedSlot, false, half_);
-    const Matrix filter = weights_in(w);
+    const Matrix filter = weights_in(weights);
     for (int64_t r = 0; r < blocks_; ++r)
       gemm(cuda, tensor_float32(), CUBLAS_OP_N, CUBLAS_OP_N, block_values(), s_.images, s_.output_channels,
            block_weights(filter, r), dy.matrix(), 0.0f, block(dx.matrix(), r));

@@ -12,8 +12,8 @@ namespace mpsx {
 
 // The gradient of the source and the weights, then the update of the
 // forward kernel's weights (the kernel the forward filter compiled to).
-// `weights_overlapped`: the weights gradient runs as overlapped work where
-// the update does (FilterNode::reads_sources_overlapped).
+// `weights_overlapped` (a step that updates): the weights gradient runs as
+// overlapped work where the update does (FilterNode::reads_sources_overlapped).
 template <class Gradient, class Forward>
 class WeightsGradientStep final : public GraphStep {
  public:
@@ -30,7 +30,7 @@ class WeightsGradientStep final : public GraphStep {
     const std::shared_ptr<Image>& source_gradient = values.images[slots_.source_gradient];
     const std::shared_ptr<Image>& source = values.images[slots_.source];
     values.images[slots_.result] =
-        weights_overlapped_ && style_ != TrainingStyle::None && !values.deferred_updates
+        weights_overlapped_ && !values.deferred_updates
             ? kernel_->encode_weights_overlapped(command_buffer, source_gradient, source, state)
             : kernel_->encode(command_buffer, source_gradient, source, state, nullptr);
     if (style_ != TrainingStyle::None) update_or_defer(*this, command_buffer, values, state);

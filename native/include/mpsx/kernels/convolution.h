@@ -399,7 +399,6 @@ class ConvolutionPrimitive : public ConvolutionPasses<ConvolutionShape> {
 class ConvolutionWeightsCopy {
  public:
   ConvolutionWeightsCopy(std::shared_ptr<Buffer> weights, int64_t count) : weights_(std::move(weights)), count_(count) {}
-  const std::shared_ptr<Buffer>& weights() const { return weights_; }
   // At encode: makes the copy if `primitive` reads weights of another type.
   void make_for(const std::shared_ptr<const ConvolutionPrimitive>& primitive);
   // As a command runs: the weights as `primitive` takes them.
@@ -409,6 +408,9 @@ class ConvolutionWeightsCopy {
   void refresh(ExecutionContext& context);
 
  private:
+  // The copy made current (lock_ held).
+  void convert(ExecutionContext& context);
+
   std::shared_ptr<Buffer> weights_;
   int64_t count_;
   mutable detail::SpinLock lock_;
