@@ -1,11 +1,16 @@
 """Shared fixtures: every test runs on every device mpsx finds."""
 
+import os
+
 import numpy as np
 import pytest
 
 import mpsx
 
 DEVICES = mpsx.devices()
+
+# JAX would otherwise take 75% of the GPU at its first use, starving the other test processes on it.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def pytest_generate_tests(metafunc):

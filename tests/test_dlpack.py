@@ -106,7 +106,11 @@ def dims(pointer, n):
 class Crafted:
     """A DLPack producer of hand-made tensors over `memory` (a torch tensor, kept alive here): any
     shape, strides, data type, flags, version or device, so that mpsx's checks meet what torch and
-    numpy never make. Counts the calls of its deleter."""
+    numpy never make. Counts the calls of its deleter. Every producer that made a capsule lives to
+    the end of the session, as its capsule's deleter, its memory and the managed tensor it points
+    at must: a consumer may call the deleter at any later time, after the producer object is gone."""
+
+    produced = []
 
     def __init__(self, memory, shape, strides=None, dtype=(2, 32, 1), device=None, versioned=True, flags=0,
                  version=(1, 0), offset=0, data=None):
@@ -135,6 +139,7 @@ class Crafted:
         else:
             m = DLManagedTensor(t, None, self.deleter)
         self.managed.append(m)
+        Crafted.produced.append(self)
         return ctypes.pythonapi.PyCapsule_New(ctypes.addressof(m),
                                               b"dltensor_versioned" if self.versioned else b"dltensor", None)
 
