@@ -978,8 +978,8 @@ cdef class ConvolutionWeights:
 
     ``weights()`` and ``bias_terms()`` return the latest values once the command buffer of the last update (or
     its last replay) has completed; before that they raise SynchronizationError (no synchronize call is needed:
-    the data source synchronizes its own weights). Give each ConvolutionWeights its own NNOptimizerAdam: every update advances the
-    optimizer's time step.
+    the data source synchronizes its own weights). Give each ConvolutionWeights its own NNOptimizerAdam: every
+    update advances the optimizer's time step.
 
     MPS: none (mpsx)
     """

@@ -937,11 +937,8 @@ std::shared_ptr<Image> CNNConvolutionGradient::encode_weights_overlapped(Command
                                                                          const std::shared_ptr<Image>& source_gradient,
                                                                          const std::shared_ptr<Image>& source_image,
                                                                          const std::shared_ptr<State>& gradient_state) {
+  Restore<bool> kept(weights_overlapped_);
   weights_overlapped_ = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{weights_overlapped_};
   return encode(command_buffer, source_gradient, source_image, gradient_state, nullptr);
 }
 
